@@ -1,0 +1,41 @@
+# Two commands on a fresh machine: `make demo` and `make test`.
+# Each creates .venv on first use and installs what it needs.
+
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+
+.PHONY: demo test bench lint typecheck clean
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+
+$(VENV)/.installed-base: pyproject.toml | $(PY)
+	$(PY) -m pip install --quiet -e .
+	touch $@
+
+$(VENV)/.installed-test: pyproject.toml | $(PY)
+	$(PY) -m pip install --quiet -e '.[test]'
+	touch $@ $(VENV)/.installed-base
+
+demo: $(VENV)/.installed-base
+	$(PY) -m durastate.demo
+
+test: $(VENV)/.installed-test
+	$(PY) -m ruff check src tests bench
+	$(PY) -m mypy
+	$(PY) -m pytest
+
+bench: $(VENV)/.installed-test
+	$(PY) bench/run.py
+
+lint: $(VENV)/.installed-test
+	$(PY) -m ruff check src tests bench
+	$(PY) -m ruff format --check src tests bench
+
+typecheck: $(VENV)/.installed-test
+	$(PY) -m mypy
+
+clean:
+	rm -rf $(VENV) .durastate .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,85 @@
+"""Argument checks shared by the facets.
+
+Each check either returns the normalised value or raises ``InvalidRequest``
+naming the argument and what was wrong with it. Facets call them before
+touching the engine, so a rejected call changes nothing.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, NoReturn
+
+from .errors import InvalidRequest
+
+INT64_MIN = -(2**63)
+INT64_MAX = 2**63 - 1
+
+
+def fail(message: str) -> NoReturn:
+    raise InvalidRequest(message)
+
+
+def as_bytes(name: str, value: Any) -> bytes:
+    """``bytes`` (or a bytes-like ``bytearray``/``memoryview``) as ``bytes``."""
+    if type(value) is bytes:
+        return value
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes(value)
+    fail(f"{name} must be bytes, got {type(value).__name__}")
+
+
+def as_name(name: str, value: Any) -> bytes:
+    """A queue or channel name: ``str`` (UTF-8 encoded) or bytes, not empty."""
+    if isinstance(value, str):
+        try:
+            encoded = value.encode("utf-8")
+        except UnicodeEncodeError:
+            fail(f"{name} must be valid unicode (no lone surrogates), got {value!r}")
+    elif isinstance(value, (bytes, bytearray, memoryview)):
+        encoded = bytes(value)
+    else:
+        fail(f"{name} must be str or bytes, got {type(value).__name__}")
+    if not encoded:
+        fail(f"{name} must not be empty")
+    return encoded
+
+
+def as_int64(name: str, value: Any) -> int:
+    if type(value) is not int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            fail(f"{name} must be an int, got {type(value).__name__}")
+        value = int(value)
+    if not INT64_MIN <= value <= INT64_MAX:
+        fail(f"{name} must fit in a signed 64-bit integer, got {value}")
+    return value
+
+
+def as_limit(name: str, value: Any) -> int | None:
+    """``None`` (no limit) or an int >= 0."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        fail(f"{name} must be an int >= 0 or None, got {type(value).__name__}")
+    if value < 0:
+        fail(f"{name} must be >= 0 or None, got {value}")
+    return int(value)
+
+
+def as_seconds(name: str, value: Any, *, allow_zero: bool) -> float:
+    """A finite, non-negative duration in seconds (positive unless ``allow_zero``)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        fail(f"{name} must be a number of seconds, got {type(value).__name__}")
+    seconds = float(value)
+    if math.isnan(seconds) or math.isinf(seconds):
+        fail(f"{name} must be finite, got {value!r}")
+    if seconds < 0 or (seconds == 0 and not allow_zero):
+        fail(f"{name} must be {'>= 0' if allow_zero else '> 0'} seconds, got {value!r}")
+    return seconds
+
+
+def as_list(name: str, value: Any) -> list[Any]:
+    """A list or tuple (not a str/bytes, which iterate by character)."""
+    if isinstance(value, (list, tuple)):
+        return list(value)
+    fail(f"{name} must be a list, got {type(value).__name__}")

@@ -1,0 +1,435 @@
+"""The embedded engine: one SQLite file (or a private in-memory database).
+
+Connections: one per thread, opened lazily, in autocommit mode
+(``isolation_level=None``): a single statement commits on its own, and
+``transaction()`` issues ``BEGIN IMMEDIATE`` so a multi-statement write takes
+the write lock up front instead of failing to upgrade a read lock halfway
+(the classic SQLITE_BUSY-on-upgrade deadlock). Nested ``transaction()``
+blocks on the same thread become savepoints. A transaction rolls back on
+*any* exception, ``BaseException`` included, and commits only when the block
+finished normally: never in a ``finally``.
+
+Durability (``durability=``):
+
+* ``"normal"`` (default): WAL with ``synchronous=NORMAL``. A commit is safe
+  against a process crash the moment the call returns; a power loss or OS
+  crash can lose the commits made since the last WAL checkpoint's fsync
+  (the database itself never corrupts).
+* ``"full"``: ``synchronous=FULL``: every commit fsyncs the WAL before the
+  call returns; nothing acknowledged is lost even on power loss.
+
+Fork safety: after ``os.fork()`` the child must not touch connections opened
+by the parent (SQLite forbids it). A fork hook gives every engine a fresh
+set of per-thread connections in the child and keeps the inherited ones
+referenced, unclosed, so their finalisers never run against the parent's
+locks.
+
+In-memory databases (``memory:``) use SQLite's ``memdb`` VFS under a unique
+name: every thread of this Store sees the same database, other Stores and
+processes never do, and it disappears with the Store.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+import time
+import uuid
+import weakref
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Iterable
+
+from ..errors import (
+    Conflict,
+    DurastateError,
+    InvalidRequest,
+    StoreClosed,
+    StoreUnavailable,
+)
+from .base import Clock, Dialect, EngineBase, Params, Row
+
+SQLITE_DIALECT = Dialect(
+    name="sqlite",
+    placeholder="?",
+    no_limit=-1,
+    tokens={
+        "blob": "BLOB",
+        "int64": "INTEGER",
+        "text": "TEXT",
+        # A rowid alias: ids may be reused after the highest row is deleted.
+        "id_pk": "INTEGER PRIMARY KEY",
+        # Never reuses an id, even after deletes: for ordinals readers tail.
+        "serial_pk": "INTEGER PRIMARY KEY AUTOINCREMENT",
+        "without_rowid": " WITHOUT ROWID",
+        # SQLite has one writer at a time: a claim never meets a locked row.
+        "skip_locked": "",
+    },
+    table_exists="SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?",
+)
+
+# SQLite primary result codes (https://sqlite.org/rescode.html).
+_SQLITE_ERROR_UNAVAILABLE = {
+    5,  # BUSY: locked past busy_timeout
+    6,  # LOCKED
+    7,  # NOMEM
+    8,  # READONLY
+    10,  # IOERR
+    11,  # CORRUPT
+    13,  # FULL
+    14,  # CANTOPEN
+    15,  # PROTOCOL
+    26,  # NOTADB
+}
+_SQLITE_INVALID = {18, 20, 25}  # TOOBIG, MISMATCH, RANGE
+_SQLITE_CONSTRAINT = 19
+# Extended constraint codes that mean "your value is not allowed" rather than
+# "someone else's row is in the way".
+_SQLITE_CONSTRAINT_INVALID = {275, 1299}  # CHECK, NOTNULL
+
+_WAL_SWITCH_ATTEMPTS = 100
+_WAL_SWITCH_PAUSE = 0.02
+
+
+def translate_sqlite_error(exc: sqlite3.Error, where: str) -> DurastateError:
+    """Map a sqlite3 exception to our error tree by its result code."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    message = f"{where}: {exc}"
+    if code is None:
+        if isinstance(exc, sqlite3.ProgrammingError) and "closed" in str(exc):
+            return StoreClosed(message)
+        if isinstance(exc, (sqlite3.ProgrammingError, sqlite3.InterfaceError)):
+            return InvalidRequest(message)
+        return DurastateError(message)
+    primary = code & 0xFF
+    if primary in _SQLITE_ERROR_UNAVAILABLE:
+        return StoreUnavailable(message)
+    if primary in _SQLITE_INVALID:
+        return InvalidRequest(message)
+    if primary == _SQLITE_CONSTRAINT:
+        if code in _SQLITE_CONSTRAINT_INVALID:
+            return InvalidRequest(message)
+        return Conflict(message)
+    return DurastateError(message)
+
+
+class _ThreadState(threading.local):
+    conn: sqlite3.Connection | None = None
+    depth: int = 0
+
+
+# Engines alive in this process, so the fork hook can reset them.
+_ENGINES: "weakref.WeakSet[SqliteEngine]" = weakref.WeakSet()
+# Connections inherited across fork: kept referenced forever, never closed.
+_FORK_ORPHANS: list[Any] = []
+
+
+def _after_fork_in_child() -> None:
+    for engine in list(_ENGINES):
+        engine._forget_parent_connections()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def create_private_file(path: Path) -> None:
+    """Create ``path`` (and its folder) readable by the owner only, if absent."""
+    if path.exists():
+        return
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    try:
+        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+    except FileExistsError:
+        return  # another process created it first: fine
+    os.close(fd)
+
+
+class SqliteEngine(EngineBase):
+    """SQLite behind the ``Engine`` contract (see the module docstring)."""
+
+    dialect = SQLITE_DIALECT
+
+    def __init__(
+        self,
+        path: str | None,
+        *,
+        prefix: str = "ds_",
+        durability: str = "normal",
+        busy_timeout: float = 30.0,
+        clock: Clock | None = None,
+    ) -> None:
+        super().__init__(prefix=prefix, clock=clock)
+        if durability not in ("normal", "full"):
+            raise InvalidRequest(f"durability must be 'normal' or 'full', got {durability!r}")
+        if not isinstance(busy_timeout, (int, float)) or isinstance(busy_timeout, bool) or busy_timeout < 0:
+            raise InvalidRequest(f"busy_timeout must be seconds >= 0, got {busy_timeout!r}")
+        self._busy_timeout = float(busy_timeout)
+        self._synchronous = "FULL" if durability == "full" else "NORMAL"
+        self._anchor: sqlite3.Connection | None = None
+        if path is None:
+            # Private in-memory database, shared by this engine's threads.
+            self.path = f"file:/durastate-{uuid.uuid4().hex}?vfs=memdb"
+            self.url = "memory:"
+            self._uri = True
+            self.is_memory = True
+        else:
+            file_path = Path(path).expanduser().absolute()
+            create_private_file(file_path)
+            self.path = str(file_path)
+            self.url = f"sqlite:///{file_path}"
+            self._uri = False
+            self.is_memory = False
+        self._local = _ThreadState()
+        self._lock = threading.Lock()
+        self._connections: dict[int, tuple[threading.Thread, sqlite3.Connection]] = {}
+        self._closed = False
+        self._changed: dict[str, threading.Condition] = {}
+        _ENGINES.add(self)
+        if self.is_memory:
+            # The memdb database lives as long as one connection to it does.
+            self._anchor = self._new_connection()
+        else:
+            self._switch_to_wal()
+
+    # -- connections ---------------------------------------------------------
+
+    def _new_connection(self) -> sqlite3.Connection:
+        try:
+            conn = sqlite3.connect(
+                self.path,
+                timeout=self._busy_timeout,
+                isolation_level=None,
+                check_same_thread=False,
+                cached_statements=512,
+                uri=self._uri,
+            )
+            conn.execute(f"PRAGMA synchronous={self._synchronous}")
+        except sqlite3.Error as exc:
+            raise translate_sqlite_error(exc, f"opening {self.url}") from None
+        return conn
+
+    def _switch_to_wal(self) -> None:
+        """Put the file in WAL mode, retrying while other processes cold-open it.
+
+        The mode switch needs an exclusive lock and SQLite does not run the
+        busy handler for it, so several processes opening a fresh file at
+        once see SQLITE_BUSY immediately. Retry, bounded.
+        """
+        conn = self._thread_connection()
+        for attempt in range(_WAL_SWITCH_ATTEMPTS):
+            try:
+                mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()
+            except sqlite3.OperationalError as exc:
+                if getattr(exc, "sqlite_errorcode", 0) & 0xFF not in (5, 6):
+                    raise translate_sqlite_error(exc, f"enabling WAL on {self.url}") from None
+                time.sleep(_WAL_SWITCH_PAUSE * min(attempt + 1, 5))
+                continue
+            if mode and str(mode[0]).lower() == "wal":
+                return
+            raise StoreUnavailable(f"{self.url}: could not enable WAL (journal_mode stayed {mode!r})")
+        raise StoreUnavailable(f"{self.url}: could not enable WAL: database stayed locked")
+
+    def _thread_connection(self) -> sqlite3.Connection:
+        conn = self._local.conn
+        if conn is not None:
+            return conn
+        if self._closed:
+            raise StoreClosed(f"{self.url}: store is closed")
+        conn = self._new_connection()
+        with self._lock:
+            if self._closed:
+                conn.close()
+                raise StoreClosed(f"{self.url}: store is closed")
+            self._reap_dead_threads()
+            current = threading.current_thread()
+            self._connections[id(current)] = (current, conn)
+        self._local.conn = conn
+        return conn
+
+    def _reap_dead_threads(self) -> None:
+        """Close connections whose thread has ended (called under ``_lock``)."""
+        for key, (thread, conn) in list(self._connections.items()):
+            if not thread.is_alive():
+                del self._connections[key]
+                conn.close()
+
+    def _forget_parent_connections(self) -> None:
+        _FORK_ORPHANS.append((self._local, self._connections, self._anchor))
+        self._local = _ThreadState()
+        self._lock = threading.Lock()
+        self._connections = {}
+        self._changed = {}
+        if self.is_memory and not self._closed:
+            self._anchor = self._new_connection()
+
+    # -- statements ------------------------------------------------------------
+
+    def one(self, sql: str, params: Params = ()) -> Row | None:
+        conn = self._local.conn or self._thread_connection()
+        try:
+            row: Row | None = conn.execute(sql, params).fetchone()
+            return row
+        except sqlite3.Error as exc:
+            raise translate_sqlite_error(exc, self.url) from None
+
+    def all(self, sql: str, params: Params = ()) -> list[Row]:
+        conn = self._local.conn or self._thread_connection()
+        try:
+            return conn.execute(sql, params).fetchall()
+        except sqlite3.Error as exc:
+            raise translate_sqlite_error(exc, self.url) from None
+
+    def execute(self, sql: str, params: Params = ()) -> int:
+        conn = self._local.conn or self._thread_connection()
+        try:
+            return conn.execute(sql, params).rowcount
+        except sqlite3.Error as exc:
+            raise translate_sqlite_error(exc, self.url) from None
+
+    def executemany(self, sql: str, rows: Iterable[Params]) -> None:
+        conn = self._local.conn or self._thread_connection()
+        try:
+            conn.executemany(sql, rows)
+        except sqlite3.Error as exc:
+            raise translate_sqlite_error(exc, self.url) from None
+
+    # -- transactions ----------------------------------------------------------
+
+    def transaction(self) -> "_Transaction":
+        return _Transaction(self)
+
+    def in_transaction(self) -> bool:
+        return self._local.depth > 0
+
+    def _migration_lock(self) -> "_Transaction":
+        return _Transaction(self)
+
+    # -- change notification (in-process; other processes are polled) -------
+
+    def _condition(self, channel: str) -> threading.Condition:
+        cond = self._changed.get(channel)
+        if cond is None:
+            with self._lock:
+                cond = self._changed.setdefault(channel, threading.Condition())
+        return cond
+
+    def notify(self, channel: str) -> None:
+        """Wake this process's waiters on ``channel``.
+
+        Inside a transaction the wake-up is deferred to the commit, so a
+        waiter never looks before the data it was woken for is visible.
+        """
+        if self._local.depth > 0:
+            pending: set[str] = self._local.__dict__.setdefault("pending_notify", set())
+            pending.add(channel)
+            return
+        cond = self._changed.get(channel)
+        if cond is not None:
+            with cond:
+                cond.notify_all()
+
+    def wait_for_change(self, channel: str, timeout: float) -> None:
+        """Block until ``notify(channel)`` in this process or ``timeout``."""
+        cond = self._condition(channel)
+        with cond:
+            cond.wait(timeout)
+
+    def _flush_notifications(self) -> None:
+        pending: set[str] | None = self._local.__dict__.pop("pending_notify", None)
+        for channel in pending or ():
+            self.notify(channel)
+
+    # -- lifecycle -------------------------------------------------------------
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def close(self) -> None:
+        """Close every connection of this engine. Idempotent.
+
+        Calls made afterwards, from any thread, raise ``StoreClosed``.
+        """
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            connections = list(self._connections.values())
+            self._connections.clear()
+        # A fresh thread-local: every thread's next call misses its cached
+        # connection and reaches the closed check in _thread_connection.
+        self._local = _ThreadState()
+        for _thread, conn in connections:
+            conn.close()
+        if self._anchor is not None:
+            self._anchor.close()
+            self._anchor = None
+        for cond in list(self._changed.values()):
+            with cond:
+                cond.notify_all()
+
+
+class _Transaction:
+    """``BEGIN IMMEDIATE`` ... ``COMMIT``; nested blocks are savepoints."""
+
+    __slots__ = ("_engine", "_conn", "_savepoint")
+
+    def __init__(self, engine: SqliteEngine) -> None:
+        self._engine = engine
+        self._savepoint: str | None = None
+
+    def __enter__(self) -> None:
+        engine = self._engine
+        state = engine._local
+        conn = state.conn or engine._thread_connection()
+        self._conn = conn
+        try:
+            if state.depth == 0:
+                conn.execute("BEGIN IMMEDIATE")
+            else:
+                self._savepoint = f"ds_sp{state.depth}"
+                conn.execute(f"SAVEPOINT {self._savepoint}")
+        except sqlite3.Error as exc:
+            raise translate_sqlite_error(exc, f"{engine.url}: begin") from None
+        state.depth += 1
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        engine = self._engine
+        state = engine._local
+        state.depth -= 1
+        conn = self._conn
+        savepoint = self._savepoint
+        if exc_type is not None:
+            # Roll back on anything, KeyboardInterrupt included. A failing
+            # rollback (connection already gone) must not mask the cause.
+            try:
+                if savepoint is None:
+                    conn.execute("ROLLBACK")
+                    state.__dict__.pop("pending_notify", None)
+                else:
+                    conn.execute(f"ROLLBACK TO {savepoint}")
+                    conn.execute(f"RELEASE {savepoint}")
+            except sqlite3.Error:
+                pass
+            return
+        try:
+            if savepoint is None:
+                conn.execute("COMMIT")
+            else:
+                conn.execute(f"RELEASE {savepoint}")
+        except sqlite3.Error as commit_error:
+            if savepoint is None:
+                try:
+                    conn.execute("ROLLBACK")
+                except sqlite3.Error:
+                    pass
+                state.__dict__.pop("pending_notify", None)
+            raise translate_sqlite_error(commit_error, f"{engine.url}: commit") from None
+        if savepoint is None:
+            engine._flush_notifications()

@@ -1,0 +1,66 @@
+"""The one error hierarchy of durastate.
+
+Every failure a caller can act on is one of these types. Driver exceptions
+(``sqlite3.Error``, ``psycopg.Error``) never escape a public call: each engine
+translates them at a single boundary, by error code (SQLite result codes,
+PostgreSQL SQLSTATE), never by message text.
+
+Which one to catch:
+
+* ``InvalidRequest``  the call itself was wrong (type, range, size, reserved
+  name). Retrying the same call cannot succeed. Nothing was changed.
+* ``Conflict``        the call was valid but lost a race: a compare-and-swap
+  saw another revision, a lease was taken over, a batch collides with stored
+  data. Re-read and decide.
+* ``NotFound``        the thing named does not exist (where absence is an
+  error rather than a ``None`` result).
+* ``StoreUnavailable`` the engine could not serve the call: server down,
+  database locked past the busy timeout, disk full, I/O error. Retry later.
+* ``StoreClosed``     the ``Store`` was closed; the call was not attempted.
+* ``SchemaTooNew``    the database was written by a newer durastate; we refuse
+  to guess at a schema we do not know.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "Conflict",
+    "DurastateError",
+    "InvalidRequest",
+    "NotFound",
+    "SchemaTooNew",
+    "StoreClosed",
+    "StoreUnavailable",
+]
+
+
+class DurastateError(Exception):
+    """Base of every error durastate raises on purpose."""
+
+
+class StoreUnavailable(DurastateError):
+    """The engine cannot serve the call right now (down, locked, full, I/O)."""
+
+
+class Conflict(DurastateError):
+    """A valid call lost a race or collides with stored state."""
+
+
+class NotFound(DurastateError):
+    """The named thing does not exist."""
+
+
+class InvalidRequest(DurastateError, ValueError):
+    """The call's arguments are wrong; nothing was changed.
+
+    Also a ``ValueError`` so code written against the standard library
+    convention (``except ValueError``) keeps working.
+    """
+
+
+class StoreClosed(DurastateError):
+    """The store was closed before this call."""
+
+
+class SchemaTooNew(DurastateError):
+    """The database schema is newer than this version of durastate."""

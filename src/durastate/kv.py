@@ -1,0 +1,661 @@
+"""``store.kv``: scoped, namespaced bytes key/value, logs and counters.
+
+The data model is vgi's unified state: every row is addressed by
+``(scope, ns, key)``, all three ``bytes``. ``scope`` is the unit of teardown
+(``clear(scope)`` wipes state, logs and counters of one scope); ``ns`` is a
+namespace the caller picks inside a scope; keys order by unsigned bytes
+(memcmp), which both engines' BLOB/BYTEA comparison gives for free.
+
+Three families share that address space but not their tables:
+
+* values: ``get``/``get_many``/``put``/``put_many``, ordered ``scan`` over a
+  half-open ``[start, end)`` range, atomic ``drain``, ``delete``;
+* logs: ``append`` returns an ordinal that is unique and increasing across
+  the whole store (never reused, even after ``clear``); ``log`` reads a
+  key's entries after a cursor;
+* counters: ``incr`` is an atomic add-and-return in one statement; values
+  are signed 64-bit and an add that would overflow is refused, not wrapped.
+
+Expiry: ``put(..., ttl=seconds)`` makes a value invisible to every read once
+the store's clock passes its deadline. Expired rows are removed in small
+batches by later writes (one bounded ``DELETE`` every ``PRUNE_EVERY``
+writes of this process), so no background thread is needed and no write
+ever pays for a large sweep. ``prune_expired()`` runs a sweep on demand.
+
+Scans and log reads are streamed: rows are fetched ``PAGE_SIZE`` at a time
+by key (or ordinal) continuation, so a huge namespace never sits in memory.
+A streamed read is not a snapshot: rows written behind the cursor while
+iterating are not seen, rows ahead of it may be. Each key is yielded at
+most once and in order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any
+
+from ._validate import as_bytes, as_int64, as_limit, as_list, as_seconds, fail
+from .engines.base import Migration, Schema
+
+if TYPE_CHECKING:
+    from .engines.base import Engine
+
+__all__ = ["KV", "ScopedKV", "SCHEMA"]
+
+PAGE_SIZE = 512
+# Keys per statement in get_many / delete(keys=): well under both engines'
+# bound-parameter limits, and few distinct statement texts to cache.
+KEY_CHUNK = 128
+PRUNE_EVERY = 256
+PRUNE_BATCH = 64
+
+SCHEMA = Schema(
+    facet="kv",
+    migrations=(
+        Migration(
+            statements=(
+                "CREATE TABLE {p}kv ("
+                " scope {blob} NOT NULL, ns {blob} NOT NULL, key {blob} NOT NULL,"
+                " value {blob} NOT NULL, expires_at {int64},"
+                " PRIMARY KEY (scope, ns, key)){without_rowid}",
+                "CREATE INDEX {p}kv_expiry ON {p}kv (expires_at) WHERE expires_at IS NOT NULL",
+                "CREATE TABLE {p}kv_log ("
+                " id {serial_pk}, scope {blob} NOT NULL, ns {blob} NOT NULL,"
+                " key {blob} NOT NULL, value {blob} NOT NULL)",
+                "CREATE INDEX {p}kv_log_key ON {p}kv_log (scope, ns, key, id)",
+            ),
+            per_dialect={
+                # SQLite silently turns an overflowing integer sum into a REAL;
+                # the CHECK turns that into a refused statement instead.
+                "sqlite": (
+                    "CREATE TABLE {p}kv_counter ("
+                    " scope BLOB NOT NULL, ns BLOB NOT NULL, key BLOB NOT NULL,"
+                    " n INTEGER NOT NULL CHECK (typeof(n) = 'integer'),"
+                    " PRIMARY KEY (scope, ns, key)) WITHOUT ROWID",
+                ),
+                "postgresql": (
+                    "CREATE TABLE {p}kv_counter ("
+                    " scope BYTEA NOT NULL, ns BYTEA NOT NULL, key BYTEA NOT NULL,"
+                    " n BIGINT NOT NULL, PRIMARY KEY (scope, ns, key))",
+                ),
+            },
+        ),
+    ),
+)
+
+# -- statements ---------------------------------------------------------------
+
+GET = "SELECT value, expires_at FROM {p}kv WHERE scope = ? AND ns = ? AND key = ?"
+PUT = (
+    "INSERT INTO {p}kv (scope, ns, key, value, expires_at) VALUES (?, ?, ?, ?, ?)"
+    " ON CONFLICT (scope, ns, key) DO UPDATE"
+    " SET value = excluded.value, expires_at = excluded.expires_at"
+)
+DRAIN = "DELETE FROM {p}kv WHERE scope = ? AND ns = ? RETURNING key, value, expires_at"
+DELETE_ALL = "DELETE FROM {p}kv WHERE scope = ? AND ns = ?"
+PRUNE = (
+    "DELETE FROM {p}kv WHERE (scope, ns, key) IN"
+    " (SELECT scope, ns, key FROM {p}kv WHERE expires_at <= ? LIMIT ?)"
+)
+CLEAR_VALUES = "DELETE FROM {p}kv WHERE scope = ?"
+CLEAR_LOGS = "DELETE FROM {p}kv_log WHERE scope = ?"
+CLEAR_COUNTERS = "DELETE FROM {p}kv_counter WHERE scope = ?"
+
+APPEND = "INSERT INTO {p}kv_log (scope, ns, key, value) VALUES (?, ?, ?, ?) RETURNING id"
+LOG_PAGE = (
+    "SELECT id, value FROM {p}kv_log WHERE scope = ? AND ns = ? AND key = ? AND id > ?"
+    " ORDER BY id LIMIT ?"
+)
+
+COUNTER_GET = "SELECT n FROM {p}kv_counter WHERE scope = ? AND ns = ? AND key = ?"
+COUNTER_ADD = (
+    "INSERT INTO {p}kv_counter (scope, ns, key, n) VALUES (?, ?, ?, ?)"
+    " ON CONFLICT (scope, ns, key) DO UPDATE SET n = {p}kv_counter.n + excluded.n"
+    " RETURNING n"
+)
+COUNTER_SET = (
+    "INSERT INTO {p}kv_counter (scope, ns, key, n) VALUES (?, ?, ?, ?)"
+    " ON CONFLICT (scope, ns, key) DO UPDATE SET n = excluded.n"
+)
+COUNTER_DELETE = "DELETE FROM {p}kv_counter WHERE scope = ? AND ns = ? AND key = ?"
+
+
+def _in_list(count: int) -> str:
+    return "(" + ", ".join("?" * count) + ")"
+
+
+def get_many_sql(count: int) -> str:
+    """``SELECT`` of ``count`` keys of one namespace (one text per count)."""
+    return (
+        "SELECT key, value, expires_at FROM {p}kv WHERE scope = ? AND ns = ?"
+        " AND key IN " + _in_list(count)
+    )
+
+
+def delete_keys_sql(count: int) -> str:
+    return "DELETE FROM {p}kv WHERE scope = ? AND ns = ? AND key IN " + _in_list(count)
+
+
+def scan_sql(has_start: bool, has_end: bool, reverse: bool) -> str:
+    """One page of a range scan; each bound present or not is its own text.
+
+    Separate texts (rather than ``? IS NULL OR key < ?``) keep both bounds
+    usable by the index, so a narrow range in a huge namespace stays cheap.
+    Live rows only: the expiry deadline is the last bound parameter but one.
+    """
+    where = "scope = ? AND ns = ?"
+    if has_start:
+        where += " AND key >= ?"
+    if has_end:
+        where += " AND key < ?"
+    order = "DESC" if reverse else "ASC"
+    return (
+        f"SELECT key, value FROM {{p}}kv WHERE {where}"
+        f" AND (expires_at IS NULL OR expires_at > ?) ORDER BY key {order} LIMIT ?"
+    )
+
+
+def delete_range_sql(has_start: bool, has_end: bool) -> str:
+    where = "scope = ? AND ns = ?"
+    if has_start:
+        where += " AND key >= ?"
+    if has_end:
+        where += " AND key < ?"
+    return f"DELETE FROM {{p}}kv WHERE {where}"
+
+
+class KV:
+    """The kv facet of a ``Store`` (see the module docstring for the model).
+
+    Every method validates its arguments first and raises
+    ``durastate.InvalidRequest`` naming the bad one; a rejected call writes
+    nothing. Batch writes are atomic: all items land or none does.
+    """
+
+    def __init__(self, engine: Engine, *, max_value_size: int, max_key_size: int) -> None:
+        self._engine = engine
+        self.max_value_size = max_value_size
+        self.max_key_size = max_key_size
+        self._no_limit = engine.dialect.no_limit
+        sql = engine.sql
+        self._get = sql(GET)
+        self._put = sql(PUT)
+        self._drain = sql(DRAIN)
+        self._delete_all = sql(DELETE_ALL)
+        self._prune = sql(PRUNE)
+        self._clear = (sql(CLEAR_VALUES), sql(CLEAR_LOGS), sql(CLEAR_COUNTERS))
+        self._append = sql(APPEND)
+        self._log_page = sql(LOG_PAGE)
+        self._counter_get = sql(COUNTER_GET)
+        self._counter_add = sql(COUNTER_ADD)
+        self._counter_set = sql(COUNTER_SET)
+        self._counter_delete = sql(COUNTER_DELETE)
+        self._scan = {
+            (s, e, r): sql(scan_sql(s, e, r))
+            for s in (False, True)
+            for e in (False, True)
+            for r in (False, True)
+        }
+        self._delete_range = {(s, e): sql(delete_range_sql(s, e)) for s in (False, True) for e in (False, True)}
+        self._get_many = [""] + [sql(get_many_sql(n)) for n in range(1, KEY_CHUNK + 1)]
+        self._delete_keys = [""] + [sql(delete_keys_sql(n)) for n in range(1, KEY_CHUNK + 1)]
+        self._writes_until_prune = PRUNE_EVERY
+
+    # -- helpers ---------------------------------------------------------------
+
+    def _address(self, scope: Any, ns: Any, key: Any) -> tuple[bytes, bytes, bytes]:
+        if type(scope) is not bytes:
+            scope = as_bytes("scope", scope)
+        if type(ns) is not bytes:
+            ns = as_bytes("ns", ns)
+        if type(key) is not bytes:
+            key = as_bytes("key", key)
+        if len(scope) + len(ns) + len(key) > self.max_key_size:
+            fail(
+                f"scope + ns + key is {len(scope) + len(ns) + len(key)} bytes; "
+                f"the limit is max_key_size={self.max_key_size}"
+            )
+        return scope, ns, key
+
+    def _value(self, name: str, value: Any) -> bytes:
+        if type(value) is not bytes:
+            value = as_bytes(name, value)
+        if len(value) > self.max_value_size:
+            fail(f"{name} is {len(value)} bytes; the limit is max_value_size={self.max_value_size}")
+        return value
+
+    def _deadline(self, ttl: Any) -> int | None:
+        if ttl is None:
+            return None
+        return self._engine.now_ms() + int(as_seconds("ttl", ttl, allow_zero=False) * 1000)
+
+    def _after_write(self) -> None:
+        """Count a write; every ``PRUNE_EVERY`` writes, drop a few expired keys."""
+        self._writes_until_prune -= 1
+        if self._writes_until_prune <= 0:
+            self._writes_until_prune = PRUNE_EVERY
+            self.prune_expired(PRUNE_BATCH)
+
+    # -- values ----------------------------------------------------------------
+
+    def get(self, scope: bytes, ns: bytes, key: bytes) -> bytes | None:
+        """The value at ``(scope, ns, key)``, or ``None`` if absent or expired."""
+        scope, ns, key = self._address(scope, ns, key)
+        row = self._engine.one(self._get, (scope, ns, key))
+        if row is None:
+            return None
+        if row[1] is not None and row[1] <= self._engine.now_ms():
+            return None
+        value: bytes = row[0]
+        return value
+
+    def get_many(self, scope: bytes, ns: bytes, keys: Sequence[bytes]) -> list[bytes | None]:
+        """Values parallel to ``keys`` (``None`` for misses), read consistently."""
+        scope = as_bytes("scope", scope)
+        ns = as_bytes("ns", ns)
+        wanted = [self._address(scope, ns, k)[2] for k in as_list("keys", keys)]
+        if not wanted:
+            return []
+        found: dict[bytes, bytes] = {}
+        now: int | None = None
+        engine = self._engine
+        unique = list(dict.fromkeys(wanted))
+        if len(unique) <= KEY_CHUNK:
+            rows = engine.all(self._get_many[len(unique)], (scope, ns, *unique))
+        else:
+            rows = []
+            with engine.transaction():  # one snapshot across chunks
+                for i in range(0, len(unique), KEY_CHUNK):
+                    chunk = unique[i : i + KEY_CHUNK]
+                    rows.extend(engine.all(self._get_many[len(chunk)], (scope, ns, *chunk)))
+        for key, value, expires_at in rows:
+            if expires_at is not None:
+                if now is None:
+                    now = engine.now_ms()
+                if expires_at <= now:
+                    continue
+            found[key] = value
+        return [found.get(k) for k in wanted]
+
+    def put(self, scope: bytes, ns: bytes, key: bytes, value: bytes, *, ttl: float | None = None) -> None:
+        """Store ``value`` at ``(scope, ns, key)``, replacing any previous value.
+
+        ``ttl`` (seconds > 0) makes the value expire; without it the value
+        never expires (an earlier deadline on the same key is removed).
+        """
+        scope, ns, key = self._address(scope, ns, key)
+        value = self._value("value", value)
+        expires_at = None if ttl is None else self._deadline(ttl)
+        self._engine.execute(self._put, (scope, ns, key, value, expires_at))
+        # _after_write, inlined: put is the hottest write.
+        self._writes_until_prune -= 1
+        if self._writes_until_prune <= 0:
+            self._writes_until_prune = PRUNE_EVERY
+            self.prune_expired(PRUNE_BATCH)
+
+    def put_many(
+        self,
+        scope: bytes,
+        ns: bytes,
+        items: Iterable[tuple[bytes, bytes]],
+        *,
+        ttl: float | None = None,
+    ) -> None:
+        """Upsert every ``(key, value)`` pair atomically (later duplicates win)."""
+        scope = as_bytes("scope", scope)
+        ns = as_bytes("ns", ns)
+        expires_at = self._deadline(ttl)
+        rows = []
+        for i, item in enumerate(as_list("items", items)):
+            if not isinstance(item, (tuple, list)) or len(item) != 2:
+                fail(f"items[{i}] must be a (key, value) pair, got {item!r:.80}")
+            key = self._address(scope, ns, item[0])[2]
+            rows.append((scope, ns, key, self._value(f"items[{i}] value", item[1]), expires_at))
+        if not rows:
+            return
+        engine = self._engine
+        if len(rows) == 1:
+            engine.execute(self._put, rows[0])
+        else:
+            with engine.transaction():
+                engine.executemany(self._put, rows)
+        self._after_write()
+
+    def scan(
+        self,
+        scope: bytes,
+        ns: bytes,
+        *,
+        start: bytes | None = None,
+        end: bytes | None = None,
+        reverse: bool = False,
+        limit: int | None = None,
+    ) -> Iterator[tuple[bytes, bytes]]:
+        """Live ``(key, value)`` pairs with ``start <= key < end``, in key order.
+
+        Either bound may be ``None`` (open). ``reverse=True`` yields
+        descending keys. ``limit`` caps the number of pairs (``None``: all).
+        The first page is read before this returns, so argument errors and
+        an unavailable store surface at the call, not at the first ``next``.
+        """
+        scope = as_bytes("scope", scope)
+        ns = as_bytes("ns", ns)
+        if start is not None:
+            start = as_bytes("start", start)
+        if end is not None:
+            end = as_bytes("end", end)
+        limit = as_limit("limit", limit)
+        if not isinstance(reverse, bool):
+            fail(f"reverse must be a bool, got {type(reverse).__name__}")
+        if limit == 0 or (start is not None and end is not None and start >= end):
+            return iter(())
+        want = PAGE_SIZE if limit is None else min(limit, PAGE_SIZE)
+        now = self._engine.now_ms()
+        rows = self._engine.all(
+            self._scan[(start is not None, end is not None, reverse)],
+            _scan_params(scope, ns, start, end, now, want),
+        )
+        if len(rows) < want or (limit is not None and limit <= PAGE_SIZE):
+            return iter(rows)
+        return self._scan_more(scope, ns, start, end, reverse, limit, rows)
+
+    def _scan_more(
+        self,
+        scope: bytes,
+        ns: bytes,
+        start: bytes | None,
+        end: bytes | None,
+        reverse: bool,
+        limit: int | None,
+        rows: list[tuple[bytes, bytes]],
+    ) -> Iterator[tuple[bytes, bytes]]:
+        remaining = None if limit is None else limit
+        while True:
+            yield from rows
+            if remaining is not None:
+                remaining -= len(rows)
+                if remaining <= 0:
+                    return
+            if len(rows) < PAGE_SIZE:
+                return
+            last = rows[-1][0]
+            if reverse:
+                end = last  # exclusive already
+            else:
+                start = last + b"\x00"  # the next possible key after `last`
+            want = PAGE_SIZE if remaining is None else min(remaining, PAGE_SIZE)
+            rows = self._engine.all(
+                self._scan[(start is not None, end is not None, reverse)],
+                _scan_params(scope, ns, start, end, self._engine.now_ms(), want),
+            )
+
+    def drain(self, scope: bytes, ns: bytes) -> list[tuple[bytes, bytes]]:
+        """Atomically remove every pair of the namespace and return the live ones.
+
+        One statement: a concurrent writer's pair is either drained here or
+        survives for the next drain, never lost in between. Sorted by key.
+        """
+        scope = as_bytes("scope", scope)
+        ns = as_bytes("ns", ns)
+        rows = self._engine.all(self._drain, (scope, ns))
+        if not rows:
+            return []
+        now = self._engine.now_ms()
+        live = [(k, v) for k, v, exp in rows if exp is None or exp > now]
+        live.sort()
+        return live
+
+    def delete(
+        self,
+        scope: bytes,
+        ns: bytes,
+        keys: Sequence[bytes] | None = None,
+        *,
+        start: bytes | None = None,
+        end: bytes | None = None,
+        all: bool = False,
+    ) -> int:
+        """Delete the listed ``keys``, or the range ``[start, end)``, or ``all``.
+
+        Exactly one of the three forms must be given (a bare
+        ``delete(scope, ns)`` is refused, so a forgotten argument cannot wipe
+        a namespace). Returns the number of rows removed (expired rows not
+        yet pruned count too).
+        """
+        scope = as_bytes("scope", scope)
+        ns = as_bytes("ns", ns)
+        if not isinstance(all, bool):
+            fail(f"all must be a bool, got {type(all).__name__}")
+        has_range = start is not None or end is not None
+        forms = (keys is not None) + has_range + all
+        if forms != 1:
+            fail("delete needs exactly one of: keys=[...], a start=/end= range, or all=True")
+        engine = self._engine
+        if all:
+            return engine.execute(self._delete_all, (scope, ns))
+        if keys is not None:
+            unique = list(dict.fromkeys(self._address(scope, ns, k)[2] for k in as_list("keys", keys)))
+            if not unique:
+                return 0
+            if len(unique) <= KEY_CHUNK:
+                return engine.execute(self._delete_keys[len(unique)], (scope, ns, *unique))
+            removed = 0
+            with engine.transaction():
+                for i in range(0, len(unique), KEY_CHUNK):
+                    chunk = unique[i : i + KEY_CHUNK]
+                    removed += engine.execute(self._delete_keys[len(chunk)], (scope, ns, *chunk))
+            return removed
+        if start is not None:
+            start = as_bytes("start", start)
+        if end is not None:
+            end = as_bytes("end", end)
+        params: list[bytes] = [scope, ns]
+        if start is not None:
+            params.append(start)
+        if end is not None:
+            params.append(end)
+        return engine.execute(self._delete_range[(start is not None, end is not None)], params)
+
+    def clear(self, scope: bytes) -> int:
+        """Delete every value, log entry and counter of ``scope``, atomically.
+
+        Returns the total number of rows removed. Queues are not touched.
+        """
+        scope = as_bytes("scope", scope)
+        engine = self._engine
+        with engine.transaction():
+            return sum(engine.execute(statement, (scope,)) for statement in self._clear)
+
+    def prune_expired(self, limit: int | None = None) -> int:
+        """Delete up to ``limit`` expired values (all of them when ``None``).
+
+        Works in bounded batches, each its own short transaction, so a big
+        sweep never holds the write lock for long. Returns rows removed.
+        """
+        limit = as_limit("limit", limit)
+        removed = 0
+        while limit is None or removed < limit:
+            batch = PRUNE_BATCH if limit is None else min(PRUNE_BATCH, limit - removed)
+            n = self._engine.execute(self._prune, (self._engine.now_ms(), batch))
+            removed += n
+            if n < batch:
+                break
+        return removed
+
+    # -- logs ------------------------------------------------------------------
+
+    def append(self, scope: bytes, ns: bytes, key: bytes, value: bytes) -> int:
+        """Append ``value`` to the log of ``(scope, ns, key)``; return its ordinal.
+
+        Ordinals are unique and increasing across every log of the store and
+        are never reused, even after ``clear``.
+        """
+        scope, ns, key = self._address(scope, ns, key)
+        value = self._value("value", value)
+        row = self._engine.one(self._append, (scope, ns, key, value))
+        assert row is not None
+        ordinal: int = row[0]
+        return ordinal
+
+    def log(
+        self,
+        scope: bytes,
+        ns: bytes,
+        key: bytes,
+        *,
+        after: int = 0,
+        limit: int | None = None,
+    ) -> Iterator[tuple[int, bytes]]:
+        """``(ordinal, value)`` entries of one log with ordinal > ``after``, in order.
+
+        Pass the last ordinal seen as ``after`` to continue. Ordinals start
+        at 1, so ``after=0`` (or any negative number) reads from the start.
+        Streamed in pages like ``scan``.
+        """
+        scope, ns, key = self._address(scope, ns, key)
+        after = as_int64("after", after)
+        limit = as_limit("limit", limit)
+        if limit == 0:
+            return iter(())
+        want = PAGE_SIZE if limit is None else min(limit, PAGE_SIZE)
+        rows = self._engine.all(self._log_page, (scope, ns, key, after, want))
+        if len(rows) < want or (limit is not None and limit <= PAGE_SIZE):
+            return iter(rows)
+        return self._log_more(scope, ns, key, limit, rows)
+
+    def _log_more(
+        self, scope: bytes, ns: bytes, key: bytes, limit: int | None, rows: list[tuple[int, bytes]]
+    ) -> Iterator[tuple[int, bytes]]:
+        remaining = limit
+        while True:
+            yield from rows
+            if remaining is not None:
+                remaining -= len(rows)
+                if remaining <= 0:
+                    return
+            if len(rows) < PAGE_SIZE:
+                return
+            want = PAGE_SIZE if remaining is None else min(remaining, PAGE_SIZE)
+            rows = self._engine.all(self._log_page, (scope, ns, key, rows[-1][0], want))
+
+    # -- counters --------------------------------------------------------------
+
+    def incr(self, scope: bytes, ns: bytes, key: bytes, delta: int = 1) -> int:
+        """Atomically add ``delta`` (absent counters start at 0); return the sum.
+
+        Refused with ``InvalidRequest`` (and nothing changed) when the sum
+        would leave the signed 64-bit range.
+        """
+        scope, ns, key = self._address(scope, ns, key)
+        if type(delta) is not int or not -(2**63) <= delta < 2**63:
+            delta = as_int64("delta", delta)
+        row = self._engine.one(self._counter_add, (scope, ns, key, delta))
+        assert row is not None
+        total: int = row[0]
+        return total
+
+    def counter(self, scope: bytes, ns: bytes, key: bytes) -> int:
+        """The counter's value; 0 when it does not exist."""
+        scope, ns, key = self._address(scope, ns, key)
+        row = self._engine.one(self._counter_get, (scope, ns, key))
+        return 0 if row is None else int(row[0])
+
+    def set_counter(self, scope: bytes, ns: bytes, key: bytes, value: int) -> None:
+        """Overwrite the counter with ``value``."""
+        scope, ns, key = self._address(scope, ns, key)
+        self._engine.execute(self._counter_set, (scope, ns, key, as_int64("value", value)))
+
+    def delete_counter(self, scope: bytes, ns: bytes, key: bytes) -> bool:
+        """Remove the counter; True if it existed."""
+        scope, ns, key = self._address(scope, ns, key)
+        return self._engine.execute(self._counter_delete, (scope, ns, key)) > 0
+
+    # -- views -------------------------------------------------------------------
+
+    def scope(self, scope: bytes) -> ScopedKV:
+        """A view of this facet with ``scope`` bound (see ``ScopedKV``)."""
+        return ScopedKV(self, as_bytes("scope", scope))
+
+
+def _scan_params(
+    scope: bytes, ns: bytes, start: bytes | None, end: bytes | None, now: int, want: int
+) -> list[Any]:
+    params: list[Any] = [scope, ns]
+    if start is not None:
+        params.append(start)
+    if end is not None:
+        params.append(end)
+    params.append(now)
+    params.append(want)
+    return params
+
+
+class ScopedKV:
+    """``store.kv`` with one scope bound: the same methods without ``scope``.
+
+    ``clear()`` wipes the bound scope.
+    """
+
+    __slots__ = ("_kv", "scope_id")
+
+    def __init__(self, kv: KV, scope: bytes) -> None:
+        self._kv = kv
+        self.scope_id = scope
+
+    def get(self, ns: bytes, key: bytes) -> bytes | None:
+        return self._kv.get(self.scope_id, ns, key)
+
+    def get_many(self, ns: bytes, keys: Sequence[bytes]) -> list[bytes | None]:
+        return self._kv.get_many(self.scope_id, ns, keys)
+
+    def put(self, ns: bytes, key: bytes, value: bytes, *, ttl: float | None = None) -> None:
+        self._kv.put(self.scope_id, ns, key, value, ttl=ttl)
+
+    def put_many(self, ns: bytes, items: Iterable[tuple[bytes, bytes]], *, ttl: float | None = None) -> None:
+        self._kv.put_many(self.scope_id, ns, items, ttl=ttl)
+
+    def scan(
+        self,
+        ns: bytes,
+        *,
+        start: bytes | None = None,
+        end: bytes | None = None,
+        reverse: bool = False,
+        limit: int | None = None,
+    ) -> Iterator[tuple[bytes, bytes]]:
+        return self._kv.scan(self.scope_id, ns, start=start, end=end, reverse=reverse, limit=limit)
+
+    def drain(self, ns: bytes) -> list[tuple[bytes, bytes]]:
+        return self._kv.drain(self.scope_id, ns)
+
+    def delete(
+        self,
+        ns: bytes,
+        keys: Sequence[bytes] | None = None,
+        *,
+        start: bytes | None = None,
+        end: bytes | None = None,
+        all: bool = False,
+    ) -> int:
+        return self._kv.delete(self.scope_id, ns, keys, start=start, end=end, all=all)
+
+    def clear(self) -> int:
+        return self._kv.clear(self.scope_id)
+
+    def append(self, ns: bytes, key: bytes, value: bytes) -> int:
+        return self._kv.append(self.scope_id, ns, key, value)
+
+    def log(self, ns: bytes, key: bytes, *, after: int = 0, limit: int | None = None) -> Iterator[tuple[int, bytes]]:
+        return self._kv.log(self.scope_id, ns, key, after=after, limit=limit)
+
+    def incr(self, ns: bytes, key: bytes, delta: int = 1) -> int:
+        return self._kv.incr(self.scope_id, ns, key, delta)
+
+    def counter(self, ns: bytes, key: bytes) -> int:
+        return self._kv.counter(self.scope_id, ns, key)
+
+    def set_counter(self, ns: bytes, key: bytes, value: int) -> None:
+        self._kv.set_counter(self.scope_id, ns, key, value)
+
+    def delete_counter(self, ns: bytes, key: bytes) -> bool:
+        return self._kv.delete_counter(self.scope_id, ns, key)

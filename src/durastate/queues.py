@@ -1,0 +1,470 @@
+"""``store.queues``: named FIFO work queues with leases and dead letters.
+
+Two ways to consume, on the same queues:
+
+* ``pop(name)`` removes and returns the next payload: at-most-once, vgi's
+  destructive pop. A consumer that dies after ``pop`` loses the item.
+* ``claim(name, lease=s)`` hands out the next payload under a lease and
+  returns a ``Claim``. ``ack()`` removes it; ``nack(delay=)`` gives it back
+  (after ``delay``); ``renew()`` extends the lease. A lease that runs out is
+  redelivered by the next ``claim`` itself: no reaper process. Each delivery
+  counts as an attempt; an item that has used ``max_attempts`` deliveries
+  without an ack moves to the dead letters (listable, re-drivable) instead
+  of being delivered again.
+
+One column carries the whole scheduling state: ``available_at`` (ms). A
+pushed item is available at its push time (plus ``delay``); a claimed item
+is unavailable until its lease deadline, which is exactly when it becomes
+claimable again if nobody acks it. Delivery order is ``(available_at, id)``:
+FIFO for items pushed without delay; a delayed, nacked or expired item joins
+the line at the moment it becomes due. Every claim is one indexed statement
+(``(queue, available_at, id)``), so its cost does not grow with the queue.
+
+Leases are fenced by a random token: ``ack``/``nack``/``renew`` act only if
+the caller's token is still the item's token. A holder whose lease expired
+and whose item was claimed again gets ``Conflict`` and changes nothing, so
+no item is ever acknowledged by two live holders. A holder whose lease
+expired but whose item nobody re-claimed yet may still ack it.
+
+All of this composes with ``store.transaction()``: acking a claim in the
+same transaction as the writes it caused makes the effect exactly-once.
+
+``wait=`` on ``claim``/``pop`` blocks up to that many seconds for an item:
+pushes from this process wake the waiter at once, pushes from other
+processes are seen by polling every ``POLL_INTERVAL`` seconds (no faster).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ._validate import as_int64, as_limit, as_list, as_name, as_seconds, fail
+from .engines.base import Migration, Schema
+from .errors import Conflict
+
+if TYPE_CHECKING:
+    from .engines.base import Engine
+
+__all__ = ["Claim", "DeadLetter", "QueueStats", "Queues", "SCHEMA", "DEFAULT_MAX_ATTEMPTS"]
+
+DEFAULT_MAX_ATTEMPTS = 5
+POLL_INTERVAL = 0.05
+_BURY_PER_TRANSACTION = 64
+
+SCHEMA = Schema(
+    facet="queues",
+    migrations=(
+        Migration(
+            statements=(
+                "CREATE TABLE {p}queue ("
+                " id {id_pk}, queue {blob} NOT NULL, payload {blob} NOT NULL,"
+                " available_at {int64} NOT NULL, attempts {int64} NOT NULL DEFAULT 0,"
+                " max_attempts {int64}, lease {blob}, last_error {text},"
+                " created_at {int64} NOT NULL)",
+                "CREATE INDEX {p}queue_next ON {p}queue (queue, available_at, id)",
+                "CREATE TABLE {p}queue_dead ("
+                " id {id_pk}, queue {blob} NOT NULL, payload {blob} NOT NULL,"
+                " attempts {int64} NOT NULL, max_attempts {int64}, last_error {text},"
+                " created_at {int64} NOT NULL, died_at {int64} NOT NULL)",
+                "CREATE INDEX {p}queue_dead_queue ON {p}queue_dead (queue, id)",
+            ),
+        ),
+    ),
+)
+
+# -- statements ---------------------------------------------------------------
+
+PUSH = (
+    "INSERT INTO {p}queue (queue, payload, available_at, max_attempts, created_at)"
+    " VALUES (?, ?, ?, ?, ?)"
+)
+_NEXT_ID = (
+    "SELECT id FROM {p}queue WHERE queue = ? AND available_at <= ?"
+    " ORDER BY available_at, id LIMIT 1{skip_locked}"
+)
+POP = "DELETE FROM {p}queue WHERE id = (" + _NEXT_ID + ") RETURNING payload"
+# The fast path of claim: one statement takes the head unless it has used up
+# its attempts (then claim falls back to CLAIM_HEAD + BURY in a transaction).
+CLAIM = (
+    "UPDATE {p}queue SET lease = ?, attempts = attempts + 1, available_at = ?"
+    " WHERE id = (" + _NEXT_ID + ")"
+    " AND (max_attempts IS NULL OR attempts < max_attempts)"
+    " RETURNING id, payload, attempts"
+)
+CLAIM_HEAD = (
+    "SELECT id, attempts, max_attempts FROM {p}queue WHERE queue = ? AND available_at <= ?"
+    " ORDER BY available_at, id LIMIT 1{skip_locked}"
+)
+CLAIM_ID = (
+    "UPDATE {p}queue SET lease = ?, attempts = attempts + 1, available_at = ?"
+    " WHERE id = ? RETURNING id, payload, attempts"
+)
+BURY = (
+    "INSERT INTO {p}queue_dead"
+    " (queue, payload, attempts, max_attempts, last_error, created_at, died_at)"
+    " SELECT queue, payload, attempts, max_attempts, last_error, created_at, ?"
+    " FROM {p}queue WHERE id = ?"
+)
+DELETE_ID = "DELETE FROM {p}queue WHERE id = ?"
+ACK = "DELETE FROM {p}queue WHERE id = ? AND lease = ?"
+NACK = (
+    "UPDATE {p}queue SET lease = NULL, available_at = ?, last_error = ?"
+    " WHERE id = ? AND lease = ? RETURNING attempts, max_attempts"
+)
+RENEW = "UPDATE {p}queue SET available_at = ? WHERE id = ? AND lease = ?"
+CLEAR = "DELETE FROM {p}queue WHERE queue = ?"
+STATS = (
+    "SELECT"
+    " COALESCE(SUM(CASE WHEN available_at <= ? THEN 1 ELSE 0 END), 0),"
+    " COALESCE(SUM(CASE WHEN available_at > ? AND lease IS NOT NULL THEN 1 ELSE 0 END), 0),"
+    " COALESCE(SUM(CASE WHEN available_at > ? AND lease IS NULL THEN 1 ELSE 0 END), 0)"
+    " FROM {p}queue WHERE queue = ?"
+)
+DEAD_COUNT = "SELECT COUNT(*) FROM {p}queue_dead WHERE queue = ?"
+DEAD_PAGE = (
+    "SELECT id, payload, attempts, last_error, created_at, died_at FROM {p}queue_dead"
+    " WHERE queue = ? AND id > ? ORDER BY id LIMIT ?"
+)
+REDRIVE_ALL = (
+    "INSERT INTO {p}queue (queue, payload, available_at, attempts, max_attempts, created_at)"
+    " SELECT queue, payload, ?, 0, max_attempts, created_at FROM {p}queue_dead"
+    " WHERE queue = ? ORDER BY id"
+)
+DELETE_DEAD_ALL = "DELETE FROM {p}queue_dead WHERE queue = ?"
+REDRIVE_ID = (
+    "INSERT INTO {p}queue (queue, payload, available_at, attempts, max_attempts, created_at)"
+    " SELECT queue, payload, ?, 0, max_attempts, created_at FROM {p}queue_dead"
+    " WHERE queue = ? AND id = ?"
+)
+DELETE_DEAD_ID = "DELETE FROM {p}queue_dead WHERE queue = ? AND id = ?"
+
+
+@dataclass(frozen=True)
+class QueueStats:
+    """How many items of one queue are in each state right now."""
+
+    ready: int  # claimable now
+    in_flight: int  # claimed, lease running
+    delayed: int  # pushed with a delay or nacked with one, not yet due
+    dead: int  # in the dead letters
+
+
+@dataclass(frozen=True)
+class DeadLetter:
+    """An item that used up its attempts (``redrive`` puts it back)."""
+
+    id: int
+    payload: bytes
+    attempts: int
+    last_error: str | None
+    created_at: float  # seconds since the epoch, when first pushed
+    died_at: float
+
+
+class Claim:
+    """A leased item. Settle it with exactly one of ``ack``/``nack``.
+
+    ``ack``, ``nack`` and ``renew`` raise ``Conflict`` (and change nothing)
+    when the lease was lost: it expired and the item was claimed again.
+    """
+
+    __slots__ = ("_queues", "queue", "id", "payload", "attempts", "lease_expires_at", "_token", "_lease_ms")
+
+    def __init__(
+        self,
+        queues: Queues,
+        queue: bytes,
+        item_id: int,
+        payload: bytes,
+        attempts: int,
+        token: bytes,
+        lease_expires_at_ms: int,
+        lease_ms: int,
+    ) -> None:
+        self._queues = queues
+        self.queue = queue
+        self.id = item_id
+        self.payload = payload
+        self.attempts = attempts  # deliveries so far, this one included
+        self._token = token
+        self._lease_ms = lease_ms
+        self.lease_expires_at = lease_expires_at_ms / 1000.0
+
+    def __repr__(self) -> str:
+        return (
+            f"Claim(queue={self.queue!r}, id={self.id}, attempts={self.attempts}, "
+            f"payload={self.payload[:32]!r}{'...' if len(self.payload) > 32 else ''})"
+        )
+
+    def ack(self) -> None:
+        """The work is done: remove the item for good."""
+        self._queues._ack(self)
+
+    def nack(self, delay: float = 0.0, error: str | None = None) -> None:
+        """Give the item back, due again after ``delay`` seconds.
+
+        ``error`` is kept with the item (and shown in its dead letter). If
+        this was the item's last allowed attempt, it moves to the dead
+        letters now.
+        """
+        self._queues._nack(self, delay, error)
+
+    def renew(self, lease: float | None = None) -> None:
+        """Extend the lease to ``lease`` seconds from now (default: the original length)."""
+        self._queues._renew(self, lease)
+
+
+class Queues:
+    """The queues facet of a ``Store`` (see the module docstring)."""
+
+    def __init__(self, engine: Engine, *, max_value_size: int) -> None:
+        self._engine = engine
+        self.max_value_size = max_value_size
+        sql = engine.sql
+        self._push = sql(PUSH)
+        self._pop = sql(POP)
+        self._claim = sql(CLAIM)
+        self._claim_head = sql(CLAIM_HEAD)
+        self._claim_id = sql(CLAIM_ID)
+        self._bury = sql(BURY)
+        self._delete_id = sql(DELETE_ID)
+        self._ack_sql = sql(ACK)
+        self._nack_sql = sql(NACK)
+        self._renew_sql = sql(RENEW)
+        self._clear = sql(CLEAR)
+        self._stats = sql(STATS)
+        self._dead_count = sql(DEAD_COUNT)
+        self._dead_page = sql(DEAD_PAGE)
+        self._redrive_all = sql(REDRIVE_ALL)
+        self._delete_dead_all = sql(DELETE_DEAD_ALL)
+        self._redrive_id = sql(REDRIVE_ID)
+        self._delete_dead_id = sql(DELETE_DEAD_ID)
+
+    @staticmethod
+    def _channel(queue: bytes) -> str:
+        return "queue:" + queue.hex()
+
+    # -- producing -----------------------------------------------------------
+
+    def push(
+        self,
+        name: str | bytes,
+        items: Iterable[bytes],
+        *,
+        delay: float = 0.0,
+        max_attempts: int | None = DEFAULT_MAX_ATTEMPTS,
+    ) -> int:
+        """Append ``items`` (a list of bytes) to queue ``name``; return how many.
+
+        The batch is atomic. ``delay`` (seconds) holds the items back;
+        ``max_attempts`` (``None``: unlimited) is how many deliveries by
+        ``claim`` an item gets before it moves to the dead letters.
+        """
+        queue = as_name("name", name)
+        payloads = as_list("items", items)
+        for i, payload in enumerate(payloads):
+            if type(payload) is not bytes:
+                if not isinstance(payload, (bytearray, memoryview)):
+                    fail(f"items[{i}] must be bytes, got {type(payload).__name__}")
+                payloads[i] = payload = bytes(payload)
+            if len(payload) > self.max_value_size:
+                fail(f"items[{i}] is {len(payload)} bytes; the limit is max_value_size={self.max_value_size}")
+        if max_attempts is not None:
+            max_attempts = as_int64("max_attempts", max_attempts)
+            if max_attempts < 1:
+                fail(f"max_attempts must be >= 1 or None, got {max_attempts}")
+        engine = self._engine
+        now = engine.now_ms()
+        due = now if not delay else now + int(as_seconds("delay", delay, allow_zero=True) * 1000)
+        if not payloads:
+            return 0
+        if len(payloads) == 1:
+            engine.execute(self._push, (queue, payloads[0], due, max_attempts, now))
+        else:
+            with engine.transaction():
+                engine.executemany(self._push, [(queue, p, due, max_attempts, now) for p in payloads])
+        engine.notify(self._channel(queue))
+        return len(payloads)
+
+    # -- consuming -----------------------------------------------------------
+
+    def pop(self, name: str | bytes, *, wait: float | None = None) -> bytes | None:
+        """Remove and return the next available payload, or ``None``.
+
+        At-most-once: the item is gone once this returns. With ``wait``,
+        block up to that many seconds for one to arrive.
+        """
+        queue = as_name("name", name)
+        deadline = self._wait_deadline(wait)
+        engine = self._engine
+        while True:
+            row = engine.one(self._pop, (queue, engine.now_ms()))
+            if row is not None:
+                payload: bytes = row[0]
+                return payload
+            if not self._pause(queue, deadline):
+                return None
+
+    def claim(self, name: str | bytes, *, lease: float = 30.0, wait: float | None = None) -> Claim | None:
+        """Lease the next available item for ``lease`` seconds, or return ``None``.
+
+        With ``wait``, block up to that many seconds for one to arrive.
+        """
+        queue = as_name("name", name)
+        lease_ms = int(as_seconds("lease", lease, allow_zero=False) * 1000)
+        deadline = self._wait_deadline(wait)
+        while True:
+            claim = self._claim_once(queue, lease_ms)
+            if claim is not None:
+                return claim
+            if not self._pause(queue, deadline):
+                return None
+
+    def _claim_once(self, queue: bytes, lease_ms: int) -> Claim | None:
+        engine = self._engine
+        token = os.urandom(16)
+        now = engine.now_ms()
+        row = engine.one(self._claim, (token, now + lease_ms, queue, now))
+        if row is None:
+            row = self._claim_past_exhausted(queue, token, now, lease_ms)
+            if row is None:
+                return None
+        return Claim(self, queue, row[0], row[1], row[2], token, now + lease_ms, lease_ms)
+
+    def _claim_past_exhausted(self, queue: bytes, token: bytes, now: int, lease_ms: int) -> Any:
+        """Slow path: bury heads that used up their attempts, then claim.
+
+        Reached only when the fast statement found nothing: either the queue
+        has no available item (one cheap read) or its head is exhausted.
+        """
+        engine = self._engine
+        while True:
+            with engine.transaction():
+                for _ in range(_BURY_PER_TRANSACTION):
+                    head = engine.one(self._claim_head, (queue, now))
+                    if head is None:
+                        return None
+                    item_id, attempts, max_attempts = head
+                    if max_attempts is None or attempts < max_attempts:
+                        return engine.one(self._claim_id, (token, now + lease_ms, item_id))
+                    engine.execute(self._bury, (now, item_id))
+                    engine.execute(self._delete_id, (item_id,))
+
+    def _wait_deadline(self, wait: float | None) -> float | None:
+        if wait is None:
+            return None
+        seconds = as_seconds("wait", wait, allow_zero=True)
+        if seconds and self._engine.in_transaction():
+            fail("wait= would hold the transaction's write lock while sleeping; claim outside the transaction")
+        return time.monotonic() + seconds
+
+    def _pause(self, queue: bytes, deadline: float | None) -> bool:
+        """Sleep until woken or the next poll; False when the wait is over."""
+        if deadline is None:
+            return False
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return False
+        self._engine.wait_for_change(self._channel(queue), min(remaining, POLL_INTERVAL))
+        return True
+
+    # -- settling a claim ------------------------------------------------------
+
+    def _ack(self, claim: Claim) -> None:
+        if self._engine.execute(self._ack_sql, (claim.id, claim._token)) != 1:
+            raise Conflict(f"ack of {claim!r}: lease lost (the item was claimed again or is gone)")
+
+    def _nack(self, claim: Claim, delay: float, error: str | None) -> None:
+        delay_ms = int(as_seconds("delay", delay, allow_zero=True) * 1000)
+        if error is not None and not isinstance(error, str):
+            fail(f"error must be a str or None, got {type(error).__name__}")
+        engine = self._engine
+        now = engine.now_ms()
+        with engine.transaction():
+            row = engine.one(self._nack_sql, (now + delay_ms, error, claim.id, claim._token))
+            if row is None:
+                raise Conflict(f"nack of {claim!r}: lease lost (the item was claimed again or is gone)")
+            attempts, max_attempts = row
+            if max_attempts is not None and attempts >= max_attempts:
+                engine.execute(self._bury, (now, claim.id))
+                engine.execute(self._delete_id, (claim.id,))
+        engine.notify(self._channel(claim.queue))
+
+    def _renew(self, claim: Claim, lease: float | None) -> None:
+        if lease is None:
+            lease_ms = claim._lease_ms
+        else:
+            lease_ms = int(as_seconds("lease", lease, allow_zero=False) * 1000)
+        until = self._engine.now_ms() + lease_ms
+        if self._engine.execute(self._renew_sql, (until, claim.id, claim._token)) != 1:
+            raise Conflict(f"renew of {claim!r}: lease lost (the item was claimed again or is gone)")
+        claim.lease_expires_at = until / 1000.0
+
+    # -- housekeeping ----------------------------------------------------------
+
+    def clear(self, name: str | bytes) -> int:
+        """Delete every item of the queue, claimed or not (not the dead letters)."""
+        return self._engine.execute(self._clear, (as_name("name", name),))
+
+    def stats(self, name: str | bytes) -> QueueStats:
+        """Counts of ready, in-flight, delayed and dead items, read consistently."""
+        queue = as_name("name", name)
+        engine = self._engine
+        now = engine.now_ms()
+        with engine.transaction():
+            row = engine.one(self._stats, (now, now, now, queue))
+            dead = engine.one(self._dead_count, (queue,))
+        assert row is not None and dead is not None
+        return QueueStats(ready=int(row[0]), in_flight=int(row[1]), delayed=int(row[2]), dead=int(dead[0]))
+
+    def dead_letters(self, name: str | bytes, *, after: int = 0, limit: int | None = 100) -> list[DeadLetter]:
+        """Dead letters of the queue with id > ``after``, oldest first."""
+        queue = as_name("name", name)
+        after = as_int64("after", after)
+        limit = as_limit("limit", limit)
+        rows = self._engine.all(
+            self._dead_page, (queue, after, self._engine.dialect.no_limit if limit is None else limit)
+        )
+        return [
+            DeadLetter(id=r[0], payload=r[1], attempts=r[2], last_error=r[3], created_at=r[4] / 1000.0, died_at=r[5] / 1000.0)
+            for r in rows
+        ]
+
+    def redrive(self, name: str | bytes, ids: Iterable[int] | None = None) -> int:
+        """Move dead letters (all, or those with ``ids``) back to the queue.
+
+        They are due at once with a fresh attempt count. Returns how many
+        moved; ids that are not dead letters of this queue are ignored.
+        """
+        queue = as_name("name", name)
+        wanted = None if ids is None else [as_int64("ids[]", i) for i in as_list("ids", ids)]
+        engine = self._engine
+        now = engine.now_ms()
+        moved = 0
+        with engine.transaction():
+            if wanted is None:
+                moved = engine.execute(self._redrive_all, (now, queue))
+                engine.execute(self._delete_dead_all, (queue,))
+            else:
+                for dead_id in dict.fromkeys(wanted):
+                    if engine.execute(self._redrive_id, (now, queue, dead_id)):
+                        engine.execute(self._delete_dead_id, (queue, dead_id))
+                        moved += 1
+        if moved:
+            engine.notify(self._channel(queue))
+        return moved
+
+    def delete_dead(self, name: str | bytes, ids: Iterable[int] | None = None) -> int:
+        """Drop dead letters for good (all, or those with ``ids``); return how many."""
+        queue = as_name("name", name)
+        engine = self._engine
+        if ids is None:
+            return engine.execute(self._delete_dead_all, (queue,))
+        wanted = [as_int64("ids[]", i) for i in as_list("ids", ids)]
+        with engine.transaction():
+            return sum(engine.execute(self._delete_dead_id, (queue, i)) for i in dict.fromkeys(wanted))
+

@@ -1,0 +1,205 @@
+"""``durastate.open()`` and the ``Store`` it returns.
+
+A ``Store`` owns one engine and hands out the facets (``store.kv``,
+``store.queues``, ...). All facets share the engine, so any mix of their
+calls can be made atomic with ``store.transaction()``.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+from ._validate import as_int64
+from .engines.base import Clock
+from .errors import InvalidRequest
+from .kv import KV
+from .kv import SCHEMA as KV_SCHEMA
+from .queues import SCHEMA as QUEUES_SCHEMA
+from .queues import Queues
+
+if TYPE_CHECKING:
+    from .engines.base import Engine
+
+__all__ = ["DEFAULT_PATH", "Store", "open"]
+
+DEFAULT_PATH = Path(".durastate") / "state.db"
+DEFAULT_MAX_VALUE_SIZE = 64 * 1024 * 1024
+DEFAULT_MAX_KEY_SIZE = 2048
+SCHEMAS = (KV_SCHEMA, QUEUES_SCHEMA)
+
+_MEMORY_URLS = {"memory:", ":memory:", "sqlite://:memory:", "sqlite:///:memory:", "sqlite::memory:"}
+
+
+def _sqlite_path(url: str | os.PathLike[str] | None) -> str | None:
+    """The file path for a SQLite URL or path; ``None`` for in-memory."""
+    if url is None:
+        return str(DEFAULT_PATH)
+    if isinstance(url, os.PathLike):
+        return os.fspath(url)
+    if url in _MEMORY_URLS:
+        return None
+    if url.startswith("sqlite://"):
+        rest = url[len("sqlite://") :]
+        if not rest.startswith("/"):
+            raise InvalidRequest(
+                f"sqlite URL {url!r}: use sqlite:///absolute/path.db or sqlite:relative/path.db"
+            )
+        return rest
+    if url.startswith("sqlite:"):
+        return url[len("sqlite:") :]
+    if "://" in url:
+        raise InvalidRequest(
+            f"unknown store URL {url!r}: expected a path, sqlite:///path.db, memory:, or postgresql://..."
+        )
+    return url
+
+
+def _make_engine(url: str | os.PathLike[str] | None, options: dict[str, Any]) -> Engine:
+    if isinstance(url, str) and url.startswith(("postgresql://", "postgres://")):
+        try:
+            from .engines.postgres import PostgresEngine
+        except ImportError as exc:  # psycopg missing
+            raise InvalidRequest(
+                f"opening {url.split('@')[-1]!r} needs the PostgreSQL driver: "
+                f"pip install 'durastate[postgres]' ({exc})"
+            ) from None
+        return PostgresEngine(url, **options)
+    if url is not None and not isinstance(url, (str, os.PathLike)):
+        raise InvalidRequest(f"store URL must be a str or path, got {type(url).__name__}")
+    for pg_only in ("min_connections", "max_connections"):
+        options.pop(pg_only, None)
+    from .engines.sqlite import SqliteEngine
+
+    path = _sqlite_path(url)
+    if path == "":
+        raise InvalidRequest("store path must not be empty")
+    return SqliteEngine(path, **options)
+
+
+def open(
+    url: str | os.PathLike[str] | None = None,
+    *,
+    prefix: str = "ds_",
+    durability: str = "normal",
+    busy_timeout: float = 30.0,
+    clock: Clock | None = None,
+    max_value_size: int = DEFAULT_MAX_VALUE_SIZE,
+    max_key_size: int = DEFAULT_MAX_KEY_SIZE,
+    min_connections: int = 1,
+    max_connections: int = 10,
+) -> Store:
+    """Open (creating and migrating if needed) a store.
+
+    ``url``:
+      * ``None``: ``./.durastate/state.db`` (folder and file created, 0600);
+      * a path, ``sqlite:///abs/path.db`` or ``sqlite:relative/path.db``;
+      * ``memory:`` (or ``:memory:``): a private in-memory database that
+        lives as long as the Store;
+      * ``postgresql://...``: a PostgreSQL server (extra ``[postgres]``).
+
+    ``prefix`` starts every table name (several apps can share a database).
+    ``durability``: ``"normal"`` or ``"full"`` (SQLite; see
+    ``durastate.engines.sqlite``). ``busy_timeout``: seconds a call waits for
+    a lock before raising ``StoreUnavailable``. ``clock``: a ``time.time``
+    replacement (seconds since the epoch) used for TTLs, delays and leases.
+    ``max_value_size``/``max_key_size``: bytes; larger inputs are refused
+    with ``InvalidRequest``. ``min_connections``/``max_connections``: the
+    PostgreSQL pool size (ignored by SQLite, which uses one connection per
+    thread).
+    """
+    max_value_size = as_int64("max_value_size", max_value_size)
+    max_key_size = as_int64("max_key_size", max_key_size)
+    if max_value_size < 1 or max_key_size < 1:
+        raise InvalidRequest("max_value_size and max_key_size must be >= 1")
+    if clock is not None and not callable(clock):
+        raise InvalidRequest(f"clock must be callable returning seconds, got {type(clock).__name__}")
+    options: dict[str, Any] = {
+        "prefix": prefix,
+        "durability": durability,
+        "busy_timeout": busy_timeout,
+        "clock": clock,
+        "min_connections": min_connections,
+        "max_connections": max_connections,
+    }
+    engine = _make_engine(url, options)
+    try:
+        engine.migrate(SCHEMAS)
+    except BaseException:
+        engine.close()
+        raise
+    return Store(engine, max_value_size=max_value_size, max_key_size=max_key_size)
+
+
+class Store:
+    """One database and its facets. Thread-safe; usable across ``fork``.
+
+    Use as a context manager, or call ``close()``.
+    """
+
+    def __init__(self, engine: Engine, *, max_value_size: int, max_key_size: int) -> None:
+        self.engine = engine
+        self.kv = KV(engine, max_value_size=max_value_size, max_key_size=max_key_size)
+        self.queues = Queues(engine, max_value_size=max_value_size)
+
+    @property
+    def url(self) -> str:
+        return self.engine.url
+
+    def transaction(self) -> Transaction:
+        """One atomic commit across every facet of this store.
+
+        ``with store.transaction() as tx:`` - every call this thread makes
+        inside the block, on ``tx`` or on ``store`` directly, joins the
+        transaction; it commits when the block ends normally and rolls back
+        entirely on any exception. Nested blocks are savepoints: an
+        exception caught inside the outer block undoes only the inner one.
+        Other threads are not part of it (on SQLite they wait for it).
+        """
+        return Transaction(self)
+
+    def close(self) -> None:
+        """Close all connections. Idempotent; later calls raise ``StoreClosed``."""
+        self.engine.close()
+
+    @property
+    def closed(self) -> bool:
+        return self.engine.closed
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<durastate.Store {self.url}{' (closed)' if self.closed else ''}>"
+
+
+class Transaction:
+    """Context manager returned by ``Store.transaction()``; yields the store."""
+
+    __slots__ = ("_store", "_inner")
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+
+    def __enter__(self) -> Store:
+        self._inner = self._store.engine.transaction()
+        self._inner.__enter__()
+        return self._store
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._inner.__exit__(exc_type, exc, tb)
