@@ -50,9 +50,10 @@ def as_int64(name: str, value: Any) -> int:
         if isinstance(value, bool) or not isinstance(value, int):
             fail(f"{name} must be an int, got {type(value).__name__}")
         value = int(value)
+    result: int = value
     if not INT64_MIN <= value <= INT64_MAX:
         fail(f"{name} must fit in a signed 64-bit integer, got {value}")
-    return value
+    return result
 
 
 def as_limit(name: str, value: Any) -> int | None:

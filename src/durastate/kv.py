@@ -218,11 +218,10 @@ class KV:
         return scope, ns, key
 
     def _value(self, name: str, value: Any) -> bytes:
-        if type(value) is not bytes:
-            value = as_bytes(name, value)
-        if len(value) > self.max_value_size:
-            fail(f"{name} is {len(value)} bytes; the limit is max_value_size={self.max_value_size}")
-        return value
+        data: bytes = value if type(value) is bytes else as_bytes(name, value)
+        if len(data) > self.max_value_size:
+            fail(f"{name} is {len(data)} bytes; the limit is max_value_size={self.max_value_size}")
+        return data
 
     def _deadline(self, ttl: Any) -> int | None:
         if ttl is None:

@@ -172,7 +172,7 @@ class Claim:
     when the lease was lost: it expired and the item was claimed again.
     """
 
-    __slots__ = ("_queues", "queue", "id", "payload", "attempts", "lease_expires_at", "_token", "_lease_ms")
+    __slots__ = ("_lease_ms", "_queues", "_token", "attempts", "id", "lease_expires_at", "payload", "queue")
 
     def __init__(
         self,
@@ -395,10 +395,7 @@ class Queues:
         engine.notify(self._channel(claim.queue))
 
     def _renew(self, claim: Claim, lease: float | None) -> None:
-        if lease is None:
-            lease_ms = claim._lease_ms
-        else:
-            lease_ms = int(as_seconds("lease", lease, allow_zero=False) * 1000)
+        lease_ms = claim._lease_ms if lease is None else int(as_seconds("lease", lease, allow_zero=False) * 1000)
         until = self._engine.now_ms() + lease_ms
         if self._engine.execute(self._renew_sql, (until, claim.id, claim._token)) != 1:
             raise Conflict(f"renew of {claim!r}: lease lost (the item was claimed again or is gone)")
@@ -430,7 +427,9 @@ class Queues:
             self._dead_page, (queue, after, self._engine.dialect.no_limit if limit is None else limit)
         )
         return [
-            DeadLetter(id=r[0], payload=r[1], attempts=r[2], last_error=r[3], created_at=r[4] / 1000.0, died_at=r[5] / 1000.0)
+            DeadLetter(
+                id=r[0], payload=r[1], attempts=r[2], last_error=r[3], created_at=r[4] / 1000.0, died_at=r[5] / 1000.0
+            )
             for r in rows
         ]
 

@@ -60,13 +60,14 @@ def _sqlite_path(url: str | os.PathLike[str] | None) -> str | None:
 def _make_engine(url: str | os.PathLike[str] | None, options: dict[str, Any]) -> Engine:
     if isinstance(url, str) and url.startswith(("postgresql://", "postgres://")):
         try:
-            from .engines.postgres import PostgresEngine
+            from .engines.postgres import PostgresEngine  # type: ignore[import-not-found,unused-ignore]
         except ImportError as exc:  # psycopg missing
             raise InvalidRequest(
                 f"opening {url.split('@')[-1]!r} needs the PostgreSQL driver: "
                 f"pip install 'durastate[postgres]' ({exc})"
             ) from None
-        return PostgresEngine(url, **options)
+        engine: Engine = PostgresEngine(url, **options)
+        return engine
     if url is not None and not isinstance(url, (str, os.PathLike)):
         raise InvalidRequest(f"store URL must be a str or path, got {type(url).__name__}")
     for pg_only in ("min_connections", "max_connections"):
@@ -186,7 +187,7 @@ class Store:
 class Transaction:
     """Context manager returned by ``Store.transaction()``; yields the store."""
 
-    __slots__ = ("_store", "_inner")
+    __slots__ = ("_inner", "_store")
 
     def __init__(self, store: Store) -> None:
         self._store = store

@@ -19,8 +19,9 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable, Iterable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import Any, ContextManager, Protocol
+from typing import Any, Protocol
 
 from ..errors import InvalidRequest, SchemaTooNew
 
@@ -123,7 +124,7 @@ class Engine(Protocol):
 
     def executemany(self, sql: str, rows: Iterable[Params]) -> None: ...
 
-    def transaction(self) -> ContextManager[None]: ...
+    def transaction(self) -> AbstractContextManager[None]: ...
 
     def in_transaction(self) -> bool: ...
 
@@ -184,7 +185,7 @@ class EngineBase:
     def execute(self, sql: str, params: Params = ()) -> int:
         raise NotImplementedError
 
-    def _migration_lock(self) -> ContextManager[None]:
+    def _migration_lock(self) -> AbstractContextManager[None]:
         raise NotImplementedError
 
     def sql(self, template: str) -> str:

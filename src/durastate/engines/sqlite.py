@@ -37,9 +37,10 @@ import threading
 import time
 import uuid
 import weakref
+from collections.abc import Iterable
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Iterable
+from typing import Any
 
 from ..errors import (
     Conflict,
@@ -120,7 +121,7 @@ class _ThreadState(threading.local):
 
 
 # Engines alive in this process, so the fork hook can reset them.
-_ENGINES: "weakref.WeakSet[SqliteEngine]" = weakref.WeakSet()
+_ENGINES: weakref.WeakSet[SqliteEngine] = weakref.WeakSet()
 # Connections inherited across fork: kept referenced forever, never closed.
 _FORK_ORPHANS: list[Any] = []
 
@@ -296,13 +297,13 @@ class SqliteEngine(EngineBase):
 
     # -- transactions ----------------------------------------------------------
 
-    def transaction(self) -> "_Transaction":
+    def transaction(self) -> _Transaction:
         return _Transaction(self)
 
     def in_transaction(self) -> bool:
         return self._local.depth > 0
 
-    def _migration_lock(self) -> "_Transaction":
+    def _migration_lock(self) -> _Transaction:
         return _Transaction(self)
 
     # -- change notification (in-process; other processes are polled) -------
@@ -373,7 +374,7 @@ class SqliteEngine(EngineBase):
 class _Transaction:
     """``BEGIN IMMEDIATE`` ... ``COMMIT``; nested blocks are savepoints."""
 
-    __slots__ = ("_engine", "_conn", "_savepoint")
+    __slots__ = ("_conn", "_engine", "_savepoint")
 
     def __init__(self, engine: SqliteEngine) -> None:
         self._engine = engine

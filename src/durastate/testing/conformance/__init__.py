@@ -1,0 +1,12 @@
+"""The conformance suite: test classes any engine must pass.
+
+Import them into a test module (``from durastate.testing.conformance import
+*``) with the ``durastate.testing.plugin`` fixtures enabled. Each module
+holds the contract of one facet or compat layer.
+"""
+
+from .kv import *  # noqa: F403
+from .multiprocess import *  # noqa: F403
+from .queues import *  # noqa: F403
+from .transactions import *  # noqa: F403
+from .vgi import *  # noqa: F403

@@ -1,0 +1,3 @@
+"""Conformance: kv (filled in by its owner)."""
+
+__all__: list[str] = []

@@ -1,0 +1,101 @@
+"""Pytest fixtures of the conformance suite.
+
+``store_url`` is parametrized over the engines: ``sqlite-file`` (a fresh
+file per test), ``sqlite-memory`` and ``postgres`` (a fresh schema per test
+on the server ``durastate.testing.postgres_server`` finds). ``shared_url``
+is the subset whose data other stores and processes can see (no memory).
+When no PostgreSQL server can be found, its parameters are skipped with the
+reason, and the reason is repeated in the terminal summary.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import durastate
+
+from . import postgres_server
+from .clock import FakeClock
+
+ENGINES = ["sqlite-file", "sqlite-memory", "postgres"]
+SHARED_ENGINES = ["sqlite-file", "postgres"]
+
+_pg_skip_reason: list[str] = []
+
+
+def _postgres_base_url() -> str:
+    try:
+        import psycopg  # noqa: F401
+    except ImportError:
+        reason = "psycopg is not installed (pip install 'durastate[postgres]')"
+        _pg_skip_reason[:] = [reason]
+        pytest.skip(reason)
+    url, reason = postgres_server.server_url()
+    if url is None:
+        _pg_skip_reason[:] = [reason]
+        pytest.skip(f"PostgreSQL half skipped: {reason}")
+    return url
+
+
+def _url_for(engine: str, tmp_path: Path) -> Iterator[str]:
+    if engine == "sqlite-file":
+        yield f"sqlite:///{tmp_path / 'state.db'}"
+    elif engine == "sqlite-memory":
+        yield "memory:"
+    elif engine == "postgres":
+        base = _postgres_base_url()
+        url, schema = postgres_server.create_schema(base)
+        try:
+            yield url
+        finally:
+            postgres_server.drop_schema(base, schema)
+    else:  # pragma: no cover
+        raise ValueError(engine)
+
+
+@pytest.fixture(params=ENGINES)
+def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A fresh, empty store URL for each engine."""
+    yield from _url_for(request.param, tmp_path)
+
+
+@pytest.fixture(params=SHARED_ENGINES)
+def shared_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A fresh store URL that several stores and processes can open."""
+    yield from _url_for(request.param, tmp_path)
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+def open_store(store_url: str) -> Iterator[Callable[..., durastate.Store]]:
+    """``open_store(**options)`` opens the test's URL; all closed at teardown."""
+    opened: list[durastate.Store] = []
+
+    def factory(**options: Any) -> durastate.Store:
+        s = durastate.open(store_url, **options)
+        opened.append(s)
+        return s
+
+    yield factory
+    for s in opened:
+        s.close()
+
+
+@pytest.fixture
+def store(open_store: Callable[..., durastate.Store], clock: FakeClock) -> durastate.Store:
+    """A store on each engine, driven by the test's ``clock``."""
+    return open_store(clock=clock)
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    if _pg_skip_reason:
+        terminalreporter.write_sep("!", "PostgreSQL half of the suite was SKIPPED", red=True, bold=True)
+        terminalreporter.write_line(_pg_skip_reason[0])

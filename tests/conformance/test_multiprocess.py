@@ -1,0 +1,1 @@
+from durastate.testing.conformance.multiprocess import *  # noqa: F403

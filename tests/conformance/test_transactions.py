@@ -1,0 +1,1 @@
+from durastate.testing.conformance.transactions import *  # noqa: F403

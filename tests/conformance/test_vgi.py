@@ -1,0 +1,1 @@
+from durastate.testing.conformance.vgi import *  # noqa: F403
