@@ -341,6 +341,21 @@ class SqliteEngine(EngineBase):
         for channel in pending or ():
             self.notify(channel)
 
+    def release_connection(self) -> None:
+        """Close the calling thread's connection; its next call opens a new one.
+
+        For long-lived threads that go idle. Refused inside a transaction.
+        """
+        if self._local.depth > 0:
+            raise InvalidRequest("release_connection() inside a transaction would abandon it")
+        conn = self._local.conn
+        if conn is None:
+            return
+        self._local.conn = None
+        with self._lock:
+            self._connections.pop(id(threading.current_thread()), None)
+        conn.close()
+
     # -- lifecycle -------------------------------------------------------------
 
     @property
