@@ -60,7 +60,7 @@ def _sqlite_path(url: str | os.PathLike[str] | None) -> str | None:
 def _make_engine(url: str | os.PathLike[str] | None, options: dict[str, Any]) -> Engine:
     if isinstance(url, str) and url.startswith(("postgresql://", "postgres://")):
         try:
-            from .engines.postgres import PostgresEngine  # type: ignore[import-not-found,unused-ignore]
+            from .engines.postgres import PostgresEngine
         except ImportError as exc:  # psycopg missing
             raise InvalidRequest(
                 f"opening {url.split('@')[-1]!r} needs the PostgreSQL driver: "

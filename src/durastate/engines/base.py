@@ -203,7 +203,7 @@ class EngineBase:
         return int(self._clock() * 1000)
 
     def _read_versions(self) -> dict[str, int] | None:
-        exists = self.one(self.dialect.table_exists, (self.sql(SCHEMA_TABLE),))
+        exists = self.one(self.sql(self.dialect.table_exists), (self.sql(SCHEMA_TABLE),))
         if exists is None:
             return None
         return {str(f): int(v) for f, v in self.all(self.sql(_READ_VERSIONS))}
