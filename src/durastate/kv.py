@@ -60,7 +60,7 @@ SCHEMA = Schema(
                 " PRIMARY KEY (scope, ns, key)){without_rowid}",
                 "CREATE INDEX {p}kv_expiry ON {p}kv (expires_at) WHERE expires_at IS NOT NULL",
                 "CREATE TABLE {p}kv_log ("
-                " id {serial_pk}, scope {blob} NOT NULL, ns {blob} NOT NULL,"
+                " id {tail_pk}, scope {blob} NOT NULL, ns {blob} NOT NULL,"
                 " key {blob} NOT NULL, value {blob} NOT NULL)",
                 "CREATE INDEX {p}kv_log_key ON {p}kv_log (scope, ns, key, id)",
             ),
@@ -74,6 +74,7 @@ SCHEMA = Schema(
                     " PRIMARY KEY (scope, ns, key)) WITHOUT ROWID",
                 ),
                 "postgresql": (
+                    "INSERT INTO {p}sequence (name, value) VALUES ('kv_log', 0)",
                     "CREATE TABLE {p}kv_counter ("
                     " scope BYTEA NOT NULL, ns BYTEA NOT NULL, key BYTEA NOT NULL,"
                     " n BIGINT NOT NULL, PRIMARY KEY (scope, ns, key))",
@@ -101,7 +102,15 @@ CLEAR_VALUES = "DELETE FROM {p}kv WHERE scope = ?"
 CLEAR_LOGS = "DELETE FROM {p}kv_log WHERE scope = ?"
 CLEAR_COUNTERS = "DELETE FROM {p}kv_counter WHERE scope = ?"
 
-APPEND = "INSERT INTO {p}kv_log (scope, ns, key, value) VALUES (?, ?, ?, ?) RETURNING id"
+APPEND = {
+    "sqlite": "INSERT INTO {p}kv_log (scope, ns, key, value) VALUES (?, ?, ?, ?) RETURNING id",
+    # Gap-free and in commit order under concurrent appenders: the ordinal
+    # comes from the locked sequence row (engines.base.CORE_SCHEMA).
+    "postgresql": (
+        "WITH next AS (UPDATE {p}sequence SET value = value + 1 WHERE name = 'kv_log' RETURNING value)"
+        " INSERT INTO {p}kv_log (id, scope, ns, key, value) SELECT value, ?, ?, ?, ? FROM next RETURNING id"
+    ),
+}
 LOG_PAGE = (
     "SELECT id, value FROM {p}kv_log WHERE scope = ? AND ns = ? AND key = ? AND id > ?"
     " ORDER BY id LIMIT ?"

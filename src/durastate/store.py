@@ -13,7 +13,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from ._validate import as_int64
-from .engines.base import Clock
+from .engines.base import CORE_SCHEMA, Clock
 from .errors import InvalidRequest
 from .kv import KV
 from .kv import SCHEMA as KV_SCHEMA
@@ -28,7 +28,7 @@ __all__ = ["DEFAULT_PATH", "Store", "open"]
 DEFAULT_PATH = Path(".durastate") / "state.db"
 DEFAULT_MAX_VALUE_SIZE = 64 * 1024 * 1024
 DEFAULT_MAX_KEY_SIZE = 2048
-SCHEMAS = (KV_SCHEMA, QUEUES_SCHEMA)
+SCHEMAS = (CORE_SCHEMA, KV_SCHEMA, QUEUES_SCHEMA)
 
 _MEMORY_URLS = {"memory:", ":memory:", "sqlite://:memory:", "sqlite:///:memory:", "sqlite::memory:"}
 

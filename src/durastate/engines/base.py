@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -114,7 +114,7 @@ class Engine(Protocol):
     prefix: str
     url: str
 
-    def sql(self, template: str) -> str: ...
+    def sql(self, template: str | Mapping[str, str]) -> str: ...
 
     def one(self, sql: str, params: Params = ()) -> Row | None: ...
 
@@ -145,6 +145,23 @@ class Engine(Protocol):
 
 
 # -- shared engine machinery -------------------------------------------------
+
+# Gap-free, commit-ordered sequences (PostgreSQL; SQLite's single writer and
+# AUTOINCREMENT give the same for free). A sequence is a row here; taking the
+# next value updates the row, and the row lock is held until commit, so
+# values are handed out in commit order and a rolled-back value is reused.
+# A reader tailing ``id > last_seen`` therefore never skips a late commit.
+# Facets seed their row in their own migration.
+CORE_SCHEMA = Schema(
+    facet="core",
+    migrations=(
+        Migration(
+            statements=(
+                "CREATE TABLE {p}sequence (name TEXT PRIMARY KEY, value {int64} NOT NULL)",
+            ),
+        ),
+    ),
+)
 
 SCHEMA_TABLE = "{p}schema"
 _CREATE_SCHEMA_TABLE = (
@@ -190,8 +207,18 @@ class EngineBase:
     def _migration_lock(self) -> AbstractContextManager[None]:
         raise NotImplementedError
 
-    def sql(self, template: str) -> str:
-        """Compile a statement template for this engine (cached by text)."""
+    def sql(self, template: str | Mapping[str, str]) -> str:
+        """Compile a statement template for this engine (cached by text).
+
+        ``template`` is one text for every dialect, or a mapping from
+        ``Dialect.name`` to the text for that dialect, for the few
+        operations whose best SQL differs (say why next to the mapping).
+        """
+        if not isinstance(template, str):
+            try:
+                template = template[self.dialect.name]
+            except KeyError:
+                raise NotImplementedError(f"no {self.dialect.name} text for statement {template!r}") from None
         text = self._sql_cache.get(template)
         if text is None:
             text = self.dialect.compile(template, self.prefix)

@@ -61,8 +61,9 @@ SQLITE_DIALECT = Dialect(
         "text": "TEXT",
         # A rowid alias: ids may be reused after the highest row is deleted.
         "id_pk": "INTEGER PRIMARY KEY",
-        # Never reuses an id, even after deletes: for ordinals readers tail.
-        "serial_pk": "INTEGER PRIMARY KEY AUTOINCREMENT",
+        # Ordinals readers tail: never reused, even after deletes, and (one
+        # writer at a time) assigned in commit order.
+        "tail_pk": "INTEGER PRIMARY KEY AUTOINCREMENT",
         "without_rowid": " WITHOUT ROWID",
         # SQLite has one writer at a time: a claim never meets a locked row.
         "skip_locked": "",
