@@ -1,0 +1,724 @@
+"""Side-by-side benchmark: durastate vs raw sqlite3 vs vgi's approach.
+
+Run it with ``make bench`` (or ``.venv/bin/python bench/run.py --help``).
+
+Contenders, each on its own fresh database file in one temporary folder:
+
+* ``durastate``: ``durastate.open(<file>)`` with default options, driven
+  through its public API (``store.kv``, ``store.queues``).
+* ``sqlite3``: the physical limit. A second file created by
+  ``durastate.open()`` (so the schema is identical), then driven through a
+  plain ``sqlite3`` connection configured as durastate configures its own
+  (WAL, ``synchronous=NORMAL``, autocommit via ``isolation_level=None``,
+  statement cache) running *the very statement texts* durastate compiled
+  (read from the facet objects), with the same parameters, and
+  ``BEGIN IMMEDIATE``/``COMMIT`` around a batch where durastate opens a
+  transaction. It does no validation and shapes results minimally (a value,
+  a list, a parallel list for get-many): whatever durastate does beyond
+  that is the cost of its contract.
+* ``vgi-style``: vgi's own approach re-created in ``bench/vgi_style.py``
+  (reference only; no target).
+
+Method: one untimed warm-up round (which also sizes each timed batch to
+about ``--batch-ms`` of sqlite3 time unless ``--ops`` fixes the count), then
+``--rounds`` rounds. In every round each op runs once per contender,
+back to back, in an order that rotates from round to round, so a noisy
+moment on the machine hits the contenders alike. Each contender performs the
+same calls with the same arguments (precomputed, outside the timing). The
+table shows the median calls/s of each contender, and the median over rounds
+of the per-round ratio durastate/sqlite3 (paired, so drift cancels) with its
+range across rounds. PASS when the median ratio meets the op's target.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import os
+import platform
+import random
+import sqlite3
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import durastate
+from vgi_style import VgiStyleStorage
+
+# -- the workload --------------------------------------------------------------
+
+SCOPE = b"bench-scope"
+NS = b"bench-ns"
+PRELOAD_KEYS = 10_000
+PRELOAD_LOG = 10_000
+VALUE_SIZE = 100
+BATCH = 100
+COUNTER_KEYS = 100
+LOG_KEY = b"log"
+APPEND_KEY = b"appended"
+LEASE_SECONDS = 30.0
+MAX_ATTEMPTS = 5  # durastate's default, bound explicitly by the raw contender
+
+SINGLE_TARGET = 0.85
+BATCH_TARGET = 0.90
+
+
+@dataclass(frozen=True)
+class Op:
+    name: str
+    target: float
+    # Relative cost of one call, used to size the warm-up trial.
+    weight: int = 1
+
+
+OPS = (
+    Op("put 1", SINGLE_TARGET),
+    Op("put 100", BATCH_TARGET, weight=20),
+    Op("get 1", SINGLE_TARGET),
+    Op("get 100", BATCH_TARGET, weight=20),
+    Op("scan 100", BATCH_TARGET, weight=10),
+    Op("append", SINGLE_TARGET),
+    Op("log scan 100", BATCH_TARGET, weight=10),
+    Op("counter add", SINGLE_TARGET),
+    Op("queue push 1", SINGLE_TARGET),
+    Op("pop", SINGLE_TARGET),
+    Op("claim+ack", SINGLE_TARGET, weight=2),
+)
+OPS_BY_NAME = {op.name: op for op in OPS}
+
+
+def key_of(i: int) -> bytes:
+    return b"key:%08d" % i
+
+
+@dataclass
+class Workload:
+    """Arguments of every call, generated once per (op, round) and shared."""
+
+    rng: random.Random = field(default_factory=lambda: random.Random(20240601))
+    value: bytes = b"v" * VALUE_SIZE
+
+    def args(self, op: str, calls: int) -> list[Any]:
+        rng = self.rng
+        if op == "put 1":
+            return [key_of(rng.randrange(PRELOAD_KEYS)) for _ in range(calls)]
+        if op == "put 100":
+            return [[(key_of(i), self.value) for i in rng.sample(range(PRELOAD_KEYS), BATCH)] for _ in range(calls)]
+        if op == "get 1":
+            return [key_of(rng.randrange(PRELOAD_KEYS)) for _ in range(calls)]
+        if op == "get 100":
+            return [[key_of(i) for i in rng.sample(range(PRELOAD_KEYS), BATCH)] for _ in range(calls)]
+        if op == "scan 100":
+            return [key_of(rng.randrange(PRELOAD_KEYS - BATCH)) for _ in range(calls)]
+        if op == "log scan 100":
+            # Ordinals 1..PRELOAD_LOG belong to LOG_KEY (it is filled first).
+            return [rng.randrange(PRELOAD_LOG - BATCH) for _ in range(calls)]
+        if op == "counter add":
+            return [b"counter:%03d" % rng.randrange(COUNTER_KEYS) for _ in range(calls)]
+        # append, queue push 1, pop, claim+ack: identical calls.
+        return [None] * calls
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+# -- contenders ----------------------------------------------------------------
+
+Runner = Callable[[list[Any]], None]
+
+
+class Contender:
+    name = ""
+
+    def preload(self, value: bytes) -> None:
+        raise NotImplementedError
+
+    def prepare(self, op: str, calls: int) -> Runner | None:
+        """Do the op's untimed setup for ``calls`` calls; return the timed part."""
+        raise NotImplementedError
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+
+class Durastate(Contender):
+    name = "durastate"
+
+    def __init__(self, path: Path) -> None:
+        self.store = durastate.open(path)
+
+    def preload(self, value: bytes) -> None:
+        kv = self.store.kv
+        with self.store.transaction():
+            for _ in range(PRELOAD_LOG):
+                kv.append(SCOPE, NS, LOG_KEY, value)
+        for start in range(0, PRELOAD_KEYS, 1000):
+            kv.put_many(SCOPE, NS, [(key_of(i), value) for i in range(start, start + 1000)])
+
+    def prepare(self, op: str, calls: int) -> Runner | None:
+        kv = self.store.kv
+        queues = self.store.queues
+        value = b"v" * VALUE_SIZE
+
+        if op == "put 1":
+
+            def run(args: list[Any]) -> None:
+                put = kv.put
+                for key in args:
+                    put(SCOPE, NS, key, value)
+
+        elif op == "put 100":
+
+            def run(args: list[Any]) -> None:
+                put_many = kv.put_many
+                for items in args:
+                    put_many(SCOPE, NS, items)
+
+        elif op == "get 1":
+
+            def run(args: list[Any]) -> None:
+                get = kv.get
+                for key in args:
+                    get(SCOPE, NS, key)
+
+        elif op == "get 100":
+
+            def run(args: list[Any]) -> None:
+                get_many = kv.get_many
+                for keys in args:
+                    get_many(SCOPE, NS, keys)
+
+        elif op == "scan 100":
+
+            def run(args: list[Any]) -> None:
+                scan = kv.scan
+                for start in args:
+                    list(scan(SCOPE, NS, start=start, limit=BATCH))
+
+        elif op == "append":
+
+            def run(args: list[Any]) -> None:
+                append = kv.append
+                for _ in args:
+                    append(SCOPE, NS, APPEND_KEY, value)
+
+        elif op == "log scan 100":
+
+            def run(args: list[Any]) -> None:
+                log = kv.log
+                for after in args:
+                    list(log(SCOPE, NS, LOG_KEY, after=after, limit=BATCH))
+
+        elif op == "counter add":
+
+            def run(args: list[Any]) -> None:
+                incr = kv.incr
+                for key in args:
+                    incr(SCOPE, NS, key, 1)
+
+        elif op == "queue push 1":
+
+            def run(args: list[Any]) -> None:
+                push = queues.push
+                items = [value]
+                for _ in args:
+                    push("bench-push", items)
+
+        elif op == "pop":
+            queues.push("bench-pop", [value] * calls)
+
+            def run(args: list[Any]) -> None:
+                pop = queues.pop
+                for _ in args:
+                    pop("bench-pop")
+
+        elif op == "claim+ack":
+            queues.push("bench-claim", [value] * calls)
+
+            def run(args: list[Any]) -> None:
+                claim = queues.claim
+                for _ in args:
+                    claim("bench-claim", lease=LEASE_SECONDS).ack()  # type: ignore[union-attr]
+
+        else:
+            return None
+        return run
+
+    def close(self) -> None:
+        self.store.close()
+
+
+class RawSqlite(Contender):
+    """The same statements on a plain sqlite3 connection (see module docstring)."""
+
+    name = "sqlite3"
+
+    def __init__(self, path: Path, statements: dict[str, str]) -> None:
+        durastate.open(path).close()  # creates the same schema, in WAL mode
+        self.sql = statements
+        self.conn = sqlite3.connect(
+            path, timeout=30.0, isolation_level=None, check_same_thread=False, cached_statements=512
+        )
+        self.conn.execute("PRAGMA synchronous=NORMAL")
+        mode = self.conn.execute("PRAGMA journal_mode").fetchone()[0]
+        if mode != "wal":
+            raise SystemExit(f"raw sqlite3 file is in journal_mode={mode}, expected wal")
+
+    def _push_many(self, queue: bytes, payloads: list[bytes]) -> None:
+        now = now_ms()
+        self.conn.execute("BEGIN IMMEDIATE")
+        self.conn.executemany(self.sql["push"], [(queue, p, now, MAX_ATTEMPTS, now) for p in payloads])
+        self.conn.execute("COMMIT")
+
+    def preload(self, value: bytes) -> None:
+        conn = self.conn
+        conn.execute("BEGIN IMMEDIATE")
+        for _ in range(PRELOAD_LOG):
+            conn.execute(self.sql["append"], (SCOPE, NS, LOG_KEY, value)).fetchone()
+        conn.execute("COMMIT")
+        for start in range(0, PRELOAD_KEYS, 1000):
+            conn.execute("BEGIN IMMEDIATE")
+            conn.executemany(self.sql["put"], [(SCOPE, NS, key_of(i), value, None) for i in range(start, start + 1000)])
+            conn.execute("COMMIT")
+
+    def prepare(self, op: str, calls: int) -> Runner | None:
+        conn = self.conn
+        sql = self.sql
+        value = b"v" * VALUE_SIZE
+
+        if op == "put 1":
+            put_sql = sql["put"]
+
+            def run(args: list[Any]) -> None:
+                execute = conn.execute
+                for key in args:
+                    execute(put_sql, (SCOPE, NS, key, value, None))
+
+        elif op == "put 100":
+            put_sql = sql["put"]
+
+            def run(args: list[Any]) -> None:
+                execute = conn.execute
+                executemany = conn.executemany
+                for items in args:
+                    execute("BEGIN IMMEDIATE")
+                    executemany(put_sql, [(SCOPE, NS, k, v, None) for k, v in items])
+                    execute("COMMIT")
+
+        elif op == "get 1":
+            get_sql = sql["get"]
+
+            def run(args: list[Any]) -> None:
+                execute = conn.execute
+                for key in args:
+                    row = execute(get_sql, (SCOPE, NS, key)).fetchone()
+                    _value = None if row is None else row[0]
+
+        elif op == "get 100":
+            get_many_sql = sql["get 100"]
+
+            def run(args: list[Any]) -> None:
+                execute = conn.execute
+                for keys in args:
+                    found = {k: v for k, v, _ in execute(get_many_sql, (SCOPE, NS, *keys)).fetchall()}
+                    _values = [found.get(k) for k in keys]
+
+        elif op == "scan 100":
+            scan_sql = sql["scan"]
+
+            def run(args: list[Any]) -> None:
+                execute = conn.execute
+                for start in args:
+                    execute(scan_sql, (SCOPE, NS, start, now_ms(), BATCH)).fetchall()
+
+        elif op == "append":
+            append_sql = sql["append"]
+
+            def run(args: list[Any]) -> None:
+                execute = conn.execute
+                for _ in args:
+                    _ordinal = execute(append_sql, (SCOPE, NS, APPEND_KEY, value)).fetchone()[0]
+
+        elif op == "log scan 100":
+            log_sql = sql["log"]
+
+            def run(args: list[Any]) -> None:
+                execute = conn.execute
+                for after in args:
+                    execute(log_sql, (SCOPE, NS, LOG_KEY, after, BATCH)).fetchall()
+
+        elif op == "counter add":
+            add_sql = sql["incr"]
+
+            def run(args: list[Any]) -> None:
+                execute = conn.execute
+                for key in args:
+                    _total = execute(add_sql, (SCOPE, NS, key, 1)).fetchone()[0]
+
+        elif op == "queue push 1":
+            push_sql = sql["push"]
+
+            def run(args: list[Any]) -> None:
+                execute = conn.execute
+                for _ in args:
+                    now = now_ms()
+                    execute(push_sql, (b"bench-push", value, now, MAX_ATTEMPTS, now))
+
+        elif op == "pop":
+            self._push_many(b"bench-pop", [value] * calls)
+            pop_sql = sql["pop"]
+
+            def run(args: list[Any]) -> None:
+                execute = conn.execute
+                for _ in args:
+                    _payload = execute(pop_sql, (b"bench-pop", now_ms())).fetchone()[0]
+
+        elif op == "claim+ack":
+            self._push_many(b"bench-claim", [value] * calls)
+            claim_sql = sql["claim"]
+            ack_sql = sql["ack"]
+            lease_ms = int(LEASE_SECONDS * 1000)
+
+            def run(args: list[Any]) -> None:
+                execute = conn.execute
+                urandom = os.urandom
+                for _ in args:
+                    token = urandom(16)
+                    now = now_ms()
+                    item_id = execute(claim_sql, (token, now + lease_ms, b"bench-claim", now)).fetchone()[0]
+                    execute(ack_sql, (item_id, token))
+
+        else:
+            return None
+        return run
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+class VgiStyle(Contender):
+    name = "vgi-style"
+
+    def __init__(self, path: Path) -> None:
+        self.storage = VgiStyleStorage(str(path))
+
+    def preload(self, value: bytes) -> None:
+        # Same rows as the others; the log first so its ordinals are 1..N.
+        conn = self.storage._conn()
+        for _ in range(PRELOAD_LOG):
+            conn.execute(
+                "INSERT INTO vgi_log (scope_id, ns, key, value) VALUES (?, ?, ?, ?)", (SCOPE, NS, LOG_KEY, value)
+            )
+        conn.commit()
+        for start in range(0, PRELOAD_KEYS, 1000):
+            self.storage.state_put_many(SCOPE, NS, [(key_of(i), value) for i in range(start, start + 1000)])
+
+    def prepare(self, op: str, calls: int) -> Runner | None:
+        st = self.storage
+        value = b"v" * VALUE_SIZE
+
+        if op == "put 1":
+
+            def run(args: list[Any]) -> None:
+                put = st.state_put
+                for key in args:
+                    put(SCOPE, NS, key, value)
+
+        elif op == "put 100":
+
+            def run(args: list[Any]) -> None:
+                put_many = st.state_put_many
+                for items in args:
+                    put_many(SCOPE, NS, items)
+
+        elif op == "get 1":
+
+            def run(args: list[Any]) -> None:
+                get = st.state_get
+                for key in args:
+                    get(SCOPE, NS, key)
+
+        elif op == "get 100":
+
+            def run(args: list[Any]) -> None:
+                get_many = st.state_get_many
+                for keys in args:
+                    get_many(SCOPE, NS, keys)
+
+        elif op == "scan 100":
+
+            def run(args: list[Any]) -> None:
+                scan = st.state_scan
+                for start in args:
+                    scan(SCOPE, NS, start=start, limit=BATCH)
+
+        elif op == "append":
+
+            def run(args: list[Any]) -> None:
+                append = st.state_append
+                for _ in args:
+                    append(SCOPE, NS, APPEND_KEY, value)
+
+        elif op == "log scan 100":
+
+            def run(args: list[Any]) -> None:
+                log = st.state_log_scan
+                for after in args:
+                    log(SCOPE, NS, LOG_KEY, after_id=after, limit=BATCH)
+
+        elif op == "counter add":
+
+            def run(args: list[Any]) -> None:
+                add = st.state_counter_add
+                for key in args:
+                    add(SCOPE, NS, key, 1)
+
+        elif op == "queue push 1":
+
+            def run(args: list[Any]) -> None:
+                push = st.queue_push
+                items = [value]
+                for _ in args:
+                    push(b"bench-push", items)
+
+        elif op == "pop":
+            st.queue_push(b"bench-pop", [value] * calls)
+
+            def run(args: list[Any]) -> None:
+                pop = st.queue_pop
+                for _ in args:
+                    pop(b"bench-pop")
+
+        else:
+            return None  # vgi has no claim/ack
+        return run
+
+    def close(self) -> None:
+        self.storage.close()
+
+
+def statement_texts(store: durastate.Store) -> dict[str, str]:
+    """The compiled SQL durastate runs for each op, read from its facets."""
+    kv: Any = store.kv
+    queues: Any = store.queues
+    try:
+        return {
+            "put": kv._put,
+            "get": kv._get,
+            "get 100": kv._get_many[BATCH],
+            "scan": kv._scan[(True, False, False)],
+            "append": kv._append,
+            "log": kv._log_page,
+            "incr": kv._counter_add,
+            "push": queues._push,
+            "pop": queues._pop,
+            "claim": queues._claim,
+            "ack": queues._ack_sql,
+        }
+    except (AttributeError, KeyError, IndexError) as exc:
+        raise SystemExit(
+            f"bench/run.py: durastate's facets no longer expose a statement text it reads: {exc!r}"
+        ) from None
+
+
+# -- measuring -----------------------------------------------------------------
+
+
+@dataclass
+class Samples:
+    rate: dict[str, list[float]] = field(default_factory=dict)  # contender -> calls/s per round
+    ratio: list[float] = field(default_factory=list)  # durastate / sqlite3, per round
+
+
+def timed(run: Runner, args: list[Any]) -> float:
+    start = time.perf_counter()
+    run(args)
+    return time.perf_counter() - start
+
+
+def measure(
+    contenders: list[Contender], ops: list[Op], rounds: int, fixed_calls: int | None, batch_seconds: float, quiet: bool
+) -> tuple[dict[str, Samples], dict[str, int]]:
+    workload = Workload()
+    calls: dict[str, int] = {}
+    # Warm-up round: caches, statement caches, WAL; and sizing of the batches.
+    for op in ops:
+        trial = fixed_calls if fixed_calls is not None else max(20, 400 // op.weight)
+        per_call = 0.0
+        for contender in contenders:
+            run = contender.prepare(op.name, trial)
+            if run is None:
+                continue
+            elapsed = timed(run, workload.args(op.name, trial))
+            if contender.name == "sqlite3":
+                per_call = elapsed / trial
+        if fixed_calls is not None:
+            calls[op.name] = fixed_calls
+        else:
+            calls[op.name] = max(10, min(200_000, round(batch_seconds / max(per_call, 1e-9))))
+    results = {op.name: Samples() for op in ops}
+    for r in range(rounds):
+        for op in ops:
+            n = calls[op.name]
+            args = workload.args(op.name, n)
+            shift = r % len(contenders)
+            seconds: dict[str, float] = {}
+            for contender in contenders[shift:] + contenders[:shift]:
+                run = contender.prepare(op.name, n)
+                if run is None:
+                    continue
+                gc.collect()
+                seconds[contender.name] = timed(run, args)
+            samples = results[op.name]
+            for name, elapsed in seconds.items():
+                samples.rate.setdefault(name, []).append(n / elapsed)
+            samples.ratio.append(seconds["sqlite3"] / seconds["durastate"])
+        if not quiet:
+            print(f"  round {r + 1}/{rounds} done", file=sys.stderr, flush=True)
+    return results, calls
+
+
+# -- reporting -----------------------------------------------------------------
+
+
+def fmt_rate(values: list[float] | None) -> str:
+    if not values:
+        return "n/a"
+    return f"{statistics.median(values):,.0f}"
+
+
+def report(results: dict[str, Samples], ops: list[Op], calls: dict[str, int], contenders: list[Contender]) -> bool:
+    names = [c.name for c in contenders]
+    header = [
+        "op",
+        "calls/batch",
+        *[f"{n} /s" for n in names],
+        "durastate/sqlite3 (range)",
+        "target",
+        "",
+        "vgi/sqlite3",
+    ]
+    rows: list[list[str]] = []
+    all_pass = True
+    for op in ops:
+        s = results[op.name]
+        ratio = statistics.median(s.ratio)
+        ok = ratio >= op.target
+        all_pass &= ok
+        vgi = s.rate.get("vgi-style")
+        vgi_ratio = "n/a"
+        if vgi:
+            vgi_ratio = f"{statistics.median(v / raw for v, raw in zip(vgi, s.rate['sqlite3'], strict=True)):.2f}"
+        rows.append(
+            [
+                op.name,
+                str(calls[op.name]),
+                *[fmt_rate(s.rate.get(n)) for n in names],
+                f"{ratio:.2f} ({min(s.ratio):.2f}-{max(s.ratio):.2f})",
+                f">= {op.target:.2f}",
+                "PASS" if ok else "MISS",
+                vgi_ratio,
+            ]
+        )
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+
+    def line(cells: list[str]) -> str:
+        return (
+            "| "
+            + " | ".join(
+                c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths, strict=True))
+            )
+            + " |"
+        )
+
+    print(line(header))
+    print("|" + "|".join(("-" * (w + 1) + ":") if i else (":" + "-" * (w + 1)) for i, w in enumerate(widths)) + "|")
+    for r in rows:
+        print(line(r))
+    return all_pass
+
+
+def machine() -> str:
+    return (
+        f"{platform.system()} {platform.machine()}, nproc={os.cpu_count()}, "
+        f"Python {platform.python_version()} ({platform.python_implementation()}), "
+        f"SQLite {sqlite3.sqlite_version}, durastate {durastate.__version__}"
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--rounds", type=int, default=9, help="timed rounds (default 9; medians are taken over them)")
+    parser.add_argument(
+        "--ops",
+        type=int,
+        default=None,
+        metavar="N",
+        help="calls per timed batch, every op (default: sized to --batch-ms)",
+    )
+    parser.add_argument(
+        "--batch-ms",
+        type=float,
+        default=120.0,
+        help="target duration of one sqlite3 batch when --ops is not given (default 120)",
+    )
+    parser.add_argument(
+        "--only",
+        action="append",
+        choices=[op.name for op in OPS],
+        metavar="OP",
+        help="run only this op (repeatable): " + ", ".join(repr(o.name) for o in OPS),
+    )
+    parser.add_argument("--quick", action="store_true", help="3 rounds of ~30 ms batches: a smoke run, noisy")
+    parser.add_argument("--no-vgi", action="store_true", help="leave out the vgi-style reference column")
+    parser.add_argument(
+        "--dir", type=Path, default=None, help="folder for the database files (default: a temporary folder)"
+    )
+    parser.add_argument("--strict", action="store_true", help="exit with status 1 when an op misses its target")
+    args = parser.parse_args(argv)
+    rounds = 3 if args.quick and args.rounds == parser.get_default("rounds") else args.rounds
+    batch_ms = 30.0 if args.quick and args.batch_ms == parser.get_default("batch_ms") else args.batch_ms
+    if rounds < 1 or (args.ops is not None and args.ops < 1) or batch_ms <= 0:
+        parser.error("--rounds, --ops and --batch-ms must be positive")
+    ops = [OPS_BY_NAME[name] for name in args.only] if args.only else list(OPS)
+
+    print(f"durastate bench: {' '.join(sys.argv)}")
+    print(f"machine: {machine()}")
+    sizing = f"{args.ops} calls per batch" if args.ops else f"batches sized to ~{batch_ms:g} ms of sqlite3 time"
+    print(f"{rounds} rounds after 1 warm-up round; {sizing}; {PRELOAD_KEYS} keys / {PRELOAD_LOG} log entries preloaded")
+    sys.stdout.flush()  # the progress lines go to stderr
+    with tempfile.TemporaryDirectory(prefix="durastate-bench-", dir=args.dir) as folder:
+        base = Path(folder)
+        ds = Durastate(base / "durastate.db")
+        contenders: list[Contender] = [ds, RawSqlite(base / "raw.db", statement_texts(ds.store))]
+        if not args.no_vgi:
+            contenders.append(VgiStyle(base / "vgi.db"))
+        try:
+            value = b"v" * VALUE_SIZE
+            for contender in contenders:
+                contender.preload(value)
+            results, calls = measure(contenders, ops, rounds, args.ops, batch_ms / 1000.0, quiet=False)
+        finally:
+            for contender in contenders:
+                contender.close()
+    print()
+    all_pass = report(results, ops, calls, contenders)
+    print()
+    print(
+        f"targets: single ops >= {SINGLE_TARGET} x sqlite3, batch and scan ops >= {BATCH_TARGET} x sqlite3; "
+        f"ratio = median over rounds of the paired per-round ratio (min-max in brackets)"
+    )
+    print("ALL PASS" if all_pass else "SOME MISS")
+    return 1 if args.strict and not all_pass else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
