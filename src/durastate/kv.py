@@ -107,8 +107,8 @@ APPEND = {
     # Gap-free and in commit order under concurrent appenders: the ordinal
     # comes from the locked sequence row (engines.base.CORE_SCHEMA).
     "postgresql": (
-        "WITH next AS (UPDATE {p}sequence SET value = value + 1 WHERE name = 'kv_log' RETURNING value)"
-        " INSERT INTO {p}kv_log (id, scope, ns, key, value) SELECT value, ?, ?, ?, ? FROM next RETURNING id"
+        "INSERT INTO {p}kv_log (id, scope, ns, key, value)"
+        " VALUES ({p}next_value('kv_log'), ?, ?, ?, ?) RETURNING id"
     ),
 }
 LOG_PAGE = (

@@ -146,19 +146,33 @@ class Engine(Protocol):
 
 # -- shared engine machinery -------------------------------------------------
 
-# Gap-free, commit-ordered sequences (PostgreSQL; SQLite's single writer and
-# AUTOINCREMENT give the same for free). A sequence is a row here; taking the
-# next value updates the row, and the row lock is held until commit, so
-# values are handed out in commit order and a rolled-back value is reused.
-# A reader tailing ``id > last_seen`` therefore never skips a late commit.
+# Tables every store has, whatever facets it uses.
+#
+# {p}sequence: gap-free, commit-ordered sequences (PostgreSQL; SQLite's single
+# writer and AUTOINCREMENT give the same for free). A sequence is a row;
+# {p}next_value(name) increments it, and the row lock is held until commit,
+# so values are handed out in commit order and a rolled-back value is handed
+# out again. A reader tailing ``id > last_seen`` never skips a late commit.
 # Facets seed their row in their own migration.
+#
+# {p}attempt: one row per mutating call on a network engine, written in the
+# same transaction as the call's effect (see engines.postgres). When a
+# connection drops after the server committed but before the reply arrived,
+# the row tells the retry that the call already happened and what it
+# returned. Rows are pruned after ATTEMPT_RETENTION.
 CORE_SCHEMA = Schema(
     facet="core",
     migrations=(
         Migration(
-            statements=(
-                "CREATE TABLE {p}sequence (name TEXT PRIMARY KEY, value {int64} NOT NULL)",
-            ),
+            statements=("CREATE TABLE {p}sequence (name TEXT PRIMARY KEY, value {int64} NOT NULL)",),
+            per_dialect={
+                "postgresql": (
+                    "CREATE FUNCTION {p}next_value(seq TEXT) RETURNS BIGINT LANGUAGE sql VOLATILE AS"
+                    " $$ UPDATE {p}sequence SET value = value + 1 WHERE name = seq RETURNING value $$",
+                    "CREATE TABLE {p}attempt (id BYTEA PRIMARY KEY, created_at BIGINT NOT NULL, result JSON)",
+                    "CREATE INDEX {p}attempt_age ON {p}attempt (created_at)",
+                ),
+            },
         ),
     ),
 )

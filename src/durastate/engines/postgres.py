@@ -31,6 +31,7 @@ from __future__ import annotations
 import hashlib
 import os
 import threading
+import time
 import weakref
 from collections.abc import Iterable
 from types import TracebackType
@@ -103,6 +104,68 @@ def translate_postgres_error(exc: Exception, where: str) -> DurastateError:
     return DurastateError(message)
 
 
+_CONNECTION_LOST_STATES = {"57P01", "57P02", "57P03"}  # admin/crash shutdown, cannot connect now
+RETRIES = 4
+RETRY_PAUSE = 0.05
+ATTEMPT_RETENTION = 3600.0  # seconds an attempt id can still be replayed
+ATTEMPT_PRUNE_EVERY = 1000
+ATTEMPT_PRUNE_BATCH = 256
+
+ATTEMPT_INSERT = "INSERT INTO {p}attempt (id, created_at) VALUES (?, ?)"
+ATTEMPT_RESULT = "SELECT result FROM {p}attempt WHERE id = ?"
+ATTEMPT_PRUNE = "DELETE FROM {p}attempt WHERE id IN (SELECT id FROM {p}attempt WHERE created_at < ? LIMIT ?)"
+
+# The replay found no record: the first attempt did not commit.
+_NOT_APPLIED = object()
+
+
+def connection_lost(exc: BaseException) -> bool:
+    """True when ``exc`` means the connection died, outcome of the statement unknown."""
+    sqlstate = getattr(exc, "sqlstate", None)
+    if sqlstate is None:
+        return isinstance(exc, (psycopg.OperationalError, psycopg.InterfaceError))
+    return sqlstate.startswith("08") or sqlstate in _CONNECTION_LOST_STATES
+
+
+def _fetch(cur: psycopg.Cursor[Any], fetch: int) -> Any:
+    if fetch == 1:
+        return cur.fetchone()
+    if fetch == 2:
+        return cur.fetchall()
+    return cur.rowcount
+
+
+def _fetch_counted(cur: psycopg.Cursor[Any], fetch: int) -> Any:
+    """Like ``_fetch`` for an attempt-recording variant (its rows count the rows)."""
+    if fetch == 0:
+        row = cur.fetchone()
+        return 0 if row is None else int(row[0])
+    return _fetch(cur, fetch)
+
+
+def _decode_json_value(value: Any) -> Any:
+    # json_agg renders BYTEA as "\\x<hex>" (bytea_output=hex is forced per
+    # connection); the write statements that run through attempts return
+    # only BYTEA, integer and NULL columns, so a string is always BYTEA.
+    if isinstance(value, str) and value.startswith("\\x"):
+        return bytes.fromhex(value[2:])
+    return value
+
+
+def _replay(conn: psycopg.Connection[Any], sql: str, attempt: bytes, fetch: int) -> Any:
+    """The recorded outcome of ``attempt``, shaped like ``_fetch``; or ``_NOT_APPLIED``."""
+    row = conn.execute(sql, (attempt,)).fetchone()
+    if row is None:
+        return _NOT_APPLIED
+    result = row[0]
+    if fetch == 0:
+        return int(result)
+    rows = [tuple(_decode_json_value(v) for v in item.values()) for item in result]
+    if fetch == 1:
+        return rows[0] if rows else None
+    return rows
+
+
 _ENGINES: weakref.WeakSet[PostgresEngine] = weakref.WeakSet()
 _FORK_ORPHANS: list[Any] = []
 
@@ -118,6 +181,9 @@ os.register_at_fork(after_in_child=_after_fork_in_child)
 class _ThreadState(threading.local):
     conn: psycopg.Connection[Any] | None = None
     depth: int = 0
+    # The open transaction's attempt id: pending until its first write.
+    attempt_pending: bool = False
+    attempt: bytes | None = None
 
 
 def redact(url: str) -> str:
@@ -167,6 +233,11 @@ class PostgresEngine(EngineBase):
         self._closed = False
         self._pool_lock = threading.Lock()
         self._pool: psycopg_pool.ConnectionPool[psycopg.Connection[Any]] | None = None
+        self._plans: dict[str, str | None] = {}
+        self._writes_until_prune = ATTEMPT_PRUNE_EVERY
+        self._attempt_insert = self.sql(ATTEMPT_INSERT)
+        self._attempt_result = self.sql(ATTEMPT_RESULT)
+        self._attempt_prune = self.sql(ATTEMPT_PRUNE)
         _ENGINES.add(self)
         self._open_pool()
 
@@ -175,6 +246,7 @@ class PostgresEngine(EngineBase):
     def _configure(self, conn: psycopg.Connection[Any]) -> None:
         conn.prepare_threshold = PREPARE_THRESHOLD
         conn.execute(f"SET lock_timeout = {int(self._busy_timeout * 1000)}")
+        conn.execute("SET bytea_output = 'hex'")  # attempt replays decode it
 
     def _open_pool(self) -> psycopg_pool.ConnectionPool[psycopg.Connection[Any]]:
         with self._pool_lock:
@@ -226,25 +298,109 @@ class PostgresEngine(EngineBase):
             conn.close()
 
     # -- statements ----------------------------------------------------------
+    #
+    # Outside a transaction a statement may be retried when its connection is
+    # lost. A read is simply run again. A write (INSERT/UPDATE/DELETE) runs
+    # as its attempt-recording variant: a data-modifying CTE that applies
+    # the write and, in the same statement, inserts an {p}attempt row keyed
+    # by a random attempt id with the write's result (rows as JSON, or the
+    # row count). If the connection drops with the outcome unknown, the
+    # retry first looks the attempt id up: found means the write committed
+    # and its recorded result is returned; absent means it did not, and it
+    # is run again. So no retry ever applies a write twice, and the normal
+    # path stays one round trip.
+
+    def _plan(self, sql: str) -> str | None:
+        """The attempt-recording variant of ``sql``, or None for a read."""
+        if sql in self._plans:
+            return self._plans[sql]
+        verb = sql.lstrip()[:6].upper()
+        variant: str | None = None
+        if verb in ("INSERT", "UPDATE", "DELETE"):
+            returning = " RETURNING " in sql.upper()
+            body = sql if returning else sql + " RETURNING 1"
+            result = "COALESCE(json_agg(_ds_r), '[]'::json)" if returning else "to_json(count(*))"
+            final = "SELECT * FROM _ds_r" if returning else "SELECT count(*) FROM _ds_r"
+            variant = (
+                f"WITH _ds_r AS ({body}), _ds_a AS (INSERT INTO {self.prefix}attempt (id, created_at, result)"
+                f" SELECT %s, %s, {result} FROM _ds_r) {final}"
+            )
+        self._plans[sql] = variant
+        return variant
 
     def _run(self, sql: str, params: Params, fetch: int) -> Any:
         """Run one statement; ``fetch``: 0 rowcount, 1 one row, 2 all rows."""
-        conn = self._local.conn
-        borrowed = conn is None
-        if conn is None:
+        state = self._local
+        conn = state.conn
+        if conn is not None:
+            return self._run_in_transaction(state, conn, sql, params, fetch)
+        variant = self._plans[sql] if sql in self._plans else self._plan(sql)
+        if variant is None:
+            return self._retrying(lambda c: _fetch(c.execute(sql, params), fetch), None)
+        attempt = os.urandom(16)
+        self._writes_until_prune -= 1
+        if self._writes_until_prune <= 0:
+            self._writes_until_prune = ATTEMPT_PRUNE_EVERY
+            self._prune_attempts()
+        return self._retrying(
+            lambda c: _fetch_counted(c.execute(variant, (*params, attempt, self.now_ms())), fetch),
+            lambda c: _replay(c, self._attempt_result, attempt, fetch),
+        )
+
+    def _retrying(self, run: Any, replay: Any) -> Any:
+        """``run(conn)`` on a pooled connection, retried on connection loss.
+
+        Before each retry of a write, ``replay(conn)`` looks for the first
+        attempt's recorded outcome and returns it (``_NOT_APPLIED`` if none).
+        """
+        last: Exception | None = None
+        for attempt_number in range(RETRIES):
+            if attempt_number:
+                time.sleep(RETRY_PAUSE * attempt_number)
             conn = self._borrow()
+            try:
+                if attempt_number and replay is not None:
+                    outcome = replay(conn)
+                    if outcome is not _NOT_APPLIED:
+                        return outcome
+                return run(conn)
+            except psycopg.Error as exc:
+                if not connection_lost(exc):
+                    raise translate_postgres_error(exc, self.url) from None
+                last = exc
+            finally:
+                self._give_back(conn)
+        assert last is not None
+        raise translate_postgres_error(last, f"{self.url} (after {RETRIES} attempts)") from None
+
+    def _run_in_transaction(
+        self, state: _ThreadState, conn: psycopg.Connection[Any], sql: str, params: Params, fetch: int
+    ) -> Any:
         try:
-            cur = conn.execute(sql, params)
-            if fetch == 1:
-                return cur.fetchone()
-            if fetch == 2:
-                return cur.fetchall()
-            return cur.rowcount
+            if state.attempt_pending and self._plan(sql) is not None:
+                self._record_transaction_attempt(state, conn)
+            return _fetch(conn.execute(sql, params), fetch)
         except psycopg.Error as exc:
             raise translate_postgres_error(exc, self.url) from None
-        finally:
-            if borrowed:
-                self._give_back(conn)
+
+    def _record_transaction_attempt(self, state: _ThreadState, conn: psycopg.Connection[Any]) -> None:
+        """First write of a transaction: note its attempt id inside it.
+
+        If the connection drops during COMMIT, the row's presence tells
+        whether the transaction committed (see ``_Transaction.__exit__``).
+        """
+        state.attempt = os.urandom(16)
+        state.attempt_pending = False
+        conn.execute(self._attempt_insert, (state.attempt, self.now_ms()))
+
+    def _prune_attempts(self) -> None:
+        cutoff = self.now_ms() - int(ATTEMPT_RETENTION * 1000)
+        self._retrying(lambda c: c.execute(self._attempt_prune, (cutoff, ATTEMPT_PRUNE_BATCH)), None)
+
+    def attempt_committed(self, attempt: bytes) -> bool:
+        """Whether the write (or transaction) with this attempt id committed."""
+        row = self._retrying(lambda c: c.execute(self._attempt_result, (attempt,)).fetchone(), None)
+        return row is not None
 
     def one(self, sql: str, params: Params = ()) -> Row | None:
         row: Row | None = self._run(sql, params, 1)
@@ -259,18 +415,22 @@ class PostgresEngine(EngineBase):
         return count
 
     def executemany(self, sql: str, rows: Iterable[Params]) -> None:
-        conn = self._local.conn
-        borrowed = conn is None
-        if conn is None:
-            conn = self._borrow()
+        """Many rows in one pipeline. Outside a transaction, atomically."""
+        batch = list(rows)
+        if self._local.conn is None:
+            with self.transaction():
+                self.executemany(sql, batch)
+            return
+        state = self._local
+        conn = state.conn
+        assert conn is not None
         try:
+            if state.attempt_pending:
+                self._record_transaction_attempt(state, conn)
             with conn.cursor() as cur:
-                cur.executemany(sql, list(rows))
+                cur.executemany(sql, batch)
         except psycopg.Error as exc:
             raise translate_postgres_error(exc, self.url) from None
-        finally:
-            if borrowed:
-                self._give_back(conn)
 
     # -- transactions --------------------------------------------------------
 
@@ -360,6 +520,10 @@ class _Transaction:
                 _discard_transaction(engine, conn)
                 raise translate_postgres_error(exc, f"{engine.url}: begin") from None
             state.conn = conn
+            state.attempt = None
+            # Migrations run before the attempt table exists; they need no
+            # commit-ambiguity check anyway (they are idempotent by version).
+            state.attempt_pending = self._lock_key is None
         else:
             assert state.conn is not None
             conn = state.conn
@@ -392,6 +556,7 @@ class _Transaction:
                     raise translate_postgres_error(release_error, f"{engine.url}: savepoint") from None
             return
         state.conn = None
+        attempt, state.attempt, state.attempt_pending = state.attempt, None, False
         if exc_type is not None:
             _discard_transaction(engine, conn)
             return
@@ -399,6 +564,15 @@ class _Transaction:
             conn.execute("COMMIT")
         except psycopg.Error as commit_error:
             _discard_transaction(engine, conn)
+            if attempt is not None and connection_lost(commit_error):
+                # The COMMIT may or may not have reached the server. The
+                # attempt row, written inside the transaction, says which.
+                if engine.attempt_committed(attempt):
+                    return
+                raise StoreUnavailable(
+                    f"{engine.url}: connection lost before the transaction committed; "
+                    "nothing was applied, the transaction can be retried"
+                ) from None
             raise translate_postgres_error(commit_error, f"{engine.url}: commit") from None
         engine._give_back(conn)
 
