@@ -1,0 +1,178 @@
+"""A lost connection never makes durastate apply a write twice.
+
+The worst moment is after the server committed and before the reply
+arrived: the client cannot know whether its write happened. durastate's
+retry must then return the first attempt's result instead of writing again
+(attempt ids, see durastate.engines.postgres). These tests put the cut at
+exactly that moment with a relay (``CuttingProxy``), at the moment before
+the statement reaches the server, and at random moments with
+``pg_terminate_backend``.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+from collections.abc import Iterator
+from urllib.parse import urlsplit, urlunsplit
+
+import psycopg
+import pytest
+
+import durastate
+
+from .proxy import CuttingProxy
+
+pytestmark = pytest.mark.timeout(120)
+
+
+@pytest.fixture
+def proxy(pg_url: str) -> Iterator[CuttingProxy]:
+    parts = urlsplit(pg_url)
+    p = CuttingProxy((parts.hostname or "127.0.0.1", parts.port or 5432))
+    yield p
+    p.close()
+
+
+@pytest.fixture
+def via_proxy(pg_url: str, proxy: CuttingProxy) -> str:
+    parts = urlsplit(pg_url)
+    netloc = parts.netloc.rsplit("@", 1)
+    user = netloc[0] + "@" if len(netloc) == 2 else ""
+    return urlunsplit(parts._replace(netloc=f"{user}127.0.0.1:{proxy.port}"))
+
+
+@pytest.fixture
+def store(pg_url: str, via_proxy: str) -> Iterator[durastate.Store]:
+    durastate.open(pg_url).close()  # migrate without the relay in the way
+    s = durastate.open(via_proxy, min_connections=0)
+    yield s
+    s.close()
+
+
+@pytest.mark.parametrize("cut", ["reply", "request"])
+def test_counter_add_applies_once(store: durastate.Store, proxy: CuttingProxy, cut: str) -> None:
+    store.kv.incr(b"s", b"n", b"warm", 1)  # a pooled connection exists; not the one cut
+    getattr(proxy, f"drop_{cut}")(b"kv_counter (scope, ns, key, n)")
+    assert store.kv.incr(b"s", b"n", b"c", 5) == 5
+    assert proxy.cuts == 1
+    assert store.kv.counter(b"s", b"n", b"c") == 5
+
+
+@pytest.mark.parametrize("cut", ["reply", "request"])
+def test_append_applies_once_and_returns_the_first_ordinal(
+    store: durastate.Store, proxy: CuttingProxy, cut: str
+) -> None:
+    first = store.kv.append(b"s", b"n", b"log", b"one")
+    getattr(proxy, f"drop_{cut}")(b"INSERT INTO ds_kv_log")
+    second = store.kv.append(b"s", b"n", b"log", b"two")
+    assert proxy.cuts == 1
+    assert list(store.kv.log(b"s", b"n", b"log")) == [(first, b"one"), (second, b"two")]
+
+
+def test_drain_replay_returns_the_drained_values(store: durastate.Store, proxy: CuttingProxy) -> None:
+    store.kv.put_many(b"s", b"n", [(b"a", b"1"), (b"b", b"\x00\xff")])
+    proxy.drop_reply(b"RETURNING key, value, expires_at")
+    assert store.kv.drain(b"s", b"n") == [(b"a", b"1"), (b"b", b"\x00\xff")]
+    assert proxy.cuts == 1
+    assert store.kv.drain(b"s", b"n") == []
+
+
+@pytest.mark.parametrize("cut", ["reply", "request"])
+def test_queue_push_applies_once(store: durastate.Store, proxy: CuttingProxy, cut: str) -> None:
+    getattr(proxy, f"drop_{cut}")(b"INSERT INTO ds_queue")
+    assert store.queues.push("jobs", [b"only"]) == 1
+    assert proxy.cuts == 1
+    assert store.queues.pop("jobs") == b"only"
+    assert store.queues.pop("jobs") is None
+
+
+def test_put_many_transaction_commit_lost_is_resolved(store: durastate.Store, proxy: CuttingProxy) -> None:
+    proxy.drop_reply(b"COMMIT")
+    store.kv.put_many(b"s", b"n", [(b"a", b"1"), (b"b", b"2")])  # returns: it did commit
+    assert proxy.cuts == 1
+    assert store.kv.get_many(b"s", b"n", [b"a", b"b"]) == [b"1", b"2"]
+
+
+def test_transaction_commit_lost_is_resolved(store: durastate.Store, proxy: CuttingProxy) -> None:
+    proxy.drop_reply(b"COMMIT")
+    with store.transaction():
+        store.kv.incr(b"s", b"n", b"c", 1)
+        store.queues.push("jobs", [b"x"])
+    assert proxy.cuts == 1
+    assert store.kv.counter(b"s", b"n", b"c") == 1
+    assert store.queues.stats("jobs").ready == 1
+
+
+def test_transaction_lost_before_commit_reports_nothing_applied(
+    store: durastate.Store, proxy: CuttingProxy
+) -> None:
+    proxy.drop_request(b"COMMIT")
+    with pytest.raises(durastate.StoreUnavailable, match="nothing was applied"):
+        with store.transaction():
+            store.kv.incr(b"s", b"n", b"c", 1)
+    assert store.kv.counter(b"s", b"n", b"c") == 0
+
+
+def _terminate_backends(admin_url: str, app: str, stop: threading.Event, seed: int) -> int:
+    rng = random.Random(seed)
+    kills = 0
+    with psycopg.connect(admin_url, autocommit=True) as admin:
+        while not stop.wait(rng.uniform(0.005, 0.03)):
+            cur = admin.execute(
+                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
+                " WHERE application_name = %s AND pid <> pg_backend_pid()",
+                (app,),
+            )
+            row = cur.fetchone()
+            kills += int(row[0]) if row else 0
+    return kills
+
+
+def test_random_backend_terminations_never_double_apply(pg_url: str, pg_base_url: str) -> None:
+    """Writers keep going while their backends are killed at random moments.
+
+    Every call either returns (then it applied exactly once) or raises
+    StoreUnavailable after its retries (then it applied at most once). So
+    the totals must lie between the successes and successes + failures,
+    and no unique payload may ever appear twice.
+    """
+    app = "ds-retry-test"
+    sep = "&" if "?" in pg_url else "?"
+    durastate.open(pg_url).close()
+    store = durastate.open(f"{pg_url}{sep}application_name={app}", min_connections=0, max_connections=4)
+    stop = threading.Event()
+    kills: list[int] = []
+    killer = threading.Thread(target=lambda: kills.append(_terminate_backends(pg_base_url, app, stop, 7)))
+    killer.start()
+    ok = failed = 0
+    try:
+        for i in range(300):
+            try:
+                with_step = i % 3
+                if with_step == 0:
+                    store.kv.incr(b"s", b"n", b"count", 1)
+                elif with_step == 1:
+                    store.kv.append(b"s", b"n", b"log", f"entry-{i}".encode())
+                else:
+                    store.queues.push("jobs", [f"job-{i}".encode()])
+                ok += 1
+            except durastate.StoreUnavailable:
+                failed += 1
+    finally:
+        stop.set()
+        killer.join()
+    try:
+        counter_calls = len(range(0, 300, 3))
+        count = store.kv.counter(b"s", b"n", b"count")
+        entries = [v for _, v in store.kv.log(b"s", b"n", b"log")]
+        jobs = []
+        while (job := store.queues.pop("jobs")) is not None:
+            jobs.append(job)
+    finally:
+        store.close()
+    assert kills and kills[0] > 0, "the killer never hit a backend; the test proved nothing"
+    assert len(entries) == len(set(entries)), "an append was applied twice"
+    assert len(jobs) == len(set(jobs)), "a push was applied twice"
+    assert count <= counter_calls
+    assert ok <= count + len(entries) + len(jobs) <= ok + failed
