@@ -108,9 +108,8 @@ def test_transaction_lost_before_commit_reports_nothing_applied(
     store: durastate.Store, proxy: CuttingProxy
 ) -> None:
     proxy.drop_request(b"COMMIT")
-    with pytest.raises(durastate.StoreUnavailable, match="nothing was applied"):
-        with store.transaction():
-            store.kv.incr(b"s", b"n", b"c", 1)
+    with pytest.raises(durastate.StoreUnavailable, match="nothing was applied"), store.transaction():
+        store.kv.incr(b"s", b"n", b"c", 1)
     assert store.kv.counter(b"s", b"n", b"c") == 0
 
 

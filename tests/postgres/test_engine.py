@@ -1,0 +1,191 @@
+"""Guarantees of the PostgreSQL engine beyond the shared conformance suite."""
+
+from __future__ import annotations
+
+import multiprocessing
+import sys
+import threading
+
+import psycopg
+import pytest
+
+import durastate
+from durastate.engines.postgres import PostgresEngine
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def test_tailing_reader_never_skips_a_late_commit(pg_url: str) -> None:
+    """Ordinals are handed out in commit order, so tailing by ordinal is safe.
+
+    Writer A appends inside a transaction and holds it open. Writer B
+    appends meanwhile. With an identity column B would get A's ordinal + 1
+    and commit first, and a reader at that moment would move its cursor past
+    A's ordinal and never see A's row. Here B waits for A's commit.
+    """
+    store = durastate.open(pg_url)
+    a_appended = threading.Event()
+    release_a = threading.Event()
+    b_done = threading.Event()
+    seen: list[int] = []
+
+    def writer_a() -> None:
+        with store.transaction():
+            store.kv.append(b"s", b"n", b"log", b"a")
+            a_appended.set()
+            release_a.wait(30)
+
+    def writer_b() -> None:
+        a_appended.wait(30)
+        store.kv.append(b"s", b"n", b"log", b"b")
+        b_done.set()
+
+    ta = threading.Thread(target=writer_a)
+    tb = threading.Thread(target=writer_b)
+    ta.start()
+    tb.start()
+    a_appended.wait(30)
+    # B is blocked behind A's uncommitted ordinal; a reader sees nothing yet.
+    assert not b_done.wait(0.3)
+    assert list(store.kv.log(b"s", b"n", b"log")) == []
+    release_a.set()
+    ta.join(30)
+    tb.join(30)
+    seen = [ordinal for ordinal, _ in store.kv.log(b"s", b"n", b"log")]
+    values = [value for _, value in store.kv.log(b"s", b"n", b"log")]
+    store.close()
+    assert values == [b"a", b"b"]
+    assert seen == [seen[0], seen[0] + 1]
+
+
+def test_concurrent_appenders_and_a_tailer_see_every_ordinal_in_order(pg_url: str) -> None:
+    """4 writers append in transactions of varying size while a reader tails.
+
+    The reader only ever asks for ``after=last_seen``. It must end up with
+    every ordinal, consecutive, none skipped (a skipped ordinal would be a
+    row that committed after the reader had moved past it).
+    """
+    store = durastate.open(pg_url, max_connections=8)
+    writers_done = threading.Event()
+    per_writer = 60
+    errors: list[BaseException] = []
+
+    def writer(w: int) -> None:
+        try:
+            for i in range(per_writer):
+                if i % 3 == 0:
+                    with store.transaction():
+                        store.kv.append(b"s", b"n", b"log", f"{w}-{i}".encode())
+                        store.kv.put(b"s", b"n", f"{w}".encode(), b"x")  # some work inside
+                else:
+                    store.kv.append(b"s", b"n", b"log", f"{w}-{i}".encode())
+        except BaseException as exc:  # pragma: no cover - surfaced below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=writer, args=(w,)) for w in range(4)]
+    for t in threads:
+        t.start()
+    observed: list[int] = []
+    last = 0
+    while True:
+        finished = writers_done.is_set()
+        for ordinal, _ in store.kv.log(b"s", b"n", b"log", after=last):
+            observed.append(ordinal)
+            last = ordinal
+        if finished:
+            break
+        if all(not t.is_alive() for t in threads):
+            writers_done.set()  # one more read after everyone committed
+    for t in threads:
+        t.join()
+    store.close()
+    assert not errors, errors
+    assert len(observed) == 4 * per_writer
+    assert observed == list(range(observed[0], observed[0] + len(observed)))
+
+
+def test_push_sends_a_notification_and_wakes_a_waiter(pg_url: str) -> None:
+    producer = durastate.open(pg_url)
+    consumer = durastate.open(pg_url)
+    engine = producer.engine
+    assert isinstance(engine, PostgresEngine)
+    channel = engine.channel("queue:" + b"jobs".hex())
+    with psycopg.connect(pg_url, autocommit=True) as listener:
+        listener.execute(f"LISTEN {channel}")
+        producer.queues.push("jobs", [b"first"])
+        received = [n.channel for n in listener.notifies(timeout=10, stop_after=1)]
+    assert received == [channel]
+
+    got: list[bytes | None] = []
+    waiting = threading.Thread(target=lambda: got.append(consumer.queues.pop("jobs2", wait=30)))
+    waiting.start()
+    producer.queues.push("jobs2", [b"second"])
+    waiting.join(30)
+    producer.close()
+    consumer.close()
+    assert got == [b"second"]
+
+
+def _open_and_close(url: str, barrier: multiprocessing.synchronize.Barrier) -> None:
+    barrier.wait(30)
+    durastate.open(url).close()
+
+
+def test_many_processes_migrate_a_fresh_schema_exactly_once(pg_url: str) -> None:
+    ctx = multiprocessing.get_context("spawn")
+    barrier = ctx.Barrier(5)
+    procs = [ctx.Process(target=_open_and_close, args=(pg_url, barrier)) for _ in range(5)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(90)
+    assert [p.exitcode for p in procs] == [0] * 5
+    with psycopg.connect(pg_url) as conn:
+        rows = conn.execute("SELECT facet, version FROM ds_schema ORDER BY facet").fetchall()
+    assert {facet for facet, _ in rows} >= {"core", "kv", "queues"}
+
+
+def test_unreachable_server_is_store_unavailable() -> None:
+    with pytest.raises(durastate.StoreUnavailable, match="connecting to"):
+        durastate.open("postgresql://postgres@127.0.0.1:1/none?connect_timeout=2")
+
+
+def test_missing_driver_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "durastate.engines.postgres", None)
+    with pytest.raises(durastate.InvalidRequest, match=r"durastate\[postgres\]"):
+        durastate.open("postgresql://postgres@127.0.0.1/postgres")
+
+
+@pytest.mark.parametrize(
+    "options",
+    [{"max_connections": 0}, {"min_connections": 5, "max_connections": 2}, {"min_connections": -1}],
+)
+def test_bad_pool_sizes_are_refused(pg_url: str, options: dict[str, int]) -> None:
+    with pytest.raises(durastate.InvalidRequest):
+        durastate.open(pg_url, **options)
+
+
+def test_pool_bounds_are_honoured(pg_url: str) -> None:
+    store = durastate.open(pg_url, min_connections=2, max_connections=3)
+    engine = store.engine
+    assert isinstance(engine, PostgresEngine)
+    pool = engine._pool
+    assert pool is not None
+    assert (pool.min_size, pool.max_size) == (2, 3)
+    store.close()
+    with pytest.raises(durastate.StoreClosed):
+        store.kv.get(b"s", b"n", b"k")
+
+
+def test_statements_are_prepared_by_the_server(pg_url: str) -> None:
+    store = durastate.open(pg_url, min_connections=1, max_connections=1)
+    for _ in range(5):
+        store.kv.get(b"s", b"n", b"k")
+    engine = store.engine
+    assert isinstance(engine, PostgresEngine)
+    pool = engine._pool
+    assert pool is not None
+    with pool.connection() as conn:
+        prepared = conn.execute("SELECT statement FROM pg_prepared_statements").fetchall()
+    store.close()
+    assert any("FROM ds_kv WHERE" in text for (text,) in prepared)
