@@ -39,6 +39,7 @@ from typing import Any
 
 import psycopg
 import psycopg_pool
+from psycopg import errors as pg_errors
 
 from ..errors import (
     Conflict,
@@ -181,6 +182,9 @@ os.register_at_fork(after_in_child=_after_fork_in_child)
 class _ThreadState(threading.local):
     conn: psycopg.Connection[Any] | None = None
     depth: int = 0
+    # The first statement error inside the open transaction: PostgreSQL has
+    # aborted the transaction; the block will roll back (see __exit__).
+    doomed: DurastateError | None = None
     # The open transaction's attempt id: pending until its first write.
     attempt_pending: bool = False
     attempt: bytes | None = None
@@ -381,7 +385,17 @@ class PostgresEngine(EngineBase):
                 self._record_transaction_attempt(state, conn)
             return _fetch(conn.execute(sql, params), fetch)
         except psycopg.Error as exc:
-            raise translate_postgres_error(exc, self.url) from None
+            raise self._failed(state, exc) from None
+
+    def _failed(self, state: _ThreadState, exc: psycopg.Error) -> DurastateError:
+        """Translate ``exc`` and remember it as the reason the transaction is doomed."""
+        if state.doomed is not None and isinstance(exc, pg_errors.InFailedSqlTransaction):
+            doomed = state.doomed
+            return type(doomed)(f"transaction aborted by an earlier failed statement: {doomed}")
+        error = translate_postgres_error(exc, self.url)
+        if state.doomed is None:
+            state.doomed = error
+        return error
 
     def _record_transaction_attempt(self, state: _ThreadState, conn: psycopg.Connection[Any]) -> None:
         """First write of a transaction: note its attempt id inside it.
@@ -430,7 +444,7 @@ class PostgresEngine(EngineBase):
             with conn.cursor() as cur:
                 cur.executemany(sql, batch)
         except psycopg.Error as exc:
-            raise translate_postgres_error(exc, self.url) from None
+            raise self._failed(state, exc) from None
 
     # -- transactions --------------------------------------------------------
 
@@ -550,16 +564,22 @@ class _Transaction:
             try:
                 if exc_type is not None:
                     conn.execute(f"ROLLBACK TO SAVEPOINT {savepoint}")
+                    state.doomed = None  # the savepoint undid the failure
                 conn.execute(f"RELEASE SAVEPOINT {savepoint}")
             except psycopg.Error as release_error:
                 if exc_type is None:
-                    raise translate_postgres_error(release_error, f"{engine.url}: savepoint") from None
+                    raise engine._failed(state, release_error) from None
             return
         state.conn = None
         attempt, state.attempt, state.attempt_pending = state.attempt, None, False
+        doomed, state.doomed = state.doomed, None
         if exc_type is not None:
             _discard_transaction(engine, conn)
             return
+        if doomed is not None:
+            # COMMIT of an aborted transaction would quietly roll back.
+            _discard_transaction(engine, conn)
+            raise type(doomed)(f"transaction rolled back: a statement inside it failed: {doomed}")
         try:
             conn.execute("COMMIT")
         except psycopg.Error as commit_error:

@@ -119,6 +119,8 @@ def translate_sqlite_error(exc: sqlite3.Error, where: str) -> DurastateError:
 class _ThreadState(threading.local):
     conn: sqlite3.Connection | None = None
     depth: int = 0
+    # The first statement error inside the open transaction (see doom()).
+    doomed: DurastateError | None = None
 
 
 # Engines alive in this process, so the fork hook can reset them.
@@ -273,28 +275,43 @@ class SqliteEngine(EngineBase):
             row: Row | None = conn.execute(sql, params).fetchone()
             return row
         except sqlite3.Error as exc:
-            raise translate_sqlite_error(exc, self.url) from None
+            raise self._failed(exc) from None
 
     def all(self, sql: str, params: Params = ()) -> list[Row]:
         conn = self._local.conn or self._thread_connection()
         try:
             return conn.execute(sql, params).fetchall()
         except sqlite3.Error as exc:
-            raise translate_sqlite_error(exc, self.url) from None
+            raise self._failed(exc) from None
 
     def execute(self, sql: str, params: Params = ()) -> int:
         conn = self._local.conn or self._thread_connection()
         try:
             return conn.execute(sql, params).rowcount
         except sqlite3.Error as exc:
-            raise translate_sqlite_error(exc, self.url) from None
+            raise self._failed(exc) from None
 
     def executemany(self, sql: str, rows: Iterable[Params]) -> None:
         conn = self._local.conn or self._thread_connection()
         try:
             conn.executemany(sql, rows)
         except sqlite3.Error as exc:
-            raise translate_sqlite_error(exc, self.url) from None
+            raise self._failed(exc) from None
+
+    def _failed(self, exc: sqlite3.Error) -> DurastateError:
+        """Translate ``exc``; inside a transaction, also doom the transaction.
+
+        Both engines share one rule: a statement error inside a transaction
+        means the transaction will not commit (PostgreSQL aborts it; here we
+        remember it and roll back at the end of the block, even if the
+        caller caught the error). A nested block that ends with the error
+        rolls back to its savepoint and the transaction is healthy again.
+        """
+        error = translate_sqlite_error(exc, self.url)
+        state = self._local
+        if state.depth and state.doomed is None:
+            state.doomed = error
+        return error
 
     # -- transactions ----------------------------------------------------------
 
@@ -432,9 +449,20 @@ class _Transaction:
                 else:
                     conn.execute(f"ROLLBACK TO {savepoint}")
                     conn.execute(f"RELEASE {savepoint}")
+                    state.doomed = None
             except sqlite3.Error:
                 pass
+            if savepoint is None:
+                state.doomed = None
             return
+        if savepoint is None and state.doomed is not None:
+            doomed, state.doomed = state.doomed, None
+            try:
+                conn.execute("ROLLBACK")
+            except sqlite3.Error:
+                pass
+            state.__dict__.pop("pending_notify", None)
+            raise type(doomed)(f"transaction rolled back: a statement inside it failed: {doomed}")
         try:
             if savepoint is None:
                 conn.execute("COMMIT")

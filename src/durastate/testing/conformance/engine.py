@@ -1,0 +1,87 @@
+"""Conformance: what every engine does the same way underneath the facets."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+import durastate
+
+__all__ = ["TestFailedStatementInTransaction", "TestOpen"]
+
+INT64_MAX = 2**63 - 1
+
+
+class TestFailedStatementInTransaction:
+    """A statement error inside a transaction dooms it, on every engine.
+
+    (PostgreSQL aborts the transaction; SQLite would carry on. durastate
+    makes both refuse to commit, so code behaves the same on both and a
+    caught error can never lead to a quietly partial or quietly rolled-back
+    commit.)
+    """
+
+    def test_caught_error_still_rolls_back_the_block(self, store: durastate.Store) -> None:
+        store.kv.set_counter(b"s", b"n", b"c", INT64_MAX)
+        with pytest.raises(durastate.InvalidRequest, match="transaction rolled back"):  # noqa: SIM117
+            with store.transaction():
+                store.kv.put(b"s", b"n", b"before", b"v")
+                with pytest.raises(durastate.InvalidRequest):
+                    store.kv.incr(b"s", b"n", b"c", 1)
+        assert store.kv.get(b"s", b"n", b"before") is None
+        assert store.kv.counter(b"s", b"n", b"c") == INT64_MAX
+
+    def test_nested_block_contains_the_failure(self, store: durastate.Store) -> None:
+        store.kv.set_counter(b"s", b"n", b"c", INT64_MAX)
+        with store.transaction():
+            store.kv.put(b"s", b"n", b"before", b"v")
+            with pytest.raises(durastate.InvalidRequest), store.transaction():
+                store.kv.incr(b"s", b"n", b"c", 1)
+            store.kv.put(b"s", b"n", b"after", b"w")
+        assert store.kv.get_many(b"s", b"n", [b"before", b"after"]) == [b"v", b"w"]
+        assert store.kv.counter(b"s", b"n", b"c") == INT64_MAX
+
+    def test_store_is_healthy_after_a_doomed_block(self, store: durastate.Store) -> None:
+        store.kv.set_counter(b"s", b"n", b"c", INT64_MAX)
+        with pytest.raises(durastate.InvalidRequest), store.transaction():
+            store.kv.incr(b"s", b"n", b"c", 1)
+        with store.transaction():
+            store.kv.put(b"s", b"n", b"k", b"v")
+        assert store.kv.get(b"s", b"n", b"k") == b"v"
+
+
+class TestOpen:
+    def test_bad_prefix_refused(self, store_url: str) -> None:
+        for prefix in ("", "1abc", "a-b", "a" * 32, "x; DROP TABLE y"):
+            with pytest.raises(durastate.InvalidRequest, match="prefix"):
+                durastate.open(store_url, prefix=prefix)
+
+    def test_prefixes_keep_apps_apart(self, open_store: Callable[..., durastate.Store], store_url: str) -> None:
+        if store_url == "memory:":
+            pytest.skip("each memory: store is its own database; nothing to share")
+        a = open_store(prefix="app_a_")
+        b = open_store(prefix="app_b_")
+        a.kv.put(b"s", b"n", b"k", b"a")
+        assert b.kv.get(b"s", b"n", b"k") is None
+        b.queues.push("q", [b"b"])
+        assert a.queues.pop("q") is None
+
+    def test_bad_options_refused(self, store_url: str) -> None:
+        for options in (
+            {"durability": "sometimes"},
+            {"busy_timeout": -1},
+            {"max_value_size": 0},
+            {"clock": 5},
+        ):
+            with pytest.raises(durastate.InvalidRequest):
+                durastate.open(store_url, **options)
+
+    def test_closed_store_refuses_calls(self, open_store: Callable[..., durastate.Store]) -> None:
+        s = open_store()
+        s.close()
+        s.close()  # idempotent
+        with pytest.raises(durastate.StoreClosed):
+            s.kv.put(b"s", b"n", b"k", b"v")
+        with pytest.raises(durastate.StoreClosed):
+            s.queues.pop("q")

@@ -1,0 +1,1 @@
+from durastate.testing.conformance.engine import *  # noqa: F403
