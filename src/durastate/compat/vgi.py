@@ -1025,10 +1025,12 @@ class ShardedStorage:
         """The durastate store holding every shard (today there is one)."""
         return self._inner.store
 
-    def _route(self, op: str, shard_key: str, id_bytes: bytes) -> tuple[FunctionStorage, bytes]:
+    def _route(
+        self, op: str, shard_key: str, id_bytes: bytes, id_name: str = "scope_id"
+    ) -> tuple[FunctionStorage, bytes]:
         """The storage holding ``shard_key``'s rows, and ``id_bytes`` as addressed there."""
         shard = _as_shard_key(shard_key)
-        scope = _as_bytes("scope_id", id_bytes)
+        scope = _as_bytes(id_name, id_bytes)
         if self._dbg_on:
             self._log.warning("op=%s shard=%s scope=%s", op, shard, scope.hex()[:16])
         return self._inner, shard.encode("utf-8") + self._SEP + scope
@@ -1052,15 +1054,15 @@ class ShardedStorage:
     # -- work queue --------------------------------------------------------------
 
     def queue_push(self, execution_id: bytes, items: list[bytes], *, shard_key: str = "") -> int:
-        inner, eid = self._route("queue_push", shard_key, execution_id)
+        inner, eid = self._route("queue_push", shard_key, execution_id, "execution_id")
         return inner.queue_push(eid, items)
 
     def queue_pop(self, execution_id: bytes, *, shard_key: str = "") -> bytes | None:
-        inner, eid = self._route("queue_pop", shard_key, execution_id)
+        inner, eid = self._route("queue_pop", shard_key, execution_id, "execution_id")
         return inner.queue_pop(eid)
 
     def queue_clear(self, execution_id: bytes, *, shard_key: str = "") -> int:
-        inner, eid = self._route("queue_clear", shard_key, execution_id)
+        inner, eid = self._route("queue_clear", shard_key, execution_id, "execution_id")
         return inner.queue_clear(eid)
 
     # -- state ---------------------------------------------------------------------
