@@ -15,6 +15,7 @@ import logging
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, ClassVar
@@ -311,6 +312,22 @@ class TestVgiQueue(_Fixtures):
         assert sorted(everything) == sorted(items)
         for mine in popped:  # each worker saw its items in queue order
             assert mine == sorted(mine, key=items.index)
+
+    def test_a_producer_whose_clock_runs_ahead_hides_nothing(
+        self, shared_url: str, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """vgi's queue has no notion of time: a pushed item is poppable at once by everyone.
+
+        A consumer that saw an empty queue would finish early and the work
+        would be lost, so wall-clock skew between workers must not matter.
+        """
+        real_time = time.time
+        monkeypatch.setattr(time, "time", lambda: real_time() + 3600.0)
+        with FunctionStorage(shared_url) as producer:
+            monkeypatch.setattr(time, "time", real_time)
+            producer.queue_push(b"e", [b"pushed-an-hour-ahead"])
+            with FunctionStorage(shared_url) as consumer:
+                assert consumer.queue_pop(b"e") == b"pushed-an-hour-ahead"
 
     def test_two_storages_share_one_queue(self, shared_url: str) -> None:
         """Like two vgi worker processes on one database: what one pushes, the other pops."""
