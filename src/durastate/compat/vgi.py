@@ -119,8 +119,10 @@ with ``durastate.open``):
   queue and finish early). vgi never uses TTLs, so nothing else depends on
   the clock.
 * Size limits: the native key/value size limits are lifted (the seed had
-  none); only the engine's own limits apply (SQLite refuses a value over
-  ~1 GB with ``ValueError``).
+  none); only the engine's own limits apply, as ``ValueError``: SQLite
+  refuses a value over ~1 GB; PostgreSQL refuses a state/counter address
+  (scope + ns + key) whose primary-key index entry would exceed ~2.7 kB
+  (incompressible bytes), which the seed's SQLite accepted.
 * Tables are durastate's (prefix ``ds_``), created beside any tables the
   seed left in an existing vgi database file; the seed's rows (ephemeral
   in-progress worker state, by its own account) are not read.
