@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: demo test bench lint typecheck clean
+.PHONY: demo test bench bench-postgres lint typecheck clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -29,6 +29,11 @@ test: $(VENV)/.installed-test
 
 bench: $(VENV)/.installed-test
 	$(PY) bench/run.py
+
+# Needs a PostgreSQL server: --url, DURASTATE_BENCH_POSTGRES_URL,
+# DURASTATE_TEST_POSTGRES_URL or postgresql://postgres@127.0.0.1:5432/postgres.
+bench-postgres: $(VENV)/.installed-test
+	$(PY) bench/postgres.py
 
 lint: $(VENV)/.installed-test
 	$(PY) -m ruff check src tests bench
