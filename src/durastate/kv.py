@@ -34,7 +34,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ._validate import as_bytes, as_int64, as_limit, as_list, as_seconds, fail
+from ._validate import INT64_MAX, as_bytes, as_int64, as_limit, as_list, as_seconds, fail
 from .engines.base import Migration, Schema
 
 if TYPE_CHECKING:
@@ -233,9 +233,19 @@ class KV:
         return data
 
     def _deadline(self, ttl: Any) -> int | None:
+        """The expiry instant (ms) of a value written now with ``ttl`` seconds.
+
+        At least 1 ms ahead, so a positive ttl below the clock's resolution
+        is not expired on arrival; refused when it would not fit the int64
+        column (an astronomically large ttl is a bug, not "forever").
+        """
         if ttl is None:
             return None
-        return self._engine.now_ms() + int(as_seconds("ttl", ttl, allow_zero=False) * 1000)
+        seconds = as_seconds("ttl", ttl, allow_zero=False)
+        deadline = self._engine.now_ms() + max(1, int(seconds * 1000))
+        if deadline > INT64_MAX:
+            fail(f"ttl={ttl!r} seconds puts the deadline past the 64-bit millisecond range; omit ttl for no expiry")
+        return deadline
 
     def _after_write(self) -> None:
         """Count a write; every ``PRUNE_EVERY`` writes, drop a few expired keys."""
