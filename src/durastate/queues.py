@@ -279,7 +279,7 @@ class Queues:
                 fail(f"max_attempts must be >= 1 or None, got {max_attempts}")
         engine = self._engine
         now = engine.now_ms()
-        due = now if not delay else now + int(as_seconds("delay", delay, allow_zero=True) * 1000)
+        due = now + int(as_seconds("delay", delay, allow_zero=True) * 1000)
         if not payloads:
             return 0
         if len(payloads) == 1:
