@@ -53,6 +53,9 @@ __all__ = ["Claim", "DeadLetter", "QueueStats", "Queues", "SCHEMA", "DEFAULT_MAX
 
 DEFAULT_MAX_ATTEMPTS = 5
 POLL_INTERVAL = 0.05
+# Longest delay or lease in ms (about 146 million years): far past any real
+# use, and short enough that "now + duration" fits the int64 ms columns.
+MAX_DURATION_MS = 2**62
 _BURY_PER_TRANSACTION = 64
 
 SCHEMA = Schema(
@@ -141,6 +144,21 @@ REDRIVE_ID = (
     " WHERE queue = ? AND id = ?"
 )
 DELETE_DEAD_ID = "DELETE FROM {p}queue_dead WHERE queue = ? AND id = ?"
+
+
+def _duration_ms(name: str, value: Any, *, allow_zero: bool) -> int:
+    """``value`` seconds as whole milliseconds (validated like ``as_seconds``).
+
+    A positive duration below 1 ms counts as 1 ms, so a tiny lease is still
+    a lease rather than expired on arrival; one longer than
+    ``MAX_DURATION_MS`` is refused instead of overflowing the column.
+    """
+    ms = int(as_seconds(name, value, allow_zero=allow_zero) * 1000)
+    if ms > MAX_DURATION_MS:
+        fail(f"{name}={value!r} seconds is too long; the limit is {MAX_DURATION_MS // 1000} seconds")
+    if ms == 0 and not allow_zero:
+        return 1
+    return ms
 
 
 @dataclass(frozen=True)
@@ -279,7 +297,7 @@ class Queues:
                 fail(f"max_attempts must be >= 1 or None, got {max_attempts}")
         engine = self._engine
         now = engine.now_ms()
-        due = now + int(as_seconds("delay", delay, allow_zero=True) * 1000)
+        due = now + _duration_ms("delay", delay, allow_zero=True)
         if not payloads:
             return 0
         if len(payloads) == 1:
@@ -315,7 +333,7 @@ class Queues:
         With ``wait``, block up to that many seconds for one to arrive.
         """
         queue = as_name("name", name)
-        lease_ms = int(as_seconds("lease", lease, allow_zero=False) * 1000)
+        lease_ms = _duration_ms("lease", lease, allow_zero=False)
         deadline = self._wait_deadline(wait)
         while True:
             claim = self._claim_once(queue, lease_ms)
@@ -379,7 +397,7 @@ class Queues:
             raise Conflict(f"ack of {claim!r}: lease lost (the item was claimed again or is gone)")
 
     def _nack(self, claim: Claim, delay: float, error: str | None) -> None:
-        delay_ms = int(as_seconds("delay", delay, allow_zero=True) * 1000)
+        delay_ms = _duration_ms("delay", delay, allow_zero=True)
         if error is not None and not isinstance(error, str):
             fail(f"error must be a str or None, got {type(error).__name__}")
         engine = self._engine
@@ -395,7 +413,7 @@ class Queues:
         engine.notify(self._channel(claim.queue))
 
     def _renew(self, claim: Claim, lease: float | None) -> None:
-        lease_ms = claim._lease_ms if lease is None else int(as_seconds("lease", lease, allow_zero=False) * 1000)
+        lease_ms = claim._lease_ms if lease is None else _duration_ms("lease", lease, allow_zero=False)
         until = self._engine.now_ms() + lease_ms
         if self._engine.execute(self._renew_sql, (until, claim.id, claim._token)) != 1:
             raise Conflict(f"renew of {claim!r}: lease lost (the item was claimed again or is gone)")
