@@ -24,7 +24,7 @@ FENCE = re.compile(r"^```(\w*)\n(.*?)^```", re.S | re.M)
 # `print(...)   # expected output` (the comment is the whole printed line).
 PRINT_WITH_OUTPUT = re.compile(r"^\s*print\(.*\)\s+#\s?(.*?)\s*$")
 # Repository paths the README names, in backticks.
-NAMED_PATH = re.compile(r"`((?:src|tests|bench|durastate)/[\w./]*)`")
+NAMED_PATH = re.compile(r"`((?:src|tests|bench|docs|durastate)/[\w./]*)`")
 
 
 def code_blocks() -> list[tuple[str, int, str]]:
