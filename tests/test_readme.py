@@ -63,7 +63,7 @@ def test_readme_starts_with_the_two_commands() -> None:
     commands = [line.split("#")[0].strip() for line in first.group(2).splitlines()]
     assert commands == ["make demo", "make test"]
     makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
-    for target in ("demo", "test", "bench"):
+    for target in ("demo", "test", "bench", "bench-postgres"):
         assert re.search(rf"^{target}:", makefile, re.M), f"README mentions `make {target}`; the Makefile lacks it"
 
 
