@@ -398,8 +398,13 @@ class Queues:
 
     def _nack(self, claim: Claim, delay: float, error: str | None) -> None:
         delay_ms = _duration_ms("delay", delay, allow_zero=True)
-        if error is not None and not isinstance(error, str):
-            fail(f"error must be a str or None, got {type(error).__name__}")
+        if error is not None:
+            if not isinstance(error, str):
+                fail(f"error must be a str or None, got {type(error).__name__}")
+            try:
+                error.encode("utf-8")
+            except UnicodeEncodeError:
+                fail(f"error must be valid unicode (no lone surrogates), got {error!r:.80}")
         engine = self._engine
         now = engine.now_ms()
         with engine.transaction():
