@@ -1,3 +1,832 @@
-"""Conformance: queues (filled in by its owner)."""
+"""Conformance: the ``store.queues`` facet (FIFO, leases, dead letters, waits).
 
-__all__: list[str] = []
+Every test runs on every engine through the ``store`` / ``open_store``
+fixtures. Time moves only through the ``clock`` fixture (``FakeClock``):
+delays, leases and redelivery are driven by ``clock.advance``. The blocking
+``wait=`` tests sequence their threads with events (a spy on the engine's
+``wait_for_change`` tells the test the waiter is really waiting), never
+with sleeps; their only real-time bound is a generous failure deadline.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+import durastate
+from durastate import Conflict, InvalidRequest
+from durastate.queues import DEFAULT_MAX_ATTEMPTS, Claim, QueueStats
+from durastate.testing.clock import FakeClock
+
+from .kv import assert_index_search, expect_invalid, sqlite_plan
+
+__all__ = [
+    "TestClaimAckNackRenew",
+    "TestDeadLetters",
+    "TestLeaseExpiry",
+    "TestQueueBadInput",
+    "TestQueueClear",
+    "TestQueueConcurrency",
+    "TestQueueDelay",
+    "TestQueueFIFO",
+    "TestQueueIndexUse",
+    "TestQueueNames",
+    "TestQueueStats",
+    "TestQueueWait",
+]
+
+# Real-time bound for a thread the test waits on; reached only when broken.
+FAILURE_DEADLINE = 60.0
+
+
+def stats(store: durastate.Store, name: str | bytes = "q") -> QueueStats:
+    return store.queues.stats(name)
+
+
+def counts(ready: int = 0, in_flight: int = 0, delayed: int = 0, dead: int = 0) -> QueueStats:
+    return QueueStats(ready=ready, in_flight=in_flight, delayed=delayed, dead=dead)
+
+
+def pop_all(store: durastate.Store, name: str | bytes = "q") -> list[bytes]:
+    popped: list[bytes] = []
+    while (payload := store.queues.pop(name)) is not None:
+        popped.append(payload)
+    return popped
+
+
+def claim(store: durastate.Store, name: str | bytes = "q", lease: float = 10.0) -> Claim:
+    """Claim that must succeed."""
+    got = store.queues.claim(name, lease=lease)
+    assert got is not None, f"nothing to claim in {name!r}"
+    return got
+
+
+# -- producing and popping -------------------------------------------------------
+
+
+class TestQueueFIFO:
+    def test_pop_returns_items_in_push_order(self, store: durastate.Store) -> None:
+        assert store.queues.push("q", [b"a", b"b", b"c"]) == 3
+        assert store.queues.push("q", [b"d"]) == 1
+        assert pop_all(store) == [b"a", b"b", b"c", b"d"]
+
+    def test_claims_come_in_push_order(self, store: durastate.Store) -> None:
+        store.queues.push("q", [b"%d" % i for i in range(5)])
+        assert [claim(store).payload for _ in range(5)] == [b"%d" % i for i in range(5)]
+        assert store.queues.claim("q") is None
+
+    def test_pop_and_claim_share_one_line(self, store: durastate.Store) -> None:
+        store.queues.push("q", [b"a", b"b", b"c"])
+        assert store.queues.pop("q") == b"a"
+        assert claim(store).payload == b"b"
+        assert store.queues.pop("q") == b"c"
+
+    def test_pop_of_an_empty_queue_is_none(self, store: durastate.Store) -> None:
+        store.queues.push("q", [b"a"])
+        assert store.queues.pop("q") == b"a"
+        assert store.queues.pop("q") is None
+
+    def test_pop_and_claim_of_an_unknown_queue_are_none(self, store: durastate.Store) -> None:
+        assert store.queues.pop("never pushed") is None
+        assert store.queues.claim("never pushed") is None
+
+    def test_payloads_are_kept_exactly(self, store: durastate.Store) -> None:
+        payloads = [b"", bytes(range(256)), b"\x00" * 10, b"x" * 100_000]
+        store.queues.push("q", payloads)
+        popped = pop_all(store)
+        assert popped == payloads
+        assert all(type(p) is bytes for p in popped)
+
+    def test_bytes_like_payloads_are_accepted(self, store: durastate.Store) -> None:
+        items: list[Any] = [bytearray(b"ba"), memoryview(b"mv")]
+        store.queues.push("q", items)
+        assert pop_all(store) == [b"ba", b"mv"]
+
+    def test_push_of_nothing_adds_nothing(self, store: durastate.Store) -> None:
+        assert store.queues.push("q", []) == 0
+        assert stats(store) == counts()
+
+    def test_push_batch_with_one_bad_item_adds_nothing(self, store: durastate.Store) -> None:
+        store.queues.push("q", [b"old"])
+        items: list[Any] = [b"a", b"b", "not bytes", b"d"]
+        with pytest.raises(InvalidRequest):
+            store.queues.push("q", items)
+        assert pop_all(store) == [b"old"]
+
+    def test_push_batch_with_one_oversized_item_adds_nothing(self, open_store: Callable[..., durastate.Store]) -> None:
+        store = open_store(max_value_size=8)
+        with pytest.raises(InvalidRequest):
+            store.queues.push("q", [b"12345678", b"123456789"])
+        assert stats(store) == counts()
+        assert store.queues.push("q", [b"12345678"]) == 1  # the limit itself is allowed
+
+    def test_a_large_batch_lands_whole_and_in_order(self, store: durastate.Store) -> None:
+        payloads = [b"%05d" % i for i in range(1500)]
+        assert store.queues.push("q", payloads) == len(payloads)
+        assert pop_all(store) == payloads
+
+
+class TestQueueNames:
+    def test_str_and_bytes_names_are_the_same_queue(self, store: durastate.Store) -> None:
+        store.queues.push("jobs", [b"a"])
+        store.queues.push(b"jobs", [b"b"])
+        store.queues.push("j\u00f6bs", [b"c"])
+        assert store.queues.pop(b"jobs") == b"a"
+        assert store.queues.pop("jobs") == b"b"
+        assert store.queues.pop("j\u00f6bs".encode()) == b"c"
+
+    def test_queues_are_isolated(self, store: durastate.Store) -> None:
+        names: list[str | bytes] = ["q", "q\x00", "qq", "Q", b"\xff"]
+        for name in names:
+            store.queues.push(name, [b"for " + (name.encode() if isinstance(name, str) else name)])
+        for name in names:
+            expected = b"for " + (name.encode() if isinstance(name, str) else name)
+            assert pop_all(store, name) == [expected]
+
+    def test_claim_reports_the_queue_name_as_bytes(self, store: durastate.Store) -> None:
+        store.queues.push("j\u00f6bs", [b"a"])
+        assert claim(store, "j\u00f6bs").queue == "j\u00f6bs".encode()
+
+
+class TestQueueClear:
+    def test_clear_counts_ready_delayed_and_claimed_items(self, store: durastate.Store) -> None:
+        store.queues.push("q", [b"a", b"b", b"c"])
+        store.queues.push("q", [b"later"], delay=100)
+        claim(store)
+        assert store.queues.clear("q") == 4
+        assert stats(store) == counts()
+        assert store.queues.pop("q") is None
+
+    def test_clear_keeps_dead_letters(self, store: durastate.Store) -> None:
+        store.queues.push("q", [b"doomed"], max_attempts=1)
+        claim(store).nack()
+        store.queues.push("q", [b"live"])
+        assert store.queues.clear("q") == 1
+        assert [d.payload for d in store.queues.dead_letters("q")] == [b"doomed"]
+
+    def test_clear_touches_only_its_queue(self, store: durastate.Store) -> None:
+        store.queues.push("q", [b"a"])
+        store.queues.push("other", [b"b"])
+        assert store.queues.clear("q") == 1
+        assert store.queues.pop("other") == b"b"
+
+    def test_clear_of_an_unknown_queue_is_zero(self, store: durastate.Store) -> None:
+        assert store.queues.clear("nothing") == 0
+
+    def test_a_cleared_holder_cannot_ack(self, store: durastate.Store) -> None:
+        store.queues.push("q", [b"a"])
+        held = claim(store)
+        store.queues.clear("q")
+        with pytest.raises(Conflict):
+            held.ack()
+
+
+class TestQueueDelay:
+    def test_delayed_item_is_held_back_until_due(self, store: durastate.Store, clock: FakeClock) -> None:
+        store.queues.push("q", [b"later"], delay=10)
+        assert store.queues.pop("q") is None
+        assert store.queues.claim("q") is None
+        clock.advance(9)
+        assert store.queues.pop("q") is None
+        clock.advance(2)
+        assert store.queues.pop("q") == b"later"
+
+    def test_undelayed_items_overtake_a_delayed_one(self, store: durastate.Store, clock: FakeClock) -> None:
+        store.queues.push("q", [b"later"], delay=5)
+        store.queues.push("q", [b"now"])
+        assert store.queues.pop("q") == b"now"
+        clock.advance(6)
+        assert store.queues.pop("q") == b"later"
+
+    def test_a_due_item_joins_the_line_when_it_becomes_due(self, store: durastate.Store, clock: FakeClock) -> None:
+        store.queues.push("q", [b"first-due"], delay=1)
+        clock.advance(2)
+        store.queues.push("q", [b"pushed-after-due"])
+        assert pop_all(store) == [b"first-due", b"pushed-after-due"]
+
+    def test_delayed_claim(self, store: durastate.Store, clock: FakeClock) -> None:
+        store.queues.push("q", [b"later"], delay=3)
+        assert store.queues.claim("q") is None
+        clock.advance(4)
+        got = claim(store)
+        assert (got.payload, got.attempts) == (b"later", 1)
+
+    def test_zero_delay_is_due_at_once(self, store: durastate.Store) -> None:
+        store.queues.push("q", [b"a"], delay=0)
+        assert store.queues.pop("q") == b"a"
+
+
+# -- claims ----------------------------------------------------------------------
+
+
+class TestClaimAckNackRenew:
+    def test_claim_hands_out_payload_and_first_attempt(self, store: durastate.Store, clock: FakeClock) -> None:
+        store.queues.push("q", [b"job"])
+        got = claim(store, lease=30)
+        assert got.payload == b"job"
+        assert got.attempts == 1
+        assert got.lease_expires_at == pytest.approx(clock() + 30)
+
+    def test_claimed_item_is_invisible_while_leased(self, store: durastate.Store, clock: FakeClock) -> None:
+        store.queues.push("q", [b"job"])
+        claim(store, lease=30)
+        clock.advance(29)
+        assert store.queues.claim("q") is None
+        assert store.queues.pop("q") is None
+
+    def test_ack_removes_the_item_for_good(self, store: durastate.Store, clock: FakeClock) -> None:
+        store.queues.push("q", [b"job", b"next"])
+        claim(store, lease=5).ack()
+        clock.advance(100)
+        assert pop_all(store) == [b"next"]
+
+    def test_second_ack_conflicts(self, store: durastate.Store) -> None:
+        store.queues.push("q", [b"job"])
+        held = claim(store)
+        held.ack()
+        with pytest.raises(Conflict):
+            held.ack()
+
+    def test_nack_gives_the_item_back_with_one_more_attempt(self, store: durastate.Store) -> None:
+        store.queues.push("q", [b"job"])
+        claim(store).nack()
+        again = claim(store)
+        assert (again.payload, again.attempts) == (b"job", 2)
+
+    def test_nack_delay_holds_the_item_back(self, store: durastate.Store, clock: FakeClock) -> None:
+        store.queues.push("q", [b"job"])
+        claim(store).nack(delay=10)
+        assert store.queues.claim("q") is None
+        assert stats(store) == counts(delayed=1)
+        clock.advance(11)
+        assert claim(store).attempts == 2
+
+    def test_nacked_item_goes_behind_items_already_waiting(self, store: durastate.Store, clock: FakeClock) -> None:
+        store.queues.push("q", [b"a", b"b"])
+        held = claim(store)
+        clock.advance(1)  # due again later than "b", which has waited since the push
+        held.nack()
+        assert pop_all(store) == [b"b", b"a"]
+
+    def test_settled_claim_cannot_be_settled_again(self, store: durastate.Store) -> None:
+        store.queues.push("q", [b"job"])
+        held = claim(store)
+        held.nack()
+        for settle in (held.ack, held.nack, held.renew):
+            with pytest.raises(Conflict):
+                settle()
+        assert claim(store).attempts == 2
+
+    def test_renew_extends_the_lease_by_its_original_length(self, store: durastate.Store, clock: FakeClock) -> None:
+        store.queues.push("q", [b"job"])
+        held = claim(store, lease=10)
+        clock.advance(8)
+        held.renew()
+        assert held.lease_expires_at == pytest.approx(clock() + 10)
+        clock.advance(8)
+        assert store.queues.claim("q") is None
+        held.ack()
+        assert stats(store) == counts()
+
+    def test_renew_with_a_new_length(self, store: durastate.Store, clock: FakeClock) -> None:
+        store.queues.push("q", [b"job"])
+        held = claim(store, lease=10)
+        held.renew(lease=60)
+        clock.advance(50)
+        assert store.queues.claim("q") is None
+        clock.advance(11)
+        assert claim(store).attempts == 2
+
+    def test_renew_can_shorten_the_lease(self, store: durastate.Store, clock: FakeClock) -> None:
+        store.queues.push("q", [b"job"])
+        held = claim(store, lease=60)
+        held.renew(lease=1)
+        clock.advance(2)
+        assert claim(store).attempts == 2
+
+    def test_ack_in_a_rolled_back_transaction_keeps_the_claim(self, store: durastate.Store) -> None:
+        store.queues.push("q", [b"job"])
+        held = claim(store)
+        with pytest.raises(RuntimeError), store.transaction():
+            held.ack()
+            raise RuntimeError("undo")
+        assert stats(store) == counts(in_flight=1)
+        held.ack()
+        assert stats(store) == counts()
+
+
+class TestLeaseExpiry:
+    def test_expired_lease_is_redelivered_with_one_more_attempt(self, store: durastate.Store, clock: FakeClock) -> None:
+        store.queues.push("q", [b"job"])
+        first = claim(store, lease=5)
+        clock.advance(6)
+        store.queues.push("q", [b"next"])  # due after the lease ran out
+        again = claim(store, lease=5)
+        assert (again.id, again.payload, again.attempts) == (first.id, b"job", 2)
+        assert claim(store).payload == b"next"
+
+    @pytest.mark.parametrize("settle", ["ack", "nack", "renew"])
+    def test_stale_holder_conflicts_and_changes_nothing(
+        self, store: durastate.Store, clock: FakeClock, settle: str
+    ) -> None:
+        store.queues.push("q", [b"job"])
+        stale = claim(store, lease=5)
+        clock.advance(6)
+        current = claim(store, lease=30)
+        with pytest.raises(Conflict):
+            getattr(stale, settle)()
+        # The current holder still owns it, on its own lease.
+        assert stats(store) == counts(in_flight=1)
+        clock.advance(20)
+        assert store.queues.claim("q") is None
+        current.ack()
+        assert stats(store) == counts()
+
+    def test_expired_but_unclaimed_lease_can_still_ack(self, store: durastate.Store, clock: FakeClock) -> None:
+        store.queues.push("q", [b"job"])
+        late = claim(store, lease=5)
+        clock.advance(60)
+        late.ack()
+        assert stats(store) == counts()
+        assert store.queues.claim("q") is None
+
+    def test_expired_but_unclaimed_lease_can_still_nack_and_renew(
+        self, store: durastate.Store, clock: FakeClock
+    ) -> None:
+        store.queues.push("q", [b"job"])
+        late = claim(store, lease=5)
+        clock.advance(60)
+        late.renew()
+        assert store.queues.claim("q") is None
+        late.nack(delay=3)
+        assert stats(store) == counts(delayed=1)
+
+    def test_pop_never_takes_an_item_whose_lease_runs(self, store: durastate.Store, clock: FakeClock) -> None:
+        store.queues.push("q", [b"job"])
+        claim(store, lease=5)
+        assert store.queues.pop("q") is None
+        clock.advance(6)
+        assert store.queues.pop("q") == b"job"
+
+    def test_expired_lease_keeps_its_place_by_due_time(self, store: durastate.Store, clock: FakeClock) -> None:
+        store.queues.push("q", [b"a"])
+        claim(store, lease=5)
+        clock.advance(6)
+        store.queues.push("q", [b"b"])  # pushed after "a" became due again
+        assert [claim(store).payload for _ in range(2)] == [b"a", b"b"]
+
+
+class TestDeadLetters:
+    def test_nack_on_the_last_attempt_moves_to_dead_letters(self, store: durastate.Store, clock: FakeClock) -> None:
+        pushed_at = clock()
+        store.queues.push("q", [b"job"], max_attempts=2)
+        claim(store).nack(error="first")
+        clock.advance(1)
+        held = claim(store)
+        assert held.attempts == 2
+        held.nack(error="second")
+        assert store.queues.claim("q") is None
+        assert stats(store) == counts(dead=1)
+        (dead,) = store.queues.dead_letters("q")
+        assert (dead.payload, dead.attempts, dead.last_error) == (b"job", 2, "second")
+        assert dead.created_at == pytest.approx(pushed_at)
+        assert dead.died_at == pytest.approx(clock())
+
+    def test_lease_expiry_on_the_last_attempt_moves_to_dead_letters(
+        self, store: durastate.Store, clock: FakeClock
+    ) -> None:
+        store.queues.push("q", [b"job"], max_attempts=2)
+        for attempt in (1, 2):
+            assert claim(store, lease=5).attempts == attempt
+            clock.advance(6)
+        assert stats(store).dead == 0  # buried lazily, by the next claim
+        store.queues.push("q", [b"next"])  # due after the exhausted item
+        # The exhausted head is buried and the claim moves on to the next item.
+        assert claim(store).payload == b"next"
+        (dead,) = store.queues.dead_letters("q")
+        assert (dead.payload, dead.attempts) == (b"job", 2)
+
+    def test_many_exhausted_heads_are_buried_by_one_claim(self, store: durastate.Store, clock: FakeClock) -> None:
+        doomed = [b"%03d" % i for i in range(150)]
+        store.queues.push("q", doomed, max_attempts=1)
+        for _ in doomed:
+            claim(store, lease=5)
+        clock.advance(6)
+        store.queues.push("q", [b"survivor"])  # due after every doomed item
+        assert claim(store).payload == b"survivor"
+        assert [d.payload for d in store.queues.dead_letters("q", limit=None)] == doomed
+
+    def test_default_max_attempts(self, store: durastate.Store) -> None:
+        store.queues.push("q", [b"job"])
+        for attempt in range(1, DEFAULT_MAX_ATTEMPTS + 1):
+            held = claim(store)
+            assert held.attempts == attempt
+            held.nack()
+        assert store.queues.claim("q") is None
+        assert stats(store) == counts(dead=1)
+
+    def test_unlimited_attempts(self, store: durastate.Store) -> None:
+        store.queues.push("q", [b"job"], max_attempts=None)
+        for _ in range(DEFAULT_MAX_ATTEMPTS * 2):
+            claim(store).nack()
+        assert claim(store).attempts == DEFAULT_MAX_ATTEMPTS * 2 + 1
+        assert stats(store).dead == 0
+
+    def test_pop_ignores_attempt_counts(self, store: durastate.Store) -> None:
+        store.queues.push("q", [b"job"], max_attempts=2)
+        claim(store).nack()
+        assert store.queues.pop("q") == b"job"
+        assert stats(store) == counts()
+
+    def test_dead_letters_page_by_cursor_oldest_first(self, store: durastate.Store) -> None:
+        payloads = [b"%d" % i for i in range(7)]
+        store.queues.push("q", payloads, max_attempts=1)
+        for _ in payloads:
+            claim(store).nack()
+        all_dead = store.queues.dead_letters("q", limit=None)
+        assert [d.payload for d in all_dead] == payloads
+        assert [d.id for d in all_dead] == sorted({d.id for d in all_dead})
+        pages: list[list[bytes]] = []
+        cursor = 0
+        while page := store.queues.dead_letters("q", after=cursor, limit=3):
+            pages.append([d.payload for d in page])
+            cursor = page[-1].id
+        assert pages == [payloads[0:3], payloads[3:6], payloads[6:]]
+        assert store.queues.dead_letters("q", limit=0) == []
+
+    def test_dead_letters_are_per_queue(self, store: durastate.Store) -> None:
+        for name in ("q", "other"):
+            store.queues.push(name, [name.encode()], max_attempts=1)
+            claim(store, name).nack()
+        assert [d.payload for d in store.queues.dead_letters("q")] == [b"q"]
+        assert store.queues.dead_letters("empty") == []
+
+    def test_redrive_all_with_fresh_attempts(self, store: durastate.Store) -> None:
+        store.queues.push("q", [b"a", b"b"], max_attempts=1)
+        claim(store).nack()
+        claim(store).nack()
+        assert store.queues.redrive("q") == 2
+        assert stats(store) == counts(ready=2)
+        first = claim(store)
+        assert (first.payload, first.attempts) == (b"a", 1)
+        first.nack()  # max_attempts is kept: dead again after one more attempt
+        assert [d.payload for d in store.queues.dead_letters("q")] == [b"a"]
+        assert claim(store).payload == b"b"
+
+    def test_redrive_by_ids(self, store: durastate.Store) -> None:
+        store.queues.push("q", [b"a", b"b", b"c"], max_attempts=1)
+        store.queues.push("other", [b"x"], max_attempts=1)
+        for _ in range(3):
+            claim(store).nack()
+        claim(store, "other").nack()
+        dead = {d.payload: d.id for d in store.queues.dead_letters("q")}
+        other_id = store.queues.dead_letters("other")[0].id
+        moved = store.queues.redrive("q", [dead[b"c"], dead[b"a"], dead[b"a"], other_id, max(dead.values()) + 1000])
+        assert moved == 2
+        assert [d.payload for d in store.queues.dead_letters("q")] == [b"b"]
+        assert len(store.queues.dead_letters("other")) == 1
+        assert sorted(pop_all(store)) == [b"a", b"c"]
+
+    def test_redrive_of_nothing(self, store: durastate.Store) -> None:
+        assert store.queues.redrive("q") == 0
+        assert store.queues.redrive("q", []) == 0
+
+    def test_delete_dead(self, store: durastate.Store) -> None:
+        store.queues.push("q", [b"a", b"b", b"c"], max_attempts=1)
+        for _ in range(3):
+            claim(store).nack()
+        ids = [d.id for d in store.queues.dead_letters("q")]
+        assert store.queues.delete_dead("q", [ids[1], ids[1], 10**12]) == 1
+        assert [d.payload for d in store.queues.dead_letters("q")] == [b"a", b"c"]
+        assert store.queues.delete_dead("q") == 2
+        assert store.queues.dead_letters("q") == []
+        assert store.queues.delete_dead("q") == 0
+
+
+class TestQueueStats:
+    def test_stats_count_each_state(self, store: durastate.Store, clock: FakeClock) -> None:
+        store.queues.push("q", [b"dies"], max_attempts=1)
+        claim(store).nack()
+        store.queues.push("q", [b"r1", b"r2", b"r3", b"f1", b"f2"])
+        store.queues.push("q", [b"d1"], delay=50)
+        claim(store, lease=20)
+        claim(store, lease=20)
+        claim(store, lease=5).nack(delay=50)
+        assert stats(store) == counts(ready=2, in_flight=2, delayed=2, dead=1)
+        clock.advance(30)  # leases ran out: redeliverable, so ready
+        assert stats(store) == counts(ready=4, in_flight=0, delayed=2, dead=1)
+        clock.advance(30)
+        assert stats(store) == counts(ready=6, in_flight=0, delayed=0, dead=1)
+
+    def test_stats_of_an_unknown_queue(self, store: durastate.Store) -> None:
+        assert stats(store, "nothing") == counts()
+
+
+# -- blocking waits ------------------------------------------------------------------
+
+
+class _Waiter:
+    """Runs ``consume()`` in a thread; ``waiting`` is set once it blocks."""
+
+    def __init__(self, store: durastate.Store, monkeypatch: pytest.MonkeyPatch, consume: Callable[[], Any]) -> None:
+        self.waiting = threading.Event()
+        self.result: list[Any] = []
+        self.error: list[BaseException] = []
+        original = store.engine.wait_for_change
+
+        def spy(channel: str, timeout: float) -> None:
+            self.waiting.set()
+            original(channel, timeout)
+
+        monkeypatch.setattr(store.engine, "wait_for_change", spy)
+
+        def run() -> None:
+            try:
+                self.result.append(consume())
+            except BaseException as exc:  # reported by finish()
+                self.error.append(exc)
+
+        self.thread = threading.Thread(target=run, daemon=True)
+        self.thread.start()
+
+    def finish(self) -> Any:
+        self.thread.join(FAILURE_DEADLINE)
+        assert not self.thread.is_alive(), "the waiter never returned"
+        if self.error:
+            raise self.error[0]
+        return self.result[0]
+
+
+class TestQueueWait:
+    def test_pop_wait_returns_an_item_pushed_by_another_thread(
+        self, store: durastate.Store, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        waiter = _Waiter(store, monkeypatch, lambda: store.queues.pop("q", wait=FAILURE_DEADLINE))
+        assert waiter.waiting.wait(FAILURE_DEADLINE), "pop(wait=) never waited"
+        store.queues.push("q", [b"hello"])
+        assert waiter.finish() == b"hello"
+
+    def test_claim_wait_returns_an_item_pushed_by_another_thread(
+        self, store: durastate.Store, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        waiter = _Waiter(store, monkeypatch, lambda: store.queues.claim("q", lease=30, wait=FAILURE_DEADLINE))
+        assert waiter.waiting.wait(FAILURE_DEADLINE), "claim(wait=) never waited"
+        store.queues.push("q", [b"hello"])
+        got = waiter.finish()
+        assert isinstance(got, Claim)
+        assert (got.payload, got.attempts) == (b"hello", 1)
+        got.ack()
+        assert stats(store) == counts()
+
+    def test_wait_is_woken_by_a_committed_transaction(
+        self, store: durastate.Store, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        waiter = _Waiter(store, monkeypatch, lambda: store.queues.pop("q", wait=FAILURE_DEADLINE))
+        assert waiter.waiting.wait(FAILURE_DEADLINE)
+        with store.transaction():
+            store.queues.push("q", [b"in a transaction"])
+        assert waiter.finish() == b"in a transaction"
+
+    def test_wait_times_out_with_none(self, store: durastate.Store) -> None:
+        store.queues.push("other", [b"not for q"])
+        assert store.queues.pop("q", wait=0.05) is None
+        assert store.queues.claim("q", wait=0.05) is None
+        assert store.queues.pop("other") == b"not for q"
+
+    def test_zero_wait_does_not_block(self, store: durastate.Store) -> None:
+        assert store.queues.pop("q", wait=0) is None
+        store.queues.push("q", [b"a"])
+        assert store.queues.pop("q", wait=0) == b"a"
+
+    def test_wait_returns_at_once_when_an_item_is_there(self, store: durastate.Store) -> None:
+        store.queues.push("q", [b"a", b"b"])
+        assert store.queues.pop("q", wait=FAILURE_DEADLINE) == b"a"
+        assert claim(store).payload == b"b"
+
+    @pytest.mark.parametrize("consume", ["pop", "claim"])
+    def test_wait_inside_a_transaction_is_refused(self, store: durastate.Store, consume: str) -> None:
+        store.queues.push("q", [b"a"])
+        with store.transaction():
+            with pytest.raises(InvalidRequest):
+                getattr(store.queues, consume)("q", wait=1)
+            store.queues.push("q", [b"b"])
+        # The refusal changed nothing; the transaction went on and committed.
+        assert pop_all(store) == [b"a", b"b"]
+
+
+# -- concurrency ---------------------------------------------------------------------
+
+
+class TestQueueConcurrency:
+    def test_concurrent_claimers_get_each_item_exactly_once(self, store: durastate.Store) -> None:
+        payloads = [b"%04d" % i for i in range(200)]
+        store.queues.push("q", payloads)
+        start = threading.Barrier(4)
+        taken: list[list[bytes]] = [[] for _ in range(4)]
+        errors: list[BaseException] = []
+
+        def worker(mine: list[bytes]) -> None:
+            try:
+                start.wait(FAILURE_DEADLINE)
+                while (got := store.queues.claim("q", lease=600)) is not None:
+                    mine.append(got.payload)
+                    got.ack()
+            except BaseException as exc:  # reported below
+                errors.append(exc)
+
+        threads = [threading.Thread(target=worker, args=(t,)) for t in taken]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(FAILURE_DEADLINE)
+        assert not errors
+        everything = [p for t in taken for p in t]
+        assert sorted(everything) == payloads
+        assert stats(store) == counts()
+
+    def test_concurrent_poppers_get_each_item_exactly_once(self, store: durastate.Store) -> None:
+        payloads = [b"%04d" % i for i in range(200)]
+        store.queues.push("q", payloads)
+        start = threading.Barrier(4)
+        taken: list[list[bytes]] = [[] for _ in range(4)]
+        errors: list[BaseException] = []
+
+        def worker(mine: list[bytes]) -> None:
+            try:
+                start.wait(FAILURE_DEADLINE)
+                while (got := store.queues.pop("q")) is not None:
+                    mine.append(got)
+            except BaseException as exc:  # reported below
+                errors.append(exc)
+
+        threads = [threading.Thread(target=worker, args=(t,)) for t in taken]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(FAILURE_DEADLINE)
+        assert not errors
+        assert sorted(p for t in taken for p in t) == payloads
+
+
+# -- bad input -------------------------------------------------------------------------
+
+BAD_NAMES: list[Any] = ["", b"", None, 1, 1.5, ["q"], "\ud800", "q\udfff", "\udc80abc"]
+BAD_WAITS: list[Any] = [float("nan"), float("inf"), -1, "1", True, [1], b"1"]
+BAD_LEASES: list[Any] = [0, -1, -0.001, float("nan"), float("inf"), "30", None, True, [1], 1e300]
+BAD_DELAYS: list[Any] = [-1, -0.001, float("nan"), float("inf"), float("-inf"), "1", None, True, [1], 1e300]
+BAD_ITEMS: list[Any] = [b"abc", "abc", {b"a": b"b"}, None, 7, [b"a", "b"], [None], [1], [[b"a"]], (b"a", 1)]
+BAD_IDS: list[Any] = [b"\x01\x02", "12", [1.5], ["1"], [True], [None], 3, {1: 2}, [2**63]]
+BAD_LIMITS: list[Any] = [-1, "3", 1.5, True]
+BAD_AFTERS: list[Any] = ["x", 1.5, True, None, 2**63]
+
+# Queues / Claim typed Any: these calls are wrong on purpose.
+QueuesCall = Callable[[Any, Any], object]
+
+
+def _name_cases() -> dict[str, QueuesCall]:
+    return {
+        "push": lambda q, n: q.push(n, [b"x"]),
+        "pop": lambda q, n: q.pop(n),
+        "claim": lambda q, n: q.claim(n),
+        "clear": lambda q, n: q.clear(n),
+        "stats": lambda q, n: q.stats(n),
+        "dead_letters": lambda q, n: q.dead_letters(n),
+        "redrive": lambda q, n: q.redrive(n),
+        "delete_dead": lambda q, n: q.delete_dead(n),
+    }
+
+
+NAME_METHODS = _name_cases()
+
+BAD_QUEUE_CALLS: dict[str, tuple[Callable[[Any, Any], object], list[Any]]] = {
+    "push-items": (lambda q, v: q.push("q", v), BAD_ITEMS),
+    "push-delay": (lambda q, v: q.push("q", [b"x"], delay=v), BAD_DELAYS),
+    "push-max_attempts": (lambda q, v: q.push("q", [b"x"], max_attempts=v), [0, -1, True, 1.5, "3", 2**63]),
+    "pop-wait": (lambda q, v: q.pop("q", wait=v), BAD_WAITS),
+    "claim-wait": (lambda q, v: q.claim("q", wait=v), BAD_WAITS),
+    "claim-lease": (lambda q, v: q.claim("q", lease=v), BAD_LEASES),
+    "dead_letters-after": (lambda q, v: q.dead_letters("q", after=v), BAD_AFTERS),
+    "dead_letters-limit": (lambda q, v: q.dead_letters("q", limit=v), BAD_LIMITS),
+    "redrive-ids": (lambda q, v: q.redrive("q", v), BAD_IDS),
+    "delete_dead-ids": (lambda q, v: q.delete_dead("q", v), BAD_IDS),
+}
+
+BAD_CLAIM_CALLS: dict[str, tuple[Callable[[Any, Any], object], list[Any]]] = {
+    "nack-delay": (lambda c, v: c.nack(delay=v), BAD_DELAYS),
+    "nack-error": (lambda c, v: c.nack(error=v), [5, b"boom", ["boom"], "\ud800 lone surrogate"]),
+    "renew-lease": (lambda c, v: c.renew(lease=v), [v for v in BAD_LEASES if v is not None]),
+}
+
+
+class TestQueueBadInput:
+    """Every wrong argument raises ``InvalidRequest`` and changes nothing."""
+
+    @pytest.fixture
+    def seeded(self, store: durastate.Store) -> tuple[durastate.Store, Claim]:
+        """Queue "q" with one item in each state; returns the live claim."""
+        store.queues.push("q", [b"dead"], max_attempts=1)
+        claim(store).nack(error="seed")
+        store.queues.push("q", [b"held", b"ready-1", b"ready-2"])
+        store.queues.push("q", [b"delayed"], delay=100)
+        held = claim(store, lease=60)
+        store.queues.push("other", [b"x"])
+        return store, held
+
+    @staticmethod
+    def fingerprint(store: durastate.Store) -> object:
+        return (
+            [stats(store, name) for name in ("q", "other")],
+            store.queues.dead_letters("q", limit=None),
+        )
+
+    @pytest.mark.parametrize("method", sorted(NAME_METHODS))
+    def test_bad_queue_names(self, seeded: tuple[durastate.Store, Claim], method: str) -> None:
+        store, _ = seeded
+        before = self.fingerprint(store)
+        for name in BAD_NAMES:
+            expect_invalid(f"{method} name={name!r}", NAME_METHODS[method], store.queues, name)
+            assert self.fingerprint(store) == before, f"{method} name={name!r} changed the store"
+
+    @pytest.mark.parametrize("group", sorted(BAD_QUEUE_CALLS))
+    def test_bad_arguments(self, seeded: tuple[durastate.Store, Claim], group: str) -> None:
+        store, _ = seeded
+        call, values = BAD_QUEUE_CALLS[group]
+        before = self.fingerprint(store)
+        for value in values:
+            expect_invalid(f"{group}={value!r}", call, store.queues, value)
+            assert self.fingerprint(store) == before, f"{group}={value!r} changed the store"
+
+    @pytest.mark.parametrize("group", sorted(BAD_CLAIM_CALLS))
+    def test_bad_settle_arguments_keep_the_claim(self, seeded: tuple[durastate.Store, Claim], group: str) -> None:
+        store, held = seeded
+        call, values = BAD_CLAIM_CALLS[group]
+        before = self.fingerprint(store)
+        for value in values:
+            expect_invalid(f"{group}={value!r}", call, held, value)
+            assert self.fingerprint(store) == before, f"{group}={value!r} changed the store"
+        held.ack()  # the claim is still valid
+
+    def test_oversized_payload_is_refused(self, open_store: Callable[..., durastate.Store]) -> None:
+        store = open_store(max_value_size=16)
+        store.queues.push("q", [b"x" * 16])
+        expect_invalid("push 17 bytes", store.queues.push, "q", [b"y" * 17])
+        expect_invalid("push batch with 17 bytes", store.queues.push, "q", [b"ok", b"y" * 17])
+        assert pop_all(store) == [b"x" * 16]
+
+    def test_a_tiny_positive_lease_is_not_expired_on_arrival(self, store: durastate.Store, clock: FakeClock) -> None:
+        store.queues.push("q", [b"job"])
+        held = claim(store, lease=0.0001)
+        assert store.queues.claim("q") is None
+        clock.advance(1)
+        assert claim(store).id == held.id
+
+
+# -- index use (SQLite) ------------------------------------------------------------------
+
+
+class TestQueueIndexUse:
+    """Claims, pops and settling are index searches: cost flat in queue length."""
+
+    @pytest.fixture
+    def filled(self, store: durastate.Store) -> durastate.Store:
+        for name in ("q", "other"):
+            store.queues.push(name, [b"%d" % i for i in range(300)])
+            store.queues.push(name, [b"dead"], max_attempts=1)
+        for _ in range(300):
+            claim(store, "other").ack()
+        claim(store, "other").nack()
+        return store
+
+    def table(self, store: durastate.Store, name: str) -> str:
+        return store.engine.prefix + name
+
+    def check(self, store: durastate.Store, sql: str, params: tuple[Any, ...], table: str) -> list[str]:
+        plan = sqlite_plan(store, sql, params)
+        assert_index_search(plan, self.table(store, table))
+        return plan
+
+    def test_claim(self, filled: durastate.Store) -> None:
+        plan = self.check(filled, filled.queues._claim, (b"token", 10**12, b"q", 10**12), "queue")
+        assert any("available_at" in line for line in plan), f"the due-time index is unused: {plan}"
+
+    def test_claim_slow_path(self, filled: durastate.Store) -> None:
+        self.check(filled, filled.queues._claim_head, (b"q", 10**12), "queue")
+        self.check(filled, filled.queues._claim_id, (b"token", 10**12, 1), "queue")
+        self.check(filled, filled.queues._bury, (10**12, 1), "queue")
+
+    def test_pop(self, filled: durastate.Store) -> None:
+        plan = self.check(filled, filled.queues._pop, (b"q", 10**12), "queue")
+        assert any("available_at" in line for line in plan), f"the due-time index is unused: {plan}"
+
+    def test_ack_nack_renew(self, filled: durastate.Store) -> None:
+        self.check(filled, filled.queues._ack_sql, (1, b"token"), "queue")
+        self.check(filled, filled.queues._nack_sql, (10**12, None, 1, b"token"), "queue")
+        self.check(filled, filled.queues._renew_sql, (10**12, 1, b"token"), "queue")
+
+    def test_dead_letters(self, filled: durastate.Store) -> None:
+        self.check(filled, filled.queues._dead_page, (b"q", 0, 100), "queue_dead")
+        self.check(filled, filled.queues._redrive_id, (10**12, b"q", 1), "queue_dead")
+        self.check(filled, filled.queues._delete_dead_id, (b"q", 1), "queue_dead")
