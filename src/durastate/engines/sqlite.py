@@ -129,12 +129,68 @@ _ENGINES: weakref.WeakSet[SqliteEngine] = weakref.WeakSet()
 _FORK_ORPHANS: list[Any] = []
 
 
+class _ForkGate:
+    """Keeps ``fork()`` from happening while another thread is in a transaction.
+
+    SQLite keeps, per process, a record of which locks its connections hold
+    on each file. A child forked while some thread of the parent is inside
+    a transaction inherits a record saying that (now orphaned) connection
+    holds the write lock, and its own connections then wait for it forever.
+    So the fork hook waits for transactions of other threads to end (and
+    holds new ones back) before letting the fork proceed. A thread that
+    forks *inside* its own transaction cannot be helped: don't do that.
+    """
+
+    WAIT = 30.0
+
+    def __init__(self) -> None:
+        self.cond = threading.Condition()
+        self.open = 0  # outermost transactions open in this process
+        self.forking = False
+
+    def enter(self) -> None:
+        with self.cond:
+            while self.forking:
+                self.cond.wait()
+            self.open += 1
+
+    def leave(self) -> None:
+        with self.cond:
+            self.open -= 1
+            self.cond.notify_all()
+
+    def before_fork(self) -> None:
+        own = sum(1 for engine in list(_ENGINES) if engine._local.depth > 0)
+        with self.cond:
+            self.forking = True
+            self.cond.wait_for(lambda: self.open <= own, timeout=self.WAIT)
+
+    def after_fork_in_parent(self) -> None:
+        with self.cond:
+            self.forking = False
+            self.cond.notify_all()
+
+    def after_fork_in_child(self) -> None:
+        # Fresh state: the parent's transactions are not the child's.
+        self.cond = threading.Condition()
+        self.open = 0
+        self.forking = False
+
+
+_FORK_GATE = _ForkGate()
+
+
 def _after_fork_in_child() -> None:
+    _FORK_GATE.after_fork_in_child()
     for engine in list(_ENGINES):
         engine._forget_parent_connections()
 
 
-os.register_at_fork(after_in_child=_after_fork_in_child)
+os.register_at_fork(
+    before=_FORK_GATE.before_fork,
+    after_in_parent=_FORK_GATE.after_fork_in_parent,
+    after_in_child=_after_fork_in_child,
+)
 
 
 def create_private_file(path: Path) -> None:
@@ -181,7 +237,7 @@ class SqliteEngine(EngineBase):
             file_path = Path(path).expanduser().absolute()
             create_private_file(file_path)
             self.path = str(file_path)
-            self.url = f"sqlite:///{file_path}"
+            self.url = f"sqlite://{file_path}"  # sqlite:///abs/path.db
             self._uri = False
             self.is_memory = False
         self._local = _ThreadState()
@@ -418,14 +474,19 @@ class _Transaction:
         state = engine._local
         conn = state.conn or engine._thread_connection()
         self._conn = conn
-        try:
-            if state.depth == 0:
+        if state.depth == 0:
+            _FORK_GATE.enter()
+            try:
                 conn.execute("BEGIN IMMEDIATE")
-            else:
-                self._savepoint = f"ds_sp{state.depth}"
+            except sqlite3.Error as exc:
+                _FORK_GATE.leave()
+                raise translate_sqlite_error(exc, f"{engine.url}: begin") from None
+        else:
+            self._savepoint = f"ds_sp{state.depth}"
+            try:
                 conn.execute(f"SAVEPOINT {self._savepoint}")
-        except sqlite3.Error as exc:
-            raise translate_sqlite_error(exc, f"{engine.url}: begin") from None
+            except sqlite3.Error as exc:
+                raise translate_sqlite_error(exc, f"{engine.url}: savepoint") from None
         state.depth += 1
 
     def __exit__(
@@ -434,6 +495,17 @@ class _Transaction:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
+        if self._savepoint is not None:
+            self._finish(exc_type)
+            return
+        try:
+            self._finish(exc_type)
+        finally:
+            # Not a commit in a finally: the transaction is over either way
+            # by now; this only tells the fork gate so.
+            _FORK_GATE.leave()
+
+    def _finish(self, exc_type: type[BaseException] | None) -> None:
         engine = self._engine
         state = engine._local
         state.depth -= 1

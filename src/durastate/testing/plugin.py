@@ -43,7 +43,7 @@ def _postgres_base_url() -> str:
 
 def _url_for(engine: str, tmp_path: Path) -> Iterator[str]:
     if engine == "sqlite-file":
-        yield f"sqlite:///{tmp_path / 'state.db'}"
+        yield f"sqlite://{tmp_path / 'state.db'}"  # sqlite:///abs/path
     elif engine == "sqlite-memory":
         yield "memory:"
     elif engine == "postgres":

@@ -472,15 +472,6 @@ class TestForkedStore:
     def test_fork_while_another_thread_is_in_a_transaction(
         self, shared_url: str, request: pytest.FixtureRequest
     ) -> None:
-        if shared_url.startswith("sqlite"):
-            request.applymarker(
-                pytest.mark.xfail(
-                    reason="BUG: engines/sqlite.py: a fork while another thread holds a transaction leaves "
-                    "SQLite's in-process lock table claiming the write lock in the child; every write there "
-                    "fails with 'database is locked' (StoreUnavailable) even after the parent commits",
-                    strict=True,
-                )
-            )
         # Short busy timeout: children legitimately wait for the holder's
         # commit (well under a second); a lock that never frees fails fast.
         parent = durastate.open(shared_url, busy_timeout=5.0)
