@@ -134,3 +134,45 @@ def test_bad_shard_lists_are_refused(tmp_path: Path) -> None:
             ShardedStore([s]).kv.get("str scope", b"ns", b"k")  # type: ignore[arg-type]
     finally:
         s.close()
+
+
+def test_vgi_sharded_storage_routes_shard_keys_to_separate_databases(shard_urls: list[str]) -> None:
+    from durastate.compat.vgi import ShardedStorage
+
+    urls = shard_urls[:3]
+    storage = ShardedStorage(shards={f"db{i}": url for i, url in enumerate(urls)})
+    try:
+        shard_keys = [f"att-{i:032x}" for i in range(40)]
+        for key in shard_keys:
+            storage.state_put_many(b"exec", b"ns", [(b"k", key.encode())], shard_key=key)
+            storage.queue_push(b"exec", [key.encode()], shard_key=key)
+            storage.state_counter_add(b"exec", b"ns", b"c", 1, shard_key=key)
+        used = set()
+        for key in shard_keys:
+            # Each shard key sees only its own rows...
+            assert storage.state_get_many(b"exec", b"ns", [b"k"], shard_key=key) == [key.encode()]
+            assert storage.state_counter_get(b"exec", b"ns", b"c", shard_key=key) == 1
+            assert storage.queue_pop(b"exec", shard_key=key) == key.encode()
+            # ...and they live in exactly one database: the owner's.
+            owner = rendezvous_owner([b"db0", b"db1", b"db2"], key.encode())
+            used.add(owner)
+            holders = [
+                i
+                for i, store in enumerate(storage.stores)
+                if any(v == key.encode() for _, v in store.kv.scan(key.encode() + b"\x1f" + b"exec", b"ns"))
+            ]
+            assert holders == [owner]
+        assert used == {0, 1, 2}
+    finally:
+        storage.__exit__(None, None, None)
+
+
+def test_vgi_sharded_storage_refuses_bad_shard_lists(tmp_path: Path) -> None:
+    from durastate.compat.vgi import ShardedStorage
+
+    with pytest.raises(ValueError):
+        ShardedStorage(shards=[])
+    with pytest.raises(ValueError):
+        ShardedStorage(str(tmp_path / "a.db"), shards=[str(tmp_path / "b.db")])
+    with pytest.raises(ValueError):
+        ShardedStorage(shards=[str(tmp_path / "a.db"), str(tmp_path / "a.db")])

@@ -135,12 +135,13 @@ import logging
 import operator
 import os
 import weakref
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Protocol
 
 import durastate
 from durastate.errors import InvalidRequest
+from durastate.sharding import rendezvous_owner
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -1003,29 +1004,65 @@ class ShardedStorage:
     (keys, values and items come back exactly as written). ``""`` is a shard
     like any other; ``shard_key`` must be a ``str``.
 
-    Today every shard lives in one inner ``FunctionStorage`` (``db_path``,
-    default ``":memory:"`` as in the seed), its scope / execution ids
-    prefixed with ``shard_key.encode() + b"\\x1f"``. Every method goes through
-    ``_route``, so routing shards to separate stores is a change to that one
-    method. ``VGI_SQLITE_SHARD_LOG=1`` (read at construction) logs each
+    By default every shard lives in one inner ``FunctionStorage``
+    (``db_path``, default ``":memory:"`` as in the seed). Beyond the seed,
+    ``shards=`` spreads the shards over several real databases, as vgi's
+    cloud backend spreads them over Durable Objects: a list of paths/URLs
+    (or a mapping of stable names to them); each ``shard_key`` goes to one of
+    them by rendezvous hash (``durastate.sharding.rendezvous_owner``), so
+    adding a database moves only the shard keys it wins. In both modes the
+    scope / execution ids are also prefixed with
+    ``shard_key.encode() + b"\\x1f"``, so shard keys that share a database
+    stay isolated. ``VGI_SQLITE_SHARD_LOG=1`` (read at construction) logs each
     operation's shard and scope to ``vgi.storage.sqlite_shard``.
     """
 
     _SEP = b"\x1f"  # unit separator: absent from attach and execution id bytes
 
-    def __init__(self, db_path: str | os.PathLike[str] | None = None) -> None:
-        self._inner = FunctionStorage(db_path=db_path or ":memory:")
+    def __init__(
+        self,
+        db_path: str | os.PathLike[str] | None = None,
+        *,
+        shards: Sequence[str | os.PathLike[str]] | Mapping[str, str | os.PathLike[str]] | None = None,
+    ) -> None:
+        if shards is not None and db_path is not None:
+            raise ValueError("ShardedStorage: pass db_path or shards, not both")
+        if shards is None:
+            self._shards = [FunctionStorage(db_path=db_path or ":memory:")]
+            self._names = [b"default"]
+        else:
+            named = list(shards.items()) if isinstance(shards, Mapping) else [(os.fspath(u), u) for u in shards]
+            if not named:
+                raise ValueError("ShardedStorage: shards must name at least one database")
+            self._names = [str(name).encode("utf-8") for name, _ in named]
+            if len(set(self._names)) != len(self._names):
+                raise ValueError("ShardedStorage: shard names must be unique")
+            self._shards = []
+            try:
+                for _, url in named:
+                    self._shards.append(FunctionStorage(db_path=url))
+            except BaseException:
+                for opened in self._shards:
+                    opened.__exit__(None, None, None)
+                raise
+        self._inner = self._shards[0]
         self._log = logging.getLogger("vgi.storage.sqlite_shard")
         self._dbg_on = os.environ.get("VGI_SQLITE_SHARD_LOG") == "1"
 
     @property
     def db_path(self) -> str | os.PathLike[str]:
+        """The (first) database's path or URL."""
         return self._inner.db_path
 
     @property
     def store(self) -> durastate.Store:
-        """The durastate store holding every shard (today there is one)."""
+        """The durastate store holding the shards (the first one with ``shards=``)."""
         return self._inner.store
+
+    @property
+    def stores(self) -> list[durastate.Store]:
+        """Every database's store, in the order given."""
+        return [shard.store for shard in self._shards]
 
     def _route(
         self, op: str, shard_key: str, id_bytes: bytes, id_name: str = "scope_id"
@@ -1035,11 +1072,14 @@ class ShardedStorage:
         scope = _as_bytes(id_name, id_bytes)
         if self._dbg_on:
             self._log.warning("op=%s shard=%s scope=%s", op, shard, scope.hex()[:16])
-        return self._inner, shard.encode("utf-8") + self._SEP + scope
+        encoded = shard.encode("utf-8")
+        inner = self._inner if len(self._shards) == 1 else self._shards[rendezvous_owner(self._names, encoded)]
+        return inner, encoded + self._SEP + scope
 
     def close(self) -> None:
         """Close the calling thread's connections; the storage stays usable."""
-        self._inner.close()
+        for shard in self._shards:
+            shard.close()
 
     def __enter__(self) -> ShardedStorage:
         return self
@@ -1051,7 +1091,8 @@ class ShardedStorage:
         tb: TracebackType | None,
     ) -> None:
         """Close every store this object opened."""
-        self._inner.__exit__(exc_type, exc, tb)
+        for shard in self._shards:
+            shard.__exit__(exc_type, exc, tb)
 
     # -- work queue --------------------------------------------------------------
 
