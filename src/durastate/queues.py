@@ -120,14 +120,16 @@ NACK = (
 )
 RENEW = "UPDATE {p}queue SET available_at = ? WHERE id = ? AND lease = ?"
 CLEAR = "DELETE FROM {p}queue WHERE queue = ?"
+# One statement, so the four counts are one consistent snapshot without a
+# transaction (on SQLite that would take the write lock for a mere read).
 STATS = (
     "SELECT"
     " COALESCE(SUM(CASE WHEN available_at <= ? THEN 1 ELSE 0 END), 0),"
     " COALESCE(SUM(CASE WHEN available_at > ? AND lease IS NOT NULL THEN 1 ELSE 0 END), 0),"
-    " COALESCE(SUM(CASE WHEN available_at > ? AND lease IS NULL THEN 1 ELSE 0 END), 0)"
+    " COALESCE(SUM(CASE WHEN available_at > ? AND lease IS NULL THEN 1 ELSE 0 END), 0),"
+    " (SELECT COUNT(*) FROM {p}queue_dead WHERE queue = ?)"
     " FROM {p}queue WHERE queue = ?"
 )
-DEAD_COUNT = "SELECT COUNT(*) FROM {p}queue_dead WHERE queue = ?"
 DEAD_PAGE = (
     "SELECT id, payload, attempts, last_error, created_at, died_at FROM {p}queue_dead"
     " WHERE queue = ? AND id > ? ORDER BY id LIMIT ?"
@@ -255,7 +257,6 @@ class Queues:
         self._renew_sql = sql(RENEW)
         self._clear = sql(CLEAR)
         self._stats = sql(STATS)
-        self._dead_count = sql(DEAD_COUNT)
         self._dead_page = sql(DEAD_PAGE)
         self._redrive_all = sql(REDRIVE_ALL)
         self._delete_dead_all = sql(DELETE_DEAD_ALL)
@@ -435,11 +436,9 @@ class Queues:
         queue = as_name("name", name)
         engine = self._engine
         now = engine.now_ms()
-        with engine.transaction():
-            row = engine.one(self._stats, (now, now, now, queue))
-            dead = engine.one(self._dead_count, (queue,))
-        assert row is not None and dead is not None
-        return QueueStats(ready=int(row[0]), in_flight=int(row[1]), delayed=int(row[2]), dead=int(dead[0]))
+        row = engine.one(self._stats, (now, now, now, queue, queue))
+        assert row is not None  # an aggregate always answers one row
+        return QueueStats(ready=int(row[0]), in_flight=int(row[1]), delayed=int(row[2]), dead=int(row[3]))
 
     def dead_letters(self, name: str | bytes, *, after: int = 0, limit: int | None = 100) -> list[DeadLetter]:
         """Dead letters of the queue with id > ``after``, oldest first."""
