@@ -826,6 +826,11 @@ class TestQueueIndexUse:
         self.check(filled, filled.queues._nack_sql, (10**12, None, 1, b"token"), "queue")
         self.check(filled, filled.queues._renew_sql, (10**12, 1, b"token"), "queue")
 
+    def test_stats(self, filled: durastate.Store) -> None:
+        params = (10**12, 10**12, 10**12, b"q", b"q")
+        self.check(filled, filled.queues._stats, params, "queue")
+        self.check(filled, filled.queues._stats, params, "queue_dead")
+
     def test_dead_letters(self, filled: durastate.Store) -> None:
         self.check(filled, filled.queues._dead_page, (b"q", 0, 100), "queue_dead")
         self.check(filled, filled.queues._redrive_id, (10**12, b"q", 1), "queue_dead")
