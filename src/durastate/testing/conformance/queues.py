@@ -10,14 +10,18 @@ with sleeps; their only real-time bound is a generous failure deadline.
 
 from __future__ import annotations
 
+import itertools
 import threading
 from collections.abc import Callable
 from typing import Any
 
 import pytest
+from hypothesis import settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule, run_state_machine_as_test
 
 import durastate
-from durastate import Conflict, InvalidRequest
+from durastate import Conflict, InvalidRequest, StoreClosed
 from durastate.queues import DEFAULT_MAX_ATTEMPTS, Claim, QueueStats
 from durastate.testing.clock import FakeClock
 
@@ -33,6 +37,7 @@ __all__ = [
     "TestQueueDelay",
     "TestQueueFIFO",
     "TestQueueIndexUse",
+    "TestQueueModel",
     "TestQueueNames",
     "TestQueueStats",
     "TestQueueWait",
@@ -590,6 +595,15 @@ class TestQueueWait:
             store.queues.push("q", [b"in a transaction"])
         assert waiter.finish() == b"in a transaction"
 
+    def test_closing_the_store_ends_a_wait_with_store_closed(
+        self, store: durastate.Store, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        waiter = _Waiter(store, monkeypatch, lambda: store.queues.claim("q", wait=FAILURE_DEADLINE))
+        assert waiter.waiting.wait(FAILURE_DEADLINE)
+        store.close()
+        with pytest.raises(StoreClosed):
+            waiter.finish()
+
     def test_wait_times_out_with_none(self, store: durastate.Store) -> None:
         store.queues.push("other", [b"not for q"])
         assert store.queues.pop("q", wait=0.05) is None
@@ -835,3 +849,171 @@ class TestQueueIndexUse:
         self.check(filled, filled.queues._dead_page, (b"q", 0, 100), "queue_dead")
         self.check(filled, filled.queues._redrive_id, (10**12, b"q", 1), "queue_dead")
         self.check(filled, filled.queues._delete_dead_id, (b"q", 1), "queue_dead")
+
+
+# -- model-based -----------------------------------------------------------------------
+
+
+class _Item:
+    __slots__ = ("attempts", "due", "error", "max_attempts", "payload", "seq", "token")
+
+    def __init__(self, payload: bytes, due: int, max_attempts: int | None, seq: int) -> None:
+        self.payload = payload
+        self.due = due
+        self.max_attempts = max_attempts
+        self.seq = seq
+        self.attempts = 0
+        self.error: str | None = None
+        self.token: object | None = None  # the Claim holding the lease, if any
+
+
+class QueueMachine(RuleBasedStateMachine):
+    """One queue of ``store.queues`` against a list-based model.
+
+    The model orders by (due time, push order), as the contract says; holds
+    the ``Claim`` objects handed out (live, stale or settled) and predicts
+    for each ack/nack/renew whether it succeeds or conflicts.
+    """
+
+    def __init__(self, store: durastate.Store, clock: FakeClock, name: bytes) -> None:
+        super().__init__()
+        self.queues = store.queues
+        self.clock = clock
+        self.name = name
+        self.items: list[_Item] = []
+        self.dead: list[tuple[bytes, int, str | None]] = []
+        self.claims: list[tuple[Claim, _Item]] = []
+        self.seq = 0
+        self.pushed = 0
+        self.max_attempts_of: dict[bytes, int | None] = {}
+
+    def now(self) -> int:
+        return int(self.clock() * 1000)
+
+    def head(self) -> _Item | None:
+        due = [i for i in self.items if i.due <= self.now()]
+        return min(due, key=lambda i: (i.due, i.seq)) if due else None
+
+    def bury(self, item: _Item) -> None:
+        self.items.remove(item)
+        self.dead.append((item.payload, item.attempts, item.error))
+
+    def next_seq(self) -> int:
+        self.seq += 1
+        return self.seq
+
+    @rule(
+        count=st.integers(1, 3),
+        delay=st.sampled_from([0, 0, 2]),
+        max_attempts=st.sampled_from([None, 1, 2, 3]),
+    )
+    def push(self, count: int, delay: int, max_attempts: int | None) -> None:
+        payloads = []
+        for _ in range(count):
+            self.pushed += 1
+            payloads.append(b"%d" % self.pushed)
+        assert self.queues.push(self.name, payloads, delay=delay, max_attempts=max_attempts) == count
+        for payload in payloads:
+            self.max_attempts_of[payload] = max_attempts
+            self.items.append(_Item(payload, self.now() + delay * 1000, max_attempts, self.next_seq()))
+
+    @rule()
+    def pop(self) -> None:
+        head = self.head()
+        assert self.queues.pop(self.name) == (None if head is None else head.payload)
+        if head is not None:
+            self.items.remove(head)
+
+    @rule(lease=st.sampled_from([1, 3]))
+    def claim(self, lease: int) -> None:
+        got = self.queues.claim(self.name, lease=lease)
+        while (head := self.head()) is not None and head.max_attempts is not None:
+            if head.attempts < head.max_attempts:
+                break
+            self.bury(head)
+        if head is None:
+            assert got is None
+            return
+        assert got is not None
+        head.attempts += 1
+        head.due = self.now() + lease * 1000
+        head.token = got
+        assert (got.payload, got.attempts) == (head.payload, head.attempts)
+        self.claims.append((got, head))
+
+    def holder_is_current(self, held: Claim, item: _Item) -> bool:
+        return item in self.items and item.token is held
+
+    @precondition(lambda self: self.claims)
+    @rule(data=st.data())
+    def ack(self, data: st.DataObject) -> None:
+        held, item = data.draw(st.sampled_from(self.claims))
+        if self.holder_is_current(held, item):
+            held.ack()
+            self.items.remove(item)
+        else:
+            with pytest.raises(Conflict):
+                held.ack()
+
+    @precondition(lambda self: self.claims)
+    @rule(data=st.data(), delay=st.sampled_from([0, 2]), error=st.sampled_from([None, "e1", "e2"]))
+    def nack(self, data: st.DataObject, delay: int, error: str | None) -> None:
+        held, item = data.draw(st.sampled_from(self.claims))
+        if not self.holder_is_current(held, item):
+            with pytest.raises(Conflict):
+                held.nack(delay=delay, error=error)
+            return
+        held.nack(delay=delay, error=error)
+        item.token = None
+        item.error = error
+        item.due = self.now() + delay * 1000
+        if item.max_attempts is not None and item.attempts >= item.max_attempts:
+            self.bury(item)
+
+    @precondition(lambda self: self.claims)
+    @rule(data=st.data(), lease=st.sampled_from([1, 4]))
+    def renew(self, data: st.DataObject, lease: int) -> None:
+        held, item = data.draw(st.sampled_from(self.claims))
+        if self.holder_is_current(held, item):
+            held.renew(lease=lease)
+            item.due = self.now() + lease * 1000
+        else:
+            with pytest.raises(Conflict):
+                held.renew(lease=lease)
+
+    @rule(seconds=st.sampled_from([0.5, 1, 2, 5]))
+    def advance(self, seconds: float) -> None:
+        self.clock.advance(seconds)
+
+    @rule()
+    def redrive(self) -> None:
+        assert self.queues.redrive(self.name) == len(self.dead)
+        for payload, _, _ in self.dead:
+            # Due now, fresh attempts, no error; max_attempts as pushed.
+            self.items.append(_Item(payload, self.now(), self.max_attempts_of[payload], self.next_seq()))
+        self.dead.clear()
+
+    @rule()
+    def clear(self) -> None:
+        assert self.queues.clear(self.name) == len(self.items)
+        self.items.clear()
+
+    @invariant()
+    def stats_and_dead_letters_match(self) -> None:
+        now = self.now()
+        expected = counts(
+            ready=sum(1 for i in self.items if i.due <= now),
+            in_flight=sum(1 for i in self.items if i.due > now and i.token is not None),
+            delayed=sum(1 for i in self.items if i.due > now and i.token is None),
+            dead=len(self.dead),
+        )
+        assert self.queues.stats(self.name) == expected
+        dead = [(d.payload, d.attempts, d.last_error) for d in self.queues.dead_letters(self.name, limit=None)]
+        assert dead == self.dead
+
+
+class TestQueueModel:
+    def test_queues_behave_like_the_model(self, store: durastate.Store, clock: FakeClock) -> None:
+        names = (b"model-%d" % i for i in itertools.count())
+        factory: Any = lambda: QueueMachine(store, clock, next(names))  # noqa: E731
+        run_state_machine_as_test(factory, settings=settings(max_examples=50, stateful_step_count=30, deadline=None))
