@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._validate import INT64_MAX, as_bytes, as_int64, as_limit, as_list, as_seconds, fail
 from .engines.base import Migration, Schema
+from .errors import StoreUnavailable
 
 if TYPE_CHECKING:
     from .engines.base import Engine
@@ -252,7 +253,21 @@ class KV:
         self._writes_until_prune -= 1
         if self._writes_until_prune <= 0:
             self._writes_until_prune = PRUNE_EVERY
-            self.prune_expired(PRUNE_BATCH)
+            self._prune_in_passing()
+
+    def _prune_in_passing(self) -> None:
+        """The housekeeping sweep of ``_after_write``; it never fails the write.
+
+        The write has already happened (committed, outside a transaction),
+        so a busy or unreachable store here must not make the caller believe
+        it failed: the sweep is skipped and a later write tries again. The
+        savepoint keeps a failed sweep from dooming a caller's transaction.
+        """
+        try:
+            with self._engine.transaction():
+                self.prune_expired(PRUNE_BATCH)
+        except StoreUnavailable:
+            pass
 
     # -- values ----------------------------------------------------------------
 
@@ -309,7 +324,7 @@ class KV:
         self._writes_until_prune -= 1
         if self._writes_until_prune <= 0:
             self._writes_until_prune = PRUNE_EVERY
-            self.prune_expired(PRUNE_BATCH)
+            self._prune_in_passing()
 
     def put_many(
         self,
