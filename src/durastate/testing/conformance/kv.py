@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_state_machine_as_test
 
 import durastate
-from durastate import InvalidRequest
+from durastate import InvalidRequest, StoreUnavailable
 from durastate.kv import KEY_CHUNK, KV, PAGE_SIZE, PRUNE_BATCH, PRUNE_EVERY, ScopedKV
 from durastate.testing.clock import FakeClock
 
@@ -696,6 +696,24 @@ class TestKVTTL:
             store.kv.put(b"s", b"busy", i.to_bytes(2, "big"), b"v")
         assert store.kv.delete(b"s", b"expiring", all=True) == 0
         assert store.kv.delete(b"s", b"busy", all=True) == PRUNE_EVERY
+
+    def test_a_failing_sweep_never_fails_the_write_that_triggered_it(
+        self, store: durastate.Store, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """The sweep runs after the write committed: its failure is not the write's."""
+
+        def unavailable(limit: int | None = None) -> int:
+            raise StoreUnavailable("simulated: store busy during the sweep")
+
+        monkeypatch.setattr(store.kv, "prune_expired", unavailable)
+        keys = [i.to_bytes(2, "big") for i in range(PRUNE_EVERY + 1)]
+        for key in keys:
+            store.kv.put(b"s", b"n", key, b"v")
+        with store.transaction():
+            for key in keys:
+                store.kv.put_many(b"s", b"t", [(key, b"v"), (key + b"\x00", b"v")])
+        assert store.kv.delete(b"s", b"n", all=True) == len(keys)
+        assert store.kv.delete(b"s", b"t", all=True) == 2 * len(keys)
 
     def test_expiry_does_not_touch_logs_or_counters(self, store: durastate.Store, clock: FakeClock) -> None:
         store.kv.put(b"s", b"n", b"k", b"v", ttl=1)
