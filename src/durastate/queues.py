@@ -56,6 +56,10 @@ POLL_INTERVAL = 0.05
 # Longest delay or lease in ms (about 146 million years): far past any real
 # use, and short enough that "now + duration" fits the int64 ms columns.
 MAX_DURATION_MS = 2**62
+# Longest queue name in bytes (UTF-8 for str names). The name leads every
+# index entry; PostgreSQL refuses btree entries over ~2.7 KB, so without a
+# bound a long name would work on SQLite and fail on PostgreSQL.
+MAX_NAME_SIZE = 1024
 _BURY_PER_TRANSACTION = 64
 
 SCHEMA = Schema(
@@ -146,6 +150,14 @@ REDRIVE_ID = (
     " WHERE queue = ? AND id = ?"
 )
 DELETE_DEAD_ID = "DELETE FROM {p}queue_dead WHERE queue = ? AND id = ?"
+
+
+def _queue_name(name: Any) -> bytes:
+    """A queue name as bytes: ``str`` (UTF-8) or bytes, 1..``MAX_NAME_SIZE`` bytes."""
+    queue = as_name("name", name)
+    if len(queue) > MAX_NAME_SIZE:
+        fail(f"queue name is {len(queue)} bytes; the limit is {MAX_NAME_SIZE}")
+    return queue
 
 
 def _duration_ms(name: str, value: Any, *, allow_zero: bool) -> int:
@@ -283,7 +295,7 @@ class Queues:
         ``max_attempts`` (``None``: unlimited) is how many deliveries by
         ``claim`` an item gets before it moves to the dead letters.
         """
-        queue = as_name("name", name)
+        queue = _queue_name(name)
         payloads = as_list("items", items)
         for i, payload in enumerate(payloads):
             if type(payload) is not bytes:
@@ -317,7 +329,7 @@ class Queues:
         At-most-once: the item is gone once this returns. With ``wait``,
         block up to that many seconds for one to arrive.
         """
-        queue = as_name("name", name)
+        queue = _queue_name(name)
         deadline = self._wait_deadline(wait)
         engine = self._engine
         while True:
@@ -333,7 +345,7 @@ class Queues:
 
         With ``wait``, block up to that many seconds for one to arrive.
         """
-        queue = as_name("name", name)
+        queue = _queue_name(name)
         lease_ms = _duration_ms("lease", lease, allow_zero=False)
         deadline = self._wait_deadline(wait)
         while True:
@@ -429,11 +441,11 @@ class Queues:
 
     def clear(self, name: str | bytes) -> int:
         """Delete every item of the queue, claimed or not (not the dead letters)."""
-        return self._engine.execute(self._clear, (as_name("name", name),))
+        return self._engine.execute(self._clear, (_queue_name(name),))
 
     def stats(self, name: str | bytes) -> QueueStats:
         """Counts of ready, in-flight, delayed and dead items, read consistently."""
-        queue = as_name("name", name)
+        queue = _queue_name(name)
         engine = self._engine
         now = engine.now_ms()
         row = engine.one(self._stats, (now, now, now, queue, queue))
@@ -442,7 +454,7 @@ class Queues:
 
     def dead_letters(self, name: str | bytes, *, after: int = 0, limit: int | None = 100) -> list[DeadLetter]:
         """Dead letters of the queue with id > ``after``, oldest first."""
-        queue = as_name("name", name)
+        queue = _queue_name(name)
         after = as_int64("after", after)
         limit = as_limit("limit", limit)
         rows = self._engine.all(
@@ -461,7 +473,7 @@ class Queues:
         They are due at once with a fresh attempt count. Returns how many
         moved; ids that are not dead letters of this queue are ignored.
         """
-        queue = as_name("name", name)
+        queue = _queue_name(name)
         wanted = None if ids is None else [as_int64("ids[]", i) for i in as_list("ids", ids)]
         engine = self._engine
         now = engine.now_ms()
@@ -481,7 +493,7 @@ class Queues:
 
     def delete_dead(self, name: str | bytes, ids: Iterable[int] | None = None) -> int:
         """Drop dead letters for good (all, or those with ``ids``); return how many."""
-        queue = as_name("name", name)
+        queue = _queue_name(name)
         engine = self._engine
         if ids is None:
             return engine.execute(self._delete_dead_all, (queue,))
