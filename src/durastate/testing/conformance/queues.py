@@ -11,6 +11,7 @@ with sleeps; their only real-time bound is a generous failure deadline.
 from __future__ import annotations
 
 import itertools
+import os
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -22,7 +23,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 
 import durastate
 from durastate import Conflict, InvalidRequest, StoreClosed
-from durastate.queues import DEFAULT_MAX_ATTEMPTS, Claim, QueueStats
+from durastate.queues import DEFAULT_MAX_ATTEMPTS, MAX_NAME_SIZE, Claim, QueueStats
 from durastate.testing.clock import FakeClock
 
 from .kv import assert_index_search, expect_invalid, sqlite_plan
@@ -150,6 +151,17 @@ class TestQueueNames:
         for name in names:
             expected = b"for " + (name.encode() if isinstance(name, str) else name)
             assert pop_all(store, name) == [expected]
+
+    def test_name_length_limit(self, store: durastate.Store) -> None:
+        """Up to ``MAX_NAME_SIZE`` bytes (UTF-8 for str), on every engine alike."""
+        longest = os.urandom(MAX_NAME_SIZE)  # incompressible: the hard case for an index
+        assert store.queues.push(longest, [b"a"]) == 1
+        assert claim(store, longest).payload == b"a"
+        too_long: list[str | bytes] = [longest + b"x", "\u00e9" * (MAX_NAME_SIZE // 2) + "x"]
+        for name in too_long:
+            expect_invalid(f"name of {len(name)} chars", store.queues.push, name, [b"b"])
+            expect_invalid(f"name of {len(name)} chars", store.queues.pop, name)
+        assert stats(store, longest) == counts(in_flight=1)
 
     def test_claim_reports_the_queue_name_as_bytes(self, store: durastate.Store) -> None:
         store.queues.push("j\u00f6bs", [b"a"])
