@@ -118,6 +118,11 @@ def translate_sqlite_error(exc: sqlite3.Error, where: str) -> DurastateError:
 
 class _ThreadState(threading.local):
     conn: sqlite3.Connection | None = None
+    # A cursor of ``conn`` reused by all()/execute()/executemany(): saves
+    # creating one per statement (a measurable share of a point write).
+    # Those methods always run its statement to completion, so it never
+    # holds a statement (or an autocommit write's lock) open between calls.
+    cursor: sqlite3.Cursor | None = None
     depth: int = 0
     # The first statement error inside the open transaction (see doom()).
     doomed: DurastateError | None = None
@@ -304,8 +309,31 @@ class SqliteEngine(EngineBase):
             self._reap_dead_threads()
             current = threading.current_thread()
             self._connections[id(current)] = (current, conn)
+        self._local.cursor = None  # a cursor of an earlier connection is no use
         self._local.conn = conn
         return conn
+
+    def _thread_cursor(self) -> sqlite3.Cursor:
+        cursor = self._local.cursor
+        if cursor is None:
+            cursor = self._thread_connection().cursor()
+            self._local.cursor = cursor
+        return cursor
+
+    def _drop_cursor(self, cursor: sqlite3.Cursor) -> None:
+        """Close ``cursor``, resetting a statement an interruption left active.
+
+        A KeyboardInterrupt (or any non-driver exception) landing between a
+        statement's execution and the end of its rows would otherwise leave
+        it active on the shared cursor, holding its snapshot or write lock
+        until this thread's next call.
+        """
+        if self._local.cursor is cursor:
+            self._local.cursor = None
+        try:
+            cursor.close()
+        except sqlite3.Error:
+            pass
 
     def _reap_dead_threads(self) -> None:
         """Close connections whose thread has ended (called under ``_lock``)."""
@@ -325,7 +353,15 @@ class SqliteEngine(EngineBase):
 
     # -- statements ------------------------------------------------------------
 
+    # The thread's connection or cursor is read inline (``... or
+    # self._thread_...()``) rather than through a helper: these four methods
+    # are every facet call's path to the driver.
+
     def one(self, sql: str, params: Params = ()) -> Row | None:
+        # A throwaway cursor, not the shared one: fetchone() leaves a
+        # statement with more rows (say, a multi-row RETURNING write) active,
+        # and only dropping its cursor resets it (ending the autocommit
+        # write) at once.
         conn = self._local.conn or self._thread_connection()
         try:
             row: Row | None = conn.execute(sql, params).fetchone()
@@ -334,25 +370,39 @@ class SqliteEngine(EngineBase):
             raise self._failed(exc) from None
 
     def all(self, sql: str, params: Params = ()) -> list[Row]:
-        conn = self._local.conn or self._thread_connection()
+        cursor = self._local.cursor or self._thread_cursor()
         try:
-            return conn.execute(sql, params).fetchall()
+            return cursor.execute(sql, params).fetchall()
         except sqlite3.Error as exc:
             raise self._failed(exc) from None
+        except BaseException:
+            self._drop_cursor(cursor)
+            raise
 
     def execute(self, sql: str, params: Params = ()) -> int:
-        conn = self._local.conn or self._thread_connection()
+        cursor = self._local.cursor or self._thread_cursor()
         try:
-            return conn.execute(sql, params).rowcount
+            cursor.execute(sql, params)
+            if cursor.description is not None:
+                # It returns rows (RETURNING, SELECT): run it to completion,
+                # or it would stay active on the shared cursor.
+                cursor.fetchall()
+            return cursor.rowcount
         except sqlite3.Error as exc:
             raise self._failed(exc) from None
+        except BaseException:
+            self._drop_cursor(cursor)
+            raise
 
     def executemany(self, sql: str, rows: Iterable[Params]) -> None:
-        conn = self._local.conn or self._thread_connection()
+        cursor = self._local.cursor or self._thread_cursor()
         try:
-            conn.executemany(sql, rows)
+            cursor.executemany(sql, rows)
         except sqlite3.Error as exc:
             raise self._failed(exc) from None
+        except BaseException:
+            self._drop_cursor(cursor)
+            raise
 
     def _failed(self, exc: sqlite3.Error) -> DurastateError:
         """Translate ``exc``; inside a transaction, also doom the transaction.
@@ -389,11 +439,13 @@ class SqliteEngine(EngineBase):
                 cond = self._changed.setdefault(channel, threading.Condition())
         return cond
 
-    def notify(self, channel: str) -> None:
+    def notify(self, channel: str, *, announced: bool = False) -> None:
         """Wake this process's waiters on ``channel``.
 
         Inside a transaction the wake-up is deferred to the commit, so a
         waiter never looks before the data it was woken for is visible.
+        (``announced``: the server already announced the write, see
+        ``Engine.notify``; SQLite has no server, so it changes nothing.)
         """
         if self._local.depth > 0:
             pending: set[str] = self._local.__dict__.setdefault("pending_notify", set())
@@ -426,6 +478,7 @@ class SqliteEngine(EngineBase):
         if conn is None:
             return
         self._local.conn = None
+        self._local.cursor = None
         with self._lock:
             self._connections.pop(id(threading.current_thread()), None)
         conn.close()

@@ -1,0 +1,134 @@
+"""The SQLite engine's shared per-thread cursor never holds a statement open.
+
+``SqliteEngine.all/execute/executemany`` reuse one cursor per thread (a
+hot-path saving). A statement left active on it would keep its read snapshot
+or, for an autocommit write with ``RETURNING``, its write lock until the
+thread's next call. These tests pin the invariant: when the call returns or
+raises, the statement is finished, whatever happened in between.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import durastate
+from durastate.engines.sqlite import SqliteEngine
+
+
+def _engine(store: durastate.Store) -> SqliteEngine:
+    engine = store.engine
+    assert isinstance(engine, SqliteEngine)
+    return engine
+
+
+@pytest.fixture
+def pair(tmp_path: Path) -> Iterator[tuple[durastate.Store, durastate.Store]]:
+    """Two stores on one file; the second never waits for a lock."""
+    path = tmp_path / "shared.db"
+    first = durastate.open(path)
+    second = durastate.open(path, busy_timeout=0)
+    engine = _engine(first)
+    engine.execute(engine.sql("CREATE TABLE {p}cursor_probe (id INTEGER PRIMARY KEY, n INTEGER NOT NULL)"))
+    engine.executemany(engine.sql("INSERT INTO {p}cursor_probe (n) VALUES (?)"), [(i,) for i in range(50)])
+    yield first, second
+    second.close()
+    first.close()
+
+
+def _other_store_can_write(store: durastate.Store) -> bool:
+    try:
+        store.kv.put(b"s", b"n", b"probe", b"written")
+    except durastate.StoreUnavailable:
+        return False
+    return True
+
+
+def test_execute_of_a_multi_row_returning_write_commits_before_returning(
+    pair: tuple[durastate.Store, durastate.Store],
+) -> None:
+    first, second = pair
+    engine = _engine(first)
+    changed = engine.execute(engine.sql("UPDATE {p}cursor_probe SET n = n + 1000 RETURNING id"))
+    assert changed == 50
+    assert _other_store_can_write(second), "the RETURNING statement kept the write lock after execute() returned"
+    assert _engine(second).one(_engine(second).sql("SELECT MIN(n) FROM {p}cursor_probe")) == (1000,)
+
+
+def test_all_leaves_no_snapshot_behind(pair: tuple[durastate.Store, durastate.Store]) -> None:
+    first, second = pair
+    engine = _engine(first)
+    rows = engine.all(engine.sql("SELECT id, n FROM {p}cursor_probe ORDER BY id"))
+    assert len(rows) == 50
+    second.kv.put(b"s", b"n", b"k", b"after")
+    # A statement still active on the first store's connection would pin its
+    # read snapshot, and this read would not see the write made after it.
+    assert first.kv.get(b"s", b"n", b"k") == b"after"
+
+
+class _InterruptedCursor:
+    """Forwards to a real cursor but raises KeyboardInterrupt when rows are read."""
+
+    def __init__(self, real: sqlite3.Cursor) -> None:
+        self.real = real
+        self.closed = False
+
+    def execute(self, sql: str, params: Any = ()) -> _InterruptedCursor:
+        self.real.execute(sql, params)
+        return self
+
+    @property
+    def description(self) -> Any:
+        return self.real.description
+
+    def fetchall(self) -> list[Any]:
+        raise KeyboardInterrupt
+
+    def close(self) -> None:
+        self.closed = True
+        self.real.close()
+
+
+@pytest.mark.parametrize("method", ["execute", "all"])
+def test_an_interruption_between_statement_and_rows_releases_the_lock(
+    pair: tuple[durastate.Store, durastate.Store], method: str
+) -> None:
+    first, second = pair
+    engine = _engine(first)
+    engine.execute(engine.sql("SELECT 1"))  # the thread's cursor exists
+    real = engine._local.cursor
+    assert real is not None
+    interrupted = _InterruptedCursor(real)
+    engine._local.cursor = interrupted  # type: ignore[assignment]
+    with pytest.raises(KeyboardInterrupt):
+        getattr(engine, method)(engine.sql("UPDATE {p}cursor_probe SET n = n + 1 RETURNING id"))
+    assert interrupted.closed
+    assert engine._local.cursor is None  # the next call takes a fresh cursor
+    assert _other_store_can_write(second), "the interrupted statement kept the write lock"
+    assert engine.one(engine.sql("SELECT MIN(n) FROM {p}cursor_probe")) == (1,)
+
+
+def test_release_connection_forgets_the_cursor(tmp_path: Path) -> None:
+    with durastate.open(tmp_path / "x.db") as store:
+        engine = _engine(store)
+        store.kv.put(b"s", b"n", b"k", b"v")
+        old = engine._local.cursor
+        assert old is not None
+        engine.release_connection()
+        store.kv.put(b"s", b"n", b"k", b"w")  # would raise on the closed connection's cursor
+        assert engine._local.cursor is not old
+        assert store.kv.get(b"s", b"n", b"k") == b"w"
+
+
+def test_a_closed_store_refuses_through_the_cursor_path(tmp_path: Path) -> None:
+    store = durastate.open(tmp_path / "x.db")
+    store.kv.put(b"s", b"n", b"k", b"v")  # cursor cached on this thread
+    store.close()
+    with pytest.raises(durastate.StoreClosed):
+        store.kv.put(b"s", b"n", b"k", b"w")
+    with pytest.raises(durastate.StoreClosed):
+        list(store.kv.scan(b"s", b"n"))
