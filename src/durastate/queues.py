@@ -80,6 +80,26 @@ SCHEMA = Schema(
                 "CREATE INDEX {p}queue_dead_queue ON {p}queue_dead (queue, id)",
             ),
         ),
+        # PostgreSQL: the server announces new items itself (NOTIFY from a
+        # statement-level trigger, sent at commit), so a push costs no extra
+        # round trip. The channel is Engine.channel("queue:" + name.hex()).
+        Migration(
+            per_dialect={
+                "postgresql": (
+                    "CREATE FUNCTION {p}queue_announce() RETURNS trigger LANGUAGE plpgsql AS $$"
+                    " DECLARE q BYTEA;"
+                    " BEGIN"
+                    "  FOR q IN SELECT DISTINCT queue FROM inserted LOOP"
+                    "   PERFORM pg_notify('ds_' || left(md5(TG_ARGV[0] || encode(q, 'hex')), 24), '');"
+                    "  END LOOP;"
+                    "  RETURN NULL;"
+                    " END $$",
+                    "CREATE TRIGGER {p}queue_announce AFTER INSERT ON {p}queue"
+                    " REFERENCING NEW TABLE AS inserted FOR EACH STATEMENT"
+                    " EXECUTE FUNCTION {p}queue_announce('{p}:queue:')",
+                ),
+            },
+        ),
     ),
 )
 
@@ -318,7 +338,7 @@ class Queues:
         else:
             with engine.transaction():
                 engine.executemany(self._push, [(queue, p, due, max_attempts, now) for p in payloads])
-        engine.notify(self._channel(queue))
+        engine.notify(self._channel(queue), announced=True)
         return len(payloads)
 
     # -- consuming -----------------------------------------------------------
@@ -488,7 +508,7 @@ class Queues:
                         engine.execute(self._delete_dead_id, (queue, dead_id))
                         moved += 1
         if moved:
-            engine.notify(self._channel(queue))
+            engine.notify(self._channel(queue), announced=True)
         return moved
 
     def delete_dead(self, name: str | bytes, ids: Iterable[int] | None = None) -> int:

@@ -467,13 +467,22 @@ class PostgresEngine(EngineBase):
     # -- change notification ---------------------------------------------------
 
     def channel(self, name: str) -> str:
-        """A valid LISTEN/NOTIFY channel identifier for ``name``."""
-        digest = hashlib.sha1(f"{self.prefix}\0{name}".encode()).hexdigest()[:24]
+        """A valid LISTEN/NOTIFY channel identifier for ``name``.
+
+        SQL computes the same name (``'ds_' || left(md5(prefix || ':' ||
+        name), 24)``) where a trigger announces writes itself.
+        """
+        digest = hashlib.md5(f"{self.prefix}:{name}".encode(), usedforsecurity=False).hexdigest()[:24]
         return f"ds_{digest}"
 
-    def notify(self, channel: str) -> None:
-        """``NOTIFY``: delivered by the server at commit, so never early."""
-        self.execute(f"NOTIFY {self.channel(channel)}")
+    def notify(self, channel: str, *, announced: bool = False) -> None:
+        """``NOTIFY`` the channel; delivered by the server at commit, never early.
+
+        ``announced=True`` means a trigger on the written table has already
+        queued the notification in the same statement: nothing to send.
+        """
+        if not announced:
+            self.execute(f"NOTIFY {self.channel(channel)}")
 
     def wait_for_change(self, channel: str, timeout: float) -> None:
         """Block until a ``NOTIFY`` on ``channel`` or ``timeout`` seconds.
