@@ -1,6 +1,6 @@
 """The SQLite engine's shared per-thread cursor never holds a statement open.
 
-``SqliteEngine.all/execute/executemany`` reuse one cursor per thread (a
+``SqliteEngine.one/all/execute/executemany`` reuse one cursor per thread (a
 hot-path saving). A statement left active on it would keep its read snapshot
 or, for an autocommit write with ``RETURNING``, its write lock until the
 thread's next call. These tests pin the invariant: when the call returns or
@@ -59,15 +59,45 @@ def test_execute_of_a_multi_row_returning_write_commits_before_returning(
     assert _engine(second).one(_engine(second).sql("SELECT MIN(n) FROM {p}cursor_probe")) == (1000,)
 
 
+def test_one_of_a_multi_row_returning_write_commits_before_returning(
+    pair: tuple[durastate.Store, durastate.Store],
+) -> None:
+    first, second = pair
+    engine = _engine(first)
+    row = engine.one(engine.sql("UPDATE {p}cursor_probe SET n = n + 1000 RETURNING n"))
+    assert row is not None and row[0] >= 1000
+    assert _other_store_can_write(second), "the RETURNING statement kept the write lock after one() returned"
+    assert engine.one(engine.sql("SELECT COUNT(*) FROM {p}cursor_probe WHERE n >= 1000")) == (50,)
+    # The next call still works (the cursor that held the statement was replaced).
+    assert engine.one(engine.sql("SELECT n FROM {p}cursor_probe WHERE id = 1")) == (1000,)
+
+
+def _no_reader_pins_the_wal(store: durastate.Store) -> bool:
+    """A full checkpoint succeeds: no connection holds an old read snapshot.
+
+    A statement left active on another connection keeps its snapshot, and a
+    TRUNCATE checkpoint then reports busy (the store has busy_timeout=0).
+    """
+    store.kv.put(b"s", b"n", b"k", b"after")  # something in the WAL past any old snapshot
+    engine = _engine(store)
+    busy = engine.one("PRAGMA wal_checkpoint(TRUNCATE)")
+    assert busy is not None
+    return bool(busy[0] == 0)
+
+
+def test_one_of_a_multi_row_select_leaves_no_snapshot_behind(pair: tuple[durastate.Store, durastate.Store]) -> None:
+    first, second = pair
+    engine = _engine(first)
+    assert engine.one(engine.sql("SELECT id FROM {p}cursor_probe ORDER BY id")) == (1,)
+    assert _no_reader_pins_the_wal(second)
+
+
 def test_all_leaves_no_snapshot_behind(pair: tuple[durastate.Store, durastate.Store]) -> None:
     first, second = pair
     engine = _engine(first)
     rows = engine.all(engine.sql("SELECT id, n FROM {p}cursor_probe ORDER BY id"))
     assert len(rows) == 50
-    second.kv.put(b"s", b"n", b"k", b"after")
-    # A statement still active on the first store's connection would pin its
-    # read snapshot, and this read would not see the write made after it.
-    assert first.kv.get(b"s", b"n", b"k") == b"after"
+    assert _no_reader_pins_the_wal(second)
 
 
 class _InterruptedCursor:
@@ -88,12 +118,15 @@ class _InterruptedCursor:
     def fetchall(self) -> list[Any]:
         raise KeyboardInterrupt
 
+    def fetchone(self) -> Any:
+        raise KeyboardInterrupt
+
     def close(self) -> None:
         self.closed = True
         self.real.close()
 
 
-@pytest.mark.parametrize("method", ["execute", "all"])
+@pytest.mark.parametrize("method", ["one", "execute", "all"])
 def test_an_interruption_between_statement_and_rows_releases_the_lock(
     pair: tuple[durastate.Store, durastate.Store], method: str
 ) -> None:

@@ -118,10 +118,11 @@ def translate_sqlite_error(exc: sqlite3.Error, where: str) -> DurastateError:
 
 class _ThreadState(threading.local):
     conn: sqlite3.Connection | None = None
-    # A cursor of ``conn`` reused by all()/execute()/executemany(): saves
-    # creating one per statement (a measurable share of a point write).
-    # Those methods always run its statement to completion, so it never
-    # holds a statement (or an autocommit write's lock) open between calls.
+    # A cursor of ``conn`` reused by one()/all()/execute()/executemany():
+    # saves creating one per statement (a measurable share of a point read
+    # or write). Those methods always finish its statement (run it to
+    # completion, or close the cursor), so it never holds a statement (or
+    # an autocommit write's lock) open between calls.
     cursor: sqlite3.Cursor | None = None
     depth: int = 0
     # The first statement error inside the open transaction (see doom()).
@@ -358,16 +359,21 @@ class SqliteEngine(EngineBase):
     # are every facet call's path to the driver.
 
     def one(self, sql: str, params: Params = ()) -> Row | None:
-        # A throwaway cursor, not the shared one: fetchone() leaves a
-        # statement with more rows (say, a multi-row RETURNING write) active,
-        # and only dropping its cursor resets it (ending the autocommit
-        # write) at once.
-        conn = self._local.conn or self._thread_connection()
+        cursor = self._local.cursor or self._thread_cursor()
         try:
-            row: Row | None = conn.execute(sql, params).fetchone()
+            row: Row | None = cursor.execute(sql, params).fetchone()
+            if row is not None and cursor.fetchone() is not None:
+                # More than one row: the statement (say, a multi-row
+                # RETURNING write) is still active. Closing the cursor ends
+                # it now. A one-row result is finished by the second
+                # fetchone(), which costs nothing then.
+                self._drop_cursor(cursor)
             return row
         except sqlite3.Error as exc:
             raise self._failed(exc) from None
+        except BaseException:
+            self._drop_cursor(cursor)
+            raise
 
     def all(self, sql: str, params: Params = ()) -> list[Row]:
         cursor = self._local.cursor or self._thread_cursor()
