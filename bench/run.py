@@ -63,6 +63,7 @@ LOG_KEY = b"log"
 APPEND_KEY = b"appended"
 LEASE_SECONDS = 30.0
 MAX_ATTEMPTS = 5  # durastate's default, bound explicitly by the raw contender
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
 SINGLE_TARGET = 0.85
 BATCH_TARGET = 0.90
@@ -359,11 +360,21 @@ class RawSqlite(Contender):
 
         elif op == "counter add":
             add_sql = sql["incr"]
+            if add_sql.count("?") == 6:
+                # The overflow guard: the old value must lie in [low, high]
+                # for old + 1 to fit in int64 (bounds durastate computes too).
+                def run(args: list[Any]) -> None:
+                    execute = cursor.execute
+                    low, high = INT64_MIN, INT64_MAX - 1
+                    for key in args:
+                        _total = execute(add_sql, (SCOPE, NS, key, 1, low, high)).fetchone()[0]
 
-            def run(args: list[Any]) -> None:
-                execute = cursor.execute
-                for key in args:
-                    _total = execute(add_sql, (SCOPE, NS, key, 1)).fetchone()[0]
+            else:
+
+                def run(args: list[Any]) -> None:
+                    execute = cursor.execute
+                    for key in args:
+                        _total = execute(add_sql, (SCOPE, NS, key, 1)).fetchone()[0]
 
         elif op == "queue push 1":
             push_sql = sql["push"]
@@ -507,12 +518,29 @@ class VgiStyle(Contender):
         self.storage.close()
 
 
+# Placeholders the raw contender binds for each statement. Checked against the
+# texts, so a changed statement stops the run instead of timing a mismatch.
+PLACEHOLDERS = {
+    "put": (5,),
+    "get": (3,),
+    "get 100": (2 + BATCH,),
+    "scan": (5,),
+    "append": (4,),
+    "log": (5,),
+    "incr": (4, 6),
+    "push": (5,),
+    "pop": (2,),
+    "claim": (4,),
+    "ack": (2,),
+}
+
+
 def statement_texts(store: durastate.Store) -> dict[str, str]:
     """The compiled SQL durastate runs for each op, read from its facets."""
     kv: Any = store.kv
     queues: Any = store.queues
     try:
-        return {
+        texts: dict[str, str] = {
             "put": kv._put,
             "get": kv._get,
             "get 100": kv._get_many[BATCH],
@@ -529,6 +557,13 @@ def statement_texts(store: durastate.Store) -> dict[str, str]:
         raise SystemExit(
             f"bench/run.py: durastate's facets no longer expose a statement text it reads: {exc!r}"
         ) from None
+    for name, text in texts.items():
+        if text.count("?") not in PLACEHOLDERS[name]:
+            raise SystemExit(
+                f"bench/run.py: durastate's {name!r} statement now has {text.count('?')} placeholders "
+                f"(the raw sqlite3 contender binds {PLACEHOLDERS[name]}); update RawSqlite: {text}"
+            )
+    return texts
 
 
 # -- measuring -----------------------------------------------------------------
