@@ -8,6 +8,7 @@ touching the engine, so a rejected call changes nothing.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Mapping
 from typing import Any, NoReturn
 
 from .errors import InvalidRequest
@@ -80,7 +81,13 @@ def as_seconds(name: str, value: Any, *, allow_zero: bool) -> float:
 
 
 def as_list(name: str, value: Any) -> list[Any]:
-    """A list or tuple (not a str/bytes, which iterate by character)."""
-    if isinstance(value, (list, tuple)):
+    """Any iterable of items, as a new list.
+
+    Refused: ``str``/``bytes`` (they iterate by character, almost always a
+    missing pair of brackets) and mappings (they iterate by key only).
+    """
+    if isinstance(value, list):
         return list(value)
-    fail(f"{name} must be a list, got {type(value).__name__}")
+    if isinstance(value, (str, bytes, bytearray, memoryview, Mapping)) or not isinstance(value, Iterable):
+        fail(f"{name} must be a list (or another iterable of items), got {type(value).__name__}")
+    return list(value)

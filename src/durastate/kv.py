@@ -34,7 +34,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ._validate import INT64_MAX, as_bytes, as_int64, as_limit, as_list, as_seconds, fail
+from ._validate import INT64_MAX, INT64_MIN, as_bytes, as_int64, as_limit, as_list, as_seconds, fail
 from .engines.base import Migration, Schema
 from .errors import StoreUnavailable
 
@@ -118,9 +118,14 @@ LOG_PAGE = (
 )
 
 COUNTER_GET = "SELECT n FROM {p}kv_counter WHERE scope = ? AND ns = ? AND key = ?"
+# The WHERE bounds (the range the old value must lie in for old + delta to
+# fit in int64, computed from the delta) make an overflowing add return no
+# row instead of failing the statement: a refusal, not a database error, so
+# it does not doom the caller's transaction (see engines.base).
 COUNTER_ADD = (
     "INSERT INTO {p}kv_counter (scope, ns, key, n) VALUES (?, ?, ?, ?)"
     " ON CONFLICT (scope, ns, key) DO UPDATE SET n = {p}kv_counter.n + excluded.n"
+    " WHERE {p}kv_counter.n BETWEEN ? AND ?"
     " RETURNING n"
 )
 COUNTER_SET = (
@@ -580,10 +585,13 @@ class KV:
         would leave the signed 64-bit range.
         """
         scope, ns, key = self._address(scope, ns, key)
-        if type(delta) is not int or not -(2**63) <= delta < 2**63:
+        if type(delta) is not int or not INT64_MIN <= delta <= INT64_MAX:
             delta = as_int64("delta", delta)
-        row = self._engine.one(self._counter_add, (scope, ns, key, delta))
-        assert row is not None
+        low = INT64_MIN - delta if delta < 0 else INT64_MIN
+        high = INT64_MAX - delta if delta > 0 else INT64_MAX
+        row = self._engine.one(self._counter_add, (scope, ns, key, delta, low, high))
+        if row is None:
+            fail(f"incr by {delta} would overflow the signed 64-bit counter; it was left unchanged")
         total: int = row[0]
         return total
 

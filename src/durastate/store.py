@@ -88,7 +88,7 @@ def open(
     busy_timeout: float = 30.0,
     clock: Clock | None = None,
     max_value_size: int = DEFAULT_MAX_VALUE_SIZE,
-    max_key_size: int = DEFAULT_MAX_KEY_SIZE,
+    max_key_size: int | None = DEFAULT_MAX_KEY_SIZE,
     min_connections: int = 1,
     max_connections: int = 10,
 ) -> Store:
@@ -107,13 +107,16 @@ def open(
     a lock before raising ``StoreUnavailable``. ``clock``: a ``time.time``
     replacement (seconds since the epoch) used for TTLs, delays and leases.
     ``max_value_size``/``max_key_size``: bytes; larger inputs are refused
-    with ``InvalidRequest``. ``min_connections``/``max_connections``: the
+    with ``InvalidRequest``. ``max_key_size`` bounds scope + ns + key
+    together; ``None`` means as large as the engine can index (PostgreSQL:
+    2600 bytes, a larger value is refused; SQLite: ``max_value_size``). ``min_connections``/``max_connections``: the
     PostgreSQL pool size (ignored by SQLite, which uses one connection per
     thread).
     """
     max_value_size = as_int64("max_value_size", max_value_size)
-    max_key_size = as_int64("max_key_size", max_key_size)
-    if max_value_size < 1 or max_key_size < 1:
+    if max_key_size is not None:
+        max_key_size = as_int64("max_key_size", max_key_size)
+    if max_value_size < 1 or (max_key_size is not None and max_key_size < 1):
         raise InvalidRequest("max_value_size and max_key_size must be >= 1")
     if clock is not None and not callable(clock):
         raise InvalidRequest(f"clock must be callable returning seconds, got {type(clock).__name__}")
@@ -127,6 +130,14 @@ def open(
     }
     engine = _make_engine(url, options)
     try:
+        index_limit = engine.dialect.max_index_key
+        if max_key_size is None:
+            max_key_size = index_limit if index_limit is not None else max_value_size
+        elif index_limit is not None and max_key_size > index_limit:
+            raise InvalidRequest(
+                f"max_key_size={max_key_size} is more than {engine.dialect.name} can index "
+                f"({index_limit} bytes for scope + ns + key); pass at most that, or None for the engine's limit"
+            )
         engine.migrate(SCHEMAS)
     except BaseException:
         engine.close()

@@ -454,7 +454,7 @@ def _open_store(db_path: str | os.PathLike[str]) -> durastate.Store:
         db_path,
         clock=_frozen_clock,
         max_value_size=_NO_SIZE_LIMIT,
-        max_key_size=_NO_SIZE_LIMIT,
+        max_key_size=None,  # as large as the engine can index
     )
 
 

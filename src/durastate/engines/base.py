@@ -61,6 +61,8 @@ class Dialect:
     tokens: dict[str, str] = field(default_factory=dict)
     # SQL that answers one row when table ``?`` exists (bound: full name).
     table_exists: str = ""
+    # The most bytes an indexed key (all its columns) may hold, or None.
+    max_index_key: int | None = None
 
     def compile(self, template: str, prefix: str) -> str:
         text = template.format(p=prefix, **self.tokens)

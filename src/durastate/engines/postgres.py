@@ -73,6 +73,9 @@ POSTGRES_DIALECT = Dialect(
     table_exists=(
         "SELECT 1 FROM pg_catalog.pg_tables WHERE tablename = ? AND schemaname = current_schema()"
     ),
+    # A btree entry holds at most ~2704 bytes (a third of a page) including
+    # headers; incompressible keys above this fail with a statement error.
+    max_index_key=2600,
 )
 
 # SQLSTATE classes and codes (https://www.postgresql.org/docs/current/errcodes-appendix.html).

@@ -7,8 +7,9 @@ from collections.abc import Callable
 import pytest
 
 import durastate
+from durastate.testing import FakeClock
 
-__all__ = ["TestFailedStatementInTransaction", "TestOpen"]
+__all__ = ["TestFailedStatementInTransaction", "TestOpen", "TestRefusalsDoNotDoom"]
 
 # A statement that fails in the database itself on every engine (the facets
 # validate their input first, so they rarely reach a database error).
@@ -94,3 +95,32 @@ class TestOpen:
             s.kv.put(b"s", b"n", b"k", b"v")
         with pytest.raises(durastate.StoreClosed):
             s.queues.pop("q")
+
+
+class TestRefusalsDoNotDoom:
+    """Refusals are not statement errors: a transaction survives them."""
+
+    def test_counter_overflow_inside_a_transaction(self, store: durastate.Store) -> None:
+        store.kv.set_counter(b"s", b"n", b"c", 2**63 - 1)
+        with store.transaction():
+            store.kv.put(b"s", b"n", b"before", b"v")
+            with pytest.raises(durastate.InvalidRequest, match="overflow"):
+                store.kv.incr(b"s", b"n", b"c", 1)
+            store.kv.put(b"s", b"n", b"after", b"w")
+        assert store.kv.get_many(b"s", b"n", [b"before", b"after"]) == [b"v", b"w"]
+        assert store.kv.counter(b"s", b"n", b"c") == 2**63 - 1
+
+    def test_lost_lease_inside_a_transaction(self, store: durastate.Store, clock: FakeClock) -> None:
+        store.queues.push("q", [b"job"])
+        stale = store.queues.claim("q", lease=1)
+        assert stale is not None
+        clock.advance(2)
+        fresh = store.queues.claim("q", lease=30)
+        assert fresh is not None
+        with store.transaction():
+            store.kv.put(b"s", b"n", b"k", b"v")
+            with pytest.raises(durastate.Conflict):
+                stale.ack()
+            fresh.ack()
+        assert store.kv.get(b"s", b"n", b"k") == b"v"
+        assert store.queues.stats("q").ready == 0

@@ -246,14 +246,6 @@ class TestKVKeySizeOption:
         Incompressible keys are the hard case for an engine whose index
         entries are bounded (PostgreSQL's btree: about 2.7 KB).
         """
-        if store_url.startswith(("postgresql:", "postgres:")):
-            request.applymarker(
-                pytest.mark.xfail(
-                    reason="BUG (store.open): max_key_size above PostgreSQL's ~2704-byte btree entry limit is "
-                    "accepted, then such keys fail with a statement error",
-                    strict=True,
-                )
-            )
         size = 6000
         try:
             store = open_store(max_key_size=size)
@@ -264,6 +256,18 @@ class TestKVKeySizeOption:
         store.kv.append(b"s", b"n", key, b"e")
         store.kv.incr(b"s", b"n", key)
         assert store.kv.get(b"s", b"n", key) == b"v"
+
+    def test_none_means_the_engines_own_limit_and_it_holds(self, open_store: Callable[..., durastate.Store]) -> None:
+        store = open_store(max_key_size=None)
+        limit = store.kv.max_key_size
+        key = os.urandom(min(limit, 100_000) - 2)  # scope + ns take the other 2 bytes
+        store.kv.put(b"s", b"n", key, b"v")
+        store.kv.append(b"s", b"n", key, b"e")
+        store.kv.incr(b"s", b"n", key)
+        assert store.kv.get(b"s", b"n", key) == b"v"
+        if limit <= 100_000:  # an engine with an index bound: one byte more is refused up front
+            with pytest.raises(InvalidRequest):
+                store.kv.put(b"s", b"n", key + b".", b"v")
 
 
 class TestKVIsolation:
