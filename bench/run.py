@@ -417,20 +417,19 @@ class RawSqlite(Contender):
         self.conn.close()
 
 
-class VgiStyle(Contender):
-    name = "vgi-style"
+class VgiShaped(Contender):
+    """A storage with vgi's ``FunctionStorageSqlite`` methods, called as vgi calls them.
 
-    def __init__(self, path: Path) -> None:
-        self.storage = VgiStyleStorage(str(path))
+    Single-key ops go through the batch methods, as vgi's ``BoundStorage``
+    routes them (``state_get`` is ``state_get_many([key])[0]``).
+    """
+
+    storage: Any
 
     def preload(self, value: bytes) -> None:
         # Same rows as the others; the log first so its ordinals are 1..N.
-        conn = self.storage._conn()
         for _ in range(PRELOAD_LOG):
-            conn.execute(
-                "INSERT INTO vgi_log (scope_id, ns, key, value) VALUES (?, ?, ?, ?)", (SCOPE, NS, LOG_KEY, value)
-            )
-        conn.commit()
+            self.storage.state_append(SCOPE, NS, LOG_KEY, value)
         for start in range(0, PRELOAD_KEYS, 1000):
             self.storage.state_put_many(SCOPE, NS, [(key_of(i), value) for i in range(start, start + 1000)])
 
@@ -441,9 +440,9 @@ class VgiStyle(Contender):
         if op == "put 1":
 
             def run(args: list[Any]) -> None:
-                put = st.state_put
+                put_many = st.state_put_many
                 for key in args:
-                    put(SCOPE, NS, key, value)
+                    put_many(SCOPE, NS, [(key, value)])
 
         elif op == "put 100":
 
@@ -455,9 +454,9 @@ class VgiStyle(Contender):
         elif op == "get 1":
 
             def run(args: list[Any]) -> None:
-                get = st.state_get
+                get_many = st.state_get_many
                 for key in args:
-                    get(SCOPE, NS, key)
+                    get_many(SCOPE, NS, [key])[0]
 
         elif op == "get 100":
 
@@ -471,7 +470,7 @@ class VgiStyle(Contender):
             def run(args: list[Any]) -> None:
                 scan = st.state_scan
                 for start in args:
-                    scan(SCOPE, NS, start=start, limit=BATCH)
+                    list(scan(SCOPE, NS, start=start, limit=BATCH))
 
         elif op == "append":
 
@@ -485,7 +484,7 @@ class VgiStyle(Contender):
             def run(args: list[Any]) -> None:
                 log = st.state_log_scan
                 for after in args:
-                    log(SCOPE, NS, LOG_KEY, after_id=after, limit=BATCH)
+                    list(log(SCOPE, NS, LOG_KEY, after_id=after, limit=BATCH))
 
         elif op == "counter add":
 
@@ -516,6 +515,24 @@ class VgiStyle(Contender):
 
     def close(self) -> None:
         self.storage.close()
+
+
+class VgiStyle(VgiShaped):
+    name = "vgi-style"
+
+    def __init__(self, path: Path) -> None:
+        self.storage = VgiStyleStorage(str(path))
+
+
+class CompatVgi(VgiShaped):
+    """durastate's drop-in for vgi (``durastate.compat.vgi.FunctionStorage``)."""
+
+    name = "compat.vgi"
+
+    def __init__(self, path: Path) -> None:
+        from durastate.compat.vgi import FunctionStorage
+
+        self.storage = FunctionStorage(str(path))
 
 
 # Placeholders the raw contender binds for each statement. Checked against the
@@ -663,6 +680,7 @@ def report(
     results: dict[str, Samples], ops: list[Op], calls: dict[str, int], contenders: list[Contender], clock: str
 ) -> bool:
     names = [c.name for c in contenders]
+    references = [n for n in names if n not in ("durastate", "sqlite3")]
     header = [
         "op",
         "calls/batch",
@@ -671,7 +689,7 @@ def report(
         "cpu (range)",
         "target",
         "verdict",
-        "vgi/sqlite3",
+        *[f"{n}/sqlite3" for n in references],
     ]
     rows: list[list[str]] = []
     all_pass = True
@@ -680,10 +698,11 @@ def report(
         ratio = statistics.median(s.ratio if clock == "wall" else s.cpu_ratio)
         ok = ratio >= op.target
         all_pass &= ok
-        vgi = s.rate.get("vgi-style")
-        vgi_ratio = "n/a"
-        if vgi:
-            vgi_ratio = f"{statistics.median(v / raw for v, raw in zip(vgi, s.rate['sqlite3'], strict=True)):.2f}"
+        reference_ratios = []
+        for name in references:
+            rates = s.rate.get(name)
+            paired = zip(rates or (), s.rate["sqlite3"], strict=False)
+            reference_ratios.append(f"{statistics.median(r / raw for r, raw in paired):.2f}" if rates else "n/a")
         rows.append(
             [
                 op.name,
@@ -693,7 +712,7 @@ def report(
                 f"{statistics.median(s.cpu_ratio):.2f} ({min(s.cpu_ratio):.2f}-{max(s.cpu_ratio):.2f})",
                 f">= {op.target:.2f}",
                 "PASS" if ok else "MISS",
-                vgi_ratio,
+                *reference_ratios,
             ]
         )
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
@@ -750,6 +769,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="3 rounds of ~30 ms batches: a smoke run, noisy")
     parser.add_argument("--no-vgi", action="store_true", help="leave out the vgi-style reference column")
     parser.add_argument(
+        "--with-compat",
+        action="store_true",
+        help="add a column for durastate.compat.vgi (the drop-in for vgi), called as vgi-style is",
+    )
+    parser.add_argument(
         "--dir", type=Path, default=None, help="folder for the database files (default: a temporary folder)"
     )
     parser.add_argument("--slices", type=int, default=4, help="turns the contenders take within each batch (default 4)")
@@ -782,6 +806,8 @@ def main(argv: list[str] | None = None) -> int:
         contenders: list[Contender] = [ds, RawSqlite(base / "raw.db", statement_texts(ds.store))]
         if not args.no_vgi:
             contenders.append(VgiStyle(base / "vgi.db"))
+        if args.with_compat:
+            contenders.append(CompatVgi(base / "compat.db"))
         try:
             value = b"v" * VALUE_SIZE
             for contender in contenders:
