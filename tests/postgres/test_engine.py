@@ -147,7 +147,7 @@ def test_many_processes_migrate_a_fresh_schema_exactly_once(pg_url: str) -> None
 
 def test_unreachable_server_is_store_unavailable() -> None:
     with pytest.raises(durastate.StoreUnavailable, match="connecting to"):
-        durastate.open("postgresql://postgres@127.0.0.1:1/none?connect_timeout=2")
+        durastate.open("postgresql://postgres@127.0.0.1:1/none?connect_timeout=2", busy_timeout=2)
 
 
 def test_missing_driver_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -25,6 +25,8 @@ from .proxy import CuttingProxy
 
 pytestmark = pytest.mark.timeout(120)
 
+CALLS = 150  # writes made while backends are being killed
+
 
 @pytest.fixture
 def proxy(pg_url: str) -> Iterator[CuttingProxy]:
@@ -117,7 +119,7 @@ def _terminate_backends(admin_url: str, app: str, stop: threading.Event, seed: i
     rng = random.Random(seed)
     kills = 0
     with psycopg.connect(admin_url, autocommit=True) as admin:
-        while not stop.wait(rng.uniform(0.005, 0.03)):
+        while not stop.wait(rng.uniform(0.01, 0.05)):
             cur = admin.execute(
                 "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
                 " WHERE application_name = %s AND pid <> pg_backend_pid()",
@@ -146,7 +148,7 @@ def test_random_backend_terminations_never_double_apply(pg_url: str, pg_base_url
     killer.start()
     ok = failed = 0
     try:
-        for i in range(300):
+        for i in range(CALLS):
             try:
                 with_step = i % 3
                 if with_step == 0:
@@ -162,7 +164,7 @@ def test_random_backend_terminations_never_double_apply(pg_url: str, pg_base_url
         stop.set()
         killer.join()
     try:
-        counter_calls = len(range(0, 300, 3))
+        counter_calls = len(range(0, CALLS, 3))
         count = store.kv.counter(b"s", b"n", b"count")
         entries = [v for _, v in store.kv.log(b"s", b"n", b"log")]
         jobs = []

@@ -272,7 +272,7 @@ class PostgresEngine(EngineBase):
                 name=f"durastate-{id(self):x}",
             )
             try:
-                pool.open(wait=self._min > 0, timeout=CONNECT_TIMEOUT)
+                pool.open(wait=self._min > 0, timeout=min(CONNECT_TIMEOUT, max(self._busy_timeout, 1.0)))
             except Exception as exc:
                 pool.close()
                 raise translate_postgres_error(exc, f"connecting to {self.url}") from None
