@@ -121,6 +121,8 @@ ATTEMPT_PRUNE = "DELETE FROM {p}attempt WHERE id IN (SELECT id FROM {p}attempt W
 
 # The replay found no record: the first attempt did not commit.
 _NOT_APPLIED = object()
+# _plan's answer for a write it cannot turn into one attempt-recording statement.
+_OPAQUE_WRITE = "-- opaque write: run in a transaction --"
 
 
 def connection_lost(exc: BaseException) -> bool:
@@ -318,11 +320,17 @@ class PostgresEngine(EngineBase):
     # path stays one round trip.
 
     def _plan(self, sql: str) -> str | None:
-        """The attempt-recording variant of ``sql``, or None for a read."""
+        """The attempt-recording variant of ``sql``; None for a plain read.
+
+        ``_OPAQUE_WRITE`` for a statement we cannot wrap in one statement
+        (a data-modifying ``WITH``, ``NOTIFY``, DDL): it runs in its own
+        transaction instead, whose commit ambiguity the attempt row
+        resolves, at the price of a few more round trips.
+        """
         if sql in self._plans:
             return self._plans[sql]
         verb = sql.lstrip()[:6].upper()
-        variant: str | None = None
+        variant: str | None = None if verb == "SELECT" else _OPAQUE_WRITE
         if verb in ("INSERT", "UPDATE", "DELETE"):
             returning = " RETURNING " in sql.upper()
             body = sql if returning else sql + " RETURNING 1"
@@ -344,6 +352,9 @@ class PostgresEngine(EngineBase):
         variant = self._plans[sql] if sql in self._plans else self._plan(sql)
         if variant is None:
             return self._retrying(lambda c: _fetch(c.execute(sql, params), fetch), None)
+        if variant is _OPAQUE_WRITE:
+            with self.transaction():
+                return self._run(sql, params, fetch)
         attempt = os.urandom(16)
         self._writes_until_prune -= 1
         if self._writes_until_prune <= 0:
