@@ -34,6 +34,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
+from ._paging import stream_pages
 from ._validate import INT64_MAX, INT64_MIN, as_bytes, as_int64, as_limit, as_list, as_seconds, fail
 from .engines.base import Migration, Schema
 from .errors import StoreUnavailable
@@ -387,45 +388,22 @@ class KV:
             fail(f"reverse must be a bool, got {type(reverse).__name__}")
         if limit == 0 or (start is not None and end is not None and start >= end):
             return iter(())
-        want = PAGE_SIZE if limit is None else min(limit, PAGE_SIZE)
-        now = self._engine.now_ms()
-        rows = self._engine.all(
-            self._scan[(start is not None, end is not None, reverse)],
-            _scan_params(scope, ns, start, end, now, want),
-        )
-        if len(rows) < want or (limit is not None and limit <= PAGE_SIZE):
-            return iter(rows)
-        return self._scan_more(scope, ns, start, end, reverse, limit, rows)
+        engine = self._engine
+        statements = self._scan
 
-    def _scan_more(
-        self,
-        scope: bytes,
-        ns: bytes,
-        start: bytes | None,
-        end: bytes | None,
-        reverse: bool,
-        limit: int | None,
-        rows: list[tuple[bytes, bytes]],
-    ) -> Iterator[tuple[bytes, bytes]]:
-        remaining = None if limit is None else limit
-        while True:
-            yield from rows
-            if remaining is not None:
-                remaining -= len(rows)
-                if remaining <= 0:
-                    return
-            if len(rows) < PAGE_SIZE:
-                return
-            last = rows[-1][0]
-            if reverse:
-                end = last  # exclusive already
-            else:
-                start = last + b"\x00"  # the next possible key after `last`
-            want = PAGE_SIZE if remaining is None else min(remaining, PAGE_SIZE)
-            rows = self._engine.all(
-                self._scan[(start is not None, end is not None, reverse)],
-                _scan_params(scope, ns, start, end, self._engine.now_ms(), want),
+        def fetch(last: tuple[bytes, bytes] | None, want: int) -> list[tuple[bytes, bytes]]:
+            nonlocal start, end
+            if last is not None:
+                if reverse:
+                    end = last[0]  # exclusive already
+                else:
+                    start = last[0] + b"\x00"  # the next possible key after the last one
+            return engine.all(
+                statements[(start is not None, end is not None, reverse)],
+                _scan_params(scope, ns, start, end, engine.now_ms(), want),
             )
+
+        return stream_pages(fetch, limit, PAGE_SIZE)
 
     def drain(self, scope: bytes, ns: bytes) -> list[tuple[bytes, bytes]]:
         """Atomically remove every pair of the namespace and return the live ones.
@@ -555,26 +533,13 @@ class KV:
         limit = as_limit("limit", limit)
         if limit == 0:
             return iter(())
-        want = PAGE_SIZE if limit is None else min(limit, PAGE_SIZE)
-        rows = self._engine.all(self._log_page, (scope, ns, key, after, want))
-        if len(rows) < want or (limit is not None and limit <= PAGE_SIZE):
-            return iter(rows)
-        return self._log_more(scope, ns, key, limit, rows)
+        engine = self._engine
+        statement = self._log_page
 
-    def _log_more(
-        self, scope: bytes, ns: bytes, key: bytes, limit: int | None, rows: list[tuple[int, bytes]]
-    ) -> Iterator[tuple[int, bytes]]:
-        remaining = limit
-        while True:
-            yield from rows
-            if remaining is not None:
-                remaining -= len(rows)
-                if remaining <= 0:
-                    return
-            if len(rows) < PAGE_SIZE:
-                return
-            want = PAGE_SIZE if remaining is None else min(remaining, PAGE_SIZE)
-            rows = self._engine.all(self._log_page, (scope, ns, key, rows[-1][0], want))
+        def fetch(last: tuple[int, bytes] | None, want: int) -> list[tuple[int, bytes]]:
+            return engine.all(statement, (scope, ns, key, after if last is None else last[0], want))
+
+        return stream_pages(fetch, limit, PAGE_SIZE)
 
     # -- counters --------------------------------------------------------------
 
