@@ -733,6 +733,33 @@ def report(
     return all_pass
 
 
+def profile(ops: list[Op], calls: int, folder: Path | None) -> int:
+    """cProfile durastate's side of each op (``--profile``)."""
+    import cProfile
+    import pstats
+
+    workload = Workload()
+    with tempfile.TemporaryDirectory(prefix="durastate-bench-", dir=folder) as tmp:
+        ds = Durastate(Path(tmp) / "durastate.db")
+        try:
+            ds.preload(b"v" * VALUE_SIZE)
+            for op in ops:
+                n = max(1, calls // op.weight)
+                warm = ds.prepare(op.name, n)
+                assert warm is not None
+                warm(workload.args(op.name, n))
+                run = ds.prepare(op.name, n)
+                assert run is not None
+                args = workload.args(op.name, n)
+                profiler = cProfile.Profile()
+                profiler.runcall(run, args)
+                print(f"== {op.name}: {n} calls (cProfile adds overhead to every Python call; read it as shares)")
+                pstats.Stats(profiler, stream=sys.stdout).strip_dirs().sort_stats("tottime").print_stats(14)
+        finally:
+            ds.close()
+    return 0
+
+
 def machine() -> str:
     return (
         f"{platform.system()} {platform.machine()}, nproc={os.cpu_count()}, "
@@ -785,12 +812,21 @@ def main(argv: list[str] | None = None) -> int:
         "processes on a busy machine disturb far less (both are printed)",
     )
     parser.add_argument("--strict", action="store_true", help="exit with status 1 when an op misses its target")
+    parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="instead of the table: run durastate alone on the chosen ops (--only) under cProfile, "
+        "one batch each after a warm-up, and print where the time goes",
+    )
     args = parser.parse_args(argv)
     rounds = 3 if args.quick and args.rounds == parser.get_default("rounds") else args.rounds
     batch_ms = 30.0 if args.quick and args.batch_ms == parser.get_default("batch_ms") else args.batch_ms
     if rounds < 1 or args.slices < 1 or (args.ops is not None and args.ops < 1) or batch_ms <= 0:
         parser.error("--rounds, --slices, --ops and --batch-ms must be positive")
     ops = [OPS_BY_NAME[name] for name in args.only] if args.only else list(OPS)
+
+    if args.profile:
+        return profile(ops, args.ops or 5000, args.dir)
 
     print(f"durastate bench: {' '.join(sys.argv)}")
     print(f"machine: {machine()}")
