@@ -13,6 +13,8 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from ._validate import as_int64
+from .documents import SCHEMA as DOCUMENTS_SCHEMA
+from .documents import Documents
 from .engines.base import CORE_SCHEMA, Clock
 from .errors import InvalidRequest
 from .kv import KV
@@ -28,7 +30,7 @@ __all__ = ["DEFAULT_PATH", "Store", "open"]
 DEFAULT_PATH = Path(".durastate") / "state.db"
 DEFAULT_MAX_VALUE_SIZE = 64 * 1024 * 1024
 DEFAULT_MAX_KEY_SIZE = 2048
-SCHEMAS = (CORE_SCHEMA, KV_SCHEMA, QUEUES_SCHEMA)
+SCHEMAS = (CORE_SCHEMA, KV_SCHEMA, QUEUES_SCHEMA, DOCUMENTS_SCHEMA)
 
 _MEMORY_URLS = {"memory:", ":memory:", "sqlite://:memory:", "sqlite:///:memory:", "sqlite::memory:"}
 
@@ -155,6 +157,7 @@ class Store:
         self.engine = engine
         self.kv = KV(engine, max_value_size=max_value_size, max_key_size=max_key_size)
         self.queues = Queues(engine, max_value_size=max_value_size)
+        self.documents = Documents(engine, max_value_size=max_value_size)
 
     @property
     def url(self) -> str:

@@ -1,0 +1,598 @@
+"""``store.documents``: JSON documents with a revision per key.
+
+The storage model of a workflow engine's documents (functualize's
+``StoreSubstrate``): one JSON object per string key, and an integer
+*revision* that every write bumps (1 for a new key, +1 for each later
+write), so a reader can write back "only if nobody wrote meanwhile"::
+
+    doc = store.documents.read("run/42")           # Document(data, revision) or None
+    store.documents.write("run/42", {"step": 3}, expect=doc.revision)   # CAS, one statement
+    store.documents.write("run/43", {"step": 0}, expect=0)              # create-only
+
+    with store.documents.lock("run/42", "scope/7"):   # one transaction over both keys
+        ...read, decide, write...
+
+Operations:
+
+* ``read(key)`` -> ``Document(data, revision)`` or ``None``. A stored payload
+  that is not valid JSON, or is JSON but not an object, raises
+  ``UnreadableDocument`` (it can still be ``read_raw``, ``clear``-ed or
+  ``delete``-d). ``read_raw(key)`` -> ``RawDocument(payload, revision)``.
+* ``write(key, data, expect=None)`` -> the new revision. ``expect=None``
+  writes unconditionally; ``expect=rev`` writes only if the document is at
+  revision ``rev`` (compare and swap in ONE statement, so it is exact
+  without holding any lock); ``expect=0`` writes only if the key is absent.
+  A refused write raises ``durastate.Conflict`` and changes nothing.
+* ``lock(*keys)``: a context manager holding ONE transaction that covers every
+  key it names (and in fact every document of this store prefix: see "The
+  lock"). Re-entrant: a nested ``lock`` (any keys) is a savepoint of the
+  same transaction and takes no second lock.
+* ``clear(key)``: copies the payload byte for byte to the first free backup
+  key (``key.bak``, then ``key.bak.1``, ``key.bak.2``, ...; revision 1) and
+  removes the original, atomically, without decoding it: the escape hatch
+  for exactly the payloads ``read`` refuses. Returns the backup key, or
+  ``None`` if ``key`` was absent.
+* ``delete(key, expect=None)`` -> whether a document was removed
+  (``expect=rev``: only at that revision).
+* ``describe(key)`` -> ``DocumentInfo(key, revision, size)`` or ``None``;
+  ``describe(prefix=p)`` -> ``PrefixInfo(count, size)`` over every key that
+  starts with ``p``. ``size`` is the stored payload's length in bytes.
+* ``list(prefix="", limit=1000, cursor=None)`` -> ``DocumentPage(items,
+  cursor)``: ``DocumentInfo`` of keys starting with ``prefix`` in key order
+  (Unicode code point order, the same on every engine); pass the returned
+  ``cursor`` (the last key, or ``None`` at the end) to get the next page.
+
+All of it takes part in ``store.transaction()``: a document write lands or
+rolls back together with kv, queue and other writes of the block.
+
+Design decisions (where the seed and DESIGN are silent):
+
+* **Encoding.** ``data`` must be a ``dict`` (subclasses accepted) and is
+  stored as compact UTF-8 JSON (orjson) in a BLOB/BYTEA column: the exact
+  bytes, so ``clear`` moves a payload without decoding it and ``read``
+  reports an undecodable one instead of failing inside the driver. Refused
+  with ``InvalidRequest`` (also a ``TypeError`` when the *type* is wrong:
+  ``InvalidDocument``), before anything is written: values JSON cannot
+  represent (sets, bytes, datetimes, dataclasses, arbitrary objects), NaN and
+  infinities (orjson would quietly write ``null``), dict keys that are not
+  ``str``, strings with lone surrogates, integers outside 64 bits, nesting
+  deeper than 255, and payloads over ``max_value_size`` (the store option).
+  ``uuid.UUID`` and ``enum.Enum`` members are written as orjson writes them
+  (the string / the member's value).
+* **Keys** are ``str``, may be empty, at most ``MAX_KEY_SIZE`` UTF-8 bytes,
+  with no lone surrogates and no NUL (PostgreSQL's TEXT cannot hold NUL; the
+  contract is the same on both engines). Keys sort by code point on both
+  engines (PostgreSQL: the column is ``COLLATE "C"``), which is what makes
+  prefix ranges and ``list`` cursors exact.
+* **Prefix queries use the primary key range** ``key >= prefix AND key <
+  successor(prefix)`` (the successor bumps the last code point), never
+  ``LIKE``: no wildcard surprises with ``_`` or ``%`` in keys, and the cost
+  follows the number of matching keys, not the table.
+* **Revisions** start at 1 and never repeat for a live key; a deleted and
+  re-created key starts again at 1 (a revision compares states of one
+  document, it is not a global clock). A backup made by ``clear`` starts at 1.
+
+The lock (deadlock-free by construction): there is exactly ONE lock for the
+whole facet (per table prefix), as in the seed, so two callers naming the
+same keys in opposite orders can never wait for each other in a cycle.
+
+* SQLite: ``lock`` is ``engine.transaction()``, i.e. ``BEGIN IMMEDIATE``: the
+  database's single write lock is that one lock.
+* PostgreSQL: ``lock`` opens ``engine.transaction()`` and takes one
+  transaction-scoped advisory lock keyed by the schema and table prefix
+  (``LOCK_FACET``) before any document statement. Every document *write*
+  made inside some other transaction (``store.transaction()`` without
+  ``lock``) takes the same advisory lock first, so two transactions that
+  write documents in opposite orders also serialise instead of deadlocking
+  on row locks. A single write outside a transaction holds one row lock for
+  one statement and cannot close a cycle. (Cycles *across* facets - a
+  transaction that holds a kv row another one needs - are outside what this
+  facet can rule out.)
+* Re-entrancy comes from ``engine.transaction()`` nesting; a per-thread
+  count of open ``lock`` blocks means a nested ``lock`` (or a write inside a
+  ``lock``) does not issue the advisory lock again.
+* Waiting for the lock is bounded by the store's ``busy_timeout``
+  (``StoreUnavailable`` after it), on both engines.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, NamedTuple, overload
+
+import orjson
+
+from ._validate import as_int64, fail
+from .engines.base import Migration, Schema
+from .errors import Conflict, DurastateError, InvalidRequest
+
+if TYPE_CHECKING:
+    from .engines.base import Engine
+
+__all__ = [
+    "DEFAULT_LIST_LIMIT",
+    "Document",
+    "DocumentInfo",
+    "DocumentPage",
+    "Documents",
+    "InvalidDocument",
+    "MAX_KEY_SIZE",
+    "PrefixInfo",
+    "RawDocument",
+    "SCHEMA",
+    "UnreadableDocument",
+    "decode_document",
+    "encode_document",
+    "prefix_successor",
+]
+
+# Longest key in UTF-8 bytes. Keys lead the primary key index; PostgreSQL
+# refuses btree entries over ~2.7 kB, and ``clear`` appends a backup suffix
+# (".bak.<n>") that must still fit.
+MAX_KEY_SIZE = 2048
+DEFAULT_LIST_LIMIT = 1000
+_MAX_FIND_BACKUP = 1_000_000
+
+SCHEMA = Schema(
+    facet="documents",
+    migrations=(
+        Migration(
+            per_dialect={
+                # A rowid table with a TEXT primary key (not WITHOUT ROWID):
+                # documents can be large, and SQLite advises WITHOUT ROWID
+                # only for small rows.
+                "sqlite": (
+                    "CREATE TABLE {p}documents ("
+                    " key TEXT PRIMARY KEY, payload BLOB NOT NULL, revision INTEGER NOT NULL)",
+                ),
+                # COLLATE "C": keys compare by bytes (= code points in UTF-8),
+                # like SQLite's BINARY; the database's default collation
+                # (say en_US) would break prefix ranges and cursors.
+                "postgresql": (
+                    'CREATE TABLE {p}documents ('
+                    ' key TEXT COLLATE "C" PRIMARY KEY, payload BYTEA NOT NULL, revision BIGINT NOT NULL)',
+                ),
+            },
+        ),
+    ),
+)
+
+# -- statements ---------------------------------------------------------------
+
+READ = "SELECT payload, revision FROM {p}documents WHERE key = ?"
+UPSERT = (
+    "INSERT INTO {p}documents (key, payload, revision) VALUES (?, ?, 1)"
+    " ON CONFLICT (key) DO UPDATE SET payload = excluded.payload, revision = {p}documents.revision + 1"
+    " RETURNING revision"
+)
+CREATE = (
+    "INSERT INTO {p}documents (key, payload, revision) VALUES (?, ?, 1)"
+    " ON CONFLICT (key) DO NOTHING RETURNING revision"
+)
+CAS = "UPDATE {p}documents SET payload = ?, revision = revision + 1 WHERE key = ? AND revision = ? RETURNING revision"
+DELETE = "DELETE FROM {p}documents WHERE key = ?"
+DELETE_AT = "DELETE FROM {p}documents WHERE key = ? AND revision = ?"
+DESCRIBE = "SELECT revision, length(payload) FROM {p}documents WHERE key = ?"
+# Backups of one key: a primary key range, like every prefix query here.
+BACKUP_KEYS = "SELECT key FROM {p}documents WHERE key >= ? AND key < ?"
+# Copies the payload inside the database: clear never decodes it.
+COPY_TO = "INSERT INTO {p}documents (key, payload, revision) SELECT ?, payload, 1 FROM {p}documents WHERE key = ?"
+
+# The facet's one lock. SQLite: nothing to add, the transaction's BEGIN
+# IMMEDIATE already holds the database's single write lock. PostgreSQL: one
+# transaction-scoped advisory lock per (schema, table prefix), in the
+# two-int key space (the migration lock uses the one-bigint space).
+LOCK_FACET = {
+    "sqlite": "",
+    "postgresql": (
+        "SELECT pg_advisory_xact_lock(hashtext('durastate:documents'), hashtext(current_schema() || ':{p}'))"
+    ),
+}
+
+
+def describe_prefix_sql(bounded: bool) -> str:
+    upper = " AND key < ?" if bounded else ""
+    return (
+        "SELECT count(*), COALESCE(sum(length(payload)), 0) FROM {p}documents"
+        f" WHERE key >= ?{upper}"
+    )
+
+
+def list_sql(after: bool, bounded: bool) -> str:
+    """One page of ``list``: keys from the lower bound (exclusive after a cursor)."""
+    lower = "key > ?" if after else "key >= ?"
+    upper = " AND key < ?" if bounded else ""
+    return (
+        f"SELECT key, revision, length(payload) FROM {{p}}documents WHERE {lower}{upper}"
+        " ORDER BY key LIMIT ?"
+    )
+
+
+# -- values ------------------------------------------------------------------
+
+
+class Document(NamedTuple):
+    """A decoded document and its revision."""
+
+    data: dict[str, Any]
+    revision: int
+
+
+class RawDocument(NamedTuple):
+    """A document's stored bytes (compact UTF-8 JSON when written by us) and revision."""
+
+    payload: bytes
+    revision: int
+
+
+class DocumentInfo(NamedTuple):
+    """What ``describe``/``list`` say about one document (``size`` in bytes)."""
+
+    key: str
+    revision: int
+    size: int
+
+
+@dataclass(frozen=True, slots=True)
+class PrefixInfo:
+    """``describe(prefix=...)``: how many documents and their total bytes."""
+
+    count: int
+    size: int
+
+
+class DocumentPage(NamedTuple):
+    """One page of ``list``; ``cursor`` is ``None`` on the last page."""
+
+    items: list[DocumentInfo]
+    cursor: str | None
+
+
+class UnreadableDocument(DurastateError):
+    """A stored payload is not valid JSON, or not a JSON object.
+
+    ``key``, ``reason`` and ``revision`` say which and why. The document can
+    still be read with ``read_raw``, moved aside with ``clear`` or deleted.
+    """
+
+    def __init__(self, key: str, reason: str, revision: int) -> None:
+        super().__init__(f"document {key!r} (revision {revision}) is unreadable: {reason}")
+        self.key = key
+        self.reason = reason
+        self.revision = revision
+
+
+class InvalidDocument(InvalidRequest, TypeError):
+    """``data`` holds something JSON cannot represent (a type problem).
+
+    Both ``InvalidRequest`` (a ``ValueError``) and ``TypeError``, which is
+    what ``json.dumps`` raises for the same input.
+    """
+
+
+# -- encoding ----------------------------------------------------------------
+
+_DUMPS_OPTIONS = orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS
+
+
+def _refuse(value: Any) -> Any:
+    raise TypeError(f"Type is not JSON serializable: {type(value).__name__}")
+
+
+def _has_non_finite(data: Any) -> bool:
+    """Whether a NaN or an infinity hides anywhere in ``data`` (iterative)."""
+    stack = [data]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, float):
+            if not math.isfinite(item):
+                return True
+        elif isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, (list, tuple)):
+            stack.extend(item)
+    return False
+
+
+def encode_document(data: Any, max_size: int | None = None) -> bytes:
+    """``data`` (a dict) as compact UTF-8 JSON bytes, or ``InvalidRequest``."""
+    if not isinstance(data, dict):
+        raise InvalidDocument(f"a document must be a dict (a JSON object), got {type(data).__name__}")
+    try:
+        blob = orjson.dumps(data, default=_refuse, option=_DUMPS_OPTIONS)
+    except orjson.JSONEncodeError as exc:
+        message = str(exc)
+        if "surrogates" in message or "Integer exceeds" in message or "Recursion limit" in message:
+            raise InvalidRequest(f"document cannot be stored as JSON: {message}") from None
+        raise InvalidDocument(f"document cannot be stored as JSON: {message}") from None
+    # orjson writes NaN and infinities as null; JSON has no way to say them,
+    # so refuse rather than change the value. Only a payload with a null in
+    # it can hide one, which keeps the walk off the common path.
+    if b"null" in blob and _has_non_finite(data):
+        raise InvalidRequest("document cannot be stored as JSON: it contains NaN or an infinity")
+    if max_size is not None and len(blob) > max_size:
+        fail(f"document is {len(blob)} bytes as JSON; the limit is max_value_size={max_size}")
+    return blob
+
+
+def decode_document(key: str, payload: Any, revision: int) -> dict[str, Any]:
+    """The object stored in ``payload``, or ``UnreadableDocument``."""
+    try:
+        data = orjson.loads(payload)
+    except orjson.JSONDecodeError as exc:
+        raise UnreadableDocument(key, str(exc), revision) from None
+    if type(data) is not dict:
+        raise UnreadableDocument(key, f"expected an object, found {type(data).__name__}", revision)
+    return data
+
+
+def prefix_successor(prefix: str) -> str | None:
+    """The least string greater than every string starting with ``prefix``.
+
+    ``None`` when there is none (empty prefix, or only U+10FFFF). Code point
+    order, which UTF-8 byte order (SQLite BINARY, PostgreSQL "C") follows.
+    """
+    while prefix:
+        last = ord(prefix[-1])
+        if last < 0x10FFFF:
+            nxt = last + 1
+            if 0xD800 <= nxt <= 0xDFFF:  # surrogates are not characters
+                nxt = 0xE000
+            return prefix[:-1] + chr(nxt)
+        prefix = prefix[:-1]
+    return None
+
+
+def check_key(key: Any, name: str = "key") -> str:
+    """``key`` if it is a valid document key, else ``InvalidRequest``."""
+    if not isinstance(key, str):
+        raise InvalidDocument(f"{name} must be a str, got {type(key).__name__}")
+    if key.isascii():
+        size = len(key)
+    else:
+        try:
+            size = len(key.encode("utf-8"))
+        except UnicodeEncodeError:
+            fail(f"{name} must be valid unicode (no lone surrogates), got {key!r:.100}")
+    if size > MAX_KEY_SIZE:
+        fail(f"{name} is {size} bytes as UTF-8; the limit is {MAX_KEY_SIZE}")
+    if "\x00" in key:
+        fail(f"{name} must not contain NUL characters, got {key!r:.100}")
+    return str(key)
+
+
+def _check_expect(expect: Any) -> int:
+    value = as_int64("expect", expect)
+    if value < 0:
+        fail(f"expect must be a revision >= 1, 0 (create only) or None, got {value}")
+    return value
+
+
+class _LockDepth(threading.local):
+    held: int = 0
+
+
+# -- the facet -----------------------------------------------------------------
+
+
+class Documents:
+    """The documents facet of a ``Store`` (see the module docstring).
+
+    Every method validates its arguments first and raises
+    ``durastate.InvalidRequest`` naming the bad one; a rejected call writes
+    nothing and never dooms the caller's transaction.
+    """
+
+    def __init__(self, engine: Engine, *, max_value_size: int | None = None) -> None:
+        self._engine = engine
+        self.max_value_size = max_value_size
+        sql = engine.sql
+        self._read = sql(READ)
+        self._upsert = sql(UPSERT)
+        self._create = sql(CREATE)
+        self._cas = sql(CAS)
+        self._delete = sql(DELETE)
+        self._delete_at = sql(DELETE_AT)
+        self._describe = sql(DESCRIBE)
+        self._backup_keys = sql(BACKUP_KEYS)
+        self._copy_to = sql(COPY_TO)
+        self._lock_facet = sql(LOCK_FACET)
+        self._describe_prefix = {b: sql(describe_prefix_sql(b)) for b in (False, True)}
+        self._list = {(a, b): sql(list_sql(a, b)) for a in (False, True) for b in (False, True)}
+        self._local = _LockDepth()
+
+    # -- the statement texts (benchmarks run the very same ones) --------------
+
+    @property
+    def statements(self) -> dict[str, str]:
+        """The compiled texts of the hot statements, by operation name."""
+        return {
+            "read": self._read,
+            "upsert": self._upsert,
+            "create": self._create,
+            "cas": self._cas,
+            "delete": self._delete,
+            "lock": self._lock_facet,
+        }
+
+    # -- helpers ---------------------------------------------------------------
+
+    def _guard_write(self) -> None:
+        """Take the facet lock before a write inside a transaction (see "The lock")."""
+        if self._lock_facet and self._local.held == 0 and self._engine.in_transaction():
+            self._engine.one(self._lock_facet)
+
+    # -- reads -------------------------------------------------------------------
+
+    def read(self, key: str) -> Document | None:
+        """The document at ``key``, or ``None``; ``UnreadableDocument`` if it cannot be decoded."""
+        if type(key) is not str or not key.isascii() or len(key) > MAX_KEY_SIZE or "\x00" in key:
+            key = check_key(key)
+        row = self._engine.one(self._read, (key,))
+        if row is None:
+            return None
+        payload, revision = row
+        try:
+            data = orjson.loads(payload)
+        except orjson.JSONDecodeError as exc:
+            raise UnreadableDocument(key, str(exc), revision) from None
+        if type(data) is not dict:
+            raise UnreadableDocument(key, f"expected an object, found {type(data).__name__}", revision)
+        return Document(data, revision)
+
+    def read_raw(self, key: str) -> RawDocument | None:
+        """The stored bytes and revision at ``key`` (never decoded), or ``None``."""
+        key = check_key(key)
+        row = self._engine.one(self._read, (key,))
+        if row is None:
+            return None
+        return RawDocument(bytes(row[0]), row[1])
+
+    @overload
+    def describe(self, key: str) -> DocumentInfo | None: ...
+
+    @overload
+    def describe(self, *, prefix: str) -> PrefixInfo: ...
+
+    def describe(self, key: str | None = None, *, prefix: str | None = None) -> DocumentInfo | PrefixInfo | None:
+        """``describe(key)``: one document's revision and size (``None`` if absent);
+        ``describe(prefix=p)``: count and total bytes of the keys starting with ``p``.
+        """
+        if (key is None) == (prefix is None):
+            fail("describe() takes a key or prefix=, exactly one of them")
+        if key is not None:
+            key = check_key(key)
+            row = self._engine.one(self._describe, (key,))
+            if row is None:
+                return None
+            return DocumentInfo(key, int(row[0]), int(row[1]))
+        assert prefix is not None
+        prefix = check_key(prefix, "prefix")
+        upper = prefix_successor(prefix)
+        params = (prefix,) if upper is None else (prefix, upper)
+        row = self._engine.one(self._describe_prefix[upper is not None], params)
+        assert row is not None
+        return PrefixInfo(int(row[0]), int(row[1]))
+
+    def list(self, prefix: str = "", *, limit: int = DEFAULT_LIST_LIMIT, cursor: str | None = None) -> DocumentPage:
+        """Up to ``limit`` documents whose key starts with ``prefix``, in key order, after ``cursor``."""
+        prefix = check_key(prefix, "prefix")
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+            fail(f"limit must be an int >= 1, got {limit!r}")
+        limit = min(int(limit), 2**31)
+        if cursor is not None:
+            cursor = check_key(cursor, "cursor")
+        upper = prefix_successor(prefix)
+        if upper is not None and cursor is not None and cursor >= upper:
+            return DocumentPage([], None)
+        after = cursor is not None and cursor >= prefix
+        lower = cursor if after else prefix
+        params: tuple[Any, ...] = (lower,) if upper is None else (lower, upper)
+        rows = self._engine.all(self._list[(after, upper is not None)], (*params, limit + 1))
+        items = [DocumentInfo(k, int(r), int(s)) for k, r, s in rows[:limit]]
+        more = len(rows) > limit
+        return DocumentPage(items, items[-1].key if more else None)
+
+    def keys(self, prefix: str = "") -> Iterator[str]:
+        """Every key starting with ``prefix``, in order, streamed page by page."""
+        cursor: str | None = None
+        while True:
+            page = self.list(prefix, cursor=cursor)
+            for item in page.items:
+                yield item.key
+            if page.cursor is None:
+                return
+            cursor = page.cursor
+
+    # -- writes ------------------------------------------------------------------
+
+    def write(self, key: str, data: dict[str, Any], *, expect: int | None = None) -> int:
+        """Store ``data`` at ``key``; return the new revision.
+
+        ``expect=None``: unconditional. ``expect=rev`` (>= 1): only if the
+        document is at that revision. ``expect=0``: only if ``key`` is
+        absent. A refused write raises ``Conflict`` and changes nothing.
+        """
+        if type(key) is not str or not key.isascii() or len(key) > MAX_KEY_SIZE or "\x00" in key:
+            key = check_key(key)
+        blob = encode_document(data, self.max_value_size)
+        engine = self._engine
+        if self._lock_facet and self._local.held == 0 and engine.in_transaction():
+            engine.one(self._lock_facet)
+        if expect is None:
+            row = engine.one(self._upsert, (key, blob))
+        else:
+            expect = _check_expect(expect)
+            # expect=0: create only; else compare and swap. One statement each.
+            row = engine.one(self._create, (key, blob)) if expect == 0 else engine.one(self._cas, (blob, key, expect))
+            if row is None:
+                if expect == 0:
+                    raise Conflict(f"document {key!r} already exists (write with expect=0 creates only)")
+                raise Conflict(f"document {key!r} is not at revision {expect} (changed or deleted meanwhile)")
+        assert row is not None
+        revision: int = row[0]
+        return revision
+
+    def delete(self, key: str, *, expect: int | None = None) -> bool:
+        """Remove ``key``; whether a document was removed (``expect=rev``: only at that revision)."""
+        key = check_key(key)
+        if expect is not None:
+            expect = _check_expect(expect)
+        self._guard_write()
+        if expect is None:
+            return self._engine.execute(self._delete, (key,)) > 0
+        return self._engine.execute(self._delete_at, (key, expect)) > 0
+
+    def clear(self, key: str) -> str | None:
+        """Move ``key``'s payload, undecoded, to the first free backup key; return that key.
+
+        ``None`` when ``key`` is absent. The copy and the removal are one
+        transaction under the facet lock.
+        """
+        key = check_key(key)
+        base = key + ".bak"
+        if len(base.encode("utf-8")) > MAX_KEY_SIZE + 32:  # pragma: no cover - keys are bounded
+            fail(f"key is too long to be backed up: {key!r:.100}")
+        engine = self._engine
+        with self.lock(key):
+            if engine.one(self._describe, (key,)) is None:
+                return None
+            upper = prefix_successor(base)
+            taken = {row[0] for row in engine.all(self._backup_keys, (base, upper))}
+            backup = base
+            index = 1
+            while backup in taken:
+                backup = f"{base}.{index}"
+                index += 1
+                if index > _MAX_FIND_BACKUP:  # pragma: no cover - a million backups of one key
+                    raise Conflict(f"no free backup key for {key!r}")
+            engine.execute(self._copy_to, (backup, key))
+            engine.execute(self._delete, (key,))
+            return backup
+
+    # -- the lock ----------------------------------------------------------------
+
+    @contextmanager
+    def lock(self, *keys: str) -> Iterator[None]:
+        """Hold ONE transaction covering every key named (see "The lock").
+
+        Everything this thread does inside the block (on any facet) commits
+        when the outermost block ends normally and rolls back on any
+        exception. Nested blocks are savepoints of the same transaction.
+        """
+        for key in keys:
+            check_key(key)
+        engine = self._engine
+        local = self._local
+        with engine.transaction():
+            if self._lock_facet and local.held == 0:
+                engine.one(self._lock_facet)
+            local.held += 1
+            try:
+                yield
+            finally:
+                local.held -= 1
