@@ -21,6 +21,8 @@ from .kv import KV
 from .kv import SCHEMA as KV_SCHEMA
 from .queues import SCHEMA as QUEUES_SCHEMA
 from .queues import Queues
+from .records import SCHEMA as RECORDS_SCHEMA
+from .records import Records
 
 if TYPE_CHECKING:
     from .engines.base import Engine
@@ -30,7 +32,7 @@ __all__ = ["DEFAULT_PATH", "Store", "open"]
 DEFAULT_PATH = Path(".durastate") / "state.db"
 DEFAULT_MAX_VALUE_SIZE = 64 * 1024 * 1024
 DEFAULT_MAX_KEY_SIZE = 2048
-SCHEMAS = (CORE_SCHEMA, KV_SCHEMA, QUEUES_SCHEMA, DOCUMENTS_SCHEMA)
+SCHEMAS = (CORE_SCHEMA, KV_SCHEMA, QUEUES_SCHEMA, DOCUMENTS_SCHEMA, RECORDS_SCHEMA)
 
 _MEMORY_URLS = {"memory:", ":memory:", "sqlite://:memory:", "sqlite:///:memory:", "sqlite::memory:"}
 
@@ -158,6 +160,7 @@ class Store:
         self.kv = KV(engine, max_value_size=max_value_size, max_key_size=max_key_size)
         self.queues = Queues(engine, max_value_size=max_value_size)
         self.documents = Documents(engine, max_value_size=max_value_size)
+        self.records = Records(engine)
 
     @property
     def url(self) -> str:
