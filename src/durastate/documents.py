@@ -31,7 +31,8 @@ Operations:
   key (``key.bak``, then ``key.bak.1``, ``key.bak.2``, ...; revision 1) and
   removes the original, atomically, without decoding it: the escape hatch
   for exactly the payloads ``read`` refuses. Returns the backup key, or
-  ``None`` if ``key`` was absent.
+  ``None`` if ``key`` was absent. A key so long that its backup key would
+  pass ``MAX_KEY_SIZE`` is refused (``InvalidRequest``; nothing changes).
 * ``delete(key, expect=None)`` -> whether a document was removed
   (``expect=rev``: only at that revision).
 * ``describe(key)`` -> ``DocumentInfo(key, revision, size)`` or ``None``;
@@ -135,7 +136,6 @@ __all__ = [
 # (".bak.<n>") that must still fit.
 MAX_KEY_SIZE = 2048
 DEFAULT_LIST_LIMIT = 1000
-_MAX_FIND_BACKUP = 1_000_000
 
 SCHEMA = Schema(
     facet="documents",
@@ -497,7 +497,7 @@ class Documents:
         more = len(rows) > limit
         return DocumentPage(items, items[-1].key if more else None)
 
-    def keys(self, prefix: str = "") -> Iterator[str]:
+    def iter_keys(self, prefix: str = "") -> Iterator[str]:
         """Every key starting with ``prefix``, in order, streamed page by page."""
         cursor: str | None = None
         while True:
@@ -555,8 +555,6 @@ class Documents:
         """
         key = check_key(key)
         base = key + ".bak"
-        if len(base.encode("utf-8")) > MAX_KEY_SIZE + 32:  # pragma: no cover - keys are bounded
-            fail(f"key is too long to be backed up: {key!r:.100}")
         engine = self._engine
         with self.lock(key):
             if engine.one(self._describe, (key,)) is None:
@@ -568,8 +566,12 @@ class Documents:
             while backup in taken:
                 backup = f"{base}.{index}"
                 index += 1
-                if index > _MAX_FIND_BACKUP:  # pragma: no cover - a million backups of one key
-                    raise Conflict(f"no free backup key for {key!r}")
+            if len(backup.encode("utf-8")) > MAX_KEY_SIZE:
+                # Raised inside the lock: the transaction rolls back, nothing changed.
+                fail(
+                    f"the backup key of {key!r:.100} would be {len(backup.encode('utf-8'))} bytes; "
+                    f"keys are limited to {MAX_KEY_SIZE}: delete it instead, or read_raw it first"
+                )
             engine.execute(self._copy_to, (backup, key))
             engine.execute(self._delete, (key,))
             return backup

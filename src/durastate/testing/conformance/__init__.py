@@ -5,6 +5,7 @@ Import them into a test module (``from durastate.testing.conformance import
 holds the contract of one facet or compat layer.
 """
 
+from .documents import *  # noqa: F403
 from .engine import *  # noqa: F403
 from .kv import *  # noqa: F403
 from .multiprocess import *  # noqa: F403

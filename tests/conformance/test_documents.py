@@ -1,0 +1,1 @@
+from durastate.testing.conformance.documents import *  # noqa: F403
