@@ -45,7 +45,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import durastate
 from vgi_style import VgiStyleStorage
@@ -154,6 +154,28 @@ class Durastate(Contender):
     def __init__(self, path: Path) -> None:
         self.store = durastate.open(path)
 
+    def run_recording(self, run: Runner, args: list[Any]) -> set[str]:
+        """Run once (untimed), returning every statement text the engine was given."""
+        engine: Any = self.store.engine
+        seen: set[str] = set()
+
+        def recording(method: Callable[..., Any]) -> Callable[..., Any]:
+            def call(sql: str, *rest: Any) -> Any:
+                seen.add(sql)
+                return method(sql, *rest)
+
+            return call
+
+        methods = ("one", "all", "execute", "executemany")
+        for name in methods:  # instance attributes shadow the methods for this run
+            setattr(engine, name, recording(getattr(engine, name)))
+        try:
+            run(args)
+        finally:
+            for name in methods:
+                delattr(engine, name)
+        return seen
+
     def preload(self, value: bytes) -> None:
         kv = self.store.kv
         with self.store.transaction():
@@ -259,6 +281,21 @@ class RawSqlite(Contender):
     """The same statements on a plain sqlite3 connection (see module docstring)."""
 
     name = "sqlite3"
+    # The statements (keys of ``statement_texts``) each op runs here; the
+    # warm-up checks that durastate runs them too for the same op.
+    STATEMENTS: ClassVar[dict[str, tuple[str, ...]]] = {
+        "put 1": ("put",),
+        "put 100": ("put",),
+        "get 1": ("get",),
+        "get 100": ("get 100",),
+        "scan 100": ("scan",),
+        "append": ("append",),
+        "log scan 100": ("log",),
+        "counter add": ("incr",),
+        "queue push 1": ("push",),
+        "pop": ("pop",),
+        "claim+ack": ("claim", "ack"),
+    }
 
     def __init__(self, path: Path, statements: dict[str, str]) -> None:
         durastate.open(path).close()  # creates the same schema, in WAL mode
@@ -625,8 +662,21 @@ def measure(
     workload = Workload()
     calls: dict[str, int] = {}
     # Warm-up round: caches, statement caches, WAL; and sizing of the batches.
+    # durastate's first run records the statements it executes, so the raw
+    # contender provably times the same ones.
+    ds = next(c for c in contenders if isinstance(c, Durastate))
+    raw = next(c for c in contenders if isinstance(c, RawSqlite))
     for op in ops:
         trial = fixed_calls if fixed_calls is not None else max(20, 400 // op.weight)
+        run = ds.prepare(op.name, trial)
+        assert run is not None
+        executed = ds.run_recording(run, workload.args(op.name, trial))
+        for name in RawSqlite.STATEMENTS[op.name]:
+            if raw.sql[name] not in executed:
+                raise SystemExit(
+                    f"bench/run.py: for {op.name!r} durastate no longer runs the statement the raw sqlite3 "
+                    f"contender times ({raw.sql[name]!r}); it ran: {sorted(executed)}"
+                )
         per_call = 0.0
         for contender in contenders:
             run = contender.prepare(op.name, trial)
