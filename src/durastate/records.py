@@ -430,6 +430,10 @@ def _content(name: str, value: Any) -> _Content:
         for i, op in enumerate(ops):
             if not isinstance(op, dict) or op.get("op") not in _PATCH_OPS or not isinstance(op.get("path"), str):
                 fail(f"{name}.ops[{i}] is not an RFC 6902 operation (op, path, ...): {op!r:.120}")
+            if op["op"] in ("add", "replace", "test") and "value" not in op:
+                fail(f"{name}.ops[{i}]: a {op['op']!r} operation needs a 'value'")
+            if op["op"] in ("move", "copy") and not isinstance(op.get("from"), str):
+                fail(f"{name}.ops[{i}]: a {op['op']!r} operation needs a 'from' pointer")
         data = dumps(f"{name}.ops", ops)
         try:
             patch = jsonpatch.JsonPatch(orjson.loads(data))

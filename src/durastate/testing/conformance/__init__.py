@@ -10,5 +10,6 @@ from .engine import *  # noqa: F403
 from .kv import *  # noqa: F403
 from .multiprocess import *  # noqa: F403
 from .queues import *  # noqa: F403
+from .records import *  # noqa: F403
 from .transactions import *  # noqa: F403
 from .vgi import *  # noqa: F403
