@@ -1,0 +1,1 @@
+from durastate.testing.conformance.functualize import *  # noqa: F403
