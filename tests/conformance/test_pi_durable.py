@@ -1,0 +1,1 @@
+from durastate.testing.conformance.pi_durable import *  # noqa: F403
