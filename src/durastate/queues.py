@@ -42,7 +42,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ._validate import as_int64, as_limit, as_list, as_name, as_seconds, fail
+from ._validate import INT64_MAX, as_int64, as_limit, as_list, as_name, as_seconds, fail
 from .engines.base import Migration, Schema
 from .errors import Conflict
 
@@ -180,6 +180,11 @@ def _queue_name(name: Any) -> bytes:
     return queue
 
 
+# Below this many seconds (~285,000 years) ``value * 1000`` is exact for an
+# int as for its float, and far inside MAX_DURATION_MS.
+_FAST_DURATION_LIMIT = 9e12
+
+
 def _duration_ms(name: str, value: Any, *, allow_zero: bool) -> int:
     """``value`` seconds as whole milliseconds (validated like ``as_seconds``).
 
@@ -187,6 +192,15 @@ def _duration_ms(name: str, value: Any, *, allow_zero: bool) -> int:
     a lease rather than expired on arrival; one longer than
     ``MAX_DURATION_MS`` is refused instead of overflowing the column.
     """
+    if (type(value) is float or type(value) is int) and 0 <= value < _FAST_DURATION_LIMIT:
+        # The common case, without the general checks: a plain, finite
+        # (NaN fails the comparison), non-negative number well in range.
+        ms = int(value * 1000)
+        if ms or allow_zero:
+            return ms
+        if value:
+            return 1
+        # value == 0 and not allow_zero: the general path words the refusal.
     ms = int(as_seconds(name, value, allow_zero=allow_zero) * 1000)
     if ms > MAX_DURATION_MS:
         fail(f"{name}={value!r} seconds is too long; the limit is {MAX_DURATION_MS // 1000} seconds")
@@ -324,13 +338,15 @@ class Queues:
                 payloads[i] = payload = bytes(payload)
             if len(payload) > self.max_value_size:
                 fail(f"items[{i}] is {len(payload)} bytes; the limit is max_value_size={self.max_value_size}")
-        if max_attempts is not None:
+        if max_attempts is not None and (type(max_attempts) is not int or not 1 <= max_attempts <= INT64_MAX):
             max_attempts = as_int64("max_attempts", max_attempts)
             if max_attempts < 1:
                 fail(f"max_attempts must be >= 1 or None, got {max_attempts}")
         engine = self._engine
         now = engine.now_ms()
-        due = now + _duration_ms("delay", delay, allow_zero=True)
+        # No delay (the default) needs no conversion; anything else is checked.
+        no_delay = (type(delay) is float or type(delay) is int) and delay == 0
+        due = now if no_delay else now + _duration_ms("delay", delay, allow_zero=True)
         if not payloads:
             return 0
         if len(payloads) == 1:
@@ -350,7 +366,7 @@ class Queues:
         block up to that many seconds for one to arrive.
         """
         queue = _queue_name(name)
-        deadline = self._wait_deadline(wait)
+        deadline = None if wait is None else self._wait_deadline(wait)
         engine = self._engine
         while True:
             row = engine.one(self._pop, (queue, engine.now_ms()))
@@ -367,7 +383,7 @@ class Queues:
         """
         queue = _queue_name(name)
         lease_ms = _duration_ms("lease", lease, allow_zero=False)
-        deadline = self._wait_deadline(wait)
+        deadline = None if wait is None else self._wait_deadline(wait)
         while True:
             claim = self._claim_once(queue, lease_ms)
             if claim is not None:
