@@ -300,6 +300,9 @@ class RawSqlite(Contender):
     def __init__(self, path: Path, statements: dict[str, str]) -> None:
         durastate.open(path).close()  # creates the same schema, in WAL mode
         self.sql = statements
+        # durastate's put without ttl binds expires_at (5 placeholders) or,
+        # with a dedicated no-ttl statement, writes a literal NULL (4).
+        self.put_binds_deadline = statements["put"].count("?") == 5
         self.conn = sqlite3.connect(
             path, timeout=30.0, isolation_level=None, check_same_thread=False, cached_statements=512
         )
@@ -326,7 +329,10 @@ class RawSqlite(Contender):
         conn.execute("COMMIT")
         for start in range(0, PRELOAD_KEYS, 1000):
             conn.execute("BEGIN IMMEDIATE")
-            conn.executemany(self.sql["put"], [(SCOPE, NS, key_of(i), value, None) for i in range(start, start + 1000)])
+            tail = (None,) if self.put_binds_deadline else ()
+            conn.executemany(
+                self.sql["put"], [(SCOPE, NS, key_of(i), value, *tail) for i in range(start, start + 1000)]
+            )
             conn.execute("COMMIT")
 
     def prepare(self, op: str, calls: int) -> Runner | None:
@@ -336,22 +342,41 @@ class RawSqlite(Contender):
 
         if op == "put 1":
             put_sql = sql["put"]
+            if self.put_binds_deadline:
 
-            def run(args: list[Any]) -> None:
-                execute = cursor.execute
-                for key in args:
-                    execute(put_sql, (SCOPE, NS, key, value, None))
+                def run(args: list[Any]) -> None:
+                    execute = cursor.execute
+                    for key in args:
+                        execute(put_sql, (SCOPE, NS, key, value, None))
+
+            else:
+
+                def run(args: list[Any]) -> None:
+                    execute = cursor.execute
+                    for key in args:
+                        execute(put_sql, (SCOPE, NS, key, value))
 
         elif op == "put 100":
             put_sql = sql["put"]
+            if self.put_binds_deadline:
 
-            def run(args: list[Any]) -> None:
-                execute = cursor.execute
-                executemany = cursor.executemany
-                for items in args:
-                    execute("BEGIN IMMEDIATE")
-                    executemany(put_sql, [(SCOPE, NS, k, v, None) for k, v in items])
-                    execute("COMMIT")
+                def run(args: list[Any]) -> None:
+                    execute = cursor.execute
+                    executemany = cursor.executemany
+                    for items in args:
+                        execute("BEGIN IMMEDIATE")
+                        executemany(put_sql, [(SCOPE, NS, k, v, None) for k, v in items])
+                        execute("COMMIT")
+
+            else:
+
+                def run(args: list[Any]) -> None:
+                    execute = cursor.execute
+                    executemany = cursor.executemany
+                    for items in args:
+                        execute("BEGIN IMMEDIATE")
+                        executemany(put_sql, [(SCOPE, NS, k, v) for k, v in items])
+                        execute("COMMIT")
 
         elif op == "get 1":
             get_sql = sql["get"]
@@ -575,7 +600,7 @@ class CompatVgi(VgiShaped):
 # Placeholders the raw contender binds for each statement. Checked against the
 # texts, so a changed statement stops the run instead of timing a mismatch.
 PLACEHOLDERS = {
-    "put": (5,),
+    "put": (4, 5),
     "get": (3,),
     "get 100": (2 + BATCH,),
     "scan": (5,),
@@ -595,7 +620,8 @@ def statement_texts(store: durastate.Store) -> dict[str, str]:
     queues: Any = store.queues
     try:
         texts: dict[str, str] = {
-            "put": kv._put,
+            # A put without ttl: its own statement when the facet has one.
+            "put": getattr(kv, "_put_persistent", None) or kv._put,
             "get": kv._get,
             "get 100": kv._get_many[BATCH],
             "scan": kv._scan[(True, False, False)],
