@@ -17,8 +17,12 @@ from .documents import SCHEMA as DOCUMENTS_SCHEMA
 from .documents import Documents
 from .engines.base import CORE_SCHEMA, Clock
 from .errors import InvalidRequest
+from .events import SCHEMA as EVENTS_SCHEMA
+from .events import Events
 from .kv import KV
 from .kv import SCHEMA as KV_SCHEMA
+from .presence import SCHEMA as PRESENCE_SCHEMA
+from .presence import Presence
 from .queues import SCHEMA as QUEUES_SCHEMA
 from .queues import Queues
 from .records import SCHEMA as RECORDS_SCHEMA
@@ -32,7 +36,7 @@ __all__ = ["DEFAULT_PATH", "Store", "open"]
 DEFAULT_PATH = Path(".durastate") / "state.db"
 DEFAULT_MAX_VALUE_SIZE = 64 * 1024 * 1024
 DEFAULT_MAX_KEY_SIZE = 2048
-SCHEMAS = (CORE_SCHEMA, KV_SCHEMA, QUEUES_SCHEMA, DOCUMENTS_SCHEMA, RECORDS_SCHEMA)
+SCHEMAS = (CORE_SCHEMA, KV_SCHEMA, QUEUES_SCHEMA, DOCUMENTS_SCHEMA, RECORDS_SCHEMA, EVENTS_SCHEMA, PRESENCE_SCHEMA)
 
 _MEMORY_URLS = {"memory:", ":memory:", "sqlite://:memory:", "sqlite:///:memory:", "sqlite::memory:"}
 
@@ -161,6 +165,8 @@ class Store:
         self.queues = Queues(engine, max_value_size=max_value_size)
         self.documents = Documents(engine, max_value_size=max_value_size)
         self.records = Records(engine)
+        self.events = Events(engine, max_value_size=max_value_size)
+        self.presence = Presence(engine, max_value_size=max_value_size)
 
     @property
     def url(self) -> str:
