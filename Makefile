@@ -44,3 +44,6 @@ typecheck: $(VENV)/.installed-test
 
 clean:
 	rm -rf $(VENV) .durastate .pytest_cache .mypy_cache .ruff_cache
+
+bench-records: $(VENV)/.installed-test
+	$(PY) bench/records.py

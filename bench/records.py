@@ -1,0 +1,323 @@
+"""Benchmark of ``store.records`` on both engines (``make bench-records``).
+
+Contenders per engine, each on its own fresh, identically migrated database:
+
+* ``durastate``: ``store.records`` through its public API;
+* ``raw``: a plain driver connection (``sqlite3`` configured as durastate
+  configures its own: WAL, ``synchronous=NORMAL``, autocommit with explicit
+  ``BEGIN IMMEDIATE``; ``psycopg`` in autocommit with one transaction per
+  batch) running *the very statement texts* the facet compiled (read from
+  the facet object) with the same rows. It does no validation, no id or
+  sequence bookkeeping: whatever durastate does beyond that is the cost of
+  the contract (one atomic, validated batch with a gap-free sequence).
+
+Ops:
+
+* ``commit-1`` / ``commit-10``: a batch of 1 / 10 new entries. Raw runs
+  the two inserts durastate runs per entry (id claim + entry row) with
+  ``executemany`` in one transaction. Target: durastate >= 0.8x raw.
+* ``scan-fork-10``: the newest 50 entries seen from a conversation at the
+  end of a 10-deep fork chain (5 entries per conversation). Raw runs the
+  same chain query and per-segment entry queries.
+* ``doc-read-0/10/1000``: a current read of a document with 0, 10 and
+  1,000 deltas written since its creation, each compared with the 0-delta
+  read (target: within 2x, i.e. ratio >= 0.5).
+
+Method: one untimed warm-up, then ``--rounds`` rounds; in each round every
+contender runs the op ``--calls`` times, in an order that alternates from
+round to round. Reported: median calls/s and the median of the per-round
+ratios (paired, so drift on the machine cancels).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sqlite3
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import durastate
+from durastate.records import MAX_CHAIN_DEPTH, MAX_SAFE_INTEGER, Records
+
+PG_DEFAULT = "postgresql://postgres@127.0.0.1:5432/postgres"
+COMMIT_TARGET = 0.8
+DOC_TARGET = 0.5  # within 2x of the 0-delta read
+
+
+def entry_value(id: int, conversation_id: int) -> dict[str, Any]:
+    return {"id": id, "conversationId": conversation_id, "role": "user", "text": "x" * 80}
+
+
+class Ids:
+    def __init__(self, start: int) -> None:
+        self.next = start
+
+    def take(self, n: int) -> list[int]:
+        out = list(range(self.next, self.next + n))
+        self.next += n
+        return out
+
+
+# -- raw contenders -------------------------------------------------------------
+
+
+class RawSqlite:
+    def __init__(self, path: str) -> None:
+        self.conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, cached_statements=512)
+        self.conn.execute("PRAGMA journal_mode=WAL")
+        self.conn.execute("PRAGMA synchronous=NORMAL")
+        self.cur = self.conn.cursor()
+
+    def batch(self, statements: list[tuple[str, list[tuple[Any, ...]]]]) -> None:
+        cur = self.cur
+        cur.execute("BEGIN IMMEDIATE")
+        for sql, rows in statements:
+            cur.executemany(sql, rows)
+        cur.execute("COMMIT")
+
+    def all(self, sql: str, params: tuple[Any, ...]) -> list[Any]:
+        return self.cur.execute(sql, params).fetchall()
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+class RawPostgres:
+    def __init__(self, url: str) -> None:
+        import psycopg
+
+        self.conn = psycopg.connect(url, autocommit=True, prepare_threshold=2)
+
+    def batch(self, statements: list[tuple[str, list[tuple[Any, ...]]]]) -> None:
+        with self.conn.transaction(), self.conn.cursor() as cur:
+            for sql, rows in statements:
+                cur.executemany(sql, rows)
+
+    def all(self, sql: str, params: tuple[Any, ...]) -> list[Any]:
+        return self.conn.execute(sql, params).fetchall()
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+# -- setups -------------------------------------------------------------------------
+
+
+@contextmanager
+def engines(pg_url: str | None) -> Iterator[list[tuple[str, str, str]]]:
+    """(engine name, durastate URL, raw URL-or-path) pairs of fresh databases."""
+    made: list[tuple[str, str, str]] = []
+    cleanups: list[Callable[[], None]] = []
+    with tempfile.TemporaryDirectory() as folder:
+        made.append(("sqlite", str(Path(folder) / "durastate.db"), str(Path(folder) / "raw.db")))
+        if pg_url:
+            try:
+                from durastate.testing import postgres_server
+
+                a, schema_a = postgres_server.create_schema(pg_url)
+                b, schema_b = postgres_server.create_schema(pg_url)
+                cleanups.append(lambda: postgres_server.drop_schema(pg_url, schema_a))
+                cleanups.append(lambda: postgres_server.drop_schema(pg_url, schema_b))
+                made.append(("postgres", a, b))
+            except Exception as exc:
+                print(f"PostgreSQL skipped: {exc}", file=sys.stderr)
+        try:
+            yield made
+        finally:
+            for cleanup in cleanups:
+                cleanup()
+
+
+def timed(fn: Callable[[], None], calls: int) -> float:
+    start = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    return calls / (time.perf_counter() - start)
+
+
+def compare(name: str, pair: dict[str, Callable[[], None]], calls: int, rounds: int) -> dict[str, Any]:
+    """Median calls/s per contender and the median per-round ratio first/second."""
+    names = list(pair)
+    for fn in pair.values():
+        fn()  # warm-up
+    rates: dict[str, list[float]] = {n: [] for n in names}
+    ratios: list[float] = []
+    for r in range(rounds):
+        order = names if r % 2 == 0 else names[::-1]
+        got = {n: timed(pair[n], calls) for n in order}
+        for n in names:
+            rates[n].append(got[n])
+        ratios.append(got[names[0]] / got[names[1]])
+    return {
+        "op": name,
+        "rates": {n: statistics.median(v) for n, v in rates.items()},
+        "ratio": statistics.median(ratios),
+        "range": (min(ratios), max(ratios)),
+    }
+
+
+def bench_engine(engine: str, ds_url: str, raw_url: str, calls: int, rounds: int) -> list[dict[str, Any]]:
+    store = durastate.open(ds_url)
+    durastate.open(raw_url).close()  # the same schema for the raw contender
+    raw: RawSqlite | RawPostgres = RawSqlite(raw_url) if engine == "sqlite" else RawPostgres(raw_url)
+    r: Records = store.records
+    results = []
+    try:
+        r.commit([{"type": "conversation", "value": {"id": 1}}])
+        raw.batch([(r._claim, [(1, "conversation")])])
+        ds_ids, raw_ids = Ids(1_000_000), Ids(1_000_000)
+
+        for size in (1, 10):
+
+            def ds_commit(size: int = size) -> None:
+                r.commit([{"type": "entry", "value": entry_value(i, 1)} for i in ds_ids.take(size)])
+
+            def raw_commit(size: int = size) -> None:
+                ids = raw_ids.take(size)
+                values = [entry_value(i, 1) for i in ids]
+                import orjson
+
+                raw.batch(
+                    [
+                        (r._claim, [(i, "entry") for i in ids]),
+                        (r._insert_entry, [(v["id"], 1, 0, 1, orjson.dumps(v)) for v in values]),
+                    ]
+                )
+
+            results.append(compare(f"commit-{size}", {"durastate": ds_commit, "raw": raw_commit}, calls, rounds))
+
+        # A 10-deep fork chain, 5 entries per conversation, forked at each last entry.
+        chain_ids = Ids(10_000_000)
+        parent: tuple[int, int] | None = None
+        for _ in range(10):
+            conv, *entries = chain_ids.take(6)
+            value: dict[str, Any] = {"id": conv}
+            if parent is not None:
+                value["parent"] = {"conversationId": parent[0], "at": parent[1]}
+            writes = [{"type": "conversation", "value": value}]
+            writes += [{"type": "entry", "value": entry_value(i, conv)} for i in entries]
+            r.commit(writes)
+            parent = (conv, entries[-1])
+        assert parent is not None
+        leaf = parent[0]
+        # The raw contender reads the same data: copy the chain's rows.
+        conv_rows = store.engine.all(
+            store.engine.sql(
+                "SELECT id, owner_conversation_id, owner_task_id, parent_id, parent_at, record"
+                " FROM {p}rec_conversation WHERE id >= ?"
+            ),
+            (10_000_000,),
+        )
+        entry_rows = store.engine.all(
+            store.engine.sql("SELECT id, conversation_id, head, commit_seq, record FROM {p}rec_entry WHERE id >= ?"),
+            (10_000_000,),
+        )
+        raw.batch(
+            [(r._insert_conversation, [tuple(x) for x in conv_rows]), (r._insert_entry, [tuple(x) for x in entry_rows])]
+        )
+        assert len(r.scan_entries({"conversationId": leaf}, 50)["items"]) == 50
+
+        def ds_scan() -> None:
+            r.scan_entries({"conversationId": leaf}, 50)
+
+        def raw_scan() -> None:
+            import orjson
+
+            chain = raw.all(r._chain, (leaf, MAX_CHAIN_DEPTH))
+            rows: list[Any] = []
+            upper = MAX_SAFE_INTEGER
+            for conv_id, parent_id, parent_at in chain:
+                rows += raw.all(r._entries["DESC"], (conv_id, -1, upper, 51 - len(rows)))
+                if len(rows) > 50 or parent_id is None:
+                    break
+                upper = min(upper, parent_at)
+            [orjson.loads(record) for _, record in rows[:50]]
+
+        results.append(compare("scan-fork-10", {"durastate": ds_scan, "raw": raw_scan}, max(1, calls // 4), rounds))
+
+        # Documents with 0, 10 and 1,000 deltas since creation (full history).
+        doc_ids = Ids(20_000_000)
+        docs: dict[int, int] = {}
+        body = {f"field{i}": {"n": i, "text": "y" * 40} for i in range(20)}
+        for deltas in (0, 10, 1000):
+            (doc,) = doc_ids.take(1)
+            r.commit(
+                [
+                    {
+                        "type": "document.create",
+                        "record": {
+                            "id": doc,
+                            "kind": f"bench{deltas}",
+                            "scope": {"kind": "conversation", "conversationId": 1},
+                        },
+                        "content": {"kind": "base", "version": 1, "value": body},
+                    }
+                ]
+            )
+            for i in range(deltas):
+                op = {"op": "replace", "path": f"/field{i % 20}/n", "value": i}
+                r.commit(
+                    [{"type": "document.change", "id": doc, "content": {"kind": "delta", "version": 1, "ops": [op]}}]
+                )
+            docs[deltas] = doc
+        for deltas in (0, 10, 1000):
+            got = r.document(docs[deltas])
+            assert got is not None and got["deltasSinceBase"] == deltas
+
+            def read(deltas: int = deltas) -> None:
+                r.document(docs[deltas])
+
+            def read_zero() -> None:
+                r.document(docs[0])
+
+            res = compare(
+                f"doc-read-{deltas}", {f"{deltas}-delta doc": read, "0-delta doc (again)": read_zero}, calls, rounds
+            )
+            results.append(res)
+    finally:
+        raw.close()
+        store.close()
+    return results
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--calls", type=int, default=400, help="calls per contender per round")
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--postgres-url", default=os.environ.get("DURASTATE_BENCH_POSTGRES_URL", PG_DEFAULT))
+    parser.add_argument("--no-postgres", action="store_true")
+    args = parser.parse_args()
+    print(
+        f"durastate records bench: {args.rounds} rounds x {args.calls} calls; python {sys.version.split()[0]},"
+        f" sqlite {sqlite3.sqlite_version}"
+    )
+    with engines(None if args.no_postgres else args.postgres_url) as pairs:
+        for engine, ds_url, raw_url in pairs:
+            print(f"\n== {engine} ==")
+            print(f"{'op':<14} {'durastate/s':>12} {'reference/s':>12} {'ratio':>7} {'range':>13}  target")
+            for res in bench_engine(engine, ds_url, raw_url, args.calls, args.rounds):
+                (a, ra), (b, rb) = res["rates"].items()
+                target = (
+                    COMMIT_TARGET
+                    if res["op"].startswith("commit")
+                    else DOC_TARGET
+                    if res["op"].startswith("doc-read") and res["op"] != "doc-read-0"
+                    else None
+                )
+                verdict = "" if target is None else (f">= {target}: " + ("PASS" if res["ratio"] >= target else "MISS"))
+                lo, hi = res["range"]
+                print(
+                    f"{res['op']:<14} {ra:>12.0f} {rb:>12.0f} {res['ratio']:>7.2f} {lo:>6.2f}-{hi:<6.2f}  {verdict}"
+                    f"   ({a} vs {b})"
+                )
+
+
+if __name__ == "__main__":
+    main()
