@@ -1,11 +1,10 @@
 """On SQLite (WAL), reads never wait for a writer.
 
 Found while benchmarking: ``kv.get_many`` of more keys than fit one statement
-(``kv.KEY_CHUNK``) wraps its chunks in ``engine.transaction()`` for one
-snapshot, and on SQLite that is ``BEGIN IMMEDIATE``: the write lock, taken
-for a read. Such a read then waits behind every writer (and fails with
-``StoreUnavailable`` after ``busy_timeout``), where a WAL reader should
-simply read its snapshot.
+(``kv.KEY_CHUNK``) needs one snapshot across its statements. It once took
+``engine.transaction()`` for that, which on SQLite is ``BEGIN IMMEDIATE``:
+the write lock, taken for a read, so the read waited behind every writer.
+It now uses ``engine.read_transaction()`` (a deferred ``BEGIN``).
 """
 
 from __future__ import annotations
@@ -40,11 +39,6 @@ def test_a_one_statement_get_many_reads_while_a_writer_holds_the_lock(
         assert reader.kv.get_many(b"s", b"n", keys[:KEY_CHUNK]) == keys[:KEY_CHUNK]
 
 
-@pytest.mark.xfail(
-    reason="BUG (kv.py get_many): more than KEY_CHUNK keys read inside engine.transaction(), which on SQLite "
-    "is BEGIN IMMEDIATE, so the read takes the write lock and waits for (or fails behind) any writer",
-    strict=True,
-)
 def test_a_chunked_get_many_reads_while_a_writer_holds_the_lock(
     writer_and_reader: tuple[durastate.Store, durastate.Store, list[bytes]],
 ) -> None:

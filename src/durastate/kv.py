@@ -330,7 +330,7 @@ class KV:
                 rows = engine.all(self._get_many[len(unique)], (scope, ns, *unique))
             else:
                 rows = []
-                with engine.transaction():  # one snapshot across chunks
+                with engine.read_transaction():  # one snapshot across chunks, no write lock
                     for i in range(0, len(unique), KEY_CHUNK):
                         chunk = unique[i : i + KEY_CHUNK]
                         rows.extend(engine.all(self._get_many[len(chunk)], (scope, ns, *chunk)))

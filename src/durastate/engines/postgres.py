@@ -465,6 +465,10 @@ class PostgresEngine(EngineBase):
     def transaction(self) -> _Transaction:
         return _Transaction(self, lock_key=None)
 
+    def read_transaction(self) -> _Transaction:
+        """One snapshot for several reads (REPEATABLE READ, READ ONLY)."""
+        return _Transaction(self, lock_key=None, begin="BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+
     def in_transaction(self) -> bool:
         return self._local.depth > 0
 
@@ -537,12 +541,13 @@ class PostgresEngine(EngineBase):
 class _Transaction:
     """``BEGIN`` ... ``COMMIT`` on one borrowed connection; nested: savepoints."""
 
-    __slots__ = ("_conn", "_engine", "_lock_key", "_savepoint")
+    __slots__ = ("_begin", "_conn", "_engine", "_lock_key", "_savepoint")
 
-    def __init__(self, engine: PostgresEngine, lock_key: str | None) -> None:
+    def __init__(self, engine: PostgresEngine, lock_key: str | None, begin: str = "BEGIN") -> None:
         self._engine = engine
         self._savepoint: str | None = None
         self._lock_key = lock_key
+        self._begin = begin
 
     def __enter__(self) -> None:
         engine = self._engine
@@ -550,7 +555,7 @@ class _Transaction:
         if state.depth == 0:
             conn = engine._borrow()
             try:
-                conn.execute("BEGIN")
+                conn.execute(self._begin)
                 if self._lock_key is not None:
                     conn.execute("SELECT pg_advisory_xact_lock(hashtext(current_schema() || %s))", (self._lock_key,))
             except psycopg.Error as exc:

@@ -430,6 +430,10 @@ class SqliteEngine(EngineBase):
     def transaction(self) -> _Transaction:
         return _Transaction(self)
 
+    def read_transaction(self) -> _Transaction:
+        """One snapshot for several reads, without the write lock (WAL)."""
+        return _Transaction(self, begin="BEGIN")
+
     def in_transaction(self) -> bool:
         return self._local.depth > 0
 
@@ -520,12 +524,18 @@ class SqliteEngine(EngineBase):
 
 
 class _Transaction:
-    """``BEGIN IMMEDIATE`` ... ``COMMIT``; nested blocks are savepoints."""
+    """``BEGIN IMMEDIATE`` ... ``COMMIT``; nested blocks are savepoints.
 
-    __slots__ = ("_conn", "_engine", "_savepoint")
+    ``begin="BEGIN"`` makes a read transaction: a WAL snapshot taken at the
+    first read, no write lock (nested inside any transaction it is a
+    savepoint of that one, like any other block).
+    """
 
-    def __init__(self, engine: SqliteEngine) -> None:
+    __slots__ = ("_begin", "_conn", "_engine", "_savepoint")
+
+    def __init__(self, engine: SqliteEngine, begin: str = "BEGIN IMMEDIATE") -> None:
         self._engine = engine
+        self._begin = begin
         self._savepoint: str | None = None
 
     def __enter__(self) -> None:
@@ -536,7 +546,7 @@ class _Transaction:
         if state.depth == 0:
             _FORK_GATE.enter()
             try:
-                conn.execute("BEGIN IMMEDIATE")
+                conn.execute(self._begin)
             except sqlite3.Error as exc:
                 _FORK_GATE.leave()
                 raise translate_sqlite_error(exc, f"{engine.url}: begin") from None
