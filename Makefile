@@ -47,3 +47,6 @@ clean:
 
 bench-records: $(VENV)/.installed-test
 	$(PY) bench/records.py
+
+bench-documents: $(VENV)/.installed-test
+	$(PY) bench/documents.py
