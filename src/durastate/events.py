@@ -105,7 +105,7 @@ from __future__ import annotations
 import math
 import threading
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Generator, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -295,12 +295,14 @@ CLAIM_SESSION = (
 CLAIM_CANDIDATES = "SELECT idx FROM {p}event WHERE session_id = ? AND " + _READY + " AND due_at <= ? ORDER BY idx"
 CLAIM_ONE = _CLAIM_SET + " WHERE session_id = ? AND idx = ? AND " + _READY + " AND due_at <= ? RETURNING " + COLUMNS
 # Across sessions, oldest-ready first; concurrent PostgreSQL claimers skip
-# each other's rows instead of queueing behind them.
-CLAIM_ANY = (
-    _CLAIM_SET + " WHERE " + _READY + " AND due_at <= ? AND (session_id, idx) IN ("
+# each other's rows instead of queueing behind them. The rows are then
+# claimed one by one with CLAIM_ONE: an "UPDATE ... WHERE key IN (SELECT
+# ... LIMIT n FOR UPDATE SKIP LOCKED)" may re-run its subquery on
+# PostgreSQL, which then skips the rows the UPDATE itself just changed and
+# hands out more than n.
+CLAIM_ANY_CANDIDATES = (
     "SELECT session_id, idx FROM {p}event WHERE " + _READY + " AND due_at <= ?"
-    " ORDER BY due_at, session_id, idx LIMIT ?{skip_locked})"
-    " RETURNING " + COLUMNS
+    " ORDER BY due_at, session_id, idx LIMIT ?{skip_locked}"
 )
 RETRY_AT = "SELECT MIN(claim_expires_at) FROM {p}event WHERE session_id = ? AND " + _READY + " AND claim_expires_at > ?"
 ATTEMPT_OF = "SELECT attempt_count FROM {p}event WHERE session_id = ? AND idx = ?"
@@ -692,7 +694,7 @@ class Events:
         self._claim_session = sql(CLAIM_SESSION)
         self._claim_candidates = sql(CLAIM_CANDIDATES)
         self._claim_one = sql(CLAIM_ONE)
-        self._claim_any = sql(CLAIM_ANY)
+        self._claim_any_candidates = sql(CLAIM_ANY_CANDIDATES)
         self._retry_at = sql(RETRY_AT)
         self._attempt_of = sql(ATTEMPT_OF)
         self._renew = sql(RENEW)
@@ -924,7 +926,11 @@ class Events:
         now = engine.now_ms()
         expires = _expiry(now, ttl_ms, expires_at_ms)
         with engine.transaction():
-            rows = engine.all(self._claim_any, (now, now, holder, expires, expires, now, now, limit))
+            rows = []
+            for session, idx in engine.all(self._claim_any_candidates, (now, limit)):
+                row = engine.one(self._claim_one, (now, now, holder, expires, expires, session, idx, now))
+                if row is not None:
+                    rows.append(row)
         return sorted((_event(r) for r in rows), key=lambda e: (e.session_id, e.index))
 
     def renew_claims(
@@ -1134,7 +1140,7 @@ class Events:
         *,
         stop: threading.Event | None = None,
         poll_interval: float = POLL_INTERVAL,
-    ) -> Iterator[StoredEvent]:
+    ) -> Generator[StoredEvent, None, None]:
         """Every event after ``start_after``, then new ones as they commit.
 
         Runs until the generator is closed (``close()``, or leaving a
@@ -1153,7 +1159,7 @@ class Events:
 
     def _stream(
         self, session: str, after: int, stop: threading.Event | None, poll_interval: float
-    ) -> Iterator[StoredEvent]:
+    ) -> Generator[StoredEvent, None, None]:
         engine = self._engine
         channel = self.channel(session)
         while True:

@@ -7,6 +7,7 @@ holds the contract of one facet or compat layer.
 
 from .documents import *  # noqa: F403
 from .engine import *  # noqa: F403
+from .events import *  # noqa: F403
 from .functualize import *  # noqa: F403
 from .kv import *  # noqa: F403
 from .multiprocess import *  # noqa: F403

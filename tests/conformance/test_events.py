@@ -1,0 +1,1 @@
+from durastate.testing.conformance.events import *  # noqa: F403
