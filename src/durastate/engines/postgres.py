@@ -350,29 +350,53 @@ class PostgresEngine(EngineBase):
         if conn is not None:
             return self._run_in_transaction(state, conn, sql, params, fetch)
         variant = self._plans[sql] if sql in self._plans else self._plan(sql)
-        if variant is None:
-            return self._retrying(lambda c: _fetch(c.execute(sql, params), fetch), None)
         if variant is _OPAQUE_WRITE:
             with self.transaction():
                 return self._run(sql, params, fetch)
+        if variant is not None:
+            return self._write_once(variant, params, fetch)
+        # A read. The first try is inlined (the common case pays no closure);
+        # a lost connection falls through to the retry loop.
+        conn = self._borrow()
+        try:
+            return _fetch(conn.execute(sql, params), fetch)
+        except psycopg.Error as exc:
+            if not connection_lost(exc):
+                raise translate_postgres_error(exc, self.url) from None
+        finally:
+            self._give_back(conn)
+        return self._retrying(lambda c: _fetch(c.execute(sql, params), fetch), None, first=1)
+
+    def _write_once(self, variant: str, params: Params, fetch: int) -> Any:
+        """Run an attempt-recording write; after a lost connection, replay or retry."""
         attempt = os.urandom(16)
         self._writes_until_prune -= 1
         if self._writes_until_prune <= 0:
             self._writes_until_prune = ATTEMPT_PRUNE_EVERY
             self._prune_attempts()
+        conn = self._borrow()
+        try:
+            return _fetch_counted(conn.execute(variant, (*params, attempt, self.now_ms())), fetch)
+        except psycopg.Error as exc:
+            if not connection_lost(exc):
+                raise translate_postgres_error(exc, self.url) from None
+        finally:
+            self._give_back(conn)
         return self._retrying(
             lambda c: _fetch_counted(c.execute(variant, (*params, attempt, self.now_ms())), fetch),
             lambda c: _replay(c, self._attempt_result, attempt, fetch),
+            first=1,
         )
 
-    def _retrying(self, run: Any, replay: Any) -> Any:
+    def _retrying(self, run: Any, replay: Any, first: int = 0) -> Any:
         """``run(conn)`` on a pooled connection, retried on connection loss.
 
         Before each retry of a write, ``replay(conn)`` looks for the first
         attempt's recorded outcome and returns it (``_NOT_APPLIED`` if none).
+        ``first`` is the number of tries already made (and lost).
         """
         last: Exception | None = None
-        for attempt_number in range(RETRIES):
+        for attempt_number in range(first, RETRIES):
             if attempt_number:
                 time.sleep(RETRY_PAUSE * attempt_number)
             conn = self._borrow()
@@ -388,7 +412,8 @@ class PostgresEngine(EngineBase):
                 last = exc
             finally:
                 self._give_back(conn)
-        assert last is not None
+        if last is None:
+            raise StoreUnavailable(f"{self.url}: connection lost (after {RETRIES} attempts)")
         raise translate_postgres_error(last, f"{self.url} (after {RETRIES} attempts)") from None
 
     def _run_in_transaction(
