@@ -12,6 +12,7 @@ from .functualize import *  # noqa: F403
 from .kv import *  # noqa: F403
 from .multiprocess import *  # noqa: F403
 from .pi_durable import *  # noqa: F403
+from .presence import *  # noqa: F403
 from .queues import *  # noqa: F403
 from .records import *  # noqa: F403
 from .transactions import *  # noqa: F403

@@ -1,0 +1,130 @@
+"""Conformance: the ``store.presence`` facet (a2's presence).
+
+One test per rule of the seed: field-wise last-writer-wins (ties to the
+incoming write), deletes by ``None`` under the same rule, expiry anchored
+on the store's clock (not the sender's ``at``), the opportunistic sweep on
+read, ordering, and bad input.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+import durastate
+from durastate import InvalidRequest
+from durastate.testing.clock import FakeClock
+
+__all__ = ["TestPresence"]
+
+NS = "room/1"
+
+
+def now_ms(clock: FakeClock) -> int:
+    return int(clock() * 1000)
+
+
+def fields(store: durastate.Store, ns: str = NS) -> dict[tuple[str, str], Any]:
+    return {(e.participant, e.field): e.value for e in store.presence.read(ns)}
+
+
+class TestPresence:
+    def test_set_then_read(self, store: durastate.Store, clock: FakeClock) -> None:
+        store.presence.set(NS, "alice", {"cursor": {"x": 1}, "typing": True}, at_ms=5, seen=3, ttl_ms=1000)
+        entries = store.presence.read(NS)
+        assert [(e.participant, e.field, e.value, e.seen, e.at, e.expires_at) for e in entries] == [
+            ("alice", "cursor", {"x": 1}, 3, 5, now_ms(clock) + 1000),
+            ("alice", "typing", True, 3, 5, now_ms(clock) + 1000),
+        ]
+        assert store.presence.read("elsewhere") == []
+
+    def test_read_orders_by_participant_then_field(self, store: durastate.Store) -> None:
+        for who in ("zed", "Bob", "alice", "älva"):
+            store.presence.set(NS, who, {"b": 1, "a": 2}, at_ms=1, seen=1, ttl_ms=1000)
+        keys = [(e.participant, e.field) for e in store.presence.read(NS)]
+        assert keys == sorted(keys)
+
+    def test_newer_write_wins_field_by_field(self, store: durastate.Store) -> None:
+        store.presence.set(NS, "a", {"x": "old", "y": "old"}, at_ms=10, seen=1, ttl_ms=1000)
+        store.presence.set(NS, "a", {"x": "new"}, at_ms=20, seen=2, ttl_ms=1000)
+        store.presence.set(NS, "a", {"x": "stale", "y": "stale"}, at_ms=15, seen=3, ttl_ms=1000)
+        assert fields(store) == {("a", "x"): "new", ("a", "y"): "stale"}
+
+    def test_ties_go_to_the_incoming_write(self, store: durastate.Store) -> None:
+        store.presence.set(NS, "a", {"x": 1}, at_ms=10, seen=1, ttl_ms=1000)
+        store.presence.set(NS, "a", {"x": 2}, at_ms=10, seen=2, ttl_ms=1000)
+        (entry,) = store.presence.read(NS)
+        assert (entry.value, entry.seen) == (2, 2)
+
+    def test_none_deletes_unless_the_stored_field_is_newer(self, store: durastate.Store) -> None:
+        store.presence.set(NS, "a", {"x": 1, "y": 1}, at_ms=10, seen=1, ttl_ms=1000)
+        store.presence.set(NS, "a", {"x": None}, at_ms=10, seen=2, ttl_ms=1000)
+        store.presence.set(NS, "a", {"y": None}, at_ms=9, seen=2, ttl_ms=1000)
+        assert fields(store) == {("a", "y"): 1}
+
+    def test_expiry_is_anchored_on_the_store_clock(self, store: durastate.Store, clock: FakeClock) -> None:
+        sender_time = now_ms(clock) - 3_600_000  # a sender whose clock is an hour behind
+        store.presence.set(NS, "a", {"x": 1}, at_ms=sender_time, seen=1, ttl_ms=1000)
+        clock.advance(0.999)
+        assert fields(store) == {("a", "x"): 1}
+        clock.advance(0.001)
+        assert fields(store) == {}
+
+    def test_refresh_extends_expiry(self, store: durastate.Store, clock: FakeClock) -> None:
+        store.presence.set(NS, "a", {"x": 1}, at_ms=1, seen=1, ttl_ms=1000)
+        clock.advance(0.5)
+        store.presence.set(NS, "a", {"x": 1}, at_ms=2, seen=2, ttl_ms=1000)
+        clock.advance(0.9)
+        assert fields(store) == {("a", "x"): 1}
+
+    def test_read_sweeps_expired_rows(self, store: durastate.Store, clock: FakeClock) -> None:
+        store.presence.set(NS, "a", {"x": 1}, at_ms=50, seen=1, ttl_ms=1000)
+        clock.advance(2)
+        assert store.presence.read(NS) == []
+        # Swept, not just hidden: an older write is no longer beaten by the expired one.
+        store.presence.set(NS, "a", {"x": 2}, at_ms=10, seen=1, ttl_ms=1000)
+        assert fields(store) == {("a", "x"): 2}
+
+    def test_empty_values_do_nothing(self, store: durastate.Store) -> None:
+        store.presence.set(NS, "a", {}, at_ms=1, seen=1, ttl_ms=1000)
+        assert store.presence.read(NS) == []
+
+    def test_one_set_is_atomic(self, store: durastate.Store) -> None:
+        with pytest.raises(InvalidRequest):
+            store.presence.set(NS, "a", {"x": 1, "y": float("nan")}, at_ms=1, seen=1, ttl_ms=1000)
+        assert store.presence.read(NS) == []
+
+    @pytest.mark.parametrize(
+        "kwargs",
+        [
+            {"ns": 1},
+            {"participant": None},
+            {"values": [("x", 1)]},
+            {"values": {1: 1}},
+            {"values": {"x": object()}},
+            {"at_ms": 1.5},
+            {"seen": "1"},
+            {"ttl_ms": -1},
+            {"ns": "a\x00"},
+        ],
+    )
+    def test_bad_input_is_refused(self, store: durastate.Store, kwargs: dict[str, Any]) -> None:
+        call: dict[str, Any] = {"ns": NS, "participant": "a", "values": {"x": 1}, "at_ms": 1, "seen": 1, "ttl_ms": 5}
+        call.update(kwargs)
+        with pytest.raises(InvalidRequest):
+            store.presence.set(
+                call["ns"],
+                call["participant"],
+                call["values"],
+                at_ms=call["at_ms"],
+                seen=call["seen"],
+                ttl_ms=call["ttl_ms"],
+            )
+        assert store.presence.read(NS) == []
+
+    def test_presence_joins_transactions(self, store: durastate.Store) -> None:
+        with pytest.raises(RuntimeError), store.transaction():
+            store.presence.set(NS, "a", {"x": 1}, at_ms=1, seen=1, ttl_ms=1000)
+            raise RuntimeError
+        assert store.presence.read(NS) == []

@@ -1,0 +1,1 @@
+from durastate.testing.conformance.presence import *  # noqa: F403
