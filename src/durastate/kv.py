@@ -390,7 +390,7 @@ class KV:
         expires_at = self._deadline(ttl)
         key_room = self.max_key_size - len(scope) - len(ns)
         max_value = self.max_value_size
-        rows = []
+        rows: list[tuple[Any, ...]] = []
         for i, item in enumerate(as_list("items", items)):
             # Fast path: a (bytes, bytes) tuple within the limits.
             if type(item) is tuple and len(item) == 2:
