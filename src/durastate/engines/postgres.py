@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import threading
 import time
 import weakref
@@ -121,6 +122,7 @@ ATTEMPT_PRUNE = "DELETE FROM {p}attempt WHERE id IN (SELECT id FROM {p}attempt W
 
 # The replay found no record: the first attempt did not commit.
 _NOT_APPLIED = object()
+_MODIFYING_WORD = re.compile(r"\b(INSERT|UPDATE|DELETE|MERGE)\b")
 # _plan's answer for a write it cannot turn into one attempt-recording statement.
 _OPAQUE_WRITE = "-- opaque write: run in a transaction --"
 
@@ -330,7 +332,10 @@ class PostgresEngine(EngineBase):
         if sql in self._plans:
             return self._plans[sql]
         verb = sql.lstrip()[:6].upper()
-        variant: str | None = None if verb == "SELECT" else _OPAQUE_WRITE
+        # A WITH that modifies nothing is a read (our statement texts never
+        # carry these words inside string literals).
+        reads = verb == "SELECT" or (verb.startswith("WITH") and not _MODIFYING_WORD.search(sql.upper()))
+        variant: str | None = None if reads else _OPAQUE_WRITE
         if verb in ("INSERT", "UPDATE", "DELETE"):
             returning = " RETURNING " in sql.upper()
             body = sql if returning else sql + " RETURNING 1"
