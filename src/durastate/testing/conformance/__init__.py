@@ -5,6 +5,7 @@ Import them into a test module (``from durastate.testing.conformance import
 holds the contract of one facet or compat layer.
 """
 
+from .a2 import *  # noqa: F403
 from .documents import *  # noqa: F403
 from .engine import *  # noqa: F403
 from .events import *  # noqa: F403

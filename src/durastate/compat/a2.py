@@ -1,0 +1,509 @@
+"""``durastate.compat.a2``: experimental-a2's store (``store-sqlite.ts``) in Python.
+
+A drop-in for the seed's ``A2Store``: the same operations, outcomes and
+error codes, snake_case, on any durastate engine::
+
+    from durastate.compat import a2
+
+    store = a2.sqlite()                          # .a2/dev.db, like the seed
+    store = a2.open_store("postgresql://...")    # or any durastate URL
+    result = await store.append("s1", [{"type": "hello", "payload": {"n": 1}}])
+    claim = await store.claim_available(session_id="s1", holder="w1", ttl_ms=30_000)
+
+Every method is ``async`` and runs the synchronous ``store.events`` /
+``store.presence`` code on the store's ``AsyncRunner`` (one call, one
+function on one pool thread; no transaction spans an ``await``). There is
+no second copy of the logic: the rules are those of ``durastate.events``.
+
+Shapes: results are frozen dataclasses with the seed's fields in snake_case
+(``StoredEvent``, ``Event``, ``AppendResult``, ``ClaimResult``, ...); times
+are aware UTC ``datetime`` objects (millisecond precision, as stored);
+sequences are tuples. Input events are dicts ``{"type", "payload", "id"?,
+"cause"?: {"index", "attempt", "batch_size"?}, "lane"?, "settled"?}``.
+
+Errors, as in the seed: ``A2Error(code, message)`` with ``code``
+``"PARTIAL_DUPLICATE_BATCH"`` (a batch repeats an id, mixes stored and new
+ids, reuses another session's id, or a completion retry does not match),
+``"SUPERSEDED_ATTEMPT"`` (an append caused by a stale attempt) or
+``"STORE_UNAVAILABLE"`` (anything the store could not do: the original
+error is the ``__cause__``); ``TypeError`` where the seed throws one (no
+event at the index named) and for arguments of the wrong type or value.
+
+Clock and ids are injectable: ``clock.now() -> datetime`` (aware) is the
+store's clock for every stored time; ``ids() -> str`` names events appended
+without an ``id``, called only for events actually inserted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any, Protocol, TypeVar
+
+from .. import events as _events
+from .. import store as _store
+from .._aio import AsyncRunner
+from ..errors import DurastateError, InvalidRequest, StoreClosed
+from ..presence import PresenceEntry
+
+__all__ = [
+    "A2Error",
+    "A2Store",
+    "AppendResult",
+    "ClaimResult",
+    "Clock",
+    "CompleteResult",
+    "Event",
+    "EventCause",
+    "EventPage",
+    "FailResult",
+    "PresenceRow",
+    "RenewResult",
+    "SessionList",
+    "SessionSummary",
+    "Snapshot",
+    "SnapshotInfo",
+    "StateRead",
+    "StoredEvent",
+    "open_store",
+    "sqlite",
+]
+
+T = TypeVar("T")
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MS = timedelta(milliseconds=1)
+
+
+class A2Error(Exception):
+    """The seed's error: ``code`` is one of the seed's codes."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(f"{code}: {message}")
+        self.code = code
+        self.message = message
+
+
+class Clock(Protocol):
+    def now(self) -> datetime: ...
+
+
+class _SystemClock:
+    def now(self) -> datetime:
+        return datetime.now(UTC)
+
+
+def _to_dt(ms: int | None) -> datetime | None:
+    return None if ms is None else _EPOCH + ms * _MS
+
+
+def _dt(ms: int) -> datetime:
+    return _EPOCH + ms * _MS
+
+
+def _to_ms(name: str, value: Any) -> int:
+    if not isinstance(value, datetime):
+        raise TypeError(f"{name} must be a datetime, got {type(value).__name__}")
+    if value.tzinfo is None:
+        raise TypeError(f"{name} must be an aware datetime (with a timezone)")
+    return (value - _EPOCH) // _MS
+
+
+# -- result shapes --------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class EventCause:
+    index: int
+    attempt: int
+    batch_size: int | None = None
+
+
+@dataclass(frozen=True)
+class Event:
+    id: str
+    type: str
+    payload: Any
+    index: int
+    session_id: str
+    created_at: datetime
+
+
+@dataclass(frozen=True)
+class StoredEvent:
+    id: str
+    type: str
+    payload: Any
+    index: int
+    session_id: str
+    created_at: datetime
+    cause: EventCause | None
+    lane: str | None
+    processed_at: datetime | None
+    processed_by_attempt: int | None
+    returned_event_ids: tuple[str, ...] | None
+    first_claimed_at: datetime | None
+    last_claimed_at: datetime | None
+    attempt_count: int
+    failure_count: int
+    last_failed_at: datetime | None
+    last_failed_attempt: int | None
+    last_error: str | None
+    failed_at: datetime | None
+    claim_holder: str | None
+    claim_expires_at: datetime | None
+
+
+@dataclass(frozen=True)
+class AppendResult:
+    events: tuple[StoredEvent, ...]
+    has_pending: bool
+
+
+@dataclass(frozen=True)
+class ClaimResult:
+    outcome: str  # "claimed" | "busy" | "settled"
+    events: tuple[StoredEvent, ...] = ()
+    retry_at: datetime | None = None
+
+
+@dataclass(frozen=True)
+class RenewResult:
+    renewed: tuple[int, ...]
+    superseded: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class CompleteResult:
+    outcome: str  # "completed" | "superseded"
+    events: tuple[StoredEvent, ...] = ()
+
+
+@dataclass(frozen=True)
+class FailResult:
+    outcome: str  # "failed" | "dead_lettered" | "superseded"
+    failure_count: int
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    index: int
+    state: Any
+
+
+@dataclass(frozen=True)
+class StateRead:
+    snapshot: Snapshot | None
+    events: tuple[Event, ...]
+
+
+@dataclass(frozen=True)
+class PresenceRow:
+    participant: str
+    field: str
+    value: Any
+    seen: int
+    at: datetime
+    expires_at: datetime
+
+
+@dataclass(frozen=True)
+class SessionSummary:
+    session_id: str
+    event_count: int
+    pending_count: int
+    failed_count: int
+    attempt_count: int
+    failure_count: int
+    first_event_at: datetime
+    updated_at: datetime
+
+
+@dataclass(frozen=True)
+class SessionList:
+    sessions: tuple[SessionSummary, ...]
+    cursor: str | None
+
+
+@dataclass(frozen=True)
+class EventPage:
+    events: tuple[StoredEvent, ...]
+    through_index: int
+
+
+@dataclass(frozen=True)
+class SnapshotInfo:
+    reducer_name: str
+    index: int
+    updated_at: datetime
+
+
+def _stored(e: _events.StoredEvent) -> StoredEvent:
+    cause = e.cause
+    return StoredEvent(
+        id=e.id,
+        type=e.type,
+        payload=e.payload,
+        index=e.index,
+        session_id=e.session_id,
+        created_at=_dt(e.created_at),
+        cause=None if cause is None else EventCause(cause.index, cause.attempt, cause.batch_size),
+        lane=e.lane,
+        processed_at=_to_dt(e.processed_at),
+        processed_by_attempt=e.processed_by_attempt,
+        returned_event_ids=e.returned_event_ids,
+        first_claimed_at=_to_dt(e.first_claimed_at),
+        last_claimed_at=_to_dt(e.last_claimed_at),
+        attempt_count=e.attempt_count,
+        failure_count=e.failure_count,
+        last_failed_at=_to_dt(e.last_failed_at),
+        last_failed_attempt=e.last_failed_attempt,
+        last_error=e.last_error,
+        failed_at=_to_dt(e.failed_at),
+        claim_holder=e.claim_holder,
+        claim_expires_at=_to_dt(e.claim_expires_at),
+    )
+
+
+def _event(e: _events.StoredEvent) -> Event:
+    return Event(e.id, e.type, e.payload, e.index, e.session_id, _dt(e.created_at))
+
+
+def _presence_row(e: PresenceEntry) -> PresenceRow:
+    return PresenceRow(e.participant, e.field, e.value, e.seen, _dt(e.at), _dt(e.expires_at))
+
+
+# -- the store ----------------------------------------------------------------------
+
+
+class A2Store:
+    """The seed's ``A2Store`` over a durastate ``Store`` (see the module docstring)."""
+
+    def __init__(self, store: _store.Store, ids: Callable[[], str]) -> None:
+        self._store = store
+        self._events = store.events
+        self._ids = ids
+        self._runner = AsyncRunner(name="a2")
+        self.presence = _PresenceApi(self)
+        self.inspect = _InspectApi(self)
+
+    async def _call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        try:
+            return await self._runner.run(fn, *args, **kwargs)
+        except (A2Error, TypeError):
+            raise
+        except _events.DuplicateBatch as exc:
+            raise A2Error("PARTIAL_DUPLICATE_BATCH", str(exc)) from None
+        except _events.SupersededAttempt as exc:
+            raise A2Error("SUPERSEDED_ATTEMPT", str(exc)) from None
+        except (_events.UnknownEvent, InvalidRequest) as exc:
+            raise TypeError(str(exc)) from None
+        except DurastateError as exc:
+            raise A2Error("STORE_UNAVAILABLE", "store operation failed") from exc
+
+    # -- events ----------------------------------------------------------------
+
+    async def append(self, session_id: str, events: Iterable[Mapping[str, Any]]) -> AppendResult:
+        result = await self._call(self._events.append, session_id, events, new_id=self._ids)
+        return AppendResult(tuple(_stored(e) for e in result.events), result.has_pending)
+
+    async def read(
+        self, session_id: str, after_index: int | None = None, through_index: int | None = None
+    ) -> tuple[StoredEvent, ...]:
+        rows = await self._call(self._events.read, session_id, after_index, through_index)
+        return tuple(_stored(e) for e in rows)
+
+    async def claim_available(
+        self,
+        *,
+        session_id: str,
+        holder: str,
+        ttl_ms: int,
+        expires_at_ms: int | None = None,
+        exclude_indexes: Iterable[int] = (),
+    ) -> ClaimResult:
+        result = await self._call(
+            self._events.claim_available,
+            session_id,
+            holder,
+            ttl_ms=ttl_ms,
+            expires_at_ms=expires_at_ms,
+            exclude_indexes=exclude_indexes,
+        )
+        retry_at = None if result.retry_at is None else _dt(result.retry_at)
+        return ClaimResult(result.outcome, tuple(_stored(e) for e in result.events), retry_at)
+
+    async def renew_claims(
+        self,
+        *,
+        session_id: str,
+        holder: str,
+        claims: Iterable[Mapping[str, int]],
+        ttl_ms: int,
+        expires_at_ms: int | None = None,
+    ) -> RenewResult:
+        result = await self._call(
+            self._events.renew_claims, session_id, holder, claims, ttl_ms=ttl_ms, expires_at_ms=expires_at_ms
+        )
+        return RenewResult(result.renewed, result.superseded)
+
+    async def complete_attempt(
+        self, *, session_id: str, index: int, attempt: int, events: Iterable[Mapping[str, Any]]
+    ) -> CompleteResult:
+        result = await self._call(self._events.complete_attempt, session_id, index, attempt, events)
+        return CompleteResult(result.outcome, tuple(_stored(e) for e in result.events))
+
+    async def fail_attempt(
+        self, *, session_id: str, index: int, attempt: int, error: str, max_failures: int
+    ) -> FailResult:
+        result = await self._call(self._events.fail_attempt, session_id, index, attempt, error, max_failures)
+        return FailResult(result.outcome, result.failure_count)
+
+    async def read_state(self, session_id: str, reducer_name: str) -> StateRead:
+        result = await self._call(self._events.read_state, session_id, reducer_name)
+        snap = result.snapshot
+        return StateRead(
+            None if snap is None else Snapshot(snap.index, snap.state), tuple(_event(e) for e in result.events)
+        )
+
+    async def put_snapshot(self, session_id: str, reducer_name: str, index: int, state: Any) -> None:
+        await self._call(self._events.put_snapshot, session_id, reducer_name, index, state)
+
+    def stream(self, session_id: str, start_after: int | None = None) -> AsyncIterator[StoredEvent]:
+        """Existing events after ``start_after``, then new ones as they commit.
+
+        Ends when the store is closed; stop early with ``aclose()`` (or by
+        leaving an ``async for``).
+        """
+        if not isinstance(session_id, str):
+            raise TypeError(f"session_id must be a str, got {type(session_id).__name__}")
+        if start_after is not None and (isinstance(start_after, bool) or not isinstance(start_after, int)):
+            raise TypeError(f"start_after must be an int, got {type(start_after).__name__}")
+        return self._stream(session_id, start_after or 0)
+
+    async def _stream(self, session_id: str, after: int) -> AsyncIterator[StoredEvent]:
+        engine = self._store.engine
+        channel = self._events.channel(session_id)
+        while True:
+            try:
+                batch = await self._call(self._events.read_after, session_id, after)
+            except A2Error as exc:
+                if isinstance(exc.__cause__, StoreClosed) or self._runner.closed:
+                    return
+                raise
+            except StoreClosed:
+                return
+            for e in batch:
+                after = e.index
+                yield _stored(e)
+            if batch:
+                continue
+            if self._runner.closed:
+                return
+            # Wait on a plain thread, not the runner: a parked stream must
+            # not occupy one of the few threads other calls run on.
+            await asyncio.to_thread(engine.wait_for_change, channel, _events.POLL_INTERVAL)
+
+    def close(self) -> None:
+        """Close the store (idempotent). Streams end; later calls raise ``A2Error``."""
+        self._runner.close(wait=True)
+        self._store.close()
+
+    @property
+    def closed(self) -> bool:
+        return self._store.closed
+
+
+class _PresenceApi:
+    def __init__(self, owner: A2Store) -> None:
+        self._owner = owner
+
+    async def set(
+        self, ns: str, participant: str, values: Mapping[str, Any], *, at: datetime, seen: int, ttl_ms: int
+    ) -> None:
+        at_ms = _to_ms("at", at)
+        presence = self._owner._store.presence
+        await self._owner._call(presence.set, ns, participant, values, at_ms=at_ms, seen=seen, ttl_ms=ttl_ms)
+
+    async def read(self, ns: str) -> tuple[PresenceRow, ...]:
+        rows = await self._owner._call(self._owner._store.presence.read, ns)
+        return tuple(_presence_row(r) for r in rows)
+
+
+class _InspectApi:
+    def __init__(self, owner: A2Store) -> None:
+        self._owner = owner
+
+    async def list_sessions(self, *, prefix: str, limit: int, cursor: str | None = None) -> SessionList:
+        page = await self._owner._call(self._owner._events.list_sessions, prefix, limit, cursor)
+        return SessionList(
+            tuple(
+                SessionSummary(
+                    s.session_id,
+                    s.event_count,
+                    s.pending_count,
+                    s.failed_count,
+                    s.attempt_count,
+                    s.failure_count,
+                    _dt(s.first_event_at),
+                    _dt(s.updated_at),
+                )
+                for s in page.sessions
+            ),
+            page.cursor,
+        )
+
+    async def read_events(
+        self, session_id: str, *, after_index: int, limit: int, through_index: int | None = None
+    ) -> EventPage:
+        page = await self._owner._call(self._owner._events.read_events, session_id, after_index, limit, through_index)
+        return EventPage(tuple(_stored(e) for e in page.events), page.through_index)
+
+    async def list_snapshots(self, session_id: str) -> tuple[SnapshotInfo, ...]:
+        infos = await self._owner._call(self._owner._events.list_snapshots, session_id)
+        return tuple(SnapshotInfo(i.reducer_name, i.index, _dt(i.updated_at)) for i in infos)
+
+
+# -- opening ------------------------------------------------------------------------
+
+
+def _store_clock(clock: Clock) -> Callable[[], float]:
+    """``clock.now()`` as the seconds callable durastate takes.
+
+    The engine truncates ``seconds * 1000`` to whole milliseconds; half a
+    millisecond added here keeps float rounding from turning 123 ms into
+    122.999... and so 122.
+    """
+
+    def seconds() -> float:
+        return (_to_ms("clock.now()", clock.now()) + 0.5) / 1000.0
+
+    return seconds
+
+
+def open_store(url: str, clock: Clock | None = None, ids: Callable[[], str] | None = None) -> A2Store:
+    """An a2 store on any durastate URL (path, ``sqlite:...``, ``memory:``, ``postgresql://...``)."""
+    if clock is not None and not callable(getattr(clock, "now", None)):
+        raise TypeError("clock must have a now() method returning a datetime")
+    if ids is not None and not callable(ids):
+        raise TypeError("ids must be a callable returning a str")
+    try:
+        store = _store.open(url, clock=None if clock is None else _store_clock(clock))
+    except InvalidRequest as exc:
+        raise TypeError(str(exc)) from None
+    except DurastateError as exc:
+        raise A2Error("STORE_UNAVAILABLE", "opening the store failed") from exc
+    return A2Store(store, ids if ids is not None else (lambda: str(uuid.uuid4())))
+
+
+def sqlite(path: str = ".a2/dev.db", clock: Clock | None = None, ids: Callable[[], str] | None = None) -> A2Store:
+    """The seed's dev default: a SQLite file (``:memory:`` for a private in-memory store)."""
+    if not isinstance(path, str):
+        raise TypeError(f"path must be a str, got {type(path).__name__}")
+    if path == ":memory:":
+        return open_store("memory:", clock, ids)
+    Path(path).expanduser().absolute().parent.mkdir(parents=True, exist_ok=True)
+    return open_store(f"sqlite:{path}" if not path.startswith("sqlite:") else path, clock, ids)

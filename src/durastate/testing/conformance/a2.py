@@ -1,0 +1,276 @@
+"""Conformance: ``durastate.compat.a2`` (experimental-a2's store), rule by rule.
+
+Written from the seed's ``store-sqlite.ts`` as the seed's own users call
+it: async methods, keyword arguments, aware datetimes from an injected
+clock, ids from an injected source, ``A2Error`` codes and ``TypeError``
+where the seed throws them. Runs on every engine (``open_store(url)``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from durastate.compat import a2
+
+__all__ = ["TestA2Adapter"]
+
+S = "s1"
+
+
+class ManualClock:
+    def __init__(self) -> None:
+        self.current = datetime(2030, 1, 2, 3, 4, 5, 678000, tzinfo=UTC)
+
+    def now(self) -> datetime:
+        return self.current
+
+    def advance(self, ms: int) -> None:
+        self.current += timedelta(milliseconds=ms)
+
+
+def run(store_url: str, body: Callable[[a2.A2Store, ManualClock], Awaitable[Any]]) -> Any:
+    clock = ManualClock()
+    counter = itertools.count(1)
+    store = a2.open_store(store_url, clock=clock, ids=lambda: f"id-{next(counter)}")
+
+    async def main() -> Any:
+        try:
+            return await body(store, clock)
+        finally:
+            store.close()
+
+    return asyncio.run(main())
+
+
+def ev(type: str = "t", payload: Any = None, **extra: Any) -> dict[str, Any]:
+    return {"type": type, "payload": payload, **extra}
+
+
+class TestA2Adapter:
+    def test_append_read_and_ids(self, store_url: str) -> None:
+        async def body(s: a2.A2Store, clock: ManualClock) -> None:
+            result = await s.append(S, [ev("a", {"x": 1}), ev("b", id="mine", lane="L")])
+            assert result.has_pending is True
+            assert [(e.id, e.index, e.type, e.lane) for e in result.events] == [
+                ("id-1", 1, "a", None),
+                ("mine", 2, "b", "L"),
+            ]
+            assert all(e.created_at == clock.current for e in result.events)
+            assert result.events[0].created_at.tzinfo is not None
+            assert await s.read(S) == result.events
+            assert [e.index for e in await s.read(S, after_index=1)] == [2]
+            assert [e.index for e in await s.read(S, through_index=1)] == [1]
+            empty = await s.append("other", [])
+            assert (empty.events, empty.has_pending) == ((), False)
+
+        run(store_url, body)
+
+    def test_idempotent_replay_and_partial_duplicates(self, store_url: str) -> None:
+        async def body(s: a2.A2Store, clock: ManualClock) -> None:
+            first = await s.append(S, [ev(id="x"), ev(id="y")])
+            clock.advance(10)
+            assert (await s.append(S, [ev(id="x"), ev(id="y")])).events == first.events
+            for batch in ([ev(id="x"), ev(id="z")], [ev(id="q"), ev(id="q")], [ev(id="x"), ev()]):
+                with pytest.raises(a2.A2Error) as info:
+                    await s.append(S, batch)
+                assert info.value.code == "PARTIAL_DUPLICATE_BATCH"
+            with pytest.raises(a2.A2Error) as info:
+                await s.append("other", [ev(id="x")])
+            assert info.value.code == "PARTIAL_DUPLICATE_BATCH"
+            assert len(await s.read(S)) == 2
+
+        run(store_url, body)
+
+    def test_attempt_fence(self, store_url: str) -> None:
+        async def body(s: a2.A2Store, clock: ManualClock) -> None:
+            await s.append(S, [ev()])
+            with pytest.raises(TypeError):
+                await s.append(S, [ev(cause={"index": 5, "attempt": 1})])
+            with pytest.raises(a2.A2Error) as info:
+                await s.append(S, [ev(cause={"index": 1, "attempt": 1})])
+            assert info.value.code == "SUPERSEDED_ATTEMPT"
+            await s.claim_available(session_id=S, holder="w", ttl_ms=100)
+            child = await s.append(S, [ev(cause={"index": 1, "attempt": 1, "batch_size": 1})])
+            assert child.events[0].cause == a2.EventCause(1, 1, 1)
+            clock.advance(100)
+            await s.claim_available(session_id=S, holder="w2", ttl_ms=100)
+            with pytest.raises(a2.A2Error) as info:
+                await s.append(S, [ev(cause={"index": 1, "attempt": 1})])
+            assert info.value.code == "SUPERSEDED_ATTEMPT"
+
+        run(store_url, body)
+
+    def test_claim_outcomes_lanes_and_expiry(self, store_url: str) -> None:
+        async def body(s: a2.A2Store, clock: ManualClock) -> None:
+            assert (await s.claim_available(session_id=S, holder="w", ttl_ms=5)).outcome == "settled"
+            await s.append(S, [ev(lane="L"), ev(lane="L"), ev(), ev()])
+            claimed = await s.claim_available(session_id=S, holder="w", ttl_ms=500, exclude_indexes=[4])
+            assert claimed.outcome == "claimed"
+            assert [(e.index, e.attempt_count, e.claim_holder) for e in claimed.events] == [(1, 1, "w"), (3, 1, "w")]
+            assert claimed.events[0].claim_expires_at == clock.current + timedelta(milliseconds=500)
+            later = clock.current + timedelta(seconds=10)
+            later_ms = (later - datetime(1970, 1, 1, tzinfo=UTC)) // timedelta(milliseconds=1)
+            at = await s.claim_available(session_id=S, holder="w", ttl_ms=1, expires_at_ms=later_ms)
+            assert [(e.index, e.claim_expires_at) for e in at.events] == [(4, later)]
+            busy = await s.claim_available(session_id=S, holder="w", ttl_ms=5)
+            assert (busy.outcome, busy.retry_at) == ("busy", clock.current + timedelta(milliseconds=500))
+            clock.advance(500)
+            again = await s.claim_available(session_id=S, holder="w2", ttl_ms=500)
+            assert [(e.index, e.attempt_count) for e in again.events] == [(1, 2), (3, 2)]
+            done = await s.complete_attempt(session_id=S, index=1, attempt=2, events=[])
+            assert done.outcome == "completed"
+            assert [e.index for e in (await s.claim_available(session_id=S, holder="w", ttl_ms=5)).events] == [2]
+
+        run(store_url, body)
+
+    def test_renew(self, store_url: str) -> None:
+        async def body(s: a2.A2Store, clock: ManualClock) -> None:
+            await s.append(S, [ev(), ev()])
+            await s.claim_available(session_id=S, holder="w", ttl_ms=100)
+            assert await s.renew_claims(session_id=S, holder="w", claims=[], ttl_ms=5) == a2.RenewResult((), ())
+            clock.advance(100)
+            await s.claim_available(session_id=S, holder="w2", ttl_ms=100, exclude_indexes=[2])
+            result = await s.renew_claims(
+                session_id=S, holder="w", claims=[{"index": 2, "attempt": 1}, {"index": 1, "attempt": 1}], ttl_ms=50
+            )
+            assert (result.renewed, result.superseded) == ((), (1,))  # 2 expired: neither
+            mine = await s.renew_claims(session_id=S, holder="w2", claims=[{"index": 1, "attempt": 2}], ttl_ms=50)
+            assert mine.renewed == (1,)
+
+        run(store_url, body)
+
+    def test_complete_children_retry_and_superseded(self, store_url: str) -> None:
+        async def body(s: a2.A2Store, clock: ManualClock) -> None:
+            with pytest.raises(TypeError):
+                await s.complete_attempt(session_id=S, index=1, attempt=1, events=[])
+            await s.append(S, [ev()])
+            await s.claim_available(session_id=S, holder="w", ttl_ms=100)
+            children = [ev("c", 1, id="c1"), ev("d", 2, id="c2", settled=True)]
+            first = await s.complete_attempt(session_id=S, index=1, attempt=1, events=children)
+            assert [(e.index, e.cause) for e in first.events] == [(2, a2.EventCause(1, 1)), (3, a2.EventCause(1, 1))]
+            assert first.events[1].processed_at == clock.current
+            assert await s.complete_attempt(session_id=S, index=1, attempt=1, events=children) == first
+            with pytest.raises(a2.A2Error) as info:
+                await s.complete_attempt(session_id=S, index=1, attempt=1, events=children[:1])
+            assert info.value.code == "PARTIAL_DUPLICATE_BATCH"
+            assert (await s.complete_attempt(session_id=S, index=1, attempt=2, events=[])).outcome == "superseded"
+            parent = (await s.read(S, through_index=1))[0]
+            assert (parent.processed_by_attempt, parent.returned_event_ids) == (1, ("c1", "c2"))
+
+        run(store_url, body)
+
+    def test_fail_and_dead_letter(self, store_url: str) -> None:
+        async def body(s: a2.A2Store, clock: ManualClock) -> None:
+            await s.append(S, [ev()])
+            with pytest.raises(TypeError):
+                await s.fail_attempt(session_id=S, index=9, attempt=1, error="x", max_failures=2)
+            await s.claim_available(session_id=S, holder="w", ttl_ms=100)
+            failed = await s.fail_attempt(session_id=S, index=1, attempt=1, error="boom", max_failures=2)
+            assert failed == a2.FailResult("failed", 1)
+            assert await s.fail_attempt(session_id=S, index=1, attempt=1, error="boom", max_failures=2) == failed
+            await s.claim_available(session_id=S, holder="w", ttl_ms=100)
+            assert await s.fail_attempt(session_id=S, index=1, attempt=1, error="x", max_failures=2) == a2.FailResult(
+                "superseded", 1
+            )
+            dead = await s.fail_attempt(session_id=S, index=1, attempt=2, error="again", max_failures=2)
+            assert dead == a2.FailResult("dead_lettered", 2)
+            stored = (await s.read(S))[0]
+            assert (stored.failed_at, stored.last_error, stored.last_failed_attempt) == (clock.current, "again", 2)
+            assert (await s.claim_available(session_id=S, holder="w", ttl_ms=5)).outcome == "settled"
+
+        run(store_url, body)
+
+    def test_snapshots_and_read_state(self, store_url: str) -> None:
+        async def body(s: a2.A2Store, clock: ManualClock) -> None:
+            await s.append(S, [ev("a"), ev("b"), ev("c")])
+            state = await s.read_state(S, "r")
+            assert state.snapshot is None and [e.type for e in state.events] == ["a", "b", "c"]
+            assert isinstance(state.events[0], a2.Event)
+            await s.put_snapshot(S, "r", 2, {"n": 2})
+            await s.put_snapshot(S, "r", 1, {"n": 1})  # never backwards
+            state = await s.read_state(S, "r")
+            assert state.snapshot == a2.Snapshot(2, {"n": 2})
+            assert [e.index for e in state.events] == [3]
+            assert await s.inspect.list_snapshots(S) == (a2.SnapshotInfo("r", 2, clock.current),)
+
+        run(store_url, body)
+
+    def test_presence(self, store_url: str) -> None:
+        async def body(s: a2.A2Store, clock: ManualClock) -> None:
+            past = clock.current - timedelta(hours=1)
+            await s.presence.set("ns", "p", {"x": 1, "y": None}, at=past, seen=2, ttl_ms=1000)
+            rows = await s.presence.read("ns")
+            assert rows == (a2.PresenceRow("p", "x", 1, 2, past, clock.current + timedelta(seconds=1)),)
+            await s.presence.set("ns", "p", {"x": 0}, at=past - timedelta(seconds=1), seen=3, ttl_ms=1000)
+            assert (await s.presence.read("ns"))[0].value == 1
+            with pytest.raises(TypeError):
+                await s.presence.set("ns", "p", {"x": 1}, at=datetime(2030, 1, 1), seen=1, ttl_ms=5)
+            clock.advance(1000)
+            assert await s.presence.read("ns") == ()
+
+        run(store_url, body)
+
+    def test_inspection(self, store_url: str) -> None:
+        async def body(s: a2.A2Store, clock: ManualClock) -> None:
+            for name in ("app/a", "app/b", "app/c", "zzz"):
+                await s.append(name, [ev(), ev()])
+            page = await s.inspect.list_sessions(prefix="app/", limit=2)
+            assert [x.session_id for x in page.sessions] == ["app/a", "app/b"] and page.cursor == "app/b"
+            rest = await s.inspect.list_sessions(prefix="app/", limit=2, cursor=page.cursor)
+            assert [x.session_id for x in rest.sessions] == ["app/c"] and rest.cursor is None
+            summary = page.sessions[0]
+            assert (summary.event_count, summary.pending_count, summary.first_event_at) == (2, 2, clock.current)
+            events = await s.inspect.read_events("app/a", after_index=0, limit=1)
+            assert ([e.index for e in events.events], events.through_index) == ([1], 2)
+
+        run(store_url, body)
+
+    def test_stream(self, store_url: str) -> None:
+        async def body(s: a2.A2Store, clock: ManualClock) -> None:
+            await s.append(S, [ev("a"), ev("b")])
+            stream = s.stream(S, start_after=1)
+            assert (await anext(stream)).type == "b"
+            pending = asyncio.ensure_future(anext(stream))
+            await s.append(S, [ev("c")])
+            assert (await asyncio.wait_for(pending, timeout=30)).type == "c"
+            await stream.aclose()  # type: ignore[attr-defined]
+
+        run(store_url, body)
+
+    def test_store_errors_and_bad_arguments(self, store_url: str) -> None:
+        async def body(s: a2.A2Store, clock: ManualClock) -> None:
+            with pytest.raises(TypeError):
+                await s.append(S, [{"type": 1, "payload": None}])
+            with pytest.raises(TypeError):
+                await s.append(S, [ev(payload=float("nan"))])
+            with pytest.raises(TypeError):
+                await s.claim_available(session_id=S, holder="w", ttl_ms="5")  # type: ignore[arg-type]
+            s.close()
+            with pytest.raises(a2.A2Error) as info:
+                await s.read(S)
+            assert info.value.code == "STORE_UNAVAILABLE"
+
+        run(store_url, body)
+
+
+def test_sqlite_creates_its_folder(tmp_path: Path) -> None:
+    path = tmp_path / "nested" / ".a2" / "dev.db"
+    store = a2.sqlite(str(path))
+
+    async def main() -> None:
+        try:
+            await store.append(S, [ev()])
+        finally:
+            store.close()
+
+    asyncio.run(main())
+    assert path.exists()
+    memory = a2.sqlite(":memory:")
+    memory.close()

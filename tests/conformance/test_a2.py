@@ -1,0 +1,1 @@
+from durastate.testing.conformance.a2 import *  # noqa: F403
