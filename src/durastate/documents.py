@@ -42,6 +42,9 @@ Operations:
   cursor)``: ``DocumentInfo`` of keys starting with ``prefix`` in key order
   (Unicode code point order, the same on every engine); pass the returned
   ``cursor`` (the last key, or ``None`` at the end) to get the next page.
+  ``iter_keys(prefix)`` streams every matching key page by page. A page is
+  read by one statement; paging is not a snapshot (keys written between
+  pages after the cursor are seen, keys before it are not).
 
 All of it takes part in ``store.transaction()``: a document write lands or
 rolls back together with kv, queue and other writes of the block.
