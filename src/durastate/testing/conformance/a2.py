@@ -19,7 +19,7 @@ import pytest
 
 from durastate.compat import a2
 
-__all__ = ["TestA2Adapter"]
+__all__ = ["TestA2Adapter", "test_sqlite_creates_its_folder"]
 
 S = "s1"
 

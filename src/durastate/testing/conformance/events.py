@@ -11,7 +11,13 @@ from engine output.
 
 from __future__ import annotations
 
+import itertools
+import multiprocessing
+import os
+import random
+import signal
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -43,6 +49,7 @@ __all__ = [
     "TestEventsRenew",
     "TestEventsSnapshots",
     "TestEventsStream",
+    "TestEventsTorture",
     "TestEventsTransactions",
 ]
 
@@ -927,3 +934,144 @@ class TestEventsBadInput:
         with pytest.raises(InvalidRequest):
             s.events.append(S, [ev(payload="x" * 200)])
         assert s.events.read(S) == []
+
+
+# -- torture: worker processes killed at random ------------------------------
+
+TORTURE_SESSIONS = 20
+TORTURE_EVENTS = 12
+TORTURE_TTL_MS = 300
+TORTURE_MAX_FAILURES = 3
+TORTURE_KILLS = 8
+TORTURE_DEADLINE = 120.0
+
+
+def _torture_worker(url: str, holder: str, seed: int) -> None:
+    """Claim across sessions; complete (with a child for root events) or fail.
+
+    Completion and its effect (a counter per event) commit together, so the
+    counter says how many times an event's processing was committed. Lane
+    events and children are never failed (a dead lane head would block its
+    lane for good). Exits when no session has pending work.
+    """
+    rng = random.Random(seed)
+    store = durastate.open(url, busy_timeout=20.0)
+    events = store.events
+    while True:
+        claimed = events.claim_any(holder, ttl_ms=TORTURE_TTL_MS, limit=2)
+        if not claimed:
+            pending = sum(s.pending_count for s in events.list_sessions(limit=1000).sessions)
+            if pending == 0:
+                return
+            events._engine.wait_for_change("torture", 0.02)
+            continue
+        for e in claimed:
+            may_fail = e.lane is None and e.type == "root"
+            if may_fail and rng.random() < 0.3:
+                events.fail_attempt(e.session_id, e.index, e.attempt_count, f"by {holder}", TORTURE_MAX_FAILURES)
+                continue
+            children = [{"type": "child", "payload": e.index, "id": f"{e.id}/child"}] if e.type == "root" else []
+            with store.transaction():
+                result = events.complete_attempt(e.session_id, e.index, e.attempt_count, children)
+                if result.outcome == "completed":
+                    store.kv.incr(b"torture", b"", e.id.encode(), 1)
+
+
+class TestEventsTorture:
+    @pytest.mark.multiprocess
+    def test_workers_killed_at_random_lose_and_duplicate_nothing(self, shared_url: str) -> None:
+        setup = durastate.open(shared_url)
+        try:
+            for n in range(TORTURE_SESSIONS):
+                setup.events.append(
+                    f"t{n:02d}",
+                    [
+                        ev("root", i, id=f"t{n:02d}-{i}", lane="L" if n % 2 and i % 3 else None)
+                        for i in range(TORTURE_EVENTS)
+                    ],
+                )
+        finally:
+            setup.close()
+        ctx = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn")
+        rng = random.Random(1234)
+        procs: dict[int, Any] = {}
+        spawned = 0
+
+        def start(slot: int) -> None:
+            nonlocal spawned
+            spawned += 1
+            proc = ctx.Process(target=_torture_worker, args=(shared_url, f"w{slot}-{spawned}", spawned), daemon=True)
+            proc.start()
+            procs[slot] = proc
+
+        try:
+            for slot in range(4):
+                start(slot)
+            kills = 0
+            deadline = time.monotonic() + TORTURE_DEADLINE
+            finished = False
+            while kills < TORTURE_KILLS and not finished and time.monotonic() < deadline:
+                slot = rng.randrange(4)
+                victim = procs[slot]
+                victim.join(timeout=rng.uniform(0.02, 0.2))  # let it work a random while
+                if victim.is_alive():
+                    os.kill(victim.pid, signal.SIGKILL)
+                    victim.join(timeout=30)
+                if victim.exitcode == -signal.SIGKILL:
+                    kills += 1
+                    start(slot)
+                else:  # it ended on its own: the work is done (or it failed, checked below)
+                    finished = True
+            assert kills >= 1, "no worker was killed while there was work: make the work bigger"
+            for proc in procs.values():
+                proc.join(timeout=max(1.0, deadline - time.monotonic()))
+                assert not proc.is_alive(), "a torture worker did not finish in time"
+                assert proc.exitcode == 0, f"a torture worker failed with exit code {proc.exitcode}"
+        finally:
+            for proc in procs.values():
+                if proc.is_alive():
+                    proc.kill()
+                    proc.join(timeout=30)
+
+        check = durastate.open(shared_url)
+        try:
+            everything_stored: list[StoredEvent] = []
+            for n in range(TORTURE_SESSIONS):
+                everything_stored.extend(check.events.read(f"t{n:02d}"))
+            by_key = {(e.session_id, e.index): e for e in everything_stored}
+            roots = [e for e in everything_stored if e.type == "root"]
+            assert len(roots) == TORTURE_SESSIONS * TORTURE_EVENTS
+            for e in everything_stored:
+                done = check.kv.counter(b"torture", b"", e.id.encode())
+                # Exactly once, or dead-lettered (and then never processed).
+                assert (e.processed_at is not None, e.failed_at is not None) in ((True, False), (False, True)), e
+                assert done == (1 if e.processed_at is not None else 0), e
+                if e.failed_at is not None:
+                    assert e.failure_count == TORTURE_MAX_FAILURES and e.lane is None
+                if e.type == "child":
+                    assert e.cause is not None
+                    parent = by_key[(e.session_id, e.cause.index)]
+                    # Output only of the attempt that completed the parent.
+                    assert parent.processed_by_attempt == e.cause.attempt, (parent, e)
+                    assert parent.returned_event_ids == (e.id,)
+            for e in roots:
+                children = [
+                    c
+                    for c in everything_stored
+                    if c.cause is not None and c.cause.index == e.index and c.session_id == e.session_id
+                ]
+                assert len(children) == (1 if e.processed_at is not None else 0), e
+            # Lanes: a lane event is first claimed only after the previous
+            # one of its lane was processed, so no two were ever claimed at once.
+            lanes: dict[tuple[str, str], list[StoredEvent]] = {}
+            for e in everything_stored:
+                if e.lane is not None:
+                    lanes.setdefault((e.session_id, e.lane), []).append(e)
+            assert lanes
+            for lane_events in lanes.values():
+                lane_events.sort(key=lambda x: x.index)
+                for earlier, later in itertools.pairwise(lane_events):
+                    assert earlier.processed_at is not None and later.first_claimed_at is not None
+                    assert later.first_claimed_at >= earlier.processed_at, (earlier, later)
+        finally:
+            check.close()
