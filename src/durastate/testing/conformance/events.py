@@ -1000,7 +1000,7 @@ class TestEventsTorture:
         def start(slot: int) -> None:
             nonlocal spawned
             spawned += 1
-            proc = ctx.Process(target=_torture_worker, args=(shared_url, f"w{slot}-{spawned}", spawned), daemon=True)
+            proc = ctx.Process(target=_torture_worker, args=(shared_url, f"w{slot}-{spawned}", spawned), daemon=True)  # type: ignore[attr-defined]
             proc.start()
             procs[slot] = proc
 
