@@ -50,3 +50,6 @@ bench-records: $(VENV)/.installed-test
 
 bench-documents: $(VENV)/.installed-test
 	$(PY) bench/documents.py
+
+bench-events: $(VENV)/.installed-test
+	$(PY) bench/events.py
