@@ -181,3 +181,14 @@ def test_random_backend_terminations_never_double_apply(pg_url: str, pg_base_url
     assert len(jobs) == len(set(jobs)), "a push was applied twice"
     assert count <= counter_calls
     assert ok <= count + len(entries) + len(jobs) <= ok + failed
+
+
+def test_replayed_rows_keep_text_that_looks_like_bytea(store: durastate.Store, proxy: CuttingProxy) -> None:
+    """A replay turns only BYTEA columns back into bytes, by their declared type."""
+    engine = store.engine
+    engine.execute(engine.sql("CREATE TABLE {p}replay_probe (t TEXT, b BYTEA, n BIGINT)"))
+    statement = engine.sql("INSERT INTO {p}replay_probe (t, b, n) VALUES (?, ?, ?) RETURNING t, b, n")
+    proxy.drop_reply(b"replay_probe (t, b, n)")
+    row = engine.one(statement, ("\\xdeadbeef", b"\xde\xad", 7))
+    assert proxy.cuts == 1
+    assert row == ("\\xdeadbeef", b"\xde\xad", 7)

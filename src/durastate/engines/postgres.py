@@ -41,6 +41,7 @@ from typing import Any
 import psycopg
 import psycopg_pool
 from psycopg import errors as pg_errors
+from psycopg import generators
 
 from ..errors import (
     Conflict,
@@ -151,24 +152,54 @@ def _fetch_counted(cur: psycopg.Cursor[Any], fetch: int) -> Any:
     return _fetch(cur, fetch)
 
 
-def _decode_json_value(value: Any) -> Any:
-    # json_agg renders BYTEA as "\\x<hex>" (bytea_output=hex is forced per
-    # connection); the write statements that run through attempts return
-    # only BYTEA, integer and NULL columns, so a string is always BYTEA.
-    if isinstance(value, str) and value.startswith("\\x"):
-        return bytes.fromhex(value[2:])
-    return value
+_BYTEA_OID = 17
+_PLACEHOLDER = re.compile(r"%%|%s")
 
 
-def _replay(conn: psycopg.Connection[Any], sql: str, attempt: bytes, fetch: int) -> Any:
-    """The recorded outcome of ``attempt``, shaped like ``_fetch``; or ``_NOT_APPLIED``."""
+def _result_column_types(conn: psycopg.Connection[Any], variant: str) -> list[int]:
+    """Type OIDs of the columns ``variant`` returns, without running it.
+
+    The statement is prepared (never executed) under a throwaway name and
+    described; psycopg's ``%s`` placeholders become ``$n`` for the server.
+    """
+    counter = iter(range(1, 10_000))
+    numbered = _PLACEHOLDER.sub(lambda m: "%" if m.group() == "%%" else f"${next(counter)}", variant)
+    name = b"ds_describe_" + os.urandom(8).hex().encode()
+    pgconn = conn.pgconn
+    # psycopg runs libpq non-blocking; its own generators drive the I/O.
+    pgconn.send_prepare(name, numbered.encode())
+    (prepared,) = conn.wait(generators.execute(pgconn))
+    if prepared.status != psycopg.pq.ExecStatus.COMMAND_OK:
+        raise psycopg.OperationalError(prepared.get_error_message())
+    pgconn.send_describe_prepared(name)
+    (described,) = conn.wait(generators.execute(pgconn))
+    types = [described.ftype(i) for i in range(described.nfields)]
+    conn.execute(f"DEALLOCATE {name.decode()}")
+    return types
+
+
+def _replay(conn: psycopg.Connection[Any], sql: str, variant: str, attempt: bytes, fetch: int) -> Any:
+    """The recorded outcome of ``attempt``, shaped like ``_fetch``; or ``_NOT_APPLIED``.
+
+    Rows were recorded with ``json_agg``, where BYTEA becomes a ``"\\x<hex>"``
+    string (``bytea_output = hex`` is set on every connection); the
+    statement's described column types say which strings to turn back into
+    bytes, so a TEXT value that happens to start with ``\\x`` stays text.
+    """
     row = conn.execute(sql, (attempt,)).fetchone()
     if row is None:
         return _NOT_APPLIED
     result = row[0]
     if fetch == 0:
         return int(result)
-    rows = [tuple(_decode_json_value(v) for v in item.values()) for item in result]
+    is_bytea = [oid == _BYTEA_OID for oid in _result_column_types(conn, variant)] if result else []
+    rows = [
+        tuple(
+            bytes.fromhex(v[2:]) if bytea and isinstance(v, str) else v
+            for v, bytea in zip(item.values(), is_bytea, strict=True)
+        )
+        for item in result
+    ]
     if fetch == 1:
         return rows[0] if rows else None
     return rows
@@ -389,7 +420,7 @@ class PostgresEngine(EngineBase):
             self._give_back(conn)
         return self._retrying(
             lambda c: _fetch_counted(c.execute(variant, (*params, attempt, self.now_ms())), fetch),
-            lambda c: _replay(c, self._attempt_result, attempt, fetch),
+            lambda c: _replay(c, self._attempt_result, variant, attempt, fetch),
             first=1,
         )
 
