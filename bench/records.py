@@ -16,6 +16,12 @@ Ops:
 * ``commit-1`` / ``commit-10``: a batch of 1 / 10 new entries. Raw runs
   the two inserts durastate runs per entry (id claim + entry row) with
   ``executemany`` in one transaction. Target: durastate >= 0.8x raw.
+* ``commit-1+seq`` / ``commit-10+seq`` (informational, no target): the same
+  against ``raw+seq``, which also takes the batch's commit sequence from
+  the ``records`` row of ``{p}sequence`` (the facet's compiled ``UPDATE ...
+  RETURNING``) and stores it in the entry rows, as the contract requires
+  (a gap-free, commit-ordered sequence). Plain raw skips that work, and on
+  SQLite it is one more page written to the WAL per commit.
 * ``scan-fork-10``: the newest 50 entries seen from a conversation at the
   end of a 10-deep fork chain (5 entries per conversation). Raw runs the
   same chain query and per-segment entry queries.
@@ -82,6 +88,14 @@ class RawSqlite:
             cur.executemany(sql, rows)
         cur.execute("COMMIT")
 
+    def seq_batch(self, next_seq: str, make: Callable[[int], list[tuple[str, list[tuple[Any, ...]]]]]) -> None:
+        cur = self.cur
+        cur.execute("BEGIN IMMEDIATE")
+        seq = cur.execute(next_seq).fetchone()[0]
+        for sql, rows in make(seq):
+            cur.executemany(sql, rows)
+        cur.execute("COMMIT")
+
     def all(self, sql: str, params: tuple[Any, ...]) -> list[Any]:
         return self.cur.execute(sql, params).fetchall()
 
@@ -98,6 +112,13 @@ class RawPostgres:
     def batch(self, statements: list[tuple[str, list[tuple[Any, ...]]]]) -> None:
         with self.conn.transaction(), self.conn.cursor() as cur:
             for sql, rows in statements:
+                cur.executemany(sql, rows)
+
+    def seq_batch(self, next_seq: str, make: Callable[[int], list[tuple[str, list[tuple[Any, ...]]]]]) -> None:
+        with self.conn.transaction(), self.conn.cursor() as cur:
+            row = cur.execute(next_seq).fetchone()
+            assert row is not None
+            for sql, rows in make(row[0]):
                 cur.executemany(sql, rows)
 
     def all(self, sql: str, params: tuple[Any, ...]) -> list[Any]:
@@ -172,7 +193,7 @@ def bench_engine(engine: str, ds_url: str, raw_url: str, calls: int, rounds: int
     try:
         r.commit([{"type": "conversation", "value": {"id": 1}}])
         raw.batch([(r._claim, [(1, "conversation")])])
-        ds_ids, raw_ids = Ids(1_000_000), Ids(1_000_000)
+        ds_ids, raw_ids, raw_seq_ids = Ids(1_000_000), Ids(1_000_000), Ids(5_000_000)
 
         for size in (1, 10):
 
@@ -191,7 +212,23 @@ def bench_engine(engine: str, ds_url: str, raw_url: str, calls: int, rounds: int
                     ]
                 )
 
+            def raw_seq_commit(size: int = size) -> None:
+                ids = raw_seq_ids.take(size)
+                values = [entry_value(i, 1) for i in ids]
+                import orjson
+
+                raw.seq_batch(
+                    r._next_seq,
+                    lambda seq: [
+                        (r._claim, [(i, "entry") for i in ids]),
+                        (r._insert_entry, [(v["id"], 1, 0, seq, orjson.dumps(v)) for v in values]),
+                    ],
+                )
+
             results.append(compare(f"commit-{size}", {"durastate": ds_commit, "raw": raw_commit}, calls, rounds))
+            results.append(
+                compare(f"commit-{size}+seq", {"durastate": ds_commit, "raw+seq": raw_seq_commit}, calls, rounds)
+            )
 
         # A 10-deep fork chain, 5 entries per conversation, forked at each last entry.
         chain_ids = Ids(10_000_000)
@@ -306,7 +343,7 @@ def main() -> None:
                 (a, ra), (b, rb) = res["rates"].items()
                 target = (
                     COMMIT_TARGET
-                    if res["op"].startswith("commit")
+                    if res["op"].startswith("commit") and not res["op"].endswith("+seq")
                     else DOC_TARGET
                     if res["op"].startswith("doc-read") and res["op"] != "doc-read-0"
                     else None

@@ -253,6 +253,20 @@ def _ids_sql(table: str, columns: str, count: int) -> str:
     return f"SELECT {columns} FROM {{p}}{table} WHERE id IN (" + ", ".join("?" * count) + ")"
 
 
+def _claim_sql(count: int) -> str:
+    """Claim ``count`` ids in one statement; RETURNING names the ids it took.
+
+    An id it does not return was claimed before (by an earlier commit): only
+    those are looked up, to tell an upsert of the same type from a conflict.
+    Padding repeats the last row, which DO NOTHING skips on both engines.
+    """
+    return (
+        "INSERT INTO {p}rec_id (id, type) VALUES "
+        + ", ".join(["(?, ?)"] * count)
+        + " ON CONFLICT (id) DO NOTHING RETURNING id"
+    )
+
+
 def _scan_sql(table: str, filters: Sequence[str], descending: bool) -> str:
     where = " AND ".join(["id < ?" if descending else "id > ?", *(f"{f} = ?" for f in filters)])
     return f"SELECT id, record FROM {{p}}{table} WHERE {where} ORDER BY id {'DESC' if descending else 'ASC'} LIMIT ?"
@@ -482,7 +496,30 @@ def _plan(writes: Any) -> _Plan:
     if isinstance(writes, (str, bytes, Mapping)) or not isinstance(writes, Iterable):
         fail(f"writes must be a list of write objects, got {type(writes).__name__}")
     plan = _Plan()
+    claims, entries = plan.claims, plan.entries
     for i, raw in enumerate(writes):
+        # Fast path for the most common write, a plain well-formed entry:
+        # the same checks without building names or copies. Anything it
+        # does not accept takes the general path, which words the error.
+        if type(raw) is dict and raw.get("type") == "entry":
+            value = raw.get("value")
+            if type(value) is dict:
+                id, conversation = value.get("id"), value.get("conversationId")
+                if (
+                    type(id) is int
+                    and type(conversation) is int
+                    and 0 <= id <= MAX_SAFE_INTEGER
+                    and 0 <= conversation <= MAX_SAFE_INTEGER
+                ):
+                    try:
+                        data = orjson.dumps(value, option=_JSON_OPTIONS)
+                    except (TypeError, orjson.JSONEncodeError):
+                        pass
+                    else:
+                        if b"null" not in data or not _has_non_finite(value):
+                            claims.append((id, "entry"))
+                            entries.append((id, conversation, 0 if value.get("head") is None else 1, data))
+                            continue
         name = f"writes[{i}]"
         write = _obj(name, raw)
         kind = write.get("type")
@@ -661,6 +698,7 @@ class Records:
         self._document_scan = {k: sql(v) for k, v in DOCUMENT_SCAN.items()}
         sizes = [1 << n for n in range(ID_CHUNK.bit_length()) if 1 << n <= ID_CHUNK]
         self._id_types = {n: sql(_ids_sql("rec_id", "id, type", n)) for n in sizes}
+        self._claim_ids = {n: sql(_claim_sql(n)) for n in sizes}
         self._document_records = {n: sql(_ids_sql("rec_document", "id, record", n)) for n in sizes}
         self._scans = {
             table: {
@@ -691,10 +729,9 @@ class Records:
             if row is None:  # pragma: no cover - the migration seeds the row
                 raise DurastateError("records: the commit sequence row is missing")
             seq = int(row[0])
-            self._check_ids(plan.claims)
-            revisions = self._check_documents(plan.documents) if plan.documents else []
             if plan.claims:
-                engine.executemany(self._claim, plan.claims)
+                self._claim_and_check_ids(plan.claims)
+            revisions = self._check_documents(plan.documents) if plan.documents else []
             if plan.conversations:
                 engine.executemany(self._insert_conversation, plan.conversations)
             if plan.entries:
@@ -730,11 +767,33 @@ class Records:
             rows.extend(self._engine.all(statements[size], chunk + [chunk[-1]] * (size - len(chunk))))
         return rows
 
-    def _check_ids(self, claims: list[tuple[int, str]]) -> None:
-        """The seed's ``_check_global_ids``: one id, one record type."""
-        if not claims:
-            return
-        existing: dict[int, str] = {int(i): str(t) for i, t in self._lookup(self._id_types, [c[0] for c in claims])}
+    def _claim_and_check_ids(self, claims: list[tuple[int, str]]) -> None:
+        """Claim the batch's ids and apply the seed's ``_check_global_ids``.
+
+        One id, one record type. The claim and the check are one statement
+        per ``ID_CHUNK`` ids (``INSERT ... ON CONFLICT DO NOTHING
+        RETURNING id``): ids it took were free; only the others are looked
+        up. A refusal raises inside the commit's transaction, which rolls
+        the claims back (no statement fails, so nothing is doomed).
+        """
+        first: dict[int, str] = {}
+        for id, table in claims:
+            first.setdefault(id, table)
+        unique = list(first.items())
+        taken: set[int] = set()
+        engine = self._engine
+        for start in range(0, len(unique), ID_CHUNK):
+            chunk = unique[start : start + ID_CHUNK]
+            size = 1 << (len(chunk) - 1).bit_length()
+            params: list[Any] = []
+            for pair in chunk:
+                params += pair
+            params += chunk[-1] * (size - len(chunk))
+            taken.update(int(r[0]) for r in engine.all(self._claim_ids[size], params))
+        if len(taken) == len(claims):
+            return  # every id new and written once: nothing to check
+        before = [id for id in first if id not in taken]
+        existing: dict[int, str] = {int(i): str(t) for i, t in self._lookup(self._id_types, before)} if before else {}
         claimed: dict[int, str] = {}
         for id, table in claims:
             have = existing.get(id)
