@@ -62,6 +62,14 @@ class Raw:
         self.begin = begin
         self.clock = store.engine.now_ms
         self.no_limit = store.engine.dialect.no_limit
+        # PostgreSQL: the engine records an attempt row at the first write of
+        # every transaction (retry safety); the raw cycle executes it too, at
+        # the same place, so both sides run the same statements.
+        self.attempt_sql: str | None = getattr(store.engine, "_attempt_insert", None)
+
+    def _attempt(self, cur: Any) -> None:
+        if self.attempt_sql is not None:
+            cur.execute(self.attempt_sql, (os.urandom(16), self.clock()))
 
     def _tx(self, body: Callable[[Any], None]) -> None:
         cur = self.conn.cursor()
@@ -82,6 +90,7 @@ class Raw:
             row = cur.fetchone()
             last = row[0]
             event_id = str(uuid.uuid4())
+            self._attempt(cur)
             cur.execute(
                 ev._insert_event,
                 (
@@ -117,6 +126,7 @@ class Raw:
         now = self.clock()
 
         def claim(cur: Any) -> None:
+            self._attempt(cur)
             cur.execute(ev._claim_session, (now, now, "raw", now + 60_000, now + 60_000, session, now, session, now, 1))
             found.extend(cur.fetchall())
 
@@ -129,6 +139,7 @@ class Raw:
             cur.fetchall()
             cur.execute(ev._get_event_locked, (session, row[1]))
             cur.fetchall()
+            self._attempt(cur)
             cur.execute(ev._mark_processed, (done, row[15], "[]", session, row[1]))
 
         self._tx(complete)
