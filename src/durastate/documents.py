@@ -101,7 +101,6 @@ same keys in opposite orders can never wait for each other in a cycle.
 
 from __future__ import annotations
 
-import math
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -110,6 +109,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, overload
 
 import orjson
 
+from ._json import JSON_OPTIONS, has_non_finite
 from ._validate import INT64_MAX, as_int64, fail
 from .engines.base import Migration, Schema
 from .errors import Conflict, DurastateError, InvalidRequest
@@ -279,26 +279,8 @@ class InvalidDocument(InvalidRequest, TypeError):
 
 # -- encoding ----------------------------------------------------------------
 
-_DUMPS_OPTIONS = orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS
-
-
 def _refuse(value: Any) -> Any:
     raise TypeError(f"Type is not JSON serializable: {type(value).__name__}")
-
-
-def _has_non_finite(data: Any) -> bool:
-    """Whether a NaN or an infinity hides anywhere in ``data`` (iterative)."""
-    stack = [data]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, float):
-            if not math.isfinite(item):
-                return True
-        elif isinstance(item, dict):
-            stack.extend(item.values())
-        elif isinstance(item, (list, tuple)):
-            stack.extend(item)
-    return False
 
 
 def encode_document(data: Any, max_size: int | None = None) -> bytes:
@@ -306,7 +288,7 @@ def encode_document(data: Any, max_size: int | None = None) -> bytes:
     if not isinstance(data, dict):
         raise InvalidDocument(f"a document must be a dict (a JSON object), got {type(data).__name__}")
     try:
-        blob = orjson.dumps(data, default=_refuse, option=_DUMPS_OPTIONS)
+        blob = orjson.dumps(data, default=_refuse, option=JSON_OPTIONS)
     except orjson.JSONEncodeError as exc:
         message = str(exc)
         if "surrogates" in message or "Integer exceeds" in message or "Recursion limit" in message:
@@ -318,7 +300,7 @@ def encode_document(data: Any, max_size: int | None = None) -> bytes:
     # whether anything changed on the way; only when it did (a NaN, or just
     # a tuple that became a list, a UUID that became a string) does the
     # slower walk decide.
-    if b"null" in blob and orjson.loads(blob) != data and _has_non_finite(data):
+    if b"null" in blob and orjson.loads(blob) != data and has_non_finite(data):
         raise InvalidRequest("document cannot be stored as JSON: it contains NaN or an infinity")
     if max_size is not None and len(blob) > max_size:
         fail(f"document is {len(blob)} bytes as JSON; the limit is max_value_size={max_size}")

@@ -102,7 +102,6 @@ Design decisions (where the seed and DESIGN are silent):
 
 from __future__ import annotations
 
-import math
 import threading
 import uuid
 from collections.abc import Callable, Generator, Iterable, Mapping
@@ -111,6 +110,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from ._json import dump_json
 from ._validate import as_int64, as_list, fail
 from .documents import prefix_successor
 from .engines.base import Migration, Schema
@@ -523,36 +523,6 @@ def positive(name: str, value: Any) -> int:
     if n < 1:
         fail(f"{name} must be >= 1, got {n}")
     return n
-
-
-def _has_non_finite(value: Any) -> bool:
-    stack = [value]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, float):
-            if not math.isfinite(item):
-                return True
-        elif isinstance(item, dict):
-            stack.extend(item.values())
-        elif isinstance(item, (list, tuple)):
-            stack.extend(item)
-    return False
-
-
-_JSON_OPTIONS = orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS
-
-
-def dump_json(name: str, value: Any, max_size: int | None = None) -> bytes:
-    """Compact JSON bytes, or ``InvalidRequest`` for what JSON cannot hold."""
-    try:
-        data = orjson.dumps(value, option=_JSON_OPTIONS)
-    except (TypeError, orjson.JSONEncodeError) as exc:
-        fail(f"{name} is not JSON-serialisable (JSON types only, str keys, no lone surrogates): {exc}")
-    if b"null" in data and _has_non_finite(value):
-        fail(f"{name} contains NaN or infinity, which JSON cannot hold")
-    if max_size is not None and len(data) > max_size:
-        fail(f"{name} is {len(data)} bytes as JSON; the limit is max_value_size={max_size}")
-    return data
 
 
 def _expiry(now: int, ttl_ms: Any, expires_at_ms: Any) -> int:

@@ -37,10 +37,11 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from ._json import dump_json
 from ._validate import as_int64, fail
 from .engines.base import Migration, Schema
 from .errors import DurastateError
-from .events import MAX_DURATION_MS, dump_json, text
+from .events import MAX_DURATION_MS, text
 
 if TYPE_CHECKING:
     from .engines.base import Engine

@@ -75,7 +75,6 @@ Decisions where the seed is silent (listed for docs/decisions.md):
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -84,6 +83,7 @@ import jsonpatch
 import jsonpointer
 import orjson
 
+from ._json import JSON_OPTIONS, dump_json, has_non_finite
 from .engines.base import Migration, Schema
 from .errors import Conflict, DurastateError, InvalidRequest, NotFound
 
@@ -288,9 +288,6 @@ DOCUMENT_SCAN = {
 
 # -- validation helpers -------------------------------------------------------
 
-_JSON_OPTIONS = orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS
-
-
 def fail(message: str) -> NoReturn:
     raise InvalidRequest(message)
 
@@ -299,26 +296,9 @@ def reject(message: str) -> NoReturn:
     raise Conflict(message)
 
 
-def _has_non_finite(value: Any) -> bool:
-    if isinstance(value, float):
-        return not math.isfinite(value)
-    if isinstance(value, dict):
-        return any(_has_non_finite(v) for v in value.values())
-    if isinstance(value, (list, tuple)):
-        return any(_has_non_finite(v) for v in value)
-    return False
-
-
 def dumps(name: str, value: Any) -> bytes:
     """Compact JSON bytes of ``value``; InvalidRequest for what JSON cannot hold."""
-    try:
-        data = orjson.dumps(value, option=_JSON_OPTIONS)
-    except (TypeError, orjson.JSONEncodeError) as exc:
-        fail(f"{name} is not JSON-serialisable (JSON types only, str keys, no lone surrogates): {exc}")
-    # orjson writes NaN and infinity as null; only then is a walk needed.
-    if b"null" in data and _has_non_finite(value):
-        fail(f"{name} contains NaN or infinity, which JSON cannot hold")
-    return data
+    return dump_json(name, value)
 
 
 def _text(name: str, value: Any) -> str:
@@ -512,11 +492,11 @@ def _plan(writes: Any) -> _Plan:
                     and 0 <= conversation <= MAX_SAFE_INTEGER
                 ):
                     try:
-                        data = orjson.dumps(value, option=_JSON_OPTIONS)
+                        data = orjson.dumps(value, option=JSON_OPTIONS)
                     except (TypeError, orjson.JSONEncodeError):
                         pass
                     else:
-                        if b"null" not in data or not _has_non_finite(value):
+                        if b"null" not in data or not has_non_finite(value):
                             claims.append((id, "entry"))
                             entries.append((id, conversation, 0 if value.get("head") is None else 1, data))
                             continue

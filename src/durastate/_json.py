@@ -1,0 +1,51 @@
+"""JSON in and out of the facets that store JSON (documents, events, records).
+
+orjson, compact. What JSON cannot hold is refused with ``InvalidRequest``
+before anything is written: non-JSON types, non-str keys, lone surrogates,
+integers beyond 64 bits, and NaN/infinities (which orjson would quietly
+write as ``null``; we refuse rather than change the value).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import orjson
+
+from ._validate import fail
+
+__all__ = ["JSON_OPTIONS", "dump_json", "has_non_finite"]
+
+# datetimes and dataclasses are not JSON: let them reach ``default`` / fail.
+JSON_OPTIONS = orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS
+
+
+def has_non_finite(value: Any) -> bool:
+    """Whether a NaN or an infinity hides anywhere in ``value`` (iterative)."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, float):
+            if not math.isfinite(item):
+                return True
+        elif isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, (list, tuple)):
+            stack.extend(item)
+    return False
+
+
+def dump_json(name: str, value: Any, max_size: int | None = None) -> bytes:
+    """Compact JSON bytes of ``value``; ``InvalidRequest`` naming ``name`` otherwise."""
+    try:
+        data = orjson.dumps(value, option=JSON_OPTIONS)
+    except (TypeError, orjson.JSONEncodeError) as exc:
+        fail(f"{name} is not JSON-serialisable (JSON types only, str keys, no lone surrogates): {exc}")
+    # Only a text with a null in it can hide a NaN; decoding it back (C
+    # speed) tells whether anything changed before the slower walk decides.
+    if b"null" in data and orjson.loads(data) != value and has_non_finite(value):
+        fail(f"{name} contains NaN or infinity, which JSON cannot hold")
+    if max_size is not None and len(data) > max_size:
+        fail(f"{name} is {len(data)} bytes as JSON; the limit is max_value_size={max_size}")
+    return data
