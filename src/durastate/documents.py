@@ -156,7 +156,7 @@ SCHEMA = Schema(
                 # like SQLite's BINARY; the database's default collation
                 # (say en_US) would break prefix ranges and cursors.
                 "postgresql": (
-                    'CREATE TABLE {p}documents ('
+                    "CREATE TABLE {p}documents ("
                     ' key TEXT COLLATE "C" PRIMARY KEY, payload BYTEA NOT NULL, revision BIGINT NOT NULL)',
                 ),
             },
@@ -173,8 +173,7 @@ UPSERT = (
     " RETURNING revision"
 )
 CREATE = (
-    "INSERT INTO {p}documents (key, payload, revision) VALUES (?, ?, 1)"
-    " ON CONFLICT (key) DO NOTHING RETURNING revision"
+    "INSERT INTO {p}documents (key, payload, revision) VALUES (?, ?, 1) ON CONFLICT (key) DO NOTHING RETURNING revision"
 )
 CAS = "UPDATE {p}documents SET payload = ?, revision = revision + 1 WHERE key = ? AND revision = ? RETURNING revision"
 DELETE = "DELETE FROM {p}documents WHERE key = ?"
@@ -199,20 +198,14 @@ LOCK_FACET = {
 
 def describe_prefix_sql(bounded: bool) -> str:
     upper = " AND key < ?" if bounded else ""
-    return (
-        "SELECT count(*), COALESCE(sum(length(payload)), 0) FROM {p}documents"
-        f" WHERE key >= ?{upper}"
-    )
+    return f"SELECT count(*), COALESCE(sum(length(payload)), 0) FROM {{p}}documents WHERE key >= ?{upper}"
 
 
 def list_sql(after: bool, bounded: bool) -> str:
     """One page of ``list``: keys from the lower bound (exclusive after a cursor)."""
     lower = "key > ?" if after else "key >= ?"
     upper = " AND key < ?" if bounded else ""
-    return (
-        f"SELECT key, revision, length(payload) FROM {{p}}documents WHERE {lower}{upper}"
-        " ORDER BY key LIMIT ?"
-    )
+    return f"SELECT key, revision, length(payload) FROM {{p}}documents WHERE {lower}{upper} ORDER BY key LIMIT ?"
 
 
 # -- values ------------------------------------------------------------------
@@ -278,6 +271,7 @@ class InvalidDocument(InvalidRequest, TypeError):
 
 
 # -- encoding ----------------------------------------------------------------
+
 
 def _refuse(value: Any) -> Any:
     raise TypeError(f"Type is not JSON serializable: {type(value).__name__}")

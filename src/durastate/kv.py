@@ -103,10 +103,10 @@ PUT_PERSISTENT = (
 )
 DRAIN = "DELETE FROM {p}kv WHERE scope = ? AND ns = ? RETURNING key, value, expires_at"
 DELETE_ALL = "DELETE FROM {p}kv WHERE scope = ? AND ns = ?"
-PRUNE = (
-    "DELETE FROM {p}kv WHERE (scope, ns, key) IN"
-    " (SELECT scope, ns, key FROM {p}kv WHERE expires_at <= ? LIMIT ?)"
-)
+PRUNE = "DELETE FROM {p}kv WHERE (scope, ns, key) IN (SELECT scope, ns, key FROM {p}kv WHERE expires_at <= ? LIMIT ?)"
+# Whether a sweep would find anything: a read on the partial expiry index,
+# so the sweep in passing takes the write lock only when there is work.
+PRUNE_DUE = "SELECT 1 FROM {p}kv WHERE expires_at <= ? LIMIT 1"
 CLEAR_VALUES = "DELETE FROM {p}kv WHERE scope = ?"
 CLEAR_LOGS = "DELETE FROM {p}kv_log WHERE scope = ?"
 CLEAR_COUNTERS = "DELETE FROM {p}kv_counter WHERE scope = ?"
@@ -116,14 +116,10 @@ APPEND = {
     # Gap-free and in commit order under concurrent appenders: the ordinal
     # comes from the locked sequence row (engines.base.CORE_SCHEMA).
     "postgresql": (
-        "INSERT INTO {p}kv_log (id, scope, ns, key, value)"
-        " VALUES ({p}next_value('kv_log'), ?, ?, ?, ?) RETURNING id"
+        "INSERT INTO {p}kv_log (id, scope, ns, key, value) VALUES ({p}next_value('kv_log'), ?, ?, ?, ?) RETURNING id"
     ),
 }
-LOG_PAGE = (
-    "SELECT id, value FROM {p}kv_log WHERE scope = ? AND ns = ? AND key = ? AND id > ?"
-    " ORDER BY id LIMIT ?"
-)
+LOG_PAGE = "SELECT id, value FROM {p}kv_log WHERE scope = ? AND ns = ? AND key = ? AND id > ? ORDER BY id LIMIT ?"
 
 COUNTER_GET = "SELECT n FROM {p}kv_counter WHERE scope = ? AND ns = ? AND key = ?"
 # The WHERE bounds (the range the old value must lie in for old + delta to
@@ -149,10 +145,7 @@ def _in_list(count: int) -> str:
 
 def get_many_sql(count: int) -> str:
     """``SELECT`` of ``count`` keys of one namespace (one text per count)."""
-    return (
-        "SELECT key, value, expires_at FROM {p}kv WHERE scope = ? AND ns = ?"
-        " AND key IN " + _in_list(count)
-    )
+    return "SELECT key, value, expires_at FROM {p}kv WHERE scope = ? AND ns = ? AND key IN " + _in_list(count)
 
 
 def delete_keys_sql(count: int) -> str:
@@ -207,6 +200,7 @@ class KV:
         self._drain = sql(DRAIN)
         self._delete_all = sql(DELETE_ALL)
         self._prune = sql(PRUNE)
+        self._prune_due = sql(PRUNE_DUE)
         self._clear = (sql(CLEAR_VALUES), sql(CLEAR_LOGS), sql(CLEAR_COUNTERS))
         self._append = sql(APPEND)
         self._log_page = sql(LOG_PAGE)
@@ -215,10 +209,7 @@ class KV:
         self._counter_set = sql(COUNTER_SET)
         self._counter_delete = sql(COUNTER_DELETE)
         self._scan = {
-            (s, e, r): sql(scan_sql(s, e, r))
-            for s in (False, True)
-            for e in (False, True)
-            for r in (False, True)
+            (s, e, r): sql(scan_sql(s, e, r)) for s in (False, True) for e in (False, True) for r in (False, True)
         }
         self._delete_range = {(s, e): sql(delete_range_sql(s, e)) for s in (False, True) for e in (False, True)}
         self._get_many = [""] + [sql(get_many_sql(n)) for n in range(1, KEY_CHUNK + 1)]
@@ -296,8 +287,14 @@ class KV:
         it failed: the sweep is skipped and a later write tries again. The
         savepoint keeps a failed sweep from dooming a caller's transaction.
         """
+        engine = self._engine
         try:
-            with self._engine.transaction():
+            # Outside a transaction only (a failed read there dooms nothing,
+            # and inside one the write lock is held already): nothing
+            # expired means no transaction and no write lock.
+            if not engine.in_transaction() and engine.one(self._prune_due, (engine.now_ms(),)) is None:
+                return
+            with engine.transaction():
                 self.prune_expired(PRUNE_BATCH)
         except StoreUnavailable:
             pass
@@ -639,9 +636,7 @@ class KV:
         return ScopedKV(self, as_bytes("scope", scope))
 
 
-def _scan_params(
-    scope: bytes, ns: bytes, start: bytes | None, end: bytes | None, now: int, want: int
-) -> list[Any]:
+def _scan_params(scope: bytes, ns: bytes, start: bytes | None, end: bytes | None, now: int, want: int) -> list[Any]:
     params: list[Any] = [scope, ns]
     if start is not None:
         params.append(start)

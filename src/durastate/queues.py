@@ -105,13 +105,9 @@ SCHEMA = Schema(
 
 # -- statements ---------------------------------------------------------------
 
-PUSH = (
-    "INSERT INTO {p}queue (queue, payload, available_at, max_attempts, created_at)"
-    " VALUES (?, ?, ?, ?, ?)"
-)
+PUSH = "INSERT INTO {p}queue (queue, payload, available_at, max_attempts, created_at) VALUES (?, ?, ?, ?, ?)"
 _NEXT_ID = (
-    "SELECT id FROM {p}queue WHERE queue = ? AND available_at <= ?"
-    " ORDER BY available_at, id LIMIT 1{skip_locked}"
+    "SELECT id FROM {p}queue WHERE queue = ? AND available_at <= ? ORDER BY available_at, id LIMIT 1{skip_locked}"
 )
 POP = "DELETE FROM {p}queue WHERE id = (" + _NEXT_ID + ") RETURNING payload"
 # The fast path of claim: one statement takes the head unless it has used up
@@ -536,4 +532,3 @@ class Queues:
         wanted = [as_int64("ids[]", i) for i in as_list("ids", ids)]
         with engine.transaction():
             return sum(engine.execute(self._delete_dead_id, (queue, i)) for i in dict.fromkeys(wanted))
-

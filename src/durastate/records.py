@@ -288,6 +288,7 @@ DOCUMENT_SCAN = {
 
 # -- validation helpers -------------------------------------------------------
 
+
 def fail(message: str) -> NoReturn:
     raise InvalidRequest(message)
 

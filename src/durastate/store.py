@@ -52,9 +52,7 @@ def _sqlite_path(url: str | os.PathLike[str] | None) -> str | None:
     if url.startswith("sqlite://"):
         rest = url[len("sqlite://") :]
         if not rest.startswith("/"):
-            raise InvalidRequest(
-                f"sqlite URL {url!r}: use sqlite:///absolute/path.db or sqlite:relative/path.db"
-            )
+            raise InvalidRequest(f"sqlite URL {url!r}: use sqlite:///absolute/path.db or sqlite:relative/path.db")
         return rest
     if url.startswith("sqlite:"):
         return url[len("sqlite:") :]
@@ -71,8 +69,7 @@ def _make_engine(url: str | os.PathLike[str] | None, options: dict[str, Any]) ->
             from .engines.postgres import PostgresEngine
         except ImportError as exc:  # psycopg missing
             raise InvalidRequest(
-                f"opening {url.split('@')[-1]!r} needs the PostgreSQL driver: "
-                f"pip install 'durastate[postgres]' ({exc})"
+                f"opening {url.split('@')[-1]!r} needs the PostgreSQL driver: pip install 'durastate[postgres]' ({exc})"
             ) from None
         engine: Engine = PostgresEngine(url, **options)
         return engine

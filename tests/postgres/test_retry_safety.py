@@ -108,9 +108,7 @@ def test_transaction_commit_lost_is_resolved(store: durastate.Store, proxy: Cutt
     assert store.queues.stats("jobs").ready == 1
 
 
-def test_transaction_lost_before_commit_reports_nothing_applied(
-    store: durastate.Store, proxy: CuttingProxy
-) -> None:
+def test_transaction_lost_before_commit_reports_nothing_applied(store: durastate.Store, proxy: CuttingProxy) -> None:
     proxy.drop_request(b"COMMIT")
     with pytest.raises(durastate.StoreUnavailable, match="nothing was applied"), store.transaction():
         store.kv.incr(b"s", b"n", b"c", 1)

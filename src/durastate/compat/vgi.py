@@ -433,13 +433,9 @@ class FunctionStorageBackend(Protocol):
 
     def state_counter_get(self, scope_id: bytes, ns: bytes, key: bytes, *, shard_key: str = "") -> int: ...
 
-    def state_counter_add(
-        self, scope_id: bytes, ns: bytes, key: bytes, delta: int, *, shard_key: str = ""
-    ) -> int: ...
+    def state_counter_add(self, scope_id: bytes, ns: bytes, key: bytes, delta: int, *, shard_key: str = "") -> int: ...
 
-    def state_counter_set(
-        self, scope_id: bytes, ns: bytes, key: bytes, value: int, *, shard_key: str = ""
-    ) -> None: ...
+    def state_counter_set(self, scope_id: bytes, ns: bytes, key: bytes, value: int, *, shard_key: str = "") -> None: ...
 
     def state_counter_delete(self, scope_id: bytes, ns: bytes, key: bytes, *, shard_key: str = "") -> None: ...
 
@@ -938,9 +934,7 @@ class BoundStorage:
 
     def counter_add(self, ns: bytes | FrameworkNS, key: bytes, delta: int) -> int:
         """Atomically add ``delta``; return the new value."""
-        return self._base.state_counter_add(
-            self._execution_id, _coerce_ns(ns), key, delta, shard_key=self._shard_key
-        )
+        return self._base.state_counter_add(self._execution_id, _coerce_ns(ns), key, delta, shard_key=self._shard_key)
 
     def counter_set(self, ns: bytes | FrameworkNS, key: bytes, value: int) -> None:
         """Overwrite the counter."""
@@ -1180,15 +1174,11 @@ class ShardedStorage:
         inner, scope = self._route("state_counter_get", shard_key, scope_id)
         return inner.state_counter_get(scope, ns, key)
 
-    def state_counter_add(
-        self, scope_id: bytes, ns: bytes, key: bytes, delta: int, *, shard_key: str = ""
-    ) -> int:
+    def state_counter_add(self, scope_id: bytes, ns: bytes, key: bytes, delta: int, *, shard_key: str = "") -> int:
         inner, scope = self._route("state_counter_add", shard_key, scope_id)
         return inner.state_counter_add(scope, ns, key, delta)
 
-    def state_counter_set(
-        self, scope_id: bytes, ns: bytes, key: bytes, value: int, *, shard_key: str = ""
-    ) -> None:
+    def state_counter_set(self, scope_id: bytes, ns: bytes, key: bytes, value: int, *, shard_key: str = "") -> None:
         inner, scope = self._route("state_counter_set", shard_key, scope_id)
         inner.state_counter_set(scope, ns, key, value)
 

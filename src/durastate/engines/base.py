@@ -182,15 +182,10 @@ CORE_SCHEMA = Schema(
 )
 
 SCHEMA_TABLE = "{p}schema"
-_CREATE_SCHEMA_TABLE = (
-    "CREATE TABLE IF NOT EXISTS {p}schema ("
-    " facet TEXT PRIMARY KEY,"
-    " version INTEGER NOT NULL)"
-)
+_CREATE_SCHEMA_TABLE = "CREATE TABLE IF NOT EXISTS {p}schema ( facet TEXT PRIMARY KEY, version INTEGER NOT NULL)"
 _READ_VERSIONS = "SELECT facet, version FROM {p}schema"
 _UPSERT_VERSION = (
-    "INSERT INTO {p}schema (facet, version) VALUES (?, ?)"
-    " ON CONFLICT (facet) DO UPDATE SET version = excluded.version"
+    "INSERT INTO {p}schema (facet, version) VALUES (?, ?) ON CONFLICT (facet) DO UPDATE SET version = excluded.version"
 )
 
 

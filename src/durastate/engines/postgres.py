@@ -72,9 +72,7 @@ POSTGRES_DIALECT = Dialect(
         # Concurrent claimers take different rows instead of queueing.
         "skip_locked": " FOR UPDATE SKIP LOCKED",
     },
-    table_exists=(
-        "SELECT 1 FROM pg_catalog.pg_tables WHERE tablename = ? AND schemaname = current_schema()"
-    ),
+    table_exists=("SELECT 1 FROM pg_catalog.pg_tables WHERE tablename = ? AND schemaname = current_schema()"),
     # A btree entry holds at most ~2704 bytes (a third of a page) including
     # headers; incompressible keys above this fail with a statement error.
     max_index_key=2600,

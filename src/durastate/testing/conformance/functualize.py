@@ -128,9 +128,7 @@ class TestFunctualizeReadWrite(_WithSubstrate):
         assert substrate.write("k", {"v": "lost"}, expect=1) is False
         assert substrate.read("k") == Stored({"v": 2}, 2)
 
-    def test_write_with_expect_on_an_absent_key_is_false_and_creates_nothing(
-        self, substrate: SQLiteSubstrate
-    ) -> None:
+    def test_write_with_expect_on_an_absent_key_is_false_and_creates_nothing(self, substrate: SQLiteSubstrate) -> None:
         assert substrate.write("k", {"v": 1}, expect=1) is False
         assert substrate.read("k") is None
 

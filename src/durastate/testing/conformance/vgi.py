@@ -655,9 +655,7 @@ class TestVgiCounters(_Fixtures):
         assert storage.state_counter_get(b"s", b"n", b"low") == INT64_MIN
 
     @pytest.mark.parametrize("number", [2**63, INT64_MIN - 1, 10**40])
-    def test_arguments_outside_int64_are_overflow_and_value_errors(
-        self, storage: FunctionStorage, number: int
-    ) -> None:
+    def test_arguments_outside_int64_are_overflow_and_value_errors(self, storage: FunctionStorage, number: int) -> None:
         storage.state_counter_set(b"s", b"n", b"c", 7)
         for call in (
             lambda: storage.state_counter_add(b"s", b"n", b"c", number),
