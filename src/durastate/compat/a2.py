@@ -48,6 +48,7 @@ from .. import events as _events
 from .. import store as _store
 from .._aio import AsyncRunner
 from ..errors import DurastateError, InvalidRequest, StoreClosed
+from ..events import FailResult, RenewResult  # the same shape here: no times, no events
 from ..presence import PresenceEntry
 
 __all__ = [
@@ -171,21 +172,9 @@ class ClaimResult:
 
 
 @dataclass(frozen=True)
-class RenewResult:
-    renewed: tuple[int, ...]
-    superseded: tuple[int, ...]
-
-
-@dataclass(frozen=True)
 class CompleteResult:
     outcome: str  # "completed" | "superseded"
     events: tuple[StoredEvent, ...] = ()
-
-
-@dataclass(frozen=True)
-class FailResult:
-    outcome: str  # "failed" | "dead_lettered" | "superseded"
-    failure_count: int
 
 
 @dataclass(frozen=True)
@@ -348,7 +337,7 @@ class A2Store:
         result = await self._call(
             self._events.renew_claims, session_id, holder, claims, ttl_ms=ttl_ms, expires_at_ms=expires_at_ms
         )
-        return RenewResult(result.renewed, result.superseded)
+        return result
 
     async def complete_attempt(
         self, *, session_id: str, index: int, attempt: int, events: Iterable[Mapping[str, Any]]
@@ -360,7 +349,7 @@ class A2Store:
         self, *, session_id: str, index: int, attempt: int, error: str, max_failures: int
     ) -> FailResult:
         result = await self._call(self._events.fail_attempt, session_id, index, attempt, error, max_failures)
-        return FailResult(result.outcome, result.failure_count)
+        return result
 
     async def read_state(self, session_id: str, reducer_name: str) -> StateRead:
         result = await self._call(self._events.read_state, session_id, reducer_name)
