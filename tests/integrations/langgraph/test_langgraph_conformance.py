@@ -14,10 +14,10 @@ import pytest
 
 pytest.importorskip("langgraph.checkpoint.conformance")
 
-from langgraph.checkpoint.conformance import checkpointer_test, validate  # noqa: E402
-from langgraph.checkpoint.conformance.capabilities import ALL_CAPABILITIES  # noqa: E402
+from langgraph.checkpoint.conformance import checkpointer_test, validate
+from langgraph.checkpoint.conformance.capabilities import ALL_CAPABILITIES
 
-from durastate.integrations.langgraph import DurastateSaver  # noqa: E402
+from durastate.integrations.langgraph import DurastateSaver
 
 # The suite's test counts per capability in langgraph-checkpoint-conformance 0.0.2
 # (58 base + 23 optional): a capability that silently ran fewer tests fails too.

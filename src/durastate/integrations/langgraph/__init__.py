@@ -14,7 +14,7 @@ durastate URL: one SQLite file or PostgreSQL::
 from __future__ import annotations
 
 try:
-    import langgraph.checkpoint.base  # noqa: F401
+    import langgraph.checkpoint.base
     import langgraph.store.base  # noqa: F401
 except ImportError as exc:  # pragma: no cover - exercised without the extra
     raise ImportError(

@@ -12,8 +12,10 @@ tag byte, so one thread's rows sort together and ``delete_thread`` is one
   at one version, stored once however many checkpoints use it (what
   PostgresSaver does; primitives - None, str, int, float, bool - stay
   inline in the checkpoint, as there);
-* ``w`` + checkpoint_ns + NUL + checkpoint_id + NUL + task_id + NUL + idx:
-  one pending write;
+* ``c`` + checkpoint_ns + NUL + checkpoint_id + NUL + task_id + NUL + idx:
+  one pending write, right after its checkpoint in key order, so one range
+  scan reads a checkpoint with its writes (and a reverse scan the newest
+  checkpoints with theirs);
 * ``r`` + run_id: the thread holds checkpoints of that run (for
   ``delete_for_runs``).
 
@@ -84,12 +86,17 @@ THREAD_NS_PREFIX = b"t:"
 NAMESPACES = b"n"
 CHECKPOINT = b"c"
 BLOB = b"b"
-WRITE = b"w"
+CHECKPOINT_END = b"d"
 RUN = b"r"
 SEP = b"\x00"
 # The first byte after SEP: a range [prefix + SEP, prefix + AFTER) holds exactly
 # the keys that extend prefix + SEP.
 AFTER = b"\x01"
+# Reverse scans for the newest checkpoints: rows in the first page per
+# checkpoint wanted (itself and a few writes), growing to MAX_PAGE.
+ROWS_PER_CHECKPOINT = 4
+FIRST_PAGE = 32
+MAX_PAGE = 512
 # Rows loaded per batch while listing (checkpoints whose values and writes are
 # fetched together); alist hands pages of this size across threads.
 LIST_BATCH = 64
@@ -115,7 +122,7 @@ def _text(name: str, value: Any) -> bytes:
 
 
 class _Row(NamedTuple):
-    """One stored checkpoint, not yet deserialized."""
+    """One stored checkpoint and its writes, not yet deserialized."""
 
     checkpoint_id: str
     thread_id: str
@@ -125,12 +132,22 @@ class _Row(NamedTuple):
     metadata: tuple[str, bytes]
     run_id: str | None
     delta: bool
+    writes: list[bytes]
 
 
-def _decode_row(thread_id: str, checkpoint_ns: str, key: bytes, value: bytes) -> _Row:
+def _decode_row(thread_id: str, checkpoint_ns: str, checkpoint_id: bytes, value: bytes, writes: list[bytes]) -> _Row:
     parent_id, cp_type, cp_bytes, md_type, md_bytes, run_id, delta = _unpack(value)
-    checkpoint_id = key[len(checkpoint_ns.encode()) + 2 :].decode()
-    return _Row(checkpoint_id, thread_id, checkpoint_ns, parent_id, (cp_type, cp_bytes), (md_type, md_bytes), run_id, delta)
+    return _Row(
+        checkpoint_id.decode(),
+        thread_id,
+        checkpoint_ns,
+        parent_id,
+        (cp_type, cp_bytes),
+        (md_type, md_bytes),
+        run_id,
+        delta,
+        writes,
+    )
 
 
 def _contains(document: Any, wanted: Any) -> bool:
@@ -193,7 +210,9 @@ class DurastateSaver(BaseCheckpointSaver[str]):
     def __enter__(self) -> DurastateSaver:
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         self.close()
 
     async def __aenter__(self) -> DurastateSaver:
@@ -239,9 +258,7 @@ class DurastateSaver(BaseCheckpointSaver[str]):
         return [key.decode() for key, _ in self._kv.scan(self._scope, THREADS_NS)]
 
     def _namespaces(self, tns: bytes) -> list[str]:
-        return [
-            key[1:].decode() for key, _ in self._kv.scan(self._scope, tns, start=NAMESPACES, end=b"o")
-        ]
+        return [key[1:].decode() for key, _ in self._kv.scan(self._scope, tns, start=NAMESPACES, end=b"o")]
 
     # -- put ---------------------------------------------------------------------
 
@@ -287,7 +304,9 @@ class DurastateSaver(BaseCheckpointSaver[str]):
         # of an unlisted thread would be missed by list(None).
         self._kv.put(self._scope, THREADS_NS, thread_id.encode(), b"")
         self._kv.put_many(self._scope, self._thread_ns(thread_id), rows)
-        return {"configurable": {"thread_id": thread_id, "checkpoint_ns": checkpoint_ns, "checkpoint_id": checkpoint_id}}
+        return {
+            "configurable": {"thread_id": thread_id, "checkpoint_ns": checkpoint_ns, "checkpoint_id": checkpoint_id}
+        }
 
     def put_writes(
         self,
@@ -300,7 +319,7 @@ class DurastateSaver(BaseCheckpointSaver[str]):
         thread_id, _, ns, checkpoint_id = self._address(config)
         if checkpoint_id is None:
             raise InvalidRequest("put_writes needs config['configurable']['checkpoint_id']")
-        prefix = WRITE + ns + SEP + checkpoint_id.encode() + SEP + _text("task_id", task_id) + SEP
+        prefix = CHECKPOINT + ns + SEP + checkpoint_id.encode() + SEP + _text("task_id", task_id) + SEP
         if not isinstance(task_path, str):
             raise InvalidRequest(f"task_path must be a str, got {type(task_path).__name__}")
         dumps = self.serde.dumps_typed
@@ -324,21 +343,12 @@ class DurastateSaver(BaseCheckpointSaver[str]):
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """The checkpoint ``config`` names, or the namespace's latest without a checkpoint_id."""
-        thread_id, checkpoint_ns, ns, checkpoint_id = self._address(config)
-        tns = self._thread_ns(thread_id)
-        prefix = CHECKPOINT + ns + SEP
+        thread_id, checkpoint_ns, _, checkpoint_id = self._address(config)
         if checkpoint_id is None:
-            found = list(self._kv.scan(self._scope, tns, start=prefix, end=CHECKPOINT + ns + AFTER, reverse=True, limit=1))
-            if not found:
-                return None
-            key, value = found[0]
+            row = next(self._rows_desc(thread_id, checkpoint_ns, None, 1), None)
         else:
-            key = prefix + checkpoint_id.encode()
-            stored = self._kv.get(self._scope, tns, key)
-            if stored is None:
-                return None
-            value = stored
-        return self._load(thread_id, [_decode_row(thread_id, checkpoint_ns, key, value)])[0]
+            row = self._row(thread_id, checkpoint_ns, checkpoint_id)
+        return None if row is None else self._load(thread_id, [row])[0]
 
     def list(
         self,
@@ -354,12 +364,14 @@ class DurastateSaver(BaseCheckpointSaver[str]):
         if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 0):
             raise InvalidRequest(f"limit must be an int >= 0 or None, got {limit!r}")
         before_id = get_checkpoint_id(before) if before is not None else None
+        if before_id is not None:
+            _text("before checkpoint_id", before_id)
         only_id: str | None = None
         if config is None:
             sources = [(t, n) for t in self._threads() for n in self._namespaces(self._thread_ns(t))]
         else:
             thread_id, checkpoint_ns, _, only_id = self._address(config)
-            if "checkpoint_ns" in config["configurable"] and config["configurable"]["checkpoint_ns"] is not None:
+            if config["configurable"].get("checkpoint_ns") is not None:
                 sources = [(thread_id, checkpoint_ns)]
             else:
                 sources = [(thread_id, n) for n in self._namespaces(self._thread_ns(thread_id))]
@@ -375,11 +387,18 @@ class DurastateSaver(BaseCheckpointSaver[str]):
     ) -> Iterator[CheckpointTuple]:
         if limit == 0:
             return
-        rows = heapq.merge(
-            *(self._scan_rows(t, n, before_id, only_id) for t, n in sources),
-            key=lambda row: row.checkpoint_id,
-            reverse=True,
-        )
+        # Without a filter no source can contribute more than `limit` rows.
+        most = limit if not filter else None
+        rows: Iterator[_Row]
+        if only_id is not None:
+            found = (self._row(t, n, only_id) for t, n in sources if before_id is None or only_id < before_id)
+            rows = (row for row in found if row is not None)
+        else:
+            rows = heapq.merge(
+                *(self._rows_desc(t, n, before_id, most) for t, n in sources),
+                key=lambda row: row.checkpoint_id,
+                reverse=True,
+            )
         if filter:
             loads = self.serde.loads_typed
             rows = (row for row in rows if _contains(loads(row.metadata), filter))
@@ -396,40 +415,68 @@ class DurastateSaver(BaseCheckpointSaver[str]):
             for row in batch:
                 yield loaded[id(row)]
 
-    def _scan_rows(self, thread_id: str, checkpoint_ns: str, before_id: str | None, only_id: str | None) -> Iterator[_Row]:
-        ns = checkpoint_ns.encode()
-        tns = self._thread_ns(thread_id)
-        prefix = CHECKPOINT + ns + SEP
-        if only_id is not None:
-            if before_id is not None and only_id >= before_id:
+    def _row(self, thread_id: str, checkpoint_ns: str, checkpoint_id: str) -> _Row | None:
+        """One checkpoint with its writes: one range scan (the writes' keys extend the checkpoint's)."""
+        head = CHECKPOINT + checkpoint_ns.encode() + SEP + checkpoint_id.encode()
+        found = list(self._kv.scan(self._scope, self._thread_ns(thread_id), start=head, end=head + AFTER))
+        if not found or found[0][0] != head:
+            return None
+        return _decode_row(thread_id, checkpoint_ns, checkpoint_id.encode(), found[0][1], [v for _, v in found[1:]])
+
+    def _rows_desc(self, thread_id: str, checkpoint_ns: str, before_id: str | None, most: int | None) -> Iterator[_Row]:
+        """A namespace's checkpoints newest first, each with its writes, from one reverse scan.
+
+        Read in pages that start small (``most`` checkpoints with a few
+        writes each fit in the first) and double, so ``limit=1`` reads a
+        handful of rows, not a thread's history.
+        """
+        kv, scope, tns = self._kv, self._scope, self._thread_ns(thread_id)
+        prefix = CHECKPOINT + checkpoint_ns.encode() + SEP
+        end = prefix + before_id.encode() if before_id is not None else CHECKPOINT + checkpoint_ns.encode() + AFTER
+        page = min(MAX_PAGE, FIRST_PAGE if most is None else most * ROWS_PER_CHECKPOINT)
+        skip = len(prefix)
+        writes: list[bytes] = []
+        writes_of = b""
+        while True:
+            got = list(kv.scan(scope, tns, start=prefix, end=end, reverse=True, limit=page))
+            for key, value in got:
+                checkpoint_id, is_write, _ = key[skip:].partition(SEP)
+                if is_write:
+                    if checkpoint_id != writes_of:
+                        writes, writes_of = [], checkpoint_id
+                    writes.append(value)
+                else:
+                    yield _decode_row(
+                        thread_id, checkpoint_ns, checkpoint_id, value, writes if writes_of == checkpoint_id else []
+                    )
+                    writes, writes_of = [], b""
+            if len(got) < page:
                 return
-            value = self._kv.get(self._scope, tns, prefix + only_id.encode())
-            if value is not None:
-                yield _decode_row(thread_id, checkpoint_ns, prefix + only_id.encode(), value)
-            return
-        end = prefix + before_id.encode() if before_id is not None else CHECKPOINT + ns + AFTER
-        for key, value in self._kv.scan(self._scope, tns, start=prefix, end=end, reverse=True):
-            yield _decode_row(thread_id, checkpoint_ns, key, value)
+            end = got[-1][0]
+            page = min(MAX_PAGE, page * 2)
 
     def _load(self, thread_id: str, rows: list[_Row]) -> list[CheckpointTuple]:
-        """Tuples for rows of one thread: their channel values and writes in one read each per namespace."""
+        """Tuples for rows of one thread; all their channel values in one read."""
         kv, scope, tns, loads = self._kv, self._scope, self._thread_ns(thread_id), self.serde.loads_typed
         skeletons = [loads(row.checkpoint) for row in rows]
         blob_keys: dict[bytes, None] = {}
         wanted: list[list[tuple[str, bytes]]] = []
         for row, skeleton in zip(rows, skeletons, strict=True):
-            ns = row.checkpoint_ns.encode()
+            head = BLOB + row.checkpoint_ns.encode() + SEP
             inline = skeleton["channel_values"]
             needs = [
-                (channel, BLOB + ns + SEP + channel.encode() + SEP + str(version).encode())
+                (channel, head + channel.encode() + SEP + str(version).encode())
                 for channel, version in skeleton["channel_versions"].items()
                 if channel not in inline
             ]
             wanted.append(needs)
-            blob_keys.update(dict.fromkeys(key for _, key in needs))
+            for _, key in needs:
+                blob_keys[key] = None
         keys = list(blob_keys)
-        blobs = dict(zip(keys, kv.get_many(scope, tns, keys), strict=True)) if keys else {}
-        writes = self._writes(tns, rows)
+        if len(keys) == 1:  # the common case: one channel changed (kv.get is the cheaper statement)
+            blobs = {keys[0]: kv.get(scope, tns, keys[0])}
+        else:
+            blobs = dict(zip(keys, kv.get_many(scope, tns, keys), strict=True)) if keys else {}
         result = []
         for row, skeleton, needs in zip(rows, skeletons, wanted, strict=True):
             values = skeleton["channel_values"]
@@ -441,7 +488,9 @@ class DurastateSaver(BaseCheckpointSaver[str]):
                         values[channel] = loads((blob_type, blob_bytes))
             configurable = {"thread_id": thread_id, "checkpoint_ns": row.checkpoint_ns}
             parent = (
-                {"configurable": {**configurable, "checkpoint_id": row.parent_id}} if row.parent_id is not None else None
+                {"configurable": {**configurable, "checkpoint_id": row.parent_id}}
+                if row.parent_id is not None
+                else None
             )
             result.append(
                 CheckpointTuple(
@@ -449,32 +498,18 @@ class DurastateSaver(BaseCheckpointSaver[str]):
                     skeleton,
                     loads(row.metadata),
                     parent,  # type: ignore[arg-type]
-                    writes.get((row.checkpoint_ns, row.checkpoint_id), []),
+                    self._pending_writes(row.writes),
                 )
             )
         return result
 
-    def _writes(self, tns: bytes, rows: list[_Row]) -> dict[tuple[str, str], list[PendingWrite]]:
-        """Pending writes of the rows' checkpoints, in ``writes_sort_key`` order."""
-        wanted = {(row.checkpoint_ns, row.checkpoint_id) for row in rows}
-        by_ns: dict[str, list[str]] = {}
-        for checkpoint_ns, checkpoint_id in wanted:
-            by_ns.setdefault(checkpoint_ns, []).append(checkpoint_id)
+    def _pending_writes(self, stored: list[bytes]) -> list[PendingWrite]:
+        """Stored writes as ``(task_id, channel, value)``, in ``writes_sort_key`` order."""
+        if not stored:
+            return []
         loads = self.serde.loads_typed
-        found: dict[tuple[str, str], list[tuple[tuple[str, str, int], PendingWrite]]] = {}
-        for checkpoint_ns, ids in by_ns.items():
-            head = WRITE + checkpoint_ns.encode() + SEP
-            start = head + min(ids).encode() + SEP
-            end = head + max(ids).encode() + AFTER
-            for key, value in self._kv.scan(self._scope, tns, start=start, end=end):
-                checkpoint_id = key[len(head) :].split(SEP, 1)[0].decode()
-                if (checkpoint_ns, checkpoint_id) not in wanted:
-                    continue
-                task_id, task_path, channel, idx, value_type, value_bytes = _unpack(value)
-                found.setdefault((checkpoint_ns, checkpoint_id), []).append(
-                    (writes_sort_key(task_path, task_id, idx), (task_id, channel, loads((value_type, value_bytes))))
-                )
-        return {address: [write for _, write in sorted(items, key=lambda item: item[0])] for address, items in found.items()}
+        unpacked = sorted((_unpack(value) for value in stored), key=lambda w: writes_sort_key(w[1], w[0], w[3]))
+        return [(task_id, channel, loads((t, b))) for task_id, _, channel, _, t, b in unpacked]
 
     # -- deletion and copies ---------------------------------------------------
 
@@ -508,7 +543,11 @@ class DurastateSaver(BaseCheckpointSaver[str]):
         with self.store.transaction():
             for thread_id in self._threads():
                 tns = self._thread_ns(thread_id)
-                present = [key for key, found in zip(markers, self._kv.get_many(self._scope, tns, markers), strict=True) if found is not None]
+                present = [
+                    key
+                    for key, found in zip(markers, self._kv.get_many(self._scope, tns, markers), strict=True)
+                    if found is not None
+                ]
                 if not present:
                     continue
                 doomed = [row for row in self._thread_rows(thread_id) if row.run_id in runs]
@@ -550,35 +589,31 @@ class DurastateSaver(BaseCheckpointSaver[str]):
                         self._collect_blobs(thread_id, checkpoint_ns)
 
     def _thread_rows(self, thread_id: str) -> list[_Row]:
-        """Every checkpoint of a thread, every namespace (one range scan)."""
+        """Every checkpoint of a thread, every namespace, without its writes (one range scan)."""
         rows = []
-        for key, value in self._kv.scan(self._scope, self._thread_ns(thread_id), start=CHECKPOINT, end=b"d"):
-            checkpoint_ns = key[1:].split(SEP, 1)[0].decode()
-            rows.append(_decode_row(thread_id, checkpoint_ns, key, value))
+        for key, value in self._kv.scan(self._scope, self._thread_ns(thread_id), start=CHECKPOINT, end=CHECKPOINT_END):
+            checkpoint_ns, _, rest = key[1:].partition(SEP)
+            if SEP not in rest:
+                rows.append(_decode_row(thread_id, checkpoint_ns.decode(), rest, value, []))
         return rows
 
     def _delete_checkpoints(self, tns: bytes, rows: list[_Row]) -> None:
-        kv, scope = self._kv, self._scope
-        if not rows:
-            return
-        kv.delete(scope, tns, keys=[CHECKPOINT + row.checkpoint_ns.encode() + SEP + row.checkpoint_id.encode() for row in rows])
+        """Delete the checkpoints with their writes (the range their key starts)."""
         for row in rows:
-            head = WRITE + row.checkpoint_ns.encode() + SEP + row.checkpoint_id.encode()
-            kv.delete(scope, tns, start=head + SEP, end=head + AFTER)
+            head = CHECKPOINT + row.checkpoint_ns.encode() + SEP + row.checkpoint_id.encode()
+            self._kv.delete(self._scope, tns, start=head, end=head + AFTER)
 
     def _collect_blobs(self, thread_id: str, checkpoint_ns: str) -> None:
         """Delete the namespace's channel values no remaining checkpoint uses."""
         kv, scope, tns, loads = self._kv, self._scope, self._thread_ns(thread_id), self.serde.loads_typed
-        ns = checkpoint_ns.encode()
-        used: set[bytes] = set()
-        prefix = CHECKPOINT + ns + SEP
-        for key, value in kv.scan(scope, tns, start=prefix, end=CHECKPOINT + ns + AFTER):
-            skeleton = loads(_decode_row(thread_id, checkpoint_ns, key, value).checkpoint)
-            used.update(
-                BLOB + ns + SEP + channel.encode() + SEP + str(version).encode()
-                for channel, version in skeleton["channel_versions"].items()
-            )
-        garbage = [key for key, _ in kv.scan(scope, tns, start=BLOB + ns + SEP, end=BLOB + ns + AFTER) if key not in used]
+        head = BLOB + checkpoint_ns.encode() + SEP
+        used = {
+            head + channel.encode() + SEP + str(version).encode()
+            for row in self._thread_rows(thread_id)
+            if row.checkpoint_ns == checkpoint_ns
+            for channel, version in loads(row.checkpoint)["channel_versions"].items()
+        }
+        garbage = [key for key, _ in kv.scan(scope, tns, start=head, end=head[:-1] + AFTER) if key not in used]
         if garbage:
             kv.delete(scope, tns, keys=garbage)
 
