@@ -22,5 +22,6 @@ except ImportError as exc:  # pragma: no cover - exercised without the extra
     ) from exc
 
 from .saver import DurastateSaver
+from .store import DurastateStore
 
-__all__ = ["DurastateSaver"]
+__all__ = ["DurastateSaver", "DurastateStore"]
