@@ -21,10 +21,10 @@ import pytest
 
 pytest.importorskip("langgraph.graph")
 
-from langgraph.graph import END, START, StateGraph  # noqa: E402
-from langgraph.types import Command, interrupt  # noqa: E402
+from langgraph.graph import END, START, StateGraph
+from langgraph.types import Command, interrupt
 
-from durastate.integrations.langgraph import DurastateSaver  # noqa: E402
+from durastate.integrations.langgraph import DurastateSaver
 
 APP = Path(__file__).with_name("graph_app.py")
 
