@@ -1,27 +1,12 @@
 """``DurastateSaver``: a LangGraph checkpointer on ``store.kv``, on any durastate URL.
 
-Layout (all in one kv scope, ``name``, default ``b"langgraph"``): each
-thread is one kv namespace, ``b"t:" + thread_id``, whose keys start with a
-tag byte, so one thread's rows sort together and ``delete_thread`` is one
-``kv.delete(..., all=True)``:
-
-* ``n`` + checkpoint_ns: the thread's namespaces (a registry, value empty);
-* ``c`` + checkpoint_ns + NUL + checkpoint_id: a checkpoint without its
-  non-primitive channel values, with its metadata and parent id;
-* ``b`` + checkpoint_ns + NUL + channel + NUL + version: one channel value
-  at one version, stored once however many checkpoints use it (what
-  PostgresSaver does; primitives - None, str, int, float, bool - stay
-  inline in the checkpoint, as there);
-* ``c`` + checkpoint_ns + NUL + checkpoint_id + NUL + task_id + NUL + idx:
-  one pending write, right after its checkpoint in key order, so one range
-  scan reads a checkpoint with its writes (and a reverse scan the newest
-  checkpoints with theirs);
-* ``r`` + run_id: the thread holds checkpoints of that run (for
-  ``delete_for_runs``).
-
-Namespace ``b"threads"`` of the same scope lists the thread ids, for
-``list(None)`` and ``delete_for_runs``. Checkpoint ids are uuid6 strings,
-so key order is creation order and ``list`` is a reverse range scan.
+All rows live in one kv scope (``name``, default ``b"langgraph"``): each
+thread is one kv namespace, laid out as ``_layout`` describes (a
+checkpoint, the channel values it introduced and its pending writes form
+one key range; a value is stored once per version, by the checkpoint that
+introduced it), and namespace ``b"threads"`` lists the thread ids (for
+``list(None)`` and ``delete_for_runs``). Checkpoint ids are uuid6 strings,
+so key order is creation order.
 
 Values are LangGraph's serializer's output (``JsonPlusSerializer`` unless
 ``serde=`` says otherwise; pickle is never unpickled unless a serializer
@@ -30,19 +15,21 @@ built with ``pickle_fallback=True`` is passed), framed with msgpack.
 Edge cases and choices:
 
 * ``list``: newest first by checkpoint id; across namespaces (no
-  ``checkpoint_ns`` in the config) and across threads (``config=None``) the
-  per-namespace scans are merged, one range scan each. ``filter`` is
-  containment on the metadata (nested dicts match partially, like
-  PostgreSQL's ``@>``; other values by equality).
+  ``checkpoint_ns`` in the config) and across threads (``config=None``)
+  the per-namespace scans are merged (one scan per namespace: listing
+  everything is O(threads)). ``filter`` is containment on the metadata
+  (nested dicts match partially, like PostgreSQL's ``@>``; other values by
+  equality).
 * ``put_writes``: a ``(task_id, idx)`` already stored is kept (first write
   wins), except for the special channels (errors, interrupts, ...), which
   replace, as in LangGraph's own savers.
 * ``prune(strategy="keep_latest")`` keeps the newest checkpoint of every
-  namespace with its writes and the channel values it uses; it refuses
-  threads whose checkpoints carry DeltaChannel counters (their history
-  lives in the pruned ancestors), like PostgresSaver.
+  namespace with its writes and the values it uses; it refuses threads
+  whose checkpoints carry DeltaChannel counters (their history lives in the
+  pruned ancestors), like PostgresSaver.
 * Thread ids are ``str(thread_id)``; a NUL character in a checkpoint
-  namespace, channel or task id is refused with ``InvalidRequest``.
+  namespace, checkpoint id, channel, task id or task path is refused with
+  ``InvalidRequest``.
 * Checkpoints written by format ``v < 4`` savers (pending sends kept in the
   parent's writes) never exist in a durastate store, so no migration of
   them is attempted.
@@ -50,15 +37,16 @@ Edge cases and choices:
 
 from __future__ import annotations
 
+import asyncio
+import builtins
 import heapq
 import os
 import random
 from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
 from itertools import islice
 from types import TracebackType
-from typing import Any, NamedTuple
+from typing import Any
 
-import ormsgpack
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
     WRITES_IDX_MAP,
@@ -70,7 +58,6 @@ from langgraph.checkpoint.base import (
     PendingWrite,
     get_checkpoint_id,
     get_serializable_checkpoint_metadata,
-    writes_sort_key,
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
@@ -78,85 +65,42 @@ from ...errors import InvalidRequest
 from ...store import Store
 from ...store import open as open_store
 from ._async import AsyncBridge
+from ._layout import (
+    AFTER,
+    CHECKPOINT,
+    CHECKPOINT_END,
+    NAMESPACES,
+    NAMESPACES_END,
+    RUN,
+    SEP,
+    THREADS_NS,
+    Row,
+    checkpoint_key,
+    contains,
+    envelope,
+    is_primitive,
+    pack,
+    rows_ascending,
+    rows_descending,
+    text,
+    thread_ns,
+    unpack,
+    value_key,
+    with_homes,
+    write_key,
+)
 
 __all__ = ["DurastateSaver"]
 
-THREADS_NS = b"threads"
-THREAD_NS_PREFIX = b"t:"
-NAMESPACES = b"n"
-CHECKPOINT = b"c"
-BLOB = b"b"
-CHECKPOINT_END = b"d"
-RUN = b"r"
-SEP = b"\x00"
-# The first byte after SEP: a range [prefix + SEP, prefix + AFTER) holds exactly
-# the keys that extend prefix + SEP.
-AFTER = b"\x01"
 # Reverse scans for the newest checkpoints: rows in the first page per
-# checkpoint wanted (itself and a few writes), growing to MAX_PAGE.
-ROWS_PER_CHECKPOINT = 4
+# checkpoint wanted (itself, a value, a few writes), growing to MAX_PAGE.
+ROWS_PER_CHECKPOINT = 5
 FIRST_PAGE = 32
 MAX_PAGE = 512
-# Rows loaded per batch while listing (checkpoints whose values and writes are
-# fetched together); alist hands pages of this size across threads.
+# Rows loaded per batch while listing; alist hands pages of this size across threads.
 LIST_BATCH = 64
-PRIMITIVES = (str, int, float, bool)
 DELTA_COUNTERS = "counters_since_delta_snapshot"
 PRUNE_STRATEGIES = ("keep_latest", "delete")
-
-
-def _pack(value: Any) -> bytes:
-    return ormsgpack.packb(value)
-
-
-def _unpack(data: bytes) -> Any:
-    return ormsgpack.unpackb(data)
-
-
-def _text(name: str, value: Any) -> bytes:
-    if not isinstance(value, str):
-        raise InvalidRequest(f"{name} must be a str, got {type(value).__name__}")
-    if "\x00" in value:
-        raise InvalidRequest(f"{name} must not contain a NUL character: {value!r:.80}")
-    return value.encode()
-
-
-class _Row(NamedTuple):
-    """One stored checkpoint and its writes, not yet deserialized."""
-
-    checkpoint_id: str
-    thread_id: str
-    checkpoint_ns: str
-    parent_id: str | None
-    checkpoint: tuple[str, bytes]
-    metadata: tuple[str, bytes]
-    run_id: str | None
-    delta: bool
-    writes: list[bytes]
-
-
-def _decode_row(thread_id: str, checkpoint_ns: str, checkpoint_id: bytes, value: bytes, writes: list[bytes]) -> _Row:
-    parent_id, cp_type, cp_bytes, md_type, md_bytes, run_id, delta = _unpack(value)
-    return _Row(
-        checkpoint_id.decode(),
-        thread_id,
-        checkpoint_ns,
-        parent_id,
-        (cp_type, cp_bytes),
-        (md_type, md_bytes),
-        run_id,
-        delta,
-        writes,
-    )
-
-
-def _contains(document: Any, wanted: Any) -> bool:
-    """PostgreSQL ``@>`` for metadata filters: dicts partially, the rest by equality."""
-    if isinstance(wanted, Mapping):
-        return isinstance(document, Mapping) and all(
-            key in document and _contains(document[key], value) for key, value in wanted.items()
-        )
-    return bool(document == wanted)
 
 
 class DurastateSaver(BaseCheckpointSaver[str]):
@@ -225,14 +169,12 @@ class DurastateSaver(BaseCheckpointSaver[str]):
 
     async def _bridge_close(self) -> None:
         # Closing waits for calls in flight: not on the event loop's thread.
-        import asyncio
-
         await asyncio.to_thread(self.close)
 
     # -- addresses -------------------------------------------------------------
 
     def _thread_ns(self, thread_id: str) -> bytes:
-        return THREAD_NS_PREFIX + thread_id.encode()
+        return thread_ns(thread_id)
 
     @staticmethod
     def _configurable(config: Any) -> Mapping[str, Any]:
@@ -248,17 +190,17 @@ class DurastateSaver(BaseCheckpointSaver[str]):
         configurable = self._configurable(config)
         thread_id = str(configurable["thread_id"])
         checkpoint_ns = configurable.get("checkpoint_ns") or ""
-        ns = _text("checkpoint_ns", checkpoint_ns)
+        ns = text("checkpoint_ns", checkpoint_ns)
         checkpoint_id = get_checkpoint_id(config)
         if checkpoint_id is not None and not isinstance(checkpoint_id, str):
             raise InvalidRequest(f"checkpoint_id must be a str, got {type(checkpoint_id).__name__}")
         return thread_id, checkpoint_ns, ns, checkpoint_id
 
-    def _threads(self) -> list[str]:
+    def _threads(self) -> builtins.list[str]:
         return [key.decode() for key, _ in self._kv.scan(self._scope, THREADS_NS)]
 
-    def _namespaces(self, tns: bytes) -> list[str]:
-        return [key[1:].decode() for key, _ in self._kv.scan(self._scope, tns, start=NAMESPACES, end=b"o")]
+    def _namespaces(self, tns: bytes) -> builtins.list[str]:
+        return [key[1:].decode() for key, _ in self._kv.scan(self._scope, tns, start=NAMESPACES, end=NAMESPACES_END)]
 
     # -- put ---------------------------------------------------------------------
 
@@ -274,36 +216,62 @@ class DurastateSaver(BaseCheckpointSaver[str]):
         if not isinstance(checkpoint, Mapping) or not isinstance(checkpoint.get("id"), str):
             raise InvalidRequest("checkpoint must be a Checkpoint dict with a str 'id'")
         checkpoint_id = checkpoint["id"]
-        _text("checkpoint id", checkpoint_id)
+        text("checkpoint id", checkpoint_id)
+        if not isinstance(new_versions, Mapping):
+            raise InvalidRequest(f"new_versions must be a dict, got {type(new_versions).__name__}")
         serde = self.serde
         skeleton = dict(checkpoint)
         inline = dict(checkpoint["channel_values"])
         skeleton["channel_values"] = inline
-        rows: list[tuple[bytes, bytes]] = []
-        for channel, version in new_versions.items():
-            if channel in inline and not (inline[channel] is None or isinstance(inline[channel], PRIMITIVES)):
-                blob = serde.dumps_typed(inline.pop(channel))
-                rows.append((BLOB + ns + SEP + _text("channel", channel) + SEP + str(version).encode(), _pack(blob)))
-        for channel in [c for c, v in inline.items() if not (v is None or isinstance(v, PRIMITIVES))]:
-            del inline[channel]  # stored with the version that set it
-        stored_metadata = get_serializable_checkpoint_metadata(config, metadata)
-        run_id = stored_metadata.get("run_id")
-        run_id = str(run_id) if run_id is not None else None
-        envelope = (
-            parent_id,
-            *serde.dumps_typed(skeleton),
-            *serde.dumps_typed(stored_metadata),
-            run_id,
-            DELTA_COUNTERS in stored_metadata,
-        )
-        rows.append((NAMESPACES + ns, b""))
-        if run_id is not None:
-            rows.append((RUN + run_id.encode(), b""))
-        rows.append((CHECKPOINT + ns + SEP + checkpoint_id.encode(), _pack(envelope)))
-        # The registry first: a thread listed without rows is harmless, rows
-        # of an unlisted thread would be missed by list(None).
-        self._kv.put(self._scope, THREADS_NS, thread_id.encode(), b"")
-        self._kv.put_many(self._scope, self._thread_ns(thread_id), rows)
+        versions = checkpoint["channel_versions"]
+        stored_here = {c: inline.pop(c) for c in [c for c, v in inline.items() if not is_primitive(v)]}
+        for channel in stored_here:
+            text("channel", channel)
+        # Values whose version is not new here live with an ancestor: find
+        # which one through the parent (the fallback stores them here).
+        inherited = [c for c in stored_here if c not in new_versions]
+        homes: dict[str, str] = {}
+        kv, scope, tns = self._kv, self._scope, self._thread_ns(thread_id)
+        with self.store.transaction() if inherited else _no_transaction():
+            if inherited and parent_id is not None:
+                found = kv.get(scope, tns, checkpoint_key(ns, parent_id))
+                if found is not None:
+                    parent = self._decode(thread_id, checkpoint_ns, parent_id, found)
+                    parent_versions = serde.loads_typed(parent.checkpoint)["channel_versions"]
+                    for channel in inherited:
+                        if channel in parent_versions and parent_versions[channel] == versions.get(channel):
+                            homes[channel] = parent.homes.get(channel, parent_id)
+                            del stored_here[channel]
+            rows = [
+                (
+                    value_key(ns, checkpoint_id, channel),
+                    pack((str(versions.get(channel, "")), *serde.dumps_typed(value))),
+                )
+                for channel, value in stored_here.items()
+            ]
+            stored_metadata = get_serializable_checkpoint_metadata(config, metadata)
+            run_id = stored_metadata.get("run_id")
+            run_id = str(run_id) if run_id is not None else None
+            rows.append((NAMESPACES + ns, b""))
+            if run_id is not None:
+                rows.append((RUN + run_id.encode(), b""))
+            rows.append(
+                (
+                    checkpoint_key(ns, checkpoint_id),
+                    envelope(
+                        parent_id,
+                        serde.dumps_typed(skeleton),
+                        serde.dumps_typed(stored_metadata),
+                        run_id,
+                        DELTA_COUNTERS in stored_metadata,
+                        homes,
+                    ),
+                )
+            )
+            # The registry first: a thread listed without rows is harmless, rows
+            # of an unlisted thread would be missed by list(None).
+            kv.put(scope, THREADS_NS, thread_id.encode(), b"")
+            kv.put_many(scope, tns, rows)
         return {
             "configurable": {"thread_id": thread_id, "checkpoint_ns": checkpoint_ns, "checkpoint_id": checkpoint_id}
         }
@@ -319,14 +287,13 @@ class DurastateSaver(BaseCheckpointSaver[str]):
         thread_id, _, ns, checkpoint_id = self._address(config)
         if checkpoint_id is None:
             raise InvalidRequest("put_writes needs config['configurable']['checkpoint_id']")
-        prefix = CHECKPOINT + ns + SEP + checkpoint_id.encode() + SEP + _text("task_id", task_id) + SEP
-        if not isinstance(task_path, str):
-            raise InvalidRequest(f"task_path must be a str, got {type(task_path).__name__}")
+        head = checkpoint_key(ns, checkpoint_id)
+        task, path = text("task_id", task_id), text("task_path", task_path)
         dumps = self.serde.dumps_typed
         rows = []
         for i, (channel, value) in enumerate(writes):
             idx = WRITES_IDX_MAP.get(channel, i)
-            rows.append((prefix + str(idx).encode(), _pack((task_id, task_path, channel, idx, *dumps(value)))))
+            rows.append((write_key(head, path, task, idx), pack((task_id, task_path, channel, idx, *dumps(value)))))
         if not rows:
             return
         kv, scope, tns = self._kv, self._scope, self._thread_ns(thread_id)
@@ -365,7 +332,7 @@ class DurastateSaver(BaseCheckpointSaver[str]):
             raise InvalidRequest(f"limit must be an int >= 0 or None, got {limit!r}")
         before_id = get_checkpoint_id(before) if before is not None else None
         if before_id is not None:
-            _text("before checkpoint_id", before_id)
+            text("before checkpoint_id", before_id)
         only_id: str | None = None
         if config is None:
             sources = [(t, n) for t in self._threads() for n in self._namespaces(self._thread_ns(t))]
@@ -379,7 +346,7 @@ class DurastateSaver(BaseCheckpointSaver[str]):
 
     def _list(
         self,
-        sources: list[tuple[str, str]],
+        sources: builtins.list[tuple[str, str]],
         filter: Mapping[str, Any] | None,
         before_id: str | None,
         only_id: str | None,
@@ -389,10 +356,12 @@ class DurastateSaver(BaseCheckpointSaver[str]):
             return
         # Without a filter no source can contribute more than `limit` rows.
         most = limit if not filter else None
-        rows: Iterator[_Row]
+        rows: Iterator[Row]
         if only_id is not None:
             found = (self._row(t, n, only_id) for t, n in sources if before_id is None or only_id < before_id)
             rows = (row for row in found if row is not None)
+        elif len(sources) == 1:
+            rows = self._rows_desc(*sources[0], before_id, most)
         else:
             rows = heapq.merge(
                 *(self._rows_desc(t, n, before_id, most) for t, n in sources),
@@ -401,11 +370,14 @@ class DurastateSaver(BaseCheckpointSaver[str]):
             )
         if filter:
             loads = self.serde.loads_typed
-            rows = (row for row in rows if _contains(loads(row.metadata), filter))
+            rows = (row for row in rows if contains(loads(row.metadata), filter))
         if limit is not None:
             rows = islice(rows, limit)
-        while batch := list(islice(rows, LIST_BATCH if limit is None else min(limit, LIST_BATCH))):
-            by_thread: dict[str, list[_Row]] = {}
+        while batch := builtins.list(islice(rows, LIST_BATCH if limit is None else min(limit, LIST_BATCH))):
+            if len(sources) == 1:
+                yield from self._load(batch[0].thread_id, batch)
+                continue
+            by_thread: dict[str, builtins.list[Row]] = {}
             for row in batch:
                 by_thread.setdefault(row.thread_id, []).append(row)
             loaded = {}
@@ -415,101 +387,85 @@ class DurastateSaver(BaseCheckpointSaver[str]):
             for row in batch:
                 yield loaded[id(row)]
 
-    def _row(self, thread_id: str, checkpoint_ns: str, checkpoint_id: str) -> _Row | None:
-        """One checkpoint with its writes: one range scan (the writes' keys extend the checkpoint's)."""
-        head = CHECKPOINT + checkpoint_ns.encode() + SEP + checkpoint_id.encode()
-        found = list(self._kv.scan(self._scope, self._thread_ns(thread_id), start=head, end=head + AFTER))
-        if not found or found[0][0] != head:
-            return None
-        return _decode_row(thread_id, checkpoint_ns, checkpoint_id.encode(), found[0][1], [v for _, v in found[1:]])
+    def _decode(self, thread_id: str, checkpoint_ns: str, checkpoint_id: str, value: bytes) -> Row:
+        return rows_ascending_one(thread_id, checkpoint_ns, checkpoint_id, value)
 
-    def _rows_desc(self, thread_id: str, checkpoint_ns: str, before_id: str | None, most: int | None) -> Iterator[_Row]:
-        """A namespace's checkpoints newest first, each with its writes, from one reverse scan.
+    def _row(self, thread_id: str, checkpoint_ns: str, checkpoint_id: str) -> Row | None:
+        """One checkpoint with its values and writes: one range scan."""
+        head = checkpoint_key(checkpoint_ns.encode(), checkpoint_id)
+        found = self._kv.scan(self._scope, self._thread_ns(thread_id), start=head, end=head + AFTER)
+        return next(rows_ascending(thread_id, found), None)
 
-        Read in pages that start small (``most`` checkpoints with a few
-        writes each fit in the first) and double, so ``limit=1`` reads a
+    def _rows_desc(self, thread_id: str, checkpoint_ns: str, before_id: str | None, most: int | None) -> Iterator[Row]:
+        """A namespace's checkpoints newest first, with values and writes, from one reverse scan.
+
+        Read in pages that start small (``most`` checkpoints with their rows
+        usually fit in the first) and double, so ``limit=1`` reads a
         handful of rows, not a thread's history.
         """
         kv, scope, tns = self._kv, self._scope, self._thread_ns(thread_id)
-        prefix = CHECKPOINT + checkpoint_ns.encode() + SEP
-        end = prefix + before_id.encode() if before_id is not None else CHECKPOINT + checkpoint_ns.encode() + AFTER
-        page = min(MAX_PAGE, FIRST_PAGE if most is None else most * ROWS_PER_CHECKPOINT)
-        skip = len(prefix)
-        writes: list[bytes] = []
-        writes_of = b""
-        while True:
-            got = list(kv.scan(scope, tns, start=prefix, end=end, reverse=True, limit=page))
-            for key, value in got:
-                checkpoint_id, is_write, _ = key[skip:].partition(SEP)
-                if is_write:
-                    if checkpoint_id != writes_of:
-                        writes, writes_of = [], checkpoint_id
-                    writes.append(value)
-                else:
-                    yield _decode_row(
-                        thread_id, checkpoint_ns, checkpoint_id, value, writes if writes_of == checkpoint_id else []
-                    )
-                    writes, writes_of = [], b""
-            if len(got) < page:
-                return
-            end = got[-1][0]
-            page = min(MAX_PAGE, page * 2)
+        ns = checkpoint_ns.encode()
+        prefix = CHECKPOINT + ns + SEP
+        end = prefix + before_id.encode() if before_id is not None else CHECKPOINT + ns + AFTER
 
-    def _load(self, thread_id: str, rows: list[_Row]) -> list[CheckpointTuple]:
-        """Tuples for rows of one thread; all their channel values in one read."""
+        def pages() -> Iterator[tuple[bytes, bytes]]:
+            nonlocal end
+            page = min(MAX_PAGE, FIRST_PAGE if most is None else most * ROWS_PER_CHECKPOINT)
+            while True:
+                got = builtins.list(kv.scan(scope, tns, start=prefix, end=end, reverse=True, limit=page))
+                yield from got
+                if len(got) < page:
+                    return
+                end = got[-1][0]
+                page = min(MAX_PAGE, page * 2)
+
+        return rows_descending(thread_id, checkpoint_ns, len(prefix), pages())
+
+    def _load(self, thread_id: str, rows: builtins.list[Row]) -> builtins.list[CheckpointTuple]:
+        """Tuples for rows of one thread; values kept by ancestors in one read."""
         kv, scope, tns, loads = self._kv, self._scope, self._thread_ns(thread_id), self.serde.loads_typed
         skeletons = [loads(row.checkpoint) for row in rows]
-        blob_keys: dict[bytes, None] = {}
-        wanted: list[list[tuple[str, bytes]]] = []
+        elsewhere: dict[bytes, None] = {}
         for row, skeleton in zip(rows, skeletons, strict=True):
-            head = BLOB + row.checkpoint_ns.encode() + SEP
-            inline = skeleton["channel_values"]
-            needs = [
-                (channel, head + channel.encode() + SEP + str(version).encode())
-                for channel, version in skeleton["channel_versions"].items()
-                if channel not in inline
-            ]
-            wanted.append(needs)
-            for _, key in needs:
-                blob_keys[key] = None
-        keys = list(blob_keys)
-        if len(keys) == 1:  # the common case: one channel changed (kv.get is the cheaper statement)
-            blobs = {keys[0]: kv.get(scope, tns, keys[0])}
-        else:
-            blobs = dict(zip(keys, kv.get_many(scope, tns, keys), strict=True)) if keys else {}
+            ns = row.checkpoint_ns.encode()
+            for channel, home in row.homes.items():
+                if channel in skeleton["channel_versions"]:
+                    elsewhere[value_key(ns, home, channel)] = None
+        far: dict[bytes, bytes | None] = {}
+        if elsewhere:
+            keys = builtins.list(elsewhere)
+            far = dict(zip(keys, kv.get_many(scope, tns, keys), strict=True))
         result = []
-        for row, skeleton, needs in zip(rows, skeletons, wanted, strict=True):
+        for row, skeleton in zip(rows, skeletons, strict=True):
             values = skeleton["channel_values"]
-            for channel, key in needs:
-                blob = blobs.get(key)
-                if blob is not None:
-                    blob_type, blob_bytes = _unpack(blob)
-                    if blob_type != "empty":
-                        values[channel] = loads((blob_type, blob_bytes))
+            for channel, stored in row.values.items():
+                _, value_type, value_bytes = unpack(stored)
+                values[channel] = loads((value_type, value_bytes))
+            for channel, home in row.homes.items():
+                stored_far = far.get(value_key(row.checkpoint_ns.encode(), home, channel))
+                if stored_far is not None:
+                    _, value_type, value_bytes = unpack(stored_far)
+                    values[channel] = loads((value_type, value_bytes))
             configurable = {"thread_id": thread_id, "checkpoint_ns": row.checkpoint_ns}
             parent = (
                 {"configurable": {**configurable, "checkpoint_id": row.parent_id}}
                 if row.parent_id is not None
                 else None
             )
+            writes: builtins.list[PendingWrite] = []
+            for stored in row.writes:
+                task_id, _, channel, _, value_type, value_bytes = unpack(stored)
+                writes.append((task_id, channel, loads((value_type, value_bytes))))
             result.append(
                 CheckpointTuple(
                     {"configurable": {**configurable, "checkpoint_id": row.checkpoint_id}},
                     skeleton,
                     loads(row.metadata),
                     parent,  # type: ignore[arg-type]
-                    self._pending_writes(row.writes),
+                    writes,
                 )
             )
         return result
-
-    def _pending_writes(self, stored: list[bytes]) -> list[PendingWrite]:
-        """Stored writes as ``(task_id, channel, value)``, in ``writes_sort_key`` order."""
-        if not stored:
-            return []
-        loads = self.serde.loads_typed
-        unpacked = sorted((_unpack(value) for value in stored), key=lambda w: writes_sort_key(w[1], w[0], w[3]))
-        return [(task_id, channel, loads((t, b))) for task_id, _, channel, _, t, b in unpacked]
 
     # -- deletion and copies ---------------------------------------------------
 
@@ -526,7 +482,7 @@ class DurastateSaver(BaseCheckpointSaver[str]):
         if source == target:
             raise InvalidRequest(f"copy_thread needs two different threads, got {source!r} twice")
         with self.store.transaction():
-            rows = list(self._kv.scan(self._scope, self._thread_ns(source)))
+            rows = builtins.list(self._kv.scan(self._scope, self._thread_ns(source)))
             if not rows:
                 return
             self._kv.put(self._scope, THREADS_NS, target.encode(), b"")
@@ -543,18 +499,12 @@ class DurastateSaver(BaseCheckpointSaver[str]):
         with self.store.transaction():
             for thread_id in self._threads():
                 tns = self._thread_ns(thread_id)
-                present = [
-                    key
-                    for key, found in zip(markers, self._kv.get_many(self._scope, tns, markers), strict=True)
-                    if found is not None
-                ]
-                if not present:
-                    continue
-                doomed = [row for row in self._thread_rows(thread_id) if row.run_id in runs]
-                self._delete_checkpoints(tns, doomed)
-                self._kv.delete(self._scope, tns, keys=present)
-                for checkpoint_ns in {row.checkpoint_ns for row in doomed}:
-                    self._collect_blobs(thread_id, checkpoint_ns)
+                present = self._kv.get_many(self._scope, tns, markers)
+                marked = [key for key, found in zip(markers, present, strict=True) if found is not None]
+                if marked:
+                    rows = self._thread_rows(thread_id)
+                    self._delete_rows(tns, rows, {(r.checkpoint_ns, r.checkpoint_id) for r in rows if r.run_id in runs})
+                    self._kv.delete(self._scope, tns, keys=marked)
 
     def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         """``keep_latest``: only each namespace's newest checkpoint survives; ``delete``: the threads go."""
@@ -562,7 +512,7 @@ class DurastateSaver(BaseCheckpointSaver[str]):
             raise InvalidRequest(f"strategy must be one of {PRUNE_STRATEGIES}, got {strategy!r}")
         if isinstance(thread_ids, (str, bytes)) or not isinstance(thread_ids, Iterable):
             raise InvalidRequest(f"thread_ids must be a list of str, got {type(thread_ids).__name__}")
-        threads = list(dict.fromkeys(str(t) for t in thread_ids))
+        threads = builtins.list(dict.fromkeys(str(t) for t in thread_ids))
         with self.store.transaction():
             if strategy == "delete":
                 for thread_id in threads:
@@ -582,40 +532,48 @@ class DurastateSaver(BaseCheckpointSaver[str]):
                 for row in rows:
                     if row.checkpoint_id > latest.get(row.checkpoint_ns, ""):
                         latest[row.checkpoint_ns] = row.checkpoint_id
-                doomed = [row for row in rows if row.checkpoint_id != latest[row.checkpoint_ns]]
-                if doomed:
-                    self._delete_checkpoints(self._thread_ns(thread_id), doomed)
-                    for checkpoint_ns in {row.checkpoint_ns for row in doomed}:
-                        self._collect_blobs(thread_id, checkpoint_ns)
+                doomed = {
+                    (r.checkpoint_ns, r.checkpoint_id) for r in rows if r.checkpoint_id != latest[r.checkpoint_ns]
+                }
+                self._delete_rows(self._thread_ns(thread_id), rows, doomed)
 
-    def _thread_rows(self, thread_id: str) -> list[_Row]:
-        """Every checkpoint of a thread, every namespace, without its writes (one range scan)."""
-        rows = []
-        for key, value in self._kv.scan(self._scope, self._thread_ns(thread_id), start=CHECKPOINT, end=CHECKPOINT_END):
-            checkpoint_ns, _, rest = key[1:].partition(SEP)
-            if SEP not in rest:
-                rows.append(_decode_row(thread_id, checkpoint_ns.decode(), rest, value, []))
-        return rows
+    def _thread_rows(self, thread_id: str) -> builtins.list[Row]:
+        """Every checkpoint of a thread, every namespace, in key order (one range scan)."""
+        found = self._kv.scan(self._scope, self._thread_ns(thread_id), start=CHECKPOINT, end=CHECKPOINT_END)
+        return builtins.list(rows_ascending(thread_id, found))
 
-    def _delete_checkpoints(self, tns: bytes, rows: list[_Row]) -> None:
-        """Delete the checkpoints with their writes (the range their key starts)."""
-        for row in rows:
-            head = CHECKPOINT + row.checkpoint_ns.encode() + SEP + row.checkpoint_id.encode()
-            self._kv.delete(self._scope, tns, start=head, end=head + AFTER)
+    def _delete_rows(self, tns: bytes, rows: builtins.list[Row], doomed: set[tuple[str, str]]) -> None:
+        """Delete the ``doomed`` checkpoints (with their values and writes).
 
-    def _collect_blobs(self, thread_id: str, checkpoint_ns: str) -> None:
-        """Delete the namespace's channel values no remaining checkpoint uses."""
-        kv, scope, tns, loads = self._kv, self._scope, self._thread_ns(thread_id), self.serde.loads_typed
-        head = BLOB + checkpoint_ns.encode() + SEP
-        used = {
-            head + channel.encode() + SEP + str(version).encode()
-            for row in self._thread_rows(thread_id)
-            if row.checkpoint_ns == checkpoint_ns
-            for channel, version in loads(row.checkpoint)["channel_versions"].items()
-        }
-        garbage = [key for key, _ in kv.scan(scope, tns, start=head, end=head[:-1] + AFTER) if key not in used]
-        if garbage:
-            kv.delete(scope, tns, keys=garbage)
+        A survivor whose value a doomed checkpoint keeps gets the value
+        first: the oldest such survivor stores it, later ones point to it.
+        """
+        if not doomed:
+            return
+        kv, scope = self._kv, self._scope
+        moved: dict[tuple[str, str, str], str] = {}  # (ns, old home, channel) -> new home
+        for row in rows:  # ascending: the oldest survivor first
+            if (row.checkpoint_ns, row.checkpoint_id) in doomed:
+                continue
+            ns = row.checkpoint_ns.encode()
+            homes = dict(row.homes)
+            for channel, home in row.homes.items():
+                if (row.checkpoint_ns, home) not in doomed:
+                    continue
+                new_home = moved.get((row.checkpoint_ns, home, channel))
+                if new_home is None:
+                    stored = kv.get(scope, tns, value_key(ns, home, channel))
+                    if stored is not None:
+                        kv.put(scope, tns, value_key(ns, row.checkpoint_id, channel), stored)
+                    moved[(row.checkpoint_ns, home, channel)] = row.checkpoint_id
+                    del homes[channel]
+                else:
+                    homes[channel] = new_home
+            if homes != row.homes:
+                kv.put(scope, tns, checkpoint_key(ns, row.checkpoint_id), with_homes(row, homes))
+        for checkpoint_ns, checkpoint_id in sorted(doomed):
+            head = checkpoint_key(checkpoint_ns.encode(), checkpoint_id)
+            kv.delete(scope, tns, start=head, end=head + AFTER)
 
     def get_next_version(self, current: str | None, channel: None) -> str:
         """Versions sort as strings: a zero-padded counter, then a random tie-breaker (as PostgresSaver)."""
@@ -674,3 +632,18 @@ class DurastateSaver(BaseCheckpointSaver[str]):
 
     async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         await self._bridge.call(self.prune, thread_ids, strategy=strategy)
+
+
+class _no_transaction:
+    """A context that does nothing (``put`` needs a transaction only to read the parent)."""
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+def rows_ascending_one(thread_id: str, checkpoint_ns: str, checkpoint_id: str, value: bytes) -> Row:
+    """A checkpoint row alone (no values or writes) from its envelope."""
+    return next(rows_ascending(thread_id, [(checkpoint_key(checkpoint_ns.encode(), checkpoint_id), value)]))
