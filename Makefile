@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: demo test bench bench-postgres lint typecheck clean
+.PHONY: demo test bench bench-postgres bench-langgraph lint typecheck clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -53,3 +53,9 @@ bench-documents: $(VENV)/.installed-test
 
 bench-events: $(VENV)/.installed-test
 	$(PY) bench/events.py
+
+# DurastateSaver against LangGraph's SqliteSaver / PostgresSaver and their
+# async twins; the PostgreSQL pairs need a server (--postgres-url,
+# DURASTATE_TEST_POSTGRES_URL or postgresql://postgres@127.0.0.1:5432/postgres).
+bench-langgraph: $(VENV)/.installed-test
+	$(PY) bench/langgraph.py

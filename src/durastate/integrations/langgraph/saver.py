@@ -202,6 +202,18 @@ class DurastateSaver(BaseCheckpointSaver[str]):
     def _namespaces(self, tns: bytes) -> builtins.list[str]:
         return [key[1:].decode() for key, _ in self._kv.scan(self._scope, tns, start=NAMESPACES, end=NAMESPACES_END)]
 
+    def _loads(self, typed: tuple[str, bytes]) -> Any:
+        """The serializer's ``loads_typed``, with a durastate error for pickled data it refuses."""
+        try:
+            return self.serde.loads_typed(typed)
+        except NotImplementedError:
+            if typed[0] == "pickle":
+                raise InvalidRequest(
+                    "this checkpoint holds pickled data, which is never unpickled by default; only if you trust "
+                    "the store, read it with serde=JsonPlusSerializer(pickle_fallback=True)"
+                ) from None
+            raise
+
     # -- put ---------------------------------------------------------------------
 
     def put(
@@ -237,7 +249,7 @@ class DurastateSaver(BaseCheckpointSaver[str]):
                 found = kv.get(scope, tns, checkpoint_key(ns, parent_id))
                 if found is not None:
                     parent = self._decode(thread_id, checkpoint_ns, parent_id, found)
-                    parent_versions = serde.loads_typed(parent.checkpoint)["channel_versions"]
+                    parent_versions = self._loads(parent.checkpoint)["channel_versions"]
                     for channel in inherited:
                         if channel in parent_versions and parent_versions[channel] == versions.get(channel):
                             homes[channel] = parent.homes.get(channel, parent_id)
@@ -369,7 +381,7 @@ class DurastateSaver(BaseCheckpointSaver[str]):
                 reverse=True,
             )
         if filter:
-            loads = self.serde.loads_typed
+            loads = self._loads
             rows = (row for row in rows if contains(loads(row.metadata), filter))
         if limit is not None:
             rows = islice(rows, limit)
@@ -423,7 +435,7 @@ class DurastateSaver(BaseCheckpointSaver[str]):
 
     def _load(self, thread_id: str, rows: builtins.list[Row]) -> builtins.list[CheckpointTuple]:
         """Tuples for rows of one thread; values kept by ancestors in one read."""
-        kv, scope, tns, loads = self._kv, self._scope, self._thread_ns(thread_id), self.serde.loads_typed
+        kv, scope, tns, loads = self._kv, self._scope, self._thread_ns(thread_id), self._loads
         skeletons = [loads(row.checkpoint) for row in rows]
         elsewhere: dict[bytes, None] = {}
         for row, skeleton in zip(rows, skeletons, strict=True):

@@ -42,6 +42,7 @@ import orjson
 from langgraph.store.base import (
     BaseStore,
     GetOp,
+    InvalidNamespaceError,
     Item,
     ListNamespacesOp,
     MatchCondition,
@@ -69,6 +70,10 @@ ITEM = b"\x01"
 # ITEM or LABEL).
 PAST = b"\x03"
 OPERATORS = {"$eq", "$ne", "$gt", "$gte", "$lt", "$lte"}
+
+
+class InvalidNamespace(InvalidRequest, InvalidNamespaceError):
+    """A refused namespace: durastate's ``InvalidRequest`` and LangGraph's ``InvalidNamespaceError``."""
 
 
 def _encode_namespace(namespace: tuple[str, ...]) -> bytes:
@@ -219,7 +224,10 @@ class DurastateStore(BaseStore):
         for op in ops:
             if not isinstance(op, (GetOp, SearchOp, ListNamespacesOp, PutOp)):
                 raise InvalidRequest(f"unknown store operation {type(op).__name__}")
-            validate_op_namespace(op)
+            try:
+                validate_op_namespace(op)
+            except InvalidNamespaceError as exc:
+                raise InvalidNamespace(str(exc)) from None
             if isinstance(op, PutOp):
                 self._check_put(op)
                 writes[(tuple(op.namespace), op.key)] = op
@@ -269,9 +277,9 @@ class DurastateStore(BaseStore):
 
     def _check_put(self, op: PutOp) -> None:
         if not op.namespace:
-            raise InvalidRequest("namespace must not be empty")
+            raise InvalidNamespace("namespace must not be empty")
         if op.namespace[0] == "langgraph":
-            raise InvalidRequest(f'the root label "langgraph" is reserved by LangGraph, got {op.namespace}')
+            raise InvalidNamespace(f'the root label "langgraph" is reserved by LangGraph, got {op.namespace}')
         if not isinstance(op.key, str):
             raise InvalidRequest(f"key must be a str, got {type(op.key).__name__}")
         if op.value is not None and not isinstance(op.value, Mapping):
