@@ -244,7 +244,8 @@ class DurastateSaver(BaseCheckpointSaver[str]):
         inherited = [c for c in stored_here if c not in new_versions]
         homes: dict[str, str] = {}
         kv, scope, tns = self._kv, self._scope, self._thread_ns(thread_id)
-        with self.store.transaction() if inherited else _no_transaction():
+        # One transaction: one commit (on PostgreSQL one flush to disk, what a put costs).
+        with self.store.transaction():
             if inherited and parent_id is not None:
                 found = kv.get(scope, tns, checkpoint_key(ns, parent_id))
                 if found is not None:
@@ -280,8 +281,6 @@ class DurastateSaver(BaseCheckpointSaver[str]):
                     ),
                 )
             )
-            # The registry first: a thread listed without rows is harmless, rows
-            # of an unlisted thread would be missed by list(None).
             kv.put(scope, THREADS_NS, thread_id.encode(), b"")
             kv.put_many(scope, tns, rows)
         return {
@@ -644,16 +643,6 @@ class DurastateSaver(BaseCheckpointSaver[str]):
 
     async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         await self._bridge.call(self.prune, thread_ids, strategy=strategy)
-
-
-class _no_transaction:
-    """A context that does nothing (``put`` needs a transaction only to read the parent)."""
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: object) -> None:
-        return None
 
 
 def rows_ascending_one(thread_id: str, checkpoint_ns: str, checkpoint_id: str, value: bytes) -> Row:
