@@ -33,6 +33,17 @@ class Draft(TypedDict):
     messages: Annotated[list[str], operator.add]
 
 
+def linear(saver: DurastateSaver, *nodes: tuple[str, Any]) -> Any:
+    """START -> nodes in order -> END, compiled with the saver."""
+    builder = StateGraph(Draft)
+    for name, run in nodes:
+        builder.add_node(name, run)
+    names = [START, *(name for name, _ in nodes), END]
+    for here, there in zip(names, names[1:], strict=False):
+        builder.add_edge(here, there)
+    return builder.compile(checkpointer=saver)
+
+
 def review_graph(saver: DurastateSaver) -> Any:
     """draft -> review (asks a human through interrupt) -> publish."""
 
@@ -46,15 +57,7 @@ def review_graph(saver: DurastateSaver) -> Any:
     def publish(state: Draft) -> dict[str, list[str]]:
         return {"messages": ["published"]}
 
-    builder = StateGraph(Draft)
-    builder.add_node("draft", draft)
-    builder.add_node("review", review)
-    builder.add_node("publish", publish)
-    builder.add_edge(START, "draft")
-    builder.add_edge("draft", "review")
-    builder.add_edge("review", "publish")
-    builder.add_edge("publish", END)
-    return builder.compile(checkpointer=saver)
+    return linear(saver, ("draft", draft), ("review", review), ("publish", publish))
 
 
 def test_interrupt_and_resume_survive_a_new_saver(shared_url: str) -> None:
@@ -96,14 +99,7 @@ def chain_graph(saver: DurastateSaver) -> Any:
     def node(name: str) -> Any:
         return lambda state: {"messages": [name]}
 
-    builder = StateGraph(Draft)
-    for name in "abc":
-        builder.add_node(name, node(name))
-    builder.add_edge(START, "a")
-    builder.add_edge("a", "b")
-    builder.add_edge("b", "c")
-    builder.add_edge("c", END)
-    return builder.compile(checkpointer=saver)
+    return linear(saver, *((name, node(name)) for name in "abc"))
 
 
 def test_time_travel_fork_continues_and_keeps_the_original(shared_url: str) -> None:

@@ -37,14 +37,12 @@ Edge cases and choices:
 
 from __future__ import annotations
 
-import asyncio
 import builtins
 import heapq
 import os
 import random
 from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
 from itertools import islice
-from types import TracebackType
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
@@ -63,8 +61,7 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from ...errors import InvalidRequest
 from ...store import Store
-from ...store import open as open_store
-from ._async import AsyncBridge
+from ._async import StoreBound
 from ._layout import (
     AFTER,
     CHECKPOINT,
@@ -103,7 +100,7 @@ DELTA_COUNTERS = "counters_since_delta_snapshot"
 PRUNE_STRATEGIES = ("keep_latest", "delete")
 
 
-class DurastateSaver(BaseCheckpointSaver[str]):
+class DurastateSaver(StoreBound, BaseCheckpointSaver[str]):
     """A LangGraph checkpointer (sync and async) on a durastate store.
 
     ``DurastateSaver(store)`` uses an open store (the caller closes it);
@@ -114,17 +111,11 @@ class DurastateSaver(BaseCheckpointSaver[str]):
     """
 
     def __init__(self, store: Store, *, serde: SerializerProtocol | None = None, name: str = "langgraph") -> None:
-        if not isinstance(store, Store):
-            raise InvalidRequest(f"store must be a durastate.Store, got {type(store).__name__}")
-        if not isinstance(name, str) or not name:
-            raise InvalidRequest(f"name must be a non-empty str, got {name!r}")
+        self._bind(store, name, "langgraph")
         super().__init__(serde=serde)
-        self.store = store
         self.name = name
         self._kv = store.kv
         self._scope = name.encode()
-        self._owns_store = False
-        self._bridge = AsyncBridge(f"durastate-langgraph-{name}")
 
     @classmethod
     def from_url(
@@ -136,40 +127,7 @@ class DurastateSaver(BaseCheckpointSaver[str]):
         **open_options: Any,
     ) -> DurastateSaver:
         """Open ``url`` (any ``durastate.open`` URL and options); closing the saver closes it."""
-        store = open_store(url, **open_options)
-        try:
-            saver = cls(store, serde=serde, name=name)
-        except BaseException:
-            store.close()
-            raise
-        saver._owns_store = True
-        return saver
-
-    def close(self) -> None:
-        """Stop the async pool; close the store if ``from_url`` opened it. Idempotent."""
-        self._bridge.close()
-        if self._owns_store:
-            self.store.close()
-
-    def __enter__(self) -> DurastateSaver:
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.close()
-
-    async def __aenter__(self) -> DurastateSaver:
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self._bridge_close()
-
-    async def _bridge_close(self) -> None:
-        # Closing waits for calls in flight: not on the event loop's thread.
-        await asyncio.to_thread(self.close)
+        return cls.opened(url, open_options, serde=serde, name=name)
 
     # -- addresses -------------------------------------------------------------
 

@@ -35,7 +35,6 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Iterator, Mapping
 from datetime import UTC, datetime
-from types import TracebackType
 from typing import Any
 
 import orjson
@@ -57,8 +56,7 @@ from langgraph.store.base import (
 
 from ...errors import InvalidRequest
 from ...store import Store
-from ...store import open as open_store
-from ._async import AsyncBridge
+from ._async import StoreBound
 
 __all__ = ["DurastateStore"]
 
@@ -149,7 +147,7 @@ def _condition_matches(condition: MatchCondition, namespace: tuple[str, ...]) ->
     return all(want == "*" or want == got for want, got in zip(path, part, strict=True))
 
 
-class DurastateStore(BaseStore):
+class DurastateStore(StoreBound, BaseStore):
     """A LangGraph ``BaseStore`` (sync and async) on a durastate store; no vector search.
 
     ``DurastateStore(store)`` uses an open store (the caller closes it);
@@ -161,10 +159,7 @@ class DurastateStore(BaseStore):
     supports_ttl = True
 
     def __init__(self, store: Store, *, ttl: TTLConfig | None = None, name: str = "langgraph_store") -> None:
-        if not isinstance(store, Store):
-            raise InvalidRequest(f"store must be a durastate.Store, got {type(store).__name__}")
-        if not isinstance(name, str) or not name:
-            raise InvalidRequest(f"name must be a non-empty str, got {name!r}")
+        self._bind(store, name, "langgraph-store")
         if ttl is not None:
             if not isinstance(ttl, Mapping):
                 raise InvalidRequest(f"ttl must be a TTLConfig dict, got {type(ttl).__name__}")
@@ -175,12 +170,9 @@ class DurastateStore(BaseStore):
             if default is not None:
                 self._minutes("default_ttl", default)
         self.ttl_config = ttl
-        self.store = store
         self._kv = store.kv
         self._engine = store.engine
         self._scope = name.encode()
-        self._owns_store = False
-        self._bridge = AsyncBridge(f"durastate-langgraph-store-{name}")
 
     @classmethod
     def from_url(
@@ -192,28 +184,7 @@ class DurastateStore(BaseStore):
         **open_options: Any,
     ) -> DurastateStore:
         """Open ``url`` (any ``durastate.open`` URL and options); closing this store closes it."""
-        store = open_store(url, **open_options)
-        try:
-            memory = cls(store, ttl=ttl, name=name)
-        except BaseException:
-            store.close()
-            raise
-        memory._owns_store = True
-        return memory
-
-    def close(self) -> None:
-        """Stop the async pool; close the store if ``from_url`` opened it. Idempotent."""
-        self._bridge.close()
-        if self._owns_store:
-            self.store.close()
-
-    def __enter__(self) -> DurastateStore:
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.close()
+        return cls.opened(url, open_options, ttl=ttl, name=name)
 
     # -- batch -------------------------------------------------------------------
 
