@@ -14,6 +14,7 @@ import os
 import signal
 import subprocess
 import sys
+from itertools import pairwise
 from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
@@ -39,7 +40,7 @@ def linear(saver: DurastateSaver, *nodes: tuple[str, Any]) -> Any:
     for name, run in nodes:
         builder.add_node(name, run)
     names = [START, *(name for name, _ in nodes), END]
-    for here, there in zip(names, names[1:], strict=False):
+    for here, there in pairwise(names):
         builder.add_edge(here, there)
     return builder.compile(checkpointer=saver)
 
