@@ -14,7 +14,7 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 import durastate
 from durastate.integrations.langgraph import DurastateSaver
-from durastate.integrations.langgraph._layout import thread_ns
+from durastate.integrations.langgraph._layout import ThreadRows
 
 
 @pytest.fixture
@@ -47,7 +47,7 @@ def chain(
 
 
 def value_rows(store: durastate.Store, thread: str) -> list[bytes]:
-    return [key for key, _ in store.kv.scan(b"langgraph", thread_ns(thread)) if b"\x00v" in key]
+    return [key for key, _ in ThreadRows(store.kv, b"langgraph", thread).scan() if b"\x00v" in key]
 
 
 def test_each_value_is_stored_once_per_version(saver: DurastateSaver, store: durastate.Store) -> None:

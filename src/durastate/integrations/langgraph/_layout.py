@@ -1,7 +1,11 @@
 """How ``DurastateSaver`` lays a thread out in kv, and how rows are read back.
 
-All rows of a thread live in one kv namespace (``b"t:" + thread_id``) of
-the saver's scope. Keys start with a tag byte:
+Every row lives in one kv namespace (``b"threads"``) of the saver's scope,
+its key starting with the thread id and a NUL, so a thread is one key
+range (``ThreadRows`` reads and writes it with keys relative to that
+prefix; ``delete_thread`` is one range delete, and the threads are listed
+by skipping from one prefix to the next: no registry to keep). Relative
+keys start with a tag byte:
 
 * ``n`` + checkpoint_ns: the thread's namespaces (a registry, value empty);
 * ``r`` + run_id: the thread holds checkpoints of that run;
@@ -25,15 +29,17 @@ survivor's home first moves the value to the survivor (``prune``,
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
-from typing import Any, NamedTuple
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import ormsgpack
 
 from ...errors import InvalidRequest
 
+if TYPE_CHECKING:
+    from ...kv import KV
+
 THREADS_NS = b"threads"
-THREAD_NS_PREFIX = b"t:"
 NAMESPACES = b"n"
 NAMESPACES_END = b"o"
 CHECKPOINT = b"c"
@@ -72,10 +78,6 @@ def is_primitive(value: Any) -> bool:
     return value is None or isinstance(value, PRIMITIVES)
 
 
-def thread_ns(thread_id: str) -> bytes:
-    return THREAD_NS_PREFIX + thread_id.encode()
-
-
 def checkpoint_key(ns: bytes, checkpoint_id: str) -> bytes:
     return CHECKPOINT + ns + SEP + checkpoint_id.encode()
 
@@ -87,6 +89,72 @@ def value_key(ns: bytes, checkpoint_id: str, channel: str) -> bytes:
 def write_key(head: bytes, task_path: bytes, task_id: bytes, idx: int) -> bytes:
     """``head`` is the checkpoint's key."""
     return head + SEP + WRITE + task_path + SEP + task_id + SEP + b"%010d" % (idx + IDX_OFFSET)
+
+
+class ThreadRows:
+    """One thread's rows: kv calls on keys relative to the thread's prefix."""
+
+    __slots__ = ("_end", "_kv", "_prefix", "_scope", "thread_id")
+
+    def __init__(self, kv: KV, scope: bytes, thread_id: str) -> None:
+        thread = text("thread_id", thread_id)
+        self.thread_id = thread_id
+        self._kv = kv
+        self._scope = scope
+        self._prefix = thread + SEP
+        self._end = thread + AFTER
+
+    def get(self, key: bytes) -> bytes | None:
+        return self._kv.get(self._scope, THREADS_NS, self._prefix + key)
+
+    def get_many(self, keys: Sequence[bytes]) -> list[bytes | None]:
+        prefix = self._prefix
+        return self._kv.get_many(self._scope, THREADS_NS, [prefix + key for key in keys])
+
+    def put(self, key: bytes, value: bytes) -> None:
+        self._kv.put(self._scope, THREADS_NS, self._prefix + key, value)
+
+    def put_many(self, rows: Iterable[tuple[bytes, bytes]]) -> None:
+        prefix = self._prefix
+        self._kv.put_many(self._scope, THREADS_NS, [(prefix + key, value) for key, value in rows])
+
+    def scan(
+        self, start: bytes = b"", end: bytes | None = None, *, reverse: bool = False, limit: int | None = None
+    ) -> Iterator[tuple[bytes, bytes]]:
+        """Relative ``(key, value)`` pairs with ``start <= key < end`` (``None``: to the thread's end)."""
+        prefix = self._prefix
+        rows = self._kv.scan(
+            self._scope,
+            THREADS_NS,
+            start=prefix + start,
+            end=self._end if end is None else prefix + end,
+            reverse=reverse,
+            limit=limit,
+        )
+        skip = len(prefix)
+        return ((key[skip:], value) for key, value in rows)
+
+    def delete(self, keys: Sequence[bytes]) -> None:
+        prefix = self._prefix
+        self._kv.delete(self._scope, THREADS_NS, keys=[prefix + key for key in keys])
+
+    def delete_range(self, start: bytes = b"", end: bytes | None = None) -> None:
+        """Delete ``[start, end)`` (``None``: to the thread's end; no arguments: the whole thread)."""
+        self._kv.delete(
+            self._scope, THREADS_NS, start=self._prefix + start, end=self._end if end is None else self._prefix + end
+        )
+
+
+def thread_ids(kv: KV, scope: bytes) -> Iterator[str]:
+    """Every thread with a row, in key order: one indexed read per thread (a skip scan)."""
+    start = b""
+    while True:
+        found = next(iter(kv.scan(scope, THREADS_NS, start=start, limit=1)), None)
+        if found is None:
+            return
+        thread = found[0].partition(SEP)[0]
+        yield thread.decode()
+        start = thread + AFTER
 
 
 class Row(NamedTuple):

@@ -1,12 +1,11 @@
 """``DurastateSaver``: a LangGraph checkpointer on ``store.kv``, on any durastate URL.
 
-All rows live in one kv scope (``name``, default ``b"langgraph"``): each
-thread is one kv namespace, laid out as ``_layout`` describes (a
+All rows live in one kv scope (``name``, default ``b"langgraph"``) and
+namespace, each thread one key range, laid out as ``_layout`` describes (a
 checkpoint, the channel values it introduced and its pending writes form
 one key range; a value is stored once per version, by the checkpoint that
-introduced it), and namespace ``b"threads"`` lists the thread ids (for
-``list(None)`` and ``delete_for_runs``). Checkpoint ids are uuid6 strings,
-so key order is creation order.
+introduced it). A put is one ``kv.put_many`` (one commit); checkpoint ids
+are uuid6 strings, so key order is creation order.
 
 Values are LangGraph's serializer's output (``JsonPlusSerializer`` unless
 ``serde=`` says otherwise; pickle is never unpickled unless a serializer
@@ -27,9 +26,9 @@ Edge cases and choices:
   namespace with its writes and the values it uses; it refuses threads
   whose checkpoints carry DeltaChannel counters (their history lives in the
   pruned ancestors), like PostgresSaver.
-* Thread ids are ``str(thread_id)``; a NUL character in a checkpoint
-  namespace, checkpoint id, channel, task id or task path is refused with
-  ``InvalidRequest``.
+* Thread ids are ``str(thread_id)``; a NUL character in a thread id,
+  checkpoint namespace, checkpoint id, channel, task id or task path is
+  refused with ``InvalidRequest``.
 * Checkpoints written by format ``v < 4`` savers (pending sends kept in the
   parent's writes) never exist in a durastate store, so no migration of
   them is attempted.
@@ -70,8 +69,8 @@ from ._layout import (
     NAMESPACES_END,
     RUN,
     SEP,
-    THREADS_NS,
     Row,
+    ThreadRows,
     checkpoint_key,
     contains,
     envelope,
@@ -80,7 +79,7 @@ from ._layout import (
     rows_ascending,
     rows_descending,
     text,
-    thread_ns,
+    thread_ids,
     unpack,
     value_key,
     with_homes,
@@ -131,8 +130,8 @@ class DurastateSaver(StoreBound, BaseCheckpointSaver[str]):
 
     # -- addresses -------------------------------------------------------------
 
-    def _thread_ns(self, thread_id: str) -> bytes:
-        return thread_ns(thread_id)
+    def _thread(self, thread_id: str) -> ThreadRows:
+        return ThreadRows(self._kv, self._scope, thread_id)
 
     @staticmethod
     def _configurable(config: Any) -> Mapping[str, Any]:
@@ -155,10 +154,10 @@ class DurastateSaver(StoreBound, BaseCheckpointSaver[str]):
         return thread_id, checkpoint_ns, ns, checkpoint_id
 
     def _threads(self) -> builtins.list[str]:
-        return [key.decode() for key, _ in self._kv.scan(self._scope, THREADS_NS)]
+        return builtins.list(thread_ids(self._kv, self._scope))
 
-    def _namespaces(self, tns: bytes) -> builtins.list[str]:
-        return [key[1:].decode() for key, _ in self._kv.scan(self._scope, tns, start=NAMESPACES, end=NAMESPACES_END)]
+    def _namespaces(self, thread: ThreadRows) -> builtins.list[str]:
+        return [key[1:].decode() for key, _ in thread.scan(NAMESPACES, NAMESPACES_END)]
 
     def _loads(self, typed: tuple[str, bytes]) -> Any:
         """The serializer's ``loads_typed``, with a durastate error for pickled data it refuses."""
@@ -201,11 +200,12 @@ class DurastateSaver(StoreBound, BaseCheckpointSaver[str]):
         # which one through the parent (the fallback stores them here).
         inherited = [c for c in stored_here if c not in new_versions]
         homes: dict[str, str] = {}
-        kv, scope, tns = self._kv, self._scope, self._thread_ns(thread_id)
-        # One transaction: one commit (on PostgreSQL one flush to disk, what a put costs).
-        with self.store.transaction():
+        thread = self._thread(thread_id)
+        # Reading the parent and writing must see one state: a transaction then
+        # (else put_many's own is enough).
+        with self.store.transaction() if inherited else _NO_TRANSACTION:
             if inherited and parent_id is not None:
-                found = kv.get(scope, tns, checkpoint_key(ns, parent_id))
+                found = thread.get(checkpoint_key(ns, parent_id))
                 if found is not None:
                     parent = self._decode(thread_id, checkpoint_ns, parent_id, found)
                     parent_versions = self._loads(parent.checkpoint)["channel_versions"]
@@ -239,8 +239,7 @@ class DurastateSaver(StoreBound, BaseCheckpointSaver[str]):
                     ),
                 )
             )
-            kv.put(scope, THREADS_NS, thread_id.encode(), b"")
-            kv.put_many(scope, tns, rows)
+            thread.put_many(rows)
         return {
             "configurable": {"thread_id": thread_id, "checkpoint_ns": checkpoint_ns, "checkpoint_id": checkpoint_id}
         }
@@ -265,15 +264,15 @@ class DurastateSaver(StoreBound, BaseCheckpointSaver[str]):
             rows.append((write_key(head, path, task, idx), pack((task_id, task_path, channel, idx, *dumps(value)))))
         if not rows:
             return
-        kv, scope, tns = self._kv, self._scope, self._thread_ns(thread_id)
+        thread = self._thread(thread_id)
         if all(channel in WRITES_IDX_MAP for channel, _ in writes):
-            kv.put_many(scope, tns, rows)
+            thread.put_many(rows)
             return
         with self.store.transaction():
-            present = kv.get_many(scope, tns, [key for key, _ in rows])
+            present = thread.get_many([key for key, _ in rows])
             missing = [row for row, old in zip(rows, present, strict=True) if old is None]
             if missing:
-                kv.put_many(scope, tns, missing)
+                thread.put_many(missing)
 
     # -- read ------------------------------------------------------------------
 
@@ -304,13 +303,13 @@ class DurastateSaver(StoreBound, BaseCheckpointSaver[str]):
             text("before checkpoint_id", before_id)
         only_id: str | None = None
         if config is None:
-            sources = [(t, n) for t in self._threads() for n in self._namespaces(self._thread_ns(t))]
+            sources = [(t, n) for t in self._threads() for n in self._namespaces(self._thread(t))]
         else:
             thread_id, checkpoint_ns, _, only_id = self._address(config)
             if config["configurable"].get("checkpoint_ns") is not None:
                 sources = [(thread_id, checkpoint_ns)]
             else:
-                sources = [(thread_id, n) for n in self._namespaces(self._thread_ns(thread_id))]
+                sources = [(thread_id, n) for n in self._namespaces(self._thread(thread_id))]
         return self._list(sources, filter or None, before_id, only_id, limit)
 
     def _list(
@@ -362,7 +361,7 @@ class DurastateSaver(StoreBound, BaseCheckpointSaver[str]):
     def _row(self, thread_id: str, checkpoint_ns: str, checkpoint_id: str) -> Row | None:
         """One checkpoint with its values and writes: one range scan."""
         head = checkpoint_key(checkpoint_ns.encode(), checkpoint_id)
-        found = self._kv.scan(self._scope, self._thread_ns(thread_id), start=head, end=head + AFTER)
+        found = self._thread(thread_id).scan(head, head + AFTER)
         return next(rows_ascending(thread_id, found), None)
 
     def _rows_desc(self, thread_id: str, checkpoint_ns: str, before_id: str | None, most: int | None) -> Iterator[Row]:
@@ -372,7 +371,7 @@ class DurastateSaver(StoreBound, BaseCheckpointSaver[str]):
         usually fit in the first) and double, so ``limit=1`` reads a
         handful of rows, not a thread's history.
         """
-        kv, scope, tns = self._kv, self._scope, self._thread_ns(thread_id)
+        thread = self._thread(thread_id)
         ns = checkpoint_ns.encode()
         prefix = CHECKPOINT + ns + SEP
         end = prefix + before_id.encode() if before_id is not None else CHECKPOINT + ns + AFTER
@@ -381,7 +380,7 @@ class DurastateSaver(StoreBound, BaseCheckpointSaver[str]):
             nonlocal end
             page = min(MAX_PAGE, FIRST_PAGE if most is None else most * ROWS_PER_CHECKPOINT)
             while True:
-                got = builtins.list(kv.scan(scope, tns, start=prefix, end=end, reverse=True, limit=page))
+                got = builtins.list(thread.scan(prefix, end, reverse=True, limit=page))
                 yield from got
                 if len(got) < page:
                     return
@@ -392,7 +391,7 @@ class DurastateSaver(StoreBound, BaseCheckpointSaver[str]):
 
     def _load(self, thread_id: str, rows: builtins.list[Row]) -> builtins.list[CheckpointTuple]:
         """Tuples for rows of one thread; values kept by ancestors in one read."""
-        kv, scope, tns, loads = self._kv, self._scope, self._thread_ns(thread_id), self._loads
+        loads = self._loads
         skeletons = [loads(row.checkpoint) for row in rows]
         elsewhere: dict[bytes, None] = {}
         for row, skeleton in zip(rows, skeletons, strict=True):
@@ -403,7 +402,7 @@ class DurastateSaver(StoreBound, BaseCheckpointSaver[str]):
         far: dict[bytes, bytes | None] = {}
         if elsewhere:
             keys = builtins.list(elsewhere)
-            far = dict(zip(keys, kv.get_many(scope, tns, keys), strict=True))
+            far = dict(zip(keys, self._thread(thread_id).get_many(keys), strict=True))
         result = []
         for row, skeleton in zip(rows, skeletons, strict=True):
             values = skeleton["channel_values"]
@@ -441,9 +440,7 @@ class DurastateSaver(StoreBound, BaseCheckpointSaver[str]):
     def delete_thread(self, thread_id: str) -> None:
         """Delete every checkpoint, value and write of ``thread_id`` (all namespaces)."""
         thread_id = str(thread_id)
-        with self.store.transaction():
-            self._kv.delete(self._scope, self._thread_ns(thread_id), all=True)
-            self._kv.delete(self._scope, THREADS_NS, keys=[thread_id.encode()])
+        self._thread(thread_id).delete_range()
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         """Copy every checkpoint and write of one thread onto another (which keeps its own)."""
@@ -451,11 +448,9 @@ class DurastateSaver(StoreBound, BaseCheckpointSaver[str]):
         if source == target:
             raise InvalidRequest(f"copy_thread needs two different threads, got {source!r} twice")
         with self.store.transaction():
-            rows = builtins.list(self._kv.scan(self._scope, self._thread_ns(source)))
-            if not rows:
-                return
-            self._kv.put(self._scope, THREADS_NS, target.encode(), b"")
-            self._kv.put_many(self._scope, self._thread_ns(target), rows)
+            rows = builtins.list(self._thread(source).scan())
+            if rows:
+                self._thread(target).put_many(rows)
 
     def delete_for_runs(self, run_ids: Sequence[str]) -> None:
         """Delete the checkpoints (with their writes) that the given runs created, in every thread."""
@@ -467,13 +462,15 @@ class DurastateSaver(StoreBound, BaseCheckpointSaver[str]):
         markers = [RUN + run.encode() for run in sorted(runs)]
         with self.store.transaction():
             for thread_id in self._threads():
-                tns = self._thread_ns(thread_id)
-                present = self._kv.get_many(self._scope, tns, markers)
+                thread = self._thread(thread_id)
+                present = thread.get_many(markers)
                 marked = [key for key, found in zip(markers, present, strict=True) if found is not None]
                 if marked:
                     rows = self._thread_rows(thread_id)
-                    self._delete_rows(tns, rows, {(r.checkpoint_ns, r.checkpoint_id) for r in rows if r.run_id in runs})
-                    self._kv.delete(self._scope, tns, keys=marked)
+                    self._delete_rows(
+                        thread, rows, {(r.checkpoint_ns, r.checkpoint_id) for r in rows if r.run_id in runs}
+                    )
+                    thread.delete(marked)
 
     def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         """``keep_latest``: only each namespace's newest checkpoint survives; ``delete``: the threads go."""
@@ -504,14 +501,14 @@ class DurastateSaver(StoreBound, BaseCheckpointSaver[str]):
                 doomed = {
                     (r.checkpoint_ns, r.checkpoint_id) for r in rows if r.checkpoint_id != latest[r.checkpoint_ns]
                 }
-                self._delete_rows(self._thread_ns(thread_id), rows, doomed)
+                self._delete_rows(self._thread(thread_id), rows, doomed)
 
     def _thread_rows(self, thread_id: str) -> builtins.list[Row]:
         """Every checkpoint of a thread, every namespace, in key order (one range scan)."""
-        found = self._kv.scan(self._scope, self._thread_ns(thread_id), start=CHECKPOINT, end=CHECKPOINT_END)
+        found = self._thread(thread_id).scan(CHECKPOINT, CHECKPOINT_END)
         return builtins.list(rows_ascending(thread_id, found))
 
-    def _delete_rows(self, tns: bytes, rows: builtins.list[Row], doomed: set[tuple[str, str]]) -> None:
+    def _delete_rows(self, thread: ThreadRows, rows: builtins.list[Row], doomed: set[tuple[str, str]]) -> None:
         """Delete the ``doomed`` checkpoints (with their values and writes).
 
         A survivor whose value a doomed checkpoint keeps gets the value
@@ -519,7 +516,6 @@ class DurastateSaver(StoreBound, BaseCheckpointSaver[str]):
         """
         if not doomed:
             return
-        kv, scope = self._kv, self._scope
         moved: dict[tuple[str, str, str], str] = {}  # (ns, old home, channel) -> new home
         for row in rows:  # ascending: the oldest survivor first
             if (row.checkpoint_ns, row.checkpoint_id) in doomed:
@@ -531,18 +527,18 @@ class DurastateSaver(StoreBound, BaseCheckpointSaver[str]):
                     continue
                 new_home = moved.get((row.checkpoint_ns, home, channel))
                 if new_home is None:
-                    stored = kv.get(scope, tns, value_key(ns, home, channel))
+                    stored = thread.get(value_key(ns, home, channel))
                     if stored is not None:
-                        kv.put(scope, tns, value_key(ns, row.checkpoint_id, channel), stored)
+                        thread.put(value_key(ns, row.checkpoint_id, channel), stored)
                     moved[(row.checkpoint_ns, home, channel)] = row.checkpoint_id
                     del homes[channel]
                 else:
                     homes[channel] = new_home
             if homes != row.homes:
-                kv.put(scope, tns, checkpoint_key(ns, row.checkpoint_id), with_homes(row, homes))
+                thread.put(checkpoint_key(ns, row.checkpoint_id), with_homes(row, homes))
         for checkpoint_ns, checkpoint_id in sorted(doomed):
             head = checkpoint_key(checkpoint_ns.encode(), checkpoint_id)
-            kv.delete(scope, tns, start=head, end=head + AFTER)
+            thread.delete_range(head, head + AFTER)
 
     def get_next_version(self, current: str | None, channel: None) -> str:
         """Versions sort as strings: a zero-padded counter, then a random tie-breaker (as PostgresSaver)."""
@@ -601,6 +597,19 @@ class DurastateSaver(StoreBound, BaseCheckpointSaver[str]):
 
     async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         await self._bridge.call(self.prune, thread_ids, strategy=strategy)
+
+
+class _NoTransaction:
+    """``with`` that does nothing: a put that reads no parent needs no transaction of its own."""
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+_NO_TRANSACTION = _NoTransaction()
 
 
 def rows_ascending_one(thread_id: str, checkpoint_ns: str, checkpoint_id: str, value: bytes) -> Row:
