@@ -58,6 +58,19 @@ def test_each_value_is_stored_once_per_version(saver: DurastateSaver, store: dur
         assert values == {"docs": [f"doc {step}"], "step": step, "notes": {"set": "once"}}
 
 
+def test_a_checkpoint_put_again_keeps_only_its_new_values(saver: DurastateSaver) -> None:
+    config = {"configurable": {"thread_id": "again", "checkpoint_ns": ""}}
+    checkpoint = empty_checkpoint()
+    checkpoint["channel_values"] = {"a": ["first"], "b": ["only in the first put"]}
+    checkpoint["channel_versions"] = {"a": "1", "b": "1"}
+    stored = saver.put(config, checkpoint, {}, {"a": "1", "b": "1"})
+    checkpoint["channel_values"] = {"a": ["second"]}
+    checkpoint["channel_versions"] = {"a": "2"}
+    assert saver.put(config, checkpoint, {}, {"a": "2"}) == stored
+    again = saver.get_tuple(stored)
+    assert again is not None and again.checkpoint["channel_values"] == {"a": ["second"]}
+
+
 def test_prune_keeps_values_the_survivor_inherited(saver: DurastateSaver, store: durastate.Store) -> None:
     configs = chain(saver, "t", 4)
     saver.prune(["t"])

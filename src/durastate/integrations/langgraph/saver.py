@@ -406,12 +406,15 @@ class DurastateSaver(StoreBound, BaseCheckpointSaver[str]):
         result = []
         for row, skeleton in zip(rows, skeletons, strict=True):
             values = skeleton["channel_values"]
+            versions = skeleton["channel_versions"]
             for channel, stored in row.values.items():
-                _, value_type, value_bytes = unpack(stored)
-                values[channel] = loads((value_type, value_bytes))
+                version, value_type, value_bytes = unpack(stored)
+                # A checkpoint put again under its id may have left a value it no longer has.
+                if channel in versions and version == str(versions[channel]) and channel not in values:
+                    values[channel] = loads((value_type, value_bytes))
             for channel, home in row.homes.items():
                 stored_far = far.get(value_key(row.checkpoint_ns.encode(), home, channel))
-                if stored_far is not None:
+                if stored_far is not None and channel in versions:
                     _, value_type, value_bytes = unpack(stored_far)
                     values[channel] = loads((value_type, value_bytes))
             configurable = {"thread_id": thread_id, "checkpoint_ns": row.checkpoint_ns}
@@ -453,7 +456,11 @@ class DurastateSaver(StoreBound, BaseCheckpointSaver[str]):
                 self._thread(target).put_many(rows)
 
     def delete_for_runs(self, run_ids: Sequence[str]) -> None:
-        """Delete the checkpoints (with their writes) that the given runs created, in every thread."""
+        """Delete the checkpoints (with their writes) that the given runs created, in every thread.
+
+        Visits every thread (one indexed read each, more where a run wrote),
+        so it costs O(threads); one transaction.
+        """
         if isinstance(run_ids, (str, bytes)) or not isinstance(run_ids, Iterable):
             raise InvalidRequest(f"run_ids must be a list of str, got {type(run_ids).__name__}")
         runs = {str(run_id) for run_id in run_ids}
