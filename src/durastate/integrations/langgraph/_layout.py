@@ -134,6 +134,19 @@ class ThreadRows:
         skip = len(prefix)
         return ((key[skip:], value) for key, value in rows)
 
+    def scan_absolute(
+        self, start: bytes, end: bytes, *, reverse: bool = False, limit: int | None = None
+    ) -> Iterator[tuple[bytes, bytes]]:
+        """Like ``scan`` but the keys keep the thread's prefix (``prefix_size`` bytes): no copy per row."""
+        prefix = self._prefix
+        return self._kv.scan(
+            self._scope, THREADS_NS, start=prefix + start, end=prefix + end, reverse=reverse, limit=limit
+        )
+
+    @property
+    def prefix_size(self) -> int:
+        return len(self._prefix)
+
     def delete(self, keys: Sequence[bytes]) -> None:
         prefix = self._prefix
         self._kv.delete(self._scope, THREADS_NS, keys=[prefix + key for key in keys])

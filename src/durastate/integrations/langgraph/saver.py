@@ -40,7 +40,7 @@ import builtins
 import heapq
 import os
 import random
-from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from itertools import islice
 from typing import Any
 
@@ -380,18 +380,27 @@ class DurastateSaver(StoreBound, BaseCheckpointSaver[str]):
             nonlocal end
             page = min(MAX_PAGE, FIRST_PAGE if most is None else most * ROWS_PER_CHECKPOINT)
             while True:
-                got = builtins.list(thread.scan(prefix, end, reverse=True, limit=page))
+                got = builtins.list(thread.scan_absolute(prefix, end, reverse=True, limit=page))
                 yield from got
                 if len(got) < page:
                     return
-                end = got[-1][0]
+                end = got[-1][0][thread.prefix_size :]
                 page = min(MAX_PAGE, page * 2)
 
-        return rows_descending(thread_id, checkpoint_ns, len(prefix), pages())
+        return rows_descending(thread_id, checkpoint_ns, thread.prefix_size + len(prefix), pages())
 
     def _load(self, thread_id: str, rows: builtins.list[Row]) -> builtins.list[CheckpointTuple]:
         """Tuples for rows of one thread; values kept by ancestors in one read."""
-        loads = self._loads
+        try:
+            return self._load_rows(thread_id, rows, self.serde.loads_typed)
+        except NotImplementedError as exc:
+            if str(exc).endswith("pickle"):
+                self._loads(("pickle", b""))  # raises the explanation
+            raise
+
+    def _load_rows(
+        self, thread_id: str, rows: builtins.list[Row], loads: Callable[[tuple[str, bytes]], Any]
+    ) -> builtins.list[CheckpointTuple]:
         skeletons = [loads(row.checkpoint) for row in rows]
         elsewhere: dict[bytes, None] = {}
         for row, skeleton in zip(rows, skeletons, strict=True):
