@@ -180,13 +180,7 @@ def sync_ops(saver: BaseCheckpointSaver[Any], history: int, calls: int) -> dict[
         for _ in range(max(1, calls // 10)):
             graph.invoke({"messages": []}, {"configurable": {"thread_id": str(uuid.uuid4())}})
 
-    return {
-        "put": put,
-        "put_writes": put_writes,
-        "get_tuple(latest)": get_latest,
-        "list(limit 10)": list10,
-        "graph run": graph_run,
-    }
+    return dict(zip(OPS, (put, put_writes, get_latest, list10, graph_run), strict=True))
 
 
 async def async_ops(
@@ -220,13 +214,7 @@ async def async_ops(
         for _ in range(max(1, calls // 10)):
             await graph.ainvoke({"messages": []}, {"configurable": {"thread_id": str(uuid.uuid4())}})
 
-    return {
-        "put": put,
-        "put_writes": put_writes,
-        "get_tuple(latest)": get_latest,
-        "list(limit 10)": list10,
-        "graph run": graph_run,
-    }
+    return dict(zip(OPS, (put, put_writes, get_latest, list10, graph_run), strict=True))
 
 
 def timed(run: Callable[[], Any], loop: asyncio.AbstractEventLoop | None) -> float:
