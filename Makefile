@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: demo test bench bench-postgres lint typecheck clean crash fuzz
+.PHONY: demo test bench bench-postgres lint typecheck clean crash fuzz bench-langgraph
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -61,3 +61,9 @@ crash: $(VENV)/.installed-test
 # Longer fuzz run (CI runs 25 examples per entry point inside `make test`).
 fuzz: $(VENV)/.installed-test
 	DURASTATE_FUZZ_EXAMPLES=$${EXAMPLES:-500} $(PY) -m pytest tests/fuzz -q
+
+# DurastateSaver against LangGraph's SqliteSaver / PostgresSaver and their
+# async twins; the PostgreSQL pairs need a server (--postgres-url,
+# DURASTATE_TEST_POSTGRES_URL or postgresql://postgres@127.0.0.1:5432/postgres).
+bench-langgraph: $(VENV)/.installed-test
+	$(PY) bench/langgraph.py
