@@ -17,13 +17,15 @@ drivers can cache the prepared statement by text.
 from __future__ import annotations
 
 import re
+import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
+from types import TracebackType
 from typing import Any, Protocol
 
-from ..errors import InvalidRequest, SchemaTooNew
+from ..errors import DurastateError, InvalidRequest, SchemaTooNew, StoreClosed
 
 Row = tuple[Any, ...]
 Params = Sequence[Any]
@@ -189,23 +191,180 @@ _UPSERT_VERSION = (
 )
 
 
-class EngineBase:
-    """Machinery shared by every engine: SQL compilation, clock, migrations.
+class TransactionState(threading.local):
+    """One thread's view of its open transaction on one engine.
 
-    Subclasses provide the statement methods, ``transaction()`` and
-    ``_migration_lock()`` (a context manager that holds a transaction which
-    excludes concurrent migrators: ``BEGIN IMMEDIATE`` on SQLite, an
-    advisory lock on PostgreSQL).
+    ``depth`` counts open blocks (0: none; 1: the transaction; 2+: nested
+    savepoints). ``doomed`` is the first statement error not yet undone and
+    ``doomed_level`` the depth it happened at: rolling back the savepoint of
+    level L undoes it only when ``doomed_level >= L`` (the failure happened
+    inside that savepoint). Engines subclass this for their own per-thread
+    fields (connection, cursor, ...).
+    """
+
+    depth: int = 0
+    doomed: DurastateError | None = None
+    doomed_level: int = 0
+
+
+def aborted_error(doomed: DurastateError) -> DurastateError:
+    """The error a statement gets in a transaction an earlier failure doomed."""
+    return type(doomed)(f"transaction aborted by an earlier failed statement: {doomed}")
+
+
+class Transaction:
+    """The one transaction state machine; engines supply its primitives.
+
+    Outermost block: ``_tx_begin(read, lock)`` ... ``_tx_commit()`` or
+    ``_tx_rollback()``. Nested blocks: ``_tx_savepoint(name)`` ...
+    ``_tx_release(name)`` or ``_tx_rollback_to(name)`` (which also releases).
+
+    The rule, on every engine:
+
+    * any exception leaving a block (``BaseException`` included) rolls that
+      block back: the whole transaction, or the nested block's savepoint;
+    * a statement that fails in the database (the engine calls
+      ``EngineBase._doom``) dooms the transaction: later statements and
+      nested blocks are refused with the same error type, and the block
+      raises on exit and commits nothing, even when the caller caught the
+      error. Only rolling back a savepoint opened *before* the failure
+      (one that contains it) undoes the doom;
+    * refusals raised in Python (argument errors, a lost compare-and-swap,
+      a superseded attempt) never reach the engine and never doom;
+    * after ``close()`` the next statement, nested block or commit raises
+      ``StoreClosed`` and the transaction rolls back.
+    """
+
+    __slots__ = ("_engine", "_level", "_lock", "_read", "_state")
+
+    def __init__(self, engine: EngineBase, *, read: bool = False, lock: str | None = None) -> None:
+        self._engine = engine
+        self._read = read
+        self._lock = lock
+        self._level = 0
+
+    def __enter__(self) -> None:
+        engine = self._engine
+        state = engine._local
+        self._state = state
+        if engine._closed:
+            raise StoreClosed(f"{engine.url}: store is closed")
+        if state.depth == 0:
+            engine._tx_begin(self._read, self._lock)
+        else:
+            if state.doomed is not None:
+                raise aborted_error(state.doomed)
+            engine._tx_savepoint(f"ds_sp{state.depth}")
+        state.depth += 1
+        self._level = state.depth
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        engine = self._engine
+        state = self._state
+        level = self._level
+        state.depth = level - 1
+        doomed = state.doomed
+        if level > 1:
+            savepoint = f"ds_sp{level - 1}"
+            contained = doomed is not None and state.doomed_level >= level
+            if exc_type is None and not contained and not engine._closed:
+                engine._tx_release(savepoint)
+                return
+            # Roll back on anything; a failing rollback (connection gone)
+            # must not mask the block's own exception.
+            engine._tx_rollback_to(savepoint)
+            if contained:
+                state.doomed = None
+            if exc_type is None:
+                if engine._closed:
+                    raise StoreClosed(f"{engine.url}: store closed inside the transaction; it rolled back")
+                assert doomed is not None
+                raise type(doomed)(f"block rolled back: a statement inside it failed: {doomed}")
+            return
+        state.doomed = None
+        if exc_type is not None:
+            engine._tx_rollback()
+            return
+        if doomed is not None:
+            engine._tx_rollback()
+            raise type(doomed)(f"transaction rolled back: a statement inside it failed: {doomed}")
+        if engine._closed:
+            engine._tx_rollback()
+            raise StoreClosed(f"{engine.url}: store closed inside the transaction; it rolled back")
+        engine._tx_commit()
+
+
+class EngineBase:
+    """Machinery shared by every engine: SQL compilation, clock, migrations,
+    the transaction state machine (``Transaction``).
+
+    Subclasses provide the statement methods and the transaction
+    primitives ``_tx_begin``/``_tx_commit``/``_tx_rollback``/
+    ``_tx_savepoint``/``_tx_release``/``_tx_rollback_to``, set ``_local``
+    to a ``TransactionState`` (subclass) and ``_closed``, and call
+    ``_doom(error)`` when a statement fails inside a transaction.
     """
 
     dialect: Dialect
     prefix: str
     url: str
+    _local: TransactionState
+    _closed: bool
 
     def __init__(self, *, prefix: str, clock: Clock | None) -> None:
         self.prefix = validate_prefix(prefix)
         self._clock: Clock = clock if clock is not None else time.time
         self._sql_cache: dict[str, str] = {}
+
+    # -- transactions ----------------------------------------------------------
+
+    def transaction(self) -> Transaction:
+        """A write transaction (re-entrant per thread: nested blocks are savepoints)."""
+        return Transaction(self)
+
+    def read_transaction(self) -> Transaction:
+        """One consistent snapshot for several reads, without the write lock."""
+        return Transaction(self, read=True)
+
+    def in_transaction(self) -> bool:
+        return self._local.depth > 0
+
+    def _migration_lock(self) -> Transaction:
+        """A transaction that excludes concurrent migrators of this prefix."""
+        return Transaction(self, lock=f"durastate-migrate:{self.prefix}")
+
+    def _doom(self, error: DurastateError) -> DurastateError:
+        """Record ``error`` (a statement failed) against the open transaction, if any."""
+        state = self._local
+        if state.depth and state.doomed is None:
+            state.doomed = error
+            state.doomed_level = state.depth
+        return error
+
+    def _tx_begin(self, read: bool, lock: str | None) -> None:
+        raise NotImplementedError
+
+    def _tx_commit(self) -> None:
+        raise NotImplementedError
+
+    def _tx_rollback(self) -> None:
+        """Roll back the transaction; never raises (best effort)."""
+        raise NotImplementedError
+
+    def _tx_savepoint(self, name: str) -> None:
+        raise NotImplementedError
+
+    def _tx_release(self, name: str) -> None:
+        raise NotImplementedError
+
+    def _tx_rollback_to(self, name: str) -> None:
+        """Roll back to and release savepoint ``name``; never raises (best effort)."""
+        raise NotImplementedError
 
     # The abstract statement API, declared for the type checker.
     def one(self, sql: str, params: Params = ()) -> Row | None:
@@ -215,9 +374,6 @@ class EngineBase:
         raise NotImplementedError
 
     def execute(self, sql: str, params: Params = ()) -> int:
-        raise NotImplementedError
-
-    def _migration_lock(self) -> AbstractContextManager[None]:
         raise NotImplementedError
 
     def sql(self, template: str | Mapping[str, str]) -> str:

@@ -35,7 +35,6 @@ import threading
 import time
 import weakref
 from collections.abc import Iterable
-from types import TracebackType
 from typing import Any
 
 import psycopg
@@ -50,7 +49,7 @@ from ..errors import (
     StoreClosed,
     StoreUnavailable,
 )
-from .base import Clock, Dialect, EngineBase, Params, Row
+from .base import Clock, Dialect, EngineBase, Params, Row, TransactionState, aborted_error
 
 PREPARE_THRESHOLD = 2
 CONNECT_TIMEOUT = 10
@@ -80,7 +79,10 @@ POSTGRES_DIALECT = Dialect(
 
 # SQLSTATE classes and codes (https://www.postgresql.org/docs/current/errcodes-appendix.html).
 _UNAVAILABLE_CLASSES = ("08", "53", "57", "58", "XX", "40", "55")
-_INVALID_CLASSES = ("22", "54")
+# 25: invalid transaction state (a write in a read-only transaction; a
+# statement in an aborted one, normally refused before it reaches the server).
+# 42: the statement itself is wrong (undefined table, syntax).
+_INVALID_CLASSES = ("22", "25", "42", "54")
 _INVALID_CODES = {"23502", "23514"}  # not_null_violation, check_violation
 _CONFLICT_CODES = {"23505", "23503", "23P01"}  # unique, foreign key, exclusion
 
@@ -215,12 +217,8 @@ def _after_fork_in_child() -> None:
 os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
-class _ThreadState(threading.local):
+class _ThreadState(TransactionState):
     conn: psycopg.Connection[Any] | None = None
-    depth: int = 0
-    # The first statement error inside the open transaction: PostgreSQL has
-    # aborted the transaction; the block will roll back (see __exit__).
-    doomed: DurastateError | None = None
     # The open transaction's attempt id: pending until its first write.
     attempt_pending: bool = False
     attempt: bytes | None = None
@@ -240,6 +238,7 @@ class PostgresEngine(EngineBase):
     """PostgreSQL behind the ``Engine`` contract (see the module docstring)."""
 
     dialect = POSTGRES_DIALECT
+    _local: _ThreadState
 
     def __init__(
         self,
@@ -453,6 +452,7 @@ class PostgresEngine(EngineBase):
     def _run_in_transaction(
         self, state: _ThreadState, conn: psycopg.Connection[Any], sql: str, params: Params, fetch: int
     ) -> Any:
+        self._check_open_transaction(state)
         try:
             if state.attempt_pending and self._plan(sql) is not None:
                 self._record_transaction_attempt(state, conn)
@@ -460,15 +460,18 @@ class PostgresEngine(EngineBase):
         except psycopg.Error as exc:
             raise self._failed(state, exc) from None
 
+    def _check_open_transaction(self, state: _ThreadState) -> None:
+        """Refuse a statement in a doomed transaction, or after ``close()``."""
+        if state.doomed is not None:
+            raise aborted_error(state.doomed)
+        if self._closed:
+            raise self._doom(StoreClosed(f"{self.url}: store closed inside the transaction"))
+
     def _failed(self, state: _ThreadState, exc: psycopg.Error) -> DurastateError:
-        """Translate ``exc`` and remember it as the reason the transaction is doomed."""
+        """Translate ``exc``; inside a transaction, also doom it (see ``base.Transaction``)."""
         if state.doomed is not None and isinstance(exc, pg_errors.InFailedSqlTransaction):
-            doomed = state.doomed
-            return type(doomed)(f"transaction aborted by an earlier failed statement: {doomed}")
-        error = translate_postgres_error(exc, self.url)
-        if state.doomed is None:
-            state.doomed = error
-        return error
+            return aborted_error(state.doomed)
+        return self._doom(translate_postgres_error(exc, self.url))
 
     def _record_transaction_attempt(self, state: _ThreadState, conn: psycopg.Connection[Any]) -> None:
         """First write of a transaction: note its attempt id inside it.
@@ -511,6 +514,7 @@ class PostgresEngine(EngineBase):
         state = self._local
         conn = state.conn
         assert conn is not None
+        self._check_open_transaction(state)
         try:
             if state.attempt_pending:
                 self._record_transaction_attempt(state, conn)
@@ -519,22 +523,82 @@ class PostgresEngine(EngineBase):
         except psycopg.Error as exc:
             raise self._failed(state, exc) from None
 
-    # -- transactions --------------------------------------------------------
+    # -- transaction primitives (the state machine is base.Transaction) -------
 
-    def transaction(self) -> _Transaction:
-        return _Transaction(self, lock_key=None)
+    def _tx_begin(self, read: bool, lock: str | None) -> None:
+        """``BEGIN`` on a borrowed connection the thread keeps until the end.
 
-    def read_transaction(self) -> _Transaction:
-        """One snapshot for several reads (REPEATABLE READ, READ ONLY)."""
-        return _Transaction(self, lock_key=None, begin="BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+        ``lock`` (migrations): an advisory lock per (schema, name), so
+        concurrent openers of the same tables migrate one after the other.
+        """
+        state = self._local
+        conn = self._borrow()
+        try:
+            conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY" if read else "BEGIN")
+            if lock is not None:
+                conn.execute("SELECT pg_advisory_xact_lock(hashtext(current_schema() || %s))", (lock,))
+        except psycopg.Error as exc:
+            _discard_transaction(self, conn)
+            raise translate_postgres_error(exc, f"{self.url}: begin") from None
+        state.conn = conn
+        state.attempt = None
+        # Migrations run before the attempt table exists; they need no
+        # commit-ambiguity check anyway (they are idempotent by version).
+        state.attempt_pending = not read and lock is None
 
-    def in_transaction(self) -> bool:
-        return self._local.depth > 0
+    def _take_connection(self) -> tuple[psycopg.Connection[Any], bytes | None]:
+        state = self._local
+        conn = state.conn
+        assert conn is not None
+        attempt = state.attempt
+        state.conn, state.attempt, state.attempt_pending = None, None, False
+        return conn, attempt
 
-    def _migration_lock(self) -> _Transaction:
-        # One advisory lock per (schema, prefix): concurrent openers of the
-        # same tables migrate one after the other, others are not blocked.
-        return _Transaction(self, lock_key=f"durastate-migrate:{self.prefix}")
+    def _tx_commit(self) -> None:
+        conn, attempt = self._take_connection()
+        try:
+            conn.execute("COMMIT")
+        except psycopg.Error as commit_error:
+            _discard_transaction(self, conn)
+            if attempt is not None and connection_lost(commit_error):
+                # The COMMIT may or may not have reached the server. The
+                # attempt row, written inside the transaction, says which.
+                if self.attempt_committed(attempt):
+                    return
+                raise StoreUnavailable(
+                    f"{self.url}: connection lost before the transaction committed; "
+                    "nothing was applied, the transaction can be retried"
+                ) from None
+            raise translate_postgres_error(commit_error, f"{self.url}: commit") from None
+        self._give_back(conn)
+
+    def _tx_rollback(self) -> None:
+        conn, _attempt = self._take_connection()
+        _discard_transaction(self, conn)
+
+    def _tx_savepoint(self, name: str) -> None:
+        self._savepoint_statement(f"SAVEPOINT {name}")
+
+    def _tx_release(self, name: str) -> None:
+        self._savepoint_statement(f"RELEASE SAVEPOINT {name}")
+
+    def _savepoint_statement(self, statement: str) -> None:
+        state = self._local
+        assert state.conn is not None
+        self._check_open_transaction(state)
+        try:
+            state.conn.execute(statement)
+        except psycopg.Error as exc:
+            raise self._failed(state, exc) from None
+
+    def _tx_rollback_to(self, name: str) -> None:
+        conn = self._local.conn
+        assert conn is not None
+        try:
+            conn.execute(f"ROLLBACK TO SAVEPOINT {name}")
+            conn.execute(f"RELEASE SAVEPOINT {name}")
+        except psycopg.Error:
+            pass  # a broken connection: the outer block fails on its next statement
 
     def release_connection(self) -> None:
         """Nothing to release: connections go back to the pool after each call."""
@@ -595,93 +659,6 @@ class PostgresEngine(EngineBase):
             pool, self._pool = self._pool, None
         if pool is not None:
             pool.close()
-
-
-class _Transaction:
-    """``BEGIN`` ... ``COMMIT`` on one borrowed connection; nested: savepoints."""
-
-    __slots__ = ("_begin", "_conn", "_engine", "_lock_key", "_savepoint")
-
-    def __init__(self, engine: PostgresEngine, lock_key: str | None, begin: str = "BEGIN") -> None:
-        self._engine = engine
-        self._savepoint: str | None = None
-        self._lock_key = lock_key
-        self._begin = begin
-
-    def __enter__(self) -> None:
-        engine = self._engine
-        state = engine._local
-        if state.depth == 0:
-            conn = engine._borrow()
-            try:
-                conn.execute(self._begin)
-                if self._lock_key is not None:
-                    conn.execute("SELECT pg_advisory_xact_lock(hashtext(current_schema() || %s))", (self._lock_key,))
-            except psycopg.Error as exc:
-                _discard_transaction(engine, conn)
-                raise translate_postgres_error(exc, f"{engine.url}: begin") from None
-            state.conn = conn
-            state.attempt = None
-            # Migrations run before the attempt table exists; they need no
-            # commit-ambiguity check anyway (they are idempotent by version).
-            state.attempt_pending = self._lock_key is None
-        else:
-            assert state.conn is not None
-            conn = state.conn
-            self._savepoint = f"ds_sp{state.depth}"
-            try:
-                conn.execute(f"SAVEPOINT {self._savepoint}")
-            except psycopg.Error as exc:
-                raise translate_postgres_error(exc, f"{engine.url}: savepoint") from None
-        self._conn = conn
-        state.depth += 1
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        engine = self._engine
-        state = engine._local
-        state.depth -= 1
-        conn = self._conn
-        savepoint = self._savepoint
-        if savepoint is not None:
-            try:
-                if exc_type is not None:
-                    conn.execute(f"ROLLBACK TO SAVEPOINT {savepoint}")
-                    state.doomed = None  # the savepoint undid the failure
-                conn.execute(f"RELEASE SAVEPOINT {savepoint}")
-            except psycopg.Error as release_error:
-                if exc_type is None:
-                    raise engine._failed(state, release_error) from None
-            return
-        state.conn = None
-        attempt, state.attempt, state.attempt_pending = state.attempt, None, False
-        doomed, state.doomed = state.doomed, None
-        if exc_type is not None:
-            _discard_transaction(engine, conn)
-            return
-        if doomed is not None:
-            # COMMIT of an aborted transaction would quietly roll back.
-            _discard_transaction(engine, conn)
-            raise type(doomed)(f"transaction rolled back: a statement inside it failed: {doomed}")
-        try:
-            conn.execute("COMMIT")
-        except psycopg.Error as commit_error:
-            _discard_transaction(engine, conn)
-            if attempt is not None and connection_lost(commit_error):
-                # The COMMIT may or may not have reached the server. The
-                # attempt row, written inside the transaction, says which.
-                if engine.attempt_committed(attempt):
-                    return
-                raise StoreUnavailable(
-                    f"{engine.url}: connection lost before the transaction committed; "
-                    "nothing was applied, the transaction can be retried"
-                ) from None
-            raise translate_postgres_error(commit_error, f"{engine.url}: commit") from None
-        engine._give_back(conn)
 
 
 def _discard_transaction(engine: PostgresEngine, conn: psycopg.Connection[Any]) -> None:

@@ -39,8 +39,7 @@ import uuid
 import weakref
 from collections.abc import Iterable
 from pathlib import Path
-from types import TracebackType
-from typing import Any
+from typing import Any, cast
 
 from ..errors import (
     Conflict,
@@ -49,7 +48,7 @@ from ..errors import (
     StoreClosed,
     StoreUnavailable,
 )
-from .base import Clock, Dialect, EngineBase, Params, Row
+from .base import Clock, Dialect, EngineBase, Params, Row, TransactionState, aborted_error
 
 SQLITE_DIALECT = Dialect(
     name="sqlite",
@@ -84,7 +83,9 @@ _SQLITE_ERROR_UNAVAILABLE = {
     15,  # PROTOCOL
     26,  # NOTADB
 }
-_SQLITE_INVALID = {18, 20, 25}  # TOOBIG, MISMATCH, RANGE
+# ERROR (the statement itself is wrong: no such table, syntax), TOOBIG,
+# MISMATCH, RANGE.
+_SQLITE_INVALID = {1, 18, 20, 25}
 _SQLITE_CONSTRAINT = 19
 # Extended constraint codes that mean "your value is not allowed" rather than
 # "someone else's row is in the way".
@@ -116,17 +117,43 @@ def translate_sqlite_error(exc: sqlite3.Error, where: str) -> DurastateError:
     return DurastateError(message)
 
 
-class _ThreadState(threading.local):
+class _ThreadState(TransactionState):
     conn: sqlite3.Connection | None = None
     # A cursor of ``conn`` reused by one()/all()/execute()/executemany():
     # saves creating one per statement (a measurable share of a point read
     # or write). Those methods always finish its statement (run it to
     # completion, or close the cursor), so it never holds a statement (or
-    # an autocommit write's lock) open between calls.
+    # an autocommit write's lock) open between calls. While the open
+    # transaction is doomed it is a ``_RefusingCursor`` instead (typed as
+    # a cursor: the statement methods only ever call its execute methods).
     cursor: sqlite3.Cursor | None = None
-    depth: int = 0
-    # The first statement error inside the open transaction (see doom()).
-    doomed: DurastateError | None = None
+
+
+class _Refused(sqlite3.Error):
+    """Raised by ``_RefusingCursor``: the transaction is doomed."""
+
+    def __init__(self, doomed: DurastateError) -> None:
+        super().__init__(str(doomed))
+        self.doomed = doomed
+
+
+class _RefusingCursor:
+    """Stands in for the thread's cursor while its transaction is doomed.
+
+    PostgreSQL refuses every statement of an aborted transaction; SQLite
+    would run them. Swapping the cursor makes SQLite refuse them too at no
+    cost to the statement path (which reads the cursor anyway).
+    """
+
+    __slots__ = ("doomed",)
+
+    def __init__(self, doomed: DurastateError) -> None:
+        self.doomed = doomed
+
+    def execute(self, sql: str, params: Any = ()) -> sqlite3.Cursor:
+        raise _Refused(self.doomed)
+
+    executemany = execute
 
 
 # Engines alive in this process, so the fork hook can reset them.
@@ -215,6 +242,7 @@ class SqliteEngine(EngineBase):
     """SQLite behind the ``Engine`` contract (see the module docstring)."""
 
     dialect = SQLITE_DIALECT
+    _local: _ThreadState
 
     def __init__(
         self,
@@ -331,10 +359,11 @@ class SqliteEngine(EngineBase):
         """
         if self._local.cursor is cursor:
             self._local.cursor = None
-        try:
-            cursor.close()
-        except sqlite3.Error:
-            pass
+        if isinstance(cursor, sqlite3.Cursor):
+            try:
+                cursor.close()
+            except sqlite3.Error:
+                pass
 
     def _reap_dead_threads(self) -> None:
         """Close connections whose thread has ended (called under ``_lock``)."""
@@ -411,34 +440,85 @@ class SqliteEngine(EngineBase):
             raise
 
     def _failed(self, exc: sqlite3.Error) -> DurastateError:
-        """Translate ``exc``; inside a transaction, also doom the transaction.
+        """Translate ``exc``; inside a transaction, also doom it (see ``base.Transaction``)."""
+        if isinstance(exc, _Refused):
+            return aborted_error(exc.doomed)
+        return self._doom(translate_sqlite_error(exc, self.url))
 
-        Both engines share one rule: a statement error inside a transaction
-        means the transaction will not commit (PostgreSQL aborts it; here we
-        remember it and roll back at the end of the block, even if the
-        caller caught the error). A nested block that ends with the error
-        rolls back to its savepoint and the transaction is healthy again.
-        """
-        error = translate_sqlite_error(exc, self.url)
+    def _doom(self, error: DurastateError) -> DurastateError:
         state = self._local
         if state.depth and state.doomed is None:
             state.doomed = error
+            state.doomed_level = state.depth
+            state.cursor = cast(sqlite3.Cursor, _RefusingCursor(error))
         return error
 
-    # -- transactions ----------------------------------------------------------
+    # -- transaction primitives (the state machine is base.Transaction) -------
 
-    def transaction(self) -> _Transaction:
-        return _Transaction(self)
+    def _tx_begin(self, read: bool, lock: str | None) -> None:
+        # ``lock`` (the migration lock) needs nothing more: BEGIN IMMEDIATE
+        # takes the database's one write lock, which excludes every writer.
+        conn = self._local.conn or self._thread_connection()
+        _FORK_GATE.enter()
+        try:
+            conn.execute("BEGIN" if read else "BEGIN IMMEDIATE")
+        except sqlite3.Error as exc:
+            _FORK_GATE.leave()
+            raise translate_sqlite_error(exc, f"{self.url}: begin") from None
 
-    def read_transaction(self) -> _Transaction:
-        """One snapshot for several reads, without the write lock (WAL)."""
-        return _Transaction(self, begin="BEGIN")
+    def _tx_end(self) -> None:
+        state = self._local
+        if isinstance(state.cursor, _RefusingCursor):
+            state.cursor = None
+        # Not a commit in a finally: the transaction is over either way by
+        # now; this only tells the fork gate so.
+        _FORK_GATE.leave()
 
-    def in_transaction(self) -> bool:
-        return self._local.depth > 0
+    def _tx_commit(self) -> None:
+        conn = self._local.conn
+        assert conn is not None
+        try:
+            conn.execute("COMMIT")
+        except sqlite3.Error as commit_error:
+            self._tx_rollback()
+            raise translate_sqlite_error(commit_error, f"{self.url}: commit") from None
+        self._tx_end()
+        self._flush_notifications()
 
-    def _migration_lock(self) -> _Transaction:
-        return _Transaction(self)
+    def _tx_rollback(self) -> None:
+        state = self._local
+        state.__dict__.pop("pending_notify", None)
+        try:
+            if state.conn is not None:
+                state.conn.execute("ROLLBACK")
+        except sqlite3.Error:
+            pass  # connection closed: SQLite rolled back already
+        self._tx_end()
+
+    def _tx_savepoint(self, name: str) -> None:
+        conn = self._local.conn or self._thread_connection()
+        try:
+            conn.execute(f"SAVEPOINT {name}")
+        except sqlite3.Error as exc:
+            raise self._failed(exc) from None
+
+    def _tx_release(self, name: str) -> None:
+        conn = self._local.conn or self._thread_connection()
+        try:
+            conn.execute(f"RELEASE {name}")
+        except sqlite3.Error as exc:
+            raise self._failed(exc) from None
+
+    def _tx_rollback_to(self, name: str) -> None:
+        state = self._local
+        try:
+            if state.conn is not None:
+                state.conn.execute(f"ROLLBACK TO {name}")
+                state.conn.execute(f"RELEASE {name}")
+        except sqlite3.Error:
+            pass
+        if isinstance(state.cursor, _RefusingCursor) and state.doomed_level > state.depth:
+            state.cursor = None
 
     # -- change notification (in-process; other processes are polled) -------
 
@@ -510,9 +590,9 @@ class SqliteEngine(EngineBase):
             self._closed = True
             connections = list(self._connections.values())
             self._connections.clear()
-        # A fresh thread-local: every thread's next call misses its cached
-        # connection and reaches the closed check in _thread_connection.
-        self._local = _ThreadState()
+        # Every thread's next call on its cached connection (or cursor)
+        # fails with "closed", translated to StoreClosed; an open
+        # transaction is doomed by it and rolls back (base.Transaction).
         for _thread, conn in connections:
             conn.close()
         if self._anchor is not None:
@@ -521,101 +601,3 @@ class SqliteEngine(EngineBase):
         for cond in list(self._changed.values()):
             with cond:
                 cond.notify_all()
-
-
-class _Transaction:
-    """``BEGIN IMMEDIATE`` ... ``COMMIT``; nested blocks are savepoints.
-
-    ``begin="BEGIN"`` makes a read transaction: a WAL snapshot taken at the
-    first read, no write lock (nested inside any transaction it is a
-    savepoint of that one, like any other block).
-    """
-
-    __slots__ = ("_begin", "_conn", "_engine", "_savepoint")
-
-    def __init__(self, engine: SqliteEngine, begin: str = "BEGIN IMMEDIATE") -> None:
-        self._engine = engine
-        self._begin = begin
-        self._savepoint: str | None = None
-
-    def __enter__(self) -> None:
-        engine = self._engine
-        state = engine._local
-        conn = state.conn or engine._thread_connection()
-        self._conn = conn
-        if state.depth == 0:
-            _FORK_GATE.enter()
-            try:
-                conn.execute(self._begin)
-            except sqlite3.Error as exc:
-                _FORK_GATE.leave()
-                raise translate_sqlite_error(exc, f"{engine.url}: begin") from None
-        else:
-            self._savepoint = f"ds_sp{state.depth}"
-            try:
-                conn.execute(f"SAVEPOINT {self._savepoint}")
-            except sqlite3.Error as exc:
-                raise translate_sqlite_error(exc, f"{engine.url}: savepoint") from None
-        state.depth += 1
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        if self._savepoint is not None:
-            self._finish(exc_type)
-            return
-        try:
-            self._finish(exc_type)
-        finally:
-            # Not a commit in a finally: the transaction is over either way
-            # by now; this only tells the fork gate so.
-            _FORK_GATE.leave()
-
-    def _finish(self, exc_type: type[BaseException] | None) -> None:
-        engine = self._engine
-        state = engine._local
-        state.depth -= 1
-        conn = self._conn
-        savepoint = self._savepoint
-        if exc_type is not None:
-            # Roll back on anything, KeyboardInterrupt included. A failing
-            # rollback (connection already gone) must not mask the cause.
-            try:
-                if savepoint is None:
-                    conn.execute("ROLLBACK")
-                    state.__dict__.pop("pending_notify", None)
-                else:
-                    conn.execute(f"ROLLBACK TO {savepoint}")
-                    conn.execute(f"RELEASE {savepoint}")
-                    state.doomed = None
-            except sqlite3.Error:
-                pass
-            if savepoint is None:
-                state.doomed = None
-            return
-        if savepoint is None and state.doomed is not None:
-            doomed, state.doomed = state.doomed, None
-            try:
-                conn.execute("ROLLBACK")
-            except sqlite3.Error:
-                pass
-            state.__dict__.pop("pending_notify", None)
-            raise type(doomed)(f"transaction rolled back: a statement inside it failed: {doomed}")
-        try:
-            if savepoint is None:
-                conn.execute("COMMIT")
-            else:
-                conn.execute(f"RELEASE {savepoint}")
-        except sqlite3.Error as commit_error:
-            if savepoint is None:
-                try:
-                    conn.execute("ROLLBACK")
-                except sqlite3.Error:
-                    pass
-                state.__dict__.pop("pending_notify", None)
-            raise translate_sqlite_error(commit_error, f"{engine.url}: commit") from None
-        if savepoint is None:
-            engine._flush_notifications()
