@@ -359,7 +359,7 @@ class SqliteEngine(EngineBase):
         """
         if self._local.cursor is cursor:
             self._local.cursor = None
-        if isinstance(cursor, sqlite3.Cursor):
+        if not isinstance(cursor, _RefusingCursor):
             try:
                 cursor.close()
             except sqlite3.Error:
