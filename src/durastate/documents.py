@@ -111,7 +111,7 @@ import orjson
 
 from ._json import JSON_OPTIONS, has_non_finite
 from ._validate import INT64_MAX, as_int64, fail
-from .engines.base import Migration, Schema
+from .engines.base import READ, WRITE, WRITE_ROWS, Migration, Schema, Statement
 from .errors import Conflict, DurastateError, InvalidRequest
 
 if TYPE_CHECKING:
@@ -166,46 +166,52 @@ SCHEMA = Schema(
 
 # -- statements ---------------------------------------------------------------
 
-READ = "SELECT payload, revision FROM {p}documents WHERE key = ?"
-UPSERT = (
+READ_DOCUMENT = READ("SELECT payload, revision FROM {p}documents WHERE key = ?")
+UPSERT = WRITE_ROWS(
     "INSERT INTO {p}documents (key, payload, revision) VALUES (?, ?, 1)"
     " ON CONFLICT (key) DO UPDATE SET payload = excluded.payload, revision = {p}documents.revision + 1"
     " RETURNING revision"
 )
-CREATE = (
+CREATE = WRITE_ROWS(
     "INSERT INTO {p}documents (key, payload, revision) VALUES (?, ?, 1) ON CONFLICT (key) DO NOTHING RETURNING revision"
 )
-CAS = "UPDATE {p}documents SET payload = ?, revision = revision + 1 WHERE key = ? AND revision = ? RETURNING revision"
-DELETE = "DELETE FROM {p}documents WHERE key = ?"
-DELETE_AT = "DELETE FROM {p}documents WHERE key = ? AND revision = ?"
-DESCRIBE = "SELECT revision, length(payload) FROM {p}documents WHERE key = ?"
+CAS = WRITE_ROWS(
+    "UPDATE {p}documents SET payload = ?, revision = revision + 1 WHERE key = ? AND revision = ? RETURNING revision"
+)
+DELETE = WRITE("DELETE FROM {p}documents WHERE key = ?")
+DELETE_AT = WRITE("DELETE FROM {p}documents WHERE key = ? AND revision = ?")
+DESCRIBE = READ("SELECT revision, length(payload) FROM {p}documents WHERE key = ?")
 # Backups of one key: a primary key range, like every prefix query here.
-BACKUP_KEYS = "SELECT key FROM {p}documents WHERE key >= ? AND key < ?"
+BACKUP_KEYS = READ("SELECT key FROM {p}documents WHERE key >= ? AND key < ?")
 # Copies the payload inside the database: clear never decodes it.
-COPY_TO = "INSERT INTO {p}documents (key, payload, revision) SELECT ?, payload, 1 FROM {p}documents WHERE key = ?"
+COPY_TO = WRITE(
+    "INSERT INTO {p}documents (key, payload, revision) SELECT ?, payload, 1 FROM {p}documents WHERE key = ?"
+)
 
 # The facet's one lock. SQLite: nothing to add, the transaction's BEGIN
 # IMMEDIATE already holds the database's single write lock. PostgreSQL: one
 # transaction-scoped advisory lock per (schema, table prefix), in the
 # two-int key space (the migration lock uses the one-bigint space).
-LOCK_FACET = {
-    "sqlite": "",
-    "postgresql": (
-        "SELECT pg_advisory_xact_lock(hashtext('durastate:documents'), hashtext(current_schema() || ':{p}'))"
-    ),
-}
+LOCK_FACET = READ(
+    {
+        "sqlite": "",
+        "postgresql": (
+            "SELECT pg_advisory_xact_lock(hashtext('durastate:documents'), hashtext(current_schema() || ':{p}'))"
+        ),
+    }
+)
 
 
-def describe_prefix_sql(bounded: bool) -> str:
+def describe_prefix_sql(bounded: bool) -> Statement:
     upper = " AND key < ?" if bounded else ""
-    return f"SELECT count(*), COALESCE(sum(length(payload)), 0) FROM {{p}}documents WHERE key >= ?{upper}"
+    return READ(f"SELECT count(*), COALESCE(sum(length(payload)), 0) FROM {{p}}documents WHERE key >= ?{upper}")
 
 
-def list_sql(after: bool, bounded: bool) -> str:
+def list_sql(after: bool, bounded: bool) -> Statement:
     """One page of ``list``: keys from the lower bound (exclusive after a cursor)."""
     lower = "key > ?" if after else "key >= ?"
     upper = " AND key < ?" if bounded else ""
-    return f"SELECT key, revision, length(payload) FROM {{p}}documents WHERE {lower}{upper} ORDER BY key LIMIT ?"
+    return READ(f"SELECT key, revision, length(payload) FROM {{p}}documents WHERE {lower}{upper} ORDER BY key LIMIT ?")
 
 
 # -- values ------------------------------------------------------------------
@@ -373,7 +379,7 @@ class Documents:
         self._engine = engine
         self.max_value_size = max_value_size
         sql = engine.sql
-        self._read = sql(READ)
+        self._read = sql(READ_DOCUMENT)
         self._upsert = sql(UPSERT)
         self._create = sql(CREATE)
         self._cas = sql(CAS)

@@ -113,7 +113,7 @@ import orjson
 from ._json import dump_json
 from ._validate import as_int64, as_list, fail
 from .documents import prefix_successor
-from .engines.base import Migration, Schema
+from .engines.base import READ, WRITE, WRITE_ROWS, Migration, Schema
 from .errors import Conflict, NotFound
 
 if TYPE_CHECKING:
@@ -246,24 +246,25 @@ _LOCK_SESSION_BODY = (
     " (SELECT 1 FROM {p}event e WHERE e.session_id = s.session_id AND e.processed_at IS NULL LIMIT 1)"
     " FROM {p}event_session s WHERE s.session_id = ?"
 )
-LOCK_SESSION = {"sqlite": _LOCK_SESSION_BODY, "postgresql": _LOCK_SESSION_BODY + " FOR UPDATE OF s"}
-CREATE_SESSION = (
+LOCK_SESSION = READ({"sqlite": _LOCK_SESSION_BODY, "postgresql": _LOCK_SESSION_BODY + " FOR UPDATE OF s"})
+CREATE_SESSION = WRITE_ROWS(
     "INSERT INTO {p}event_session (session_id, last_index, created_at) VALUES (?, 0, ?)"
     " ON CONFLICT (session_id) DO NOTHING RETURNING last_index"
 )
-SET_LAST_INDEX = "UPDATE {p}event_session SET last_index = ? WHERE session_id = ?"
-LAST_INDEX = "SELECT last_index FROM {p}event_session WHERE session_id = ?"
-HAS_PENDING = "SELECT 1 FROM {p}event WHERE session_id = ? AND processed_at IS NULL LIMIT 1"
-EVENT_BY_ID = "SELECT " + COLUMNS + " FROM {p}event WHERE event_id = ?"
-GET_EVENT = "SELECT " + COLUMNS + " FROM {p}event WHERE session_id = ? AND idx = ?"
+SET_LAST_INDEX = WRITE("UPDATE {p}event_session SET last_index = ? WHERE session_id = ?")
+LAST_INDEX = READ("SELECT last_index FROM {p}event_session WHERE session_id = ?")
+HAS_PENDING = READ("SELECT 1 FROM {p}event WHERE session_id = ? AND processed_at IS NULL LIMIT 1")
+EVENT_BY_ID = READ("SELECT " + COLUMNS + " FROM {p}event WHERE event_id = ?")
+_GET_EVENT = "SELECT " + COLUMNS + " FROM {p}event WHERE session_id = ? AND idx = ?"
+GET_EVENT = READ(_GET_EVENT)
 # The event row stays locked until commit on PostgreSQL, so a concurrent
 # claim (which does not take the session lock) cannot bump its attempt
 # between our check and our write.
-GET_EVENT_LOCKED = {"sqlite": GET_EVENT, "postgresql": GET_EVENT + " FOR UPDATE"}
+GET_EVENT_LOCKED = READ({"sqlite": _GET_EVENT, "postgresql": _GET_EVENT + " FOR UPDATE"})
 # lane_ready: ready unless an unprocessed event of the same lane exists
 # (earlier in this batch included: rows are inserted one by one).
 # "WHERE 1 = 1": SQLite needs a WHERE before ON CONFLICT in INSERT ... SELECT.
-INSERT_EVENT = (
+INSERT_EVENT = WRITE_ROWS(
     "INSERT INTO {p}event (session_id, idx, event_id, event_type, payload, created_at, cause_index,"
     " cause_attempt, cause_batch_size, lane, lane_ready, due_at, processed_at)"
     " SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,"
@@ -272,11 +273,11 @@ INSERT_EVENT = (
     " THEN 1 ELSE 0 END, ?, ?"
     " WHERE 1 = 1 ON CONFLICT (event_id) DO NOTHING RETURNING idx"
 )
-MARK_PROCESSED = (
+MARK_PROCESSED = WRITE(
     "UPDATE {p}event SET processed_at = ?, processed_by_attempt = ?, returned_event_ids = ?,"
     " lane_ready = 0, claim_holder = NULL, claim_expires_at = NULL WHERE session_id = ? AND idx = ?"
 )
-PROMOTE_LANE = (
+PROMOTE_LANE = WRITE(
     "UPDATE {p}event SET lane_ready = 1, due_at = ? WHERE session_id = ? AND lane_ready = 0 AND idx = ("
     "SELECT idx FROM {p}event WHERE session_id = ? AND lane = ? AND processed_at IS NULL ORDER BY idx LIMIT 1)"
 )
@@ -287,58 +288,64 @@ _CLAIM_SET = (
 # Every claim re-checks readiness in the UPDATE's own WHERE: on PostgreSQL
 # a row another transaction claimed meanwhile is re-evaluated after its lock
 # is released and no longer matches.
-CLAIM_SESSION = (
+CLAIM_SESSION = WRITE_ROWS(
     _CLAIM_SET + " WHERE session_id = ? AND " + _READY + " AND due_at <= ? AND idx IN ("
     "SELECT idx FROM {p}event WHERE session_id = ? AND " + _READY + " AND due_at <= ? ORDER BY idx LIMIT ?)"
     " RETURNING " + COLUMNS
 )
-CLAIM_CANDIDATES = "SELECT idx FROM {p}event WHERE session_id = ? AND " + _READY + " AND due_at <= ? ORDER BY idx"
-CLAIM_ONE = _CLAIM_SET + " WHERE session_id = ? AND idx = ? AND " + _READY + " AND due_at <= ? RETURNING " + COLUMNS
+CLAIM_CANDIDATES = READ("SELECT idx FROM {p}event WHERE session_id = ? AND " + _READY + " AND due_at <= ? ORDER BY idx")
+CLAIM_ONE = WRITE_ROWS(
+    _CLAIM_SET + " WHERE session_id = ? AND idx = ? AND " + _READY + " AND due_at <= ? RETURNING " + COLUMNS
+)
 # Across sessions, oldest-ready first; concurrent PostgreSQL claimers skip
 # each other's rows instead of queueing behind them. The rows are then
 # claimed one by one with CLAIM_ONE: an "UPDATE ... WHERE key IN (SELECT
 # ... LIMIT n FOR UPDATE SKIP LOCKED)" may re-run its subquery on
 # PostgreSQL, which then skips the rows the UPDATE itself just changed and
 # hands out more than n.
-CLAIM_ANY_CANDIDATES = (
+CLAIM_ANY_CANDIDATES = READ(
     "SELECT session_id, idx FROM {p}event WHERE " + _READY + " AND due_at <= ?"
     " ORDER BY due_at, session_id, idx LIMIT ?{skip_locked}"
 )
-RETRY_AT = "SELECT MIN(claim_expires_at) FROM {p}event WHERE session_id = ? AND " + _READY + " AND claim_expires_at > ?"
-ATTEMPT_OF = "SELECT attempt_count FROM {p}event WHERE session_id = ? AND idx = ?"
-RENEW = (
+RETRY_AT = READ(
+    "SELECT MIN(claim_expires_at) FROM {p}event WHERE session_id = ? AND " + _READY + " AND claim_expires_at > ?"
+)
+ATTEMPT_OF = READ("SELECT attempt_count FROM {p}event WHERE session_id = ? AND idx = ?")
+RENEW = WRITE(
     "UPDATE {p}event SET claim_expires_at = ?, due_at = ? WHERE session_id = ? AND idx = ? AND attempt_count = ?"
     " AND processed_at IS NULL AND failed_at IS NULL AND claim_holder = ? AND claim_expires_at > ?"
 )
-FAIL = (
+FAIL = WRITE(
     "UPDATE {p}event SET failure_count = ?, last_error = ?, last_failed_at = ?, last_failed_attempt = ?,"
     " failed_at = ?, claim_holder = NULL, claim_expires_at = NULL, due_at = ? WHERE session_id = ? AND idx = ?"
 )
-READ_RANGE = "SELECT " + COLUMNS + " FROM {p}event WHERE session_id = ? AND idx > ? AND idx <= ? ORDER BY idx LIMIT ?"
+READ_RANGE = READ(
+    "SELECT " + COLUMNS + " FROM {p}event WHERE session_id = ? AND idx > ? AND idx <= ? ORDER BY idx LIMIT ?"
+)
 _NULL_COLUMNS = ", ".join(
     "NULL" if c.strip() not in ("idx", "payload") else ("up_to_index" if c.strip() == "idx" else "state")
     for c in COLUMNS.split(",")
 )
 # One statement: the snapshot and the events after it are one consistent
 # read (a snapshot moving on, or a prune, between two reads could not tear it).
-READ_STATE = (
+READ_STATE = READ(
     "SELECT 0 AS row_kind, " + _NULL_COLUMNS + " FROM {p}event_snapshot WHERE session_id = ? AND reducer_name = ?"
     " UNION ALL SELECT 1 AS row_kind, " + COLUMNS + " FROM {p}event WHERE session_id = ? AND idx > COALESCE("
     "(SELECT up_to_index FROM {p}event_snapshot WHERE session_id = ? AND reducer_name = ?), 0)"
     " ORDER BY 1, 3"
 )
-PUT_SNAPSHOT = (
+PUT_SNAPSHOT = WRITE(
     "INSERT INTO {p}event_snapshot (session_id, reducer_name, up_to_index, state, updated_at)"
     " VALUES (?, ?, ?, ?, ?) ON CONFLICT (session_id, reducer_name) DO UPDATE SET"
     " up_to_index = excluded.up_to_index, state = excluded.state, updated_at = excluded.updated_at"
     " WHERE excluded.up_to_index > {p}event_snapshot.up_to_index"
 )
-LIST_SNAPSHOTS = (
+LIST_SNAPSHOTS = READ(
     "SELECT reducer_name, up_to_index, updated_at FROM {p}event_snapshot WHERE session_id = ? ORDER BY reducer_name"
 )
 # Flags (? = 0 OR ...) switch the optional bounds on and off, so one text
 # serves every combination of prefix upper bound and cursor.
-LIST_SESSIONS = (
+LIST_SESSIONS = READ(
     "SELECT session_id, COUNT(*),"
     " SUM(CASE WHEN processed_at IS NULL AND failed_at IS NULL THEN 1 ELSE 0 END),"
     " SUM(CASE WHEN failed_at IS NOT NULL THEN 1 ELSE 0 END), SUM(attempt_count), SUM(failure_count),"
@@ -347,26 +354,26 @@ LIST_SESSIONS = (
     " FROM {p}event WHERE session_id >= ? AND (? = 0 OR session_id < ?) AND (? = 0 OR session_id > ?)"
     " GROUP BY session_id ORDER BY session_id LIMIT ?"
 )
-DEAD_IN_SESSION = (
+DEAD_IN_SESSION = READ(
     "SELECT " + COLUMNS + " FROM {p}event WHERE session_id = ? AND failed_at IS NOT NULL AND idx > ?"
     " ORDER BY idx LIMIT ?"
 )
-DEAD_ALL = (
+DEAD_ALL = READ(
     "SELECT " + COLUMNS + " FROM {p}event WHERE failed_at IS NOT NULL"
     " AND (session_id > ? OR (session_id = ? AND idx > ?)) ORDER BY session_id, idx LIMIT ?"
 )
-REDRIVE_ONE = (
+REDRIVE_ONE = WRITE(
     "UPDATE {p}event SET failed_at = NULL, failure_count = 0, due_at = ?"
     " WHERE session_id = ? AND idx = ? AND failed_at IS NOT NULL"
 )
-REDRIVE_SESSION = (
+REDRIVE_SESSION = WRITE(
     "UPDATE {p}event SET failed_at = NULL, failure_count = 0, due_at = ? WHERE session_id = ? AND failed_at IS NOT NULL"
 )
-SNAPSHOT_FLOORS = (
+SNAPSHOT_FLOORS = READ(
     "SELECT s.session_id, MIN(s.up_to_index), MAX(x.last_index) FROM {p}event_snapshot s"
     " JOIN {p}event_session x ON x.session_id = s.session_id GROUP BY s.session_id ORDER BY s.session_id"
 )
-PRUNE = (
+PRUNE = WRITE(
     "DELETE FROM {p}event WHERE session_id = ? AND idx IN (SELECT idx FROM {p}event WHERE session_id = ?"
     " AND processed_at IS NOT NULL AND processed_at <= ? AND idx <= ? ORDER BY idx LIMIT ?)"
 )

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._paging import stream_pages
 from ._validate import INT64_MAX, INT64_MIN, as_bytes, as_int64, as_limit, as_list, as_seconds, fail
-from .engines.base import Migration, Schema
+from .engines.base import READ, WRITE, WRITE_ROWS, Migration, Schema, Statement
 from .errors import StoreUnavailable
 
 if TYPE_CHECKING:
@@ -88,71 +88,76 @@ SCHEMA = Schema(
 
 # -- statements ---------------------------------------------------------------
 
-GET = "SELECT value, expires_at FROM {p}kv WHERE scope = ? AND ns = ? AND key = ?"
-PUT = (
+GET = READ("SELECT value, expires_at FROM {p}kv WHERE scope = ? AND ns = ? AND key = ?")
+PUT = WRITE(
     "INSERT INTO {p}kv (scope, ns, key, value, expires_at) VALUES (?, ?, ?, ?, ?)"
     " ON CONFLICT (scope, ns, key) DO UPDATE"
     " SET value = excluded.value, expires_at = excluded.expires_at"
 )
 # The common no-ttl put: the same upsert with a literal NULL deadline, which
 # SQLite writes measurably faster (~7 % on a batch) than a bound NULL.
-PUT_PERSISTENT = (
+PUT_PERSISTENT = WRITE(
     "INSERT INTO {p}kv (scope, ns, key, value, expires_at) VALUES (?, ?, ?, ?, NULL)"
     " ON CONFLICT (scope, ns, key) DO UPDATE"
     " SET value = excluded.value, expires_at = NULL"
 )
-DRAIN = "DELETE FROM {p}kv WHERE scope = ? AND ns = ? RETURNING key, value, expires_at"
-DELETE_ALL = "DELETE FROM {p}kv WHERE scope = ? AND ns = ?"
-PRUNE = "DELETE FROM {p}kv WHERE (scope, ns, key) IN (SELECT scope, ns, key FROM {p}kv WHERE expires_at <= ? LIMIT ?)"
+DRAIN = WRITE_ROWS("DELETE FROM {p}kv WHERE scope = ? AND ns = ? RETURNING key, value, expires_at")
+DELETE_ALL = WRITE("DELETE FROM {p}kv WHERE scope = ? AND ns = ?")
+PRUNE = WRITE(
+    "DELETE FROM {p}kv WHERE (scope, ns, key) IN (SELECT scope, ns, key FROM {p}kv WHERE expires_at <= ? LIMIT ?)"
+)
 # Whether a sweep would find anything: a read on the partial expiry index,
 # so the sweep in passing takes the write lock only when there is work.
-PRUNE_DUE = "SELECT 1 FROM {p}kv WHERE expires_at <= ? LIMIT 1"
-CLEAR_VALUES = "DELETE FROM {p}kv WHERE scope = ?"
-CLEAR_LOGS = "DELETE FROM {p}kv_log WHERE scope = ?"
-CLEAR_COUNTERS = "DELETE FROM {p}kv_counter WHERE scope = ?"
+PRUNE_DUE = READ("SELECT 1 FROM {p}kv WHERE expires_at <= ? LIMIT 1")
+CLEAR_VALUES = WRITE("DELETE FROM {p}kv WHERE scope = ?")
+CLEAR_LOGS = WRITE("DELETE FROM {p}kv_log WHERE scope = ?")
+CLEAR_COUNTERS = WRITE("DELETE FROM {p}kv_counter WHERE scope = ?")
 
-APPEND = {
-    "sqlite": "INSERT INTO {p}kv_log (scope, ns, key, value) VALUES (?, ?, ?, ?) RETURNING id",
-    # Gap-free and in commit order under concurrent appenders: the ordinal
-    # comes from the locked sequence row (engines.base.CORE_SCHEMA).
-    "postgresql": (
-        "INSERT INTO {p}kv_log (id, scope, ns, key, value) VALUES ({p}next_value('kv_log'), ?, ?, ?, ?) RETURNING id"
-    ),
-}
-LOG_PAGE = "SELECT id, value FROM {p}kv_log WHERE scope = ? AND ns = ? AND key = ? AND id > ? ORDER BY id LIMIT ?"
+APPEND = WRITE_ROWS(
+    {
+        "sqlite": "INSERT INTO {p}kv_log (scope, ns, key, value) VALUES (?, ?, ?, ?) RETURNING id",
+        # Gap-free and in commit order under concurrent appenders: the ordinal
+        # comes from the locked sequence row (engines.base.CORE_SCHEMA).
+        "postgresql": (
+            "INSERT INTO {p}kv_log (id, scope, ns, key, value)"
+            " VALUES ({p}next_value('kv_log'), ?, ?, ?, ?) RETURNING id"
+        ),
+    }
+)
+LOG_PAGE = READ("SELECT id, value FROM {p}kv_log WHERE scope = ? AND ns = ? AND key = ? AND id > ? ORDER BY id LIMIT ?")
 
-COUNTER_GET = "SELECT n FROM {p}kv_counter WHERE scope = ? AND ns = ? AND key = ?"
+COUNTER_GET = READ("SELECT n FROM {p}kv_counter WHERE scope = ? AND ns = ? AND key = ?")
 # The WHERE bounds (the range the old value must lie in for old + delta to
 # fit in int64, computed from the delta) make an overflowing add return no
 # row instead of failing the statement: a refusal, not a database error, so
 # it does not doom the caller's transaction (see engines.base).
-COUNTER_ADD = (
+COUNTER_ADD = WRITE_ROWS(
     "INSERT INTO {p}kv_counter (scope, ns, key, n) VALUES (?, ?, ?, ?)"
     " ON CONFLICT (scope, ns, key) DO UPDATE SET n = {p}kv_counter.n + excluded.n"
     " WHERE {p}kv_counter.n BETWEEN ? AND ?"
     " RETURNING n"
 )
-COUNTER_SET = (
+COUNTER_SET = WRITE(
     "INSERT INTO {p}kv_counter (scope, ns, key, n) VALUES (?, ?, ?, ?)"
     " ON CONFLICT (scope, ns, key) DO UPDATE SET n = excluded.n"
 )
-COUNTER_DELETE = "DELETE FROM {p}kv_counter WHERE scope = ? AND ns = ? AND key = ?"
+COUNTER_DELETE = WRITE("DELETE FROM {p}kv_counter WHERE scope = ? AND ns = ? AND key = ?")
 
 
 def _in_list(count: int) -> str:
     return "(" + ", ".join("?" * count) + ")"
 
 
-def get_many_sql(count: int) -> str:
+def get_many_sql(count: int) -> Statement:
     """``SELECT`` of ``count`` keys of one namespace (one text per count)."""
-    return "SELECT key, value, expires_at FROM {p}kv WHERE scope = ? AND ns = ? AND key IN " + _in_list(count)
+    return READ("SELECT key, value, expires_at FROM {p}kv WHERE scope = ? AND ns = ? AND key IN " + _in_list(count))
 
 
-def delete_keys_sql(count: int) -> str:
-    return "DELETE FROM {p}kv WHERE scope = ? AND ns = ? AND key IN " + _in_list(count)
+def delete_keys_sql(count: int) -> Statement:
+    return WRITE("DELETE FROM {p}kv WHERE scope = ? AND ns = ? AND key IN " + _in_list(count))
 
 
-def scan_sql(has_start: bool, has_end: bool, reverse: bool) -> str:
+def scan_sql(has_start: bool, has_end: bool, reverse: bool) -> Statement:
     """One page of a range scan; each bound present or not is its own text.
 
     Separate texts (rather than ``? IS NULL OR key < ?``) keep both bounds
@@ -165,19 +170,19 @@ def scan_sql(has_start: bool, has_end: bool, reverse: bool) -> str:
     if has_end:
         where += " AND key < ?"
     order = "DESC" if reverse else "ASC"
-    return (
+    return READ(
         f"SELECT key, value FROM {{p}}kv WHERE {where}"
         f" AND (expires_at IS NULL OR expires_at > ?) ORDER BY key {order} LIMIT ?"
     )
 
 
-def delete_range_sql(has_start: bool, has_end: bool) -> str:
+def delete_range_sql(has_start: bool, has_end: bool) -> Statement:
     where = "scope = ? AND ns = ?"
     if has_start:
         where += " AND key >= ?"
     if has_end:
         where += " AND key < ?"
-    return f"DELETE FROM {{p}}kv WHERE {where}"
+    return WRITE(f"DELETE FROM {{p}}kv WHERE {where}")
 
 
 class KV:

@@ -16,9 +16,10 @@ Rules (the a2 seed's):
 * **Expiry is anchored on the store's clock**, never on the sender's ``at``:
   a field written now lives ``ttl_ms`` from the store's now.
 * ``read`` returns the live fields ordered by participant then field (code
-  point order on both engines), and sweeps the namespace's expired rows on
-  the way (opportunistic cleanup; the read filters them regardless, and a
-  failed sweep never fails the read).
+  point order on both engines). Outside a transaction it also sweeps the
+  namespace's expired rows on the way, when there are any (opportunistic
+  cleanup; the read filters them regardless, a failed sweep never fails
+  the read, and with nothing expired the read writes nothing).
 
 Decisions where the seed is silent: times are integer epoch milliseconds
 (the a2 adapter converts them to datetimes); ``seen`` is an int64;
@@ -39,7 +40,7 @@ import orjson
 
 from ._json import dump_json
 from ._validate import as_int64, fail
-from .engines.base import Migration, Schema
+from .engines.base import READ, WRITE, Migration, Schema
 from .errors import DurastateError
 from .events import MAX_DURATION_MS, text
 
@@ -76,14 +77,17 @@ SCHEMA = Schema(
     ),
 )
 
-UPSERT = (
+UPSERT = WRITE(
     "INSERT INTO {p}presence (ns, participant, field, value, seen, at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?)"
     " ON CONFLICT (ns, participant, field) DO UPDATE SET value = excluded.value, seen = excluded.seen,"
     " at = excluded.at, expires_at = excluded.expires_at WHERE {p}presence.at <= excluded.at"
 )
-DELETE = "DELETE FROM {p}presence WHERE ns = ? AND participant = ? AND field = ? AND at <= ?"
-SWEEP = "DELETE FROM {p}presence WHERE ns = ? AND expires_at <= ?"
-READ = (
+DELETE = WRITE("DELETE FROM {p}presence WHERE ns = ? AND participant = ? AND field = ? AND at <= ?")
+SWEEP = WRITE("DELETE FROM {p}presence WHERE ns = ? AND expires_at <= ?")
+# Whether the namespace has anything to sweep: a read on the expiry index,
+# so a read takes the write lock only when a row has expired.
+SWEEP_DUE = READ("SELECT 1 FROM {p}presence WHERE ns = ? AND expires_at <= ? LIMIT 1")
+READ_LIVE = READ(
     "SELECT participant, field, value, seen, at, expires_at FROM {p}presence"
     " WHERE ns = ? AND expires_at > ? ORDER BY participant, field"
 )
@@ -108,7 +112,8 @@ class Presence:
         self._upsert = engine.sql(UPSERT)
         self._delete = engine.sql(DELETE)
         self._sweep = engine.sql(SWEEP)
-        self._read = engine.sql(READ)
+        self._sweep_due = engine.sql(SWEEP_DUE)
+        self._read = engine.sql(READ_LIVE)
 
     def set(self, ns: str, participant: str, values: Mapping[str, Any], *, at_ms: int, seen: int, ttl_ms: int) -> None:
         """Write (or, with ``None``, delete) fields of ``participant`` atomically."""
@@ -144,13 +149,14 @@ class Presence:
         ns = text("ns", ns)
         engine = self._engine
         now = engine.now_ms()
-        if not engine.in_transaction():
+        # Cleanup in passing, outside transactions only (a read inside one,
+        # a read-only one included, must not write) and only when a row
+        # has expired: a read never waits for the write lock otherwise.
+        if not engine.in_transaction() and engine.one(self._sweep_due, (ns, now)) is not None:
             try:
                 engine.execute(self._sweep, (ns, now))
             except DurastateError:
                 pass  # cleanup only: the read below filters expired rows anyway
-        else:
-            engine.execute(self._sweep, (ns, now))
         return [
             PresenceEntry(r[0], r[1], orjson.loads(r[2]), int(r[3]), int(r[4]), int(r[5]))
             for r in engine.all(self._read, (ns, now))

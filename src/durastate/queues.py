@@ -43,7 +43,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ._validate import INT64_MAX, as_int64, as_limit, as_list, as_name, as_seconds, fail
-from .engines.base import Migration, Schema
+from .engines.base import READ, WRITE, WRITE_ROWS, Migration, Schema
 from .errors import Conflict
 
 if TYPE_CHECKING:
@@ -105,44 +105,44 @@ SCHEMA = Schema(
 
 # -- statements ---------------------------------------------------------------
 
-PUSH = "INSERT INTO {p}queue (queue, payload, available_at, max_attempts, created_at) VALUES (?, ?, ?, ?, ?)"
+PUSH = WRITE("INSERT INTO {p}queue (queue, payload, available_at, max_attempts, created_at) VALUES (?, ?, ?, ?, ?)")
 _NEXT_ID = (
     "SELECT id FROM {p}queue WHERE queue = ? AND available_at <= ? ORDER BY available_at, id LIMIT 1{skip_locked}"
 )
-POP = "DELETE FROM {p}queue WHERE id = (" + _NEXT_ID + ") RETURNING payload"
+POP = WRITE_ROWS("DELETE FROM {p}queue WHERE id = (" + _NEXT_ID + ") RETURNING payload")
 # The fast path of claim: one statement takes the head unless it has used up
 # its attempts (then claim falls back to CLAIM_HEAD + BURY in a transaction).
-CLAIM = (
+CLAIM = WRITE_ROWS(
     "UPDATE {p}queue SET lease = ?, attempts = attempts + 1, available_at = ?"
     " WHERE id = (" + _NEXT_ID + ")"
     " AND (max_attempts IS NULL OR attempts < max_attempts)"
     " RETURNING id, payload, attempts"
 )
-CLAIM_HEAD = (
+CLAIM_HEAD = READ(
     "SELECT id, attempts, max_attempts FROM {p}queue WHERE queue = ? AND available_at <= ?"
     " ORDER BY available_at, id LIMIT 1{skip_locked}"
 )
-CLAIM_ID = (
+CLAIM_ID = WRITE_ROWS(
     "UPDATE {p}queue SET lease = ?, attempts = attempts + 1, available_at = ?"
     " WHERE id = ? RETURNING id, payload, attempts"
 )
-BURY = (
+BURY = WRITE(
     "INSERT INTO {p}queue_dead"
     " (queue, payload, attempts, max_attempts, last_error, created_at, died_at)"
     " SELECT queue, payload, attempts, max_attempts, last_error, created_at, ?"
     " FROM {p}queue WHERE id = ?"
 )
-DELETE_ID = "DELETE FROM {p}queue WHERE id = ?"
-ACK = "DELETE FROM {p}queue WHERE id = ? AND lease = ?"
-NACK = (
+DELETE_ID = WRITE("DELETE FROM {p}queue WHERE id = ?")
+ACK = WRITE("DELETE FROM {p}queue WHERE id = ? AND lease = ?")
+NACK = WRITE_ROWS(
     "UPDATE {p}queue SET lease = NULL, available_at = ?, last_error = ?"
     " WHERE id = ? AND lease = ? RETURNING attempts, max_attempts"
 )
-RENEW = "UPDATE {p}queue SET available_at = ? WHERE id = ? AND lease = ?"
-CLEAR = "DELETE FROM {p}queue WHERE queue = ?"
+RENEW = WRITE("UPDATE {p}queue SET available_at = ? WHERE id = ? AND lease = ?")
+CLEAR = WRITE("DELETE FROM {p}queue WHERE queue = ?")
 # One statement, so the four counts are one consistent snapshot without a
 # transaction (on SQLite that would take the write lock for a mere read).
-STATS = (
+STATS = READ(
     "SELECT"
     " COALESCE(SUM(CASE WHEN available_at <= ? THEN 1 ELSE 0 END), 0),"
     " COALESCE(SUM(CASE WHEN available_at > ? AND lease IS NOT NULL THEN 1 ELSE 0 END), 0),"
@@ -150,22 +150,22 @@ STATS = (
     " (SELECT COUNT(*) FROM {p}queue_dead WHERE queue = ?)"
     " FROM {p}queue WHERE queue = ?"
 )
-DEAD_PAGE = (
+DEAD_PAGE = READ(
     "SELECT id, payload, attempts, last_error, created_at, died_at FROM {p}queue_dead"
     " WHERE queue = ? AND id > ? ORDER BY id LIMIT ?"
 )
-REDRIVE_ALL = (
+REDRIVE_ALL = WRITE(
     "INSERT INTO {p}queue (queue, payload, available_at, attempts, max_attempts, created_at)"
     " SELECT queue, payload, ?, 0, max_attempts, created_at FROM {p}queue_dead"
     " WHERE queue = ? ORDER BY id"
 )
-DELETE_DEAD_ALL = "DELETE FROM {p}queue_dead WHERE queue = ?"
-REDRIVE_ID = (
+DELETE_DEAD_ALL = WRITE("DELETE FROM {p}queue_dead WHERE queue = ?")
+REDRIVE_ID = WRITE(
     "INSERT INTO {p}queue (queue, payload, available_at, attempts, max_attempts, created_at)"
     " SELECT queue, payload, ?, 0, max_attempts, created_at FROM {p}queue_dead"
     " WHERE queue = ? AND id = ?"
 )
-DELETE_DEAD_ID = "DELETE FROM {p}queue_dead WHERE queue = ? AND id = ?"
+DELETE_DEAD_ID = WRITE("DELETE FROM {p}queue_dead WHERE queue = ? AND id = ?")
 
 
 def _queue_name(name: Any) -> bytes:

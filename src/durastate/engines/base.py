@@ -6,16 +6,34 @@ thread), transactions (re-entrant per thread, nested ones become savepoints),
 error translation (driver error -> ``durastate.errors``, by code, in one
 place), the clock, and the few dialect differences.
 
+Statements
+----------
 SQL is written once per operation as a *template*: ``?`` placeholders and
 ``{p}`` for the validated table prefix, plus a handful of DDL tokens such as
-``{blob}`` (see ``Dialect.tokens``). ``Engine.sql(template)`` turns a
-template into the text the driver runs; facets compile all their statements
-once, when they are created, so a call never rebuilds SQL text and both
-drivers can cache the prepared statement by text.
+``{blob}`` (see ``Dialect.tokens``). Each template is declared with its
+*kind* where it is defined, next to the code that runs it::
+
+    GET = READ("SELECT value FROM {p}kv WHERE scope = ? AND key = ?")
+    PUT = WRITE("INSERT INTO {p}kv (scope, key, value) VALUES (?, ?, ?)")
+    POP = WRITE_ROWS("DELETE FROM {p}q WHERE id = ? RETURNING payload")
+    MAKE = DDL("CREATE TABLE {p}t (v {int64})")
+
+``READ`` never changes anything; ``WRITE`` changes rows and returns none;
+``WRITE_ROWS`` changes rows and returns rows (``RETURNING``); ``DDL``
+changes the schema (or anything else an engine cannot run as one
+retry-safe statement). ``engine.sql(statement)`` compiles it for the
+engine (once: facets compile all their statements when they are created)
+and returns an ``SQL``: the driver's text (a ``str``, so drivers use and
+cache it as is) that carries its ``kind``. The engine decides what to do by
+the kind and never looks at the text: PostgreSQL runs a read as it is and a
+write outside a transaction together with its attempt row (see
+``engines.postgres``). A plain ``str`` template passed to ``engine.sql`` is
+of kind ``OPAQUE``: run correctly whatever it does, at a higher price.
 """
 
 from __future__ import annotations
 
+import enum
 import re
 import threading
 import time
@@ -46,6 +64,61 @@ def validate_prefix(prefix: str) -> str:
             f"at most 31 characters, not starting with a digit), got {prefix!r}"
         )
     return prefix
+
+
+class Kind(enum.Enum):
+    """What a statement does (see the module docstring)."""
+
+    READ = "read"
+    WRITE = "write"
+    WRITE_ROWS = "write returning rows"
+    DDL = "ddl"
+    OPAQUE = "undeclared"
+
+
+Template = str | Mapping[str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class Statement:
+    """A statement template and its kind, declared where the SQL is written."""
+
+    kind: Kind
+    template: Template
+
+
+def READ(template: Template) -> Statement:
+    return Statement(Kind.READ, template)
+
+
+def WRITE(template: Template) -> Statement:
+    return Statement(Kind.WRITE, template)
+
+
+def WRITE_ROWS(template: Template) -> Statement:
+    return Statement(Kind.WRITE_ROWS, template)
+
+
+def DDL(template: Template) -> Statement:
+    return Statement(Kind.DDL, template)
+
+
+class SQL(str):
+    """Compiled statement text for one engine, carrying its ``kind``.
+
+    A ``str`` so drivers take (and cache) it as is; engines may attach
+    their own compiled companions to it (PostgreSQL: the attempt-recording
+    variant of a write).
+    """
+
+    kind: Kind
+    # Set by an engine's ``_compiled`` hook, for that engine only.
+    companion: Any
+
+    def __new__(cls, text: str, kind: Kind) -> SQL:
+        compiled = super().__new__(cls, text)
+        compiled.kind = kind
+        return compiled
 
 
 @dataclass(frozen=True)
@@ -118,7 +191,7 @@ class Engine(Protocol):
     prefix: str
     url: str
 
-    def sql(self, template: str | Mapping[str, str]) -> str: ...
+    def sql(self, statement: Statement | Template) -> SQL: ...
 
     def one(self, sql: str, params: Params = ()) -> Row | None: ...
 
@@ -184,9 +257,9 @@ CORE_SCHEMA = Schema(
 )
 
 SCHEMA_TABLE = "{p}schema"
-_CREATE_SCHEMA_TABLE = "CREATE TABLE IF NOT EXISTS {p}schema ( facet TEXT PRIMARY KEY, version INTEGER NOT NULL)"
-_READ_VERSIONS = "SELECT facet, version FROM {p}schema"
-_UPSERT_VERSION = (
+_CREATE_SCHEMA_TABLE = DDL("CREATE TABLE IF NOT EXISTS {p}schema ( facet TEXT PRIMARY KEY, version INTEGER NOT NULL)")
+_READ_VERSIONS = READ("SELECT facet, version FROM {p}schema")
+_UPSERT_VERSION = WRITE(
     "INSERT INTO {p}schema (facet, version) VALUES (?, ?) ON CONFLICT (facet) DO UPDATE SET version = excluded.version"
 )
 
@@ -319,7 +392,7 @@ class EngineBase:
     def __init__(self, *, prefix: str, clock: Clock | None) -> None:
         self.prefix = validate_prefix(prefix)
         self._clock: Clock = clock if clock is not None else time.time
-        self._sql_cache: dict[str, str] = {}
+        self._sql_cache: dict[tuple[Kind, str], SQL] = {}
 
     # -- transactions ----------------------------------------------------------
 
@@ -376,30 +449,40 @@ class EngineBase:
     def execute(self, sql: str, params: Params = ()) -> int:
         raise NotImplementedError
 
-    def sql(self, template: str | Mapping[str, str]) -> str:
-        """Compile a statement template for this engine (cached by text).
+    def sql(self, statement: Statement | Template) -> SQL:
+        """Compile a statement for this engine (cached by kind and text).
 
-        ``template`` is one text for every dialect, or a mapping from
-        ``Dialect.name`` to the text for that dialect, for the few
-        operations whose best SQL differs (say why next to the mapping).
+        ``statement`` is a ``Statement`` (``READ(...)``, ``WRITE(...)``,
+        ...); a bare template is of kind ``OPAQUE``. A template is one text
+        for every dialect, or a mapping from ``Dialect.name`` to the text
+        for that dialect.
         """
+        if isinstance(statement, Statement):
+            kind, template = statement.kind, statement.template
+        else:
+            kind, template = Kind.OPAQUE, statement
         if not isinstance(template, str):
             try:
                 template = template[self.dialect.name]
             except KeyError:
                 raise NotImplementedError(f"no {self.dialect.name} text for statement {template!r}") from None
-        text = self._sql_cache.get(template)
-        if text is None:
-            text = self.dialect.compile(template, self.prefix)
-            self._sql_cache[template] = text
-        return text
+        key = (kind, template)
+        compiled = self._sql_cache.get(key)
+        if compiled is None:
+            compiled = self._compiled(SQL(self.dialect.compile(template, self.prefix), kind))
+            self._sql_cache[key] = compiled
+        return compiled
+
+    def _compiled(self, sql: SQL) -> SQL:
+        """Hook: an engine attaches its per-statement companions to ``sql``."""
+        return sql
 
     def now_ms(self) -> int:
         """The store's clock in integer milliseconds since the Unix epoch."""
         return int(self._clock() * 1000)
 
     def _read_versions(self) -> dict[str, int] | None:
-        exists = self.one(self.sql(self.dialect.table_exists), (self.sql(SCHEMA_TABLE),))
+        exists = self.one(self.sql(READ(self.dialect.table_exists)), (SCHEMA_TABLE.format(p=self.prefix),))
         if exists is None:
             return None
         return {str(f): int(v) for f, v in self.all(self.sql(_READ_VERSIONS))}
@@ -428,7 +511,7 @@ class EngineBase:
                 have = current.get(schema.facet, 0)
                 for step in schema.migrations[have:]:
                     for template in step.for_dialect(self.dialect.name):
-                        self.execute(self.sql(template))
+                        self.execute(self.sql(DDL(template)))
                 if have < schema.version:
                     self.execute(self.sql(_UPSERT_VERSION), (schema.facet, schema.version))
 

@@ -49,7 +49,7 @@ from ..errors import (
     StoreClosed,
     StoreUnavailable,
 )
-from .base import Clock, Dialect, EngineBase, Params, Row, TransactionState, aborted_error
+from .base import READ, SQL, WRITE, Clock, Dialect, EngineBase, Kind, Params, Row, TransactionState, aborted_error
 
 PREPARE_THRESHOLD = 2
 CONNECT_TIMEOUT = 10
@@ -123,8 +123,7 @@ ATTEMPT_PRUNE = "DELETE FROM {p}attempt WHERE id IN (SELECT id FROM {p}attempt W
 
 # The replay found no record: the first attempt did not commit.
 _NOT_APPLIED = object()
-_MODIFYING_WORD = re.compile(r"\b(INSERT|UPDATE|DELETE|MERGE)\b")
-# _plan's answer for a write it cannot turn into one attempt-recording statement.
+# _compiled's answer for a write it cannot turn into one attempt-recording statement.
 _OPAQUE_WRITE = "-- opaque write: run in a transaction --"
 
 
@@ -272,11 +271,10 @@ class PostgresEngine(EngineBase):
         self._closed = False
         self._pool_lock = threading.Lock()
         self._pool: psycopg_pool.ConnectionPool[psycopg.Connection[Any]] | None = None
-        self._plans: dict[str, str | None] = {}
         self._writes_until_prune = ATTEMPT_PRUNE_EVERY
-        self._attempt_insert = self.sql(ATTEMPT_INSERT)
-        self._attempt_result = self.sql(ATTEMPT_RESULT)
-        self._attempt_prune = self.sql(ATTEMPT_PRUNE)
+        self._attempt_insert = self.sql(WRITE(ATTEMPT_INSERT))
+        self._attempt_result = self.sql(READ(ATTEMPT_RESULT))
+        self._attempt_prune = self.sql(WRITE(ATTEMPT_PRUNE))
         _ENGINES.add(self)
         self._open_pool()
 
@@ -349,23 +347,20 @@ class PostgresEngine(EngineBase):
     # is run again. So no retry ever applies a write twice, and the normal
     # path stays one round trip.
 
-    def _plan(self, sql: str) -> str | None:
-        """The attempt-recording variant of ``sql``; None for a plain read.
+    def _compiled(self, sql: SQL) -> SQL:
+        """Attach the attempt-recording variant of a write (None for a read).
 
-        ``_OPAQUE_WRITE`` for a statement we cannot wrap in one statement
-        (a data-modifying ``WITH``, ``NOTIFY``, DDL): it runs in its own
-        transaction instead, whose commit ambiguity the attempt row
-        resolves, at the price of a few more round trips.
+        ``_OPAQUE_WRITE`` for a statement that cannot be one attempt-recording
+        statement (DDL, undeclared): it runs in its own transaction instead,
+        whose commit ambiguity the attempt row resolves, at the price of a
+        few more round trips.
         """
-        if sql in self._plans:
-            return self._plans[sql]
-        verb = sql.lstrip()[:6].upper()
-        # A WITH that modifies nothing is a read (our statement texts never
-        # carry these words inside string literals).
-        reads = verb == "SELECT" or (verb.startswith("WITH") and not _MODIFYING_WORD.search(sql.upper()))
-        variant: str | None = None if reads else _OPAQUE_WRITE
-        if verb in ("INSERT", "UPDATE", "DELETE"):
-            returning = " RETURNING " in sql.upper()
+        kind = sql.kind
+        variant: str | None = _OPAQUE_WRITE
+        if kind is Kind.READ:
+            variant = None
+        elif kind is Kind.WRITE or kind is Kind.WRITE_ROWS:
+            returning = kind is Kind.WRITE_ROWS
             body = sql if returning else sql + " RETURNING 1"
             result = "COALESCE(json_agg(_ds_r), '[]'::json)" if returning else "to_json(count(*))"
             final = "SELECT * FROM _ds_r" if returning else "SELECT count(*) FROM _ds_r"
@@ -373,8 +368,8 @@ class PostgresEngine(EngineBase):
                 f"WITH _ds_r AS ({body}), _ds_a AS (INSERT INTO {self.prefix}attempt (id, created_at, result)"
                 f" SELECT %s, %s, {result} FROM _ds_r) {final}"
             )
-        self._plans[sql] = variant
-        return variant
+        sql.companion = variant
+        return sql
 
     def _run(self, sql: str, params: Params, fetch: int) -> Any:
         """Run one statement; ``fetch``: 0 rowcount, 1 one row, 2 all rows."""
@@ -382,7 +377,10 @@ class PostgresEngine(EngineBase):
         conn = state.conn
         if conn is not None:
             return self._run_in_transaction(state, conn, sql, params, fetch)
-        variant = self._plans[sql] if sql in self._plans else self._plan(sql)
+        try:
+            variant = sql.companion  # type: ignore[attr-defined]
+        except AttributeError:  # a plain str: undeclared
+            variant = _OPAQUE_WRITE
         if variant is _OPAQUE_WRITE:
             with self.transaction():
                 return self._run(sql, params, fetch)
@@ -454,7 +452,7 @@ class PostgresEngine(EngineBase):
     ) -> Any:
         self._check_open_transaction(state)
         try:
-            if state.attempt_pending and self._plan(sql) is not None:
+            if state.attempt_pending and getattr(sql, "kind", Kind.OPAQUE) is not Kind.READ:
                 self._record_transaction_attempt(state, conn)
             return _fetch(conn.execute(sql, params), fetch)
         except psycopg.Error as exc:

@@ -8,6 +8,7 @@ read, ordering, and bad input.
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import pytest
@@ -16,7 +17,9 @@ import durastate
 from durastate import InvalidRequest
 from durastate.testing.clock import FakeClock
 
-__all__ = ["TestPresence"]
+from .queues import FAILURE_DEADLINE
+
+__all__ = ["TestPresence", "TestPresenceReadsNeverWait"]
 
 NS = "room/1"
 
@@ -128,3 +131,34 @@ class TestPresence:
             store.presence.set(NS, "a", {"x": 1}, at_ms=1, seen=1, ttl_ms=1000)
             raise RuntimeError
         assert store.presence.read(NS) == []
+
+    def test_read_inside_a_transaction_filters_without_sweeping(self, store: durastate.Store, clock: FakeClock) -> None:
+        store.presence.set(NS, "a", {"x": 1}, at_ms=50, seen=1, ttl_ms=1000)
+        clock.advance(2)
+        with store.engine.read_transaction():  # read-only on PostgreSQL: a sweep there would fail
+            assert store.presence.read(NS) == []
+        assert store.presence.read(NS) == []
+
+
+class TestPresenceReadsNeverWait:
+    """A read with nothing expired writes nothing, so it never waits for the write lock."""
+
+    def test_read_while_another_store_holds_the_write_lock(self, shared_url: str, clock: FakeClock) -> None:
+        reader = durastate.open(shared_url, clock=clock, busy_timeout=FAILURE_DEADLINE * 10)
+        writer = durastate.open(shared_url, clock=clock)
+        try:
+            reader.presence.set(NS, "alice", {"typing": True}, at_ms=1, seen=1, ttl_ms=60_000)
+            result: list[list[Any]] = []
+            with writer.transaction():
+                writer.kv.put(b"s", b"n", b"k", b"holds the write lock")
+                writer.presence.set(NS, "bob", {"typing": False}, at_ms=1, seen=1, ttl_ms=60_000)
+                thread = threading.Thread(target=lambda: result.append(reader.presence.read(NS)))
+                thread.start()
+                thread.join(FAILURE_DEADLINE)
+                blocked = thread.is_alive()
+            thread.join()
+            assert not blocked, "presence.read waited for another connection's write lock"
+            assert [(e.participant, e.value) for e in result[0]] == [("alice", True)]
+        finally:
+            writer.close()
+            reader.close()

@@ -22,6 +22,7 @@ import pytest
 
 import durastate
 from durastate import Conflict, DurastateError, InvalidRequest, SchemaTooNew, StoreClosed
+from durastate.engines.base import DDL, READ, WRITE
 from durastate.kv import PAGE_SIZE
 from durastate.queues import Claim
 from durastate.testing.clock import FakeClock
@@ -265,10 +266,11 @@ class TestTransactionNesting(_Prepared):
 
 
 # A statement every engine refuses in the database itself.
-NO_SUCH_TABLE = "SELECT * FROM {p}no_such_table"
+NO_SUCH_TABLE = READ("SELECT * FROM {p}no_such_table")
 # A table with a CHECK constraint, for a refusal of a value rather than of SQL.
-CHECKED_TABLE = "CREATE TABLE {p}checked (v INTEGER NOT NULL CHECK (v > 0))"
-INSERT_CHECKED = "INSERT INTO {p}checked (v) VALUES (?)"
+CHECKED_TABLE = DDL("CREATE TABLE {p}checked (v INTEGER NOT NULL CHECK (v > 0))")
+INSERT_CHECKED = WRITE("INSERT INTO {p}checked (v) VALUES (?)")
+CHECKED_VALUES = READ("SELECT v FROM {p}checked")
 
 
 def fail_in_database(store: durastate.Store) -> None:
@@ -379,7 +381,7 @@ class TestDoomedTransactions:
             engine.execute(engine.sql(INSERT_CHECKED), (2,))
             with pytest.raises(InvalidRequest), store.transaction():
                 engine.execute(engine.sql(INSERT_CHECKED), (-2,))
-        assert engine.all(engine.sql("SELECT v FROM {p}checked"), ()) == [(2,)]
+        assert engine.all(engine.sql(CHECKED_VALUES), ()) == [(2,)]
 
     def test_a_doomed_read_transaction_raises_too(self, store: durastate.Store) -> None:
         put(store, b"k")
