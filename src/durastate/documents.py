@@ -80,11 +80,11 @@ The lock (deadlock-free by construction): there is exactly ONE lock for the
 whole facet (per table prefix), as in the seed, so two callers naming the
 same keys in opposite orders can never wait for each other in a cycle.
 
-* SQLite: ``lock`` is ``engine.transaction()``, i.e. ``BEGIN IMMEDIATE``: the
-  database's single write lock is that one lock.
-* PostgreSQL: ``lock`` opens ``engine.transaction()`` and takes one
-  transaction-scoped advisory lock keyed by the schema and table prefix
-  (``LOCK_FACET``) before any document statement. Every document *write*
+* ``lock`` opens ``engine.transaction()`` and takes the engine's cross-key
+  lock ``engine.lock(LOCK_NAME)`` before any document statement (SQLite: the
+  transaction's ``BEGIN IMMEDIATE`` is already the database's single write
+  lock; PostgreSQL: a transaction-scoped advisory lock keyed by the name,
+  schema and table prefix). Every document *write*
   made inside some other transaction (``store.transaction()`` without
   ``lock``) takes the same advisory lock first, so two transactions that
   write documents in opposite orders also serialise instead of deadlocking
@@ -144,22 +144,13 @@ SCHEMA = Schema(
     facet="documents",
     migrations=(
         Migration(
-            per_dialect={
-                # A rowid table with a TEXT primary key (not WITHOUT ROWID):
-                # documents can be large, and SQLite advises WITHOUT ROWID
-                # only for small rows.
-                "sqlite": (
-                    "CREATE TABLE {p}documents ("
-                    " key TEXT PRIMARY KEY, payload BLOB NOT NULL, revision INTEGER NOT NULL)",
-                ),
-                # COLLATE "C": keys compare by bytes (= code points in UTF-8),
-                # like SQLite's BINARY; the database's default collation
-                # (say en_US) would break prefix ranges and cursors.
-                "postgresql": (
-                    "CREATE TABLE {p}documents ("
-                    ' key TEXT COLLATE "C" PRIMARY KEY, payload BYTEA NOT NULL, revision BIGINT NOT NULL)',
-                ),
-            },
+            statements=(
+                # Not {without_rowid}: documents can be large, and SQLite
+                # advises WITHOUT ROWID only for small rows. {key_text}: keys
+                # compare by code point (prefix ranges and cursors need it).
+                "CREATE TABLE {p}documents ("
+                " key {key_text} PRIMARY KEY, payload {blob} NOT NULL, revision {int64} NOT NULL)",
+            ),
         ),
     ),
 )
@@ -188,18 +179,8 @@ COPY_TO = WRITE(
     "INSERT INTO {p}documents (key, payload, revision) SELECT ?, payload, 1 FROM {p}documents WHERE key = ?"
 )
 
-# The facet's one lock. SQLite: nothing to add, the transaction's BEGIN
-# IMMEDIATE already holds the database's single write lock. PostgreSQL: one
-# transaction-scoped advisory lock per (schema, table prefix), in the
-# two-int key space (the migration lock uses the one-bigint space).
-LOCK_FACET = READ(
-    {
-        "sqlite": "",
-        "postgresql": (
-            "SELECT pg_advisory_xact_lock(hashtext('durastate:documents'), hashtext(current_schema() || ':{p}'))"
-        ),
-    }
-)
+# The facet's one lock (see "The lock"): ``engine.lock(LOCK_NAME)``.
+LOCK_NAME = "documents"
 
 
 def describe_prefix_sql(bounded: bool) -> Statement:
@@ -388,7 +369,6 @@ class Documents:
         self._describe = sql(DESCRIBE)
         self._backup_keys = sql(BACKUP_KEYS)
         self._copy_to = sql(COPY_TO)
-        self._lock_facet = sql(LOCK_FACET)
         self._describe_prefix = {b: sql(describe_prefix_sql(b)) for b in (False, True)}
         self._list = {(a, b): sql(list_sql(a, b)) for a in (False, True) for b in (False, True)}
         self._local = _LockDepth()
@@ -404,15 +384,14 @@ class Documents:
             "create": self._create,
             "cas": self._cas,
             "delete": self._delete,
-            "lock": self._lock_facet,
         }
 
     # -- helpers ---------------------------------------------------------------
 
     def _guard_write(self) -> None:
         """Take the facet lock before a write inside a transaction (see "The lock")."""
-        if self._lock_facet and self._local.held == 0 and self._engine.in_transaction():
-            self._engine.one(self._lock_facet)
+        if self._local.held == 0 and self._engine.in_transaction():
+            self._engine.lock(LOCK_NAME)
 
     # -- reads -------------------------------------------------------------------
 
@@ -509,8 +488,8 @@ class Documents:
             key = check_key(key)
         blob = encode_document(data, self.max_value_size)
         engine = self._engine
-        if self._lock_facet and self._local.held == 0 and engine.in_transaction():
-            engine.one(self._lock_facet)
+        if self._local.held == 0 and engine.in_transaction():
+            engine.lock(LOCK_NAME)
         if expect is None:
             row = engine.one(self._upsert, (key, blob))
         elif type(expect) is int and 0 < expect <= INT64_MAX:  # the common CAS, checked inline
@@ -583,8 +562,8 @@ class Documents:
         engine = self._engine
         local = self._local
         with engine.transaction():
-            if self._lock_facet and local.held == 0:
-                engine.one(self._lock_facet)
+            if local.held == 0:
+                engine.lock(LOCK_NAME)
             local.held += 1
             try:
                 yield

@@ -113,7 +113,7 @@ import orjson
 from ._json import dump_json
 from ._validate import as_int64, as_list, fail
 from .documents import prefix_successor
-from .engines.base import READ, WRITE, WRITE_ROWS, Migration, Schema
+from .engines.base import READ, WRITE, WRITE_ROWS, Announce, Migration, Schema
 from .errors import Conflict, NotFound
 
 if TYPE_CHECKING:
@@ -148,7 +148,6 @@ INT64_MAX = 2**63 - 1
 # Longest TTL in ms: "now + ttl" must still fit the int64 columns.
 MAX_DURATION_MS = 2**62
 
-# Indexes (the same on both engines; run after each dialect's tables).
 _INDEXES = (
     "CREATE UNIQUE INDEX {p}event_id ON {p}event (event_id)",
     "CREATE INDEX {p}event_unprocessed ON {p}event (session_id, idx) WHERE processed_at IS NULL",
@@ -164,65 +163,32 @@ SCHEMA = Schema(
     facet="events",
     migrations=(
         Migration(
-            per_dialect={
-                # Rowid tables (not WITHOUT ROWID): payloads can be large.
-                "sqlite": (
-                    "CREATE TABLE {p}event_session ("
-                    " session_id TEXT PRIMARY KEY, last_index INTEGER NOT NULL, created_at INTEGER NOT NULL)",
-                    "CREATE TABLE {p}event ("
-                    " session_id TEXT NOT NULL, idx INTEGER NOT NULL, event_id TEXT NOT NULL,"
-                    " event_type TEXT NOT NULL, payload BLOB NOT NULL, created_at INTEGER NOT NULL,"
-                    " cause_index INTEGER, cause_attempt INTEGER, cause_batch_size INTEGER, lane TEXT,"
-                    " lane_ready INTEGER NOT NULL DEFAULT 0, due_at INTEGER NOT NULL DEFAULT 0,"
-                    " processed_at INTEGER, processed_by_attempt INTEGER, returned_event_ids TEXT,"
-                    " first_claimed_at INTEGER, last_claimed_at INTEGER,"
-                    " attempt_count INTEGER NOT NULL DEFAULT 0, failure_count INTEGER NOT NULL DEFAULT 0,"
-                    " last_failed_at INTEGER, last_failed_attempt INTEGER, last_error TEXT, failed_at INTEGER,"
-                    " claim_holder TEXT, claim_expires_at INTEGER,"
-                    " PRIMARY KEY (session_id, idx))",
-                    "CREATE TABLE {p}event_snapshot ("
-                    " session_id TEXT NOT NULL, reducer_name TEXT NOT NULL, up_to_index INTEGER NOT NULL,"
-                    " state BLOB NOT NULL, updated_at INTEGER NOT NULL, PRIMARY KEY (session_id, reducer_name))",
-                    *_INDEXES,
-                ),
-                # COLLATE "C": session ids compare by code point, like
-                # SQLite's BINARY (prefix ranges and cursors need it).
-                "postgresql": (
-                    "CREATE TABLE {p}event_session ("
-                    ' session_id TEXT COLLATE "C" PRIMARY KEY, last_index BIGINT NOT NULL,'
-                    " created_at BIGINT NOT NULL)",
-                    "CREATE TABLE {p}event ("
-                    ' session_id TEXT COLLATE "C" NOT NULL, idx BIGINT NOT NULL, event_id TEXT NOT NULL,'
-                    " event_type TEXT NOT NULL, payload BYTEA NOT NULL, created_at BIGINT NOT NULL,"
-                    " cause_index BIGINT, cause_attempt BIGINT, cause_batch_size BIGINT, lane TEXT,"
-                    " lane_ready BIGINT NOT NULL DEFAULT 0, due_at BIGINT NOT NULL DEFAULT 0,"
-                    " processed_at BIGINT, processed_by_attempt BIGINT, returned_event_ids TEXT,"
-                    " first_claimed_at BIGINT, last_claimed_at BIGINT,"
-                    " attempt_count BIGINT NOT NULL DEFAULT 0, failure_count BIGINT NOT NULL DEFAULT 0,"
-                    " last_failed_at BIGINT, last_failed_attempt BIGINT, last_error TEXT, failed_at BIGINT,"
-                    " claim_holder TEXT, claim_expires_at BIGINT,"
-                    " PRIMARY KEY (session_id, idx))",
-                    "CREATE TABLE {p}event_snapshot ("
-                    ' session_id TEXT COLLATE "C" NOT NULL, reducer_name TEXT COLLATE "C" NOT NULL,'
-                    " up_to_index BIGINT NOT NULL, state BYTEA NOT NULL, updated_at BIGINT NOT NULL,"
-                    " PRIMARY KEY (session_id, reducer_name))",
-                    # New events are announced by the server at commit (one
-                    # NOTIFY per session and statement), so an append costs
-                    # no extra round trip. Channel: Engine.channel("events:" + session).
-                    "CREATE FUNCTION {p}event_announce() RETURNS trigger LANGUAGE plpgsql AS $$"
-                    " DECLARE s TEXT;"
-                    " BEGIN"
-                    "  FOR s IN SELECT DISTINCT session_id FROM inserted LOOP"
-                    "   PERFORM pg_notify('ds_' || left(md5(TG_ARGV[0] || s), 24), '');"
-                    "  END LOOP;"
-                    "  RETURN NULL;"
-                    " END $$",
-                    "CREATE TRIGGER {p}event_announce AFTER INSERT ON {p}event"
-                    " REFERENCING NEW TABLE AS inserted FOR EACH STATEMENT"
-                    " EXECUTE FUNCTION {p}event_announce('{p}:events:')",
-                    *_INDEXES,
-                ),
-            },
+            # Rowid tables (not {without_rowid}): payloads can be large.
+            # {key_text}: session ids and reducer names compare by code point
+            # (prefix ranges and cursors need it).
+            statements=(
+                "CREATE TABLE {p}event_session ("
+                " session_id {key_text} PRIMARY KEY, last_index {int64} NOT NULL, created_at {int64} NOT NULL)",
+                "CREATE TABLE {p}event ("
+                " session_id {key_text} NOT NULL, idx {int64} NOT NULL, event_id {text} NOT NULL,"
+                " event_type {text} NOT NULL, payload {blob} NOT NULL, created_at {int64} NOT NULL,"
+                " cause_index {int64}, cause_attempt {int64}, cause_batch_size {int64}, lane {text},"
+                " lane_ready {int64} NOT NULL DEFAULT 0, due_at {int64} NOT NULL DEFAULT 0,"
+                " processed_at {int64}, processed_by_attempt {int64}, returned_event_ids {text},"
+                " first_claimed_at {int64}, last_claimed_at {int64},"
+                " attempt_count {int64} NOT NULL DEFAULT 0, failure_count {int64} NOT NULL DEFAULT 0,"
+                " last_failed_at {int64}, last_failed_attempt {int64}, last_error {text}, failed_at {int64},"
+                " claim_holder {text}, claim_expires_at {int64},"
+                " PRIMARY KEY (session_id, idx))",
+                "CREATE TABLE {p}event_snapshot ("
+                " session_id {key_text} NOT NULL, reducer_name {key_text} NOT NULL, up_to_index {int64} NOT NULL,"
+                " state {blob} NOT NULL, updated_at {int64} NOT NULL, PRIMARY KEY (session_id, reducer_name))",
+                *_INDEXES,
+            ),
+            # New events wake waiters on channel("events:" + session) by
+            # themselves where the engine can (one announcement per session
+            # and statement, at commit): an append costs no extra round trip.
+            announce=(Announce(table="event", key="session_id", channel="events:"),),
         ),
     ),
 )
@@ -246,7 +212,7 @@ _LOCK_SESSION_BODY = (
     " (SELECT 1 FROM {p}event e WHERE e.session_id = s.session_id AND e.processed_at IS NULL LIMIT 1)"
     " FROM {p}event_session s WHERE s.session_id = ?"
 )
-LOCK_SESSION = READ({"sqlite": _LOCK_SESSION_BODY, "postgresql": _LOCK_SESSION_BODY + " FOR UPDATE OF s"})
+LOCK_SESSION = READ(_LOCK_SESSION_BODY + "{for_update_of:s}")
 CREATE_SESSION = WRITE_ROWS(
     "INSERT INTO {p}event_session (session_id, last_index, created_at) VALUES (?, 0, ?)"
     " ON CONFLICT (session_id) DO NOTHING RETURNING last_index"
@@ -260,7 +226,7 @@ GET_EVENT = READ(_GET_EVENT)
 # The event row stays locked until commit on PostgreSQL, so a concurrent
 # claim (which does not take the session lock) cannot bump its attempt
 # between our check and our write.
-GET_EVENT_LOCKED = READ({"sqlite": _GET_EVENT, "postgresql": _GET_EVENT + " FOR UPDATE"})
+GET_EVENT_LOCKED = READ(_GET_EVENT + "{for_update}")
 # lane_ready: ready unless an unprocessed event of the same lane exists
 # (earlier in this batch included: rows are inserted one by one).
 # "WHERE 1 = 1": SQLite needs a WHERE before ON CONFLICT in INSERT ... SELECT.
@@ -852,9 +818,7 @@ class Events:
             if limit < 0:
                 fail(f"limit must be >= 0, got {limit}")
         engine = self._engine
-        rows = engine.all(
-            self._read_range, (session, after, through, engine.dialect.no_limit if limit is None else limit)
-        )
+        rows = engine.all(self._read_range, (session, after, through, engine.no_limit if limit is None else limit))
         return [_event(r) for r in rows]
 
     def get(self, session_id: str, index: int) -> StoredEvent | None:
@@ -892,7 +856,7 @@ class Events:
             if not excluded:
                 rows = engine.all(
                     self._claim_session,
-                    (*claim_set, session, now, session, now, engine.dialect.no_limit if limit is None else limit),
+                    (*claim_set, session, now, session, now, engine.no_limit if limit is None else limit),
                 )
             else:
                 rows = []

@@ -65,23 +65,14 @@ SCHEMA = Schema(
                 " id {tail_pk}, scope {blob} NOT NULL, ns {blob} NOT NULL,"
                 " key {blob} NOT NULL, value {blob} NOT NULL)",
                 "CREATE INDEX {p}kv_log_key ON {p}kv_log (scope, ns, key, id)",
+                # An add that would overflow int64 is refused, never turned
+                # into another type ({int64_check}).
+                "CREATE TABLE {p}kv_counter ("
+                " scope {blob} NOT NULL, ns {blob} NOT NULL, key {blob} NOT NULL,"
+                " n {int64} NOT NULL{int64_check:n},"
+                " PRIMARY KEY (scope, ns, key)){without_rowid}",
             ),
-            per_dialect={
-                # SQLite silently turns an overflowing integer sum into a REAL;
-                # the CHECK turns that into a refused statement instead.
-                "sqlite": (
-                    "CREATE TABLE {p}kv_counter ("
-                    " scope BLOB NOT NULL, ns BLOB NOT NULL, key BLOB NOT NULL,"
-                    " n INTEGER NOT NULL CHECK (typeof(n) = 'integer'),"
-                    " PRIMARY KEY (scope, ns, key)) WITHOUT ROWID",
-                ),
-                "postgresql": (
-                    "INSERT INTO {p}sequence (name, value) VALUES ('kv_log', 0)",
-                    "CREATE TABLE {p}kv_counter ("
-                    " scope BYTEA NOT NULL, ns BYTEA NOT NULL, key BYTEA NOT NULL,"
-                    " n BIGINT NOT NULL, PRIMARY KEY (scope, ns, key))",
-                ),
-            },
+            sequences=("kv_log",),
         ),
     ),
 )
@@ -113,16 +104,9 @@ CLEAR_VALUES = WRITE("DELETE FROM {p}kv WHERE scope = ?")
 CLEAR_LOGS = WRITE("DELETE FROM {p}kv_log WHERE scope = ?")
 CLEAR_COUNTERS = WRITE("DELETE FROM {p}kv_counter WHERE scope = ?")
 
+# Gap-free and in commit order under concurrent appenders ({next_value}).
 APPEND = WRITE_ROWS(
-    {
-        "sqlite": "INSERT INTO {p}kv_log (scope, ns, key, value) VALUES (?, ?, ?, ?) RETURNING id",
-        # Gap-free and in commit order under concurrent appenders: the ordinal
-        # comes from the locked sequence row (engines.base.CORE_SCHEMA).
-        "postgresql": (
-            "INSERT INTO {p}kv_log (id, scope, ns, key, value)"
-            " VALUES ({p}next_value('kv_log'), ?, ?, ?, ?) RETURNING id"
-        ),
-    }
+    "INSERT INTO {p}kv_log (id, scope, ns, key, value) VALUES ({next_value:kv_log}, ?, ?, ?, ?) RETURNING id"
 )
 LOG_PAGE = READ("SELECT id, value FROM {p}kv_log WHERE scope = ? AND ns = ? AND key = ? AND id > ? ORDER BY id LIMIT ?")
 
@@ -197,7 +181,7 @@ class KV:
         self._engine = engine
         self.max_value_size = max_value_size
         self.max_key_size = max_key_size
-        self._no_limit = engine.dialect.no_limit
+        self._no_limit = engine.no_limit
         sql = engine.sql
         self._get = sql(GET)
         self._put = sql(PUT)

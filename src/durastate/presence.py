@@ -55,24 +55,14 @@ SCHEMA = Schema(
     facet="presence",
     migrations=(
         Migration(
-            per_dialect={
-                "sqlite": (
-                    "CREATE TABLE {p}presence ("
-                    " ns TEXT NOT NULL, participant TEXT NOT NULL, field TEXT NOT NULL, value BLOB NOT NULL,"
-                    " seen INTEGER NOT NULL, at INTEGER NOT NULL, expires_at INTEGER NOT NULL,"
-                    " PRIMARY KEY (ns, participant, field))",
-                    _EXPIRY_INDEX,
-                ),
-                # COLLATE "C": the read order is code point order, as on SQLite.
-                "postgresql": (
-                    "CREATE TABLE {p}presence ("
-                    ' ns TEXT COLLATE "C" NOT NULL, participant TEXT COLLATE "C" NOT NULL,'
-                    ' field TEXT COLLATE "C" NOT NULL, value BYTEA NOT NULL,'
-                    " seen BIGINT NOT NULL, at BIGINT NOT NULL, expires_at BIGINT NOT NULL,"
-                    " PRIMARY KEY (ns, participant, field))",
-                    _EXPIRY_INDEX,
-                ),
-            },
+            statements=(
+                # {key_text}: the read order is code point order on every engine.
+                "CREATE TABLE {p}presence ("
+                " ns {key_text} NOT NULL, participant {key_text} NOT NULL, field {key_text} NOT NULL,"
+                " value {blob} NOT NULL, seen {int64} NOT NULL, at {int64} NOT NULL, expires_at {int64} NOT NULL,"
+                " PRIMARY KEY (ns, participant, field))",
+                _EXPIRY_INDEX,
+            ),
         ),
     ),
 )

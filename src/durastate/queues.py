@@ -43,7 +43,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ._validate import INT64_MAX, as_int64, as_limit, as_list, as_name, as_seconds, fail
-from .engines.base import READ, WRITE, WRITE_ROWS, Migration, Schema
+from .engines.base import READ, WRITE, WRITE_ROWS, Announce, Migration, Schema
 from .errors import Conflict
 
 if TYPE_CHECKING:
@@ -80,26 +80,10 @@ SCHEMA = Schema(
                 "CREATE INDEX {p}queue_dead_queue ON {p}queue_dead (queue, id)",
             ),
         ),
-        # PostgreSQL: the server announces new items itself (NOTIFY from a
-        # statement-level trigger, sent at commit), so a push costs no extra
-        # round trip. The channel is Engine.channel("queue:" + name.hex()).
-        Migration(
-            per_dialect={
-                "postgresql": (
-                    "CREATE FUNCTION {p}queue_announce() RETURNS trigger LANGUAGE plpgsql AS $$"
-                    " DECLARE q BYTEA;"
-                    " BEGIN"
-                    "  FOR q IN SELECT DISTINCT queue FROM inserted LOOP"
-                    "   PERFORM pg_notify('ds_' || left(md5(TG_ARGV[0] || encode(q, 'hex')), 24), '');"
-                    "  END LOOP;"
-                    "  RETURN NULL;"
-                    " END $$",
-                    "CREATE TRIGGER {p}queue_announce AFTER INSERT ON {p}queue"
-                    " REFERENCING NEW TABLE AS inserted FOR EACH STATEMENT"
-                    " EXECUTE FUNCTION {p}queue_announce('{p}:queue:')",
-                ),
-            },
-        ),
+        # New items wake waiters on channel("queue:" + name.hex()) by
+        # themselves where the engine can (announced at commit), so a push
+        # costs no extra round trip.
+        Migration(announce=(Announce(table="queue", key="queue", channel="queue:", key_is_bytes=True),)),
     ),
 )
 
@@ -489,9 +473,7 @@ class Queues:
         queue = _queue_name(name)
         after = as_int64("after", after)
         limit = as_limit("limit", limit)
-        rows = self._engine.all(
-            self._dead_page, (queue, after, self._engine.dialect.no_limit if limit is None else limit)
-        )
+        rows = self._engine.all(self._dead_page, (queue, after, self._engine.no_limit if limit is None else limit))
         return [
             DeadLetter(
                 id=r[0], payload=r[1], attempts=r[2], last_error=r[3], created_at=r[4] / 1000.0, died_at=r[5] / 1000.0

@@ -103,9 +103,8 @@ SCHEMA = Schema(
     facet="records",
     migrations=(
         Migration(
+            sequences=("records", "records_id"),
             statements=(
-                "INSERT INTO {p}sequence (name, value) VALUES ('records', 0)",
-                "INSERT INTO {p}sequence (name, value) VALUES ('records_id', 0)",
                 "CREATE TABLE {p}rec_id (id {int64} PRIMARY KEY, type {text} NOT NULL)",
                 "CREATE TABLE {p}rec_conversation ("
                 " id {int64} PRIMARY KEY, owner_conversation_id {int64}, owner_task_id {int64},"
@@ -146,22 +145,15 @@ SCHEMA = Schema(
 
 # -- statements ---------------------------------------------------------------
 
-NEXT_SEQ = WRITE_ROWS("UPDATE {p}sequence SET value = value + 1 WHERE name = 'records' RETURNING value")
+# The commit sequence: engine.next_value(COMMIT_SEQUENCE), the first
+# statement of every commit.
+COMMIT_SEQUENCE = "records"
 LAST_SEQ = READ("SELECT value FROM {p}sequence WHERE name = 'records'")
+# One more than both the last minted id and the largest id ever committed
+# (max(id) of the primary key is an index lookup).
 MINT_ID = WRITE_ROWS(
-    {
-        # One more than both the last minted id and the largest id ever
-        # committed (max(id) of the primary key is an index lookup). SQLite's
-        # two-argument max() is PostgreSQL's GREATEST().
-        "sqlite": (
-            "UPDATE {p}sequence SET value = max(value, COALESCE((SELECT max(id) FROM {p}rec_id), -1)) + 1"
-            " WHERE name = 'records_id' RETURNING value"
-        ),
-        "postgresql": (
-            "UPDATE {p}sequence SET value = GREATEST(value, COALESCE((SELECT max(id) FROM {p}rec_id), -1)) + 1"
-            " WHERE name = 'records_id' RETURNING value"
-        ),
-    }
+    "UPDATE {p}sequence SET value = {greatest}(value, COALESCE((SELECT max(id) FROM {p}rec_id), -1)) + 1"
+    " WHERE name = 'records_id' RETURNING value"
 )
 
 CLAIM_ID = WRITE("INSERT INTO {p}rec_id (id, type) VALUES (?, ?) ON CONFLICT (id) DO NOTHING")
@@ -653,7 +645,6 @@ class Records:
     def __init__(self, engine: Engine) -> None:
         self._engine = engine
         sql = engine.sql
-        self._next_seq = sql(NEXT_SEQ)
         self._last_seq = sql(LAST_SEQ)
         self._mint = sql(MINT_ID)
         self._claim = sql(CLAIM_ID)
@@ -709,10 +700,7 @@ class Records:
         plan = _plan(writes)
         engine = self._engine
         with engine.transaction():
-            row = engine.one(self._next_seq)
-            if row is None:  # pragma: no cover - the migration seeds the row
-                raise DurastateError("records: the commit sequence row is missing")
-            seq = int(row[0])
+            seq = engine.next_value(COMMIT_SEQUENCE)
             if plan.claims:
                 self._claim_and_check_ids(plan.claims)
             revisions = self._check_documents(plan.documents) if plan.documents else []

@@ -122,25 +122,67 @@ class SQL(str):
 
 
 @dataclass(frozen=True)
+class Spec:
+    """A token that takes an argument, written ``{name:arg}`` in a template.
+
+    ``text`` may use ``{arg}`` (the argument) and ``{p}`` (the prefix).
+    """
+
+    text: str
+
+
+class _BoundSpec:
+    __slots__ = ("prefix", "text")
+
+    def __init__(self, text: str, prefix: str) -> None:
+        self.text = text
+        self.prefix = prefix
+
+    def __format__(self, arg: str) -> str:
+        return self.text.format(arg=arg, p=self.prefix)
+
+
+# Every token a template may use, and what it means. Each engine's dialect
+# gives all of them a text (tests check that the sets agree).
+TOKENS = {
+    "blob": "a column type for bytes",
+    "int64": "a column type for 64-bit integers",
+    "text": "a column type for text compared however the engine likes",
+    "key_text": "a column type for text that compares by code point (keys, ranges, ORDER BY)",
+    "id_pk": "an integer primary key the engine assigns (ids may be reused after deletes)",
+    "tail_pk": "an integer primary key filled by {next_value:NAME}: gap-free, in commit order, never reused",
+    "without_rowid": "table option for small rows keyed by their primary key",
+    "skip_locked": "suffix of a claim's SELECT: skip rows another transaction holds",
+    "for_update": "suffix of a SELECT that locks the rows it reads until commit",
+    "for_update_of": "{for_update_of:alias}: lock only the rows of table alias",
+    "greatest": "the function name of the larger of two values",
+    "int64_check": "{int64_check:column}: refuse a value that is not an integer (after NOT NULL)",
+    "next_value": "{next_value:NAME}: the next ordinal of sequence NAME for a {tail_pk} column",
+}
+
+
+@dataclass(frozen=True)
 class Dialect:
     """What differs between SQL engines, and nothing else.
 
-    ``tokens`` fill the ``{name}`` slots of DDL templates; ``placeholder``
-    replaces ``?`` in every template; ``no_limit`` is the value bound to a
-    ``LIMIT ?`` that should not limit (SQLite: -1, PostgreSQL: NULL).
+    ``tokens`` fill the ``{name}`` slots of templates (see ``TOKENS``; a
+    ``Spec`` token takes an argument); ``placeholder`` replaces ``?`` in
+    every template; ``no_limit`` is the value bound to a ``LIMIT ?`` that
+    should not limit (SQLite: -1, PostgreSQL: NULL).
     """
 
     name: str
     placeholder: str
     no_limit: int | None
-    tokens: dict[str, str] = field(default_factory=dict)
+    tokens: dict[str, str | Spec] = field(default_factory=dict)
     # SQL that answers one row when table ``?`` exists (bound: full name).
     table_exists: str = ""
     # The most bytes an indexed key (all its columns) may hold, or None.
     max_index_key: int | None = None
 
     def compile(self, template: str, prefix: str) -> str:
-        text = template.format(p=prefix, **self.tokens)
+        tokens = {k: _BoundSpec(v.text, prefix) if isinstance(v, Spec) else v for k, v in self.tokens.items()}
+        text = template.format(p=prefix, **tokens)
         if self.placeholder != "?":
             # Only PostgreSQL's psycopg needs this: '%' is its escape, '?' ours.
             text = text.replace("%", "%%").replace("?", self.placeholder)
@@ -148,18 +190,39 @@ class Dialect:
 
 
 @dataclass(frozen=True)
-class Migration:
-    """One step of a facet's schema: DDL templates run in order.
+class Announce:
+    """Inserts into ``{p}<table>`` wake waiters on ``<channel><key>`` by themselves.
 
-    ``statements`` run on every dialect; ``per_dialect`` adds statements for
-    one dialect only (keyed by ``Dialect.name``), run after the common ones.
+    ``key`` is the column whose value completes the channel name (``bytes``
+    columns as lower-case hex when ``key_is_bytes``), matching the
+    ``engine.notify(channel + key, announced=True)`` the facet makes after
+    the insert. Engines whose server can announce writes (PostgreSQL's
+    LISTEN/NOTIFY) install a trigger; the others need nothing.
+    """
+
+    table: str
+    key: str
+    channel: str
+    key_is_bytes: bool = False
+
+
+@dataclass(frozen=True)
+class Migration:
+    """One step of a facet's schema, run in order.
+
+    ``sequences``: gap-free ordinal sequences created by this step, read by
+    ``{next_value:NAME}`` inside an INSERT or by ``engine.next_value(NAME)``.
+    ``statements``: DDL templates (tokens, no dialect names). ``announce``:
+    tables whose inserts the engine announces (see ``Announce``). The engine
+    turns each into its own statements (``EngineBase.migration_statements``).
+    ``per_dialect`` is for an engine's own schema only (keyed by
+    ``Dialect.name``): facets never name a dialect.
     """
 
     statements: tuple[str, ...] = ()
+    sequences: tuple[str, ...] = ()
+    announce: tuple[Announce, ...] = ()
     per_dialect: dict[str, tuple[str, ...]] = field(default_factory=dict)
-
-    def for_dialect(self, dialect: str) -> tuple[str, ...]:
-        return self.statements + self.per_dialect.get(dialect, ())
 
 
 @dataclass(frozen=True)
@@ -190,6 +253,8 @@ class Engine(Protocol):
     dialect: Dialect
     prefix: str
     url: str
+    # The value bound to ``LIMIT ?`` for "no limit".
+    no_limit: int | None
 
     def sql(self, statement: Statement | Template) -> SQL: ...
 
@@ -206,6 +271,12 @@ class Engine(Protocol):
     def read_transaction(self) -> AbstractContextManager[None]: ...
 
     def in_transaction(self) -> bool: ...
+
+    def lock(self, name: str) -> None: ...
+
+    def catalog(self) -> list[tuple[str, ...]]: ...
+
+    def next_value(self, name: str) -> int: ...
 
     def now_ms(self) -> int: ...
 
@@ -227,12 +298,14 @@ class Engine(Protocol):
 
 # Tables every store has, whatever facets it uses.
 #
-# {p}sequence: gap-free, commit-ordered sequences (PostgreSQL; SQLite's single
-# writer and AUTOINCREMENT give the same for free). A sequence is a row;
-# {p}next_value(name) increments it, and the row lock is held until commit,
-# so values are handed out in commit order and a rolled-back value is handed
-# out again. A reader tailing ``id > last_seen`` never skips a late commit.
-# Facets seed their row in their own migration.
+# {p}sequence: gap-free, commit-ordered sequences. A sequence is a row
+# (created by ``Migration.sequences``); NEXT_VALUE increments it, and the row
+# lock is held until commit, so values are handed out in commit order and a
+# rolled-back value is handed out again. A reader tailing ``id > last_seen``
+# never skips a late commit. Inside an INSERT, ``{next_value:NAME}`` fills a
+# ``{tail_pk}`` column: PostgreSQL calls {p}next_value(name) (the same
+# UPDATE as a function); SQLite's single writer and AUTOINCREMENT give the
+# same for free, so there it is NULL and the row is not used.
 #
 # {p}attempt: one row per mutating call on a network engine, written in the
 # same transaction as the call's effect (see engines.postgres). When a
@@ -255,6 +328,10 @@ CORE_SCHEMA = Schema(
         ),
     ),
 )
+
+NEXT_VALUE = WRITE_ROWS("UPDATE {p}sequence SET value = value + 1 WHERE name = ? RETURNING value")
+CREATE_SEQUENCE = "INSERT INTO {p}sequence (name, value) VALUES ('{name}', 0)"
+SEQUENCE_NAME_RE = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 
 SCHEMA_TABLE = "{p}schema"
 _CREATE_SCHEMA_TABLE = DDL("CREATE TABLE IF NOT EXISTS {p}schema ( facet TEXT PRIMARY KEY, version INTEGER NOT NULL)")
@@ -393,6 +470,61 @@ class EngineBase:
         self.prefix = validate_prefix(prefix)
         self._clock: Clock = clock if clock is not None else time.time
         self._sql_cache: dict[tuple[Kind, str], SQL] = {}
+        self._next_value_sql = self.sql(NEXT_VALUE)
+
+    no_limit: int | None = None
+
+    # -- dialect helpers -------------------------------------------------------
+
+    def lock(self, name: str) -> None:
+        """Take the cross-key lock ``name`` until the open transaction ends.
+
+        For writers that must exclude each other beyond the rows they touch
+        (say, every writer of one facet). Refused outside a transaction.
+        """
+        if not self.in_transaction():
+            raise InvalidRequest(f"lock({name!r}) outside a transaction would be released at once")
+        self._take_lock(name)
+
+    def _take_lock(self, name: str) -> None:
+        raise NotImplementedError
+
+    def catalog(self) -> list[tuple[str, ...]]:
+        """This store's schema objects (tables or columns, indexes, triggers, ...), sorted.
+
+        Rows of strings, engine-specific in content but stable: two stores
+        with the same prefix and schema give equal catalogs (used to check
+        that a fresh schema equals one built by every migration in turn).
+        """
+        raise NotImplementedError
+
+    def next_value(self, name: str) -> int:
+        """The next value of gap-free sequence ``name`` (see ``Migration.sequences``).
+
+        Inside a transaction the value is handed out in commit order: the
+        sequence row stays locked until the transaction ends.
+        """
+        row = self.one(self._next_value_sql, (name,))
+        if row is None:
+            raise DurastateError(f"{self.url}: sequence {name!r} does not exist (no migration created it)")
+        return int(row[0])
+
+    def migration_statements(self, step: Migration) -> tuple[str, ...]:
+        """The DDL templates this engine runs for ``step``, in order."""
+        out: list[str] = []
+        for name in step.sequences:
+            if not SEQUENCE_NAME_RE.match(name):
+                raise InvalidRequest(f"sequence name {name!r} must match {SEQUENCE_NAME_RE.pattern}")
+            out.append(CREATE_SEQUENCE.replace("{name}", name))
+        out.extend(step.statements)
+        for announce in step.announce:
+            out.extend(self._announce_ddl(announce))
+        out.extend(step.per_dialect.get(self.dialect.name, ()))
+        return tuple(out)
+
+    def _announce_ddl(self, announce: Announce) -> tuple[str, ...]:
+        """DDL that makes the server announce inserts itself; none by default."""
+        return ()
 
     # -- transactions ----------------------------------------------------------
 
@@ -510,7 +642,7 @@ class EngineBase:
             for schema in wanted:
                 have = current.get(schema.facet, 0)
                 for step in schema.migrations[have:]:
-                    for template in step.for_dialect(self.dialect.name):
+                    for template in self.migration_statements(step):
                         self.execute(self.sql(DDL(template)))
                 if have < schema.version:
                     self.execute(self.sql(_UPSERT_VERSION), (schema.facet, schema.version))

@@ -48,7 +48,7 @@ from ..errors import (
     StoreClosed,
     StoreUnavailable,
 )
-from .base import Clock, Dialect, EngineBase, Params, Row, TransactionState, aborted_error
+from .base import READ, Clock, Dialect, EngineBase, Params, Row, Spec, TransactionState, aborted_error
 
 SQLITE_DIALECT = Dialect(
     name="sqlite",
@@ -58,14 +58,25 @@ SQLITE_DIALECT = Dialect(
         "blob": "BLOB",
         "int64": "INTEGER",
         "text": "TEXT",
+        # BINARY, SQLite's default collation, compares UTF-8 bytes: code points.
+        "key_text": "TEXT",
         # A rowid alias: ids may be reused after the highest row is deleted.
         "id_pk": "INTEGER PRIMARY KEY",
         # Ordinals readers tail: never reused, even after deletes, and (one
         # writer at a time) assigned in commit order.
         "tail_pk": "INTEGER PRIMARY KEY AUTOINCREMENT",
         "without_rowid": " WITHOUT ROWID",
-        # SQLite has one writer at a time: a claim never meets a locked row.
+        # SQLite has one writer at a time: a claim never meets a locked row,
+        # and a write transaction (BEGIN IMMEDIATE) holds every row already.
         "skip_locked": "",
+        "for_update": "",
+        "for_update_of": Spec(""),
+        "greatest": "max",
+        # SQLite silently turns an overflowing integer sum into a REAL; the
+        # CHECK turns that into a refused statement instead.
+        "int64_check": Spec(" CHECK (typeof({arg}) = 'integer')"),
+        # NULL into an AUTOINCREMENT primary key takes the next rowid.
+        "next_value": Spec("NULL"),
     },
     table_exists="SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?",
 )
@@ -90,6 +101,9 @@ _SQLITE_CONSTRAINT = 19
 # Extended constraint codes that mean "your value is not allowed" rather than
 # "someone else's row is in the way".
 _SQLITE_CONSTRAINT_INVALID = {275, 1299}  # CHECK, NOTNULL
+
+# Every table, index and trigger of the prefix, as SQLite stores its DDL.
+_CATALOG = READ("SELECT type, name, tbl_name, COALESCE(sql, '') FROM sqlite_master WHERE name LIKE ? ESCAPE '\\'")
 
 _WAL_SWITCH_ATTEMPTS = 100
 _WAL_SWITCH_PAUSE = 0.02
@@ -242,6 +256,7 @@ class SqliteEngine(EngineBase):
     """SQLite behind the ``Engine`` contract (see the module docstring)."""
 
     dialect = SQLITE_DIALECT
+    no_limit = SQLITE_DIALECT.no_limit
     _local: _ThreadState
 
     def __init__(
@@ -465,6 +480,14 @@ class SqliteEngine(EngineBase):
         except sqlite3.Error as exc:
             _FORK_GATE.leave()
             raise translate_sqlite_error(exc, f"{self.url}: begin") from None
+
+    def catalog(self) -> list[tuple[str, ...]]:
+        """This prefix's schema objects as sorted rows (see ``Engine.catalog``)."""
+        rows = self.all(self.sql(_CATALOG), (self.prefix.replace("_", "\\_") + "%",))
+        return sorted(tuple(str(v) for v in row) for row in rows)
+
+    def _take_lock(self, name: str) -> None:
+        """Nothing to take: the transaction's BEGIN IMMEDIATE holds the one write lock."""
 
     def _tx_end(self) -> None:
         state = self._local
