@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._paging import stream_pages
 from ._validate import INT64_MAX, INT64_MIN, as_bytes, as_int64, as_limit, as_list, as_seconds, fail
-from .engines.base import READ, WRITE, WRITE_ROWS, Migration, Schema, Statement
+from .engines.base import READ, WRITE, WRITE_ROWS, KeyLookup, Migration, Schema, Statement
 from .errors import StoreUnavailable
 
 if TYPE_CHECKING:
@@ -128,17 +128,13 @@ COUNTER_SET = WRITE(
 COUNTER_DELETE = WRITE("DELETE FROM {p}kv_counter WHERE scope = ? AND ns = ? AND key = ?")
 
 
-def _in_list(count: int) -> str:
-    return "(" + ", ".join("?" * count) + ")"
+def get_many_sql(count: int) -> KeyLookup:
+    """``count`` keys of one namespace (one statement per count; params: scope, ns, keys)."""
+    return KeyLookup("kv", "key, value, expires_at", ("scope", "ns"), "key", count)
 
 
-def get_many_sql(count: int) -> Statement:
-    """``SELECT`` of ``count`` keys of one namespace (one text per count)."""
-    return READ("SELECT key, value, expires_at FROM {p}kv WHERE scope = ? AND ns = ? AND key IN " + _in_list(count))
-
-
-def delete_keys_sql(count: int) -> Statement:
-    return WRITE("DELETE FROM {p}kv WHERE scope = ? AND ns = ? AND key IN " + _in_list(count))
+def delete_keys_sql(count: int) -> KeyLookup:
+    return KeyLookup("kv", "", ("scope", "ns"), "key", count, delete=True)
 
 
 def scan_sql(has_start: bool, has_end: bool, reverse: bool) -> Statement:

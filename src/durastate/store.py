@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from ._validate import as_int64
 from .documents import SCHEMA as DOCUMENTS_SCHEMA
 from .documents import Documents
+from .engines import registry
 from .engines.base import CORE_SCHEMA, Clock
 from .errors import InvalidRequest
 from .events import SCHEMA as EVENTS_SCHEMA
@@ -38,51 +39,12 @@ DEFAULT_MAX_VALUE_SIZE = 64 * 1024 * 1024
 DEFAULT_MAX_KEY_SIZE = 2048
 SCHEMAS = (CORE_SCHEMA, KV_SCHEMA, QUEUES_SCHEMA, DOCUMENTS_SCHEMA, RECORDS_SCHEMA, EVENTS_SCHEMA, PRESENCE_SCHEMA)
 
-_MEMORY_URLS = {"memory:", ":memory:", "sqlite://:memory:", "sqlite:///:memory:", "sqlite::memory:"}
-
-
-def _sqlite_path(url: str | os.PathLike[str] | None) -> str | None:
-    """The file path for a SQLite URL or path; ``None`` for in-memory."""
-    if url is None:
-        return str(DEFAULT_PATH)
-    if isinstance(url, os.PathLike):
-        return os.fspath(url)
-    if url in _MEMORY_URLS:
-        return None
-    if url.startswith("sqlite://"):
-        rest = url[len("sqlite://") :]
-        if not rest.startswith("/"):
-            raise InvalidRequest(f"sqlite URL {url!r}: use sqlite:///absolute/path.db or sqlite:relative/path.db")
-        return rest
-    if url.startswith("sqlite:"):
-        return url[len("sqlite:") :]
-    if "://" in url:
-        raise InvalidRequest(
-            f"unknown store URL {url!r}: expected a path, sqlite:///path.db, memory:, or postgresql://..."
-        )
-    return url
-
 
 def _make_engine(url: str | os.PathLike[str] | None, options: dict[str, Any]) -> Engine:
-    if isinstance(url, str) and url.startswith(("postgresql://", "postgres://")):
-        try:
-            from .engines.postgres import PostgresEngine
-        except ImportError as exc:  # psycopg missing
-            raise InvalidRequest(
-                f"opening {url.split('@')[-1]!r} needs the PostgreSQL driver: pip install 'durastate[postgres]' ({exc})"
-            ) from None
-        engine: Engine = PostgresEngine(url, **options)
-        return engine
-    if url is not None and not isinstance(url, (str, os.PathLike)):
-        raise InvalidRequest(f"store URL must be a str or path, got {type(url).__name__}")
-    for pg_only in ("min_connections", "max_connections"):
-        options.pop(pg_only, None)
-    from .engines.sqlite import SqliteEngine
-
-    path = _sqlite_path(url)
-    if path == "":
-        raise InvalidRequest("store path must not be empty")
-    return SqliteEngine(path, **options)
+    """The engine for ``url``, by its scheme (``engines.registry``)."""
+    if url is None:
+        url = str(DEFAULT_PATH)
+    return registry.create(url, options)
 
 
 def open(
@@ -104,7 +66,9 @@ def open(
       * a path, ``sqlite:///abs/path.db`` or ``sqlite:relative/path.db``;
       * ``memory:`` (or ``:memory:``): a private in-memory database that
         lives as long as the Store;
-      * ``postgresql://...``: a PostgreSQL server (extra ``[postgres]``).
+      * ``postgresql://...``: a PostgreSQL server (extra ``[postgres]``);
+      * ``<scheme>:...``: an engine registered for that scheme
+        (``durastate.engines.registry``).
 
     ``prefix`` starts every table name (several apps can share a database).
     ``durability``: ``"normal"`` or ``"full"`` (SQLite; see

@@ -103,6 +103,29 @@ def DDL(template: Template) -> Statement:
     return Statement(Kind.DDL, template)
 
 
+@dataclass(frozen=True, slots=True)
+class KeyLookup:
+    """Rows of ``{p}<table>`` by a list of keys: one index probe per key.
+
+    ``fixed`` columns equal one bound value each, ``key`` one of ``count``
+    bound keys (parameters in that order: fixed values, then the keys).
+    Selects ``columns`` (a ``, ``-separated list), or deletes the rows when
+    ``delete``. ``column_type`` is the token of every compared column's type
+    (say ``"blob"``). The engine writes the statement: a plain ``IN`` list
+    where its planner probes the index per key anyway, a shape that forces
+    the probes where a cached generic plan would otherwise filter the
+    whole ``fixed`` range instead.
+    """
+
+    table: str
+    columns: str
+    fixed: tuple[str, ...]
+    key: str
+    count: int
+    column_type: str = "blob"
+    delete: bool = False
+
+
 class SQL(str):
     """Compiled statement text for one engine, carrying its ``kind``.
 
@@ -161,6 +184,16 @@ TOKENS = {
 }
 
 
+def in_list_lookup(lookup: KeyLookup) -> str:
+    """``KeyLookup`` as ``... WHERE fixed = ? AND key IN (?, ...)``."""
+    where = " AND ".join(f"{column} = ?" for column in lookup.fixed)
+    keys = f"{lookup.key} IN (" + ", ".join("?" * lookup.count) + ")"
+    where = f"{where} AND {keys}" if where else keys
+    if lookup.delete:
+        return f"DELETE FROM {{p}}{lookup.table} WHERE {where}"
+    return f"SELECT {lookup.columns} FROM {{p}}{lookup.table} WHERE {where}"
+
+
 @dataclass(frozen=True)
 class Dialect:
     """What differs between SQL engines, and nothing else.
@@ -179,6 +212,8 @@ class Dialect:
     table_exists: str = ""
     # The most bytes an indexed key (all its columns) may hold, or None.
     max_index_key: int | None = None
+    # The template of a ``KeyLookup``.
+    key_lookup: Callable[[KeyLookup], str] = field(default=lambda lookup: in_list_lookup(lookup))
 
     def compile(self, template: str, prefix: str) -> str:
         tokens = {k: _BoundSpec(v.text, prefix) if isinstance(v, Spec) else v for k, v in self.tokens.items()}
@@ -242,6 +277,37 @@ class Schema:
         return len(self.migrations)
 
 
+@dataclass(frozen=True)
+class PlanStep:
+    """One table read of a query plan, in engine-neutral terms.
+
+    ``index`` is the index read (None: the table itself, row by row);
+    ``condition`` what the index is *searched* by (empty: the index, or the
+    table, is walked whole); ``filter`` a condition applied to the rows
+    read, after reading them (a large filter over a small condition means
+    cost that grows with the data); ``detail`` the engine's own words.
+    """
+
+    table: str
+    index: str | None
+    condition: str
+    filter: str
+    detail: str
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The plan an engine uses for a statement (``Engine.explain``)."""
+
+    steps: tuple[PlanStep, ...]
+    sorts: bool  # a separate sort step (the order does not come from an index)
+    text: str  # the whole plan in the engine's words, for messages
+
+    def reads(self, *tables: str) -> list[PlanStep]:
+        """The steps that read any of ``tables`` (table names or aliases)."""
+        return [step for step in self.steps if step.table in tables]
+
+
 class Engine(Protocol):
     """What a facet may ask of an engine.
 
@@ -256,7 +322,7 @@ class Engine(Protocol):
     # The value bound to ``LIMIT ?`` for "no limit".
     no_limit: int | None
 
-    def sql(self, statement: Statement | Template) -> SQL: ...
+    def sql(self, statement: Statement | KeyLookup | Template) -> SQL: ...
 
     def one(self, sql: str, params: Params = ()) -> Row | None: ...
 
@@ -275,6 +341,10 @@ class Engine(Protocol):
     def lock(self, name: str) -> None: ...
 
     def catalog(self) -> list[tuple[str, ...]]: ...
+
+    def explain(self, sql: str, params: Params = ()) -> Plan: ...
+
+    def integrity_errors(self) -> list[str]: ...
 
     def next_value(self, name: str) -> int: ...
 
@@ -489,6 +559,21 @@ class EngineBase:
     def _take_lock(self, name: str) -> None:
         raise NotImplementedError
 
+    def explain(self, sql: str, params: Params = ()) -> Plan:
+        """The plan this engine would run ``sql`` (compiled by ``sql()``) with.
+
+        Never runs the statement. Where the engine prepares statements and
+        reuses their plans (PostgreSQL), this is the generic plan, the one
+        a hot statement ends up with; the planner is also told to avoid
+        sequential scans, so that a small test table shows the path a large
+        one would take (a statement no index serves still shows a scan).
+        """
+        raise NotImplementedError
+
+    def integrity_errors(self) -> list[str]:
+        """Problems the engine finds in its own files (``[]``: none, or nothing it can check)."""
+        return []
+
     def catalog(self) -> list[tuple[str, ...]]:
         """This store's schema objects (tables or columns, indexes, triggers, ...), sorted.
 
@@ -581,15 +666,19 @@ class EngineBase:
     def execute(self, sql: str, params: Params = ()) -> int:
         raise NotImplementedError
 
-    def sql(self, statement: Statement | Template) -> SQL:
+    def sql(self, statement: Statement | KeyLookup | Template) -> SQL:
         """Compile a statement for this engine (cached by kind and text).
 
         ``statement`` is a ``Statement`` (``READ(...)``, ``WRITE(...)``,
-        ...); a bare template is of kind ``OPAQUE``. A template is one text
+        ...) or a ``KeyLookup``; a bare template is of kind ``OPAQUE``. A template is one text
         for every dialect, or a mapping from ``Dialect.name`` to the text
         for that dialect.
         """
-        if isinstance(statement, Statement):
+        template: Template
+        if isinstance(statement, KeyLookup):
+            kind = Kind.WRITE if statement.delete else Kind.READ
+            template = self.dialect.key_lookup(statement)
+        elif isinstance(statement, Statement):
             kind, template = statement.kind, statement.template
         else:
             kind, template = Kind.OPAQUE, statement

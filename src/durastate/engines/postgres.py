@@ -29,6 +29,7 @@ parent's sockets' server sessions).
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 import threading
@@ -57,8 +58,11 @@ from .base import (
     Clock,
     Dialect,
     EngineBase,
+    KeyLookup,
     Kind,
     Params,
+    Plan,
+    PlanStep,
     Row,
     Spec,
     TransactionState,
@@ -67,6 +71,36 @@ from .base import (
 
 PREPARE_THRESHOLD = 2
 CONNECT_TIMEOUT = 10
+
+
+def _probing_lookup(lookup: KeyLookup) -> str:
+    """``KeyLookup`` as one LIMIT 1 index probe per key (a LATERAL join).
+
+    An ``IN`` list (``key = ANY(...)``) gets a generic plan that searches
+    the index by the fixed columns only and filters every key of that range
+    (the planner, without statistics, takes the range for one row): cost
+    that grows with the namespace. A LATERAL subquery with LIMIT 1 cannot be
+    flattened, so each key is its own index probe whatever the estimates.
+    Deletes remove the probed rows by ctid (a row updated meanwhile by
+    another transaction is then left alone, as if that write came after).
+    """
+    kind = "{" + lookup.column_type + "}"
+    fixed = ", ".join(f"?::{kind} AS {column}" for column in lookup.fixed)
+    keys = f"unnest(ARRAY[{', '.join('?' * lookup.count)}]::{kind}[]) AS k ({lookup.key})"
+    source = f"(SELECT {fixed}) AS q CROSS JOIN {keys}" if fixed else keys
+    match = " AND ".join([*(f"{c} = q.{c}" for c in lookup.fixed), f"{lookup.key} = k.{lookup.key}"])
+    table = "{p}" + lookup.table
+    if lookup.delete:
+        return (
+            f"DELETE FROM {table} WHERE ctid = ANY (ARRAY(SELECT l.ctid FROM {source}"
+            f" CROSS JOIN LATERAL (SELECT ctid FROM {table} WHERE {match} LIMIT 1) AS l))"
+        )
+    outer = ", ".join(f"l.{column.strip()}" for column in lookup.columns.split(","))
+    return (
+        f"SELECT {outer} FROM {source}"
+        f" CROSS JOIN LATERAL (SELECT {lookup.columns} FROM {table} WHERE {match} LIMIT 1) AS l"
+    )
+
 
 POSTGRES_DIALECT = Dialect(
     name="postgresql",
@@ -99,6 +133,7 @@ POSTGRES_DIALECT = Dialect(
     # A btree entry holds at most ~2704 bytes (a third of a page) including
     # headers; incompressible keys above this fail with a statement error.
     max_index_key=2600,
+    key_lookup=_probing_lookup,
 )
 
 # SQLSTATE classes and codes (https://www.postgresql.org/docs/current/errcodes-appendix.html).
@@ -246,6 +281,52 @@ def _result_column_types(conn: psycopg.Connection[Any], variant: str) -> list[in
     types = [described.ftype(i) for i in range(described.nfields)]
     conn.execute(f"DEALLOCATE {name.decode()}")
     return types
+
+
+def _numbered(sql: str) -> str:
+    """``sql`` with psycopg's ``%s`` placeholders as the server's ``$n``."""
+    counter = iter(range(1, 10_000))
+    return _PLACEHOLDER.sub(lambda m: "%" if m.group() == "%%" else f"${next(counter)}", sql)
+
+
+def _parameter_type(value: Any) -> str:
+    """The server type psycopg sends ``value`` as (near enough for planning)."""
+    if isinstance(value, (list, tuple)):
+        return (_parameter_type(value[0]) if value else "text") + "[]"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "bigint"
+    if isinstance(value, float):
+        return "double precision"
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return "bytea"
+    if value is None:
+        return "unknown"
+    return "text"
+
+
+def _plan_steps(node: dict[str, Any], steps: list[PlanStep]) -> bool:
+    """Collect the table reads of an EXPLAIN (FORMAT JSON) tree; True if it sorts."""
+    kind = node.get("Node Type", "")
+    sorts = kind in ("Sort", "Incremental Sort")
+    relation = node.get("Relation Name")
+    if relation and kind != "ModifyTable":
+        index = node.get("Index Name")
+        condition = node.get("Index Cond", "")
+        if kind == "Tid Scan":  # a direct fetch of the rows by tuple id
+            index, condition = "ctid", node.get("TID Cond", "")
+        if kind == "Bitmap Heap Scan":
+            children = node.get("Plans", [])
+            index = ",".join(c.get("Index Name", "") for c in children) or None
+            condition = node.get("Recheck Cond", "")
+        detail = f"{kind} on {relation}" + (f" using {index}" if index else "")
+        steps.append(PlanStep(node.get("Alias", relation), index, condition, node.get("Filter", ""), detail))
+        if node.get("Alias") not in (None, relation):
+            steps.append(PlanStep(relation, index, condition, node.get("Filter", ""), detail))
+    for child in node.get("Plans", []):
+        sorts = _plan_steps(child, steps) or sorts
+    return sorts
 
 
 def _replay(conn: psycopg.Connection[Any], sql: str, variant: str, attempt: bytes, fetch: int) -> Any:
@@ -684,6 +765,55 @@ class PostgresEngine(EngineBase):
         pattern = self.prefix.replace("_", "\\_") + "%"
         rows = [row for statement in self._catalog for row in self.all(statement, (pattern,))]
         return sorted(tuple(str(v) for v in row) for row in rows)
+
+    def explain(self, sql: str, params: Params = ()) -> Plan:
+        """The generic plan of ``sql`` (see ``Engine.explain``), never running it.
+
+        PostgreSQL 16+: ``EXPLAIN (GENERIC_PLAN)``. Older servers: the
+        statement is prepared with ``plan_cache_mode = force_generic_plan``
+        and its ``EXECUTE`` explained. All inside a transaction (or a
+        savepoint of the caller's) that is rolled back.
+        """
+        state = self._local
+        own = state.conn is None
+        conn = self._borrow() if own else state.conn
+        assert conn is not None
+        numbered = _numbered(sql)
+        try:
+            conn.execute("BEGIN" if own else "SAVEPOINT ds_explain")
+            try:
+                conn.execute("SET LOCAL enable_seqscan = off")
+                if conn.info.server_version >= 160000:
+                    text = "EXPLAIN (GENERIC_PLAN, FORMAT JSON) " + numbered
+                    row = conn.execute(text.replace("%", "%%")).fetchone()
+                else:
+                    conn.execute("SET LOCAL plan_cache_mode = force_generic_plan")
+                    # Typed like psycopg binds them, so the plan is the one the statement gets.
+                    types = f" ({', '.join(_parameter_type(v) for v in params)})" if params else ""
+                    conn.execute(f"PREPARE ds_explain{types} AS {numbered}".replace("%", "%%"))
+                    placeholders = ", ".join(["%s"] * len(params))
+                    execute = (
+                        f"EXPLAIN (FORMAT JSON) EXECUTE ds_explain({placeholders})"
+                        if params
+                        else ("EXPLAIN (FORMAT JSON) EXECUTE ds_explain")
+                    )
+                    # EXECUTE takes no bound parameters: quote them client-side.
+                    with psycopg.ClientCursor(conn) as cursor:
+                        row = cursor.execute(execute, tuple(params)).fetchone()
+                    conn.execute("DEALLOCATE ds_explain")
+            finally:
+                conn.execute("ROLLBACK" if own else "ROLLBACK TO SAVEPOINT ds_explain")
+        except psycopg.Error as exc:
+            raise translate_postgres_error(exc, f"{self.url}: explain") from None
+        finally:
+            if own:
+                self._give_back(conn)
+        assert row is not None
+        document = row[0]
+        tree = (json.loads(document) if isinstance(document, str) else document)[0]["Plan"]
+        steps: list[PlanStep] = []
+        sorts = _plan_steps(tree, steps)
+        return Plan(tuple(steps), sorts, json.dumps(tree, indent=1))
 
     def _take_lock(self, name: str) -> None:
         self.one(self._lock_sql, (name, self.prefix))

@@ -32,6 +32,7 @@ processes never do, and it disappears with the Store.
 from __future__ import annotations
 
 import os
+import re
 import sqlite3
 import threading
 import time
@@ -48,7 +49,21 @@ from ..errors import (
     StoreClosed,
     StoreUnavailable,
 )
-from .base import READ, Clock, Dialect, EngineBase, Params, Row, Spec, TransactionState, aborted_error
+from .base import (
+    READ,
+    SQL,
+    Clock,
+    Dialect,
+    EngineBase,
+    Kind,
+    Params,
+    Plan,
+    PlanStep,
+    Row,
+    Spec,
+    TransactionState,
+    aborted_error,
+)
 
 SQLITE_DIALECT = Dialect(
     name="sqlite",
@@ -104,6 +119,15 @@ _SQLITE_CONSTRAINT_INVALID = {275, 1299}  # CHECK, NOTNULL
 
 # Every table, index and trigger of the prefix, as SQLite stores its DDL.
 _CATALOG = READ("SELECT type, name, tbl_name, COALESCE(sql, '') FROM sqlite_master WHERE name LIKE ? ESCAPE '\\'")
+
+# A table read in EXPLAIN QUERY PLAN output: "SEARCH t USING INDEX i (a=?)",
+# "SCAN t", "SCAN t USING COVERING INDEX i", "SEARCH t USING PRIMARY KEY (...)".
+_PLAN_STEP = re.compile(
+    r"^(?P<verb>SEARCH|SCAN) (?P<table>\S+)"
+    r"(?: USING (?:(?:COVERING |AUTOMATIC (?:PARTIAL )?COVERING )?INDEX (?P<index>\S+)"
+    r"|(?P<pk>(?:INTEGER )?PRIMARY KEY)))?"
+    r"(?: \((?P<condition>.*)\))?$"
+)
 
 _WAL_SWITCH_ATTEMPTS = 100
 _WAL_SWITCH_PAUSE = 0.02
@@ -485,6 +509,28 @@ class SqliteEngine(EngineBase):
         """This prefix's schema objects as sorted rows (see ``Engine.catalog``)."""
         rows = self.all(self.sql(_CATALOG), (self.prefix.replace("_", "\\_") + "%",))
         return sorted(tuple(str(v) for v in row) for row in rows)
+
+    def integrity_errors(self) -> list[str]:
+        """``PRAGMA integrity_check``'s findings (``[]`` when the file is sound)."""
+        rows = self.all(SQL("PRAGMA integrity_check", Kind.READ))
+        return [str(row[0]) for row in rows if row[0] != "ok"]
+
+    def explain(self, sql: str, params: Params = ()) -> Plan:
+        rows = self.all(SQL("EXPLAIN QUERY PLAN " + sql, Kind.READ), params)
+        details = [str(row[3]) for row in rows]
+        steps = []
+        for detail in details:
+            match = _PLAN_STEP.match(detail)
+            if match is None:
+                continue
+            searched = match["verb"] == "SEARCH"
+            index = match["index"] or ("PRIMARY KEY" if match["pk"] else None)
+            if index is None and searched:
+                index = "rowid"
+            condition = (match["condition"] or "") if searched else ""
+            steps.append(PlanStep(match["table"], index, condition, "", detail))
+        sorts = any(detail.startswith("USE TEMP B-TREE") for detail in details)
+        return Plan(tuple(steps), sorts, "\n".join(details))
 
     def _take_lock(self, name: str) -> None:
         """Nothing to take: the transaction's BEGIN IMMEDIATE holds the one write lock."""

@@ -1,11 +1,23 @@
 """Pytest fixtures of the conformance suite.
 
-``store_url`` is parametrized over the engines: ``sqlite-file`` (a fresh
+Every conformance test opens its stores through ONE factory,
+``durastate_open(url, **options)`` (default: ``durastate.open``), by way of
+``open_store(**options)`` (the test's ``store_url``) or
+``open_shared(**options)`` (the test's ``shared_url``); both close what they
+opened at teardown. Worker processes open ``shared_url`` with
+``durastate.open`` (the engine's scheme must be registered in them too, e.g.
+by an entry point: see ``docs/third-party-engine.md``).
+
+``store_url`` is parametrized over ``ENGINES``: ``sqlite-file`` (a fresh
 file per test), ``sqlite-memory`` and ``postgres`` (a fresh schema per test
 on the server ``durastate.testing.postgres_server`` finds). ``shared_url``
 is the subset whose data other stores and processes can see (no memory).
 When no PostgreSQL server can be found, its parameters are skipped with the
 reason, and the reason is repeated in the terminal summary.
+
+A third-party engine runs the suite by overriding ``store_url`` and
+``shared_url`` in its ``conftest.py`` (fresh, empty URLs of its scheme), and
+``durastate_open`` if opening a store needs more than its URL.
 """
 
 from __future__ import annotations
@@ -75,16 +87,40 @@ def clock() -> FakeClock:
 
 
 @pytest.fixture
-def open_store(store_url: str) -> Iterator[Callable[..., durastate.Store]]:
-    """``open_store(**options)`` opens the test's URL; all closed at teardown."""
-    opened: list[durastate.Store] = []
+def durastate_open() -> Callable[..., durastate.Store]:
+    """The one way the suite opens a store: ``durastate_open(url, **options)``."""
+    return durastate.open
 
+
+def _opener(
+    open_url: Callable[..., durastate.Store], url: str, opened: list[durastate.Store]
+) -> Callable[..., durastate.Store]:
     def factory(**options: Any) -> durastate.Store:
-        s = durastate.open(store_url, **options)
+        s = open_url(url, **options)
         opened.append(s)
         return s
 
-    yield factory
+    return factory
+
+
+@pytest.fixture
+def open_store(
+    store_url: str, durastate_open: Callable[..., durastate.Store]
+) -> Iterator[Callable[..., durastate.Store]]:
+    """``open_store(**options)`` opens the test's ``store_url``; all closed at teardown."""
+    opened: list[durastate.Store] = []
+    yield _opener(durastate_open, store_url, opened)
+    for s in opened:
+        s.close()
+
+
+@pytest.fixture
+def open_shared(
+    shared_url: str, durastate_open: Callable[..., durastate.Store]
+) -> Iterator[Callable[..., durastate.Store]]:
+    """``open_shared(**options)`` opens the test's ``shared_url``; all closed at teardown."""
+    opened: list[durastate.Store] = []
+    yield _opener(durastate_open, shared_url, opened)
     for s in opened:
         s.close()
 

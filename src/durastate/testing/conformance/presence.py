@@ -9,17 +9,19 @@ read, ordering, and bad input.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 import durastate
-from durastate import InvalidRequest
+from durastate import InvalidRequest, presence
 from durastate.testing.clock import FakeClock
 
+from .plans import assert_index_search, plan_of
 from .queues import FAILURE_DEADLINE
 
-__all__ = ["TestPresence", "TestPresenceReadsNeverWait"]
+__all__ = ["TestPresenceIndexUse", "TestPresence", "TestPresenceReadsNeverWait"]
 
 NS = "room/1"
 
@@ -143,9 +145,11 @@ class TestPresence:
 class TestPresenceReadsNeverWait:
     """A read with nothing expired writes nothing, so it never waits for the write lock."""
 
-    def test_read_while_another_store_holds_the_write_lock(self, shared_url: str, clock: FakeClock) -> None:
-        reader = durastate.open(shared_url, clock=clock, busy_timeout=FAILURE_DEADLINE * 10)
-        writer = durastate.open(shared_url, clock=clock)
+    def test_read_while_another_store_holds_the_write_lock(
+        self, shared_url: str, clock: FakeClock, open_shared: Callable[..., durastate.Store]
+    ) -> None:
+        reader = open_shared(clock=clock, busy_timeout=FAILURE_DEADLINE * 10)
+        writer = open_shared(clock=clock)
         try:
             reader.presence.set(NS, "alice", {"typing": True}, at_ms=1, seen=1, ttl_ms=60_000)
             result: list[list[Any]] = []
@@ -162,3 +166,13 @@ class TestPresenceReadsNeverWait:
         finally:
             writer.close()
             reader.close()
+
+
+class TestPresenceIndexUse:
+    def test_read_and_its_due_check_are_index_searches(self, store: durastate.Store) -> None:
+        for who in ("a", "b", "c"):
+            store.presence.set(NS, who, {"x": 1, "y": 2}, at_ms=1, seen=1, ttl_ms=60_000)
+        table = store.engine.prefix + "presence"
+        assert_index_search(plan_of(store, presence.READ_LIVE, (NS, 0)), table, using=("ns",), sorts=True)
+        assert_index_search(plan_of(store, presence.SWEEP_DUE, (NS, 0)), table, using=("ns", "expires_at"))
+        assert_index_search(plan_of(store, presence.SWEEP, (NS, 0)), table, using=("ns", "expires_at"))

@@ -542,8 +542,10 @@ class TestClosedStore:
 
 
 class TestReopen:
-    def test_reopened_store_sees_committed_data_only(self, shared_url: str, clock: FakeClock) -> None:
-        with durastate.open(shared_url, clock=clock) as store:
+    def test_reopened_store_sees_committed_data_only(
+        self, shared_url: str, clock: FakeClock, open_shared: Callable[..., durastate.Store]
+    ) -> None:
+        with open_shared(clock=clock) as store:
             store.queues.push("jobs", [b"job-1", b"job-2"])
             with store.transaction():
                 store.kv.put(b"s", b"n", b"k", b"committed")
@@ -558,7 +560,7 @@ class TestReopen:
                 raise RuntimeError("undo")
             held = claim(store, "jobs", lease=60)
             store.queues.push("late", [b"a"], delay=100)
-        with durastate.open(shared_url, clock=clock) as store:
+        with open_shared(clock=clock) as store:
             assert list(store.kv.scan(b"s", b"n")) == [(b"k", b"committed")]
             assert store.kv.counter(b"s", b"n", b"c") == 3
             assert list(store.kv.log(b"s", b"n", b"l")) == [(ordinal, b"entry")]
@@ -571,8 +573,10 @@ class TestReopen:
             assert (again.id, again.payload, again.attempts) == (held.id, b"job-2", 2)
             assert store.kv.append(b"s", b"n", b"l", b"more") > ordinal
 
-    def test_two_stores_on_one_database_see_each_others_commits(self, shared_url: str) -> None:
-        with durastate.open(shared_url) as first, durastate.open(shared_url) as second:
+    def test_two_stores_on_one_database_see_each_others_commits(
+        self, shared_url: str, open_shared: Callable[..., durastate.Store]
+    ) -> None:
+        with open_shared() as first, open_shared() as second:
             with first.transaction():
                 first.kv.put(b"s", b"n", b"k", b"from first")
                 first.queues.push("q", [b"job"])
@@ -610,7 +614,7 @@ class TestSchemaTooNew:
 
         bump(+1)
         with pytest.raises(SchemaTooNew) as raised:
-            durastate.open(store_url)
+            open_store()
         assert facet in str(raised.value)
         # Refusing touched nothing: with the version put back, the data is there.
         bump(-1)
