@@ -29,6 +29,25 @@ the kind and never looks at the text: PostgreSQL runs a read as it is and a
 write outside a transaction together with its attempt row (see
 ``engines.postgres``). A plain ``str`` template passed to ``engine.sql`` is
 of kind ``OPAQUE``: run correctly whatever it does, at a higher price.
+``KeyLookup(...)`` asks the engine to write a lookup of many keys (one
+index probe per key) in its own best form.
+
+Dialect
+-------
+Facets never name a dialect. Templates use the tokens in ``TOKENS``
+(``{blob}``, ``{key_text}``, ``{next_value:NAME}``, ...); cross-key locks are
+``engine.lock(name)``; gap-free sequences are declared by
+``Migration(sequences=...)`` and read with ``{next_value:NAME}`` or
+``engine.next_value(NAME)``; ``Migration(announce=...)`` makes the engine
+announce inserts into a table (LISTEN/NOTIFY where the server can).
+
+Transactions
+------------
+``transaction()`` / ``read_transaction()`` return a ``Transaction``: the
+one state machine of every engine (see its docstring for the rules: a
+failed statement dooms the transaction unless a savepoint containing it
+rolls back; refusals never doom; ``close()`` makes the block roll back).
+Engines supply only its primitives (``_tx_begin``, ``_tx_commit``, ...).
 """
 
 from __future__ import annotations

@@ -92,15 +92,18 @@ def durastate_open() -> Callable[..., durastate.Store]:
     return durastate.open
 
 
-def _opener(
-    open_url: Callable[..., durastate.Store], url: str, opened: list[durastate.Store]
-) -> Callable[..., durastate.Store]:
+def _stores_of(open_url: Callable[..., durastate.Store], url: str) -> Iterator[Callable[..., durastate.Store]]:
+    """Yield ``factory(**options)`` opening ``url``; close every store it opened afterwards."""
+    opened: list[durastate.Store] = []
+
     def factory(**options: Any) -> durastate.Store:
         s = open_url(url, **options)
         opened.append(s)
         return s
 
-    return factory
+    yield factory
+    for s in opened:
+        s.close()
 
 
 @pytest.fixture
@@ -108,10 +111,7 @@ def open_store(
     store_url: str, durastate_open: Callable[..., durastate.Store]
 ) -> Iterator[Callable[..., durastate.Store]]:
     """``open_store(**options)`` opens the test's ``store_url``; all closed at teardown."""
-    opened: list[durastate.Store] = []
-    yield _opener(durastate_open, store_url, opened)
-    for s in opened:
-        s.close()
+    yield from _stores_of(durastate_open, store_url)
 
 
 @pytest.fixture
@@ -119,10 +119,7 @@ def open_shared(
     shared_url: str, durastate_open: Callable[..., durastate.Store]
 ) -> Iterator[Callable[..., durastate.Store]]:
     """``open_shared(**options)`` opens the test's ``shared_url``; all closed at teardown."""
-    opened: list[durastate.Store] = []
-    yield _opener(durastate_open, shared_url, opened)
-    for s in opened:
-        s.close()
+    yield from _stores_of(durastate_open, shared_url)
 
 
 @pytest.fixture
@@ -135,3 +132,9 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
     if _pg_skip_reason:
         terminalreporter.write_sep("!", "PostgreSQL half of the suite was SKIPPED", red=True, bold=True)
         terminalreporter.write_line(_pg_skip_reason[0])
+
+
+def pytest_configure(config: Any) -> None:
+    # The suite's marks, so a third-party project needs no ini of its own.
+    config.addinivalue_line("markers", "multiprocess: spawns several processes against one store")
+    config.addinivalue_line("markers", "slow: longer-running tests")
