@@ -23,6 +23,7 @@ from .errors import (
     StoreClosed,
     StoreUnavailable,
 )
+from .retention import MaintenanceReport, Retention
 from .store import Store, Transaction, open
 
 __version__ = "0.1.0"
@@ -31,7 +32,9 @@ __all__ = [
     "Conflict",
     "DurastateError",
     "InvalidRequest",
+    "MaintenanceReport",
     "NotFound",
+    "Retention",
     "SchemaTooNew",
     "Store",
     "StoreClosed",

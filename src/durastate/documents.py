@@ -101,6 +101,8 @@ same keys in opposite orders can never wait for each other in a cycle.
 
 from __future__ import annotations
 
+import itertools
+import re
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -110,7 +112,8 @@ from typing import TYPE_CHECKING, Any, NamedTuple, overload
 import orjson
 
 from ._json import JSON_OPTIONS, has_non_finite
-from ._validate import INT64_MAX, as_int64, fail
+from ._retention import BATCH, as_keep
+from ._validate import INT64_MAX, as_int64, as_limit, fail
 from .engines.base import READ, WRITE, WRITE_ROWS, Migration, Schema, Statement
 from .errors import Conflict, DurastateError, InvalidRequest
 
@@ -174,6 +177,10 @@ DELETE_AT = WRITE("DELETE FROM {p}documents WHERE key = ? AND revision = ?")
 DESCRIBE = READ("SELECT revision, length(payload) FROM {p}documents WHERE key = ?")
 # Backups of one key: a primary key range, like every prefix query here.
 BACKUP_KEYS = READ("SELECT key FROM {p}documents WHERE key >= ? AND key < ?")
+# A backup key made by clear(): the base key, then ".bak", then a slot number > 0.
+_BACKUP_KEY = re.compile(r"\A(.*)\.bak(?:\.([1-9][0-9]{0,8}))?\Z", re.DOTALL)
+# Moves a backup down one slot when a capped clear() rotates them.
+RENAME = WRITE("UPDATE {p}documents SET key = ? WHERE key = ?")
 # Copies the payload inside the database: clear never decodes it.
 COPY_TO = WRITE(
     "INSERT INTO {p}documents (key, payload, revision) SELECT ?, payload, 1 FROM {p}documents WHERE key = ?"
@@ -356,9 +363,11 @@ class Documents:
     nothing and never dooms the caller's transaction.
     """
 
-    def __init__(self, engine: Engine, *, max_value_size: int | None = None) -> None:
+    def __init__(self, engine: Engine, *, max_value_size: int | None = None, max_backups: int | None = None) -> None:
         self._engine = engine
         self.max_value_size = max_value_size
+        # The retention cap on clear()'s backups per key (None: unbounded, as the seed).
+        self.max_backups = None if max_backups is None else as_keep("max_backups", max_backups)
         sql = engine.sql
         self._read = sql(READ_DOCUMENT)
         self._upsert = sql(UPSERT)
@@ -369,6 +378,7 @@ class Documents:
         self._describe = sql(DESCRIBE)
         self._backup_keys = sql(BACKUP_KEYS)
         self._copy_to = sql(COPY_TO)
+        self._rename = sql(RENAME)
         self._describe_prefix = {b: sql(describe_prefix_sql(b)) for b in (False, True)}
         self._list = {(a, b): sql(list_sql(a, b)) for a in (False, True) for b in (False, True)}
         self._local = _LockDepth()
@@ -521,8 +531,12 @@ class Documents:
     def clear(self, key: str) -> str | None:
         """Move ``key``'s payload, undecoded, to the first free backup key; return that key.
 
-        ``None`` when ``key`` is absent. The copy and the removal are one
-        transaction under the facet lock.
+        Backup keys are ``key.bak``, ``key.bak.1``, ``key.bak.2``, ... ``None``
+        when ``key`` is absent. The copy and the removal are one transaction
+        under the facet lock. With ``max_backups=N`` (the store's retention
+        policy) a key keeps at most N backups, in the slots ``key.bak`` ..
+        ``key.bak.{N-1}``, newest in the highest: when all N are taken the
+        oldest (``key.bak``) is dropped and the others move down one slot.
         """
         key = check_key(key)
         base = key + ".bak"
@@ -537,6 +551,13 @@ class Documents:
             while backup in taken:
                 backup = f"{base}.{index}"
                 index += 1
+            cap = self.max_backups
+            if cap is not None and index > cap:
+                slots = [base, *(f"{base}.{i}" for i in range(1, cap))]
+                engine.execute(self._delete, (slots[0],))
+                for lower, higher in itertools.pairwise(slots):
+                    engine.execute(self._rename, (lower, higher))
+                backup = slots[-1]
             if len(backup.encode("utf-8")) > MAX_KEY_SIZE:
                 # Raised inside the lock: the transaction rolls back, nothing changed.
                 fail(
@@ -546,6 +567,32 @@ class Documents:
             engine.execute(self._copy_to, (backup, key))
             engine.execute(self._delete, (key,))
             return backup
+
+    def prune_backups(self, keep: int, *, limit: int | None = None) -> int:
+        """Delete all but the newest ``keep`` backups of every key; return how many went.
+
+        A backup is a key ``K.bak`` or ``K.bak.<n>`` (see ``clear``); the
+        newest are the highest slots. Reads every key once (in pages, by key)
+        and deletes in batches of ``durastate._retention.BATCH`` keys, each
+        its own short commit; at most ``limit`` in all.
+        """
+        keep = as_keep("keep", keep)
+        limit = as_limit("limit", limit)
+        slots: dict[str, list[tuple[int, str]]] = {}
+        for key in self.iter_keys():
+            match = _BACKUP_KEY.match(key)
+            if match is not None:
+                slot = 0 if match.group(2) is None else int(match.group(2))
+                slots.setdefault(match.group(1), []).append((slot, key))
+        doomed = [key for found in slots.values() for _, key in sorted(found)[:-keep]]
+        if limit is not None:
+            doomed = doomed[:limit]
+        engine = self._engine
+        removed = 0
+        for start in range(0, len(doomed), BATCH):
+            with engine.transaction():
+                removed += sum(engine.execute(self._delete, (key,)) for key in doomed[start : start + BATCH])
+        return removed
 
     # -- the lock ----------------------------------------------------------------
 

@@ -111,6 +111,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from ._json import dump_json
+from ._retention import BATCH
 from ._validate import as_int64, as_list, fail
 from .documents import prefix_successor
 from .engines.base import READ, WRITE, WRITE_ROWS, Announce, Migration, Schema
@@ -343,6 +344,29 @@ PRUNE = WRITE(
     "DELETE FROM {p}event WHERE session_id = ? AND idx IN (SELECT idx FROM {p}event WHERE session_id = ?"
     " AND processed_at IS NOT NULL AND processed_at <= ? AND idx <= ? ORDER BY idx LIMIT ?)"
 )
+
+# Retention: a session goes oldest events first, up to the index it had when
+# the deletion began (readers meanwhile see a shrinking suffix), then, under
+# the session lock, whatever is left with its snapshots and its row.
+DELETE_SESSION_BATCH = WRITE(
+    "DELETE FROM {p}event WHERE session_id = ? AND idx IN (SELECT idx FROM {p}event WHERE session_id = ?"
+    " AND idx <= ? ORDER BY idx LIMIT ?)"
+)
+DELETE_SESSION_EVENTS = WRITE("DELETE FROM {p}event WHERE session_id = ?")
+DELETE_SESSION_SNAPSHOTS = WRITE("DELETE FROM {p}event_snapshot WHERE session_id = ?")
+DELETE_SESSION_ROW = WRITE("DELETE FROM {p}event_session WHERE session_id = ?")
+# Settled: nothing unprocessed (no pending, claimed or dead-lettered event) and
+# no activity since the cutoff (the last processing, or the session's creation).
+_SETTLED = (
+    " NOT EXISTS (SELECT 1 FROM {p}event e WHERE e.session_id = s.session_id AND e.processed_at IS NULL)"
+    " AND COALESCE((SELECT MAX(e.processed_at) FROM {p}event e WHERE e.session_id = s.session_id), s.created_at) < ?"
+)
+SETTLED_SESSIONS = READ(
+    "SELECT s.session_id FROM {p}event_session s WHERE s.session_id > ? AND"
+    + _SETTLED
+    + " ORDER BY s.session_id LIMIT ?"
+)
+STILL_SETTLED = READ("SELECT 1 FROM {p}event_session s WHERE s.session_id = ? AND" + _SETTLED)
 
 
 # -- errors -------------------------------------------------------------------
@@ -667,6 +691,14 @@ class Events:
         self._redrive_session = sql(REDRIVE_SESSION)
         self._snapshot_floors = sql(SNAPSHOT_FLOORS)
         self._prune = sql(PRUNE)
+        self._delete_session_batch = sql(DELETE_SESSION_BATCH)
+        self._delete_session_final = (
+            sql(DELETE_SESSION_EVENTS),
+            sql(DELETE_SESSION_SNAPSHOTS),
+            sql(DELETE_SESSION_ROW),
+        )
+        self._settled_sessions = sql(SETTLED_SESSIONS)
+        self._still_settled = sql(STILL_SETTLED)
 
     @staticmethod
     def channel(session_id: str) -> str:
@@ -1178,6 +1210,69 @@ class Events:
             else:
                 moved = sum(engine.execute(self._redrive_one, (now, session, i)) for i in dict.fromkeys(wanted))
         return moved
+
+    def delete_session(self, session_id: str) -> int:
+        """Delete the session: its events (dead letters included) and snapshots; return how many events went.
+
+        Outside a transaction, events go in batches of
+        ``durastate._retention.BATCH``, oldest first, each its own short
+        commit (a reader meanwhile sees a shrinking suffix); the last step,
+        under the session lock, removes what is left (appends that came in
+        meanwhile too) with the snapshots and the session itself. An append
+        after that starts a new session at index 1; one retrying the id of a
+        deleted event is taken as new. Unknown sessions: 0.
+        """
+        return self._delete_session(text("session_id", session_id), settled_before=None)
+
+    def prune_sessions(self, settled_for_ms: int, *, limit: int | None = None) -> int:
+        """Delete sessions settled for at least ``settled_for_ms``; return how many sessions went.
+
+        Settled: no event waits, is claimed or is dead-lettered, and nothing
+        was processed (or, for a session without events, created) in the
+        last ``settled_for_ms`` ms of the store's clock. Each goes as in
+        ``delete_session``, and the last step checks again under the session
+        lock: a session that an append revived meanwhile keeps its new
+        events (its settled history is gone). At most ``limit`` sessions.
+        """
+        settled_for = as_int64("settled_for_ms", settled_for_ms)
+        if settled_for < 0:
+            fail(f"settled_for_ms must be >= 0, got {settled_for}")
+        limit = None if limit is None else positive("limit", limit)
+        engine = self._engine
+        cutoff = engine.now_ms() - settled_for
+        after = ""
+        done = 0
+        while limit is None or done < limit:
+            want = BATCH if limit is None else min(BATCH, limit - done)
+            sessions = [str(r[0]) for r in engine.all(self._settled_sessions, (after, cutoff, want))]
+            for session in sessions:
+                self._delete_session(session, settled_before=cutoff)
+            done += len(sessions)
+            if len(sessions) < want:
+                break
+            after = sessions[-1]
+        return done
+
+    def _delete_session(self, session: str, *, settled_before: int | None) -> int:
+        engine = self._engine
+        removed = 0
+        if not engine.in_transaction():  # inside a caller's transaction: all in it, at once
+            row = engine.one(self._last_index, (session,))
+            through = 0 if row is None else int(row[0])
+            while True:
+                n = engine.execute(self._delete_session_batch, (session, session, through, BATCH))
+                removed += n
+                if n < BATCH:
+                    break
+        with engine.transaction():
+            engine.one(self._lock_session, (session,))
+            if settled_before is not None and engine.one(self._still_settled, (session, settled_before)) is None:
+                return removed
+            events, snapshots, session_row = self._delete_session_final
+            removed += engine.execute(events, (session,))
+            engine.execute(snapshots, (session,))
+            engine.execute(session_row, (session,))
+        return removed
 
     def prune(
         self,

@@ -35,6 +35,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ._paging import stream_pages
+from ._retention import BATCH, as_age_ms, as_keep, trim_oldest
 from ._validate import INT64_MAX, INT64_MIN, as_bytes, as_int64, as_limit, as_list, as_seconds, fail
 from .engines.base import READ, WRITE, WRITE_ROWS, KeyLookup, Migration, Schema, Statement
 from .errors import StoreUnavailable
@@ -74,6 +75,10 @@ SCHEMA = Schema(
             ),
             sequences=("kv_log",),
         ),
+        # Logs carry the store's time of each append, for age-based trimming
+        # (trim_logs). Entries appended before this step have none and count
+        # as older than any cutoff.
+        Migration(statements=("ALTER TABLE {p}kv_log ADD COLUMN created_at {int64}",)),
     ),
 )
 
@@ -106,9 +111,22 @@ CLEAR_COUNTERS = WRITE("DELETE FROM {p}kv_counter WHERE scope = ?")
 
 # Gap-free and in commit order under concurrent appenders ({next_value}).
 APPEND = WRITE_ROWS(
-    "INSERT INTO {p}kv_log (id, scope, ns, key, value) VALUES ({next_value:kv_log}, ?, ?, ?, ?) RETURNING id"
+    "INSERT INTO {p}kv_log (id, scope, ns, key, value, created_at) VALUES ({next_value:kv_log}, ?, ?, ?, ?, ?)"
+    " RETURNING id"
 )
 LOG_PAGE = READ("SELECT id, value FROM {p}kv_log WHERE scope = ? AND ns = ? AND key = ? AND id > ? ORDER BY id LIMIT ?")
+
+# Retention (see durastate._retention): the old end of every log by ordinal,
+# and per-key trims on the (scope, ns, key, id) index.
+LOG_OLDEST = READ("SELECT id, created_at FROM {p}kv_log ORDER BY id LIMIT ?")
+LOG_DELETE_THROUGH = WRITE("DELETE FROM {p}kv_log WHERE id <= ? AND (created_at IS NULL OR created_at < ?)")
+LOG_NTH_NEWEST = READ(
+    "SELECT id FROM {p}kv_log WHERE scope = ? AND ns = ? AND key = ? ORDER BY id DESC LIMIT 1 OFFSET ?"
+)
+LOG_TRIM_KEY = WRITE(
+    "DELETE FROM {p}kv_log WHERE id IN (SELECT id FROM {p}kv_log WHERE scope = ? AND ns = ? AND key = ?"
+    " AND id < ? AND (created_at IS NULL OR created_at < ?) ORDER BY id LIMIT ?)"
+)
 
 COUNTER_GET = READ("SELECT n FROM {p}kv_counter WHERE scope = ? AND ns = ? AND key = ?")
 # The WHERE bounds (the range the old value must lie in for old + delta to
@@ -189,6 +207,10 @@ class KV:
         self._clear = (sql(CLEAR_VALUES), sql(CLEAR_LOGS), sql(CLEAR_COUNTERS))
         self._append = sql(APPEND)
         self._log_page = sql(LOG_PAGE)
+        self._log_oldest = sql(LOG_OLDEST)
+        self._log_delete_through = sql(LOG_DELETE_THROUGH)
+        self._log_nth_newest = sql(LOG_NTH_NEWEST)
+        self._log_trim_key = sql(LOG_TRIM_KEY)
         self._counter_get = sql(COUNTER_GET)
         self._counter_add = sql(COUNTER_ADD)
         self._counter_set = sql(COUNTER_SET)
@@ -536,6 +558,48 @@ class KV:
                 break
         return removed
 
+    # -- retention ---------------------------------------------------------------
+
+    def trim_logs(self, older_than: float, *, limit: int | None = None) -> int:
+        """Delete log entries appended more than ``older_than`` seconds ago, in every log.
+
+        From the oldest ordinal up, ``durastate._retention.BATCH`` entries per
+        statement (each its own short commit), at most ``limit`` in all;
+        returns how many went. Entries appended before durastate recorded
+        append times (schema 2 of this facet) count as old. Ordinals are
+        never reused: a trimmed log goes on from where it was.
+        """
+        cutoff = self._engine.now_ms() - as_age_ms("older_than", older_than)
+        limit = as_limit("limit", limit)
+        return trim_oldest(self._engine, self._log_oldest, self._log_delete_through, cutoff, limit)
+
+    def trim_log(
+        self, scope: bytes, ns: bytes, key: bytes, *, keep_last: int | None = None, older_than: float | None = None
+    ) -> int:
+        """Delete old entries of one log: all but the newest ``keep_last``, and/or those older than ``older_than`` s.
+
+        With both, an entry goes when it is outside the newest ``keep_last``
+        *and* older than ``older_than`` (the stricter of the two keeps it).
+        One of them is required. Bounded batches; returns how many went.
+        """
+        scope, ns, key = self._address(scope, ns, key)
+        if keep_last is None and older_than is None:
+            fail("trim_log() needs keep_last=, older_than= or both")
+        engine = self._engine
+        below = INT64_MAX
+        if keep_last is not None:
+            row = engine.one(self._log_nth_newest, (scope, ns, key, as_keep("keep_last", keep_last) - 1))
+            if row is None:
+                return 0  # the log holds at most keep_last entries
+            below = int(row[0])
+        cutoff = INT64_MAX if older_than is None else engine.now_ms() - as_age_ms("older_than", older_than)
+        removed = 0
+        while True:
+            n = engine.execute(self._log_trim_key, (scope, ns, key, below, cutoff, BATCH))
+            removed += n
+            if n < BATCH:
+                return removed
+
     # -- logs ------------------------------------------------------------------
 
     def append(self, scope: bytes, ns: bytes, key: bytes, value: bytes) -> int:
@@ -546,7 +610,7 @@ class KV:
         """
         scope, ns, key = self._address(scope, ns, key)
         value = self._value("value", value)
-        row = self._engine.one(self._append, (scope, ns, key, value))
+        row = self._engine.one(self._append, (scope, ns, key, value, self._engine.now_ms()))
         assert row is not None
         ordinal: int = row[0]
         return ordinal
@@ -683,6 +747,11 @@ class ScopedKV:
 
     def clear(self) -> int:
         return self._kv.clear(self.scope_id)
+
+    def trim_log(
+        self, ns: bytes, key: bytes, *, keep_last: int | None = None, older_than: float | None = None
+    ) -> int:
+        return self._kv.trim_log(self.scope_id, ns, key, keep_last=keep_last, older_than=older_than)
 
     def append(self, ns: bytes, key: bytes, value: bytes) -> int:
         return self._kv.append(self.scope_id, ns, key, value)

@@ -39,7 +39,8 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from ._json import dump_json
-from ._validate import as_int64, fail
+from ._retention import BATCH
+from ._validate import as_int64, as_limit, fail
 from .engines.base import READ, WRITE, Migration, Schema
 from .errors import DurastateError
 from .events import MAX_DURATION_MS, text
@@ -77,6 +78,12 @@ SWEEP = WRITE("DELETE FROM {p}presence WHERE ns = ? AND expires_at <= ?")
 # Whether the namespace has anything to sweep: a read on the expiry index,
 # so a read takes the write lock only when a row has expired.
 SWEEP_DUE = READ("SELECT 1 FROM {p}presence WHERE ns = ? AND expires_at <= ? LIMIT 1")
+# Retention: one participant's fields; expired rows of any namespace in batches.
+REMOVE = WRITE("DELETE FROM {p}presence WHERE ns = ? AND participant = ?")
+SWEEP_ANY = WRITE(
+    "DELETE FROM {p}presence WHERE (ns, participant, field) IN"
+    " (SELECT ns, participant, field FROM {p}presence WHERE expires_at <= ? LIMIT ?)"
+)
 READ_LIVE = READ(
     "SELECT participant, field, value, seen, at, expires_at FROM {p}presence"
     " WHERE ns = ? AND expires_at > ? ORDER BY participant, field"
@@ -104,6 +111,8 @@ class Presence:
         self._sweep = engine.sql(SWEEP)
         self._sweep_due = engine.sql(SWEEP_DUE)
         self._read = engine.sql(READ_LIVE)
+        self._remove = engine.sql(REMOVE)
+        self._sweep_any = engine.sql(SWEEP_ANY)
 
     def set(self, ns: str, participant: str, values: Mapping[str, Any], *, at_ms: int, seen: int, ttl_ms: int) -> None:
         """Write (or, with ``None``, delete) fields of ``participant`` atomically."""
@@ -151,3 +160,29 @@ class Presence:
             PresenceEntry(r[0], r[1], orjson.loads(r[2]), int(r[3]), int(r[4]), int(r[5]))
             for r in engine.all(self._read, (ns, now))
         ]
+
+    def remove(self, ns: str, participant: str) -> int:
+        """Remove every field of ``participant`` in ``ns`` now, whatever their times; return how many.
+
+        Unlike ``set`` with ``None`` values (a write that loses to a newer
+        one), this is the participant leaving: nothing of it is kept, no
+        tombstone either (an older ``set`` arriving later writes again).
+        """
+        return self._engine.execute(self._remove, (text("ns", ns), text("participant", participant)))
+
+    def sweep_expired(self, *, limit: int | None = None) -> int:
+        """Delete expired fields of every namespace (``read`` sweeps only its own); return how many.
+
+        In batches of ``durastate._retention.BATCH`` rows, each its own short
+        commit, at most ``limit`` in all.
+        """
+        limit = as_limit("limit", limit)
+        engine = self._engine
+        removed = 0
+        while limit is None or removed < limit:
+            want = BATCH if limit is None else min(BATCH, limit - removed)
+            n = engine.execute(self._sweep_any, (engine.now_ms(), want))
+            removed += n
+            if n < want:
+                break
+        return removed

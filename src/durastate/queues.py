@@ -42,6 +42,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ._retention import as_age_ms, trim_oldest
 from ._validate import INT64_MAX, as_int64, as_limit, as_list, as_name, as_seconds, fail
 from .engines.base import READ, WRITE, WRITE_ROWS, Announce, Migration, Schema
 from .errors import Conflict
@@ -150,6 +151,10 @@ REDRIVE_ID = WRITE(
     " WHERE queue = ? AND id = ?"
 )
 DELETE_DEAD_ID = WRITE("DELETE FROM {p}queue_dead WHERE queue = ? AND id = ?")
+# Retention: dead letters are buried in id order, so the oldest come first by
+# primary key (see durastate._retention.trim_oldest).
+DEAD_OLDEST = READ("SELECT id, died_at FROM {p}queue_dead ORDER BY id LIMIT ?")
+DEAD_DELETE_THROUGH = WRITE("DELETE FROM {p}queue_dead WHERE id <= ? AND died_at < ?")
 
 
 def _queue_name(name: Any) -> bytes:
@@ -288,6 +293,8 @@ class Queues:
         self._delete_dead_all = sql(DELETE_DEAD_ALL)
         self._redrive_id = sql(REDRIVE_ID)
         self._delete_dead_id = sql(DELETE_DEAD_ID)
+        self._dead_oldest = sql(DEAD_OLDEST)
+        self._dead_delete_through = sql(DEAD_DELETE_THROUGH)
 
     @staticmethod
     def _channel(queue: bytes) -> str:
@@ -504,6 +511,17 @@ class Queues:
         if moved:
             engine.notify(self._channel(queue), announced=True)
         return moved
+
+    def expire_dead(self, older_than: float, *, limit: int | None = None) -> int:
+        """Drop dead letters of every queue that died more than ``older_than`` seconds ago.
+
+        Oldest first, in bounded batches (each its own short commit), at most
+        ``limit`` in all; returns how many went. A dead letter redriven and
+        buried again counts from its latest burial.
+        """
+        cutoff = self._engine.now_ms() - as_age_ms("older_than", older_than)
+        limit = as_limit("limit", limit)
+        return trim_oldest(self._engine, self._dead_oldest, self._dead_delete_through, cutoff, limit)
 
     def delete_dead(self, name: str | bytes, ids: Iterable[int] | None = None) -> int:
         """Drop dead letters for good (all, or those with ``ids``); return how many."""

@@ -28,6 +28,8 @@ from .queues import SCHEMA as QUEUES_SCHEMA
 from .queues import Queues
 from .records import SCHEMA as RECORDS_SCHEMA
 from .records import Records
+from .retention import MaintenanceReport, Retention
+from .retention import maintain as run_maintenance
 
 if TYPE_CHECKING:
     from .engines.base import Engine
@@ -58,6 +60,7 @@ def open(
     max_key_size: int | None = DEFAULT_MAX_KEY_SIZE,
     min_connections: int = 1,
     max_connections: int = 10,
+    retention: Retention | None = None,
 ) -> Store:
     """Open (creating and migrating if needed) a store.
 
@@ -80,8 +83,14 @@ def open(
     together; ``None`` means as large as the engine can index (PostgreSQL:
     2600 bytes, a larger value is refused; SQLite: ``max_value_size``). ``min_connections``/``max_connections``: the
     PostgreSQL pool size (ignored by SQLite, which uses one connection per
-    thread).
+    thread). ``retention``: what ``Store.maintain()`` deletes and how many
+    backups ``documents.clear`` keeps (``durastate.retention``; default:
+    keep everything, sweep only what has expired).
     """
+    if retention is None:
+        retention = Retention()
+    elif not isinstance(retention, Retention):
+        raise InvalidRequest(f"retention must be a durastate.Retention, got {type(retention).__name__}")
     max_value_size = as_int64("max_value_size", max_value_size)
     if max_key_size is not None:
         max_key_size = as_int64("max_key_size", max_key_size)
@@ -111,7 +120,7 @@ def open(
     except BaseException:
         engine.close()
         raise
-    return Store(engine, max_value_size=max_value_size, max_key_size=max_key_size)
+    return Store(engine, max_value_size=max_value_size, max_key_size=max_key_size, retention=retention)
 
 
 class Store:
@@ -120,11 +129,14 @@ class Store:
     Use as a context manager, or call ``close()``.
     """
 
-    def __init__(self, engine: Engine, *, max_value_size: int, max_key_size: int) -> None:
+    def __init__(
+        self, engine: Engine, *, max_value_size: int, max_key_size: int, retention: Retention | None = None
+    ) -> None:
         self.engine = engine
+        self.retention = Retention() if retention is None else retention
         self.kv = KV(engine, max_value_size=max_value_size, max_key_size=max_key_size)
         self.queues = Queues(engine, max_value_size=max_value_size)
-        self.documents = Documents(engine, max_value_size=max_value_size)
+        self.documents = Documents(engine, max_value_size=max_value_size, max_backups=self.retention.max_backups)
         self.records = Records(engine)
         self.events = Events(engine, max_value_size=max_value_size)
         self.presence = Presence(engine, max_value_size=max_value_size)
@@ -144,6 +156,18 @@ class Store:
         Other threads are not part of it (on SQLite they wait for it).
         """
         return Transaction(self)
+
+    def maintain(self, *, max_rows: int | None = None) -> MaintenanceReport:
+        """Delete what the store's ``retention`` policy says has aged out (``durastate.retention``).
+
+        Bounded batches, each its own short commit, so writers go on
+        meanwhile; ``max_rows`` bounds one run (``finished=False`` in the
+        report when it stopped early: run it again). Refused inside a
+        transaction (its batches would all join it).
+        """
+        if self.engine.in_transaction():
+            raise InvalidRequest("maintain() inside a transaction would hold every batch in it; call it outside")
+        return run_maintenance(self, self.retention, max_rows=max_rows)
 
     def close(self) -> None:
         """Close all connections. Idempotent; later calls raise ``StoreClosed``."""
