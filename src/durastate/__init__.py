@@ -15,12 +15,14 @@ machine, the same contract on both::
 """
 
 from .errors import (
+    ConfigurationError,
     Conflict,
     DurastateError,
     InvalidRequest,
     NotFound,
     SchemaTooNew,
     StoreClosed,
+    StoreCorrupt,
     StoreUnavailable,
 )
 from .retention import MaintenanceReport, Retention
@@ -29,6 +31,7 @@ from .store import Store, Transaction, open
 __version__ = "0.1.0"
 
 __all__ = [
+    "ConfigurationError",
     "Conflict",
     "DurastateError",
     "InvalidRequest",
@@ -38,6 +41,7 @@ __all__ = [
     "SchemaTooNew",
     "Store",
     "StoreClosed",
+    "StoreCorrupt",
     "StoreUnavailable",
     "Transaction",
     "__version__",

@@ -111,7 +111,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, overload
 
 import orjson
 
-from ._json import JSON_OPTIONS, has_non_finite
+from ._json import JSON_OPTIONS, has_non_finite, int64_overflow
 from ._retention import BATCH, as_keep
 from ._validate import INT64_MAX, as_int64, as_limit, fail
 from .engines.base import READ, WRITE, WRITE_ROWS, Migration, Schema, Statement
@@ -290,6 +290,8 @@ def encode_document(data: Any, max_size: int | None = None) -> bytes:
     # slower walk decide.
     if b"null" in blob and orjson.loads(blob) != data and has_non_finite(data):
         raise InvalidRequest("document cannot be stored as JSON: it contains NaN or an infinity")
+    if int64_overflow(blob, data):
+        raise InvalidRequest("document cannot be stored as JSON: it holds an integer outside signed 64 bits")
     if max_size is not None and len(blob) > max_size:
         fail(f"document is {len(blob)} bytes as JSON; the limit is max_value_size={max_size}")
     return blob

@@ -748,9 +748,7 @@ class ScopedKV:
     def clear(self) -> int:
         return self._kv.clear(self.scope_id)
 
-    def trim_log(
-        self, ns: bytes, key: bytes, *, keep_last: int | None = None, older_than: float | None = None
-    ) -> int:
+    def trim_log(self, ns: bytes, key: bytes, *, keep_last: int | None = None, older_than: float | None = None) -> int:
         return self._kv.trim_log(self.scope_id, ns, key, keep_last=keep_last, older_than=older_than)
 
     def append(self, ns: bytes, key: bytes, value: bytes) -> int:

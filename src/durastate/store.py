@@ -7,6 +7,7 @@ calls can be made atomic with ``store.transaction()``.
 
 from __future__ import annotations
 
+import math
 import os
 from pathlib import Path
 from types import TracebackType
@@ -61,6 +62,7 @@ def open(
     min_connections: int = 1,
     max_connections: int = 10,
     retention: Retention | None = None,
+    read_only: bool = False,
 ) -> Store:
     """Open (creating and migrating if needed) a store.
 
@@ -85,7 +87,9 @@ def open(
     PostgreSQL pool size (ignored by SQLite, which uses one connection per
     thread). ``retention``: what ``Store.maintain()`` deletes and how many
     backups ``documents.clear`` keeps (``durastate.retention``; default:
-    keep everything, sweep only what has expired).
+    keep everything, sweep only what has expired). ``read_only``: open an
+    existing, current store for reading only (every write is refused with
+    ``ConfigurationError``; a file the process may not write works).
     """
     if retention is None:
         retention = Retention()
@@ -96,8 +100,12 @@ def open(
         max_key_size = as_int64("max_key_size", max_key_size)
     if max_value_size < 1 or (max_key_size is not None and max_key_size < 1):
         raise InvalidRequest("max_value_size and max_key_size must be >= 1")
-    if clock is not None and not callable(clock):
-        raise InvalidRequest(f"clock must be callable returning seconds, got {type(clock).__name__}")
+    if clock is not None:
+        if not callable(clock):
+            raise InvalidRequest(f"clock must be callable returning seconds, got {type(clock).__name__}")
+        sample = clock()
+        if isinstance(sample, bool) or not isinstance(sample, (int, float)) or not math.isfinite(sample):
+            raise InvalidRequest(f"clock must return seconds since the epoch (a finite number), it returned {sample!r}")
     options: dict[str, Any] = {
         "prefix": prefix,
         "durability": durability,
@@ -105,6 +113,7 @@ def open(
         "clock": clock,
         "min_connections": min_connections,
         "max_connections": max_connections,
+        "read_only": read_only,
     }
     engine = _make_engine(url, options)
     try:

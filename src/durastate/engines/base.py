@@ -62,13 +62,13 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Protocol
 
-from ..errors import DurastateError, InvalidRequest, SchemaTooNew, StoreClosed
+from ..errors import ConfigurationError, DurastateError, InvalidRequest, SchemaTooNew, StoreClosed
 
 Row = tuple[Any, ...]
 Params = Sequence[Any]
 Clock = Callable[[], float]
 
-PREFIX_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,30}$")
+PREFIX_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,30}")
 
 
 def validate_prefix(prefix: str) -> str:
@@ -77,7 +77,7 @@ def validate_prefix(prefix: str) -> str:
     The prefix is the only caller-supplied text ever interpolated into SQL,
     so it is held to ``^[A-Za-z_][A-Za-z0-9_]{0,30}$``.
     """
-    if not isinstance(prefix, str) or not PREFIX_RE.match(prefix):
+    if not isinstance(prefix, str) or PREFIX_RE.fullmatch(prefix) is None:
         raise InvalidRequest(
             f"table prefix must match {PREFIX_RE.pattern} (letters, digits, underscore; "
             f"at most 31 characters, not starting with a digit), got {prefix!r}"
@@ -555,8 +555,11 @@ class EngineBase:
     _local: TransactionState
     _closed: bool
 
-    def __init__(self, *, prefix: str, clock: Clock | None) -> None:
+    def __init__(self, *, prefix: str, clock: Clock | None, read_only: bool = False) -> None:
         self.prefix = validate_prefix(prefix)
+        if not isinstance(read_only, bool):
+            raise InvalidRequest(f"read_only must be True or False, got {read_only!r}")
+        self.read_only = read_only
         self._clock: Clock = clock if clock is not None else time.time
         self._sql_cache: dict[tuple[Kind, str], SQL] = {}
         self._next_value_sql = self.sql(NEXT_VALUE)
@@ -718,8 +721,18 @@ class EngineBase:
         return sql
 
     def now_ms(self) -> int:
-        """The store's clock in integer milliseconds since the Unix epoch."""
-        return int(self._clock() * 1000)
+        """The store's clock in integer milliseconds since the Unix epoch.
+
+        A clock that returns anything but a finite number of seconds is a
+        configuration mistake: ``InvalidRequest`` naming what it returned.
+        """
+        seconds = self._clock()
+        if isinstance(seconds, (int, float)) and not isinstance(seconds, bool):
+            try:
+                return int(seconds * 1000)
+            except (OverflowError, ValueError):  # inf, nan
+                pass
+        raise InvalidRequest(f"the store's clock returned {seconds!r}; it must return seconds since the epoch")
 
     def _read_versions(self) -> dict[str, int] | None:
         exists = self.one(self.sql(READ(self.dialect.table_exists)), (SCHEMA_TABLE.format(p=self.prefix),))
@@ -742,6 +755,12 @@ class EngineBase:
         current = self._read_versions()
         if current is not None and self._check_versions(wanted, current):
             return
+        if self.read_only:
+            raise ConfigurationError(
+                f"{self.url}: opened read_only, but its schema is "
+                + ("missing (not a durastate store yet)" if current is None else "older than this durastate")
+                + ": open it writable once to create or migrate it"
+            )
         with self._migration_lock():
             self.execute(self.sql(_CREATE_SCHEMA_TABLE))
             current = self._read_versions() or {}

@@ -43,7 +43,9 @@ import psycopg_pool
 from psycopg import errors as pg_errors
 from psycopg import generators
 
+from .._validate import as_busy_timeout, as_durability, as_pool_sizes
 from ..errors import (
+    ConfigurationError,
     Conflict,
     DurastateError,
     InvalidRequest,
@@ -144,6 +146,7 @@ _UNAVAILABLE_CLASSES = ("08", "53", "57", "58", "XX", "40", "55")
 _INVALID_CLASSES = ("22", "25", "42", "54")
 _INVALID_CODES = {"23502", "23514"}  # not_null_violation, check_violation
 _CONFLICT_CODES = {"23505", "23503", "23P01"}  # unique, foreign key, exclusion
+_CONFIGURATION_CODES = {"25006"}  # read_only_sql_transaction: a read_only store asked to write
 
 
 def translate_postgres_error(exc: Exception, where: str) -> DurastateError:
@@ -160,6 +163,8 @@ def translate_postgres_error(exc: Exception, where: str) -> DurastateError:
         if isinstance(exc, (psycopg.DataError, psycopg.ProgrammingError)):
             return InvalidRequest(message)
         return DurastateError(message)
+    if sqlstate in _CONFIGURATION_CODES:
+        return ConfigurationError(message)
     if sqlstate in _CONFLICT_CODES:
         return Conflict(message)
     if sqlstate in _INVALID_CODES or sqlstate[:2] in _INVALID_CLASSES:
@@ -402,19 +407,12 @@ class PostgresEngine(EngineBase):
         clock: Clock | None = None,
         min_connections: int = 1,
         max_connections: int = 10,
+        read_only: bool = False,
     ) -> None:
-        super().__init__(prefix=prefix, clock=clock)
-        if durability not in ("normal", "full"):
-            raise InvalidRequest(f"durability must be 'normal' or 'full', got {durability!r}")
-        if not isinstance(busy_timeout, (int, float)) or isinstance(busy_timeout, bool) or busy_timeout < 0:
-            raise InvalidRequest(f"busy_timeout must be seconds >= 0, got {busy_timeout!r}")
-        for name, value in (("min_connections", min_connections), ("max_connections", max_connections)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise InvalidRequest(f"{name} must be an int >= 0, got {value!r}")
-        if max_connections < max(1, min_connections):
-            raise InvalidRequest(
-                f"max_connections ({max_connections}) must be >= 1 and >= min_connections ({min_connections})"
-            )
+        super().__init__(prefix=prefix, clock=clock, read_only=read_only)
+        as_durability(durability)
+        busy_timeout = as_busy_timeout(busy_timeout)
+        min_connections, max_connections = as_pool_sizes(min_connections, max_connections)
         self.url = redact(url)
         self._conninfo = url
         self._busy_timeout = float(busy_timeout)
@@ -439,6 +437,9 @@ class PostgresEngine(EngineBase):
         conn.prepare_threshold = PREPARE_THRESHOLD
         conn.execute(f"SET lock_timeout = {int(self._busy_timeout * 1000)}")
         conn.execute("SET bytea_output = 'hex'")  # attempt replays decode it
+        if self.read_only:
+            # The server refuses every write (SQLSTATE 25006, ConfigurationError).
+            conn.execute("SET default_transaction_read_only = on")
 
     def _open_pool(self) -> psycopg_pool.ConnectionPool[psycopg.Connection[Any]]:
         with self._pool_lock:

@@ -27,6 +27,7 @@ from collections.abc import Callable
 from importlib.metadata import entry_points
 from typing import TYPE_CHECKING, Any
 
+from .._validate import as_pool_sizes
 from ..errors import InvalidRequest
 
 if TYPE_CHECKING:
@@ -37,7 +38,6 @@ __all__ = ["EngineFactory", "create", "register", "registered", "scheme_of"]
 EngineFactory = Callable[[str, dict[str, Any]], "Engine"]
 ENTRY_POINT_GROUP = "durastate.engines"
 SCHEME_RE = re.compile(r"^[a-z][a-z0-9+.-]*$")
-POOL_OPTIONS = ("min_connections", "max_connections")
 
 _lock = threading.Lock()
 _factories: dict[str, EngineFactory] = {}
@@ -123,8 +123,8 @@ def sqlite_path(url: str) -> str | None:
 def _sqlite(url: str, options: dict[str, Any]) -> Engine:
     from .sqlite import SqliteEngine
 
-    for pool_only in POOL_OPTIONS:
-        options.pop(pool_only, None)
+    # Checked, then dropped: SQLite has one connection per thread, no pool.
+    as_pool_sizes(options.pop("min_connections", 1), options.pop("max_connections", 10))
     path = sqlite_path(url)
     if path == "":
         raise InvalidRequest("store path must not be empty")

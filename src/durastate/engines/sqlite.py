@@ -42,11 +42,14 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, cast
 
+from .._validate import as_busy_timeout, as_durability
 from ..errors import (
+    ConfigurationError,
     Conflict,
     DurastateError,
     InvalidRequest,
     StoreClosed,
+    StoreCorrupt,
     StoreUnavailable,
 )
 from .base import (
@@ -101,14 +104,18 @@ _SQLITE_ERROR_UNAVAILABLE = {
     5,  # BUSY: locked past busy_timeout
     6,  # LOCKED
     7,  # NOMEM
-    8,  # READONLY
     10,  # IOERR
-    11,  # CORRUPT
     13,  # FULL
-    14,  # CANTOPEN
     15,  # PROTOCOL
-    26,  # NOTADB
 }
+# Permanent: the file is damaged or not a database at all.
+_SQLITE_CORRUPT = {11, 26}  # CORRUPT, NOTADB
+# Permanent: the store cannot work as configured (read-only file or folder,
+# a path that cannot be opened, no permission).
+_SQLITE_CONFIGURATION = {3, 8, 14, 23}  # PERM, READONLY, CANTOPEN, AUTH
+# ...except a read-only state that a moment cures (another connection is
+# recovering the WAL).
+_SQLITE_READONLY_RECOVERY = 264
 # ERROR (the statement itself is wrong: no such table, syntax), TOOBIG,
 # MISMATCH, RANGE.
 _SQLITE_INVALID = {1, 18, 20, 25}
@@ -144,8 +151,12 @@ def translate_sqlite_error(exc: sqlite3.Error, where: str) -> DurastateError:
             return InvalidRequest(message)
         return DurastateError(message)
     primary = code & 0xFF
-    if primary in _SQLITE_ERROR_UNAVAILABLE:
+    if primary in _SQLITE_ERROR_UNAVAILABLE or code == _SQLITE_READONLY_RECOVERY:
         return StoreUnavailable(message)
+    if primary in _SQLITE_CORRUPT:
+        return StoreCorrupt(f"{message} (the file is damaged or not a SQLite database: restore it from a backup)")
+    if primary in _SQLITE_CONFIGURATION:
+        return ConfigurationError(message)
     if primary in _SQLITE_INVALID:
         return InvalidRequest(message)
     if primary == _SQLITE_CONSTRAINT:
@@ -291,16 +302,16 @@ class SqliteEngine(EngineBase):
         durability: str = "normal",
         busy_timeout: float = 30.0,
         clock: Clock | None = None,
+        read_only: bool = False,
     ) -> None:
-        super().__init__(prefix=prefix, clock=clock)
-        if durability not in ("normal", "full"):
-            raise InvalidRequest(f"durability must be 'normal' or 'full', got {durability!r}")
-        if not isinstance(busy_timeout, (int, float)) or isinstance(busy_timeout, bool) or busy_timeout < 0:
-            raise InvalidRequest(f"busy_timeout must be seconds >= 0, got {busy_timeout!r}")
-        self._busy_timeout = float(busy_timeout)
+        super().__init__(prefix=prefix, clock=clock, read_only=read_only)
+        durability = as_durability(durability)
+        self._busy_timeout = as_busy_timeout(busy_timeout)
         self._synchronous = "FULL" if durability == "full" else "NORMAL"
         self._anchor: sqlite3.Connection | None = None
         if path is None:
+            if read_only:
+                raise InvalidRequest("read_only=True needs a file: a new memory: store would be empty forever")
             # Private in-memory database, shared by this engine's threads.
             self.path = f"file:/durastate-{uuid.uuid4().hex}?vfs=memdb"
             self.url = "memory:"
@@ -308,10 +319,24 @@ class SqliteEngine(EngineBase):
             self.is_memory = True
         else:
             file_path = Path(path).expanduser().absolute()
-            create_private_file(file_path)
-            self.path = str(file_path)
             self.url = f"sqlite://{file_path}"  # sqlite:///abs/path.db
-            self._uri = False
+            if file_path.is_dir():
+                raise ConfigurationError(f"{self.url}: is a folder, not a store file (name a file in it)")
+            if read_only:
+                if not file_path.is_file():
+                    raise ConfigurationError(f"{self.url}: no store file there to open read-only")
+                # mode=ro: SQLite itself refuses every write on these connections.
+                self.path = f"{file_path.as_uri()}?mode=ro"
+                self._uri = True
+            else:
+                try:
+                    create_private_file(file_path)
+                except OSError as exc:
+                    raise ConfigurationError(
+                        f"{self.url}: cannot create the store file or its folder: {exc.strerror or exc}"
+                    ) from None
+                self.path = str(file_path)
+                self._uri = False
             self.is_memory = False
         self._local = _ThreadState()
         self._lock = threading.Lock()
@@ -322,7 +347,7 @@ class SqliteEngine(EngineBase):
         if self.is_memory:
             # The memdb database lives as long as one connection to it does.
             self._anchor = self._new_connection()
-        else:
+        elif not read_only:  # a read-only store reads whatever journal mode the file has
             self._switch_to_wal()
 
     # -- connections ---------------------------------------------------------
