@@ -38,6 +38,9 @@ __all__ = ["EngineFactory", "create", "register", "registered", "scheme_of"]
 EngineFactory = Callable[[str, dict[str, Any]], "Engine"]
 ENTRY_POINT_GROUP = "durastate.engines"
 SCHEME_RE = re.compile(r"^[a-z][a-z0-9+.-]*$")
+# Options only an engine with a connection pool uses (a factory of an engine
+# without one drops them; open() has already checked them).
+POOL_OPTIONS = ("min_connections", "max_connections")
 
 _lock = threading.Lock()
 _factories: dict[str, EngineFactory] = {}
