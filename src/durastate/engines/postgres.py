@@ -684,6 +684,9 @@ class PostgresEngine(EngineBase):
 
         ``lock`` (migrations): an advisory lock per (schema, name), so
         concurrent openers of the same tables migrate one after the other.
+        Its key (one bigint) is not ``engine.lock``'s (two ints): it is the
+        key every earlier version takes, so old and new processes opening
+        one database still migrate one at a time.
         """
         state = self._local
         conn = self._borrow()
