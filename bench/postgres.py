@@ -98,7 +98,7 @@ class RawPsycopg:
 
     def write(self, sql: str, params: tuple[Any, ...]) -> Any:
         if self.with_attempts:
-            variant = self.engine._plan(sql)
+            variant = sql.companion  # type: ignore[attr-defined]  # the engine's attempt-recording variant
             assert variant is not None
             return self.conn().execute(variant, (*params, os.urandom(16), int(time.time() * 1000))).fetchall()
         cur = self.conn().execute(sql, params)

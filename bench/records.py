@@ -50,7 +50,10 @@ from pathlib import Path
 from typing import Any
 
 import durastate
-from durastate.records import MAX_CHAIN_DEPTH, MAX_SAFE_INTEGER, Records
+from durastate.engines.base import NEXT_VALUE
+from durastate.records import COMMIT_SEQUENCE, MAX_CHAIN_DEPTH, MAX_SAFE_INTEGER, Records
+
+SEQUENCE = (COMMIT_SEQUENCE,)
 
 PG_DEFAULT = "postgresql://postgres@127.0.0.1:5432/postgres"
 COMMIT_TARGET = 0.8
@@ -91,7 +94,7 @@ class RawSqlite:
     def seq_batch(self, next_seq: str, make: Callable[[int], list[tuple[str, list[tuple[Any, ...]]]]]) -> None:
         cur = self.cur
         cur.execute("BEGIN IMMEDIATE")
-        seq = cur.execute(next_seq).fetchone()[0]
+        seq = cur.execute(next_seq, SEQUENCE).fetchone()[0]
         for sql, rows in make(seq):
             cur.executemany(sql, rows)
         cur.execute("COMMIT")
@@ -116,7 +119,7 @@ class RawPostgres:
 
     def seq_batch(self, next_seq: str, make: Callable[[int], list[tuple[str, list[tuple[Any, ...]]]]]) -> None:
         with self.conn.transaction(), self.conn.cursor() as cur:
-            row = cur.execute(next_seq).fetchone()
+            row = cur.execute(next_seq, SEQUENCE).fetchone()
             assert row is not None
             for sql, rows in make(row[0]):
                 cur.executemany(sql, rows)
@@ -189,6 +192,8 @@ def bench_engine(engine: str, ds_url: str, raw_url: str, calls: int, rounds: int
     durastate.open(raw_url).close()  # the same schema for the raw contender
     raw: RawSqlite | RawPostgres = RawSqlite(raw_url) if engine == "sqlite" else RawPostgres(raw_url)
     r: Records = store.records
+    # The commit sequence, taken as durastate takes it (engine.next_value).
+    next_seq = store.engine.sql(NEXT_VALUE)
     results = []
     try:
         r.commit([{"type": "conversation", "value": {"id": 1}}])
@@ -218,7 +223,7 @@ def bench_engine(engine: str, ds_url: str, raw_url: str, calls: int, rounds: int
                 import orjson
 
                 raw.seq_batch(
-                    r._next_seq,
+                    next_seq,
                     lambda seq: [
                         (r._claim, [(i, "entry") for i in ids]),
                         (r._insert_entry, [(v["id"], 1, 0, seq, orjson.dumps(v)) for v in values]),

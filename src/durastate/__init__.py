@@ -15,26 +15,33 @@ machine, the same contract on both::
 """
 
 from .errors import (
+    ConfigurationError,
     Conflict,
     DurastateError,
     InvalidRequest,
     NotFound,
     SchemaTooNew,
     StoreClosed,
+    StoreCorrupt,
     StoreUnavailable,
 )
+from .retention import MaintenanceReport, Retention
 from .store import Store, Transaction, open
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "ConfigurationError",
     "Conflict",
     "DurastateError",
     "InvalidRequest",
+    "MaintenanceReport",
     "NotFound",
+    "Retention",
     "SchemaTooNew",
     "Store",
     "StoreClosed",
+    "StoreCorrupt",
     "StoreUnavailable",
     "Transaction",
     "__version__",

@@ -2,20 +2,27 @@
 
 orjson, compact. What JSON cannot hold is refused with ``InvalidRequest``
 before anything is written: non-JSON types, non-str keys, lone surrogates,
-integers beyond 64 bits, and NaN/infinities (which orjson would quietly
+integers outside signed 64 bits, and NaN/infinities (which orjson would quietly
 write as ``null``; we refuse rather than change the value).
 """
 
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 import orjson
 
 from ._validate import fail
 
-__all__ = ["JSON_OPTIONS", "dump_json", "has_non_finite"]
+__all__ = ["JSON_OPTIONS", "dump_json", "has_non_finite", "int64_overflow"]
+
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+# 19 digits in a row: the shortest text of an integer outside int64 (orjson
+# itself writes integers up to 2**64 - 1). A string may hold such a run too;
+# then the walk decides.
+_LONG_DIGITS = re.compile(rb"[0-9]{19}")
 
 # datetimes and dataclasses are not JSON: let them reach ``default`` / fail.
 JSON_OPTIONS = orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS
@@ -36,6 +43,23 @@ def has_non_finite(value: Any) -> bool:
     return False
 
 
+def int64_overflow(data: bytes, value: Any) -> bool:
+    """Whether ``value`` (already encoded as ``data``) holds an integer outside signed 64 bits."""
+    if _LONG_DIGITS.search(data) is None:
+        return False
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, int) and not isinstance(item, bool):
+            if not INT64_MIN <= item <= INT64_MAX:
+                return True
+        elif isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, (list, tuple)):
+            stack.extend(item)
+    return False
+
+
 def dump_json(name: str, value: Any, max_size: int | None = None) -> bytes:
     """Compact JSON bytes of ``value``; ``InvalidRequest`` naming ``name`` otherwise."""
     try:
@@ -46,6 +70,8 @@ def dump_json(name: str, value: Any, max_size: int | None = None) -> bytes:
     # speed) tells whether anything changed before the slower walk decides.
     if b"null" in data and orjson.loads(data) != value and has_non_finite(value):
         fail(f"{name} contains NaN or infinity, which JSON cannot hold")
+    if int64_overflow(data, value):
+        fail(f"{name} contains an integer outside signed 64 bits ({INT64_MIN}..{INT64_MAX})")
     if max_size is not None and len(data) > max_size:
         fail(f"{name} is {len(data)} bytes as JSON; the limit is max_value_size={max_size}")
     return data

@@ -91,3 +91,33 @@ def as_list(name: str, value: Any) -> list[Any]:
     if isinstance(value, (str, bytes, bytearray, memoryview, Mapping)) or not isinstance(value, Iterable):
         fail(f"{name} must be a list (or another iterable of items), got {type(value).__name__}")
     return list(value)
+
+
+# -- engine options (checked the same way by every engine and by open()) -------
+
+MAX_BUSY_TIMEOUT = 86_400.0  # a day: past that a lock wait is a hang, not a wait
+
+
+def as_busy_timeout(value: Any) -> float:
+    """``busy_timeout`` as finite seconds in ``[0, MAX_BUSY_TIMEOUT]``, else ``InvalidRequest``."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        fail(f"busy_timeout must be a finite number of seconds, got {value!r}")
+    if not 0 <= value <= MAX_BUSY_TIMEOUT:
+        fail(f"busy_timeout must be between 0 and {MAX_BUSY_TIMEOUT:.0f} seconds, got {value!r}")
+    return float(value)
+
+
+def as_durability(value: Any) -> str:
+    if value not in ("normal", "full") or not isinstance(value, str):
+        fail(f"durability must be 'normal' or 'full', got {value!r}")
+    return str(value)
+
+
+def as_pool_sizes(min_connections: Any, max_connections: Any) -> tuple[int, int]:
+    """The connection pool bounds, checked whether or not the engine pools connections."""
+    for name, value in (("min_connections", min_connections), ("max_connections", max_connections)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            fail(f"{name} must be an int >= 0, got {value!r}")
+    if max_connections < max(1, min_connections):
+        fail(f"max_connections ({max_connections}) must be >= 1 and >= min_connections ({min_connections})")
+    return int(min_connections), int(max_connections)

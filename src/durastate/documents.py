@@ -80,11 +80,11 @@ The lock (deadlock-free by construction): there is exactly ONE lock for the
 whole facet (per table prefix), as in the seed, so two callers naming the
 same keys in opposite orders can never wait for each other in a cycle.
 
-* SQLite: ``lock`` is ``engine.transaction()``, i.e. ``BEGIN IMMEDIATE``: the
-  database's single write lock is that one lock.
-* PostgreSQL: ``lock`` opens ``engine.transaction()`` and takes one
-  transaction-scoped advisory lock keyed by the schema and table prefix
-  (``LOCK_FACET``) before any document statement. Every document *write*
+* ``lock`` opens ``engine.transaction()`` and takes the engine's cross-key
+  lock ``engine.lock(LOCK_NAME)`` before any document statement (SQLite: the
+  transaction's ``BEGIN IMMEDIATE`` is already the database's single write
+  lock; PostgreSQL: a transaction-scoped advisory lock keyed by the name,
+  schema and table prefix). Every document *write*
   made inside some other transaction (``store.transaction()`` without
   ``lock``) takes the same advisory lock first, so two transactions that
   write documents in opposite orders also serialise instead of deadlocking
@@ -101,6 +101,8 @@ same keys in opposite orders can never wait for each other in a cycle.
 
 from __future__ import annotations
 
+import itertools
+import re
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -109,9 +111,10 @@ from typing import TYPE_CHECKING, Any, NamedTuple, overload
 
 import orjson
 
-from ._json import JSON_OPTIONS, has_non_finite
-from ._validate import INT64_MAX, as_int64, fail
-from .engines.base import Migration, Schema
+from ._json import JSON_OPTIONS, has_non_finite, int64_overflow
+from ._retention import BATCH, as_keep
+from ._validate import INT64_MAX, as_int64, as_limit, fail
+from .engines.base import READ, WRITE, WRITE_ROWS, Migration, Schema, Statement
 from .errors import Conflict, DurastateError, InvalidRequest
 
 if TYPE_CHECKING:
@@ -144,68 +147,59 @@ SCHEMA = Schema(
     facet="documents",
     migrations=(
         Migration(
-            per_dialect={
-                # A rowid table with a TEXT primary key (not WITHOUT ROWID):
-                # documents can be large, and SQLite advises WITHOUT ROWID
-                # only for small rows.
-                "sqlite": (
-                    "CREATE TABLE {p}documents ("
-                    " key TEXT PRIMARY KEY, payload BLOB NOT NULL, revision INTEGER NOT NULL)",
-                ),
-                # COLLATE "C": keys compare by bytes (= code points in UTF-8),
-                # like SQLite's BINARY; the database's default collation
-                # (say en_US) would break prefix ranges and cursors.
-                "postgresql": (
-                    "CREATE TABLE {p}documents ("
-                    ' key TEXT COLLATE "C" PRIMARY KEY, payload BYTEA NOT NULL, revision BIGINT NOT NULL)',
-                ),
-            },
+            statements=(
+                # Not {without_rowid}: documents can be large, and SQLite
+                # advises WITHOUT ROWID only for small rows. {key_text}: keys
+                # compare by code point (prefix ranges and cursors need it).
+                "CREATE TABLE {p}documents ("
+                " key {key_text} PRIMARY KEY, payload {blob} NOT NULL, revision {int64} NOT NULL)",
+            ),
         ),
     ),
 )
 
 # -- statements ---------------------------------------------------------------
 
-READ = "SELECT payload, revision FROM {p}documents WHERE key = ?"
-UPSERT = (
+READ_DOCUMENT = READ("SELECT payload, revision FROM {p}documents WHERE key = ?")
+UPSERT = WRITE_ROWS(
     "INSERT INTO {p}documents (key, payload, revision) VALUES (?, ?, 1)"
     " ON CONFLICT (key) DO UPDATE SET payload = excluded.payload, revision = {p}documents.revision + 1"
     " RETURNING revision"
 )
-CREATE = (
+CREATE = WRITE_ROWS(
     "INSERT INTO {p}documents (key, payload, revision) VALUES (?, ?, 1) ON CONFLICT (key) DO NOTHING RETURNING revision"
 )
-CAS = "UPDATE {p}documents SET payload = ?, revision = revision + 1 WHERE key = ? AND revision = ? RETURNING revision"
-DELETE = "DELETE FROM {p}documents WHERE key = ?"
-DELETE_AT = "DELETE FROM {p}documents WHERE key = ? AND revision = ?"
-DESCRIBE = "SELECT revision, length(payload) FROM {p}documents WHERE key = ?"
+CAS = WRITE_ROWS(
+    "UPDATE {p}documents SET payload = ?, revision = revision + 1 WHERE key = ? AND revision = ? RETURNING revision"
+)
+DELETE = WRITE("DELETE FROM {p}documents WHERE key = ?")
+DELETE_AT = WRITE("DELETE FROM {p}documents WHERE key = ? AND revision = ?")
+DESCRIBE = READ("SELECT revision, length(payload) FROM {p}documents WHERE key = ?")
 # Backups of one key: a primary key range, like every prefix query here.
-BACKUP_KEYS = "SELECT key FROM {p}documents WHERE key >= ? AND key < ?"
+BACKUP_KEYS = READ("SELECT key FROM {p}documents WHERE key >= ? AND key < ?")
+# A backup key made by clear(): the base key, then ".bak", then a slot number > 0.
+_BACKUP_KEY = re.compile(r"\A(.*)\.bak(?:\.([1-9][0-9]{0,8}))?\Z", re.DOTALL)
+# Moves a backup down one slot when a capped clear() rotates them.
+RENAME = WRITE("UPDATE {p}documents SET key = ? WHERE key = ?")
 # Copies the payload inside the database: clear never decodes it.
-COPY_TO = "INSERT INTO {p}documents (key, payload, revision) SELECT ?, payload, 1 FROM {p}documents WHERE key = ?"
+COPY_TO = WRITE(
+    "INSERT INTO {p}documents (key, payload, revision) SELECT ?, payload, 1 FROM {p}documents WHERE key = ?"
+)
 
-# The facet's one lock. SQLite: nothing to add, the transaction's BEGIN
-# IMMEDIATE already holds the database's single write lock. PostgreSQL: one
-# transaction-scoped advisory lock per (schema, table prefix), in the
-# two-int key space (the migration lock uses the one-bigint space).
-LOCK_FACET = {
-    "sqlite": "",
-    "postgresql": (
-        "SELECT pg_advisory_xact_lock(hashtext('durastate:documents'), hashtext(current_schema() || ':{p}'))"
-    ),
-}
+# The facet's one lock (see "The lock"): ``engine.lock(LOCK_NAME)``.
+LOCK_NAME = "documents"
 
 
-def describe_prefix_sql(bounded: bool) -> str:
+def describe_prefix_sql(bounded: bool) -> Statement:
     upper = " AND key < ?" if bounded else ""
-    return f"SELECT count(*), COALESCE(sum(length(payload)), 0) FROM {{p}}documents WHERE key >= ?{upper}"
+    return READ(f"SELECT count(*), COALESCE(sum(length(payload)), 0) FROM {{p}}documents WHERE key >= ?{upper}")
 
 
-def list_sql(after: bool, bounded: bool) -> str:
+def list_sql(after: bool, bounded: bool) -> Statement:
     """One page of ``list``: keys from the lower bound (exclusive after a cursor)."""
     lower = "key > ?" if after else "key >= ?"
     upper = " AND key < ?" if bounded else ""
-    return f"SELECT key, revision, length(payload) FROM {{p}}documents WHERE {lower}{upper} ORDER BY key LIMIT ?"
+    return READ(f"SELECT key, revision, length(payload) FROM {{p}}documents WHERE {lower}{upper} ORDER BY key LIMIT ?")
 
 
 # -- values ------------------------------------------------------------------
@@ -296,6 +290,8 @@ def encode_document(data: Any, max_size: int | None = None) -> bytes:
     # slower walk decide.
     if b"null" in blob and orjson.loads(blob) != data and has_non_finite(data):
         raise InvalidRequest("document cannot be stored as JSON: it contains NaN or an infinity")
+    if int64_overflow(blob, data):
+        raise InvalidRequest("document cannot be stored as JSON: it holds an integer outside signed 64 bits")
     if max_size is not None and len(blob) > max_size:
         fail(f"document is {len(blob)} bytes as JSON; the limit is max_value_size={max_size}")
     return blob
@@ -369,11 +365,13 @@ class Documents:
     nothing and never dooms the caller's transaction.
     """
 
-    def __init__(self, engine: Engine, *, max_value_size: int | None = None) -> None:
+    def __init__(self, engine: Engine, *, max_value_size: int | None = None, max_backups: int | None = None) -> None:
         self._engine = engine
         self.max_value_size = max_value_size
+        # The retention cap on clear()'s backups per key (None: unbounded, as the seed).
+        self.max_backups = None if max_backups is None else as_keep("max_backups", max_backups)
         sql = engine.sql
-        self._read = sql(READ)
+        self._read = sql(READ_DOCUMENT)
         self._upsert = sql(UPSERT)
         self._create = sql(CREATE)
         self._cas = sql(CAS)
@@ -382,7 +380,7 @@ class Documents:
         self._describe = sql(DESCRIBE)
         self._backup_keys = sql(BACKUP_KEYS)
         self._copy_to = sql(COPY_TO)
-        self._lock_facet = sql(LOCK_FACET)
+        self._rename = sql(RENAME)
         self._describe_prefix = {b: sql(describe_prefix_sql(b)) for b in (False, True)}
         self._list = {(a, b): sql(list_sql(a, b)) for a in (False, True) for b in (False, True)}
         self._local = _LockDepth()
@@ -398,15 +396,14 @@ class Documents:
             "create": self._create,
             "cas": self._cas,
             "delete": self._delete,
-            "lock": self._lock_facet,
         }
 
     # -- helpers ---------------------------------------------------------------
 
     def _guard_write(self) -> None:
         """Take the facet lock before a write inside a transaction (see "The lock")."""
-        if self._lock_facet and self._local.held == 0 and self._engine.in_transaction():
-            self._engine.one(self._lock_facet)
+        if self._local.held == 0 and self._engine.in_transaction():
+            self._engine.lock(LOCK_NAME)
 
     # -- reads -------------------------------------------------------------------
 
@@ -503,8 +500,8 @@ class Documents:
             key = check_key(key)
         blob = encode_document(data, self.max_value_size)
         engine = self._engine
-        if self._lock_facet and self._local.held == 0 and engine.in_transaction():
-            engine.one(self._lock_facet)
+        if self._local.held == 0 and engine.in_transaction():
+            engine.lock(LOCK_NAME)
         if expect is None:
             row = engine.one(self._upsert, (key, blob))
         elif type(expect) is int and 0 < expect <= INT64_MAX:  # the common CAS, checked inline
@@ -536,8 +533,12 @@ class Documents:
     def clear(self, key: str) -> str | None:
         """Move ``key``'s payload, undecoded, to the first free backup key; return that key.
 
-        ``None`` when ``key`` is absent. The copy and the removal are one
-        transaction under the facet lock.
+        Backup keys are ``key.bak``, ``key.bak.1``, ``key.bak.2``, ... ``None``
+        when ``key`` is absent. The copy and the removal are one transaction
+        under the facet lock. With ``max_backups=N`` (the store's retention
+        policy) a key keeps at most N backups, in the slots ``key.bak`` ..
+        ``key.bak.{N-1}``, newest in the highest: when all N are taken the
+        oldest (``key.bak``) is dropped and the others move down one slot.
         """
         key = check_key(key)
         base = key + ".bak"
@@ -552,6 +553,13 @@ class Documents:
             while backup in taken:
                 backup = f"{base}.{index}"
                 index += 1
+            cap = self.max_backups
+            if cap is not None and index > cap:
+                slots = [base, *(f"{base}.{i}" for i in range(1, cap))]
+                engine.execute(self._delete, (slots[0],))
+                for lower, higher in itertools.pairwise(slots):
+                    engine.execute(self._rename, (lower, higher))
+                backup = slots[-1]
             if len(backup.encode("utf-8")) > MAX_KEY_SIZE:
                 # Raised inside the lock: the transaction rolls back, nothing changed.
                 fail(
@@ -561,6 +569,32 @@ class Documents:
             engine.execute(self._copy_to, (backup, key))
             engine.execute(self._delete, (key,))
             return backup
+
+    def prune_backups(self, keep: int, *, limit: int | None = None) -> int:
+        """Delete all but the newest ``keep`` backups of every key; return how many went.
+
+        A backup is a key ``K.bak`` or ``K.bak.<n>`` (see ``clear``); the
+        newest are the highest slots. Reads every key once (in pages, by key)
+        and deletes in batches of ``durastate._retention.BATCH`` keys, each
+        its own short commit; at most ``limit`` in all.
+        """
+        keep = as_keep("keep", keep)
+        limit = as_limit("limit", limit)
+        slots: dict[str, list[tuple[int, str]]] = {}
+        for key in self.iter_keys():
+            match = _BACKUP_KEY.match(key)
+            if match is not None:
+                slot = 0 if match.group(2) is None else int(match.group(2))
+                slots.setdefault(match.group(1), []).append((slot, key))
+        doomed = [key for found in slots.values() for _, key in sorted(found)[:-keep]]
+        if limit is not None:
+            doomed = doomed[:limit]
+        engine = self._engine
+        removed = 0
+        for start in range(0, len(doomed), BATCH):
+            with engine.transaction():
+                removed += sum(engine.execute(self._delete, (key,)) for key in doomed[start : start + BATCH])
+        return removed
 
     # -- the lock ----------------------------------------------------------------
 
@@ -577,8 +611,8 @@ class Documents:
         engine = self._engine
         local = self._local
         with engine.transaction():
-            if self._lock_facet and local.held == 0:
-                engine.one(self._lock_facet)
+            if local.held == 0:
+                engine.lock(LOCK_NAME)
             local.held += 1
             try:
                 yield

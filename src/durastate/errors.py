@@ -14,8 +14,15 @@ Which one to catch:
   data. Re-read and decide.
 * ``NotFound``        the thing named does not exist (where absence is an
   error rather than a ``None`` result).
+* ``ConfigurationError`` (an ``InvalidRequest``) the store cannot work as
+  configured: a path it may not create or write, a folder that is a file, a
+  read-only store asked to write, a wrong database name, role or password,
+  an unknown URL option. Permanent: fix the configuration.
+* ``StoreCorrupt``    the file is damaged or is not a database. Permanent:
+  restore it from a backup.
 * ``StoreUnavailable`` the engine could not serve the call: server down,
-  database locked past the busy timeout, disk full, I/O error. Retry later.
+  connection lost, database locked past the busy timeout, disk full, I/O
+  error. Transient: retry later.
 * ``StoreClosed``     the ``Store`` was closed; the call was not attempted.
 * ``SchemaTooNew``    the database was written by a newer durastate; we refuse
   to guess at a schema we do not know.
@@ -24,12 +31,14 @@ Which one to catch:
 from __future__ import annotations
 
 __all__ = [
+    "ConfigurationError",
     "Conflict",
     "DurastateError",
     "InvalidRequest",
     "NotFound",
     "SchemaTooNew",
     "StoreClosed",
+    "StoreCorrupt",
     "StoreUnavailable",
 ]
 
@@ -64,3 +73,15 @@ class StoreClosed(DurastateError):
 
 class SchemaTooNew(DurastateError):
     """The database schema is newer than this version of durastate."""
+
+
+class ConfigurationError(InvalidRequest):
+    """The store cannot work as configured (path, permissions, read-only, credentials, options).
+
+    Permanent: retrying the same call cannot succeed until the
+    configuration changes.
+    """
+
+
+class StoreCorrupt(DurastateError):
+    """The database file is damaged or is not a database. Permanent: restore from a backup."""

@@ -111,9 +111,10 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from ._json import dump_json
+from ._retention import BATCH
 from ._validate import as_int64, as_list, fail
 from .documents import prefix_successor
-from .engines.base import Migration, Schema
+from .engines.base import READ, WRITE, WRITE_ROWS, Announce, Migration, Schema
 from .errors import Conflict, NotFound
 
 if TYPE_CHECKING:
@@ -148,7 +149,6 @@ INT64_MAX = 2**63 - 1
 # Longest TTL in ms: "now + ttl" must still fit the int64 columns.
 MAX_DURATION_MS = 2**62
 
-# Indexes (the same on both engines; run after each dialect's tables).
 _INDEXES = (
     "CREATE UNIQUE INDEX {p}event_id ON {p}event (event_id)",
     "CREATE INDEX {p}event_unprocessed ON {p}event (session_id, idx) WHERE processed_at IS NULL",
@@ -164,65 +164,32 @@ SCHEMA = Schema(
     facet="events",
     migrations=(
         Migration(
-            per_dialect={
-                # Rowid tables (not WITHOUT ROWID): payloads can be large.
-                "sqlite": (
-                    "CREATE TABLE {p}event_session ("
-                    " session_id TEXT PRIMARY KEY, last_index INTEGER NOT NULL, created_at INTEGER NOT NULL)",
-                    "CREATE TABLE {p}event ("
-                    " session_id TEXT NOT NULL, idx INTEGER NOT NULL, event_id TEXT NOT NULL,"
-                    " event_type TEXT NOT NULL, payload BLOB NOT NULL, created_at INTEGER NOT NULL,"
-                    " cause_index INTEGER, cause_attempt INTEGER, cause_batch_size INTEGER, lane TEXT,"
-                    " lane_ready INTEGER NOT NULL DEFAULT 0, due_at INTEGER NOT NULL DEFAULT 0,"
-                    " processed_at INTEGER, processed_by_attempt INTEGER, returned_event_ids TEXT,"
-                    " first_claimed_at INTEGER, last_claimed_at INTEGER,"
-                    " attempt_count INTEGER NOT NULL DEFAULT 0, failure_count INTEGER NOT NULL DEFAULT 0,"
-                    " last_failed_at INTEGER, last_failed_attempt INTEGER, last_error TEXT, failed_at INTEGER,"
-                    " claim_holder TEXT, claim_expires_at INTEGER,"
-                    " PRIMARY KEY (session_id, idx))",
-                    "CREATE TABLE {p}event_snapshot ("
-                    " session_id TEXT NOT NULL, reducer_name TEXT NOT NULL, up_to_index INTEGER NOT NULL,"
-                    " state BLOB NOT NULL, updated_at INTEGER NOT NULL, PRIMARY KEY (session_id, reducer_name))",
-                    *_INDEXES,
-                ),
-                # COLLATE "C": session ids compare by code point, like
-                # SQLite's BINARY (prefix ranges and cursors need it).
-                "postgresql": (
-                    "CREATE TABLE {p}event_session ("
-                    ' session_id TEXT COLLATE "C" PRIMARY KEY, last_index BIGINT NOT NULL,'
-                    " created_at BIGINT NOT NULL)",
-                    "CREATE TABLE {p}event ("
-                    ' session_id TEXT COLLATE "C" NOT NULL, idx BIGINT NOT NULL, event_id TEXT NOT NULL,'
-                    " event_type TEXT NOT NULL, payload BYTEA NOT NULL, created_at BIGINT NOT NULL,"
-                    " cause_index BIGINT, cause_attempt BIGINT, cause_batch_size BIGINT, lane TEXT,"
-                    " lane_ready BIGINT NOT NULL DEFAULT 0, due_at BIGINT NOT NULL DEFAULT 0,"
-                    " processed_at BIGINT, processed_by_attempt BIGINT, returned_event_ids TEXT,"
-                    " first_claimed_at BIGINT, last_claimed_at BIGINT,"
-                    " attempt_count BIGINT NOT NULL DEFAULT 0, failure_count BIGINT NOT NULL DEFAULT 0,"
-                    " last_failed_at BIGINT, last_failed_attempt BIGINT, last_error TEXT, failed_at BIGINT,"
-                    " claim_holder TEXT, claim_expires_at BIGINT,"
-                    " PRIMARY KEY (session_id, idx))",
-                    "CREATE TABLE {p}event_snapshot ("
-                    ' session_id TEXT COLLATE "C" NOT NULL, reducer_name TEXT COLLATE "C" NOT NULL,'
-                    " up_to_index BIGINT NOT NULL, state BYTEA NOT NULL, updated_at BIGINT NOT NULL,"
-                    " PRIMARY KEY (session_id, reducer_name))",
-                    # New events are announced by the server at commit (one
-                    # NOTIFY per session and statement), so an append costs
-                    # no extra round trip. Channel: Engine.channel("events:" + session).
-                    "CREATE FUNCTION {p}event_announce() RETURNS trigger LANGUAGE plpgsql AS $$"
-                    " DECLARE s TEXT;"
-                    " BEGIN"
-                    "  FOR s IN SELECT DISTINCT session_id FROM inserted LOOP"
-                    "   PERFORM pg_notify('ds_' || left(md5(TG_ARGV[0] || s), 24), '');"
-                    "  END LOOP;"
-                    "  RETURN NULL;"
-                    " END $$",
-                    "CREATE TRIGGER {p}event_announce AFTER INSERT ON {p}event"
-                    " REFERENCING NEW TABLE AS inserted FOR EACH STATEMENT"
-                    " EXECUTE FUNCTION {p}event_announce('{p}:events:')",
-                    *_INDEXES,
-                ),
-            },
+            # Rowid tables (not {without_rowid}): payloads can be large.
+            # {key_text}: session ids and reducer names compare by code point
+            # (prefix ranges and cursors need it).
+            statements=(
+                "CREATE TABLE {p}event_session ("
+                " session_id {key_text} PRIMARY KEY, last_index {int64} NOT NULL, created_at {int64} NOT NULL)",
+                "CREATE TABLE {p}event ("
+                " session_id {key_text} NOT NULL, idx {int64} NOT NULL, event_id {text} NOT NULL,"
+                " event_type {text} NOT NULL, payload {blob} NOT NULL, created_at {int64} NOT NULL,"
+                " cause_index {int64}, cause_attempt {int64}, cause_batch_size {int64}, lane {text},"
+                " lane_ready {int64} NOT NULL DEFAULT 0, due_at {int64} NOT NULL DEFAULT 0,"
+                " processed_at {int64}, processed_by_attempt {int64}, returned_event_ids {text},"
+                " first_claimed_at {int64}, last_claimed_at {int64},"
+                " attempt_count {int64} NOT NULL DEFAULT 0, failure_count {int64} NOT NULL DEFAULT 0,"
+                " last_failed_at {int64}, last_failed_attempt {int64}, last_error {text}, failed_at {int64},"
+                " claim_holder {text}, claim_expires_at {int64},"
+                " PRIMARY KEY (session_id, idx))",
+                "CREATE TABLE {p}event_snapshot ("
+                " session_id {key_text} NOT NULL, reducer_name {key_text} NOT NULL, up_to_index {int64} NOT NULL,"
+                " state {blob} NOT NULL, updated_at {int64} NOT NULL, PRIMARY KEY (session_id, reducer_name))",
+                *_INDEXES,
+            ),
+            # New events wake waiters on channel("events:" + session) by
+            # themselves where the engine can (one announcement per session
+            # and statement, at commit): an append costs no extra round trip.
+            announce=(Announce(table="event", key="session_id", channel="events:"),),
         ),
     ),
 )
@@ -246,24 +213,25 @@ _LOCK_SESSION_BODY = (
     " (SELECT 1 FROM {p}event e WHERE e.session_id = s.session_id AND e.processed_at IS NULL LIMIT 1)"
     " FROM {p}event_session s WHERE s.session_id = ?"
 )
-LOCK_SESSION = {"sqlite": _LOCK_SESSION_BODY, "postgresql": _LOCK_SESSION_BODY + " FOR UPDATE OF s"}
-CREATE_SESSION = (
+LOCK_SESSION = READ(_LOCK_SESSION_BODY + "{for_update_of:s}")
+CREATE_SESSION = WRITE_ROWS(
     "INSERT INTO {p}event_session (session_id, last_index, created_at) VALUES (?, 0, ?)"
     " ON CONFLICT (session_id) DO NOTHING RETURNING last_index"
 )
-SET_LAST_INDEX = "UPDATE {p}event_session SET last_index = ? WHERE session_id = ?"
-LAST_INDEX = "SELECT last_index FROM {p}event_session WHERE session_id = ?"
-HAS_PENDING = "SELECT 1 FROM {p}event WHERE session_id = ? AND processed_at IS NULL LIMIT 1"
-EVENT_BY_ID = "SELECT " + COLUMNS + " FROM {p}event WHERE event_id = ?"
-GET_EVENT = "SELECT " + COLUMNS + " FROM {p}event WHERE session_id = ? AND idx = ?"
+SET_LAST_INDEX = WRITE("UPDATE {p}event_session SET last_index = ? WHERE session_id = ?")
+LAST_INDEX = READ("SELECT last_index FROM {p}event_session WHERE session_id = ?")
+HAS_PENDING = READ("SELECT 1 FROM {p}event WHERE session_id = ? AND processed_at IS NULL LIMIT 1")
+EVENT_BY_ID = READ("SELECT " + COLUMNS + " FROM {p}event WHERE event_id = ?")
+_GET_EVENT = "SELECT " + COLUMNS + " FROM {p}event WHERE session_id = ? AND idx = ?"
+GET_EVENT = READ(_GET_EVENT)
 # The event row stays locked until commit on PostgreSQL, so a concurrent
 # claim (which does not take the session lock) cannot bump its attempt
 # between our check and our write.
-GET_EVENT_LOCKED = {"sqlite": GET_EVENT, "postgresql": GET_EVENT + " FOR UPDATE"}
+GET_EVENT_LOCKED = READ(_GET_EVENT + "{for_update}")
 # lane_ready: ready unless an unprocessed event of the same lane exists
 # (earlier in this batch included: rows are inserted one by one).
 # "WHERE 1 = 1": SQLite needs a WHERE before ON CONFLICT in INSERT ... SELECT.
-INSERT_EVENT = (
+INSERT_EVENT = WRITE_ROWS(
     "INSERT INTO {p}event (session_id, idx, event_id, event_type, payload, created_at, cause_index,"
     " cause_attempt, cause_batch_size, lane, lane_ready, due_at, processed_at)"
     " SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,"
@@ -272,11 +240,11 @@ INSERT_EVENT = (
     " THEN 1 ELSE 0 END, ?, ?"
     " WHERE 1 = 1 ON CONFLICT (event_id) DO NOTHING RETURNING idx"
 )
-MARK_PROCESSED = (
+MARK_PROCESSED = WRITE(
     "UPDATE {p}event SET processed_at = ?, processed_by_attempt = ?, returned_event_ids = ?,"
     " lane_ready = 0, claim_holder = NULL, claim_expires_at = NULL WHERE session_id = ? AND idx = ?"
 )
-PROMOTE_LANE = (
+PROMOTE_LANE = WRITE(
     "UPDATE {p}event SET lane_ready = 1, due_at = ? WHERE session_id = ? AND lane_ready = 0 AND idx = ("
     "SELECT idx FROM {p}event WHERE session_id = ? AND lane = ? AND processed_at IS NULL ORDER BY idx LIMIT 1)"
 )
@@ -287,58 +255,64 @@ _CLAIM_SET = (
 # Every claim re-checks readiness in the UPDATE's own WHERE: on PostgreSQL
 # a row another transaction claimed meanwhile is re-evaluated after its lock
 # is released and no longer matches.
-CLAIM_SESSION = (
+CLAIM_SESSION = WRITE_ROWS(
     _CLAIM_SET + " WHERE session_id = ? AND " + _READY + " AND due_at <= ? AND idx IN ("
     "SELECT idx FROM {p}event WHERE session_id = ? AND " + _READY + " AND due_at <= ? ORDER BY idx LIMIT ?)"
     " RETURNING " + COLUMNS
 )
-CLAIM_CANDIDATES = "SELECT idx FROM {p}event WHERE session_id = ? AND " + _READY + " AND due_at <= ? ORDER BY idx"
-CLAIM_ONE = _CLAIM_SET + " WHERE session_id = ? AND idx = ? AND " + _READY + " AND due_at <= ? RETURNING " + COLUMNS
+CLAIM_CANDIDATES = READ("SELECT idx FROM {p}event WHERE session_id = ? AND " + _READY + " AND due_at <= ? ORDER BY idx")
+CLAIM_ONE = WRITE_ROWS(
+    _CLAIM_SET + " WHERE session_id = ? AND idx = ? AND " + _READY + " AND due_at <= ? RETURNING " + COLUMNS
+)
 # Across sessions, oldest-ready first; concurrent PostgreSQL claimers skip
 # each other's rows instead of queueing behind them. The rows are then
 # claimed one by one with CLAIM_ONE: an "UPDATE ... WHERE key IN (SELECT
 # ... LIMIT n FOR UPDATE SKIP LOCKED)" may re-run its subquery on
 # PostgreSQL, which then skips the rows the UPDATE itself just changed and
 # hands out more than n.
-CLAIM_ANY_CANDIDATES = (
+CLAIM_ANY_CANDIDATES = READ(
     "SELECT session_id, idx FROM {p}event WHERE " + _READY + " AND due_at <= ?"
     " ORDER BY due_at, session_id, idx LIMIT ?{skip_locked}"
 )
-RETRY_AT = "SELECT MIN(claim_expires_at) FROM {p}event WHERE session_id = ? AND " + _READY + " AND claim_expires_at > ?"
-ATTEMPT_OF = "SELECT attempt_count FROM {p}event WHERE session_id = ? AND idx = ?"
-RENEW = (
+RETRY_AT = READ(
+    "SELECT MIN(claim_expires_at) FROM {p}event WHERE session_id = ? AND " + _READY + " AND claim_expires_at > ?"
+)
+ATTEMPT_OF = READ("SELECT attempt_count FROM {p}event WHERE session_id = ? AND idx = ?")
+RENEW = WRITE(
     "UPDATE {p}event SET claim_expires_at = ?, due_at = ? WHERE session_id = ? AND idx = ? AND attempt_count = ?"
     " AND processed_at IS NULL AND failed_at IS NULL AND claim_holder = ? AND claim_expires_at > ?"
 )
-FAIL = (
+FAIL = WRITE(
     "UPDATE {p}event SET failure_count = ?, last_error = ?, last_failed_at = ?, last_failed_attempt = ?,"
     " failed_at = ?, claim_holder = NULL, claim_expires_at = NULL, due_at = ? WHERE session_id = ? AND idx = ?"
 )
-READ_RANGE = "SELECT " + COLUMNS + " FROM {p}event WHERE session_id = ? AND idx > ? AND idx <= ? ORDER BY idx LIMIT ?"
+READ_RANGE = READ(
+    "SELECT " + COLUMNS + " FROM {p}event WHERE session_id = ? AND idx > ? AND idx <= ? ORDER BY idx LIMIT ?"
+)
 _NULL_COLUMNS = ", ".join(
     "NULL" if c.strip() not in ("idx", "payload") else ("up_to_index" if c.strip() == "idx" else "state")
     for c in COLUMNS.split(",")
 )
 # One statement: the snapshot and the events after it are one consistent
 # read (a snapshot moving on, or a prune, between two reads could not tear it).
-READ_STATE = (
+READ_STATE = READ(
     "SELECT 0 AS row_kind, " + _NULL_COLUMNS + " FROM {p}event_snapshot WHERE session_id = ? AND reducer_name = ?"
     " UNION ALL SELECT 1 AS row_kind, " + COLUMNS + " FROM {p}event WHERE session_id = ? AND idx > COALESCE("
     "(SELECT up_to_index FROM {p}event_snapshot WHERE session_id = ? AND reducer_name = ?), 0)"
     " ORDER BY 1, 3"
 )
-PUT_SNAPSHOT = (
+PUT_SNAPSHOT = WRITE(
     "INSERT INTO {p}event_snapshot (session_id, reducer_name, up_to_index, state, updated_at)"
     " VALUES (?, ?, ?, ?, ?) ON CONFLICT (session_id, reducer_name) DO UPDATE SET"
     " up_to_index = excluded.up_to_index, state = excluded.state, updated_at = excluded.updated_at"
     " WHERE excluded.up_to_index > {p}event_snapshot.up_to_index"
 )
-LIST_SNAPSHOTS = (
+LIST_SNAPSHOTS = READ(
     "SELECT reducer_name, up_to_index, updated_at FROM {p}event_snapshot WHERE session_id = ? ORDER BY reducer_name"
 )
 # Flags (? = 0 OR ...) switch the optional bounds on and off, so one text
 # serves every combination of prefix upper bound and cursor.
-LIST_SESSIONS = (
+LIST_SESSIONS = READ(
     "SELECT session_id, COUNT(*),"
     " SUM(CASE WHEN processed_at IS NULL AND failed_at IS NULL THEN 1 ELSE 0 END),"
     " SUM(CASE WHEN failed_at IS NOT NULL THEN 1 ELSE 0 END), SUM(attempt_count), SUM(failure_count),"
@@ -347,29 +321,52 @@ LIST_SESSIONS = (
     " FROM {p}event WHERE session_id >= ? AND (? = 0 OR session_id < ?) AND (? = 0 OR session_id > ?)"
     " GROUP BY session_id ORDER BY session_id LIMIT ?"
 )
-DEAD_IN_SESSION = (
+DEAD_IN_SESSION = READ(
     "SELECT " + COLUMNS + " FROM {p}event WHERE session_id = ? AND failed_at IS NOT NULL AND idx > ?"
     " ORDER BY idx LIMIT ?"
 )
-DEAD_ALL = (
+DEAD_ALL = READ(
     "SELECT " + COLUMNS + " FROM {p}event WHERE failed_at IS NOT NULL"
     " AND (session_id > ? OR (session_id = ? AND idx > ?)) ORDER BY session_id, idx LIMIT ?"
 )
-REDRIVE_ONE = (
+REDRIVE_ONE = WRITE(
     "UPDATE {p}event SET failed_at = NULL, failure_count = 0, due_at = ?"
     " WHERE session_id = ? AND idx = ? AND failed_at IS NOT NULL"
 )
-REDRIVE_SESSION = (
+REDRIVE_SESSION = WRITE(
     "UPDATE {p}event SET failed_at = NULL, failure_count = 0, due_at = ? WHERE session_id = ? AND failed_at IS NOT NULL"
 )
-SNAPSHOT_FLOORS = (
+SNAPSHOT_FLOORS = READ(
     "SELECT s.session_id, MIN(s.up_to_index), MAX(x.last_index) FROM {p}event_snapshot s"
     " JOIN {p}event_session x ON x.session_id = s.session_id GROUP BY s.session_id ORDER BY s.session_id"
 )
-PRUNE = (
+PRUNE = WRITE(
     "DELETE FROM {p}event WHERE session_id = ? AND idx IN (SELECT idx FROM {p}event WHERE session_id = ?"
     " AND processed_at IS NOT NULL AND processed_at <= ? AND idx <= ? ORDER BY idx LIMIT ?)"
 )
+
+# Retention: a session goes oldest events first, up to the index it had when
+# the deletion began (readers meanwhile see a shrinking suffix), then, under
+# the session lock, whatever is left with its snapshots and its row.
+DELETE_SESSION_BATCH = WRITE(
+    "DELETE FROM {p}event WHERE session_id = ? AND idx IN (SELECT idx FROM {p}event WHERE session_id = ?"
+    " AND idx <= ? ORDER BY idx LIMIT ?)"
+)
+DELETE_SESSION_EVENTS = WRITE("DELETE FROM {p}event WHERE session_id = ?")
+DELETE_SESSION_SNAPSHOTS = WRITE("DELETE FROM {p}event_snapshot WHERE session_id = ?")
+DELETE_SESSION_ROW = WRITE("DELETE FROM {p}event_session WHERE session_id = ?")
+# Settled: nothing unprocessed (no pending, claimed or dead-lettered event) and
+# no activity since the cutoff (the last processing, or the session's creation).
+_SETTLED = (
+    " NOT EXISTS (SELECT 1 FROM {p}event e WHERE e.session_id = s.session_id AND e.processed_at IS NULL)"
+    " AND COALESCE((SELECT MAX(e.processed_at) FROM {p}event e WHERE e.session_id = s.session_id), s.created_at) < ?"
+)
+SETTLED_SESSIONS = READ(
+    "SELECT s.session_id FROM {p}event_session s WHERE s.session_id > ? AND"
+    + _SETTLED
+    + " ORDER BY s.session_id LIMIT ?"
+)
+STILL_SETTLED = READ("SELECT 1 FROM {p}event_session s WHERE s.session_id = ? AND" + _SETTLED)
 
 
 # -- errors -------------------------------------------------------------------
@@ -694,6 +691,14 @@ class Events:
         self._redrive_session = sql(REDRIVE_SESSION)
         self._snapshot_floors = sql(SNAPSHOT_FLOORS)
         self._prune = sql(PRUNE)
+        self._delete_session_batch = sql(DELETE_SESSION_BATCH)
+        self._delete_session_final = (
+            sql(DELETE_SESSION_EVENTS),
+            sql(DELETE_SESSION_SNAPSHOTS),
+            sql(DELETE_SESSION_ROW),
+        )
+        self._settled_sessions = sql(SETTLED_SESSIONS)
+        self._still_settled = sql(STILL_SETTLED)
 
     @staticmethod
     def channel(session_id: str) -> str:
@@ -845,9 +850,7 @@ class Events:
             if limit < 0:
                 fail(f"limit must be >= 0, got {limit}")
         engine = self._engine
-        rows = engine.all(
-            self._read_range, (session, after, through, engine.dialect.no_limit if limit is None else limit)
-        )
+        rows = engine.all(self._read_range, (session, after, through, engine.no_limit if limit is None else limit))
         return [_event(r) for r in rows]
 
     def get(self, session_id: str, index: int) -> StoredEvent | None:
@@ -885,7 +888,7 @@ class Events:
             if not excluded:
                 rows = engine.all(
                     self._claim_session,
-                    (*claim_set, session, now, session, now, engine.dialect.no_limit if limit is None else limit),
+                    (*claim_set, session, now, session, now, engine.no_limit if limit is None else limit),
                 )
             else:
                 rows = []
@@ -1207,6 +1210,69 @@ class Events:
             else:
                 moved = sum(engine.execute(self._redrive_one, (now, session, i)) for i in dict.fromkeys(wanted))
         return moved
+
+    def delete_session(self, session_id: str) -> int:
+        """Delete the session: its events (dead letters included) and snapshots; return how many events went.
+
+        Outside a transaction, events go in batches of
+        ``durastate._retention.BATCH``, oldest first, each its own short
+        commit (a reader meanwhile sees a shrinking suffix); the last step,
+        under the session lock, removes what is left (appends that came in
+        meanwhile too) with the snapshots and the session itself. An append
+        after that starts a new session at index 1; one retrying the id of a
+        deleted event is taken as new. Unknown sessions: 0.
+        """
+        return self._delete_session(text("session_id", session_id), settled_before=None)
+
+    def prune_sessions(self, settled_for_ms: int, *, limit: int | None = None) -> int:
+        """Delete sessions settled for at least ``settled_for_ms``; return how many sessions went.
+
+        Settled: no event waits, is claimed or is dead-lettered, and nothing
+        was processed (or, for a session without events, created) in the
+        last ``settled_for_ms`` ms of the store's clock. Each goes as in
+        ``delete_session``, and the last step checks again under the session
+        lock: a session that an append revived meanwhile keeps its new
+        events (its settled history is gone). At most ``limit`` sessions.
+        """
+        settled_for = as_int64("settled_for_ms", settled_for_ms)
+        if settled_for < 0:
+            fail(f"settled_for_ms must be >= 0, got {settled_for}")
+        limit = None if limit is None else positive("limit", limit)
+        engine = self._engine
+        cutoff = engine.now_ms() - settled_for
+        after = ""
+        done = 0
+        while limit is None or done < limit:
+            want = BATCH if limit is None else min(BATCH, limit - done)
+            sessions = [str(r[0]) for r in engine.all(self._settled_sessions, (after, cutoff, want))]
+            for session in sessions:
+                self._delete_session(session, settled_before=cutoff)
+            done += len(sessions)
+            if len(sessions) < want:
+                break
+            after = sessions[-1]
+        return done
+
+    def _delete_session(self, session: str, *, settled_before: int | None) -> int:
+        engine = self._engine
+        removed = 0
+        if not engine.in_transaction():  # inside a caller's transaction: all in it, at once
+            row = engine.one(self._last_index, (session,))
+            through = 0 if row is None else int(row[0])
+            while True:
+                n = engine.execute(self._delete_session_batch, (session, session, through, BATCH))
+                removed += n
+                if n < BATCH:
+                    break
+        with engine.transaction():
+            engine.one(self._lock_session, (session,))
+            if settled_before is not None and engine.one(self._still_settled, (session, settled_before)) is None:
+                return removed
+            events, snapshots, session_row = self._delete_session_final
+            removed += engine.execute(events, (session,))
+            engine.execute(snapshots, (session,))
+            engine.execute(session_row, (session,))
+        return removed
 
     def prune(
         self,

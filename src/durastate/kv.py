@@ -35,8 +35,9 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ._paging import stream_pages
+from ._retention import BATCH, as_age_ms, as_keep, trim_oldest
 from ._validate import INT64_MAX, INT64_MIN, as_bytes, as_int64, as_limit, as_list, as_seconds, fail
-from .engines.base import Migration, Schema
+from .engines.base import READ, WRITE, WRITE_ROWS, KeyLookup, Migration, Schema, Statement
 from .errors import StoreUnavailable
 
 if TYPE_CHECKING:
@@ -65,94 +66,96 @@ SCHEMA = Schema(
                 " id {tail_pk}, scope {blob} NOT NULL, ns {blob} NOT NULL,"
                 " key {blob} NOT NULL, value {blob} NOT NULL)",
                 "CREATE INDEX {p}kv_log_key ON {p}kv_log (scope, ns, key, id)",
+                # An add that would overflow int64 is refused, never turned
+                # into another type ({int64_check}).
+                "CREATE TABLE {p}kv_counter ("
+                " scope {blob} NOT NULL, ns {blob} NOT NULL, key {blob} NOT NULL,"
+                " n {int64} NOT NULL{int64_check:n},"
+                " PRIMARY KEY (scope, ns, key)){without_rowid}",
             ),
-            per_dialect={
-                # SQLite silently turns an overflowing integer sum into a REAL;
-                # the CHECK turns that into a refused statement instead.
-                "sqlite": (
-                    "CREATE TABLE {p}kv_counter ("
-                    " scope BLOB NOT NULL, ns BLOB NOT NULL, key BLOB NOT NULL,"
-                    " n INTEGER NOT NULL CHECK (typeof(n) = 'integer'),"
-                    " PRIMARY KEY (scope, ns, key)) WITHOUT ROWID",
-                ),
-                "postgresql": (
-                    "INSERT INTO {p}sequence (name, value) VALUES ('kv_log', 0)",
-                    "CREATE TABLE {p}kv_counter ("
-                    " scope BYTEA NOT NULL, ns BYTEA NOT NULL, key BYTEA NOT NULL,"
-                    " n BIGINT NOT NULL, PRIMARY KEY (scope, ns, key))",
-                ),
-            },
+            sequences=("kv_log",),
         ),
+        # Logs carry the store's time of each append, for age-based trimming
+        # (trim_logs). Entries appended before this step have none and count
+        # as older than any cutoff.
+        Migration(statements=("ALTER TABLE {p}kv_log ADD COLUMN created_at {int64}",)),
     ),
 )
 
 # -- statements ---------------------------------------------------------------
 
-GET = "SELECT value, expires_at FROM {p}kv WHERE scope = ? AND ns = ? AND key = ?"
-PUT = (
+GET = READ("SELECT value, expires_at FROM {p}kv WHERE scope = ? AND ns = ? AND key = ?")
+PUT = WRITE(
     "INSERT INTO {p}kv (scope, ns, key, value, expires_at) VALUES (?, ?, ?, ?, ?)"
     " ON CONFLICT (scope, ns, key) DO UPDATE"
     " SET value = excluded.value, expires_at = excluded.expires_at"
 )
 # The common no-ttl put: the same upsert with a literal NULL deadline, which
 # SQLite writes measurably faster (~7 % on a batch) than a bound NULL.
-PUT_PERSISTENT = (
+PUT_PERSISTENT = WRITE(
     "INSERT INTO {p}kv (scope, ns, key, value, expires_at) VALUES (?, ?, ?, ?, NULL)"
     " ON CONFLICT (scope, ns, key) DO UPDATE"
     " SET value = excluded.value, expires_at = NULL"
 )
-DRAIN = "DELETE FROM {p}kv WHERE scope = ? AND ns = ? RETURNING key, value, expires_at"
-DELETE_ALL = "DELETE FROM {p}kv WHERE scope = ? AND ns = ?"
-PRUNE = "DELETE FROM {p}kv WHERE (scope, ns, key) IN (SELECT scope, ns, key FROM {p}kv WHERE expires_at <= ? LIMIT ?)"
+DRAIN = WRITE_ROWS("DELETE FROM {p}kv WHERE scope = ? AND ns = ? RETURNING key, value, expires_at")
+DELETE_ALL = WRITE("DELETE FROM {p}kv WHERE scope = ? AND ns = ?")
+PRUNE = WRITE(
+    "DELETE FROM {p}kv WHERE (scope, ns, key) IN (SELECT scope, ns, key FROM {p}kv WHERE expires_at <= ? LIMIT ?)"
+)
 # Whether a sweep would find anything: a read on the partial expiry index,
 # so the sweep in passing takes the write lock only when there is work.
-PRUNE_DUE = "SELECT 1 FROM {p}kv WHERE expires_at <= ? LIMIT 1"
-CLEAR_VALUES = "DELETE FROM {p}kv WHERE scope = ?"
-CLEAR_LOGS = "DELETE FROM {p}kv_log WHERE scope = ?"
-CLEAR_COUNTERS = "DELETE FROM {p}kv_counter WHERE scope = ?"
+PRUNE_DUE = READ("SELECT 1 FROM {p}kv WHERE expires_at <= ? LIMIT 1")
+CLEAR_VALUES = WRITE("DELETE FROM {p}kv WHERE scope = ?")
+CLEAR_LOGS = WRITE("DELETE FROM {p}kv_log WHERE scope = ?")
+CLEAR_COUNTERS = WRITE("DELETE FROM {p}kv_counter WHERE scope = ?")
 
-APPEND = {
-    "sqlite": "INSERT INTO {p}kv_log (scope, ns, key, value) VALUES (?, ?, ?, ?) RETURNING id",
-    # Gap-free and in commit order under concurrent appenders: the ordinal
-    # comes from the locked sequence row (engines.base.CORE_SCHEMA).
-    "postgresql": (
-        "INSERT INTO {p}kv_log (id, scope, ns, key, value) VALUES ({p}next_value('kv_log'), ?, ?, ?, ?) RETURNING id"
-    ),
-}
-LOG_PAGE = "SELECT id, value FROM {p}kv_log WHERE scope = ? AND ns = ? AND key = ? AND id > ? ORDER BY id LIMIT ?"
+# Gap-free and in commit order under concurrent appenders ({next_value}).
+APPEND = WRITE_ROWS(
+    "INSERT INTO {p}kv_log (id, scope, ns, key, value, created_at) VALUES ({next_value:kv_log}, ?, ?, ?, ?, ?)"
+    " RETURNING id"
+)
+LOG_PAGE = READ("SELECT id, value FROM {p}kv_log WHERE scope = ? AND ns = ? AND key = ? AND id > ? ORDER BY id LIMIT ?")
 
-COUNTER_GET = "SELECT n FROM {p}kv_counter WHERE scope = ? AND ns = ? AND key = ?"
+# Retention (see durastate._retention): the old end of every log by ordinal,
+# and per-key trims on the (scope, ns, key, id) index.
+LOG_OLDEST = READ("SELECT id, created_at FROM {p}kv_log ORDER BY id LIMIT ?")
+LOG_DELETE_THROUGH = WRITE("DELETE FROM {p}kv_log WHERE id <= ? AND (created_at IS NULL OR created_at < ?)")
+LOG_NTH_NEWEST = READ(
+    "SELECT id FROM {p}kv_log WHERE scope = ? AND ns = ? AND key = ? ORDER BY id DESC LIMIT 1 OFFSET ?"
+)
+LOG_TRIM_KEY = WRITE(
+    "DELETE FROM {p}kv_log WHERE id IN (SELECT id FROM {p}kv_log WHERE scope = ? AND ns = ? AND key = ?"
+    " AND id < ? AND (created_at IS NULL OR created_at < ?) ORDER BY id LIMIT ?)"
+)
+
+COUNTER_GET = READ("SELECT n FROM {p}kv_counter WHERE scope = ? AND ns = ? AND key = ?")
 # The WHERE bounds (the range the old value must lie in for old + delta to
 # fit in int64, computed from the delta) make an overflowing add return no
 # row instead of failing the statement: a refusal, not a database error, so
 # it does not doom the caller's transaction (see engines.base).
-COUNTER_ADD = (
+COUNTER_ADD = WRITE_ROWS(
     "INSERT INTO {p}kv_counter (scope, ns, key, n) VALUES (?, ?, ?, ?)"
     " ON CONFLICT (scope, ns, key) DO UPDATE SET n = {p}kv_counter.n + excluded.n"
     " WHERE {p}kv_counter.n BETWEEN ? AND ?"
     " RETURNING n"
 )
-COUNTER_SET = (
+COUNTER_SET = WRITE(
     "INSERT INTO {p}kv_counter (scope, ns, key, n) VALUES (?, ?, ?, ?)"
     " ON CONFLICT (scope, ns, key) DO UPDATE SET n = excluded.n"
 )
-COUNTER_DELETE = "DELETE FROM {p}kv_counter WHERE scope = ? AND ns = ? AND key = ?"
+COUNTER_DELETE = WRITE("DELETE FROM {p}kv_counter WHERE scope = ? AND ns = ? AND key = ?")
 
 
-def _in_list(count: int) -> str:
-    return "(" + ", ".join("?" * count) + ")"
+def get_many_sql(count: int) -> KeyLookup:
+    """``count`` keys of one namespace (one statement per count; params: scope, ns, keys)."""
+    return KeyLookup("kv", "key, value, expires_at", ("scope", "ns"), "key", count)
 
 
-def get_many_sql(count: int) -> str:
-    """``SELECT`` of ``count`` keys of one namespace (one text per count)."""
-    return "SELECT key, value, expires_at FROM {p}kv WHERE scope = ? AND ns = ? AND key IN " + _in_list(count)
+def delete_keys_sql(count: int) -> KeyLookup:
+    return KeyLookup("kv", "", ("scope", "ns"), "key", count, delete=True)
 
 
-def delete_keys_sql(count: int) -> str:
-    return "DELETE FROM {p}kv WHERE scope = ? AND ns = ? AND key IN " + _in_list(count)
-
-
-def scan_sql(has_start: bool, has_end: bool, reverse: bool) -> str:
+def scan_sql(has_start: bool, has_end: bool, reverse: bool) -> Statement:
     """One page of a range scan; each bound present or not is its own text.
 
     Separate texts (rather than ``? IS NULL OR key < ?``) keep both bounds
@@ -165,19 +168,19 @@ def scan_sql(has_start: bool, has_end: bool, reverse: bool) -> str:
     if has_end:
         where += " AND key < ?"
     order = "DESC" if reverse else "ASC"
-    return (
+    return READ(
         f"SELECT key, value FROM {{p}}kv WHERE {where}"
         f" AND (expires_at IS NULL OR expires_at > ?) ORDER BY key {order} LIMIT ?"
     )
 
 
-def delete_range_sql(has_start: bool, has_end: bool) -> str:
+def delete_range_sql(has_start: bool, has_end: bool) -> Statement:
     where = "scope = ? AND ns = ?"
     if has_start:
         where += " AND key >= ?"
     if has_end:
         where += " AND key < ?"
-    return f"DELETE FROM {{p}}kv WHERE {where}"
+    return WRITE(f"DELETE FROM {{p}}kv WHERE {where}")
 
 
 class KV:
@@ -192,7 +195,7 @@ class KV:
         self._engine = engine
         self.max_value_size = max_value_size
         self.max_key_size = max_key_size
-        self._no_limit = engine.dialect.no_limit
+        self._no_limit = engine.no_limit
         sql = engine.sql
         self._get = sql(GET)
         self._put = sql(PUT)
@@ -204,6 +207,10 @@ class KV:
         self._clear = (sql(CLEAR_VALUES), sql(CLEAR_LOGS), sql(CLEAR_COUNTERS))
         self._append = sql(APPEND)
         self._log_page = sql(LOG_PAGE)
+        self._log_oldest = sql(LOG_OLDEST)
+        self._log_delete_through = sql(LOG_DELETE_THROUGH)
+        self._log_nth_newest = sql(LOG_NTH_NEWEST)
+        self._log_trim_key = sql(LOG_TRIM_KEY)
         self._counter_get = sql(COUNTER_GET)
         self._counter_add = sql(COUNTER_ADD)
         self._counter_set = sql(COUNTER_SET)
@@ -551,6 +558,48 @@ class KV:
                 break
         return removed
 
+    # -- retention ---------------------------------------------------------------
+
+    def trim_logs(self, older_than: float, *, limit: int | None = None) -> int:
+        """Delete log entries appended more than ``older_than`` seconds ago, in every log.
+
+        From the oldest ordinal up, ``durastate._retention.BATCH`` entries per
+        statement (each its own short commit), at most ``limit`` in all;
+        returns how many went. Entries appended before durastate recorded
+        append times (schema 2 of this facet) count as old. Ordinals are
+        never reused: a trimmed log goes on from where it was.
+        """
+        cutoff = self._engine.now_ms() - as_age_ms("older_than", older_than)
+        limit = as_limit("limit", limit)
+        return trim_oldest(self._engine, self._log_oldest, self._log_delete_through, cutoff, limit)
+
+    def trim_log(
+        self, scope: bytes, ns: bytes, key: bytes, *, keep_last: int | None = None, older_than: float | None = None
+    ) -> int:
+        """Delete old entries of one log: all but the newest ``keep_last``, and/or those older than ``older_than`` s.
+
+        With both, an entry goes when it is outside the newest ``keep_last``
+        *and* older than ``older_than`` (the stricter of the two keeps it).
+        One of them is required. Bounded batches; returns how many went.
+        """
+        scope, ns, key = self._address(scope, ns, key)
+        if keep_last is None and older_than is None:
+            fail("trim_log() needs keep_last=, older_than= or both")
+        engine = self._engine
+        below = INT64_MAX
+        if keep_last is not None:
+            row = engine.one(self._log_nth_newest, (scope, ns, key, as_keep("keep_last", keep_last) - 1))
+            if row is None:
+                return 0  # the log holds at most keep_last entries
+            below = int(row[0])
+        cutoff = INT64_MAX if older_than is None else engine.now_ms() - as_age_ms("older_than", older_than)
+        removed = 0
+        while True:
+            n = engine.execute(self._log_trim_key, (scope, ns, key, below, cutoff, BATCH))
+            removed += n
+            if n < BATCH:
+                return removed
+
     # -- logs ------------------------------------------------------------------
 
     def append(self, scope: bytes, ns: bytes, key: bytes, value: bytes) -> int:
@@ -561,7 +610,7 @@ class KV:
         """
         scope, ns, key = self._address(scope, ns, key)
         value = self._value("value", value)
-        row = self._engine.one(self._append, (scope, ns, key, value))
+        row = self._engine.one(self._append, (scope, ns, key, value, self._engine.now_ms()))
         assert row is not None
         ordinal: int = row[0]
         return ordinal
@@ -698,6 +747,9 @@ class ScopedKV:
 
     def clear(self) -> int:
         return self._kv.clear(self.scope_id)
+
+    def trim_log(self, ns: bytes, key: bytes, *, keep_last: int | None = None, older_than: float | None = None) -> int:
+        return self._kv.trim_log(self.scope_id, ns, key, keep_last=keep_last, older_than=older_than)
 
     def append(self, ns: bytes, key: bytes, value: bytes) -> int:
         return self._kv.append(self.scope_id, ns, key, value)

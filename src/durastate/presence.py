@@ -16,9 +16,10 @@ Rules (the a2 seed's):
 * **Expiry is anchored on the store's clock**, never on the sender's ``at``:
   a field written now lives ``ttl_ms`` from the store's now.
 * ``read`` returns the live fields ordered by participant then field (code
-  point order on both engines), and sweeps the namespace's expired rows on
-  the way (opportunistic cleanup; the read filters them regardless, and a
-  failed sweep never fails the read).
+  point order on both engines). Outside a transaction it also sweeps the
+  namespace's expired rows on the way, when there are any (opportunistic
+  cleanup; the read filters them regardless, a failed sweep never fails
+  the read, and with nothing expired the read writes nothing).
 
 Decisions where the seed is silent: times are integer epoch milliseconds
 (the a2 adapter converts them to datetimes); ``seen`` is an int64;
@@ -38,8 +39,9 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from ._json import dump_json
-from ._validate import as_int64, fail
-from .engines.base import Migration, Schema
+from ._retention import BATCH
+from ._validate import as_int64, as_limit, fail
+from .engines.base import READ, WRITE, Migration, Schema
 from .errors import DurastateError
 from .events import MAX_DURATION_MS, text
 
@@ -54,36 +56,35 @@ SCHEMA = Schema(
     facet="presence",
     migrations=(
         Migration(
-            per_dialect={
-                "sqlite": (
-                    "CREATE TABLE {p}presence ("
-                    " ns TEXT NOT NULL, participant TEXT NOT NULL, field TEXT NOT NULL, value BLOB NOT NULL,"
-                    " seen INTEGER NOT NULL, at INTEGER NOT NULL, expires_at INTEGER NOT NULL,"
-                    " PRIMARY KEY (ns, participant, field))",
-                    _EXPIRY_INDEX,
-                ),
-                # COLLATE "C": the read order is code point order, as on SQLite.
-                "postgresql": (
-                    "CREATE TABLE {p}presence ("
-                    ' ns TEXT COLLATE "C" NOT NULL, participant TEXT COLLATE "C" NOT NULL,'
-                    ' field TEXT COLLATE "C" NOT NULL, value BYTEA NOT NULL,'
-                    " seen BIGINT NOT NULL, at BIGINT NOT NULL, expires_at BIGINT NOT NULL,"
-                    " PRIMARY KEY (ns, participant, field))",
-                    _EXPIRY_INDEX,
-                ),
-            },
+            statements=(
+                # {key_text}: the read order is code point order on every engine.
+                "CREATE TABLE {p}presence ("
+                " ns {key_text} NOT NULL, participant {key_text} NOT NULL, field {key_text} NOT NULL,"
+                " value {blob} NOT NULL, seen {int64} NOT NULL, at {int64} NOT NULL, expires_at {int64} NOT NULL,"
+                " PRIMARY KEY (ns, participant, field))",
+                _EXPIRY_INDEX,
+            ),
         ),
     ),
 )
 
-UPSERT = (
+UPSERT = WRITE(
     "INSERT INTO {p}presence (ns, participant, field, value, seen, at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?)"
     " ON CONFLICT (ns, participant, field) DO UPDATE SET value = excluded.value, seen = excluded.seen,"
     " at = excluded.at, expires_at = excluded.expires_at WHERE {p}presence.at <= excluded.at"
 )
-DELETE = "DELETE FROM {p}presence WHERE ns = ? AND participant = ? AND field = ? AND at <= ?"
-SWEEP = "DELETE FROM {p}presence WHERE ns = ? AND expires_at <= ?"
-READ = (
+DELETE = WRITE("DELETE FROM {p}presence WHERE ns = ? AND participant = ? AND field = ? AND at <= ?")
+SWEEP = WRITE("DELETE FROM {p}presence WHERE ns = ? AND expires_at <= ?")
+# Whether the namespace has anything to sweep: a read on the expiry index,
+# so a read takes the write lock only when a row has expired.
+SWEEP_DUE = READ("SELECT 1 FROM {p}presence WHERE ns = ? AND expires_at <= ? LIMIT 1")
+# Retention: one participant's fields; expired rows of any namespace in batches.
+REMOVE = WRITE("DELETE FROM {p}presence WHERE ns = ? AND participant = ?")
+SWEEP_ANY = WRITE(
+    "DELETE FROM {p}presence WHERE (ns, participant, field) IN"
+    " (SELECT ns, participant, field FROM {p}presence WHERE expires_at <= ? LIMIT ?)"
+)
+READ_LIVE = READ(
     "SELECT participant, field, value, seen, at, expires_at FROM {p}presence"
     " WHERE ns = ? AND expires_at > ? ORDER BY participant, field"
 )
@@ -108,7 +109,10 @@ class Presence:
         self._upsert = engine.sql(UPSERT)
         self._delete = engine.sql(DELETE)
         self._sweep = engine.sql(SWEEP)
-        self._read = engine.sql(READ)
+        self._sweep_due = engine.sql(SWEEP_DUE)
+        self._read = engine.sql(READ_LIVE)
+        self._remove = engine.sql(REMOVE)
+        self._sweep_any = engine.sql(SWEEP_ANY)
 
     def set(self, ns: str, participant: str, values: Mapping[str, Any], *, at_ms: int, seen: int, ttl_ms: int) -> None:
         """Write (or, with ``None``, delete) fields of ``participant`` atomically."""
@@ -144,14 +148,41 @@ class Presence:
         ns = text("ns", ns)
         engine = self._engine
         now = engine.now_ms()
-        if not engine.in_transaction():
+        # Cleanup in passing, outside transactions only (a read inside one,
+        # a read-only one included, must not write) and only when a row
+        # has expired: a read never waits for the write lock otherwise.
+        if not engine.in_transaction() and engine.one(self._sweep_due, (ns, now)) is not None:
             try:
                 engine.execute(self._sweep, (ns, now))
             except DurastateError:
                 pass  # cleanup only: the read below filters expired rows anyway
-        else:
-            engine.execute(self._sweep, (ns, now))
         return [
             PresenceEntry(r[0], r[1], orjson.loads(r[2]), int(r[3]), int(r[4]), int(r[5]))
             for r in engine.all(self._read, (ns, now))
         ]
+
+    def remove(self, ns: str, participant: str) -> int:
+        """Remove every field of ``participant`` in ``ns`` now, whatever their times; return how many.
+
+        Unlike ``set`` with ``None`` values (a write that loses to a newer
+        one), this is the participant leaving: nothing of it is kept, no
+        tombstone either (an older ``set`` arriving later writes again).
+        """
+        return self._engine.execute(self._remove, (text("ns", ns), text("participant", participant)))
+
+    def sweep_expired(self, *, limit: int | None = None) -> int:
+        """Delete expired fields of every namespace (``read`` sweeps only its own); return how many.
+
+        In batches of ``durastate._retention.BATCH`` rows, each its own short
+        commit, at most ``limit`` in all.
+        """
+        limit = as_limit("limit", limit)
+        engine = self._engine
+        removed = 0
+        while limit is None or removed < limit:
+            want = BATCH if limit is None else min(BATCH, limit - removed)
+            n = engine.execute(self._sweep_any, (engine.now_ms(), want))
+            removed += n
+            if n < want:
+                break
+        return removed

@@ -42,8 +42,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ._retention import as_age_ms, trim_oldest
 from ._validate import INT64_MAX, as_int64, as_limit, as_list, as_name, as_seconds, fail
-from .engines.base import Migration, Schema
+from .engines.base import READ, WRITE, WRITE_ROWS, Announce, Migration, Schema
 from .errors import Conflict
 
 if TYPE_CHECKING:
@@ -80,69 +81,53 @@ SCHEMA = Schema(
                 "CREATE INDEX {p}queue_dead_queue ON {p}queue_dead (queue, id)",
             ),
         ),
-        # PostgreSQL: the server announces new items itself (NOTIFY from a
-        # statement-level trigger, sent at commit), so a push costs no extra
-        # round trip. The channel is Engine.channel("queue:" + name.hex()).
-        Migration(
-            per_dialect={
-                "postgresql": (
-                    "CREATE FUNCTION {p}queue_announce() RETURNS trigger LANGUAGE plpgsql AS $$"
-                    " DECLARE q BYTEA;"
-                    " BEGIN"
-                    "  FOR q IN SELECT DISTINCT queue FROM inserted LOOP"
-                    "   PERFORM pg_notify('ds_' || left(md5(TG_ARGV[0] || encode(q, 'hex')), 24), '');"
-                    "  END LOOP;"
-                    "  RETURN NULL;"
-                    " END $$",
-                    "CREATE TRIGGER {p}queue_announce AFTER INSERT ON {p}queue"
-                    " REFERENCING NEW TABLE AS inserted FOR EACH STATEMENT"
-                    " EXECUTE FUNCTION {p}queue_announce('{p}:queue:')",
-                ),
-            },
-        ),
+        # New items wake waiters on channel("queue:" + name.hex()) by
+        # themselves where the engine can (announced at commit), so a push
+        # costs no extra round trip.
+        Migration(announce=(Announce(table="queue", key="queue", channel="queue:", key_is_bytes=True),)),
     ),
 )
 
 # -- statements ---------------------------------------------------------------
 
-PUSH = "INSERT INTO {p}queue (queue, payload, available_at, max_attempts, created_at) VALUES (?, ?, ?, ?, ?)"
+PUSH = WRITE("INSERT INTO {p}queue (queue, payload, available_at, max_attempts, created_at) VALUES (?, ?, ?, ?, ?)")
 _NEXT_ID = (
     "SELECT id FROM {p}queue WHERE queue = ? AND available_at <= ? ORDER BY available_at, id LIMIT 1{skip_locked}"
 )
-POP = "DELETE FROM {p}queue WHERE id = (" + _NEXT_ID + ") RETURNING payload"
+POP = WRITE_ROWS("DELETE FROM {p}queue WHERE id = (" + _NEXT_ID + ") RETURNING payload")
 # The fast path of claim: one statement takes the head unless it has used up
 # its attempts (then claim falls back to CLAIM_HEAD + BURY in a transaction).
-CLAIM = (
+CLAIM = WRITE_ROWS(
     "UPDATE {p}queue SET lease = ?, attempts = attempts + 1, available_at = ?"
     " WHERE id = (" + _NEXT_ID + ")"
     " AND (max_attempts IS NULL OR attempts < max_attempts)"
     " RETURNING id, payload, attempts"
 )
-CLAIM_HEAD = (
+CLAIM_HEAD = READ(
     "SELECT id, attempts, max_attempts FROM {p}queue WHERE queue = ? AND available_at <= ?"
     " ORDER BY available_at, id LIMIT 1{skip_locked}"
 )
-CLAIM_ID = (
+CLAIM_ID = WRITE_ROWS(
     "UPDATE {p}queue SET lease = ?, attempts = attempts + 1, available_at = ?"
     " WHERE id = ? RETURNING id, payload, attempts"
 )
-BURY = (
+BURY = WRITE(
     "INSERT INTO {p}queue_dead"
     " (queue, payload, attempts, max_attempts, last_error, created_at, died_at)"
     " SELECT queue, payload, attempts, max_attempts, last_error, created_at, ?"
     " FROM {p}queue WHERE id = ?"
 )
-DELETE_ID = "DELETE FROM {p}queue WHERE id = ?"
-ACK = "DELETE FROM {p}queue WHERE id = ? AND lease = ?"
-NACK = (
+DELETE_ID = WRITE("DELETE FROM {p}queue WHERE id = ?")
+ACK = WRITE("DELETE FROM {p}queue WHERE id = ? AND lease = ?")
+NACK = WRITE_ROWS(
     "UPDATE {p}queue SET lease = NULL, available_at = ?, last_error = ?"
     " WHERE id = ? AND lease = ? RETURNING attempts, max_attempts"
 )
-RENEW = "UPDATE {p}queue SET available_at = ? WHERE id = ? AND lease = ?"
-CLEAR = "DELETE FROM {p}queue WHERE queue = ?"
+RENEW = WRITE("UPDATE {p}queue SET available_at = ? WHERE id = ? AND lease = ?")
+CLEAR = WRITE("DELETE FROM {p}queue WHERE queue = ?")
 # One statement, so the four counts are one consistent snapshot without a
 # transaction (on SQLite that would take the write lock for a mere read).
-STATS = (
+STATS = READ(
     "SELECT"
     " COALESCE(SUM(CASE WHEN available_at <= ? THEN 1 ELSE 0 END), 0),"
     " COALESCE(SUM(CASE WHEN available_at > ? AND lease IS NOT NULL THEN 1 ELSE 0 END), 0),"
@@ -150,22 +135,26 @@ STATS = (
     " (SELECT COUNT(*) FROM {p}queue_dead WHERE queue = ?)"
     " FROM {p}queue WHERE queue = ?"
 )
-DEAD_PAGE = (
+DEAD_PAGE = READ(
     "SELECT id, payload, attempts, last_error, created_at, died_at FROM {p}queue_dead"
     " WHERE queue = ? AND id > ? ORDER BY id LIMIT ?"
 )
-REDRIVE_ALL = (
+REDRIVE_ALL = WRITE(
     "INSERT INTO {p}queue (queue, payload, available_at, attempts, max_attempts, created_at)"
     " SELECT queue, payload, ?, 0, max_attempts, created_at FROM {p}queue_dead"
     " WHERE queue = ? ORDER BY id"
 )
-DELETE_DEAD_ALL = "DELETE FROM {p}queue_dead WHERE queue = ?"
-REDRIVE_ID = (
+DELETE_DEAD_ALL = WRITE("DELETE FROM {p}queue_dead WHERE queue = ?")
+REDRIVE_ID = WRITE(
     "INSERT INTO {p}queue (queue, payload, available_at, attempts, max_attempts, created_at)"
     " SELECT queue, payload, ?, 0, max_attempts, created_at FROM {p}queue_dead"
     " WHERE queue = ? AND id = ?"
 )
-DELETE_DEAD_ID = "DELETE FROM {p}queue_dead WHERE queue = ? AND id = ?"
+DELETE_DEAD_ID = WRITE("DELETE FROM {p}queue_dead WHERE queue = ? AND id = ?")
+# Retention: dead letters are buried in id order, so the oldest come first by
+# primary key (see durastate._retention.trim_oldest).
+DEAD_OLDEST = READ("SELECT id, died_at FROM {p}queue_dead ORDER BY id LIMIT ?")
+DEAD_DELETE_THROUGH = WRITE("DELETE FROM {p}queue_dead WHERE id <= ? AND died_at < ?")
 
 
 def _queue_name(name: Any) -> bytes:
@@ -304,6 +293,8 @@ class Queues:
         self._delete_dead_all = sql(DELETE_DEAD_ALL)
         self._redrive_id = sql(REDRIVE_ID)
         self._delete_dead_id = sql(DELETE_DEAD_ID)
+        self._dead_oldest = sql(DEAD_OLDEST)
+        self._dead_delete_through = sql(DEAD_DELETE_THROUGH)
 
     @staticmethod
     def _channel(queue: bytes) -> str:
@@ -489,9 +480,7 @@ class Queues:
         queue = _queue_name(name)
         after = as_int64("after", after)
         limit = as_limit("limit", limit)
-        rows = self._engine.all(
-            self._dead_page, (queue, after, self._engine.dialect.no_limit if limit is None else limit)
-        )
+        rows = self._engine.all(self._dead_page, (queue, after, self._engine.no_limit if limit is None else limit))
         return [
             DeadLetter(
                 id=r[0], payload=r[1], attempts=r[2], last_error=r[3], created_at=r[4] / 1000.0, died_at=r[5] / 1000.0
@@ -522,6 +511,17 @@ class Queues:
         if moved:
             engine.notify(self._channel(queue), announced=True)
         return moved
+
+    def expire_dead(self, older_than: float, *, limit: int | None = None) -> int:
+        """Drop dead letters of every queue that died more than ``older_than`` seconds ago.
+
+        Oldest first, in bounded batches (each its own short commit), at most
+        ``limit`` in all; returns how many went. A dead letter redriven and
+        buried again counts from its latest burial.
+        """
+        cutoff = self._engine.now_ms() - as_age_ms("older_than", older_than)
+        limit = as_limit("limit", limit)
+        return trim_oldest(self._engine, self._dead_oldest, self._dead_delete_through, cutoff, limit)
 
     def delete_dead(self, name: str | bytes, ids: Iterable[int] | None = None) -> int:
         """Drop dead letters for good (all, or those with ``ids``); return how many."""

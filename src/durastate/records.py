@@ -84,7 +84,7 @@ import jsonpointer
 import orjson
 
 from ._json import JSON_OPTIONS, dump_json, has_non_finite
-from .engines.base import Migration, Schema
+from .engines.base import READ, WRITE, WRITE_ROWS, Migration, Schema, Statement
 from .errors import Conflict, DurastateError, InvalidRequest, NotFound
 
 if TYPE_CHECKING:
@@ -103,9 +103,8 @@ SCHEMA = Schema(
     facet="records",
     migrations=(
         Migration(
+            sequences=("records", "records_id"),
             statements=(
-                "INSERT INTO {p}sequence (name, value) VALUES ('records', 0)",
-                "INSERT INTO {p}sequence (name, value) VALUES ('records_id', 0)",
                 "CREATE TABLE {p}rec_id (id {int64} PRIMARY KEY, type {text} NOT NULL)",
                 "CREATE TABLE {p}rec_conversation ("
                 " id {int64} PRIMARY KEY, owner_conversation_id {int64}, owner_task_id {int64},"
@@ -146,90 +145,85 @@ SCHEMA = Schema(
 
 # -- statements ---------------------------------------------------------------
 
-NEXT_SEQ = "UPDATE {p}sequence SET value = value + 1 WHERE name = 'records' RETURNING value"
-LAST_SEQ = "SELECT value FROM {p}sequence WHERE name = 'records'"
-MINT_ID = {
-    # One more than both the last minted id and the largest id ever
-    # committed (max(id) of the primary key is an index lookup). SQLite's
-    # two-argument max() is PostgreSQL's GREATEST().
-    "sqlite": (
-        "UPDATE {p}sequence SET value = max(value, COALESCE((SELECT max(id) FROM {p}rec_id), -1)) + 1"
-        " WHERE name = 'records_id' RETURNING value"
-    ),
-    "postgresql": (
-        "UPDATE {p}sequence SET value = GREATEST(value, COALESCE((SELECT max(id) FROM {p}rec_id), -1)) + 1"
-        " WHERE name = 'records_id' RETURNING value"
-    ),
-}
+# The commit sequence: engine.next_value(COMMIT_SEQUENCE), the first
+# statement of every commit.
+COMMIT_SEQUENCE = "records"
+LAST_SEQ = READ("SELECT value FROM {p}sequence WHERE name = 'records'")
+# One more than both the last minted id and the largest id ever committed
+# (max(id) of the primary key is an index lookup).
+MINT_ID = WRITE_ROWS(
+    "UPDATE {p}sequence SET value = {greatest}(value, COALESCE((SELECT max(id) FROM {p}rec_id), -1)) + 1"
+    " WHERE name = 'records_id' RETURNING value"
+)
 
-CLAIM_ID = "INSERT INTO {p}rec_id (id, type) VALUES (?, ?) ON CONFLICT (id) DO NOTHING"
-INSERT_CONVERSATION = (
+CLAIM_ID = WRITE("INSERT INTO {p}rec_id (id, type) VALUES (?, ?) ON CONFLICT (id) DO NOTHING")
+INSERT_CONVERSATION = WRITE(
     "INSERT INTO {p}rec_conversation (id, owner_conversation_id, owner_task_id, parent_id, parent_at, record)"
     " VALUES (?, ?, ?, ?, ?, ?)"
 )
-INSERT_ENTRY = "INSERT INTO {p}rec_entry (id, conversation_id, head, commit_seq, record) VALUES (?, ?, ?, ?, ?)"
-UPSERT_TASK = (
+INSERT_ENTRY = WRITE("INSERT INTO {p}rec_entry (id, conversation_id, head, commit_seq, record) VALUES (?, ?, ?, ?, ?)")
+UPSERT_TASK = WRITE(
     "INSERT INTO {p}rec_task (id, conversation_id, kind, status, abort_requested, background, record)"
     " VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO UPDATE SET conversation_id = excluded.conversation_id,"
     " kind = excluded.kind, status = excluded.status, abort_requested = excluded.abort_requested,"
     " background = excluded.background, record = excluded.record"
 )
-UPSERT_SUBMISSION = (
+UPSERT_SUBMISSION = WRITE(
     "INSERT INTO {p}rec_submission (id, conversation_id, request_id, status, record) VALUES (?, ?, ?, ?, ?)"
     " ON CONFLICT (id) DO UPDATE SET conversation_id = excluded.conversation_id,"
     " request_id = excluded.request_id, status = excluded.status, record = excluded.record"
 )
-INSERT_DOCUMENT = (
+INSERT_DOCUMENT = WRITE(
     "INSERT INTO {p}rec_document (id, kind, scope_kind, owner_id, family, key_value, created_at, retired_at, record)"
     " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
-RETIRE_DOCUMENT = "UPDATE {p}rec_document SET retired_at = ?, record = ? WHERE id = ?"
-INSERT_REVISION = (
+RETIRE_DOCUMENT = WRITE("UPDATE {p}rec_document SET retired_at = ?, record = ? WHERE id = ?")
+INSERT_REVISION = WRITE(
     "INSERT INTO {p}rec_revision (document_id, seq, kind, version, depth, content, state) VALUES (?, ?, ?, ?, ?, ?, ?)"
 )
-DROP_REVISIONS = "DELETE FROM {p}rec_revision WHERE document_id = ?"
-DROP_STATE = "UPDATE {p}rec_revision SET state = NULL WHERE document_id = ? AND seq = ?"
-LATEST_REVISION = (
+DROP_REVISIONS = WRITE("DELETE FROM {p}rec_revision WHERE document_id = ?")
+DROP_STATE = WRITE("UPDATE {p}rec_revision SET state = NULL WHERE document_id = ? AND seq = ?")
+LATEST_REVISION = READ(
     "SELECT seq, kind, version, depth, content, state FROM {p}rec_revision WHERE document_id = ?"
     " ORDER BY seq DESC LIMIT 1"
 )
-CURRENT_DOCUMENT_ID = (
+CURRENT_DOCUMENT_ID = READ(
     "SELECT id FROM {p}rec_document WHERE kind = ? AND scope_kind = ? AND owner_id = ? AND family = ?"
     " AND key_value = ? AND retired_at IS NULL LIMIT 1"
 )
 
-GET_CONVERSATION = "SELECT record FROM {p}rec_conversation WHERE id = ?"
-# The fork chain of a conversation, child first, in one statement. Wrapped
-# in a SELECT so it is a plain read on PostgreSQL (a statement starting with
-# WITH is taken for a possible data-modifying one by the engine).
-CHAIN = (
-    "SELECT id, parent_id, parent_at FROM (WITH RECURSIVE chain (id, parent_id, parent_at, depth) AS ("
+GET_CONVERSATION = READ("SELECT record FROM {p}rec_conversation WHERE id = ?")
+# The fork chain of a conversation, child first, in one statement.
+CHAIN = READ(
+    "WITH RECURSIVE chain (id, parent_id, parent_at, depth) AS ("
     " SELECT id, parent_id, parent_at, 0 FROM {p}rec_conversation WHERE id = ?"
     " UNION ALL SELECT c.id, c.parent_id, c.parent_at, chain.depth + 1"
     " FROM {p}rec_conversation c JOIN chain ON c.id = chain.parent_id WHERE chain.depth < ?)"
-    " SELECT id, parent_id, parent_at, depth FROM chain) AS t ORDER BY depth"
+    " SELECT id, parent_id, parent_at FROM chain ORDER BY depth"
 )
-GET_ENTRY = "SELECT record, commit_seq FROM {p}rec_entry WHERE id = ?"
-HEAD_MARKER = (
+GET_ENTRY = READ("SELECT record, commit_seq FROM {p}rec_entry WHERE id = ?")
+HEAD_MARKER = READ(
     "SELECT record FROM {p}rec_entry WHERE conversation_id = ? AND head = 1 AND id <= ? ORDER BY id DESC LIMIT 1"
 )
 ENTRIES = {
-    order: "SELECT id, record FROM {p}rec_entry WHERE conversation_id = ? AND id >= ? AND id <= ?"
-    f" ORDER BY id {order} LIMIT ?"
+    order: READ(
+        "SELECT id, record FROM {p}rec_entry WHERE conversation_id = ? AND id >= ? AND id <= ?"
+        f" ORDER BY id {order} LIMIT ?"
+    )
     for order in ("ASC", "DESC")
 }
-GET_TASK = "SELECT record FROM {p}rec_task WHERE id = ?"
-GET_SUBMISSION = "SELECT record FROM {p}rec_submission WHERE id = ?"
-SUBMISSION_BY_REQUEST = (
+GET_TASK = READ("SELECT record FROM {p}rec_task WHERE id = ?")
+GET_SUBMISSION = READ("SELECT record FROM {p}rec_submission WHERE id = ?")
+SUBMISSION_BY_REQUEST = READ(
     "SELECT record FROM {p}rec_submission WHERE conversation_id = ? AND request_id = ? ORDER BY id LIMIT 1"
 )
-GET_DOCUMENT_RECORD = "SELECT record FROM {p}rec_document WHERE id = ?"
+GET_DOCUMENT_RECORD = READ("SELECT record FROM {p}rec_document WHERE id = ?")
 FIND_DOCUMENT = {
-    "current": (
+    "current": READ(
         "SELECT record FROM {p}rec_document WHERE kind = ? AND scope_kind = ? AND owner_id = ? AND family = ?"
         " AND key_value = ? AND retired_at IS NULL ORDER BY created_at DESC LIMIT 1"
     ),
-    "at": (
+    "at": READ(
         "SELECT record FROM {p}rec_document WHERE kind = ? AND scope_kind = ? AND owner_id = ? AND family = ?"
         " AND key_value = ? AND created_at <= ? AND (retired_at IS NULL OR retired_at > ?)"
         " ORDER BY created_at DESC LIMIT 1"
@@ -240,7 +234,7 @@ FIND_DOCUMENT = {
 # that holds a whole value (a base, or a delta with its state), and the
 # deltas after it. The anchor is found by walking the primary key backwards,
 # which stops within CHECKPOINT_EVERY rows by construction.
-MATERIALIZE = (
+MATERIALIZE = READ(
     "SELECT d.record, r.seq, r.kind, r.version, r.depth, r.content, r.state"
     " FROM {p}rec_document d LEFT JOIN {p}rec_revision r ON r.document_id = d.id AND r.seq <= ?"
     " AND r.seq >= COALESCE((SELECT a.seq FROM {p}rec_revision a WHERE a.document_id = d.id AND a.seq <= ?"
@@ -249,34 +243,35 @@ MATERIALIZE = (
 )
 
 
-def _ids_sql(table: str, columns: str, count: int) -> str:
-    return f"SELECT {columns} FROM {{p}}{table} WHERE id IN (" + ", ".join("?" * count) + ")"
+def _ids_sql(table: str, columns: str, count: int) -> Statement:
+    return READ(f"SELECT {columns} FROM {{p}}{table} WHERE id IN (" + ", ".join("?" * count) + ")")
 
 
-def _claim_sql(count: int) -> str:
+def _claim_sql(count: int) -> Statement:
     """Claim ``count`` ids in one statement; RETURNING names the ids it took.
 
     An id it does not return was claimed before (by an earlier commit): only
     those are looked up, to tell an upsert of the same type from a conflict.
     Padding repeats the last row, which DO NOTHING skips on both engines.
     """
-    return (
+    return WRITE_ROWS(
         "INSERT INTO {p}rec_id (id, type) VALUES "
         + ", ".join(["(?, ?)"] * count)
         + " ON CONFLICT (id) DO NOTHING RETURNING id"
     )
 
 
-def _scan_sql(table: str, filters: Sequence[str], descending: bool) -> str:
+def _scan_sql(table: str, filters: Sequence[str], descending: bool) -> Statement:
     where = " AND ".join(["id < ?" if descending else "id > ?", *(f"{f} = ?" for f in filters)])
-    return f"SELECT id, record FROM {{p}}{table} WHERE {where} ORDER BY id {'DESC' if descending else 'ASC'} LIMIT ?"
+    order = "DESC" if descending else "ASC"
+    return READ(f"SELECT id, record FROM {{p}}{table} WHERE {where} ORDER BY id {order} LIMIT ?")
 
 
 CONVERSATION_FILTERS = ("owner_conversation_id", "owner_task_id")
 TASK_FILTERS = ("conversation_id", "kind", "status", "abort_requested", "background")
 SUBMISSION_FILTERS = ("conversation_id", "status")
 DOCUMENT_SCAN = {
-    (has_kind, current): (
+    (has_kind, current): READ(
         "SELECT id, record FROM {p}rec_document WHERE scope_kind = ? AND owner_id = ? AND id > ?"
         + (" AND kind = ?" if has_kind else "")
         + (" AND retired_at IS NULL" if current else " AND created_at <= ? AND (retired_at IS NULL OR retired_at > ?)")
@@ -650,7 +645,6 @@ class Records:
     def __init__(self, engine: Engine) -> None:
         self._engine = engine
         sql = engine.sql
-        self._next_seq = sql(NEXT_SEQ)
         self._last_seq = sql(LAST_SEQ)
         self._mint = sql(MINT_ID)
         self._claim = sql(CLAIM_ID)
@@ -669,7 +663,7 @@ class Records:
         self._chain = sql(CHAIN)
         self._get_entry = sql(GET_ENTRY)
         self._head_marker = sql(HEAD_MARKER)
-        self._entries = {order: sql(text) for order, text in ENTRIES.items()}
+        self._entries = {order: sql(statement) for order, statement in ENTRIES.items()}
         self._get_task = sql(GET_TASK)
         self._get_submission = sql(GET_SUBMISSION)
         self._submission_by_request = sql(SUBMISSION_BY_REQUEST)
@@ -706,10 +700,7 @@ class Records:
         plan = _plan(writes)
         engine = self._engine
         with engine.transaction():
-            row = engine.one(self._next_seq)
-            if row is None:  # pragma: no cover - the migration seeds the row
-                raise DurastateError("records: the commit sequence row is missing")
-            seq = int(row[0])
+            seq = engine.next_value(COMMIT_SEQUENCE)
             if plan.claims:
                 self._claim_and_check_ids(plan.claims)
             revisions = self._check_documents(plan.documents) if plan.documents else []

@@ -243,15 +243,15 @@ class ShardedKV(_ShardedFacet):
     set_counter = _kv_write(KV.set_counter)
     delete_counter = _kv_write(KV.delete_counter)
 
+    trim_log = _kv_write(KV.trim_log)
+
     def prune_expired(self, limit: int | None = None) -> int:
         """``KV.prune_expired`` on every shard in turn, ``limit`` in all; the total removed."""
-        removed = 0
-        for shard, store in enumerate(self._router.stores):
-            self._router._check_write(shard)
-            removed += store.kv.prune_expired(None if limit is None else limit - removed)
-            if limit is not None and removed >= limit:
-                break
-        return removed
+        return self._router._on_every_shard(lambda store, left: store.kv.prune_expired(left), limit)
+
+    def trim_logs(self, older_than: float, *, limit: int | None = None) -> int:
+        """``KV.trim_logs`` on every shard in turn, ``limit`` in all."""
+        return self._router._on_every_shard(lambda store, left: store.kv.trim_logs(older_than, limit=left), limit)
 
     def scope(self, scope: bytes) -> ScopedKV:
         """A view with ``scope`` bound; its calls are routed (and guarded) like these."""
@@ -281,6 +281,10 @@ class ShardedQueues(_ShardedFacet):
     clear = _queue_write(Queues.clear)
     redrive = _queue_write(Queues.redrive)
     delete_dead = _queue_write(Queues.delete_dead)
+
+    def expire_dead(self, older_than: float, *, limit: int | None = None) -> int:
+        """``Queues.expire_dead`` on every shard in turn, ``limit`` in all."""
+        return self._router._on_every_shard(lambda store, left: store.queues.expire_dead(older_than, limit=left), limit)
 
 
 _doc_read = _routed("documents", write=False)
@@ -336,6 +340,10 @@ class ShardedDocuments(_ShardedFacet):
         """Every key starting with ``prefix`` on every shard, in order, streamed."""
         return heapq.merge(*(store.documents.iter_keys(prefix) for store in self._router.stores))
 
+    def prune_backups(self, keep: int, *, limit: int | None = None) -> int:
+        """``Documents.prune_backups`` on every shard in turn, ``limit`` in all."""
+        return self._router._on_every_shard(lambda store, left: store.documents.prune_backups(keep, limit=left), limit)
+
     def lock(self, *keys: str) -> ShardTransaction:
         """``Documents.lock`` on the one shard that owns every key named."""
         if not keys:
@@ -375,6 +383,13 @@ class ShardedEvents(_ShardedFacet):
     fail_attempt = _event_write(EventsFacet.fail_attempt)
     put_snapshot = _event_write(EventsFacet.put_snapshot)
     redrive = _event_write(EventsFacet.redrive)
+    delete_session = _event_write(EventsFacet.delete_session)
+
+    def prune_sessions(self, settled_for_ms: int, *, limit: int | None = None) -> int:
+        """``Events.prune_sessions`` on every shard in turn, ``limit`` sessions in all."""
+        return self._router._on_every_shard(
+            lambda store, left: store.events.prune_sessions(settled_for_ms, limit=left), limit
+        )
 
     def claim_any(
         self, holder: str, ttl_ms: int | None = None, *, expires_at_ms: int | None = None, limit: int = 1
@@ -432,6 +447,11 @@ class ShardedPresence(_ShardedFacet):
 
     read = _presence_read(Presence.read)
     set = _presence_write(Presence.set)
+    remove = _presence_write(Presence.remove)
+
+    def sweep_expired(self, *, limit: int | None = None) -> int:
+        """``Presence.sweep_expired`` on every shard in turn, ``limit`` in all."""
+        return self._router._on_every_shard(lambda store, left: store.presence.sweep_expired(limit=left), limit)
 
 
 class ShardedStore:
@@ -507,6 +527,18 @@ class ShardedStore:
         if open_tx.refusal is None:
             open_tx.refusal = refusal
         raise refusal
+
+    def _on_every_shard(self, run: Callable[[Store, int | None], int], limit: int | None) -> int:
+        """``run(store, rows_left)`` on each shard in turn (a write on each), until ``limit`` rows in all."""
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
+            fail(f"limit must be None or an int >= 0, got {limit!r}")
+        done = 0
+        for shard, store in enumerate(self.stores):
+            if limit is not None and done >= limit:
+                break
+            self._check_write(shard)
+            done += run(store, None if limit is None else limit - done)
+        return done
 
     def _route(self, key: Any, *, write: bool, what: str = "shard key") -> Store:
         shard = rendezvous_owner(self._names, _shard_key(key, what))

@@ -7,6 +7,7 @@ calls can be made atomic with ``store.transaction()``.
 
 from __future__ import annotations
 
+import math
 import os
 from pathlib import Path
 from types import TracebackType
@@ -15,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from ._validate import as_int64
 from .documents import SCHEMA as DOCUMENTS_SCHEMA
 from .documents import Documents
+from .engines import registry
 from .engines.base import CORE_SCHEMA, Clock
 from .errors import InvalidRequest
 from .events import SCHEMA as EVENTS_SCHEMA
@@ -27,6 +29,8 @@ from .queues import SCHEMA as QUEUES_SCHEMA
 from .queues import Queues
 from .records import SCHEMA as RECORDS_SCHEMA
 from .records import Records
+from .retention import MaintenanceReport, Retention
+from .retention import maintain as run_maintenance
 
 if TYPE_CHECKING:
     from .engines.base import Engine
@@ -38,51 +42,12 @@ DEFAULT_MAX_VALUE_SIZE = 64 * 1024 * 1024
 DEFAULT_MAX_KEY_SIZE = 2048
 SCHEMAS = (CORE_SCHEMA, KV_SCHEMA, QUEUES_SCHEMA, DOCUMENTS_SCHEMA, RECORDS_SCHEMA, EVENTS_SCHEMA, PRESENCE_SCHEMA)
 
-_MEMORY_URLS = {"memory:", ":memory:", "sqlite://:memory:", "sqlite:///:memory:", "sqlite::memory:"}
-
-
-def _sqlite_path(url: str | os.PathLike[str] | None) -> str | None:
-    """The file path for a SQLite URL or path; ``None`` for in-memory."""
-    if url is None:
-        return str(DEFAULT_PATH)
-    if isinstance(url, os.PathLike):
-        return os.fspath(url)
-    if url in _MEMORY_URLS:
-        return None
-    if url.startswith("sqlite://"):
-        rest = url[len("sqlite://") :]
-        if not rest.startswith("/"):
-            raise InvalidRequest(f"sqlite URL {url!r}: use sqlite:///absolute/path.db or sqlite:relative/path.db")
-        return rest
-    if url.startswith("sqlite:"):
-        return url[len("sqlite:") :]
-    if "://" in url:
-        raise InvalidRequest(
-            f"unknown store URL {url!r}: expected a path, sqlite:///path.db, memory:, or postgresql://..."
-        )
-    return url
-
 
 def _make_engine(url: str | os.PathLike[str] | None, options: dict[str, Any]) -> Engine:
-    if isinstance(url, str) and url.startswith(("postgresql://", "postgres://")):
-        try:
-            from .engines.postgres import PostgresEngine
-        except ImportError as exc:  # psycopg missing
-            raise InvalidRequest(
-                f"opening {url.split('@')[-1]!r} needs the PostgreSQL driver: pip install 'durastate[postgres]' ({exc})"
-            ) from None
-        engine: Engine = PostgresEngine(url, **options)
-        return engine
-    if url is not None and not isinstance(url, (str, os.PathLike)):
-        raise InvalidRequest(f"store URL must be a str or path, got {type(url).__name__}")
-    for pg_only in ("min_connections", "max_connections"):
-        options.pop(pg_only, None)
-    from .engines.sqlite import SqliteEngine
-
-    path = _sqlite_path(url)
-    if path == "":
-        raise InvalidRequest("store path must not be empty")
-    return SqliteEngine(path, **options)
+    """The engine for ``url``, by its scheme (``engines.registry``)."""
+    if url is None:
+        url = str(DEFAULT_PATH)
+    return registry.create(url, options)
 
 
 def open(
@@ -96,6 +61,8 @@ def open(
     max_key_size: int | None = DEFAULT_MAX_KEY_SIZE,
     min_connections: int = 1,
     max_connections: int = 10,
+    retention: Retention | None = None,
+    read_only: bool = False,
 ) -> Store:
     """Open (creating and migrating if needed) a store.
 
@@ -104,7 +71,9 @@ def open(
       * a path, ``sqlite:///abs/path.db`` or ``sqlite:relative/path.db``;
       * ``memory:`` (or ``:memory:``): a private in-memory database that
         lives as long as the Store;
-      * ``postgresql://...``: a PostgreSQL server (extra ``[postgres]``).
+      * ``postgresql://...``: a PostgreSQL server (extra ``[postgres]``);
+      * ``<scheme>:...``: an engine registered for that scheme
+        (``durastate.engines.registry``).
 
     ``prefix`` starts every table name (several apps can share a database).
     ``durability``: ``"normal"`` or ``"full"`` (SQLite; see
@@ -116,15 +85,27 @@ def open(
     together; ``None`` means as large as the engine can index (PostgreSQL:
     2600 bytes, a larger value is refused; SQLite: ``max_value_size``). ``min_connections``/``max_connections``: the
     PostgreSQL pool size (ignored by SQLite, which uses one connection per
-    thread).
+    thread). ``retention``: what ``Store.maintain()`` deletes and how many
+    backups ``documents.clear`` keeps (``durastate.retention``; default:
+    keep everything, sweep only what has expired). ``read_only``: open an
+    existing, current store for reading only (every write is refused with
+    ``ConfigurationError``; a file the process may not write works).
     """
+    if retention is None:
+        retention = Retention()
+    elif not isinstance(retention, Retention):
+        raise InvalidRequest(f"retention must be a durastate.Retention, got {type(retention).__name__}")
     max_value_size = as_int64("max_value_size", max_value_size)
     if max_key_size is not None:
         max_key_size = as_int64("max_key_size", max_key_size)
     if max_value_size < 1 or (max_key_size is not None and max_key_size < 1):
         raise InvalidRequest("max_value_size and max_key_size must be >= 1")
-    if clock is not None and not callable(clock):
-        raise InvalidRequest(f"clock must be callable returning seconds, got {type(clock).__name__}")
+    if clock is not None:
+        if not callable(clock):
+            raise InvalidRequest(f"clock must be callable returning seconds, got {type(clock).__name__}")
+        sample = clock()
+        if isinstance(sample, bool) or not isinstance(sample, (int, float)) or not math.isfinite(sample):
+            raise InvalidRequest(f"clock must return seconds since the epoch (a finite number), it returned {sample!r}")
     options: dict[str, Any] = {
         "prefix": prefix,
         "durability": durability,
@@ -132,6 +113,7 @@ def open(
         "clock": clock,
         "min_connections": min_connections,
         "max_connections": max_connections,
+        "read_only": read_only,
     }
     engine = _make_engine(url, options)
     try:
@@ -147,7 +129,7 @@ def open(
     except BaseException:
         engine.close()
         raise
-    return Store(engine, max_value_size=max_value_size, max_key_size=max_key_size)
+    return Store(engine, max_value_size=max_value_size, max_key_size=max_key_size, retention=retention)
 
 
 class Store:
@@ -156,11 +138,14 @@ class Store:
     Use as a context manager, or call ``close()``.
     """
 
-    def __init__(self, engine: Engine, *, max_value_size: int, max_key_size: int) -> None:
+    def __init__(
+        self, engine: Engine, *, max_value_size: int, max_key_size: int, retention: Retention | None = None
+    ) -> None:
         self.engine = engine
+        self.retention = Retention() if retention is None else retention
         self.kv = KV(engine, max_value_size=max_value_size, max_key_size=max_key_size)
         self.queues = Queues(engine, max_value_size=max_value_size)
-        self.documents = Documents(engine, max_value_size=max_value_size)
+        self.documents = Documents(engine, max_value_size=max_value_size, max_backups=self.retention.max_backups)
         self.records = Records(engine)
         self.events = Events(engine, max_value_size=max_value_size)
         self.presence = Presence(engine, max_value_size=max_value_size)
@@ -180,6 +165,18 @@ class Store:
         Other threads are not part of it (on SQLite they wait for it).
         """
         return Transaction(self)
+
+    def maintain(self, *, max_rows: int | None = None) -> MaintenanceReport:
+        """Delete what the store's ``retention`` policy says has aged out (``durastate.retention``).
+
+        Bounded batches, each its own short commit, so writers go on
+        meanwhile; ``max_rows`` bounds one run (``finished=False`` in the
+        report when it stopped early: run it again). Refused inside a
+        transaction (its batches would all join it).
+        """
+        if self.engine.in_transaction():
+            raise InvalidRequest("maintain() inside a transaction would hold every batch in it; call it outside")
+        return run_maintenance(self, self.retention, max_rows=max_rows)
 
     def close(self) -> None:
         """Close all connections. Idempotent; later calls raise ``StoreClosed``."""

@@ -189,3 +189,35 @@ def test_statements_are_prepared_by_the_server(pg_url: str) -> None:
         prepared = conn.execute("SELECT statement FROM pg_prepared_statements").fetchall()
     store.close()
     assert any("FROM ds_kv WHERE" in text for (text,) in prepared)
+
+
+def _attempt_rows(pg_url: str) -> int:
+    with psycopg.connect(pg_url) as conn:
+        row = conn.execute("SELECT count(*) FROM ds_attempt").fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def test_reads_record_no_attempt_row(pg_url: str) -> None:
+    """Only writes pay for commit-ambiguity records; every facet's reads write nothing."""
+    with durastate.open(pg_url) as store:
+        store.kv.put(b"s", b"n", b"k", b"v")
+        store.kv.append(b"s", b"n", b"log", b"entry")
+        store.documents.write("doc", {"a": 1})
+        store.presence.set("room", "alice", {"typing": True}, at_ms=1, seen=1, ttl_ms=60_000)
+        store.events.append("session", [{"type": "started", "payload": {}}])
+        written = _attempt_rows(pg_url)
+        assert written > 0, "writes outside a transaction record their attempt"
+        assert store.kv.get(b"s", b"n", b"k") == b"v"
+        assert store.kv.get_many(b"s", b"n", [b"k", b"missing"]) == [b"v", None]
+        assert list(store.kv.scan(b"s", b"n")) == [(b"k", b"v")]
+        assert [v for _, v in store.kv.log(b"s", b"n", b"log")] == [b"entry"]
+        assert store.documents.read("doc") is not None
+        assert [e.participant for e in store.presence.read("room")] == ["alice"]
+        assert len(store.events.read("session")) == 1
+        with store.transaction():  # a transaction of reads only records nothing either
+            assert store.kv.get(b"s", b"n", b"k") == b"v"
+            assert store.presence.read("room") != []
+        assert _attempt_rows(pg_url) == written
+        store.kv.put(b"s", b"n", b"k2", b"v")
+        assert _attempt_rows(pg_url) == written + 1

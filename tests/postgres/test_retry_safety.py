@@ -21,6 +21,7 @@ import psycopg
 import pytest
 
 import durastate
+from durastate.engines.base import DDL, WRITE_ROWS
 
 from .proxy import CuttingProxy
 
@@ -184,8 +185,8 @@ def test_random_backend_terminations_never_double_apply(pg_url: str, pg_base_url
 def test_replayed_rows_keep_text_that_looks_like_bytea(store: durastate.Store, proxy: CuttingProxy) -> None:
     """A replay turns only BYTEA columns back into bytes, by their declared type."""
     engine = store.engine
-    engine.execute(engine.sql("CREATE TABLE {p}replay_probe (t TEXT, b BYTEA, n BIGINT)"))
-    statement = engine.sql("INSERT INTO {p}replay_probe (t, b, n) VALUES (?, ?, ?) RETURNING t, b, n")
+    engine.execute(engine.sql(DDL("CREATE TABLE {p}replay_probe (t TEXT, b BYTEA, n BIGINT)")))
+    statement = engine.sql(WRITE_ROWS("INSERT INTO {p}replay_probe (t, b, n) VALUES (?, ?, ?) RETURNING t, b, n"))
     proxy.drop_reply(b"replay_probe (t, b, n)")
     row = engine.one(statement, ("\\xdeadbeef", b"\xde\xad", 7))
     assert proxy.cuts == 1

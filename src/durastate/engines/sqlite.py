@@ -32,6 +32,7 @@ processes never do, and it disappears with the Store.
 from __future__ import annotations
 
 import os
+import re
 import sqlite3
 import threading
 import time
@@ -39,17 +40,33 @@ import uuid
 import weakref
 from collections.abc import Iterable
 from pathlib import Path
-from types import TracebackType
-from typing import Any
+from typing import Any, cast
 
+from .._validate import as_busy_timeout, as_durability
 from ..errors import (
+    ConfigurationError,
     Conflict,
     DurastateError,
     InvalidRequest,
     StoreClosed,
+    StoreCorrupt,
     StoreUnavailable,
 )
-from .base import Clock, Dialect, EngineBase, Params, Row
+from .base import (
+    READ,
+    SQL,
+    Clock,
+    Dialect,
+    EngineBase,
+    Kind,
+    Params,
+    Plan,
+    PlanStep,
+    Row,
+    Spec,
+    TransactionState,
+    aborted_error,
+)
 
 SQLITE_DIALECT = Dialect(
     name="sqlite",
@@ -59,14 +76,25 @@ SQLITE_DIALECT = Dialect(
         "blob": "BLOB",
         "int64": "INTEGER",
         "text": "TEXT",
+        # BINARY, SQLite's default collation, compares UTF-8 bytes: code points.
+        "key_text": "TEXT",
         # A rowid alias: ids may be reused after the highest row is deleted.
         "id_pk": "INTEGER PRIMARY KEY",
         # Ordinals readers tail: never reused, even after deletes, and (one
         # writer at a time) assigned in commit order.
         "tail_pk": "INTEGER PRIMARY KEY AUTOINCREMENT",
         "without_rowid": " WITHOUT ROWID",
-        # SQLite has one writer at a time: a claim never meets a locked row.
+        # SQLite has one writer at a time: a claim never meets a locked row,
+        # and a write transaction (BEGIN IMMEDIATE) holds every row already.
         "skip_locked": "",
+        "for_update": "",
+        "for_update_of": Spec(""),
+        "greatest": "max",
+        # SQLite silently turns an overflowing integer sum into a REAL; the
+        # CHECK turns that into a refused statement instead.
+        "int64_check": Spec(" CHECK (typeof({arg}) = 'integer')"),
+        # NULL into an AUTOINCREMENT primary key takes the next rowid.
+        "next_value": Spec("NULL"),
     },
     table_exists="SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?",
 )
@@ -76,19 +104,37 @@ _SQLITE_ERROR_UNAVAILABLE = {
     5,  # BUSY: locked past busy_timeout
     6,  # LOCKED
     7,  # NOMEM
-    8,  # READONLY
     10,  # IOERR
-    11,  # CORRUPT
     13,  # FULL
-    14,  # CANTOPEN
     15,  # PROTOCOL
-    26,  # NOTADB
 }
-_SQLITE_INVALID = {18, 20, 25}  # TOOBIG, MISMATCH, RANGE
+# Permanent: the file is damaged or not a database at all.
+_SQLITE_CORRUPT = {11, 26}  # CORRUPT, NOTADB
+# Permanent: the store cannot work as configured (read-only file or folder,
+# a path that cannot be opened, no permission).
+_SQLITE_CONFIGURATION = {3, 8, 14, 23}  # PERM, READONLY, CANTOPEN, AUTH
+# ...except a read-only state that a moment cures (another connection is
+# recovering the WAL).
+_SQLITE_READONLY_RECOVERY = 264
+# ERROR (the statement itself is wrong: no such table, syntax), TOOBIG,
+# MISMATCH, RANGE.
+_SQLITE_INVALID = {1, 18, 20, 25}
 _SQLITE_CONSTRAINT = 19
 # Extended constraint codes that mean "your value is not allowed" rather than
 # "someone else's row is in the way".
 _SQLITE_CONSTRAINT_INVALID = {275, 1299}  # CHECK, NOTNULL
+
+# Every table, index and trigger of the prefix, as SQLite stores its DDL.
+_CATALOG = READ("SELECT type, name, tbl_name, COALESCE(sql, '') FROM sqlite_master WHERE name LIKE ? ESCAPE '\\'")
+
+# A table read in EXPLAIN QUERY PLAN output: "SEARCH t USING INDEX i (a=?)",
+# "SCAN t", "SCAN t USING COVERING INDEX i", "SEARCH t USING PRIMARY KEY (...)".
+_PLAN_STEP = re.compile(
+    r"^(?P<verb>SEARCH|SCAN) (?P<table>\S+)"
+    r"(?: USING (?:(?:COVERING |AUTOMATIC (?:PARTIAL )?COVERING )?INDEX (?P<index>\S+)"
+    r"|(?P<pk>(?:INTEGER )?PRIMARY KEY)))?"
+    r"(?: \((?P<condition>.*)\))?$"
+)
 
 _WAL_SWITCH_ATTEMPTS = 100
 _WAL_SWITCH_PAUSE = 0.02
@@ -105,8 +151,12 @@ def translate_sqlite_error(exc: sqlite3.Error, where: str) -> DurastateError:
             return InvalidRequest(message)
         return DurastateError(message)
     primary = code & 0xFF
-    if primary in _SQLITE_ERROR_UNAVAILABLE:
+    if primary in _SQLITE_ERROR_UNAVAILABLE or code == _SQLITE_READONLY_RECOVERY:
         return StoreUnavailable(message)
+    if primary in _SQLITE_CORRUPT:
+        return StoreCorrupt(f"{message} (the file is damaged or not a SQLite database: restore it from a backup)")
+    if primary in _SQLITE_CONFIGURATION:
+        return ConfigurationError(message)
     if primary in _SQLITE_INVALID:
         return InvalidRequest(message)
     if primary == _SQLITE_CONSTRAINT:
@@ -116,17 +166,43 @@ def translate_sqlite_error(exc: sqlite3.Error, where: str) -> DurastateError:
     return DurastateError(message)
 
 
-class _ThreadState(threading.local):
+class _ThreadState(TransactionState):
     conn: sqlite3.Connection | None = None
     # A cursor of ``conn`` reused by one()/all()/execute()/executemany():
     # saves creating one per statement (a measurable share of a point read
     # or write). Those methods always finish its statement (run it to
     # completion, or close the cursor), so it never holds a statement (or
-    # an autocommit write's lock) open between calls.
+    # an autocommit write's lock) open between calls. While the open
+    # transaction is doomed it is a ``_RefusingCursor`` instead (typed as
+    # a cursor: the statement methods only ever call its execute methods).
     cursor: sqlite3.Cursor | None = None
-    depth: int = 0
-    # The first statement error inside the open transaction (see doom()).
-    doomed: DurastateError | None = None
+
+
+class _Refused(sqlite3.Error):
+    """Raised by ``_RefusingCursor``: the transaction is doomed."""
+
+    def __init__(self, doomed: DurastateError) -> None:
+        super().__init__(str(doomed))
+        self.doomed = doomed
+
+
+class _RefusingCursor:
+    """Stands in for the thread's cursor while its transaction is doomed.
+
+    PostgreSQL refuses every statement of an aborted transaction; SQLite
+    would run them. Swapping the cursor makes SQLite refuse them too at no
+    cost to the statement path (which reads the cursor anyway).
+    """
+
+    __slots__ = ("doomed",)
+
+    def __init__(self, doomed: DurastateError) -> None:
+        self.doomed = doomed
+
+    def execute(self, sql: str, params: Any = ()) -> sqlite3.Cursor:
+        raise _Refused(self.doomed)
+
+    executemany = execute
 
 
 # Engines alive in this process, so the fork hook can reset them.
@@ -215,6 +291,8 @@ class SqliteEngine(EngineBase):
     """SQLite behind the ``Engine`` contract (see the module docstring)."""
 
     dialect = SQLITE_DIALECT
+    no_limit = SQLITE_DIALECT.no_limit
+    _local: _ThreadState
 
     def __init__(
         self,
@@ -224,16 +302,16 @@ class SqliteEngine(EngineBase):
         durability: str = "normal",
         busy_timeout: float = 30.0,
         clock: Clock | None = None,
+        read_only: bool = False,
     ) -> None:
-        super().__init__(prefix=prefix, clock=clock)
-        if durability not in ("normal", "full"):
-            raise InvalidRequest(f"durability must be 'normal' or 'full', got {durability!r}")
-        if not isinstance(busy_timeout, (int, float)) or isinstance(busy_timeout, bool) or busy_timeout < 0:
-            raise InvalidRequest(f"busy_timeout must be seconds >= 0, got {busy_timeout!r}")
-        self._busy_timeout = float(busy_timeout)
+        super().__init__(prefix=prefix, clock=clock, read_only=read_only)
+        durability = as_durability(durability)
+        self._busy_timeout = as_busy_timeout(busy_timeout)
         self._synchronous = "FULL" if durability == "full" else "NORMAL"
         self._anchor: sqlite3.Connection | None = None
         if path is None:
+            if read_only:
+                raise InvalidRequest("read_only=True needs a file: a new memory: store would be empty forever")
             # Private in-memory database, shared by this engine's threads.
             self.path = f"file:/durastate-{uuid.uuid4().hex}?vfs=memdb"
             self.url = "memory:"
@@ -241,10 +319,24 @@ class SqliteEngine(EngineBase):
             self.is_memory = True
         else:
             file_path = Path(path).expanduser().absolute()
-            create_private_file(file_path)
-            self.path = str(file_path)
             self.url = f"sqlite://{file_path}"  # sqlite:///abs/path.db
-            self._uri = False
+            if file_path.is_dir():
+                raise ConfigurationError(f"{self.url}: is a folder, not a store file (name a file in it)")
+            if read_only:
+                if not file_path.is_file():
+                    raise ConfigurationError(f"{self.url}: no store file there to open read-only")
+                # mode=ro: SQLite itself refuses every write on these connections.
+                self.path = f"{file_path.as_uri()}?mode=ro"
+                self._uri = True
+            else:
+                try:
+                    create_private_file(file_path)
+                except OSError as exc:
+                    raise ConfigurationError(
+                        f"{self.url}: cannot create the store file or its folder: {exc.strerror or exc}"
+                    ) from None
+                self.path = str(file_path)
+                self._uri = False
             self.is_memory = False
         self._local = _ThreadState()
         self._lock = threading.Lock()
@@ -255,7 +347,7 @@ class SqliteEngine(EngineBase):
         if self.is_memory:
             # The memdb database lives as long as one connection to it does.
             self._anchor = self._new_connection()
-        else:
+        elif not read_only:  # a read-only store reads whatever journal mode the file has
             self._switch_to_wal()
 
     # -- connections ---------------------------------------------------------
@@ -331,10 +423,11 @@ class SqliteEngine(EngineBase):
         """
         if self._local.cursor is cursor:
             self._local.cursor = None
-        try:
-            cursor.close()
-        except sqlite3.Error:
-            pass
+        if not isinstance(cursor, _RefusingCursor):
+            try:
+                cursor.close()
+            except sqlite3.Error:
+                pass
 
     def _reap_dead_threads(self) -> None:
         """Close connections whose thread has ended (called under ``_lock``)."""
@@ -411,34 +504,115 @@ class SqliteEngine(EngineBase):
             raise
 
     def _failed(self, exc: sqlite3.Error) -> DurastateError:
-        """Translate ``exc``; inside a transaction, also doom the transaction.
+        """Translate ``exc``; inside a transaction, also doom it (see ``base.Transaction``)."""
+        if isinstance(exc, _Refused):
+            return aborted_error(exc.doomed)
+        return self._doom(translate_sqlite_error(exc, self.url))
 
-        Both engines share one rule: a statement error inside a transaction
-        means the transaction will not commit (PostgreSQL aborts it; here we
-        remember it and roll back at the end of the block, even if the
-        caller caught the error). A nested block that ends with the error
-        rolls back to its savepoint and the transaction is healthy again.
-        """
-        error = translate_sqlite_error(exc, self.url)
+    def _doom(self, error: DurastateError) -> DurastateError:
         state = self._local
         if state.depth and state.doomed is None:
             state.doomed = error
+            state.doomed_level = state.depth
+            state.cursor = cast(sqlite3.Cursor, _RefusingCursor(error))
         return error
 
-    # -- transactions ----------------------------------------------------------
+    # -- transaction primitives (the state machine is base.Transaction) -------
 
-    def transaction(self) -> _Transaction:
-        return _Transaction(self)
+    def _tx_begin(self, read: bool, lock: str | None) -> None:
+        # ``lock`` (the migration lock) needs nothing more: BEGIN IMMEDIATE
+        # takes the database's one write lock, which excludes every writer.
+        conn = self._local.conn or self._thread_connection()
+        _FORK_GATE.enter()
+        try:
+            conn.execute("BEGIN" if read else "BEGIN IMMEDIATE")
+        except sqlite3.Error as exc:
+            _FORK_GATE.leave()
+            raise translate_sqlite_error(exc, f"{self.url}: begin") from None
 
-    def read_transaction(self) -> _Transaction:
-        """One snapshot for several reads, without the write lock (WAL)."""
-        return _Transaction(self, begin="BEGIN")
+    def catalog(self) -> list[tuple[str, ...]]:
+        """This prefix's schema objects as sorted rows (see ``Engine.catalog``)."""
+        rows = self.all(self.sql(_CATALOG), (self.prefix.replace("_", "\\_") + "%",))
+        return sorted(tuple(str(v) for v in row) for row in rows)
 
-    def in_transaction(self) -> bool:
-        return self._local.depth > 0
+    def integrity_errors(self) -> list[str]:
+        """``PRAGMA integrity_check``'s findings (``[]`` when the file is sound)."""
+        rows = self.all(SQL("PRAGMA integrity_check", Kind.READ))
+        return [str(row[0]) for row in rows if row[0] != "ok"]
 
-    def _migration_lock(self) -> _Transaction:
-        return _Transaction(self)
+    def explain(self, sql: str, params: Params = ()) -> Plan:
+        rows = self.all(SQL("EXPLAIN QUERY PLAN " + sql, Kind.READ), params)
+        details = [str(row[3]) for row in rows]
+        steps = []
+        for detail in details:
+            match = _PLAN_STEP.match(detail)
+            if match is None:
+                continue
+            searched = match["verb"] == "SEARCH"
+            index = match["index"] or ("PRIMARY KEY" if match["pk"] else None)
+            if index is None and searched:
+                index = "rowid"
+            condition = (match["condition"] or "") if searched else ""
+            steps.append(PlanStep(match["table"], index, condition, "", detail))
+        sorts = any(detail.startswith("USE TEMP B-TREE") for detail in details)
+        return Plan(tuple(steps), sorts, "\n".join(details))
+
+    def _take_lock(self, name: str) -> None:
+        """Nothing to take: the transaction's BEGIN IMMEDIATE holds the one write lock."""
+
+    def _tx_end(self) -> None:
+        state = self._local
+        if isinstance(state.cursor, _RefusingCursor):
+            state.cursor = None
+        # Not a commit in a finally: the transaction is over either way by
+        # now; this only tells the fork gate so.
+        _FORK_GATE.leave()
+
+    def _tx_commit(self) -> None:
+        conn = self._local.conn
+        assert conn is not None
+        try:
+            conn.execute("COMMIT")
+        except sqlite3.Error as commit_error:
+            self._tx_rollback()
+            raise translate_sqlite_error(commit_error, f"{self.url}: commit") from None
+        self._tx_end()
+        self._flush_notifications()
+
+    def _tx_rollback(self) -> None:
+        state = self._local
+        state.__dict__.pop("pending_notify", None)
+        try:
+            if state.conn is not None:
+                state.conn.execute("ROLLBACK")
+        except sqlite3.Error:
+            pass  # connection closed: SQLite rolled back already
+        self._tx_end()
+
+    def _tx_savepoint(self, name: str) -> None:
+        conn = self._local.conn or self._thread_connection()
+        try:
+            conn.execute(f"SAVEPOINT {name}")
+        except sqlite3.Error as exc:
+            raise self._failed(exc) from None
+
+    def _tx_release(self, name: str) -> None:
+        conn = self._local.conn or self._thread_connection()
+        try:
+            conn.execute(f"RELEASE {name}")
+        except sqlite3.Error as exc:
+            raise self._failed(exc) from None
+
+    def _tx_rollback_to(self, name: str) -> None:
+        state = self._local
+        try:
+            if state.conn is not None:
+                state.conn.execute(f"ROLLBACK TO {name}")
+                state.conn.execute(f"RELEASE {name}")
+        except sqlite3.Error:
+            pass
+        if isinstance(state.cursor, _RefusingCursor) and state.doomed_level > state.depth:
+            state.cursor = None
 
     # -- change notification (in-process; other processes are polled) -------
 
@@ -510,9 +684,9 @@ class SqliteEngine(EngineBase):
             self._closed = True
             connections = list(self._connections.values())
             self._connections.clear()
-        # A fresh thread-local: every thread's next call misses its cached
-        # connection and reaches the closed check in _thread_connection.
-        self._local = _ThreadState()
+        # Every thread's next call on its cached connection (or cursor)
+        # fails with "closed", translated to StoreClosed; an open
+        # transaction is doomed by it and rolls back (base.Transaction).
         for _thread, conn in connections:
             conn.close()
         if self._anchor is not None:
@@ -521,101 +695,3 @@ class SqliteEngine(EngineBase):
         for cond in list(self._changed.values()):
             with cond:
                 cond.notify_all()
-
-
-class _Transaction:
-    """``BEGIN IMMEDIATE`` ... ``COMMIT``; nested blocks are savepoints.
-
-    ``begin="BEGIN"`` makes a read transaction: a WAL snapshot taken at the
-    first read, no write lock (nested inside any transaction it is a
-    savepoint of that one, like any other block).
-    """
-
-    __slots__ = ("_begin", "_conn", "_engine", "_savepoint")
-
-    def __init__(self, engine: SqliteEngine, begin: str = "BEGIN IMMEDIATE") -> None:
-        self._engine = engine
-        self._begin = begin
-        self._savepoint: str | None = None
-
-    def __enter__(self) -> None:
-        engine = self._engine
-        state = engine._local
-        conn = state.conn or engine._thread_connection()
-        self._conn = conn
-        if state.depth == 0:
-            _FORK_GATE.enter()
-            try:
-                conn.execute(self._begin)
-            except sqlite3.Error as exc:
-                _FORK_GATE.leave()
-                raise translate_sqlite_error(exc, f"{engine.url}: begin") from None
-        else:
-            self._savepoint = f"ds_sp{state.depth}"
-            try:
-                conn.execute(f"SAVEPOINT {self._savepoint}")
-            except sqlite3.Error as exc:
-                raise translate_sqlite_error(exc, f"{engine.url}: savepoint") from None
-        state.depth += 1
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        if self._savepoint is not None:
-            self._finish(exc_type)
-            return
-        try:
-            self._finish(exc_type)
-        finally:
-            # Not a commit in a finally: the transaction is over either way
-            # by now; this only tells the fork gate so.
-            _FORK_GATE.leave()
-
-    def _finish(self, exc_type: type[BaseException] | None) -> None:
-        engine = self._engine
-        state = engine._local
-        state.depth -= 1
-        conn = self._conn
-        savepoint = self._savepoint
-        if exc_type is not None:
-            # Roll back on anything, KeyboardInterrupt included. A failing
-            # rollback (connection already gone) must not mask the cause.
-            try:
-                if savepoint is None:
-                    conn.execute("ROLLBACK")
-                    state.__dict__.pop("pending_notify", None)
-                else:
-                    conn.execute(f"ROLLBACK TO {savepoint}")
-                    conn.execute(f"RELEASE {savepoint}")
-                    state.doomed = None
-            except sqlite3.Error:
-                pass
-            if savepoint is None:
-                state.doomed = None
-            return
-        if savepoint is None and state.doomed is not None:
-            doomed, state.doomed = state.doomed, None
-            try:
-                conn.execute("ROLLBACK")
-            except sqlite3.Error:
-                pass
-            state.__dict__.pop("pending_notify", None)
-            raise type(doomed)(f"transaction rolled back: a statement inside it failed: {doomed}")
-        try:
-            if savepoint is None:
-                conn.execute("COMMIT")
-            else:
-                conn.execute(f"RELEASE {savepoint}")
-        except sqlite3.Error as commit_error:
-            if savepoint is None:
-                try:
-                    conn.execute("ROLLBACK")
-                except sqlite3.Error:
-                    pass
-                state.__dict__.pop("pending_notify", None)
-            raise translate_sqlite_error(commit_error, f"{engine.url}: commit") from None
-        if savepoint is None:
-            engine._flush_notifications()

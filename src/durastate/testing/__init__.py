@@ -1,11 +1,13 @@
 """The executable contract of durastate, shipped so any engine can run it.
 
 ``durastate.testing.plugin`` is a pytest plugin with the fixtures the
-conformance suite uses (``store_url``, ``store``, ``open_store``,
-``shared_url``, ``clock``); the contract itself lives in
-``durastate.testing.conformance`` as test classes. A third-party engine runs
-the suite by enabling the plugin, overriding ``store_url`` to yield its own
-URLs, and collecting the classes::
+conformance suite uses (``store_url``, ``shared_url``, ``durastate_open``,
+``open_store``, ``open_shared``, ``store``, ``clock``); the contract itself
+lives in ``durastate.testing.conformance`` as test classes. A third-party
+engine runs the suite by registering its URL scheme
+(``durastate.engines.registry``), enabling the plugin, overriding
+``store_url`` and ``shared_url`` to yield its own URLs, and collecting the
+classes (a worked example: ``docs/third-party-engine.md``)::
 
     # conftest.py
     pytest_plugins = ["durastate.testing.plugin"]

@@ -1,11 +1,23 @@
 """Pytest fixtures of the conformance suite.
 
-``store_url`` is parametrized over the engines: ``sqlite-file`` (a fresh
+Every conformance test opens its stores through ONE factory,
+``durastate_open(url, **options)`` (default: ``durastate.open``), by way of
+``open_store(**options)`` (the test's ``store_url``) or
+``open_shared(**options)`` (the test's ``shared_url``); both close what they
+opened at teardown. Worker processes open ``shared_url`` with
+``durastate.open`` (the engine's scheme must be registered in them too, e.g.
+by an entry point: see ``docs/third-party-engine.md``).
+
+``store_url`` is parametrized over ``ENGINES``: ``sqlite-file`` (a fresh
 file per test), ``sqlite-memory`` and ``postgres`` (a fresh schema per test
 on the server ``durastate.testing.postgres_server`` finds). ``shared_url``
 is the subset whose data other stores and processes can see (no memory).
 When no PostgreSQL server can be found, its parameters are skipped with the
 reason, and the reason is repeated in the terminal summary.
+
+A third-party engine runs the suite by overriding ``store_url`` and
+``shared_url`` in its ``conftest.py`` (fresh, empty URLs of its scheme), and
+``durastate_open`` if opening a store needs more than its URL.
 """
 
 from __future__ import annotations
@@ -75,18 +87,39 @@ def clock() -> FakeClock:
 
 
 @pytest.fixture
-def open_store(store_url: str) -> Iterator[Callable[..., durastate.Store]]:
-    """``open_store(**options)`` opens the test's URL; all closed at teardown."""
+def durastate_open() -> Callable[..., durastate.Store]:
+    """The one way the suite opens a store: ``durastate_open(url, **options)``."""
+    return durastate.open
+
+
+def _stores_of(open_url: Callable[..., durastate.Store], url: str) -> Iterator[Callable[..., durastate.Store]]:
+    """Yield ``factory(**options)`` opening ``url``; close every store it opened afterwards."""
     opened: list[durastate.Store] = []
 
     def factory(**options: Any) -> durastate.Store:
-        s = durastate.open(store_url, **options)
+        s = open_url(url, **options)
         opened.append(s)
         return s
 
     yield factory
     for s in opened:
         s.close()
+
+
+@pytest.fixture
+def open_store(
+    store_url: str, durastate_open: Callable[..., durastate.Store]
+) -> Iterator[Callable[..., durastate.Store]]:
+    """``open_store(**options)`` opens the test's ``store_url``; all closed at teardown."""
+    yield from _stores_of(durastate_open, store_url)
+
+
+@pytest.fixture
+def open_shared(
+    shared_url: str, durastate_open: Callable[..., durastate.Store]
+) -> Iterator[Callable[..., durastate.Store]]:
+    """``open_shared(**options)`` opens the test's ``shared_url``; all closed at teardown."""
+    yield from _stores_of(durastate_open, shared_url)
 
 
 @pytest.fixture
@@ -99,3 +132,9 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
     if _pg_skip_reason:
         terminalreporter.write_sep("!", "PostgreSQL half of the suite was SKIPPED", red=True, bold=True)
         terminalreporter.write_line(_pg_skip_reason[0])
+
+
+def pytest_configure(config: Any) -> None:
+    # The suite's marks, so a third-party project needs no ini of its own.
+    config.addinivalue_line("markers", "multiprocess: spawns several processes against one store")
+    config.addinivalue_line("markers", "slow: longer-running tests")

@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule, run_state_machine_as_test
 
 import durastate
-from durastate import Conflict, InvalidRequest, StoreUnavailable
+from durastate import Conflict, InvalidRequest, StoreUnavailable, documents
 from durastate.documents import (
     MAX_KEY_SIZE,
     Document,
@@ -38,6 +38,7 @@ from durastate.documents import (
 )
 
 from .multiprocess import ANY_METHOD, BUSY_TIMEOUT, _Workers
+from .plans import assert_index_search, plan_of
 
 __all__ = [
     "TestDocumentsAcrossProcesses",
@@ -79,10 +80,6 @@ def snapshot(docs: Documents) -> list[tuple[str, bytes, int]]:
 
 def size_of(data: dict[str, Any]) -> int:
     return len(orjson.dumps(data))
-
-
-def is_postgres(store: durastate.Store) -> bool:
-    return store.engine.dialect.name == "postgresql"
 
 
 # -- reads and writes -----------------------------------------------------------
@@ -189,11 +186,11 @@ class TestDocumentsReadWrite:
         store.documents.delete("k")
         assert store.documents.write("k", {"v": 3}) == 1
 
-    def test_documents_survive_reopening(self, shared_url: str) -> None:
-        with durastate.open(shared_url) as first:
+    def test_documents_survive_reopening(self, shared_url: str, open_shared: Callable[..., durastate.Store]) -> None:
+        with open_shared() as first:
             first.documents.write("k", {"v": 1})
             first.documents.write("k", {"v": 2})
-        with durastate.open(shared_url) as second:
+        with open_shared() as second:
             assert second.documents.read("k") == Document({"v": 2}, 2)
 
 
@@ -331,24 +328,20 @@ class TestDocumentsLock:
 
     def test_nested_lock_takes_no_second_lock(self, store: durastate.Store, monkeypatch: pytest.MonkeyPatch) -> None:
         engine = store.engine
-        lock_sql = store.documents.statements["lock"]
         taken: list[str] = []
-        real_one = engine.one
+        real_lock = engine.lock
 
-        def spy(sql: str, params: Any = ()) -> Any:
-            if sql == lock_sql:
-                taken.append(sql)
-            return real_one(sql, params)
+        def spy(name: str) -> None:
+            taken.append(name)
+            real_lock(name)
 
-        monkeypatch.setattr(engine, "one", spy)
+        monkeypatch.setattr(engine, "lock", spy)
         with store.documents.lock("a", "b"):
             store.documents.write("a", {"v": 1})
             with store.documents.lock("b", "c", "a"):
                 store.documents.write("c", {"v": 1})
                 store.documents.clear("c")
-        # One lock statement where the engine needs one (PostgreSQL); SQLite's
-        # BEGIN IMMEDIATE is the lock itself.
-        assert len(taken) == (1 if lock_sql else 0)
+        assert taken == ["documents"]
 
     def test_lock_excludes_other_holders_whatever_keys_they_name(self, open_store: Any, store_url: str) -> None:
         if store_url == "memory:":
@@ -657,36 +650,33 @@ class TestDocumentsDescribeList:
 
 
 class TestDocumentsIndexUse:
-    def _plan(self, store: durastate.Store, sql: str, params: tuple[Any, ...]) -> str:
-        engine: Any = store.engine
-        if engine.dialect.name == "sqlite":
-            conn = engine._thread_connection()
-            return "\n".join(str(r[3]) for r in conn.execute("EXPLAIN QUERY PLAN " + sql, params).fetchall())
-        with store.transaction():
-            # A tiny table: make the planner show what it does on a big one.
-            engine.execute("SET LOCAL enable_seqscan = off")
-            engine.execute("SET LOCAL enable_bitmapscan = off")
-            return "\n".join(str(r[0]) for r in engine.all("EXPLAIN " + sql, params))
+    """Point reads and prefix queries are primary-key searches, never LIKE or scans."""
 
-    def _assert_index_range(self, plan: str, dialect: str) -> None:
-        if dialect == "sqlite":
-            assert "SEARCH" in plan and "key>? AND key<?" in plan, plan
-            assert "SCAN" not in plan and "TEMP B-TREE" not in plan, plan
-        else:
-            assert "Index" in plan and "Seq Scan" not in plan and "Sort" not in plan, plan
-            assert "~~" not in plan, plan  # no LIKE
-
-    def test_describe_prefix_is_an_index_range(self, store: durastate.Store) -> None:
+    @pytest.fixture
+    def filled(self, store: durastate.Store) -> durastate.Store:
         for i in range(50):
             store.documents.write(f"k/{i}", {"i": i})
-        sql = store.documents._describe_prefix[True]
-        self._assert_index_range(self._plan(store, sql, ("k/", "k0")), store.engine.dialect.name)
+        return store
 
-    def test_list_is_an_index_range_in_key_order(self, store: durastate.Store) -> None:
-        for i in range(50):
-            store.documents.write(f"k/{i}", {"i": i})
-        sql = store.documents._list[(True, True)]
-        self._assert_index_range(self._plan(store, sql, ("k/1", "k0", 10)), store.engine.dialect.name)
+    def check(self, store: durastate.Store, statement: Any, params: tuple[Any, ...], sorts: bool = False) -> None:
+        plan = plan_of(store, statement, params)
+        assert_index_search(plan, store.engine.prefix + "documents", using=("key",), sorts=sorts)
+        assert "~~" not in plan.text and "LIKE" not in plan.text.upper(), plan.text
+
+    def test_point_statements(self, filled: durastate.Store) -> None:
+        self.check(filled, documents.READ_DOCUMENT, ("k/1",))
+        self.check(filled, documents.CAS, (b"{}", "k/1", 1))
+        self.check(filled, documents.DELETE, ("k/1",))
+        self.check(filled, documents.DESCRIBE, ("k/1",))
+
+    def test_describe_prefix_is_an_index_range(self, filled: durastate.Store) -> None:
+        self.check(filled, documents.describe_prefix_sql(True), ("k/", "k0"))
+
+    def test_list_is_an_index_range_in_key_order(self, filled: durastate.Store) -> None:
+        self.check(filled, documents.list_sql(True, True), ("k/1", "k0", 10))
+
+    def test_backups_of_a_key_are_an_index_range(self, filled: durastate.Store) -> None:
+        self.check(filled, documents.BACKUP_KEYS, ("k/1.", "k/1/"))
 
 
 # -- transactions ----------------------------------------------------------------
@@ -1013,19 +1003,23 @@ class TestDocumentsAcrossProcesses:
     PROCESSES = 3
     ROUNDS = 30
 
-    def test_locked_read_modify_write_from_processes_is_exact(self, shared_url: str) -> None:
-        durastate.open(shared_url).close()  # create and migrate before the race
+    def test_locked_read_modify_write_from_processes_is_exact(
+        self, shared_url: str, open_shared: Callable[..., durastate.Store]
+    ) -> None:
+        open_shared().close()  # create and migrate before the race
         with _Workers(ANY_METHOD) as workers:
             barrier = workers.ctx.Barrier(self.PROCESSES)
             for i in range(self.PROCESSES):
                 workers.start(f"locker-{i}", mp_locked_increments, shared_url, self.ROUNDS, barrier)
             workers.results()
         total = self.PROCESSES * self.ROUNDS
-        with durastate.open(shared_url) as store:
+        with open_shared() as store:
             assert store.documents.read("counter") == Document({"n": total}, total)
 
-    def test_cas_retry_loops_from_processes_are_exact(self, shared_url: str) -> None:
-        with durastate.open(shared_url) as store:
+    def test_cas_retry_loops_from_processes_are_exact(
+        self, shared_url: str, open_shared: Callable[..., durastate.Store]
+    ) -> None:
+        with open_shared() as store:
             store.documents.write("counter", {"n": 0})
         with _Workers(ANY_METHOD) as workers:
             barrier = workers.ctx.Barrier(self.PROCESSES)
@@ -1033,18 +1027,20 @@ class TestDocumentsAcrossProcesses:
                 workers.start(f"cas-{i}", mp_cas_increments, shared_url, self.ROUNDS, barrier)
             workers.results()
         total = self.PROCESSES * self.ROUNDS
-        with durastate.open(shared_url) as store:
+        with open_shared() as store:
             assert store.documents.read("counter") == Document({"n": total}, total + 1)
 
-    def test_opposite_order_nested_locks_from_processes_never_deadlock_or_fail(self, shared_url: str) -> None:
-        durastate.open(shared_url).close()
+    def test_opposite_order_nested_locks_from_processes_never_deadlock_or_fail(
+        self, shared_url: str, open_shared: Callable[..., durastate.Store]
+    ) -> None:
+        open_shared().close()
         rounds = 20
         with _Workers(ANY_METHOD) as workers:
             barrier = workers.ctx.Barrier(2)
             workers.start("ab", mp_opposite_locks, shared_url, "a", "b", rounds, barrier)
             workers.start("ba", mp_opposite_locks, shared_url, "b", "a", rounds, barrier)
             workers.results()
-        with durastate.open(shared_url) as store:
+        with open_shared() as store:
             for key in "ab":
                 doc = store.documents.read(key)
                 assert doc is not None

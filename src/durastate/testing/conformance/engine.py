@@ -7,9 +7,12 @@ from collections.abc import Callable
 import pytest
 
 import durastate
+from durastate.engines import registry
+from durastate.engines.base import DDL, Schema
+from durastate.store import SCHEMAS
 from durastate.testing import FakeClock
 
-__all__ = ["TestFailedStatementInTransaction", "TestOpen", "TestRefusalsDoNotDoom"]
+__all__ = ["TestFailedStatementInTransaction", "TestOpen", "TestRefusalsDoNotDoom", "TestSchema"]
 
 # A statement that fails in the database itself on every engine (the facets
 # validate their input first, so they rarely reach a database error).
@@ -62,10 +65,10 @@ class TestFailedStatementInTransaction:
 
 
 class TestOpen:
-    def test_bad_prefix_refused(self, store_url: str) -> None:
+    def test_bad_prefix_refused(self, store_url: str, open_store: Callable[..., durastate.Store]) -> None:
         for prefix in ("", "1abc", "a-b", "a" * 32, "x; DROP TABLE y"):
             with pytest.raises(durastate.InvalidRequest, match="prefix"):
-                durastate.open(store_url, prefix=prefix)
+                open_store(prefix=prefix)
 
     def test_prefixes_keep_apps_apart(self, open_store: Callable[..., durastate.Store], store_url: str) -> None:
         if store_url == "memory:":
@@ -77,7 +80,7 @@ class TestOpen:
         b.queues.push("q", [b"b"])
         assert a.queues.pop("q") is None
 
-    def test_bad_options_refused(self, store_url: str) -> None:
+    def test_bad_options_refused(self, store_url: str, open_store: Callable[..., durastate.Store]) -> None:
         for options in (
             {"durability": "sometimes"},
             {"busy_timeout": -1},
@@ -85,7 +88,7 @@ class TestOpen:
             {"clock": 5},
         ):
             with pytest.raises(durastate.InvalidRequest):
-                durastate.open(store_url, **options)
+                open_store(**options)
 
     def test_closed_store_refuses_calls(self, open_store: Callable[..., durastate.Store]) -> None:
         s = open_store()
@@ -124,3 +127,32 @@ class TestRefusalsDoNotDoom:
             fresh.ack()
         assert store.kv.get(b"s", b"n", b"k") == b"v"
         assert store.queues.stats("q").ready == 0
+
+
+class TestSchema:
+    """Migrations are append-only: every path to the current version gives the same schema."""
+
+    @staticmethod
+    def normalized(catalog: list[tuple[str, ...]], prefix: str) -> list[tuple[str, ...]]:
+        return sorted(tuple(value.replace(prefix, "<prefix>") for value in row) for row in catalog)
+
+    def test_fresh_schema_equals_one_built_migration_by_migration(
+        self, store_url: str, open_store: Callable[..., durastate.Store]
+    ) -> None:
+        fresh = open_store(prefix="fresh_")
+        stepwise = registry.create(store_url, {"prefix": "stepwise_"})
+        try:
+            longest = max(schema.version for schema in SCHEMAS)
+            for version in range(1, longest + 1):
+                stepwise.migrate([Schema(s.facet, s.migrations[:version]) for s in SCHEMAS])
+            built = self.normalized(stepwise.catalog(), "stepwise_")
+        finally:
+            stepwise.close()
+        assert built, "the catalog lists nothing"
+        assert self.normalized(fresh.engine.catalog(), "fresh_") == built
+
+    def test_catalog_sees_a_schema_change(self, open_store: Callable[..., durastate.Store]) -> None:
+        store = open_store()
+        before = store.engine.catalog()
+        store.engine.execute(store.engine.sql(DDL("CREATE INDEX {p}extra ON {p}kv (value)")))
+        assert store.engine.catalog() != before

@@ -24,7 +24,8 @@ from typing import Any
 import pytest
 
 import durastate
-from durastate import InvalidRequest
+from durastate import InvalidRequest, events
+from durastate.engines.base import Statement
 from durastate.events import (
     Cause,
     DuplicateBatch,
@@ -35,7 +36,10 @@ from durastate.events import (
 )
 from durastate.testing.clock import FakeClock
 
+from .plans import assert_index_search, plan_of
+
 __all__ = [
+    "TestEventsIndexUse",
     "TestEventsAppend",
     "TestEventsBadInput",
     "TestEventsClaimAny",
@@ -723,9 +727,11 @@ class TestEventsStream:
         stop.set()
         assert [e.index for e in store.events.stream(S, stop=stop)] == [1]
 
-    def test_stream_wakes_promptly_for_another_store(self, shared_url: str) -> None:
-        reader = durastate.open(shared_url)
-        writer = durastate.open(shared_url)
+    def test_stream_wakes_promptly_for_another_store(
+        self, shared_url: str, open_shared: Callable[..., durastate.Store]
+    ) -> None:
+        reader = open_shared()
+        writer = open_shared()
         try:
             writer.events.append(S, [ev()])
             stream = reader.events.stream(S, start_after=1)
@@ -963,7 +969,7 @@ def _torture_worker(url: str, holder: str, seed: int) -> None:
             pending = sum(s.pending_count for s in events.list_sessions(limit=1000).sessions)
             if pending == 0:
                 return
-            events._engine.wait_for_change("torture", 0.02)
+            store.engine.wait_for_change("torture", 0.02)
             continue
         for e in claimed:
             may_fail = e.lane is None and e.type == "root"
@@ -979,8 +985,10 @@ def _torture_worker(url: str, holder: str, seed: int) -> None:
 
 class TestEventsTorture:
     @pytest.mark.multiprocess
-    def test_workers_killed_at_random_lose_and_duplicate_nothing(self, shared_url: str) -> None:
-        setup = durastate.open(shared_url)
+    def test_workers_killed_at_random_lose_and_duplicate_nothing(
+        self, shared_url: str, open_shared: Callable[..., durastate.Store]
+    ) -> None:
+        setup = open_shared()
         try:
             for n in range(TORTURE_SESSIONS):
                 setup.events.append(
@@ -1033,7 +1041,7 @@ class TestEventsTorture:
                     proc.kill()
                     proc.join(timeout=30)
 
-        check = durastate.open(shared_url)
+        check = open_shared()
         try:
             everything_stored: list[StoredEvent] = []
             for n in range(TORTURE_SESSIONS):
@@ -1075,3 +1083,49 @@ class TestEventsTorture:
                     assert later.first_claimed_at >= earlier.processed_at, (earlier, later)
         finally:
             check.close()
+
+
+# -- index use (every engine) ------------------------------------------------------
+
+
+class TestEventsIndexUse:
+    """The append/claim/complete cycle and reads are index searches (flat in session size)."""
+
+    @pytest.fixture
+    def filled(self, store: durastate.Store) -> durastate.Store:
+        for session in ("a", "b"):
+            store.events.append(session, [{"type": "t", "payload": {"i": i}, "lane": f"l{i % 3}"} for i in range(60)])
+        return store
+
+    def check(self, store: durastate.Store, statement: Statement, params: tuple[Any, ...], *using: str) -> None:
+        prefix = store.engine.prefix
+        plan = plan_of(store, statement, params)
+        assert_index_search(plan, prefix + "event", "e", using=using)
+
+    def test_claim_cycle(self, filled: durastate.Store) -> None:
+        now = 10**12
+        self.check(filled, events.CLAIM_CANDIDATES, ("a", now), "session_id")
+        self.check(filled, events.CLAIM_ONE, (now, now, "w", now, now, "a", 1, now), "session_id", "idx")
+        self.check(filled, events.CLAIM_SESSION, (now, now, "w", now, now, "a", now, "a", now, 5), "session_id")
+        self.check(filled, events.MARK_PROCESSED, (now, 1, None, "a", 1), "session_id", "idx")
+        self.check(filled, events.PROMOTE_LANE, (now, "a", "a", "l1"), "session_id", "lane")
+        self.check(filled, events.RENEW, (now, now, "a", 1, 1, "w", now), "session_id", "idx")
+        self.check(filled, events.FAIL, (1, "e", now, 1, None, now, "a", 1), "session_id", "idx")
+
+    def test_claim_any_uses_the_due_index(self, filled: durastate.Store) -> None:
+        self.check(filled, events.CLAIM_ANY_CANDIDATES, (10**12, 10), "due_at")
+
+    def test_reads(self, filled: durastate.Store) -> None:
+        self.check(filled, events.GET_EVENT, ("a", 3), "session_id", "idx")
+        self.check(filled, events.READ_RANGE, ("a", 10, 20, 5), "session_id", "idx")
+        self.check(filled, events.HAS_PENDING, ("a",), "session_id")
+        self.check(filled, events.DEAD_IN_SESSION, ("a", 0, 10), "session_id")
+        self.check(filled, events.RETRY_AT, ("a", 0), "session_id")
+        self.check(filled, events.EVENT_BY_ID, ("no-such-id",), "event_id")
+
+    def test_session_lock(self, filled: durastate.Store) -> None:
+        prefix = filled.engine.prefix
+        with filled.transaction():  # FOR UPDATE: a locking read
+            plan = plan_of(filled, events.LOCK_SESSION, ("a",))
+        assert_index_search(plan, prefix + "event_session", "s", using=("session_id",))
+        assert_index_search(plan, prefix + "event", "e", using=("session_id",))

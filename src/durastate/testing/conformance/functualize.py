@@ -16,7 +16,7 @@ import subprocess
 import sys
 import threading
 import types
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -511,14 +511,16 @@ class TestFunctualizePlugin(_WithSubstrate):
         assert plugin.substrate.path == configured
         plugin.substrate.close()
 
-    def test_configured_url_is_used_as_a_url(self, shared_url: str, fake_functualize: types.SimpleNamespace) -> None:
+    def test_configured_url_is_used_as_a_url(
+        self, shared_url: str, fake_functualize: types.SimpleNamespace, open_shared: Callable[..., durastate.Store]
+    ) -> None:
         app = _App(Path("/nonexistent-root"), db_path=shared_url)
         plugin = SQLiteStatePlugin()
         plugin(app)
         app.hook_registry.hooks[0][1](app)
         assert plugin.substrate is not None
         plugin.substrate.write("k", {"v": 1})
-        with durastate.open(shared_url) as store:
+        with open_shared() as store:
             assert store.documents.read("k") is not None
         plugin.substrate.close()
 

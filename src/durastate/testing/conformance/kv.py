@@ -27,9 +27,11 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_state_machine_as_test
 
 import durastate
-from durastate import InvalidRequest, StoreUnavailable
+from durastate import InvalidRequest, StoreUnavailable, kv
 from durastate.kv import KEY_CHUNK, KV, PAGE_SIZE, PRUNE_BATCH, PRUNE_EVERY, ScopedKV
 from durastate.testing.clock import FakeClock
+
+from .plans import assert_index_search, plan_of
 
 __all__ = [
     "TestKVBadInput",
@@ -1427,26 +1429,7 @@ class TestKVModel:
         )
 
 
-# -- index use (SQLite) ------------------------------------------------------------
-
-
-def sqlite_plan(store: durastate.Store, sql: str, params: tuple[Any, ...]) -> list[str]:
-    """The ``EXPLAIN QUERY PLAN`` lines of ``sql`` (SQLite engines only)."""
-    engine: Any = store.engine
-    if engine.dialect.name != "sqlite":
-        pytest.skip(f"EXPLAIN QUERY PLAN checks apply to SQLite engines only, not {engine.dialect.name}")
-    conn = engine._thread_connection()
-    return [str(row[3]) for row in conn.execute("EXPLAIN QUERY PLAN " + sql, params).fetchall()]
-
-
-def assert_index_search(plan: list[str], table: str) -> None:
-    """Every step that reads ``table`` is an index SEARCH; no sort step."""
-    reads = [line for line in plan if f" {table} " in f" {line} " or line.endswith(f" {table}")]
-    assert reads, f"the plan never reads {table}: {plan}"
-    for line in plan:
-        assert "TEMP B-TREE" not in line, f"sorts in a temporary b-tree: {plan}"
-    for line in reads:
-        assert line.startswith("SEARCH"), f"full scan of {table}: {plan}"
+# -- index use (every engine) ------------------------------------------------------
 
 
 class TestKVIndexUse:
@@ -1464,12 +1447,12 @@ class TestKVIndexUse:
         return store.engine.prefix + name
 
     def test_get(self, filled: durastate.Store) -> None:
-        plan = sqlite_plan(filled, filled.kv._get, (b"s", b"n", b"k"))
-        assert_index_search(plan, self.table(filled, "kv"))
+        plan = plan_of(filled, kv.GET, (b"s", b"n", b"k"))
+        assert_index_search(plan, self.table(filled, "kv"), using=("scope", "ns", "key"))
 
     def test_get_many(self, filled: durastate.Store) -> None:
-        plan = sqlite_plan(filled, filled.kv._get_many[3], (b"s", b"n", b"a", b"b", b"c"))
-        assert_index_search(plan, self.table(filled, "kv"))
+        plan = plan_of(filled, kv.get_many_sql(3), (b"s", b"n", b"a", b"b", b"c"))
+        assert_index_search(plan, self.table(filled, "kv"), using=("scope", "ns", "key"), unfiltered=("key",))
 
     @pytest.mark.parametrize("reverse", [False, True])
     @pytest.mark.parametrize(("has_start", "has_end"), [(False, False), (True, False), (False, True), (True, True)])
@@ -1478,33 +1461,36 @@ class TestKVIndexUse:
         params += [b"\x00\x10"] if has_start else []
         params += [b"\x00\x90"] if has_end else []
         params += [0, PAGE_SIZE]
-        plan = sqlite_plan(filled, filled.kv._scan[(has_start, has_end, reverse)], tuple(params))
-        assert_index_search(plan, self.table(filled, "kv"))
-        if has_start or has_end:
-            assert "key" in plan[0], f"the key bound is not used by the index: {plan}"
+        plan = plan_of(filled, kv.scan_sql(has_start, has_end, reverse), params)
+        using = ("scope", "ns", "key") if has_start or has_end else ("scope", "ns")
+        assert_index_search(plan, self.table(filled, "kv"), using=using, unfiltered=("key",))
 
     def test_log(self, filled: durastate.Store) -> None:
-        plan = sqlite_plan(filled, filled.kv._log_page, (b"s", b"n", b"k", 0, PAGE_SIZE))
-        assert_index_search(plan, self.table(filled, "kv_log"))
-        assert "id>" in plan[0].replace(" ", ""), f"the cursor is not used by the index: {plan}"
+        plan = plan_of(filled, kv.LOG_PAGE, (b"s", b"n", b"k", 0, PAGE_SIZE))
+        assert_index_search(plan, self.table(filled, "kv_log"), using=("scope", "ns", "key", "id"))
 
     def test_counter(self, filled: durastate.Store) -> None:
-        plan = sqlite_plan(filled, filled.kv._counter_get, (b"s", b"n", b"k"))
-        assert_index_search(plan, self.table(filled, "kv_counter"))
+        plan = plan_of(filled, kv.COUNTER_GET, (b"s", b"n", b"k"))
+        assert_index_search(plan, self.table(filled, "kv_counter"), using=("scope", "ns", "key"))
 
     def test_drain_and_delete(self, filled: durastate.Store) -> None:
         kv_table = self.table(filled, "kv")
-        assert_index_search(sqlite_plan(filled, filled.kv._drain, (b"s", b"n")), kv_table)
-        assert_index_search(sqlite_plan(filled, filled.kv._delete_all, (b"s", b"n")), kv_table)
-        assert_index_search(sqlite_plan(filled, filled.kv._delete_keys[2], (b"s", b"n", b"a", b"b")), kv_table)
-        range_sql = filled.kv._delete_range[(True, True)]
-        assert_index_search(sqlite_plan(filled, range_sql, (b"s", b"n", b"a", b"b")), kv_table)
+        assert_index_search(plan_of(filled, kv.DRAIN, (b"s", b"n")), kv_table, using=("scope", "ns"))
+        assert_index_search(plan_of(filled, kv.DELETE_ALL, (b"s", b"n")), kv_table, using=("scope", "ns"))
+        plan = plan_of(filled, kv.delete_keys_sql(2), (b"s", b"n", b"a", b"b"))
+        assert_index_search(plan, kv_table, using=("key",), unfiltered=("key",))
+        plan = plan_of(filled, kv.delete_range_sql(True, True), (b"s", b"n", b"a", b"b"))
+        assert_index_search(plan, kv_table, using=("scope", "ns", "key"))
 
     def test_prune_uses_the_expiry_index(self, filled: durastate.Store) -> None:
-        plan = sqlite_plan(filled, filled.kv._prune, (0, PRUNE_BATCH))
+        plan = plan_of(filled, kv.PRUNE, (0, PRUNE_BATCH))
         assert_index_search(plan, self.table(filled, "kv"))
-        assert any("expir" in line for line in plan), f"expiry index unused: {plan}"
+        assert any("expires_at" in step.condition for step in plan.steps), f"expiry index unused:\n{plan.text}"
+        plan = plan_of(filled, kv.PRUNE_DUE, (0,))
+        assert_index_search(plan, self.table(filled, "kv"), using=("expires_at",))
 
     def test_clear(self, filled: durastate.Store) -> None:
-        for statement, name in zip(filled.kv._clear, ("kv", "kv_log", "kv_counter"), strict=True):
-            assert_index_search(sqlite_plan(filled, statement, (b"s",)), self.table(filled, name))
+        statements = (kv.CLEAR_VALUES, kv.CLEAR_LOGS, kv.CLEAR_COUNTERS)
+        for statement, name in zip(statements, ("kv", "kv_log", "kv_counter"), strict=True):
+            plan = plan_of(filled, statement, (b"s",))
+            assert_index_search(plan, self.table(filled, name), using=("scope",))

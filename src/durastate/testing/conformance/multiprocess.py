@@ -200,14 +200,8 @@ def _open(url: str) -> durastate.Store:
 
 
 def _integrity_errors(store: durastate.Store) -> list[str]:
-    """``PRAGMA integrity_check`` problems of a SQLite store (``[]`` when ok, or not SQLite)."""
-    from durastate.engines.sqlite import SqliteEngine
-
-    engine = store.engine
-    if not isinstance(engine, SqliteEngine):
-        return []
-    rows = engine._thread_connection().execute("PRAGMA integrity_check").fetchall()
-    return [str(r[0]) for r in rows if r[0] != "ok"]
+    """The engine's integrity problems (``[]`` when ok, or nothing the engine can check)."""
+    return store.engine.integrity_errors()
 
 
 # -- workers (module level: spawn pickles them by name) ------------------------
@@ -470,11 +464,11 @@ class TestForkedStore:
 
     @pytest.mark.skipif("fork" not in START_METHODS, reason="this platform cannot fork")
     def test_fork_while_another_thread_is_in_a_transaction(
-        self, shared_url: str, request: pytest.FixtureRequest
+        self, shared_url: str, request: pytest.FixtureRequest, open_shared: Callable[..., durastate.Store]
     ) -> None:
         # Short busy timeout: children legitimately wait for the holder's
         # commit (well under a second); a lock that never frees fails fast.
-        parent = durastate.open(shared_url, busy_timeout=5.0)
+        parent = open_shared(busy_timeout=5.0)
         inside, forked = threading.Event(), threading.Event()
         holder_errors: list[BaseException] = []
 
@@ -602,7 +596,9 @@ class TestColdOpen:
 class TestKilledWriter:
     """SIGKILL of a writer: all-or-nothing batches, nothing acknowledged lost."""
 
-    def test_kill_inside_transaction_leaves_no_partial_batch(self, shared_url: str) -> None:
+    def test_kill_inside_transaction_leaves_no_partial_batch(
+        self, shared_url: str, open_shared: Callable[..., durastate.Store]
+    ) -> None:
         _open(shared_url).close()
         acked: list[int] = []
         with _Workers(ANY_METHOD) as workers:
@@ -617,7 +613,7 @@ class TestKilledWriter:
         assert acked == list(range(ACKED_ROUNDS))
 
         # Short busy timeout: a write lock outliving its process fails fast.
-        with durastate.open(shared_url, busy_timeout=5.0) as store:
+        with open_shared(busy_timeout=5.0) as store:
             assert _integrity_errors(store) == []
             kv = store.kv
             assert list(kv.scan(SCOPE, b"batch")) == [], "values of the killed batch survived"
@@ -634,7 +630,9 @@ class TestKilledWriter:
                 kv.put(SCOPE, b"after", b"k", b"v")
             assert kv.get(SCOPE, b"after", b"k") == b"v"
 
-    def test_kill_at_an_arbitrary_point_keeps_every_batch_whole(self, shared_url: str) -> None:
+    def test_kill_at_an_arbitrary_point_keeps_every_batch_whole(
+        self, shared_url: str, open_shared: Callable[..., durastate.Store]
+    ) -> None:
         _open(shared_url).close()
         reported: list[int] = []
         with _Workers(ANY_METHOD) as workers:
@@ -652,7 +650,7 @@ class TestKilledWriter:
                     break
         assert reported == list(range(len(reported)))
 
-        with durastate.open(shared_url, busy_timeout=5.0) as store:
+        with open_shared(busy_timeout=5.0) as store:
             assert _integrity_errors(store) == []
             kv = store.kv
             committed = kv.counter(SCOPE, COUNTER_NS, b"batches")

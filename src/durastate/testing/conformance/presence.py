@@ -8,15 +8,20 @@ read, ordering, and bad input.
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 import durastate
-from durastate import InvalidRequest
+from durastate import InvalidRequest, presence
 from durastate.testing.clock import FakeClock
 
-__all__ = ["TestPresence"]
+from .plans import assert_index_search, plan_of
+from .queues import FAILURE_DEADLINE
+
+__all__ = ["TestPresenceIndexUse", "TestPresence", "TestPresenceReadsNeverWait"]
 
 NS = "room/1"
 
@@ -128,3 +133,46 @@ class TestPresence:
             store.presence.set(NS, "a", {"x": 1}, at_ms=1, seen=1, ttl_ms=1000)
             raise RuntimeError
         assert store.presence.read(NS) == []
+
+    def test_read_inside_a_transaction_filters_without_sweeping(self, store: durastate.Store, clock: FakeClock) -> None:
+        store.presence.set(NS, "a", {"x": 1}, at_ms=50, seen=1, ttl_ms=1000)
+        clock.advance(2)
+        with store.engine.read_transaction():  # read-only on PostgreSQL: a sweep there would fail
+            assert store.presence.read(NS) == []
+        assert store.presence.read(NS) == []
+
+
+class TestPresenceReadsNeverWait:
+    """A read with nothing expired writes nothing, so it never waits for the write lock."""
+
+    def test_read_while_another_store_holds_the_write_lock(
+        self, shared_url: str, clock: FakeClock, open_shared: Callable[..., durastate.Store]
+    ) -> None:
+        reader = open_shared(clock=clock, busy_timeout=FAILURE_DEADLINE * 10)
+        writer = open_shared(clock=clock)
+        try:
+            reader.presence.set(NS, "alice", {"typing": True}, at_ms=1, seen=1, ttl_ms=60_000)
+            result: list[list[Any]] = []
+            with writer.transaction():
+                writer.kv.put(b"s", b"n", b"k", b"holds the write lock")
+                writer.presence.set(NS, "bob", {"typing": False}, at_ms=1, seen=1, ttl_ms=60_000)
+                thread = threading.Thread(target=lambda: result.append(reader.presence.read(NS)))
+                thread.start()
+                thread.join(FAILURE_DEADLINE)
+                blocked = thread.is_alive()
+            thread.join()
+            assert not blocked, "presence.read waited for another connection's write lock"
+            assert [(e.participant, e.value) for e in result[0]] == [("alice", True)]
+        finally:
+            writer.close()
+            reader.close()
+
+
+class TestPresenceIndexUse:
+    def test_read_and_its_due_check_are_index_searches(self, store: durastate.Store) -> None:
+        for who in ("a", "b", "c"):
+            store.presence.set(NS, who, {"x": 1, "y": 2}, at_ms=1, seen=1, ttl_ms=60_000)
+        table = store.engine.prefix + "presence"
+        assert_index_search(plan_of(store, presence.READ_LIVE, (NS, 0)), table, using=("ns",), sorts=True)
+        assert_index_search(plan_of(store, presence.SWEEP_DUE, (NS, 0)), table, using=("ns", "expires_at"))
+        assert_index_search(plan_of(store, presence.SWEEP, (NS, 0)), table, using=("ns", "expires_at"))

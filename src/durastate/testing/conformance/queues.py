@@ -22,11 +22,13 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule, run_state_machine_as_test
 
 import durastate
-from durastate import Conflict, InvalidRequest, StoreClosed
+from durastate import Conflict, InvalidRequest, StoreClosed, queues
+from durastate.engines.base import Statement
 from durastate.queues import DEFAULT_MAX_ATTEMPTS, MAX_NAME_SIZE, Claim, QueueStats
 from durastate.testing.clock import FakeClock
 
-from .kv import assert_index_search, expect_invalid, sqlite_plan
+from .kv import expect_invalid
+from .plans import assert_index_search, plan_of
 
 __all__ = [
     "TestClaimAckNackRenew",
@@ -810,7 +812,7 @@ class TestQueueBadInput:
         assert claim(store).id == held.id
 
 
-# -- index use (SQLite) ------------------------------------------------------------------
+# -- index use (every engine) ---------------------------------------------------------
 
 
 class TestQueueIndexUse:
@@ -826,41 +828,37 @@ class TestQueueIndexUse:
         claim(store, "other").nack()
         return store
 
-    def table(self, store: durastate.Store, name: str) -> str:
-        return store.engine.prefix + name
-
-    def check(self, store: durastate.Store, sql: str, params: tuple[Any, ...], table: str) -> list[str]:
-        plan = sqlite_plan(store, sql, params)
-        assert_index_search(plan, self.table(store, table))
-        return plan
+    def check(
+        self, store: durastate.Store, statement: Statement, params: tuple[Any, ...], table: str, *using: str
+    ) -> None:
+        plan = plan_of(store, statement, params)
+        assert_index_search(plan, store.engine.prefix + table, using=using)
 
     def test_claim(self, filled: durastate.Store) -> None:
-        plan = self.check(filled, filled.queues._claim, (b"token", 10**12, b"q", 10**12), "queue")
-        assert any("available_at" in line for line in plan), f"the due-time index is unused: {plan}"
+        self.check(filled, queues.CLAIM, (b"token", 10**12, b"q", 10**12), "queue", "queue", "available_at")
 
     def test_claim_slow_path(self, filled: durastate.Store) -> None:
-        self.check(filled, filled.queues._claim_head, (b"q", 10**12), "queue")
-        self.check(filled, filled.queues._claim_id, (b"token", 10**12, 1), "queue")
-        self.check(filled, filled.queues._bury, (10**12, 1), "queue")
+        self.check(filled, queues.CLAIM_HEAD, (b"q", 10**12), "queue", "queue", "available_at")
+        self.check(filled, queues.CLAIM_ID, (b"token", 10**12, 1), "queue", "id")
+        self.check(filled, queues.BURY, (10**12, 1), "queue", "id")
 
     def test_pop(self, filled: durastate.Store) -> None:
-        plan = self.check(filled, filled.queues._pop, (b"q", 10**12), "queue")
-        assert any("available_at" in line for line in plan), f"the due-time index is unused: {plan}"
+        self.check(filled, queues.POP, (b"q", 10**12), "queue", "available_at")
 
     def test_ack_nack_renew(self, filled: durastate.Store) -> None:
-        self.check(filled, filled.queues._ack_sql, (1, b"token"), "queue")
-        self.check(filled, filled.queues._nack_sql, (10**12, None, 1, b"token"), "queue")
-        self.check(filled, filled.queues._renew_sql, (10**12, 1, b"token"), "queue")
+        self.check(filled, queues.ACK, (1, b"token"), "queue", "id")
+        self.check(filled, queues.NACK, (10**12, None, 1, b"token"), "queue", "id")
+        self.check(filled, queues.RENEW, (10**12, 1, b"token"), "queue", "id")
 
     def test_stats(self, filled: durastate.Store) -> None:
         params = (10**12, 10**12, 10**12, b"q", b"q")
-        self.check(filled, filled.queues._stats, params, "queue")
-        self.check(filled, filled.queues._stats, params, "queue_dead")
+        self.check(filled, queues.STATS, params, "queue", "queue")
+        self.check(filled, queues.STATS, params, "queue_dead", "queue")
 
     def test_dead_letters(self, filled: durastate.Store) -> None:
-        self.check(filled, filled.queues._dead_page, (b"q", 0, 100), "queue_dead")
-        self.check(filled, filled.queues._redrive_id, (10**12, b"q", 1), "queue_dead")
-        self.check(filled, filled.queues._delete_dead_id, (b"q", 1), "queue_dead")
+        self.check(filled, queues.DEAD_PAGE, (b"q", 0, 100), "queue_dead", "queue", "id")
+        self.check(filled, queues.REDRIVE_ID, (10**12, b"q", 1), "queue_dead", "id")
+        self.check(filled, queues.DELETE_DEAD_ID, (b"q", 1), "queue_dead", "id")
 
 
 # -- model-based -----------------------------------------------------------------------

@@ -23,10 +23,13 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule, run_state_machine_as_test
 
 import durastate
-from durastate import Conflict, InvalidRequest, NotFound
+from durastate import Conflict, InvalidRequest, NotFound, records
 from durastate.records import CHECKPOINT_EVERY, MAX_SAFE_INTEGER, Records
 
+from .plans import assert_index_search, plan_of
+
 __all__ = [
+    "TestRecordsIndexUse",
     "TestRecordsAcrossProcesses",
     "rec_seeded",
     "TestRecordsBadInput",
@@ -641,10 +644,11 @@ class TestRecordsDocuments:
         for i in range(3 * CHECKPOINT_EVERY):
             r.commit([change(5, delta([{"op": "replace", "path": "/n", "value": i}]))])
         engine = store.engine
+        materialize = engine.sql(records.MATERIALIZE)
         for at in range(1, r.last_seq() + 1):
-            rows = engine.all(r._materialize_sql, (at, at, MAX_SAFE_INTEGER + 1, 5))
+            rows = engine.all(materialize, (at, at, MAX_SAFE_INTEGER + 1, 5))
             assert len(rows) <= CHECKPOINT_EVERY
-        current = engine.all(r._materialize_sql, (MAX_SAFE_INTEGER, MAX_SAFE_INTEGER, MAX_SAFE_INTEGER + 1, 5))
+        current = engine.all(materialize, (MAX_SAFE_INTEGER, MAX_SAFE_INTEGER, MAX_SAFE_INTEGER + 1, 5))
         assert len(current) == 1  # the newest revision carries the value
 
     def test_current_only_documents_keep_one_revision(self, store: durastate.Store) -> None:
@@ -1016,8 +1020,10 @@ class TestRecordsAcrossProcesses:
     WORKERS = 4
     COMMITS = 40
 
-    def test_concurrent_commits_get_strictly_increasing_gap_free_sequences(self, shared_url: str) -> None:
-        setup = durastate.open(shared_url)
+    def test_concurrent_commits_get_strictly_increasing_gap_free_sequences(
+        self, shared_url: str, open_shared: Callable[..., durastate.Store]
+    ) -> None:
+        setup = open_shared()
         try:
             start = setup.records.commit([conversation(1)])
         finally:
@@ -1047,7 +1053,7 @@ class TestRecordsAcrossProcesses:
             assert seqs == sorted(seqs) and len(set(seqs)) == len(seqs)
         every = sorted(s for seqs in results for s in seqs)
         assert every == list(range(start + 1, start + 1 + self.WORKERS * self.COMMITS))
-        check = durastate.open(shared_url)
+        check = open_shared()
         try:
             entries = _all_entries(check.records)
             assert len(entries) == self.WORKERS * self.COMMITS
@@ -1059,3 +1065,48 @@ class TestRecordsAcrossProcesses:
 def _all_entries(r: Records) -> list[dict[str, Any]]:
     out: Iterator[dict[str, Any]] = iter(all_pages(r.scan_entries, {"conversationId": 1, "order": "ascending"}, 50))
     return [r.entry(e["id"]) for e in out]  # type: ignore[misc]
+
+
+# -- index use (every engine) ------------------------------------------------------
+
+
+class TestRecordsIndexUse:
+    """Commit, entry and document reads are index searches (flat in store size)."""
+
+    @pytest.fixture
+    def filled(self, store: durastate.Store) -> durastate.Store:
+        return store
+
+    def check(
+        self,
+        store: durastate.Store,
+        statement: Any,
+        params: tuple[Any, ...],
+        table: str,
+        *using: str,
+        sorts: bool = False,
+    ) -> None:
+        plan = plan_of(store, statement, params)
+        assert_index_search(plan, store.engine.prefix + table, "c", "a", "d", "r", using=using, sorts=sorts)
+
+    def test_entries(self, filled: durastate.Store) -> None:
+        self.check(filled, records.GET_ENTRY, (1,), "rec_entry", "id")
+        self.check(filled, records.HEAD_MARKER, (1, 10), "rec_entry", "conversation_id")
+        for statement in records.ENTRIES.values():
+            self.check(filled, statement, (1, 0, 10, 5), "rec_entry", "conversation_id")
+
+    def test_conversations(self, filled: durastate.Store) -> None:
+        self.check(filled, records.GET_CONVERSATION, (1,), "rec_conversation", "id")
+        # The chain's rows (at most MAX_CHAIN_DEPTH) are put in order by a sort.
+        self.check(filled, records.CHAIN, (1, 10), "rec_conversation", "id", sorts=True)
+
+    def test_documents(self, filled: durastate.Store) -> None:
+        self.check(filled, records.GET_DOCUMENT_RECORD, (1,), "rec_document", "id")
+        self.check(filled, records.FIND_DOCUMENT["current"], ("k", "s", 1, 1, "key"), "rec_document", "key_value")
+        # At most CHECKPOINT_EVERY + 1 revision rows, which an engine may sort after the join.
+        self.check(filled, records.MATERIALIZE, (5, 5, 0, 1), "rec_revision", "document_id", sorts=True)
+        self.check(filled, records.LATEST_REVISION, (1,), "rec_revision", "document_id")
+
+    def test_id_lookups(self, filled: durastate.Store) -> None:
+        self.check(filled, records.GET_TASK, (1,), "rec_task", "id")
+        self.check(filled, records.GET_SUBMISSION, (1,), "rec_submission", "id")

@@ -4,8 +4,11 @@ One ``with store.transaction():`` block is one atomic commit over every
 facet (kv values, counters, logs, queue pushes, claims and acks): all of it
 lands when the block ends normally, none of it when it ends with any
 exception, ``BaseException`` included. Nested blocks are savepoints.
-Statement-error semantics inside a block ("a failed statement dooms the
-transaction") are the engine's contract, tested in ``conformance.engine``.
+A statement that fails in the database inside a block dooms the whole
+transaction (``TestDoomedTransactions``): later statements are refused, the
+block raises on exit and commits nothing, unless a nested block that
+*contains* the failure rolls back. Refusals raised before the database is
+asked (bad arguments, a lost lease) never doom (``conformance.engine``).
 """
 
 from __future__ import annotations
@@ -18,7 +21,8 @@ from typing import Any
 import pytest
 
 import durastate
-from durastate import Conflict, SchemaTooNew, StoreClosed
+from durastate import Conflict, DurastateError, InvalidRequest, SchemaTooNew, StoreClosed
+from durastate.engines.base import DDL, READ, WRITE
 from durastate.kv import PAGE_SIZE
 from durastate.queues import Claim
 from durastate.testing.clock import FakeClock
@@ -27,6 +31,8 @@ from .queues import FAILURE_DEADLINE, claim, counts, pop_all, stats
 
 __all__ = [
     "TestClosedStore",
+    "TestCloseInsideATransaction",
+    "TestDoomedTransactions",
     "TestReopen",
     "TestSchemaTooNew",
     "TestTransactionAtomicity",
@@ -259,6 +265,173 @@ class TestTransactionNesting(_Prepared):
         assert observable(store) == before
 
 
+# A statement every engine refuses in the database itself.
+NO_SUCH_TABLE = READ("SELECT * FROM {p}no_such_table")
+# A table with a CHECK constraint, for a refusal of a value rather than of SQL.
+CHECKED_TABLE = DDL("CREATE TABLE {p}checked (v INTEGER NOT NULL CHECK (v > 0))")
+INSERT_CHECKED = WRITE("INSERT INTO {p}checked (v) VALUES (?)")
+CHECKED_VALUES = READ("SELECT v FROM {p}checked")
+
+
+def fail_in_database(store: durastate.Store) -> None:
+    """Run a statement the database refuses; assert it raised a specific error."""
+    engine = store.engine
+    with pytest.raises(InvalidRequest) as raised:
+        engine.execute(engine.sql(NO_SUCH_TABLE), ())
+    assert type(raised.value) is not DurastateError
+
+
+def keys(store: durastate.Store) -> list[bytes]:
+    return [k for k, _ in store.kv.scan(b"s", b"n")]
+
+
+def put(store: durastate.Store, key: bytes) -> None:
+    store.kv.put(b"s", b"n", key, b"v")
+
+
+class TestDoomedTransactions:
+    """Failure before, inside and after savepoints; the same on every engine."""
+
+    def test_issue_repro_nothing_commits(self, store: durastate.Store) -> None:
+        """A failure before a savepoint is not undone by rolling that savepoint back."""
+        with pytest.raises(InvalidRequest), store.transaction():
+            put(store, b"a")
+            fail_in_database(store)
+            try:
+                with store.transaction():
+                    raise LookupError
+            except LookupError:
+                pass
+            put(store, b"b")
+        assert keys(store) == []
+
+    def test_caught_everything_still_commits_nothing(self, store: durastate.Store) -> None:
+        with pytest.raises(InvalidRequest, match="transaction rolled back"), store.transaction():
+            put(store, b"a")
+            fail_in_database(store)
+            with pytest.raises(InvalidRequest, match="aborted by an earlier failed statement"):
+                put(store, b"b")
+            with pytest.raises(InvalidRequest, match="aborted"), store.transaction():
+                raise AssertionError("a nested block of a doomed transaction must not open")
+        assert keys(store) == []
+        put(store, b"after")  # the store is healthy afterwards
+        assert keys(store) == [b"after"]
+
+    def test_failure_inside_a_savepoint_rolled_back_by_its_exception(self, store: durastate.Store) -> None:
+        with store.transaction():
+            put(store, b"before")
+            with pytest.raises(InvalidRequest), store.transaction():
+                put(store, b"inside")
+                store.engine.execute(store.engine.sql(NO_SUCH_TABLE), ())
+            put(store, b"after")
+        assert keys(store) == [b"after", b"before"]
+
+    def test_failure_caught_inside_a_savepoint_rolls_it_back_on_exit(self, store: durastate.Store) -> None:
+        with store.transaction():
+            put(store, b"before")
+            with pytest.raises(InvalidRequest, match="block rolled back"), store.transaction():
+                put(store, b"inside")
+                fail_in_database(store)
+            put(store, b"after")
+        assert keys(store) == [b"after", b"before"]
+
+    def test_failure_after_a_released_savepoint_dooms_everything(self, store: durastate.Store) -> None:
+        with pytest.raises(InvalidRequest, match="transaction rolled back"), store.transaction():
+            with store.transaction():
+                put(store, b"inside")
+            put(store, b"before failure")
+            fail_in_database(store)
+        assert keys(store) == []
+
+    def test_three_levels_failure_in_the_middle(self, store: durastate.Store) -> None:
+        with store.transaction():
+            put(store, b"1")
+            with pytest.raises(InvalidRequest, match="block rolled back"), store.transaction():
+                put(store, b"2")
+                fail_in_database(store)
+                try:
+                    with store.transaction():  # opened after the failure: refused
+                        raise LookupError
+                except (LookupError, InvalidRequest) as exc:
+                    assert isinstance(exc, InvalidRequest), "the doomed level let a savepoint open"
+            put(store, b"1 again")
+        assert keys(store) == [b"1", b"1 again"]
+
+    def test_three_levels_failure_at_the_bottom(self, store: durastate.Store) -> None:
+        with store.transaction():
+            put(store, b"1")
+            with store.transaction():
+                put(store, b"2")
+                with pytest.raises(InvalidRequest), store.transaction():
+                    put(store, b"3")
+                    store.engine.execute(store.engine.sql(NO_SUCH_TABLE), ())
+                put(store, b"2 again")
+        assert keys(store) == [b"1", b"2", b"2 again"]
+
+    def test_check_violation_is_refused_and_dooms(self, store: durastate.Store) -> None:
+        engine = store.engine
+        engine.execute(engine.sql(CHECKED_TABLE), ())
+        with pytest.raises(InvalidRequest):
+            engine.execute(engine.sql(INSERT_CHECKED), (0,))
+        with pytest.raises(InvalidRequest, match="transaction rolled back"), store.transaction():
+            engine.execute(engine.sql(INSERT_CHECKED), (1,))
+            with pytest.raises(InvalidRequest):
+                engine.execute(engine.sql(INSERT_CHECKED), (-1,))
+        with store.transaction():
+            engine.execute(engine.sql(INSERT_CHECKED), (2,))
+            with pytest.raises(InvalidRequest), store.transaction():
+                engine.execute(engine.sql(INSERT_CHECKED), (-2,))
+        assert engine.all(engine.sql(CHECKED_VALUES), ()) == [(2,)]
+
+    def test_a_doomed_read_transaction_raises_too(self, store: durastate.Store) -> None:
+        put(store, b"k")
+        with pytest.raises(InvalidRequest, match="transaction rolled back"), store.engine.read_transaction():
+            assert keys(store) == [b"k"]
+            fail_in_database(store)
+
+
+class TestCloseInsideATransaction:
+    """``close()`` from another thread while a block is open: the block rolls back."""
+
+    @staticmethod
+    def close_from_another_thread(store: durastate.Store) -> None:
+        closer = threading.Thread(target=store.close)
+        closer.start()
+        closer.join(FAILURE_DEADLINE)
+        assert not closer.is_alive()
+
+    def test_next_call_raises_store_closed_and_nothing_commits(
+        self, store_url: str, open_store: Callable[..., durastate.Store]
+    ) -> None:
+        store = open_store()
+        with pytest.raises(StoreClosed), store.transaction():
+            put(store, b"a")
+            self.close_from_another_thread(store)
+            with pytest.raises(StoreClosed):
+                put(store, b"b")
+        if store_url != "memory:":
+            assert keys(open_store()) == []
+
+    def test_block_without_further_calls_rolls_back(
+        self, store_url: str, open_store: Callable[..., durastate.Store]
+    ) -> None:
+        store = open_store()
+        with pytest.raises(StoreClosed), store.transaction():
+            put(store, b"a")
+            with store.transaction():
+                put(store, b"inner")
+            self.close_from_another_thread(store)
+        if store_url != "memory:":
+            assert keys(open_store()) == []
+
+    def test_nested_block_sees_the_close(self, store: durastate.Store) -> None:
+        with pytest.raises(StoreClosed), store.transaction():
+            put(store, b"a")
+            with store.transaction():
+                self.close_from_another_thread(store)
+                put(store, b"inner")
+
+
 class TestTransactionIsolation(_Prepared):
     def _read_in_thread(self, read: Callable[[], Any]) -> Any:
         result: list[Any] = []
@@ -369,8 +542,10 @@ class TestClosedStore:
 
 
 class TestReopen:
-    def test_reopened_store_sees_committed_data_only(self, shared_url: str, clock: FakeClock) -> None:
-        with durastate.open(shared_url, clock=clock) as store:
+    def test_reopened_store_sees_committed_data_only(
+        self, shared_url: str, clock: FakeClock, open_shared: Callable[..., durastate.Store]
+    ) -> None:
+        with open_shared(clock=clock) as store:
             store.queues.push("jobs", [b"job-1", b"job-2"])
             with store.transaction():
                 store.kv.put(b"s", b"n", b"k", b"committed")
@@ -385,7 +560,7 @@ class TestReopen:
                 raise RuntimeError("undo")
             held = claim(store, "jobs", lease=60)
             store.queues.push("late", [b"a"], delay=100)
-        with durastate.open(shared_url, clock=clock) as store:
+        with open_shared(clock=clock) as store:
             assert list(store.kv.scan(b"s", b"n")) == [(b"k", b"committed")]
             assert store.kv.counter(b"s", b"n", b"c") == 3
             assert list(store.kv.log(b"s", b"n", b"l")) == [(ordinal, b"entry")]
@@ -398,8 +573,10 @@ class TestReopen:
             assert (again.id, again.payload, again.attempts) == (held.id, b"job-2", 2)
             assert store.kv.append(b"s", b"n", b"l", b"more") > ordinal
 
-    def test_two_stores_on_one_database_see_each_others_commits(self, shared_url: str) -> None:
-        with durastate.open(shared_url) as first, durastate.open(shared_url) as second:
+    def test_two_stores_on_one_database_see_each_others_commits(
+        self, shared_url: str, open_shared: Callable[..., durastate.Store]
+    ) -> None:
+        with open_shared() as first, open_shared() as second:
             with first.transaction():
                 first.kv.put(b"s", b"n", b"k", b"from first")
                 first.queues.push("q", [b"job"])
@@ -437,7 +614,7 @@ class TestSchemaTooNew:
 
         bump(+1)
         with pytest.raises(SchemaTooNew) as raised:
-            durastate.open(store_url)
+            open_store()
         assert facet in str(raised.value)
         # Refusing touched nothing: with the version put back, the data is there.
         bump(-1)

@@ -235,8 +235,10 @@ class TestVgiOpening(_Fixtures):
         with pytest.raises(durastate.StoreClosed):
             storage.state_get_many(b"s", b"n", [b"k"])
 
-    def test_shares_the_native_kv_address_space(self, store_url: str) -> None:
-        with durastate.open(store_url) as store:
+    def test_shares_the_native_kv_address_space(
+        self, store_url: str, open_store: Callable[..., durastate.Store]
+    ) -> None:
+        with open_store() as store:
             with FunctionStorage.from_store(store) as storage:
                 storage.state_put_many(b"scope", b"ns", [(b"k", b"from-vgi")])
                 store.kv.put(b"scope", b"ns", b"native", b"from-kv")

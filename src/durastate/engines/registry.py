@@ -1,0 +1,149 @@
+"""Engines by URL scheme: ``durastate.open(url)`` asks this registry.
+
+Built in: ``sqlite`` (a path, ``sqlite:...``, ``memory:``) and
+``postgresql``/``postgres``. A third-party engine registers its scheme,
+either in code::
+
+    from durastate.engines import registry
+    registry.register("myengine", lambda url, options: MyEngine(url, **options))
+
+or with a ``durastate.engines`` entry point named after the scheme, whose
+object is such a factory (loaded the first time the scheme is opened).
+
+A factory gets the URL and the options of ``durastate.open`` (``prefix``,
+``durastate``, ``busy_timeout``, ``clock``, ``min_connections``,
+``max_connections``) and returns an engine (see ``engines.base``): an
+``EngineBase`` subclass gets the transaction machine, migrations and
+statement compilation for free. It takes the options that apply to it and
+ignores the rest.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+from collections.abc import Callable
+from importlib.metadata import entry_points
+from typing import TYPE_CHECKING, Any
+
+from .._validate import as_pool_sizes
+from ..errors import InvalidRequest
+
+if TYPE_CHECKING:
+    from .base import Engine
+
+__all__ = ["EngineFactory", "create", "register", "registered", "scheme_of"]
+
+EngineFactory = Callable[[str, dict[str, Any]], "Engine"]
+ENTRY_POINT_GROUP = "durastate.engines"
+SCHEME_RE = re.compile(r"^[a-z][a-z0-9+.-]*$")
+# Options only an engine with a connection pool uses (a factory of an engine
+# without one drops them; open() has already checked them).
+POOL_OPTIONS = ("min_connections", "max_connections")
+
+_lock = threading.Lock()
+_factories: dict[str, EngineFactory] = {}
+
+
+def register(scheme: str, factory: EngineFactory) -> None:
+    """Make ``durastate.open("<scheme>:...")`` use ``factory`` (replacing any earlier one)."""
+    if not isinstance(scheme, str) or not SCHEME_RE.match(scheme):
+        raise InvalidRequest(f"engine scheme must match {SCHEME_RE.pattern}, got {scheme!r}")
+    if not callable(factory):
+        raise InvalidRequest(f"engine factory for {scheme!r} must be callable, got {type(factory).__name__}")
+    with _lock:
+        _factories[scheme] = factory
+
+
+def registered() -> list[str]:
+    """The schemes known now (entry points not yet loaded are not listed)."""
+    with _lock:
+        return sorted(_factories)
+
+
+def scheme_of(url: str | os.PathLike[str] | None) -> str:
+    """The engine scheme of a store URL: a plain path or ``memory:`` is ``sqlite``."""
+    if url is None or isinstance(url, os.PathLike):
+        return "sqlite"
+    if not isinstance(url, str):
+        raise InvalidRequest(f"store URL must be a str or path, got {type(url).__name__}")
+    head, sep, _rest = url.partition(":")
+    if not sep or head in ("memory", "") or len(head) == 1:  # a path; ":memory:"; C:\\ on Windows
+        return "sqlite"
+    scheme = head.lower()
+    if "://" not in url and scheme not in _factories and not _entry_point(scheme):
+        return "sqlite"  # a relative path with a colon in it
+    return scheme
+
+
+def _entry_point(scheme: str) -> EngineFactory | None:
+    for point in entry_points(group=ENTRY_POINT_GROUP):
+        if point.name == scheme:
+            factory: EngineFactory = point.load()
+            register(scheme, factory)
+            return factory
+    return None
+
+
+def create(url: str | os.PathLike[str] | None, options: dict[str, Any]) -> Engine:
+    """An engine for ``url`` (not yet migrated), from its scheme's factory."""
+    scheme = scheme_of(url)
+    with _lock:
+        factory = _factories.get(scheme)
+    if factory is None:
+        factory = _entry_point(scheme)
+    if factory is None:
+        known = ", ".join(f"{s}:" for s in registered())
+        raise InvalidRequest(f"unknown store URL scheme {scheme!r} in {url!r}: known schemes are {known}")
+    return factory(url if isinstance(url, str) else ("" if url is None else os.fspath(url)), dict(options))
+
+
+# -- the built-in engines ----------------------------------------------------------
+
+_MEMORY_URLS = {"memory:", ":memory:", "sqlite://:memory:", "sqlite:///:memory:", "sqlite::memory:"}
+DEFAULT_PATH = os.path.join(".durastate", "state.db")
+
+
+def sqlite_path(url: str) -> str | None:
+    """The file path for a SQLite URL or path; ``None`` for in-memory; ``""`` for the default."""
+    if url in _MEMORY_URLS:
+        return None
+    if url.startswith("sqlite://"):
+        rest = url[len("sqlite://") :]
+        if not rest.startswith("/"):
+            raise InvalidRequest(f"sqlite URL {url!r}: use sqlite:///absolute/path.db or sqlite:relative/path.db")
+        return rest
+    if url.startswith("sqlite:"):
+        return url[len("sqlite:") :]
+    if "://" in url:
+        raise InvalidRequest(
+            f"unknown store URL {url!r}: expected a path, sqlite:///path.db, memory:, or postgresql://..."
+        )
+    return url
+
+
+def _sqlite(url: str, options: dict[str, Any]) -> Engine:
+    from .sqlite import SqliteEngine
+
+    # Checked, then dropped: SQLite has one connection per thread, no pool.
+    as_pool_sizes(options.pop("min_connections", 1), options.pop("max_connections", 10))
+    path = sqlite_path(url)
+    if path == "":
+        raise InvalidRequest("store path must not be empty")
+    return SqliteEngine(path, **options)
+
+
+def _postgres(url: str, options: dict[str, Any]) -> Engine:
+    try:
+        from .postgres import PostgresEngine
+    except ImportError as exc:  # psycopg missing
+        raise InvalidRequest(
+            f"opening {url.split('@')[-1]!r} needs the PostgreSQL driver: pip install 'durastate[postgres]' ({exc})"
+        ) from None
+    return PostgresEngine(url, **options)
+
+
+register("sqlite", _sqlite)
+register("postgresql", _postgres)
+register("postgres", _postgres)

@@ -1,0 +1,160 @@
+"""What a store keeps, and ``Store.maintain()``, which enforces it.
+
+Nothing in a store grows without bound unless you let it: every table that
+accumulates has a retention method on its facet (each deleting in bounded
+batches, see ``durastate._retention``), and a ``Retention`` policy given to
+``durastate.open(..., retention=...)`` names which of them ``maintain()``
+runs and with what limits. ``maintain()`` is explicit: call it from a cron
+job, a worker's idle loop or ``durastate maintain``; nothing runs in the
+background. Every rule is off (``None``) unless set, so the default policy
+only does what needs no decision: sweeping expired kv values and presence
+fields, which no read can see anyway.
+
+==========================  =====================================================
+what grows                  what bounds it
+==========================  =====================================================
+kv values                   ``delete``/``drain``/``clear``; ``put(ttl=)``, swept
+                            in passing and by ``kv.prune_expired`` (always run)
+kv logs                     ``kv.trim_log(keep_last=, older_than=)`` per log;
+                            ``kv.trim_logs(older_than)`` ← ``kv_log_max_age``
+kv counters                 ``delete_counter``/``clear`` (one row per counter)
+queue items                 ``ack``; redelivered, then dead after max attempts
+dead letters                ``queues.expire_dead(older_than)`` ←
+                            ``dead_letter_max_age``; ``delete_dead``
+document backups (.bak)     ``max_backups`` caps each key at ``clear`` time;
+                            ``documents.prune_backups(keep)`` ← same setting
+processed events            ``events.prune(older_than_ms=)`` (events covered by
+                            a snapshot) ← ``processed_event_max_age``
+event sessions              ``events.delete_session``;
+                            ``events.prune_sessions(settled_for_ms)`` ←
+                            ``settled_session_max_age``
+presence fields             expire by ``ttl_ms``; ``presence.sweep_expired``
+                            (always run); ``presence.remove`` for a leaver
+records                     pi-durable's contract keeps history; see
+                            ``records`` for what it keeps per document
+==========================  =====================================================
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, fields
+from typing import TYPE_CHECKING, Any
+
+from ._validate import fail
+
+if TYPE_CHECKING:
+    from .store import Store
+
+__all__ = ["MaintenanceReport", "Retention"]
+
+
+def _seconds(name: str, value: Any) -> None:
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+        fail(f"Retention.{name} must be None or a finite number of seconds >= 0, got {value!r}")
+
+
+@dataclass(frozen=True)
+class Retention:
+    """A store's retention policy (see the module docstring for each rule).
+
+    Ages are seconds of the store's clock; ``None`` turns a rule off.
+    ``max_backups``: documents ``clear`` keeps at most this many backups per
+    key (also applied to existing backups by ``maintain``).
+    """
+
+    kv_log_max_age: float | None = None
+    dead_letter_max_age: float | None = None
+    max_backups: int | None = None
+    processed_event_max_age: float | None = None
+    settled_session_max_age: float | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("kv_log_max_age", "dead_letter_max_age", "processed_event_max_age", "settled_session_max_age"):
+            _seconds(name, getattr(self, name))
+        backups = self.max_backups
+        if backups is not None and (isinstance(backups, bool) or not isinstance(backups, int) or backups < 1):
+            fail(f"Retention.max_backups must be None or an int >= 1, got {backups!r}")
+
+
+@dataclass
+class MaintenanceReport:
+    """Rows each rule removed in one ``maintain()`` run, and whether it finished."""
+
+    expired_values: int = 0
+    expired_presence: int = 0
+    log_entries: int = 0
+    dead_letters: int = 0
+    document_backups: int = 0
+    processed_events: int = 0
+    settled_sessions: int = 0
+    engine_bookkeeping: int = 0
+    finished: bool = True
+
+    def total(self) -> int:
+        """Rows removed by every rule together."""
+        return sum(getattr(self, f.name) for f in fields(self) if f.name != "finished")
+
+
+def maintain(store: Store, policy: Retention, *, max_rows: int | None = None) -> MaintenanceReport:
+    """Run every rule of ``policy`` on ``store``, deleting at most ``max_rows`` rows in all.
+
+    Each rule deletes in bounded batches (short commits); with ``max_rows``
+    no rule starts once that many rows went, and the report says
+    ``finished=False``: run it again to go on (every rule resumes from the
+    data, not from remembered state). ``events.prune`` has no row limit of
+    its own: once started it runs to the end (one statement per batch).
+    """
+    if max_rows is not None and (isinstance(max_rows, bool) or not isinstance(max_rows, int) or max_rows < 1):
+        fail(f"max_rows must be None or an int >= 1, got {max_rows!r}")
+    report = MaintenanceReport()
+    left = max_rows
+
+    def run(attribute: str, rule: Any) -> bool:
+        """Run ``rule(limit)``; False once the budget is spent."""
+        nonlocal left
+        if left is not None and left <= 0:
+            report.finished = False
+            return False
+        removed = int(rule(left))
+        setattr(report, attribute, getattr(report, attribute) + removed)
+        if left is not None:
+            left -= removed
+            if left <= 0:
+                report.finished = False
+                return False
+        return True
+
+    steps: list[tuple[str, Any]] = [
+        ("expired_values", lambda limit: store.kv.prune_expired(limit)),
+        ("expired_presence", lambda limit: store.presence.sweep_expired(limit=limit)),
+    ]
+    if policy.kv_log_max_age is not None:
+        age = policy.kv_log_max_age
+        steps.append(("log_entries", lambda limit: store.kv.trim_logs(age, limit=limit)))
+    if policy.dead_letter_max_age is not None:
+        dead_age = policy.dead_letter_max_age
+        steps.append(("dead_letters", lambda limit: store.queues.expire_dead(dead_age, limit=limit)))
+    if policy.max_backups is not None:
+        keep = policy.max_backups
+        steps.append(("document_backups", lambda limit: store.documents.prune_backups(keep, limit=limit)))
+    if policy.processed_event_max_age is not None:
+        event_ms = int(policy.processed_event_max_age * 1000)
+        steps.append(
+            (
+                "processed_events",
+                lambda limit: store.events.prune(older_than_ms=event_ms, batch_size=min(limit or 256, 256)),
+            )
+        )
+    if policy.settled_session_max_age is not None:
+        session_ms = int(policy.settled_session_max_age * 1000)
+        steps.append(("settled_sessions", lambda limit: store.events.prune_sessions(session_ms, limit=limit)))
+    prune_bookkeeping = getattr(store.engine, "prune_bookkeeping", None)
+    if callable(prune_bookkeeping):
+        steps.append(("engine_bookkeeping", lambda limit: prune_bookkeeping(limit=limit)))
+    for attribute, rule in steps:
+        if not run(attribute, rule):
+            break
+    return report

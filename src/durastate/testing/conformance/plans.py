@@ -1,0 +1,51 @@
+"""Plan checks: the hot statements of every facet are index searches, on every engine.
+
+Each check compiles a facet's public statement constant (``durastate.kv.GET``,
+...) for the store's engine and asks ``engine.explain`` for its plan: on
+PostgreSQL the generic plan a prepared statement ends up with, on a freshly
+filled table (no ANALYZE). A check fails when a step reads a table without
+searching an index (a full scan), when an index is searched without the
+columns the statement binds (a filter over a whole namespace), or when
+the order comes from a separate sort.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import durastate
+from durastate.engines.base import KeyLookup, Plan, Statement
+
+
+def plan_of(store: durastate.Store, statement: Statement | KeyLookup, params: Sequence[Any]) -> Plan:
+    engine = store.engine
+    return engine.explain(engine.sql(statement), tuple(params))
+
+
+def assert_index_search(
+    plan: Plan, *tables: str, using: Sequence[str] = (), sorts: bool = False, unfiltered: Sequence[str] = ()
+) -> None:
+    """Every read of ``tables`` searches an index; together they are bounded by ``using``.
+
+    ``tables``: names (or aliases) of the tables the statement reads.
+    ``using``: columns that must bound an index search (each column in at
+    least one read: a claim reads the queue by due time, then the row by id).
+    ``unfiltered``: columns that must not appear in a post-read filter
+    (such a filter means the index range holds rows of every value).
+    ``sorts``: whether a separate sort step is acceptable.
+    """
+    reads = plan.reads(*tables)
+    assert reads, f"the plan never reads {tables}:\n{plan.text}"
+    for column in using:
+        assert any(column in step.condition for step in reads), (
+            f"no index search of {tables} is bounded by {column}:\n{plan.text}"
+        )
+    for step in reads:
+        assert step.index is not None and step.condition, f"full scan of {step.table}:\n{plan.text}"
+        for column in unfiltered:
+            assert column not in step.filter, (
+                f"{step.table}: {column} filters the rows read instead of bounding the search:\n{plan.text}"
+            )
+    if not sorts:
+        assert not plan.sorts, f"sorts instead of reading in index order:\n{plan.text}"

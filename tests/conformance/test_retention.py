@@ -1,0 +1,1 @@
+from durastate.testing.conformance.retention import *  # noqa: F403

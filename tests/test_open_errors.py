@@ -1,0 +1,191 @@
+"""Errors at open and from configuration: permanent ones are not "retry later".
+
+A path that cannot be created, a folder, a file that is not a database or is
+damaged, a read-only store asked to write, nonsense options and a broken
+clock each raise a durastate error that says so, never a raw ``OSError`` /
+``ValueError`` and never ``StoreUnavailable``.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import durastate
+from durastate import ConfigurationError, InvalidRequest, StoreCorrupt, StoreUnavailable
+from durastate.testing import plugin, postgres_server
+
+
+def _not_retryable(exc: BaseException) -> None:
+    assert not isinstance(exc, StoreUnavailable), f"{type(exc).__name__} says 'retry later': {exc}"
+
+
+def test_a_folder_that_cannot_be_created_is_a_configuration_error(tmp_path: Path) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    with pytest.raises(ConfigurationError, match="cannot create") as caught:
+        durastate.open(blocker / "sub" / "state.db")
+    assert str(blocker) in str(caught.value)
+    _not_retryable(caught.value)
+
+
+def test_a_folder_is_not_a_store_and_empty_paths_are_refused(tmp_path: Path) -> None:
+    with pytest.raises(ConfigurationError, match="is a folder"):
+        durastate.open(tmp_path)
+    with pytest.raises(InvalidRequest):
+        durastate.open("")
+    cwd = os.getcwd()
+    os.chdir(tmp_path)
+    try:
+        with pytest.raises(InvalidRequest):  # Path("") is "." : a folder, refused the same way as ""
+            durastate.open(Path(""))
+    finally:
+        os.chdir(cwd)
+
+
+def test_a_path_without_permission_is_a_configuration_error_naming_it(tmp_path: Path) -> None:
+    if os.geteuid() == 0:
+        # root ignores file modes; sysfs refuses new folders even to root (EPERM).
+        target = Path("/sys/durastate-no-permission/state.db")
+    else:
+        locked = tmp_path / "locked"
+        locked.mkdir(mode=0o500)
+        target = locked / "state.db"
+    with pytest.raises(ConfigurationError, match="cannot create") as caught:
+        durastate.open(target)
+    assert str(target) in str(caught.value)
+    assert not target.exists()
+
+
+def test_a_file_that_is_not_a_database_is_corrupt_not_unavailable(tmp_path: Path) -> None:
+    junk = tmp_path / "junk.db"
+    junk.write_bytes(os.urandom(8192))
+    with pytest.raises(StoreCorrupt) as caught:
+        durastate.open(junk)
+    _not_retryable(caught.value)
+
+
+def test_a_damaged_database_is_corrupt(tmp_path: Path) -> None:
+    path = tmp_path / "state.db"
+    with durastate.open(path) as store:
+        store.kv.put_many(b"s", b"n", [(b"%06d" % i, b"x" * 200) for i in range(2000)])
+    import sqlite3
+
+    with sqlite3.connect(path) as raw:  # move everything from the WAL into the file
+        raw.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    data = bytearray(path.read_bytes())
+    page = 4096
+    for offset in range(2 * page, len(data) - page, 3 * page):  # scribble over interior pages
+        data[offset : offset + page] = os.urandom(page)
+    path.write_bytes(bytes(data))
+    with pytest.raises(StoreCorrupt), durastate.open(path) as store:
+        list(store.kv.scan(b"s", b"n"))
+
+
+def test_read_only_reads_and_refuses_every_write(tmp_path: Path) -> None:
+    path = tmp_path / "state.db"
+    with durastate.open(path) as store:
+        store.kv.put(b"s", b"n", b"k", b"v")
+        store.documents.write("d", {"v": 1})
+    os.chmod(path, 0o444)
+    with durastate.open(path, read_only=True) as ro:
+        assert ro.kv.get(b"s", b"n", b"k") == b"v"
+        assert ro.documents.read("d") is not None
+        for write in (
+            lambda: ro.kv.put(b"s", b"n", b"k", b"w"),
+            lambda: ro.documents.write("d", {"v": 2}),
+            lambda: ro.queues.push("q", [b"x"]),
+        ):
+            with pytest.raises(ConfigurationError) as caught:
+                write()
+            _not_retryable(caught.value)
+    os.chmod(path, 0o644)
+    with durastate.open(path) as store:
+        assert store.kv.get(b"s", b"n", b"k") == b"v" and store.documents.read("d").data == {"v": 1}  # type: ignore[union-attr]
+
+
+def test_read_only_needs_an_existing_current_store(tmp_path: Path) -> None:
+    with pytest.raises(ConfigurationError, match="no store file"):
+        durastate.open(tmp_path / "missing.db", read_only=True)
+    assert not (tmp_path / "missing.db").exists()
+    import sqlite3
+
+    sqlite3.connect(tmp_path / "plain.db").close()
+    with pytest.raises(ConfigurationError, match="open it writable once"):
+        durastate.open(tmp_path / "plain.db", read_only=True)
+    with pytest.raises(InvalidRequest):
+        durastate.open("memory:", read_only=True)
+    with pytest.raises(InvalidRequest):
+        durastate.open(tmp_path / "x.db", read_only="yes")  # type: ignore[arg-type]
+
+
+def test_read_only_on_postgres_refuses_writes() -> None:
+    base = plugin._postgres_base_url()
+    url, schema = postgres_server.create_schema(base)
+    try:
+        with durastate.open(url) as store:
+            store.kv.put(b"s", b"n", b"k", b"v")
+        with durastate.open(url, read_only=True) as ro:
+            assert ro.kv.get(b"s", b"n", b"k") == b"v"
+            with pytest.raises(ConfigurationError):
+                ro.kv.put(b"s", b"n", b"k", b"w")
+            with pytest.raises(ConfigurationError), ro.transaction():
+                ro.kv.put(b"s", b"n", b"k2", b"w")
+        with durastate.open(url) as store:
+            assert store.kv.get(b"s", b"n", b"k") == b"v" and store.kv.get(b"s", b"n", b"k2") is None
+    finally:
+        postgres_server.drop_schema(base, schema)
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"busy_timeout": math.inf},
+        {"busy_timeout": math.nan},
+        {"busy_timeout": 1e300},
+        {"busy_timeout": -1},
+        {"busy_timeout": True},
+        {"min_connections": "1"},
+        {"max_connections": 0},
+        {"min_connections": 5, "max_connections": 2},
+        {"durability": "fast"},
+        {"prefix": "pi_\n"},
+        {"prefix": "1abc"},
+        {"clock": lambda: "now"},
+        {"clock": lambda: math.nan},
+        {"clock": lambda: None},
+        {"clock": 5},
+    ],
+)
+def test_nonsense_options_are_refused_at_open(tmp_path: Path, options: dict[str, Any]) -> None:
+    with pytest.raises(InvalidRequest):
+        durastate.open(tmp_path / "state.db", **options)
+
+
+def test_a_clock_that_breaks_later_raises_a_clear_error(tmp_path: Path) -> None:
+    readings: list[Any] = [1_800_000_000.0]
+    with durastate.open(tmp_path / "state.db", clock=lambda: readings[0]) as store:
+        store.kv.put(b"s", b"n", b"k", b"v", ttl=10)
+        for bad in ("later", math.nan, math.inf, None):
+            readings[0] = bad
+            with pytest.raises(InvalidRequest, match="clock returned"):
+                store.kv.put(b"s", b"n", b"k", b"w", ttl=10)
+        readings[0] = 1_800_000_001.0
+        assert store.kv.get(b"s", b"n", b"k") == b"v"
+
+
+def test_json_integers_must_fit_signed_64_bits(tmp_path: Path) -> None:
+    with durastate.open(tmp_path / "state.db") as store:
+        for ok in (2**63 - 1, -(2**63), "1" * 40):
+            store.documents.write("d", {"n": ok})
+            store.events.append("s", [{"type": "t", "payload": {"n": ok}}])
+        for bad in (2**63, 2**64 - 1, -(2**63) - 1):
+            with pytest.raises(InvalidRequest, match="64"):
+                store.documents.write("d", {"deep": [{"n": bad}]})
+            with pytest.raises(InvalidRequest, match="64"):
+                store.events.append("s", [{"type": "t", "payload": [bad]}])
+        assert store.documents.read("d").data == {"n": "1" * 40}  # type: ignore[union-attr]
