@@ -1,0 +1,287 @@
+"""The drop-in adapters against the approaches they replace: compat.vgi and compat.functualize.
+
+Run it with ``make bench-compat`` (or ``.venv/bin/python bench/compat.py --help``).
+
+Pairs, each contender on its own fresh database file in one temporary folder:
+
+* vgi: ``durastate.compat.vgi.FunctionStorage`` (default options) against
+  ``bench/vgi_style.py``, vgi's ``FunctionStorageSqlite`` re-created at its
+  own defaults. Both are driven through the backend methods exactly as vgi's
+  ``BoundStorage`` drives them (``state_get`` is ``state_get_many([key])[0]``,
+  ``state_put`` is ``state_put_many([(key, value)])``), on the workload of
+  ``bench/run.py`` (10,000 keys and a 10,000-entry log preloaded, 100-byte
+  values).
+* functualize: ``durastate.compat.functualize.SQLiteSubstrate`` against
+  ``bench/functualize_style.py``, functualize-state-sqlite's substrate
+  re-created at its own defaults, on the documents of
+  ``bench/documents.py`` (10,000 preloaded, ~300 bytes). Ops: ``read``,
+  ``write`` (unconditional), ``read+CAS write`` (read, then write with
+  ``expect=`` the revision read), ``lock+read+write`` (both inside
+  ``lock(key)``).
+
+Method: one untimed warm-up batch per op (which also sizes the timed
+batches to about ``--batch-ms`` of the seed's time), then ``--rounds``
+rounds. Each round's batch is cut into ``--slices`` slices and the two
+contenders take turns slice by slice, starting with a different one each
+slice, so a noisy moment hits both alike. Both perform the same calls with
+the same arguments. Reported: median calls/s of each, and the median over
+rounds of the per-round ratio durastate / seed (seed time over durastate
+time for the same calls: higher is better) with its range; PASS when the
+median meets the target of issue 9.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import platform
+import random
+import sqlite3
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from documents import PRELOAD as DOC_PRELOAD
+from documents import doc_of
+from documents import key_of as doc_key_of
+from functualize_style import FunctualizeStyleSubstrate
+from run import VALUE_SIZE, CompatVgi, VgiStyle, Workload
+
+import durastate
+from durastate.compat.functualize import SQLiteSubstrate
+
+Runner = Callable[[list[Any]], None]
+
+# op name in the report -> (op name in bench/run.py, target)
+VGI_TARGETS = {
+    "put 1": ("put 1", 1.05),
+    "put 100": ("put 100", 0.95),
+    "get 1": ("get 1", 1.25),
+    "get 100": ("get 100", 1.10),
+    "scan 100": ("scan 100", 1.20),
+    "append": ("append", 1.30),
+    "log scan 100": ("log scan 100", 1.15),
+    "counter add": ("counter add", 1.05),
+    "push 1": ("queue push 1", 1.50),
+    "pop": ("pop", 0.95),
+}
+FUNCTUALIZE_TARGETS = {
+    "read": 1.5,
+    "write": 5.0,
+    "read+CAS write": 3.0,
+    "lock+read+write": 5.0,
+}
+
+
+class Substrate:
+    """One functualize-shaped substrate driven by the four ops (both return shapes handled)."""
+
+    def __init__(self, name: str, substrate: Any, revision_of: Callable[[Any], int], data_of: Callable[[Any], Any]):
+        self.name = name
+        self.substrate = substrate
+        self.revision_of = revision_of
+        self.data_of = data_of
+
+    def preload(self) -> None:
+        s = self.substrate
+        with s.lock("preload"):
+            for i in range(DOC_PRELOAD):
+                s.write(doc_key_of(i), doc_of(i, 0))
+
+    def prepare(self, op: str, calls: int) -> Runner:
+        s = self.substrate
+        revision_of = self.revision_of
+        data_of = self.data_of
+        if op == "read":
+
+            def run(keys: list[int]) -> None:
+                read = s.read
+                for i in keys:
+                    read(doc_key_of(i))
+
+        elif op == "write":
+
+            def run(keys: list[int]) -> None:
+                write = s.write
+                for i in keys:
+                    write(doc_key_of(i), doc_of(i, 1))
+
+        elif op == "read+CAS write":
+
+            def run(keys: list[int]) -> None:
+                read, write = s.read, s.write
+                for i in keys:
+                    key = doc_key_of(i)
+                    got = read(key)
+                    if not write(key, doc_of(i, 2), expect=revision_of(got)):
+                        raise AssertionError(f"{self.name}: CAS at the revision just read failed")
+
+        else:
+
+            def run(keys: list[int]) -> None:
+                read, write, lock = s.read, s.write, s.lock
+                for i in keys:
+                    key = doc_key_of(i)
+                    with lock(key):
+                        got = read(key)
+                        write(key, doc_of(i, data_of(got)["step"] + 1))
+
+        return run
+
+    def close(self) -> None:
+        self.substrate.close()
+
+
+def timed(run: Runner, args: list[Any]) -> float:
+    gc.collect()
+    start = time.perf_counter()
+    run(args)
+    return time.perf_counter() - start
+
+
+def measure(
+    pair: tuple[Any, Any],
+    ops: dict[str, tuple[str, float]],
+    make_args: Callable[[str, int], list[Any]],
+    rounds: int,
+    slices: int,
+    batch_seconds: float,
+) -> dict[str, tuple[list[float], list[float], list[float]]]:
+    """Per op: (durastate calls/s, seed calls/s, durastate/seed ratio), one entry per round."""
+    ours, seed = pair
+    sizes: dict[str, int] = {}
+    for label, (op, _target) in ops.items():
+        trial = make_args(op, 200)
+        timed(ours.prepare(op, len(trial)), trial)
+        per_call = timed(seed.prepare(op, len(trial)), trial) / len(trial)
+        sizes[label] = max(slices * 20, min(100_000, round(batch_seconds / max(per_call, 1e-9))))
+    results: dict[str, tuple[list[float], list[float], list[float]]] = {label: ([], [], []) for label in ops}
+    turn = 0
+    for r in range(rounds):
+        for label, (op, _target) in ops.items():
+            n = sizes[label]
+            args = make_args(op, n)
+            spent = {"ours": 0.0, "seed": 0.0}
+            step = -(-n // slices)
+            for start in range(0, n, step):
+                chunk = args[start : start + step]
+                turn += 1
+                order = [("ours", ours), ("seed", seed)] if turn % 2 else [("seed", seed), ("ours", ours)]
+                for name, contender in order:
+                    spent[name] += timed(contender.prepare(op, len(chunk)), chunk)
+            ours_rate, seed_rate, ratio = results[label]
+            ours_rate.append(n / spent["ours"])
+            seed_rate.append(n / spent["seed"])
+            ratio.append(spent["seed"] / spent["ours"])
+        print(f"  round {r + 1}/{rounds} done", file=sys.stderr, flush=True)
+    return results
+
+
+def report(title: str, seed_name: str, ops: dict[str, tuple[str, float]], results: dict[str, Any]) -> bool:
+    print(f"\n{title}")
+    header = ["op", "durastate /s", f"{seed_name} /s", "durastate/seed (range)", "target", "verdict"]
+    rows = []
+    all_pass = True
+    for label, (_op, target) in ops.items():
+        ours, seed, ratio = results[label]
+        median = statistics.median(ratio)
+        ok = median >= target
+        all_pass &= ok
+        rows.append(
+            [
+                label,
+                f"{statistics.median(ours):,.0f}",
+                f"{statistics.median(seed):,.0f}",
+                f"{median:.2f} ({min(ratio):.2f}-{max(ratio):.2f})",
+                f">= {target:.2f}",
+                "PASS" if ok else "MISS",
+            ]
+        )
+    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
+    for row in [header, ["-" * w for w in widths], *rows]:
+        print("| " + " | ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths))) + " |")
+    return all_pass
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=7, help="timed rounds (default 7; medians over them)")
+    parser.add_argument("--slices", type=int, default=4, help="turns the two contenders take per batch (default 4)")
+    parser.add_argument("--batch-ms", type=float, default=100.0, help="seed time per timed batch (default 100)")
+    parser.add_argument("--only", choices=["vgi", "functualize"], help="run one of the two pairs")
+    parser.add_argument("--strict", action="store_true", help="exit with status 1 when an op misses its target")
+    args = parser.parse_args(argv)
+    if args.rounds < 1 or args.slices < 1 or args.batch_ms <= 0:
+        parser.error("--rounds, --slices and --batch-ms must be positive")
+
+    print(f"durastate compat bench: {' '.join(sys.argv)}")
+    print(
+        f"machine: {platform.system()} {platform.machine()}, Python {platform.python_version()}, "
+        f"SQLite {sqlite3.sqlite_version}, durastate {durastate.__version__}; {args.rounds} rounds, "
+        f"batches of ~{args.batch_ms:g} ms of seed time in {args.slices} interleaved slices"
+    )
+    sys.stdout.flush()
+    all_pass = True
+    with tempfile.TemporaryDirectory(prefix="durastate-bench-compat-") as folder:
+        base = Path(folder)
+        if args.only in (None, "vgi"):
+            ours_vgi, seed_vgi = CompatVgi(base / "compat-vgi.db"), VgiStyle(base / "vgi-style.db")
+            try:
+                for contender in (ours_vgi, seed_vgi):
+                    contender.preload(b"v" * VALUE_SIZE)
+                workload = Workload()
+                results = measure(
+                    (ours_vgi, seed_vgi), VGI_TARGETS, workload.args, args.rounds, args.slices, args.batch_ms / 1000
+                )
+            finally:
+                ours_vgi.close()
+                seed_vgi.close()
+            all_pass &= report(
+                "compat.vgi.FunctionStorage vs vgi-style (bench/vgi_style.py)", "vgi-style", VGI_TARGETS, results
+            )
+        if args.only in (None, "functualize"):
+            ours_fz = Substrate(
+                "compat.functualize",
+                SQLiteSubstrate(base / "compat-functualize.db"),
+                lambda got: got.revision,
+                lambda got: got.data,
+            )
+            seed_fz = Substrate(
+                "functualize-style",
+                FunctualizeStyleSubstrate(base / "functualize-style.db"),
+                lambda got: got[1],
+                lambda got: got[0],
+            )
+            try:
+                for contender in (ours_fz, seed_fz):
+                    contender.preload()
+                rng = random.Random(20240601)
+                ops = {label: (label, target) for label, target in FUNCTUALIZE_TARGETS.items()}
+                results = measure(
+                    (ours_fz, seed_fz),
+                    ops,
+                    lambda _op, n: [rng.randrange(DOC_PRELOAD) for _ in range(n)],
+                    args.rounds,
+                    args.slices,
+                    args.batch_ms / 1000,
+                )
+            finally:
+                ours_fz.close()
+                seed_fz.close()
+            all_pass &= report(
+                "compat.functualize.SQLiteSubstrate vs functualize-style (bench/functualize_style.py)",
+                "functualize-style",
+                ops,
+                results,
+            )
+    print("\nratio = seed time / durastate time for the same calls (higher is better), median over rounds")
+    print("ALL PASS" if all_pass else "SOME MISS")
+    return 1 if args.strict and not all_pass else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
