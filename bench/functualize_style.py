@@ -31,7 +31,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-_SCHEMA = "CREATE TABLE IF NOT EXISTS documents (key TEXT PRIMARY KEY, payload TEXT NOT NULL, revision INTEGER NOT NULL)"
+_SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS documents (key TEXT PRIMARY KEY, payload TEXT NOT NULL, revision INTEGER NOT NULL)"
+)
 
 
 class SeedUnreadable(Exception):
