@@ -26,7 +26,10 @@ What is here (the seed's names):
   ignores it, as the seed does.
 * ``FrameworkNS``, the reserved ``b"_vgi/"`` namespace prefix (checked at
   every ``BoundStorage.state_*``/``counter_*`` entry point: ``ValueError``
-  for plain bytes carrying it, ``TypeError`` for a non-bytes namespace),
+  for plain bytes carrying it, ``TypeError`` for a non-bytes namespace).
+  With vgi-python installed, ``FrameworkNS`` is vgi's own enum (this module's
+  is a stand-in with the same members), so vgi's ``BoundStorage`` and this
+  one accept each other's members wherever the seed accepts its own;
   ``attach_catalog_bytes``, shard-key derivation (``"att-"`` + the hex of the
   first 16 bytes of the attach plaintext; a backend whose
   ``requires_shard_key`` is true refuses to be bound without one).
@@ -77,8 +80,11 @@ change a correct caller's results):
 * ``after_id`` below ``-1`` reads from the start, like ``-1``; above the
   int64 range nothing can follow it, so the result is ``[]`` (the seed raised
   ``OverflowError``).
-* ``state_drain`` returns its pairs sorted by key, as the protocol documents
-  (the seed returned ``DELETE ... RETURNING`` order, key order in practice).
+* ``state_drain`` returns its pairs sorted by key (ascending unsigned bytes,
+  on every engine), as vgi's ``FunctionStorage`` protocol documents. The
+  seed's SQLite backend returned ``DELETE ... RETURNING`` order, which is
+  its rowid order: insertion order of the keys (a key rewritten by an upsert
+  keeps its first place), not key order.
 * Batches (``state_put_many``, ``queue_push``, key lists) are validated
   whole before anything is written and written atomically: a rejected call
   changes nothing.
@@ -108,7 +114,11 @@ with ``durastate.open``):
   across the whole store and never reused (the seed's AUTOINCREMENT).
 * The work queue of ``execution_id`` is the native queue named
   ``b"vgi/" + execution_id`` (native names cannot be empty, and the prefix
-  keeps vgi's ids apart from an application's own queues). Items are pushed
+  keeps vgi's ids apart from an application's own queues). An id longer
+  than a native name allows (``durastate.queues.MAX_NAME_SIZE`` = 1024 bytes
+  with the prefix, i.e. over 1020 bytes) is addressed as ``b"vgi#" +
+  sha256(execution_id)`` instead, so execution ids of any length work, as
+  in the seed. Items are pushed
   with ``max_attempts=None`` so they never dead-letter; ``queue_pop`` is the
   native destructive ``pop``.
 * The store runs on a frozen clock (always the epoch). vgi's queue has no
@@ -132,6 +142,8 @@ from __future__ import annotations
 
 import enum
 import hashlib
+import importlib
+import importlib.util
 import logging
 import operator
 import os
@@ -306,6 +318,11 @@ class FrameworkNS(bytes, enum.Enum):
     entry point); framework code passes a member of this enum instead, which
     the wrappers accept and turn into plain bytes. The values are persisted
     in stored rows: never rename one.
+
+    When vgi-python is installed, ``durastate.compat.vgi.FrameworkNS`` *is*
+    ``vgi.function_storage.FrameworkNS`` (this class is the stand-in for
+    when it is not), so vgi's own ``BoundStorage`` accepts the members this
+    module hands out and this module's accepts vgi's.
     """
 
     BUFFERING_INIT = b"_vgi/buffering_init"
@@ -316,14 +333,45 @@ class FrameworkNS(bytes, enum.Enum):
     STREAMING_SESSION = b"_vgi/streaming_session"
 
 
+def _vgi_framework_ns() -> type[enum.Enum] | None:
+    """vgi-python's own ``FrameworkNS`` when vgi is installed and importable, else ``None``.
+
+    Imported at most once, when this module is; a vgi that cannot be
+    imported (or whose enum is not a bytes enum) leaves this module on its
+    stand-in.
+    """
+    try:
+        if importlib.util.find_spec("vgi") is None:
+            return None
+        theirs = importlib.import_module("vgi.function_storage").FrameworkNS
+    except Exception:
+        return None
+    if isinstance(theirs, type) and issubclass(theirs, bytes) and issubclass(theirs, enum.Enum):
+        return theirs
+    return None
+
+
+_STAND_IN_FRAMEWORK_NS = FrameworkNS
+_VGI_FRAMEWORK_NS = _vgi_framework_ns()
+if _VGI_FRAMEWORK_NS is not None:
+    FrameworkNS = _VGI_FRAMEWORK_NS  # type: ignore[misc, assignment]
+# Whose members carry the reserved prefix legitimately: vgi's and ours.
+_FRAMEWORK_NS_TYPES: tuple[type[enum.Enum], ...] = (
+    (_STAND_IN_FRAMEWORK_NS,) if _VGI_FRAMEWORK_NS is None else (_VGI_FRAMEWORK_NS, _STAND_IN_FRAMEWORK_NS)
+)
+
+
 def _coerce_ns(ns: bytes | FrameworkNS) -> bytes:
     """Validate a ``BoundStorage`` namespace and return it as plain bytes.
 
-    ``FrameworkNS`` members pass (they carry the reserved prefix
-    legitimately). Other ``bytes``/``bytearray`` starting with ``b"_vgi/"``
+    Members of ``FrameworkNS`` (vgi-python's own enum when it is installed,
+    and this module's stand-in) pass: they carry the reserved prefix
+    legitimately. Other ``bytes``/``bytearray`` starting with ``b"_vgi/"``
     raise ``ValueError``; anything else raises ``TypeError``.
     """
-    if isinstance(ns, FrameworkNS):
+    if type(ns) is bytes and not ns.startswith(_RESERVED_NS_PREFIX):
+        return ns  # the common case: an application namespace
+    if isinstance(ns, _FRAMEWORK_NS_TYPES):
         return bytes(ns.value)
     if not isinstance(ns, (bytes, bytearray)):
         raise TypeError(f"namespace must be bytes or FrameworkNS, got {type(ns).__name__}")
