@@ -7,6 +7,8 @@ PY := $(VENV)/bin/python
 
 .PHONY: demo test bench bench-postgres lint typecheck clean crash fuzz
 
+.PHONY: demo test bench bench-postgres bench-compat lint typecheck clean
+
 $(PY):
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
@@ -61,3 +63,8 @@ crash: $(VENV)/.installed-test
 # Longer fuzz run (CI runs 25 examples per entry point inside `make test`).
 fuzz: $(VENV)/.installed-test
 	DURASTATE_FUZZ_EXAMPLES=$${EXAMPLES:-500} $(PY) -m pytest tests/fuzz -q
+
+# The drop-in adapters against the seeds' own approaches (compat.vgi vs
+# bench/vgi_style.py, compat.functualize vs bench/functualize_style.py).
+bench-compat: $(VENV)/.installed-test
+	$(PY) bench/compat.py

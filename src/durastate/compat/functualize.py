@@ -242,12 +242,9 @@ class SQLiteSubstrate:
 
     def read(self, key: str) -> Stored | None:
         try:
-            doc = self._docs.read(key)
+            return self._docs.read_as(key, Stored)
         except UnreadableDocument as exc:
             raise _unreadable_type()(key, exc.reason) from None
-        if doc is None:
-            return None
-        return Stored(doc.data, doc.revision)
 
     def write(self, key: str, payload: dict[str, Any], *, expect: int | None = None) -> bool:
         """Replace the document; ``False`` when ``expect`` no longer matches.
