@@ -14,7 +14,8 @@ Pairs, each contender on its own fresh database file in one temporary folder:
 * functualize: ``durastate.compat.functualize.SQLiteSubstrate`` against
   ``bench/functualize_style.py``, functualize-state-sqlite's substrate
   re-created at its own defaults, on the documents of
-  ``bench/documents.py`` (10,000 preloaded, ~300 bytes). Ops: ``read``,
+  ``bench/documents.py`` (10,000 preloaded, ~300 bytes; keys and documents
+  of each call built before the timing). Ops: ``read``,
   ``write`` (unconditional), ``read+CAS write`` (read, then write with
   ``expect=`` the revision read), ``lock+read+write`` (both inside
   ``lock(key)``).
@@ -92,42 +93,40 @@ class Substrate:
                 s.write(doc_key_of(i), doc_of(i, 0))
 
     def prepare(self, op: str, calls: int) -> Runner:
+        """The timed part of ``op``; its arguments are ``(key, document)`` pairs built beforehand."""
         s = self.substrate
         revision_of = self.revision_of
         data_of = self.data_of
         if op == "read":
 
-            def run(keys: list[int]) -> None:
+            def run(args: list[tuple[str, dict[str, Any]]]) -> None:
                 read = s.read
-                for i in keys:
-                    read(doc_key_of(i))
+                for key, _doc in args:
+                    read(key)
 
         elif op == "write":
 
-            def run(keys: list[int]) -> None:
+            def run(args: list[tuple[str, dict[str, Any]]]) -> None:
                 write = s.write
-                for i in keys:
-                    write(doc_key_of(i), doc_of(i, 1))
+                for key, doc in args:
+                    write(key, doc)
 
         elif op == "read+CAS write":
 
-            def run(keys: list[int]) -> None:
+            def run(args: list[tuple[str, dict[str, Any]]]) -> None:
                 read, write = s.read, s.write
-                for i in keys:
-                    key = doc_key_of(i)
-                    got = read(key)
-                    if not write(key, doc_of(i, 2), expect=revision_of(got)):
+                for key, doc in args:
+                    if not write(key, doc, expect=revision_of(read(key))):
                         raise AssertionError(f"{self.name}: CAS at the revision just read failed")
 
         else:
 
-            def run(keys: list[int]) -> None:
+            def run(args: list[tuple[str, dict[str, Any]]]) -> None:
                 read, write, lock = s.read, s.write, s.lock
-                for i in keys:
-                    key = doc_key_of(i)
+                for key, doc in args:
                     with lock(key):
-                        got = read(key)
-                        write(key, doc_of(i, data_of(got)["step"] + 1))
+                        doc["step"] = data_of(read(key))["step"] + 1
+                        write(key, doc)
 
         return run
 
@@ -289,7 +288,9 @@ def main(argv: list[str] | None = None) -> int:
                 results = measure(
                     (ours_fz, seed_fz),
                     ops,
-                    lambda _op, n: [rng.randrange(DOC_PRELOAD) for _ in range(n)],
+                    lambda _op, n: [
+                        (doc_key_of(i), doc_of(i, 1)) for i in (rng.randrange(DOC_PRELOAD) for _ in range(n))
+                    ],
                     args.rounds,
                     args.slices,
                     args.batch_ms / 1000,
