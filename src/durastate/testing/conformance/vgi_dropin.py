@@ -24,6 +24,8 @@ import pytest
 
 from durastate.compat.vgi import BoundStorage, FunctionStorage
 
+from .vgi import SEED_FRAMEWORK_NS
+
 __all__ = ["TestVgiDrainOrder", "TestVgiFrameworkNSOfVgi", "TestVgiLongExecutionIds"]
 
 # The longest execution id whose queue keeps the plain ``b"vgi/" + id`` name.
@@ -98,25 +100,18 @@ class TestVgiDrainOrder(_WithStorage):
 # A stand-in for vgi-python's ``vgi/function_storage.py``: its FrameworkNS
 # members, and its rule that only its own enum's members may carry the
 # reserved prefix.
-_STAND_IN_VGI = '''
-import enum
-
-
-class FrameworkNS(bytes, enum.Enum):
-    BUFFERING_INIT = b"_vgi/buffering_init"
-    STREAMING_FINALIZE = b"_vgi/streaming_finalize"
-    TIO_STATE = b"_vgi/tio_state"
-    AGGREGATE_STATE = b"_vgi/aggregate_state"
-    AGGREGATE_WINDOW_PARTITION = b"_vgi/aggregate_window_partition"
-    STREAMING_SESSION = b"_vgi/streaming_session"
-
+_STAND_IN_VGI = (
+    "import enum\n\n\nclass FrameworkNS(bytes, enum.Enum):\n"
+    + "".join(f"    {name} = {value!r}\n" for name, value in SEED_FRAMEWORK_NS.items())
+    + """
 
 def vgi_accepts(ns):
-    """vgi's BoundStorage rule: a reserved-prefix namespace only as a member of this enum."""
+    \"\"\"vgi's BoundStorage rule: a reserved-prefix namespace only as a member of this enum.\"\"\"
     if isinstance(ns, FrameworkNS):
         return True
     return not bytes(ns).startswith(b"_vgi/")
-'''
+"""
+)
 
 
 def _run_with_stand_in_vgi(tmp_path: Path, script: str, *, vgi_source: str = _STAND_IN_VGI) -> str:
