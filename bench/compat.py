@@ -10,7 +10,11 @@ Pairs, each contender on its own fresh database file in one temporary folder:
   ``BoundStorage`` drives them (``state_get`` is ``state_get_many([key])[0]``,
   ``state_put`` is ``state_put_many([(key, value)])``), on the workload of
   ``bench/run.py`` (10,000 keys and a 10,000-entry log preloaded, 100-byte
-  values).
+  values). A third column, ``raw`` (``--no-raw`` leaves it out), is the
+  ceiling: ``bench/run.py``'s raw sqlite3 contender running durastate's own
+  compiled statements on a plain connection with no validation, so
+  ``raw/seed`` is the best any adapter over today's schema and statements
+  could reach.
 * functualize: ``durastate.compat.functualize.SQLiteSubstrate`` against
   ``bench/functualize_style.py``, functualize-state-sqlite's substrate
   re-created at its own defaults, on the documents of
@@ -43,6 +47,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -52,7 +57,7 @@ from documents import doc_of
 from documents import key_of as doc_key_of
 from durastate.compat.functualize import SQLiteSubstrate
 from functualize_style import FunctualizeStyleSubstrate
-from run import VALUE_SIZE, CompatVgi, VgiStyle, Workload
+from run import VALUE_SIZE, CompatVgi, RawSqlite, VgiStyle, Workload, statement_texts
 
 Runner = Callable[[list[Any]], None]
 
@@ -143,76 +148,94 @@ def timed(run: Runner, args: list[Any]) -> tuple[float, float]:
     return time.perf_counter() - start, time.thread_time() - cpu
 
 
-# Per op: durastate calls/s, seed calls/s, and the durastate/seed ratios by
-# wall-clock and by CPU time; one entry per round.
-Samples = tuple[list[float], list[float], list[float], list[float]]
+@dataclass
+class Samples:
+    """One op's measurements, one entry per round, by contender name."""
+
+    rate: dict[str, list[float]] = field(default_factory=dict)  # calls/s (wall-clock)
+    wall: dict[str, list[float]] = field(default_factory=dict)  # seed time / this contender's time
+    cpu: dict[str, list[float]] = field(default_factory=dict)  # the same by this thread's CPU time
 
 
 def measure(
-    pair: tuple[Any, Any],
+    contenders: dict[str, Any],
     ops: dict[str, tuple[str, float]],
     make_args: Callable[[str, int], list[Any]],
     rounds: int,
     slices: int,
     batch_seconds: float,
 ) -> dict[str, Samples]:
-    """Time every op on both contenders, ``rounds`` times (see the module docstring)."""
-    ours, seed = pair
+    """Time every op on every contender, ``rounds`` times (see the module docstring).
+
+    ``contenders`` maps names to contenders and must hold ``"seed"``; the
+    ratios are the seed's time over each contender's.
+    """
     sizes: dict[str, int] = {}
     for label, (op, _target) in ops.items():
         trial = make_args(op, 200)
-        timed(ours.prepare(op, len(trial)), trial)
-        per_call = timed(seed.prepare(op, len(trial)), trial)[0] / len(trial)
+        for name, contender in contenders.items():
+            if name != "seed":
+                timed(contender.prepare(op, len(trial)), trial)
+        per_call = timed(contenders["seed"].prepare(op, len(trial)), trial)[0] / len(trial)
         sizes[label] = max(slices * 20, min(100_000, round(batch_seconds / max(per_call, 1e-9))))
-    results: dict[str, Samples] = {label: ([], [], [], []) for label in ops}
+    results = {label: Samples() for label in ops}
+    order = list(contenders.items())
     turn = 0
     for r in range(rounds):
         for label, (op, _target) in ops.items():
             n = sizes[label]
             args = make_args(op, n)
-            spent = {"ours": 0.0, "seed": 0.0}
-            cpu = {"ours": 0.0, "seed": 0.0}
+            spent = dict.fromkeys(contenders, 0.0)
+            cpu = dict.fromkeys(contenders, 0.0)
             step = -(-n // slices)
             for start in range(0, n, step):
                 chunk = args[start : start + step]
                 turn += 1
-                order = [("ours", ours), ("seed", seed)] if turn % 2 else [("seed", seed), ("ours", ours)]
-                for name, contender in order:
+                shift = turn % len(order)
+                for name, contender in order[shift:] + order[:shift]:
                     wall, thread = timed(contender.prepare(op, len(chunk)), chunk)
                     spent[name] += wall
                     cpu[name] += thread
-            ours_rate, seed_rate, ratio, cpu_ratio = results[label]
-            ours_rate.append(n / spent["ours"])
-            seed_rate.append(n / spent["seed"])
-            ratio.append(spent["seed"] / spent["ours"])
-            cpu_ratio.append(cpu["seed"] / cpu["ours"])
+            samples = results[label]
+            for name in contenders:
+                samples.rate.setdefault(name, []).append(n / spent[name])
+                samples.wall.setdefault(name, []).append(spent["seed"] / spent[name])
+                samples.cpu.setdefault(name, []).append(cpu["seed"] / cpu[name])
         print(f"  round {r + 1}/{rounds} done", file=sys.stderr, flush=True)
     return results
+
+
+def _median_range(values: list[float]) -> str:
+    return f"{statistics.median(values):.2f} ({min(values):.2f}-{max(values):.2f})"
 
 
 def report(
     title: str, seed_name: str, ops: dict[str, tuple[str, float]], results: dict[str, Samples], clock: str
 ) -> bool:
     print(f"\n{title}")
+    with_raw = all("raw" in samples.rate for samples in results.values())
     header = ["op", "durastate /s", f"{seed_name} /s", "wall ratio (range)", "cpu ratio (range)", "target", "verdict"]
+    if with_raw:
+        header += ["raw /s", "raw/seed cpu (ceiling)"]
     rows = []
     all_pass = True
     for label, (_op, target) in ops.items():
-        ours, seed, ratio, cpu_ratio = results[label]
-        median = statistics.median(ratio if clock == "wall" else cpu_ratio)
+        samples = results[label]
+        median = statistics.median(samples.wall["ours"] if clock == "wall" else samples.cpu["ours"])
         ok = median >= target
         all_pass &= ok
-        rows.append(
-            [
-                label,
-                f"{statistics.median(ours):,.0f}",
-                f"{statistics.median(seed):,.0f}",
-                f"{statistics.median(ratio):.2f} ({min(ratio):.2f}-{max(ratio):.2f})",
-                f"{statistics.median(cpu_ratio):.2f} ({min(cpu_ratio):.2f}-{max(cpu_ratio):.2f})",
-                f">= {target:.2f}",
-                "PASS" if ok else "MISS",
-            ]
-        )
+        row = [
+            label,
+            f"{statistics.median(samples.rate['ours']):,.0f}",
+            f"{statistics.median(samples.rate['seed']):,.0f}",
+            _median_range(samples.wall["ours"]),
+            _median_range(samples.cpu["ours"]),
+            f">= {target:.2f}",
+            "PASS" if ok else "MISS",
+        ]
+        if with_raw:
+            row += [f"{statistics.median(samples.rate['raw']):,.0f}", _median_range(samples.cpu["raw"])]
+        rows.append(row)
     widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
     for row in [header, ["-" * w for w in widths], *rows]:
         cells = [c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths, strict=True))]
@@ -226,6 +249,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--slices", type=int, default=4, help="turns the two contenders take per batch (default 4)")
     parser.add_argument("--batch-ms", type=float, default=100.0, help="seed time per timed batch (default 100)")
     parser.add_argument("--only", choices=["vgi", "functualize"], help="run one of the two pairs")
+    parser.add_argument(
+        "--no-raw", action="store_true", help="leave out the raw sqlite3 column (the ceiling) of the vgi pair"
+    )
     parser.add_argument(
         "--clock",
         choices=["wall", "cpu"],
@@ -249,17 +275,20 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="durastate-bench-compat-") as folder:
         base = Path(folder)
         if args.only in (None, "vgi"):
-            ours_vgi, seed_vgi = CompatVgi(base / "compat-vgi.db"), VgiStyle(base / "vgi-style.db")
+            ours_vgi = CompatVgi(base / "compat-vgi.db")
+            vgi_contenders: dict[str, Any] = {"ours": ours_vgi, "seed": VgiStyle(base / "vgi-style.db")}
+            if not args.no_raw:
+                vgi_contenders["raw"] = RawSqlite(base / "raw.db", statement_texts(ours_vgi.storage.store))
             try:
-                for contender in (ours_vgi, seed_vgi):
+                for contender in vgi_contenders.values():
                     contender.preload(b"v" * VALUE_SIZE)
                 workload = Workload()
                 results = measure(
-                    (ours_vgi, seed_vgi), VGI_TARGETS, workload.args, args.rounds, args.slices, args.batch_ms / 1000
+                    vgi_contenders, VGI_TARGETS, workload.args, args.rounds, args.slices, args.batch_ms / 1000
                 )
             finally:
-                ours_vgi.close()
-                seed_vgi.close()
+                for contender in vgi_contenders.values():
+                    contender.close()
             all_pass &= report(
                 "compat.vgi.FunctionStorage vs vgi-style (bench/vgi_style.py)",
                 "vgi-style",
@@ -286,7 +315,7 @@ def main(argv: list[str] | None = None) -> int:
                 rng = random.Random(20240601)
                 ops = {label: (label, target) for label, target in FUNCTUALIZE_TARGETS.items()}
                 results = measure(
-                    (ours_fz, seed_fz),
+                    {"ours": ours_fz, "seed": seed_fz},
                     ops,
                     lambda _op, n: [
                         (doc_key_of(i), doc_of(i, 1)) for i in (rng.randrange(DOC_PRELOAD) for _ in range(n))
