@@ -83,13 +83,11 @@ FUNCTUALIZE_TARGETS = {
 
 
 class Substrate:
-    """One functualize-shaped substrate driven by the four ops (both return shapes handled)."""
+    """One functualize-shaped substrate (``read`` returns a ``Stored``) driven by the four ops."""
 
-    def __init__(self, name: str, substrate: Any, revision_of: Callable[[Any], int], data_of: Callable[[Any], Any]):
+    def __init__(self, name: str, substrate: Any):
         self.name = name
         self.substrate = substrate
-        self.revision_of = revision_of
-        self.data_of = data_of
 
     def preload(self) -> None:
         s = self.substrate
@@ -100,8 +98,6 @@ class Substrate:
     def prepare(self, op: str, calls: int) -> Runner:
         """The timed part of ``op``; its arguments are ``(key, document)`` pairs built beforehand."""
         s = self.substrate
-        revision_of = self.revision_of
-        data_of = self.data_of
         if op == "read":
 
             def run(args: list[tuple[str, dict[str, Any]]]) -> None:
@@ -121,7 +117,7 @@ class Substrate:
             def run(args: list[tuple[str, dict[str, Any]]]) -> None:
                 read, write = s.read, s.write
                 for key, doc in args:
-                    if not write(key, doc, expect=revision_of(read(key))):
+                    if not write(key, doc, expect=read(key).revision):
                         raise AssertionError(f"{self.name}: CAS at the revision just read failed")
 
         else:
@@ -130,7 +126,7 @@ class Substrate:
                 read, write, lock = s.read, s.write, s.lock
                 for key, doc in args:
                     with lock(key):
-                        doc["step"] = data_of(read(key))["step"] + 1
+                        doc["step"] = read(key).data["step"] + 1
                         write(key, doc)
 
         return run
@@ -300,14 +296,10 @@ def main(argv: list[str] | None = None) -> int:
             ours_fz = Substrate(
                 "compat.functualize",
                 SQLiteSubstrate(base / "compat-functualize.db"),
-                lambda got: got.revision,
-                lambda got: got.data,
             )
             seed_fz = Substrate(
                 "functualize-style",
                 FunctualizeStyleSubstrate(base / "functualize-style.db"),
-                lambda got: got[1],
-                lambda got: got[0],
             )
             try:
                 for contender in (ours_fz, seed_fz):

@@ -17,8 +17,9 @@ at the seed's own defaults:
 * ``lock(*keys)`` is one ``BEGIN IMMEDIATE`` transaction, re-entrant per
   thread by a depth counter.
 
-Reads return ``(data, revision)`` where the seed returns its ``Stored``
-dataclass; the difference is one small object per read.
+Reads return a ``Stored(data=..., revision=...)``, a frozen, slotted
+dataclass built with keywords, as the seed returns functualize's own
+``Stored``.
 """
 
 from __future__ import annotations
@@ -28,12 +29,21 @@ import sqlite3
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS documents (key TEXT PRIMARY KEY, payload TEXT NOT NULL, revision INTEGER NOT NULL)"
 )
+
+
+@dataclass(frozen=True, slots=True)
+class SeedStored:
+    """functualize's ``Stored``: a document and its revision."""
+
+    data: dict[str, Any]
+    revision: int
 
 
 class SeedUnreadable(Exception):
@@ -63,7 +73,7 @@ class FunctualizeStyleSubstrate:
             self._local.depth = 0
         return conn
 
-    def read(self, key: str) -> tuple[dict[str, Any], int] | None:
+    def read(self, key: str) -> SeedStored | None:
         row = self._conn().execute("SELECT payload, revision FROM documents WHERE key = ?", (key,)).fetchone()
         if row is None:
             return None
@@ -73,7 +83,7 @@ class FunctualizeStyleSubstrate:
             raise SeedUnreadable(key, str(exc)) from exc
         if not isinstance(data, dict):
             raise SeedUnreadable(key, f"expected an object, found {type(data).__name__}")
-        return data, int(row[1])
+        return SeedStored(data=data, revision=int(row[1]))
 
     def write(self, key: str, payload: dict[str, Any], *, expect: int | None = None) -> bool:
         blob = json.dumps(payload, indent=2, sort_keys=True)
