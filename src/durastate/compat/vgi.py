@@ -544,7 +544,10 @@ class FunctionStorage:
     Thread-safe and usable from many processes on one file or server. Every
     method validates its arguments first (``TypeError`` for wrong types,
     ``ValueError`` for wrong values) and changes nothing when it raises.
-    ``shard_key`` is accepted everywhere and ignored.
+    ``shard_key`` is accepted everywhere and ignored. The arguments are
+    validated once, by the facet the method calls; the adapter's own checks
+    run only when the facet refuses a call, to raise the seed's error type
+    (see ``_seed_error``).
     """
 
     db_path: str | os.PathLike[str]

@@ -22,11 +22,12 @@ from pathlib import Path
 
 import pytest
 
+from durastate.compat import vgi as compat_vgi
 from durastate.compat.vgi import BoundStorage, FunctionStorage
 
 from .vgi import SEED_FRAMEWORK_NS
 
-__all__ = ["TestVgiDrainOrder", "TestVgiFrameworkNSOfVgi", "TestVgiLongExecutionIds"]
+__all__ = ["TestVgiDrainOrder", "TestVgiFrameworkNSOfVgi", "TestVgiLongExecutionIds", "TestVgiValidatesOnce"]
 
 # The longest execution id whose queue keeps the plain ``b"vgi/" + id`` name.
 PLAIN_ID_LIMIT = 1020
@@ -95,6 +96,48 @@ class TestVgiDrainOrder(_WithStorage):
             (b"zz", b"v-zz"),
             (b"\xff", b"v-\xff"),
         ]
+
+
+class TestVgiValidatesOnce(_WithStorage):
+    """A correct call is checked by the facet alone; the adapter's checks run only to word a refusal."""
+
+    ADAPTER_CHECKS = ("_as_bytes", "_as_bytes_list", "_as_pairs", "_as_int", "_as_int64", "_as_limit")
+
+    def test_correct_calls_never_run_the_adapters_own_checks(
+        self, storage: FunctionStorage, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        def refuse(name: str, value: object) -> None:
+            raise AssertionError(f"the adapter re-checked {name} of a correct call")
+
+        for check in self.ADAPTER_CHECKS:
+            monkeypatch.setattr(compat_vgi, check, refuse)
+        bound = BoundStorage(storage, b"exec")
+        bound.state_put(b"ns", b"k", b"v")
+        bound.state_put_many(b"ns", [(b"a", b"1"), (b"b", b"2")])
+        assert bound.state_get(b"ns", b"k") == b"v"
+        assert bound.state_get_many(b"ns", [b"a", b"b", b"zz"]) == [b"1", b"2", None]
+        assert bound.state_scan(b"ns", start=b"a", limit=2) == [(b"a", b"1"), (b"b", b"2")]
+        assert bound.state_append(b"log", b"k", b"e1") < bound.state_append(b"log", b"k", b"e2")
+        assert [v for _, v in bound.state_log_scan(b"log", b"k", limit=5)] == [b"e1", b"e2"]
+        assert bound.counter_add(b"c", b"n", 5) == 5
+        bound.counter_set(b"c", b"n", 7)
+        assert bound.counter_get(b"c", b"n") == 7
+        bound.counter_delete(b"c", b"n")
+        assert bound.queue_push([b"w1", b"w2"]) == 2
+        assert bound.queue_pop() == b"w1"
+        assert bound.state_delete(b"ns", [b"a"]) == 1
+        assert bound.state_drain(b"ns") == [(b"b", b"2"), (b"k", b"v")]
+        assert bound.execution_clear() >= 2
+
+    def test_a_refused_call_still_gets_the_seeds_error_type(self, storage: FunctionStorage) -> None:
+        with pytest.raises(TypeError, match=r"items\[0\] key must be bytes"):
+            storage.state_put_many(b"s", b"n", [("k", b"v")])  # type: ignore[list-item]
+        with pytest.raises(OverflowError, match="delta"):
+            storage.state_counter_add(b"s", b"n", b"k", 2**63)
+        assert storage.state_counter_add(b"s", b"n", b"k", 2**62) == 2**62
+        with pytest.raises(ValueError, match="overflow"):  # a value refusal: the facet's own error stands
+            storage.state_counter_add(b"s", b"n", b"k", 2**62)
+        assert storage.state_counter_get(b"s", b"n", b"k") == 2**62
 
 
 # A stand-in for vgi-python's ``vgi/function_storage.py``: its FrameworkNS
