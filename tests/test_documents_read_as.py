@@ -30,3 +30,9 @@ def test_read_as_refuses_what_read_refuses(store: durastate.Store) -> None:
         store.documents.read_as("bad", _pair)
     with pytest.raises(durastate.InvalidRequest):
         store.documents.read_as("nul\x00key", _pair)
+
+
+def test_read_as_refuses_a_build_that_is_not_callable(store: durastate.Store) -> None:
+    store.documents.write("k", {"v": 1})
+    with pytest.raises(durastate.InvalidRequest, match="build must be callable"):
+        store.documents.read_as("k", None)  # type: ignore[arg-type]

@@ -423,7 +423,10 @@ class Documents:
 
         For adapters that return their own result type (``compat.functualize``'s
         ``Stored``): one object per read instead of a ``Document`` and a copy.
+        ``build`` must be callable (``InvalidRequest`` otherwise).
         """
+        if not callable(build):
+            fail(f"build must be callable (data, revision) -> result, got {type(build).__name__}")
         if type(key) is not str or not key.isascii() or len(key) > MAX_KEY_SIZE or "\x00" in key:
             key = check_key(key)
         row = self._engine.one(self._read, (key,))
