@@ -5,9 +5,7 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: demo test bench bench-postgres lint typecheck clean crash fuzz
-
-.PHONY: demo test bench bench-postgres bench-compat lint typecheck clean
+.PHONY: demo test bench bench-postgres bench-compat lint typecheck clean crash fuzz
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
