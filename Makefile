@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: demo test bench bench-postgres lint typecheck clean crash fuzz bench-langgraph
+.PHONY: demo test bench bench-postgres lint typecheck clean crash fuzz bench-langgraph bench-compat
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -67,3 +67,8 @@ fuzz: $(VENV)/.installed-test
 # DURASTATE_TEST_POSTGRES_URL or postgresql://postgres@127.0.0.1:5432/postgres).
 bench-langgraph: $(VENV)/.installed-test
 	$(PY) bench/langgraph.py
+
+# The drop-in adapters against the seeds' own approaches (compat.vgi vs
+# bench/vgi_style.py, compat.functualize vs bench/functualize_style.py).
+bench-compat: $(VENV)/.installed-test
+	$(PY) bench/compat.py

@@ -104,10 +104,10 @@ from __future__ import annotations
 import itertools
 import re
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, NamedTuple, overload
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar, overload
 
 import orjson
 
@@ -203,6 +203,10 @@ def list_sql(after: bool, bounded: bool) -> Statement:
 
 
 # -- values ------------------------------------------------------------------
+
+
+# What ``Documents.read_as`` builds: the caller's own result type.
+_Built = TypeVar("_Built")
 
 
 class Document(NamedTuple):
@@ -409,6 +413,17 @@ class Documents:
 
     def read(self, key: str) -> Document | None:
         """The document at ``key``, or ``None``; ``UnreadableDocument`` if it cannot be decoded."""
+        return self.read_as(key, Document)
+
+    def read_as(self, key: str, build: Callable[[dict[str, Any], int], _Built]) -> _Built | None:
+        """``build(data, revision)`` of the document at ``key``, or ``None``; as ``read``.
+
+        For adapters that return their own result type (``compat.functualize``'s
+        ``Stored``): one object per read instead of a ``Document`` and a copy.
+        ``build`` must be callable (``InvalidRequest`` otherwise).
+        """
+        if not callable(build):
+            fail(f"build must be callable (data, revision) -> result, got {type(build).__name__}")
         if type(key) is not str or not key.isascii() or len(key) > MAX_KEY_SIZE or "\x00" in key:
             key = check_key(key)
         row = self._engine.one(self._read, (key,))
@@ -421,7 +436,7 @@ class Documents:
             raise UnreadableDocument(key, str(exc), revision) from None
         if type(data) is not dict:
             raise UnreadableDocument(key, f"expected an object, found {type(data).__name__}", revision)
-        return Document(data, revision)
+        return build(data, revision)
 
     def read_raw(self, key: str) -> RawDocument | None:
         """The stored bytes and revision at ``key`` (never decoded), or ``None``."""

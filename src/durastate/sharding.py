@@ -307,6 +307,7 @@ class ShardedDocuments(_ShardedFacet):
         return mapper(key)
 
     read = _doc_read(Documents.read)
+    read_as = _doc_read(Documents.read_as)
     read_raw = _doc_read(Documents.read_raw)
     write = _doc_write(Documents.write)
     delete = _doc_write(Documents.delete)

@@ -44,15 +44,29 @@ What is here (the seed's names):
     ``"<n> document(s), <total> B in <path>"`` or ``"empty"``.
 * ``Stored(data, revision)``, ``SubstrateUnreadableError(key, reason)``.
   When functualize itself is importable, the error raised is also an
-  instance of functualize's own ``SubstrateUnreadableError``, so the
-  framework's ``except`` clauses catch it.
+  instance of functualize's own ``SubstrateUnreadableError``, constructed
+  with the signature the installed functualize has (``(key, detail)`` in
+  0.3.x and 0.4.x; its message is functualize's), so the framework's
+  ``except`` clauses and stores (``FreshStore`` degrading, ``ScopeStore``
+  refusing) behave as on the seed.
 * ``SQLiteStatePlugin``: the plugin shape of the seed. Calling it with the
-  app registers a hook on ``APP_READY`` that installs a ``SQLiteSubstrate``
-  as ``app.substrate``; the database is ``plugin.sqlite-state.db_path`` from
-  the app's configuration, else ``<app.fresh_root>/.functualize/state.db``.
-  A failure to install is logged and left alone (the app keeps its
-  filesystem default). Nothing from functualize is imported until the
-  plugin is called.
+  app registers a hook on ``APP_READY`` that installs a ``SQLiteSubstrate``:
+  through ``app.install_substrate()`` on functualize 0.4 (where
+  ``app.substrate`` became read-only, so the seed's own plugin silently
+  falls back to JSON files there), through ``app.substrate = ...`` on 0.3.
+  The database is ``plugin.sqlite-state.db_path`` from the app's
+  configuration, else ``<app.fresh_root>/.functualize/state.db``. A failure
+  to open or install raises functualize's ``SubstrateInstallError`` where
+  functualize has one (0.4: it aborts the boot rather than split a
+  project's documents across two backends); on 0.3 it is logged and the app
+  keeps its filesystem default, as the seed does. Nothing from functualize
+  is imported until the plugin is called.
+
+Which functualize versions work: 0.3.x and 0.4.x, tested in durastate's
+suite with functualize 0.3.0 and 0.4.0 (functualize-state-sqlite 0.3.0's
+own ``tests/test_sqlite_substrate.py``, 23 of 23 on an SQLite file and on
+PostgreSQL, and the plugin booted in a real ``FunctualizeApp``; see
+``tests/test_functualize_upstream.py``).
 
 Where this differs from the seed (none of it can change a correct caller's
 results):
@@ -82,6 +96,7 @@ results):
 from __future__ import annotations
 
 import importlib
+import inspect
 import logging
 import operator
 import os
@@ -131,8 +146,30 @@ class SubstrateUnreadableError(Exception):
 _bridged: type[SubstrateUnreadableError] | None = None
 
 
+def _takes_key_and_detail(init: Any) -> bool:
+    """Whether an exception's ``__init__`` takes ``(key, detail)`` rather than one message.
+
+    functualize 0.3.x and 0.4.x define ``SubstrateUnreadableError(key,
+    detail)``; a version whose class takes a single message (or defines no
+    ``__init__`` of its own) gets the message.
+    """
+    if init is Exception.__init__:
+        return False
+    try:
+        parameters = list(inspect.signature(init).parameters.values())[1:]  # after self
+    except (TypeError, ValueError):
+        return False
+    positional = [p for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    return len(positional) >= 2
+
+
 def _unreadable_type() -> type[SubstrateUnreadableError]:
-    """Our error class, made also functualize's own when functualize is importable."""
+    """Our error class, made also functualize's own when functualize is importable.
+
+    The combined class is built once. Its ``__init__`` constructs the
+    functualize half with the signature the installed functualize has, then
+    sets our ``key`` and ``reason``; the message is functualize's.
+    """
     global _bridged
     if _bridged is None:
         bridged: type[SubstrateUnreadableError] = SubstrateUnreadableError
@@ -141,8 +178,22 @@ def _unreadable_type() -> type[SubstrateUnreadableError]:
         except Exception:
             pass
         else:
+            key_and_detail = _takes_key_and_detail(theirs.__init__)
+
+            def __init__(self: SubstrateUnreadableError, key: str, reason: str) -> None:
+                if key_and_detail:
+                    theirs.__init__(self, key, reason)
+                else:
+                    theirs.__init__(self, f"cannot read {key!r}: {reason}")
+                self.key = key
+                self.reason = reason
+
             try:
-                bridged = type("SubstrateUnreadableError", (SubstrateUnreadableError, theirs), {})
+                bridged = type(
+                    "SubstrateUnreadableError",
+                    (SubstrateUnreadableError, theirs),
+                    {"__init__": __init__, "__module__": __name__},
+                )
             except TypeError:  # an incompatible layout: ours alone
                 pass
         _bridged = bridged
@@ -169,12 +220,13 @@ def _open_target(path: str | os.PathLike[str]) -> tuple[str | os.PathLike[str], 
 class SQLiteSubstrate:
     """Documents in one durastate store, reachable from any process (see the module docstring)."""
 
-    __slots__ = ("_docs", "_path", "_store")
+    __slots__ = ("_docs", "_path", "_read_as", "_store")
 
     def __init__(self, path: Path | str) -> None:
         target, file_path = _open_target(path)
         self._store = durastate.open(target)
         self._docs: Documents = self._store.documents
+        self._read_as = self._docs.read_as  # bound once: read is the hottest call
         self._path: Path | str = file_path if file_path is not None else self._store.url
 
     @property
@@ -191,12 +243,9 @@ class SQLiteSubstrate:
 
     def read(self, key: str) -> Stored | None:
         try:
-            doc = self._docs.read(key)
+            return self._read_as(key, Stored)
         except UnreadableDocument as exc:
             raise _unreadable_type()(key, exc.reason) from None
-        if doc is None:
-            return None
-        return Stored(doc.data, doc.revision)
 
     def write(self, key: str, payload: dict[str, Any], *, expect: int | None = None) -> bool:
         """Replace the document; ``False`` when ``expect`` no longer matches.
@@ -267,6 +316,15 @@ class SQLiteSubstrate:
         return f"<SQLiteSubstrate {self._path}>"
 
 
+def _functualize_install_error() -> type[Exception] | None:
+    """functualize's ``SubstrateInstallError`` (0.4 and later), or ``None``."""
+    try:
+        error = importlib.import_module("functualize._types.errors").SubstrateInstallError
+    except Exception:
+        return None
+    return error if isinstance(error, type) and issubclass(error, Exception) else None
+
+
 class SQLiteStatePlugin:
     """Installs a :class:`SQLiteSubstrate` as the app's substrate at ``APP_READY``."""
 
@@ -289,14 +347,30 @@ class SQLiteStatePlugin:
     def _on_app_ready(self, app: Any) -> None:
         """Choose the substrate once, before any store resolved one.
 
-        Installing can fail (an unwritable folder, a server that is down, an
-        app that already resolved its substrate and refuses a late one): that
-        is logged, and the app keeps its filesystem default.
+        functualize 0.4 installs through ``app.install_substrate()`` (its
+        ``app.substrate`` is read-only); 0.3 through ``app.substrate = ...``.
+        Opening or installing can fail (an unwritable folder, a server that
+        is down, an app that already resolved its substrate and refuses a
+        late one). Where functualize defines ``SubstrateInstallError`` (0.4),
+        that is raised, which aborts the boot as functualize asks of
+        substrate plugins, rather than splitting a project's documents
+        between two backends; on older versions it is logged and the app
+        keeps its filesystem default, as the seed does.
         """
+        substrate: SQLiteSubstrate | None = None
         try:
             substrate = SQLiteSubstrate(self._db_path(app))
-            app.substrate = substrate
-        except Exception:
+            install = getattr(app, "install_substrate", None)
+            if callable(install):
+                install(substrate)  # functualize >= 0.4: the boot-only install door
+            else:
+                app.substrate = substrate  # functualize 0.3: a settable attribute
+        except Exception as exc:
+            if substrate is not None:
+                substrate.close()
+            refusal = _functualize_install_error()
+            if refusal is not None:
+                raise refusal(f"sqlite-state could not install its substrate: {exc}") from exc
             logger.exception(
                 "sqlite-state could not install its substrate; this project will use the filesystem default"
             )

@@ -26,7 +26,10 @@ What is here (the seed's names):
   ignores it, as the seed does.
 * ``FrameworkNS``, the reserved ``b"_vgi/"`` namespace prefix (checked at
   every ``BoundStorage.state_*``/``counter_*`` entry point: ``ValueError``
-  for plain bytes carrying it, ``TypeError`` for a non-bytes namespace),
+  for plain bytes carrying it, ``TypeError`` for a non-bytes namespace).
+  With vgi-python installed, ``FrameworkNS`` is vgi's own enum (this module's
+  is a stand-in with the same members), so vgi's ``BoundStorage`` and this
+  one accept each other's members wherever the seed accepts its own;
   ``attach_catalog_bytes``, shard-key derivation (``"att-"`` + the hex of the
   first 16 bytes of the attach plaintext; a backend whose
   ``requires_shard_key`` is true refuses to be bound without one).
@@ -77,8 +80,11 @@ change a correct caller's results):
 * ``after_id`` below ``-1`` reads from the start, like ``-1``; above the
   int64 range nothing can follow it, so the result is ``[]`` (the seed raised
   ``OverflowError``).
-* ``state_drain`` returns its pairs sorted by key, as the protocol documents
-  (the seed returned ``DELETE ... RETURNING`` order, key order in practice).
+* ``state_drain`` returns its pairs sorted by key (ascending unsigned bytes,
+  on every engine), as vgi's ``FunctionStorage`` protocol documents. The
+  seed's SQLite backend returned ``DELETE ... RETURNING`` order, which is
+  its rowid order: insertion order of the keys (a key rewritten by an upsert
+  keeps its first place), not key order.
 * Batches (``state_put_many``, ``queue_push``, key lists) are validated
   whole before anything is written and written atomically: a rejected call
   changes nothing.
@@ -108,7 +114,11 @@ with ``durastate.open``):
   across the whole store and never reused (the seed's AUTOINCREMENT).
 * The work queue of ``execution_id`` is the native queue named
   ``b"vgi/" + execution_id`` (native names cannot be empty, and the prefix
-  keeps vgi's ids apart from an application's own queues). Items are pushed
+  keeps vgi's ids apart from an application's own queues). An id longer
+  than a native name allows (``durastate.queues.MAX_NAME_SIZE`` = 1024 bytes
+  with the prefix, i.e. over 1020 bytes) is addressed as ``b"vgi#" +
+  sha256(execution_id)`` instead, so execution ids of any length work, as
+  in the seed. Items are pushed
   with ``max_attempts=None`` so they never dead-letter; ``queue_pop`` is the
   native destructive ``pop``.
 * The store runs on a frozen clock (always the epoch). vgi's queue has no
@@ -131,16 +141,20 @@ with ``durastate.open``):
 from __future__ import annotations
 
 import enum
+import hashlib
+import importlib
+import importlib.util
 import logging
 import operator
 import os
 import weakref
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Protocol
 
 import durastate
 from durastate.errors import InvalidRequest
+from durastate.queues import MAX_NAME_SIZE as _MAX_QUEUE_NAME_SIZE
 from durastate.sharding import rendezvous_owner
 
 if TYPE_CHECKING:
@@ -165,8 +179,11 @@ _RESERVED_NS_PREFIX = b"_vgi/"
 # Width of the framework UUID at the head of every unwrapped attach plaintext
 # (``uuid(16) || catalog_bytes``).
 _ATTACH_UUID_LEN = 16
-# Native queue name of an execution's work queue: this prefix + execution_id.
+# Native queue name of an execution's work queue: this prefix + execution_id;
+# an id too long for that is addressed by its SHA-256 under the other prefix.
 _QUEUE_PREFIX = b"vgi/"
+_HASHED_QUEUE_PREFIX = b"vgi#"
+_QUEUE_ID_ROOM = _MAX_QUEUE_NAME_SIZE - len(_QUEUE_PREFIX)
 _INT64_MIN = -(2**63)
 _INT64_MAX = 2**63 - 1
 # Larger than any len(): the native size checks never refuse; the engine's
@@ -259,6 +276,37 @@ def _as_shard_key(value: Any) -> str:
     return value
 
 
+def _check_limit(name: str, value: Any) -> int | None:
+    return _as_limit(value)
+
+
+def _as_optional_bytes_list(name: str, value: Any) -> list[bytes] | None:
+    return None if value is None else _as_bytes_list(name, value)
+
+
+_Check = tuple[Callable[[str, Any], object], str, Any]
+
+
+def _address_checks(scope_id: Any, ns: Any, key: Any) -> tuple[_Check, _Check, _Check]:
+    return (_as_bytes, "scope_id", scope_id), (_as_bytes, "ns", ns), (_as_bytes, "key", key)
+
+
+def _seed_error(*checks: _Check) -> None:
+    """Run the adapter's own checks (``check(name, value)``) on a call's arguments.
+
+    The facets validate every argument once and raise ``InvalidRequest`` (a
+    ``ValueError``) for anything wrong. The seed raised ``TypeError`` for a
+    wrong type (and ``OverflowError`` for an int64 overflow), so when the
+    facet refuses a call, the adapter runs these checks: the first one that
+    fails raises the seed's error type with a message naming the argument.
+    When all pass, the facet's refusal was about a value (a size, an
+    overflowing sum) and the caller re-raises it. A correct call never
+    reaches this.
+    """
+    for check, name, value in checks:
+        check(name, value)
+
+
 # -- namespaces and shard keys ---------------------------------------------------
 
 
@@ -270,6 +318,11 @@ class FrameworkNS(bytes, enum.Enum):
     entry point); framework code passes a member of this enum instead, which
     the wrappers accept and turn into plain bytes. The values are persisted
     in stored rows: never rename one.
+
+    When vgi-python is installed, ``durastate.compat.vgi.FrameworkNS`` *is*
+    ``vgi.function_storage.FrameworkNS`` (this class is the stand-in for
+    when it is not), so vgi's own ``BoundStorage`` accepts the members this
+    module hands out and this module's accepts vgi's.
     """
 
     BUFFERING_INIT = b"_vgi/buffering_init"
@@ -280,14 +333,45 @@ class FrameworkNS(bytes, enum.Enum):
     STREAMING_SESSION = b"_vgi/streaming_session"
 
 
+def _vgi_framework_ns() -> type[enum.Enum] | None:
+    """vgi-python's own ``FrameworkNS`` when vgi is installed and importable, else ``None``.
+
+    Imported at most once, when this module is; a vgi that cannot be
+    imported (or whose enum is not a bytes enum) leaves this module on its
+    stand-in.
+    """
+    try:
+        if importlib.util.find_spec("vgi") is None:
+            return None
+        theirs = importlib.import_module("vgi.function_storage").FrameworkNS
+    except Exception:
+        return None
+    if isinstance(theirs, type) and issubclass(theirs, bytes) and issubclass(theirs, enum.Enum):
+        return theirs
+    return None
+
+
+_STAND_IN_FRAMEWORK_NS = FrameworkNS
+_VGI_FRAMEWORK_NS = _vgi_framework_ns()
+if _VGI_FRAMEWORK_NS is not None:
+    FrameworkNS = _VGI_FRAMEWORK_NS  # type: ignore[misc, assignment]
+# Whose members carry the reserved prefix legitimately: vgi's and ours.
+_FRAMEWORK_NS_TYPES: tuple[type[enum.Enum], ...] = (
+    (_STAND_IN_FRAMEWORK_NS,) if _VGI_FRAMEWORK_NS is None else (_VGI_FRAMEWORK_NS, _STAND_IN_FRAMEWORK_NS)
+)
+
+
 def _coerce_ns(ns: bytes | FrameworkNS) -> bytes:
     """Validate a ``BoundStorage`` namespace and return it as plain bytes.
 
-    ``FrameworkNS`` members pass (they carry the reserved prefix
-    legitimately). Other ``bytes``/``bytearray`` starting with ``b"_vgi/"``
+    Members of ``FrameworkNS`` (vgi-python's own enum when it is installed,
+    and this module's stand-in) pass: they carry the reserved prefix
+    legitimately. Other ``bytes``/``bytearray`` starting with ``b"_vgi/"``
     raise ``ValueError``; anything else raises ``TypeError``.
     """
-    if isinstance(ns, FrameworkNS):
+    if type(ns) is bytes and not ns.startswith(_RESERVED_NS_PREFIX):
+        return ns  # the common case: an application namespace
+    if isinstance(ns, _FRAMEWORK_NS_TYPES):
         return bytes(ns.value)
     if not isinstance(ns, (bytes, bytearray)):
         raise TypeError(f"namespace must be bytes or FrameworkNS, got {type(ns).__name__}")
@@ -460,7 +544,10 @@ class FunctionStorage:
     Thread-safe and usable from many processes on one file or server. Every
     method validates its arguments first (``TypeError`` for wrong types,
     ``ValueError`` for wrong values) and changes nothing when it raises.
-    ``shard_key`` is accepted everywhere and ignored.
+    ``shard_key`` is accepted everywhere and ignored. The arguments are
+    validated once, by the facet the method calls; the adapter's own checks
+    run only when the facet refuses a call, to raise the seed's error type
+    (see ``_seed_error``).
     """
 
     db_path: str | os.PathLike[str]
@@ -530,16 +617,34 @@ class FunctionStorage:
         return f"<durastate.compat.vgi.FunctionStorage {self.store.url}>"
 
     # -- work queue --------------------------------------------------------------
+    # Every method hands its arguments to the facet, which validates them
+    # once; only a call the facet refuses runs the adapter's own checks, to
+    # raise the seed's error type for what was wrong (see ``_seed_error``).
 
     @staticmethod
     def _queue_name(execution_id: Any) -> bytes:
-        return _QUEUE_PREFIX + _as_bytes("execution_id", execution_id)
+        """The native queue of ``execution_id``: ``b"vgi/" + execution_id``.
+
+        An id too long for a native queue name (``queues.MAX_NAME_SIZE``
+        bytes with the prefix) is addressed by its SHA-256 digest under
+        ``b"vgi#"`` instead, so any length works; the two prefixes differ, so
+        a hashed name never meets a plain one.
+        """
+        eid: bytes = execution_id if type(execution_id) is bytes else _as_bytes("execution_id", execution_id)
+        if len(eid) > _QUEUE_ID_ROOM:
+            return _HASHED_QUEUE_PREFIX + hashlib.sha256(eid).digest()
+        return _QUEUE_PREFIX + eid
 
     def queue_push(self, execution_id: bytes, items: list[bytes], *, shard_key: str = "") -> int:
         """Append ``items`` (bytes) to the execution's FIFO queue, atomically; return how many."""
         name = self._queue_name(execution_id)
-        payloads = _as_bytes_list("items", items)
-        return self._queues.push(name, payloads, max_attempts=None)
+        try:
+            return self._queues.push(
+                name, items if type(items) is list else _as_bytes_list("items", items), max_attempts=None
+            )
+        except InvalidRequest:
+            _seed_error((_as_bytes_list, "items", items))
+            raise
 
     def queue_pop(self, execution_id: bytes, *, shard_key: str = "") -> bytes | None:
         """Remove and return the oldest item; ``None`` when empty or never pushed."""
@@ -560,12 +665,15 @@ class FunctionStorage:
         shard_key: str = "",
     ) -> list[bytes | None]:
         """Values parallel to ``keys`` (``None`` for misses); ``[]`` for no keys."""
-        scope = _as_bytes("scope_id", scope_id)
-        namespace = _as_bytes("ns", ns)
-        wanted = _as_bytes_list("keys", keys)
-        if not wanted:
-            return []
-        return self._kv.get_many(scope, namespace, wanted)
+        try:
+            if type(keys) is not list:
+                return self._kv.get_many(scope_id, ns, _as_bytes_list("keys", keys))
+            if len(keys) == 1:  # BoundStorage.state_get: the one-key statement
+                return [self._kv.get(scope_id, ns, keys[0])]
+            return self._kv.get_many(scope_id, ns, keys)
+        except InvalidRequest:
+            _seed_error((_as_bytes, "scope_id", scope_id), (_as_bytes, "ns", ns), (_as_bytes_list, "keys", keys))
+            raise
 
     def state_put_many(
         self,
@@ -576,11 +684,17 @@ class FunctionStorage:
         shard_key: str = "",
     ) -> None:
         """Upsert every ``(key, value)`` pair atomically (a later duplicate key wins)."""
-        scope = _as_bytes("scope_id", scope_id)
-        namespace = _as_bytes("ns", ns)
-        pairs = _as_pairs("items", items)
-        if pairs:
-            self._kv.put_many(scope, namespace, pairs)
+        kv = self._kv
+        try:
+            if type(items) is not list:
+                kv.put_many(scope_id, ns, _as_pairs("items", items))
+            elif len(items) == 1 and type(items[0]) is tuple and len(items[0]) == 2:
+                kv.put(scope_id, ns, items[0][0], items[0][1])  # BoundStorage.state_put
+            else:
+                kv.put_many(scope_id, ns, items)
+        except InvalidRequest:
+            _seed_error((_as_bytes, "scope_id", scope_id), (_as_bytes, "ns", ns), (_as_pairs, "items", items))
+            raise
 
     def state_scan(
         self,
@@ -598,12 +712,19 @@ class FunctionStorage:
         Either bound ``None`` is open; ``reverse`` (truthy) orders descending;
         ``limit`` caps the count (``None``: all, ``0``: none).
         """
-        scope = _as_bytes("scope_id", scope_id)
-        namespace = _as_bytes("ns", ns)
-        lower = _as_optional_bytes("start", start)
-        upper = _as_optional_bytes("end", end)
-        cap = _as_limit(limit)
-        return list(self._kv.scan(scope, namespace, start=lower, end=upper, reverse=bool(reverse), limit=cap))
+        if type(limit) is not int and limit is not None:
+            limit = _as_limit(limit)
+        try:
+            return list(self._kv.scan(scope_id, ns, start=start, end=end, reverse=bool(reverse), limit=limit))
+        except InvalidRequest:
+            _seed_error(
+                (_as_bytes, "scope_id", scope_id),
+                (_as_bytes, "ns", ns),
+                (_as_optional_bytes, "start", start),
+                (_as_optional_bytes, "end", end),
+                (_check_limit, "limit", limit),
+            )
+            raise
 
     def state_drain(
         self,
@@ -613,7 +734,11 @@ class FunctionStorage:
         shard_key: str = "",
     ) -> list[tuple[bytes, bytes]]:
         """Atomically remove every pair of the namespace; return them sorted by key."""
-        return self._kv.drain(_as_bytes("scope_id", scope_id), _as_bytes("ns", ns))
+        try:
+            return self._kv.drain(scope_id, ns)
+        except InvalidRequest:
+            _seed_error((_as_bytes, "scope_id", scope_id), (_as_bytes, "ns", ns))
+            raise
 
     def state_delete(
         self,
@@ -632,18 +757,27 @@ class FunctionStorage:
         """
         if keys is not None and (start is not None or end is not None):
             raise ValueError("state_delete: keys and start/end are mutually exclusive")
-        scope = _as_bytes("scope_id", scope_id)
-        namespace = _as_bytes("ns", ns)
-        if keys is not None:
-            doomed = _as_bytes_list("keys", keys)
-            if not doomed:
+        kv = self._kv
+        try:
+            if keys is not None:
+                doomed = keys if type(keys) is list else _as_bytes_list("keys", keys)
+                if doomed:
+                    return kv.delete(scope_id, ns, doomed)
+                # Nothing to delete, so no facet call to check the address.
+                _seed_error((_as_bytes, "scope_id", scope_id), (_as_bytes, "ns", ns))
                 return 0
-            return self._kv.delete(scope, namespace, doomed)
-        lower = _as_optional_bytes("start", start)
-        upper = _as_optional_bytes("end", end)
-        if lower is None and upper is None:
-            return self._kv.delete(scope, namespace, all=True)
-        return self._kv.delete(scope, namespace, start=lower, end=upper)
+            if start is None and end is None:
+                return kv.delete(scope_id, ns, all=True)
+            return kv.delete(scope_id, ns, start=start, end=end)
+        except InvalidRequest:
+            _seed_error(
+                (_as_bytes, "scope_id", scope_id),
+                (_as_bytes, "ns", ns),
+                (_as_optional_bytes_list, "keys", keys),
+                (_as_optional_bytes, "start", start),
+                (_as_optional_bytes, "end", end),
+            )
+            raise
 
     def execution_clear(
         self,
@@ -652,7 +786,11 @@ class FunctionStorage:
         shard_key: str = "",
     ) -> int:
         """Delete every state, log and counter row of ``scope_id``; return how many. Queues stay."""
-        return self._kv.clear(_as_bytes("scope_id", scope_id))
+        try:
+            return self._kv.clear(scope_id)
+        except InvalidRequest:
+            _seed_error((_as_bytes, "scope_id", scope_id))
+            raise
 
     # -- append-only logs -------------------------------------------------------
 
@@ -669,9 +807,11 @@ class FunctionStorage:
 
         Ordinals increase across every log of the database and are never reused.
         """
-        return self._kv.append(
-            _as_bytes("scope_id", scope_id), _as_bytes("ns", ns), _as_bytes("key", key), _as_bytes("item", item)
-        )
+        try:
+            return self._kv.append(scope_id, ns, key, item)
+        except InvalidRequest:
+            _seed_error(*_address_checks(scope_id, ns, key), (_as_bytes, "item", item))
+            raise
 
     def state_log_scan(
         self,
@@ -688,20 +828,27 @@ class FunctionStorage:
         ``after_id=-1`` reads from the start; pass the last id seen to page on.
         ``limit`` caps the count (``None``: all).
         """
-        scope = _as_bytes("scope_id", scope_id)
-        namespace = _as_bytes("ns", ns)
-        log_key = _as_bytes("key", key)
-        after = _as_int("after_id", after_id)
-        cap = _as_limit(limit)
+        after = after_id if type(after_id) is int else _as_int("after_id", after_id)
+        if type(limit) is not int and limit is not None:
+            limit = _as_limit(limit)
         if after > _INT64_MAX:
+            _seed_error(*_address_checks(scope_id, ns, key), (_check_limit, "limit", limit))
             return []  # no ordinal can follow it
-        return list(self._kv.log(scope, namespace, log_key, after=max(after, -1), limit=cap))
+        try:
+            return list(self._kv.log(scope_id, ns, key, after=after if after >= -1 else -1, limit=limit))
+        except InvalidRequest:
+            _seed_error(*_address_checks(scope_id, ns, key), (_check_limit, "limit", limit))
+            raise
 
     # -- counters ------------------------------------------------------------------
 
     def state_counter_get(self, scope_id: bytes, ns: bytes, key: bytes, *, shard_key: str = "") -> int:
         """The int64 counter at ``(scope_id, ns, key)``; 0 when absent."""
-        return self._kv.counter(_as_bytes("scope_id", scope_id), _as_bytes("ns", ns), _as_bytes("key", key))
+        try:
+            return self._kv.counter(scope_id, ns, key)
+        except InvalidRequest:
+            _seed_error(*_address_checks(scope_id, ns, key))
+            raise
 
     def state_counter_add(
         self,
@@ -716,10 +863,11 @@ class FunctionStorage:
 
         A sum outside the int64 range raises ``ValueError`` and changes nothing.
         """
-        scope = _as_bytes("scope_id", scope_id)
-        namespace = _as_bytes("ns", ns)
-        counter_key = _as_bytes("key", key)
-        return self._kv.incr(scope, namespace, counter_key, _as_int64("delta", delta))
+        try:
+            return self._kv.incr(scope_id, ns, key, delta if type(delta) is int else _as_int64("delta", delta))
+        except InvalidRequest:
+            _seed_error(*_address_checks(scope_id, ns, key), (_as_int64, "delta", delta))
+            raise
 
     def state_counter_set(
         self,
@@ -731,14 +879,19 @@ class FunctionStorage:
         shard_key: str = "",
     ) -> None:
         """Overwrite the counter with ``value`` (creating it)."""
-        scope = _as_bytes("scope_id", scope_id)
-        namespace = _as_bytes("ns", ns)
-        counter_key = _as_bytes("key", key)
-        self._kv.set_counter(scope, namespace, counter_key, _as_int64("value", value))
+        try:
+            self._kv.set_counter(scope_id, ns, key, value if type(value) is int else _as_int64("value", value))
+        except InvalidRequest:
+            _seed_error(*_address_checks(scope_id, ns, key), (_as_int64, "value", value))
+            raise
 
     def state_counter_delete(self, scope_id: bytes, ns: bytes, key: bytes, *, shard_key: str = "") -> None:
         """Delete the counter (no-op when absent)."""
-        self._kv.delete_counter(_as_bytes("scope_id", scope_id), _as_bytes("ns", ns), _as_bytes("key", key))
+        try:
+            self._kv.delete_counter(scope_id, ns, key)
+        except InvalidRequest:
+            _seed_error(*_address_checks(scope_id, ns, key))
+            raise
 
 
 FunctionStorageSqlite = FunctionStorage

@@ -426,13 +426,17 @@ class _Configuration:
         return model(db_path=self.db_path)
 
 
-class _App:
+class _AppBase:
     def __init__(self, root: Path, db_path: str | None = None, refuse: bool = False) -> None:
         self.hook_registry = _HookRegistry()
         self.configuration = _Configuration(db_path)
         self.fresh_root = str(root)
         self._refuse = refuse
         self._substrate: Any = None
+
+
+class _App(_AppBase):
+    """functualize 0.3's shape: ``app.substrate = ...`` installs."""
 
     @property
     def substrate(self) -> Any:
@@ -443,6 +447,19 @@ class _App:
         if self._refuse:
             raise RuntimeError("the substrate was already resolved")
         self._substrate = value
+
+
+class _AppWithInstallDoor(_AppBase):
+    """functualize 0.4's shape: ``substrate`` is read-only, ``install_substrate()`` installs (boot only)."""
+
+    @property
+    def substrate(self) -> Any:
+        return self._substrate
+
+    def install_substrate(self, substrate: Any) -> None:
+        if self._refuse:
+            raise RuntimeError("the substrate is already in use by this app's engine")
+        self._substrate = substrate
 
 
 class TestFunctualizePlugin(_WithSubstrate):
@@ -535,6 +552,53 @@ class TestFunctualizePlugin(_WithSubstrate):
         assert plugin.substrate is None
         assert app.substrate is None
         assert "could not install" in caplog.text
+
+    def test_functualize_04_installs_through_install_substrate(
+        self, tmp_path: Path, fake_functualize: types.SimpleNamespace
+    ) -> None:
+        app = _AppWithInstallDoor(tmp_path)
+        plugin = SQLiteStatePlugin()
+        plugin(app)
+        app.hook_registry.hooks[0][1](app)
+        assert isinstance(app.substrate, SQLiteSubstrate)
+        assert plugin.substrate is app.substrate
+        app.substrate.close()
+
+    def test_a_refused_install_raises_functualizes_install_error_where_it_has_one(
+        self, tmp_path: Path, fake_functualize: types.SimpleNamespace
+    ) -> None:
+        """functualize 0.4 aborts the boot on SubstrateInstallError instead of splitting a project's documents."""
+
+        class TheirInstallError(Exception):
+            pass
+
+        sys.modules["functualize._types.errors"].SubstrateInstallError = TheirInstallError  # type: ignore[attr-defined]
+        app = _AppWithInstallDoor(tmp_path, refuse=True)
+        plugin = SQLiteStatePlugin()
+        plugin(app)
+        with pytest.raises(TheirInstallError, match="already in use"):
+            app.hook_registry.hooks[0][1](app)
+        assert plugin.substrate is None
+        assert app.substrate is None
+
+    def test_unreadable_error_built_with_functualizes_key_detail_signature(
+        self, substrate: SQLiteSubstrate, fake_functualize: types.SimpleNamespace
+    ) -> None:
+        """functualize 0.3 and 0.4 define ``SubstrateUnreadableError(key, detail)``."""
+
+        class KeyDetailUnreadable(Exception):
+            def __init__(self, key: str, detail: str) -> None:
+                self.key = key
+                super().__init__(f"Cannot read {key!r}: {detail}")
+
+        sys.modules["functualize._types.errors"].SubstrateUnreadableError = KeyDetailUnreadable  # type: ignore[attr-defined]
+        plant(substrate.store, "bad", b"{not json")
+        with pytest.raises(KeyDetailUnreadable) as caught:
+            substrate.read("bad")
+        assert isinstance(caught.value, SubstrateUnreadableError)
+        assert caught.value.key == "bad"
+        assert caught.value.reason
+        assert str(caught.value).startswith("Cannot read 'bad': ")
 
     def test_unreadable_error_is_also_functualizes_own(
         self, substrate: SQLiteSubstrate, fake_functualize: types.SimpleNamespace

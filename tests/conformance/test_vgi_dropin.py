@@ -1,0 +1,1 @@
+from durastate.testing.conformance.vgi_dropin import *  # noqa: F403
