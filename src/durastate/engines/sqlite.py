@@ -84,6 +84,7 @@ _SQLITE_ERROR_UNAVAILABLE = {
     15,  # PROTOCOL
     26,  # NOTADB
 }
+_SQLITE_BUSY = 5
 _SQLITE_INVALID = {18, 20, 25}  # TOOBIG, MISMATCH, RANGE
 _SQLITE_CONSTRAINT = 19
 # Extended constraint codes that mean "your value is not allowed" rather than
@@ -92,6 +93,13 @@ _SQLITE_CONSTRAINT_INVALID = {275, 1299}  # CHECK, NOTNULL
 
 _WAL_SWITCH_ATTEMPTS = 100
 _WAL_SWITCH_PAUSE = 0.02
+
+
+class LockBusy(StoreUnavailable):
+    """SQLITE_BUSY: another connection held the lock past this connection's busy timeout.
+
+    A statement refused this way changed nothing (see ``no_wait_changes``).
+    """
 
 
 def translate_sqlite_error(exc: sqlite3.Error, where: str) -> DurastateError:
@@ -105,6 +113,8 @@ def translate_sqlite_error(exc: sqlite3.Error, where: str) -> DurastateError:
             return InvalidRequest(message)
         return DurastateError(message)
     primary = code & 0xFF
+    if primary == _SQLITE_BUSY:
+        return LockBusy(message)
     if primary in _SQLITE_ERROR_UNAVAILABLE:
         return StoreUnavailable(message)
     if primary in _SQLITE_INVALID:
@@ -127,6 +137,8 @@ class _ThreadState(threading.local):
     depth: int = 0
     # The first statement error inside the open transaction (see doom()).
     doomed: DurastateError | None = None
+    # ``conn`` once no_wait_changes() has set its busy timeout to 0.
+    no_wait: sqlite3.Connection | None = None
 
 
 # Engines alive in this process, so the fork hook can reset them.
@@ -492,6 +504,31 @@ class SqliteEngine(EngineBase):
         with self._lock:
             self._connections.pop(id(threading.current_thread()), None)
         conn.close()
+
+    # -- no-wait calls, for async front ends (durastate._aio) -----------------
+
+    def no_wait_changes(self) -> int:
+        """Make this thread's connection refuse a held lock at once; its change count.
+
+        Sets the calling thread's connection to busy timeout 0 (for good:
+        meant for an event loop's thread, whose calls must never sleep) and
+        returns ``total_changes``, the rows it has modified so far. A call
+        that then fails with ``LockBusy`` while the count is unchanged
+        changed nothing (WAL takes the write lock at the first write or at
+        ``BEGIN IMMEDIATE``, before any change), so it can be run again
+        elsewhere. Not for ``memory:`` stores (their rollback journal can
+        refuse a ``COMMIT`` after changes were made).
+        """
+        state = self._local
+        conn = state.conn
+        if conn is None or state.no_wait is not conn:
+            conn = self._thread_connection()
+            try:
+                conn.execute("PRAGMA busy_timeout = 0")
+            except sqlite3.Error as exc:
+                raise translate_sqlite_error(exc, self.url) from None
+            state.no_wait = conn
+        return conn.total_changes
 
     # -- lifecycle -------------------------------------------------------------
 
