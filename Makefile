@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: demo test bench bench-postgres lint typecheck clean crash fuzz
+.PHONY: demo test bench bench-postgres bench-aio lint typecheck clean crash fuzz
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -61,3 +61,9 @@ crash: $(VENV)/.installed-test
 # Longer fuzz run (CI runs 25 examples per entry point inside `make test`).
 fuzz: $(VENV)/.installed-test
 	DURASTATE_FUZZ_EXAMPLES=$${EXAMPLES:-500} $(PY) -m pytest tests/fuzz -q
+
+# durastate.aio against the sync API: uncontended SQLite calls, a loop that
+# never stalls while another process holds the write lock, and (when a
+# server is reachable) 200 coroutines over a PostgreSQL pool of 10.
+bench-aio: $(VENV)/.installed-test
+	$(PY) bench/aio.py

@@ -102,9 +102,16 @@ class AsyncRunner:
         self._pinned_idle: list[AsyncRunner] = []
         self._parking: ThreadPoolExecutor | None = None
         self._stops: weakref.WeakSet[threading.Event] = weakref.WeakSet()
-        self._no_wait: Callable[[], int] | None = None
+        # Transaction blocks open on this store (durastate.aio): while none
+        # is, a call need not look for the block its task is in.
+        self.blocks_open = 0
+        # The engine's no_wait_changes where calls run inline (SQLite
+        # files); None elsewhere and once closed (calls then reach _submit,
+        # which refuses them).
+        self.no_wait: Callable[[], int] | None = None
         if engine is not None and not getattr(engine, "is_memory", True):
-            self._no_wait = getattr(engine, "no_wait_changes", None)
+            self.no_wait = getattr(engine, "no_wait_changes", None)
+        self._inline = self.no_wait is not None
 
     @property
     def root(self) -> AsyncRunner:
@@ -114,7 +121,7 @@ class AsyncRunner:
     @property
     def inline(self) -> bool:
         """Whether calls run on the loop's thread first (SQLite file stores)."""
-        return self._no_wait is not None
+        return self._inline
 
     async def run(self, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
         """Run ``fn(*args, **kwargs)``; its result, or its exception."""
@@ -125,11 +132,12 @@ class AsyncRunner:
     ) -> T:
         """``run`` with the arguments as a tuple and a dict (one coroutine, no repacking).
 
-        ``undo(result)`` is applied if the caller is cancelled before it receives the result.
+        Inline first where it can (``no_wait`` is set): a call SQLite refused
+        with BUSY before it changed anything goes to a worker; one that had
+        changed something raises. ``undo(result)`` is applied if the caller
+        is cancelled before it receives a worker's result.
         """
-        if self._closed:
-            raise StoreClosed("the store is closed")
-        no_wait = self._no_wait
+        no_wait = self.no_wait
         if no_wait is not None:
             before = no_wait()
             try:
@@ -240,6 +248,7 @@ class AsyncRunner:
     def _refuse(self) -> int:
         with self._idle:
             self._closed = True
+            self.no_wait = None
             busy = self._busy
         for stop in list(self._stops):
             stop.set()

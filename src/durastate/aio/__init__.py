@@ -66,7 +66,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import threading
 from collections.abc import Callable
 from types import TracebackType
 from typing import Any, TypeVar
@@ -75,7 +74,7 @@ from .. import store as _store
 from .._aio import AsyncRunner
 from ..engines.base import Clock
 from ..store import DEFAULT_MAX_KEY_SIZE, DEFAULT_MAX_VALUE_SIZE, Store
-from ._build import PinnedBlock
+from ._build import PinnedBlock, runner_for
 from ._facades import (
     AsyncClaim,
     AsyncDocuments,
@@ -183,22 +182,20 @@ class AsyncStore:
             from ..errors import InvalidRequest
 
             raise InvalidRequest(f"transact needs a callable, got {type(fn).__name__}")
-        cancelled = threading.Event()
+        cancelled: list[bool] = []  # appended to when the caller is cancelled
         store = self._store
 
         def body() -> T:
             with store.transaction():
                 result = fn(store, *args, **kwargs)
-                if cancelled.is_set():
+                if cancelled:
                     raise _RolledBack
             return result
-
-        from ._build import runner_for
 
         try:
             return await runner_for(self._runner).call(body, (), {})
         except asyncio.CancelledError:
-            cancelled.set()
+            cancelled.append(True)
             raise
 
     def transaction(self) -> PinnedBlock:

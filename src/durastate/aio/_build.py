@@ -48,6 +48,7 @@ from typing import Any
 
 from .._aio import AsyncRunner, Undo
 from .._validate import as_seconds
+from ..engines.sqlite import LockBusy
 from ..errors import StoreClosed
 
 CALL = "call"
@@ -173,6 +174,7 @@ class PinnedBlock:
             raise
         if self._owns_pin:
             self._token = _CURRENT_BLOCK.set(_Route(self._runner, pinned, asyncio.current_task()))
+            self._runner.blocks_open += 1
         return self._result(pinned)
 
     async def __aexit__(
@@ -181,6 +183,7 @@ class PinnedBlock:
         if self._token is not None:
             _CURRENT_BLOCK.reset(self._token)
             self._token = None
+            self._runner.blocks_open -= 1
         pinned, cm = self._pinned, self._cm
         assert pinned is not None and cm is not None
         try:
@@ -303,11 +306,14 @@ class BlockingStream:
 class Facade:
     """Base of every generated facade: the sync object and the store's runner."""
 
-    __slots__ = ("_runner", "_sync")
+    __slots__ = ("_bound", "_runner", "_sync")
+    _call_names: tuple[str, ...] = ()
 
     def __init__(self, sync: Any, runner: AsyncRunner) -> None:
         self._sync = sync
         self._runner = runner
+        # The sync object's bound methods, made once (the hot path skips getattr).
+        self._bound = {name: getattr(sync, name) for name in self._call_names}
 
     def __repr__(self) -> str:
         return f"<async {self._sync!r}>"
@@ -327,9 +333,22 @@ def _wrapper(registry: dict[str, type[Facade]], wrap: str | None) -> Callable[[F
 
 def _make_call(name: str, undo_spec: Callable[[Any, Any], object] | None, wrap: Callable[..., Any] | None) -> Any:
     if undo_spec is None and wrap is None:
-
+        # The hot path: ``AsyncRunner.call`` written out in one coroutine
+        # (saves a call per await, a tenth of a point read).
         async def call(self: Facade, /, *args: Any, **kwargs: Any) -> Any:
-            return await runner_for(self._runner).call(getattr(self._sync, name), args, kwargs)
+            runner = self._runner
+            if runner.blocks_open:
+                runner = runner_for(runner)
+            method = self._bound[name]
+            no_wait = runner.no_wait
+            if no_wait is not None:
+                before = no_wait()
+                try:
+                    return method(*args, **kwargs)
+                except LockBusy:
+                    if no_wait() != before:
+                        raise
+            return await runner.on_thread(method, args, kwargs)
 
         return call
 
@@ -409,6 +428,7 @@ def build_facades(specs: list[FacadeSpec]) -> dict[str, type[Facade]]:
         if unknown:
             raise TypeError(f"{spec.name}: {spec.sync.__name__} has no public method {sorted(unknown)}")
         namespace: dict[str, Any] = {"__slots__": (), "__doc__": f"Async facade of ``{spec.sync.__qualname__}``."}
+        namespace["_call_names"] = tuple(n for n in names if spec.methods.get(n, Method()).kind in (CALL, WAIT))
         for name in names:
             declared = spec.methods.get(name, Method())
             wrap = _wrapper(registry, declared.wrap)

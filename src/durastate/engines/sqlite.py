@@ -501,6 +501,7 @@ class SqliteEngine(EngineBase):
             return
         self._local.conn = None
         self._local.cursor = None
+        self._local.no_wait = None
         with self._lock:
             self._connections.pop(id(threading.current_thread()), None)
         conn.close()
@@ -519,15 +520,14 @@ class SqliteEngine(EngineBase):
         elsewhere. Not for ``memory:`` stores (their rollback journal can
         refuse a ``COMMIT`` after changes were made).
         """
-        state = self._local
-        conn = state.conn
-        if conn is None or state.no_wait is not conn:
+        conn = self._local.no_wait  # reset with the connection (release_connection, close, fork)
+        if conn is None:
             conn = self._thread_connection()
             try:
                 conn.execute("PRAGMA busy_timeout = 0")
             except sqlite3.Error as exc:
                 raise translate_sqlite_error(exc, self.url) from None
-            state.no_wait = conn
+            self._local.no_wait = conn
         return conn.total_changes
 
     # -- lifecycle -------------------------------------------------------------
