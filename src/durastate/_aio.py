@@ -175,19 +175,17 @@ class AsyncRunner:
                 raise StoreClosed("the store is closed")
             root._busy += 1
         try:
-            future = (executor or self._executor).submit(root._counted, fn, *args)
+            future = (executor or self._executor).submit(fn, *args)
         except BaseException:
             root._leave()
             raise
+        # Done when it finished, or was cancelled before it started (a
+        # cancelled await cancels a call still queued): either way no
+        # thread is inside it any more.
+        future.add_done_callback(root._leave)
         return future
 
-    def _counted(self, fn: Callable[..., T], *args: Any) -> T:
-        try:
-            return fn(*args)
-        finally:
-            self._leave()
-
-    def _leave(self) -> None:
+    def _leave(self, _future: object = None) -> None:
         with self._idle:
             self._busy -= 1
             if self._busy == 0:
