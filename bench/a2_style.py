@@ -136,7 +136,9 @@ class A2StyleStore:
             lane=row["lane"],
             processed_at=_dt(row["processed_at"]),
             processed_by_attempt=row["processed_by_attempt"],
-            returned_event_ids=None if row["returned_event_ids"] is None else tuple(json.loads(row["returned_event_ids"])),
+            returned_event_ids=None
+            if row["returned_event_ids"] is None
+            else tuple(json.loads(row["returned_event_ids"])),
             first_claimed_at=_dt(row["first_claimed_at"]),
             last_claimed_at=_dt(row["last_claimed_at"]),
             attempt_count=row["attempt_count"],
@@ -160,9 +162,23 @@ class A2StyleStore:
                 index = base + 1 + i
                 lane = e.get("lane")
                 payload = json.dumps(e["payload"])
+                processed = now if e.get("settled") else None
                 self._db.execute(
                     INSERT_EVENT,
-                    (session_id, index, e["type"], payload, event_id, now, None, lane, lane, session_id, lane, None),
+                    (
+                        session_id,
+                        index,
+                        e["type"],
+                        payload,
+                        event_id,
+                        now,
+                        None,
+                        lane,
+                        lane,
+                        session_id,
+                        lane,
+                        processed,
+                    ),
                 )
                 inserted.append(
                     self._stored(
@@ -174,7 +190,7 @@ class A2StyleStore:
                         created_at=_dt(now),
                         cause=None,
                         lane=lane,
-                        processed_at=None,
+                        processed_at=_dt(processed),
                         processed_by_attempt=None,
                         returned_event_ids=None,
                         first_claimed_at=None,
@@ -189,7 +205,7 @@ class A2StyleStore:
                         claim_expires_at=None,
                     )
                 )
-            return inserted, bool(status["has_pending"]) or bool(events)
+            return inserted, bool(status["has_pending"]) or any(not e.get("settled") for e in events)
 
         return self._tx(run)
 
@@ -227,6 +243,15 @@ class A2StyleStore:
             return "completed"
 
         return self._tx(run)
+
+    async def put_snapshot(self, session_id: str, reducer_name: str, index: int, state: Any) -> None:
+        self._db.execute(
+            "insert into a2_snapshots (session_id, reducer_name, up_to_index, state, updated_at)"
+            " values (?, ?, ?, ?, ?) on conflict (session_id, reducer_name) do update set"
+            " up_to_index = excluded.up_to_index, state = excluded.state, updated_at = excluded.updated_at"
+            " where excluded.up_to_index > a2_snapshots.up_to_index",
+            (session_id, reducer_name, index, json.dumps(state), self._now()),
+        )
 
     async def read_state(self, session_id: str, reducer_name: str) -> Any:
         rows = self._db.execute(READ_STATE, (session_id, reducer_name, session_id)).fetchall()

@@ -20,6 +20,20 @@
    ``aio.open(url, max_connections=10)``, against the sync API driven by 10
    threads (one per pool connection) doing the same total work. Target:
    no error, async throughput at least the threaded sync one.
+4. **compat.a2 against the seed's own store** (``bench/a2_style.py``: the
+   seed's statements, called inline as the seed calls ``node:sqlite``), each
+   on its own file: append 1, append 10, append+claim+complete, the same
+   cycle in a session of 10k processed events, ``read_state`` (a snapshot
+   and 20 events after it). Target: seed time / durastate time >= 1.2.
+5. **compat.pi_durable against the seed's own storage**
+   (``bench/pi_durable_style.py``: the seed's statements through its serial
+   async facade): commit of 1 and of 10 entries, a descending entry scan
+   through a fork chain (3 conversations, 100 entries), a document read
+   with 100 deltas since its base. Targets: >= 2 on commits, >= 1 on reads.
+
+Sections 4 and 5 time call by call like section 1 (contenders take turns,
+order swapped every call, median call per round, median of the per-round
+ratios).
 """
 
 from __future__ import annotations
@@ -38,8 +52,14 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+import jsonpatch
+
 import durastate
+from a2_style import A2StyleStore
 from durastate import aio
+from durastate.compat import a2
+from durastate.compat.pi_durable import SqliteStorage
+from pi_durable_style import PiDurableStyleStorage
 
 TARGET_RATIO = 1.15
 TICK = 0.010
@@ -101,49 +121,62 @@ def _ops(
     }
 
 
+Pair = tuple[Callable[[int], Awaitable[Any]], Callable[[int], Awaitable[Any]]]
+
+
+async def interleaved(
+    name: str,
+    first: Callable[[int], Any],
+    second: Callable[[int], Any],
+    rounds: int,
+    ops: int,
+    awaited: tuple[bool, bool],
+) -> tuple[float, float, list[float]]:
+    """Median call time of each side per round (call by call, order swapped every call)."""
+    clock = time.perf_counter_ns
+    sides = (first, second)
+
+    async def one(side: int, i: int) -> int:
+        t0 = clock()
+        result = sides[side](i)
+        if awaited[side]:
+            await result
+        return clock() - t0
+
+    for i in range(min(ops, 50)):  # warm-up
+        await one(0, i)
+        await one(1, i)
+    firsts, seconds, ratios = [], [], []
+    for r in range(rounds):
+        times: tuple[list[int], list[int]] = ([], [])
+        for i in range(ops):
+            order = (0, 1) if (i + r) % 2 else (1, 0)
+            for side in order:
+                times[side].append(await one(side, r * ops + i))
+        firsts.append(statistics.median(times[0]) / 1e9)
+        seconds.append(statistics.median(times[1]) / 1e9)
+        ratios.append(firsts[-1] / seconds[-1])
+    return statistics.median(firsts), statistics.median(seconds), ratios
+
+
+def report(name: str, a: float, b: float, ratios: list[float], target: float, higher_is_better: bool) -> bool:
+    ratio = statistics.median(ratios)
+    ok = ratio >= target if higher_is_better else ratio <= target
+    spread = f"{min(ratios):6.2f}-{max(ratios):<6.2f}"
+    print(f"{name:<30} {a * 1e6:9.1f} {b * 1e6:9.1f} {ratio:7.3f} {spread}  {'PASS' if ok else 'FAIL'}")
+    return ok
+
+
 async def uncontended(folder: Path, rounds: int, ops: int) -> bool:
     sync = durastate.open(folder / "sync.db")
     asy = await aio.open(folder / "async.db")
     table = _ops(sync, asy)
     ok = True
     print(f"\n1. uncontended SQLite calls ({rounds} rounds x {ops} calls; target async/sync <= {TARGET_RATIO})")
-    print(f"{'operation':<24} {'sync us':>9} {'async us':>9} {'ratio':>7} {'range':>13}  verdict")
+    print(f"{'operation':<30} {'sync us':>9} {'async us':>9} {'ratio':>7} {'range':>13}  verdict")
     for name, (sync_call, async_call) in table.items():
-        for i in range(ops):  # warm-up
-            sync_call(i)
-            await async_call(i)
-        sync_times, async_times, ratios = [], [], []
-        clock = time.perf_counter_ns
-        for r in range(rounds):
-            # Call by call, order swapped every call: a noisy moment hits both.
-            sync_round, async_round = [], []
-            for i in range(ops):
-                if (i + r) % 2:
-                    t0 = clock()
-                    sync_call(i)
-                    t1 = clock()
-                    await async_call(i)
-                    t2 = clock()
-                    sync_round.append(t1 - t0)
-                    async_round.append(t2 - t1)
-                else:
-                    t0 = clock()
-                    await async_call(i)
-                    t1 = clock()
-                    sync_call(i)
-                    t2 = clock()
-                    async_round.append(t1 - t0)
-                    sync_round.append(t2 - t1)
-            sync_times.append(statistics.median(sync_round) / 1e9)
-            async_times.append(statistics.median(async_round) / 1e9)
-            ratios.append(async_times[-1] / sync_times[-1])
-        ratio = statistics.median(ratios)
-        verdict = "PASS" if ratio <= TARGET_RATIO else "FAIL"
-        ok &= verdict == "PASS"
-        print(
-            f"{name:<24} {statistics.median(sync_times) * 1e6:9.1f} {statistics.median(async_times) * 1e6:9.1f}"
-            f" {ratio:7.3f} {min(ratios):6.2f}-{max(ratios):<6.2f}  {verdict}"
-        )
+        a_time, s_time, ratios = await interleaved(name, async_call, sync_call, rounds, ops, (True, False))
+        ok &= report(name, s_time, a_time, ratios, TARGET_RATIO, higher_is_better=False)
     sync.close()
     await asy.close()
     return ok
@@ -237,6 +270,133 @@ async def postgres(url: str, coroutines: int, pool: int, ops: int) -> bool:
     return ok
 
 
+A2_TARGET = 1.2
+PI_COMMIT_TARGET = 2.0
+PI_READ_TARGET = 1.0
+CTX = None  # pi-durable's context argument: storage does not use it
+
+
+def _event(n: int, **extra: Any) -> dict[str, Any]:
+    return {"type": "bench.event", "payload": {"n": n, "text": "x" * 40}, **extra}
+
+
+async def a2_versus_seed(folder: Path, rounds: int, ops: int) -> bool:
+    ours = a2.open_store(f"sqlite:{folder / 'a2.db'}")
+    seed = A2StyleStore(str(folder / "a2-seed.db"), a2.StoredEvent, a2.Event)
+    for store in (ours, seed):  # a 10k-event session of processed events, and one with a snapshot
+        for start in range(0, 10_000, 500):
+            await store.append("big", [_event(start + i, settled=True) for i in range(500)])
+        await store.append("state", [_event(i, settled=True) for i in range(100)])
+        await store.put_snapshot("state", "reducer", 80, {"total": 80})
+
+    def cycle(store: Any, session: str) -> Callable[[int], Awaitable[Any]]:
+        async def run(i: int) -> None:
+            await store.append(session, [_event(i)])
+            claimed = await store.claim_available(session_id=session, holder="w", ttl_ms=30_000)
+            event = claimed.events[0] if hasattr(claimed, "events") else claimed[1][0]
+            await store.complete_attempt(session_id=session, index=event.index, attempt=event.attempt_count, events=[])
+
+        return run
+
+    table: dict[str, Pair] = {
+        "append 1": (lambda i: seed.append("one", [_event(i)]), lambda i: ours.append("one", [_event(i)])),
+        "append 10": (
+            lambda i: seed.append("ten", [_event(i * 10 + k) for k in range(10)]),
+            lambda i: ours.append("ten", [_event(i * 10 + k) for k in range(10)]),
+        ),
+        "append+claim+complete": (cycle(seed, "cycle"), cycle(ours, "cycle")),
+        "cycle in a 10k session": (cycle(seed, "big"), cycle(ours, "big")),
+        "read_state (snapshot + 20)": (
+            lambda i: seed.read_state("state", "reducer"),
+            lambda i: ours.read_state("state", "reducer"),
+        ),
+    }
+    print(f"\n4. compat.a2 vs the seed's store ({rounds} rounds x {ops} calls; target seed/ours >= {A2_TARGET})")
+    print(f"{'operation':<30} {'seed us':>9} {'ours us':>9} {'ratio':>7} {'range':>13}  verdict")
+    ok = True
+    for name, (seed_call, our_call) in table.items():
+        seed_time, our_time, ratios = await interleaved(name, seed_call, our_call, rounds, ops, (True, True))
+        ok &= report(name, seed_time, our_time, ratios, A2_TARGET, higher_is_better=True)
+    ours.close()
+    seed.close()
+    return ok
+
+
+def _entry(id: int, conversation: int) -> dict[str, Any]:
+    return {"type": "entry", "value": {"id": id, "conversationId": conversation, "text": f"entry {id}"}}
+
+
+def _conversation(id: int, parent: tuple[int, int] | None = None) -> dict[str, Any]:
+    value: dict[str, Any] = {"id": id, "title": f"c{id}"}
+    if parent is not None:
+        value["parent"] = {"conversationId": parent[0], "at": parent[1]}
+    return {"type": "conversation", "value": value}
+
+
+async def pi_durable_versus_seed(folder: Path, rounds: int, ops: int) -> bool:
+    ours = await SqliteStorage.open(folder / "pi.db")
+    seed = PiDurableStyleStorage(str(folder / "pi-seed.db"), lambda value, ops: jsonpatch.apply_patch(value, ops))
+    document = {
+        "type": "document.create",
+        "record": {"id": 50, "kind": "notes", "key": "k", "scope": {"kind": "conversation", "conversationId": 5}},
+        "content": {"kind": "base", "version": 1, "value": {"n": 0, "text": "y" * 200}},
+    }
+    for store in (ours, seed):
+        await store.commit([_conversation(5), document])
+        for n in range(1, 101):
+            ops_ = [{"op": "replace", "path": "/n", "value": n}]
+            await store.commit(
+                [{"type": "document.change", "id": 50, "content": {"kind": "delta", "version": 1, "ops": ops_}}]
+            )
+        # A fork chain: 10 <- 11 (forked at entry 119) <- 12 (forked at entry 159), 40 entries each.
+        await store.commit([_conversation(10), *(_entry(i, 10) for i in range(100, 140))])
+        await store.commit([_conversation(11, (10, 119)), *(_entry(i, 11) for i in range(140, 180))])
+        await store.commit([_conversation(12, (11, 159)), *(_entry(i, 12) for i in range(180, 220))])
+    ids = {"seed": 1_000_000, "ours": 1_000_000}
+
+    def commit(store: Any, side: str, count: int) -> Callable[[int], Awaitable[Any]]:
+        def run(i: int) -> Awaitable[Any]:
+            start = ids[side]
+            ids[side] += count
+            writes = [_entry(start + k, 5) for k in range(count)]
+            return store.commit(writes, CTX) if side == "ours" else store.commit(writes)
+
+        return run
+
+    table: dict[str, tuple[Pair, float]] = {
+        "commit 1": ((commit(seed, "seed", 1), commit(ours, "ours", 1)), PI_COMMIT_TARGET),
+        "commit 10": ((commit(seed, "seed", 10), commit(ours, "ours", 10)), PI_COMMIT_TARGET),
+        "fork-chain scan (100 of 3)": (
+            (
+                lambda i: seed.scan_entries({"conversationId": 12}, 100),
+                lambda i: ours.scan_entries({"conversationId": 12}, 100, None, CTX),
+            ),
+            PI_READ_TARGET,
+        ),
+        "document, 100 deltas": (
+            (lambda i: seed.document(50), lambda i: ours.document(50, "current", CTX)),
+            PI_READ_TARGET,
+        ),
+    }
+    mine = await ours.document(50, "current", CTX)
+    theirs = await seed.document(50)
+    assert (
+        mine is not None and mine["value"] == theirs["value"] and mine["deltasSinceBase"] == theirs["deltasSinceBase"]
+    )
+    mine_page = await ours.scan_entries({"conversationId": 12}, 100, None, CTX)
+    theirs_page = await seed.scan_entries({"conversationId": 12}, 100)
+    assert [e["id"] for e in mine_page["items"]] == [e["id"] for e in theirs_page["items"]]
+    print(f"\n5. compat.pi_durable vs the seed's storage ({rounds} rounds x {ops} calls; target seed/ours)")
+    print(f"{'operation':<30} {'seed us':>9} {'ours us':>9} {'ratio':>7} {'range':>13}  verdict (target)")
+    ok = True
+    for name, ((seed_call, our_call), target) in table.items():
+        seed_time, our_time, ratios = await interleaved(name, seed_call, our_call, rounds, ops, (True, True))
+        ok &= report(name, seed_time, our_time, ratios, target, higher_is_better=True)
+    await ours.close(CTX)
+    seed.close()
+    return ok
+
+
 def _postgres_url(args: argparse.Namespace) -> str | None:
     if args.no_postgres:
         return None
@@ -257,6 +417,8 @@ async def main(args: argparse.Namespace) -> int:
         folder = Path(tmp)
         ok = await uncontended(folder, args.rounds, args.ops)
         ok &= await locked(folder)
+        ok &= await a2_versus_seed(folder, args.rounds, args.compat_ops)
+        ok &= await pi_durable_versus_seed(folder, args.rounds, args.compat_ops)
     url = _postgres_url(args)
     if url is not None:
         ok &= await postgres(url, 200, 10, args.pg_ops)
@@ -268,6 +430,7 @@ if __name__ == "__main__":
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--ops", type=int, default=300)
     parser.add_argument("--pg-ops", type=int, default=10)
+    parser.add_argument("--compat-ops", type=int, default=100)
     parser.add_argument("--postgres")
     parser.add_argument("--no-postgres", action="store_true")
     sys.exit(asyncio.run(main(parser.parse_args())))

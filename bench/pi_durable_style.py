@@ -61,6 +61,7 @@ class _Serial:
 
     def __init__(self) -> None:
         self._tail: asyncio.Future[None] | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
 
     def run(self, operation: Callable[[], Awaitable[Any]]) -> asyncio.Future[Any]:
         loop = asyncio.get_running_loop()
@@ -78,7 +79,9 @@ class _Serial:
             finally:
                 barrier.set_result(None)
 
-        loop.create_task(runner())
+        task = loop.create_task(runner())
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
         return result
 
 
