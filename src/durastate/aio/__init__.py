@@ -68,7 +68,7 @@ import asyncio
 import os
 from collections.abc import Callable
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Concatenate, ParamSpec, TypeVar
 
 from .. import store as _store
 from .._aio import AsyncRunner
@@ -100,6 +100,7 @@ __all__ = [
 ]
 
 T = TypeVar("T")
+P = ParamSpec("P")
 
 
 class _RolledBack(Exception):
@@ -169,7 +170,7 @@ class AsyncStore:
     def closed(self) -> bool:
         return self._store.closed or self._runner.closed
 
-    async def transact(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
+    async def transact(self, fn: Callable[Concatenate[Store, P], T], /, *args: P.args, **kwargs: P.kwargs) -> T:
         """``fn(sync_store, *args, **kwargs)`` in one transaction; its result.
 
         Commits when ``fn`` returns, rolls back if it raises (the exception
@@ -198,7 +199,7 @@ class AsyncStore:
             cancelled.append(True)
             raise
 
-    def transaction(self) -> PinnedBlock:
+    def transaction(self) -> PinnedBlock[AsyncStore]:
         """``async with store.transaction() as tx:``: one transaction across awaits (see the module docstring)."""
         store, owner = self._store, self._owner or self
         return PinnedBlock(self._runner, store.transaction, lambda pinned: AsyncStore(store, pinned, owner=owner))

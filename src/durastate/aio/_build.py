@@ -44,12 +44,14 @@ from contextlib import AbstractContextManager
 from contextvars import ContextVar, Token
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from .._aio import AsyncRunner, Undo
 from .._validate import as_seconds
 from ..engines.sqlite import LockBusy
 from ..errors import StoreClosed
+
+T = TypeVar("T")
 
 CALL = "call"
 PLAIN = "plain"
@@ -80,8 +82,9 @@ class FacadeSpec:
     name: str
     sync: type
     methods: dict[str, Method] = field(default_factory=dict)
-    # Read-only attributes passed through to the sync object (a Claim's payload).
-    attributes: tuple[str, ...] = ()
+    # Read-only attributes passed through to the sync object (a Claim's
+    # payload), with their type for the generated stub.
+    attributes: dict[str, str] = field(default_factory=dict)
 
 
 def public_methods(cls: type) -> list[str]:
@@ -124,7 +127,7 @@ def runner_for(runner: AsyncRunner) -> AsyncRunner:
     return runner
 
 
-class PinnedBlock:
+class PinnedBlock(Generic[T]):
     """``async with``: a sync context manager holding a transaction, on one pinned thread.
 
     ``__aenter__`` borrows a thread from the store's runner (``pinned()``)
@@ -140,7 +143,7 @@ class PinnedBlock:
         self,
         runner: AsyncRunner,
         make: Callable[[], AbstractContextManager[Any]],
-        result: Callable[[AsyncRunner], Any] = lambda _pinned: None,
+        result: Callable[[AsyncRunner], T],
     ) -> None:
         # A block opened on a transaction's view nests in that transaction,
         # whichever task opens it.
@@ -153,7 +156,7 @@ class PinnedBlock:
         self._token: Token[_Route | None] | None = None
         self._owns_pin = False
 
-    async def __aenter__(self) -> Any:
+    async def __aenter__(self) -> T:
         outer = self._within or runner_for(self._runner)
         self._owns_pin = outer is self._runner
         # Nested in this task's open block: a savepoint on the same thread.
@@ -408,9 +411,9 @@ def _make_stream(name: str) -> Any:
 
 
 def _make_context(name: str) -> Any:
-    def block(self: Facade, /, *args: Any, **kwargs: Any) -> PinnedBlock:
+    def block(self: Facade, /, *args: Any, **kwargs: Any) -> PinnedBlock[None]:
         method = getattr(self._sync, name)
-        return PinnedBlock(self._runner, lambda: method(*args, **kwargs))
+        return PinnedBlock(self._runner, lambda: method(*args, **kwargs), lambda _pinned: None)
 
     return block
 

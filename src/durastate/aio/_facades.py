@@ -52,7 +52,11 @@ SPECS = [
         KV,
         {"scan": Method(ITER), "log": Method(ITER), "scope": Method(PLAIN, wrap="AsyncScopedKV")},
     ),
-    FacadeSpec("AsyncClaim", Claim, attributes=("queue", "id", "payload", "attempts", "lease_expires_at")),
+    FacadeSpec(
+        "AsyncClaim",
+        Claim,
+        attributes={"queue": "bytes", "id": "int", "payload": "bytes", "attempts": "int", "lease_expires_at": "float"},
+    ),
     FacadeSpec(
         "AsyncQueues",
         Queues,

@@ -124,10 +124,6 @@ class _SystemClock:
         return datetime.now(UTC)
 
 
-def _to_dt(ms: int | None) -> datetime | None:
-    return None if ms is None else _EPOCH + ms * _MS
-
-
 def _dt(ms: int) -> datetime:
     return _EPOCH + ms * _MS
 
@@ -257,31 +253,39 @@ class SnapshotInfo:
     updated_at: datetime
 
 
+_new_object = object.__new__
+
+
 def _stored(e: _events.StoredEvent) -> StoredEvent:
+    # Built by filling the instance dict, as durastate.events builds its
+    # own: a frozen dataclass's __init__ pays one object.__setattr__ per
+    # field (21 here), a large share of an append's Python time.
     cause = e.cause
-    return StoredEvent(
+    stored = _new_object(StoredEvent)
+    stored.__dict__.update(
         id=e.id,
         type=e.type,
         payload=e.payload,
         index=e.index,
         session_id=e.session_id,
-        created_at=_dt(e.created_at),
+        created_at=_EPOCH + e.created_at * _MS,
         cause=None if cause is None else EventCause(cause.index, cause.attempt, cause.batch_size),
         lane=e.lane,
-        processed_at=_to_dt(e.processed_at),
+        processed_at=None if e.processed_at is None else _EPOCH + e.processed_at * _MS,
         processed_by_attempt=e.processed_by_attempt,
         returned_event_ids=e.returned_event_ids,
-        first_claimed_at=_to_dt(e.first_claimed_at),
-        last_claimed_at=_to_dt(e.last_claimed_at),
+        first_claimed_at=None if e.first_claimed_at is None else _EPOCH + e.first_claimed_at * _MS,
+        last_claimed_at=None if e.last_claimed_at is None else _EPOCH + e.last_claimed_at * _MS,
         attempt_count=e.attempt_count,
         failure_count=e.failure_count,
-        last_failed_at=_to_dt(e.last_failed_at),
+        last_failed_at=None if e.last_failed_at is None else _EPOCH + e.last_failed_at * _MS,
         last_failed_attempt=e.last_failed_attempt,
         last_error=e.last_error,
-        failed_at=_to_dt(e.failed_at),
+        failed_at=None if e.failed_at is None else _EPOCH + e.failed_at * _MS,
         claim_holder=e.claim_holder,
-        claim_expires_at=_to_dt(e.claim_expires_at),
+        claim_expires_at=None if e.claim_expires_at is None else _EPOCH + e.claim_expires_at * _MS,
     )
+    return stored
 
 
 def _event(e: _events.StoredEvent) -> Event:
