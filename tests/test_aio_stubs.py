@@ -45,7 +45,7 @@ def test_the_stub_is_generated_from_the_current_facets() -> None:
 def test_mypy_strict_sees_the_real_signatures(tmp_path: Path) -> None:
     usage = tmp_path / "usage.py"
     usage.write_text(USAGE)
-    out, err, status = mypy_api.run(
+    out, err, _status = mypy_api.run(
         ["--strict", "--no-incremental", "--cache-dir", str(tmp_path / "cache"), str(usage)]
     )
     errors = [line for line in out.splitlines() if ": error:" in line]
