@@ -312,3 +312,82 @@ def test_a_cancelled_claim_on_a_locked_file_is_released(tmp_path: Path) -> None:
             return job.attempts, again.events[0].attempt_count
 
     assert asyncio.run(main()) == (2, 2)
+
+
+def test_a_cancelled_transact_rolls_back(tmp_path: Path) -> None:
+    path = tmp_path / "transact.db"
+    durastate.open(path).close()
+    release, held = threading.Event(), threading.Event()
+    ran = threading.Event()
+
+    async def main() -> bytes | None:
+        async with await aio.open(path) as s:
+            holder = _hold_write_lock(path, release, held)
+            await asyncio.to_thread(held.wait)
+
+            def write(store: durastate.Store) -> None:
+                store.kv.put(b"s", b"n", b"k", b"v")
+                ran.set()
+
+            task = asyncio.create_task(s.transact(write))
+            while s._runner._busy == 0:  # refused on the loop, now waiting on a worker
+                await asyncio.sleep(0.001)
+            task.cancel()
+            release.set()
+            await asyncio.to_thread(holder.join)
+            await asyncio.to_thread(s._runner.wait_idle)
+            assert ran.is_set()  # the function ran, then its transaction was rolled back
+            return await s.kv.get(b"s", b"n", b"k")
+
+    assert asyncio.run(main()) is None
+
+
+def test_a_cancelled_transaction_block_rolls_back(store_url: str) -> None:
+    async def body(s: aio.AsyncStore) -> None:
+        entered = asyncio.Event()
+
+        async def block() -> None:
+            async with s.transaction() as tx:
+                await tx.kv.put(b"s", b"n", b"k", b"v")
+                entered.set()
+                await asyncio.Event().wait()  # until cancelled
+
+        task = asyncio.create_task(block())
+        await entered.wait()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert await s.kv.get(b"s", b"n", b"k") is None
+        await s.kv.put(b"s", b"n", b"after", b"1")  # the store is not left locked
+
+    run(store_url, body)
+
+
+def test_a_cancelled_wait_holds_nothing(store_url: str) -> None:
+    async def body(s: aio.AsyncStore) -> None:
+        waiting = asyncio.create_task(s.queues.claim("q", lease=30, wait=30))
+        await asyncio.sleep(0.01)
+        waiting.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await waiting
+        await s.queues.push("q", [b"job"])
+        job = await s.queues.claim("q", lease=30)
+        assert job is not None and job.attempts == 1  # the cancelled wait never took it
+
+    run(store_url, body)
+
+
+def test_calls_after_close_raise_store_closed(store_url: str) -> None:
+    async def main() -> None:
+        s = await aio.open(store_url)
+        await s.close()
+        await s.close()  # idempotent
+        with pytest.raises(durastate.StoreClosed):
+            await s.kv.get(b"s", b"n", b"k")
+        with pytest.raises(durastate.StoreClosed):
+            await s.transact(lambda store: None)
+        with pytest.raises(durastate.StoreClosed):
+            async with s.transaction():
+                pass
+
+    asyncio.run(main())

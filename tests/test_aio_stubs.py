@@ -8,7 +8,7 @@ from mypy import api as mypy_api
 
 from durastate.aio import _stubgen
 
-USAGE = '''
+USAGE = """
 from typing import assert_type
 from durastate import aio
 from durastate.aio import AsyncClaim, AsyncScopedKV, AsyncStore
@@ -33,7 +33,7 @@ async def use(store: AsyncStore) -> None:
 
 async def opened() -> AsyncStore:
     return await aio.open("memory:")
-'''
+"""
 
 
 def test_the_stub_is_generated_from_the_current_facets() -> None:
