@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import sqlite3
 import threading
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -16,6 +15,7 @@ from durastate import aio
 from durastate.aio._build import public_methods
 from durastate.aio._facades import SPECS
 from durastate.testing import FakeClock
+from durastate.testing.locking import WriteLockHolder
 
 
 def run(url: str, body: Callable[[aio.AsyncStore], Awaitable[Any]], **options: Any) -> Any:
@@ -245,29 +245,13 @@ def test_a_task_started_inside_a_transaction_is_not_part_of_it(store_url: str) -
 # -- SQLite: never block the loop on a lock held elsewhere -----------------------------
 
 
-def _hold_write_lock(path: Path, release: threading.Event, held: threading.Event) -> threading.Thread:
-    def hold() -> None:
-        conn = sqlite3.connect(path, isolation_level=None)
-        conn.execute("BEGIN IMMEDIATE")
-        held.set()
-        release.wait()
-        conn.execute("ROLLBACK")
-        conn.close()
-
-    thread = threading.Thread(target=hold)
-    thread.start()
-    return thread
-
-
 def test_a_locked_file_does_not_block_the_loop(tmp_path: Path) -> None:
     path = tmp_path / "locked.db"
     durastate.open(path).close()
-    release, held = threading.Event(), threading.Event()
 
     async def main() -> tuple[int, bytes | None, int]:
         async with await aio.open(path) as s:
-            holder = _hold_write_lock(path, release, held)
-            await asyncio.to_thread(held.wait)
+            holder = await asyncio.to_thread(WriteLockHolder(path).start)
             ticks = 0
             put = asyncio.create_task(s.kv.put(b"s", b"n", b"k", b"v"))
             while ticks < 5:  # the loop keeps running while the put waits for the lock
@@ -275,9 +259,8 @@ def test_a_locked_file_does_not_block_the_loop(tmp_path: Path) -> None:
                 ticks += 1
             assert not put.done()
             assert await s.kv.get(b"s", b"n", b"k") is None  # WAL reads are not blocked
-            release.set()
+            await asyncio.to_thread(holder.release)
             await put
-            await asyncio.to_thread(holder.join)
             return ticks, await s.kv.get(b"s", b"n", b"k"), s._runner._busy
 
     assert asyncio.run(main()) == (5, b"v", 0)
@@ -289,20 +272,17 @@ def test_a_cancelled_claim_on_a_locked_file_is_released(tmp_path: Path) -> None:
     with durastate.open(path) as sync:
         sync.queues.push("q", [b"job"])
         sync.events.append("s", [{"id": "e", "type": "t", "payload": 0}])
-    release, held = threading.Event(), threading.Event()
 
     async def main() -> tuple[int, int]:
         async with await aio.open(path, clock=clock) as s:
-            holder = _hold_write_lock(path, release, held)
-            await asyncio.to_thread(held.wait)
+            holder = await asyncio.to_thread(WriteLockHolder(path).start)
             claim = asyncio.create_task(s.queues.claim("q", lease=60))
             claim_events = asyncio.create_task(s.events.claim_available("s", "w", ttl_ms=60_000))
             await asyncio.sleep(0.05)
             assert s._runner._busy == 2  # both went to workers, waiting for the lock
             claim.cancel()
             claim_events.cancel()
-            release.set()
-            await asyncio.to_thread(holder.join)
+            await asyncio.to_thread(holder.release)
             await asyncio.to_thread(s._runner.wait_idle)  # the claims ran, then were released
             clock.advance(0.01)
             job = await s.queues.claim("q", lease=60)
@@ -317,13 +297,11 @@ def test_a_cancelled_claim_on_a_locked_file_is_released(tmp_path: Path) -> None:
 def test_a_cancelled_transact_rolls_back(tmp_path: Path) -> None:
     path = tmp_path / "transact.db"
     durastate.open(path).close()
-    release, held = threading.Event(), threading.Event()
     ran = threading.Event()
 
     async def main() -> bytes | None:
         async with await aio.open(path) as s:
-            holder = _hold_write_lock(path, release, held)
-            await asyncio.to_thread(held.wait)
+            holder = await asyncio.to_thread(WriteLockHolder(path).start)
 
             def write(store: durastate.Store) -> None:
                 store.kv.put(b"s", b"n", b"k", b"v")
@@ -333,8 +311,7 @@ def test_a_cancelled_transact_rolls_back(tmp_path: Path) -> None:
             while s._runner._busy == 0:  # refused on the loop, now waiting on a worker
                 await asyncio.sleep(0.001)
             task.cancel()
-            release.set()
-            await asyncio.to_thread(holder.join)
+            await asyncio.to_thread(holder.release)
             await asyncio.to_thread(s._runner.wait_idle)
             assert ran.is_set()  # the function ran, then its transaction was rolled back
             return await s.kv.get(b"s", b"n", b"k")

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import sqlite3
-import threading
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -20,6 +18,7 @@ from typing import Any
 import pytest
 
 from durastate.compat import a2
+from durastate.testing.locking import WriteLockHolder
 
 __all__ = ["TestA2Adapter", "test_a_cancelled_claim_is_released", "test_sqlite_creates_its_folder"]
 
@@ -336,28 +335,17 @@ def test_a_cancelled_claim_is_released(tmp_path: Path) -> None:
     path = tmp_path / "a2.db"
     clock = ManualClock()
     store = a2.open_store(f"sqlite:{path}", clock=clock)
-    release, held = threading.Event(), threading.Event()
-
-    def hold() -> None:  # another connection holds the write lock: the claim waits on a worker
-        conn = sqlite3.connect(path, isolation_level=None)
-        conn.execute("BEGIN IMMEDIATE")
-        held.set()
-        release.wait()
-        conn.execute("ROLLBACK")
-        conn.close()
 
     async def main() -> a2.ClaimResult:
         try:
             await store.append(S, [ev()])
-            holder = threading.Thread(target=hold)
-            holder.start()
-            await asyncio.to_thread(held.wait)
+            # Another connection holds the write lock: the claim waits on a worker.
+            holder = await asyncio.to_thread(WriteLockHolder(path).start)
             claim = asyncio.create_task(store.claim_available(session_id=S, holder="w", ttl_ms=60_000))
             while store._runner._busy == 0:
                 await asyncio.sleep(0.001)
             claim.cancel()
-            release.set()
-            await asyncio.to_thread(holder.join)
+            await asyncio.to_thread(holder.release)
             await asyncio.to_thread(store._runner.wait_idle)
             return await store.claim_available(session_id=S, holder="w2", ttl_ms=60_000)
         finally:
