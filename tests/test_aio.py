@@ -368,3 +368,17 @@ def test_calls_after_close_raise_store_closed(store_url: str) -> None:
                 pass
 
     asyncio.run(main())
+
+
+def test_200_coroutines_over_a_small_pool_complete(store_url: str) -> None:
+    async def body(s: aio.AsyncStore) -> None:
+        async def worker(n: int) -> None:
+            for i in range(3):
+                await s.kv.put(b"s", b"n", b"%d-%d" % (n, i), b"v")
+                assert await s.kv.get(b"s", b"n", b"%d-%d" % (n, i)) == b"v"
+            await s.kv.incr(b"s", b"c", b"done")
+
+        await asyncio.gather(*(worker(n) for n in range(200)))
+        assert await s.kv.counter(b"s", b"c", b"done") == 200
+
+    run(store_url, body, max_connections=10)

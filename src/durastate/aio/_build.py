@@ -244,7 +244,11 @@ class PagedIterator:
             assert make is not None
             self._it = await runner.call(make, (), {})
         if runner.inline:
-            more, item = await runner.call(_next_or_end, (self._it,), {})
+            # Inline, and never handed off: a generator that raised is
+            # finished, so running it again elsewhere would end the
+            # iteration early instead of reporting the error (a WAL read
+            # is practically never refused; if it is, it raises).
+            more, item = _next_or_end(self._it)
             if not more:
                 self._done = True
                 raise StopAsyncIteration
