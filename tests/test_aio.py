@@ -266,6 +266,21 @@ def test_a_locked_file_does_not_block_the_loop(tmp_path: Path) -> None:
     assert asyncio.run(main()) == (5, b"v", 0)
 
 
+def _signal_on_worker(facet: Any, name: str) -> threading.Event:
+    """An event set when ``facet.name`` starts running on a thread other than this one."""
+    started = threading.Event()
+    here = threading.current_thread()
+    real = getattr(facet, name)
+
+    def traced(*args: Any, **kwargs: Any) -> Any:
+        if threading.current_thread() is not here:
+            started.set()
+        return real(*args, **kwargs)
+
+    setattr(facet, name, traced)
+    return started
+
+
 def test_a_cancelled_claim_on_a_locked_file_is_released(tmp_path: Path) -> None:
     path = tmp_path / "cancel.db"
     clock = FakeClock()
@@ -276,10 +291,14 @@ def test_a_cancelled_claim_on_a_locked_file_is_released(tmp_path: Path) -> None:
     async def main() -> tuple[int, int]:
         async with await aio.open(path, clock=clock) as s:
             holder = await asyncio.to_thread(WriteLockHolder(path).start)
+            started = [
+                _signal_on_worker(s._store.queues, "claim"),
+                _signal_on_worker(s._store.events, "claim_available"),
+            ]
             claim = asyncio.create_task(s.queues.claim("q", lease=60))
             claim_events = asyncio.create_task(s.events.claim_available("s", "w", ttl_ms=60_000))
-            await asyncio.sleep(0.05)
-            assert s._runner._busy == 2  # both went to workers, waiting for the lock
+            for event in started:  # both refused on the loop, now running on workers, waiting for the lock
+                assert await asyncio.to_thread(event.wait, 30)
             claim.cancel()
             claim_events.cancel()
             await asyncio.to_thread(holder.release)
@@ -297,24 +316,31 @@ def test_a_cancelled_claim_on_a_locked_file_is_released(tmp_path: Path) -> None:
 def test_a_cancelled_transact_rolls_back(tmp_path: Path) -> None:
     path = tmp_path / "transact.db"
     durastate.open(path).close()
-    ran = threading.Event()
+    entered, proceed = threading.Event(), threading.Event()
 
     async def main() -> bytes | None:
         async with await aio.open(path) as s:
+            # Held at the start: the inline attempt is refused, so the call
+            # moves to a worker, where the function can block without
+            # blocking the loop.
             holder = await asyncio.to_thread(WriteLockHolder(path).start)
 
             def write(store: durastate.Store) -> None:
                 store.kv.put(b"s", b"n", b"k", b"v")
-                ran.set()
+                entered.set()
+                proceed.wait(30)
 
             task = asyncio.create_task(s.transact(write))
-            while s._runner._busy == 0:  # refused on the loop, now waiting on a worker
+            while s._runner._busy == 0:
                 await asyncio.sleep(0.001)
-            task.cancel()
             await asyncio.to_thread(holder.release)
+            assert await asyncio.to_thread(entered.wait, 30)  # inside the transaction, the write made
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            proceed.set()  # the function returns after its caller was cancelled ...
             await asyncio.to_thread(s._runner.wait_idle)
-            assert ran.is_set()  # the function ran, then its transaction was rolled back
-            return await s.kv.get(b"s", b"n", b"k")
+            return await s.kv.get(b"s", b"n", b"k")  # ... so the transaction rolled back
 
     assert asyncio.run(main()) is None
 

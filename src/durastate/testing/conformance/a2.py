@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import threading
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -341,9 +342,18 @@ def test_a_cancelled_claim_is_released(tmp_path: Path) -> None:
             await store.append(S, [ev()])
             # Another connection holds the write lock: the claim waits on a worker.
             holder = await asyncio.to_thread(WriteLockHolder(path).start)
+            loop_thread = threading.current_thread()
+            on_worker = threading.Event()
+            real = store._events.claim_available
+
+            def traced(*args: Any, **kwargs: Any) -> Any:
+                if threading.current_thread() is not loop_thread:
+                    on_worker.set()  # refused on the loop, now on a worker, waiting for the lock
+                return real(*args, **kwargs)
+
+            store._events.claim_available = traced  # type: ignore[method-assign]
             claim = asyncio.create_task(store.claim_available(session_id=S, holder="w", ttl_ms=60_000))
-            while store._runner._busy == 0:
-                await asyncio.sleep(0.001)
+            assert await asyncio.to_thread(on_worker.wait, 30)
             claim.cancel()
             await asyncio.to_thread(holder.release)
             await asyncio.to_thread(store._runner.wait_idle)
