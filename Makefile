@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: demo test bench bench-postgres lint typecheck clean crash fuzz bench-langgraph bench-compat
+.PHONY: demo test bench bench-postgres lint typecheck clean crash fuzz bench-langgraph bench-compat bench-aio
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -72,3 +72,9 @@ bench-langgraph: $(VENV)/.installed-test
 # bench/vgi_style.py, compat.functualize vs bench/functualize_style.py).
 bench-compat: $(VENV)/.installed-test
 	$(PY) bench/compat.py
+
+# durastate.aio against the sync API: uncontended SQLite calls, a loop that
+# never stalls while another process holds the write lock, and (when a
+# server is reachable) 200 coroutines over a PostgreSQL pool of 10.
+bench-aio: $(VENV)/.installed-test
+	$(PY) bench/aio.py

@@ -11,9 +11,15 @@ error codes, snake_case, on any durastate engine::
     claim = await store.claim_available(session_id="s1", holder="w1", ttl_ms=30_000)
 
 Every method is ``async`` and runs the synchronous ``store.events`` /
-``store.presence`` code on the store's ``AsyncRunner`` (one call, one
-function on one pool thread; no transaction spans an ``await``). There is
-no second copy of the logic: the rules are those of ``durastate.events``.
+``store.presence`` code through the store's ``AsyncRunner`` (see
+``durastate._aio``: inline on the loop's thread for a SQLite file, as the
+seed calls SQLite; on a worker when the file is locked or for other
+engines; no transaction spans an ``await``). There is no second copy of the
+logic: the rules are those of ``durastate.events``. A cancelled
+``claim_available`` that took its claim anyway releases it at once (the
+attempt counts, as a crashed worker's would); every other cancelled call
+completes (it is one atomic commit) or never started. ``close()`` waits
+until no worker is inside a call before closing the store.
 
 Shapes: results are frozen dataclasses with the seed's fields in snake_case
 (``StoredEvent``, ``Event``, ``AppendResult``, ``ClaimResult``, ...); times
@@ -29,6 +35,27 @@ ids, reuses another session's id, or a completion retry does not match),
 error is the ``__cause__``); ``TypeError`` where the seed throws one (no
 event at the index named) and for arguments of the wrong type or value.
 
+Where the seed's types let a caller send something it cannot store as
+sent, this adapter refuses it with ``TypeError`` (and changes nothing)
+instead of storing a corrupted or unreadable value:
+
+* a payload, state or presence value holding NaN or an infinity (the
+  seed's ``JSON.stringify`` writes ``null`` in their place);
+* ``settled`` that is not a bool (the seed treats any truthy value as true);
+* ``type: None`` (the seed stores ``null`` in a ``NOT NULL`` column's place
+  and fails with a driver error);
+* strings with lone surrogates (ids, types, lanes, session ids: SQLite's
+  UTF-8 cannot hold them);
+* ids (event, session, holder, cursor) that are not strings;
+* a ``cause`` without ``attempt`` (or without ``index``), or with
+  ``attempt``/``index``/``batch_size`` 0 or negative (the seed's own reader
+  throws on such a stored cause).
+
+Where the seed answers, this adapter answers the same: a stale
+``complete_attempt`` reports ``superseded`` even when its returned events
+are malformed (the seed checks the attempt first), and
+``inspect.list_sessions(limit=0)`` returns an empty page with no cursor.
+
 Clock and ids are injectable: ``clock.now() -> datetime`` (aware) is the
 store's clock for every stored time; ``ids() -> str`` names events appended
 without an ``id``, called only for events actually inserted.
@@ -36,7 +63,6 @@ without an ``id``, called only for events actually inserted.
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -46,7 +72,8 @@ from typing import Any, Protocol, TypeVar
 
 from .. import events as _events
 from .. import store as _store
-from .._aio import AsyncRunner
+from .._aio import AsyncRunner, Undo
+from ..aio._facades import release_event_claims
 from ..errors import DurastateError, InvalidRequest, StoreClosed
 from ..events import FailResult, RenewResult  # the same shape here: no times, no events
 from ..presence import PresenceEntry
@@ -95,10 +122,6 @@ class Clock(Protocol):
 class _SystemClock:
     def now(self) -> datetime:
         return datetime.now(UTC)
-
-
-def _to_dt(ms: int | None) -> datetime | None:
-    return None if ms is None else _EPOCH + ms * _MS
 
 
 def _dt(ms: int) -> datetime:
@@ -230,31 +253,39 @@ class SnapshotInfo:
     updated_at: datetime
 
 
+_new_object = object.__new__
+
+
 def _stored(e: _events.StoredEvent) -> StoredEvent:
+    # Built by filling the instance dict, as durastate.events builds its
+    # own: a frozen dataclass's __init__ pays one object.__setattr__ per
+    # field (21 here), a large share of an append's Python time.
     cause = e.cause
-    return StoredEvent(
+    stored = _new_object(StoredEvent)
+    stored.__dict__.update(
         id=e.id,
         type=e.type,
         payload=e.payload,
         index=e.index,
         session_id=e.session_id,
-        created_at=_dt(e.created_at),
+        created_at=_EPOCH + e.created_at * _MS,
         cause=None if cause is None else EventCause(cause.index, cause.attempt, cause.batch_size),
         lane=e.lane,
-        processed_at=_to_dt(e.processed_at),
+        processed_at=None if e.processed_at is None else _EPOCH + e.processed_at * _MS,
         processed_by_attempt=e.processed_by_attempt,
         returned_event_ids=e.returned_event_ids,
-        first_claimed_at=_to_dt(e.first_claimed_at),
-        last_claimed_at=_to_dt(e.last_claimed_at),
+        first_claimed_at=None if e.first_claimed_at is None else _EPOCH + e.first_claimed_at * _MS,
+        last_claimed_at=None if e.last_claimed_at is None else _EPOCH + e.last_claimed_at * _MS,
         attempt_count=e.attempt_count,
         failure_count=e.failure_count,
-        last_failed_at=_to_dt(e.last_failed_at),
+        last_failed_at=None if e.last_failed_at is None else _EPOCH + e.last_failed_at * _MS,
         last_failed_attempt=e.last_failed_attempt,
         last_error=e.last_error,
-        failed_at=_to_dt(e.failed_at),
+        failed_at=None if e.failed_at is None else _EPOCH + e.failed_at * _MS,
         claim_holder=e.claim_holder,
-        claim_expires_at=_to_dt(e.claim_expires_at),
+        claim_expires_at=None if e.claim_expires_at is None else _EPOCH + e.claim_expires_at * _MS,
     )
+    return stored
 
 
 def _event(e: _events.StoredEvent) -> Event:
@@ -275,13 +306,13 @@ class A2Store:
         self._store = store
         self._events = store.events
         self._ids = ids
-        self._runner = AsyncRunner(name="a2")
+        self._runner = AsyncRunner(store.engine, name="a2")
         self.presence = _PresenceApi(self)
         self.inspect = _InspectApi(self)
 
-    async def _call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    async def _call(self, fn: Callable[..., T], *args: Any, _undo: Undo | None = None, **kwargs: Any) -> T:
         try:
-            return await self._runner.run(fn, *args, **kwargs)
+            return await self._runner.call(fn, args, kwargs, _undo)
         except (A2Error, TypeError):
             raise
         except _events.DuplicateBatch as exc:
@@ -321,9 +352,14 @@ class A2Store:
             ttl_ms=ttl_ms,
             expires_at_ms=expires_at_ms,
             exclude_indexes=exclude_indexes,
+            _undo=self._release,
         )
         retry_at = None if result.retry_at is None else _dt(result.retry_at)
         return ClaimResult(result.outcome, tuple(_stored(e) for e in result.events), retry_at)
+
+    def _release(self, result: _events.ClaimResult) -> None:
+        """A claim whose caller was cancelled before receiving it: end its leases now."""
+        release_event_claims(self._events, result)
 
     async def renew_claims(
         self,
@@ -342,8 +378,28 @@ class A2Store:
     async def complete_attempt(
         self, *, session_id: str, index: int, attempt: int, events: Iterable[Mapping[str, Any]]
     ) -> CompleteResult:
-        result = await self._call(self._events.complete_attempt, session_id, index, attempt, events)
+        try:
+            result = await self._call(self._events.complete_attempt, session_id, index, attempt, events)
+        except TypeError as refused:
+            # The seed checks the attempt before it looks at the events: a
+            # stale attempt is superseded even if its events are malformed.
+            try:
+                stale = await self._call(self._stale_attempt, session_id, index, attempt)
+            except TypeError:
+                stale = False
+            if stale:
+                return CompleteResult("superseded")
+            raise refused from None
         return CompleteResult(result.outcome, tuple(_stored(e) for e in result.events))
+
+    def _stale_attempt(self, session_id: str, index: int, attempt: int) -> bool:
+        """The seed's ``superseded`` test of ``completeAttempt`` (false for an unknown event)."""
+        event = self._events.get(session_id, index)
+        if event is None:
+            return False
+        if event.processed_at is not None:
+            return event.processed_by_attempt != attempt
+        return event.attempt_count != attempt or event.claim_holder is None or event.failed_at is not None
 
     async def fail_attempt(
         self, *, session_id: str, index: int, attempt: int, error: str, max_failures: int
@@ -392,9 +448,12 @@ class A2Store:
                 continue
             if self._runner.closed:
                 return
-            # Wait on a plain thread, not the runner: a parked stream must
-            # not occupy one of the few threads other calls run on.
-            await asyncio.to_thread(engine.wait_for_change, channel, _events.POLL_INTERVAL)
+            # Wait on a parking thread, not a worker: a parked stream must
+            # not occupy one of the threads other calls run on.
+            try:
+                await self._runner.park(engine.wait_for_change, channel, _events.POLL_INTERVAL)
+            except StoreClosed:
+                return
 
     def close(self) -> None:
         """Close the store (idempotent). Streams end; later calls raise ``A2Error``."""
@@ -427,6 +486,10 @@ class _InspectApi:
         self._owner = owner
 
     async def list_sessions(self, *, prefix: str, limit: int, cursor: str | None = None) -> SessionList:
+        if limit == 0 and type(limit) is int:
+            # The seed answers an empty page (no cursor); the arguments are still checked.
+            await self._owner._call(self._owner._events.list_sessions, prefix, 1, cursor)
+            return SessionList((), None)
         page = await self._owner._call(self._owner._events.list_sessions, prefix, limit, cursor)
         return SessionList(
             tuple(

@@ -12,9 +12,11 @@ then the seed's async methods with the seed's call shapes (every read and
     await storage.close(context)
 
 All logic lives in ``durastate.records`` (the ``store.records`` facet); this
-module only runs it on a small thread pool (``durastate._aio.AsyncRunner``,
-one facet call per pool thread, no transaction ever spans an ``await``) and
-maps errors to the seed's:
+module only runs it through ``durastate._aio.AsyncRunner`` (inline on the
+loop's thread for a SQLite file, on a pool thread when the file is locked or
+for other engines; no transaction ever spans an ``await``; ``close()`` waits
+until no pool thread is inside a call, cancelled ones included) and maps
+errors to the seed's:
 
 * a refused commit (malformed or colliding batch) raises ``RuntimeError``
   with the reason (the durastate error is its ``__cause__``);
@@ -104,13 +106,8 @@ class SqliteStorage:
             validate_prefix(prefix)
         except InvalidRequest as exc:
             raise StorageRequestError(str(exc)) from exc
-        runner = AsyncRunner(name="pi-durable")
-        try:
-            store = await runner.run(_store.open, url_or_path, prefix=prefix)
-        except BaseException:
-            runner.close(wait=False)
-            raise
-        return SqliteStorage(store, runner)
+        store = await asyncio.to_thread(_store.open, url_or_path, prefix=prefix)
+        return SqliteStorage(store, AsyncRunner(store.engine, name="pi-durable"))
 
     # -- plumbing ------------------------------------------------------------------
 
@@ -230,8 +227,11 @@ class SqliteStorage:
         if self._in_flight > 0:
             self._drained = asyncio.get_running_loop().create_future()
             await self._drained
-        self._runner.close(wait=False)
-        await asyncio.to_thread(self._store.close)
+        # Waits until no pool thread is inside a call (a cancelled call's
+        # thread included), then closes on the loop's thread, where no
+        # inline call can be running now.
+        await self._runner.aclose()
+        self._store.close()
 
     @property
     def closed(self) -> bool:

@@ -108,6 +108,7 @@ _SQLITE_ERROR_UNAVAILABLE = {
     13,  # FULL
     15,  # PROTOCOL
 }
+_SQLITE_BUSY = 5
 # Permanent: the file is damaged or not a database at all.
 _SQLITE_CORRUPT = {11, 26}  # CORRUPT, NOTADB
 # Permanent: the store cannot work as configured (read-only file or folder,
@@ -140,6 +141,13 @@ _WAL_SWITCH_ATTEMPTS = 100
 _WAL_SWITCH_PAUSE = 0.02
 
 
+class LockBusy(StoreUnavailable):
+    """SQLITE_BUSY: another connection held the lock past this connection's busy timeout.
+
+    A statement refused this way changed nothing (see ``no_wait_changes``).
+    """
+
+
 def translate_sqlite_error(exc: sqlite3.Error, where: str) -> DurastateError:
     """Map a sqlite3 exception to our error tree by its result code."""
     code = getattr(exc, "sqlite_errorcode", None)
@@ -151,6 +159,8 @@ def translate_sqlite_error(exc: sqlite3.Error, where: str) -> DurastateError:
             return InvalidRequest(message)
         return DurastateError(message)
     primary = code & 0xFF
+    if primary == _SQLITE_BUSY:
+        return LockBusy(message)
     if primary in _SQLITE_ERROR_UNAVAILABLE or code == _SQLITE_READONLY_RECOVERY:
         return StoreUnavailable(message)
     if primary in _SQLITE_CORRUPT:
@@ -176,6 +186,8 @@ class _ThreadState(TransactionState):
     # transaction is doomed it is a ``_RefusingCursor`` instead (typed as
     # a cursor: the statement methods only ever call its execute methods).
     cursor: sqlite3.Cursor | None = None
+    # ``conn`` once no_wait_changes() has set its busy timeout to 0.
+    no_wait: sqlite3.Connection | None = None
 
 
 class _Refused(sqlite3.Error):
@@ -663,9 +675,34 @@ class SqliteEngine(EngineBase):
             return
         self._local.conn = None
         self._local.cursor = None
+        self._local.no_wait = None
         with self._lock:
             self._connections.pop(id(threading.current_thread()), None)
         conn.close()
+
+    # -- no-wait calls, for async front ends (durastate._aio) -----------------
+
+    def no_wait_changes(self) -> int:
+        """Make this thread's connection refuse a held lock at once; its change count.
+
+        Sets the calling thread's connection to busy timeout 0 (for good:
+        meant for an event loop's thread, whose calls must never sleep) and
+        returns ``total_changes``, the rows it has modified so far. A call
+        that then fails with ``LockBusy`` while the count is unchanged
+        changed nothing (WAL takes the write lock at the first write or at
+        ``BEGIN IMMEDIATE``, before any change), so it can be run again
+        elsewhere. Not for ``memory:`` stores (their rollback journal can
+        refuse a ``COMMIT`` after changes were made).
+        """
+        conn = self._local.no_wait  # reset with the connection (release_connection, close, fork)
+        if conn is None:
+            conn = self._thread_connection()
+            try:
+                conn.execute("PRAGMA busy_timeout = 0")
+            except sqlite3.Error as exc:
+                raise translate_sqlite_error(exc, self.url) from None
+            self._local.no_wait = conn
+        return conn.total_changes
 
     # -- lifecycle -------------------------------------------------------------
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import threading
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -18,8 +19,9 @@ from typing import Any
 import pytest
 
 from durastate.compat import a2
+from durastate.testing.locking import WriteLockHolder
 
-__all__ = ["TestA2Adapter", "test_sqlite_creates_its_folder"]
+__all__ = ["TestA2Adapter", "test_a_cancelled_claim_is_released", "test_sqlite_creates_its_folder"]
 
 S = "s1"
 
@@ -258,6 +260,110 @@ class TestA2Adapter:
             assert info.value.code == "STORE_UNAVAILABLE"
 
         run(store_url, body)
+
+    def test_list_sessions_limit_zero_is_an_empty_page(self, store_url: str) -> None:
+        async def body(s: a2.A2Store, clock: ManualClock) -> None:
+            await s.append("app/a", [ev()])
+            page = await s.inspect.list_sessions(prefix="app/", limit=0)
+            assert (page.sessions, page.cursor) == ((), None)
+            with pytest.raises(TypeError):
+                await s.inspect.list_sessions(prefix=1, limit=0)  # type: ignore[arg-type]
+
+        run(store_url, body)
+
+    def test_stale_completion_with_malformed_events_is_superseded(self, store_url: str) -> None:
+        async def body(s: a2.A2Store, clock: ManualClock) -> None:
+            await s.append(S, [ev("a")])
+            first = (await s.claim_available(session_id=S, holder="w", ttl_ms=1000)).events[0]
+            clock.advance(1001)
+            second = (await s.claim_available(session_id=S, holder="w2", ttl_ms=1000)).events[0]
+            malformed = [{"type": None, "payload": 1, "id": "x"}]
+            stale = await s.complete_attempt(session_id=S, index=1, attempt=first.attempt_count, events=malformed)
+            assert stale.outcome == "superseded"
+            with pytest.raises(TypeError):  # the live attempt's malformed events are refused
+                await s.complete_attempt(session_id=S, index=1, attempt=second.attempt_count, events=malformed)
+            done = await s.complete_attempt(session_id=S, index=1, attempt=second.attempt_count, events=[])
+            assert done.outcome == "completed"
+            again = await s.complete_attempt(session_id=S, index=1, attempt=first.attempt_count, events=malformed)
+            assert again.outcome == "superseded"
+            with pytest.raises(TypeError):
+                await s.complete_attempt(session_id=S, index=9, attempt=1, events=malformed)
+            assert [e.id for e in await s.read(S)] == ["id-1"]
+
+        run(store_url, body)
+
+    @pytest.mark.parametrize(
+        "bad",
+        [
+            ev(payload=float("nan")),
+            ev(payload={"x": float("inf")}),
+            ev(settled=1),
+            {"type": None, "payload": 1},
+            ev(id="\ud800"),
+            ev("\udfff"),
+            ev(id=7),
+            ev(cause={"index": 1}),
+            ev(cause={"index": 1, "attempt": 0}),
+            ev(cause={"index": 1, "attempt": 1, "batch_size": 0}),
+        ],
+        ids=[
+            "nan",
+            "infinity",
+            "settled-int",
+            "type-none",
+            "surrogate-id",
+            "surrogate-type",
+            "int-id",
+            "cause-no-attempt",
+            "cause-attempt-0",
+            "cause-batch-0",
+        ],
+    )
+    def test_ill_typed_input_is_refused_and_changes_nothing(self, store_url: str, bad: dict[str, Any]) -> None:
+        async def body(s: a2.A2Store, clock: ManualClock) -> None:
+            await s.append(S, [ev("a")])
+            with pytest.raises(TypeError):
+                await s.append(S, [ev("b"), bad])
+            assert [e.type for e in await s.read(S)] == ["a"]
+            with pytest.raises(TypeError):
+                await s.append("\ud800", [ev()])
+
+        run(store_url, body)
+
+
+def test_a_cancelled_claim_is_released(tmp_path: Path) -> None:
+    """A claim the caller was cancelled before receiving is released at once (issue 11)."""
+    path = tmp_path / "a2.db"
+    clock = ManualClock()
+    store = a2.open_store(f"sqlite:{path}", clock=clock)
+
+    async def main() -> a2.ClaimResult:
+        try:
+            await store.append(S, [ev()])
+            # Another connection holds the write lock: the claim waits on a worker.
+            holder = await asyncio.to_thread(WriteLockHolder(path).start)
+            loop_thread = threading.current_thread()
+            on_worker = threading.Event()
+            real = store._events.claim_available
+
+            def traced(*args: Any, **kwargs: Any) -> Any:
+                if threading.current_thread() is not loop_thread:
+                    on_worker.set()  # refused on the loop, now on a worker, waiting for the lock
+                return real(*args, **kwargs)
+
+            store._events.claim_available = traced  # type: ignore[method-assign]
+            claim = asyncio.create_task(store.claim_available(session_id=S, holder="w", ttl_ms=60_000))
+            assert await asyncio.to_thread(on_worker.wait, 30)
+            claim.cancel()
+            await asyncio.to_thread(holder.release)
+            await asyncio.to_thread(store._runner.wait_idle)
+            return await store.claim_available(session_id=S, holder="w2", ttl_ms=60_000)
+        finally:
+            store.close()
+
+    again = asyncio.run(main())
+    assert again.outcome == "claimed" and again.events[0].attempt_count == 2
+    assert again.events[0].claim_holder == "w2"
 
 
 def test_sqlite_creates_its_folder(tmp_path: Path) -> None:

@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from durastate.compat.pi_durable import SqliteStorage, StorageRequestError
+from durastate.engines.sqlite import LockBusy
 from durastate.errors import Conflict, InvalidRequest
 
 from .records import base, change, conv_scope, conversation, create, delta, doc_record, entry, submission, task
@@ -233,7 +234,14 @@ class TestPiDurableClose:
             started, release = threading.Event(), threading.Event()
             real = s._records.scan_entries
 
+            loop_thread = threading.current_thread()
+
             def slow_scan(*args: Any) -> Any:
+                if threading.current_thread() is loop_thread:
+                    # A SQLite file runs calls inline on the loop's thread
+                    # first: refuse as a locked file would, so the read
+                    # moves to a worker thread and blocks there.
+                    raise LockBusy("database is locked (simulated)")
                 started.set()
                 assert release.wait(DEADLINE), "the test never released the read"
                 return real(*args)

@@ -1,0 +1,436 @@
+"""durastate.aio against the sync API, side by side in one run (``make bench-aio``).
+
+    .venv/bin/python bench/aio.py [--rounds 15] [--ops 300] [--postgres URL | --no-postgres]
+
+1. **Uncontended SQLite calls**: each operation through ``durastate.open``
+   (sync) and through ``durastate.aio.open`` (awaited inside a running
+   loop), each on its own fresh file in one folder. Every round makes
+   ``--ops`` calls of each contender, taking turns call by call (order
+   swapped every call) and timing each call; a round's figure is its median
+   call. The table shows the median over rounds of those and of the
+   per-round ratio async/sync, with the ratio's range. Target: at most 1.15.
+2. **A locked file never stalls the loop**: another *process* takes the
+   write lock (``BEGIN IMMEDIATE``) and holds it 2 s; meanwhile a ticker
+   coroutine sleeps 10 ms at a time and records how late each wake-up is,
+   while 20 coroutines each try a write (which SQLite refuses at once on
+   the loop thread, so they move to workers and wait there). Target: no
+   tick later than 50 ms; every write lands once the lock is released.
+3. **PostgreSQL, 200 coroutines over a pool of 10** (when a server is
+   reachable): 200 coroutines each run ``--pg-ops`` put+get pairs through
+   ``aio.open(url, max_connections=10)``, against the sync API driven by 10
+   threads (one per pool connection) doing the same total work. Target:
+   no error, async throughput at least the threaded sync one.
+4. **compat.a2 against the seed's own store** (``bench/a2_style.py``: the
+   seed's statements, called inline as the seed calls ``node:sqlite``), each
+   on its own file: append 1, append 10, append+claim+complete, the same
+   cycle in a session of 10k processed events, ``read_state`` (a snapshot
+   and 20 events after it). Target: seed time / durastate time >= 1.2.
+5. **compat.pi_durable against the seed's own storage**
+   (``bench/pi_durable_style.py``: the seed's statements through its serial
+   async facade): commit of 1 and of 10 entries, a descending entry scan
+   through a fork chain (3 conversations, 100 entries), a document read
+   with 100 deltas since its base. Targets: >= 2 on commits, >= 1 on reads.
+
+Sections 4 and 5 time call by call like section 1 (contenders take turns,
+order swapped every call, median call per round, median of the per-round
+ratios).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import jsonpatch
+
+import durastate
+from a2_style import A2StyleStore
+from durastate import aio
+from durastate.compat import a2
+from durastate.compat.pi_durable import SqliteStorage
+from pi_durable_style import PiDurableStyleStorage
+
+TARGET_RATIO = 1.15
+TICK = 0.010
+TICK_LATE_LIMIT = 0.050
+LOCK_SECONDS = 2.0
+
+
+def _ops(
+    sync: durastate.Store, asy: aio.AsyncStore
+) -> dict[str, tuple[Callable[[int], Any], Callable[[int], Awaitable[Any]]]]:
+    """Operation name -> (sync call, async call), each taking the call number."""
+    sync.kv.put(b"s", b"n", b"hot", b"v" * 100)
+    sync.documents.write("doc", {"n": 0})
+    value = b"v" * 100
+
+    async def a_cycle(i: int) -> Any:
+        await asy.queues.push("q", [value])
+        job = await asy.queues.claim("q", lease=30)
+        assert job is not None
+        await job.ack()
+
+    def both(s: durastate.Store) -> int:
+        s.kv.put(b"s", b"t", b"a", value)
+        return s.kv.incr(b"s", b"t", b"n")
+
+    def s_cycle(i: int) -> Any:
+        sync.queues.push("q", [value])
+        job = sync.queues.claim("q", lease=30)
+        assert job is not None
+        job.ack()
+
+    def s_transact(i: int) -> Any:
+        with sync.transaction():
+            return both(sync)
+
+    # The async side's own sync store makes the same setup writes.
+    asy._store.kv.put(b"s", b"n", b"hot", value)
+    asy._store.documents.write("doc", {"n": 0})
+    # Each side is a lambda (the async one returns the awaitable it awaits),
+    # so neither pays for a wrapper the other does not.
+    return {
+        "kv.get": (lambda i: sync.kv.get(b"s", b"n", b"hot"), lambda i: asy.kv.get(b"s", b"n", b"hot")),
+        "kv.put": (
+            lambda i: sync.kv.put(b"s", b"n", b"k%d" % (i % 1000), value),
+            lambda i: asy.kv.put(b"s", b"n", b"k%d" % (i % 1000), value),
+        ),
+        "kv.incr": (lambda i: sync.kv.incr(b"s", b"c", b"n"), lambda i: asy.kv.incr(b"s", b"c", b"n")),
+        "queue push+claim+ack": (s_cycle, a_cycle),
+        "documents.write": (
+            lambda i: sync.documents.write("doc", {"n": i}),
+            lambda i: asy.documents.write("doc", {"n": i}),
+        ),
+        "documents.read": (lambda i: sync.documents.read("doc"), lambda i: asy.documents.read("doc")),
+        "events.append": (
+            lambda i: sync.events.append("sess", [{"type": "t", "payload": i}]),
+            lambda i: asy.events.append("sess", [{"type": "t", "payload": i}]),
+        ),
+        "transact (put+incr)": (s_transact, lambda i: asy.transact(both)),
+    }
+
+
+Pair = tuple[Callable[[int], Awaitable[Any]], Callable[[int], Awaitable[Any]]]
+
+
+async def interleaved(
+    name: str,
+    first: Callable[[int], Any],
+    second: Callable[[int], Any],
+    rounds: int,
+    ops: int,
+    awaited: tuple[bool, bool],
+) -> tuple[float, float, list[float]]:
+    """Median call time of each side per round (call by call, order swapped every call)."""
+    clock = time.perf_counter_ns
+    sides = (first, second)
+
+    async def one(side: int, i: int) -> int:
+        t0 = clock()
+        result = sides[side](i)
+        if awaited[side]:
+            await result
+        return clock() - t0
+
+    for i in range(min(ops, 50)):  # warm-up
+        await one(0, i)
+        await one(1, i)
+    firsts, seconds, ratios = [], [], []
+    for r in range(rounds):
+        times: tuple[list[int], list[int]] = ([], [])
+        for i in range(ops):
+            order = (0, 1) if (i + r) % 2 else (1, 0)
+            for side in order:
+                times[side].append(await one(side, r * ops + i))
+        firsts.append(statistics.median(times[0]) / 1e9)
+        seconds.append(statistics.median(times[1]) / 1e9)
+        ratios.append(firsts[-1] / seconds[-1])
+    return statistics.median(firsts), statistics.median(seconds), ratios
+
+
+def report(name: str, a: float, b: float, ratios: list[float], target: float, higher_is_better: bool) -> bool:
+    ratio = statistics.median(ratios)
+    ok = ratio >= target if higher_is_better else ratio <= target
+    spread = f"{min(ratios):6.2f}-{max(ratios):<6.2f}"
+    print(f"{name:<30} {a * 1e6:9.1f} {b * 1e6:9.1f} {ratio:7.3f} {spread}  {'PASS' if ok else 'FAIL'}")
+    return ok
+
+
+async def uncontended(folder: Path, rounds: int, ops: int) -> bool:
+    sync = durastate.open(folder / "sync.db")
+    asy = await aio.open(folder / "async.db")
+    table = _ops(sync, asy)
+    ok = True
+    print(f"\n1. uncontended SQLite calls ({rounds} rounds x {ops} calls; target async/sync <= {TARGET_RATIO})")
+    print(f"{'operation':<30} {'sync us':>9} {'async us':>9} {'ratio':>7} {'range':>13}  verdict")
+    for name, (sync_call, async_call) in table.items():
+        a_time, s_time, ratios = await interleaved(name, async_call, sync_call, rounds, ops, (True, False))
+        ok &= report(name, s_time, a_time, ratios, TARGET_RATIO, higher_is_better=False)
+    sync.close()
+    await asy.close()
+    return ok
+
+
+_HOLDER = """
+import sqlite3, sys, time
+conn = sqlite3.connect(sys.argv[1], isolation_level=None)
+conn.execute("BEGIN IMMEDIATE")
+print("held", flush=True)
+time.sleep(float(sys.argv[2]))
+conn.execute("ROLLBACK")
+"""
+
+
+async def locked(folder: Path) -> bool:
+    path = folder / "locked.db"
+    durastate.open(path).close()
+    asy = await aio.open(path)
+    holder = subprocess.Popen([sys.executable, "-c", _HOLDER, str(path), str(LOCK_SECONDS)], stdout=subprocess.PIPE)
+    assert holder.stdout is not None
+    await asyncio.to_thread(holder.stdout.readline)  # "held"
+    late: list[float] = []
+    stop = False
+
+    async def ticker() -> None:
+        while not stop:
+            before = time.perf_counter()
+            await asyncio.sleep(TICK)
+            late.append(time.perf_counter() - before - TICK)
+
+    ticks = asyncio.create_task(ticker())
+    started = time.perf_counter()
+    writes = await asyncio.gather(*(asy.kv.put(b"s", b"n", b"w%d" % i, b"v") for i in range(20)))
+    waited = time.perf_counter() - started
+    stop = True
+    await ticks
+    await asyncio.to_thread(holder.wait)
+    landed = len([k async for k, _ in asy.kv.scan(b"s", b"n")])
+    await asy.close()
+    worst = max(late)
+    ok = worst <= TICK_LATE_LIMIT and landed == len(writes) == 20
+    print(f"\n2. another process holds the write lock {LOCK_SECONDS:.0f} s; ticker every {TICK * 1000:.0f} ms")
+    print(
+        f"ticks {len(late)}, latest {worst * 1000:.1f} ms, median {statistics.median(late) * 1000:.2f} ms"
+        f" (limit {TICK_LATE_LIMIT * 1000:.0f} ms); 20 writes waited {waited:.2f} s, {landed} landed"
+        f"  {'PASS' if ok else 'FAIL'}"
+    )
+    return ok
+
+
+async def postgres(url: str, coroutines: int, pool: int, ops: int) -> bool:
+    schema_prefix = f"b{uuid.uuid4().hex[:8]}_"
+    asy = await aio.open(url, prefix=schema_prefix, max_connections=pool)
+    sync = durastate.open(url, prefix=schema_prefix + "s", max_connections=pool)
+    total = coroutines * ops
+
+    async def worker(n: int) -> None:
+        for i in range(ops):
+            key = b"c%d-%d" % (n, i)
+            await asy.kv.put(b"s", b"n", key, b"v")
+            assert await asy.kv.get(b"s", b"n", key) == b"v"
+
+    def thread_worker(n: int, count: int) -> None:
+        for i in range(count):
+            key = b"t%d-%d" % (n, i)
+            sync.kv.put(b"s", b"n", key, b"v")
+            assert sync.kv.get(b"s", b"n", key) == b"v"
+
+    results = []
+    for _round in range(3):
+        start = time.perf_counter()
+        await asyncio.gather(*(worker(n) for n in range(coroutines)))
+        async_rate = total / (time.perf_counter() - start)
+        threads = [threading.Thread(target=thread_worker, args=(n, total // pool)) for n in range(pool)]
+        start = time.perf_counter()
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        sync_rate = total / (time.perf_counter() - start)
+        results.append((async_rate, sync_rate))
+    await asy.close()
+    sync.close()
+    ratio = statistics.median(a / s for a, s in results)
+    ok = ratio >= 1.0
+    print(f"\n3. PostgreSQL: {coroutines} coroutines vs {pool} threads, pool of {pool}, {total} put+get pairs each")
+    for a, s in results:
+        print(f"async {a:8.0f} pairs/s   threaded sync {s:8.0f} pairs/s   ratio {a / s:.2f}")
+    print(f"median ratio async/sync {ratio:.2f} (target >= 1.0)  {'PASS' if ok else 'FAIL'}")
+    return ok
+
+
+A2_TARGET = 1.2
+PI_COMMIT_TARGET = 2.0
+PI_READ_TARGET = 1.0
+CTX = None  # pi-durable's context argument: storage does not use it
+
+
+def _event(n: int, **extra: Any) -> dict[str, Any]:
+    return {"type": "bench.event", "payload": {"n": n, "text": "x" * 40}, **extra}
+
+
+async def a2_versus_seed(folder: Path, rounds: int, ops: int) -> bool:
+    ours = a2.open_store(f"sqlite:{folder / 'a2.db'}")
+    seed = A2StyleStore(str(folder / "a2-seed.db"), a2.StoredEvent, a2.Event)
+    for store in (ours, seed):  # a 10k-event session of processed events, and one with a snapshot
+        for start in range(0, 10_000, 500):
+            await store.append("big", [_event(start + i, settled=True) for i in range(500)])
+        await store.append("state", [_event(i, settled=True) for i in range(100)])
+        await store.put_snapshot("state", "reducer", 80, {"total": 80})
+
+    def cycle(store: Any, session: str) -> Callable[[int], Awaitable[Any]]:
+        async def run(i: int) -> None:
+            await store.append(session, [_event(i)])
+            claimed = await store.claim_available(session_id=session, holder="w", ttl_ms=30_000)
+            event = claimed.events[0] if hasattr(claimed, "events") else claimed[1][0]
+            await store.complete_attempt(session_id=session, index=event.index, attempt=event.attempt_count, events=[])
+
+        return run
+
+    table: dict[str, Pair] = {
+        "append 1": (lambda i: seed.append("one", [_event(i)]), lambda i: ours.append("one", [_event(i)])),
+        "append 10": (
+            lambda i: seed.append("ten", [_event(i * 10 + k) for k in range(10)]),
+            lambda i: ours.append("ten", [_event(i * 10 + k) for k in range(10)]),
+        ),
+        "append+claim+complete": (cycle(seed, "cycle"), cycle(ours, "cycle")),
+        "cycle in a 10k session": (cycle(seed, "big"), cycle(ours, "big")),
+        "read_state (snapshot + 20)": (
+            lambda i: seed.read_state("state", "reducer"),
+            lambda i: ours.read_state("state", "reducer"),
+        ),
+    }
+    print(f"\n4. compat.a2 vs the seed's store ({rounds} rounds x {ops} calls; target seed/ours >= {A2_TARGET})")
+    print(f"{'operation':<30} {'seed us':>9} {'ours us':>9} {'ratio':>7} {'range':>13}  verdict")
+    ok = True
+    for name, (seed_call, our_call) in table.items():
+        seed_time, our_time, ratios = await interleaved(name, seed_call, our_call, rounds, ops, (True, True))
+        ok &= report(name, seed_time, our_time, ratios, A2_TARGET, higher_is_better=True)
+    ours.close()
+    seed.close()
+    return ok
+
+
+def _entry(id: int, conversation: int) -> dict[str, Any]:
+    return {"type": "entry", "value": {"id": id, "conversationId": conversation, "text": f"entry {id}"}}
+
+
+def _conversation(id: int, parent: tuple[int, int] | None = None) -> dict[str, Any]:
+    value: dict[str, Any] = {"id": id, "title": f"c{id}"}
+    if parent is not None:
+        value["parent"] = {"conversationId": parent[0], "at": parent[1]}
+    return {"type": "conversation", "value": value}
+
+
+async def pi_durable_versus_seed(folder: Path, rounds: int, ops: int) -> bool:
+    ours = await SqliteStorage.open(folder / "pi.db")
+    seed = PiDurableStyleStorage(str(folder / "pi-seed.db"), lambda value, ops: jsonpatch.apply_patch(value, ops))
+    document = {
+        "type": "document.create",
+        "record": {"id": 50, "kind": "notes", "key": "k", "scope": {"kind": "conversation", "conversationId": 5}},
+        "content": {"kind": "base", "version": 1, "value": {"n": 0, "text": "y" * 200}},
+    }
+    for store in (ours, seed):
+        await store.commit([_conversation(5), document])
+        for n in range(1, 101):
+            ops_ = [{"op": "replace", "path": "/n", "value": n}]
+            await store.commit(
+                [{"type": "document.change", "id": 50, "content": {"kind": "delta", "version": 1, "ops": ops_}}]
+            )
+        # A fork chain: 10 <- 11 (forked at entry 119) <- 12 (forked at entry 159), 40 entries each.
+        await store.commit([_conversation(10), *(_entry(i, 10) for i in range(100, 140))])
+        await store.commit([_conversation(11, (10, 119)), *(_entry(i, 11) for i in range(140, 180))])
+        await store.commit([_conversation(12, (11, 159)), *(_entry(i, 12) for i in range(180, 220))])
+    ids = {"seed": 1_000_000, "ours": 1_000_000}
+
+    def commit(store: Any, side: str, count: int) -> Callable[[int], Awaitable[Any]]:
+        def run(i: int) -> Awaitable[Any]:
+            start = ids[side]
+            ids[side] += count
+            writes = [_entry(start + k, 5) for k in range(count)]
+            return store.commit(writes, CTX) if side == "ours" else store.commit(writes)
+
+        return run
+
+    table: dict[str, tuple[Pair, float]] = {
+        "commit 1": ((commit(seed, "seed", 1), commit(ours, "ours", 1)), PI_COMMIT_TARGET),
+        "commit 10": ((commit(seed, "seed", 10), commit(ours, "ours", 10)), PI_COMMIT_TARGET),
+        "fork-chain scan (100 of 3)": (
+            (
+                lambda i: seed.scan_entries({"conversationId": 12}, 100),
+                lambda i: ours.scan_entries({"conversationId": 12}, 100, None, CTX),
+            ),
+            PI_READ_TARGET,
+        ),
+        "document, 100 deltas": (
+            (lambda i: seed.document(50), lambda i: ours.document(50, "current", CTX)),
+            PI_READ_TARGET,
+        ),
+    }
+    mine = await ours.document(50, "current", CTX)
+    theirs = await seed.document(50)
+    assert (
+        mine is not None and mine["value"] == theirs["value"] and mine["deltasSinceBase"] == theirs["deltasSinceBase"]
+    )
+    mine_page = await ours.scan_entries({"conversationId": 12}, 100, None, CTX)
+    theirs_page = await seed.scan_entries({"conversationId": 12}, 100)
+    assert [e["id"] for e in mine_page["items"]] == [e["id"] for e in theirs_page["items"]]
+    print(f"\n5. compat.pi_durable vs the seed's storage ({rounds} rounds x {ops} calls; target seed/ours)")
+    print(f"{'operation':<30} {'seed us':>9} {'ours us':>9} {'ratio':>7} {'range':>13}  verdict (target)")
+    ok = True
+    for name, ((seed_call, our_call), target) in table.items():
+        seed_time, our_time, ratios = await interleaved(name, seed_call, our_call, rounds, ops, (True, True))
+        ok &= report(name, seed_time, our_time, ratios, target, higher_is_better=True)
+    await ours.close(CTX)
+    seed.close()
+    return ok
+
+
+def _postgres_url(args: argparse.Namespace) -> str | None:
+    if args.no_postgres:
+        return None
+    url = (
+        args.postgres or os.environ.get("DURASTATE_BENCH_POSTGRES_URL") or os.environ.get("DURASTATE_TEST_POSTGRES_URL")
+    )
+    url = url or "postgresql://postgres@127.0.0.1:5432/postgres"
+    try:
+        durastate.open(url, min_connections=0, max_connections=1, busy_timeout=2).close()
+    except durastate.DurastateError as exc:
+        print(f"\n3. PostgreSQL skipped: {exc}")
+        return None
+    return url
+
+
+async def main(args: argparse.Namespace) -> int:
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        ok = await uncontended(folder, args.rounds, args.ops)
+        ok &= await locked(folder)
+        ok &= await a2_versus_seed(folder, args.rounds, args.compat_ops)
+        ok &= await pi_durable_versus_seed(folder, args.rounds, args.compat_ops)
+    url = _postgres_url(args)
+    if url is not None:
+        ok &= await postgres(url, 200, 10, args.pg_ops)
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rounds", type=int, default=15)
+    parser.add_argument("--ops", type=int, default=300)
+    parser.add_argument("--pg-ops", type=int, default=10)
+    parser.add_argument("--compat-ops", type=int, default=100)
+    parser.add_argument("--postgres")
+    parser.add_argument("--no-postgres", action="store_true")
+    sys.exit(asyncio.run(main(parser.parse_args())))

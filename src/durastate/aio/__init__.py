@@ -1,0 +1,224 @@
+"""``durastate.aio``: every facet from ``async`` code, one copy of the logic.
+
+::
+
+    from durastate import aio
+
+    async with await aio.open("data/app.db") as store:
+        await store.kv.put(b"run-1", b"cfg", b"model", b"small")
+        async for key, value in store.kv.scan(b"run-1", b"cfg"):
+            ...
+        job = await store.queues.claim("jobs", lease=30, wait=5)
+        await store.transact(lambda s: s.kv.incr(b"run-1", b"stats", b"done"))
+
+``open()`` takes the arguments of ``durastate.open`` and returns an
+``AsyncStore`` whose facets (``kv``, ``queues``, ``documents``, ``events``,
+``records``, ``presence``) have the sync facets' methods, awaited. They
+are generated from the sync classes (``durastate.aio._build``), so the
+rules, validation and errors are the sync facets' own. Where a call runs
+(inline on the loop thread for SQLite files, handed to a worker when the
+file is locked; on a worker per pool connection for PostgreSQL) is
+described in ``durastate._aio``: an uncontended SQLite call costs what the
+sync call costs, and the loop never sleeps on a lock.
+
+Transactions, two ways, both one atomic commit on one connection:
+
+* ``await store.transact(fn, *args)`` runs the sync callable
+  ``fn(sync_store, *args)`` inside ``sync_store.transaction()`` and returns
+  its result. The fastest way (on SQLite it runs inline when the file is
+  not locked: ``BEGIN IMMEDIATE`` takes the lock before ``fn`` runs, so a
+  refusal happens before ``fn`` did anything). ``fn`` must not block; it
+  is sync code, so no other coroutine runs (or sees its writes) until it
+  returns.
+* ``async with store.transaction() as tx:`` holds a transaction across
+  awaits, on a thread pinned to the block: calls on ``tx``, and calls on
+  ``store`` made by the same task inside the block, join it; other
+  coroutines (tasks started inside the block included) never do and do not
+  see its writes before the commit. It commits when the block ends and
+  rolls back on any exception, cancellation included. On SQLite it holds
+  the write lock for the whole block: other writers wait (on workers, not
+  on the loop). Nested blocks are savepoints.
+
+The sync API's per-thread ambient transaction never leaks into async code:
+no transaction is ever left open on the loop thread between two calls.
+
+Cancellation (a cancelled ``await`` on any facet): a call either completes
+or is undone, never half done. Every write is atomic, so a cancelled write
+either committed or did nothing. A cancelled ``queues.claim`` or
+``events.claim_available``/``claim_any`` whose claim was taken anyway is
+released at once (the delivery counts as an attempt, as a crashed worker's
+would). ``queues.pop`` is at-most-once: a pop cancelled after it took its
+item loses it, exactly as a consumer dying after ``pop`` would. A
+cancelled ``transact`` rolls back unless it had already committed; a
+cancelled ``async with`` block rolls back. A wait (``wait=``) holds nothing
+while it waits (it polls every 50 ms on the loop), so cancelling it is
+always clean. ``await store.close()`` waits until no worker thread is
+inside a call before closing the connections.
+
+Iterators: ``kv.scan``/``kv.log``/``documents.iter_keys`` return async
+iterators (pages read as they are consumed; argument errors surface at the
+first step); ``events.stream`` is an async iterator that waits for new
+events on a parking thread and ends at ``aclose()`` or when the store
+closes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Callable
+from types import TracebackType
+from typing import Concatenate, ParamSpec, TypeVar
+
+from .. import store as _store
+from .._aio import AsyncRunner
+from ..engines.base import Clock
+from ..store import DEFAULT_MAX_KEY_SIZE, DEFAULT_MAX_VALUE_SIZE, Store
+from ._build import PinnedBlock, runner_for
+from ._facades import (
+    AsyncClaim,
+    AsyncDocuments,
+    AsyncEvents,
+    AsyncKV,
+    AsyncPresence,
+    AsyncQueues,
+    AsyncRecords,
+    AsyncScopedKV,
+)
+
+__all__ = [
+    "AsyncClaim",
+    "AsyncDocuments",
+    "AsyncEvents",
+    "AsyncKV",
+    "AsyncPresence",
+    "AsyncQueues",
+    "AsyncRecords",
+    "AsyncScopedKV",
+    "AsyncStore",
+    "open",
+]
+
+T = TypeVar("T")
+P = ParamSpec("P")
+
+
+class _RolledBack(Exception):
+    """Raised inside ``transact``'s transaction when its caller was cancelled before the commit."""
+
+
+async def open(
+    url: str | os.PathLike[str] | None = None,
+    *,
+    prefix: str = "ds_",
+    durability: str = "normal",
+    busy_timeout: float = 30.0,
+    clock: Clock | None = None,
+    max_value_size: int = DEFAULT_MAX_VALUE_SIZE,
+    max_key_size: int | None = DEFAULT_MAX_KEY_SIZE,
+    min_connections: int = 1,
+    max_connections: int = 10,
+    workers: int | None = None,
+) -> AsyncStore:
+    """Open an ``AsyncStore``: the arguments of ``durastate.open``, plus ``workers``.
+
+    ``workers``: threads for calls that cannot run inline (default: 8 for
+    SQLite, ``max_connections`` for PostgreSQL, one per pool connection).
+    Opening (and migrating) runs on a thread, so it never blocks the loop.
+    """
+    store = await asyncio.to_thread(
+        _store.open,
+        url,
+        prefix=prefix,
+        durability=durability,
+        busy_timeout=busy_timeout,
+        clock=clock,
+        max_value_size=max_value_size,
+        max_key_size=max_key_size,
+        min_connections=min_connections,
+        max_connections=max_connections,
+    )
+    if workers is None:
+        workers = max_connections if store.engine.dialect.name == "postgresql" else 8
+    try:
+        runner = AsyncRunner(store.engine, workers=workers, name="durastate-aio")
+    except BaseException:
+        store.close()
+        raise
+    return AsyncStore(store, runner)
+
+
+class AsyncStore:
+    """The async store: facets, transactions, close (see the module docstring)."""
+
+    def __init__(self, store: Store, runner: AsyncRunner, *, owner: AsyncStore | None = None) -> None:
+        self._store = store
+        self._runner = runner
+        self._owner = owner
+        self.kv = AsyncKV(store.kv, runner)
+        self.queues = AsyncQueues(store.queues, runner)
+        self.documents = AsyncDocuments(store.documents, runner)
+        self.events = AsyncEvents(store.events, runner)
+        self.records = AsyncRecords(store.records, runner)
+        self.presence = AsyncPresence(store.presence, runner)
+
+    @property
+    def url(self) -> str:
+        return self._store.url
+
+    @property
+    def closed(self) -> bool:
+        return self._store.closed or self._runner.closed
+
+    async def transact(self, fn: Callable[Concatenate[Store, P], T], /, *args: P.args, **kwargs: P.kwargs) -> T:
+        """``fn(sync_store, *args, **kwargs)`` in one transaction; its result.
+
+        Commits when ``fn`` returns, rolls back if it raises (the exception
+        propagates) or if this call is cancelled before the commit.
+        ``sync_store`` is the underlying ``durastate.Store``: its facets are
+        the sync ones. Inside an ``async with store.transaction()`` block of
+        the same task, ``fn`` runs in that transaction (as a savepoint).
+        """
+        if not callable(fn):
+            from ..errors import InvalidRequest
+
+            raise InvalidRequest(f"transact needs a callable, got {type(fn).__name__}")
+        cancelled: list[bool] = []  # appended to when the caller is cancelled
+        store = self._store
+
+        def body() -> T:
+            with store.transaction():
+                result = fn(store, *args, **kwargs)
+                if cancelled:
+                    raise _RolledBack
+            return result
+
+        try:
+            return await runner_for(self._runner).call(body, (), {})
+        except asyncio.CancelledError:
+            cancelled.append(True)
+            raise
+
+    def transaction(self) -> PinnedBlock[AsyncStore]:
+        """``async with store.transaction() as tx:``: one transaction across awaits (see the module docstring)."""
+        store, owner = self._store, self._owner or self
+        return PinnedBlock(self._runner, store.transaction, lambda pinned: AsyncStore(store, pinned, owner=owner))
+
+    async def close(self) -> None:
+        """Refuse new calls, wait for calls on workers to finish, close the connections. Idempotent."""
+        if self._owner is not None:
+            raise TypeError("close the store, not a transaction's view of it")
+        await self._runner.aclose()
+        # On the loop's thread: no inline call can be running on it now.
+        self._store.close()
+
+    async def __aenter__(self) -> AsyncStore:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.close()
+
+    def __repr__(self) -> str:
+        return f"<durastate.aio.AsyncStore {self.url}{' (closed)' if self.closed else ''}>"
