@@ -70,7 +70,6 @@ can tell by reading.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable
 from types import TracebackType
 from typing import Any, TypeVar
@@ -81,6 +80,7 @@ from .. import store as _store
 from .._json import dump_json
 from .._validate import as_list, fail
 from ..errors import StoreClosed
+from ._async import call_in_thread
 
 try:
     from agents.items import TResponseInputItem
@@ -100,23 +100,8 @@ T = TypeVar("T")
 
 
 async def _call(fn: Callable[..., T], /, *args: Any) -> T:
-    """Run ``fn(*args)`` on a worker thread; the only bridge from async to the store.
-
-    A cancelled caller still waits for ``fn`` to finish (a write that began
-    is completed or rolled back, never left running behind the caller's
-    back), then the first ``CancelledError`` is raised.
-    """
-    task = asyncio.ensure_future(asyncio.to_thread(fn, *args))
-    cancelled: asyncio.CancelledError | None = None
-    while not task.done():
-        try:
-            await asyncio.wait({task})
-        except asyncio.CancelledError as exc:
-            cancelled = cancelled or exc
-    if cancelled is not None:
-        task.exception()  # retrieved, so a failed write is not reported as "never retrieved"
-        raise cancelled
-    return task.result()
+    """The one bridge from this module's coroutines to the store (see ``_async``)."""
+    return await call_in_thread(fn, *args)
 
 
 def _ordinal_key(ordinal: int) -> bytes:
