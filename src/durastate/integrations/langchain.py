@@ -53,7 +53,6 @@ from __future__ import annotations
 import hashlib
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from itertools import islice
-from types import TracebackType
 from typing import Any, TypeVar
 
 import orjson
@@ -61,26 +60,13 @@ import orjson
 from .. import store as _store
 from .._json import dump_json
 from .._validate import as_list, as_seconds, fail
-from ._async import call_in_thread
+from ._common import StoreHolder, call_in_thread
 
 try:
+    from langchain_core import messages as lc_messages
     from langchain_core._api import suppress_langchain_beta_warning
     from langchain_core.caches import RETURN_VAL_TYPE, BaseCache
     from langchain_core.load import dumpd, load
-    from langchain_core.messages import (
-        AIMessage,
-        AIMessageChunk,
-        ChatMessage,
-        ChatMessageChunk,
-        FunctionMessage,
-        FunctionMessageChunk,
-        HumanMessage,
-        HumanMessageChunk,
-        SystemMessage,
-        SystemMessageChunk,
-        ToolMessage,
-        ToolMessageChunk,
-    )
     from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, Generation, GenerationChunk
     from langchain_core.stores import BaseStore
 except ImportError as exc:  # pragma: no cover - exercised by a subprocess test
@@ -94,30 +80,18 @@ SCOPE = b"langchain"
 # Keys handed to an async caller per worker-thread call in ayield_keys.
 KEY_BATCH = 512
 # What a cache lookup may revive: generations and the messages inside them.
-ALLOWED_OBJECTS = (
-    Generation,
-    GenerationChunk,
-    ChatGeneration,
-    ChatGenerationChunk,
-    AIMessage,
-    AIMessageChunk,
-    ChatMessage,
-    ChatMessageChunk,
-    FunctionMessage,
-    FunctionMessageChunk,
-    HumanMessage,
-    HumanMessageChunk,
-    SystemMessage,
-    SystemMessageChunk,
-    ToolMessage,
-    ToolMessageChunk,
+_MESSAGE_CLASSES = tuple(
+    getattr(lc_messages, f"{kind}{suffix}")
+    for kind in ("AI", "Chat", "Function", "Human", "System", "Tool")
+    for suffix in ("Message", "MessageChunk")
 )
+ALLOWED_OBJECTS = (Generation, GenerationChunk, ChatGeneration, ChatGenerationChunk, *_MESSAGE_CLASSES)
 
 T = TypeVar("T")
 
 
 async def _call(fn: Callable[..., T], /, *args: Any) -> T:
-    """The one bridge from this module's coroutines to the store (see ``_async``)."""
+    """The one bridge from this module's coroutines to the store (see ``_common``)."""
     return await call_in_thread(fn, *args)
 
 
@@ -130,43 +104,17 @@ def _text(name: str, value: Any) -> bytes:
         fail(f"{name} must be valid unicode (no lone surrogates), got {value!r:.80}")
 
 
+def _ttl(ttl: Any) -> float | None:
+    return None if ttl is None else as_seconds("ttl", ttl, allow_zero=False)
+
+
 def _prefix_end(prefix: bytes) -> bytes | None:
     """The smallest key above every key starting with ``prefix`` (None: no bound)."""
     stripped = prefix.rstrip(b"\xff")
     return stripped[:-1] + bytes([stripped[-1] + 1]) if stripped else None
 
 
-class _OnStore:
-    """A store opened from ``url`` (and closed by ``close()``) or borrowed as ``store=``."""
-
-    def __init__(self, url: str | None, store: _store.Store | None, ns: bytes, ttl: float | None) -> None:
-        if url is not None and store is not None:
-            fail("pass url or store=, not both")
-        if store is not None and not isinstance(store, _store.Store):
-            fail(f"store must be a durastate.Store, got {type(store).__name__}")
-        self._ttl = None if ttl is None else as_seconds("ttl", ttl, allow_zero=False)
-        self.store = _store.open(url) if store is None else store
-        self._owns_store = store is None
-        self._ns = ns
-
-    def close(self) -> None:
-        """Close the store if this object opened it (a borrowed one stays open). Idempotent."""
-        if self._owns_store:
-            self.store.close()
-
-    def __enter__(self: T) -> T:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
-
-
-class DurastateByteStore(_OnStore, BaseStore[str, bytes]):
+class DurastateByteStore(StoreHolder, BaseStore[str, bytes]):
     """LangChain's ``BaseStore[str, bytes]`` on a durastate store.
 
     ``DurastateByteStore(url)`` opens its own store (``None``: the default
@@ -183,7 +131,9 @@ class DurastateByteStore(_OnStore, BaseStore[str, bytes]):
         namespace: str = "default",
         ttl: float | None = None,
     ) -> None:
-        super().__init__(url, store, b"store/" + _text("namespace", namespace), ttl)
+        self._ns = b"store/" + _text("namespace", namespace)
+        self._ttl = _ttl(ttl)
+        super().__init__(url, store)
         self.namespace = namespace
 
     def mget(self, keys: Sequence[str]) -> list[bytes | None]:
@@ -236,7 +186,7 @@ def _take(keys: Iterator[str], count: int) -> list[str]:
     return list(islice(keys, count))
 
 
-class DurastateCache(_OnStore, BaseCache):
+class DurastateCache(StoreHolder, BaseCache):
     """LangChain's LLM cache (``BaseCache``) on a durastate store.
 
     ``DurastateCache(url)`` opens its own store (``None``: the default
@@ -253,7 +203,9 @@ class DurastateCache(_OnStore, BaseCache):
         namespace: str = "default",
         ttl: float | None = None,
     ) -> None:
-        super().__init__(url, store, b"cache/" + _text("namespace", namespace), ttl)
+        self._ns = b"cache/" + _text("namespace", namespace)
+        self._ttl = _ttl(ttl)
+        super().__init__(url, store)
         self.namespace = namespace
 
     def lookup(self, prompt: str, llm_string: str) -> RETURN_VAL_TYPE | None:

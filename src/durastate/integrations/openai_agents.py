@@ -71,7 +71,6 @@ can tell by reading.
 from __future__ import annotations
 
 from collections.abc import Callable
-from types import TracebackType
 from typing import Any, TypeVar
 
 import orjson
@@ -80,7 +79,7 @@ from .. import store as _store
 from .._json import dump_json
 from .._validate import as_list, fail
 from ..errors import StoreClosed
-from ._async import call_in_thread
+from ._common import StoreHolder, call_in_thread
 
 try:
     from agents.items import TResponseInputItem
@@ -100,7 +99,7 @@ T = TypeVar("T")
 
 
 async def _call(fn: Callable[..., T], /, *args: Any) -> T:
-    """The one bridge from this module's coroutines to the store (see ``_async``)."""
+    """The one bridge from this module's coroutines to the store (see ``_common``)."""
     return await call_in_thread(fn, *args)
 
 
@@ -109,7 +108,7 @@ def _ordinal_key(ordinal: int) -> bytes:
     return ordinal.to_bytes(8, "big")
 
 
-class DurastateSession(SessionABC):
+class DurastateSession(StoreHolder, SessionABC):
     """Conversation history of one session, on a durastate store.
 
     ``DurastateSession(session_id, url=...)`` opens (and on ``close()``
@@ -137,24 +136,15 @@ class DurastateSession(SessionABC):
             ns = session_id.encode("utf-8")
         except UnicodeEncodeError:
             fail(f"session_id must be valid unicode (no lone surrogates), got {session_id!r}")
-        if url is not None and store is not None:
-            fail("pass url= or store=, not both")
-        if store is not None and not isinstance(store, _store.Store):
-            fail(f"store must be a durastate.Store, got {type(store).__name__}")
         settings = SessionSettings() if session_settings is None else coerce_session_settings(session_settings)
-        opened = _store.open(url) if store is None else store
-        if len(SCOPE) + len(ns) + 8 > opened.kv.max_key_size:
-            if store is None:
-                opened.close()
-            fail(
-                f"session_id is {len(ns)} bytes as UTF-8; with this store's max_key_size="
-                f"{opened.kv.max_key_size} it may be at most {opened.kv.max_key_size - len(SCOPE) - 8}"
-            )
+        super().__init__(url, store)
+        room = self.store.kv.max_key_size - len(SCOPE) - 8
+        if len(ns) > room:
+            super().close()
+            fail(f"session_id is {len(ns)} bytes as UTF-8; with this store's max_key_size it may be at most {room}")
         self.session_id = session_id
         self.session_settings = settings
-        self.store = opened
         self._ns = ns
-        self._owns_store = store is None
         self._closed = False
 
     # -- the SDK's Session protocol ------------------------------------------
@@ -182,21 +172,8 @@ class DurastateSession(SessionABC):
 
     def close(self) -> None:
         """Refuse further calls; close the store if this session opened it. Idempotent."""
-        if not self._closed:
-            self._closed = True
-            if self._owns_store:
-                self.store.close()
-
-    def __enter__(self) -> DurastateSession:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
+        self._closed = True
+        super().close()
 
     def __repr__(self) -> str:
         return f"<DurastateSession {self.session_id!r} on {self.store.url}{' (closed)' if self._closed else ''}>"
