@@ -104,24 +104,16 @@ def _text(name: str, value: Any) -> bytes:
         fail(f"{name} must be valid unicode (no lone surrogates), got {value!r:.80}")
 
 
-def _ttl(ttl: Any) -> float | None:
-    return None if ttl is None else as_seconds("ttl", ttl, allow_zero=False)
-
-
 def _prefix_end(prefix: bytes) -> bytes | None:
     """The smallest key above every key starting with ``prefix`` (None: no bound)."""
     stripped = prefix.rstrip(b"\xff")
     return stripped[:-1] + bytes([stripped[-1] + 1]) if stripped else None
 
 
-class DurastateByteStore(StoreHolder, BaseStore[str, bytes]):
-    """LangChain's ``BaseStore[str, bytes]`` on a durastate store.
+class _Namespaced(StoreHolder):
+    """``url`` or ``store=``, a ``namespace`` (kv namespace ``_KIND + namespace``) and a ``ttl``."""
 
-    ``DurastateByteStore(url)`` opens its own store (``None``: the default
-    ``./.durastate/state.db``); ``store=`` borrows one. Stores with different
-    ``namespace`` never see each other's keys. ``ttl`` (seconds) makes every
-    value written expire.
-    """
+    _KIND: bytes
 
     def __init__(
         self,
@@ -131,10 +123,22 @@ class DurastateByteStore(StoreHolder, BaseStore[str, bytes]):
         namespace: str = "default",
         ttl: float | None = None,
     ) -> None:
-        self._ns = b"store/" + _text("namespace", namespace)
-        self._ttl = _ttl(ttl)
+        self._ns = self._KIND + _text("namespace", namespace)
+        self._ttl = None if ttl is None else as_seconds("ttl", ttl, allow_zero=False)
         super().__init__(url, store)
         self.namespace = namespace
+
+
+class DurastateByteStore(_Namespaced, BaseStore[str, bytes]):
+    """LangChain's ``BaseStore[str, bytes]`` on a durastate store.
+
+    ``DurastateByteStore(url)`` opens its own store (``None``: the default
+    ``./.durastate/state.db``); ``store=`` borrows one. Stores with different
+    ``namespace`` never see each other's keys. ``ttl`` (seconds) makes every
+    value written expire.
+    """
+
+    _KIND = b"store/"
 
     def mget(self, keys: Sequence[str]) -> list[bytes | None]:
         """The values of ``keys`` (``None`` where absent), parallel to ``keys``."""
@@ -186,7 +190,7 @@ def _take(keys: Iterator[str], count: int) -> list[str]:
     return list(islice(keys, count))
 
 
-class DurastateCache(StoreHolder, BaseCache):
+class DurastateCache(_Namespaced, BaseCache):
     """LangChain's LLM cache (``BaseCache``) on a durastate store.
 
     ``DurastateCache(url)`` opens its own store (``None``: the default
@@ -195,18 +199,7 @@ class DurastateCache(StoreHolder, BaseCache):
     ``ttl`` (seconds) makes every entry expire.
     """
 
-    def __init__(
-        self,
-        url: str | None = None,
-        *,
-        store: _store.Store | None = None,
-        namespace: str = "default",
-        ttl: float | None = None,
-    ) -> None:
-        self._ns = b"cache/" + _text("namespace", namespace)
-        self._ttl = _ttl(ttl)
-        super().__init__(url, store)
-        self.namespace = namespace
+    _KIND = b"cache/"
 
     def lookup(self, prompt: str, llm_string: str) -> RETURN_VAL_TYPE | None:
         """The generations cached for ``(prompt, llm_string)``, or ``None``."""
