@@ -71,6 +71,7 @@ can tell by reading.
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import nullcontext
 from typing import Any, TypeVar
 
 import orjson
@@ -79,6 +80,7 @@ from .. import store as _store
 from .._json import dump_json
 from .._validate import as_list, fail
 from ..errors import StoreClosed
+from ..kv import PAGE_SIZE
 from ._common import StoreHolder, call_in_thread
 
 try:
@@ -191,13 +193,15 @@ class DurastateSession(StoreHolder, SessionABC):
         wanted = resolve_session_limit(limit, self.session_settings)
         if wanted == 0:
             return []
-        kv = self.store.kv
-        with self.store.engine.read_transaction():
-            if wanted is None or wanted < 0:
-                rows = list(kv.scan(SCOPE, self._ns))
-            else:
-                rows = list(kv.scan(SCOPE, self._ns, reverse=True, limit=wanted))
-                rows.reverse()
+        # The newest `wanted` items read backwards; None or negative: all, forwards.
+        newest = wanted if wanted is not None and wanted > 0 else None
+        # A scan of at most one page is one statement, a snapshot already;
+        # a longer one reads its pages in one read transaction.
+        pages = nullcontext() if newest is not None and newest <= PAGE_SIZE else self.store.engine.read_transaction()
+        with pages:
+            rows = list(self.store.kv.scan(SCOPE, self._ns, reverse=newest is not None, limit=newest))
+        if newest is not None:
+            rows.reverse()
         return [orjson.loads(data) for _, data in rows]
 
     def _add_items(self, items: list[TResponseInputItem]) -> None:
