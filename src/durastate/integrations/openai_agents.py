@@ -45,7 +45,8 @@ session):
   pop deleted it first (0 rows), it takes the next newest. An item's key is
   never rewritten, so the value read is exactly the value removed, and two
   pops never return the same item.
-* ``get_items`` reads in one snapshot (a read transaction: no write lock).
+* ``get_items`` reads one snapshot without the write lock: one statement
+  for a limit of up to a scan page (512), a read transaction otherwise.
 
 Where it follows ``SQLiteSession`` exactly: ``limit=None`` falls back to
 ``session_settings.limit``; ``limit=0`` returns ``[]`` and a negative limit
