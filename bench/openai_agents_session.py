@@ -2,9 +2,13 @@
 
     .venv/bin/python bench/openai_agents_session.py [--rounds 7] [--calls 200]
 
-Both on a fresh SQLite file each in one temporary folder, driven through the
-SDK's async ``Session`` methods from one event loop (both run each call on a
-worker thread, so the thread hop is in both). Ops, on a session holding
+Each on a fresh SQLite file in one temporary folder, driven through the
+SDK's async ``Session`` methods from one event loop (all run each call on a
+worker thread, so the thread hop is in all). Contenders: ``durastate``
+(default ``durability="normal"``: synchronous=NORMAL), ``durastate-full``
+(``durability="full"``: an fsync per commit, which is what SQLiteSession's
+connections get from SQLite's default synchronous=FULL) and the SDK's
+``SQLiteSession``. Ops, on a session holding
 ``HISTORY`` items of about 200 bytes:
 
 * ``add_items(2)``: one turn (a user message and an assistant message);
@@ -14,9 +18,9 @@ worker thread, so the thread hop is in both). Ops, on a session holding
 
 Method: one untimed warm-up round, then ``--rounds`` rounds; in every round
 each op runs ``--calls`` times per contender, back to back, in an order that
-alternates from round to round. Reported: median time per call and the median
-of the per-round ratios durastate / SQLiteSession (> 1: durastate slower)
-with their range. The machine is shared and noisy: read ratios, not times.
+alternates from round to round. Reported: median time per call and, per
+durastate contender, the median of the per-round ratios to SQLiteSession
+(> 1: durastate slower) with their range. The machine is shared and noisy: read ratios, not times.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from typing import Any
 
 from agents.memory import SQLiteSession
 
+import durastate
 from durastate.integrations.openai_agents import DurastateSession
 
 HISTORY = 200
@@ -70,32 +75,40 @@ async def _time(op: Callable[[], Awaitable[Any]], calls: int) -> float:
 
 async def main(rounds: int, calls: int) -> None:
     with tempfile.TemporaryDirectory() as folder:
-        ours = DurastateSession("bench", url=f"sqlite://{Path(folder, 'durastate.db')}")
-        sdk = SQLiteSession("bench", Path(folder, "sdk.db"))
+        normal = durastate.open(Path(folder, "normal.db"))
+        full = durastate.open(Path(folder, "full.db"), durability="full")
+        sessions = {
+            "durastate": DurastateSession("bench", store=normal),
+            "durastate-full": DurastateSession("bench", store=full),
+            "SQLiteSession": SQLiteSession("bench", Path(folder, "sdk.db")),
+        }
         history = [_item(n) for n in range(HISTORY)]
-        for session in (ours, sdk):
+        for session in sessions.values():
             await session.add_items(history)
-        contenders = {"durastate": _ops(ours), "SQLiteSession": _ops(sdk)}
+        contenders = {who: _ops(session) for who, session in sessions.items()}
         names = list(contenders["durastate"])
         times: dict[tuple[str, str], list[float]] = {}
         for round_no in range(rounds + 1):
-            order = list(contenders) if round_no % 2 else list(reversed(contenders))
+            order = list(contenders)[round_no % 3 :] + list(contenders)[: round_no % 3]  # rotates
             for name in names:
                 for who in order:
                     seconds = await _time(contenders[who][name], calls)
                     if round_no:  # round 0 warms up
                         times.setdefault((who, name), []).append(seconds)
-        ours.close()
-        sdk.close()
+        for session in sessions.values():
+            session.close()
+        normal.close()
+        full.close()
 
-    print(f"{'op':<22} {'durastate':>12} {'SQLiteSession':>14} {'ratio (median, range)':>28}")
+    print(f"{'op':<20} {'durastate':>10} {'-full':>9} {'SQLiteSession':>14}   ratios to SQLiteSession (median, range)")
     for name in names:
-        mine, theirs = times[("durastate", name)], times[("SQLiteSession", name)]
-        ratios = [a / b for a, b in zip(mine, theirs, strict=True)]
-        print(
-            f"{name:<22} {statistics.median(mine) * 1e6:>10.0f}us {statistics.median(theirs) * 1e6:>12.0f}us"
-            f" {statistics.median(ratios):>12.2f}x ({min(ratios):.2f}-{max(ratios):.2f})"
-        )
+        medians = [statistics.median(times[(who, name)]) * 1e6 for who in contenders]
+        theirs = times[("SQLiteSession", name)]
+        cells = []
+        for who in ("durastate", "durastate-full"):
+            ratios = [a / b for a, b in zip(times[(who, name)], theirs, strict=True)]
+            cells.append(f"{who} {statistics.median(ratios):.2f}x ({min(ratios):.2f}-{max(ratios):.2f})")
+        print(f"{name:<20} {medians[0]:>8.0f}us {medians[1]:>7.0f}us {medians[2]:>12.0f}us   " + ", ".join(cells))
 
 
 if __name__ == "__main__":
