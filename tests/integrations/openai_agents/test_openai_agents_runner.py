@@ -1,6 +1,6 @@
 """DurastateSession under the SDK's Runner, across processes.
 
-* End to end: the SDK's ``Runner`` with its shipped ``agents.testing.ScriptedModel``
+* End to end (plain and streamed runs): the SDK's ``Runner`` with its shipped ``agents.testing.ScriptedModel``
   (no network, tracing off) runs a turn with a tool call; a second turn runs
   in a NEW process (spawn) on the same URL, and the model there is handed the
   whole first turn as history.
@@ -128,6 +128,25 @@ def test_history_persists_and_resumes_in_a_new_process(shared_url: str) -> None:
     final = asyncio.run(history())
     assert final[:5] == second["model_input"]
     assert len(final) == 6 and final[5]["content"][0]["text"] == "You asked about Oslo."
+
+
+def test_a_streamed_run_persists_like_a_plain_one(shared_url: str) -> None:
+    set_tracing_disabled(True)
+    model = ScriptedModel([[assistant_message("Hello Ann.", item_id="msg-1")], [assistant_message("Ann.")]])
+
+    async def main() -> None:
+        with DurastateSession("streamed", url=shared_url) as session:
+            streamed = Runner.run_streamed(_agent(model), "I am Ann", session=session)
+            async for _event in streamed.stream_events():
+                pass
+            assert streamed.final_output == "Hello Ann."
+            first = await session.get_items()
+            assert [item.get("role") for item in first] == ["user", "assistant"]
+            await Runner.run(_agent(model), "Who am I?", session=session)
+            assert model.last_call is not None
+            assert model.last_call.input == [*first, {"role": "user", "content": "Who am I?"}]
+
+    asyncio.run(main())
 
 
 # -- several processes on one session -------------------------------------------
