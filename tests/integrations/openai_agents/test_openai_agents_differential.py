@@ -20,22 +20,11 @@ from hypothesis import strategies as st
 
 import durastate
 from durastate.integrations.openai_agents import DurastateSession
+from durastate.testing.conformance.documents import JSON_VALUES
 
-# JSON values the way the Responses API produces them: str keys, finite
-# floats, integers inside 64 bits (both sessions round-trip these exactly).
-json_scalars = (
-    st.none()
-    | st.booleans()
-    | st.integers(min_value=-(2**63), max_value=2**63 - 1)
-    | st.floats(allow_nan=False, allow_infinity=False)
-    | st.text(max_size=20)
-)
-json_values = st.recursive(
-    json_scalars,
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
-    max_leaves=12,
-)
-items = st.dictionaries(st.sampled_from(["role", "content", "type", "id", "call_id"]), json_values, min_size=1)
+# JSON values (str keys, finite floats, integers inside 64 bits): both
+# sessions round-trip these exactly. The documents conformance suite's.
+items = st.dictionaries(st.sampled_from(["role", "content", "type", "id", "call_id"]), JSON_VALUES, min_size=1)
 limits = st.none() | st.integers(min_value=-2, max_value=6)
 
 operations = st.lists(
