@@ -150,7 +150,10 @@ class DurastateByteStore(_Namespaced, BaseStore[str, bytes]):
         for i, pair in enumerate(as_list("key_value_pairs", key_value_pairs)):
             if not isinstance(pair, (tuple, list)) or len(pair) != 2:
                 fail(f"key_value_pairs[{i}] must be a (key, value) pair, got {pair!r:.80}")
-            pairs.append((_text(f"key_value_pairs[{i}] key", pair[0]), pair[1]))
+            key, value = pair
+            if not isinstance(value, (bytes, bytearray, memoryview)):
+                fail(f"key_value_pairs[{i}] value must be bytes, got {type(value).__name__}")
+            pairs.append((_text(f"key_value_pairs[{i}] key", key), bytes(value)))
         self.store.kv.put_many(SCOPE, self._ns, pairs, ttl=self._ttl)
 
     def mdelete(self, keys: Sequence[str]) -> None:

@@ -139,7 +139,10 @@ class DurastateSession(StoreHolder, SessionABC):
             ns = session_id.encode("utf-8")
         except UnicodeEncodeError:
             fail(f"session_id must be valid unicode (no lone surrogates), got {session_id!r}")
-        settings = SessionSettings() if session_settings is None else coerce_session_settings(session_settings)
+        try:
+            settings = SessionSettings() if session_settings is None else coerce_session_settings(session_settings)
+        except (TypeError, ValueError) as exc:  # pydantic's ValidationError is a ValueError
+            fail(f"session_settings must be a SessionSettings or a dict of its fields: {exc}")
         super().__init__(url, store)
         room = self.store.kv.max_key_size - len(SCOPE) - 8
         if len(ns) > room:

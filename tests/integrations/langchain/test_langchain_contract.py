@@ -54,6 +54,8 @@ def test_a_refused_mset_writes_nothing(store: durastate.Store) -> None:
     for bad in ([("a", b"1"), ("b", "not bytes")], [("a", b"1"), (2, b"int key")], [("a", b"1"), ("lonely",)]):
         with pytest.raises(durastate.InvalidRequest):
             byte_store.mset(bad)  # type: ignore[arg-type]
+    with pytest.raises(durastate.InvalidRequest, match=r"key_value_pairs\[1\] value must be bytes"):
+        byte_store.mset([("a", b"1"), ("b", None)])  # type: ignore[list-item]
     assert byte_store.mget(["a", "b"]) == [None, None]
     with pytest.raises(durastate.InvalidRequest, match="keys must be a list"):
         byte_store.mget("abc")

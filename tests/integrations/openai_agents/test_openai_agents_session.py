@@ -77,6 +77,9 @@ def test_construction_refusals(store: durastate.Store) -> None:
         DurastateSession("s", url="memory:", store=store)
     with pytest.raises(durastate.InvalidRequest, match=r"durastate\.Store"):
         DurastateSession("s", store="memory:")  # type: ignore[arg-type]
+    for settings in ({"limit": "many"}, 5):
+        with pytest.raises(durastate.InvalidRequest, match="session_settings"):
+            DurastateSession("s", store=store, session_settings=settings)  # type: ignore[arg-type]
     with pytest.raises(durastate.InvalidRequest, match="at most"):
         DurastateSession("x" * (store.kv.max_key_size + 1), store=store)
 
