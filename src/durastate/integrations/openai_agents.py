@@ -58,7 +58,7 @@ Refused (``durastate.InvalidRequest``, nothing written) where ``SQLiteSession``
 would raise ``TypeError`` or store something JSON cannot read back: a
 ``session_id`` that is not a ``str`` (or is too long for ``max_key_size``),
 ``items`` that are not a list of JSON values (non-str keys, NaN, integers past
-64 bits), a ``limit`` that is not an int. After ``close()`` every call raises
+64 bits), a ``limit`` that is not an int, ``session_settings`` the SDK refuses. After ``close()`` every call raises
 ``durastate.StoreClosed`` (``SQLiteSession`` raises ``RuntimeError``).
 
 Async: every coroutine runs the synchronous implementation on a worker
