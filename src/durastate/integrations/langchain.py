@@ -213,6 +213,8 @@ class DurastateCache(_Namespaced, BaseCache):
         if entry.get("prompt") != prompt or entry.get("llm_string") != llm_string:
             return None
         try:
+            # load() is marked beta and warns on every call; this suppression is a
+            # context variable (not the global warnings filter), so thread-safe.
             with suppress_langchain_beta_warning():
                 generations = [load(g, allowed_objects=ALLOWED_OBJECTS) for g in entry["generations"]]
         except (ValueError, TypeError, KeyError):
