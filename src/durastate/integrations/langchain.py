@@ -34,7 +34,8 @@ generations in LangChain's own serialisation (``langchain_core.load``), never
 pickle. Reading them back revives only generation and message classes
 (``ALLOWED_OBJECTS``), whatever the stored JSON names, so a tampered
 database cannot make a lookup construct anything else; an entry that cannot
-be revived (a class outside that list, a newer format) is a miss, and the
+be read or revived (garbage, a class outside that list, a newer format) is
+a miss, and the
 next ``update`` replaces it. ``ttl=`` (seconds) makes entries (or stored
 bytes) expire; ``clear()`` empties this cache's namespace only.
 
@@ -209,16 +210,16 @@ class DurastateCache(_Namespaced, BaseCache):
         data = self.store.kv.get(SCOPE, self._ns, _cache_key(prompt, llm_string))
         if data is None:
             return None
-        entry = orjson.loads(data)
-        if entry.get("prompt") != prompt or entry.get("llm_string") != llm_string:
-            return None
         try:
+            entry = orjson.loads(data)
+            if entry["prompt"] != prompt or entry["llm_string"] != llm_string:
+                return None  # another prompt with the same hashes
             # load() is marked beta and warns on every call; this suppression is a
             # context variable (not the global warnings filter), so thread-safe.
             with suppress_langchain_beta_warning():
                 generations = [load(g, allowed_objects=ALLOWED_OBJECTS) for g in entry["generations"]]
         except (ValueError, TypeError, KeyError):
-            return None  # not revivable here: a miss, replaced by the next update
+            return None  # not readable or not revivable here: a miss, replaced by the next update
         if not all(isinstance(g, Generation) for g in generations):
             return None
         return generations

@@ -111,7 +111,7 @@ def test_chat_generations_round_trip(store: durastate.Store) -> None:
     assert cache.lookup("p" * 9_999, "llm") is None
 
 
-def test_lookup_never_answers_for_another_prompt_or_revives_other_classes(store: durastate.Store) -> None:
+def test_lookup_never_answers_for_another_prompt_or_revives_other_classes_or_garbage(store: durastate.Store) -> None:
     cache = DurastateCache(store=store)
     ns = b"cache/default"
     cache.update("other prompt", "llm", [Generation(text="other")])
@@ -125,6 +125,9 @@ def test_lookup_never_answers_for_another_prompt_or_revives_other_classes(store:
     entry = {"prompt": "p", "llm_string": "llm", "generations": [template]}
     store.kv.put(SCOPE, ns, _cache_key("p", "llm"), orjson.dumps(entry))
     assert cache.lookup("p", "llm") is None
+    for garbage in (b"not json", b"[1, 2]", b'{"prompt": "p"}'):
+        store.kv.put(SCOPE, ns, _cache_key("p", "llm"), garbage)
+        assert cache.lookup("p", "llm") is None
     cache.update("p", "llm", [Generation(text="fresh")])  # the next update replaces it
     assert cache.lookup("p", "llm") == [Generation(text="fresh")]
 
