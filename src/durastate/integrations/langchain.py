@@ -35,9 +35,9 @@ pickle. Reading them back revives only generation and message classes
 (``ALLOWED_OBJECTS``), whatever the stored JSON names, so a tampered
 database cannot make a lookup construct anything else; an entry that cannot
 be read or revived (garbage, a class outside that list, a newer format) is
-a miss, and the
-next ``update`` replaces it. ``ttl=`` (seconds) makes entries (or stored
-bytes) expire; ``clear()`` empties this cache's namespace only.
+a miss, and the next ``update`` replaces it. ``ttl=`` (seconds) makes
+entries (or stored bytes) expire; ``clear()`` empties this cache's
+namespace only.
 
 Refused with ``durastate.InvalidRequest`` (nothing written): keys, prompts,
 llm strings and namespaces that are not ``str``; byte-store values that are
