@@ -11,6 +11,7 @@ from .engine import *  # noqa: F403
 from .events import *  # noqa: F403
 from .functualize import *  # noqa: F403
 from .kv import *  # noqa: F403
+from .kv_once import *  # noqa: F403
 from .multiprocess import *  # noqa: F403
 from .pi_durable import *  # noqa: F403
 from .presence import *  # noqa: F403
