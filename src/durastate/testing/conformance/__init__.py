@@ -16,6 +16,7 @@ from .multiprocess import *  # noqa: F403
 from .pi_durable import *  # noqa: F403
 from .presence import *  # noqa: F403
 from .queues import *  # noqa: F403
+from .queues_peek import *  # noqa: F403
 from .records import *  # noqa: F403
 from .transactions import *  # noqa: F403
 from .vgi import *  # noqa: F403
