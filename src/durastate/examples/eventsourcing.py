@@ -15,9 +15,7 @@
 from __future__ import annotations
 
 import sys
-import tempfile
 from decimal import Decimal
-from pathlib import Path
 from typing import Any
 from uuid import UUID
 
@@ -25,6 +23,8 @@ from eventsourcing.application import AggregateNotFoundError, Application, Proce
 from eventsourcing.dispatch import singledispatchmethod
 from eventsourcing.domain import Aggregate, event
 from eventsourcing.system import ProcessApplication, SingleThreadedRunner, System
+
+from ._url import store_url
 
 LEDGER_ID = UUID(int=1)
 
@@ -97,51 +97,46 @@ class Ledger(ProcessApplication[UUID]):
 
 
 def main(argv: list[str]) -> int:
-    folder = None
-    if len(argv) > 1:
-        url = argv[1]
-    else:
-        folder = tempfile.TemporaryDirectory(prefix="durastate-eventsourcing-")
-        url = f"sqlite://{Path(folder.name) / 'bank.db'}"
+    with store_url(argv, "bank") as url:
+        return run(url)
+
+
+def run(url: str) -> int:
     env = {"PERSISTENCE_MODULE": "durastate.integrations.eventsourcing", "DURASTATE_URL": url}
     print(f"DURASTATE_URL={url}")
     problems = []
-    try:
-        runner: SingleThreadedRunner[UUID] = SingleThreadedRunner(System(pipes=[[Bank, Ledger]]), env=env)
-        runner.start()
-        bank = runner.get(Bank)
-        ledger = runner.get(Ledger)
-        first_id = (bank.recorder.max_notification_id() or 0) + 1
-        before = ledger.total().amount if ledger.recorder.max_tracking_id("Bank") else Decimal(0)
+    runner: SingleThreadedRunner[UUID] = SingleThreadedRunner(System(pipes=[[Bank, Ledger]]), env=env)
+    runner.start()
+    bank = runner.get(Bank)
+    ledger = runner.get(Ledger)
+    first_id = (bank.recorder.max_notification_id() or 0) + 1
+    before = ledger.total().amount if ledger.recorder.max_tracking_id("Bank") else Decimal(0)
 
-        alice = bank.open_account("alice")
-        for amount in ("10.00", "32.50", "7.25"):
-            bank.deposit(alice, Decimal(amount))
-            print(f"bank: deposited {amount} for alice")
-        total = ledger.total()
-        print(
-            f"ledger: total {total.amount} over {total.deposits} deposits; it has processed Bank up to "
-            f"notification {ledger.recorder.max_tracking_id('Bank')}"
-        )
-        if total.amount - before != Decimal("49.75"):
-            problems.append(f"ledger total grew by {total.amount - before}, expected 49.75")
-        runner.stop()
+    alice = bank.open_account("alice")
+    for amount in ("10.00", "32.50", "7.25"):
+        bank.deposit(alice, Decimal(amount))
+        print(f"bank: deposited {amount} for alice")
+    total = ledger.total()
+    print(
+        f"ledger: total {total.amount} over {total.deposits} deposits; it has processed Bank up to "
+        f"notification {ledger.recorder.max_tracking_id('Bank')}"
+    )
+    if total.amount - before != Decimal("49.75"):
+        problems.append(f"ledger total grew by {total.amount - before}, expected 49.75")
+    runner.stop()
 
-        # A new application object (a new store) on the same database.
-        again = Bank(env=env)
-        balance = again.balance(alice)
-        log = again.notification_log.select(start=first_id, limit=10)
-        ids = [n.id for n in log]
-        print(f"new Bank: alice's balance rebuilt from stored events: {balance}")
-        print(f"new Bank: notification ids {ids} ({', '.join(n.topic.rsplit('.', 1)[-1] for n in log)})")
-        if balance != Decimal("49.75"):
-            problems.append(f"rebuilt balance is {balance}, expected 49.75")
-        if ids != list(range(first_id, first_id + 4)):
-            problems.append(f"notification ids {ids} are not {first_id}..{first_id + 3}")
-        again.close()
-    finally:
-        if folder is not None:
-            folder.cleanup()
+    # A new application object (a new store) on the same database.
+    again = Bank(env=env)
+    balance = again.balance(alice)
+    log = again.notification_log.select(start=first_id, limit=10)
+    ids = [n.id for n in log]
+    print(f"new Bank: alice's balance rebuilt from stored events: {balance}")
+    print(f"new Bank: notification ids {ids} ({', '.join(n.topic.rsplit('.', 1)[-1] for n in log)})")
+    if balance != Decimal("49.75"):
+        problems.append(f"rebuilt balance is {balance}, expected 49.75")
+    if ids != list(range(first_id, first_id + 4)):
+        problems.append(f"notification ids {ids} are not {first_id}..{first_id + 3}")
+    again.close()
     for problem in problems:
         print(f"problem: {problem}")
     print("FAILED" if problems else "OK: events stored, followed exactly once, rebuilt, ids gap-free")

@@ -17,15 +17,15 @@ import multiprocessing
 import os
 import signal
 import sys
-import tempfile
 import threading
 import time
-from pathlib import Path
 from typing import Any
 
 from huey.consumer import Consumer
 
 from durastate.integrations.huey import DurastateHuey
+
+from ._url import store_url
 
 LEASE = 2.0  # seconds; the default is 300 (a renewing thread keeps running tasks leased)
 NUMBERS = [1, 2, 3, 4, 5, 6]
@@ -62,12 +62,11 @@ def consume(url: str) -> None:
 
 
 def main(argv: list[str]) -> int:
-    folder = None
-    if len(argv) > 1:
-        url = argv[1]
-    else:
-        folder = tempfile.TemporaryDirectory(prefix="durastate-huey-")
-        url = f"sqlite://{Path(folder.name) / 'tasks.db'}"
+    with store_url(argv, "tasks") as url:
+        return run(url)
+
+
+def run(url: str) -> int:
     print(f"store: {url}")
     huey, square = make_app(url)
     kv = huey.storage.store.kv
@@ -107,8 +106,6 @@ def main(argv: list[str]) -> int:
     if huey.pending_count() != 0:
         problems.append(f"{huey.pending_count()} task(s) still queued")
     huey.close()
-    if folder is not None:
-        folder.cleanup()
     for problem in problems:
         print(f"problem: {problem}")
     print("FAILED" if problems else f"OK: all {len(NUMBERS)} results in; square({STUCK}) survived its consumer's death")

@@ -400,25 +400,17 @@ class DurastateHuey(Huey):  # type: ignore[misc]
     """A ``Huey`` on durastate whose dequeued tasks are leased (see the module docstring).
 
     ``DurastateHuey(name, url=...)`` or ``store=``; ``lease``,
-    ``max_attempts`` and ``prefix`` as for ``DurastateStorage``; every other
-    keyword is huey's (``results``, ``utc``, ``immediate``, ...).
+    ``max_attempts`` and ``prefix`` are ``DurastateStorage``'s options;
+    every other keyword is huey's (``results``, ``utc``, ``immediate``, ...).
     """
 
     storage_class = DurastateStorage
 
-    def __init__(
-        self,
-        name: str = "huey",
-        url: str | None = None,
-        *,
-        store: durastate.Store | None = None,
-        lease: float | None = DEFAULT_LEASE,
-        max_attempts: int | None = DEFAULT_MAX_ATTEMPTS,
-        prefix: str = "ds_",
-        **kwargs: Any,
-    ) -> None:
-        kwargs.pop("storage_class", None)
-        super().__init__(name, url=url, store=store, lease=lease, max_attempts=max_attempts, prefix=prefix, **kwargs)
+    def __init__(self, name: str = "huey", url: str | None = None, **options: Any) -> None:
+        if "storage_class" in options:
+            raise InvalidRequest("DurastateHuey always uses DurastateStorage; use huey.Huey for another storage_class")
+        super().__init__(name, url=url, **options)
+        lease = getattr(self.storage, "lease", None)  # MemoryStorage in immediate mode has none
         self._leases = _LeaseKeeper(lease if lease is not None else DEFAULT_LEASE)
         self._interrupted = threading.local()
 

@@ -261,3 +261,23 @@ def test_schedule_is_read_once_by_racing_readers(store: durastate.Store) -> None
     for t in threads:
         t.join(timeout=60)
     assert sorted(got) == sorted(b"%d" % i for i in range(50))
+
+
+def test_immediate_mode_runs_tasks_in_memory(store: durastate.Store) -> None:
+    huey = DurastateHuey("immediate", store=store, immediate=True)
+
+    @huey.task()
+    def add(a: int, b: int) -> int:
+        return a + b
+
+    assert add(1, 2).get() == 3
+    assert not isinstance(huey.storage, DurastateStorage)  # huey's in-memory storage, as huey does
+    assert list(store.kv.scan(b"huey/immediate/queue", b"priorities")) == []  # nothing reached the store
+    huey.close()
+
+
+def test_another_storage_class_is_refused(store: durastate.Store) -> None:
+    from huey.storage import MemoryStorage
+
+    with pytest.raises(InvalidRequest, match="storage_class"):
+        DurastateHuey("x", store=store, storage_class=MemoryStorage)
