@@ -50,7 +50,10 @@ one ``store.queues`` queue per distinct priority (``.../queue/<8 bytes>``,
 the priority encoded so bytes order is numeric order) plus a kv registry of
 the priorities in use, which ``dequeue`` walks from the highest down
 (registry entries are never removed, so a dequeue costs one claim per
-distinct priority ever used: use a handful of priorities, not timestamps);
+distinct priority ever used: use a handful of priorities, not timestamps;
+``dequeue`` re-reads the registry at most every ``PRIORITY_REFRESH``
+seconds, so a priority first used by another process is served within that
+delay);
 the schedule, results and counters are kv scopes of their own, so each
 ``flush_*`` is one ``kv.clear``. ``read_schedule`` first takes a row lock
 (a zero counter increment) so two schedulers never both hand out one
@@ -150,6 +153,10 @@ class DurastateStorage(BaseStorage):  # type: ignore[misc]
 
     blocking = False
     priority = True
+    # Seconds dequeue may go on using its copy of the priority registry: a
+    # priority first used by *another* process is dequeued at most this much
+    # later than it would be otherwise (one registry read saved per dequeue).
+    PRIORITY_REFRESH = 1.0
 
     def __init__(
         self,
@@ -188,6 +195,10 @@ class DurastateStorage(BaseStorage):  # type: ignore[misc]
         self._results_scope = base + b"/results"
         self._counters_scope = base + b"/counters"
         self._known_priorities: set[bytes] = set()
+        # dequeue's copy of the priority registry and when it was read
+        # (time.monotonic); see PRIORITY_REFRESH.
+        self._dequeue_queues: list[bytes] = []
+        self._dequeue_queues_read = -math.inf
         self._last_claim = threading.local()
 
     def close(self) -> bool:
@@ -197,6 +208,14 @@ class DurastateStorage(BaseStorage):  # type: ignore[misc]
         return False
 
     # -- queue ---------------------------------------------------------------
+
+    def _queues_for_dequeue(self) -> list[bytes]:
+        """``_queues()``, re-read at most every ``PRIORITY_REFRESH`` seconds (this process's enqueues at once)."""
+        now = time.monotonic()
+        if now - self._dequeue_queues_read >= self.PRIORITY_REFRESH:
+            self._dequeue_queues = self._queues()
+            self._dequeue_queues_read = now
+        return self._dequeue_queues
 
     def _queues(self) -> list[bytes]:
         """The queue of every priority ever used, highest priority first."""
@@ -210,12 +229,13 @@ class DurastateStorage(BaseStorage):  # type: ignore[misc]
             # Registered before the push: a crash in between leaves an empty queue, never a lost one.
             self.store.kv.put_if_absent(self._queue_scope, _PRIORITIES, key, b"")
             self._known_priorities.add(key)
+            self._dequeue_queues_read = -math.inf  # a priority new to this process: dequeue re-reads
         self.store.queues.push(self._queue_prefix + key, [payload], max_attempts=self.max_attempts)
 
     def dequeue(self) -> bytes | None:
         queues = self.store.queues
         self._last_claim.claim = None
-        for queue in self._queues():
+        for queue in self._queues_for_dequeue():
             if self.lease is None:
                 data = queues.pop(queue)
                 if data is not None:

@@ -281,3 +281,17 @@ def test_another_storage_class_is_refused(store: durastate.Store) -> None:
 
     with pytest.raises(InvalidRequest, match="storage_class"):
         DurastateHuey("x", store=store, storage_class=MemoryStorage)
+
+
+def test_a_priority_new_to_another_process_is_served_after_the_refresh(store: durastate.Store) -> None:
+    consumer = DurastateStorage("shared", store=store)
+    producer = DurastateStorage("shared", store=store)  # as if in another process
+    producer.enqueue(b"low", 1)
+    assert consumer.dequeue() == b"low"  # registry read: priority 1 known
+    producer.enqueue(b"normal", 5)
+    producer.enqueue(b"urgent", 9)
+    consumer.PRIORITY_REFRESH = 3600.0
+    assert consumer.dequeue() is None  # its copy of the registry predates priorities 5 and 9
+    assert consumer.enqueued_items() == [b"urgent", b"normal"]  # listing always reads the registry
+    consumer.PRIORITY_REFRESH = 0.0
+    assert [consumer.dequeue(), consumer.dequeue()] == [b"urgent", b"normal"]
