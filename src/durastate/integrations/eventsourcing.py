@@ -249,11 +249,7 @@ class DurastateAggregateRecorder(_DurastateRecorder, AggregateRecorder):
                 return []
             # First: lock the sequence (see the module docstring), then check.
             last = kv.incr(scope, _SEQUENCE, self._sequence_key, len(rows))
-            taken = [
-                key
-                for key, found in zip(keys, kv.get_many(scope, self._events_ns, keys), strict=True)
-                if found is not None
-            ]
+            taken = self._existing(keys)
             if taken:
                 originator_id, at = _originator_id(taken[0])
                 (version,) = _ID.unpack_from(taken[0], at)
@@ -278,6 +274,27 @@ class DurastateAggregateRecorder(_DurastateRecorder, AggregateRecorder):
             self._generation += 1
             self._inserted.notify_all()
         return ids
+
+    def _existing(self, keys: list[bytes]) -> list[bytes]:
+        """The event keys of ``keys`` already stored, in batch order.
+
+        One range scan per originator over the batch's versions (index
+        bounds on the whole key), not a key list: PostgreSQL's generic plan
+        for ``key IN (...)`` on a table without statistics reads the whole
+        namespace. New versions land past every stored one, so the scan
+        usually finds nothing at once.
+        """
+        by_originator: dict[bytes, list[bytes]] = {}
+        for key in keys:
+            by_originator.setdefault(key[:-8], []).append(key)
+        wanted = set(keys)
+        found: set[bytes] = set()
+        for batch_keys in by_originator.values():
+            low, high = min(batch_keys), max(batch_keys)
+            for key, _ in self.store.kv.scan(self._scope, self._events_ns, start=low, end=high + b"\x00"):
+                if key in wanted:
+                    found.add(key)
+        return [key for key in keys if key in found]
 
     def select_events(
         self,

@@ -55,9 +55,10 @@ distinct priority ever used: use a handful of priorities, not timestamps;
 seconds, so a priority first used by another process is served within that
 delay);
 the schedule, results and counters are kv scopes of their own, so each
-``flush_*`` is one ``kv.clear``. ``read_schedule`` first takes a row lock
-(a zero counter increment) so two schedulers never both hand out one
-scheduled task.
+``flush_*`` is one ``kv.clear``. ``add_to_schedule`` and ``read_schedule``
+first take one row lock (a zero counter increment), so two schedulers
+never both hand out one scheduled task and a message never slips in
+between a reader's scan and its delete.
 """
 
 from __future__ import annotations
@@ -289,18 +290,29 @@ class DurastateStorage(BaseStorage):  # type: ignore[misc]
     def add_to_schedule(self, data: bytes, ts: datetime.datetime) -> None:
         # Unique per message; ties on the timestamp keep (roughly) insertion order.
         key = _timestamp_key(ts) + _U64.pack(time.time_ns()) + os.urandom(4)
-        self.store.kv.put(self._schedule_scope, _SCHEDULE, key, _data("data", data))
+        payload = _data("data", data)
+        kv = self.store.kv
+        with self.store.transaction():
+            kv.incr(self._schedule_scope, _LOCK, _LOCK, 0)  # see read_schedule
+            kv.put(self._schedule_scope, _SCHEDULE, key, payload)
 
     def read_schedule(self, ts: datetime.datetime) -> list[bytes]:
+        """Remove and return the messages due at ``ts``, oldest first.
+
+        Readers and writers of the schedule take one row lock first (a zero
+        counter increment, held to commit): no message can arrive between
+        the scan and the range delete, so the delete is an index range
+        (not a key list) and two schedulers never both hand one out.
+        """
         end = _timestamp_key(ts) + b"\xff" * 13  # past every message of that instant
         kv = self.store.kv
         scope = self._schedule_scope
         with self.store.transaction():
-            kv.incr(scope, _LOCK, _LOCK, 0)  # one reader at a time (row lock until commit)
-            due = list(kv.scan(scope, _SCHEDULE, end=end))
+            kv.incr(scope, _LOCK, _LOCK, 0)
+            due = [value for _, value in kv.scan(scope, _SCHEDULE, end=end)]
             if due:
-                kv.delete(scope, _SCHEDULE, keys=[key for key, _ in due])
-        return [value for _, value in due]
+                kv.delete(scope, _SCHEDULE, end=end)
+        return due
 
     def schedule_size(self) -> int:
         return sum(1 for _ in self.store.kv.scan(self._schedule_scope, _SCHEDULE))
