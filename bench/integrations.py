@@ -118,7 +118,7 @@ def postgres_schema(base_url: str) -> Iterator[tuple[str, str]]:
 
 
 def contenders(
-    engine: str, stack: ExitStack, folder: Path, pg_url: str | None, durability: str
+    engine: str, stack: ExitStack, folder: Path, pg_url: str | None, durability: str, analyze: bool
 ) -> dict[str, dict[str, dict[str, Op]]]:
     """{group: {contender: {op: fn}}} for one engine."""
     if engine == "sqlite":
@@ -151,7 +151,7 @@ def contenders(
         peer_huey = PostgresStorage("bench", dsn=url_d, blocking=False)
     stack.callback(peer_es.close)
     stack.callback(peer_huey.close)
-    return {
+    groups = {
         "eventsourcing": {
             "durastate": eventsourcing_ops(DurastateApplicationRecorder(ours_es)),
             "peer": eventsourcing_ops(peer_es.application_recorder()),
@@ -163,6 +163,21 @@ def contenders(
             "peer": huey_ops(peer_huey, peer_huey),
         },
     }
+    if engine == "postgres" and analyze:
+        _analyze([url_a, url_c, url_d, pg_url], schema_b)
+    return groups
+
+
+def _analyze(urls: list[str], peer_schema: str) -> None:
+    """ANALYZE every table of the benchmark's schemas (what autovacuum does on a default server)."""
+    import psycopg
+
+    for url in urls:
+        with psycopg.connect(url, autocommit=True) as conn:
+            schema = peer_schema if url == urls[-1] else conn.execute("SELECT current_schema()").fetchone()[0]
+            tables = conn.execute("SELECT tablename FROM pg_tables WHERE schemaname = %s", (schema,)).fetchall()
+            for (table,) in tables:
+                conn.execute(f'ANALYZE "{schema}"."{table}"')
 
 
 def rate(fn: Op, ops: int) -> float:
@@ -172,9 +187,9 @@ def rate(fn: Op, ops: int) -> float:
     return ops / (time.perf_counter() - start)
 
 
-def run(engine: str, rounds: int, ops: int, pg_url: str | None, durability: str) -> None:
+def run(engine: str, rounds: int, ops: int, pg_url: str | None, durability: str, analyze: bool = False) -> None:
     with tempfile.TemporaryDirectory(prefix="durastate-bench-") as folder, ExitStack() as stack:
-        groups = contenders(engine, stack, Path(folder), pg_url, durability)
+        groups = contenders(engine, stack, Path(folder), pg_url, durability, analyze)
         rows = []
         for group in groups.values():
             for op in group["durastate"]:
@@ -189,6 +204,7 @@ def run(engine: str, rounds: int, ops: int, pg_url: str | None, durability: str)
                     (op, statistics.median(ours_rates), statistics.median(peer_rates), statistics.median(ratios))
                 )
         setting = f", durastate durability={durability!r}" if engine == "sqlite" else ""
+        setting += ", tables ANALYZEd after setup" if analyze and engine == "postgres" else ""
         print(f"\n## {engine}: durastate vs the framework's own backend ({rounds} rounds x {ops} calls{setting})\n")
         print(f"{'op':32} {'durastate/s':>12} {'peer/s':>10} {'ds/peer':>8}")
         for op, ours, peer, ratio in rows:
@@ -206,11 +222,16 @@ def main() -> int:
         choices=["full", "normal"],
         help="durastate's SQLite durability; 'full' matches the peers' defaults (synchronous=FULL)",
     )
+    parser.add_argument(
+        "--analyze",
+        action="store_true",
+        help="PostgreSQL: ANALYZE the tables after setup, as autovacuum would (default: fresh tables, no statistics)",
+    )
     args = parser.parse_args()
     print(f"# python {sys.version.split()[0]}, {os.cpu_count()} cpus, durastate {durastate.__version__}")
     run("sqlite", args.rounds, args.ops, None, args.durability)
     if args.postgres_url:
-        run("postgres", args.rounds, args.ops, args.postgres_url, args.durability)
+        run("postgres", args.rounds, args.ops, args.postgres_url, args.durability, args.analyze)
     else:
         print("\n(PostgreSQL skipped: no --postgres-url / DURASTATE_TEST_POSTGRES_URL)")
     return 0
