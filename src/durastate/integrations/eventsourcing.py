@@ -168,17 +168,22 @@ def _int64(name: str, value: Any) -> int:
     return int(value)
 
 
-def _decode_event(key: bytes, value: bytes) -> StoredEvent:
-    originator_id, at = _originator_id(key)
-    (version,) = _ID.unpack_from(key, at)
+def _event_fields(key: bytes, value: bytes, originators: dict[bytes, UUID | str]) -> tuple[UUID | str, int, str, bytes]:
+    """``(originator_id, version, topic, state)`` of an event row.
+
+    ``originators`` memoises decoded ids by key prefix: a page of events
+    usually repeats a few originators, and building a UUID is the costliest
+    step of decoding.
+    """
+    prefix = key[:-8]
+    originator_id = originators.get(prefix)
+    if originator_id is None:
+        originator_id = originators[prefix] = _originator_id(key)[0]
+    (version,) = _ID.unpack_from(key, len(prefix))
     _, topic_length = _EVENT_HEAD.unpack_from(value)
     start = _EVENT_HEAD.size
-    return StoredEvent(
-        originator_id=originator_id,
-        originator_version=version - _VERSION_BIAS,
-        topic=value[start : start + topic_length].decode("utf-8"),
-        state=value[start + topic_length :],
-    )
+    topic = value[start : start + topic_length].decode("utf-8")
+    return originator_id, version - _VERSION_BIAS, topic, value[start + topic_length :]
 
 
 class _DurastateRecorder:
@@ -319,7 +324,8 @@ class DurastateAggregateRecorder(_DurastateRecorder, AggregateRecorder):
                 end = prefix + _version_bytes(lte + 1)
         with _translated():
             pairs = self.store.kv.scan(self._scope, self._events_ns, start=start, end=end, reverse=desc, limit=limit)
-            return [_decode_event(key, value) for key, value in pairs]
+            originators: dict[bytes, UUID | str] = {}
+            return [StoredEvent(*_event_fields(key, value, originators)) for key, value in pairs]
 
 
 class DurastateApplicationRecorder(DurastateAggregateRecorder, ApplicationRecorder):
@@ -369,19 +375,11 @@ class DurastateApplicationRecorder(DurastateAggregateRecorder, ApplicationRecord
                 return []
             values = kv.get_many(self._scope, self._events_ns, [key for _, key, _ in pointers])
         notifications = []
-        for (notification_id, key, topic), row in zip(pointers, values, strict=True):
+        originators: dict[bytes, UUID | str] = {}
+        for (notification_id, key, _), row in zip(pointers, values, strict=True):
             if row is None:  # pragma: no cover - both rows commit together
                 raise OperationalError(f"notification {notification_id} points at a missing event row")
-            event = _decode_event(key, row)
-            notifications.append(
-                Notification(
-                    id=notification_id,
-                    originator_id=event.originator_id,
-                    originator_version=event.originator_version,
-                    topic=topic,
-                    state=event.state,
-                )
-            )
+            notifications.append(Notification(*_event_fields(key, row, originators), id=notification_id))
         return notifications
 
     def max_notification_id(self) -> int | None:
