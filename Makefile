@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: demo test bench bench-postgres lint typecheck clean
+.PHONY: demo test bench bench-postgres lint typecheck clean crash fuzz
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -53,3 +53,11 @@ bench-documents: $(VENV)/.installed-test
 
 bench-events: $(VENV)/.installed-test
 	$(PY) bench/events.py
+
+# Long crash-cycle run (CI runs 100 SQLite / 33 PostgreSQL cycles inside `make test`).
+crash: $(VENV)/.installed-test
+	DURASTATE_CRASH_CYCLES=$${CYCLES:-1000} $(PY) -m pytest tests/crash -q -s
+
+# Longer fuzz run (CI runs 25 examples per entry point inside `make test`).
+fuzz: $(VENV)/.installed-test
+	DURASTATE_FUZZ_EXAMPLES=$${EXAMPLES:-500} $(PY) -m pytest tests/fuzz -q
