@@ -32,6 +32,7 @@ class TestQueuePeek:
         assert store.queues.peek("q", limit=2) == [b"0", b"1"]
         assert store.queues.peek("q", limit=0) == []
         assert store.queues.peek("q", limit=None) == [b"%d" % i for i in range(5)]
+        assert store.queues.peek("q", limit=2**64) == [b"%d" % i for i in range(5)]  # past int64: no limit
 
     def test_in_flight_and_delayed_are_not_listed_until_due(self, store: durastate.Store, clock: FakeClock) -> None:
         q = store.queues
