@@ -9,7 +9,9 @@ namespace the caller picks inside a scope; keys order by unsigned bytes
 Three families share that address space but not their tables:
 
 * values: ``get``/``get_many``/``put``/``put_many``, ordered ``scan`` over a
-  half-open ``[start, end)`` range, atomic ``drain``, ``delete``;
+  half-open ``[start, end)`` range, atomic ``drain``, ``delete``, and the
+  one-statement ``take`` (read and delete one key) and ``put_if_absent``
+  (create-only);
 * logs: ``append`` returns an ordinal that is unique and increasing across
   the whole store (never reused, even after ``clear``); ``log`` reads a
   key's entries after a cursor;
@@ -99,6 +101,17 @@ PUT_PERSISTENT = WRITE(
 )
 DRAIN = WRITE_ROWS("DELETE FROM {p}kv WHERE scope = ? AND ns = ? RETURNING key, value, expires_at")
 DELETE_ALL = WRITE("DELETE FROM {p}kv WHERE scope = ? AND ns = ?")
+# take / put_if_absent (KV.take, KV.put_if_absent). An expired row counts as
+# absent: take removes it and reports a miss; put_if_absent replaces it.
+# RETURNING yields a row only when the insert (or the replacement of an
+# expired row) happened.
+TAKE = WRITE_ROWS("DELETE FROM {p}kv WHERE scope = ? AND ns = ? AND key = ? RETURNING value, expires_at")
+PUT_IF_ABSENT = WRITE_ROWS(
+    "INSERT INTO {p}kv (scope, ns, key, value, expires_at) VALUES (?, ?, ?, ?, ?)"
+    " ON CONFLICT (scope, ns, key) DO UPDATE SET value = excluded.value, expires_at = excluded.expires_at"
+    " WHERE {p}kv.expires_at IS NOT NULL AND {p}kv.expires_at <= ?"
+    " RETURNING 1"
+)
 PRUNE = WRITE(
     "DELETE FROM {p}kv WHERE (scope, ns, key) IN (SELECT scope, ns, key FROM {p}kv WHERE expires_at <= ? LIMIT ?)"
 )
@@ -481,6 +494,36 @@ class KV:
         live.sort()
         return live
 
+    def take(self, scope: bytes, ns: bytes, key: bytes) -> bytes | None:
+        """Remove the value at ``(scope, ns, key)`` and return it, in one statement.
+
+        ``None`` when absent or expired (an expired row is removed too). Of
+        several concurrent ``take`` calls on one key, exactly one gets the
+        value; a ``put`` racing with it is either taken or survives.
+        """
+        scope, ns, key = self._address(scope, ns, key)
+        engine = self._engine
+        row = engine.one(engine.sql(TAKE), (scope, ns, key))
+        if row is None or (row[1] is not None and row[1] <= engine.now_ms()):
+            return None
+        value: bytes = row[0]
+        return value
+
+    def put_if_absent(self, scope: bytes, ns: bytes, key: bytes, value: bytes, *, ttl: float | None = None) -> bool:
+        """Store ``value`` only if the key holds no live value; True if it was stored.
+
+        One statement: of several concurrent callers on one key exactly one
+        gets True. An expired value counts as absent and is replaced.
+        ``ttl`` as for ``put``.
+        """
+        scope, ns, key = self._address(scope, ns, key)
+        value = self._value("value", value)
+        expires_at = self._deadline(ttl)
+        engine = self._engine
+        row = engine.one(engine.sql(PUT_IF_ABSENT), (scope, ns, key, value, expires_at, engine.now_ms()))
+        self._after_write()
+        return row is not None
+
     def delete(
         self,
         scope: bytes,
@@ -733,6 +776,12 @@ class ScopedKV:
 
     def drain(self, ns: bytes) -> list[tuple[bytes, bytes]]:
         return self._kv.drain(self.scope_id, ns)
+
+    def take(self, ns: bytes, key: bytes) -> bytes | None:
+        return self._kv.take(self.scope_id, ns, key)
+
+    def put_if_absent(self, ns: bytes, key: bytes, value: bytes, *, ttl: float | None = None) -> bool:
+        return self._kv.put_if_absent(self.scope_id, ns, key, value, ttl=ttl)
 
     def delete(
         self,

@@ -135,6 +135,13 @@ STATS = READ(
     " (SELECT COUNT(*) FROM {p}queue_dead WHERE queue = ?)"
     " FROM {p}queue WHERE queue = ?"
 )
+# Queues.peek: the items a claim would hand out now, in claim order, on the
+# claim index. Exhausted items (a lapsed lease with no attempts left) are
+# left out: the next claim buries them instead of delivering them.
+PEEK = READ(
+    "SELECT payload FROM {p}queue WHERE queue = ? AND available_at <= ?"
+    " AND (max_attempts IS NULL OR attempts < max_attempts) ORDER BY available_at, id LIMIT ?"
+)
 DEAD_PAGE = READ(
     "SELECT id, payload, attempts, last_error, created_at, died_at FROM {p}queue_dead"
     " WHERE queue = ? AND id > ? ORDER BY id LIMIT ?"
@@ -474,6 +481,21 @@ class Queues:
         row = engine.one(self._stats, (now, now, now, queue, queue))
         assert row is not None  # an aggregate always answers one row
         return QueueStats(ready=int(row[0]), in_flight=int(row[1]), delayed=int(row[2]), dead=int(row[3]))
+
+    def peek(self, name: str | bytes, *, limit: int | None = 100) -> list[bytes]:
+        """Payloads of the next ``limit`` items a claim or pop would take now, in that order.
+
+        Non-destructive and not a reservation: another consumer may take
+        them before you do. Items in flight or delayed are not listed; an
+        item whose lease ran out is (it is claimable again). ``limit=None``
+        lists every available item.
+        """
+        queue = _queue_name(name)
+        limit = as_limit("limit", limit)
+        engine = self._engine
+        # A limit past int64 cannot be bound (and no queue is that long): the same as no limit.
+        want = engine.dialect.no_limit if limit is None or limit > INT64_MAX else limit
+        return [row[0] for row in engine.all(engine.sql(PEEK), (queue, engine.now_ms(), want))]
 
     def dead_letters(self, name: str | bytes, *, after: int = 0, limit: int | None = 100) -> list[DeadLetter]:
         """Dead letters of the queue with id > ``after``, oldest first."""

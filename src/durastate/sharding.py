@@ -235,6 +235,8 @@ class ShardedKV(_ShardedFacet):
     counter = _kv_read(KV.counter)
     put = _kv_write(KV.put)
     put_many = _kv_write(KV.put_many)
+    put_if_absent = _kv_write(KV.put_if_absent)
+    take = _kv_write(KV.take)
     drain = _kv_write(KV.drain)
     delete = _kv_write(KV.delete)
     clear = _kv_write(KV.clear)
@@ -275,6 +277,7 @@ class ShardedQueues(_ShardedFacet):
 
     stats = _queue_read(Queues.stats)
     dead_letters = _queue_read(Queues.dead_letters)
+    peek = _queue_read(Queues.peek)
     push = _queue_write(Queues.push)
     pop = _queue_write(Queues.pop)
     claim = _queue_write(Queues.claim)

@@ -1,1 +1,12 @@
-"""Integrations of durastate with other frameworks, one module per framework, each behind its own extra."""
+"""Backends for the frameworks people already use, on any durastate URL.
+
+Each module is one framework's storage contract implemented on durastate's
+public facets, in its own extra, imported only when you import the module (a
+missing framework raises ``ImportError`` naming the extra to install):
+``langgraph`` (``[langgraph]``), ``openai_agents`` (``[openai-agents]``),
+``langchain`` (``[langchain]``), ``eventsourcing`` (``[eventsourcing]``,
+``PERSISTENCE_MODULE=durastate.integrations.eventsourcing``) and ``huey``
+(``[huey]``: ``DurastateHuey``, whose dequeued tasks are leased, not
+deleted). Each is tested against the framework's own suite for third-party
+backends (or a differential test), on SQLite and PostgreSQL.
+"""

@@ -11,10 +11,12 @@ from .engine import *  # noqa: F403
 from .events import *  # noqa: F403
 from .functualize import *  # noqa: F403
 from .kv import *  # noqa: F403
+from .kv_once import *  # noqa: F403
 from .multiprocess import *  # noqa: F403
 from .pi_durable import *  # noqa: F403
 from .presence import *  # noqa: F403
 from .queues import *  # noqa: F403
+from .queues_peek import *  # noqa: F403
 from .records import *  # noqa: F403
 from .transactions import *  # noqa: F403
 from .vgi import *  # noqa: F403

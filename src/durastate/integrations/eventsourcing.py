@@ -1,0 +1,526 @@
+"""eventsourcing (9.5) persistence on durastate: recorders and an infrastructure factory.
+
+Use it from an application's environment::
+
+    PERSISTENCE_MODULE=durastate.integrations.eventsourcing
+    DURASTATE_URL=sqlite:///var/lib/app/state.db      # or postgresql://..., memory:, a path
+
+``DURASTATE_URL`` is read through eventsourcing's ``Environment``, so
+``MYAPP_DURASTATE_URL`` overrides it for the application named ``MyApp``.
+``DURASTATE_PREFIX`` (optional) is the store's table prefix (default
+``ds_``). ``CREATE_TABLE`` is accepted and has no effect: durastate creates
+and migrates its tables when the store opens.
+
+Where the data lives (the ``kv`` facet; why kv and not events/records below).
+Every recorder of one application shares the kv scope
+``b"eventsourcing/" + application name``:
+
+* ``ns=b"events/<purpose>"`` (purpose ``events`` or ``snapshots``): one
+  value per stored event, keyed by ``originator key + version`` (the
+  originator key is ``b"u"`` + the 16 UUID bytes, or ``b"s"`` + a 2-byte
+  length + UTF-8 for string ids, so UUID and str ids round-trip as given;
+  versions are signed 64-bit, encoded so bytes order equals numeric order).
+  ``select_events`` is one ordered range scan.
+* ``ns=b"notifications"``: one value per notification id (8 bytes, big
+  endian) pointing at its event row and carrying the topic, so topic
+  filters never read event state; a page of notifications is one scan plus
+  one batched ``get_many``. The state is stored once.
+* counters ``(b"sequence", purpose)``: the last notification id handed out;
+  ``(b"tracking", upstream application name)``: the highest tracked id.
+
+Notification ids are gap-free and in commit order on both engines. An
+insert is one ``store.transaction()`` whose first statement adds the batch
+size to the sequence counter. That is an ``UPDATE`` of one row, whose lock
+(PostgreSQL) or the write lock (SQLite) is held until commit: the next
+writer of the same application cannot take ids before this one commits,
+and a rolled-back insert also rolls back its increment, so no id is lost.
+A reader tailing ``select_notifications(start=last + 1)`` therefore never
+skips an id that commits late. The duplicate check (``IntegrityError`` for
+an existing ``(originator_id, version)``) runs after the counter is locked,
+so on PostgreSQL's READ COMMITTED it sees every insert committed before it.
+Tracking rows use the same pattern: a zero increment locks the upstream
+application's counter before the "is this id higher?" check.
+
+Why kv: the ``events`` facet is a2's session model (claims, leases, JSON
+payloads, idempotent replay of duplicate ids: a duplicate must be an error
+here) and ``records`` is pi-durable's typed JSON records with one global
+sequence per store; eventsourcing needs opaque bytes, caller-chosen
+versions that conflict, and one gap-free sequence *per application*. kv's
+ordered bytes keys and atomic counters give exactly that with no facet
+change and no second storage layer.
+
+Edge cases and decisions:
+
+* ``insert_events([])`` returns ``None`` (aggregate recorder) or ``[]``.
+  A batch that repeats one ``(originator_id, version)`` is refused with
+  ``IntegrityError`` before touching the database.
+* Tracking ids must be ints >= 1 (notification ids start at 1); anything
+  else is refused with ``durastate.InvalidRequest``, as are wrongly typed
+  stored events and originator ids longer than the store's key limit.
+* ``subscribe()`` polls (``SUBSCRIPTION_POLL_INTERVAL``), and is woken at
+  once by inserts made through the same recorder object.
+* durastate's ``StoreUnavailable`` / ``StoreClosed`` surface as
+  eventsourcing's ``OperationalError`` / ``InterfaceError`` (the durastate
+  error is the ``__cause__``), so code written for eventsourcing's own
+  recorders catches them unchanged.
+"""
+
+from __future__ import annotations
+
+import struct
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any, cast
+from uuid import UUID
+
+try:
+    from eventsourcing.persistence import (
+        AggregateRecorder,
+        ApplicationRecorder,
+        InfrastructureFactory,
+        IntegrityError,
+        InterfaceError,
+        Notification,
+        OperationalError,
+        ProcessRecorder,
+        StoredEvent,
+        Subscription,
+        Tracking,
+        TrackingRecorder,
+    )
+    from eventsourcing.utils import Environment, EnvType, resolve_topic
+except ImportError as exc:  # pragma: no cover - exercised without the extra
+    raise ImportError(
+        "durastate.integrations.eventsourcing needs the eventsourcing package: "
+        f"pip install 'durastate[eventsourcing]' ({exc})"
+    ) from exc
+
+import durastate
+
+from .._validate import INT64_MAX, INT64_MIN
+from ..errors import InvalidRequest, StoreClosed, StoreUnavailable
+
+__all__ = [
+    "DurastateAggregateRecorder",
+    "DurastateApplicationRecorder",
+    "DurastateProcessRecorder",
+    "DurastateSubscription",
+    "DurastateTrackingRecorder",
+    "Factory",
+    "SUBSCRIPTION_POLL_INTERVAL",
+]
+
+SUBSCRIPTION_POLL_INTERVAL = 0.1
+_SCOPE_PREFIX = b"eventsourcing/"
+_NOTIFICATIONS = b"notifications"
+_SEQUENCE = b"sequence"
+_TRACKING = b"tracking"
+_ID = struct.Struct(">Q")
+_EVENT_HEAD = struct.Struct(">QI")  # notification id, topic length; then topic, state
+_TOPIC_LENGTH = struct.Struct(">I")
+_POINTER_HEAD = struct.Struct(">H")  # event key length
+_VERSION_BIAS = 2**63
+# Greater than any 8-byte version suffix: the exclusive end of one originator's keys.
+_AFTER_ALL_VERSIONS = b"\xff" * 9
+_SELECT_PAGE = 500
+
+
+@contextmanager
+def _translated() -> Iterator[None]:
+    """durastate's availability errors as the ones eventsourcing code catches."""
+    try:
+        yield
+    except StoreUnavailable as exc:
+        raise OperationalError(str(exc)) from exc
+    except StoreClosed as exc:
+        raise InterfaceError(str(exc)) from exc
+
+
+def _originator_key(originator_id: Any) -> bytes:
+    if isinstance(originator_id, UUID):
+        return b"u" + originator_id.bytes
+    if isinstance(originator_id, str):
+        raw = originator_id.encode("utf-8")
+        if len(raw) > 0xFFFF:
+            raise InvalidRequest(f"originator_id is {len(raw)} bytes of UTF-8; at most 65535 are stored")
+        return b"s" + _POINTER_HEAD.pack(len(raw)) + raw
+    raise InvalidRequest(f"originator_id must be a UUID or str, got {type(originator_id).__name__}")
+
+
+def _originator_id(key: bytes) -> tuple[UUID | str, int]:
+    """The originator id at the start of an event key, and where its version starts."""
+    if key[:1] == b"u":
+        return UUID(bytes=key[1:17]), 17
+    (length,) = _POINTER_HEAD.unpack_from(key, 1)
+    return key[3 : 3 + length].decode("utf-8"), 3 + length
+
+
+def _version_bytes(version: int) -> bytes:
+    return _ID.pack(version + _VERSION_BIAS)
+
+
+def _int64(name: str, value: Any) -> int:
+    if type(value) is not int or not INT64_MIN <= value <= INT64_MAX:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise InvalidRequest(f"{name} must be an int, got {type(value).__name__}")
+        raise InvalidRequest(f"{name}={value} is outside the signed 64-bit range")
+    return int(value)
+
+
+def _event_fields(key: bytes, value: bytes, originators: dict[bytes, UUID | str]) -> tuple[UUID | str, int, str, bytes]:
+    """``(originator_id, version, topic, state)`` of an event row.
+
+    ``originators`` memoises decoded ids by key prefix: a page of events
+    usually repeats a few originators, and building a UUID is the costliest
+    step of decoding.
+    """
+    prefix = key[:-8]
+    originator_id = originators.get(prefix)
+    if originator_id is None:
+        originator_id = originators[prefix] = _originator_id(key)[0]
+    (version,) = _ID.unpack_from(key, len(prefix))
+    _, topic_length = _EVENT_HEAD.unpack_from(value)
+    start = _EVENT_HEAD.size
+    topic = value[start : start + topic_length].decode("utf-8")
+    return originator_id, version - _VERSION_BIAS, topic, value[start + topic_length :]
+
+
+class _DurastateRecorder:
+    """The store, the application's kv scope and the translation of errors."""
+
+    def __init__(self, store: durastate.Store, *, application: str = "") -> None:
+        if not isinstance(store, durastate.Store):
+            raise InvalidRequest(f"store must be a durastate.Store, got {type(store).__name__}")
+        if not isinstance(application, str):
+            raise InvalidRequest(f"application must be a str, got {type(application).__name__}")
+        self.store = store
+        self.application = application
+        self._scope = _SCOPE_PREFIX + application.encode("utf-8")
+
+
+class DurastateAggregateRecorder(_DurastateRecorder, AggregateRecorder):
+    """Stored events of one purpose (``"events"``, ``"snapshots"``) of one application."""
+
+    _with_notifications = False
+
+    def __init__(self, store: durastate.Store, *, application: str = "", purpose: str = "events") -> None:
+        super().__init__(store, application=application)
+        if not isinstance(purpose, str) or not purpose:
+            raise InvalidRequest(f"purpose must be a non-empty str, got {purpose!r}")
+        self.purpose = purpose
+        self._events_ns = b"events/" + purpose.encode("utf-8")
+        self._sequence_key = purpose.encode("utf-8")
+        # Wakes this object's subscriptions; the generation tells a waiter
+        # whether an insert committed since it last read.
+        self._inserted = threading.Condition()
+        self._generation = 0
+
+    def insert_events(self, stored_events: Sequence[StoredEvent], **kwargs: Any) -> Sequence[int] | None:
+        ids = self._insert(stored_events, None)
+        return ids if self._with_notifications else None
+
+    def _rows(self, stored_events: Sequence[StoredEvent]) -> list[tuple[bytes, str, bytes]]:
+        """(event key, topic, value without its notification id) per event; validated."""
+        if not isinstance(stored_events, (list, tuple)):
+            raise InvalidRequest(f"stored_events must be a list, got {type(stored_events).__name__}")
+        rows = []
+        for i, event in enumerate(stored_events):
+            if not isinstance(event, StoredEvent):
+                raise InvalidRequest(f"stored_events[{i}] must be a StoredEvent, got {type(event).__name__}")
+            if not isinstance(event.topic, str):
+                raise InvalidRequest(f"stored_events[{i}].topic must be a str, got {type(event.topic).__name__}")
+            if not isinstance(event.state, bytes):
+                raise InvalidRequest(f"stored_events[{i}].state must be bytes, got {type(event.state).__name__}")
+            version = _int64(f"stored_events[{i}].originator_version", event.originator_version)
+            if version == INT64_MAX:
+                raise InvalidRequest(f"stored_events[{i}].originator_version may be at most {INT64_MAX - 1}")
+            key = _originator_key(event.originator_id) + _version_bytes(version)
+            topic = event.topic.encode("utf-8")
+            rows.append((key, event.topic, _TOPIC_LENGTH.pack(len(topic)) + topic + event.state))
+        return rows
+
+    def _insert(self, stored_events: Sequence[StoredEvent], tracking: Tracking | None) -> list[int]:
+        rows = self._rows(stored_events)
+        keys = [key for key, _, _ in rows]
+        if len(set(keys)) != len(keys):
+            raise IntegrityError("the batch holds the same (originator_id, originator_version) twice")
+        kv = self.store.kv
+        scope = self._scope
+        with _translated(), self.store.transaction():
+            if tracking is not None:
+                _record_tracking(kv, scope, tracking)
+            if not rows:
+                return []
+            # First: lock the sequence (see the module docstring), then check.
+            last = kv.incr(scope, _SEQUENCE, self._sequence_key, len(rows))
+            taken = self._existing(keys)
+            if taken:
+                originator_id, at = _originator_id(taken[0])
+                (version,) = _ID.unpack_from(taken[0], at)
+                raise IntegrityError(
+                    f"stored event ({originator_id}, version {version - _VERSION_BIAS}) already exists"
+                    f"{f' (and {len(taken) - 1} more of the batch)' if len(taken) > 1 else ''}; nothing was written"
+                )
+            ids = list(range(last - len(rows) + 1, last + 1))
+            kv.put_many(
+                scope, self._events_ns, [(key, _ID.pack(i) + rest) for i, (key, _, rest) in zip(ids, rows, strict=True)]
+            )
+            if self._with_notifications:
+                kv.put_many(
+                    scope,
+                    _NOTIFICATIONS,
+                    [
+                        (_ID.pack(i), _POINTER_HEAD.pack(len(key)) + key + topic.encode("utf-8"))
+                        for i, (key, topic, _) in zip(ids, rows, strict=True)
+                    ],
+                )
+        with self._inserted:
+            self._generation += 1
+            self._inserted.notify_all()
+        return ids
+
+    def _existing(self, keys: list[bytes]) -> list[bytes]:
+        """The event keys of ``keys`` already stored, in batch order.
+
+        One range scan per originator over the batch's versions (index
+        bounds on the whole key), not a key list: PostgreSQL's generic plan
+        for ``key IN (...)`` on a table without statistics reads the whole
+        namespace. New versions land past every stored one, so the scan
+        usually finds nothing at once.
+        """
+        by_originator: dict[bytes, list[bytes]] = {}
+        for key in keys:
+            by_originator.setdefault(key[:-8], []).append(key)
+        wanted = set(keys)
+        found: set[bytes] = set()
+        for batch_keys in by_originator.values():
+            low, high = min(batch_keys), max(batch_keys)
+            for key, _ in self.store.kv.scan(self._scope, self._events_ns, start=low, end=high + b"\x00"):
+                if key in wanted:
+                    found.add(key)
+        return [key for key in keys if key in found]
+
+    def select_events(
+        self,
+        originator_id: UUID | str,
+        *,
+        gt: int | None = None,
+        lte: int | None = None,
+        desc: bool = False,
+        limit: int | None = None,
+    ) -> Sequence[StoredEvent]:
+        prefix = _originator_key(originator_id)
+        start = prefix
+        end = prefix + _AFTER_ALL_VERSIONS
+        if gt is not None:
+            gt = _int64("gt", gt)
+            if gt == INT64_MAX:
+                return []
+            start = prefix + _version_bytes(gt + 1)
+        if lte is not None:
+            lte = _int64("lte", lte)
+            if lte < INT64_MAX:
+                end = prefix + _version_bytes(lte + 1)
+        with _translated():
+            pairs = self.store.kv.scan(self._scope, self._events_ns, start=start, end=end, reverse=desc, limit=limit)
+            originators: dict[bytes, UUID | str] = {}
+            return [StoredEvent(*_event_fields(key, value, originators)) for key, value in pairs]
+
+
+class DurastateApplicationRecorder(DurastateAggregateRecorder, ApplicationRecorder):
+    """Stored events plus the application's notification log (ids 1, 2, 3, ...)."""
+
+    _with_notifications = True
+
+    def insert_events(self, stored_events: Sequence[StoredEvent], **kwargs: Any) -> Sequence[int] | None:
+        return self._insert(stored_events, None)
+
+    def select_notifications(
+        self,
+        start: int | None,
+        limit: int,
+        stop: int | None = None,
+        topics: Sequence[str] = (),
+        *,
+        inclusive_of_start: bool = True,
+    ) -> Sequence[Notification]:
+        limit = _int64("limit", limit)
+        if limit <= 0:
+            return []
+        low = 1 if start is None else _int64("start", start) + (0 if inclusive_of_start else 1)
+        end = None
+        if stop is not None:
+            stop = _int64("stop", stop)
+            if stop < low:
+                return []
+            end = _ID.pack(stop + 1)
+        wanted = frozenset(topics)
+        kv = self.store.kv
+        pointers: list[tuple[int, bytes, str]] = []
+        with _translated():
+            pairs = kv.scan(
+                self._scope, _NOTIFICATIONS, start=_ID.pack(max(low, 0)), end=end, limit=None if wanted else limit
+            )
+            for id_bytes, value in pairs:
+                (key_length,) = _POINTER_HEAD.unpack_from(value)
+                key_end = _POINTER_HEAD.size + key_length
+                topic = value[key_end:].decode("utf-8")
+                if wanted and topic not in wanted:
+                    continue
+                pointers.append((_ID.unpack(id_bytes)[0], value[_POINTER_HEAD.size : key_end], topic))
+                if len(pointers) == limit:
+                    break
+            if not pointers:
+                return []
+            values = kv.get_many(self._scope, self._events_ns, [key for _, key, _ in pointers])
+        notifications = []
+        originators: dict[bytes, UUID | str] = {}
+        for (notification_id, key, _), row in zip(pointers, values, strict=True):
+            if row is None:  # pragma: no cover - both rows commit together
+                raise OperationalError(f"notification {notification_id} points at a missing event row")
+            notifications.append(Notification(*_event_fields(key, row, originators), id=notification_id))
+        return notifications
+
+    def max_notification_id(self) -> int | None:
+        with _translated():
+            last = self.store.kv.counter(self._scope, _SEQUENCE, self._sequence_key)
+        return last or None
+
+    def subscribe(self, gt: int | None = None, topics: Sequence[str] = ()) -> DurastateSubscription:
+        return DurastateSubscription(self, gt=gt, topics=topics)
+
+
+class DurastateSubscription(Subscription[DurastateApplicationRecorder]):
+    """Notifications after ``gt``, then new ones as they commit (polling; see the module docstring)."""
+
+    def __init__(self, recorder: DurastateApplicationRecorder, gt: int | None = None, topics: Sequence[str] = ()):
+        super().__init__(recorder=recorder, gt=gt, topics=topics)
+        self._buffer: list[Notification] = []
+        self._position = 0
+
+    def stop(self) -> None:
+        super().stop()
+        with self._recorder._inserted:
+            self._recorder._inserted.notify_all()
+
+    def __next__(self) -> Notification:
+        recorder = self._recorder
+        while not self._has_been_stopped:
+            if self._position < len(self._buffer):
+                notification = self._buffer[self._position]
+                self._position += 1
+                return notification
+            with recorder._inserted:
+                generation = recorder._generation
+            page = recorder.select_notifications(
+                start=self._last_notification_id or 0,
+                limit=_SELECT_PAGE,
+                topics=self._topics,
+                inclusive_of_start=False,
+            )
+            if page:
+                self._buffer, self._position = list(page), 0
+                self._last_notification_id = page[-1].id
+                continue
+            with recorder._inserted:
+                if recorder._generation == generation and not self._has_been_stopped:
+                    recorder._inserted.wait(SUBSCRIPTION_POLL_INTERVAL)
+        raise StopIteration
+
+
+def _record_tracking(kv: Any, scope: bytes, tracking: Tracking) -> None:
+    """Raise the upstream application's tracked position to ``tracking``'s id, or refuse."""
+    if not isinstance(tracking, Tracking):
+        raise InvalidRequest(f"tracking must be a Tracking, got {type(tracking).__name__}")
+    if not isinstance(tracking.application_name, str):
+        raise InvalidRequest(f"tracking.application_name must be a str, got {tracking.application_name!r:.80}")
+    notification_id = _int64("tracking.notification_id", tracking.notification_id)
+    if notification_id < 1:
+        raise InvalidRequest(f"tracking.notification_id must be >= 1, got {notification_id}")
+    name = tracking.application_name.encode("utf-8")
+    current: int = kv.incr(scope, _TRACKING, name, 0)  # locks the row until commit
+    if notification_id <= current:
+        raise IntegrityError(
+            f"tracking {tracking.application_name!r} is at notification {current}; "
+            f"{notification_id} was already processed or is out of order"
+        )
+    kv.incr(scope, _TRACKING, name, notification_id - current)
+
+
+class DurastateTrackingRecorder(_DurastateRecorder, TrackingRecorder):
+    """The highest processed notification id of each upstream application."""
+
+    def insert_tracking(self, tracking: Tracking) -> None:
+        with _translated(), self.store.transaction():
+            _record_tracking(self.store.kv, self._scope, tracking)
+
+    def max_tracking_id(self, application_name: str) -> int | None:
+        if not isinstance(application_name, str):
+            raise InvalidRequest(f"application_name must be a str, got {type(application_name).__name__}")
+        with _translated():
+            position = self.store.kv.counter(self._scope, _TRACKING, application_name.encode("utf-8"))
+        return position or None
+
+
+class DurastateProcessRecorder(DurastateTrackingRecorder, DurastateApplicationRecorder, ProcessRecorder):
+    """An application recorder whose inserts can carry a tracking record (one commit)."""
+
+    def __init__(self, store: durastate.Store, *, application: str = "", purpose: str = "events") -> None:
+        DurastateApplicationRecorder.__init__(self, store, application=application, purpose=purpose)
+
+    def insert_events(self, stored_events: Sequence[StoredEvent], **kwargs: Any) -> Sequence[int] | None:
+        return self._insert(stored_events, kwargs.get("tracking"))
+
+
+class Factory(InfrastructureFactory[DurastateTrackingRecorder]):
+    """``PERSISTENCE_MODULE=durastate.integrations.eventsourcing``: one store per factory."""
+
+    DURASTATE_URL = "DURASTATE_URL"
+    DURASTATE_PREFIX = "DURASTATE_PREFIX"
+    CREATE_TABLE = "CREATE_TABLE"
+
+    aggregate_recorder_class = DurastateAggregateRecorder
+    application_recorder_class = DurastateApplicationRecorder
+    tracking_recorder_class = DurastateTrackingRecorder
+    process_recorder_class = DurastateProcessRecorder
+
+    def __init__(self, env: Environment | EnvType | None):
+        super().__init__(env)
+        url = self.env.get(self.DURASTATE_URL)
+        if not url:
+            raise InvalidRequest(
+                "no durastate URL in the application's environment: set one of "
+                f"{', '.join(self.env.create_keys(self.DURASTATE_URL))} (a path, sqlite:///..., memory: or postgresql://...)"
+            )
+        prefix = self.env.get(self.DURASTATE_PREFIX) or "ds_"
+        self.store = durastate.open(url, prefix=prefix)
+
+    def _recorder_class(self, topic_key: str, default: type[Any], given: type[Any] | None = None) -> type[Any]:
+        cls = given
+        if cls is None:
+            topic = self.env.get(topic_key)
+            cls = resolve_topic(topic) if topic else default
+        if not isinstance(cls, type) or not issubclass(cls, default):
+            raise InvalidRequest(f"{topic_key}: {cls!r} is not a subclass of {default.__qualname__}")
+        return cls
+
+    def aggregate_recorder(self, purpose: str = "events") -> AggregateRecorder:
+        return self.aggregate_recorder_class(self.store, application=self.env.name, purpose=purpose)
+
+    def application_recorder(self) -> ApplicationRecorder:
+        cls = self._recorder_class(self.APPLICATION_RECORDER_TOPIC, self.application_recorder_class)
+        return cast(ApplicationRecorder, cls(self.store, application=self.env.name))
+
+    def tracking_recorder(
+        self, tracking_recorder_class: type[DurastateTrackingRecorder] | None = None
+    ) -> DurastateTrackingRecorder:
+        cls = self._recorder_class(self.TRACKING_RECORDER_TOPIC, self.tracking_recorder_class, tracking_recorder_class)
+        return cast(DurastateTrackingRecorder, cls(self.store, application=self.env.name))
+
+    def process_recorder(self) -> ProcessRecorder:
+        cls = self._recorder_class(self.PROCESS_RECORDER_TOPIC, self.process_recorder_class)
+        return cast(ProcessRecorder, cls(self.store, application=self.env.name))
+
+    def close(self) -> None:
+        self.store.close()

@@ -1,0 +1,163 @@
+"""Conformance: ``kv.take`` and ``kv.put_if_absent``, the one-statement read-and-delete and create-only put.
+
+Each is atomic on its own: of concurrent callers on one key exactly one
+takes the value / creates the key (checked with threads racing on the same
+keys). Expired values count as absent. Time moves only through the
+``clock`` fixture.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+
+import pytest
+
+import durastate
+from durastate import InvalidRequest
+from durastate.testing.clock import FakeClock
+
+__all__ = ["TestKVPutIfAbsent", "TestKVTake"]
+
+S, NS = b"scope", b"ns"
+
+
+def _race(threads: int, work: Callable[[int], None]) -> None:
+    """Run ``work(n)`` in ``threads`` threads released together; re-raise the first error."""
+    barrier = threading.Barrier(threads)
+    errors: list[BaseException] = []
+
+    def run(n: int) -> None:
+        try:
+            barrier.wait()
+            work(n)
+        except BaseException as exc:  # reported in the main thread
+            errors.append(exc)
+
+    workers = [threading.Thread(target=run, args=(n,)) for n in range(threads)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(timeout=60)
+    if errors:
+        raise errors[0]
+
+
+class TestKVTake:
+    def test_returns_the_value_and_removes_it(self, store: durastate.Store) -> None:
+        store.kv.put(S, NS, b"k", b"v")
+        store.kv.put(S, NS, b"other", b"o")
+        assert store.kv.take(S, NS, b"k") == b"v"
+        assert store.kv.get(S, NS, b"k") is None
+        assert store.kv.take(S, NS, b"k") is None
+        assert store.kv.get(S, NS, b"other") == b"o"
+
+    def test_absent_key_is_none(self, store: durastate.Store) -> None:
+        assert store.kv.take(S, NS, b"missing") is None
+
+    def test_empty_value_is_not_a_miss(self, store: durastate.Store) -> None:
+        store.kv.put(S, NS, b"k", b"")
+        assert store.kv.take(S, NS, b"k") == b""
+
+    def test_expired_value_is_a_miss_and_removed(self, store: durastate.Store, clock: FakeClock) -> None:
+        store.kv.put(S, NS, b"k", b"v", ttl=10)
+        clock.advance(10)
+        assert store.kv.take(S, NS, b"k") is None
+        assert store.kv.delete(S, NS, keys=[b"k"]) == 0  # the expired row went with the take
+
+    def test_rolled_back_take_keeps_the_value(self, store: durastate.Store) -> None:
+        store.kv.put(S, NS, b"k", b"v")
+        with pytest.raises(RuntimeError), store.transaction():
+            assert store.kv.take(S, NS, b"k") == b"v"
+            raise RuntimeError("undo")
+        assert store.kv.get(S, NS, b"k") == b"v"
+
+    def test_concurrent_takes_hand_each_value_out_once(self, store: durastate.Store) -> None:
+        keys = [b"k%d" % i for i in range(20)]
+        store.kv.put_many(S, NS, [(key, b"v-" + key) for key in keys])
+        taken: list[bytes] = []
+        lock = threading.Lock()
+
+        def work(n: int) -> None:
+            for key in keys:
+                value = store.kv.take(S, NS, key)
+                if value is not None:
+                    with lock:
+                        taken.append(value)
+
+        _race(6, work)
+        assert sorted(taken) == sorted(b"v-" + key for key in keys)
+
+    def test_scoped_view(self, store: durastate.Store) -> None:
+        view = store.kv.scope(S)
+        view.put(NS, b"k", b"v")
+        assert view.take(NS, b"k") == b"v"
+        assert view.take(NS, b"k") is None
+
+    def test_bad_key_is_refused(self, store: durastate.Store) -> None:
+        with pytest.raises(InvalidRequest, match="key must be bytes"):
+            store.kv.take(S, NS, "k")  # type: ignore[arg-type]
+
+
+class TestKVPutIfAbsent:
+    def test_creates_only_once(self, store: durastate.Store) -> None:
+        assert store.kv.put_if_absent(S, NS, b"k", b"first") is True
+        assert store.kv.put_if_absent(S, NS, b"k", b"second") is False
+        assert store.kv.get(S, NS, b"k") == b"first"
+
+    def test_ttl_applies_and_an_expired_value_counts_as_absent(self, store: durastate.Store, clock: FakeClock) -> None:
+        assert store.kv.put_if_absent(S, NS, b"k", b"v1", ttl=5) is True
+        assert store.kv.put_if_absent(S, NS, b"k", b"v2", ttl=5) is False
+        clock.advance(5)
+        assert store.kv.get(S, NS, b"k") is None
+        assert store.kv.put_if_absent(S, NS, b"k", b"v3") is True
+        clock.advance(3600)
+        assert store.kv.get(S, NS, b"k") == b"v3"  # stored without a deadline
+        assert store.kv.put_if_absent(S, NS, b"k", b"v4") is False
+
+    def test_a_persistent_value_is_never_replaced(self, store: durastate.Store, clock: FakeClock) -> None:
+        store.kv.put(S, NS, b"k", b"v")
+        clock.advance(10**6)
+        assert store.kv.put_if_absent(S, NS, b"k", b"x", ttl=1) is False
+        assert store.kv.get(S, NS, b"k") == b"v"
+
+    def test_refusal_does_not_doom_the_transaction(self, store: durastate.Store) -> None:
+        store.kv.put(S, NS, b"k", b"v")
+        with store.transaction():
+            assert store.kv.put_if_absent(S, NS, b"k", b"x") is False
+            store.kv.put(S, NS, b"after", b"a")
+        assert store.kv.get_many(S, NS, [b"k", b"after"]) == [b"v", b"a"]
+
+    def test_concurrent_callers_one_winner_per_key(self, store: durastate.Store) -> None:
+        keys = [b"k%d" % i for i in range(20)]
+        winners: dict[bytes, bytes] = {}
+        lock = threading.Lock()
+
+        def work(n: int) -> None:
+            mine = b"%d" % n
+            for key in keys:
+                if store.kv.put_if_absent(S, NS, key, mine):
+                    with lock:
+                        assert key not in winners
+                        winners[key] = mine
+
+        _race(6, work)
+        assert sorted(winners) == sorted(keys)
+        assert store.kv.get_many(S, NS, keys) == [winners[key] for key in keys]
+
+    @pytest.mark.parametrize(
+        ("value", "ttl", "message"),
+        [("text", None, "value must be bytes"), (b"v", 0, "ttl"), (b"v", -1, "ttl"), (b"v", "1", "ttl")],
+    )
+    def test_bad_input_is_refused_and_writes_nothing(
+        self, store: durastate.Store, value: object, ttl: object, message: str
+    ) -> None:
+        with pytest.raises(InvalidRequest, match=message):
+            store.kv.put_if_absent(S, NS, b"k", value, ttl=ttl)  # type: ignore[arg-type]
+        assert store.kv.get(S, NS, b"k") is None
+
+    def test_scoped_view(self, store: durastate.Store) -> None:
+        view = store.kv.scope(S)
+        assert view.put_if_absent(NS, b"k", b"v") is True
+        assert view.put_if_absent(NS, b"k", b"w") is False
+        assert view.get(NS, b"k") == b"v"

@@ -1,0 +1,1 @@
+from durastate.testing.conformance.kv_once import *  # noqa: F403

@@ -1,0 +1,1 @@
+from durastate.testing.conformance.queues_peek import *  # noqa: F403

@@ -1,0 +1,159 @@
+"""The eventsourcing integration beyond the library's suite: ids in commit order, environment, refusals."""
+
+from __future__ import annotations
+
+import multiprocessing
+import threading
+from uuid import uuid4
+
+import pytest
+from eventsourcing.application import Application
+from eventsourcing.domain import Aggregate, event
+from eventsourcing.persistence import InfrastructureFactory, InterfaceError, StoredEvent, Tracking
+
+import durastate
+from durastate import InvalidRequest
+from durastate.integrations.eventsourcing import (
+    DurastateApplicationRecorder,
+    DurastateProcessRecorder,
+    DurastateTrackingRecorder,
+    Factory,
+)
+
+from . import _writers
+
+
+class Order(Aggregate):
+    @event("Placed")
+    def __init__(self, item: str) -> None:
+        self.item = item
+        self.shipped = False
+
+    @event("Shipped")
+    def ship(self) -> None:
+        self.shipped = True
+
+
+class Shop(Application[object]):
+    def place(self, item: str) -> object:
+        order = Order(item)
+        self.save(order)
+        return order.id
+
+
+@pytest.mark.multiprocess
+def test_notification_ids_are_gap_free_in_commit_order(shared_url: str) -> None:
+    """Writers in three processes (some batches refused); a tailing reader never sees a gap."""
+    with durastate.open(shared_url) as store:
+        recorder = DurastateApplicationRecorder(store, application="orders")
+        seen: list[int] = []
+        done = threading.Event()
+        problems: list[str] = []
+
+        def tail() -> None:
+            last = 0
+            while True:
+                finished = done.is_set()
+                page = recorder.select_notifications(start=last, limit=100, inclusive_of_start=False)
+                ids = [n.id for n in page]
+                if ids != list(range(last + 1, last + 1 + len(ids))):
+                    problems.append(f"after {last} read {ids[:5]}...: a gap (a later id committed first)")
+                    return
+                seen.extend(ids)
+                if ids:
+                    last = ids[-1]
+                elif finished:
+                    return
+
+        reader = threading.Thread(target=tail)
+        reader.start()
+        with multiprocessing.get_context("spawn").Pool(3) as pool:
+            written = sum(pool.starmap(_writers.write_batches, [(shared_url, 12, 7)] * 3))
+        done.set()
+        reader.join(timeout=120)
+        assert not problems, problems[0]
+        assert seen == list(range(1, written + 1))
+        assert recorder.max_notification_id() == written
+
+
+def test_application_round_trip_through_the_environment(tmp_path: object) -> None:
+    url = f"sqlite://{tmp_path}/shop.db"
+    env = {"PERSISTENCE_MODULE": "durastate.integrations.eventsourcing", "SHOP_DURASTATE_URL": url}
+    shop = Shop(env={**env, "IS_SNAPSHOTTING_ENABLED": "y"})
+    order_id = shop.place("book")
+    order = shop.repository.get(order_id)
+    order.ship()
+    shop.save(order)
+    shop.take_snapshot(order_id)
+    shop.close()
+
+    again = Shop(env=env)  # a new factory, a new store on the same file
+    try:
+        reloaded = again.repository.get(order_id)
+        assert (reloaded.item, reloaded.shipped, reloaded.version) == ("book", True, 2)
+        topics = [n.topic.rsplit(".", 1)[-1] for n in again.recorder.select_notifications(start=1, limit=10)]
+        assert topics == ["Placed", "Shipped"]
+        assert isinstance(again.factory, Factory)
+    finally:
+        again.close()
+
+
+def test_applications_sharing_a_store_have_their_own_sequences(store: durastate.Store) -> None:
+    first = DurastateApplicationRecorder(store, application="first")
+    second = DurastateApplicationRecorder(store, application="second")
+    assert first.insert_events([StoredEvent(uuid4(), 1, "t", b"a"), StoredEvent(uuid4(), 1, "t", b"b")]) == [1, 2]
+    assert second.insert_events([StoredEvent(uuid4(), 1, "t", b"c")]) == [1]
+    assert [n.state for n in second.select_notifications(None, 10)] == [b"c"]
+    # Tracking is per downstream application too.
+    DurastateTrackingRecorder(store, application="first").insert_tracking(Tracking("upstream", 5))
+    assert DurastateTrackingRecorder(store, application="second").max_tracking_id("upstream") is None
+
+
+def test_str_and_uuid_originator_ids_round_trip(store: durastate.Store) -> None:
+    recorder = DurastateApplicationRecorder(store)
+    as_uuid, as_text = uuid4(), "order-17"
+    recorder.insert_events([StoredEvent(as_uuid, -3, "t", b"u"), StoredEvent(as_text, 2**62, "t", b"s")])
+    assert recorder.select_events(as_uuid)[0].originator_id == as_uuid
+    assert recorder.select_events(as_uuid)[0].originator_version == -3
+    assert recorder.select_events(as_text)[0].originator_id == as_text
+    assert recorder.select_events(str(as_uuid)) == []  # a str id is not its UUID
+
+
+def test_factory_needs_a_url_and_names_the_keys() -> None:
+    env = {"PERSISTENCE_MODULE": "durastate.integrations.eventsourcing"}
+    with pytest.raises(InvalidRequest, match="DURASTATE_URL"):
+        InfrastructureFactory.construct(env)
+
+
+@pytest.mark.parametrize(
+    ("events", "message"),
+    [
+        ("not a list", "stored_events must be a list"),
+        ([("id", 1, "t", b"s")], r"stored_events\[0\] must be a StoredEvent"),
+        ([StoredEvent(uuid4(), 1, "t", "text")], "state must be bytes"),
+        ([StoredEvent(uuid4(), "1", "t", b"s")], "originator_version must be an int"),
+        ([StoredEvent(12, 1, "t", b"s")], "originator_id must be a UUID or str"),
+        ([StoredEvent("x" * 5000, 1, "t", b"s")], "max_key_size"),
+    ],
+)
+def test_bad_events_are_refused_and_write_nothing(store: durastate.Store, events: object, message: str) -> None:
+    recorder = DurastateApplicationRecorder(store)
+    with pytest.raises(InvalidRequest, match=message):
+        recorder.insert_events(events)  # type: ignore[arg-type]
+    assert recorder.max_notification_id() is None
+
+
+def test_bad_tracking_is_refused(store: durastate.Store) -> None:
+    recorder = DurastateProcessRecorder(store)
+    with pytest.raises(InvalidRequest, match="notification_id must be >= 1"):
+        recorder.insert_events([StoredEvent(uuid4(), 1, "t", b"s")], tracking=Tracking("up", 0))
+    assert recorder.max_notification_id() is None and recorder.max_tracking_id("up") is None
+
+
+def test_closed_store_raises_eventsourcings_interface_error(open_store: object) -> None:
+    store = open_store()  # type: ignore[operator]
+    recorder = DurastateApplicationRecorder(store)
+    store.close()
+    with pytest.raises(InterfaceError) as caught:
+        recorder.max_notification_id()
+    assert isinstance(caught.value.__cause__, durastate.StoreClosed)

@@ -1,0 +1,29 @@
+"""Each integration imports its framework only when imported, and says which extra is missing."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+
+@pytest.mark.parametrize(("module", "framework"), [("eventsourcing", "eventsourcing"), ("huey", "huey")])
+def test_missing_framework_names_the_extra(module: str, framework: str) -> None:
+    code = (
+        "import sys\n"
+        f"sys.modules[{framework!r}] = None  # as if it were not installed\n"
+        "import durastate, durastate.integrations  # fine without it\n"
+        "try:\n"
+        f"    import durastate.integrations.{module}\n"
+        "except ImportError as exc:\n"
+        "    print(exc)\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    assert f"pip install 'durastate[{module}]'" in result.stdout, result.stdout + result.stderr
+
+
+def test_importing_durastate_imports_no_framework() -> None:
+    code = "import sys, durastate, durastate.integrations; print(sorted({'eventsourcing', 'huey'} & set(sys.modules)))"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    assert result.stdout.strip() == "[]"
