@@ -58,13 +58,19 @@ def as_int64(name: str, value: Any) -> int:
 
 
 def as_limit(name: str, value: Any) -> int | None:
-    """``None`` (no limit) or an int >= 0."""
+    """``None`` (no limit) or an int >= 0.
+
+    A limit beyond int64 limits nothing a database can hold and cannot be
+    bound to a statement: it is the same as ``None``.
+    """
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int):
         fail(f"{name} must be an int >= 0 or None, got {type(value).__name__}")
     if value < 0:
         fail(f"{name} must be >= 0 or None, got {value}")
+    if value > INT64_MAX:
+        return None
     return int(value)
 
 

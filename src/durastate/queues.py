@@ -494,7 +494,7 @@ class Queues:
         limit = as_limit("limit", limit)
         engine = self._engine
         # A limit past int64 cannot be bound (and no queue is that long): the same as no limit.
-        want = engine.dialect.no_limit if limit is None or limit > INT64_MAX else limit
+        want = engine.no_limit if limit is None or limit > INT64_MAX else limit
         return [row[0] for row in engine.all(engine.sql(PEEK), (queue, engine.now_ms(), want))]
 
     def dead_letters(self, name: str | bytes, *, after: int = 0, limit: int | None = 100) -> list[DeadLetter]:
