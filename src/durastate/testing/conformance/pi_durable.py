@@ -86,7 +86,7 @@ class TestPiDurableShapes:
             assert [c["id"] for c in (await s.scan_conversations({}, 10, None, CTX))["items"]] == [1, 10]
             found = await s.find_document({"kind": "notes", "scope": conv_scope(1), "key": "k"}, "current", CTX)
             assert found is not None and found["id"] == 30 and found["createdAt"] == seq
-            later = await s.commit([change(30, delta([{"op": "add", "path": "/c", "value": 2}]))], CTX)
+            later = await s.commit([change(30, delta([["s", ["c"], 2]]))], CTX)
             doc = await s.document(30, "current", CTX)
             assert doc == {"record": found, "version": 1, "value": {"a": 1, "c": 2}, "deltasSinceBase": 1}
             assert (await s.document(30, seq, CTX))["value"] == {"a": 1}  # type: ignore[index]
@@ -125,7 +125,7 @@ class TestPiDurableErrors:
             [change(99, base({}))],
             [{"type": "nope"}],
             [entry(2**53, 1)],
-            [change(31, delta([{"op": "remove", "path": "/missing"}]))],
+            [change(31, delta([["a", ["missing"], "x"]]))],
         ],
         ids=["exists", "twice", "unknown document", "unknown type", "unsafe id", "ops do not apply"],
     )
