@@ -49,30 +49,50 @@ def _lone(text: str) -> bool:
     return False
 
 
+# orjson refuses nesting deeper than this; the walk below need not look further.
+_MAX_DEPTH = 256
+
+
 def has_lone_surrogate(value: Any) -> bool:
-    """Whether a string (or an object key) anywhere in ``value`` holds a lone surrogate."""
-    stack = [value]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, str):
-            if _lone(item):
-                return True
-        elif isinstance(item, dict):
-            stack.extend(item.keys())
-            stack.extend(item.values())
-        elif isinstance(item, (list, tuple)):
-            stack.extend(item)
-    return False
+    """Whether a string (or an object key) anywhere in ``value`` holds a lone surrogate.
+
+    ``InvalidRequest("... Circular reference detected ...")`` when a container
+    holds itself; nesting deeper than orjson accepts is not looked into.
+    """
+    return _scan(value, set(), 0)
 
 
-def _without_surrogates(value: Any) -> Any:
+def _scan(value: Any, ancestors: set[int], depth: int) -> bool:
+    if isinstance(value, str):
+        return _lone(value)
+    if not isinstance(value, (dict, list, tuple)) or depth > _MAX_DEPTH:
+        return False
+    marker = id(value)
+    if marker in ancestors:
+        raise InvalidRequest("Circular reference detected: a container holds itself, which JSON cannot")
+    ancestors.add(marker)
+    try:
+        if isinstance(value, dict):
+            found = any(_scan(k, ancestors, depth + 1) for k in value)
+            return found or any(_scan(v, ancestors, depth + 1) for v in value.values())
+        return any(_scan(v, ancestors, depth + 1) for v in value)
+    finally:
+        ancestors.discard(marker)
+
+
+def _without_surrogates(value: Any, depth: int = 0) -> Any:
     """``value`` with every string's lone surrogates replaced (for the checks only)."""
     if isinstance(value, str):
         return value.encode("utf-8", "replace").decode("utf-8") if _lone(value) else value
+    if depth > _MAX_DEPTH:
+        return value  # too deep for orjson anyway: dump_json refuses it
     if isinstance(value, dict):
-        return {_without_surrogates(k) if isinstance(k, str) else k: _without_surrogates(v) for k, v in value.items()}
+        return {
+            _without_surrogates(k, depth + 1) if isinstance(k, str) else k: _without_surrogates(v, depth + 1)
+            for k, v in value.items()
+        }
     if isinstance(value, (list, tuple)):
-        return [_without_surrogates(v) for v in value]
+        return [_without_surrogates(v, depth + 1) for v in value]
     return value
 
 
@@ -81,7 +101,11 @@ def _checked(name: str, value: Any) -> bytes | None:
     try:
         return dump_json(name, value)
     except InvalidRequest:
-        if not has_lone_surrogate(value):
+        try:
+            found = has_lone_surrogate(value)
+        except InvalidRequest as cycle:
+            raise InvalidRequest(f"{name}: {cycle}") from None
+        if not found:
             raise
     dump_json(name, _without_surrogates(value))  # every other rule (types, keys, NaN, int64)
     return None

@@ -17,7 +17,10 @@ one facet call per pool thread, no transaction ever spans an ``await``) and
 maps errors to the seed's:
 
 * a refused commit (malformed or colliding batch) raises ``RuntimeError``
-  with the reason (the durastate error is its ``__cause__``);
+  with the reason (the durastate error is its ``__cause__``); a malformed
+  one raises ``InvalidCommit``, also a ``ValueError`` (pi-durable's encoder
+  raises ``ValueError("Circular reference detected")`` for a value that
+  holds itself; so do we);
 * a bad read request (bad cursor, limit or point, unknown conversation,
   a point-in-time read of a current-only document) raises
   ``StorageRequestError``. When pi-durable is importable, the class raised
@@ -83,6 +86,7 @@ from ..errors import Conflict, DurastateError, InvalidRequest, NotFound, StoreCl
 from ..records import MAX_SAFE_INTEGER, Records
 
 __all__ = [
+    "InvalidCommit",
     "SqliteStorage",
     "SqliteStorageOptions",
     "SqliteUnavailable",
@@ -113,6 +117,11 @@ class StorageRequestError(Exception):
     What is raised is ``_request_error_type()``: this class, combined with
     pi-durable's own ``StorageRequestError`` when pi-durable is importable.
     """
+
+
+class InvalidCommit(RuntimeError, ValueError):
+    """A commit refused as malformed: pi-durable's ``RuntimeError`` for a bad batch, and a
+    ``ValueError`` as its JSON encoder raises for a value JSON cannot hold (a circular reference)."""
 
 
 class SqliteUnavailable(StoreUnavailable, sqlite3.OperationalError):
@@ -261,7 +270,7 @@ class SqliteStorage:
             raise _unavailable(exc, self._engine_name) from exc
         except (InvalidRequest, NotFound) as exc:
             if commit:
-                raise RuntimeError(str(exc)) from exc
+                raise InvalidCommit(str(exc)) from exc
             raise _request_error(str(exc)) from exc
         except (Conflict, DurastateError) as exc:
             raise RuntimeError(str(exc)) from exc

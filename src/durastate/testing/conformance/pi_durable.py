@@ -394,3 +394,19 @@ class TestPiDurableErrorClasses:
             assert "Invalid storage cursor" in str(info.value)
 
         run(store_url, body)
+
+    def test_a_value_holding_itself_is_a_value_error_and_changes_nothing(self, store_url: str) -> None:
+        circular: dict[str, Any] = {}
+        circular["self"] = circular
+
+        async def body(s: SqliteStorage) -> None:
+            seq = await seed(s)
+            bad = task(50, 1)
+            bad["value"]["input"] = circular
+            with pytest.raises(ValueError, match="Circular reference") as info:
+                await s.commit([entry(51, 1), bad], CTX)
+            assert isinstance(info.value, RuntimeError)  # pi-durable's class for a refused commit
+            assert await s.entry(51, CTX) is None and await s.task(50, CTX) is None
+            assert await s.commit([], CTX) == seq + 1
+
+        run(store_url, body)
