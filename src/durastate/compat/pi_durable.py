@@ -70,7 +70,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import importlib
 import json
 import os
 import re
@@ -84,6 +83,7 @@ from .._aio import AsyncRunner
 from ..engines.base import validate_prefix
 from ..errors import Conflict, DurastateError, InvalidRequest, NotFound, StoreClosed, StoreUnavailable
 from ..records import MAX_SAFE_INTEGER, Records
+from ._bridge import bridged
 
 __all__ = [
     "InvalidCommit",
@@ -114,8 +114,8 @@ WAL_TRUNCATE = "PRAGMA wal_checkpoint(TRUNCATE)"
 class StorageRequestError(Exception):
     """A read request the storage cannot answer as asked (pi-durable's error).
 
-    What is raised is ``_request_error_type()``: this class, combined with
-    pi-durable's own ``StorageRequestError`` when pi-durable is importable.
+    What is raised is this class combined with pi-durable's own
+    ``StorageRequestError`` when pi-durable is importable (``_bridge``).
     """
 
 
@@ -136,29 +136,9 @@ class SqliteStorageOptions(TypedDict):
     wal_auto_checkpoint_pages: NotRequired[int]
 
 
-_bridged: type[StorageRequestError] | None = None
-
-
-def _request_error_type() -> type[StorageRequestError]:
-    """Our error class, made also pi-durable's own when pi-durable is importable."""
-    global _bridged
-    if _bridged is None:
-        bridged: type[StorageRequestError] = StorageRequestError
-        try:
-            theirs = importlib.import_module("pi_durable.errors").StorageRequestError
-        except Exception:
-            pass
-        else:
-            try:
-                bridged = type("StorageRequestError", (StorageRequestError, theirs), {})
-            except TypeError:  # an incompatible layout: ours alone
-                pass
-        _bridged = bridged
-    return _bridged
-
-
 def _request_error(message: str) -> StorageRequestError:
-    return _request_error_type()(message)
+    """Ours, and pi-durable's own ``StorageRequestError`` too when pi-durable is importable."""
+    return bridged(StorageRequestError, "pi_durable.errors", "StorageRequestError")(message)
 
 
 def validate_sqlite_prefix(prefix: object) -> str:
