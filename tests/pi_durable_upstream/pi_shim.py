@@ -5,8 +5,8 @@ pi-durable-python's sdist. ``PI_SHIM_STORAGE`` picks the storage:
 
 * ``durastate-sqlite``: ``durastate.compat.pi_durable.SqliteStorage`` on an
   SQLite file;
-* ``durastate-postgres``: the same on PostgreSQL (``PI_SHIM_POSTGRES_URL``,
-  one schema for the run, one table prefix per storage);
+* ``durastate-postgres``: the same on PostgreSQL (``PI_SHIM_POSTGRES_URL``;
+  a fresh schema per storage path, dropped when the test ends);
 * ``pi-sqlite``: pi-durable's own ``SqliteStorage`` (the reference run);
 * ``pi-memory``: nothing replaced (pi-durable's ``MemoryStorage``).
 
@@ -15,7 +15,7 @@ What is replaced, before any test module is imported:
 * ``open_posix_sqlite_storage(path, options)`` (the file-backed storage the
   SQLite suite, crash and reopen tests use): a storage for that path;
   reopening the same path reaches the same data (on PostgreSQL: the same
-  prefix);
+  schema);
 * ``MemoryStorage`` (what every Harness and Session test constructs, and
   subclasses): ``StorageInPlaceOfMemory``, a class with the same sync
   constructor whose async methods run on a fresh storage of the chosen
@@ -54,29 +54,28 @@ _tmp = Path(tempfile.mkdtemp(prefix="pi-shim-"))
 
 
 class _Postgres:
-    """One schema for the whole run; one table prefix per storage path."""
+    """One fresh schema per storage path (the file a test names), dropped when the test ends."""
 
     def __init__(self) -> None:
-        from durastate.testing import postgres_server
-
         base = os.environ.get("PI_SHIM_POSTGRES_URL")
         if not base:
             raise RuntimeError("PI_SHIM_STORAGE=durastate-postgres needs PI_SHIM_POSTGRES_URL")
         self.base = base
-        self.url, self.schema = postgres_server.create_schema(base)
-        self.prefixes: dict[str, str] = {}
+        self.urls: dict[str, tuple[str, str]] = {}  # path -> (url, schema)
 
-    def prefix_for(self, key: str, prefix: str | None) -> str:
-        """A distinct table prefix per (path, caller's prefix)."""
-        name = f"{key}\0{prefix}"
-        if name not in self.prefixes:
-            self.prefixes[name] = f"s{len(self.prefixes)}_{prefix or ''}"[:31]
-        return self.prefixes[name]
-
-    def drop(self) -> None:
+    def url_for(self, path: str) -> str:
         from durastate.testing import postgres_server
 
-        postgres_server.drop_schema(self.base, self.schema)
+        if path not in self.urls:
+            self.urls[path] = postgres_server.create_schema(self.base)
+        return self.urls[path][0]
+
+    def drop_all(self) -> None:
+        from durastate.testing import postgres_server
+
+        while self.urls:
+            _path, (_url, schema) = self.urls.popitem()
+            postgres_server.drop_schema(self.base, schema)
 
 
 _pg: _Postgres | None = _Postgres() if MODE == "durastate-postgres" else None
@@ -88,14 +87,12 @@ async def _open_durastate(path: str, options: Any) -> Any:
     if _pg is None:
         storage = await SqliteStorage.open(path, options)
     else:
-        options = dict(options or {})
-        if options.get("prefix") is not None:
-            # the prefix rule is checked exactly as for a file, then mapped into the run's schema
+        if options is not None and options.get("prefix") is not None:
+            # refused before anything is created, as for a file
             from durastate.compat.pi_durable import validate_sqlite_prefix
 
             validate_sqlite_prefix(options["prefix"])
-        options["prefix"] = _pg.prefix_for(str(path), options.get("prefix"))
-        storage = await SqliteStorage.open(_pg.url, options)
+        storage = await SqliteStorage.open(_pg.url_for(str(path)), options)
     _opened.append(storage)
     return storage
 
@@ -201,6 +198,8 @@ def _close_storages_opened_by_the_test() -> Iterator[None]:
     yield
     while _opened:
         _close_now(_opened.pop())
+    if _pg is not None:
+        _pg.drop_all()
 
 
 def _close_now(storage: Any) -> None:
@@ -213,8 +212,3 @@ def _close_now(storage: Any) -> None:
     else:
         storage._runner.close(wait=True)
         storage._close_store()
-
-
-def pytest_sessionfinish(session: pytest.Session) -> None:
-    if _pg is not None:
-        _pg.drop()

@@ -80,7 +80,7 @@ from typing import Any, NotRequired, TypedDict, TypeVar
 
 from .. import store as _store
 from .._aio import AsyncRunner
-from ..engines.base import validate_prefix
+from ..engines.base import Engine, validate_prefix
 from ..errors import Conflict, DurastateError, InvalidRequest, NotFound, StoreClosed, StoreUnavailable
 from ..records import MAX_SAFE_INTEGER, Records
 from ._bridge import bridged
@@ -97,8 +97,6 @@ __all__ = [
 T = TypeVar("T")
 
 DEFAULT_PREFIX = "ds_"
-
-
 DEFAULT_BUSY_TIMEOUT_MS = 5_000  # pi-durable's
 DEFAULT_WAL_AUTO_CHECKPOINT_PAGES = 1_000  # SQLite's
 
@@ -161,9 +159,10 @@ def _option_count(options: Mapping[str, Any], name: str, default: int) -> int:
 class _ThreadSetup:
     """The facet's methods, each first running the PRAGMAs on its pool thread's connection once."""
 
-    def __init__(self, records: Records, statements: Sequence[str]) -> None:
+    def __init__(self, records: Records, engine: Engine, statements: Sequence[str]) -> None:
         self._records = records
-        self._statements = statements
+        self._engine = engine
+        self._statements = [engine.sql(statement) for statement in statements]
         self._done = threading.local()
 
     def __getattr__(self, name: str) -> Any:
@@ -172,9 +171,8 @@ class _ThreadSetup:
         @functools.wraps(method)
         def call(*args: Any) -> Any:
             if not getattr(self._done, "value", False):
-                engine = self._records._engine
                 for statement in self._statements:
-                    engine.one(engine.sql(statement))
+                    self._engine.one(statement)
                 self._done.value = True
             return method(*args)
 
@@ -204,7 +202,8 @@ class SqliteStorage:
         self._file = self._engine_name == "sqlite" and not getattr(store.engine, "is_memory", False)
         self._records: Any = store.records
         if self._file and wal_auto_checkpoint_pages is not None:
-            self._records = _ThreadSetup(store.records, [WAL_AUTOCHECKPOINT.format(pages=wal_auto_checkpoint_pages)])
+            pragma = WAL_AUTOCHECKPOINT.format(pages=wal_auto_checkpoint_pages)
+            self._records = _ThreadSetup(store.records, store.engine, [pragma])
         self._runner = runner
         self._closed = False
         self._closing: asyncio.Future[None] | None = None
