@@ -28,8 +28,10 @@ Every storage opened during a test is closed when the test ends.
 
 from __future__ import annotations
 
+import atexit
 import itertools
 import os
+import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -51,6 +53,7 @@ _original_open = posix.open_posix_sqlite_storage
 _opened: list[Any] = []  # storages opened during the current test
 _counter = itertools.count()
 _tmp = Path(tempfile.mkdtemp(prefix="pi-shim-"))
+atexit.register(shutil.rmtree, _tmp, True)
 
 
 class _Postgres:

@@ -1,6 +1,6 @@
 """Run pi-durable's own test suite with a chosen storage in place of its storages.
 
-    .venv/bin/python tests/pi_durable_upstream/run.py durastate-sqlite [more modes] [-- pytest args]
+    .venv/bin/python tests/pi_durable_upstream/run.py [--storage-only] MODE [MODE ...] [-- pytest args]
 
 Modes: ``durastate-sqlite``, ``durastate-postgres`` (needs
 ``DURASTATE_TEST_POSTGRES_URL``), ``pi-sqlite`` (pi-durable's own SQLite
@@ -14,7 +14,8 @@ the storage-facing part: ``test_sqlite_storage.py`` (pi-durable's shipped
 ``storage_conformance`` on fresh and reopened storage, plus its own SQLite
 checks), ``test_testing_conformance.py`` and every ``test_harness_*.py`` and
 ``test_session_*.py`` (a durable agent through crashes and reopen).
-``pi_shim.py`` (a pytest plugin) swaps the storage.
+``--storage-only`` leaves the Harness tests out. ``pi_shim.py`` (a pytest
+plugin) swaps the storage.
 """
 
 from __future__ import annotations
@@ -34,6 +35,9 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
 PACKAGE = "pi-durable-python"
 SELECTION = ("test_sqlite_storage.py", "test_testing_conformance.py", "test_harness_*.py", "test_session_*.py")
+# Without the Harness tests (594 of 807): what make test runs on PostgreSQL, where the whole
+# selection takes about 15 minutes (see RESULTS.md).
+STORAGE_SELECTION = ("test_sqlite_storage.py", "test_testing_conformance.py", "test_session_*.py")
 MODES = ("durastate-sqlite", "durastate-postgres", "pi-sqlite", "pi-memory")
 
 
@@ -92,11 +96,19 @@ class Result:
         )
 
 
-def run(mode: str, pytest_args: list[str] | None = None) -> Result:
-    """One pytest subprocess over the selection with ``mode``'s storage; never stops at the first failure."""
+@dataclasses.dataclass
+class Running:
+    mode: str
+    process: subprocess.Popen[bytes]
+    junit: Path
+
+
+def start(mode: str, selection: tuple[str, ...] = SELECTION, pytest_args: list[str] | None = None) -> Running:
+    """Start one pytest subprocess over ``selection`` with ``mode``'s storage (``-x`` off: every test runs)."""
     tests = sdist_tests()
-    files = sorted({str(p.name) for pattern in SELECTION for p in tests.glob(pattern)})
-    junit = cache_dir() / f"junit-{mode}.xml"
+    files = sorted({str(p.name) for pattern in selection for p in tests.glob(pattern)})
+    junit = cache_dir() / f"junit-{mode}{'' if selection else '-rerun'}.xml"
+    junit.unlink(missing_ok=True)
     env = {
         **os.environ,
         "PI_SHIM_STORAGE": mode,
@@ -124,8 +136,31 @@ def run(mode: str, pytest_args: list[str] | None = None) -> Result:
         *(pytest_args or []),
         *files,
     ]
-    subprocess.run(command, cwd=tests, env=env, check=False, stdout=subprocess.DEVNULL)
-    return parse(mode, junit)
+    process = subprocess.Popen(command, cwd=tests, env=env, stdout=subprocess.DEVNULL)
+    return Running(mode, process, junit)
+
+
+def finish(running: Running) -> Result:
+    running.process.wait()
+    if not running.junit.exists():
+        raise RuntimeError(f"{running.mode}: pytest exited {running.process.returncode} without a JUnit report")
+    return parse(running.mode, running.junit)
+
+
+def node_id(name: str) -> str:
+    """The pytest node id of a JUnit ``module::test`` name."""
+    module, _, test = name.partition("::")
+    return f"{module}.py::{test}"
+
+
+def rerun(mode: str, names: list[str]) -> Result:
+    """Run just ``names`` again, in one fresh subprocess (for tests that depend on timing)."""
+    return finish(start(mode, (), [node_id(name) for name in names]))
+
+
+def run(mode: str, selection: tuple[str, ...] = SELECTION, pytest_args: list[str] | None = None) -> Result:
+    """``start`` and ``finish``: one run to its end."""
+    return finish(start(mode, selection, pytest_args))
 
 
 def parse(mode: str, junit: Path) -> Result:
@@ -156,11 +191,15 @@ def main(argv: list[str]) -> int:
         modes, extra = argv[:split], argv[split + 1 :]
     else:
         modes, extra = argv, []
+    selection = SELECTION
+    if "--storage-only" in modes:
+        modes = [m for m in modes if m != "--storage-only"]
+        selection = STORAGE_SELECTION
     for mode in modes or ["durastate-sqlite"]:
         if mode not in MODES:
             print(f"unknown mode {mode!r}; one of {', '.join(MODES)}", file=sys.stderr)
             return 2
-        result = run(mode, extra)
+        result = run(mode, selection, extra)
         print(result.summary())
         for name, message in sorted(result.failed.items()):
             print(f"  FAILED {name}: {message}")
