@@ -21,10 +21,12 @@ in the same shim): see ``tests/pi_durable_upstream/RESULTS.md``.
 
 from __future__ import annotations
 
+import atexit
 import importlib.util
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -72,16 +74,32 @@ _SQLITE_FILE = {
 NOT_APPLICABLE = {"durastate-sqlite": _PI_TABLES, "durastate-postgres": {**_PI_TABLES, **_SQLITE_FILE}}
 
 
+_started: list[Any] = []  # the subprocesses, once started
+# Never leave them running behind an interrupted session.
+atexit.register(lambda: [running.process.kill() for running in _started if running.process.poll() is None])
+_postgres: list[tuple[str | None, str]] = []  # (url, reason)
+
+
+def start_in_background() -> None:
+    """Start both subprocesses now (``tests/conftest.py`` calls this when collection selected the test below),
+    so they run while the rest of the suite does."""
+    if _started:
+        return
+    url, reason = postgres_server.server_url()
+    _postgres.append((url, reason))
+    _started.append(upstream.start("durastate-sqlite"))
+    if url is not None:
+        os.environ.setdefault("DURASTATE_TEST_POSTGRES_URL", url)
+        _started.append(upstream.start("durastate-postgres", upstream.STORAGE_SELECTION))
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(1200)
 def test_pi_durables_own_suite_passes_on_durastate() -> None:
     """The whole selection on SQLite and its storage part on PostgreSQL, as two concurrent subprocesses."""
-    runs = [upstream.start("durastate-sqlite")]
-    url, reason = postgres_server.server_url()
-    if url is not None:
-        os.environ.setdefault("DURASTATE_TEST_POSTGRES_URL", url)
-        runs.append(upstream.start("durastate-postgres", upstream.STORAGE_SELECTION))
-    results = [upstream.finish(running) for running in runs]
+    start_in_background()
+    url, reason = _postgres[0]
+    results = [upstream.finish(running) for running in _started]
     for result in results:
         print(result.summary())
         expected = SUITE_SIZE if result.mode == "durastate-sqlite" else STORAGE_SUITE_SIZE
