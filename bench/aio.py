@@ -52,11 +52,10 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-import jsonpatch
-
 import durastate
 from a2_style import A2StyleStore
 from durastate import aio
+from durastate._chord import apply as chord_apply
 from durastate.compat import a2
 from durastate.compat.pi_durable import SqliteStorage
 from pi_durable_style import PiDurableStyleStorage
@@ -335,7 +334,8 @@ def _conversation(id: int, parent: tuple[int, int] | None = None) -> dict[str, A
 
 async def pi_durable_versus_seed(folder: Path, rounds: int, ops: int) -> bool:
     ours = await SqliteStorage.open(folder / "pi.db")
-    seed = PiDurableStyleStorage(str(folder / "pi-seed.db"), lambda value, ops: jsonpatch.apply_patch(value, ops))
+    # Deltas in pi-durable's own (Chord) vocabulary, applied by the same pure applier on both sides.
+    seed = PiDurableStyleStorage(str(folder / "pi-seed.db"), lambda value, ops: chord_apply(value, ops))
     document = {
         "type": "document.create",
         "record": {"id": 50, "kind": "notes", "key": "k", "scope": {"kind": "conversation", "conversationId": 5}},
@@ -344,7 +344,7 @@ async def pi_durable_versus_seed(folder: Path, rounds: int, ops: int) -> bool:
     for store in (ours, seed):
         await store.commit([_conversation(5), document])
         for n in range(1, 101):
-            ops_ = [{"op": "replace", "path": "/n", "value": n}]
+            ops_ = [["s", ["n"], n]]
             await store.commit(
                 [{"type": "document.change", "id": 50, "content": {"kind": "delta", "version": 1, "ops": ops_}}]
             )

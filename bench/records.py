@@ -304,7 +304,7 @@ def bench_engine(engine: str, ds_url: str, raw_url: str, calls: int, rounds: int
                 ]
             )
             for i in range(deltas):
-                op = {"op": "replace", "path": f"/field{i % 20}/n", "value": i}
+                op = ["s", [f"field{i % 20}", "n"], i]
                 r.commit(
                     [{"type": "document.change", "id": doc, "content": {"kind": "delta", "version": 1, "ops": [op]}}]
                 )

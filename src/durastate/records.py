@@ -19,7 +19,9 @@ Writes (each a dict with a ``type``):
 * ``{"type": "document.retire", "id": id}``.
 
 Content is ``{"kind": "base", "version": int, "value": {...}}`` or
-``{"kind": "delta", "version": int, "ops": [RFC 6902 JSON Patch ops]}``.
+``{"kind": "delta", "version": int, "ops": [op, ...]}`` with ops in Chord's
+tuple vocabulary, pi-durable's delta format (``durastate._chord`` states
+every rule: ``["s", ["path", 0], value]``, ``["a", path, text]``, ...).
 
 Every validation rule of the seed holds (one id belongs to one record type;
 conversations, entries and documents are written once; a document has at
@@ -32,12 +34,16 @@ transaction rolls back on any error.
 Decisions where the seed is silent (listed for docs/decisions.md):
 
 * **Errors.** Malformed input (wrong types, unknown write types, unsafe
-  integers, JSON Patch ops that are not RFC 6902 ops) is ``InvalidRequest``;
+  integers, delta ops pi-durable's ``assert_valid_op`` refuses, reserved
+  path segments) is ``InvalidRequest``;
   a well-formed batch that collides with stored state (an id of another
   type, a document that exists / is unknown / is retired, a delta whose ops
-  do not apply to the current value) is ``Conflict``; a read naming an
-  unknown conversation is ``NotFound``. Delta ops are applied at commit (to
-  refuse ops that do not apply), not only at read.
+  do not apply to the current value, or would make it something other than
+  an object) is ``Conflict``; a read naming an unknown conversation is
+  ``NotFound``. Delta ops are applied at commit (to refuse ops that do not
+  apply), not only at read. A delta of more than ``MAX_DELTA_OPERATIONS``
+  ops is stored folded into one root replacement by its result (as
+  pi-durable's writer folds), so replaying a stored delta is bounded too.
 * **Commit sequence.** Gap-free and in commit order on both engines: taken
   from the ``records`` row of ``{p}sequence`` as the first statement of the
   commit's transaction, so record commits serialise on that row (which also
@@ -47,7 +53,9 @@ Decisions where the seed is silent (listed for docs/decisions.md):
   ``mint_id()`` is persistent and shared by every process: one statement
   that returns one more than both the last minted id and the largest id
   ever committed, so minted ids never collide across processes (the seed
-  keeps the counter in memory, which only works for one process).
+  keeps the counter in memory, which only works for one process). It
+  never returns an id below ``FIRST_MINTED_ID`` (2): pi-durable reserves 1
+  for its root conversation, and its own storages start minting at 2.
 * **Bounded document reads.** Every revision row carries the number of
   deltas since its logical base (``depth``); the newest row of a document
   always carries the materialised value (``state``), and so does every
@@ -61,10 +69,14 @@ Decisions where the seed is silent (listed for docs/decisions.md):
   replaces the previous ones, and retiring drops them. Full-history
   documents keep every revision (point-in-time reads need them) but drop
   the stored value of rows that are neither the newest nor a checkpoint.
-* **Strings.** Record JSON is stored as compact UTF-8 bytes; lone
-  surrogates, NaN/infinity and non-string keys are refused. Indexed
-  strings (kinds, keys, statuses, request ids) are stored JSON-encoded (so
-  NUL characters work on PostgreSQL) and limited to ``MAX_TEXT`` bytes.
+* **Strings.** Record JSON is stored as compact UTF-8 bytes; NaN/infinity
+  and non-string keys are refused. Lone surrogates are kept exactly
+  (pi-durable stores them; ``durastate._json_lossless`` says how: the
+  record's bytes keep each surrogate as its own three bytes, and an
+  indexed string gets an ASCII ``\\uXXXX`` JSON escape). Indexed strings
+  (kinds, keys, statuses, request ids) are stored JSON-encoded (so NUL
+  characters work on PostgreSQL, and equal strings have equal encodings)
+  and limited to ``MAX_TEXT`` bytes.
 * **Fork chains** are read with one recursive query; a chain deeper than
   ``MAX_CHAIN_DEPTH`` (only possible with a cycle of parent pointers) is
   refused with ``Conflict`` instead of looping.
@@ -79,20 +91,22 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NoReturn
 
-import jsonpatch
-import jsonpointer
 import orjson
 
-from ._json import JSON_OPTIONS, dump_json, has_non_finite
+from . import _chord
+from ._json import JSON_OPTIONS, has_non_finite
+from ._json_lossless import dump_lossless, load_lossless, text_lossless
 from .engines.base import READ, WRITE, WRITE_ROWS, Migration, Schema, Statement
 from .errors import Conflict, DurastateError, InvalidRequest, NotFound
 
 if TYPE_CHECKING:
     from .engines.base import Engine
 
-__all__ = ["CHECKPOINT_EVERY", "MAX_SAFE_INTEGER", "Records", "SCHEMA"]
+__all__ = ["CHECKPOINT_EVERY", "FIRST_MINTED_ID", "MAX_SAFE_INTEGER", "Records", "SCHEMA"]
 
 MAX_SAFE_INTEGER = 2**53 - 1
+# mint_id() never hands out an id below this one (pi-durable: ROOT_CONVERSATION_ID = 1).
+FIRST_MINTED_ID = 2
 CHECKPOINT_EVERY = 16
 MAX_CHAIN_DEPTH = 1000
 MAX_TEXT = 1024
@@ -293,18 +307,22 @@ def reject(message: str) -> NoReturn:
 
 
 def dumps(name: str, value: Any) -> bytes:
-    """Compact JSON bytes of ``value``; InvalidRequest for what JSON cannot hold."""
-    return dump_json(name, value)
+    """Compact JSON bytes of ``value`` (lone surrogates escaped); InvalidRequest for what JSON cannot hold."""
+    return dump_lossless(name, value)
+
+
+loads = load_lossless
 
 
 def _text(name: str, value: Any) -> str:
     """An indexed string, stored JSON-encoded (NUL-safe on PostgreSQL)."""
     if not isinstance(value, str):
         fail(f"{name} must be a str, got {type(value).__name__}")
-    data = dumps(name, value)
-    if len(data) > MAX_TEXT:
-        fail(f"{name} is {len(data)} bytes JSON-encoded; the limit is {MAX_TEXT}")
-    return data.decode()
+    text = text_lossless(name, value)
+    size = len(text.encode())
+    if size > MAX_TEXT:
+        fail(f"{name} is {size} bytes JSON-encoded; the limit is {MAX_TEXT}")
+    return text
 
 
 def _safe_int(name: str, value: Any) -> int:
@@ -392,15 +410,12 @@ def _is_current_only(record: Mapping[str, Any]) -> bool:
     return bool(record["scope"]["kind"] != "conversation" or record.get("history") == "latest")
 
 
-_PATCH_OPS = {"add", "remove", "replace", "move", "copy", "test"}
-
-
 @dataclass(frozen=True, slots=True)
 class _Content:
     kind: str  # "base" | "delta"
     version: int
     value: dict[str, Any] | None  # base
-    patch: jsonpatch.JsonPatch | None  # delta
+    ops: list[Any] | None  # delta: checked Chord ops
     data: bytes  # the value (base) or the ops (delta), as JSON
 
 
@@ -414,30 +429,16 @@ def _content(name: str, value: Any) -> _Content:
             fail(f"{name}.value must be a JSON object, got {type(body).__name__}")
         return _Content("base", version, body, None, dumps(f"{name}.value", body))
     if kind == "delta":
-        ops = content.get("ops")
-        if not isinstance(ops, list):
-            fail(f"{name}.ops must be a list of RFC 6902 JSON Patch operations, got {type(ops).__name__}")
-        for i, op in enumerate(ops):
-            if not isinstance(op, dict) or op.get("op") not in _PATCH_OPS or not isinstance(op.get("path"), str):
-                fail(f"{name}.ops[{i}] is not an RFC 6902 operation (op, path, ...): {op!r:.120}")
-            if op["op"] in ("add", "replace", "test") and "value" not in op:
-                fail(f"{name}.ops[{i}]: a {op['op']!r} operation needs a 'value'")
-            if op["op"] in ("move", "copy") and not isinstance(op.get("from"), str):
-                fail(f"{name}.ops[{i}]: a {op['op']!r} operation needs a 'from' pointer")
-        data = dumps(f"{name}.ops", ops)
-        try:
-            patch = jsonpatch.JsonPatch(orjson.loads(data))
-        except (jsonpatch.JsonPatchException, jsonpointer.JsonPointerException) as exc:
-            fail(f"{name}.ops is not a valid JSON Patch: {exc}")
-        return _Content("delta", version, None, patch, data)
+        ops = _chord.check_ops(f"{name}.ops", content.get("ops"))
+        return _Content("delta", version, None, ops, dumps(f"{name}.ops", ops))
     fail(f"{name}.kind must be 'base' or 'delta', got {kind!r}")
 
 
-def _apply(patch: jsonpatch.JsonPatch, value: dict[str, Any], what: str) -> dict[str, Any]:
-    """``value`` (owned by the caller) patched in place; Conflict if the ops do not apply."""
+def _apply(ops: list[Any], value: dict[str, Any], what: str, copy: bool = True) -> dict[str, Any]:
+    """``value`` (owned by the caller) changed by checked ``ops``; Conflict if they do not apply."""
     try:
-        result = patch.apply(value, in_place=True)
-    except (jsonpatch.JsonPatchException, jsonpointer.JsonPointerException, TypeError, KeyError, IndexError) as exc:
+        result = _chord.apply(value, ops, copy=copy)
+    except _chord.DeltaPathError as exc:
         reject(f"{what}: the delta's ops do not apply to the current value: {exc}")
     if not isinstance(result, dict):
         reject(f"{what}: the delta would make the value a {type(result).__name__}, not an object")
@@ -614,7 +615,7 @@ def _order(query: Mapping[str, Any], cursor: Any, default: str) -> tuple[str, in
 
 
 def _page(rows: Sequence[tuple[int, Any]], limit: int, order: str) -> dict[str, Any]:
-    items = [orjson.loads(record) for _, record in rows[:limit]]
+    items = [loads(record) for _, record in rows[:limit]]
     if len(rows) <= limit:
         return {"items": items}
     return {"items": items, "next": {"after": rows[limit - 1][0], "order": order}}
@@ -717,10 +718,17 @@ class Records:
         return seq
 
     def mint_id(self) -> int:
-        """A fresh id: above every id minted or committed so far, in any process."""
-        row = self._engine.one(self._mint)
-        assert row is not None
-        value = int(row[0])
+        """A fresh id: above every id minted or committed so far, in any process.
+
+        Never below ``FIRST_MINTED_ID``: the ids under it are reserved for
+        well-known records (pi-durable's root conversation is 1, and its
+        own storages start minting at 2).
+        """
+        value = 0
+        while value < FIRST_MINTED_ID:  # at most FIRST_MINTED_ID rounds, once per store
+            row = self._engine.one(self._mint)
+            assert row is not None
+            value = int(row[0])
         if value > MAX_SAFE_INTEGER:
             reject("ID space is exhausted")
         return value
@@ -789,7 +797,7 @@ class Records:
         revision row (or None), for ``_apply_documents``.
         """
         engine = self._engine
-        stored = {int(i): orjson.loads(r) for i, r in self._lookup(self._document_records, list(actions))}
+        stored = {int(i): loads(r) for i, r in self._lookup(self._document_records, list(actions))}
         live_counts: dict[_Address, int] = {}
         out: list[tuple[_DocAction, Any, Any]] = []
         for id, action in actions.items():
@@ -853,7 +861,7 @@ class Records:
                 " does not match the copied record"
             )
         value = source["value"]
-        action.content = _Content("base", source["version"], value, None, orjson.dumps(value))
+        action.content = _Content("base", source["version"], value, None, dumps("the copied value", value))
 
     def _apply_documents(self, checked: list[tuple[_DocAction, Any, Any]], seq: int) -> None:
         engine = self._engine
@@ -876,7 +884,7 @@ class Records:
                         a.key_value,
                         seq,
                         seq if action.retire else None,
-                        orjson.dumps(record),
+                        dumps("record", record),
                     ),
                 )
             else:
@@ -888,11 +896,14 @@ class Records:
                 if content.kind == "base":
                     row = (id, seq, "base", content.version, 0, content.data, None)
                 else:
-                    assert latest is not None and content.patch is not None
+                    assert latest is not None and content.ops is not None
                     _seq, kind, _version, depth, body, state = latest
-                    value = orjson.loads(body if kind == "base" else state)
-                    value = _apply(content.patch, value, f"Document {id}")
-                    row = (id, seq, "delta", content.version, int(depth) + 1, content.data, orjson.dumps(value))
+                    value = loads(body if kind == "base" else state)
+                    value = _apply(content.ops, value, f"Document {id}")
+                    state = dumps("the document value", value)
+                    folded = _chord.fold(content.ops, value)
+                    data = content.data if folded is content.ops else dumps("the folded delta", folded)
+                    row = (id, seq, "delta", content.version, int(depth) + 1, data, state)
                 if current_only:
                     if latest is not None:
                         engine.execute(self._drop_revisions, (id,))
@@ -903,7 +914,7 @@ class Records:
             if action.retire:
                 if action.create is None:
                     record = {**record, "retiredAt": seq}
-                    engine.execute(self._retire_document, (seq, orjson.dumps(record), id))
+                    engine.execute(self._retire_document, (seq, dumps("record", record), id))
                 if current_only:
                     engine.execute(self._drop_revisions, (id,))
 
@@ -911,7 +922,7 @@ class Records:
 
     def _record(self, sql: str, id: Any, name: str = "id") -> Any:
         row = self._engine.one(sql, (_id(name, id),))
-        return None if row is None else orjson.loads(row[0])
+        return None if row is None else loads(row[0])
 
     def conversation(self, id: int) -> dict[str, Any] | None:
         return self._record(self._get_conversation, id)  # type: ignore[no-any-return]
@@ -955,7 +966,7 @@ class Records:
         row = self._engine.one(self._get_entry, (id,))
         if row is None:
             return None
-        entry = orjson.loads(row[0])
+        entry = loads(row[0])
         if chain is not None:
             upper = MAX_SAFE_INTEGER
             owner = entry["conversationId"]
@@ -980,7 +991,7 @@ class Records:
         for conv_id, parent_id, parent_at in chain:
             row = self._engine.one(self._head_marker, (conv_id, upper))
             if row is not None:
-                return orjson.loads(row[0])
+                return loads(row[0])
             if parent_id is None:
                 return None
             upper = min(upper, int(parent_at))
@@ -1074,7 +1085,7 @@ class Records:
             self._submission_by_request,
             (_id("conversation_id", conversation_id), _text("request_id", request_id)),
         )
-        return None if row is None else orjson.loads(row[0])
+        return None if row is None else loads(row[0])
 
     # -- document reads ----------------------------------------------------------
 
@@ -1086,7 +1097,7 @@ class Records:
             row = self._engine.one(self._find_document["current"], a.params())
         else:
             row = self._engine.one(self._find_document["at"], (*a.params(), point, point))
-        return None if row is None else orjson.loads(row[0])
+        return None if row is None else loads(row[0])
 
     def document(self, id: int, at: int | str = "current") -> dict[str, Any] | None:
         """``{"record", "version", "value", "deltasSinceBase"}`` at ``at``, or None.
@@ -1101,7 +1112,7 @@ class Records:
         rows = self._engine.all(self._materialize_sql, (upper, upper, MAX_SAFE_INTEGER + 1, id))
         if not rows:
             return None
-        record = orjson.loads(rows[0][0])
+        record = loads(rows[0][0])
         if at is not None and _is_current_only(record):
             fail(f"Document {id} does not retain historical content")
         if at is None:
@@ -1112,11 +1123,14 @@ class Records:
         if rows[0][1] is None:
             raise DurastateError(f"Document {id} is missing a required base")
         _seq, kind, version, depth, content, state = rows[0][1:]
-        value = orjson.loads(content if kind == "base" else state)
+        value = loads(content if kind == "base" else state)
         for _r, _s, kind, v, _depth, content, _state in rows[1:]:
             if kind != "delta" or v != version:
                 raise DurastateError(f"Document {id} crosses a stored version boundary without a base")
-            value = _apply(jsonpatch.JsonPatch(orjson.loads(content)), value, f"Document {id}")
+            try:
+                value = _apply(loads(content), value, f"Document {id}", copy=False)
+            except Conflict as exc:  # checked at commit: only a corrupt row gets here
+                raise DurastateError(f"Document {id}: a stored delta does not apply: {exc}") from exc
         depth = rows[-1][4]  # the newest row read counts the deltas since the base
         return {"record": record, "version": int(version), "value": value, "deltasSinceBase": int(depth)}
 

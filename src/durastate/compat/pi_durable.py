@@ -19,56 +19,172 @@ until no pool thread is inside a call, cancelled ones included) and maps
 errors to the seed's:
 
 * a refused commit (malformed or colliding batch) raises ``RuntimeError``
-  with the reason (the durastate error is its ``__cause__``);
+  with the reason (the durastate error is its ``__cause__``); a malformed
+  one raises ``InvalidCommit``, also a ``ValueError`` (pi-durable's encoder
+  raises ``ValueError("Circular reference detected")`` for a value that
+  holds itself; so do we);
 * a bad read request (bad cursor, limit or point, unknown conversation,
   a point-in-time read of a current-only document) raises
-  ``StorageRequestError``;
+  ``StorageRequestError``. When pi-durable is importable, the class raised
+  is also ``pi_durable.errors.StorageRequestError`` (a subclass of both), so
+  pi-durable's Session fails only that read, not the Session;
+* a database locked past ``busy_timeout_ms`` (and any other "unavailable"
+  condition of an SQLite file: disk full, I/O error) raises
+  ``SqliteUnavailable``, which is both ``sqlite3.OperationalError`` (what
+  pi-durable's storage raises) and ``durastate.StoreUnavailable``; on
+  PostgreSQL ``StoreUnavailable`` passes through unchanged;
 * any call after ``close()`` raises ``RuntimeError("SqliteStorage is
   closed")``. ``close()`` returns the same future every time; it waits for
-  calls already in flight, then closes the store.
+  calls already in flight, then (SQLite file) truncates the WAL with
+  ``PRAGMA wal_checkpoint(TRUNCATE)`` and closes the store.
 
 Records are JSON objects with the seed's camelCase keys; a cursor is
 ``{"after": id, "order": "ascending"|"descending"}``; a page is
 ``{"items": [...], "next"?: cursor}``; document content is
 ``{"kind": "base", "version", "value"}`` or ``{"kind": "delta", "version",
-"ops": [RFC 6902 ops]}``; ``at`` is ``"current"`` or a commit sequence.
+"ops": [...]}`` with ops in Chord's tuple vocabulary, pi-durable's
+(``durastate._chord``); ``at`` is ``"current"`` or a commit sequence. Ids
+minted here start at 2 (1 is pi-durable's root conversation). Strings are
+stored losslessly, lone surrogates included.
 
-``options["prefix"]`` is the table prefix (validated: letters, digits and
-underscores, at most 31 characters, not starting with a digit; a bad one is
-a ``StorageRequestError``). Without it the tables get durastate's default
-prefix. As in the seed, changing the prefix does not migrate existing data.
-``StoreUnavailable`` (engine down, locked past the busy timeout) passes
-through unchanged: it is not a verdict on the request.
+Options (pi-durable's ``PosixSqliteStorageOptions``):
+
+* ``prefix``: the table prefix, checked by pi-durable's rule before
+  anything is created: ``^[A-Za-z_][A-Za-z0-9_]*\\Z``, else
+  ``ValueError('Invalid SQLite schema prefix "..."')``; a prefix starting
+  with ``sqlite_`` (any case) is ``ValueError('SQLite schema prefix "..."
+  is reserved')``. Both are ``durastate.InvalidRequest`` (a ``ValueError``).
+  Without it the tables get durastate's default prefix. As in the seed,
+  changing the prefix does not migrate existing data.
+* ``busy_timeout_ms`` (default 5000, as pi-durable): how long a call waits
+  for a competing writer before raising ``SqliteUnavailable``.
+* ``wal_auto_checkpoint_pages`` (default 1000, SQLite's; 0 disables):
+  ``PRAGMA wal_autocheckpoint`` on every connection the storage uses.
+
+Refused where pi-durable would accept (listed as the brief allows for
+ill-typed input): an option that is not an integer >= 0 (``ValueError``;
+pi-durable formats it into a PRAGMA), a prefix longer than 31 characters
+(``ValueError``: durastate's limit for every engine), options that are not
+a mapping (``StorageRequestError``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
+import json
 import os
+import re
+import sqlite3
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NotRequired, TypedDict, TypeVar
 
 from .. import store as _store
 from .._aio import AsyncRunner
-from ..engines.base import validate_prefix
+from ..engines.base import Engine, validate_prefix
 from ..errors import Conflict, DurastateError, InvalidRequest, NotFound, StoreClosed, StoreUnavailable
 from ..records import MAX_SAFE_INTEGER, Records
+from ._bridge import bridged
 
-__all__ = ["SqliteStorage", "SqliteStorageOptions", "StorageRequestError"]
+__all__ = [
+    "InvalidCommit",
+    "SqliteStorage",
+    "SqliteStorageOptions",
+    "SqliteUnavailable",
+    "StorageRequestError",
+    "validate_sqlite_prefix",
+]
 
 T = TypeVar("T")
 
 DEFAULT_PREFIX = "ds_"
+DEFAULT_BUSY_TIMEOUT_MS = 5_000  # pi-durable's
+DEFAULT_WAL_AUTO_CHECKPOINT_PAGES = 1_000  # SQLite's
+
+# pi-durable's rule, anchored with \Z: "$" would also match before a final newline.
+_SQLITE_PREFIX = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+
+# Run on each pool thread's SQLite connection before its first call.
+WAL_AUTOCHECKPOINT = "PRAGMA wal_autocheckpoint = {pages}"
+# Run once when the storage closes: leave an empty WAL behind, as pi-durable does.
+WAL_TRUNCATE = "PRAGMA wal_checkpoint(TRUNCATE)"
 
 
 class StorageRequestError(Exception):
-    """A read request the storage cannot answer as asked (pi-durable's error)."""
+    """A read request the storage cannot answer as asked (pi-durable's error).
+
+    What is raised is this class combined with pi-durable's own
+    ``StorageRequestError`` when pi-durable is importable (``_bridge``).
+    """
+
+
+class InvalidCommit(RuntimeError, ValueError):
+    """A commit refused as malformed: pi-durable's ``RuntimeError`` for a bad batch, and a
+    ``ValueError`` as its JSON encoder raises for a value JSON cannot hold (a circular reference)."""
+
+
+class SqliteUnavailable(StoreUnavailable, sqlite3.OperationalError):
+    """The SQLite file cannot serve the call now (locked past the busy timeout, disk full, I/O error)."""
 
 
 class SqliteStorageOptions(TypedDict):
-    """Options of ``SqliteStorage.open``: ``prefix`` namespaces every table."""
+    """Options of ``SqliteStorage.open`` (see the module docstring)."""
 
     prefix: NotRequired[str]
+    busy_timeout_ms: NotRequired[int]
+    wal_auto_checkpoint_pages: NotRequired[int]
+
+
+def _request_error(message: str) -> StorageRequestError:
+    """Ours, and pi-durable's own ``StorageRequestError`` too when pi-durable is importable."""
+    return bridged(StorageRequestError, "pi_durable.errors", "StorageRequestError")(message)
+
+
+def validate_sqlite_prefix(prefix: object) -> str:
+    """``prefix`` if pi-durable accepts it as a table prefix (and durastate can use it), else ``ValueError``."""
+    if not isinstance(prefix, str) or not _SQLITE_PREFIX.match(prefix):
+        shown = json.dumps(prefix) if isinstance(prefix, str) else repr(prefix)
+        raise InvalidRequest(f"Invalid SQLite schema prefix {shown}")
+    if prefix.lower().startswith("sqlite_"):
+        raise InvalidRequest(f"SQLite schema prefix {json.dumps(prefix)} is reserved")
+    return validate_prefix(prefix)
+
+
+def _option_count(options: Mapping[str, Any], name: str, default: int) -> int:
+    value = options.get(name, default)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise InvalidRequest(f"options[{name!r}] must be an integer >= 0, got {value!r:.60}")
+    return value
+
+
+class _ThreadSetup:
+    """The facet's methods, each first running the PRAGMAs on its pool thread's connection once."""
+
+    def __init__(self, records: Records, engine: Engine, statements: Sequence[str]) -> None:
+        self._records = records
+        self._engine = engine
+        self._statements = [engine.sql(statement) for statement in statements]
+        self._done = threading.local()
+
+    def __getattr__(self, name: str) -> Any:
+        method = getattr(self._records, name)
+
+        @functools.wraps(method)
+        def call(*args: Any) -> Any:
+            if not getattr(self._done, "value", False):
+                for statement in self._statements:
+                    self._engine.one(statement)
+                self._done.value = True
+            return method(*args)
+
+        setattr(self, name, call)  # found directly from now on
+        return call
+
+
+def _unavailable(exc: StoreUnavailable, engine_name: str) -> StoreUnavailable:
+    """On SQLite, an error pi-durable's callers catch as ``sqlite3.OperationalError``."""
+    return SqliteUnavailable(str(exc)) if engine_name == "sqlite" else exc
 
 
 def _closed() -> RuntimeError:
@@ -82,9 +198,14 @@ def _is_safe_int(value: object) -> bool:
 class SqliteStorage:
     """pi-durable's storage contract over a durastate store (see the module docstring)."""
 
-    def __init__(self, store: _store.Store, runner: AsyncRunner) -> None:
+    def __init__(self, store: _store.Store, runner: AsyncRunner, wal_auto_checkpoint_pages: int | None = None) -> None:
         self._store = store
-        self._records: Records = store.records
+        self._engine_name = store.engine.dialect.name
+        self._file = self._engine_name == "sqlite" and not getattr(store.engine, "is_memory", False)
+        self._records: Any = store.records
+        if self._file and wal_auto_checkpoint_pages is not None:
+            pragma = WAL_AUTOCHECKPOINT.format(pages=wal_auto_checkpoint_pages)
+            self._records = _ThreadSetup(store.records, store.engine, [pragma])
         self._runner = runner
         self._closed = False
         self._closing: asyncio.Future[None] | None = None
@@ -95,19 +216,20 @@ class SqliteStorage:
     async def open(
         url_or_path: str | os.PathLike[str], options: SqliteStorageOptions | Mapping[str, Any] | None = None
     ) -> SqliteStorage:
-        """Open (creating and migrating if needed) storage at a path or store URL."""
-        prefix = DEFAULT_PREFIX
-        if options is not None:
-            if not isinstance(options, Mapping):
-                raise StorageRequestError(f"options must be a dict, got {type(options).__name__}")
-            if options.get("prefix") is not None:
-                prefix = options["prefix"]
-        try:
-            validate_prefix(prefix)
-        except InvalidRequest as exc:
-            raise StorageRequestError(str(exc)) from exc
-        store = await asyncio.to_thread(_store.open, url_or_path, prefix=prefix)
-        return SqliteStorage(store, AsyncRunner(store.engine, name="pi-durable"))
+        """Open (creating and migrating if needed) storage at a path or store URL.
+
+        Options are checked before anything is created (see the module
+        docstring).
+        """
+        if options is None:
+            options = {}
+        if not isinstance(options, Mapping):
+            raise _request_error(f"options must be a dict, got {type(options).__name__}")
+        prefix = DEFAULT_PREFIX if options.get("prefix") is None else validate_sqlite_prefix(options["prefix"])
+        busy_timeout_ms = _option_count(options, "busy_timeout_ms", DEFAULT_BUSY_TIMEOUT_MS)
+        pages = _option_count(options, "wal_auto_checkpoint_pages", DEFAULT_WAL_AUTO_CHECKPOINT_PAGES)
+        store = await asyncio.to_thread(_store.open, url_or_path, prefix=prefix, busy_timeout=busy_timeout_ms / 1000)
+        return SqliteStorage(store, AsyncRunner(store.engine, name="pi-durable"), pages)
 
     # -- plumbing ------------------------------------------------------------------
 
@@ -120,12 +242,12 @@ class SqliteStorage:
             return await self._runner.run(fn, *args)
         except StoreClosed as exc:
             raise _closed() from exc
-        except StoreUnavailable:
-            raise
+        except StoreUnavailable as exc:
+            raise _unavailable(exc, self._engine_name) from exc
         except (InvalidRequest, NotFound) as exc:
             if commit:
-                raise RuntimeError(str(exc)) from exc
-            raise StorageRequestError(str(exc)) from exc
+                raise InvalidCommit(str(exc)) from exc
+            raise _request_error(str(exc)) from exc
         except (Conflict, DurastateError) as exc:
             raise RuntimeError(str(exc)) from exc
         finally:
@@ -165,7 +287,7 @@ class SqliteStorage:
         if not _is_safe_int(id_or_context):
             if self._closed:
                 raise _closed()
-            raise StorageRequestError("Storage.entry() requires an entry ID")
+            raise _request_error("Storage.entry() requires an entry ID")
         return await self._call(False, self._records.entry, id_or_context, id_or_conversation_id)
 
     async def find_latest_head_marker(
@@ -228,9 +350,19 @@ class SqliteStorage:
             self._drained = asyncio.get_running_loop().create_future()
             await self._drained
         # Waits until no pool thread is inside a call (a cancelled call's
-        # thread included), then closes on the loop's thread, where no
-        # inline call can be running now.
+        # thread included); new calls are refused already, so no inline call
+        # can start while the store closes on a worker thread.
         await self._runner.aclose()
+        await asyncio.to_thread(self._close_store)
+
+    def _close_store(self) -> None:
+        """Truncate the WAL (SQLite file), then close the store."""
+        if self._file:
+            try:
+                engine = self._store.engine
+                engine.one(engine.sql(WAL_TRUNCATE))
+            except DurastateError:
+                pass  # busy (another process reading) or already closed: closing matters more
         self._store.close()
 
     @property

@@ -12,23 +12,28 @@ with ``asyncio.run``; waits use events with deadlines, never sleeps.
 from __future__ import annotations
 
 import asyncio
+import re
+import sqlite3
 import threading
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from durastate.compat.pi_durable import SqliteStorage, StorageRequestError
 from durastate.engines.sqlite import LockBusy
-from durastate.errors import Conflict, InvalidRequest
+from durastate.errors import Conflict, InvalidRequest, StoreUnavailable
 
 from .records import base, change, conv_scope, conversation, create, delta, doc_record, entry, submission, task
 
 __all__ = [
     "TestPiDurableClose",
+    "TestPiDurableErrorClasses",
     "TestPiDurableErrors",
     "TestPiDurableOpen",
     "TestPiDurableShapes",
+    "TestPiDurableSqliteFile",
 ]
 
 CTX = object()  # the seed's Context: storage never looks at it
@@ -87,7 +92,7 @@ class TestPiDurableShapes:
             assert [c["id"] for c in (await s.scan_conversations({}, 10, None, CTX))["items"]] == [1, 10]
             found = await s.find_document({"kind": "notes", "scope": conv_scope(1), "key": "k"}, "current", CTX)
             assert found is not None and found["id"] == 30 and found["createdAt"] == seq
-            later = await s.commit([change(30, delta([{"op": "add", "path": "/c", "value": 2}]))], CTX)
+            later = await s.commit([change(30, delta([["s", ["c"], 2]]))], CTX)
             doc = await s.document(30, "current", CTX)
             assert doc == {"record": found, "version": 1, "value": {"a": 1, "c": 2}, "deltasSinceBase": 1}
             assert (await s.document(30, seq, CTX))["value"] == {"a": 1}  # type: ignore[index]
@@ -126,7 +131,7 @@ class TestPiDurableErrors:
             [change(99, base({}))],
             [{"type": "nope"}],
             [entry(2**53, 1)],
-            [change(31, delta([{"op": "remove", "path": "/missing"}]))],
+            [change(31, delta([["a", ["missing"], "x"]]))],
         ],
         ids=["exists", "twice", "unknown document", "unknown type", "unsafe id", "ops do not apply"],
     )
@@ -181,13 +186,58 @@ class TestPiDurableErrors:
 
 
 class TestPiDurableOpen:
-    @pytest.mark.parametrize("prefix", ["bad-prefix", "1abc", "", "x" * 32, "a;drop"])
-    def test_bad_prefix_is_refused(self, store_url: str, prefix: str) -> None:
+    @pytest.mark.parametrize(
+        ("prefix", "message"),
+        [
+            ("bad-prefix", 'Invalid SQLite schema prefix "bad-prefix"'),
+            ("1abc", "Invalid SQLite schema prefix"),
+            ("", 'Invalid SQLite schema prefix ""'),
+            ("a;drop", "Invalid SQLite schema prefix"),
+            ("pi_\n", "Invalid SQLite schema prefix"),  # "$" would have let the newline through
+            ("\npi_", "Invalid SQLite schema prefix"),
+            ("sqlite_x", 'SQLite schema prefix "sqlite_x" is reserved'),
+            ("SQLite_x", "is reserved"),
+            ("x" * 32, "at most 31 characters"),  # durastate's limit on every engine
+            (7, "Invalid SQLite schema prefix 7"),
+        ],
+    )
+    def test_bad_prefix_is_a_value_error(self, store_url: str, prefix: Any, message: str) -> None:
         async def main() -> None:
-            with pytest.raises(StorageRequestError, match="prefix"):
+            with pytest.raises(ValueError, match=re.escape(message)):
                 await SqliteStorage.open(store_url, {"prefix": prefix})
 
         asyncio.run(main())
+
+    def test_bad_prefix_creates_nothing(self, tmp_path: Path) -> None:
+        async def main() -> None:
+            with pytest.raises(ValueError, match="Invalid SQLite schema prefix"):
+                await SqliteStorage.open(tmp_path / "nested" / "storage.sqlite", {"prefix": "pi_\n"})
+
+        asyncio.run(main())
+        assert not (tmp_path / "nested").exists()
+
+    @pytest.mark.parametrize(
+        "options",
+        [
+            {"busy_timeout_ms": -1},
+            {"busy_timeout_ms": 1.5},
+            {"wal_auto_checkpoint_pages": "1"},
+            {"busy_timeout_ms": True},
+        ],
+    )
+    def test_bad_option_is_a_value_error(self, store_url: str, options: dict[str, Any]) -> None:
+        async def main() -> None:
+            with pytest.raises(ValueError, match="must be an integer >= 0"):
+                await SqliteStorage.open(store_url, options)
+
+        asyncio.run(main())
+
+    def test_minted_ids_start_at_two(self, store_url: str) -> None:
+        async def body(s: SqliteStorage) -> None:
+            assert await s.mint_id() == 2  # 1 is pi-durable's ROOT_CONVERSATION_ID
+            await s.commit([conversation(1)], CTX)
+
+        run(store_url, body)
 
     def test_prefixes_keep_storages_apart(self, store_url: str) -> None:
         if store_url == "memory:":
@@ -246,7 +296,7 @@ class TestPiDurableClose:
                 assert release.wait(DEADLINE), "the test never released the read"
                 return real(*args)
 
-            s._records.scan_entries = slow_scan  # type: ignore[method-assign,assignment]
+            s._records.scan_entries = slow_scan
             read = asyncio.ensure_future(s.scan_entries({"conversationId": 10}, 10, None, CTX))
             assert await asyncio.to_thread(started.wait, DEADLINE)
             closing = s.close(CTX)
@@ -277,3 +327,94 @@ class TestPiDurableClose:
             await s.close(CTX)
 
         asyncio.run(main())
+
+
+def _entry_with_text(id: int, index: int) -> dict[str, Any]:
+    return {"type": "entry", "value": {"id": id, "conversationId": 1, "text": "x" * (32 * 1024), "index": index}}
+
+
+class TestPiDurableSqliteFile:
+    """pi-durable's SQLite options on a file: busy timeout, WAL checkpoints, WAL truncation."""
+
+    def test_a_locked_database_raises_sqlite_operational_error(self, tmp_path: Path) -> None:
+        path = tmp_path / "storage.sqlite"
+
+        async def main() -> None:
+            s = await SqliteStorage.open(path, {"busy_timeout_ms": 20})
+            try:
+                await s.commit([conversation(1)], CTX)
+                blocker = sqlite3.connect(path, isolation_level=None)
+                try:
+                    blocker.execute("BEGIN IMMEDIATE")
+                    with pytest.raises(sqlite3.OperationalError, match="locked") as info:
+                        await s.commit([entry(2, 1)], CTX)
+                    assert isinstance(info.value, StoreUnavailable)  # durastate's callers catch it too
+                    blocker.execute("ROLLBACK")
+                finally:
+                    blocker.close()
+                assert await s.entry(2, CTX) is None  # nothing of the refused commit
+                await s.commit([entry(2, 1)], CTX)
+            finally:
+                await s.close(CTX)
+
+        asyncio.run(main())
+
+    @staticmethod
+    async def _write_wal(path: Path, options: dict[str, Any]) -> tuple[int, int]:
+        """WAL bytes after 20 commits of 32 KiB, and after close (with a reader still open)."""
+        s = await SqliteStorage.open(path, options)
+        await s.commit([conversation(1)], CTX)
+        for index in range(20):
+            await s.commit([_entry_with_text(await s.mint_id(), index)], CTX)
+        wal = Path(f"{path}-wal")
+        written = wal.stat().st_size
+        observer = sqlite3.connect(f"file:{path}?mode=ro", uri=True, isolation_level=None)
+        try:
+            # A reader that has read keeps the WAL file in place when the storage closes.
+            assert observer.execute("SELECT count(*) FROM sqlite_master").fetchone()[0] > 0
+            page = await s.scan_entries({"conversationId": 1}, 100, None, CTX)
+            assert len(page["items"]) == 20
+            await s.close(CTX)
+            return written, wal.stat().st_size
+        finally:
+            observer.close()
+
+    def test_wal_auto_checkpoint_pages_bounds_the_wal(self, tmp_path: Path) -> None:
+        small, _ = asyncio.run(self._write_wal(tmp_path / "one.sqlite", {"wal_auto_checkpoint_pages": 1}))
+        grown, _ = asyncio.run(self._write_wal(tmp_path / "off.sqlite", {"wal_auto_checkpoint_pages": 0}))
+        assert small < 512 * 1024  # pi-durable's own bound for this workload
+        assert grown > 640 * 1024  # checkpoints off: 20 x 32 KiB stay in the WAL
+
+    def test_close_truncates_the_wal(self, tmp_path: Path) -> None:
+        written, after_close = asyncio.run(self._write_wal(tmp_path / "s.sqlite", {}))
+        assert written > 0 and after_close == 0
+
+
+class TestPiDurableErrorClasses:
+    def test_storage_request_error_is_pi_durables_own(self, store_url: str) -> None:
+        theirs = pytest.importorskip("pi_durable.errors").StorageRequestError
+
+        async def body(s: SqliteStorage) -> None:
+            with pytest.raises(theirs) as info:
+                await s.scan_tasks({}, 10, {"after": "x"}, CTX)
+            assert isinstance(info.value, StorageRequestError)
+            assert getattr(info.value, "name", None) == "StorageRequestError"  # set by pi-durable's class
+            assert "Invalid storage cursor" in str(info.value)
+
+        run(store_url, body)
+
+    def test_a_value_holding_itself_is_a_value_error_and_changes_nothing(self, store_url: str) -> None:
+        circular: dict[str, Any] = {}
+        circular["self"] = circular
+
+        async def body(s: SqliteStorage) -> None:
+            seq = await seed(s)
+            bad = task(50, 1)
+            bad["value"]["input"] = circular
+            with pytest.raises(ValueError, match="Circular reference") as info:
+                await s.commit([entry(51, 1), bad], CTX)
+            assert isinstance(info.value, RuntimeError)  # pi-durable's class for a refused commit
+            assert await s.entry(51, CTX) is None and await s.task(50, CTX) is None
+            assert await s.commit([], CTX) == seq + 1
+
+        run(store_url, body)

@@ -17,6 +17,7 @@ import multiprocessing
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import orjson
 import pytest
 from hypothesis import settings
 from hypothesis import strategies as st
@@ -24,7 +25,8 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 
 import durastate
 from durastate import Conflict, InvalidRequest, NotFound, records
-from durastate.records import CHECKPOINT_EVERY, MAX_SAFE_INTEGER, Records
+from durastate._chord import MAX_DELTA_OPERATIONS
+from durastate.records import CHECKPOINT_EVERY, FIRST_MINTED_ID, MAX_SAFE_INTEGER, Records
 
 from .plans import assert_index_search, plan_of
 
@@ -35,6 +37,8 @@ __all__ = [
     "TestRecordsBadInput",
     "TestRecordsCommit",
     "TestRecordsCopy",
+    "TestRecordsChordDeltas",
+    "TestRecordsLosslessStrings",
     "TestRecordsDocuments",
     "TestRecordsForkChains",
     "TestRecordsModel",
@@ -110,7 +114,8 @@ def base(value: dict[str, Any], version: int = 1) -> dict[str, Any]:
     return {"kind": "base", "version": version, "value": value}
 
 
-def delta(ops: list[dict[str, Any]], version: int = 1) -> dict[str, Any]:
+def delta(ops: list[list[Any]], version: int = 1) -> dict[str, Any]:
+    """Delta content; ``ops`` in Chord's tuple vocabulary (``durastate._chord``)."""
     return {"kind": "delta", "version": version, "ops": ops}
 
 
@@ -130,8 +135,8 @@ def copy_doc(record: dict[str, Any], source: int, at: int | str) -> dict[str, An
     return {"type": "document.copy", "record": record, "source": {"id": source, "at": at}}
 
 
-def set_op(key: str, value: Any) -> dict[str, Any]:
-    return {"op": "add", "path": f"/{key}", "value": value}
+def set_op(key: str, value: Any) -> list[Any]:
+    return ["s", [key], value]
 
 
 def all_pages(scan: Callable[..., dict[str, Any]], query: dict[str, Any], limit: int) -> list[dict[str, Any]]:
@@ -249,6 +254,7 @@ class TestRecordsCommit:
         r = store.records
         minted = [r.mint_id() for _ in range(5)]
         assert minted == sorted(set(minted))
+        assert minted[0] >= FIRST_MINTED_ID  # 1 is pi-durable's root conversation
         r.commit([conversation(minted[-1] + 100)])
         after = r.mint_id()
         assert after > minted[-1] + 100
@@ -381,7 +387,6 @@ BAD_WRITES: list[tuple[str, Any]] = [
     ("unsafe parent at", [conversation(9, parent=(1, 2**53))]),
     ("NaN in a record", [{"type": "entry", "value": {"id": 9, "conversationId": 1, "x": float("nan")}}]),
     ("infinity in a record", [{"type": "entry", "value": {"id": 9, "conversationId": 1, "x": [float("inf")]}}]),
-    ("lone surrogate", [{"type": "entry", "value": {"id": 9, "conversationId": 1, "x": "\ud800"}}]),
     ("non-str key", [{"type": "entry", "value": {"id": 9, "conversationId": 1, 1: "x"}}]),
     ("set value", [{"type": "entry", "value": {"id": 9, "conversationId": 1, "x": {1, 2}}}]),
     ("task without state", [{"type": "task", "value": {"id": 9, "conversationId": 1, "kind": "k"}}]),
@@ -392,23 +397,51 @@ BAD_WRITES: list[tuple[str, Any]] = [
     ("base value not an object", [create(doc_record(9, kind="x"), {"kind": "base", "version": 1, "value": [1]})]),
     ("unknown content kind", [create(doc_record(9, kind="x"), {"kind": "patch", "version": 1, "ops": []})]),
     ("unsafe version", [create(doc_record(9, kind="x"), base({}, version=2**53))]),
-    ("ops not a list", [change(5, {"kind": "delta", "version": 1, "ops": {"op": "add"}})]),
-    ("unknown op", [change(5, delta([{"op": "merge", "path": "/a", "value": 1}]))]),
-    ("op without path", [change(5, delta([{"op": "remove"}]))]),
-    ("op missing its value", [change(5, delta([{"op": "add", "path": "/a"}]))]),
-    ("relative pointer", [change(5, delta([{"op": "add", "path": "a", "value": 1}]))]),
-    ("move without from", [change(5, delta([{"op": "move", "path": "/b"}]))]),
+    ("ops not a list", [change(5, {"kind": "delta", "version": 1, "ops": {"s": ["a"]}})]),
+    ("op not a list", [change(5, delta([("s", ["a"], 1)]))]),  # type: ignore[list-item]
+    ("empty op", [change(5, delta([[]]))]),
+    ("unknown verb", [change(5, delta([["x", ["a"], 1]]))]),
+    ("RFC 6902 op", [change(5, delta([{"op": "add", "path": "/a", "value": 1}]))]),  # type: ignore[list-item]
+    ("s without its value", [change(5, delta([["s", ["a"]]]))]),
+    ("r with a path", [change(5, delta([["r", [], {}]]))]),
+    ("string path", [change(5, delta([["s", "/a", 1]]))]),
+    ("empty path for s", [change(5, delta([["s", [], 1]]))]),
+    ("empty path for d", [change(5, delta([["d", []]]))]),
+    ("reserved segment __proto__", [change(5, delta([["s", ["__proto__"], 1]]))]),
+    ("reserved segment deep", [change(5, delta([["s", ["a", "constructor", "b"], 1]]))]),
+    ("reserved segment prototype", [change(5, delta([["d", ["prototype"]]]))]),
+    ("negative index", [change(5, delta([["s", ["a", -1], 1]]))]),
+    ("bool segment", [change(5, delta([["s", [True], 1]]))]),
+    ("float segment", [change(5, delta([["s", [0.0], 1]]))]),
+    ("a appends a number", [change(5, delta([["a", ["a"], 1]]))]),
+    ("t negative", [change(5, delta([["t", ["a"], -1]]))]),
+    ("t bool count", [change(5, delta([["t", ["a"], True]]))]),
+    ("p negative index", [change(5, delta([["p", [], -1, 0, []]]))]),
+    ("p items not a list", [change(5, delta([["p", [], 0, 0, "x"]]))]),
+    ("p arity", [change(5, delta([["p", [], 0, 0]]))]),
+    ("m not a bijection", [change(5, delta([["m", [], [0, 0]]]))]),
+    ("m index out of range", [change(5, delta([["m", [], [1]]]))]),
+    ("NaN in an op", [change(5, delta([["s", ["a"], float("nan")]]))]),
     ("createdAt set by the writer", [create(doc_record(9, kind="x", createdAt=1), base({}))]),
     ("copy source at not a point", [copy_doc(doc_record(9, scope=conv_scope(1), key="k"), 6, "latest")]),
 ]
 
-UNAPPLICABLE_OPS: list[tuple[str, list[dict[str, Any]]]] = [
-    ("remove a missing member", [{"op": "remove", "path": "/missing"}]),
-    ("replace a missing member", [{"op": "replace", "path": "/missing", "value": 1}]),
-    ("a failing test", [{"op": "test", "path": "/a", "value": 2}]),
-    ("a path into a number", [{"op": "add", "path": "/a/b", "value": 1}]),
-    ("replace the root with a list", [{"op": "replace", "path": "", "value": [1]}]),
-    ("second op fails", [set_op("b", 1), {"op": "remove", "path": "/nope"}]),
+# Document 5 holds {"a": 1}.
+UNAPPLICABLE_OPS: list[tuple[str, list[list[Any]]]] = [
+    ("append to a missing member", [["a", ["missing"], "x"]]),
+    ("append to a number", [["a", ["a"], "x"]]),
+    ("trim a number", [["t", ["a"], 1]]),
+    ("set below a missing member", [["s", ["missing", "b"], 1]]),
+    ("a path into a number", [["s", ["a", "b"], 1]]),
+    ("an index into an object", [["s", [0], 1]]),
+    ("a member of an array", [["s", ["l"], [1]], ["s", ["l", "x"], 2]]),
+    ("set past the end of an array", [["s", ["l"], [1]], ["s", ["l", 1], 2]]),
+    ("delete past the end of an array", [["s", ["l"], [1]], ["d", ["l", 1]]]),
+    ("splice an object", [["p", [], 0, 0, [1]]]),
+    ("permute the root object", [["m", [], []]]),
+    ("permutation of another length", [["s", ["l"], [1, 2]], ["m", ["l"], [0]]]),
+    ("replace the root with a list", [["r", [1]]]),
+    ("second op fails", [set_op("b", 1), ["a", ["nope"], "x"]]),
 ]
 
 
@@ -418,7 +451,7 @@ class TestRecordsBadInput:
         refused(rec_seeded, writes, InvalidRequest, None)
 
     @pytest.mark.parametrize(("case", "ops"), UNAPPLICABLE_OPS, ids=[c for c, _ in UNAPPLICABLE_OPS])
-    def test_ops_that_do_not_apply_are_refused(self, rec_seeded: Records, case: str, ops: list[dict[str, Any]]) -> None:
+    def test_ops_that_do_not_apply_are_refused(self, rec_seeded: Records, case: str, ops: list[list[Any]]) -> None:
         before = rec_seeded.document(5)
         refused(rec_seeded, [entry(9, 1), change(5, delta(ops))], Conflict, "do not apply|not an object")
         assert rec_seeded.document(5) == before
@@ -629,7 +662,7 @@ class TestRecordsDocuments:
         for i in range(1, 2 * CHECKPOINT_EVERY + 3):
             value["n"] = i
             value[f"k{i}"] = [i]
-            ops = [{"op": "replace", "path": "/n", "value": i}, set_op(f"k{i}", [i])]
+            ops = [["s", ["n"], i], set_op(f"k{i}", [i])]
             history.append((r.commit([change(5, delta(ops))]), copy.deepcopy(value)))
         for depth, (seq, want) in enumerate(history):
             got = r.document(5, seq)
@@ -642,7 +675,7 @@ class TestRecordsDocuments:
         r = store.records
         r.commit([conversation(1), create(doc_record(5, scope=conv_scope(1)), base({"n": 0}))])
         for i in range(3 * CHECKPOINT_EVERY):
-            r.commit([change(5, delta([{"op": "replace", "path": "/n", "value": i}]))])
+            r.commit([change(5, delta([["s", ["n"], i]]))])
         engine = store.engine
         materialize = engine.sql(records.MATERIALIZE)
         for at in range(1, r.last_seq() + 1):
@@ -726,7 +759,7 @@ class TestRecordsCopy:
         r.commit([conversation(1), conversation(2, parent=(1, 0))])
         seqs = [r.commit([create(doc_record(5, scope=conv_scope(1), key="k", fork="copy"), base({"n": 0}))])]
         for i in range(1, 4):
-            seqs.append(r.commit([change(5, delta([{"op": "replace", "path": "/n", "value": i}]))]))
+            seqs.append(r.commit([change(5, delta([["s", ["n"], i]]))]))
         return seqs
 
     def test_copy_starts_from_the_source_at_the_point(self, store: durastate.Store) -> None:
@@ -736,7 +769,7 @@ class TestRecordsCopy:
         got = r.document(8)
         assert got is not None and got["value"] == {"n": 1} and got["version"] == 1 and got["deltasSinceBase"] == 0
         assert got["record"]["createdAt"] == seq
-        r.commit([change(8, delta([{"op": "replace", "path": "/n", "value": 9}]))])
+        r.commit([change(8, delta([["s", ["n"], 9]]))])
         assert r.document(5)["value"] == {"n": 3}  # type: ignore[index]
         assert r.document(8)["value"] == {"n": 9}  # type: ignore[index]
 
@@ -778,6 +811,116 @@ class TestRecordsCopy:
 
     def test_copy_from_a_session_document_is_refused(self, rec_seeded: Records) -> None:
         refused(rec_seeded, [copy_doc(doc_record(8, scope=conv_scope(1)), 5, "current")], Conflict, "does not match")
+
+
+# -- Chord deltas and lossless strings --------------------------------------------------
+
+
+class TestRecordsChordDeltas:
+    """Every verb through a commit and back, at current and past points (both engines)."""
+
+    def test_every_verb_at_every_point(self, store: durastate.Store) -> None:
+        r = store.records
+        r.commit([conversation(1)])
+        start = {"text": "😀ab", "list": [1, 2, 3], "obj": {"x": 1}}
+        obj = {"y": [5]}
+        text = "abc\ud800"  # t counts characters: the emoji is one
+        steps: list[tuple[list[list[Any]], dict[str, Any]]] = [
+            ([["s", ["obj", "y"], [0]], ["s", ["obj", "y", 0], 5]], {**start, "obj": {"x": 1, "y": [5]}}),
+            ([["d", ["obj", "x"]], ["d", ["list", 0]]], {"text": "😀ab", "list": [2, 3], "obj": obj}),
+            ([["a", ["text"], "c\ud800"], ["t", ["text"], 1]], {"text": text, "list": [2, 3], "obj": obj}),
+            ([["p", ["list"], 1, 0, ["i", "j"]]], {"text": text, "list": [2, "i", "j", 3], "obj": obj}),
+            ([["m", ["list"], [3, 2, 1, 0]]], {"text": text, "list": [3, "j", "i", 2], "obj": obj}),
+            ([["r", {"fresh": True}], ["s", ["n"], 1]], {"fresh": True, "n": 1}),
+        ]
+        points = [r.commit([create(doc_record(5, scope=conv_scope(1)), base(start))])]
+        for ops, _want in steps:
+            points.append(r.commit([change(5, delta(ops))]))
+        wants = [start, *(want for _ops, want in steps)]
+        for depth, (at, want) in enumerate(zip(points, wants, strict=True)):
+            got = r.document(5, at)
+            assert got is not None and got["value"] == want and got["deltasSinceBase"] == depth
+        assert r.document(5)["value"] == wants[-1]  # type: ignore[index]
+
+    def test_a_batch_over_the_limit_is_stored_folded(self, store: durastate.Store) -> None:
+        r = store.records
+        r.commit([conversation(1), create(doc_record(5, scope=conv_scope(1)), base({"n": 0}))])
+        ops = [["s", ["n"], i] for i in range(MAX_DELTA_OPERATIONS + 1)]
+        seq = r.commit([change(5, delta(ops))])
+        r.commit([change(5, delta([["s", ["after"], True]]))])
+        got = r.document(5, seq)
+        assert got is not None and got["value"] == {"n": MAX_DELTA_OPERATIONS} and got["deltasSinceBase"] == 1
+        assert r.document(5)["value"] == {"n": MAX_DELTA_OPERATIONS, "after": True}  # type: ignore[index]
+        content = store.engine.sql("SELECT content FROM {p}rec_revision WHERE document_id = ? AND seq = ?")
+        row = store.engine.one(content, (5, seq))
+        assert row is not None and orjson.loads(row[0]) == [["r", {"n": MAX_DELTA_OPERATIONS}]]
+
+    def test_a_batch_at_the_limit_is_stored_as_written(self, store: durastate.Store) -> None:
+        r = store.records
+        r.commit([conversation(1), create(doc_record(5, scope=conv_scope(1)), base({"n": 0}))])
+        ops = [["s", ["n"], i] for i in range(MAX_DELTA_OPERATIONS)]
+        seq = r.commit([change(5, delta(ops))])
+        content = store.engine.sql("SELECT content FROM {p}rec_revision WHERE document_id = ? AND seq = ?")
+        row = store.engine.one(content, (5, seq))
+        assert row is not None and orjson.loads(row[0]) == ops
+
+    def test_the_callers_ops_are_not_changed(self, rec_seeded: Records) -> None:
+        payload = {"c": 1}
+        ops: list[list[Any]] = [["s", ["b"], payload], ["s", ["b", "c"], 2]]
+        rec_seeded.commit([change(5, delta(ops))])
+        assert payload == {"c": 1} and ops[1] == ["s", ["b", "c"], 2]
+        assert rec_seeded.document(5)["value"] == {"a": 1, "b": {"c": 2}}  # type: ignore[index]
+
+
+LONE = "x\ud800y\udfff"
+
+
+class TestRecordsLosslessStrings:
+    """Lone surrogates are stored and read back unchanged (pi-durable stores them)."""
+
+    def test_records_and_documents_keep_lone_surrogates(self, store: durastate.Store) -> None:
+        r = store.records
+        r.commit(
+            [
+                {"type": "conversation", "value": {"id": 1, "title": LONE, LONE: [LONE]}},
+                {"type": "entry", "value": {"id": 2, "conversationId": 1, "text": LONE}},
+                create(doc_record(5, scope=conv_scope(1), kind=LONE, key=LONE), base({LONE: LONE})),
+            ]
+        )
+        assert r.conversation(1) == {"id": 1, "title": LONE, LONE: [LONE]}
+        assert r.entry(2)["entry"]["text"] == LONE  # type: ignore[index]
+        assert [e["text"] for e in r.scan_entries({"conversationId": 1}, 10)["items"]] == [LONE]
+        r.commit([change(5, delta([["a", [LONE], "\udbff"]]))])
+        got = r.document(5)
+        assert got is not None and got["value"] == {LONE: LONE + "\udbff"} and got["record"]["kind"] == LONE
+        found = r.find_document({"kind": LONE, "scope": conv_scope(1), "key": LONE})
+        assert found is not None and found["id"] == 5
+
+    def test_indexed_strings_compare_exactly(self, store: durastate.Store) -> None:
+        r = store.records
+        near = ["\ud800", "\udc00", "\ud800\udc00", "\U00010000", "\\ud800", "\ufffd", ""]
+        r.commit(
+            [
+                *[task(10 + i, 1, kind=k, status=k) for i, k in enumerate(near)],
+                *[submission(30 + i, 1, request_id=k, status=k) for i, k in enumerate(near)],
+            ]
+        )
+        for i, k in enumerate(near):
+            assert [t["id"] for t in r.scan_tasks({"kind": k}, 20)["items"]] == [10 + i], k
+            assert [t["id"] for t in r.scan_tasks({"status": k}, 20)["items"]] == [10 + i], k
+            assert r.submission_by_request(1, k)["id"] == 30 + i, k  # type: ignore[index]
+            assert r.task(10 + i)["kind"] == k  # type: ignore[index]
+
+    def test_other_refusals_still_hold_with_a_surrogate(self, rec_seeded: Records) -> None:
+        bads: list[dict[Any, Any]] = [
+            {"x": LONE, "n": float("nan")},
+            {LONE: 1, 2: "int key"},
+            {"x": [LONE, 2**70]},
+            {"x": LONE, "s": {1, 2}},
+        ]
+        for bad in bads:
+            write = {"type": "entry", "value": {"id": 9, "conversationId": 1, **bad}}
+            refused(rec_seeded, [write], InvalidRequest, None)
 
 
 # -- transactions --------------------------------------------------------------------------
@@ -904,7 +1047,7 @@ class RecordsMachine(RuleBasedStateMachine):
                 plans.append((id, "delta", (version, new, depth + 1)))
             elif action == "remove" and value:
                 key = data.draw(st.sampled_from(sorted(value)))
-                writes.append(change(id, delta([{"op": "remove", "path": f"/{key}"}], version)))
+                writes.append(change(id, delta([["d", [key]]], version)))
                 new = {k: v for k, v in value.items() if k != key}
                 plans.append((id, "delta", (version, new, depth + 1)))
             elif action == "retire":
@@ -935,7 +1078,7 @@ class RecordsMachine(RuleBasedStateMachine):
         bad = data.draw(
             st.sampled_from(
                 [
-                    change(id, delta([{"op": "remove", "path": "/zz"}], version)),
+                    change(id, delta([["a", ["zz"], "x"]], version)),
                     change(id, delta([set_op("a", 1)], version + 1)),
                     create(doc_record(id), base({})),
                     entry(1, 1),
