@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from ._json import dump_json
+from ._listing import check_limit, distinct_params, distinct_sql
 from ._validate import as_int64, fail
 from .engines.base import Migration, Schema
 from .errors import DurastateError
@@ -155,3 +156,20 @@ class Presence:
             PresenceEntry(r[0], r[1], orjson.loads(r[2]), int(r[3]), int(r[4]), int(r[5]))
             for r in engine.all(self._read, (ns, now))
         ]
+
+    # -- listing (read-only, for inspectors and exports; see durastate._listing) --
+
+    def namespaces(self, *, after: str | None = None, limit: int = 100) -> list[str]:
+        """Namespaces that hold fields, in code point order.
+
+        At most ``limit`` (1..10000), all greater than ``after``; page on by
+        passing the last one back. A namespace whose fields all expired but
+        were not swept yet is still listed (``read`` of it answers ``[]``).
+        """
+        bound = None if after is None else text("after", after)
+        limit = check_limit(limit)
+        statement = self._engine.sql(LIST_NAMESPACES[bound is not None])
+        return [str(r[0]) for r in self._engine.all(statement, distinct_params((), bound, limit))]
+
+
+LIST_NAMESPACES = {a: distinct_sql("presence", "ns", after=a) for a in (False, True)}

@@ -36,12 +36,14 @@ processes are seen by polling every ``POLL_INTERVAL`` seconds (no faster).
 
 from __future__ import annotations
 
+import functools
 import os
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ._listing import check_limit, distinct_params, distinct_sql, merge_distinct
 from ._validate import INT64_MAX, as_int64, as_limit, as_list, as_name, as_seconds, fail
 from .engines.base import Migration, Schema
 from .errors import Conflict
@@ -49,7 +51,7 @@ from .errors import Conflict
 if TYPE_CHECKING:
     from .engines.base import Engine
 
-__all__ = ["Claim", "DeadLetter", "QueueStats", "Queues", "SCHEMA", "DEFAULT_MAX_ATTEMPTS"]
+__all__ = ["QueueItem", "Claim", "DeadLetter", "QueueStats", "Queues", "SCHEMA", "DEFAULT_MAX_ATTEMPTS"]
 
 DEFAULT_MAX_ATTEMPTS = 5
 POLL_INTERVAL = 0.05
@@ -532,3 +534,82 @@ class Queues:
         wanted = [as_int64("ids[]", i) for i in as_list("ids", ids)]
         with engine.transaction():
             return sum(engine.execute(self._delete_dead_id, (queue, i)) for i in dict.fromkeys(wanted))
+
+    # -- listing (read-only, for inspectors and exports; see durastate._listing) --
+
+    def names(self, *, after: str | bytes | None = None, limit: int = 100) -> list[bytes]:
+        """Names of the queues that hold items or dead letters, in bytes order.
+
+        At most ``limit`` (1..10000) names, all greater than ``after``; page on
+        by passing the last one back. Not a snapshot.
+        """
+        bound = None if after is None else as_name("after", after)
+        limit = check_limit(limit)
+        params = distinct_params((), bound, limit)
+        statements = self._list_names[bound is not None]
+        return merge_distinct(([bytes(r[0]) for r in self._engine.all(s, params)] for s in statements), limit)
+
+    def peek(self, name: str | bytes, *, after: int = 0, limit: int = 100) -> list[QueueItem]:
+        """Items of the queue (not the dead letters) with id > ``after``, by id.
+
+        Reads only: nothing is claimed, leases and attempts are untouched.
+        ``state`` is judged on the store's clock now (see ``QueueItem``).
+        """
+        queue = _queue_name(name)
+        after = as_int64("after", after)
+        limit = check_limit(limit)
+        engine = self._engine
+        now = engine.now_ms()
+        return [
+            QueueItem(
+                id=int(r[0]),
+                payload=bytes(r[1]),
+                state="ready" if r[2] <= now else ("leased" if r[6] else "delayed"),
+                attempts=int(r[3]),
+                max_attempts=None if r[4] is None else int(r[4]),
+                last_error=r[5],
+                available_at=r[2] / 1000.0,
+                created_at=r[7] / 1000.0,
+            )
+            for r in engine.all(self._peek_sql, (queue, after, limit))
+        ]
+
+    @functools.cached_property
+    def _list_names(self) -> dict[bool, list[str]]:
+        return {
+            a: [self._engine.sql(distinct_sql(t, "queue", after=a)) for t in ("queue", "queue_dead")]
+            for a in (False, True)
+        }
+
+    @functools.cached_property
+    def _peek_sql(self) -> str:
+        return self._engine.sql(PEEK)
+
+
+# One page of a queue's items by id; "is leased" is computed in SQL so the
+# lease token itself never leaves the database.
+PEEK = (
+    "SELECT id, payload, available_at, attempts, max_attempts, last_error,"
+    " CASE WHEN lease IS NULL THEN 0 ELSE 1 END, created_at"
+    " FROM {p}queue WHERE queue = ? AND id > ? ORDER BY id LIMIT ?"
+)
+
+
+@dataclass(frozen=True)
+class QueueItem:
+    """An item as ``Queues.peek`` sees it (times: seconds since the epoch).
+
+    ``state``: ``"ready"`` (claimable now), ``"leased"`` (claimed; the lease
+    runs until ``available_at``, when it is claimable again unless acked or
+    renewed) or ``"delayed"`` (pushed or nacked with a delay, due at
+    ``available_at``).
+    """
+
+    id: int
+    payload: bytes
+    state: str
+    attempts: int
+    max_attempts: int | None
+    last_error: str | None
+    available_at: float
+    created_at: float

@@ -16,7 +16,7 @@ import durastate
 from durastate import InvalidRequest
 from durastate.testing.clock import FakeClock
 
-__all__ = ["TestPresence"]
+__all__ = ["TestPresenceListing", "TestPresence"]
 
 NS = "room/1"
 
@@ -128,3 +128,25 @@ class TestPresence:
             store.presence.set(NS, "a", {"x": 1}, at_ms=1, seen=1, ttl_ms=1000)
             raise RuntimeError
         assert store.presence.read(NS) == []
+
+
+class TestPresenceListing:
+    """``presence.namespaces()``: code point order, paging, validation."""
+
+    def test_namespaces_in_code_point_order_and_paged(self, store: durastate.Store) -> None:
+        names = ["room/2", "room/1", "Zed", "é-room", "room/10"]
+        for ns in names:
+            store.presence.set(ns, "alice", {"here": True}, at_ms=1, seen=1, ttl_ms=60_000)
+        assert store.presence.namespaces() == sorted(names)
+        assert store.presence.namespaces(after="room/1", limit=2) == ["room/10", "room/2"]
+
+    def test_deleted_fields_leave_no_namespace(self, store: durastate.Store) -> None:
+        store.presence.set("room", "alice", {"here": True}, at_ms=1, seen=1, ttl_ms=60_000)
+        store.presence.set("room", "alice", {"here": None}, at_ms=2, seen=2, ttl_ms=60_000)
+        assert store.presence.namespaces() == []
+
+    def test_bad_arguments_are_refused(self, store: durastate.Store) -> None:
+        with pytest.raises(durastate.InvalidRequest):
+            store.presence.namespaces(limit=0)
+        with pytest.raises(durastate.InvalidRequest):
+            store.presence.namespaces(after=b"x")  # type: ignore[arg-type]

@@ -29,6 +29,7 @@ from durastate.testing.clock import FakeClock
 from .kv import assert_index_search, expect_invalid, sqlite_plan
 
 __all__ = [
+    "TestQueueListing",
     "TestClaimAckNackRenew",
     "TestDeadLetters",
     "TestLeaseExpiry",
@@ -1029,3 +1030,58 @@ class TestQueueModel:
         names = (b"model-%d" % i for i in itertools.count())
         factory: Any = lambda: QueueMachine(store, clock, next(names))  # noqa: E731
         run_state_machine_as_test(factory, settings=settings(max_examples=50, stateful_step_count=30, deadline=None))
+
+
+class TestQueueListing:
+    """``queues.names()`` and ``queues.peek(name)``: read-only views of every queue."""
+
+    def test_names_cover_items_and_dead_letters(self, store: durastate.Store) -> None:
+        q = store.queues
+        q.push("b-ready", [b"x"])
+        q.push("a-dead", [b"y"], max_attempts=1)
+        claim = q.claim("a-dead", lease=10)
+        assert claim is not None
+        claim.nack(error="boom")  # last attempt: dead-lettered, the queue itself is empty
+        q.push(b"\xff-bytes", [b"z"])
+        assert q.stats("a-dead").dead == 1
+        assert q.names() == sorted([b"a-dead", b"b-ready", b"\xff-bytes"])
+        assert q.names(after=b"a-dead", limit=1) == [b"b-ready"]
+        assert q.names(after="b-ready") == [b"\xff-bytes"]
+
+    def test_peek_reports_each_state_without_claiming(self, store: durastate.Store, clock: FakeClock) -> None:
+        q = store.queues
+        q.push("jobs", [b"one", b"two"])
+        q.push("jobs", [b"later"], delay=60)
+        claim = q.claim("jobs", lease=30)
+        assert claim is not None and claim.payload == b"one"
+        items = q.peek("jobs")
+        assert [(i.payload, i.state, i.attempts) for i in items] == [
+            (b"one", "leased", 1),
+            (b"two", "ready", 0),
+            (b"later", "delayed", 0),
+        ]
+        assert items[0].available_at == pytest.approx(claim.lease_expires_at)
+        assert q.stats("jobs").ready == 1  # peeking claimed nothing
+        clock.advance(31)  # the lease ran out: claimable again
+        assert q.peek("jobs")[0].state == "ready"
+
+    def test_peek_pages_by_id_and_keeps_last_error(self, store: durastate.Store) -> None:
+        q = store.queues
+        q.push("jobs", [b"%d" % i for i in range(5)])
+        first = q.claim("jobs", lease=10)
+        assert first is not None
+        first.nack(error="smtp down")
+        page = q.peek("jobs", limit=2)
+        assert [i.payload for i in page] == [b"0", b"1"]
+        assert page[0].last_error == "smtp down" and page[0].max_attempts == 5
+        rest = q.peek("jobs", after=page[-1].id)
+        assert [i.payload for i in rest] == [b"2", b"3", b"4"]
+        assert q.peek("nothing") == []
+
+    def test_bad_arguments_are_refused(self, store: durastate.Store) -> None:
+        with pytest.raises(InvalidRequest):
+            store.queues.names(limit=0)
+        with pytest.raises(InvalidRequest):
+            store.queues.peek("", limit=5)
+        with pytest.raises(InvalidRequest):
+            store.queues.peek("jobs", after="1")  # type: ignore[arg-type]
