@@ -28,6 +28,7 @@ from ._common import (
     human_bytes,
     is_postgres,
     json_option,
+    open_store,
     print_json,
     print_table,
     sqlite_file,
@@ -427,7 +428,7 @@ def ui(host: str, port: int, page_size: int, url: str | None, prefix: str) -> No
         from .ui import create_app
     except ImportError as exc:
         raise click.ClickException(f"the inspector needs the [ui] extra: pip install 'durastate[ui]' ({exc})") from None
-    store = store_from(url, prefix).__enter__()
+    store = open_store(url, prefix)
     try:
         app = create_app(store, page_size=page_size)
         click.echo(f"durastate inspector on http://{host}:{port}/ (read-only; Ctrl-C stops)", err=True)
