@@ -549,17 +549,25 @@ class Queues:
         statements = self._list_names[bound is not None]
         return merge_distinct(([bytes(r[0]) for r in self._engine.all(s, params)] for s in statements), limit)
 
-    def peek(self, name: str | bytes, *, after: int = 0, limit: int = 100) -> list[QueueItem]:
-        """Items of the queue (not the dead letters) with id > ``after``, by id.
+    def peek(self, name: str | bytes, *, after: str | None = None, limit: int = 100) -> list[QueueItem]:
+        """Items of the queue (not the dead letters) in delivery order.
 
-        Reads only: nothing is claimed, leases and attempts are untouched.
-        ``state`` is judged on the store's clock now (see ``QueueItem``).
+        Delivery order is ``(available_at, id)``: ready items first (as
+        ``claim`` would take them), then leased and delayed ones by when they
+        become claimable. Page on by passing the last item's ``cursor`` as
+        ``after``. Reads only: nothing is claimed, leases and attempts are
+        untouched; ``state`` is judged on the store's clock now. Not a
+        snapshot: an item claimed between pages moves behind the cursor.
         """
         queue = _queue_name(name)
-        after = as_int64("after", after)
         limit = check_limit(limit)
         engine = self._engine
         now = engine.now_ms()
+        if after is None:
+            rows = engine.all(self._peek_sql[False], (queue, limit))
+        else:
+            due, item_id = _peek_cursor(after)
+            rows = engine.all(self._peek_sql[True], (queue, due, item_id, limit))
         return [
             QueueItem(
                 id=int(r[0]),
@@ -570,8 +578,9 @@ class Queues:
                 last_error=r[5],
                 available_at=r[2] / 1000.0,
                 created_at=r[7] / 1000.0,
+                cursor=f"{int(r[2])}:{int(r[0])}",
             )
-            for r in engine.all(self._peek_sql, (queue, after, limit))
+            for r in rows
         ]
 
     @functools.cached_property
@@ -582,17 +591,34 @@ class Queues:
         }
 
     @functools.cached_property
-    def _peek_sql(self) -> str:
-        return self._engine.sql(PEEK)
+    def _peek_sql(self) -> dict[bool, str]:
+        return {after: self._engine.sql(PEEK[after]) for after in (False, True)}
 
 
-# One page of a queue's items by id; "is leased" is computed in SQL so the
-# lease token itself never leaves the database.
-PEEK = (
+def _peek_cursor(after: Any) -> tuple[int, int]:
+    """``"available_at_ms:id"`` (``QueueItem.cursor``) as its two integers."""
+    if not isinstance(after, str):
+        fail(f"after must be a cursor string from QueueItem.cursor, got {type(after).__name__}")
+    due, sep, item = after.partition(":")
+    try:
+        if not sep:
+            raise ValueError
+        return as_int64("after", int(due)), as_int64("after", int(item))
+    except ValueError:
+        fail(f'after must be a cursor from QueueItem.cursor ("<ms>:<id>"), got {after!r}')
+
+
+# One page of a queue's items in delivery order, on the (queue, available_at,
+# id) index the claims use; "is leased" is computed in SQL so the lease token
+# itself never leaves the database.
+_PEEK_COLUMNS = (
     "SELECT id, payload, available_at, attempts, max_attempts, last_error,"
-    " CASE WHEN lease IS NULL THEN 0 ELSE 1 END, created_at"
-    " FROM {p}queue WHERE queue = ? AND id > ? ORDER BY id LIMIT ?"
+    " CASE WHEN lease IS NULL THEN 0 ELSE 1 END, created_at FROM {p}queue WHERE queue = ?"
 )
+PEEK = {
+    False: _PEEK_COLUMNS + " ORDER BY available_at, id LIMIT ?",
+    True: _PEEK_COLUMNS + " AND (available_at, id) > (?, ?) ORDER BY available_at, id LIMIT ?",
+}
 
 
 @dataclass(frozen=True)
@@ -613,3 +639,4 @@ class QueueItem:
     last_error: str | None
     available_at: float
     created_at: float
+    cursor: str  # pass as ``peek(after=)`` to continue after this item

@@ -168,8 +168,10 @@ def test_export_import_and_backup(run: Run, filled: tuple[str, Sample], tmp_path
     assert not [p for p in tmp_path.iterdir() if ".partial-" in p.name]
 
 
-def test_usage_error_exits_2_and_missing_store_exits_1(tmp_path: Path) -> None:
+def test_usage_error_exits_2_and_missing_store_exits_1(tmp_path: Path, run: Run) -> None:
     assert run_cli(None, "kv", "get").returncode == 2
+    bad_hex = run("kv", "get", "hex:zz", "ns", "key", ok=False)
+    assert bad_hex.returncode == 2 and "hex digits" in bad_hex.stderr
     assert run_cli(None, "no-such-command").returncode == 2
     missing = run_cli(str(tmp_path / "nope.db"), "info")
     assert missing.returncode == 1 and "no store" in missing.stderr

@@ -30,7 +30,7 @@ import click
 import orjson
 
 import durastate
-from durastate.errors import DurastateError
+from durastate.errors import DurastateError, InvalidRequest
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -52,6 +52,11 @@ def url_option(func: F) -> F:
     )(func)
     func = click.option("--url", envvar="DURASTATE_URL", show_envvar=True, default=None, help=URL_HELP)(func)
     return func
+
+
+def data_command(func: F) -> F:
+    """``--url``, ``--table-prefix`` and ``--json`` on a command, and its errors as exit code 1."""
+    return url_option(json_option(errors_as_exit_1(func)))
 
 
 def json_option(func: F) -> F:
@@ -111,6 +116,8 @@ def errors_as_exit_1(func: F) -> F:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return func(*args, **kwargs)
+        except BytesSyntaxError as exc:
+            raise click.UsageError(str(exc)) from None
         except DurastateError as exc:
             raise click.ClickException(f"{type(exc).__name__}: {exc}") from None
         except OSError as exc:
@@ -122,13 +129,17 @@ def errors_as_exit_1(func: F) -> F:
 # -- bytes on the command line ------------------------------------------------
 
 
+class BytesSyntaxError(InvalidRequest):
+    """A ``hex:`` argument that is not hex (a usage error: exit code 2)."""
+
+
 def parse_bytes(text: str) -> bytes:
     """A command-line bytes argument: UTF-8 text, or ``hex:`` + hex digits."""
     if text.startswith("hex:"):
         try:
             return bytes.fromhex(text[4:])
         except ValueError:
-            raise click.BadParameter(f"{text!r}: hex: must be followed by hex digits") from None
+            raise BytesSyntaxError(f"{text!r}: hex: must be followed by pairs of hex digits") from None
     return text.encode("utf-8", "surrogateescape")
 
 
@@ -211,6 +222,13 @@ def print_table(rows: Sequence[dict[str, Any]], columns: Sequence[str], *, title
     for r in cells:
         table.add_row(*r)
     Console(soft_wrap=False, width=None if sys.stdout.isatty() else 200).print(table)
+
+
+def emit_page(name: str, rows: Sequence[dict[str, Any]], cursor: Any, as_json: bool, columns: Sequence[str]) -> None:
+    """A page of ``rows``: ``{name: rows, "cursor": cursor}`` with ``--json``, else a table and a hint."""
+    emit({name: rows, "cursor": cursor}, as_json, rows, columns)
+    if cursor is not None and not as_json:
+        click.echo(f"more: --cursor {cursor}" if isinstance(cursor, str) else f"more: --after {cursor}", err=True)
 
 
 def emit(data: Any, as_json: bool, rows: Sequence[dict[str, Any]] | None = None, columns: Sequence[str] = ()) -> None:

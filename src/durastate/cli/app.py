@@ -23,6 +23,7 @@ import durastate
 from . import browse, dump
 from ._common import (
     Progress,
+    data_command,
     emit,
     errors_as_exit_1,
     human_bytes,
@@ -81,9 +82,7 @@ def _print_health(h: Any, as_json: bool) -> None:
 
 
 @cli.command()
-@url_option
-@json_option
-@errors_as_exit_1
+@data_command
 def info(url: str | None, prefix: str, as_json: bool) -> None:
     """Engine, URL (password hidden), sizes, pragmas, schema versions, a quick integrity check, warnings."""
     with store_from(url, prefix) as store:
@@ -91,13 +90,11 @@ def info(url: str | None, prefix: str, as_json: bool) -> None:
 
 
 @cli.command()
-@url_option
-@json_option
-@errors_as_exit_1
+@data_command
 def doctor(url: str | None, prefix: str, as_json: bool) -> None:
     """Like info with the full integrity check; exit 1 when a problem is found."""
     with store_from(url, prefix) as store:
-        h = health(store, full_check=True)
+        h = health(store, check="full")
     _print_health(h, as_json)
     if h.problems:
         sys.exit(1)
@@ -105,9 +102,7 @@ def doctor(url: str | None, prefix: str, as_json: bool) -> None:
 
 @cli.command()
 @click.option("--top", type=click.IntRange(1, 1000), default=10, show_default=True, help="Groups shown per facet.")
-@url_option
-@json_option
-@errors_as_exit_1
+@data_command
 def stats(top: int, url: str | None, prefix: str, as_json: bool) -> None:
     """Rows and bytes per facet and table, and the largest scopes, queues, sessions and prefixes."""
     with store_from(url, prefix) as store:
@@ -170,9 +165,7 @@ QUIET = click.option("--quiet", "-q", is_flag=True, help="No progress and no sum
 @cli.command("export")
 @click.argument("dest")
 @QUIET
-@url_option
-@json_option
-@errors_as_exit_1
+@data_command
 def export_cmd(dest: str, quiet: bool, url: str | None, prefix: str, as_json: bool) -> None:
     """Write every facet's data to DEST as versioned JSON lines (.gz compresses; - is stdout).
 
@@ -190,9 +183,7 @@ def export_cmd(dest: str, quiet: bool, url: str | None, prefix: str, as_json: bo
 @cli.command("import")
 @click.argument("source")
 @QUIET
-@url_option
-@json_option
-@errors_as_exit_1
+@data_command
 def import_cmd(source: str, quiet: bool, url: str | None, prefix: str, as_json: bool) -> None:
     """Load an export (SOURCE; .gz ok; - is stdin) into an EMPTY store of either engine.
 
@@ -282,9 +273,7 @@ BACKUP_RESTARTS = 3
 @cli.command()
 @click.argument("dest")
 @QUIET
-@url_option
-@json_option
-@errors_as_exit_1
+@data_command
 def backup(dest: str, quiet: bool, url: str | None, prefix: str, as_json: bool) -> None:
     """Copy the store to DEST while writers keep running.
 
@@ -306,7 +295,10 @@ def backup(dest: str, quiet: bool, url: str | None, prefix: str, as_json: bool) 
     else:
         if not path.exists():
             raise click.ClickException(f"no store at {path}")
-        pages = sqlite_backup(path, Path(dest), quiet)
+        try:
+            pages = sqlite_backup(path, Path(dest), quiet)
+        except sqlite3.Error as exc:
+            raise click.ClickException(f"backup of {path} to {dest} failed: {exc}") from None
         result = {"dest": dest, "kind": "sqlite", "pages": pages}
     if as_json:
         print_json(result)
@@ -338,9 +330,7 @@ def backup(dest: str, quiet: bool, url: str | None, prefix: str, as_json: bool) 
 )
 @click.option("--vacuum", is_flag=True, help="Also VACUUM (SQLite: rewrites the file; PostgreSQL: VACUUM ANALYZE).")
 @QUIET
-@url_option
-@json_option
-@errors_as_exit_1
+@data_command
 def maintain(
     batch: int,
     max_rows: int | None,

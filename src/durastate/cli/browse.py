@@ -12,16 +12,15 @@ import click
 
 from ._common import (
     FORMAT_OPTION,
+    data_command,
     emit,
-    errors_as_exit_1,
-    json_option,
+    emit_page,
     ms_time,
     parse_bytes,
     print_json,
     render_value,
     show_bytes,
     store_from,
-    url_option,
 )
 
 LIMIT = click.option(
@@ -49,11 +48,9 @@ def kv() -> None:
 @click.argument("scope", required=False)
 @click.option("--after", default=None, help="List names after this one (paging).")
 @LIMIT
-@url_option
-@json_option
-@errors_as_exit_1
+@data_command
 def kv_ls(scope: str | None, after: str | None, limit: int, url: str | None, prefix: str, as_json: bool) -> None:
-    """List scopes, or the namespaces of SCOPE (with value counts)."""
+    """List scopes, or the namespaces of SCOPE with their live value counts (counted up to 100000)."""
     with store_from(url, prefix) as store:
         bound = None if after is None else parse_bytes(after)
         if scope is None:
@@ -62,8 +59,17 @@ def kv_ls(scope: str | None, after: str | None, limit: int, url: str | None, pre
             return
         s = parse_bytes(scope)
         spaces = store.kv.namespaces(s, after=bound, limit=limit)
-        rows = [{"namespace": show_bytes(ns), "values": sum(1 for _ in store.kv.scan(s, ns))} for ns in spaces]
+        rows = [{"namespace": show_bytes(ns), "values": _count_values(store, s, ns)} for ns in spaces]
         emit(rows, as_json, columns=["namespace", "values"])
+
+
+COUNT_CAP = 100_000
+
+
+def _count_values(store: Any, scope: bytes, ns: bytes) -> int | str:
+    """Live values of a namespace, counted up to ``COUNT_CAP`` (then "100000+")."""
+    n = sum(1 for _ in store.kv.scan(scope, ns, limit=COUNT_CAP + 1))
+    return n if n <= COUNT_CAP else f"{COUNT_CAP}+"
 
 
 @kv.command("get")
@@ -71,9 +77,7 @@ def kv_ls(scope: str | None, after: str | None, limit: int, url: str | None, pre
 @click.argument("ns")
 @click.argument("key")
 @FORMAT_OPTION
-@url_option
-@json_option
-@errors_as_exit_1
+@data_command
 def kv_get(scope: str, ns: str, key: str, fmt: str, url: str | None, prefix: str, as_json: bool) -> None:
     """Print one value (exit 1 when the key has no live value)."""
     with store_from(url, prefix) as store:
@@ -98,9 +102,7 @@ def kv_get(scope: str, ns: str, key: str, fmt: str, url: str | None, prefix: str
 @click.option("--reverse", is_flag=True, help="Descending key order.")
 @LIMIT
 @FORMAT_OPTION
-@url_option
-@json_option
-@errors_as_exit_1
+@data_command
 def kv_scan(
     scope: str,
     ns: str,
@@ -160,9 +162,7 @@ def _stats_row(store: Any, name: bytes) -> dict[str, Any]:
 @queue.command("ls")
 @click.option("--after", default=None, help="List names after this one (paging).")
 @LIMIT
-@url_option
-@json_option
-@errors_as_exit_1
+@data_command
 def queue_ls(after: str | None, limit: int, url: str | None, prefix: str, as_json: bool) -> None:
     """List queues with their counts."""
     with store_from(url, prefix) as store:
@@ -173,9 +173,7 @@ def queue_ls(after: str | None, limit: int, url: str | None, prefix: str, as_jso
 
 @queue.command("stats")
 @click.argument("name")
-@url_option
-@json_option
-@errors_as_exit_1
+@data_command
 def queue_stats(name: str, url: str | None, prefix: str, as_json: bool) -> None:
     """Counts of one queue: ready, in flight, delayed, dead."""
     with store_from(url, prefix) as store:
@@ -185,14 +183,12 @@ def queue_stats(name: str, url: str | None, prefix: str, as_json: bool) -> None:
 
 @queue.command("peek")
 @click.argument("name")
-@click.option("--after", type=int, default=0, help="Items with id greater than this (paging).")
+@click.option("--after", default=None, help="The cursor of the last item of the previous page.")
 @LIMIT
 @FORMAT_OPTION
-@url_option
-@json_option
-@errors_as_exit_1
-def queue_peek(name: str, after: int, limit: int, fmt: str, url: str | None, prefix: str, as_json: bool) -> None:
-    """List items (ready, leased, delayed) without claiming any."""
+@data_command
+def queue_peek(name: str, after: str | None, limit: int, fmt: str, url: str | None, prefix: str, as_json: bool) -> None:
+    """List items in delivery order (ready, then leased and delayed by due time) without claiming any."""
     with store_from(url, prefix) as store:
         items = store.queues.peek(parse_bytes(name), after=after, limit=limit)
     rows = [
@@ -204,6 +200,7 @@ def queue_peek(name: str, after: int, limit: int, fmt: str, url: str | None, pre
             "due": ms_time(int(i.available_at * 1000)),
             "last_error": i.last_error,
             "payload": _json_or_text(i.payload) if fmt == "json" else render_value(i.payload, fmt),
+            "cursor": i.cursor,
         }
         for i in items
     ]
@@ -215,9 +212,7 @@ def queue_peek(name: str, after: int, limit: int, fmt: str, url: str | None, pre
 @click.option("--after", type=int, default=0, help="Dead letters with id greater than this (paging).")
 @LIMIT
 @FORMAT_OPTION
-@url_option
-@json_option
-@errors_as_exit_1
+@data_command
 def queue_dead(name: str, after: int, limit: int, fmt: str, url: str | None, prefix: str, as_json: bool) -> None:
     """List dead letters: items that used up their attempts."""
     with store_from(url, prefix) as store:
@@ -238,9 +233,7 @@ def queue_dead(name: str, after: int, limit: int, fmt: str, url: str | None, pre
 @queue.command("redrive")
 @click.argument("name")
 @click.option("--id", "ids", type=int, multiple=True, help="Only this dead letter (repeatable); default: all.")
-@url_option
-@json_option
-@errors_as_exit_1
+@data_command
 def queue_redrive(name: str, ids: tuple[int, ...], url: str | None, prefix: str, as_json: bool) -> None:
     """Move dead letters back into the queue with fresh attempts."""
     with store_from(url, prefix) as store:
@@ -263,9 +256,7 @@ def events() -> None:
 @click.option("--prefix", "id_prefix", default="", help="Only session ids starting with this.")
 @click.option("--cursor", default=None, help="The cursor a previous page printed.")
 @LIMIT
-@url_option
-@json_option
-@errors_as_exit_1
+@data_command
 def events_sessions(
     id_prefix: str, cursor: str | None, limit: int, url: str | None, prefix: str, as_json: bool
 ) -> None:
@@ -284,14 +275,13 @@ def events_sessions(
         }
         for s in page.sessions
     ]
-    emit(
-        {"sessions": rows, "cursor": page.cursor},
-        as_json,
+    emit_page(
+        "sessions",
         rows,
+        page.cursor,
+        as_json,
         ["session", "events", "pending", "dead", "attempts", "failures", "updated"],
     )
-    if page.cursor and not as_json:
-        click.echo(f"more: --cursor {page.cursor}", err=True)
 
 
 def _event_row(e: Any) -> dict[str, Any]:
@@ -323,9 +313,7 @@ def _event_row(e: Any) -> dict[str, Any]:
 @click.argument("session")
 @click.option("--after", type=int, default=0, help="Events after this index (paging).")
 @LIMIT
-@url_option
-@json_option
-@errors_as_exit_1
+@data_command
 def events_read(session: str, after: int, limit: int, url: str | None, prefix: str, as_json: bool) -> None:
     """List a session's events in index order with their processing state."""
     with store_from(url, prefix) as store:
@@ -338,9 +326,7 @@ def events_read(session: str, after: int, limit: int, url: str | None, prefix: s
 
 @events.command("claims")
 @click.argument("session")
-@url_option
-@json_option
-@errors_as_exit_1
+@data_command
 def events_claims(session: str, url: str | None, prefix: str, as_json: bool) -> None:
     """List the session's unprocessed events that hold a claim, with holder and expiry."""
     rows: list[dict[str, Any]] = []
@@ -375,24 +361,18 @@ def docs() -> None:
 @click.option("--prefix", "key_prefix", default="", help="Only keys starting with this.")
 @click.option("--cursor", default=None, help="The cursor a previous page printed.")
 @LIMIT
-@url_option
-@json_option
-@errors_as_exit_1
+@data_command
 def docs_ls(key_prefix: str, cursor: str | None, limit: int, url: str | None, prefix: str, as_json: bool) -> None:
     """List documents (key, revision, size) in key order."""
     with store_from(url, prefix) as store:
         page = store.documents.list(key_prefix, limit=limit, cursor=cursor)
     rows = [{"key": d.key, "revision": d.revision, "size": d.size} for d in page.items]
-    emit({"documents": rows, "cursor": page.cursor}, as_json, rows, ["key", "revision", "size"])
-    if page.cursor and not as_json:
-        click.echo(f"more: --cursor {page.cursor}", err=True)
+    emit_page("documents", rows, page.cursor, as_json, ["key", "revision", "size"])
 
 
 @docs.command("show")
 @click.argument("key")
-@url_option
-@json_option
-@errors_as_exit_1
+@data_command
 def docs_show(key: str, url: str | None, prefix: str, as_json: bool) -> None:
     """Print a document's JSON and revision (exit 1 when absent)."""
     with store_from(url, prefix) as store:
@@ -409,9 +389,7 @@ def docs_show(key: str, url: str | None, prefix: str, as_json: bool) -> None:
 
 @docs.command("history")
 @click.argument("key")
-@url_option
-@json_option
-@errors_as_exit_1
+@data_command
 def docs_history(key: str, url: str | None, prefix: str, as_json: bool) -> None:
     """Show a document's revision and its clear() backups (key.bak, key.bak.N).
 
@@ -439,12 +417,16 @@ def records() -> None:
     """Browse agent records: conversations (fork tree), entries, documents."""
 
 
+def _after(page: dict[str, Any]) -> int | None:
+    """The ``--after`` value that continues a records scan page (None at the end)."""
+    nxt = page.get("next")
+    return None if nxt is None else int(nxt["after"])
+
+
 @records.command("conversations")
 @click.option("--after", type=int, default=None, help="Conversations with id greater than this (paging).")
 @LIMIT
-@url_option
-@json_option
-@errors_as_exit_1
+@data_command
 def records_conversations(after: int | None, limit: int, url: str | None, prefix: str, as_json: bool) -> None:
     """List conversations with their fork parent and owner."""
     cursor = None if after is None else {"after": after, "order": "ascending"}
@@ -459,16 +441,14 @@ def records_conversations(after: int | None, limit: int, url: str | None, prefix
         }
         for c in page["items"]
     ]
-    emit({"conversations": rows, "next": page.get("next")}, as_json, rows, ["id", "parent", "forked_at", "owner"])
+    emit_page("conversations", rows, _after(page), as_json, ["id", "parent", "forked_at", "owner"])
 
 
 @records.command("entries")
 @click.argument("conversation", type=int)
 @click.option("--after", type=int, default=None, help="Entries older than this id (paging, newest first).")
 @LIMIT
-@url_option
-@json_option
-@errors_as_exit_1
+@data_command
 def records_entries(
     conversation: int, after: int | None, limit: int, url: str | None, prefix: str, as_json: bool
 ) -> None:
@@ -480,16 +460,14 @@ def records_entries(
         {"id": e["id"], "conversation": e.get("conversationId"), "role": e.get("role"), "entry": e}
         for e in page["items"]
     ]
-    emit({"entries": rows, "next": page.get("next")}, as_json, rows, ["id", "conversation", "role", "entry"])
+    emit_page("entries", rows, _after(page), as_json, ["id", "conversation", "role", "entry"])
 
 
 @records.command("document")
 @click.argument("id", type=int)
 @click.option("--at", "at", type=int, default=None, help="The value as of this commit sequence.")
 @click.option("--revisions", is_flag=True, help="List the stored revisions instead of the value.")
-@url_option
-@json_option
-@errors_as_exit_1
+@data_command
 def records_document(id: int, at: int | None, revisions: bool, url: str | None, prefix: str, as_json: bool) -> None:
     """Print a versioned document (current, or --at a commit), or its --revisions."""
     with store_from(url, prefix) as store:
@@ -510,9 +488,7 @@ def records_document(id: int, at: int | None, revisions: bool, url: str | None, 
 @click.argument("ns", required=False)
 @click.option("--after", default=None, help="List namespaces after this one (paging).")
 @LIMIT
-@url_option
-@json_option
-@errors_as_exit_1
+@data_command
 def presence(ns: str | None, after: str | None, limit: int, url: str | None, prefix: str, as_json: bool) -> None:
     """List presence namespaces, or the live fields of NS."""
     with store_from(url, prefix) as store:
@@ -520,7 +496,7 @@ def presence(ns: str | None, after: str | None, limit: int, url: str | None, pre
             names = store.presence.namespaces(after=after, limit=limit)
             emit(names, as_json, [{"namespace": n} for n in names], ["namespace"])
             return
-        entries = store.presence.read(ns)
+        entries = store.presence.peek(ns)  # read() would sweep expired fields: a write
     rows = [
         {
             "participant": p.participant,

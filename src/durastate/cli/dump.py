@@ -213,7 +213,8 @@ def is_empty(store: durastate.Store) -> bool:
     return not any(sequences(engine).values())
 
 
-def _lines(source: IO[bytes]) -> Iterator[dict[str, Any]]:
+def _lines(source: IO[bytes]) -> Iterator[tuple[dict[str, Any], int]]:
+    """Each JSON object of the dump and the bytes its line took."""
     for number, raw in enumerate(source, 1):
         if not raw.strip():
             continue
@@ -223,7 +224,7 @@ def _lines(source: IO[bytes]) -> Iterator[dict[str, Any]]:
             raise InvalidRequest(f"line {number} is not JSON: {exc}") from None
         if not isinstance(obj, dict):
             raise InvalidRequest(f"line {number} is not a JSON object")
-        yield obj
+        yield obj, len(raw)
 
 
 def import_store(store: durastate.Store, source: IO[bytes], tick: Tick | None = None) -> dict[str, int]:
@@ -236,8 +237,8 @@ def import_store(store: durastate.Store, source: IO[bytes], tick: Tick | None = 
     """
     engine = store.engine
     lines = _lines(source)
-    header = next(lines, None)
-    if header is None or header.get("format") != FORMAT:
+    header = next(lines, ({}, 0))[0]
+    if header.get("format") != FORMAT:
         raise InvalidRequest('not a durastate export (the first line has no "format": "durastate-export")')
     if header.get("version") != VERSION:
         raise InvalidRequest(f"export format version {header.get('version')!r}; this durastate reads {VERSION}")
@@ -262,7 +263,7 @@ def import_store(store: durastate.Store, source: IO[bytes], tick: Tick | None = 
                 engine.executemany(insert, batch)
                 batch.clear()
 
-        for obj in lines:
+        for obj, size in lines:
             if ended:
                 raise InvalidRequest("data after the end line")
             if "r" in obj:
@@ -278,7 +279,7 @@ def import_store(store: durastate.Store, source: IO[bytes], tick: Tick | None = 
                 if len(batch) >= PAGE_ROWS:
                     flush()
                 if tick is not None:
-                    tick(1, len(orjson.dumps(obj)) + 1)
+                    tick(1, size)
             elif "table" in obj:
                 flush()
                 if shape is not None and counts[shape.name] != expected:
@@ -286,12 +287,13 @@ def import_store(store: durastate.Store, source: IO[bytes], tick: Tick | None = 
                 name = obj["table"]
                 if name not in known or name in counts:
                     raise InvalidRequest(f"unknown or repeated table {name!r} in the export")
-                shape = table_shape(engine, name)
-                if list(obj.get("columns", ())) != list(shape.columns):
-                    shape = TableShape(name, tuple(obj["columns"]), shape.key)
-                    missing = set(shape.columns) - set(table_shape(engine, name).columns)
-                    if missing:
-                        raise InvalidRequest(f"table {name}: unknown columns {sorted(missing)}")
+                stored = table_shape(engine, name)
+                columns = tuple(str(c) for c in obj.get("columns", ()))
+                if set(columns) != set(stored.columns) or len(columns) != len(stored.columns):
+                    raise InvalidRequest(
+                        f"table {name}: the export has columns {sorted(columns)}, this store {sorted(stored.columns)}"
+                    )
+                shape = TableShape(name, columns, stored.key)  # the export's column order
                 expected = int(obj.get("rows", -1))
                 counts[name] = 0
                 placeholders = ", ".join("?" * len(shape.columns))

@@ -82,8 +82,12 @@ def filesystem_type(path: Path) -> str | None:
     return kind
 
 
-def health(store: durastate.Store, *, full_check: bool = False) -> Health:
-    """Engine facts, schema versions, an integrity check, warnings."""
+def health(store: durastate.Store, *, check: str = "quick") -> Health:
+    """Engine facts, schema versions, an integrity check, warnings.
+
+    ``check``: ``"quick"`` (SQLite ``quick_check``), ``"full"``
+    (``integrity_check``) or ``"none"``; both checks read the whole file.
+    """
     engine = store.engine
     h = Health()
     h.facts["engine"] = engine.dialect.name
@@ -92,13 +96,13 @@ def health(store: durastate.Store, *, full_check: bool = False) -> Health:
     h.facts["durastate"] = durastate.__version__ if hasattr(durastate, "__version__") else "?"
     h.facts["schema"] = {str(f): int(v) for f, v in engine.all(engine.sql(READ_SCHEMA_VERSIONS))}
     if engine.dialect.name == "sqlite":
-        _sqlite_health(store, engine, h, full_check)
+        _sqlite_health(store, engine, h, check)
     else:
         _postgres_health(engine, h)
     return h
 
 
-def _sqlite_health(store: durastate.Store, engine: Engine, h: Health, full_check: bool) -> None:
+def _sqlite_health(store: durastate.Store, engine: Engine, h: Health, check: str) -> None:
     for name in SQLITE_PRAGMAS:
         row = engine.one(engine.sql(f"PRAGMA {name}"))
         h.facts[name] = None if row is None else row[0]
@@ -123,8 +127,11 @@ def _sqlite_health(store: durastate.Store, engine: Engine, h: Health, full_check
             )
         if not os.access(db, os.W_OK):
             h.warnings.append(f"{db} is not writable by this user")
-    check = SQLITE_INTEGRITY_CHECK if full_check else SQLITE_QUICK_CHECK
-    result = [str(r[0]) for r in engine.all(engine.sql(check))]
+    if check == "none":
+        h.facts["integrity"] = "not checked (durastate doctor checks it)"
+        return
+    statement = SQLITE_INTEGRITY_CHECK if check == "full" else SQLITE_QUICK_CHECK
+    result = [str(r[0]) for r in engine.all(engine.sql(statement))]
     h.facts["integrity"] = "ok" if result == ["ok"] else result
     if result != ["ok"]:
         h.problems.append("integrity check failed: " + "; ".join(result[:5]))
@@ -144,24 +151,32 @@ def _postgres_health(engine: Engine, h: Health) -> None:
     h.facts["integrity"] = "ok (the server checks its own pages)"
 
 
-def table_bytes(engine: Engine, table: str) -> int | None:
+def table_bytes(engine: Engine, table: str, *, scan: bool = True) -> int | None:
+    """Bytes a table takes: its pages (SQLite dbstat; PostgreSQL relation size).
+
+    A SQLite built without the dbstat table answers the stored data's
+    length instead, by reading the whole table (only when ``scan``; else None).
+    """
     name = engine.prefix + table
     try:
         if engine.dialect.name == "sqlite":
             row = engine.one(engine.sql(SQLITE_TABLE_BYTES), (name, name))
         else:
             row = engine.one(engine.sql(PG_TABLE_BYTES), (name,))
-    except durastate.DurastateError:  # SQLite built without the dbstat table: the stored data's length
+    except durastate.DurastateError:
+        if not scan:
+            return None
         columns = table_shape(engine, table).columns
         total = " + ".join(f"COALESCE(length({c}), 0)" for c in columns)
         row = engine.one(engine.sql(f"SELECT SUM({total}) FROM {{p}}{table}"))
     return 0 if row is None or row[0] is None else int(row[0])
 
 
-def table_stats(store: durastate.Store) -> list[dict[str, Any]]:
+def table_stats(store: durastate.Store, *, scan: bool = True) -> list[dict[str, Any]]:
+    """Rows and bytes per facet table (``scan``: see ``table_bytes``)."""
     engine = store.engine
     return [
-        {"facet": facet_of(t), "table": t, "rows": count_rows(engine, t), "bytes": table_bytes(engine, t)}
+        {"facet": facet_of(t), "table": t, "rows": count_rows(engine, t), "bytes": table_bytes(engine, t, scan=scan)}
         for t in facet_tables()
     ]
 

@@ -18,7 +18,7 @@ from starlette.templating import Jinja2Templates
 import durastate
 from durastate.errors import DurastateError
 
-from .._common import parse_bytes, redact, show_bytes
+from .._common import human_bytes, parse_bytes, redact, show_bytes
 from ..inspect import facet_stats, health, table_stats
 
 HERE = Path(__file__).parent
@@ -52,6 +52,7 @@ def create_app(store: durastate.Store, *, page_size: int = 50) -> Starlette:
     templates.env.filters["b"] = show_bytes
     templates.env.filters["t"] = ms_time
     templates.env.filters["pretty"] = _pretty
+    templates.env.filters["size"] = lambda n: "" if n is None else human_bytes(n)
     templates.env.globals["url"] = redact(store.url)
 
     def page(request: Request, template: str, status: int = 200, **context: Any) -> Response:
@@ -65,8 +66,10 @@ def create_app(store: durastate.Store, *, page_size: int = 50) -> Starlette:
             return default
 
     def overview(request: Request) -> Response:
-        tables = table_stats(store)
-        return page(request, "overview.html", health=health(store), facets=facet_stats(tables), tables=tables)
+        tables = table_stats(store, scan=False)  # no full-table reads for a page
+        return page(
+            request, "overview.html", health=health(store, check="none"), facets=facet_stats(tables), tables=tables
+        )
 
     def kv(request: Request) -> Response:
         q = request.query_params
@@ -77,7 +80,12 @@ def create_app(store: durastate.Store, *, page_size: int = 50) -> Starlette:
         context: dict[str, Any] = {"scopes": scopes, "scope": scope, "ns": ns, "view": q.get("view", "text")}
         context["next_scopes"] = show_bytes(scopes[-1]) if len(scopes) == page_size else None
         if scope is not None:
-            context["namespaces"] = store.kv.namespaces(parse_bytes(scope), limit=page_size)
+            ns_after = q.get("ns_after")
+            spaces = store.kv.namespaces(
+                parse_bytes(scope), after=None if ns_after is None else parse_bytes(ns_after), limit=page_size
+            )
+            context["namespaces"] = spaces
+            context["next_ns"] = show_bytes(spaces[-1]) if len(spaces) == page_size else None
         if scope is not None and ns is not None:
             prefix = parse_bytes(q.get("prefix", ""))
             start = q.get("start")
@@ -107,8 +115,8 @@ def create_app(store: durastate.Store, *, page_size: int = 50) -> Starlette:
 
     def queue(request: Request) -> Response:
         name = parse_bytes(request.path_params["name"])
-        after, dead_after = number(request, "after"), number(request, "dead_after")
-        items = store.queues.peek(name, after=after, limit=page_size)
+        items = store.queues.peek(name, after=request.query_params.get("after"), limit=page_size)
+        dead_after = number(request, "dead_after")
         dead = store.queues.dead_letters(name, after=dead_after, limit=page_size)
         return page(
             request,
@@ -118,7 +126,7 @@ def create_app(store: durastate.Store, *, page_size: int = 50) -> Starlette:
             items=items,
             dead=dead,
             now_ms=store.engine.now_ms(),
-            next=items[-1].id if len(items) == page_size else None,
+            next=items[-1].cursor if len(items) == page_size else None,
             next_dead=dead[-1].id if len(dead) == page_size else None,
             render=render_bytes,
         )
@@ -226,7 +234,12 @@ def create_app(store: durastate.Store, *, page_size: int = 50) -> Starlette:
 
     def presence_ns(request: Request) -> Response:
         ns = request.path_params["ns"]
-        return page(request, "presence_ns.html", ns=ns, entries=store.presence.peek(ns)[: page_size * 20])
+        # The facet answers a namespace whole (presence is small by nature); the page shows a slice.
+        entries = store.presence.peek(ns)
+        start = max(0, number(request, "start"))
+        shown = entries[start : start + page_size]
+        more = start + page_size if start + page_size < len(entries) else None
+        return page(request, "presence_ns.html", ns=ns, entries=shown, total=len(entries), next=more)
 
     async def error(request: Request, exc: Exception) -> Response:
         return templates.TemplateResponse(

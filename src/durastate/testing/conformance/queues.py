@@ -1048,34 +1048,38 @@ class TestQueueListing:
         assert q.names(after=b"a-dead", limit=1) == [b"b-ready"]
         assert q.names(after="b-ready") == [b"\xff-bytes"]
 
-    def test_peek_reports_each_state_without_claiming(self, store: durastate.Store, clock: FakeClock) -> None:
+    def test_peek_reports_each_state_in_delivery_order_without_claiming(
+        self, store: durastate.Store, clock: FakeClock
+    ) -> None:
         q = store.queues
         q.push("jobs", [b"one", b"two"])
         q.push("jobs", [b"later"], delay=60)
         claim = q.claim("jobs", lease=30)
         assert claim is not None and claim.payload == b"one"
         items = q.peek("jobs")
+        # Ready first (as claim takes them), then by when each becomes claimable: the lease ends before the delay.
         assert [(i.payload, i.state, i.attempts) for i in items] == [
-            (b"one", "leased", 1),
             (b"two", "ready", 0),
+            (b"one", "leased", 1),
             (b"later", "delayed", 0),
         ]
-        assert items[0].available_at == pytest.approx(claim.lease_expires_at)
+        assert items[1].available_at == pytest.approx(claim.lease_expires_at)
         assert q.stats("jobs").ready == 1  # peeking claimed nothing
         clock.advance(31)  # the lease ran out: claimable again
-        assert q.peek("jobs")[0].state == "ready"
+        assert q.peek("jobs")[1].state == "ready"
 
-    def test_peek_pages_by_id_and_keeps_last_error(self, store: durastate.Store) -> None:
+    def test_peek_pages_by_cursor_and_keeps_last_error(self, store: durastate.Store, clock: FakeClock) -> None:
         q = store.queues
-        q.push("jobs", [b"%d" % i for i in range(5)])
+        q.push("jobs", [b"%d" % i for i in range(5)])  # same push time: delivery order is id order
         first = q.claim("jobs", lease=10)
         assert first is not None
-        first.nack(error="smtp down")
+        first.nack(error="smtp down", delay=100)  # now due last
         page = q.peek("jobs", limit=2)
-        assert [i.payload for i in page] == [b"0", b"1"]
-        assert page[0].last_error == "smtp down" and page[0].max_attempts == 5
-        rest = q.peek("jobs", after=page[-1].id)
-        assert [i.payload for i in rest] == [b"2", b"3", b"4"]
+        assert [i.payload for i in page] == [b"1", b"2"]
+        rest = q.peek("jobs", after=page[-1].cursor)
+        assert [i.payload for i in rest] == [b"3", b"4", b"0"]
+        assert rest[-1].last_error == "smtp down" and rest[-1].max_attempts == 5 and rest[-1].state == "delayed"
+        assert q.peek("jobs", after=rest[-1].cursor) == []
         assert q.peek("nothing") == []
 
     def test_bad_arguments_are_refused(self, store: durastate.Store) -> None:
@@ -1083,5 +1087,6 @@ class TestQueueListing:
             store.queues.names(limit=0)
         with pytest.raises(InvalidRequest):
             store.queues.peek("", limit=5)
-        with pytest.raises(InvalidRequest):
-            store.queues.peek("jobs", after="1")  # type: ignore[arg-type]
+        for cursor in ("1", "a:b", 7, "1:2:3"):
+            with pytest.raises(InvalidRequest, match="after"):
+                store.queues.peek("jobs", after=cursor)  # type: ignore[arg-type]
