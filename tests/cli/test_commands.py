@@ -6,6 +6,7 @@ not from a previous run's output.
 
 from __future__ import annotations
 
+import gzip
 import json
 from pathlib import Path
 
@@ -157,6 +158,12 @@ def test_export_import_and_backup(run: Run, filled: tuple[str, Sample], tmp_path
     assert json.loads(run_done.stdout)["rows"] == sum(t["rows"] for t in as_json(run, "stats")["tables"])  # type: ignore[index]
     again = run_cli(f"sqlite://{copy}", "import", str(dump))
     assert again.returncode == 1 and "not empty" in again.stderr
+    assert copy.exists()  # a store that was there before stays
+    (tmp_path / "broken.jsonl").write_bytes(b"\n".join(gzip.decompress(dump.read_bytes()).splitlines()[:-1]))
+    fresh = tmp_path / "fresh.db"
+    broken = run_cli(f"sqlite://{fresh}", "import", str(tmp_path / "broken.jsonl"))
+    assert broken.returncode == 1 and "truncated" in broken.stderr
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith("fresh.db")]  # the store it created is gone
     target = tmp_path / "backup.db"
     done = run("backup", str(target), "--json")
     result = json.loads(done.stdout)

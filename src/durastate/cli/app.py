@@ -188,8 +188,26 @@ def import_cmd(source: str, quiet: bool, url: str | None, prefix: str, as_json: 
     """Load an export (SOURCE; .gz ok; - is stdin) into an EMPTY store of either engine.
 
     One transaction: it lands whole or not at all (Ctrl-C or an error
-    leaves the store empty). The store is created if it does not exist.
+    leaves the store empty). A SQLite store is created if it does not exist,
+    and removed again when the import fails.
     """
+    target = sqlite_file(url)
+    created = target is not None and not target.exists()
+    try:
+        counts, store_url = _import(source, quiet, url, prefix)
+    except BaseException:
+        if created and target is not None:
+            for leftover in (target, target.with_name(target.name + "-wal"), target.with_name(target.name + "-shm")):
+                with contextlib.suppress(FileNotFoundError):
+                    leftover.unlink()
+        raise
+    if as_json:
+        print_json({"source": source, "tables": counts, "rows": sum(counts.values())})
+    else:
+        click.echo(f"imported {sum(counts.values()):,} rows into {store_url}")
+
+
+def _import(source: str, quiet: bool, url: str | None, prefix: str) -> tuple[dict[str, int], str]:
     with contextlib.ExitStack() as stack:
         if source == "-":
             stream: IO[bytes] = sys.stdin.buffer
@@ -204,10 +222,7 @@ def import_cmd(source: str, quiet: bool, url: str | None, prefix: str, as_json: 
         counts = dump.import_store(store, stream, progress.advance)
     if not quiet:
         click.echo(progress.summary(), err=True)
-    if as_json:
-        print_json({"source": source, "tables": counts, "rows": sum(counts.values())})
-    else:
-        click.echo(f"imported {sum(counts.values()):,} rows into {store.url}")
+    return counts, store.url
 
 
 class _TooManyRestarts(Exception):
