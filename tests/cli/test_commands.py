@@ -92,6 +92,13 @@ def test_events_commands(run: Run, filled: tuple[str, Sample]) -> None:
         "r1": "processed",
     }
     assert as_json(run, "events", "claims", "chat-1") == []  # m1 completed, t1 dead-lettered: no live claim
+    url, _ = filled
+    with durastate.open(url) as store:
+        claimed = store.events.claim_available("chat-2", holder="worker-z", ttl_ms=600_000)
+    [claim] = as_json(run, "events", "claims", "chat-2")
+    assert (claim["id"], claim["holder"], claim["expired"]) == ("x1", "worker-z", False)
+    assert claim["attempts"] == claimed.events[0].attempt_count == 1
+    assert 0 < claim["lease_left_s"] <= 600
 
 
 def test_docs_commands(run: Run, filled: tuple[str, Sample]) -> None:
