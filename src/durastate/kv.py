@@ -27,6 +27,9 @@ by key (or ordinal) continuation, so a huge namespace never sits in memory.
 A streamed read is not a snapshot: rows written behind the cursor while
 iterating are not seen, rows ahead of it may be. Each key is yielded at
 most once and in order.
+
+Listing (read-only, for inspectors): ``scopes()`` and ``namespaces(scope)``
+name what exists across values, logs and counters (``durastate._listing``).
 """
 
 from __future__ import annotations

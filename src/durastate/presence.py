@@ -27,6 +27,9 @@ surrogates, at most ``MAX_NAME_SIZE`` UTF-8 bytes each); values are JSON
 (orjson, at most the store's ``max_value_size``). A deletion leaves no
 tombstone (as in the seed): an older write arriving after it recreates the
 field.
+
+Inspection (read-only): ``namespaces()`` lists namespaces; ``peek(ns)`` reads
+like ``read`` without its sweep, so it writes nothing.
 """
 
 from __future__ import annotations

@@ -32,6 +32,9 @@ same transaction as the writes it caused makes the effect exactly-once.
 ``wait=`` on ``claim``/``pop`` blocks up to that many seconds for an item:
 pushes from this process wake the waiter at once, pushes from other
 processes are seen by polling every ``POLL_INTERVAL`` seconds (no faster).
+
+Inspection (read-only): ``names()`` lists queues, ``peek(name)`` pages through
+a queue's items in delivery order with their state, claiming nothing.
 """
 
 from __future__ import annotations

@@ -65,6 +65,11 @@ def test_data_commands_take_json(name: str, command: click.Command) -> None:
     assert has_json == (name not in NO_JSON), name
 
 
+def test_ui_binds_loopback_by_default() -> None:
+    [host] = [p for p in cli.commands["ui"].params if p.name == "host"]
+    assert host.default == "127.0.0.1"
+
+
 def test_top_level_help_documents_the_exit_codes() -> None:
     text = CliRunner().invoke(cli, ["--help"], terminal_width=200).output
     assert "0 ok, 1 error, 2 usage error" in text

@@ -216,6 +216,21 @@ def test_missing_things_are_404_and_bad_input_400(inspector: str) -> None:
         assert answer.value.code == code, path
 
 
+def test_scope_tree_fragment_for_htmx_and_escaped_values(inspector: str, filled: tuple[str, Sample]) -> None:
+    url, _ = filled
+    with durastate.open(url) as store:
+        store.kv.put(b"xss", b"ns", b"<b>key</b>", b"<script>alert(1)</script>")
+    request = urllib.request.Request(inspector + "/kv?scope=run-1&part=tree", headers={"HX-Request": "true"})
+    with urllib.request.urlopen(request, timeout=10) as r:
+        fragment = r.read().decode()
+    assert "<html" not in fragment and "ns=cfg" in fragment  # just the namespace list, swapped in place
+    key = quote("<b>key</b>")
+    with urllib.request.urlopen(inspector + f"/kv?scope=xss&ns=ns&key={key}", timeout=10) as r:
+        page = r.read().decode()
+    assert "<script>alert(1)</script>" not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+    assert "<b>key</b>" not in page
+
+
 def test_fill_is_what_the_pages_expect(filled: tuple[str, Sample]) -> None:
     # Guards the expectations above: the sample wrote the states the pages are checked for.
     url, sample = filled
