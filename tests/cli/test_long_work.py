@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import pty
 import subprocess
@@ -21,7 +22,7 @@ from .conftest import run_cli
 def test_backup_while_a_writer_commits_is_consistent(tmp_path: Path) -> None:
     source = tmp_path / "live.db"
     with durastate.open(source) as store:
-        fill(store, bulk=20_000)  # a few hundred pages: the backup takes several steps
+        fill(store, bulk=20_000)
         stop = threading.Event()
         written = [0]
 
@@ -43,11 +44,38 @@ def test_backup_while_a_writer_commits_is_consistent(tmp_path: Path) -> None:
             stop.set()
             thread.join()
     assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["pages"] > 0
     with durastate.open(tmp_path / "copy.db") as copy:
         rows = sum(1 for _ in copy.kv.scan(b"live", b"rows"))
         assert copy.kv.counter(b"live", b"stats", b"rows") == rows > 0  # one snapshot, never half a commit
         assert copy.kv.get(b"bulk", b"rows", b"row-00019999") == b"value 19999"
     assert sorted(p.name for p in tmp_path.iterdir() if ".partial-" in p.name) == []
+
+
+def test_writes_during_the_copy_restart_it_then_it_finishes_in_one_step(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    source = tmp_path / "live.db"
+    with durastate.open(source) as store, durastate.open(source) as writer:
+        fill(store, bulk=20_000)
+        writes = [0]
+        advance = cli_app.Progress.advance
+
+        def write_between_steps(self: cli_app.Progress, rows: int, nbytes: int = 0) -> None:
+            advance(self, rows, nbytes)
+            with writer.transaction():  # another connection commits after every step: SQLite restarts the copy
+                writer.kv.put(b"live", b"rows", b"%08d" % writes[0], b"x")
+                writer.kv.incr(b"live", b"stats", b"rows")
+            writes[0] += 1
+
+        monkeypatch.setattr(cli_app, "BACKUP_STEP", 8)
+        monkeypatch.setattr(cli_app.Progress, "advance", write_between_steps)
+        result = cli_app.sqlite_backup(source, tmp_path / "copy.db", quiet=True)
+    assert result.restarts > cli_app.BACKUP_RESTARTS and result.one_step
+    with durastate.open(tmp_path / "copy.db") as copy:
+        rows = sum(1 for _ in copy.kv.scan(b"live", b"rows"))
+        assert copy.kv.counter(b"live", b"stats", b"rows") == rows
+        assert copy.kv.get(b"bulk", b"rows", b"row-00019999") == b"value 19999"
 
 
 def test_interrupted_backup_leaves_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -8,11 +8,13 @@ and progress in ``durastate.cli._common`` (which documents ``--url``,
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import gzip
 import os
 import sqlite3
 import sys
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
@@ -229,15 +231,24 @@ class _TooManyRestarts(Exception):
     pass
 
 
-def sqlite_backup(source: Path, dest: Path, quiet: bool) -> int:
-    """Copy a live SQLite file with the online backup API; return its pages.
+@dataclass(frozen=True)
+class BackupResult:
+    pages: int  # pages of the source when the backup started
+    restarts: int  # how often other connections' writes restarted the stepwise copy
+    one_step: bool  # whether it finished with a single-step copy after too many restarts
+
+
+def sqlite_backup(source: Path, dest: Path, quiet: bool) -> BackupResult:
+    """Copy a live SQLite file with the online backup API.
 
     Copies ``BACKUP_STEP`` pages a step so progress can be shown; writes by
     other connections restart a stepwise backup, so after a few restarts it
     finishes in one step (a single read snapshot; WAL writers go on).
     """
     tmp = temporary_sibling(dest)
-    src = sqlite3.connect(f"file:{source}?mode=ro", uri=True)
+    # A plain (read-write) connection: a read-only one cannot open a WAL file
+    # whose -shm is missing; the backup only ever reads from it.
+    src = sqlite3.connect(source.resolve().as_uri(), uri=True)
     try:
         total = int(src.execute("PRAGMA page_count").fetchone()[0])
         page_size = int(src.execute("PRAGMA page_size").fetchone()[0])
@@ -249,17 +260,19 @@ def sqlite_backup(source: Path, dest: Path, quiet: bool) -> int:
                 state["restarts"] += 1
                 if state["restarts"] > BACKUP_RESTARTS:
                     raise _TooManyRestarts
-            done = pages - remaining
-            progress.advance(done - progress.rows, (done - progress.rows) * page_size)
+            done = pages - remaining  # after a restart this drops back, and so does the bar
+            progress.advance(done - progress.rows, max(0, done - progress.rows) * page_size)
             state["remaining"] = remaining
 
         try:
             with progress:
                 dst = sqlite3.connect(tmp)
                 try:
+                    one_step = False
                     try:
                         src.backup(dst, pages=BACKUP_STEP, progress=step)
                     except _TooManyRestarts:
+                        one_step = True
                         src.backup(dst, pages=-1)
                     check = dst.execute("PRAGMA quick_check").fetchone()[0]
                     if check != "ok":
@@ -276,7 +289,7 @@ def sqlite_backup(source: Path, dest: Path, quiet: bool) -> int:
             raise
         if not quiet:
             click.echo(progress.summary(), err=True)
-        return total
+        return BackupResult(total, state["restarts"], one_step)
     finally:
         src.close()
 
@@ -311,10 +324,10 @@ def backup(dest: str, quiet: bool, url: str | None, prefix: str, as_json: bool) 
         if not path.exists():
             raise click.ClickException(f"no store at {path}")
         try:
-            pages = sqlite_backup(path, Path(dest), quiet)
+            copied = sqlite_backup(path, Path(dest), quiet)
         except sqlite3.Error as exc:
             raise click.ClickException(f"backup of {path} to {dest} failed: {exc}") from None
-        result = {"dest": dest, "kind": "sqlite", "pages": pages}
+        result = {"dest": dest, "kind": "sqlite", **dataclasses.asdict(copied)}
     if as_json:
         print_json(result)
     else:
