@@ -131,8 +131,10 @@ def _sqlite_health(store: durastate.Store, engine: Engine, h: Health, check: str
         h.facts["integrity"] = "not checked (durastate doctor checks it)"
         return
     statement = SQLITE_INTEGRITY_CHECK if check == "full" else SQLITE_QUICK_CHECK
-    result = [str(r[0]) for r in engine.all(engine.sql(statement))]
-    h.facts["integrity"] = "ok" if result == ["ok"] else result
+    # One row per problem, or one row holding several lines: count lines.
+    result = [line for r in engine.all(engine.sql(statement)) for line in str(r[0]).splitlines()]
+    shown = result[:10] + ([f"... and {len(result) - 10} more"] if len(result) > 10 else [])
+    h.facts["integrity"] = "ok" if result == ["ok"] else shown
     if result != ["ok"]:
         h.problems.append("integrity check failed: " + "; ".join(result[:5]))
 
@@ -172,20 +174,54 @@ def table_bytes(engine: Engine, table: str, *, scan: bool = True) -> int | None:
     return 0 if row is None or row[0] is None else int(row[0])
 
 
+# Bounded counting for pages: at most CAP rows are read per table.
+CAPPED_COUNT = "SELECT COUNT(*) FROM (SELECT 1 FROM {p}{table} LIMIT ?) AS capped"
+PG_ESTIMATE = "SELECT reltuples FROM pg_catalog.pg_class WHERE oid = to_regclass(?)"
+# SQLite counts from its b-tree pages quickly; PostgreSQL reads every row
+# (MVCC) and has its planner's estimate for the rest.
+COUNT_CAP = {"sqlite": 1_000_000, "postgresql": 10_000}
+
+
+def bounded_count(engine: Engine, table: str) -> tuple[int, bool]:
+    """``(rows, exact)``: exact up to the engine's ``COUNT_CAP``; beyond it
+    PostgreSQL's planner estimate (``reltuples``, when the table was
+    analyzed) or the cap itself (a lower bound)."""
+    cap = COUNT_CAP[engine.dialect.name]
+    row = engine.one(engine.sql(CAPPED_COUNT.replace("{table}", table)), (cap + 1,))
+    n = 0 if row is None else int(row[0])
+    if n <= cap:
+        return n, True
+    if engine.dialect.name == "postgresql":
+        estimate = engine.one(engine.sql(PG_ESTIMATE), (engine.prefix + table,))
+        if estimate is not None and estimate[0] is not None and float(estimate[0]) > cap:
+            return int(estimate[0]), False
+    return cap, False
+
+
 def table_stats(store: durastate.Store, *, scan: bool = True) -> list[dict[str, Any]]:
-    """Rows and bytes per facet table (``scan``: see ``table_bytes``)."""
+    """Rows and bytes per facet table.
+
+    ``scan=True`` (``durastate stats``): exact counts, and data lengths where
+    the engine cannot size a table otherwise. ``scan=False`` (the inspector's
+    overview): bounded work per table, counts exact up to ``COUNT_CAP``
+    (``"exact": False`` marks an estimate or a lower bound).
+    """
     engine = store.engine
-    return [
-        {"facet": facet_of(t), "table": t, "rows": count_rows(engine, t), "bytes": table_bytes(engine, t, scan=scan)}
-        for t in facet_tables()
-    ]
+    stats = []
+    for t in facet_tables():
+        rows, exact = (count_rows(engine, t), True) if scan else bounded_count(engine, t)
+        stats.append(
+            {"facet": facet_of(t), "table": t, "rows": rows, "exact": exact, "bytes": table_bytes(engine, t, scan=scan)}
+        )
+    return stats
 
 
 def facet_stats(tables: list[dict[str, Any]]) -> list[dict[str, Any]]:
     facets: dict[str, dict[str, Any]] = {}
     for t in tables:
-        f = facets.setdefault(t["facet"], {"facet": t["facet"], "rows": 0, "bytes": 0})
+        f = facets.setdefault(t["facet"], {"facet": t["facet"], "rows": 0, "exact": True, "bytes": 0})
         f["rows"] += t["rows"]
+        f["exact"] = f["exact"] and t["exact"]
         f["bytes"] = None if t["bytes"] is None or f["bytes"] is None else f["bytes"] + t["bytes"]
     return list(facets.values())
 
