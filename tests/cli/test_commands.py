@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import durastate
@@ -194,3 +197,25 @@ def test_usage_error_exits_2_and_missing_store_exits_1(tmp_path: Path, run: Run)
 
 def test_demo_refuses_a_url() -> None:
     assert run_cli("x.db", "demo").returncode == 2
+
+
+def test_plain_text_without_rich(filled: tuple[str, Sample], tmp_path: Path) -> None:
+    url, sample = filled
+    hide_rich = (
+        "import sys; sys.modules['rich'] = None; from durastate.cli import main; sys.argv[0] = 'durastate'; main()"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DURASTATE_")}
+    env["DURASTATE_URL"] = url
+
+    def plain(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-c", hide_rich, *args], capture_output=True, text=True, env=env, timeout=120, check=False
+        )
+
+    listed = plain("queue", "ls")
+    assert listed.returncode == 0, listed.stderr
+    header, *rows = listed.stdout.splitlines()
+    assert header.split() == ["QUEUE", "READY", "IN_FLIGHT", "DELAYED", "DEAD"]
+    assert [r.split()[0] for r in rows] == list(sample.queues)
+    exported = plain("export", str(tmp_path / "plain.jsonl"))
+    assert exported.returncode == 0 and "rows/s" in exported.stderr  # the summary line, without a bar
