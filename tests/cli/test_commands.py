@@ -219,3 +219,18 @@ def test_plain_text_without_rich(filled: tuple[str, Sample], tmp_path: Path) -> 
     assert [r.split()[0] for r in rows] == list(sample.queues)
     exported = plain("export", str(tmp_path / "plain.jsonl"))
     assert exported.returncode == 0 and "rows/s" in exported.stderr  # the summary line, without a bar
+
+
+def test_ui_without_the_extra_names_it(filled: tuple[str, Sample]) -> None:
+    url, _ = filled
+    hide = "import sys; sys.modules['starlette'] = None; from durastate.cli import main; main()"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DURASTATE_")}
+    done = subprocess.run(
+        [sys.executable, "-c", hide, "ui", "--url", url, "--port", "0"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 1 and "pip install 'durastate[ui]'" in done.stderr
