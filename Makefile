@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: demo test bench bench-postgres lint typecheck clean crash fuzz
+.PHONY: demo test bench bench-postgres bench-ui lint typecheck clean crash fuzz
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -61,3 +61,6 @@ crash: $(VENV)/.installed-test
 # Longer fuzz run (CI runs 25 examples per entry point inside `make test`).
 fuzz: $(VENV)/.installed-test
 	DURASTATE_FUZZ_EXAMPLES=$${EXAMPLES:-500} $(PY) -m pytest tests/fuzz -q
+
+bench-ui: $(VENV)/.installed-test
+	$(PY) bench/ui.py
