@@ -761,3 +761,6 @@ class ScopedKV:
 
     def delete_counter(self, ns: bytes, key: bytes) -> bool:
         return self._kv.delete_counter(self.scope_id, ns, key)
+
+    def namespaces(self, *, after: bytes | None = None, limit: int = 100) -> list[bytes]:
+        return self._kv.namespaces(self.scope_id, after=after, limit=limit)

@@ -195,8 +195,8 @@ def test_usage_error_exits_2_and_missing_store_exits_1(tmp_path: Path, run: Run)
     assert not (tmp_path / "nope.db").exists()
 
 
-def test_demo_refuses_a_url() -> None:
-    assert run_cli("x.db", "demo").returncode == 2
+def test_demo_refuses_an_explicit_url() -> None:
+    assert run_cli(None, "demo", "--url", "x.db").returncode == 2
 
 
 def test_plain_text_without_rich(filled: tuple[str, Sample], tmp_path: Path) -> None:

@@ -131,8 +131,12 @@ def test_demo_runs_through_the_cli(tmp_path: Path) -> None:
         capture_output=True,
         text=True,
         timeout=180,
-        env={k: v for k, v in os.environ.items() if not k.startswith("DURASTATE_")},
+        env={
+            **{k: v for k, v in os.environ.items() if not k.startswith("DURASTATE_")},
+            "DURASTATE_URL": "elsewhere.db",
+        },
         check=False,
     )
     assert done.returncode == 0, done.stdout + done.stderr
-    assert (tmp_path / ".durastate" / "state.db").exists()
+    assert "ignores DURASTATE_URL" in done.stderr
+    assert (tmp_path / ".durastate" / "state.db").exists() and not (tmp_path / "elsewhere.db").exists()

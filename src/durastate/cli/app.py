@@ -424,12 +424,23 @@ def bench(ops: int, url: str | None, prefix: str, as_json: bool) -> None:
 
 @cli.command()
 @url_option
-def demo(url: str | None, prefix: str) -> None:
-    """Run the crash-recovery demo (two workers, one killed with kill -9) on the store."""
+@click.pass_context
+def demo(ctx: click.Context, url: str | None, prefix: str) -> None:
+    """Run the crash-recovery demo (two workers, one killed with kill -9) on ./.durastate/state.db.
+
+    The demo always uses the default store (its worker processes open it by
+    that path): an explicit --url or --table-prefix is refused, and
+    DURASTATE_URL / DURASTATE_PREFIX from the environment are ignored.
+    """
     from durastate import demo as demo_module
 
-    if url is not None or prefix != "ds_":
+    explicit = [
+        name for name in ("url", "prefix") if ctx.get_parameter_source(name) is click.core.ParameterSource.COMMANDLINE
+    ]
+    if explicit:
         raise click.UsageError("the demo runs on ./.durastate/state.db (it takes no --url or --table-prefix)")
+    if url is not None:
+        click.echo("note: the demo ignores DURASTATE_URL and uses ./.durastate/state.db", err=True)
     sys.exit(demo_module.main())
 
 

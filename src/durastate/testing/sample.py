@@ -60,7 +60,7 @@ def fill(store: durastate.Store, *, bulk: int = 0) -> Sample:
 
     q = store.queues
     q.push("emails", [b"to:ann", b"to:bob", b"to:cy", b"to:dee"])
-    leased = q.claim("emails", lease=300)
+    leased = q.claim("emails", lease=1800)  # long enough for any slow test run; due before the delayed item
     assert leased is not None
     q.push("emails", [b"to:later"], delay=3600)
     q.push("fragile", [b'{"job": 7}'], max_attempts=1)

@@ -1550,6 +1550,9 @@ class TestKVListing:
         assert filled.kv.namespaces(b"many", after=b"b", limit=2) == [b"cnt", b"log"]
         assert filled.kv.namespaces(b"absent") == []
 
+    def test_scoped_view_lists_its_namespaces(self, filled: durastate.Store) -> None:
+        assert filled.kv.scope(b"many").namespaces(after=b"a") == filled.kv.namespaces(b"many", after=b"a")
+
     def test_cleared_scope_disappears(self, filled: durastate.Store) -> None:
         filled.kv.clear(b"many")
         assert b"many" not in filled.kv.scopes(limit=1000)
