@@ -70,6 +70,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Concatenate, ParamSpec, TypeVar, cast, overload
 
+from ._listing import merge_distinct
 from ._validate import as_bytes, as_name, fail
 from .documents import DEFAULT_LIST_LIMIT, DocumentInfo, DocumentPage, Documents, PrefixInfo
 from .errors import InvalidRequest
@@ -242,6 +243,11 @@ class ShardedKV(_ShardedFacet):
     incr = _kv_write(KV.incr)
     set_counter = _kv_write(KV.set_counter)
     delete_counter = _kv_write(KV.delete_counter)
+    namespaces = _kv_read(KV.namespaces)
+
+    def scopes(self, *, after: bytes | None = None, limit: int = 100) -> list[bytes]:
+        """As ``KV.scopes``, merged over every shard in bytes order (same paging)."""
+        return merge_distinct((s.kv.scopes(after=after, limit=limit) for s in self._router.stores), limit)
 
     def prune_expired(self, limit: int | None = None) -> int:
         """``KV.prune_expired`` on every shard in turn, ``limit`` in all; the total removed."""
@@ -281,6 +287,11 @@ class ShardedQueues(_ShardedFacet):
     clear = _queue_write(Queues.clear)
     redrive = _queue_write(Queues.redrive)
     delete_dead = _queue_write(Queues.delete_dead)
+    peek = _queue_read(Queues.peek)
+
+    def names(self, *, after: str | bytes | None = None, limit: int = 100) -> list[bytes]:
+        """As ``Queues.names``, merged over every shard in bytes order (same paging)."""
+        return merge_distinct((s.queues.names(after=after, limit=limit) for s in self._router.stores), limit)
 
 
 _doc_read = _routed("documents", write=False)
@@ -432,6 +443,11 @@ class ShardedPresence(_ShardedFacet):
 
     read = _presence_read(Presence.read)
     set = _presence_write(Presence.set)
+    peek = _presence_read(Presence.peek)
+
+    def namespaces(self, *, after: str | None = None, limit: int = 100) -> list[str]:
+        """As ``Presence.namespaces``, merged over every shard in code point order."""
+        return merge_distinct((s.presence.namespaces(after=after, limit=limit) for s in self._router.stores), limit)
 
 
 class ShardedStore:
