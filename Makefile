@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: demo test bench bench-postgres lint typecheck clean crash fuzz bench-langgraph bench-compat bench-aio
+.PHONY: demo test bench bench-postgres lint typecheck clean crash fuzz bench-langgraph bench-compat bench-aio bench-ui
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -78,3 +78,6 @@ bench-compat: $(VENV)/.installed-test
 # server is reachable) 200 coroutines over a PostgreSQL pool of 10.
 bench-aio: $(VENV)/.installed-test
 	$(PY) bench/aio.py
+
+bench-ui: $(VENV)/.installed-test
+	$(PY) bench/ui.py

@@ -368,3 +368,22 @@ def test_every_public_facet_method_is_routed(facet: str, routed: str, tmp_path: 
     public -= {"statements", "channel"}  # the compiled statement texts; a static channel-name helper
     missing = sorted(n for n in public if not hasattr(getattr(sharding, routed), n))
     assert missing == []
+
+
+def test_listings_merge_over_every_shard(
+    open_shards: Callable[[list[str]], ShardedStore], shard_urls: list[str]
+) -> None:
+    router = open_shards(shard_urls[:3])
+    scopes = [b"tenant-%02d" % i for i in range(12)]
+    for scope in scopes:
+        router.kv.put(scope, b"ns-" + scope[-2:], b"k", b"v")
+        router.queues.push(scope.decode(), [b"job"])
+        router.presence.set(scope.decode(), "alice", {"here": True}, at_ms=1, seen=1, ttl_ms=10**9)
+    assert len({router.shard_of(s) for s in scopes}) > 1  # the names really are spread out
+    assert router.kv.scopes() == scopes
+    assert router.kv.scopes(after=scopes[4], limit=3) == scopes[5:8]
+    assert router.kv.namespaces(scopes[3]) == [b"ns-03"]
+    assert router.queues.names(limit=5) == scopes[:5]
+    assert [i.payload for i in router.queues.peek("tenant-07")] == [b"job"]
+    assert router.presence.namespaces(after="tenant-09") == ["tenant-10", "tenant-11"]
+    assert [p.participant for p in router.presence.peek("tenant-02")] == ["alice"]

@@ -29,13 +29,18 @@ by key (or ordinal) continuation, so a huge namespace never sits in memory.
 A streamed read is not a snapshot: rows written behind the cursor while
 iterating are not seen, rows ahead of it may be. Each key is yielded at
 most once and in order.
+
+Listing (read-only, for inspectors): ``scopes()`` and ``namespaces(scope)``
+name what exists across values, logs and counters (``durastate._listing``).
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
+from ._listing import check_limit, distinct_params, distinct_sql, merge_distinct
 from ._paging import stream_pages
 from ._retention import BATCH, as_age_ms, as_keep, trim_oldest
 from ._validate import INT64_MAX, INT64_MIN, as_bytes, as_int64, as_limit, as_list, as_seconds, fail
@@ -727,6 +732,46 @@ class KV:
         """A view of this facet with ``scope`` bound (see ``ScopedKV``)."""
         return ScopedKV(self, as_bytes("scope", scope))
 
+    # -- listing (read-only, for inspectors and exports; see durastate._listing) --
+
+    def scopes(self, *, after: bytes | None = None, limit: int = 100) -> list[bytes]:
+        """The scopes that hold any value, log entry or counter, in bytes order.
+
+        At most ``limit`` (1..10000) scopes, all greater than ``after``; page
+        on by passing the last one back. Not a snapshot; a scope whose only
+        rows are expired values not yet pruned is still listed.
+        """
+        bound = None if after is None else as_bytes("after", after)
+        limit = check_limit(limit)
+        statements = self._list_scopes[bound is not None]
+        params = distinct_params((), bound, limit)
+        return merge_distinct(([bytes(r[0]) for r in self._engine.all(s, params)] for s in statements), limit)
+
+    def namespaces(self, scope: bytes, *, after: bytes | None = None, limit: int = 100) -> list[bytes]:
+        """The namespaces of ``scope`` (values, logs or counters), like ``scopes``."""
+        scope = as_bytes("scope", scope)
+        bound = None if after is None else as_bytes("after", after)
+        limit = check_limit(limit)
+        statements = self._list_namespaces[bound is not None]
+        params = distinct_params((scope,), bound, limit)
+        return merge_distinct(([bytes(r[0]) for r in self._engine.all(s, params)] for s in statements), limit)
+
+    @functools.cached_property
+    def _list_scopes(self) -> dict[bool, list[str]]:
+        return {a: [self._engine.sql(distinct_sql(t, "scope", after=a)) for t in LISTED_TABLES] for a in (False, True)}
+
+    @functools.cached_property
+    def _list_namespaces(self) -> dict[bool, list[str]]:
+        return {
+            a: [self._engine.sql(distinct_sql(t, "ns", ("scope",), after=a)) for t in LISTED_TABLES]
+            for a in (False, True)
+        }
+
+
+# The three tables of the kv address space, each with (scope, ns) leading an
+# index: listing walks each one and merges (distinct_sql statements).
+LISTED_TABLES = ("kv", "kv_log", "kv_counter")
+
 
 def _scan_params(scope: bytes, ns: bytes, start: bytes | None, end: bytes | None, now: int, want: int) -> list[Any]:
     params: list[Any] = [scope, ns]
@@ -817,3 +862,6 @@ class ScopedKV:
 
     def delete_counter(self, ns: bytes, key: bytes) -> bool:
         return self._kv.delete_counter(self.scope_id, ns, key)
+
+    def namespaces(self, *, after: bytes | None = None, limit: int = 100) -> list[bytes]:
+        return self._kv.namespaces(self.scope_id, after=after, limit=limit)

@@ -28,6 +28,9 @@ surrogates, at most ``MAX_NAME_SIZE`` UTF-8 bytes each); values are JSON
 (orjson, at most the store's ``max_value_size``). A deletion leaves no
 tombstone (as in the seed): an older write arriving after it recreates the
 field.
+
+Inspection (read-only): ``namespaces()`` lists namespaces; ``peek(ns)`` reads
+like ``read`` without its sweep, so it writes nothing.
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from ._json import dump_json
+from ._listing import check_limit, distinct_params, distinct_sql
 from ._retention import BATCH
 from ._validate import as_int64, as_limit, fail
 from .engines.base import READ, WRITE, Migration, Schema
@@ -186,3 +190,34 @@ class Presence:
             if n < want:
                 break
         return removed
+
+    # -- listing (read-only, for inspectors and exports; see durastate._listing) --
+
+    def namespaces(self, *, after: str | None = None, limit: int = 100) -> list[str]:
+        """Namespaces that hold fields, in code point order.
+
+        At most ``limit`` (1..10000), all greater than ``after``; page on by
+        passing the last one back. A namespace whose fields all expired but
+        were not swept yet is still listed (``read`` of it answers ``[]``).
+        """
+        bound = None if after is None else text("after", after)
+        limit = check_limit(limit)
+        statement = self._engine.sql(LIST_NAMESPACES[bound is not None])
+        return [str(r[0]) for r in self._engine.all(statement, distinct_params((), bound, limit))]
+
+    def peek(self, ns: str) -> list[PresenceEntry]:
+        """The live fields of the namespace, like ``read``, without its sweep.
+
+        Writes nothing (``read`` deletes the namespace's expired rows on the
+        way), so it runs inside a read-only transaction and suits read-only
+        inspectors; expired rows are filtered all the same.
+        """
+        ns = text("ns", ns)
+        engine = self._engine
+        return [
+            PresenceEntry(r[0], r[1], orjson.loads(r[2]), int(r[3]), int(r[4]), int(r[5]))
+            for r in engine.all(self._read, (ns, engine.now_ms()))
+        ]
+
+
+LIST_NAMESPACES = {a: distinct_sql("presence", "ns", after=a) for a in (False, True)}

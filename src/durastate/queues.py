@@ -32,16 +32,21 @@ same transaction as the writes it caused makes the effect exactly-once.
 ``wait=`` on ``claim``/``pop`` blocks up to that many seconds for an item:
 pushes from this process wake the waiter at once, pushes from other
 processes are seen by polling every ``POLL_INTERVAL`` seconds (no faster).
+
+Inspection (read-only): ``names()`` lists queues, ``peek(name)`` pages through
+a queue's items in delivery order with their state, claiming nothing.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ._listing import check_limit, distinct_params, distinct_sql, merge_distinct
 from ._retention import as_age_ms, trim_oldest
 from ._validate import INT64_MAX, as_int64, as_limit, as_list, as_name, as_seconds, fail
 from .engines.base import READ, WRITE, WRITE_ROWS, Announce, Migration, Schema
@@ -50,7 +55,7 @@ from .errors import Conflict
 if TYPE_CHECKING:
     from .engines.base import Engine
 
-__all__ = ["Claim", "DeadLetter", "QueueStats", "Queues", "SCHEMA", "DEFAULT_MAX_ATTEMPTS"]
+__all__ = ["QueueItem", "Claim", "DeadLetter", "QueueStats", "Queues", "SCHEMA", "DEFAULT_MAX_ATTEMPTS"]
 
 DEFAULT_MAX_ATTEMPTS = 5
 POLL_INTERVAL = 0.05
@@ -135,10 +140,10 @@ STATS = READ(
     " (SELECT COUNT(*) FROM {p}queue_dead WHERE queue = ?)"
     " FROM {p}queue WHERE queue = ?"
 )
-# Queues.peek: the items a claim would hand out now, in claim order, on the
+# Queues.peek_ready: the items a claim would hand out now, in claim order, on the
 # claim index. Exhausted items (a lapsed lease with no attempts left) are
 # left out: the next claim buries them instead of delivering them.
-PEEK = READ(
+PEEK_READY = READ(
     "SELECT payload FROM {p}queue WHERE queue = ? AND available_at <= ?"
     " AND (max_attempts IS NULL OR attempts < max_attempts) ORDER BY available_at, id LIMIT ?"
 )
@@ -482,7 +487,7 @@ class Queues:
         assert row is not None  # an aggregate always answers one row
         return QueueStats(ready=int(row[0]), in_flight=int(row[1]), delayed=int(row[2]), dead=int(row[3]))
 
-    def peek(self, name: str | bytes, *, limit: int | None = 100) -> list[bytes]:
+    def peek_ready(self, name: str | bytes, *, limit: int | None = 100) -> list[bytes]:
         """Payloads of the next ``limit`` items a claim or pop would take now, in that order.
 
         Non-destructive and not a reservation: another consumer may take
@@ -495,7 +500,7 @@ class Queues:
         engine = self._engine
         # A limit past int64 cannot be bound (and no queue is that long): the same as no limit.
         want = engine.no_limit if limit is None or limit > INT64_MAX else limit
-        return [row[0] for row in engine.all(engine.sql(PEEK), (queue, engine.now_ms(), want))]
+        return [row[0] for row in engine.all(engine.sql(PEEK_READY), (queue, engine.now_ms(), want))]
 
     def dead_letters(self, name: str | bytes, *, after: int = 0, limit: int | None = 100) -> list[DeadLetter]:
         """Dead letters of the queue with id > ``after``, oldest first."""
@@ -554,3 +559,109 @@ class Queues:
         wanted = [as_int64("ids[]", i) for i in as_list("ids", ids)]
         with engine.transaction():
             return sum(engine.execute(self._delete_dead_id, (queue, i)) for i in dict.fromkeys(wanted))
+
+    # -- listing (read-only, for inspectors and exports; see durastate._listing) --
+
+    def names(self, *, after: str | bytes | None = None, limit: int = 100) -> list[bytes]:
+        """Names of the queues that hold items or dead letters, in bytes order.
+
+        At most ``limit`` (1..10000) names, all greater than ``after``; page on
+        by passing the last one back. Not a snapshot.
+        """
+        bound = None if after is None else as_name("after", after)
+        limit = check_limit(limit)
+        params = distinct_params((), bound, limit)
+        statements = self._list_names[bound is not None]
+        return merge_distinct(([bytes(r[0]) for r in self._engine.all(s, params)] for s in statements), limit)
+
+    def peek(self, name: str | bytes, *, after: str | None = None, limit: int = 100) -> list[QueueItem]:
+        """Items of the queue (not the dead letters) in delivery order.
+
+        Delivery order is ``(available_at, id)``: ready items first (as
+        ``claim`` would take them), then leased and delayed ones by when they
+        become claimable. Page on by passing the last item's ``cursor`` as
+        ``after``. Reads only: nothing is claimed, leases and attempts are
+        untouched; ``state`` is judged on the store's clock now. Not a
+        snapshot: an item claimed between pages moves behind the cursor.
+        """
+        queue = _queue_name(name)
+        limit = check_limit(limit)
+        engine = self._engine
+        now = engine.now_ms()
+        if after is None:
+            rows = engine.all(self._peek_sql[False], (queue, limit))
+        else:
+            due, item_id = _peek_cursor(after)
+            rows = engine.all(self._peek_sql[True], (queue, due, item_id, limit))
+        return [
+            QueueItem(
+                id=int(r[0]),
+                payload=bytes(r[1]),
+                state="ready" if r[2] <= now else ("leased" if r[6] else "delayed"),
+                attempts=int(r[3]),
+                max_attempts=None if r[4] is None else int(r[4]),
+                last_error=r[5],
+                available_at=r[2] / 1000.0,
+                created_at=r[7] / 1000.0,
+                cursor=f"{int(r[2])}:{int(r[0])}",
+            )
+            for r in rows
+        ]
+
+    @functools.cached_property
+    def _list_names(self) -> dict[bool, list[str]]:
+        return {
+            a: [self._engine.sql(distinct_sql(t, "queue", after=a)) for t in ("queue", "queue_dead")]
+            for a in (False, True)
+        }
+
+    @functools.cached_property
+    def _peek_sql(self) -> dict[bool, str]:
+        return {after: self._engine.sql(PEEK[after]) for after in (False, True)}
+
+
+def _peek_cursor(after: Any) -> tuple[int, int]:
+    """``"available_at_ms:id"`` (``QueueItem.cursor``) as its two integers."""
+    if not isinstance(after, str):
+        fail(f"after must be a cursor string from QueueItem.cursor, got {type(after).__name__}")
+    due, sep, item = after.partition(":")
+    try:
+        if not sep:
+            raise ValueError
+        return as_int64("after", int(due)), as_int64("after", int(item))
+    except ValueError:
+        fail(f'after must be a cursor from QueueItem.cursor ("<ms>:<id>"), got {after!r}')
+
+
+# One page of a queue's items in delivery order, on the (queue, available_at,
+# id) index the claims use; "is leased" is computed in SQL so the lease token
+# itself never leaves the database.
+_PEEK_COLUMNS = (
+    "SELECT id, payload, available_at, attempts, max_attempts, last_error,"
+    " CASE WHEN lease IS NULL THEN 0 ELSE 1 END, created_at FROM {p}queue WHERE queue = ?"
+)
+PEEK = {
+    False: READ(_PEEK_COLUMNS + " ORDER BY available_at, id LIMIT ?"),
+    True: READ(_PEEK_COLUMNS + " AND (available_at, id) > (?, ?) ORDER BY available_at, id LIMIT ?"),
+}
+
+
+@dataclass(frozen=True)
+class QueueItem:
+    """An item as ``Queues.peek`` sees it (times: seconds since the epoch).
+
+    ``state``: ``"ready"`` (claimable now), ``"leased"`` (claimed; the lease
+    runs until ``available_at``, when it is claimable again unless acked or
+    renewed) or ``"delayed"`` (pushed or nacked with a delay, due at
+    ``available_at``).
+    """
+
+    id: int
+    payload: bytes
+    state: str
+    attempts: int
+    max_attempts: int | None
+    last_error: str | None
+    available_at: float
+    created_at: float
+    cursor: str  # pass as ``peek(after=)`` to continue after this item

@@ -1151,3 +1151,20 @@ class Records:
             params += [point, point]
         rows = self._engine.all(self._document_scan[(has_kind, point is None)], (*params, limit + 1))
         return _page(rows, limit, "ascending")
+
+    # -- listing (read-only, for inspectors) -------------------------------------
+
+    def document_revisions(self, id: int) -> list[dict[str, Any]]:
+        """The stored revisions of document ``id``, oldest first.
+
+        Each is ``{"seq", "kind", "version", "depth"}``: the commit sequence
+        that wrote it, ``"base"`` or ``"delta"``, the content version and the
+        deltas since its base. ``document(id, at=seq)`` reads the value as of
+        one of them. ``[]`` for an unknown document.
+        """
+        id = _id("id", id)
+        rows = self._engine.all(self._engine.sql(LIST_REVISIONS), (id,))
+        return [{"seq": int(r[0]), "kind": r[1], "version": int(r[2]), "depth": int(r[3])} for r in rows]
+
+
+LIST_REVISIONS = "SELECT seq, kind, version, depth FROM {p}rec_revision WHERE document_id = ? ORDER BY seq"

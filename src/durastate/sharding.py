@@ -70,6 +70,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Concatenate, ParamSpec, TypeVar, cast, overload
 
+from ._listing import merge_distinct
 from ._validate import as_bytes, as_name, fail
 from .documents import DEFAULT_LIST_LIMIT, DocumentInfo, DocumentPage, Documents, PrefixInfo
 from .errors import InvalidRequest
@@ -244,6 +245,11 @@ class ShardedKV(_ShardedFacet):
     incr = _kv_write(KV.incr)
     set_counter = _kv_write(KV.set_counter)
     delete_counter = _kv_write(KV.delete_counter)
+    namespaces = _kv_read(KV.namespaces)
+
+    def scopes(self, *, after: bytes | None = None, limit: int = 100) -> list[bytes]:
+        """As ``KV.scopes``, merged over every shard in bytes order (same paging)."""
+        return merge_distinct((s.kv.scopes(after=after, limit=limit) for s in self._router.stores), limit)
 
     trim_log = _kv_write(KV.trim_log)
 
@@ -284,6 +290,11 @@ class ShardedQueues(_ShardedFacet):
     clear = _queue_write(Queues.clear)
     redrive = _queue_write(Queues.redrive)
     delete_dead = _queue_write(Queues.delete_dead)
+    peek_ready = _queue_read(Queues.peek_ready)
+
+    def names(self, *, after: str | bytes | None = None, limit: int = 100) -> list[bytes]:
+        """As ``Queues.names``, merged over every shard in bytes order (same paging)."""
+        return merge_distinct((s.queues.names(after=after, limit=limit) for s in self._router.stores), limit)
 
     def expire_dead(self, older_than: float, *, limit: int | None = None) -> int:
         """``Queues.expire_dead`` on every shard in turn, ``limit`` in all."""
@@ -456,6 +467,12 @@ class ShardedPresence(_ShardedFacet):
     def sweep_expired(self, *, limit: int | None = None) -> int:
         """``Presence.sweep_expired`` on every shard in turn, ``limit`` in all."""
         return self._router._on_every_shard(lambda store, left: store.presence.sweep_expired(limit=left), limit)
+
+    peek = _presence_read(Presence.peek)
+
+    def namespaces(self, *, after: str | None = None, limit: int = 100) -> list[str]:
+        """As ``Presence.namespaces``, merged over every shard in code point order."""
+        return merge_distinct((s.presence.namespaces(after=after, limit=limit) for s in self._router.stores), limit)
 
 
 class ShardedStore:

@@ -268,7 +268,7 @@ class DurastateStorage(BaseStorage):  # type: ignore[misc]
         for queue in self._queues():
             if limit is not None and len(items) >= limit:
                 break
-            items.extend(self.store.queues.peek(queue, limit=None if limit is None else limit - len(items)))
+            items.extend(self.store.queues.peek_ready(queue, limit=None if limit is None else limit - len(items)))
         return items
 
     def flush_queue(self) -> None:

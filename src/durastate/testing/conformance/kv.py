@@ -34,6 +34,7 @@ from durastate.testing.clock import FakeClock
 from .plans import assert_index_search, plan_of
 
 __all__ = [
+    "TestKVListing",
     "TestKVBadInput",
     "TestKVClear",
     "TestKVCounters",
@@ -1494,3 +1495,65 @@ class TestKVIndexUse:
         for statement, name in zip(statements, ("kv", "kv_log", "kv_counter"), strict=True):
             plan = plan_of(filled, statement, (b"s",))
             assert_index_search(plan, self.table(filled, name), using=("scope",))
+
+
+class TestKVListing:
+    """``kv.scopes()`` / ``kv.namespaces(scope)``: every family counts, bytes order, paging."""
+
+    @pytest.fixture
+    def filled(self, store: durastate.Store) -> durastate.Store:
+        kv = store.kv
+        for key in ODD_KEYS:  # scopes that sort unsigned, including b""
+            kv.put(key, b"ns", b"k", b"v")
+        kv.append(b"log-only", b"events", b"k", b"v")
+        kv.incr(b"counter-only", b"stats", b"k")
+        for ns in (b"b", b"a", b"\xff", b""):
+            kv.put(b"many", ns, b"k", b"v")
+        kv.append(b"many", b"log", b"k", b"v")
+        kv.incr(b"many", b"cnt", b"k")
+        return store
+
+    def expected_scopes(self) -> list[bytes]:
+        return sorted({*ODD_KEYS, b"log-only", b"counter-only", b"many"})
+
+    def test_scopes_lists_values_logs_and_counters_in_bytes_order(self, filled: durastate.Store) -> None:
+        assert filled.kv.scopes(limit=1000) == self.expected_scopes()
+
+    def test_scopes_pages_by_after(self, filled: durastate.Store) -> None:
+        seen: list[bytes] = []
+        after = None
+        while True:
+            page = filled.kv.scopes(after=after, limit=3)
+            assert len(page) <= 3
+            if not page:
+                break
+            seen += page
+            after = page[-1]
+        assert seen == self.expected_scopes()
+
+    def test_namespaces_of_one_scope(self, filled: durastate.Store) -> None:
+        assert filled.kv.namespaces(b"many") == sorted([b"", b"a", b"b", b"\xff", b"log", b"cnt"])
+        assert filled.kv.namespaces(b"many", after=b"b", limit=2) == [b"cnt", b"log"]
+        assert filled.kv.namespaces(b"absent") == []
+
+    def test_scoped_view_lists_its_namespaces(self, filled: durastate.Store) -> None:
+        assert filled.kv.scope(b"many").namespaces(after=b"a") == filled.kv.namespaces(b"many", after=b"a")
+
+    def test_cleared_scope_disappears(self, filled: durastate.Store) -> None:
+        filled.kv.clear(b"many")
+        assert b"many" not in filled.kv.scopes(limit=1000)
+        assert filled.kv.namespaces(b"many") == []
+
+    def test_empty_store_lists_nothing(self, store: durastate.Store) -> None:
+        assert store.kv.scopes() == []
+
+    @pytest.mark.parametrize("limit", [0, -1, 10_001, True, "5", None])
+    def test_bad_limit_is_refused(self, store: durastate.Store, limit: Any) -> None:
+        with pytest.raises(InvalidRequest, match="limit"):
+            store.kv.scopes(limit=limit)
+
+    def test_bad_names_are_refused(self, store: durastate.Store) -> None:
+        with pytest.raises(InvalidRequest, match="after"):
+            store.kv.scopes(after="text")  # type: ignore[arg-type]
+        with pytest.raises(InvalidRequest, match="scope"):
+            store.kv.namespaces("text")  # type: ignore[arg-type]

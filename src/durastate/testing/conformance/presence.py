@@ -23,6 +23,8 @@ from .queues import FAILURE_DEADLINE
 
 __all__ = ["TestPresenceIndexUse", "TestPresence", "TestPresenceReadsNeverWait"]
 
+__all__ = ["TestPresenceListing", "TestPresence"]
+
 NS = "room/1"
 
 
@@ -176,3 +178,40 @@ class TestPresenceIndexUse:
         assert_index_search(plan_of(store, presence.READ_LIVE, (NS, 0)), table, using=("ns",), sorts=True)
         assert_index_search(plan_of(store, presence.SWEEP_DUE, (NS, 0)), table, using=("ns", "expires_at"))
         assert_index_search(plan_of(store, presence.SWEEP, (NS, 0)), table, using=("ns", "expires_at"))
+
+
+class TestPresenceListing:
+    """``presence.namespaces()``: code point order, paging, validation."""
+
+    def test_namespaces_in_code_point_order_and_paged(self, store: durastate.Store) -> None:
+        names = ["room/2", "room/1", "Zed", "é-room", "room/10"]
+        for ns in names:
+            store.presence.set(ns, "alice", {"here": True}, at_ms=1, seen=1, ttl_ms=60_000)
+        assert store.presence.namespaces() == sorted(names)
+        assert store.presence.namespaces(after="room/1", limit=2) == ["room/10", "room/2"]
+
+    def test_deleted_fields_leave_no_namespace(self, store: durastate.Store) -> None:
+        store.presence.set("room", "alice", {"here": True}, at_ms=1, seen=1, ttl_ms=60_000)
+        store.presence.set("room", "alice", {"here": None}, at_ms=2, seen=2, ttl_ms=60_000)
+        assert store.presence.namespaces() == []
+
+    def test_peek_reads_live_fields_and_sweeps_nothing(self, store: durastate.Store, clock: FakeClock) -> None:
+        store.presence.set("room", "alice", {"short": 1}, at_ms=1, seen=1, ttl_ms=1_000)
+        store.presence.set("room", "bob", {"long": 2}, at_ms=1, seen=1, ttl_ms=60_000)
+        store.presence.set("gone", "cy", {"short": 3}, at_ms=1, seen=1, ttl_ms=1_000)
+        clock.advance(2)
+        assert [(p.participant, p.field) for p in store.presence.peek("room")] == [("bob", "long")]
+        assert store.presence.peek("gone") == []
+        assert store.presence.namespaces() == ["gone", "room"]  # peek left the expired rows stored
+        assert store.presence.read("gone") == []  # read sweeps them ...
+        assert store.presence.namespaces() == ["room"]  # ... and the namespace is gone
+        with store.engine.read_transaction():  # no write: fine in a read-only transaction
+            assert len(store.presence.peek("room")) == 1
+
+    def test_bad_arguments_are_refused(self, store: durastate.Store) -> None:
+        with pytest.raises(durastate.InvalidRequest):
+            store.presence.peek(3)  # type: ignore[arg-type]
+        with pytest.raises(durastate.InvalidRequest):
+            store.presence.namespaces(limit=0)
+        with pytest.raises(durastate.InvalidRequest):
+            store.presence.namespaces(after=b"x")  # type: ignore[arg-type]

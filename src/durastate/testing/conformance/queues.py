@@ -31,6 +31,7 @@ from .kv import expect_invalid
 from .plans import assert_index_search, plan_of
 
 __all__ = [
+    "TestQueueListing",
     "TestClaimAckNackRenew",
     "TestDeadLetters",
     "TestLeaseExpiry",
@@ -1027,3 +1028,63 @@ class TestQueueModel:
         names = (b"model-%d" % i for i in itertools.count())
         factory: Any = lambda: QueueMachine(store, clock, next(names))  # noqa: E731
         run_state_machine_as_test(factory, settings=settings(max_examples=50, stateful_step_count=30, deadline=None))
+
+
+class TestQueueListing:
+    """``queues.names()`` and ``queues.peek(name)``: read-only views of every queue."""
+
+    def test_names_cover_items_and_dead_letters(self, store: durastate.Store) -> None:
+        q = store.queues
+        q.push("b-ready", [b"x"])
+        q.push("a-dead", [b"y"], max_attempts=1)
+        claim = q.claim("a-dead", lease=10)
+        assert claim is not None
+        claim.nack(error="boom")  # last attempt: dead-lettered, the queue itself is empty
+        q.push(b"\xff-bytes", [b"z"])
+        assert q.stats("a-dead").dead == 1
+        assert q.names() == sorted([b"a-dead", b"b-ready", b"\xff-bytes"])
+        assert q.names(after=b"a-dead", limit=1) == [b"b-ready"]
+        assert q.names(after="b-ready") == [b"\xff-bytes"]
+
+    def test_peek_reports_each_state_in_delivery_order_without_claiming(
+        self, store: durastate.Store, clock: FakeClock
+    ) -> None:
+        q = store.queues
+        q.push("jobs", [b"one", b"two"])
+        q.push("jobs", [b"later"], delay=60)
+        claim = q.claim("jobs", lease=30)
+        assert claim is not None and claim.payload == b"one"
+        items = q.peek("jobs")
+        # Ready first (as claim takes them), then by when each becomes claimable: the lease ends before the delay.
+        assert [(i.payload, i.state, i.attempts) for i in items] == [
+            (b"two", "ready", 0),
+            (b"one", "leased", 1),
+            (b"later", "delayed", 0),
+        ]
+        assert items[1].available_at == pytest.approx(claim.lease_expires_at)
+        assert q.stats("jobs").ready == 1  # peeking claimed nothing
+        clock.advance(31)  # the lease ran out: claimable again
+        assert q.peek("jobs")[1].state == "ready"
+
+    def test_peek_pages_by_cursor_and_keeps_last_error(self, store: durastate.Store, clock: FakeClock) -> None:
+        q = store.queues
+        q.push("jobs", [b"%d" % i for i in range(5)])  # same push time: delivery order is id order
+        first = q.claim("jobs", lease=10)
+        assert first is not None
+        first.nack(error="smtp down", delay=100)  # now due last
+        page = q.peek("jobs", limit=2)
+        assert [i.payload for i in page] == [b"1", b"2"]
+        rest = q.peek("jobs", after=page[-1].cursor)
+        assert [i.payload for i in rest] == [b"3", b"4", b"0"]
+        assert rest[-1].last_error == "smtp down" and rest[-1].max_attempts == 5 and rest[-1].state == "delayed"
+        assert q.peek("jobs", after=rest[-1].cursor) == []
+        assert q.peek("nothing") == []
+
+    def test_bad_arguments_are_refused(self, store: durastate.Store) -> None:
+        with pytest.raises(InvalidRequest):
+            store.queues.names(limit=0)
+        with pytest.raises(InvalidRequest):
+            store.queues.peek("", limit=5)
+        for cursor in ("1", "a:b", 7, "1:2:3"):
+            with pytest.raises(InvalidRequest, match="after"):
+                store.queues.peek("jobs", after=cursor)  # type: ignore[arg-type]

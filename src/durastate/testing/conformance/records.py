@@ -32,6 +32,7 @@ from .plans import assert_index_search, plan_of
 
 __all__ = [
     "TestRecordsIndexUse",
+    "TestRecordsRevisions",
     "TestRecordsAcrossProcesses",
     "rec_seeded",
     "TestRecordsBadInput",
@@ -1253,3 +1254,30 @@ class TestRecordsIndexUse:
     def test_id_lookups(self, filled: durastate.Store) -> None:
         self.check(filled, records.GET_TASK, (1,), "rec_task", "id")
         self.check(filled, records.GET_SUBMISSION, (1,), "rec_submission", "id")
+
+
+class TestRecordsRevisions:
+    """``records.document_revisions(id)``: every stored revision, oldest first."""
+
+    def test_revisions_follow_commits(self, store: durastate.Store) -> None:
+        rec = store.records
+        conv, doc = rec.mint_id(), rec.mint_id()
+        rec.commit([conversation(conv)])
+        # A conversation-scoped document keeps its history (session-scoped ones keep only the latest).
+        first = rec.commit([create(doc_record(doc, scope=conv_scope(conv)), base({"n": 0}))])
+        second = rec.commit([change(doc, delta([["s", ["n"], 1]]))])
+        third = rec.commit([change(doc, base({"n": 5}, version=2))])
+        revisions = rec.document_revisions(doc)
+        assert [(r["seq"], r["kind"], r["version"]) for r in revisions] == [
+            (first, "base", 1),
+            (second, "delta", 1),
+            (third, "base", 2),
+        ]
+        assert revisions[1]["depth"] == revisions[0]["depth"] + 1
+        assert revisions[2]["depth"] == 0
+        assert rec.document(doc, at=first)["value"] == {"n": 0}  # type: ignore[index]
+        assert rec.document_revisions(rec.mint_id()) == []
+
+    def test_bad_id_is_refused(self, store: durastate.Store) -> None:
+        with pytest.raises(InvalidRequest):
+            store.records.document_revisions("1")  # type: ignore[arg-type]

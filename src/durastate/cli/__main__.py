@@ -1,0 +1,3 @@
+from durastate.cli import main
+
+main()

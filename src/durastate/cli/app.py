@@ -1,0 +1,466 @@
+"""The ``durastate`` command group and its operational commands.
+
+Browsing commands are in ``durastate.cli.browse``; shared options, output
+and progress in ``durastate.cli._common`` (which documents ``--url``,
+``--json``, the bytes syntax and the exit codes).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import gzip
+import os
+import sqlite3
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+import click
+
+import durastate
+
+from . import browse, dump
+from ._common import (
+    Progress,
+    data_command,
+    emit,
+    errors_as_exit_1,
+    human_bytes,
+    is_postgres,
+    json_option,
+    open_store,
+    print_json,
+    print_table,
+    sqlite_file,
+    store_from,
+    temporary_sibling,
+    url_option,
+)
+from .inspect import facet_stats, health, table_stats, top_groups
+
+EPILOG = (
+    "Every command takes --url (or DURASTATE_URL) and, where it prints data, --json. "
+    "Exit codes: 0 ok, 1 error, 2 usage error. Bytes arguments are UTF-8 text or hex:<digits>. "
+    "Reference: docs/cli.md."
+)
+
+
+@click.group(epilog=EPILOG, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
+@click.version_option(durastate.__version__, prog_name="durastate")
+def cli() -> None:
+    """Inspect, back up, move and maintain a durastate store."""
+
+
+def main() -> None:
+    """Console-script entry point (``durastate``)."""
+    cli(prog_name="durastate")
+
+
+for group in (browse.kv, browse.queue, browse.events, browse.docs, browse.records, browse.presence):
+    cli.add_command(group)
+
+
+# -- info / doctor / stats ------------------------------------------------------
+
+
+def _print_health(h: Any, as_json: bool) -> None:
+    if as_json:
+        print_json({**h.facts, "warnings": h.warnings, "problems": h.problems})
+        return
+    width = max(len(k) for k in h.facts)
+    for key, value in h.facts.items():
+        if key.endswith("_bytes") and isinstance(value, int):
+            value = f"{value:,} ({human_bytes(value)})"
+        elif isinstance(value, dict):
+            value = ", ".join(f"{k} {v}" for k, v in value.items())
+        click.echo(f"{key.ljust(width)}  {value}")
+    for w in h.warnings:
+        click.echo(f"warning: {w}")
+    for p in h.problems:
+        click.echo(f"PROBLEM: {p}")
+
+
+@cli.command()
+@data_command
+def info(url: str | None, prefix: str, as_json: bool) -> None:
+    """Engine, URL (password hidden), sizes, pragmas, schema versions, a quick integrity check, warnings."""
+    with store_from(url, prefix) as store:
+        _print_health(health(store), as_json)
+
+
+@cli.command()
+@data_command
+def doctor(url: str | None, prefix: str, as_json: bool) -> None:
+    """Like info with the full integrity check; exit 1 when a problem is found."""
+    with store_from(url, prefix) as store:
+        h = health(store, check="full")
+    _print_health(h, as_json)
+    if h.problems:
+        sys.exit(1)
+
+
+@cli.command()
+@click.option("--top", type=click.IntRange(1, 1000), default=10, show_default=True, help="Groups shown per facet.")
+@data_command
+def stats(top: int, url: str | None, prefix: str, as_json: bool) -> None:
+    """Rows and bytes per facet and table, and the largest scopes, queues, sessions and prefixes."""
+    with store_from(url, prefix) as store:
+        tables = table_stats(store)
+        groups = top_groups(store, top)
+    facets = facet_stats(tables)
+    if as_json:
+        print_json({"facets": facets, "tables": tables, "top": groups})
+        return
+    print_table(facets, ["facet", "rows", "bytes"], title="facets")
+    print_table(tables, ["facet", "table", "rows", "bytes"], title="tables")
+    for label, rows in groups.items():
+        if rows:
+            print_table(rows, ["name", "rows", "bytes"], title=label)
+
+
+# -- export / import / backup ---------------------------------------------------
+
+
+@contextlib.contextmanager
+def _atomic_output(dest: str) -> Iterator[IO[bytes]]:
+    """Write to a temporary sibling of ``dest``, renamed over it only on success.
+
+    ``-`` is stdout. A ``.gz`` name is gzip-compressed. On any exception
+    (Ctrl-C included) the temporary file is removed and ``dest`` untouched.
+    """
+    if dest == "-":
+        yield sys.stdout.buffer
+        sys.stdout.buffer.flush()
+        return
+    target = Path(dest)
+    tmp = temporary_sibling(target)
+    try:
+        with open(tmp, "xb") as raw:
+            out: IO[bytes] = gzip.GzipFile(fileobj=raw, mode="wb") if target.suffix == ".gz" else raw  # type: ignore[assignment]
+            yield out
+            if out is not raw:
+                out.close()
+            raw.flush()
+            os.fsync(raw.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()
+        raise
+
+
+def _export_to(store: durastate.Store, dest: str, quiet: bool) -> dict[str, int]:
+    progress = Progress("export", dump.total_rows(store), enabled=None if not quiet else False)
+    with progress, _atomic_output(dest) as out:
+        counts = dump.export_store(store, out, progress.advance)
+    if not quiet:
+        click.echo(progress.summary(), err=True)
+    return counts
+
+
+QUIET = click.option("--quiet", "-q", is_flag=True, help="No progress and no summary on stderr.")
+
+
+@cli.command("export")
+@click.argument("dest")
+@QUIET
+@data_command
+def export_cmd(dest: str, quiet: bool, url: str | None, prefix: str, as_json: bool) -> None:
+    """Write every facet's data to DEST as versioned JSON lines (.gz compresses; - is stdout).
+
+    One consistent snapshot, streamed; DEST appears only when complete (a
+    temporary name is renamed at the end, so Ctrl-C leaves nothing).
+    """
+    with store_from(url, prefix) as store:
+        counts = _export_to(store, dest, quiet)
+    if as_json:
+        print_json({"dest": dest, "tables": counts, "rows": sum(counts.values())})
+    elif dest != "-":
+        click.echo(f"exported {sum(counts.values()):,} rows to {dest}")
+
+
+@cli.command("import")
+@click.argument("source")
+@QUIET
+@data_command
+def import_cmd(source: str, quiet: bool, url: str | None, prefix: str, as_json: bool) -> None:
+    """Load an export (SOURCE; .gz ok; - is stdin) into an EMPTY store of either engine.
+
+    One transaction: it lands whole or not at all (Ctrl-C or an error
+    leaves the store empty). A SQLite store is created if it does not exist,
+    and removed again when the import fails.
+    """
+    target = sqlite_file(url)
+    created = target is not None and not target.exists()
+    try:
+        counts, store_url = _import(source, quiet, url, prefix)
+    except BaseException:
+        if created and target is not None:
+            for leftover in (target, target.with_name(target.name + "-wal"), target.with_name(target.name + "-shm")):
+                with contextlib.suppress(FileNotFoundError):
+                    leftover.unlink()
+        raise
+    if as_json:
+        print_json({"source": source, "tables": counts, "rows": sum(counts.values())})
+    else:
+        click.echo(f"imported {sum(counts.values()):,} rows into {store_url}")
+
+
+def _import(source: str, quiet: bool, url: str | None, prefix: str) -> tuple[dict[str, int], str]:
+    with contextlib.ExitStack() as stack:
+        if source == "-":
+            stream: IO[bytes] = sys.stdin.buffer
+        else:
+            path = Path(source)
+            if not path.exists():
+                raise click.ClickException(f"no such file: {source}")
+            opener: Any = gzip.open if path.suffix == ".gz" else open
+            stream = stack.enter_context(opener(path, "rb"))
+        store = stack.enter_context(store_from(url, prefix, create=True))
+        progress = stack.enter_context(Progress("import", None, enabled=None if not quiet else False))
+        counts = dump.import_store(store, stream, progress.advance)
+    if not quiet:
+        click.echo(progress.summary(), err=True)
+    return counts, store.url
+
+
+class _TooManyRestarts(Exception):
+    pass
+
+
+@dataclass(frozen=True)
+class BackupResult:
+    pages: int  # pages of the source when the backup started
+    restarts: int  # how often other connections' writes restarted the stepwise copy
+    one_step: bool  # whether it finished with a single-step copy after too many restarts
+
+
+def sqlite_backup(source: Path, dest: Path, quiet: bool) -> BackupResult:
+    """Copy a live SQLite file with the online backup API.
+
+    Copies ``BACKUP_STEP`` pages a step so progress can be shown; writes by
+    other connections restart a stepwise backup, so after a few restarts it
+    finishes in one step (a single read snapshot; WAL writers go on).
+    """
+    tmp = temporary_sibling(dest)
+    # A plain (read-write) connection: a read-only one cannot open a WAL file
+    # whose -shm is missing; the backup only ever reads from it.
+    src = sqlite3.connect(source.resolve().as_uri(), uri=True)
+    try:
+        total = int(src.execute("PRAGMA page_count").fetchone()[0])
+        page_size = int(src.execute("PRAGMA page_size").fetchone()[0])
+        progress = Progress("backup", total, enabled=None if not quiet else False)
+        state = {"remaining": total + 1, "restarts": 0}
+
+        def step(status: int, remaining: int, pages: int) -> None:
+            if remaining > state["remaining"]:
+                state["restarts"] += 1
+                if state["restarts"] > BACKUP_RESTARTS:
+                    raise _TooManyRestarts
+            done = pages - remaining  # after a restart this drops back, and so does the bar
+            progress.advance(done - progress.rows, max(0, done - progress.rows) * page_size)
+            state["remaining"] = remaining
+
+        try:
+            with progress:
+                dst = sqlite3.connect(tmp)
+                try:
+                    one_step = False
+                    try:
+                        src.backup(dst, pages=BACKUP_STEP, progress=step)
+                    except _TooManyRestarts:
+                        one_step = True
+                        src.backup(dst, pages=-1)
+                    check = dst.execute("PRAGMA quick_check").fetchone()[0]
+                    if check != "ok":
+                        raise click.ClickException(f"the copy failed its integrity check: {check}")
+                    dst.execute("PRAGMA journal_mode=WAL")
+                finally:
+                    dst.close()
+            os.chmod(tmp, 0o600)
+            os.replace(tmp, dest)
+        except BaseException:
+            for leftover in (tmp, tmp.with_name(tmp.name + "-wal"), tmp.with_name(tmp.name + "-shm")):
+                with contextlib.suppress(FileNotFoundError):
+                    leftover.unlink()
+            raise
+        if not quiet:
+            click.echo(progress.summary(), err=True)
+        return BackupResult(total, state["restarts"], one_step)
+    finally:
+        src.close()
+
+
+BACKUP_STEP = 1024
+BACKUP_RESTARTS = 3
+
+
+@cli.command()
+@click.argument("dest")
+@QUIET
+@data_command
+def backup(dest: str, quiet: bool, url: str | None, prefix: str, as_json: bool) -> None:
+    """Copy the store to DEST while writers keep running.
+
+    SQLite: the online backup API into a new database file (DEST opens as a
+    store). PostgreSQL: a portable export to DEST (import it with `durastate
+    import`); for a physical backup of the server use pg_dump -n SCHEMA.
+    DEST appears only when complete.
+    """
+    if Path(dest).exists():
+        raise click.ClickException(f"{dest} exists; pick a new name")
+    path = sqlite_file(url)
+    if path is None or is_postgres(url):
+        with store_from(url, prefix) as store:
+            if store.engine.dialect.name != "postgresql":
+                raise click.ClickException("an in-memory store cannot be backed up")
+            counts = _export_to(store, dest, quiet)
+        click.echo("PostgreSQL: wrote a portable export; for a physical backup use pg_dump", err=True)
+        result: dict[str, Any] = {"dest": dest, "kind": "export", "rows": sum(counts.values())}
+    else:
+        if not path.exists():
+            raise click.ClickException(f"no store at {path}")
+        try:
+            copied = sqlite_backup(path, Path(dest), quiet)
+        except sqlite3.Error as exc:
+            raise click.ClickException(f"backup of {path} to {dest} failed: {exc}") from None
+        result = {"dest": dest, "kind": "sqlite", **dataclasses.asdict(copied)}
+    if as_json:
+        print_json(result)
+    else:
+        click.echo(f"backed up to {dest}")
+
+
+# -- maintain -----------------------------------------------------------------
+
+
+@cli.command()
+@click.option("--batch", type=click.IntRange(1, 100_000), default=1000, show_default=True, help="Rows per commit.")
+@click.option(
+    "--max-rows", type=click.IntRange(0), default=None, help="Stop after deleting this many rows (resume later)."
+)
+@click.option(
+    "--events-older-than",
+    type=click.FloatRange(0),
+    default=None,
+    metavar="SECONDS",
+    help="Prune processed events covered by every snapshot of their session and older than this.",
+)
+@click.option(
+    "--dead-older-than",
+    type=click.FloatRange(0),
+    default=None,
+    metavar="SECONDS",
+    help="Drop queue dead letters that died longer ago than this.",
+)
+@click.option("--vacuum", is_flag=True, help="Also VACUUM (SQLite: rewrites the file; PostgreSQL: VACUUM ANALYZE).")
+@QUIET
+@data_command
+def maintain(
+    batch: int,
+    max_rows: int | None,
+    events_older_than: float | None,
+    dead_older_than: float | None,
+    vacuum: bool,
+    quiet: bool,
+    url: str | None,
+    prefix: str,
+    as_json: bool,
+) -> None:
+    """Retention and housekeeping, in bounded commits (Ctrl-C keeps what is done; rerun resumes).
+
+    Always: expired kv values, expired presence fields, and on SQLite a WAL
+    checkpoint (TRUNCATE). Opt-in: event pruning, dead-letter retention,
+    VACUUM. PostgreSQL's attempt table is pruned by the engine itself as it
+    writes (rows older than an hour); `info` reports its size.
+    """
+    from .maintenance import run_maintenance
+
+    with store_from(url, prefix) as store:
+        progress = Progress("maintain", None, enabled=None if not quiet else False)
+        with progress:
+            report = run_maintenance(
+                store,
+                batch=batch,
+                max_rows=max_rows,
+                events_older_than=events_older_than,
+                dead_older_than=dead_older_than,
+                vacuum=vacuum,
+                tick=progress.advance,
+                url=url,
+            )
+    if as_json:
+        print_json(report)
+    else:
+        for key, value in report.items():
+            click.echo(f"{key}: {value}")
+
+
+# -- bench / demo / ui ------------------------------------------------------------
+
+
+@cli.command()
+@click.option("--ops", type=click.IntRange(10, 1_000_000), default=2000, show_default=True, help="Operations per row.")
+@click.option(
+    "--url",
+    envvar="DURASTATE_URL",
+    show_envvar=True,
+    default=None,
+    help="Run against this store (in scratch names it removes after); default: a temporary SQLite file.",
+)
+@click.option("--table-prefix", "prefix", default="ds_", show_default=True, help="Table prefix of the store.")
+@json_option
+@errors_as_exit_1
+def bench(ops: int, url: str | None, prefix: str, as_json: bool) -> None:
+    """A quick benchmark: kv, queue, document and event operations per second."""
+    from .quickbench import run_bench
+
+    rows = run_bench(url, prefix, ops)
+    emit(rows, as_json, columns=["operation", "ops", "seconds", "ops_per_s", "us_per_op"])
+
+
+@cli.command()
+@url_option
+@click.pass_context
+def demo(ctx: click.Context, url: str | None, prefix: str) -> None:
+    """Run the crash-recovery demo (two workers, one killed with kill -9) on ./.durastate/state.db.
+
+    The demo always uses the default store (its worker processes open it by
+    that path): an explicit --url or --table-prefix is refused, and
+    DURASTATE_URL / DURASTATE_PREFIX from the environment are ignored.
+    """
+    from durastate import demo as demo_module
+
+    explicit = [
+        name for name in ("url", "prefix") if ctx.get_parameter_source(name) is click.core.ParameterSource.COMMANDLINE
+    ]
+    if explicit:
+        raise click.UsageError("the demo runs on ./.durastate/state.db (it takes no --url or --table-prefix)")
+    if url is not None:
+        click.echo("note: the demo ignores DURASTATE_URL and uses ./.durastate/state.db", err=True)
+    sys.exit(demo_module.main())
+
+
+@cli.command()
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind (keep it local: no auth).")
+@click.option("--port", type=click.IntRange(0, 65535), default=8765, show_default=True, help="Port to bind.")
+@click.option("--page-size", type=click.IntRange(1, 1000), default=50, show_default=True, help="Rows per page.")
+@url_option
+def ui(host: str, port: int, page_size: int, url: str | None, prefix: str) -> None:
+    """Serve the read-only inspector web page (needs the [ui] extra)."""
+    try:
+        import uvicorn
+
+        from .ui import create_app
+    except ImportError as exc:
+        raise click.ClickException(f"the inspector needs the [ui] extra: pip install 'durastate[ui]' ({exc})") from None
+    store = open_store(url, prefix)
+    try:
+        app = create_app(store, page_size=page_size)
+        click.echo(f"durastate inspector on http://{host}:{port}/ (read-only; Ctrl-C stops)", err=True)
+        uvicorn.run(app, host=host, port=port, log_level="warning")
+    finally:
+        store.close()

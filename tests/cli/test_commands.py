@@ -1,0 +1,236 @@
+"""Every ``durastate`` command, in a subprocess, against a filled store on each engine.
+
+Expectations come from ``durastate.testing.sample.fill``'s return value,
+not from a previous run's output.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import durastate
+from durastate.testing.sample import Sample
+
+from .conftest import Run, run_cli
+
+
+def as_json(run: Run, *args: str) -> object:
+    return json.loads(run(*args, "--json").stdout)
+
+
+def test_info_and_doctor(run: Run, filled: tuple[str, Sample]) -> None:
+    info = as_json(run, "info")
+    assert isinstance(info, dict)
+    assert info["engine"] in ("sqlite", "postgresql")
+    assert info["schema"]["kv"] >= 1 and info["problems"] == []
+    assert info["integrity"].startswith("ok")
+    assert "password" not in info["url"]
+    doctor = run("doctor")
+    assert "integrity" in doctor.stdout
+
+
+def test_stats_counts_rows_per_facet(run: Run, filled: tuple[str, Sample]) -> None:
+    _, sample = filled
+    stats = as_json(run, "stats")
+    assert isinstance(stats, dict)
+    tables = {t["table"]: t["rows"] for t in stats["tables"]}
+    assert tables["kv"] == len(sample.kv_values)
+    assert tables["queue_dead"] == sum(q["dead"] for q in sample.queues.values())
+    assert tables["documents"] == len(sample.documents)
+    scopes = {g["name"]: g["rows"] for g in stats["top"]["kv scopes"]}
+    assert scopes["run-1"] == sum(1 for s, _, _ in sample.kv_values if s == b"run-1")
+
+
+def test_kv_ls_get_scan(run: Run, filled: tuple[str, Sample]) -> None:
+    _, sample = filled
+    assert as_json(run, "kv", "ls") == [s.decode() for s in sample.kv_scopes]
+    namespaces = as_json(run, "kv", "ls", "run-1")
+    assert [n["namespace"] for n in namespaces] == ["blobs", "cfg", "log", "stats"]  # values, logs, counters
+    assert (
+        run("kv", "get", "run-1", "cfg", "model").stdout.strip()
+        == sample.kv_values[(b"run-1", b"cfg", b"model")].decode()
+    )
+    binary = sample.kv_values[(b"run-1", b"blobs", b"\x00\xffbin")]
+    got = as_json(run, "kv", "get", "run-1", "blobs", "hex:00ff62696e", "--format", "hex")
+    assert got["value"] == binary.hex()
+    parsed = as_json(run, "kv", "get", "run-1", "cfg", "params", "--format", "json")
+    assert parsed["value"] == json.loads(sample.kv_values[(b"run-1", b"cfg", b"params")])
+    scanned = as_json(run, "kv", "scan", "run-1", "cfg", "--prefix", "p")
+    assert [r["key"] for r in scanned] == ["params"]
+    blobs = as_json(run, "kv", "scan", "run-1", "blobs")
+    assert blobs[0]["key"] == "hex:00ff62696e"  # not UTF-8: shown in the form arguments take
+    missing = run("kv", "get", "run-1", "cfg", "nope", ok=False)
+    assert missing.returncode == 1 and "no value" in missing.stderr
+
+
+def test_queue_commands(run: Run, filled: tuple[str, Sample]) -> None:
+    _, sample = filled
+    listed = {
+        q["queue"]: {k: q[k] for k in ("ready", "in_flight", "delayed", "dead")} for q in as_json(run, "queue", "ls")
+    }
+    assert listed == sample.queues
+    assert as_json(run, "queue", "stats", "emails")["ready"] == sample.queues["emails"]["ready"]
+    states = [i["state"] for i in as_json(run, "queue", "peek", "emails")]
+    assert states.count("leased") == 1 and states.count("delayed") == 1
+    [dead] = as_json(run, "queue", "dead", "fragile")
+    assert dead["last_error"] == "smtp timeout" and dead["payload"] == '{"job": 7}'
+    assert as_json(run, "queue", "redrive", "fragile") == {"moved": 1}
+    assert as_json(run, "queue", "stats", "fragile")["ready"] == 1
+
+
+def test_events_commands(run: Run, filled: tuple[str, Sample]) -> None:
+    _, sample = filled
+    sessions = as_json(run, "events", "sessions")
+    assert [s["session"] for s in sessions["sessions"]] == sample.sessions
+    events = as_json(run, "events", "read", "chat-1")
+    assert {e["id"]: e["state"] for e in events} == {
+        "m1": "processed",
+        "m2": "pending",
+        "t1": "dead",
+        "r1": "processed",
+    }
+    assert as_json(run, "events", "claims", "chat-1") == []  # m1 completed, t1 dead-lettered: no live claim
+    url, _ = filled
+    with durastate.open(url) as store:
+        claimed = store.events.claim_available("chat-2", holder="worker-z", ttl_ms=600_000)
+    [claim] = as_json(run, "events", "claims", "chat-2")
+    assert (claim["id"], claim["holder"], claim["expired"]) == ("x1", "worker-z", False)
+    assert claim["attempts"] == claimed.events[0].attempt_count == 1
+    assert 0 < claim["lease_left_s"] <= 600
+
+
+def test_docs_commands(run: Run, filled: tuple[str, Sample]) -> None:
+    _, sample = filled
+    listed = as_json(run, "docs", "ls")
+    assert {d["key"]: d["revision"] for d in listed["documents"]} == sample.documents
+    shown = as_json(run, "docs", "show", "runs/1")
+    assert shown["revision"] == sample.documents["runs/1"] and shown["data"]["state"] == "running"
+    history = as_json(run, "docs", "history", "runs/1")
+    assert [h["key"] for h in history] == ["runs/1"]
+    assert run("docs", "show", "absent", ok=False).returncode == 1
+
+
+def test_records_commands(run: Run, filled: tuple[str, Sample]) -> None:
+    _, sample = filled
+    convs = as_json(run, "records", "conversations")
+    assert {c["id"]: c["parent"] for c in convs["conversations"]} == sample.conversations
+    fork = next(c for c, parent in sample.conversations.items() if parent is not None)
+    root = sample.conversations[fork]
+    entries = as_json(run, "records", "entries", str(fork))
+    # The fork sees its own entries and its parent's up to the fork point only.
+    visible = {e["id"] for e in entries["entries"]}
+    assert visible == {*sample.entries[fork], sample.entries[root][0]}
+    revisions = as_json(run, "records", "document", str(sample.record_document), "--revisions")
+    assert [r["seq"] for r in revisions] == sample.record_document_seqs
+    first = json.loads(
+        run("records", "document", str(sample.record_document), "--at", str(sample.record_document_seqs[0])).stdout
+    )
+    assert first["value"] == {"city": None, "days": 3}
+
+
+def test_presence_commands(run: Run, filled: tuple[str, Sample]) -> None:
+    _, sample = filled
+    assert as_json(run, "presence") == list(sample.presence)
+    fields = as_json(run, "presence", "room-1")
+    assert sorted({f["participant"] for f in fields}) == sample.presence["room-1"]
+
+
+def test_maintain(run: Run, filled: tuple[str, Sample]) -> None:
+    report = as_json(run, "maintain", "--dead-older-than", "0", "--events-older-than", "0", "--vacuum")
+    assert isinstance(report, dict)
+    assert report["dead_letters_deleted"] == 1 and report["kv_expired_deleted"] == 0
+    assert report["vacuum"] == "ok"
+    assert as_json(run, "queue", "stats", "fragile")["dead"] == 0
+
+
+def test_bench_on_a_scratch_store(run: Run) -> None:
+    rows = json.loads(run_cli(None, "bench", "--ops", "20", "--json").stdout)
+    assert [r["ops"] for r in rows] == [20] * len(rows) and all(r["ops_per_s"] > 0 for r in rows)
+
+
+def test_bench_leaves_the_store_as_it_was(run: Run, filled: tuple[str, Sample]) -> None:
+    before = as_json(run, "stats")
+    run("bench", "--ops", "10")
+    assert as_json(run, "stats")["tables"] == before["tables"]  # type: ignore[index]
+
+
+def test_export_import_and_backup(run: Run, filled: tuple[str, Sample], tmp_path: Path) -> None:
+    dump = tmp_path / "dump.jsonl.gz"
+    run("export", str(dump))
+    copy = tmp_path / "copy.db"
+    run_done = run_cli(f"sqlite://{copy}", "import", str(dump), "--json")
+    assert run_done.returncode == 0, run_done.stderr
+    assert json.loads(run_done.stdout)["rows"] == sum(t["rows"] for t in as_json(run, "stats")["tables"])  # type: ignore[index]
+    again = run_cli(f"sqlite://{copy}", "import", str(dump))
+    assert again.returncode == 1 and "not empty" in again.stderr
+    assert copy.exists()  # a store that was there before stays
+    (tmp_path / "broken.jsonl").write_bytes(b"\n".join(gzip.decompress(dump.read_bytes()).splitlines()[:-1]))
+    fresh = tmp_path / "fresh.db"
+    broken = run_cli(f"sqlite://{fresh}", "import", str(tmp_path / "broken.jsonl"))
+    assert broken.returncode == 1 and "truncated" in broken.stderr
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith("fresh.db")]  # the store it created is gone
+    target = tmp_path / "backup.db"
+    done = run("backup", str(target), "--json")
+    result = json.loads(done.stdout)
+    if result["kind"] == "sqlite":
+        with durastate.open(target) as b:
+            assert b.kv.get(b"run-1", b"cfg", b"model") == filled[1].kv_values[(b"run-1", b"cfg", b"model")]
+    else:
+        assert "pg_dump" in done.stderr
+    assert not [p for p in tmp_path.iterdir() if ".partial-" in p.name]
+
+
+def test_usage_error_exits_2_and_missing_store_exits_1(tmp_path: Path, run: Run) -> None:
+    assert run_cli(None, "kv", "get").returncode == 2
+    bad_hex = run("kv", "get", "hex:zz", "ns", "key", ok=False)
+    assert bad_hex.returncode == 2 and "hex digits" in bad_hex.stderr
+    assert run_cli(None, "no-such-command").returncode == 2
+    missing = run_cli(str(tmp_path / "nope.db"), "info")
+    assert missing.returncode == 1 and "no store" in missing.stderr
+    assert not (tmp_path / "nope.db").exists()
+
+
+def test_demo_refuses_an_explicit_url() -> None:
+    assert run_cli(None, "demo", "--url", "x.db").returncode == 2
+
+
+def test_plain_text_without_rich(filled: tuple[str, Sample], tmp_path: Path) -> None:
+    url, sample = filled
+    hide_rich = (
+        "import sys; sys.modules['rich'] = None; from durastate.cli import main; sys.argv[0] = 'durastate'; main()"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DURASTATE_")}
+    env["DURASTATE_URL"] = url
+
+    def plain(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-c", hide_rich, *args], capture_output=True, text=True, env=env, timeout=120, check=False
+        )
+
+    listed = plain("queue", "ls")
+    assert listed.returncode == 0, listed.stderr
+    header, *rows = listed.stdout.splitlines()
+    assert header.split() == ["QUEUE", "READY", "IN_FLIGHT", "DELAYED", "DEAD"]
+    assert [r.split()[0] for r in rows] == list(sample.queues)
+    exported = plain("export", str(tmp_path / "plain.jsonl"))
+    assert exported.returncode == 0 and "rows/s" in exported.stderr  # the summary line, without a bar
+
+
+def test_ui_without_the_extra_names_it(filled: tuple[str, Sample]) -> None:
+    url, _ = filled
+    hide = "import sys; sys.modules['starlette'] = None; from durastate.cli import main; main()"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DURASTATE_")}
+    done = subprocess.run(
+        [sys.executable, "-c", hide, "ui", "--url", url, "--port", "0"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 1 and "pip install 'durastate[ui]'" in done.stderr
