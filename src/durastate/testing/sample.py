@@ -144,7 +144,7 @@ def fill(store: durastate.Store, *, bulk: int = 0) -> Sample:
                     "content": {
                         "kind": "delta",
                         "version": 1,
-                        "ops": [{"op": "replace", "path": "/city", "value": "Lisbon"}],
+                        "ops": [["s", ["city"], "Lisbon"]],
                     },
                 }
             ]
@@ -156,7 +156,7 @@ def fill(store: durastate.Store, *, bulk: int = 0) -> Sample:
                 {
                     "type": "document.change",
                     "id": doc,
-                    "content": {"kind": "delta", "version": 1, "ops": [{"op": "replace", "path": "/days", "value": 5}]},
+                    "content": {"kind": "delta", "version": 1, "ops": [["s", ["days"], 5]]},
                 }
             ]
         )
