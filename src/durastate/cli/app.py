@@ -95,6 +95,16 @@ def info(url: str | None, prefix: str, as_json: bool) -> None:
 @data_command
 def doctor(url: str | None, prefix: str, as_json: bool) -> None:
     """Like info with the full integrity check; exit 1 when a problem is found."""
+    path = sqlite_file(url)
+    if path is not None and path.exists():
+        try:
+            durastate.open(url, prefix=prefix).close()
+        except durastate.StoreCorrupt as exc:
+            # So damaged that it cannot even be opened: that is the finding.
+            click.echo(f"PROBLEM: integrity check failed: {exc}")
+            sys.exit(1)
+        except durastate.DurastateError:
+            pass  # reported as usual by store_from below
     with store_from(url, prefix) as store:
         h = health(store, check="full")
     _print_health(h, as_json)
