@@ -70,9 +70,10 @@ from .base import (
     TransactionState,
     aborted_error,
 )
+from .postgres_connect import CONNECT_TIMEOUT, connect_failure, connect_options
+from .redact import redact_url
 
 PREPARE_THRESHOLD = 2
-CONNECT_TIMEOUT = 10
 
 
 def _probing_lookup(lookup: KeyLookup) -> str:
@@ -380,16 +381,6 @@ class _ThreadState(TransactionState):
     attempt: bytes | None = None
 
 
-def redact(url: str) -> str:
-    """``url`` without its password, for messages."""
-    if "@" not in url or "://" not in url:
-        return url
-    scheme, rest = url.split("://", 1)
-    creds, host = rest.rsplit("@", 1)
-    user = creds.split(":", 1)[0]
-    return f"{scheme}://{user}@{host}"
-
-
 class PostgresEngine(EngineBase):
     """PostgreSQL behind the ``Engine`` contract (see the module docstring)."""
 
@@ -413,7 +404,7 @@ class PostgresEngine(EngineBase):
         as_durability(durability)
         busy_timeout = as_busy_timeout(busy_timeout)
         min_connections, max_connections = as_pool_sizes(min_connections, max_connections)
-        self.url = redact(url)
+        self.url = redact_url(url)
         self._conninfo = url
         self._busy_timeout = float(busy_timeout)
         self._min = min_connections
@@ -422,6 +413,7 @@ class PostgresEngine(EngineBase):
         self._closed = False
         self._pool_lock = threading.Lock()
         self._pool: psycopg_pool.ConnectionPool[psycopg.Connection[Any]] | None = None
+        self._probed = False
         self._writes_until_prune = ATTEMPT_PRUNE_EVERY
         self._lock_sql = self.sql(LOCK)
         self._catalog = tuple(self.sql(statement) for statement in _CATALOG)
@@ -447,11 +439,15 @@ class PostgresEngine(EngineBase):
                 raise StoreClosed(f"{self.url}: store is closed")
             if self._pool is not None:
                 return self._pool
+            where = f"connecting to {self.url}"
+            kwargs = connect_options(self._conninfo, where)
+            if not self._probed:
+                self._probe(kwargs, where)
             pool: psycopg_pool.ConnectionPool[psycopg.Connection[Any]] = psycopg_pool.ConnectionPool(
                 self._conninfo,
                 min_size=self._min,
                 max_size=self._max,
-                kwargs={"autocommit": True, "connect_timeout": CONNECT_TIMEOUT},
+                kwargs=kwargs,
                 configure=self._configure,
                 timeout=max(self._busy_timeout, 1.0),
                 open=False,
@@ -464,6 +460,25 @@ class PostgresEngine(EngineBase):
                 raise translate_postgres_error(exc, f"connecting to {self.url}") from None
             self._pool = pool
             return pool
+
+    def _probe(self, kwargs: dict[str, Any], where: str) -> None:
+        """Connect and configure one connection ourselves, once, before the pool starts.
+
+        A misconfigured URL then fails here, at once, with the server's
+        message (``postgres_connect.connect_failure``), instead of the pool
+        retrying it in the background until its timeout.
+        """
+        try:
+            conn = psycopg.connect(self._conninfo, **kwargs)
+        except psycopg.Error as exc:
+            raise connect_failure(exc, where) from None
+        try:
+            self._configure(conn)
+        except psycopg.Error as exc:
+            raise translate_postgres_error(exc, f"{where}: configuring the session") from None
+        finally:
+            conn.close()
+        self._probed = True
 
     def _forget_parent_pool(self) -> None:
         _FORK_ORPHANS.append((self._pool, self._local))
