@@ -66,6 +66,7 @@ from .base import (
     Plan,
     PlanStep,
     Row,
+    Schema,
     Spec,
     TransactionState,
     aborted_error,
@@ -178,8 +179,18 @@ def translate_postgres_error(exc: Exception, where: str) -> DurastateError:
 _CONNECTION_LOST_STATES = {"57P01", "57P02", "57P03"}  # admin/crash shutdown, cannot connect now
 RETRIES = 4
 RETRY_PAUSE = 0.05
-ATTEMPT_RETENTION = 3600.0  # seconds an attempt id can still be replayed
-ATTEMPT_PRUNE_EVERY = 1000
+# Attempt rows (see "statements" below) answer one question: did a write
+# whose connection dropped commit? Its retry asks within a second; the
+# window is minutes so that a paused process (GC, suspended VM) still gets
+# the right answer. Writes prune in passing: every ATTEMPT_PRUNE_EVERY
+# writes outside a transaction, one batch of up to ATTEMPT_PRUNE_BATCH
+# expired rows (4x the rate rows are added, so the table stays at about
+# the window's worth of writes); opening a store prunes one batch; and
+# ``prune_bookkeeping`` (``Store.maintain()``) prunes all of them.
+ATTEMPT_RETENTION = 300.0  # seconds, default of PostgresEngine(attempt_retention=)
+MIN_ATTEMPT_RETENTION = 1.0
+MAX_ATTEMPT_RETENTION = 7 * 86400.0
+ATTEMPT_PRUNE_EVERY = 64
 ATTEMPT_PRUNE_BATCH = 256
 
 # One transaction-scoped advisory lock per (name, schema, table prefix), in
@@ -231,7 +242,10 @@ _IDENTIFIER = re.compile(r"^[a-z_][a-z0-9_]{0,40}$")
 
 ATTEMPT_INSERT = "INSERT INTO {p}attempt (id, created_at) VALUES (?, ?)"
 ATTEMPT_RESULT = "SELECT result FROM {p}attempt WHERE id = ?"
-ATTEMPT_PRUNE = "DELETE FROM {p}attempt WHERE id IN (SELECT id FROM {p}attempt WHERE created_at < ? LIMIT ?)"
+# SKIP LOCKED: concurrent pruners take different rows instead of waiting on each other.
+ATTEMPT_PRUNE = (
+    "DELETE FROM {p}attempt WHERE id IN (SELECT id FROM {p}attempt WHERE created_at < ? LIMIT ? FOR UPDATE SKIP LOCKED)"
+)
 
 # The replay found no record: the first attempt did not commit.
 _NOT_APPLIED = object()
@@ -399,9 +413,20 @@ class PostgresEngine(EngineBase):
         min_connections: int = 1,
         max_connections: int = 10,
         read_only: bool = False,
+        attempt_retention: float = ATTEMPT_RETENTION,
     ) -> None:
         super().__init__(prefix=prefix, clock=clock, read_only=read_only)
         as_durability(durability)
+        if (
+            isinstance(attempt_retention, bool)
+            or not isinstance(attempt_retention, (int, float))
+            or not MIN_ATTEMPT_RETENTION <= attempt_retention <= MAX_ATTEMPT_RETENTION
+        ):
+            raise InvalidRequest(
+                f"attempt_retention must be seconds in [{MIN_ATTEMPT_RETENTION:g}, {MAX_ATTEMPT_RETENTION:g}],"
+                f" got {attempt_retention!r}"
+            )
+        self.attempt_retention = float(attempt_retention)
         busy_timeout = as_busy_timeout(busy_timeout)
         min_connections, max_connections = as_pool_sizes(min_connections, max_connections)
         self.url = redact_url(url)
@@ -652,9 +677,34 @@ class PostgresEngine(EngineBase):
         state.attempt_pending = False
         conn.execute(self._attempt_insert, (state.attempt, self.now_ms()))
 
-    def _prune_attempts(self) -> None:
-        cutoff = self.now_ms() - int(ATTEMPT_RETENTION * 1000)
-        self._retrying(lambda c: c.execute(self._attempt_prune, (cutoff, ATTEMPT_PRUNE_BATCH)), None)
+    def _prune_attempts(self, batch: int = ATTEMPT_PRUNE_BATCH) -> int:
+        """Delete up to ``batch`` attempt rows older than the retention window."""
+        cutoff = self.now_ms() - int(self.attempt_retention * 1000)
+        removed: int = self._retrying(lambda c: c.execute(self._attempt_prune, (cutoff, batch)).rowcount, None)
+        return removed
+
+    def prune_bookkeeping(self, *, limit: int | None = None) -> int:
+        """Delete attempt rows past ``attempt_retention``, in batches; at most ``limit`` rows.
+
+        After the window a write's recorded result (rows it returned, a
+        drained value among them) is gone from the database.
+        """
+        if self.read_only:
+            return 0
+        removed = 0
+        while limit is None or removed < limit:
+            batch = ATTEMPT_PRUNE_BATCH if limit is None else min(ATTEMPT_PRUNE_BATCH, limit - removed)
+            pruned = self._prune_attempts(batch)
+            removed += pruned
+            if pruned < batch:
+                break
+        return removed
+
+    def migrate(self, schemas: Iterable[Schema]) -> None:
+        """``EngineBase.migrate``, then one batch of expired attempt rows (an idle store's leftovers)."""
+        super().migrate(schemas)
+        if not self.read_only:
+            self._prune_attempts()
 
     def attempt_committed(self, attempt: bytes) -> bool:
         """Whether the write (or transaction) with this attempt id committed."""
