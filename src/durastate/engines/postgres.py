@@ -395,8 +395,27 @@ class _ThreadState(TransactionState):
     attempt: bytes | None = None
 
 
+# The machine's clock, read through this name so a test can skew one
+# engine's view of it (``PostgresEngine`` takes it at construction).
+local_time = time.time
+# Seconds between re-measurements of the server clock's offset.
+CLOCK_REFRESH = 300.0
+SERVER_TIME = "SELECT extract(epoch FROM clock_timestamp())::float8"
+
+
 class PostgresEngine(EngineBase):
-    """PostgreSQL behind the ``Engine`` contract (see the module docstring)."""
+    """PostgreSQL behind the ``Engine`` contract (see the module docstring).
+
+    Time: without an injected ``clock``, ``now_ms()`` is the database
+    server's clock, so every deadline (leases, delays, TTLs, presence
+    expiry) means the same instant to every client, whatever their own
+    clocks say. It costs no round trip per call: the offset between this
+    machine's clock and the server's ``clock_timestamp()`` is measured when
+    each pooled connection is configured (at the midpoint of the round
+    trip, so it is right to within half a round trip) and again every
+    ``CLOCK_REFRESH`` seconds; ``now_ms()`` is the local clock plus that
+    offset. An injected ``clock`` is used as it is (tests, simulations).
+    """
 
     dialect = POSTGRES_DIALECT
     no_limit = POSTGRES_DIALECT.no_limit
@@ -415,7 +434,11 @@ class PostgresEngine(EngineBase):
         read_only: bool = False,
         attempt_retention: float = ATTEMPT_RETENTION,
     ) -> None:
-        super().__init__(prefix=prefix, clock=clock, read_only=read_only)
+        self._local_time = local_time
+        self._clock_offset = 0.0  # server clock minus local clock, seconds
+        self._offset_measured_at: float | None = None  # time.monotonic() of the last measurement
+        self._server_clock = clock is None
+        super().__init__(prefix=prefix, clock=self._server_now if clock is None else clock, read_only=read_only)
         as_durability(durability)
         if (
             isinstance(attempt_retention, bool)
@@ -450,7 +473,21 @@ class PostgresEngine(EngineBase):
 
     # -- the pool ----------------------------------------------------------------
 
+    def _server_now(self) -> float:
+        """The server's clock, as seconds since the epoch (see the class docstring)."""
+        return self._local_time() + self._clock_offset
+
+    def _measure_clock_offset(self, conn: psycopg.Connection[Any]) -> None:
+        before = self._local_time()
+        row = conn.execute(SERVER_TIME).fetchone()
+        after = self._local_time()
+        assert row is not None
+        self._clock_offset = float(row[0]) - (before + after) / 2
+        self._offset_measured_at = time.monotonic()
+
     def _configure(self, conn: psycopg.Connection[Any]) -> None:
+        if self._server_clock:
+            self._measure_clock_offset(conn)
         conn.prepare_threshold = PREPARE_THRESHOLD
         conn.execute(f"SET lock_timeout = {int(self._busy_timeout * 1000)}")
         conn.execute("SET bytea_output = 'hex'")  # attempt replays decode it
@@ -514,11 +551,18 @@ class PostgresEngine(EngineBase):
     def _borrow(self) -> psycopg.Connection[Any]:
         pool = self._pool or self._open_pool()
         try:
-            return pool.getconn()
+            conn = pool.getconn()
         except Exception as exc:
             if self._closed:
                 raise StoreClosed(f"{self.url}: store is closed") from None
             raise translate_postgres_error(exc, self.url) from None
+        measured = self._offset_measured_at
+        if self._server_clock and measured is not None and time.monotonic() - measured > CLOCK_REFRESH:
+            try:
+                self._measure_clock_offset(conn)
+            except psycopg.Error:
+                pass  # a broken connection: the caller's statement reports it
+        return conn
 
     def _give_back(self, conn: psycopg.Connection[Any]) -> None:
         pool = self._pool
