@@ -189,3 +189,27 @@ def test_a_server_not_accepting_connections_now_is_transient(refusing_server: _R
     url = f"postgresql://app@127.0.0.1:{refusing_server.port}/app?sslmode=disable&gssencmode=disable"
     with pytest.raises(StoreUnavailable, match=refusing_server.message):
         PostgresEngine(url)
+
+
+def test_a_store_in_its_own_schema_via_search_path(pg_base_url: str) -> None:
+    """``options=-csearch_path=<schema>`` puts every table of the store in that schema."""
+    import psycopg
+
+    schema = "ds_own_schema_test"
+    with psycopg.connect(pg_base_url, autocommit=True) as conn:
+        conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+        conn.execute(f"CREATE SCHEMA {schema}")
+    try:
+        with durastate.open(_server_url(pg_base_url, query=f"?options=-csearch_path%3D{schema}")) as store:
+            store.kv.put(b"s", b"n", b"k", b"v")
+        with psycopg.connect(pg_base_url) as conn:
+            rows = conn.execute("SELECT tablename FROM pg_tables WHERE schemaname = %s", (schema,)).fetchall()
+        assert {"ds_kv", "ds_queue", "ds_attempt", "ds_schema"} <= {name for (name,) in rows}
+    finally:
+        with psycopg.connect(pg_base_url, autocommit=True) as conn:
+            conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+
+
+def test_a_search_path_without_an_existing_schema_is_a_configuration_error(pg_base_url: str) -> None:
+    with pytest.raises(ConfigurationError, match="CREATE SCHEMA"):
+        durastate.open(_server_url(pg_base_url, query="?options=-csearch_path%3Dno_such_schema_xyz"))

@@ -148,7 +148,9 @@ _UNAVAILABLE_CLASSES = ("08", "53", "57", "58", "XX", "40", "55")
 _INVALID_CLASSES = ("22", "25", "42", "54")
 _INVALID_CODES = {"23502", "23514"}  # not_null_violation, check_violation
 _CONFLICT_CODES = {"23505", "23503", "23P01"}  # unique, foreign key, exclusion
-_CONFIGURATION_CODES = {"25006"}  # read_only_sql_transaction: a read_only store asked to write
+# read_only_sql_transaction: a read_only store asked to write; invalid_schema_name
+# (3F000): the search_path names no schema that exists.
+_CONFIGURATION_CODES = {"25006", "3F000"}
 
 
 def translate_postgres_error(exc: Exception, where: str) -> DurastateError:
@@ -536,10 +538,17 @@ class PostgresEngine(EngineBase):
             raise connect_failure(exc, where) from None
         try:
             self._configure(conn)
+            row = conn.execute("SELECT current_schema(), current_setting('search_path')").fetchone()
         except psycopg.Error as exc:
             raise translate_postgres_error(exc, f"{where}: configuring the session") from None
         finally:
             conn.close()
+        if row is None or row[0] is None:
+            path = "" if row is None else row[1]
+            raise ConfigurationError(
+                f"{where}: no schema of search_path ({path}) exists, so there is nowhere to create the tables;"
+                " create it first (CREATE SCHEMA ...) or fix options=-csearch_path= in the URL"
+            )
         self._probed = True
 
     def _forget_parent_pool(self) -> None:
