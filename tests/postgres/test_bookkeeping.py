@@ -27,6 +27,12 @@ def _attempts(pg_url: str) -> list[tuple[int, str]]:
     return [(int(created), text) for created, text in rows]
 
 
+def _put_keys(store: durastate.Store, stem: bytes, count: int) -> None:
+    """``count`` writes outside a transaction: one attempt row each."""
+    for i in range(count):
+        store.kv.put(b"s", b"n", stem + b"%d" % i, b"v")
+
+
 def test_a_drained_value_is_gone_from_the_bookkeeping_after_the_window(pg_url: str) -> None:
     clock = FakeClock()
     with durastate.open(pg_url, clock=clock) as store:
@@ -46,8 +52,7 @@ def test_a_drained_value_is_gone_from_the_bookkeeping_after_the_window(pg_url: s
 def test_maintain_prunes_in_batches_within_its_budget(pg_url: str) -> None:
     clock = FakeClock()
     with durastate.open(pg_url, clock=clock) as store:
-        for i in range(300):
-            store.kv.put(b"s", b"n", b"k%d" % i, b"v")
+        _put_keys(store, b"k", 2 * postgres.ATTEMPT_PRUNE_BATCH)  # more than a prune in passing removes
         clock.advance(postgres.ATTEMPT_RETENTION + 1)
         store.kv.put(b"s", b"n", b"fresh", b"v")  # inside the window: kept
         first = store.maintain(max_rows=100)
@@ -60,20 +65,17 @@ def test_maintain_prunes_in_batches_within_its_budget(pg_url: str) -> None:
 def test_writes_prune_expired_rows_in_passing(pg_url: str) -> None:
     clock = FakeClock()
     with durastate.open(pg_url, clock=clock) as store:
-        for i in range(500):
-            store.kv.put(b"s", b"n", b"old%d" % i, b"v")
+        _put_keys(store, b"old", 500)
         clock.advance(postgres.ATTEMPT_RETENTION + 1)
         cutoff = store.engine.now_ms() - int(postgres.ATTEMPT_RETENTION * 1000)
-        for i in range(4 * postgres.ATTEMPT_PRUNE_EVERY):  # 4 batches of ATTEMPT_PRUNE_BATCH >= 500 rows
-            store.kv.put(b"s", b"n", b"new%d" % i, b"v")
+        _put_keys(store, b"new", 4 * postgres.ATTEMPT_PRUNE_EVERY)  # 4 batches of ATTEMPT_PRUNE_BATCH >= 500 rows
         assert [created for created, _ in _attempts(pg_url) if created < cutoff] == []
 
 
 def test_opening_a_store_prunes_an_idle_stores_leftovers(pg_url: str) -> None:
     clock = FakeClock()
     with durastate.open(pg_url, clock=clock) as store:
-        for i in range(10):
-            store.kv.put(b"s", b"n", b"k%d" % i, b"v")
+        _put_keys(store, b"k", 10)
     assert len(_attempts(pg_url)) == 10
     clock.advance(postgres.ATTEMPT_RETENTION + 1)
     with durastate.open(pg_url, clock=clock):
