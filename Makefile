@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: demo test bench bench-postgres lint typecheck clean crash fuzz bench-langgraph bench-compat bench-aio bench-ui
+.PHONY: demo test bench bench-postgres lint typecheck clean crash fuzz bench-langgraph bench-compat bench-aio bench-ui bench-scale
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -34,6 +34,12 @@ bench: $(VENV)/.installed-test
 # DURASTATE_TEST_POSTGRES_URL or postgresql://postgres@127.0.0.1:5432/postgres.
 bench-postgres: $(VENV)/.installed-test
 	$(PY) bench/postgres.py
+
+# Latency of the hot ops at 1e3 and 1e5 rows on SQLite and PostgreSQL (same
+# server lookup as bench-postgres); SIZES=1000,100000,1000000 for the big run.
+SIZES ?= 1000,100000
+bench-scale: $(VENV)/.installed-test
+	$(PY) bench/scale.py --sizes $(SIZES)
 
 lint: $(VENV)/.installed-test
 	$(PY) -m ruff check src tests bench

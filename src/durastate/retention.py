@@ -151,9 +151,7 @@ def maintain(store: Store, policy: Retention, *, max_rows: int | None = None) ->
     if policy.settled_session_max_age is not None:
         session_ms = int(policy.settled_session_max_age * 1000)
         steps.append(("settled_sessions", lambda limit: store.events.prune_sessions(session_ms, limit=limit)))
-    prune_bookkeeping = getattr(store.engine, "prune_bookkeeping", None)
-    if callable(prune_bookkeeping):
-        steps.append(("engine_bookkeeping", lambda limit: prune_bookkeeping(limit=limit)))
+    steps.append(("engine_bookkeeping", lambda limit: store.engine.prune_bookkeeping(limit=limit)))
     for attribute, rule in steps:
         if not run(attribute, rule):
             break

@@ -375,6 +375,8 @@ class Engine(Protocol):
 
     def migrate(self, schemas: Iterable[Schema]) -> None: ...
 
+    def prune_bookkeeping(self, *, limit: int | None = None) -> int: ...
+
     def release_connection(self) -> None: ...
 
     def close(self) -> None: ...
@@ -400,7 +402,8 @@ class Engine(Protocol):
 # same transaction as the call's effect (see engines.postgres). When a
 # connection drops after the server committed but before the reply arrived,
 # the row tells the retry that the call already happened and what it
-# returned. Rows are pruned after ATTEMPT_RETENTION.
+# returned. Rows are pruned once older than the engine's retention window
+# (``PostgresEngine(attempt_retention=)``), see ``Engine.prune_bookkeeping``.
 CORE_SCHEMA = Schema(
     facet="core",
     migrations=(
@@ -739,6 +742,14 @@ class EngineBase:
         if exists is None:
             return None
         return {str(f): int(v) for f, v in self.all(self.sql(_READ_VERSIONS))}
+
+    def prune_bookkeeping(self, *, limit: int | None = None) -> int:
+        """Delete up to ``limit`` (``None``: all) rows of the engine's own bookkeeping past their retention.
+
+        ``Store.maintain()`` calls it. Returns the number of rows deleted.
+        An engine that keeps no bookkeeping (SQLite) has nothing to do.
+        """
+        return 0
 
     def migrate(self, schemas: Iterable[Schema]) -> None:
         """Bring every facet in ``schemas`` to the code's version.

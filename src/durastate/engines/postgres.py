@@ -66,13 +66,15 @@ from .base import (
     Plan,
     PlanStep,
     Row,
+    Schema,
     Spec,
     TransactionState,
     aborted_error,
 )
+from .postgres_connect import CONNECT_TIMEOUT, connect_failure, connect_options
+from .redact import redact_url
 
 PREPARE_THRESHOLD = 2
-CONNECT_TIMEOUT = 10
 
 
 def _probing_lookup(lookup: KeyLookup) -> str:
@@ -146,7 +148,9 @@ _UNAVAILABLE_CLASSES = ("08", "53", "57", "58", "XX", "40", "55")
 _INVALID_CLASSES = ("22", "25", "42", "54")
 _INVALID_CODES = {"23502", "23514"}  # not_null_violation, check_violation
 _CONFLICT_CODES = {"23505", "23503", "23P01"}  # unique, foreign key, exclusion
-_CONFIGURATION_CODES = {"25006"}  # read_only_sql_transaction: a read_only store asked to write
+# read_only_sql_transaction: a read_only store asked to write; invalid_schema_name
+# (3F000): the search_path names no schema that exists.
+_CONFIGURATION_CODES = {"25006", "3F000"}
 
 
 def translate_postgres_error(exc: Exception, where: str) -> DurastateError:
@@ -177,8 +181,18 @@ def translate_postgres_error(exc: Exception, where: str) -> DurastateError:
 _CONNECTION_LOST_STATES = {"57P01", "57P02", "57P03"}  # admin/crash shutdown, cannot connect now
 RETRIES = 4
 RETRY_PAUSE = 0.05
-ATTEMPT_RETENTION = 3600.0  # seconds an attempt id can still be replayed
-ATTEMPT_PRUNE_EVERY = 1000
+# Attempt rows (see "statements" below) answer one question: did a write
+# whose connection dropped commit? Its retry asks within a second; the
+# window is minutes so that a paused process (GC, suspended VM) still gets
+# the right answer. Writes prune in passing: every ATTEMPT_PRUNE_EVERY
+# writes outside a transaction, one batch of up to ATTEMPT_PRUNE_BATCH
+# expired rows (4x the rate rows are added, so the table stays at about
+# the window's worth of writes); opening a store prunes one batch; and
+# ``prune_bookkeeping`` (``Store.maintain()``) prunes all of them.
+ATTEMPT_RETENTION = 300.0  # seconds, default of PostgresEngine(attempt_retention=)
+MIN_ATTEMPT_RETENTION = 1.0
+MAX_ATTEMPT_RETENTION = 7 * 86400.0
+ATTEMPT_PRUNE_EVERY = 64
 ATTEMPT_PRUNE_BATCH = 256
 
 # One transaction-scoped advisory lock per (name, schema, table prefix), in
@@ -230,7 +244,10 @@ _IDENTIFIER = re.compile(r"^[a-z_][a-z0-9_]{0,40}$")
 
 ATTEMPT_INSERT = "INSERT INTO {p}attempt (id, created_at) VALUES (?, ?)"
 ATTEMPT_RESULT = "SELECT result FROM {p}attempt WHERE id = ?"
-ATTEMPT_PRUNE = "DELETE FROM {p}attempt WHERE id IN (SELECT id FROM {p}attempt WHERE created_at < ? LIMIT ?)"
+# SKIP LOCKED: concurrent pruners take different rows instead of waiting on each other.
+ATTEMPT_PRUNE = (
+    "DELETE FROM {p}attempt WHERE id IN (SELECT id FROM {p}attempt WHERE created_at < ? LIMIT ? FOR UPDATE SKIP LOCKED)"
+)
 
 # The replay found no record: the first attempt did not commit.
 _NOT_APPLIED = object()
@@ -380,18 +397,27 @@ class _ThreadState(TransactionState):
     attempt: bytes | None = None
 
 
-def redact(url: str) -> str:
-    """``url`` without its password, for messages."""
-    if "@" not in url or "://" not in url:
-        return url
-    scheme, rest = url.split("://", 1)
-    creds, host = rest.rsplit("@", 1)
-    user = creds.split(":", 1)[0]
-    return f"{scheme}://{user}@{host}"
+# The machine's clock, read through this name so a test can skew one
+# engine's view of it (``PostgresEngine`` takes it at construction).
+local_time = time.time
+# Seconds between re-measurements of the server clock's offset.
+CLOCK_REFRESH = 300.0
+SERVER_TIME = "SELECT extract(epoch FROM clock_timestamp())::float8"
 
 
 class PostgresEngine(EngineBase):
-    """PostgreSQL behind the ``Engine`` contract (see the module docstring)."""
+    """PostgreSQL behind the ``Engine`` contract (see the module docstring).
+
+    Time: without an injected ``clock``, ``now_ms()`` is the database
+    server's clock, so every deadline (leases, delays, TTLs, presence
+    expiry) means the same instant to every client, whatever their own
+    clocks say. It costs no round trip per call: the offset between this
+    machine's clock and the server's ``clock_timestamp()`` is measured when
+    each pooled connection is configured (at the midpoint of the round
+    trip, so it is right to within half a round trip) and again every
+    ``CLOCK_REFRESH`` seconds; ``now_ms()`` is the local clock plus that
+    offset. An injected ``clock`` is used as it is (tests, simulations).
+    """
 
     dialect = POSTGRES_DIALECT
     no_limit = POSTGRES_DIALECT.no_limit
@@ -408,12 +434,27 @@ class PostgresEngine(EngineBase):
         min_connections: int = 1,
         max_connections: int = 10,
         read_only: bool = False,
+        attempt_retention: float = ATTEMPT_RETENTION,
     ) -> None:
-        super().__init__(prefix=prefix, clock=clock, read_only=read_only)
+        self._local_time = local_time
+        self._clock_offset = 0.0  # server clock minus local clock, seconds
+        self._offset_measured_at: float | None = None  # time.monotonic() of the last measurement
+        self._server_clock = clock is None
+        super().__init__(prefix=prefix, clock=self._server_now if clock is None else clock, read_only=read_only)
         as_durability(durability)
+        if (
+            isinstance(attempt_retention, bool)
+            or not isinstance(attempt_retention, (int, float))
+            or not MIN_ATTEMPT_RETENTION <= attempt_retention <= MAX_ATTEMPT_RETENTION
+        ):
+            raise InvalidRequest(
+                f"attempt_retention must be seconds in [{MIN_ATTEMPT_RETENTION:g}, {MAX_ATTEMPT_RETENTION:g}],"
+                f" got {attempt_retention!r}"
+            )
+        self.attempt_retention = float(attempt_retention)
         busy_timeout = as_busy_timeout(busy_timeout)
         min_connections, max_connections = as_pool_sizes(min_connections, max_connections)
-        self.url = redact(url)
+        self.url = redact_url(url)
         self._conninfo = url
         self._busy_timeout = float(busy_timeout)
         self._min = min_connections
@@ -422,6 +463,7 @@ class PostgresEngine(EngineBase):
         self._closed = False
         self._pool_lock = threading.Lock()
         self._pool: psycopg_pool.ConnectionPool[psycopg.Connection[Any]] | None = None
+        self._probed = False
         self._writes_until_prune = ATTEMPT_PRUNE_EVERY
         self._lock_sql = self.sql(LOCK)
         self._catalog = tuple(self.sql(statement) for statement in _CATALOG)
@@ -433,7 +475,21 @@ class PostgresEngine(EngineBase):
 
     # -- the pool ----------------------------------------------------------------
 
+    def _server_now(self) -> float:
+        """The server's clock, as seconds since the epoch (see the class docstring)."""
+        return self._local_time() + self._clock_offset
+
+    def _measure_clock_offset(self, conn: psycopg.Connection[Any]) -> None:
+        before = self._local_time()
+        row = conn.execute(SERVER_TIME).fetchone()
+        after = self._local_time()
+        assert row is not None
+        self._clock_offset = float(row[0]) - (before + after) / 2
+        self._offset_measured_at = time.monotonic()
+
     def _configure(self, conn: psycopg.Connection[Any]) -> None:
+        if self._server_clock:
+            self._measure_clock_offset(conn)
         conn.prepare_threshold = PREPARE_THRESHOLD
         conn.execute(f"SET lock_timeout = {int(self._busy_timeout * 1000)}")
         conn.execute("SET bytea_output = 'hex'")  # attempt replays decode it
@@ -447,11 +503,15 @@ class PostgresEngine(EngineBase):
                 raise StoreClosed(f"{self.url}: store is closed")
             if self._pool is not None:
                 return self._pool
+            where = f"connecting to {self.url}"
+            kwargs = connect_options(self._conninfo, where)
+            if not self._probed:
+                self._probe(kwargs, where)
             pool: psycopg_pool.ConnectionPool[psycopg.Connection[Any]] = psycopg_pool.ConnectionPool(
                 self._conninfo,
                 min_size=self._min,
                 max_size=self._max,
-                kwargs={"autocommit": True, "connect_timeout": CONNECT_TIMEOUT},
+                kwargs=kwargs,
                 configure=self._configure,
                 timeout=max(self._busy_timeout, 1.0),
                 open=False,
@@ -465,6 +525,32 @@ class PostgresEngine(EngineBase):
             self._pool = pool
             return pool
 
+    def _probe(self, kwargs: dict[str, Any], where: str) -> None:
+        """Connect and configure one connection ourselves, once, before the pool starts.
+
+        A misconfigured URL then fails here, at once, with the server's
+        message (``postgres_connect.connect_failure``), instead of the pool
+        retrying it in the background until its timeout.
+        """
+        try:
+            conn = psycopg.connect(self._conninfo, **kwargs)
+        except psycopg.Error as exc:
+            raise connect_failure(exc, where) from None
+        try:
+            self._configure(conn)
+            row = conn.execute("SELECT current_schema(), current_setting('search_path')").fetchone()
+        except psycopg.Error as exc:
+            raise translate_postgres_error(exc, f"{where}: configuring the session") from None
+        finally:
+            conn.close()
+        if row is None or row[0] is None:
+            path = "" if row is None else row[1]
+            raise ConfigurationError(
+                f"{where}: no schema of search_path ({path}) exists, so there is nowhere to create the tables;"
+                " create it first (CREATE SCHEMA ...) or fix options=-csearch_path= in the URL"
+            )
+        self._probed = True
+
     def _forget_parent_pool(self) -> None:
         _FORK_ORPHANS.append((self._pool, self._local))
         self._pool = None
@@ -474,11 +560,18 @@ class PostgresEngine(EngineBase):
     def _borrow(self) -> psycopg.Connection[Any]:
         pool = self._pool or self._open_pool()
         try:
-            return pool.getconn()
+            conn = pool.getconn()
         except Exception as exc:
             if self._closed:
                 raise StoreClosed(f"{self.url}: store is closed") from None
             raise translate_postgres_error(exc, self.url) from None
+        measured = self._offset_measured_at
+        if self._server_clock and measured is not None and time.monotonic() - measured > CLOCK_REFRESH:
+            try:
+                self._measure_clock_offset(conn)
+            except psycopg.Error:
+                pass  # a broken connection: the caller's statement reports it
+        return conn
 
     def _give_back(self, conn: psycopg.Connection[Any]) -> None:
         pool = self._pool
@@ -637,9 +730,34 @@ class PostgresEngine(EngineBase):
         state.attempt_pending = False
         conn.execute(self._attempt_insert, (state.attempt, self.now_ms()))
 
-    def _prune_attempts(self) -> None:
-        cutoff = self.now_ms() - int(ATTEMPT_RETENTION * 1000)
-        self._retrying(lambda c: c.execute(self._attempt_prune, (cutoff, ATTEMPT_PRUNE_BATCH)), None)
+    def _prune_attempts(self, batch: int = ATTEMPT_PRUNE_BATCH) -> int:
+        """Delete up to ``batch`` attempt rows older than the retention window."""
+        cutoff = self.now_ms() - int(self.attempt_retention * 1000)
+        removed: int = self._retrying(lambda c: c.execute(self._attempt_prune, (cutoff, batch)).rowcount, None)
+        return removed
+
+    def prune_bookkeeping(self, *, limit: int | None = None) -> int:
+        """Delete attempt rows past ``attempt_retention``, in batches; at most ``limit`` rows.
+
+        After the window a write's recorded result (rows it returned, a
+        drained value among them) is gone from the database.
+        """
+        if self.read_only:
+            return 0
+        removed = 0
+        while limit is None or removed < limit:
+            batch = ATTEMPT_PRUNE_BATCH if limit is None else min(ATTEMPT_PRUNE_BATCH, limit - removed)
+            pruned = self._prune_attempts(batch)
+            removed += pruned
+            if pruned < batch:
+                break
+        return removed
+
+    def migrate(self, schemas: Iterable[Schema]) -> None:
+        """``EngineBase.migrate``, then one batch of expired attempt rows (an idle store's leftovers)."""
+        super().migrate(schemas)
+        if not self.read_only:
+            self._prune_attempts()
 
     def attempt_committed(self, attempt: bytes) -> bool:
         """Whether the write (or transaction) with this attempt id committed."""

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._validate import as_pool_sizes
 from ..errors import InvalidRequest
+from .redact import redact_url
 
 if TYPE_CHECKING:
     from .base import Engine
@@ -139,7 +140,7 @@ def _postgres(url: str, options: dict[str, Any]) -> Engine:
         from .postgres import PostgresEngine
     except ImportError as exc:  # psycopg missing
         raise InvalidRequest(
-            f"opening {url.split('@')[-1]!r} needs the PostgreSQL driver: pip install 'durastate[postgres]' ({exc})"
+            f"opening {redact_url(url)!r} needs the PostgreSQL driver: pip install 'durastate[postgres]' ({exc})"
         ) from None
     return PostgresEngine(url, **options)
 

@@ -38,7 +38,7 @@ from durastate.documents import (
 )
 
 from .multiprocess import ANY_METHOD, BUSY_TIMEOUT, _Workers
-from .plans import assert_index_search, plan_of
+from .plans import STATISTICS, assert_index_search, plan_of, with_statistics
 
 __all__ = [
     "TestDocumentsAcrossProcesses",
@@ -652,11 +652,11 @@ class TestDocumentsDescribeList:
 class TestDocumentsIndexUse:
     """Point reads and prefix queries are primary-key searches, never LIKE or scans."""
 
-    @pytest.fixture
-    def filled(self, store: durastate.Store) -> durastate.Store:
+    @pytest.fixture(params=STATISTICS)
+    def filled(self, store: durastate.Store, request: pytest.FixtureRequest) -> durastate.Store:
         for i in range(50):
             store.documents.write(f"k/{i}", {"i": i})
-        return store
+        return with_statistics(store, request.param)
 
     def check(self, store: durastate.Store, statement: Any, params: tuple[Any, ...], sorts: bool = False) -> None:
         plan = plan_of(store, statement, params)

@@ -31,7 +31,7 @@ from durastate import InvalidRequest, StoreUnavailable, kv
 from durastate.kv import KEY_CHUNK, KV, PAGE_SIZE, PRUNE_BATCH, PRUNE_EVERY, ScopedKV
 from durastate.testing.clock import FakeClock
 
-from .plans import assert_index_search, plan_of
+from .plans import STATISTICS, assert_index_search, plan_of, with_statistics
 
 __all__ = [
     "TestKVListing",
@@ -1436,13 +1436,13 @@ class TestKVModel:
 class TestKVIndexUse:
     """Point reads, scans and log reads are index searches (flat cost)."""
 
-    @pytest.fixture
-    def filled(self, store: durastate.Store) -> durastate.Store:
+    @pytest.fixture(params=STATISTICS)
+    def filled(self, store: durastate.Store, request: pytest.FixtureRequest) -> durastate.Store:
         for scope in (b"s", b"t"):
             store.kv.put_many(scope, b"n", [(k, b"v") for k in page_crossing_keys(200)])
             for i in range(20):
                 store.kv.append(scope, b"n", b"k", b"%d" % i)
-        return store
+        return with_statistics(store, request.param)
 
     def table(self, store: durastate.Store, name: str) -> str:
         return store.engine.prefix + name

@@ -2,8 +2,11 @@
 
 Each check compiles a facet's public statement constant (``durastate.kv.GET``,
 ...) for the store's engine and asks ``engine.explain`` for its plan: on
-PostgreSQL the generic plan a prepared statement ends up with, on a freshly
-filled table (no ANALYZE). A check fails when a step reads a table without
+PostgreSQL the generic plan a prepared statement ends up with. Every check
+runs twice (``STATISTICS``): on a freshly filled table with no ANALYZE
+(what a new deployment has), and after ANALYZE (what autovacuum gives it
+later): a plan that is only good with statistics, or only without, fails
+one of them. A check fails when a step reads a table without
 searching an index (a full scan), when an index is searched without the
 columns the statement binds (a filter over a whole namespace), or when
 the order comes from a separate sort.
@@ -15,7 +18,25 @@ from collections.abc import Sequence
 from typing import Any
 
 import durastate
-from durastate.engines.base import KeyLookup, Plan, Statement
+from durastate.engines.base import DDL, KeyLookup, Plan, Statement
+
+# The ``filled`` fixtures of the plan tests are parametrized by these.
+STATISTICS = ("fresh", "analyzed")
+
+
+def with_statistics(store: durastate.Store, statistics: str) -> durastate.Store:
+    """``store`` as the plan test's ``statistics`` parameter wants it: untouched, or every table analyzed."""
+    if statistics == "analyzed":
+        analyze(store)
+    return store
+
+
+def analyze(store: durastate.Store) -> None:
+    """``ANALYZE`` every table of the store's prefix (both engines spell it the same)."""
+    engine = store.engine
+    tables = sorted({row[1] for row in engine.catalog() if row[0] in ("column", "table")})
+    for table in tables:
+        engine.execute(engine.sql(DDL(f"ANALYZE {table}")))
 
 
 def plan_of(store: durastate.Store, statement: Statement | KeyLookup, params: Sequence[Any]) -> Plan:

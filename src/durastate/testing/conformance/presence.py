@@ -18,7 +18,7 @@ import durastate
 from durastate import InvalidRequest, presence
 from durastate.testing.clock import FakeClock
 
-from .plans import assert_index_search, plan_of
+from .plans import STATISTICS, assert_index_search, plan_of, with_statistics
 from .queues import FAILURE_DEADLINE
 
 __all__ = ["TestPresenceIndexUse", "TestPresence", "TestPresenceReadsNeverWait"]
@@ -171,9 +171,14 @@ class TestPresenceReadsNeverWait:
 
 
 class TestPresenceIndexUse:
-    def test_read_and_its_due_check_are_index_searches(self, store: durastate.Store) -> None:
+    @pytest.fixture(params=STATISTICS)
+    def filled(self, store: durastate.Store, request: pytest.FixtureRequest) -> durastate.Store:
         for who in ("a", "b", "c"):
             store.presence.set(NS, who, {"x": 1, "y": 2}, at_ms=1, seen=1, ttl_ms=60_000)
+        return with_statistics(store, request.param)
+
+    def test_read_and_its_due_check_are_index_searches(self, filled: durastate.Store) -> None:
+        store = filled
         table = store.engine.prefix + "presence"
         assert_index_search(plan_of(store, presence.READ_LIVE, (NS, 0)), table, using=("ns",), sorts=True)
         assert_index_search(plan_of(store, presence.SWEEP_DUE, (NS, 0)), table, using=("ns", "expires_at"))

@@ -28,7 +28,7 @@ from durastate.queues import DEFAULT_MAX_ATTEMPTS, MAX_NAME_SIZE, Claim, QueueSt
 from durastate.testing.clock import FakeClock
 
 from .kv import expect_invalid
-from .plans import assert_index_search, plan_of
+from .plans import STATISTICS, assert_index_search, plan_of, with_statistics
 
 __all__ = [
     "TestQueueListing",
@@ -819,15 +819,17 @@ class TestQueueBadInput:
 class TestQueueIndexUse:
     """Claims, pops and settling are index searches: cost flat in queue length."""
 
-    @pytest.fixture
-    def filled(self, store: durastate.Store) -> durastate.Store:
+    @pytest.fixture(params=STATISTICS)
+    def filled(self, store: durastate.Store, request: pytest.FixtureRequest) -> durastate.Store:
         for name in ("q", "other"):
             store.queues.push(name, [b"%d" % i for i in range(300)])
             store.queues.push(name, [b"dead"], max_attempts=1)
         for _ in range(300):
             claim(store, "other").ack()
         claim(store, "other").nack()
-        return store
+        for i in range(40):  # many queues, as in production: statistics then show `queue` selective
+            store.queues.push(f"bystander-{i}", [b"x"] * 10)
+        return with_statistics(store, request.param)
 
     def check(
         self, store: durastate.Store, statement: Statement, params: tuple[Any, ...], table: str, *using: str

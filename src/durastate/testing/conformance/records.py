@@ -28,7 +28,7 @@ from durastate import Conflict, InvalidRequest, NotFound, records
 from durastate._chord import MAX_DELTA_OPERATIONS
 from durastate.records import CHECKPOINT_EVERY, FIRST_MINTED_ID, MAX_SAFE_INTEGER, Records
 
-from .plans import assert_index_search, plan_of
+from .plans import STATISTICS, assert_index_search, plan_of, with_statistics
 
 __all__ = [
     "TestRecordsIndexUse",
@@ -1217,9 +1217,11 @@ def _all_entries(r: Records) -> list[dict[str, Any]]:
 class TestRecordsIndexUse:
     """Commit, entry and document reads are index searches (flat in store size)."""
 
-    @pytest.fixture
-    def filled(self, store: durastate.Store) -> durastate.Store:
-        return store
+    @pytest.fixture(params=STATISTICS)
+    def filled(self, store: durastate.Store, request: pytest.FixtureRequest) -> durastate.Store:
+        # Rows to gather statistics on: an empty analyzed table plans like no real one.
+        store.records.commit([conversation(i) for i in range(1, 201)])
+        return with_statistics(store, request.param)
 
     def check(
         self,

@@ -1,0 +1,83 @@
+"""Opening a PostgreSQL store: validate the URL, connect once, say clearly why not.
+
+``PostgresEngine`` connects one probe connection itself before it starts
+the pool, so a misconfiguration fails at once, within the connect timeout,
+with the server's own message, and the pool never starts retrying (and
+logging) in the background. What the probe's failure means:
+
+* the URL or an option value is malformed (libpq refuses it before any
+  network traffic), the server rejected the login (unknown database or
+  role, failed authentication, no ``pg_hba.conf`` entry) or a startup
+  option (``options=-c...``): ``ConfigurationError``, permanent;
+* the server could not be reached (refused, timed out, unknown host) or is
+  not accepting connections right now (starting up, shutting down, in
+  recovery, out of connection slots): ``StoreUnavailable``, transient.
+
+libpq reports a refused startup as text only (no SQLSTATE reaches the
+client for it), so this is the one place that reads a driver message: a
+failure the *server* sent (its severity, ``FATAL:``, is in the text) is
+permanent unless it is one of the server's transient refusals listed in
+``_TRANSIENT_SERVER_REFUSALS`` (SQLSTATE 53300, 57P01-57P03 in English;
+a server with translated messages gets them reported as permanent, which
+errs on "fix the configuration" rather than on retrying forever).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import psycopg
+from psycopg.conninfo import conninfo_to_dict
+
+from ..errors import ConfigurationError, DurastateError, StoreUnavailable
+
+__all__ = ["connect_failure", "connect_options"]
+
+CONNECT_TIMEOUT = 10  # seconds, unless the URL says ``connect_timeout=``
+_SERVER_SEVERITIES = ("FATAL:", "ERROR:", "PANIC:")
+_TRANSIENT_SERVER_REFUSALS = (
+    "too many clients",  # 53300
+    "remaining connection slots are reserved",  # 53300
+    "the database system is starting up",  # 57P03
+    "the database system is shutting down",  # 57P03
+    "the database system is in recovery mode",  # 57P03
+    "the database system is not yet accepting connections",  # 57P03
+    "the database system is not accepting connections",  # 57P03
+    "terminating connection due to administrator command",  # 57P01
+)
+# libpq's own refusals of a value (before any network traffic): permanent.
+_CLIENT_REFUSALS = ("invalid ", "unrecognized", "no password supplied", "password is too long")
+
+
+def connect_options(url: str, where: str) -> dict[str, Any]:
+    """Keyword arguments for ``psycopg.connect(url, ...)``; malformed URLs raise ``ConfigurationError``.
+
+    The URL's own ``connect_timeout`` wins over the default.
+    """
+    try:
+        params = conninfo_to_dict(url)
+    except psycopg.Error as exc:
+        raise ConfigurationError(f"{where}: {_first_line(exc)}") from None
+    options: dict[str, Any] = {"autocommit": True}
+    if "connect_timeout" not in params:
+        options["connect_timeout"] = CONNECT_TIMEOUT
+    return options
+
+
+def connect_failure(exc: psycopg.Error, where: str) -> DurastateError:
+    """What a failed connect means for the caller (see the module docstring)."""
+    text = " ".join(str(exc).split())
+    message = f"{where}: {text}"
+    if isinstance(exc, psycopg.ProgrammingError):  # the conninfo itself
+        return ConfigurationError(message)
+    if any(severity in text for severity in _SERVER_SEVERITIES):
+        if any(refusal in text for refusal in _TRANSIENT_SERVER_REFUSALS):
+            return StoreUnavailable(message)
+        return ConfigurationError(message)
+    if any(refusal in text for refusal in _CLIENT_REFUSALS):
+        return ConfigurationError(message)
+    return StoreUnavailable(message)
+
+
+def _first_line(exc: BaseException) -> str:
+    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__

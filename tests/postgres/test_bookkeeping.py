@@ -1,0 +1,106 @@
+"""Attempt rows (the commit-ambiguity records of writes) are kept for a window, then pruned.
+
+They hold what a write returned (a drained value among it), so "bounded"
+means both: the table stays at about a window's worth of writes, and
+deleted data is gone from it once the window has passed.
+"""
+
+from __future__ import annotations
+
+import psycopg
+import pytest
+
+import durastate
+from durastate import InvalidRequest
+from durastate.engines import postgres
+from durastate.engines.base import WRITE
+from durastate.engines.postgres import PostgresEngine
+from durastate.store import SCHEMAS
+from durastate.testing.clock import FakeClock
+
+PAYLOAD = b"drained-secret-payload"
+
+
+def _attempts(pg_url: str) -> list[tuple[int, str]]:
+    with psycopg.connect(pg_url) as conn:
+        rows = conn.execute("SELECT created_at, COALESCE(result::text, '') FROM ds_attempt").fetchall()
+    return [(int(created), text) for created, text in rows]
+
+
+def _put_keys(store: durastate.Store, stem: bytes, count: int) -> None:
+    """``count`` writes outside a transaction: one attempt row each."""
+    for i in range(count):
+        store.kv.put(b"s", b"n", stem + b"%d" % i, b"v")
+
+
+def test_a_drained_value_is_gone_from_the_bookkeeping_after_the_window(pg_url: str) -> None:
+    clock = FakeClock()
+    with durastate.open(pg_url, clock=clock) as store:
+        store.kv.put(b"s", b"n", b"k", PAYLOAD)
+        assert store.kv.drain(b"s", b"n") == [(b"k", PAYLOAD)]
+        recorded = PAYLOAD.hex()
+        assert any(recorded in text for _, text in _attempts(pg_url)), "the drain's result is recorded for a retry"
+        assert store.maintain().engine_bookkeeping == 0, "inside the window nothing is pruned"
+        clock.advance(postgres.ATTEMPT_RETENTION + 1)
+        report = store.maintain()
+        assert report.engine_bookkeeping >= 2
+        assert not any(recorded in text for _, text in _attempts(pg_url))
+        now = store.engine.now_ms()
+        assert {created for created, _ in _attempts(pg_url)} <= {now}, "only maintain()'s own writes are left"
+
+
+def test_maintain_prunes_in_batches_within_its_budget(pg_url: str) -> None:
+    clock = FakeClock()
+    with durastate.open(pg_url, clock=clock) as store:
+        _put_keys(store, b"k", 2 * postgres.ATTEMPT_PRUNE_BATCH)  # more than a prune in passing removes
+        clock.advance(postgres.ATTEMPT_RETENTION + 1)
+        store.kv.put(b"s", b"n", b"fresh", b"v")  # inside the window: kept
+        first = store.maintain(max_rows=100)
+        assert first.engine_bookkeeping <= 100 and not first.finished
+        rest = store.maintain()
+        assert rest.finished
+        assert {created for created, _ in _attempts(pg_url)} == {store.engine.now_ms()}
+
+
+def test_writes_prune_expired_rows_in_passing(pg_url: str) -> None:
+    clock = FakeClock()
+    with durastate.open(pg_url, clock=clock) as store:
+        _put_keys(store, b"old", 500)
+        clock.advance(postgres.ATTEMPT_RETENTION + 1)
+        cutoff = store.engine.now_ms() - int(postgres.ATTEMPT_RETENTION * 1000)
+        _put_keys(store, b"new", 4 * postgres.ATTEMPT_PRUNE_EVERY)  # 4 batches of ATTEMPT_PRUNE_BATCH >= 500 rows
+        assert [created for created, _ in _attempts(pg_url) if created < cutoff] == []
+
+
+def test_opening_a_store_prunes_an_idle_stores_leftovers(pg_url: str) -> None:
+    clock = FakeClock()
+    with durastate.open(pg_url, clock=clock) as store:
+        _put_keys(store, b"k", 10)
+    assert len(_attempts(pg_url)) == 10
+    clock.advance(postgres.ATTEMPT_RETENTION + 1)
+    with durastate.open(pg_url, clock=clock):
+        assert _attempts(pg_url) == []
+
+
+def test_the_window_is_configurable_and_validated(pg_url: str) -> None:
+    clock = FakeClock()
+    engine = PostgresEngine(pg_url, clock=clock, attempt_retention=10)
+    try:
+        engine.migrate(SCHEMAS)
+        engine.execute(engine.sql(WRITE("INSERT INTO {p}sequence (name, value) VALUES ('x', 1)")))
+        clock.advance(5)
+        assert engine.prune_bookkeeping() == 0
+        clock.advance(6)
+        assert engine.prune_bookkeeping() == 1
+    finally:
+        engine.close()
+    for bad in (0, 0.5, float("nan"), float("inf"), 1e300, "300", True):
+        with pytest.raises(InvalidRequest, match="attempt_retention"):
+            PostgresEngine(pg_url, attempt_retention=bad)  # type: ignore[arg-type]
+
+
+def test_sqlite_keeps_no_bookkeeping() -> None:
+    with durastate.open("memory:") as store:
+        store.kv.put(b"s", b"n", b"k", b"v")
+        assert store.engine.prune_bookkeeping(limit=10) == 0
+        assert store.maintain().engine_bookkeeping == 0
