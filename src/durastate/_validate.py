@@ -27,9 +27,13 @@ from .errors import InvalidRequest, WrongType
 
 INT64_MIN = -(2**63)
 INT64_MAX = 2**63 - 1
-# Longest duration in ms: "now + duration" must still fit the int64 columns.
+# Longest delay, lease or TTL in ms (about 146 million years): far past any
+# real use, and short enough that "now + duration" fits the int64 ms columns.
 MAX_DURATION_MS = 2**62
-# Queue, channel, session, namespace, participant and field names (UTF-8 bytes).
+# Longest name in UTF-8 bytes (queues, event sessions, lanes, presence
+# namespaces, participants, fields). The name leads every index entry;
+# PostgreSQL refuses btree entries over ~2.7 KB, so without a bound a long
+# name would work on SQLite and fail on PostgreSQL.
 MAX_NAME_SIZE = 1024
 # Rows fetched per round trip when a facet streams a scan or a log.
 PAGE_SIZE = 512
