@@ -113,7 +113,7 @@ import orjson
 
 from ._json import JSON_OPTIONS, has_non_finite, int64_overflow
 from ._retention import BATCH, as_keep
-from ._validate import INT64_MAX, as_int64, as_limit, fail, prefix_successor, text
+from ._validate import INT64_MAX, as_int64, as_limit, fail, positive, prefix_successor, text
 from .engines.base import READ, WRITE, WRITE_ROWS, Migration, Schema, Statement
 from .errors import Conflict, DurastateError, InvalidRequest
 
@@ -430,8 +430,7 @@ class Documents:
     def list(self, prefix: str = "", *, limit: int = DEFAULT_LIST_LIMIT, cursor: str | None = None) -> DocumentPage:
         """Up to ``limit`` documents whose key starts with ``prefix``, in key order, after ``cursor``."""
         prefix = check_key(prefix, "prefix")
-        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-            fail(f"limit must be an int >= 1, got {limit!r}")
+        limit = positive("limit", limit)
         limit = min(int(limit), 2**31)
         if cursor is not None:
             cursor = check_key(cursor, "cursor")
