@@ -2,8 +2,10 @@
 
 ``EventColumn`` names the position of every column of ``COLUMNS`` (the
 select list is built from it, so the two cannot disagree); the facet reads
-``row[EventColumn.attempt_count]``, never ``row[15]``. Other statements'
-rows are few columns wide and are unpacked into names where they are read.
+``row[EventColumn.attempt_count]``, never ``row[15]``. ``event_from_row``
+(the hot path: every event returned) unpacks a row into the column names
+at once, the fastest named access CPython has. Other statements' rows are
+few columns wide and are unpacked into names where they are read.
 """
 
 from __future__ import annotations
@@ -51,7 +53,7 @@ def column_names(positions: type) -> tuple[str, ...]:
     named = [(value, name) for name, value in vars(positions).items() if not name.startswith("_")]
     named.sort()
     if [value for value, _ in named] != list(range(len(named))):
-        raise AssertionError(f"{positions.__name__}: positions must be 0..{len(named) - 1}, got {named}")
+        raise RuntimeError(f"{positions.__name__}: positions must be 0..{len(named) - 1}, got {named}")
     return tuple(name for _, name in named)
 
 
@@ -75,46 +77,67 @@ class SessionColumn:
     activity_last = 12
 
 
-C = EventColumn
-
 # object.__new__ without __init__: see event_from_row.
 new_object = object.__new__
 
 
 def event_from_row(row: Row, offset: int = 0) -> StoredEvent:
     """The ``StoredEvent`` of a row selected with ``COLUMNS`` (starting at ``offset``)."""
-    # Built by filling the instance dict directly: a frozen dataclass's
-    # __init__ goes through object.__setattr__ once per field (23 here),
-    # which was the largest single Python cost of a claim (measured with
-    # bench/events.py). Same fields, same values, still frozen afterwards.
-    r = row[offset:] if offset else row
-    returned = r[C.returned_event_ids]
-    cause_index = r[C.cause_index]
-    batch_size = r[C.cause_batch_size]
+    # One unpacking into the column names (in EVENT_COLUMNS order; a test
+    # compares this target list with EVENT_COLUMNS), then the instance dict
+    # filled directly: a frozen dataclass's __init__ goes through
+    # object.__setattr__ once per field (23 here), which was the largest
+    # single Python cost of a claim (measured with bench/events.py). Same
+    # fields, same values, still frozen afterwards.
+    (
+        session_id,
+        idx,
+        event_id,
+        event_type,
+        payload,
+        created_at,
+        cause_index,
+        cause_attempt,
+        cause_batch_size,
+        lane,
+        processed_at,
+        processed_by_attempt,
+        returned_event_ids,
+        first_claimed_at,
+        last_claimed_at,
+        attempt_count,
+        failure_count,
+        last_failed_at,
+        last_failed_attempt,
+        last_error,
+        failed_at,
+        claim_holder,
+        claim_expires_at,
+    ) = row[offset:] if offset else row
     event = new_object(StoredEvent)
     event.__dict__.update(
-        id=r[C.event_id],
-        type=r[C.event_type],
-        payload=orjson.loads(r[C.payload]),
-        index=int(r[C.idx]),
-        session_id=r[C.session_id],
-        created_at=int(r[C.created_at]),
+        id=event_id,
+        type=event_type,
+        payload=orjson.loads(payload),
+        index=int(idx),
+        session_id=session_id,
+        created_at=int(created_at),
         cause=None
         if cause_index is None
-        else Cause(int(cause_index), int(r[C.cause_attempt]), None if batch_size is None else int(batch_size)),
-        lane=r[C.lane],
-        processed_at=r[C.processed_at],
-        processed_by_attempt=r[C.processed_by_attempt],
-        returned_event_ids=None if returned is None else tuple(orjson.loads(returned)),
-        first_claimed_at=r[C.first_claimed_at],
-        last_claimed_at=r[C.last_claimed_at],
-        attempt_count=int(r[C.attempt_count]),
-        failure_count=int(r[C.failure_count]),
-        last_failed_at=r[C.last_failed_at],
-        last_failed_attempt=r[C.last_failed_attempt],
-        last_error=r[C.last_error],
-        failed_at=r[C.failed_at],
-        claim_holder=r[C.claim_holder],
-        claim_expires_at=r[C.claim_expires_at],
+        else Cause(int(cause_index), int(cause_attempt), None if cause_batch_size is None else int(cause_batch_size)),
+        lane=lane,
+        processed_at=processed_at,
+        processed_by_attempt=processed_by_attempt,
+        returned_event_ids=None if returned_event_ids is None else tuple(orjson.loads(returned_event_ids)),
+        first_claimed_at=first_claimed_at,
+        last_claimed_at=last_claimed_at,
+        attempt_count=int(attempt_count),
+        failure_count=int(failure_count),
+        last_failed_at=last_failed_at,
+        last_failed_attempt=last_failed_attempt,
+        last_error=last_error,
+        failed_at=failed_at,
+        claim_holder=claim_holder,
+        claim_expires_at=claim_expires_at,
     )
     return event
