@@ -7,9 +7,9 @@ The facet once built a ``StoredEvent`` from a row with 23 positional reads
 (``durastate.events.rows.event_from_row``). ``positional`` below is that
 earlier code, kept here as the contender. Both build the same event from
 the same row (checked first); per round each maps the row ``--calls``
-times (thread CPU time: the machine is shared), the order of the two alternating by round, and the median of the
-per-round ratios is reported (ratio = named / positional time: <= 1.0 is
-no slower). The full append and claim cycles are in bench/events.py.
+times (thread CPU time: the machine is shared), the order of the two
+alternating by round, and the median of the per-round ratios is reported
+(ratio = named / positional time: <= 1.0 is no slower). The full append and claim cycles are in bench/events.py.
 """
 
 from __future__ import annotations
