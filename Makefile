@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: demo test bench bench-postgres lint typecheck clean
+.PHONY: demo test bench bench-postgres lint typecheck clean crash fuzz bench-langgraph
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -53,3 +53,17 @@ bench-documents: $(VENV)/.installed-test
 
 bench-events: $(VENV)/.installed-test
 	$(PY) bench/events.py
+
+# Long crash-cycle run (CI runs 100 SQLite / 33 PostgreSQL cycles inside `make test`).
+crash: $(VENV)/.installed-test
+	DURASTATE_CRASH_CYCLES=$${CYCLES:-1000} $(PY) -m pytest tests/crash -q -s
+
+# Longer fuzz run (CI runs 25 examples per entry point inside `make test`).
+fuzz: $(VENV)/.installed-test
+	DURASTATE_FUZZ_EXAMPLES=$${EXAMPLES:-500} $(PY) -m pytest tests/fuzz -q
+
+# DurastateSaver against LangGraph's SqliteSaver / PostgresSaver and their
+# async twins; the PostgreSQL pairs need a server (--postgres-url,
+# DURASTATE_TEST_POSTGRES_URL or postgresql://postgres@127.0.0.1:5432/postgres).
+bench-langgraph: $(VENV)/.installed-test
+	$(PY) bench/langgraph.py

@@ -10,7 +10,7 @@ from urllib.parse import urlsplit, urlunsplit
 import pytest
 
 import durastate
-from durastate.sharding import ShardedStore, rendezvous_owner
+from durastate.sharding import CrossShardWrite, ShardedStore, rendezvous_owner
 from durastate.testing import plugin
 
 pytestmark = pytest.mark.timeout(180)
@@ -176,3 +176,195 @@ def test_vgi_sharded_storage_refuses_bad_shard_lists(tmp_path: Path) -> None:
         ShardedStorage(str(tmp_path / "a.db"), shards=[str(tmp_path / "b.db")])
     with pytest.raises(ValueError):
         ShardedStorage(shards=[str(tmp_path / "a.db"), str(tmp_path / "a.db")])
+
+
+# -- honest sharding: transactions never span shards ----------------------------
+
+
+def _two_keys_on_different_shards(router: ShardedStore) -> tuple[bytes, bytes]:
+    first = SCOPES[0]
+    other = next(s for s in SCOPES if router.shard_of(s) != router.shard_of(first))
+    return first, other
+
+
+def _nothing_anywhere(router: ShardedStore, *scopes: bytes) -> bool:
+    return all(store.kv.get(s, b"ns", b"k") is None for store in router.stores for s in scopes)
+
+
+def test_a_write_to_another_shard_inside_a_transaction_is_refused_and_nothing_commits(
+    shard_urls: list[str], open_shards: Callable[[list[str]], ShardedStore]
+) -> None:
+    router = open_shards(shard_urls[:3])
+    here, there = _two_keys_on_different_shards(router)
+    # The refusal propagates: the block rolls back on its own shard.
+    with pytest.raises(CrossShardWrite, match="never spans shards"), router.transaction(here):
+        router.kv.put(here, b"ns", b"k", b"1")
+        router.kv.put(there, b"ns", b"k", b"2")
+    assert _nothing_anywhere(router, here, there)
+    # The caller catches the refusal: the block still commits nothing.
+    with pytest.raises(CrossShardWrite, match="rolled back"), router.transaction(here):
+        router.kv.put(here, b"ns", b"k", b"1")
+        try:
+            router.queues.push(there.decode(), [b"job"])
+        except CrossShardWrite:
+            pass
+    assert _nothing_anywhere(router, here, there)
+    assert router.queues.stats(there.decode()).ready == 0
+    # Writes that stay on the shard commit together; reads elsewhere are allowed.
+    with router.transaction(here):
+        router.kv.put(here, b"ns", b"k", b"1")
+        router.kv.incr(here, b"ns", b"n")
+        assert router.kv.get(there, b"ns", b"k") is None
+    assert router.kv.get(here, b"ns", b"k") == b"1"
+    # A nested transaction on another shard is refused before it opens.
+    with pytest.raises(CrossShardWrite), router.transaction(here), router.transaction(there):
+        pass
+    # The guard ends with the block.
+    router.kv.put(there, b"ns", b"k", b"2")
+    assert router.store_for(there).kv.get(there, b"ns", b"k") == b"2"
+
+
+def test_scoped_views_are_routed_and_guarded_too(
+    shard_urls: list[str], open_shards: Callable[[list[str]], ShardedStore]
+) -> None:
+    router = open_shards(shard_urls[:3])
+    here, there = _two_keys_on_different_shards(router)
+    view = router.kv.scope(there)
+    with pytest.raises(CrossShardWrite), router.transaction(here):
+        view.put(b"ns", b"k", b"v")
+    assert _nothing_anywhere(router, there)
+    view.put(b"ns", b"k", b"v")
+    assert router.store_for(there).kv.get(there, b"ns", b"k") == b"v"
+
+
+def test_documents_route_by_key_and_list_merges_every_shard(
+    shard_urls: list[str], open_shards: Callable[[list[str]], ShardedStore], tmp_path: Path
+) -> None:
+    router = open_shards(shard_urls[:3])
+    single = durastate.open(tmp_path / "single.db")
+    try:
+        keys = [f"doc/{i:03d}" for i in range(60)] + ["other"]
+        for i, key in enumerate(keys):
+            assert router.documents.write(key, {"i": i}) == single.documents.write(key, {"i": i})
+        assert {router.shard_of(k) for k in keys} == {0, 1, 2}
+        for key in keys:
+            holders = [i for i, s in enumerate(router.stores) if s.documents.read(key) is not None]
+            assert holders == [router.shard_of(key)]
+        # Paging over the merged shards gives exactly what one store gives.
+        for limit in (1, 7, 60, 100):
+            merged, alone = [], []
+            cursor_a: str | None = None
+            cursor_b: str | None = None
+            while True:
+                page_a = router.documents.list("doc/", limit=limit, cursor=cursor_a)
+                page_b = single.documents.list("doc/", limit=limit, cursor=cursor_b)
+                assert page_a == page_b
+                merged += page_a.items
+                alone += page_b.items
+                cursor_a, cursor_b = page_a.cursor, page_b.cursor
+                if cursor_a is None:
+                    break
+            assert merged == alone and len(merged) == 60
+        assert list(router.documents.iter_keys("doc/")) == list(single.documents.iter_keys("doc/"))
+        assert router.documents.describe(prefix="doc/") == single.documents.describe(prefix="doc/")
+        assert router.documents.describe("other") == single.documents.describe("other")
+        with pytest.raises(durastate.InvalidRequest, match="exactly one"):
+            router.documents.describe()  # type: ignore[call-overload]
+    finally:
+        single.close()
+
+
+def test_document_locks_cover_one_shard(
+    shard_urls: list[str], open_shards: Callable[[list[str]], ShardedStore]
+) -> None:
+    router = open_shards(shard_urls[:3])
+    a = "k-0"
+    b = next(f"k-{i}" for i in range(1, 100) if router.shard_of(f"k-{i}") != router.shard_of(a))
+    with pytest.raises(CrossShardWrite, match="several shards"):
+        router.documents.lock(a, b)
+    with pytest.raises(durastate.InvalidRequest, match="at least one key"):
+        router.documents.lock()
+    with pytest.raises(CrossShardWrite, match="rolled back"), router.documents.lock(a):
+        router.documents.write(a, {"v": 1})
+        with pytest.raises(CrossShardWrite):
+            router.documents.write(b, {"v": 1})
+        router.documents.write(a, {"v": 2})
+    assert router.documents.read(a) is None and router.documents.read(b) is None
+    # With a shard-key mapping, every document of a tenant lives together.
+    stores = {f"shard-{i}": s for i, s in enumerate(router.stores)}
+    tenants = ShardedStore(stores, document_shard_key=lambda key: key.split("/")[0])
+    with tenants.documents.lock("t1/a", "t1/b"):
+        tenants.documents.write("t1/a", {"v": 1})
+        tenants.documents.write("t1/b", {"v": 1})
+    owner = tenants.store_for("t1")
+    assert owner.documents.read("t1/a") is not None and owner.documents.read("t1/b") is not None
+
+
+def test_events_route_by_session_and_cross_session_calls_fan_out(
+    shard_urls: list[str], open_shards: Callable[[list[str]], ShardedStore]
+) -> None:
+    router = open_shards(shard_urls[:3])
+    sessions = [f"s-{i:02d}" for i in range(12)]
+    assert len({router.shard_of(s) for s in sessions}) == 3
+    for s in sessions:
+        router.events.append(s, [{"type": "t", "payload": s}])
+        assert [i for i, st in enumerate(router.stores) if st.events.get(s, 1) is not None] == [router.shard_of(s)]
+    seen: list[str] = []
+    cursor: str | None = None
+    while True:
+        page = router.events.list_sessions("s-", limit=5, cursor=cursor)
+        seen += [summary.session_id for summary in page.sessions]
+        cursor = page.cursor
+        if cursor is None:
+            break
+    assert seen == sessions
+    claimed = router.events.claim_any("worker", ttl_ms=60_000, limit=len(sessions))
+    assert sorted(e.session_id for e in claimed) == sessions
+    assert router.events.claim_any("worker", ttl_ms=60_000, limit=5) == []
+    first = claimed[0]
+    assert router.events.fail_attempt(first.session_id, first.index, first.attempt_count, "boom", 1).outcome == (
+        "dead_lettered"
+    )
+    assert [(e.session_id, e.index) for e in router.events.dead_letters()] == [(first.session_id, first.index)]
+    # Inside a transaction, a session on another shard is refused.
+    other = next(s for s in sessions if router.shard_of(s) != router.shard_of(first.session_id))
+    with pytest.raises(CrossShardWrite), router.transaction(first.session_id):
+        router.events.append(first.session_id, [{"type": "t"}])
+        router.events.append(other, [{"type": "t"}])
+    assert len(router.events.read(first.session_id)) == 1 and len(router.events.read(other)) == 1
+
+
+def test_presence_routes_by_namespace_and_records_refuse_with_the_reason(
+    shard_urls: list[str], open_shards: Callable[[list[str]], ShardedStore]
+) -> None:
+    router = open_shards(shard_urls[:3])
+    for ns in ("room-a", "room-b", "room-c", "room-d"):
+        router.presence.set(ns, "alice", {"x": ns}, at_ms=1, seen=1, ttl_ms=10**9)
+        assert [(e.participant, e.field, e.value) for e in router.presence.read(ns)] == [("alice", "x", ns)]
+        assert router.store_for(ns).presence.read(ns) != []
+    with pytest.raises(durastate.InvalidRequest, match="records are not sharded"):
+        _ = router.records
+
+
+@pytest.mark.parametrize(
+    ("facet", "routed"),
+    [
+        ("kv", "ShardedKV"),
+        ("queues", "ShardedQueues"),
+        ("documents", "ShardedDocuments"),
+        ("events", "ShardedEvents"),
+        ("presence", "ShardedPresence"),
+    ],
+)
+def test_every_public_facet_method_is_routed(facet: str, routed: str, tmp_path: Path) -> None:
+    """The routed facets cannot silently miss a method the facet gains (mypy checks their signatures)."""
+    import inspect
+
+    from durastate import sharding
+
+    with durastate.open(tmp_path / "x.db") as s:
+        facet_type = type(getattr(s, facet))
+    public = {n for n, v in inspect.getmembers(facet_type) if not n.startswith("_") and callable(v)}
+    public -= {"statements", "channel"}  # the compiled statement texts; a static channel-name helper
+    missing = sorted(n for n in public if not hasattr(getattr(sharding, routed), n))
+    assert missing == []

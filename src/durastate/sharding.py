@@ -1,10 +1,24 @@
 """Route one keyspace over several stores: ``durastate.sharding``.
 
 ``ShardedStore`` looks like a ``Store`` (``.kv``, ``.queues``,
-``transaction(key)``, ``close()``) and sends every call to one of N stores,
-chosen by a stable hash of the call's *shard key*: the ``scope`` for kv
-calls, the queue ``name`` for queue calls. A fleet of PostgreSQL servers (or
-of SQLite files) then serves one keyspace.
+``.documents``, ``.events``, ``.presence``, ``transaction(key)``,
+``close()``) and sends every call to one of N stores, chosen by a stable
+hash of the call's *shard key*:
+
+=============  ==========================================================
+facet          shard key
+=============  ==========================================================
+kv             ``scope``
+queues         the queue ``name``
+documents      the document ``key`` (or ``document_shard_key(key)``)
+events         ``session_id``
+presence       the namespace ``ns``
+records        not sharded (see below)
+=============  ==========================================================
+
+A ``str`` key hashes by its UTF-8 bytes, so the scope ``b"t1"``, the queue
+``"t1"`` and the session ``"t1"`` live on the same shard: name what belongs
+together alike and it can commit together.
 
 Choice of hash: rendezvous (highest random weight). Each shard has a stable
 name (its URL unless you name it); a key goes to the shard with the highest
@@ -13,23 +27,67 @@ shard now wins, about 1/(N+1) of them, and removing one moves only that
 shard's keys; nothing else ever moves. The hash is keyed by shard *names*,
 not positions, so listing the shards in another order changes nothing.
 
-Operations never span shards: one call touches one store, and a transaction
-is a transaction of one shard (``transaction(key)``). Keep what must commit
-together under one shard key (e.g. one scope).
+Transactions never span shards, and the router says so instead of
+committing half a change: ``with router.transaction(key):`` opens a
+transaction on the shard that owns ``key``; a write made through the router
+inside it that routes to *another* shard raises ``CrossShardWrite`` and
+dooms the block, so it rolls back on its own shard too (even if the caller
+catches the error): nothing is committed anywhere. ``documents.lock(*keys)``
+is the same transaction and refuses keys that live on different shards.
+Reads of other shards inside the block are allowed and see those shards'
+committed state (they are not part of the transaction). Writes made on a
+shard ``Store`` directly (``router.stores[i]``, or a ``Claim`` handed out by
+a shard) are that store's business: the router cannot see them.
+
+Reads that have no single shard key fan out and merge: ``documents.list``,
+``iter_keys`` and ``describe(prefix=)``, ``events.list_sessions``,
+``events.dead_letters()`` without a session, ``events.prune`` and
+``events.claim_any`` (which visits the shards in turn, starting from a
+different one each call, until it has ``limit`` events). Their results are
+in the same order and use the same cursors as on one store.
+
+Why records are not sharded: a pi-durable commit is one atomic batch that
+may touch several conversations, forks copy documents across conversation
+trees, ids are minted from one store-wide counter and point-in-time reads
+use one store-wide commit sequence. Splitting any of those over shards
+would break the contract, so ``router.records`` refuses with this reason;
+shard records by tenant yourself with ``router.store_for(tenant).records``.
+
+The routed methods are built from the facets' own methods
+(``_routed(Facet.method)``), so their signatures and types are the
+facets', checked by mypy, and cannot drift from them.
 """
 
 from __future__ import annotations
 
+import contextvars
+import functools
 import hashlib
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+import heapq
+import inspect
+import itertools
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from types import TracebackType
+from typing import Any, Concatenate, ParamSpec, TypeVar, cast, overload
 
 from ._validate import as_bytes, as_name, fail
+from .documents import DEFAULT_LIST_LIMIT, DocumentInfo, DocumentPage, Documents, PrefixInfo
+from .errors import InvalidRequest
+from .events import Events as EventsFacet
+from .events import SessionPage, StoredEvent
 from .kv import KV, ScopedKV
-from .queues import DEFAULT_MAX_ATTEMPTS, Claim, DeadLetter, Queues, QueueStats
-from .store import Store, Transaction
+from .presence import Presence
+from .queues import Queues
+from .store import Store
 
-__all__ = ["ShardedStore", "rendezvous_owner"]
+__all__ = ["CrossShardWrite", "ShardedStore", "rendezvous_owner"]
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+
+class CrossShardWrite(InvalidRequest):
+    """A write inside a sharded transaction routes to a shard other than the transaction's."""
 
 
 def _weight(name: bytes, key: bytes) -> int:
@@ -56,16 +114,364 @@ def rendezvous_owner(names: Sequence[bytes], key: bytes) -> int:
     return best
 
 
+def _shard_key(key: Any, what: str = "shard key") -> bytes:
+    return as_name(what, key) if isinstance(key, str) else as_bytes(what, key)
+
+
+class _OpenTransaction:
+    """The router transaction open in this context (thread or task)."""
+
+    __slots__ = ("refusal", "router", "shard")
+
+    def __init__(self, router: ShardedStore, shard: int) -> None:
+        self.router = router
+        self.shard = shard
+        self.refusal: CrossShardWrite | None = None
+
+
+_OPEN: contextvars.ContextVar[_OpenTransaction | None] = contextvars.ContextVar("durastate_shard_tx", default=None)
+
+
+class ShardTransaction:
+    """``with router.transaction(key) as shard_store:`` (see the module docstring).
+
+    Wraps a transaction (or ``documents.lock``) of the owning shard and
+    refuses, for its duration, router writes that route elsewhere.
+    """
+
+    __slots__ = ("_guard", "_inner", "_router", "_shard", "_token")
+
+    def __init__(self, router: ShardedStore, shard: int, inner: Any) -> None:
+        self._router = router
+        self._shard = shard
+        self._inner = inner
+
+    def __enter__(self) -> Store:
+        outer = _OPEN.get()
+        if outer is not None and outer.router is self._router and outer.shard != self._shard:
+            raise CrossShardWrite(
+                f"a transaction on shard {self._router.names[self._shard]!r} cannot open inside one on shard "
+                f"{self._router.names[outer.shard]!r}: transactions never span shards"
+            )
+        self._inner.__enter__()
+        self._token: contextvars.Token[_OpenTransaction | None] | None
+        if outer is not None and outer.router is self._router:
+            self._guard = outer
+            self._token = None  # nested: the outer block owns the guard
+        else:
+            self._guard = _OpenTransaction(self._router, self._shard)
+            self._token = _OPEN.set(self._guard)
+        return self._router.stores[self._shard]
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self._token is not None:
+            _OPEN.reset(self._token)
+        refusal = self._guard.refusal
+        if exc_type is None and refusal is not None and self._token is not None:
+            # A refused cross-shard write was caught inside the block: the
+            # change it belonged to is incomplete, so none of it commits.
+            doomed = CrossShardWrite(f"sharded transaction rolled back: {refusal}")
+            self._inner.__exit__(CrossShardWrite, doomed, None)
+            raise doomed
+        self._inner.__exit__(exc_type, exc, tb)
+
+
+def _routed(
+    facet: str, *, write: bool
+) -> Callable[[Callable[Concatenate[Any, P], T]], Callable[Concatenate[_ShardedFacet, P], T]]:
+    """Turn the facet method ``method(self, key, ...)`` into a router method.
+
+    The router method takes the same arguments, picks the store by the
+    first one (the shard key) and calls the same method of that store's
+    ``facet``. ``write``: refused inside a transaction on another shard.
+    """
+
+    def wrap(method: Callable[Concatenate[Any, P], T]) -> Callable[Concatenate[_ShardedFacet, P], T]:
+        name = method.__name__
+        key_name = list(inspect.signature(method).parameters)[1]
+
+        @functools.wraps(method)
+        def call(self: _ShardedFacet, /, *args: P.args, **kwargs: P.kwargs) -> T:
+            key = args[0] if args else kwargs.get(key_name)
+            store = self._router._route(self._key_of(key), write=write, what=key_name)
+            bound: Callable[P, T] = getattr(getattr(store, facet), name)
+            return bound(*args, **kwargs)
+
+        return call
+
+    return wrap
+
+
+class _ShardedFacet:
+    """Base of the routed facets: holds the router."""
+
+    __slots__ = ("_router",)
+
+    def __init__(self, router: ShardedStore) -> None:
+        self._router = router
+
+    def _key_of(self, key: Any) -> Any:
+        return key
+
+
+_kv_read = _routed("kv", write=False)
+_kv_write = _routed("kv", write=True)
+
+
+class ShardedKV(_ShardedFacet):
+    """``store.kv`` routed by ``scope``. Same methods, same contracts."""
+
+    __slots__ = ()
+
+    get = _kv_read(KV.get)
+    get_many = _kv_read(KV.get_many)
+    scan = _kv_read(KV.scan)
+    log = _kv_read(KV.log)
+    counter = _kv_read(KV.counter)
+    put = _kv_write(KV.put)
+    put_many = _kv_write(KV.put_many)
+    drain = _kv_write(KV.drain)
+    delete = _kv_write(KV.delete)
+    clear = _kv_write(KV.clear)
+    append = _kv_write(KV.append)
+    incr = _kv_write(KV.incr)
+    set_counter = _kv_write(KV.set_counter)
+    delete_counter = _kv_write(KV.delete_counter)
+
+    trim_log = _kv_write(KV.trim_log)
+
+    def prune_expired(self, limit: int | None = None) -> int:
+        """``KV.prune_expired`` on every shard in turn, ``limit`` in all; the total removed."""
+        return self._router._on_every_shard(lambda store, left: store.kv.prune_expired(left), limit)
+
+    def trim_logs(self, older_than: float, *, limit: int | None = None) -> int:
+        """``KV.trim_logs`` on every shard in turn, ``limit`` in all."""
+        return self._router._on_every_shard(lambda store, left: store.kv.trim_logs(older_than, limit=left), limit)
+
+    def scope(self, scope: bytes) -> ScopedKV:
+        """A view with ``scope`` bound; its calls are routed (and guarded) like these."""
+        as_bytes("scope", scope)
+        # ScopedKV only calls KV methods, which this class has with the same signatures.
+        return ScopedKV(cast(KV, self), scope)
+
+
+_queue_read = _routed("queues", write=False)
+_queue_write = _routed("queues", write=True)
+
+
+class ShardedQueues(_ShardedFacet):
+    """``store.queues`` routed by queue name. Same methods, same contracts.
+
+    A ``Claim`` belongs to its shard: ``ack``/``nack``/``renew`` go straight
+    to it.
+    """
+
+    __slots__ = ()
+
+    stats = _queue_read(Queues.stats)
+    dead_letters = _queue_read(Queues.dead_letters)
+    push = _queue_write(Queues.push)
+    pop = _queue_write(Queues.pop)
+    claim = _queue_write(Queues.claim)
+    clear = _queue_write(Queues.clear)
+    redrive = _queue_write(Queues.redrive)
+    delete_dead = _queue_write(Queues.delete_dead)
+
+    def expire_dead(self, older_than: float, *, limit: int | None = None) -> int:
+        """``Queues.expire_dead`` on every shard in turn, ``limit`` in all."""
+        return self._router._on_every_shard(lambda store, left: store.queues.expire_dead(older_than, limit=left), limit)
+
+
+_doc_read = _routed("documents", write=False)
+_doc_write = _routed("documents", write=True)
+
+
+class ShardedDocuments(_ShardedFacet):
+    """``store.documents`` routed by key (or ``document_shard_key(key)``).
+
+    ``list``, ``iter_keys`` and ``describe(prefix=)`` merge every shard;
+    ``lock`` needs keys that live on one shard.
+    """
+
+    __slots__ = ()
+
+    def _key_of(self, key: Any) -> Any:
+        mapper = self._router._document_shard_key
+        if mapper is None or not isinstance(key, str):
+            return key
+        return mapper(key)
+
+    read = _doc_read(Documents.read)
+    read_raw = _doc_read(Documents.read_raw)
+    write = _doc_write(Documents.write)
+    delete = _doc_write(Documents.delete)
+    clear = _doc_write(Documents.clear)
+
+    @overload
+    def describe(self, key: str) -> DocumentInfo | None: ...
+
+    @overload
+    def describe(self, *, prefix: str) -> PrefixInfo: ...
+
+    def describe(self, key: str | None = None, *, prefix: str | None = None) -> DocumentInfo | PrefixInfo | None:
+        """As ``Documents.describe``; ``prefix=`` sums over every shard."""
+        if (key is None) == (prefix is None):
+            fail("describe() takes a key or prefix=, exactly one of them")
+        if key is not None:
+            return self._router._route(self._key_of(key), write=False, what="key").documents.describe(key)
+        assert prefix is not None
+        infos = [store.documents.describe(prefix=prefix) for store in self._router.stores]
+        return PrefixInfo(sum(i.count for i in infos), sum(i.size for i in infos))
+
+    def list(self, prefix: str = "", *, limit: int = DEFAULT_LIST_LIMIT, cursor: str | None = None) -> DocumentPage:
+        """As ``Documents.list``, merged over every shard in key order (same cursors)."""
+        pages = [store.documents.list(prefix, limit=limit, cursor=cursor) for store in self._router.stores]
+        merged = list(itertools.islice(heapq.merge(*(p.items for p in pages), key=lambda i: i.key), limit + 1))
+        more = len(merged) > limit or any(p.cursor is not None for p in pages)
+        items = merged[:limit]
+        return DocumentPage(items, items[-1].key if more and items else None)
+
+    def iter_keys(self, prefix: str = "") -> Iterator[str]:
+        """Every key starting with ``prefix`` on every shard, in order, streamed."""
+        return heapq.merge(*(store.documents.iter_keys(prefix) for store in self._router.stores))
+
+    def prune_backups(self, keep: int, *, limit: int | None = None) -> int:
+        """``Documents.prune_backups`` on every shard in turn, ``limit`` in all."""
+        return self._router._on_every_shard(lambda store, left: store.documents.prune_backups(keep, limit=left), limit)
+
+    def lock(self, *keys: str) -> ShardTransaction:
+        """``Documents.lock`` on the one shard that owns every key named."""
+        if not keys:
+            fail("lock() on a ShardedStore needs at least one key: the keys choose the shard")
+        shards = {self._router.shard_of(self._key_of(key)) for key in keys}
+        if len(shards) > 1:
+            names = sorted(self._router.names[i] for i in shards)
+            raise CrossShardWrite(f"lock{keys!r:.200} names keys on several shards ({', '.join(names)})")
+        (shard,) = shards
+        return ShardTransaction(self._router, shard, self._router.stores[shard].documents.lock(*keys))
+
+
+_event_read = _routed("events", write=False)
+_event_write = _routed("events", write=True)
+
+
+class ShardedEvents(_ShardedFacet):
+    """``store.events`` routed by ``session_id``; cross-session calls fan out."""
+
+    __slots__ = ("_next_start",)
+
+    def __init__(self, router: ShardedStore) -> None:
+        super().__init__(router)
+        self._next_start = itertools.count()
+
+    read = _event_read(EventsFacet.read)
+    get = _event_read(EventsFacet.get)
+    read_state = _event_read(EventsFacet.read_state)
+    read_events = _event_read(EventsFacet.read_events)
+    read_after = _event_read(EventsFacet.read_after)
+    list_snapshots = _event_read(EventsFacet.list_snapshots)
+    stream = _event_read(EventsFacet.stream)
+    append = _event_write(EventsFacet.append)
+    claim_available = _event_write(EventsFacet.claim_available)
+    renew_claims = _event_write(EventsFacet.renew_claims)
+    complete_attempt = _event_write(EventsFacet.complete_attempt)
+    fail_attempt = _event_write(EventsFacet.fail_attempt)
+    put_snapshot = _event_write(EventsFacet.put_snapshot)
+    redrive = _event_write(EventsFacet.redrive)
+    delete_session = _event_write(EventsFacet.delete_session)
+
+    def prune_sessions(self, settled_for_ms: int, *, limit: int | None = None) -> int:
+        """``Events.prune_sessions`` on every shard in turn, ``limit`` sessions in all."""
+        return self._router._on_every_shard(
+            lambda store, left: store.events.prune_sessions(settled_for_ms, limit=left), limit
+        )
+
+    def claim_any(
+        self, holder: str, ttl_ms: int | None = None, *, expires_at_ms: int | None = None, limit: int = 1
+    ) -> list[StoredEvent]:
+        """As ``Events.claim_any``: shards in turn (a new first shard each call) until ``limit`` are claimed."""
+        stores = self._router.stores
+        start = next(self._next_start) % len(stores)
+        claimed: list[StoredEvent] = []
+        for i in range(len(stores)):
+            shard = (start + i) % len(stores)
+            self._router._check_write(shard)
+            claimed += stores[shard].events.claim_any(
+                holder, ttl_ms, expires_at_ms=expires_at_ms, limit=limit - len(claimed)
+            )
+            if len(claimed) >= limit:
+                break
+        return sorted(claimed, key=lambda e: (e.session_id, e.index))
+
+    def list_sessions(self, prefix: str = "", limit: int = 100, cursor: str | None = None) -> SessionPage:
+        """As ``Events.list_sessions``, merged over every shard in id order (same cursors)."""
+        pages = [store.events.list_sessions(prefix, limit, cursor) for store in self._router.stores]
+        merged = list(
+            itertools.islice(heapq.merge(*(p.sessions for p in pages), key=lambda s: s.session_id), limit + 1)
+        )
+        more = len(merged) > limit or any(p.cursor is not None for p in pages)
+        sessions = tuple(merged[:limit])
+        return SessionPage(sessions, sessions[-1].session_id if more and sessions else None)
+
+    def dead_letters(
+        self, session_id: str | None = None, *, after: tuple[str, int] | int | None = None, limit: int = 100
+    ) -> list[StoredEvent]:
+        """As ``Events.dead_letters``; without a session, merged over every shard."""
+        if session_id is not None:
+            return self._router._route(session_id, write=False).events.dead_letters(
+                session_id, after=after, limit=limit
+            )
+        lists = [store.events.dead_letters(after=after, limit=limit) for store in self._router.stores]
+        return list(itertools.islice(heapq.merge(*lists, key=lambda e: (e.session_id, e.index)), limit))
+
+    def prune(self, **options: Any) -> int:
+        """``Events.prune`` on every shard (same options); the total deleted."""
+        for shard in range(len(self._router.stores)):
+            self._router._check_write(shard)
+        return sum(store.events.prune(**options) for store in self._router.stores)
+
+
+_presence_read = _routed("presence", write=False)
+_presence_write = _routed("presence", write=True)
+
+
+class ShardedPresence(_ShardedFacet):
+    """``store.presence`` routed by namespace."""
+
+    __slots__ = ()
+
+    read = _presence_read(Presence.read)
+    set = _presence_write(Presence.set)
+    remove = _presence_write(Presence.remove)
+
+    def sweep_expired(self, *, limit: int | None = None) -> int:
+        """``Presence.sweep_expired`` on every shard in turn, ``limit`` in all."""
+        return self._router._on_every_shard(lambda store, left: store.presence.sweep_expired(limit=left), limit)
+
+
 class ShardedStore:
     """A ``Store``-shaped router over several stores (see the module docstring).
 
     ``stores``: a sequence of stores (each named by its URL) or a mapping of
     stable shard names to stores. Names must be unique. Name the shards
     when their URLs may change (a moved server keeps its keys only if its
-    name stays the same).
+    name stays the same). ``document_shard_key``: maps a document key to
+    the key that picks its shard (for example ``lambda k: k.split("/")[0]``
+    keeps every document of one tenant together, so ``lock`` can cover
+    them); by default the document key itself.
     """
 
-    def __init__(self, stores: Sequence[Store] | Mapping[str, Store]) -> None:
+    def __init__(
+        self,
+        stores: Sequence[Store] | Mapping[str, Store],
+        *,
+        document_shard_key: Callable[[str], str] | None = None,
+    ) -> None:
         if isinstance(stores, Mapping):
             named = list(stores.items())
         elif isinstance(stores, Sequence) and not isinstance(stores, (str, bytes)):
@@ -74,6 +480,8 @@ class ShardedStore:
             fail(f"stores must be a list of stores or a mapping name -> store, got {type(stores).__name__}")
         if not named:
             fail("a ShardedStore needs at least one store")
+        if document_shard_key is not None and not callable(document_shard_key):
+            fail(f"document_shard_key must be callable (str -> str), got {type(document_shard_key).__name__}")
         names: list[bytes] = []
         for name, store in named:
             if not isinstance(store, Store):
@@ -84,21 +492,64 @@ class ShardedStore:
         self.names = [n.decode() for n in names]
         self._names = names
         self.stores = [store for _, store in named]
+        self._document_shard_key = document_shard_key
         self.kv = ShardedKV(self)
         self.queues = ShardedQueues(self)
+        self.documents = ShardedDocuments(self)
+        self.events = ShardedEvents(self)
+        self.presence = ShardedPresence(self)
+
+    @property
+    def records(self) -> Any:
+        """Refused: records cannot be sharded (see the module docstring)."""
+        raise InvalidRequest(
+            "records are not sharded: a commit batch may span conversations, forks copy documents across "
+            "trees, and ids and the commit sequence are store-wide; use router.store_for(tenant).records"
+        )
 
     def shard_of(self, key: str | bytes) -> int:
-        """Index of the store that owns ``key`` (a scope, queue name, ...)."""
-        encoded = as_name("shard key", key) if isinstance(key, str) else as_bytes("shard key", key)
-        return rendezvous_owner(self._names, encoded)
+        """Index of the store that owns ``key`` (a scope, queue name, session, ...)."""
+        return rendezvous_owner(self._names, _shard_key(key))
 
     def store_for(self, key: str | bytes) -> Store:
         """The store that owns ``key``."""
         return self.stores[self.shard_of(key)]
 
-    def transaction(self, key: str | bytes) -> Transaction:
-        """A transaction on the shard that owns ``key`` (one shard only)."""
-        return self.store_for(key).transaction()
+    def _check_write(self, shard: int) -> None:
+        """Refuse (and doom) a write to ``shard`` inside a transaction on another shard."""
+        open_tx = _OPEN.get()
+        if open_tx is None or open_tx.router is not self or open_tx.shard == shard:
+            return
+        refusal = CrossShardWrite(
+            f"this write routes to shard {self.names[shard]!r}, but the open sharded transaction is on shard "
+            f"{self.names[open_tx.shard]!r}: a transaction never spans shards (nothing is committed)"
+        )
+        if open_tx.refusal is None:
+            open_tx.refusal = refusal
+        raise refusal
+
+    def _on_every_shard(self, run: Callable[[Store, int | None], int], limit: int | None) -> int:
+        """``run(store, rows_left)`` on each shard in turn (a write on each), until ``limit`` rows in all."""
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
+            fail(f"limit must be None or an int >= 0, got {limit!r}")
+        done = 0
+        for shard, store in enumerate(self.stores):
+            if limit is not None and done >= limit:
+                break
+            self._check_write(shard)
+            done += run(store, None if limit is None else limit - done)
+        return done
+
+    def _route(self, key: Any, *, write: bool, what: str = "shard key") -> Store:
+        shard = rendezvous_owner(self._names, _shard_key(key, what))
+        if write:
+            self._check_write(shard)
+        return self.stores[shard]
+
+    def transaction(self, key: str | bytes) -> ShardTransaction:
+        """A transaction on the shard that owns ``key``; writes routed elsewhere are refused."""
+        shard = self.shard_of(key)
+        return ShardTransaction(self, shard, self.stores[shard].transaction())
 
     def close(self) -> None:
         """Close every shard."""
@@ -115,121 +566,3 @@ class ShardedStore:
         tb: TracebackType | None,
     ) -> None:
         self.close()
-
-
-class ShardedKV:
-    """``store.kv`` routed by ``scope``. Same methods, same contracts."""
-
-    def __init__(self, router: ShardedStore) -> None:
-        self._router = router
-
-    def _kv(self, scope: bytes) -> KV:
-        return self._router.stores[rendezvous_owner(self._router._names, as_bytes("scope", scope))].kv
-
-    def get(self, scope: bytes, ns: bytes, key: bytes) -> bytes | None:
-        return self._kv(scope).get(scope, ns, key)
-
-    def get_many(self, scope: bytes, ns: bytes, keys: Sequence[bytes]) -> list[bytes | None]:
-        return self._kv(scope).get_many(scope, ns, keys)
-
-    def put(self, scope: bytes, ns: bytes, key: bytes, value: bytes, *, ttl: float | None = None) -> None:
-        self._kv(scope).put(scope, ns, key, value, ttl=ttl)
-
-    def put_many(
-        self, scope: bytes, ns: bytes, items: Iterable[tuple[bytes, bytes]], *, ttl: float | None = None
-    ) -> None:
-        self._kv(scope).put_many(scope, ns, items, ttl=ttl)
-
-    def scan(
-        self,
-        scope: bytes,
-        ns: bytes,
-        *,
-        start: bytes | None = None,
-        end: bytes | None = None,
-        reverse: bool = False,
-        limit: int | None = None,
-    ) -> Iterator[tuple[bytes, bytes]]:
-        return self._kv(scope).scan(scope, ns, start=start, end=end, reverse=reverse, limit=limit)
-
-    def drain(self, scope: bytes, ns: bytes) -> list[tuple[bytes, bytes]]:
-        return self._kv(scope).drain(scope, ns)
-
-    def delete(
-        self,
-        scope: bytes,
-        ns: bytes,
-        keys: Sequence[bytes] | None = None,
-        *,
-        start: bytes | None = None,
-        end: bytes | None = None,
-        all: bool = False,
-    ) -> int:
-        return self._kv(scope).delete(scope, ns, keys, start=start, end=end, all=all)
-
-    def clear(self, scope: bytes) -> int:
-        return self._kv(scope).clear(scope)
-
-    def append(self, scope: bytes, ns: bytes, key: bytes, value: bytes) -> int:
-        return self._kv(scope).append(scope, ns, key, value)
-
-    def log(
-        self, scope: bytes, ns: bytes, key: bytes, *, after: int = 0, limit: int | None = None
-    ) -> Iterator[tuple[int, bytes]]:
-        return self._kv(scope).log(scope, ns, key, after=after, limit=limit)
-
-    def incr(self, scope: bytes, ns: bytes, key: bytes, delta: int = 1) -> int:
-        return self._kv(scope).incr(scope, ns, key, delta)
-
-    def counter(self, scope: bytes, ns: bytes, key: bytes) -> int:
-        return self._kv(scope).counter(scope, ns, key)
-
-    def set_counter(self, scope: bytes, ns: bytes, key: bytes, value: int) -> None:
-        self._kv(scope).set_counter(scope, ns, key, value)
-
-    def delete_counter(self, scope: bytes, ns: bytes, key: bytes) -> bool:
-        return self._kv(scope).delete_counter(scope, ns, key)
-
-    def scope(self, scope: bytes) -> ScopedKV:
-        return self._kv(scope).scope(scope)
-
-
-class ShardedQueues:
-    """``store.queues`` routed by queue name. Same methods, same contracts."""
-
-    def __init__(self, router: ShardedStore) -> None:
-        self._router = router
-
-    def _queues(self, name: str | bytes) -> Queues:
-        return self._router.store_for(name).queues
-
-    def push(
-        self,
-        name: str | bytes,
-        items: Iterable[bytes],
-        *,
-        delay: float = 0.0,
-        max_attempts: int | None = DEFAULT_MAX_ATTEMPTS,
-    ) -> int:
-        return self._queues(name).push(name, items, delay=delay, max_attempts=max_attempts)
-
-    def pop(self, name: str | bytes, *, wait: float | None = None) -> bytes | None:
-        return self._queues(name).pop(name, wait=wait)
-
-    def claim(self, name: str | bytes, *, lease: float = 30.0, wait: float | None = None) -> Claim | None:
-        return self._queues(name).claim(name, lease=lease, wait=wait)
-
-    def clear(self, name: str | bytes) -> int:
-        return self._queues(name).clear(name)
-
-    def stats(self, name: str | bytes) -> QueueStats:
-        return self._queues(name).stats(name)
-
-    def dead_letters(self, name: str | bytes, *, after: int = 0, limit: int | None = 100) -> list[DeadLetter]:
-        return self._queues(name).dead_letters(name, after=after, limit=limit)
-
-    def redrive(self, name: str | bytes, ids: Iterable[int] | None = None) -> int:
-        return self._queues(name).redrive(name, ids)
-
-    def delete_dead(self, name: str | bytes, ids: Iterable[int] | None = None) -> int:
-        return self._queues(name).delete_dead(name, ids)

@@ -1,0 +1,365 @@
+"""Side-by-side benchmark of ``DurastateSaver`` against LangGraph's own savers.
+
+Run it with ``make bench-langgraph`` (or ``.venv/bin/python bench/langgraph.py --help``).
+
+Pairs, each contender on its own fresh database:
+
+* ``sqlite``: ``DurastateSaver.from_url(<file>)`` (durastate defaults: WAL,
+  ``synchronous=NORMAL``) vs ``SqliteSaver(sqlite3.connect(<file>))``
+  (langgraph-checkpoint-sqlite, its defaults: WAL, the build's
+  ``synchronous``), both files in one temporary folder;
+* ``sqlite-async``: the same durastate saver's ``a*`` methods vs
+  ``AsyncSqliteSaver`` (aiosqlite);
+* ``postgres`` / ``postgres-async``: ``DurastateSaver.from_url(<url>)`` vs
+  ``PostgresSaver`` / ``AsyncPostgresSaver`` (langgraph-checkpoint-postgres,
+  one autocommit connection as ``from_conn_string`` makes it), each in a
+  fresh schema of the server (``--postgres-url``,
+  ``DURASTATE_TEST_POSTGRES_URL`` or the local default).
+
+The state is a chat: five messages (``--state dicts``, the default: plain
+``{"role", "content", "id"}`` dicts, the issue's reference state;
+``--state langchain``: ``HumanMessage``/``AIMessage`` objects, whose pydantic
+construction then dominates every read on both sides) in a ``messages`` channel that gets a new version
+at every checkpoint, plus a ``step`` counter, with the metadata LangGraph
+writes (source, step, parents, run_id). Each thread is preloaded with
+``--history`` checkpoints, each carrying two pending writes.
+
+Ops: ``put`` (a new checkpoint, child of the previous one), ``put_writes``
+(two writes of a new task against the latest checkpoint),
+``get_tuple(latest)`` (no checkpoint id), ``list(limit 10)``, and ``graph
+run``: a whole ``invoke`` of a five-step ``StateGraph`` on a new thread
+(LangGraph's default durability), the mix a real run asks of a saver
+(calls/s there are runs/s, ``--calls``/10 runs per round).
+
+Method: one untimed warm-up round, then ``--rounds`` rounds; in every round
+each op runs ``--calls`` times per contender, back to back, the contender
+order alternating from round to round. The table shows the median calls/s
+of each side and the median of the per-round ratios (paired, so drift on
+the shared machine cancels) with their range.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import operator
+import os
+import platform
+import sqlite3
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from itertools import pairwise
+from pathlib import Path
+from typing import Annotated, Any, TypedDict
+
+# Run as a script, this file's folder comes first on sys.path and its name
+# would shadow the langgraph package it measures.
+_here = Path(__file__).resolve().parent
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _here]
+
+from langchain_core.messages import AIMessage, HumanMessage  # noqa: E402
+from langgraph.checkpoint.base import BaseCheckpointSaver, create_checkpoint, empty_checkpoint  # noqa: E402
+from langgraph.graph import END, START, StateGraph  # noqa: E402
+
+from durastate.integrations.langgraph import DurastateSaver  # noqa: E402
+
+TARGETS = {
+    "sqlite": {"put": 2.0, "list(limit 10)": 2.0, "get_tuple(latest)": 1.0, "put_writes": 1.0},
+    "sqlite-async": {"put": 1.0, "list(limit 10)": 1.0, "get_tuple(latest)": 1.0, "put_writes": 1.0},
+    "postgres": {"put": 1.0, "list(limit 10)": 1.0, "get_tuple(latest)": 1.0, "put_writes": 1.0},
+    "postgres-async": {"put": 1.0, "list(limit 10)": 1.0, "get_tuple(latest)": 1.0, "put_writes": 1.0},
+}
+OPS = ["put", "put_writes", "get_tuple(latest)", "list(limit 10)", "graph run"]
+GRAPH_STEPS = 5
+
+
+# "dicts" (the issue's reference state) or "langchain" (message objects,
+# whose pydantic construction then dominates both sides' reads).
+STATE = ["dicts"]
+
+
+def messages(step: int) -> list[Any]:
+    out: list[Any] = []
+    for i in range(step, step + 5):
+        if STATE[0] == "dicts":
+            role = "assistant" if i % 2 else "user"
+            out.append({"role": role, "content": f"Message {i}: what is the capital of France? Paris.", "id": f"m{i}"})
+        elif i % 2:
+            out.append(AIMessage(content=f"Answer {i}: the capital of France is Paris, as you asked.", id=f"m{i}"))
+        else:
+            out.append(HumanMessage(content=f"Question {i}: what is the capital of France, please?", id=f"m{i}"))
+    return out
+
+
+class Chat:
+    """A thread whose checkpoints look like a chat graph's."""
+
+    def __init__(self, saver: BaseCheckpointSaver[Any]) -> None:
+        self.saver = saver
+        self.thread_id = str(uuid.uuid4())
+        self.run_id = str(uuid.uuid4())
+        self.config: dict[str, Any] = {"configurable": {"thread_id": self.thread_id, "checkpoint_ns": ""}}
+        self.checkpoint = empty_checkpoint()
+        self.step = 0
+
+    def next_put(self) -> tuple[Any, Any, Any, Any]:
+        self.step += 1
+        version = self.saver.get_next_version(self.checkpoint["channel_versions"].get("messages"), None)
+        checkpoint = create_checkpoint(self.checkpoint, None, self.step)
+        checkpoint["channel_values"] = {"messages": messages(self.step), "step": self.step}
+        checkpoint["channel_versions"] = {**checkpoint["channel_versions"], "messages": version, "step": version}
+        metadata = {"source": "loop", "step": self.step, "parents": {}, "run_id": self.run_id}
+        self.checkpoint = checkpoint
+        return self.config, checkpoint, metadata, {"messages": version, "step": version}
+
+    def writes(self) -> tuple[Any, Any, str]:
+        return self.config, [("messages", messages(self.step)[:1]), ("step", self.step)], str(uuid.uuid4())
+
+    def latest(self) -> dict[str, Any]:
+        return {"configurable": {"thread_id": self.thread_id, "checkpoint_ns": ""}}
+
+    def preload(self, history: int) -> None:
+        for _ in range(history):
+            self.config = self.saver.put(*self.next_put())
+            self.saver.put_writes(*self.writes())
+
+    async def apreload(self, history: int) -> None:
+        for _ in range(history):
+            self.config = await self.saver.aput(*self.next_put())
+            await self.saver.aput_writes(*self.writes())
+
+
+class Turn(TypedDict):
+    messages: Annotated[list[Any], operator.add]
+
+
+def chat_graph(saver: BaseCheckpointSaver[Any]) -> Any:
+    """A 5-step linear graph, each step adding a message: what a real run asks of its checkpointer."""
+    builder = StateGraph(Turn)
+    names = [f"step{i}" for i in range(GRAPH_STEPS)]
+    for i, name in enumerate(names):
+        builder.add_node(name, lambda state, i=i: {"messages": messages(i)[:1]})
+    for here, there in pairwise([START, *names, END]):
+        builder.add_edge(here, there)
+    return builder.compile(checkpointer=saver)
+
+
+def sync_ops(saver: BaseCheckpointSaver[Any], history: int, calls: int) -> dict[str, Callable[[], None]]:
+    # Readers read a thread nobody writes to any more; put and put_writes
+    # grow threads of their own, so reads never meet the writes' pile.
+    reader, writer, tasks = Chat(saver), Chat(saver), Chat(saver)
+    reader.preload(history)
+    tasks.preload(1)
+
+    def put() -> None:
+        for _ in range(calls):
+            writer.config = saver.put(*writer.next_put())
+
+    def put_writes() -> None:
+        for _ in range(calls):
+            saver.put_writes(*tasks.writes())
+
+    def get_latest() -> None:
+        config = reader.latest()
+        for _ in range(calls):
+            assert saver.get_tuple(config) is not None
+
+    def list10() -> None:
+        config = reader.latest()
+        for _ in range(calls):
+            assert len(list(saver.list(config, limit=10))) == 10
+
+    graph = chat_graph(saver)
+
+    def graph_run() -> None:
+        for _ in range(max(1, calls // 10)):
+            graph.invoke({"messages": []}, {"configurable": {"thread_id": str(uuid.uuid4())}})
+
+    return dict(zip(OPS, (put, put_writes, get_latest, list10, graph_run), strict=True))
+
+
+async def async_ops(
+    saver: BaseCheckpointSaver[Any], history: int, calls: int
+) -> dict[str, Callable[[], Awaitable[None]]]:
+    reader, writer, tasks = Chat(saver), Chat(saver), Chat(saver)
+    await reader.apreload(history)
+    await tasks.apreload(1)
+
+    async def put() -> None:
+        for _ in range(calls):
+            writer.config = await saver.aput(*writer.next_put())
+
+    async def put_writes() -> None:
+        for _ in range(calls):
+            await saver.aput_writes(*tasks.writes())
+
+    async def get_latest() -> None:
+        config = reader.latest()
+        for _ in range(calls):
+            assert await saver.aget_tuple(config) is not None
+
+    async def list10() -> None:
+        config = reader.latest()
+        for _ in range(calls):
+            assert len([t async for t in saver.alist(config, limit=10)]) == 10
+
+    graph = chat_graph(saver)
+
+    async def graph_run() -> None:
+        for _ in range(max(1, calls // 10)):
+            await graph.ainvoke({"messages": []}, {"configurable": {"thread_id": str(uuid.uuid4())}})
+
+    return dict(zip(OPS, (put, put_writes, get_latest, list10, graph_run), strict=True))
+
+
+def timed(run: Callable[[], Any], loop: asyncio.AbstractEventLoop | None) -> float:
+    gc.collect()
+    gc.disable()
+    try:
+        start = time.perf_counter()
+        if loop is not None:
+            loop.run_until_complete(run())
+        else:
+            run()
+        return time.perf_counter() - start
+    finally:
+        gc.enable()
+
+
+def race(
+    name: str,
+    ours: dict[str, Callable[[], Any]],
+    theirs: dict[str, Callable[[], Any]],
+    args: argparse.Namespace,
+    loop: asyncio.AbstractEventLoop | None,
+) -> list[str]:
+    per_op: dict[str, list[tuple[float, float]]] = {op: [] for op in args.ops}
+    for round_no in range(args.rounds + 1):
+        for op in args.ops:
+            pair = [("durastate", ours[op]), ("langgraph", theirs[op])]
+            if round_no % 2:
+                pair.reverse()
+            seconds = {who: timed(run, loop) for who, run in pair}
+            if round_no:  # round 0 warms up
+                n = max(1, args.calls // 10) if op == "graph run" else args.calls
+                per_op[op].append((n / seconds["durastate"], n / seconds["langgraph"]))
+    lines = []
+    for op in args.ops:
+        ratios = [d / t for d, t in per_op[op]]
+        target = TARGETS[name].get(op)
+        ratio = statistics.median(ratios)
+        verdict = "(no target)" if target is None else f">= {target:g}x " + ("met" if ratio >= target else "MISSED")
+        lines.append(
+            f"| {name} | {op} | {statistics.median(d for d, _ in per_op[op]):,.0f} "
+            f"| {statistics.median(t for _, t in per_op[op]):,.0f} | {ratio:.2f}x "
+            f"({min(ratios):.2f}-{max(ratios):.2f}) | {verdict} |"
+        )
+    return lines
+
+
+def bench_sqlite(args: argparse.Namespace, folder: Path) -> list[str]:
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    ours = DurastateSaver.from_url(folder / "durastate.db")
+    conn = sqlite3.connect(folder / "langgraph.db", check_same_thread=False)
+    theirs = SqliteSaver(conn)
+    theirs.setup()
+    try:
+        return race("sqlite", *(sync_ops(s, args.history, args.calls) for s in (ours, theirs)), args, None)
+    finally:
+        ours.close()
+        conn.close()
+
+
+def bench_sqlite_async(args: argparse.Namespace, folder: Path) -> list[str]:
+    from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+    loop = asyncio.new_event_loop()
+    ours = DurastateSaver.from_url(folder / "durastate-async.db")
+    theirs_cm = AsyncSqliteSaver.from_conn_string(str(folder / "langgraph-async.db"))
+    theirs = loop.run_until_complete(theirs_cm.__aenter__())
+    try:
+        sides = [loop.run_until_complete(async_ops(s, args.history, args.calls)) for s in (ours, theirs)]
+        return race("sqlite-async", *sides, args, loop)
+    finally:
+        loop.run_until_complete(theirs_cm.__aexit__(None, None, None))
+        ours.close()
+        loop.close()
+
+
+def bench_postgres(args: argparse.Namespace, base_url: str) -> list[str]:
+    from langgraph.checkpoint.postgres import PostgresSaver
+    from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+
+    from durastate.testing import postgres_server
+
+    lines: list[str] = []
+    for name in ("postgres", "postgres-async"):
+        if name not in args.pairs:
+            continue
+        ours_url, ours_schema = postgres_server.create_schema(base_url)
+        theirs_url, theirs_schema = postgres_server.create_schema(base_url)
+        ours = DurastateSaver.from_url(ours_url)
+        try:
+            if name == "postgres":
+                with PostgresSaver.from_conn_string(theirs_url) as theirs:
+                    theirs.setup()
+                    lines += race(name, *(sync_ops(s, args.history, args.calls) for s in (ours, theirs)), args, None)
+            else:
+                loop = asyncio.new_event_loop()
+                cm = AsyncPostgresSaver.from_conn_string(theirs_url)
+                atheirs = loop.run_until_complete(cm.__aenter__())
+                try:
+                    loop.run_until_complete(atheirs.setup())
+                    sides = [loop.run_until_complete(async_ops(s, args.history, args.calls)) for s in (ours, atheirs)]
+                    lines += race(name, *sides, args, loop)
+                finally:
+                    loop.run_until_complete(cm.__aexit__(None, None, None))
+                    loop.close()
+        finally:
+            ours.close()
+            postgres_server.drop_schema(base_url, ours_schema)
+            postgres_server.drop_schema(base_url, theirs_schema)
+    return lines
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--calls", type=int, default=200, help="calls per op, contender and round")
+    parser.add_argument("--history", type=int, default=100, help="checkpoints preloaded per thread")
+    parser.add_argument("--ops", nargs="*", default=OPS, choices=OPS)
+    parser.add_argument("--state", choices=["dicts", "langchain"], default="dicts", help="what the messages are")
+    parser.add_argument("--pairs", nargs="*", default=list(TARGETS), choices=list(TARGETS))
+    parser.add_argument(
+        "--postgres-url",
+        default=os.environ.get("DURASTATE_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/postgres"),
+    )
+    args = parser.parse_args()
+    STATE[0] = args.state
+    print(f"# bench/langgraph.py {' '.join(sys.argv[1:])}")
+    print(f"python {platform.python_version()}, sqlite {sqlite3.sqlite_version}, {platform.platform()}")
+    print(
+        f"rounds={args.rounds} calls={args.calls} history={args.history} state={args.state}; "
+        "calls/s are medians over rounds\n"
+    )
+    print("| pair | op | durastate calls/s | langgraph calls/s | ratio (range) | target |")
+    print("|---|---|---|---|---|---|")
+    with tempfile.TemporaryDirectory(prefix="durastate-bench-langgraph-") as tmp:
+        folder = Path(tmp)
+        if "sqlite" in args.pairs:
+            print("\n".join(bench_sqlite(args, folder)), flush=True)
+        if "sqlite-async" in args.pairs:
+            print("\n".join(bench_sqlite_async(args, folder)), flush=True)
+    if {"postgres", "postgres-async"} & set(args.pairs):
+        print("\n".join(bench_postgres(args, args.postgres_url)), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

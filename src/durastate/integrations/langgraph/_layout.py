@@ -1,0 +1,286 @@
+"""How ``DurastateSaver`` lays a thread out in kv, and how rows are read back.
+
+Every row lives in one kv namespace (``b"threads"``) of the saver's scope,
+its key starting with the thread id and a NUL, so a thread is one key
+range (``ThreadRows`` reads and writes it with keys relative to that
+prefix; ``delete_thread`` is one range delete, and the threads are listed
+by skipping from one prefix to the next: no registry to keep). Relative
+keys start with a tag byte:
+
+* ``n`` + checkpoint_ns: the thread's namespaces (a registry, value empty);
+* ``r`` + run_id: the thread holds checkpoints of that run;
+* ``c`` + checkpoint_ns + NUL + checkpoint_id: a checkpoint (its
+  ``envelope``: parent id, the checkpoint without its non-primitive channel
+  values, metadata, run id, and ``homes``, see below);
+* that key + NUL + ``v`` + channel: a channel value the checkpoint
+  introduced (its version, serializer type and bytes);
+* that key + NUL + ``w`` + task_path + NUL + task_id + NUL + idx: a pending
+  write (idx fixed-width, so key order is ``writes_sort_key`` order).
+
+So a checkpoint, the values it introduced and its writes are one key
+range: ``get_tuple`` is one range scan, ``list`` one reverse scan. A value
+is stored once, by the checkpoint whose put introduced that version; a
+later checkpoint that still uses it (its channel is not in
+``new_versions``) records ``homes[channel] = id of that checkpoint``,
+inherited from its parent at put time. Deleting a checkpoint that is some
+survivor's home first moves the value to the survivor (``prune``,
+``delete_for_runs``); ``delete_thread`` needs no care.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+import ormsgpack
+
+from ...errors import InvalidRequest
+
+if TYPE_CHECKING:
+    from ...kv import KV
+
+THREADS_NS = b"threads"
+NAMESPACES = b"n"
+NAMESPACES_END = b"o"
+CHECKPOINT = b"c"
+CHECKPOINT_END = b"d"
+RUN = b"r"
+SEP = b"\x00"
+# The first byte after SEP: [prefix + SEP, prefix + AFTER) holds exactly the
+# keys that extend prefix + SEP.
+AFTER = b"\x01"
+VALUE = b"v"
+WRITE = b"w"
+# Fixed-width, non-negative idx text (special writes have idx -1 .. -4).
+IDX_OFFSET = 1_000_000_000
+PRIMITIVES = (str, int, float, bool)
+
+
+def pack(value: Any) -> bytes:
+    return ormsgpack.packb(value)
+
+
+def unpack(data: bytes) -> Any:
+    return ormsgpack.unpackb(data)
+
+
+def text(name: str, value: Any) -> bytes:
+    """``value`` encoded, refused unless it is a str without NUL (keys use NUL as separator)."""
+    if not isinstance(value, str):
+        raise InvalidRequest(f"{name} must be a str, got {type(value).__name__}")
+    if "\x00" in value:
+        raise InvalidRequest(f"{name} must not contain a NUL character: {value!r:.80}")
+    return value.encode()
+
+
+def is_primitive(value: Any) -> bool:
+    """Kept inline in the checkpoint (as PostgresSaver does), not as a separate value row."""
+    return value is None or isinstance(value, PRIMITIVES)
+
+
+def checkpoint_key(ns: bytes, checkpoint_id: str) -> bytes:
+    return CHECKPOINT + ns + SEP + checkpoint_id.encode()
+
+
+def value_key(ns: bytes, checkpoint_id: str, channel: str) -> bytes:
+    return checkpoint_key(ns, checkpoint_id) + SEP + VALUE + channel.encode()
+
+
+def write_key(head: bytes, task_path: bytes, task_id: bytes, idx: int) -> bytes:
+    """``head`` is the checkpoint's key."""
+    return head + SEP + WRITE + task_path + SEP + task_id + SEP + b"%010d" % (idx + IDX_OFFSET)
+
+
+class ThreadRows:
+    """One thread's rows: kv calls on keys relative to the thread's prefix."""
+
+    __slots__ = ("_end", "_kv", "_prefix", "_scope", "thread_id")
+
+    def __init__(self, kv: KV, scope: bytes, thread_id: str) -> None:
+        thread = text("thread_id", thread_id)
+        self.thread_id = thread_id
+        self._kv = kv
+        self._scope = scope
+        self._prefix = thread + SEP
+        self._end = thread + AFTER
+
+    def get(self, key: bytes) -> bytes | None:
+        return self._kv.get(self._scope, THREADS_NS, self._prefix + key)
+
+    def get_many(self, keys: Sequence[bytes]) -> list[bytes | None]:
+        prefix = self._prefix
+        return self._kv.get_many(self._scope, THREADS_NS, [prefix + key for key in keys])
+
+    def put(self, key: bytes, value: bytes) -> None:
+        self._kv.put(self._scope, THREADS_NS, self._prefix + key, value)
+
+    def put_many(self, rows: Iterable[tuple[bytes, bytes]]) -> None:
+        prefix = self._prefix
+        self._kv.put_many(self._scope, THREADS_NS, [(prefix + key, value) for key, value in rows])
+
+    def scan(
+        self, start: bytes = b"", end: bytes | None = None, *, reverse: bool = False, limit: int | None = None
+    ) -> Iterator[tuple[bytes, bytes]]:
+        """Relative ``(key, value)`` pairs with ``start <= key < end`` (``None``: to the thread's end)."""
+        prefix = self._prefix
+        rows = self._kv.scan(
+            self._scope,
+            THREADS_NS,
+            start=prefix + start,
+            end=self._end if end is None else prefix + end,
+            reverse=reverse,
+            limit=limit,
+        )
+        skip = len(prefix)
+        return ((key[skip:], value) for key, value in rows)
+
+    def scan_absolute(
+        self, start: bytes, end: bytes, *, reverse: bool = False, limit: int | None = None
+    ) -> Iterator[tuple[bytes, bytes]]:
+        """Like ``scan`` but the keys keep the thread's prefix (``prefix_size`` bytes): no copy per row."""
+        prefix = self._prefix
+        return self._kv.scan(
+            self._scope, THREADS_NS, start=prefix + start, end=prefix + end, reverse=reverse, limit=limit
+        )
+
+    @property
+    def prefix_size(self) -> int:
+        return len(self._prefix)
+
+    def delete(self, keys: Sequence[bytes]) -> None:
+        prefix = self._prefix
+        self._kv.delete(self._scope, THREADS_NS, keys=[prefix + key for key in keys])
+
+    def delete_range(self, start: bytes = b"", end: bytes | None = None) -> None:
+        """Delete ``[start, end)`` (``None``: to the thread's end; no arguments: the whole thread)."""
+        self._kv.delete(
+            self._scope, THREADS_NS, start=self._prefix + start, end=self._end if end is None else self._prefix + end
+        )
+
+
+def thread_ids(kv: KV, scope: bytes) -> Iterator[str]:
+    """Every thread with a row, in key order: one indexed read per thread (a skip scan)."""
+    start = b""
+    while True:
+        found = next(iter(kv.scan(scope, THREADS_NS, start=start, limit=1)), None)
+        if found is None:
+            return
+        thread = found[0].partition(SEP)[0]
+        yield thread.decode()
+        start = thread + AFTER
+
+
+class Row(NamedTuple):
+    """One stored checkpoint with the values it introduced and its writes, not yet deserialized."""
+
+    checkpoint_id: str
+    thread_id: str
+    checkpoint_ns: str
+    parent_id: str | None
+    checkpoint: tuple[str, bytes]
+    metadata: tuple[str, bytes]
+    run_id: str | None
+    delta: bool
+    homes: dict[str, str]
+    values: dict[str, bytes]
+    writes: list[bytes]
+
+
+def envelope(
+    parent_id: str | None,
+    checkpoint: tuple[str, bytes],
+    metadata: tuple[str, bytes],
+    run_id: str | None,
+    delta: bool,
+    homes: Mapping[str, str],
+) -> bytes:
+    return pack((parent_id, *checkpoint, *metadata, run_id, delta, dict(homes)))
+
+
+def with_homes(row: Row, homes: Mapping[str, str]) -> bytes:
+    """The row's envelope with other homes (after values moved)."""
+    return envelope(row.parent_id, row.checkpoint, row.metadata, row.run_id, row.delta, homes)
+
+
+def decode(
+    thread_id: str,
+    checkpoint_ns: str,
+    checkpoint_id: bytes,
+    value: bytes,
+    values: dict[str, bytes],
+    writes: list[bytes],
+) -> Row:
+    parent_id, cp_type, cp_bytes, md_type, md_bytes, run_id, delta, homes = unpack(value)
+    return Row(
+        checkpoint_id.decode(),
+        thread_id,
+        checkpoint_ns,
+        parent_id,
+        (cp_type, cp_bytes),
+        (md_type, md_bytes),
+        run_id,
+        delta,
+        homes,
+        values,
+        writes,
+    )
+
+
+def rows_descending(
+    thread_id: str, checkpoint_ns: str, skip: int, rows: Iterable[tuple[bytes, bytes]]
+) -> Iterator[Row]:
+    """Checkpoints from a reverse scan of one namespace's checkpoint range (``skip``: its prefix length).
+
+    In reverse key order a checkpoint's writes and values come before it;
+    rows of a checkpoint that is not there (writes saved before their
+    checkpoint, which LangGraph may do) are dropped.
+    """
+    owner = b""
+    values: dict[str, bytes] = {}
+    writes: list[bytes] = []
+    for key, value in rows:
+        checkpoint_id, is_part, part = key[skip:].partition(SEP)
+        if is_part:
+            if checkpoint_id != owner:
+                owner, values, writes = checkpoint_id, {}, []
+            if part[:1] == WRITE:
+                writes.append(value)
+            else:
+                values[part[1:].decode()] = value
+            continue
+        if checkpoint_id == owner:
+            writes.reverse()
+            yield decode(thread_id, checkpoint_ns, checkpoint_id, value, values, writes)
+        else:
+            yield decode(thread_id, checkpoint_ns, checkpoint_id, value, {}, [])
+        owner, values, writes = b"", {}, []
+
+
+def rows_ascending(thread_id: str, rows: Iterable[tuple[bytes, bytes]]) -> Iterator[Row]:
+    """Checkpoints from a forward scan of a thread's checkpoint range (any namespaces)."""
+    current: tuple[str, bytes, bytes] | None = None
+    values: dict[str, bytes] = {}
+    writes: list[bytes] = []
+    for key, value in rows:
+        checkpoint_ns, _, rest = key[1:].partition(SEP)
+        checkpoint_id, is_part, part = rest.partition(SEP)
+        if not is_part:
+            if current is not None:
+                yield decode(thread_id, current[0], current[1], current[2], values, writes)
+            current, values, writes = (checkpoint_ns.decode(), checkpoint_id, value), {}, []
+        elif current is not None and current[1] == checkpoint_id and current[0] == checkpoint_ns.decode():
+            if part[:1] == WRITE:
+                writes.append(value)
+            else:
+                values[part[1:].decode()] = value
+    if current is not None:
+        yield decode(thread_id, current[0], current[1], current[2], values, writes)
+
+
+def contains(document: Any, wanted: Any) -> bool:
+    """PostgreSQL ``@>`` for metadata filters: dicts partially, the rest by equality."""
+    if isinstance(wanted, Mapping):
+        return isinstance(document, Mapping) and all(
+            key in document and contains(document[key], value) for key, value in wanted.items()
+        )
+    return bool(document == wanted)

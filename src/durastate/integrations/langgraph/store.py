@@ -1,0 +1,380 @@
+"""``DurastateStore``: LangGraph's long-term memory ``BaseStore`` on ``store.kv``.
+
+Every item is one kv row in scope ``name`` (default ``b"langgraph_store"``),
+namespace ``b"items"``, keyed by its namespace tuple and key so that key
+order is (namespace, key) order and a namespace prefix is a key range:
+each label as ``\\x02 label \\x00`` (labels hold no NUL: LangGraph refuses
+them), then ``\\x01`` and the item key. The value is JSON: the item's value
+dict, created/updated times (ms, from the store's clock) and its TTL.
+
+Semantics (those of LangGraph's stores; where they differ, PostgresStore's):
+
+* ``batch``: reads see the state before the batch; then the puts and
+  deletes apply, the last one per (namespace, key) winning, atomically.
+* ``search``: items under a namespace prefix in (namespace, key) order,
+  ``filter`` as in InMemoryStore/PostgresStore (nested dicts partially,
+  lists element-wise, ``$eq $ne $gt $gte $lt $lte``), then
+  ``offset``/``limit``. A ``query`` (semantic search) is refused with
+  ``InvalidRequest``: this store has no vector index.
+* ``list_namespaces``: namespaces that hold at least one live item
+  (InMemoryStore also lists namespaces it merely looked up), sorted,
+  ``prefix``/``suffix`` conditions with ``*`` wildcards, ``max_depth``
+  truncation (deduplicated), then ``offset``/``limit``.
+* TTL (minutes, LangGraph's unit): the item expires at the store clock's
+  ``now + ttl``; an expired item is invisible at once (kv's expiry). Reads
+  with ``refresh_ttl`` (default: ``ttl_config["refresh_on_read"]``, else
+  True) restart the item's TTL; a refresh never overwrites a newer value.
+  ``ttl_config["default_ttl"]`` applies to puts that pass no ``ttl``.
+* ``created_at`` survives updates; ``updated_at`` is the last put's time.
+* Values must be JSON objects (dicts of JSON values), as PostgresStore
+  stores them; anything else is refused with ``InvalidRequest``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Iterator, Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+import orjson
+from langgraph.store.base import (
+    BaseStore,
+    GetOp,
+    InvalidNamespaceError,
+    Item,
+    ListNamespacesOp,
+    MatchCondition,
+    Op,
+    PutOp,
+    Result,
+    SearchItem,
+    SearchOp,
+    TTLConfig,
+    validate_op_namespace,
+)
+
+from ...errors import InvalidRequest
+from ...store import Store
+from ._async import StoreBound
+
+__all__ = ["DurastateStore"]
+
+ITEMS = b"items"
+LABEL = b"\x02"
+LABEL_END = b"\x00"
+ITEM = b"\x01"
+# Past every key that starts with an encoded namespace (the byte after one is
+# ITEM or LABEL).
+PAST = b"\x03"
+OPERATORS = {"$eq", "$ne", "$gt", "$gte", "$lt", "$lte"}
+
+
+class InvalidNamespace(InvalidRequest, InvalidNamespaceError):
+    """A refused namespace: durastate's ``InvalidRequest`` and LangGraph's ``InvalidNamespaceError``."""
+
+
+def _encode_namespace(namespace: tuple[str, ...]) -> bytes:
+    return b"".join(LABEL + label.encode() + LABEL_END for label in namespace)
+
+
+def _decode_namespace(key: bytes) -> tuple[tuple[str, ...], str]:
+    """(namespace, item key) of an item's kv key."""
+    labels = []
+    at = 0
+    while key[at : at + 1] == LABEL:
+        end = key.index(LABEL_END, at)
+        labels.append(key[at + 1 : end].decode())
+        at = end + 1
+    return tuple(labels), key[at + 1 :].decode()
+
+
+def _datetime(ms: int) -> datetime:
+    return datetime.fromtimestamp(ms / 1000, tz=UTC)
+
+
+def _matches(value: Any, wanted: Any) -> bool:
+    """LangGraph's filter semantics: operators, nested dicts partially, lists element-wise."""
+    if isinstance(wanted, Mapping):
+        if any(isinstance(k, str) and k.startswith("$") for k in wanted):
+            return all(_operator(value, op, operand) for op, operand in wanted.items())
+        return isinstance(value, Mapping) and all(_matches(value.get(k), v) for k, v in wanted.items())
+    if isinstance(wanted, (list, tuple)):
+        return (
+            isinstance(value, (list, tuple))
+            and len(value) == len(wanted)
+            and all(_matches(v, w) for v, w in zip(value, wanted, strict=True))
+        )
+    return bool(value == wanted)
+
+
+def _operator(value: Any, op: str, operand: Any) -> bool:
+    if op == "$eq":
+        return bool(value == operand)
+    if op == "$ne":
+        return bool(value != operand)
+    try:
+        left, right = float(value), float(operand)
+    except (TypeError, ValueError):
+        return False
+    if op == "$gt":
+        return left > right
+    if op == "$gte":
+        return left >= right
+    if op == "$lt":
+        return left < right
+    return left <= right  # "$lte", checked by _check_filter
+
+
+def _check_filter(filter: Any) -> None:
+    if filter is None:
+        return
+    if not isinstance(filter, Mapping):
+        raise InvalidRequest(f"search filter must be a dict, got {type(filter).__name__}")
+    for value in filter.values():
+        if isinstance(value, Mapping):
+            unknown = {k for k in value if isinstance(k, str) and k.startswith("$")} - OPERATORS
+            if unknown:
+                raise InvalidRequest(f"unknown filter operator(s) {sorted(unknown)}; supported: {sorted(OPERATORS)}")
+            _check_filter({k: v for k, v in value.items() if not (isinstance(k, str) and k.startswith("$"))})
+
+
+def _condition_matches(condition: MatchCondition, namespace: tuple[str, ...]) -> bool:
+    path = tuple(condition.path)
+    if len(path) > len(namespace):
+        return False
+    part = namespace[: len(path)] if condition.match_type == "prefix" else namespace[len(namespace) - len(path) :]
+    return all(want == "*" or want == got for want, got in zip(path, part, strict=True))
+
+
+class DurastateStore(StoreBound, BaseStore):
+    """A LangGraph ``BaseStore`` (sync and async) on a durastate store; no vector search.
+
+    ``DurastateStore(store)`` uses an open store (the caller closes it);
+    ``DurastateStore.from_url(url, **open_options)`` opens one and closes it
+    with this store. ``ttl`` is LangGraph's ``TTLConfig`` (``default_ttl``
+    in minutes, ``refresh_on_read``). ``name`` is the kv scope.
+    """
+
+    supports_ttl = True
+
+    def __init__(self, store: Store, *, ttl: TTLConfig | None = None, name: str = "langgraph_store") -> None:
+        self._bind(store, name, "langgraph-store")
+        if ttl is not None:
+            if not isinstance(ttl, Mapping):
+                raise InvalidRequest(f"ttl must be a TTLConfig dict, got {type(ttl).__name__}")
+            unknown = set(ttl) - {"default_ttl", "refresh_on_read", "sweep_interval_minutes"}
+            if unknown:
+                raise InvalidRequest(f"unknown TTLConfig keys {sorted(unknown)}")
+            default = ttl.get("default_ttl")
+            if default is not None:
+                self._minutes("default_ttl", default)
+        self.ttl_config = ttl
+        self._kv = store.kv
+        self._engine = store.engine
+        self._scope = name.encode()
+
+    @classmethod
+    def from_url(
+        cls,
+        url: str | os.PathLike[str] | None = None,
+        *,
+        ttl: TTLConfig | None = None,
+        name: str = "langgraph_store",
+        **open_options: Any,
+    ) -> DurastateStore:
+        """Open ``url`` (any ``durastate.open`` URL and options); closing this store closes it."""
+        return cls.opened(url, open_options, ttl=ttl, name=name)
+
+    # -- batch -------------------------------------------------------------------
+
+    def batch(self, ops: Iterable[Op]) -> list[Result]:
+        """Run the ops: reads on the state before the batch, then its writes, atomically."""
+        ops = list(ops)
+        writes: dict[tuple[tuple[str, ...], str], PutOp] = {}
+        for op in ops:
+            if not isinstance(op, (GetOp, SearchOp, ListNamespacesOp, PutOp)):
+                raise InvalidRequest(f"unknown store operation {type(op).__name__}")
+            try:
+                validate_op_namespace(op)
+            except InvalidNamespaceError as exc:
+                raise InvalidNamespace(str(exc)) from None
+            if isinstance(op, PutOp):
+                self._check_put(op)
+                writes[(tuple(op.namespace), op.key)] = op
+            elif isinstance(op, SearchOp):
+                if op.query is not None:
+                    raise InvalidRequest(
+                        "DurastateStore has no vector index: semantic search (query=...) is not supported; "
+                        "search by namespace prefix and filter instead"
+                    )
+                _check_filter(op.filter)
+                self._check_page(op.limit, op.offset)
+            elif isinstance(op, ListNamespacesOp):
+                self._check_page(op.limit, op.offset)
+        refresh: list[tuple[bytes, bytes, float]] = []
+        results: list[Result] = []
+        for op in ops:
+            if isinstance(op, GetOp):
+                results.append(self._get(op, refresh))
+            elif isinstance(op, SearchOp):
+                results.append(self._search(op, refresh))
+            elif isinstance(op, ListNamespacesOp):
+                results.append(self._list_namespaces(op))
+            else:
+                results.append(None)
+        if refresh or writes:
+            with self.store.transaction():
+                self._refresh(refresh)
+                self._apply(writes.values())
+        return results
+
+    async def abatch(self, ops: Iterable[Op]) -> list[Result]:
+        return await self._bridge.call(self.batch, list(ops))
+
+    # -- validation ----------------------------------------------------------------
+
+    @staticmethod
+    def _minutes(name: str, value: Any) -> float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+            raise InvalidRequest(f"{name} must be a number of minutes > 0 (or None), got {value!r}")
+        return float(value)
+
+    @staticmethod
+    def _check_page(limit: Any, offset: Any) -> None:
+        for name, value in (("limit", limit), ("offset", offset)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise InvalidRequest(f"{name} must be an int >= 0, got {value!r}")
+
+    def _check_put(self, op: PutOp) -> None:
+        if not op.namespace:
+            raise InvalidNamespace("namespace must not be empty")
+        if op.namespace[0] == "langgraph":
+            raise InvalidNamespace(f'the root label "langgraph" is reserved by LangGraph, got {op.namespace}')
+        if not isinstance(op.key, str):
+            raise InvalidRequest(f"key must be a str, got {type(op.key).__name__}")
+        if op.value is not None and not isinstance(op.value, Mapping):
+            raise InvalidRequest(f"value must be a dict (or None to delete), got {type(op.value).__name__}")
+        if op.ttl is not None:
+            self._minutes("ttl", op.ttl)
+
+    # -- reads ---------------------------------------------------------------------
+
+    def _wants_refresh(self, refresh_ttl: bool | None) -> bool:
+        if refresh_ttl is not None:
+            return bool(refresh_ttl)
+        if self.ttl_config is not None:
+            return bool(self.ttl_config.get("refresh_on_read", True))
+        return True
+
+    def _item(self, kv_key: bytes, raw: bytes, refresh: list[tuple[bytes, bytes, float]], wants_refresh: bool) -> Item:
+        namespace, key = _decode_namespace(kv_key)
+        stored = orjson.loads(raw)
+        if wants_refresh and stored["ttl"] is not None:
+            refresh.append((kv_key, raw, stored["ttl"]))
+        return Item(
+            value=stored["value"],
+            key=key,
+            namespace=namespace,
+            created_at=_datetime(stored["created_at"]),
+            updated_at=_datetime(stored["updated_at"]),
+        )
+
+    def _get(self, op: GetOp, refresh: list[tuple[bytes, bytes, float]]) -> Item | None:
+        if not isinstance(op.key, str):
+            raise InvalidRequest(f"key must be a str, got {type(op.key).__name__}")
+        kv_key = _encode_namespace(tuple(op.namespace)) + ITEM + op.key.encode()
+        raw = self._kv.get(self._scope, ITEMS, kv_key)
+        if raw is None:
+            return None
+        return self._item(kv_key, raw, refresh, self._wants_refresh(op.refresh_ttl))
+
+    def _search(self, op: SearchOp, refresh: list[tuple[bytes, bytes, float]]) -> list[SearchItem]:
+        start = _encode_namespace(tuple(op.namespace_prefix))
+        rows: Iterator[tuple[bytes, bytes]] = iter(self._kv.scan(self._scope, ITEMS, start=start, end=start + PAST))
+        if op.filter:
+            rows = (row for row in rows if _matches(orjson.loads(row[1])["value"], op.filter))
+        found = []
+        for i, (kv_key, raw) in enumerate(rows):
+            if i >= op.offset + op.limit:
+                break
+            if i >= op.offset:
+                found.append((kv_key, raw))
+        wants_refresh = self._wants_refresh(op.refresh_ttl)
+        items = [self._item(kv_key, raw, refresh, wants_refresh) for kv_key, raw in found]
+        return [
+            SearchItem(
+                namespace=item.namespace,
+                key=item.key,
+                value=item.value,
+                created_at=item.created_at,
+                updated_at=item.updated_at,
+            )
+            for item in items
+        ]
+
+    def _list_namespaces(self, op: ListNamespacesOp) -> list[tuple[str, ...]]:
+        conditions = list(op.match_conditions or ())
+        for condition in conditions:
+            if condition.match_type not in ("prefix", "suffix"):
+                raise InvalidRequest(f"match_type must be 'prefix' or 'suffix', got {condition.match_type!r}")
+        if op.max_depth is not None and (
+            isinstance(op.max_depth, bool) or not isinstance(op.max_depth, int) or op.max_depth < 1
+        ):
+            raise InvalidRequest(f"max_depth must be an int >= 1 or None, got {op.max_depth!r}")
+        # A prefix condition without wildcards narrows the scan to its range.
+        fixed: tuple[str, ...] = ()
+        for condition in conditions:
+            if condition.match_type == "prefix":
+                path = tuple(condition.path)
+                literal = path[: path.index("*")] if "*" in path else path
+                if len(literal) > len(fixed):
+                    fixed = literal
+        start = _encode_namespace(fixed)
+        end = start + PAST
+        found: list[tuple[str, ...]] = []
+        seen: set[tuple[str, ...]] = set()
+        # Skip scan: one row per distinct namespace, then past it.
+        while True:
+            row = next(iter(self._kv.scan(self._scope, ITEMS, start=start, end=end, limit=1)), None)
+            if row is None:
+                break
+            namespace, _ = _decode_namespace(row[0])
+            # Next: the namespaces below this one (its own items skipped)...
+            start = _encode_namespace(namespace) + LABEL
+            if all(_condition_matches(c, namespace) for c in conditions):
+                shown = namespace[: op.max_depth] if op.max_depth is not None else namespace
+                if shown not in seen:
+                    seen.add(shown)
+                    found.append(shown)
+                if op.max_depth is not None:
+                    # ...or, truncating, past everything that shows as the same namespace.
+                    start = _encode_namespace(shown) + PAST
+        found.sort()
+        return found[op.offset : op.offset + op.limit]
+
+    # -- writes --------------------------------------------------------------------
+
+    def _refresh(self, refresh: list[tuple[bytes, bytes, float]]) -> None:
+        """Restart the TTL of items read, unless they changed since (a newer put wins)."""
+        kv, scope = self._kv, self._scope
+        for kv_key, raw, minutes in refresh:
+            if kv.get(scope, ITEMS, kv_key) == raw:
+                kv.put(scope, ITEMS, kv_key, raw, ttl=minutes * 60)
+
+    def _apply(self, ops: Iterable[PutOp]) -> None:
+        kv, scope = self._kv, self._scope
+        now = self._engine.now_ms()
+        for op in ops:
+            kv_key = _encode_namespace(tuple(op.namespace)) + ITEM + op.key.encode()
+            if op.value is None:
+                kv.delete(scope, ITEMS, keys=[kv_key])
+                continue
+            ttl = op.ttl  # BaseStore.put already put the default_ttl into the op
+            old = kv.get(scope, ITEMS, kv_key)
+            created = orjson.loads(old)["created_at"] if old is not None else now
+            try:
+                raw = orjson.dumps({"value": dict(op.value), "created_at": created, "updated_at": now, "ttl": ttl})
+            except TypeError as exc:
+                raise InvalidRequest(f"value of {op.namespace}/{op.key!r} is not JSON: {exc}") from None
+            kv.put(scope, ITEMS, kv_key, raw, ttl=ttl * 60 if ttl is not None else None)

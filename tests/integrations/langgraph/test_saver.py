@@ -1,0 +1,173 @@
+"""DurastateSaver behaviour beyond LangGraph's conformance suite: storage, relocation, refusals."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+pytest.importorskip("langgraph.checkpoint.base")
+
+from langgraph.checkpoint.base import create_checkpoint, empty_checkpoint
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+
+import durastate
+from durastate.integrations.langgraph import DurastateSaver
+from durastate.integrations.langgraph._layout import ThreadRows
+
+
+@pytest.fixture
+def saver(store: durastate.Store) -> DurastateSaver:
+    return DurastateSaver(store)
+
+
+def chain(
+    saver: DurastateSaver, thread: str, steps: int, *, ns: str = "", run_id: str = "run", changes: str = "docs"
+) -> list[dict[str, Any]]:
+    """``steps`` checkpoints; ``notes`` is set once, ``docs`` (or ``changes``) changes every step."""
+    config: dict[str, Any] = {"configurable": {"thread_id": thread, "checkpoint_ns": ns}}
+    checkpoint = empty_checkpoint()
+    configs = []
+    for step in range(steps):
+        checkpoint = create_checkpoint(checkpoint, None, step)
+        version = saver.get_next_version(checkpoint["channel_versions"].get("docs"), None)
+        new_versions = {"docs": version}
+        checkpoint["channel_values"] = {**checkpoint["channel_values"], "docs": [f"doc {step}"], "step": step}
+        checkpoint["channel_versions"] = {**checkpoint["channel_versions"], "docs": version, "step": version}
+        if step == 0:
+            checkpoint["channel_values"]["notes"] = {"set": "once"}
+            checkpoint["channel_versions"]["notes"] = version
+            new_versions["notes"] = version
+        config = saver.put(
+            config, checkpoint, {"source": "loop", "step": step, "run_id": f"{run_id}-{step}"}, new_versions
+        )
+        configs.append(config)
+    return configs
+
+
+def value_rows(store: durastate.Store, thread: str) -> list[bytes]:
+    return [key for key, _ in ThreadRows(store.kv, b"langgraph", thread).scan() if b"\x00v" in key]
+
+
+def test_each_value_is_stored_once_per_version(saver: DurastateSaver, store: durastate.Store) -> None:
+    configs = chain(saver, "t", 5)
+    assert len(value_rows(store, "t")) == 5 + 1  # docs at each step, notes once
+    for step, config in enumerate(configs):
+        values = saver.get_tuple(config).checkpoint["channel_values"]  # type: ignore[union-attr]
+        assert values == {"docs": [f"doc {step}"], "step": step, "notes": {"set": "once"}}
+
+
+def test_a_checkpoint_put_again_keeps_only_its_new_values(saver: DurastateSaver) -> None:
+    config = {"configurable": {"thread_id": "again", "checkpoint_ns": ""}}
+    checkpoint = empty_checkpoint()
+    checkpoint["channel_values"] = {"a": ["first"], "b": ["only in the first put"]}
+    checkpoint["channel_versions"] = {"a": "1", "b": "1"}
+    stored = saver.put(config, checkpoint, {}, {"a": "1", "b": "1"})
+    checkpoint["channel_values"] = {"a": ["second"]}
+    checkpoint["channel_versions"] = {"a": "2"}
+    assert saver.put(config, checkpoint, {}, {"a": "2"}) == stored
+    again = saver.get_tuple(stored)
+    assert again is not None and again.checkpoint["channel_values"] == {"a": ["second"]}
+
+
+def test_prune_keeps_values_the_survivor_inherited(saver: DurastateSaver, store: durastate.Store) -> None:
+    configs = chain(saver, "t", 4)
+    saver.prune(["t"])
+    assert [t.config for t in saver.list({"configurable": {"thread_id": "t"}})] == [configs[-1]]
+    latest = saver.get_tuple(configs[-1])
+    assert latest is not None and latest.checkpoint["channel_values"]["notes"] == {"set": "once"}
+    assert len(value_rows(store, "t")) == 2  # notes moved to the survivor, its own docs
+
+
+def test_delete_for_runs_moves_values_to_the_oldest_survivor(saver: DurastateSaver) -> None:
+    configs = chain(saver, "t", 4)
+    saver.delete_for_runs(["run-0", "run-1"])  # checkpoint 0 held notes
+    survivors = list(saver.list({"configurable": {"thread_id": "t"}}))
+    assert [t.config for t in survivors] == [configs[3], configs[2]]
+    assert all(t.checkpoint["channel_values"]["notes"] == {"set": "once"} for t in survivors)
+    saver.delete_for_runs(["run-2"])  # now the survivor that took notes goes too
+    assert saver.get_tuple(configs[3]).checkpoint["channel_values"]["notes"] == {"set": "once"}  # type: ignore[union-attr]
+
+
+def test_copy_is_independent_of_its_source(saver: DurastateSaver) -> None:
+    configs = chain(saver, "src", 3)
+    saver.copy_thread("src", "dst")
+    saver.delete_thread("src")
+    copied = saver.get_tuple({"configurable": {"thread_id": "dst", "checkpoint_ns": ""}})
+    assert (
+        copied is not None
+        and copied.config["configurable"]["checkpoint_id"] == configs[-1]["configurable"]["checkpoint_id"]
+    )
+    assert copied.checkpoint["channel_values"]["notes"] == {"set": "once"}
+    assert saver.get_tuple({"configurable": {"thread_id": "src", "checkpoint_ns": ""}}) is None
+
+
+def test_list_merges_namespaces_and_threads_newest_first(saver: DurastateSaver) -> None:
+    ids = []
+    for thread, ns in [("a", ""), ("a", "child:1"), ("b", ""), ("a", "")]:
+        ids += [c["configurable"]["checkpoint_id"] for c in chain(saver, thread, 2, ns=ns)]
+    every = [t.config["configurable"]["checkpoint_id"] for t in saver.list(None)]
+    assert every == sorted(ids, reverse=True)
+    thread_a = [t.config["configurable"]["checkpoint_id"] for t in saver.list({"configurable": {"thread_id": "a"}})]
+    assert thread_a == sorted(ids[:4] + ids[6:], reverse=True)
+    limited = list(saver.list(None, limit=3, filter={"source": "loop"}))
+    assert [t.config["configurable"]["checkpoint_id"] for t in limited] == every[:3]
+
+
+class Opaque:
+    """Something msgpack cannot encode, so a pickle_fallback serializer pickles it."""
+
+    __slots__ = ("x",)
+
+    def __init__(self) -> None:
+        self.x = 1
+
+    def __reduce__(self) -> Any:
+        return (Opaque, ())
+
+
+def test_pickle_is_never_unpickled_by_default(store: durastate.Store) -> None:
+    writer = DurastateSaver(store, serde=JsonPlusSerializer(pickle_fallback=True))
+    [config] = chain(writer, "p", 1)
+    writer.put_writes(config, [("ch", Opaque())], "task")
+    stored = writer.get_tuple(config)
+    assert stored is not None and isinstance(stored.pending_writes[0][2], Opaque)
+    with pytest.raises(durastate.InvalidRequest, match="never unpickled"):
+        DurastateSaver(store).get_tuple(config)
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda s: s.put({"configurable": {}}, empty_checkpoint(), {}, {}),
+        lambda s: s.put({"configurable": {"thread_id": "t", "checkpoint_ns": "a\x00b"}}, empty_checkpoint(), {}, {}),
+        lambda s: s.put_writes({"configurable": {"thread_id": "t", "checkpoint_ns": ""}}, [("c", 1)], "task"),
+        lambda s: s.put_writes(
+            {"configurable": {"thread_id": "t", "checkpoint_ns": "", "checkpoint_id": "x"}}, [("c", 1)], "ta\x00sk"
+        ),
+        lambda s: list(s.list({"configurable": {"thread_id": "t"}}, limit=-1)),
+        lambda s: s.prune(["t"], strategy="everything"),
+        lambda s: s.copy_thread("t", "t"),
+        lambda s: s.delete_for_runs("run-0"),
+    ],
+)
+def test_refusals_are_invalid_requests_and_change_nothing(saver: DurastateSaver, call: Any) -> None:
+    chain(saver, "t", 2)
+    before = [t.config for t in saver.list(None)]
+    with pytest.raises(durastate.InvalidRequest):
+        call(saver)
+    assert [t.config for t in saver.list(None)] == before
+
+
+def test_async_context_closes_a_store_it_opened(tmp_path: Any) -> None:
+    async def scenario() -> DurastateSaver:
+        async with DurastateSaver.from_url(f"sqlite://{tmp_path}/s.db") as saver:
+            chain(saver, "t", 1)
+            assert [t async for t in saver.alist(None)] != []
+        return saver
+
+    saver = asyncio.run(scenario())
+    assert saver.store.closed
+    with pytest.raises(durastate.StoreClosed):
+        asyncio.run(saver.aget_tuple({"configurable": {"thread_id": "t", "checkpoint_ns": ""}}))

@@ -1,0 +1,117 @@
+"""DurastateStore behaviour the differential test does not cover: times, TTL config, refusals, batches, async."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime
+
+import pytest
+
+pytest.importorskip("langgraph.store.base")
+
+from langgraph.store.base import GetOp, PutOp, SearchOp
+
+import durastate
+from durastate.integrations.langgraph import DurastateStore
+from durastate.testing import FakeClock
+
+
+@pytest.fixture
+def memory(store: durastate.Store) -> DurastateStore:
+    return DurastateStore(store)
+
+
+def test_created_at_survives_updates_updated_at_moves(memory: DurastateStore, clock: FakeClock) -> None:
+    memory.put(("users",), "ada", {"v": 1})
+    first = memory.get(("users",), "ada")
+    assert first is not None
+    assert first.created_at == datetime.fromtimestamp(clock(), tz=UTC)
+    clock.advance(10)
+    memory.put(("users",), "ada", {"v": 2})
+    second = memory.get(("users",), "ada")
+    assert second is not None and second.value == {"v": 2}
+    assert second.created_at == first.created_at
+    assert (second.updated_at - first.updated_at).total_seconds() == 10
+
+
+def test_default_ttl_and_refresh_off(store: durastate.Store, clock: FakeClock) -> None:
+    memory = DurastateStore(store, ttl={"default_ttl": 1, "refresh_on_read": False})
+    memory.put(("s",), "a", {"x": 1})  # default: 1 minute
+    memory.put(("s",), "b", {"x": 2}, ttl=None)  # explicitly forever
+    clock.advance(59)
+    assert memory.get(("s",), "a") is not None  # read, but refresh_on_read is off
+    clock.advance(1)
+    assert memory.get(("s",), "a") is None
+    assert memory.get(("s",), "b") is not None
+    assert memory.get(("s",), "b", refresh_ttl=True) is not None
+
+
+def test_semantic_search_is_refused_clearly(memory: DurastateStore) -> None:
+    memory.put(("docs",), "a", {"text": "hello"})
+    with pytest.raises(durastate.InvalidRequest, match="no vector index"):
+        memory.search(("docs",), query="greeting")
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda m: m.batch([PutOp(("langgraph",), "k", {"a": 1})]), "reserved"),
+        (lambda m: m.batch([GetOp(("a.b",), "k")]), "periods"),
+        (lambda m: m.put(("ok",), "k", {"a": 1}, ttl=-1), "minutes > 0"),
+        (lambda m: m.put(("ok",), "k", {"a": object()}), "not JSON"),
+        (lambda m: m.search(("ok",), filter={"a": {"$regex": "x"}}), "unknown filter operator"),
+        (lambda m: m.search(("ok",), limit=-1), "limit"),
+        (lambda m: m.list_namespaces(max_depth=0), "max_depth"),
+    ],
+)
+def test_refusals_change_nothing(memory: DurastateStore, call: object, message: str) -> None:
+    memory.put(("ok",), "k", {"a": 0})
+    with pytest.raises(durastate.InvalidRequest, match=message):
+        call(memory)  # type: ignore[operator]
+    item = memory.get(("ok",), "k")
+    assert item is not None and item.value == {"a": 0}
+
+
+def test_namespace_refusals_are_both_error_types(memory: DurastateStore) -> None:
+    from langgraph.store.base import InvalidNamespaceError
+
+    with pytest.raises(InvalidNamespaceError) as caught:
+        memory.batch([PutOp(("",), "k", {"a": 1})])
+    assert isinstance(caught.value, durastate.InvalidRequest)
+
+
+def test_a_refused_batch_applies_none_of_its_puts(memory: DurastateStore) -> None:
+    with pytest.raises(durastate.InvalidRequest):
+        memory.batch([PutOp(("ok",), "first", {"a": 1}), PutOp(("ok",), "bad", {"a": 1}, ttl=0)])
+    assert memory.get(("ok",), "first") is None
+
+
+def test_batch_reads_see_the_state_before_its_writes(memory: DurastateStore) -> None:
+    memory.put(("b",), "k", {"v": "old"})
+    results = memory.batch(
+        [PutOp(("b",), "k", {"v": "new"}), GetOp(("b",), "k"), PutOp(("b",), "k", {"v": "last"}), SearchOp(("b",))]
+    )
+    assert results[1].value == {"v": "old"}  # type: ignore[union-attr]
+    assert [i.value for i in results[3]] == [{"v": "old"}]  # type: ignore[union-attr]
+    assert memory.get(("b",), "k").value == {"v": "last"}  # type: ignore[union-attr]
+
+
+def test_async_methods(memory: DurastateStore) -> None:
+    async def scenario() -> list[str]:
+        await memory.aput(("a", "b"), "k", {"n": 1})
+        await memory.aput(("a", "c"), "k", {"n": 2})
+        found = await memory.asearch(("a",), filter={"n": {"$gte": 2}})
+        assert [tuple(i.namespace) for i in found] == [("a", "c")]
+        await memory.adelete(("a", "c"), "k")
+        return [".".join(ns) for ns in await memory.alist_namespaces(prefix=("a",))]
+
+    assert asyncio.run(scenario()) == ["a.b"]
+
+
+def test_from_url_owns_its_store(tmp_path: object) -> None:
+    url = f"sqlite://{tmp_path}/memory.db"
+    with DurastateStore.from_url(url) as memory:
+        memory.put(("x",), "k", {"kept": True})
+    with DurastateStore.from_url(url) as memory:
+        assert memory.get(("x",), "k").value == {"kept": True}  # type: ignore[union-attr]
+    assert memory.store.closed
