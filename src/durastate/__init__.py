@@ -24,6 +24,7 @@ from .errors import (
     StoreClosed,
     StoreCorrupt,
     StoreUnavailable,
+    WrongType,
 )
 from .retention import MaintenanceReport, Retention
 from .store import Store, Transaction, open
@@ -43,6 +44,7 @@ __all__ = [
     "StoreClosed",
     "StoreCorrupt",
     "StoreUnavailable",
+    "WrongType",
     "Transaction",
     "__version__",
     "open",

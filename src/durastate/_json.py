@@ -14,11 +14,10 @@ from typing import Any
 
 import orjson
 
-from ._validate import fail
+from ._validate import INT64_MAX, INT64_MIN, fail
 
 __all__ = ["JSON_OPTIONS", "dump_json", "has_non_finite", "int64_overflow"]
 
-INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 # 19 digits in a row: the shortest text of an integer outside int64 (orjson
 # itself writes integers up to 2**64 - 1). A string may hold such a run too;
 # then the walk decides.

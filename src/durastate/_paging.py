@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import TypeVar
 
-PAGE_SIZE = 512
+from ._validate import PAGE_SIZE
 
 R = TypeVar("R")
 

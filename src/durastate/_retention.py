@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
-from ._validate import fail
+from ._validate import MAX_DURATION_MS, fail, fail_type
 
 if TYPE_CHECKING:
     from .engines.base import Engine
@@ -30,18 +30,22 @@ BATCH = 256
 
 def as_age_ms(name: str, seconds: Any) -> int:
     """``seconds`` (a finite number >= 0) as whole milliseconds, else ``InvalidRequest``."""
-    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not math.isfinite(seconds):
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)):
+        fail_type(name, "a finite number of seconds >= 0", seconds)
+    if not math.isfinite(seconds):
         fail(f"{name} must be a finite number of seconds >= 0, got {seconds!r}")
     if seconds < 0:
         fail(f"{name} must be >= 0 seconds, got {seconds!r}")
-    if seconds > 2**62 / 1000:
+    if seconds > MAX_DURATION_MS / 1000:
         fail(f"{name} is too large ({seconds!r} seconds)")
     return int(seconds * 1000)
 
 
 def as_keep(name: str, count: Any) -> int:
     """``count`` (an int >= 1) or ``InvalidRequest``: retention never keeps nothing by accident."""
-    if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+    if isinstance(count, bool) or not isinstance(count, int):
+        fail_type(name, "an int >= 1", count)
+    if count < 1:
         fail(f"{name} must be an int >= 1, got {count!r}")
     return count
 

@@ -1,8 +1,20 @@
-"""Argument checks shared by the facets.
+"""Argument checks, limits and text rules shared by every facet.
 
-Each check either returns the normalised value or raises ``InvalidRequest``
-naming the argument and what was wrong with it. Facets call them before
-touching the engine, so a rejected call changes nothing.
+The one place for them: no facet defines its own copy of a limit or a rule,
+and no facet imports another facet to reach one (a test parses the facet
+modules and fails if one does).
+
+Each check either returns the normalised value or raises, naming the
+argument and what was wrong with it, one error class per kind of mistake:
+
+* a wrong type: ``WrongType`` (an ``InvalidRequest`` and a ``TypeError``),
+  ``"<name> must be <what>, got <type name>"`` (``fail_type``);
+* a value out of range, too large, empty, badly formed: ``InvalidRequest``
+  (``fail``); sizes say ``"<name> is <n> bytes; the limit is <limit>"``
+  (``fail_size``).
+
+Facets call them before touching the engine, so a rejected call changes
+nothing.
 """
 
 from __future__ import annotations
@@ -11,14 +23,77 @@ import math
 from collections.abc import Iterable, Mapping
 from typing import Any, NoReturn
 
-from .errors import InvalidRequest
+from .errors import InvalidRequest, WrongType
 
 INT64_MIN = -(2**63)
 INT64_MAX = 2**63 - 1
+# Longest delay, lease or TTL in ms (about 146 million years): far past any
+# real use, and short enough that "now + duration" fits the int64 ms columns.
+MAX_DURATION_MS = 2**62
+# Longest name in UTF-8 bytes (queues, event sessions, lanes, presence
+# namespaces, participants, fields). The name leads every index entry;
+# PostgreSQL refuses btree entries over ~2.7 KB, so without a bound a long
+# name would work on SQLite and fail on PostgreSQL.
+MAX_NAME_SIZE = 1024
+# Rows fetched per round trip when a facet streams a scan or a log.
+PAGE_SIZE = 512
 
 
 def fail(message: str) -> NoReturn:
+    """A value mistake (range, size, form): ``InvalidRequest``."""
     raise InvalidRequest(message)
+
+
+def fail_type(name: str, expected: str, value: Any) -> NoReturn:
+    """A type mistake: ``WrongType("<name> must be <expected>, got <type>")``."""
+    raise WrongType(f"{name} must be {expected}, got {type(value).__name__}")
+
+
+def fail_size(name: str, size: int, limit: int) -> NoReturn:
+    raise InvalidRequest(f"{name} is {size} bytes; the limit is {limit}")
+
+
+def text(name: str, value: Any, *, limit: int | None = MAX_NAME_SIZE) -> str:
+    """A ``str`` without NUL or lone surrogates, at most ``limit`` UTF-8 bytes (``None``: no limit)."""
+    if not isinstance(value, str):
+        fail_type(name, "a str", value)
+    if value.isascii():
+        size = len(value)
+    else:
+        try:
+            size = len(value.encode("utf-8"))
+        except UnicodeEncodeError:
+            fail(f"{name} must be valid unicode (no lone surrogates), got {value!r:.80}")
+    if "\x00" in value:
+        fail(f"{name} must not contain NUL characters, got {value!r:.80}")
+    if limit is not None and size > limit:
+        fail_size(name, size, limit)
+    return str(value)
+
+
+def positive(name: str, value: Any) -> int:
+    """A signed 64-bit int >= 1."""
+    n = as_int64(name, value)
+    if n < 1:
+        fail(f"{name} must be >= 1, got {n}")
+    return n
+
+
+def prefix_successor(prefix: str) -> str | None:
+    """The least string greater than every string starting with ``prefix``.
+
+    ``None`` when there is none (empty prefix, or only U+10FFFF). Code point
+    order, which UTF-8 byte order (SQLite BINARY, PostgreSQL "C") follows.
+    """
+    while prefix:
+        last = ord(prefix[-1])
+        if last < 0x10FFFF:
+            nxt = last + 1
+            if 0xD800 <= nxt <= 0xDFFF:  # surrogates are not characters
+                nxt = 0xE000
+            return prefix[:-1] + chr(nxt)
+        prefix = prefix[:-1]
+    return None
 
 
 def as_bytes(name: str, value: Any) -> bytes:
@@ -27,7 +102,7 @@ def as_bytes(name: str, value: Any) -> bytes:
         return value
     if isinstance(value, (bytes, bytearray, memoryview)):
         return bytes(value)
-    fail(f"{name} must be bytes, got {type(value).__name__}")
+    fail_type(name, "bytes", value)
 
 
 def as_name(name: str, value: Any) -> bytes:
@@ -40,7 +115,7 @@ def as_name(name: str, value: Any) -> bytes:
     elif isinstance(value, (bytes, bytearray, memoryview)):
         encoded = bytes(value)
     else:
-        fail(f"{name} must be str or bytes, got {type(value).__name__}")
+        fail_type(name, "str or bytes", value)
     if not encoded:
         fail(f"{name} must not be empty")
     return encoded
@@ -49,7 +124,7 @@ def as_name(name: str, value: Any) -> bytes:
 def as_int64(name: str, value: Any) -> int:
     if type(value) is not int:
         if isinstance(value, bool) or not isinstance(value, int):
-            fail(f"{name} must be an int, got {type(value).__name__}")
+            fail_type(name, "an int", value)
         value = int(value)
     result: int = value
     if not INT64_MIN <= value <= INT64_MAX:
@@ -66,7 +141,7 @@ def as_limit(name: str, value: Any) -> int | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int):
-        fail(f"{name} must be an int >= 0 or None, got {type(value).__name__}")
+        fail_type(name, "an int >= 0 or None", value)
     if value < 0:
         fail(f"{name} must be >= 0 or None, got {value}")
     if value > INT64_MAX:
@@ -77,7 +152,7 @@ def as_limit(name: str, value: Any) -> int | None:
 def as_seconds(name: str, value: Any, *, allow_zero: bool) -> float:
     """A finite, non-negative duration in seconds (positive unless ``allow_zero``)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        fail(f"{name} must be a number of seconds, got {type(value).__name__}")
+        fail_type(name, "a number of seconds", value)
     seconds = float(value)
     if math.isnan(seconds) or math.isinf(seconds):
         fail(f"{name} must be finite, got {value!r}")
@@ -95,7 +170,7 @@ def as_list(name: str, value: Any) -> list[Any]:
     if isinstance(value, list):
         return list(value)
     if isinstance(value, (str, bytes, bytearray, memoryview, Mapping)) or not isinstance(value, Iterable):
-        fail(f"{name} must be a list (or another iterable of items), got {type(value).__name__}")
+        fail_type(name, "a list (or another iterable of items)", value)
     return list(value)
 
 

@@ -113,7 +113,7 @@ import orjson
 
 from ._json import JSON_OPTIONS, has_non_finite, int64_overflow
 from ._retention import BATCH, as_keep
-from ._validate import INT64_MAX, as_int64, as_limit, fail
+from ._validate import INT64_MAX, as_int64, as_limit, fail, positive, prefix_successor, text
 from .engines.base import READ, WRITE, WRITE_ROWS, Migration, Schema, Statement
 from .errors import Conflict, DurastateError, InvalidRequest
 
@@ -312,39 +312,9 @@ def decode_document(key: str, payload: Any, revision: int) -> dict[str, Any]:
     return data
 
 
-def prefix_successor(prefix: str) -> str | None:
-    """The least string greater than every string starting with ``prefix``.
-
-    ``None`` when there is none (empty prefix, or only U+10FFFF). Code point
-    order, which UTF-8 byte order (SQLite BINARY, PostgreSQL "C") follows.
-    """
-    while prefix:
-        last = ord(prefix[-1])
-        if last < 0x10FFFF:
-            nxt = last + 1
-            if 0xD800 <= nxt <= 0xDFFF:  # surrogates are not characters
-                nxt = 0xE000
-            return prefix[:-1] + chr(nxt)
-        prefix = prefix[:-1]
-    return None
-
-
 def check_key(key: Any, name: str = "key") -> str:
-    """``key`` if it is a valid document key, else ``InvalidRequest``."""
-    if not isinstance(key, str):
-        raise InvalidDocument(f"{name} must be a str, got {type(key).__name__}")
-    if key.isascii():
-        size = len(key)
-    else:
-        try:
-            size = len(key.encode("utf-8"))
-        except UnicodeEncodeError:
-            fail(f"{name} must be valid unicode (no lone surrogates), got {key!r:.100}")
-    if size > MAX_KEY_SIZE:
-        fail(f"{name} is {size} bytes as UTF-8; the limit is {MAX_KEY_SIZE}")
-    if "\x00" in key:
-        fail(f"{name} must not contain NUL characters, got {key!r:.100}")
-    return str(key)
+    """``key`` if it is a valid document key (``_validate.text`` rules, ``MAX_KEY_SIZE`` bytes)."""
+    return text(name, key, limit=MAX_KEY_SIZE)
 
 
 def _check_expect(expect: Any) -> int:
@@ -475,8 +445,7 @@ class Documents:
     def list(self, prefix: str = "", *, limit: int = DEFAULT_LIST_LIMIT, cursor: str | None = None) -> DocumentPage:
         """Up to ``limit`` documents whose key starts with ``prefix``, in key order, after ``cursor``."""
         prefix = check_key(prefix, "prefix")
-        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-            fail(f"limit must be an int >= 1, got {limit!r}")
+        limit = positive("limit", limit)
         limit = min(int(limit), 2**31)
         if cursor is not None:
             cursor = check_key(cursor, "cursor")

@@ -9,6 +9,8 @@ Which one to catch:
 
 * ``InvalidRequest``  the call itself was wrong (type, range, size, reserved
   name). Retrying the same call cannot succeed. Nothing was changed.
+  A wrong argument *type* raises ``WrongType``, an ``InvalidRequest`` that
+  is also a ``TypeError``.
 * ``Conflict``        the call was valid but lost a race: a compare-and-swap
   saw another revision, a lease was taken over, a batch collides with stored
   data. Re-read and decide.
@@ -40,6 +42,7 @@ __all__ = [
     "StoreClosed",
     "StoreCorrupt",
     "StoreUnavailable",
+    "WrongType",
 ]
 
 
@@ -64,6 +67,16 @@ class InvalidRequest(DurastateError, ValueError):
 
     Also a ``ValueError`` so code written against the standard library
     convention (``except ValueError``) keeps working.
+    """
+
+
+class WrongType(InvalidRequest, TypeError):
+    """An argument has the wrong type (``documents.read(1)``, ``kv.get("k")``).
+
+    An ``InvalidRequest`` like every other argument mistake, and also a
+    ``TypeError``, which is what the standard library raises for the same
+    mistake. Every facet raises this one class for a wrong type, with the
+    message ``"<argument> must be <what>, got <type name>"``.
     """
 
 

@@ -43,7 +43,8 @@ from typing import TYPE_CHECKING, Any
 from ._listing import check_limit, distinct_params, distinct_sql, merge_distinct
 from ._paging import stream_pages
 from ._retention import BATCH, as_age_ms, as_keep, trim_oldest
-from ._validate import INT64_MAX, INT64_MIN, as_bytes, as_int64, as_limit, as_list, as_seconds, fail
+from ._validate import INT64_MAX, INT64_MIN, as_bytes, as_int64, as_limit, as_list, as_seconds, fail, fail_type
+from ._validate import PAGE_SIZE as PAGE_SIZE  # re-exported: the conformance suite pages by it
 from .engines.base import READ, WRITE, WRITE_ROWS, KeyLookup, Migration, Schema, Statement
 from .errors import StoreUnavailable
 
@@ -52,7 +53,6 @@ if TYPE_CHECKING:
 
 __all__ = ["KV", "ScopedKV", "SCHEMA"]
 
-PAGE_SIZE = 512
 # Keys per statement in get_many / delete(keys=): well under both engines'
 # bound-parameter limits, and few distinct statement texts to cache.
 KEY_CHUNK = 128
@@ -463,7 +463,7 @@ class KV:
             end = as_bytes("end", end)
         limit = as_limit("limit", limit)
         if not isinstance(reverse, bool):
-            fail(f"reverse must be a bool, got {type(reverse).__name__}")
+            fail_type("reverse", "a bool", reverse)
         if limit == 0 or (start is not None and end is not None and start >= end):
             return iter(())
         engine = self._engine
@@ -549,7 +549,7 @@ class KV:
         scope = as_bytes("scope", scope)
         ns = as_bytes("ns", ns)
         if not isinstance(all, bool):
-            fail(f"all must be a bool, got {type(all).__name__}")
+            fail_type("all", "a bool", all)
         has_range = start is not None or end is not None
         forms = (keys is not None) + has_range + all
         if forms != 1:

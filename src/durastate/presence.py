@@ -44,10 +44,9 @@ import orjson
 from ._json import dump_json
 from ._listing import check_limit, distinct_params, distinct_sql
 from ._retention import BATCH
-from ._validate import as_int64, as_limit, fail
+from ._validate import MAX_DURATION_MS, as_int64, as_limit, fail, fail_type, text
 from .engines.base import READ, WRITE, Migration, Schema
 from .errors import DurastateError
-from .events import MAX_DURATION_MS, text
 
 if TYPE_CHECKING:
     from .engines.base import Engine
@@ -123,7 +122,7 @@ class Presence:
         ns = text("ns", ns)
         participant = text("participant", participant)
         if not isinstance(values, Mapping):
-            fail(f"values must be a mapping of field -> JSON value, got {type(values).__name__}")
+            fail_type("values", "a mapping of field -> JSON value", values)
         at = as_int64("at_ms", at_ms)
         seen = as_int64("seen", seen)
         ttl = as_int64("ttl_ms", ttl_ms)

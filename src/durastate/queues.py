@@ -48,7 +48,19 @@ from typing import TYPE_CHECKING, Any
 
 from ._listing import check_limit, distinct_params, distinct_sql, merge_distinct
 from ._retention import as_age_ms, trim_oldest
-from ._validate import INT64_MAX, as_int64, as_limit, as_list, as_name, as_seconds, fail
+from ._validate import (
+    INT64_MAX,
+    MAX_DURATION_MS,
+    as_int64,
+    as_limit,
+    as_list,
+    as_name,
+    as_seconds,
+    fail,
+    fail_size,
+    fail_type,
+)
+from ._validate import MAX_NAME_SIZE as MAX_NAME_SIZE  # re-exported: the conformance suite tests the bound
 from .engines.base import READ, WRITE, WRITE_ROWS, Announce, Migration, Schema
 from .errors import Conflict
 
@@ -59,13 +71,6 @@ __all__ = ["QueueItem", "Claim", "DeadLetter", "QueueStats", "Queues", "SCHEMA",
 
 DEFAULT_MAX_ATTEMPTS = 5
 POLL_INTERVAL = 0.05
-# Longest delay or lease in ms (about 146 million years): far past any real
-# use, and short enough that "now + duration" fits the int64 ms columns.
-MAX_DURATION_MS = 2**62
-# Longest queue name in bytes (UTF-8 for str names). The name leads every
-# index entry; PostgreSQL refuses btree entries over ~2.7 KB, so without a
-# bound a long name would work on SQLite and fail on PostgreSQL.
-MAX_NAME_SIZE = 1024
 _BURY_PER_TRANSACTION = 64
 
 SCHEMA = Schema(
@@ -173,7 +178,7 @@ def _queue_name(name: Any) -> bytes:
     """A queue name as bytes: ``str`` (UTF-8) or bytes, 1..``MAX_NAME_SIZE`` bytes."""
     queue = as_name("name", name)
     if len(queue) > MAX_NAME_SIZE:
-        fail(f"queue name is {len(queue)} bytes; the limit is {MAX_NAME_SIZE}")
+        fail_size("queue name", len(queue), MAX_NAME_SIZE)
     return queue
 
 
@@ -333,7 +338,7 @@ class Queues:
         for i, payload in enumerate(payloads):
             if type(payload) is not bytes:
                 if not isinstance(payload, (bytearray, memoryview)):
-                    fail(f"items[{i}] must be bytes, got {type(payload).__name__}")
+                    fail_type(f"items[{i}]", "bytes", payload)
                 payloads[i] = payload = bytes(payload)
             if len(payload) > self.max_value_size:
                 fail(f"items[{i}] is {len(payload)} bytes; the limit is max_value_size={self.max_value_size}")
@@ -448,7 +453,7 @@ class Queues:
         delay_ms = _duration_ms("delay", delay, allow_zero=True)
         if error is not None:
             if not isinstance(error, str):
-                fail(f"error must be a str or None, got {type(error).__name__}")
+                fail_type("error", "a str or None", error)
             try:
                 error.encode("utf-8")
             except UnicodeEncodeError:

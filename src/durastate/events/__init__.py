@@ -1,0 +1,193 @@
+"""``store.events``: event-sourced sessions (the experimental-a2 store).
+
+A *session* is an append-only log of JSON events with dense indexes 1, 2,
+3, ... Work is driven by the events themselves: an unprocessed event is
+*claimed* by a worker (a lease with a holder and an expiry), and the worker
+either *completes* it (atomically appending the child events it produced)
+or *fails* it (dead-lettered after ``max_failures``). Every claim bumps the
+event's attempt number; the attempt number fences everything a worker does
+afterwards, so a worker whose lease ran out and whose event was claimed
+again can neither complete, fail, nor append events caused by it.
+
+Rules (the a2 seed's, clause by clause):
+
+* ``append(session, events)``: each event is a mapping ``{"type": str,
+  "payload": JSON, "id"?: str, "cause"?: {"index", "attempt",
+  "batch_size"?}, "lane"?: str, "settled"?: bool}``. Indexes continue the
+  session densely. Idempotent: a batch whose ids *all* exist returns the
+  stored events of the first append (in index order; the ids are the
+  idempotency key, the content is not compared). A batch that mixes existing
+  and new ids, repeats an id, or reuses an id of another session is refused
+  whole (``DuplicateBatch``). An event with a ``cause`` is accepted only
+  while the cause's attempt is still the parent's latest and the parent is
+  not dead-lettered (``SupersededAttempt``); a cause naming no event raises
+  ``UnknownEvent``. ``settled`` events are stored processed.
+* Lanes: of the unprocessed events sharing a ``lane``, only the first (by
+  index) is ready; completing it promotes the next. A dead-lettered head
+  blocks its lane until it is re-driven.
+* ``claim_available(session, holder, ttl_ms=|expires_at_ms=,
+  exclude_indexes=)`` claims every ready, unclaimed (or lease-expired)
+  event of the session: outcome ``claimed`` with the events (attempt number
+  bumped), else ``busy`` with ``retry_at`` (the earliest live lease
+  expiry), else ``settled``.
+* ``renew_claims``: extends live leases the holder still owns (``renewed``);
+  claims whose event was claimed again are ``superseded``; others neither.
+* ``complete_attempt(session, index, attempt, events)``: marks the event
+  processed by that attempt and appends the child events (each needs an
+  ``id``; their cause is ``{index, attempt}``) in one commit. A retry with
+  the same ids returns the stored children; a different batch is refused.
+  A stale attempt gets outcome ``superseded`` and changes nothing.
+* ``fail_attempt(..., error, max_failures)``: ``failed`` (the event is
+  claimable again at once) or ``dead_lettered`` once ``failure_count``
+  reaches ``max_failures``; a retry of the same failure answers the same
+  outcome; a stale attempt gets ``superseded``.
+* Reducer snapshots: ``put_snapshot`` never moves a snapshot backwards;
+  ``read_state`` returns the snapshot and the events after it, read in one
+  statement (consistent).
+* Inspection: ``list_sessions`` (prefix, counts, cursor), ``read_events``
+  (pages bounded by a frontier), ``list_snapshots``.
+* ``stream(session, start_after)``: existing events, then new ones as they
+  commit, forever (close the generator, or pass ``stop=threading.Event``).
+
+Beyond the seed:
+
+* ``claim_any(holder, ttl_ms=, limit=)`` claims ready events across all
+  sessions, oldest-ready first (``FOR UPDATE SKIP LOCKED`` on PostgreSQL,
+  so concurrent workers take different events without waiting).
+* ``dead_letters(session=None)`` lists dead-lettered events;
+  ``redrive(session, indexes=None)`` makes them claimable again with a fresh
+  failure count (their attempt numbers keep counting, so old attempts stay
+  fenced).
+* ``prune(older_than_ms=, keep_last=)`` deletes processed events that every
+  snapshot of their session already covers, in small batches (see its
+  docstring for what a pruned event no longer supports).
+* Everything takes part in ``store.transaction()``.
+
+Design decisions (where the seed and DESIGN are silent):
+
+* **Times are integer epoch milliseconds** throughout this facet (as in the
+  seed's ``ttlMs``/``expiresAtMs`` and its storage), taken from the store's
+  clock (``engine.now_ms()``), never from SQL ``now()``. The a2 adapter
+  turns them into aware datetimes.
+* **One row per session** (``{p}event_session``) holds the last index. Every
+  operation that assigns indexes (append, complete) locks it first
+  (``SELECT ... FOR UPDATE`` on PostgreSQL; SQLite's ``BEGIN IMMEDIATE``
+  serialises writers anyway), so indexes are dense and commit in index
+  order: a reader tailing ``idx > last_seen`` never skips a late commit.
+  Operations that act on one event (fail, the append fence, complete) lock
+  that event's row; claims are conditional ``UPDATE``s (``WHERE`` the event
+  is still ready and unleased), so no event is ever held by two live leases.
+* **One scheduling column**, ``due_at``: when the event became claimable
+  (append, lane promotion, failure, re-drive) or, while leased, the lease
+  expiry. Claims select ``due_at <= now``; an expired lease needs no reaper.
+* **Refusals never come from constraint violations** (they would doom a
+  surrounding transaction): ids are checked first, and inserts use
+  ``ON CONFLICT (event_id) DO NOTHING`` so even a concurrent duplicate is a
+  ``DuplicateBatch`` raised by us.
+* **Strings** (session ids, event ids, types, lanes, holders, reducer
+  names) are ``str`` without NUL or lone surrogates; the indexed ones are at
+  most ``MAX_NAME_SIZE`` UTF-8 bytes (PostgreSQL's btree entry limit).
+  Sessions sort by code point on both engines (``COLLATE "C"``).
+* **Payloads and snapshot states** are any JSON value (orjson, compact,
+  stored as bytes): NaN/infinity, non-str keys and lone surrogates are
+  refused with ``InvalidRequest``; at most the store's ``max_value_size``.
+* **Results are frozen dataclasses with tuples** (never shared mutable
+  lists).
+* **Streams** wake at once for appends made by this process (SQLite) or any
+  client (PostgreSQL ``LISTEN/NOTIFY``, sent by a trigger at commit);
+  otherwise they re-check every ``POLL_INTERVAL`` (50 ms) with one indexed
+  read. On PostgreSQL a waiting stream borrows a pool connection for up to
+  one poll interval.
+
+The package's modules, along the facet's seams: ``statements`` (schema and
+SQL), ``models`` (results and errors), ``rows`` (rows read by column name),
+``inputs`` (argument checks) and ``facet`` (the ``Events`` class). Every
+name is re-exported here, so ``from durastate.events import X`` is the
+import to use.
+"""
+
+from __future__ import annotations
+
+# Re-exported names beyond __all__ (statements, limits, COLUMNS) stay module
+# attributes (``durastate.events.CLAIM_ONE``) for the plan checks and benchmarks.
+from .._validate import MAX_DURATION_MS as MAX_DURATION_MS
+from .._validate import MAX_NAME_SIZE as MAX_NAME_SIZE
+from .._validate import PAGE_SIZE as PAGE_SIZE
+from .facet import POLL_INTERVAL as POLL_INTERVAL
+from .facet import PRUNE_BATCH as PRUNE_BATCH
+from .facet import Events as Events
+from .models import AppendResult as AppendResult
+from .models import Cause as Cause
+from .models import ClaimResult as ClaimResult
+from .models import CompleteResult as CompleteResult
+from .models import DuplicateBatch as DuplicateBatch
+from .models import EventPage as EventPage
+from .models import FailResult as FailResult
+from .models import RenewResult as RenewResult
+from .models import SessionPage as SessionPage
+from .models import SessionSummary as SessionSummary
+from .models import Snapshot as Snapshot
+from .models import SnapshotInfo as SnapshotInfo
+from .models import StateRead as StateRead
+from .models import StoredEvent as StoredEvent
+from .models import SupersededAttempt as SupersededAttempt
+from .models import UnknownEvent as UnknownEvent
+from .rows import COLUMNS as COLUMNS
+from .statements import ATTEMPT_OF as ATTEMPT_OF
+from .statements import CLAIM_ANY_CANDIDATES as CLAIM_ANY_CANDIDATES
+from .statements import CLAIM_CANDIDATES as CLAIM_CANDIDATES
+from .statements import CLAIM_ONE as CLAIM_ONE
+from .statements import CLAIM_SESSION as CLAIM_SESSION
+from .statements import CREATE_SESSION as CREATE_SESSION
+from .statements import DEAD_ALL as DEAD_ALL
+from .statements import DEAD_IN_SESSION as DEAD_IN_SESSION
+from .statements import DELETE_SESSION_BATCH as DELETE_SESSION_BATCH
+from .statements import DELETE_SESSION_EVENTS as DELETE_SESSION_EVENTS
+from .statements import DELETE_SESSION_ROW as DELETE_SESSION_ROW
+from .statements import DELETE_SESSION_SNAPSHOTS as DELETE_SESSION_SNAPSHOTS
+from .statements import EVENT_BY_ID as EVENT_BY_ID
+from .statements import FAIL as FAIL
+from .statements import GET_EVENT as GET_EVENT
+from .statements import GET_EVENT_LOCKED as GET_EVENT_LOCKED
+from .statements import HAS_PENDING as HAS_PENDING
+from .statements import INSERT_EVENT as INSERT_EVENT
+from .statements import LAST_INDEX as LAST_INDEX
+from .statements import LIST_SESSIONS as LIST_SESSIONS
+from .statements import LIST_SNAPSHOTS as LIST_SNAPSHOTS
+from .statements import LOCK_SESSION as LOCK_SESSION
+from .statements import MARK_PROCESSED as MARK_PROCESSED
+from .statements import PROMOTE_LANE as PROMOTE_LANE
+from .statements import PRUNE as PRUNE
+from .statements import PUT_SNAPSHOT as PUT_SNAPSHOT
+from .statements import READ_RANGE as READ_RANGE
+from .statements import READ_STATE as READ_STATE
+from .statements import REDRIVE_ONE as REDRIVE_ONE
+from .statements import REDRIVE_SESSION as REDRIVE_SESSION
+from .statements import RENEW as RENEW
+from .statements import RETRY_AT as RETRY_AT
+from .statements import SCHEMA as SCHEMA
+from .statements import SET_LAST_INDEX as SET_LAST_INDEX
+from .statements import SETTLED_SESSIONS as SETTLED_SESSIONS
+from .statements import SNAPSHOT_FLOORS as SNAPSHOT_FLOORS
+from .statements import STILL_SETTLED as STILL_SETTLED
+
+__all__ = [
+    "SCHEMA",
+    "AppendResult",
+    "Cause",
+    "ClaimResult",
+    "CompleteResult",
+    "DuplicateBatch",
+    "EventPage",
+    "Events",
+    "FailResult",
+    "RenewResult",
+    "SessionPage",
+    "SessionSummary",
+    "Snapshot",
+    "SnapshotInfo",
+    "StateRead",
+    "StoredEvent",
+    "SupersededAttempt",
+    "UnknownEvent",
+]

@@ -1,0 +1,223 @@
+"""The events facet's schema and statements, each declaring its kind.
+
+Statements that select whole events select ``COLUMNS`` (from ``rows``), so
+``rows.event_from_row`` reads them by name.
+"""
+
+from __future__ import annotations
+
+from ..engines.base import READ, WRITE, WRITE_ROWS, Announce, Migration, Schema
+from .rows import COLUMNS
+
+_INDEXES = (
+    "CREATE UNIQUE INDEX {p}event_id ON {p}event (event_id)",
+    "CREATE INDEX {p}event_unprocessed ON {p}event (session_id, idx) WHERE processed_at IS NULL",
+    "CREATE INDEX {p}event_lane ON {p}event (session_id, lane, idx) WHERE processed_at IS NULL",
+    "CREATE INDEX {p}event_ready ON {p}event (session_id, idx)"
+    " WHERE lane_ready = 1 AND processed_at IS NULL AND failed_at IS NULL",
+    "CREATE INDEX {p}event_due ON {p}event (due_at, session_id, idx)"
+    " WHERE lane_ready = 1 AND processed_at IS NULL AND failed_at IS NULL",
+    "CREATE INDEX {p}event_dead ON {p}event (session_id, idx) WHERE failed_at IS NOT NULL",
+)
+
+SCHEMA = Schema(
+    facet="events",
+    migrations=(
+        Migration(
+            # Rowid tables (not {without_rowid}): payloads can be large.
+            # {key_text}: session ids and reducer names compare by code point
+            # (prefix ranges and cursors need it).
+            statements=(
+                "CREATE TABLE {p}event_session ("
+                " session_id {key_text} PRIMARY KEY, last_index {int64} NOT NULL, created_at {int64} NOT NULL)",
+                "CREATE TABLE {p}event ("
+                " session_id {key_text} NOT NULL, idx {int64} NOT NULL, event_id {text} NOT NULL,"
+                " event_type {text} NOT NULL, payload {blob} NOT NULL, created_at {int64} NOT NULL,"
+                " cause_index {int64}, cause_attempt {int64}, cause_batch_size {int64}, lane {text},"
+                " lane_ready {int64} NOT NULL DEFAULT 0, due_at {int64} NOT NULL DEFAULT 0,"
+                " processed_at {int64}, processed_by_attempt {int64}, returned_event_ids {text},"
+                " first_claimed_at {int64}, last_claimed_at {int64},"
+                " attempt_count {int64} NOT NULL DEFAULT 0, failure_count {int64} NOT NULL DEFAULT 0,"
+                " last_failed_at {int64}, last_failed_attempt {int64}, last_error {text}, failed_at {int64},"
+                " claim_holder {text}, claim_expires_at {int64},"
+                " PRIMARY KEY (session_id, idx))",
+                "CREATE TABLE {p}event_snapshot ("
+                " session_id {key_text} NOT NULL, reducer_name {key_text} NOT NULL, up_to_index {int64} NOT NULL,"
+                " state {blob} NOT NULL, updated_at {int64} NOT NULL, PRIMARY KEY (session_id, reducer_name))",
+                *_INDEXES,
+            ),
+            # New events wake waiters on channel("events:" + session) by
+            # themselves where the engine can (one announcement per session
+            # and statement, at commit): an append costs no extra round trip.
+            announce=(Announce(table="event", key="session_id", channel="events:"),),
+        ),
+    ),
+)
+
+# -- statements ---------------------------------------------------------------
+
+_READY = "lane_ready = 1 AND processed_at IS NULL AND failed_at IS NULL"
+
+# The session row is the lock every index-assigning operation takes first.
+# PostgreSQL: a row lock held to commit; SQLite: BEGIN IMMEDIATE already
+# serialises writers (and has no FOR UPDATE). The second column says whether
+# the session has an unprocessed event (read under the same lock).
+_LOCK_SESSION_BODY = (
+    "SELECT s.last_index,"
+    " (SELECT 1 FROM {p}event e WHERE e.session_id = s.session_id AND e.processed_at IS NULL LIMIT 1)"
+    " FROM {p}event_session s WHERE s.session_id = ?"
+)
+LOCK_SESSION = READ(_LOCK_SESSION_BODY + "{for_update_of:s}")
+CREATE_SESSION = WRITE_ROWS(
+    "INSERT INTO {p}event_session (session_id, last_index, created_at) VALUES (?, 0, ?)"
+    " ON CONFLICT (session_id) DO NOTHING RETURNING last_index"
+)
+SET_LAST_INDEX = WRITE("UPDATE {p}event_session SET last_index = ? WHERE session_id = ?")
+LAST_INDEX = READ("SELECT last_index FROM {p}event_session WHERE session_id = ?")
+HAS_PENDING = READ("SELECT 1 FROM {p}event WHERE session_id = ? AND processed_at IS NULL LIMIT 1")
+EVENT_BY_ID = READ("SELECT " + COLUMNS + " FROM {p}event WHERE event_id = ?")
+_GET_EVENT = "SELECT " + COLUMNS + " FROM {p}event WHERE session_id = ? AND idx = ?"
+GET_EVENT = READ(_GET_EVENT)
+# The event row stays locked until commit on PostgreSQL, so a concurrent
+# claim (which does not take the session lock) cannot bump its attempt
+# between our check and our write.
+GET_EVENT_LOCKED = READ(_GET_EVENT + "{for_update}")
+# lane_ready: ready unless an unprocessed event of the same lane exists
+# (earlier in this batch included: rows are inserted one by one).
+# "WHERE 1 = 1": SQLite needs a WHERE before ON CONFLICT in INSERT ... SELECT.
+INSERT_EVENT = WRITE_ROWS(
+    "INSERT INTO {p}event (session_id, idx, event_id, event_type, payload, created_at, cause_index,"
+    " cause_attempt, cause_batch_size, lane, lane_ready, due_at, processed_at)"
+    " SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,"
+    " CASE WHEN CAST(? AS TEXT) IS NULL THEN 1"
+    " WHEN NOT EXISTS (SELECT 1 FROM {p}event WHERE session_id = ? AND lane = ? AND processed_at IS NULL)"
+    " THEN 1 ELSE 0 END, ?, ?"
+    " WHERE 1 = 1 ON CONFLICT (event_id) DO NOTHING RETURNING idx"
+)
+MARK_PROCESSED = WRITE(
+    "UPDATE {p}event SET processed_at = ?, processed_by_attempt = ?, returned_event_ids = ?,"
+    " lane_ready = 0, claim_holder = NULL, claim_expires_at = NULL WHERE session_id = ? AND idx = ?"
+)
+PROMOTE_LANE = WRITE(
+    "UPDATE {p}event SET lane_ready = 1, due_at = ? WHERE session_id = ? AND lane_ready = 0 AND idx = ("
+    "SELECT idx FROM {p}event WHERE session_id = ? AND lane = ? AND processed_at IS NULL ORDER BY idx LIMIT 1)"
+)
+_CLAIM_SET = (
+    "UPDATE {p}event SET attempt_count = attempt_count + 1, first_claimed_at = COALESCE(first_claimed_at, ?),"
+    " last_claimed_at = ?, claim_holder = ?, claim_expires_at = ?, due_at = ?"
+)
+# Every claim re-checks readiness in the UPDATE's own WHERE: on PostgreSQL
+# a row another transaction claimed meanwhile is re-evaluated after its lock
+# is released and no longer matches.
+CLAIM_SESSION = WRITE_ROWS(
+    _CLAIM_SET + " WHERE session_id = ? AND " + _READY + " AND due_at <= ? AND idx IN ("
+    "SELECT idx FROM {p}event WHERE session_id = ? AND " + _READY + " AND due_at <= ? ORDER BY idx LIMIT ?)"
+    " RETURNING " + COLUMNS
+)
+CLAIM_CANDIDATES = READ("SELECT idx FROM {p}event WHERE session_id = ? AND " + _READY + " AND due_at <= ? ORDER BY idx")
+CLAIM_ONE = WRITE_ROWS(
+    _CLAIM_SET + " WHERE session_id = ? AND idx = ? AND " + _READY + " AND due_at <= ? RETURNING " + COLUMNS
+)
+# Across sessions, oldest-ready first; concurrent PostgreSQL claimers skip
+# each other's rows instead of queueing behind them. The rows are then
+# claimed one by one with CLAIM_ONE: an "UPDATE ... WHERE key IN (SELECT
+# ... LIMIT n FOR UPDATE SKIP LOCKED)" may re-run its subquery on
+# PostgreSQL, which then skips the rows the UPDATE itself just changed and
+# hands out more than n.
+CLAIM_ANY_CANDIDATES = READ(
+    "SELECT session_id, idx FROM {p}event WHERE " + _READY + " AND due_at <= ?"
+    " ORDER BY due_at, session_id, idx LIMIT ?{skip_locked}"
+)
+RETRY_AT = READ(
+    "SELECT MIN(claim_expires_at) FROM {p}event WHERE session_id = ? AND " + _READY + " AND claim_expires_at > ?"
+)
+ATTEMPT_OF = READ("SELECT attempt_count FROM {p}event WHERE session_id = ? AND idx = ?")
+RENEW = WRITE(
+    "UPDATE {p}event SET claim_expires_at = ?, due_at = ? WHERE session_id = ? AND idx = ? AND attempt_count = ?"
+    " AND processed_at IS NULL AND failed_at IS NULL AND claim_holder = ? AND claim_expires_at > ?"
+)
+FAIL = WRITE(
+    "UPDATE {p}event SET failure_count = ?, last_error = ?, last_failed_at = ?, last_failed_attempt = ?,"
+    " failed_at = ?, claim_holder = NULL, claim_expires_at = NULL, due_at = ? WHERE session_id = ? AND idx = ?"
+)
+READ_RANGE = READ(
+    "SELECT " + COLUMNS + " FROM {p}event WHERE session_id = ? AND idx > ? AND idx <= ? ORDER BY idx LIMIT ?"
+)
+_NULL_COLUMNS = ", ".join(
+    "NULL" if c.strip() not in ("idx", "payload") else ("up_to_index" if c.strip() == "idx" else "state")
+    for c in COLUMNS.split(",")
+)
+# One statement: the snapshot and the events after it are one consistent
+# read (a snapshot moving on, or a prune, between two reads could not tear it).
+READ_STATE = READ(
+    "SELECT 0 AS row_kind, " + _NULL_COLUMNS + " FROM {p}event_snapshot WHERE session_id = ? AND reducer_name = ?"
+    " UNION ALL SELECT 1 AS row_kind, " + COLUMNS + " FROM {p}event WHERE session_id = ? AND idx > COALESCE("
+    "(SELECT up_to_index FROM {p}event_snapshot WHERE session_id = ? AND reducer_name = ?), 0)"
+    " ORDER BY 1, 3"
+)
+PUT_SNAPSHOT = WRITE(
+    "INSERT INTO {p}event_snapshot (session_id, reducer_name, up_to_index, state, updated_at)"
+    " VALUES (?, ?, ?, ?, ?) ON CONFLICT (session_id, reducer_name) DO UPDATE SET"
+    " up_to_index = excluded.up_to_index, state = excluded.state, updated_at = excluded.updated_at"
+    " WHERE excluded.up_to_index > {p}event_snapshot.up_to_index"
+)
+LIST_SNAPSHOTS = READ(
+    "SELECT reducer_name, up_to_index, updated_at FROM {p}event_snapshot WHERE session_id = ? ORDER BY reducer_name"
+)
+# Flags (? = 0 OR ...) switch the optional bounds on and off, so one text
+# serves every combination of prefix upper bound and cursor.
+LIST_SESSIONS = READ(
+    "SELECT session_id, COUNT(*),"
+    " SUM(CASE WHEN processed_at IS NULL AND failed_at IS NULL THEN 1 ELSE 0 END),"
+    " SUM(CASE WHEN failed_at IS NOT NULL THEN 1 ELSE 0 END), SUM(attempt_count), SUM(failure_count),"
+    " MIN(created_at), MAX(created_at), MAX(first_claimed_at), MAX(last_claimed_at), MAX(last_failed_at),"
+    " MAX(processed_at), MAX(failed_at)"
+    " FROM {p}event WHERE session_id >= ? AND (? = 0 OR session_id < ?) AND (? = 0 OR session_id > ?)"
+    " GROUP BY session_id ORDER BY session_id LIMIT ?"
+)
+DEAD_IN_SESSION = READ(
+    "SELECT " + COLUMNS + " FROM {p}event WHERE session_id = ? AND failed_at IS NOT NULL AND idx > ?"
+    " ORDER BY idx LIMIT ?"
+)
+DEAD_ALL = READ(
+    "SELECT " + COLUMNS + " FROM {p}event WHERE failed_at IS NOT NULL"
+    " AND (session_id > ? OR (session_id = ? AND idx > ?)) ORDER BY session_id, idx LIMIT ?"
+)
+REDRIVE_ONE = WRITE(
+    "UPDATE {p}event SET failed_at = NULL, failure_count = 0, due_at = ?"
+    " WHERE session_id = ? AND idx = ? AND failed_at IS NOT NULL"
+)
+REDRIVE_SESSION = WRITE(
+    "UPDATE {p}event SET failed_at = NULL, failure_count = 0, due_at = ? WHERE session_id = ? AND failed_at IS NOT NULL"
+)
+SNAPSHOT_FLOORS = READ(
+    "SELECT s.session_id, MIN(s.up_to_index), MAX(x.last_index) FROM {p}event_snapshot s"
+    " JOIN {p}event_session x ON x.session_id = s.session_id GROUP BY s.session_id ORDER BY s.session_id"
+)
+PRUNE = WRITE(
+    "DELETE FROM {p}event WHERE session_id = ? AND idx IN (SELECT idx FROM {p}event WHERE session_id = ?"
+    " AND processed_at IS NOT NULL AND processed_at <= ? AND idx <= ? ORDER BY idx LIMIT ?)"
+)
+
+# Retention: a session goes oldest events first, up to the index it had when
+# the deletion began (readers meanwhile see a shrinking suffix), then, under
+# the session lock, whatever is left with its snapshots and its row.
+DELETE_SESSION_BATCH = WRITE(
+    "DELETE FROM {p}event WHERE session_id = ? AND idx IN (SELECT idx FROM {p}event WHERE session_id = ?"
+    " AND idx <= ? ORDER BY idx LIMIT ?)"
+)
+DELETE_SESSION_EVENTS = WRITE("DELETE FROM {p}event WHERE session_id = ?")
+DELETE_SESSION_SNAPSHOTS = WRITE("DELETE FROM {p}event_snapshot WHERE session_id = ?")
+DELETE_SESSION_ROW = WRITE("DELETE FROM {p}event_session WHERE session_id = ?")
+# Settled: nothing unprocessed (no pending, claimed or dead-lettered event) and
+# no activity since the cutoff (the last processing, or the session's creation).
+_SETTLED = (
+    " NOT EXISTS (SELECT 1 FROM {p}event e WHERE e.session_id = s.session_id AND e.processed_at IS NULL)"
+    " AND COALESCE((SELECT MAX(e.processed_at) FROM {p}event e WHERE e.session_id = s.session_id), s.created_at) < ?"
+)
+SETTLED_SESSIONS = READ(
+    "SELECT s.session_id FROM {p}event_session s WHERE s.session_id > ? AND"
+    + _SETTLED
+    + " ORDER BY s.session_id LIMIT ?"
+)
+STILL_SETTLED = READ("SELECT 1 FROM {p}event_session s WHERE s.session_id = ? AND" + _SETTLED)
