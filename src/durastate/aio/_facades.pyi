@@ -9,12 +9,12 @@ from typing import Any
 from durastate._aio import AsyncRunner
 from durastate.aio._build import Facade, FacadeSpec
 from durastate.documents import Document, DocumentInfo, DocumentPage, Documents, PrefixInfo, RawDocument, _Built
-from durastate.events import (
+from durastate.events import Events
+from durastate.events.models import (
     AppendResult,
     ClaimResult,
     CompleteResult,
     EventPage,
-    Events,
     FailResult,
     RenewResult,
     SessionPage,
@@ -176,7 +176,7 @@ class AsyncDocuments(Facade):
     async def write(self, key: str, data: dict[str, Any], *, expect: int | None = None) -> int: ...
 
 class AsyncEvents(Facade):
-    """Async facade of ``durastate.events.Events``."""
+    """Async facade of ``durastate.events.facet.Events``."""
     def __init__(self, sync: Events, runner: AsyncRunner) -> None: ...
     async def append(
         self, session_id: str, events: Iterable[Mapping[str, Any]], *, new_id: Callable[[], str] | None = None
