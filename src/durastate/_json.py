@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 from typing import Any
 
 import orjson
@@ -27,36 +28,31 @@ _LONG_DIGITS = re.compile(rb"[0-9]{19}")
 JSON_OPTIONS = orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS
 
 
-def has_non_finite(value: Any) -> bool:
-    """Whether a NaN or an infinity hides anywhere in ``value`` (iterative)."""
+def _any_leaf(value: Any, leaf: type | tuple[type, ...], wrong: Callable[[Any], bool]) -> bool:
+    """Whether a leaf of type ``leaf`` anywhere in ``value`` is ``wrong`` (iterative walk of dicts/lists)."""
     stack = [value]
     while stack:
         item = stack.pop()
-        if isinstance(item, float):
-            if not math.isfinite(item):
+        if isinstance(item, leaf):
+            if wrong(item):
                 return True
         elif isinstance(item, dict):
             stack.extend(item.values())
         elif isinstance(item, (list, tuple)):
             stack.extend(item)
     return False
+
+
+def has_non_finite(value: Any) -> bool:
+    """Whether a NaN or an infinity hides anywhere in ``value``."""
+    return _any_leaf(value, float, lambda f: not math.isfinite(f))
 
 
 def int64_overflow(data: bytes, value: Any) -> bool:
     """Whether ``value`` (already encoded as ``data``) holds an integer outside signed 64 bits."""
     if _LONG_DIGITS.search(data) is None:
         return False
-    stack = [value]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, int) and not isinstance(item, bool):
-            if not INT64_MIN <= item <= INT64_MAX:
-                return True
-        elif isinstance(item, dict):
-            stack.extend(item.values())
-        elif isinstance(item, (list, tuple)):
-            stack.extend(item)
-    return False
+    return _any_leaf(value, int, lambda n: not isinstance(n, bool) and not INT64_MIN <= n <= INT64_MAX)
 
 
 def dump_json(name: str, value: Any, max_size: int | None = None) -> bytes:
