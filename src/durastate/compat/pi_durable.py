@@ -83,6 +83,7 @@ from typing import Any, NotRequired, TypedDict, TypeVar
 from .. import store as _store
 from .._aio import AsyncRunner
 from ..engines.base import Engine, validate_prefix
+from ..engines.sqlite import SqliteEngine
 from ..errors import Conflict, DurastateError, InvalidRequest, NotFound, StoreClosed, StoreUnavailable
 from ..records import MAX_SAFE_INTEGER, Records
 from ._bridge import bridged
@@ -182,9 +183,9 @@ class _ThreadSetup:
         return call
 
 
-def _unavailable(exc: StoreUnavailable, engine_name: str) -> StoreUnavailable:
+def _unavailable(exc: StoreUnavailable, on_sqlite: bool) -> StoreUnavailable:
     """On SQLite, an error pi-durable's callers catch as ``sqlite3.OperationalError``."""
-    return SqliteUnavailable(str(exc)) if engine_name == "sqlite" else exc
+    return SqliteUnavailable(str(exc)) if on_sqlite else exc
 
 
 def _closed() -> RuntimeError:
@@ -200,8 +201,9 @@ class SqliteStorage:
 
     def __init__(self, store: _store.Store, runner: AsyncRunner, wal_auto_checkpoint_pages: int | None = None) -> None:
         self._store = store
-        self._engine_name = store.engine.dialect.name
-        self._file = self._engine_name == "sqlite" and not getattr(store.engine, "is_memory", False)
+        engine = store.engine
+        self._on_sqlite = isinstance(engine, SqliteEngine)
+        self._file = isinstance(engine, SqliteEngine) and not engine.is_memory
         self._records: Any = store.records
         if self._file and wal_auto_checkpoint_pages is not None:
             pragma = WAL_AUTOCHECKPOINT.format(pages=wal_auto_checkpoint_pages)
@@ -243,7 +245,7 @@ class SqliteStorage:
         except StoreClosed as exc:
             raise _closed() from exc
         except StoreUnavailable as exc:
-            raise _unavailable(exc, self._engine_name) from exc
+            raise _unavailable(exc, self._on_sqlite) from exc
         except (InvalidRequest, NotFound) as exc:
             if commit:
                 raise InvalidCommit(str(exc)) from exc
