@@ -108,10 +108,13 @@ def test_pi_durables_own_suite_passes_on_durastate() -> None:
         unexpected = {name: message for name, message in result.failed.items() if name not in allowed}
         if unexpected:
             # A few of pi-durable's Harness tests pace work with real 5-10 ms sleeps and compare event
-            # batches; on a loaded machine they can fail on any storage. One retry, alone, decides.
-            again = upstream.rerun(result.mode, sorted(unexpected))
-            print(f"{result.mode}: retried {sorted(unexpected)}: {again.summary()}")
-            unexpected = {name: message for name, message in again.failed.items() if name in unexpected}
+            # batches; on a loaded machine they can fail on any storage. Up to two retries, alone, decide.
+            for _ in range(2):
+                again = upstream.rerun(result.mode, sorted(unexpected))
+                print(f"{result.mode}: retried {sorted(unexpected)}: {again.summary()}")
+                unexpected = {name: message for name, message in again.failed.items() if name in unexpected}
+                if not unexpected:
+                    break
         assert not unexpected, f"{len(unexpected)} of pi-durable's tests failed on {result.mode}: {unexpected}"
         assert not result.skipped
     if url is None:
