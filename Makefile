@@ -64,7 +64,7 @@ bench-events: $(VENV)/.installed-test
 crash: $(VENV)/.installed-test
 	DURASTATE_CRASH_CYCLES=$${CYCLES:-1000} $(PY) -m pytest tests/crash -q -s
 
-# Longer fuzz run (CI runs 25 examples per entry point inside `make test`).
+# Longer fuzz run (CI runs 25 examples per entry point on SQLite, 8 on PostgreSQL, inside `make test`).
 fuzz: $(VENV)/.installed-test
 	DURASTATE_FUZZ_EXAMPLES=$${EXAMPLES:-500} $(PY) -m pytest tests/fuzz -q
 
