@@ -75,7 +75,7 @@ from .. import store as _store
 from .._aio import AsyncRunner, Undo
 from ..aio._facades import release_event_claims
 from ..errors import DurastateError, InvalidRequest, StoreClosed
-from ..events import FailResult, RenewResult  # the same shape here: no times, no events
+from ..events import FailResult, RenewResult, Snapshot  # the same shape here: no times, no events
 from ..presence import PresenceEntry
 
 __all__ = [
@@ -198,12 +198,6 @@ class ClaimResult:
 class CompleteResult:
     outcome: str  # "completed" | "superseded"
     events: tuple[StoredEvent, ...] = ()
-
-
-@dataclass(frozen=True)
-class Snapshot:
-    index: int
-    state: Any
 
 
 @dataclass(frozen=True)
@@ -411,7 +405,7 @@ class A2Store:
         result = await self._call(self._events.read_state, session_id, reducer_name)
         snap = result.snapshot
         return StateRead(
-            None if snap is None else Snapshot(snap.index, snap.state), tuple(_event(e) for e in result.events)
+            snap, tuple(_event(e) for e in result.events)
         )
 
     async def put_snapshot(self, session_id: str, reducer_name: str, index: int, state: Any) -> None:
