@@ -77,7 +77,7 @@ NOT_APPLICABLE = {"durastate-sqlite": _PI_TABLES, "durastate-postgres": {**_PI_T
 
 _started: list[Any] = []  # the subprocesses, once started
 # Never leave them running behind an interrupted session.
-atexit.register(lambda: [running.process.kill() for running in _started if running.process.poll() is None])
+atexit.register(lambda: [upstream.stop(running) for running in _started])
 _postgres: list[tuple[str | None, str]] = []  # (url, reason)
 
 

@@ -33,6 +33,7 @@ import atexit
 import itertools
 import os
 import shutil
+import signal
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -189,6 +190,15 @@ class _Postgres:
 _pg: _Postgres | None = _Postgres() if MODE == "durastate-postgres" else None
 if _pg is not None:
     atexit.register(_pg.drop_all)
+
+
+def _interrupted(signum: int, frame: object) -> None:
+    """SIGTERM (``run.stop``) as Ctrl-C: pytest ends the session with its teardowns, then the atexit hooks drop
+    the schemas (the default action would end the process at once and leave them on the server)."""
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+signal.signal(signal.SIGTERM, _interrupted)
 
 
 async def _open_durastate(path: str, options: Any) -> Any:

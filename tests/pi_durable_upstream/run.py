@@ -21,10 +21,12 @@ mode in N pytest-xdist workers (what ``make test`` does, with 2).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import importlib.metadata
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tarfile
@@ -144,8 +146,23 @@ def start(
         *(pytest_args or []),
         *files,
     ]
-    process = subprocess.Popen(command, cwd=tests, env=env, stdout=subprocess.DEVNULL)
+    # Its own process group: ``stop`` signals the xdist workers too.
+    process = subprocess.Popen(command, cwd=tests, env=env, stdout=subprocess.DEVNULL, start_new_session=True)
     return Running(mode, process, junit)
+
+
+def stop(running: Running, grace: float = 20.0) -> None:
+    """Interrupt a run that is still going (SIGTERM: the shim ends it as Ctrl-C would, closing and dropping what it
+    opened), and kill it if it has not ended within ``grace`` seconds."""
+    if running.process.poll() is not None:
+        return
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(running.process.pid, signal.SIGTERM)
+    try:
+        running.process.wait(grace)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(running.process.pid, signal.SIGKILL)
 
 
 def finish(running: Running) -> Result:
