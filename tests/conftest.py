@@ -56,7 +56,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     """Without xdist, start pi-durable's own suite (subprocesses, minutes long) as soon as the test that checks
     it is selected, so it runs beside the rest of the suite instead of after it. Under xdist the test starts them
     itself: it is first in the queue, and a worker is free to wait for them."""
-    if _is_xdist_worker(session.config):
+    if _is_xdist_worker(session.config) or session.config.option.collectonly:
         return
     for item in session.items:
         module = getattr(item, "module", None)

@@ -58,143 +58,45 @@ _tmp = Path(tempfile.mkdtemp(prefix="pi-shim-"))
 atexit.register(shutil.rmtree, _tmp, True)
 
 
-# Objects of a schema, as one digest: relations (kind, column count, dropped ones included), functions
-# (with their source) and triggers. Equal to the template's means "what migration makes, nothing else".
-_SCHEMA_DIGEST = """
-SELECT md5(concat_ws('|',
-  (SELECT string_agg(c.relname || ':' || c.relkind::text || ':' || c.relnatts, ',' ORDER BY c.relname)
-     FROM pg_class c WHERE c.relnamespace = n.oid),
-  (SELECT string_agg(p.proname || ':' || md5(p.prosrc), ',' ORDER BY p.proname)
-     FROM pg_proc p WHERE p.pronamespace = n.oid),
-  (SELECT string_agg(t.tgname, ',' ORDER BY t.tgname)
-     FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid WHERE c.relnamespace = n.oid)))
-FROM pg_namespace n WHERE n.nspname = %s
-"""
-
-_TABLES = "SELECT tablename FROM pg_tables WHERE schemaname = %s ORDER BY tablename"
-_SEQUENCES = "SELECT sequencename FROM pg_sequences WHERE schemaname = %s ORDER BY sequencename"
-
-
 class _Postgres:
     """A schema per storage path (the file a test names), for that test only.
 
-    Creating a schema and migrating it costs about 100 ms of server CPU (50
-    DDL statements: 19 tables with their TOAST tables and 22 indexes) and
-    dropping it another commit: several times what a Harness test does with
-    its storage. So a schema is emptied instead of dropped when the test is
-    over, and handed to a later test: every table's rows deleted, the rows
-    migration leaves behind (facet versions, sequence counters) copied back
-    from a template schema migrated once, identity sequences restarted. The
-    next test opens, row for row, a freshly migrated store (durastate's
-    migrations themselves are tested in durastate's own suite). A schema
-    whose objects differ from the template's (a storage opened with another
-    prefix) is dropped.
+    From ``postgres_server.SchemaPool``: emptied after the test back to what
+    a fresh migration leaves (creating and migrating one costs several times
+    what a Harness test then does with its storage; durastate's migrations
+    are tested in durastate's own suite). A schema a storage with another
+    prefix was opened on is dropped instead.
     """
 
     def __init__(self) -> None:
+        from durastate.testing import postgres_server
+
         base = os.environ.get("PI_SHIM_POSTGRES_URL")
         if not base:
             raise RuntimeError("PI_SHIM_STORAGE=durastate-postgres needs PI_SHIM_POSTGRES_URL")
-        self.base = base
+        self.pool = postgres_server.schema_pool(base)
         self.urls: dict[str, tuple[str, str]] = {}  # path -> (url, schema) of the current test
-        self.spare: list[tuple[str, str]] = []  # emptied schemas, as a fresh migration leaves them
-        self._admin: Any = None  # one autocommit connection for creating, emptying and dropping
-        self._template_schema: str | None = None  # migrated once, the model of an emptied schema
-        self._template_digest: str | None = None
-        self._reset: str | None = None  # the emptying script, with {schema} to fill
 
     def url_for(self, path: str) -> str:
-        from durastate.testing import postgres_server
-
         if path not in self.urls:
-            self.urls[path] = self.spare.pop() if self.spare else postgres_server.create_schema(self.base)
+            self.urls[path] = self.pool.take()
         return self.urls[path][0]
 
-    def _connection(self) -> Any:
-        import psycopg
-
-        if self._admin is None or self._admin.closed:
-            self._admin = psycopg.connect(self.base, autocommit=True)
-        return self._admin
-
-    def _prepare_template(self) -> str:
-        """Migrate one schema with the default prefix; derive the emptying script from what it holds.
-
-        Its digest, which a schema must match to be emptied and reused.
-        """
-        from durastate import open as open_store
-        from durastate.compat.pi_durable import DEFAULT_PREFIX
-        from durastate.testing import postgres_server
-
-        url, schema = postgres_server.create_schema(self.base)
-        self._template_schema = schema  # dropped by drop_all whatever happens next
-        open_store(url, prefix=DEFAULT_PREFIX).close()
-        conn = self._connection()
-        tables = [row[0] for row in conn.execute(_TABLES, (schema,))]
-        sequences = [row[0] for row in conn.execute(_SEQUENCES, (schema,))]
-        seeded = [t for t in tables if conn.execute(f'SELECT 1 FROM "{schema}"."{t}" LIMIT 1').fetchone()]
-        statements = [
-            "BEGIN",
-            *(f'DELETE FROM "{{schema}}"."{t}"' for t in tables),
-            *(f'INSERT INTO "{{schema}}"."{t}" SELECT * FROM "{schema}"."{t}"' for t in seeded),
-            *(f'ALTER SEQUENCE "{{schema}}"."{s}" RESTART' for s in sequences),
-            "COMMIT",
-        ]
-        self._reset = ";\n".join(statements)
-        self._template_digest = self._digest(schema)
-        return self._template_digest
-
-    def _digest(self, schema: str) -> str:
-        row = self._connection().execute(_SCHEMA_DIGEST, (schema,)).fetchone()
-        return str(row[0])
-
     def release_all(self) -> None:
-        """End of a test: empty each of its schemas for a later test, or drop it when it is not the template's kind.
-
-        A schema that cannot be emptied is dropped before the error goes on.
-        """
-        from durastate.testing import postgres_server
-
+        """End of a test: every schema it used back to the pool."""
         while self.urls:
             _path, (url, schema) = self.urls.popitem()
-            try:
-                wanted = self._template_digest or self._prepare_template()
-                if self._digest(schema) == wanted:
-                    assert self._reset is not None
-                    self._connection().execute(self._reset.format(schema=schema))
-                    self.spare.append((url, schema))
-                    continue
-            except BaseException:
-                postgres_server.drop_schema(self.base, schema)
-                raise
-            postgres_server.drop_schema(self.base, schema)
-
-    def drop_all(self) -> None:
-        """End of the run: drop every schema this process made."""
-        from durastate.testing import postgres_server
-
-        try:
-            self.release_all()
-        finally:
-            schemas = [schema for _url, schema in self.spare]
-            if self._template_schema is not None:
-                schemas.append(self._template_schema)
-            self.spare.clear()
-            self._template_schema = None
-            for schema in schemas:
-                postgres_server.drop_schema(self.base, schema)
-            if self._admin is not None:
-                self._admin.close()
+            self.pool.give_back(url, schema)
 
 
 _pg: _Postgres | None = _Postgres() if MODE == "durastate-postgres" else None
 if _pg is not None:
-    atexit.register(_pg.drop_all)
+    atexit.register(_pg.release_all)  # registered after the pool's close: runs before it
 
 
 def _interrupted(signum: int, frame: object) -> None:
-    """SIGTERM (``run.stop``) as Ctrl-C: pytest ends the session with its teardowns, then the atexit hooks drop
-    the schemas (the default action would end the process at once and leave them on the server)."""
+    """SIGTERM (``run.stop``) as Ctrl-C: pytest ends the session with its teardowns, then the pool's atexit hook
+    drops the schemas (the default action would end the process at once and leave them on the server)."""
     raise KeyboardInterrupt(f"signal {signum}")
 
 
