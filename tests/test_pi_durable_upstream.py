@@ -107,7 +107,7 @@ def test_pi_durables_own_suite_passes_on_durastate() -> None:
         allowed = NOT_APPLICABLE[result.mode]
         unexpected = {name: message for name, message in result.failed.items() if name not in allowed}
         if unexpected:
-            # A few of pi-durable's Harness tests pace work with real 5-10 ms sleeps and compare event
+            # A few of pi-durable's Harness tests pace work with real 5-20 ms sleeps and compare event
             # batches; on a loaded machine they can fail on any storage. Up to two retries, alone, decide.
             for _ in range(2):
                 again = upstream.rerun(result.mode, sorted(unexpected))
