@@ -25,7 +25,7 @@ from durastate.events.models import (
 from durastate.kv import KV, ScopedKV
 from durastate.presence import Presence, PresenceEntry
 from durastate.queues import Claim, DeadLetter, QueueItem, Queues, QueueStats
-from durastate.records import Records
+from durastate.records.facet import Records
 
 class AsyncScopedKV(Facade):
     """Async facade of ``durastate.kv.ScopedKV``."""
@@ -240,7 +240,7 @@ class AsyncEvents(Facade):
     ) -> AsyncIterator[StoredEvent]: ...
 
 class AsyncRecords(Facade):
-    """Async facade of ``durastate.records.Records``."""
+    """Async facade of ``durastate.records.facet.Records``."""
     def __init__(self, sync: Records, runner: AsyncRunner) -> None: ...
     async def commit(self, writes: Sequence[Mapping[str, Any]]) -> int: ...
     async def conversation(self, id: int) -> dict[str, Any] | None: ...
