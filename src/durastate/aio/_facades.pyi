@@ -22,13 +22,14 @@ from durastate.events.models import (
     StateRead,
     StoredEvent,
 )
-from durastate.kv import KV, ScopedKV
+from durastate.kv.facet import KV
+from durastate.kv.scoped import ScopedKV
 from durastate.presence import Presence, PresenceEntry
 from durastate.queues import Claim, DeadLetter, QueueItem, Queues, QueueStats
 from durastate.records.facet import Records
 
 class AsyncScopedKV(Facade):
-    """Async facade of ``durastate.kv.ScopedKV``."""
+    """Async facade of ``durastate.kv.scoped.ScopedKV``."""
     def __init__(self, sync: ScopedKV, runner: AsyncRunner) -> None: ...
     async def append(self, ns: bytes, key: bytes, value: bytes) -> int: ...
     async def clear(self) -> int: ...
@@ -70,7 +71,7 @@ class AsyncScopedKV(Facade):
     ) -> int: ...
 
 class AsyncKV(Facade):
-    """Async facade of ``durastate.kv.KV``."""
+    """Async facade of ``durastate.kv.facet.KV``."""
     def __init__(self, sync: KV, runner: AsyncRunner) -> None: ...
     async def append(self, scope: bytes, ns: bytes, key: bytes, value: bytes) -> int: ...
     async def clear(self, scope: bytes) -> int: ...
