@@ -52,6 +52,8 @@ trees, ids are minted from one store-wide counter and point-in-time reads
 use one store-wide commit sequence. Splitting any of those over shards
 would break the contract, so ``router.records`` refuses with this reason;
 shard records by tenant yourself with ``router.store_for(tenant).records``.
+Their retention is per store too: each store's ``maintain()`` (its own
+``Retention``) or ``store.records.prune_document_revisions(...)``.
 
 The routed methods are built from the facets' own methods
 (``_routed(Facet.method)``), so their signatures and types are the

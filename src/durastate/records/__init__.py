@@ -68,7 +68,15 @@ Decisions where the seed is silent (listed for docs/decisions.md):
   ``history: "latest"``) keep exactly one revision row: each new revision
   replaces the previous ones, and retiring drops them. Full-history
   documents keep every revision (point-in-time reads need them) but drop
-  the stored value of rows that are neither the newest nor a checkpoint.
+  the stored value of rows that are neither the newest nor a checkpoint,
+  until ``prune_document_revisions(keep_last=, older_than=)`` (or
+  ``Store.maintain()`` with ``Retention(max_document_revisions=,
+  document_revision_max_age=)``; off by default, as pi-durable keeps
+  everything) removes their oldest revisions, never the newest: the
+  oldest revision left gets its value stored (so every revision left
+  reads as before), and a read at a point before it raises
+  ``RevisionPruned`` (a ``NotFound``). Revisions record when they were
+  written (``written_at``, schema 2) for the age rule.
 * **Strings.** Record JSON is stored as compact UTF-8 bytes; NaN/infinity
   and non-string keys are refused. Lone surrogates are kept exactly
   (pi-durable stores them; ``durastate._json_lossless`` says how: the
@@ -102,12 +110,14 @@ from .inputs import dumps as dumps
 from .inputs import fail as fail
 from .inputs import loads as loads
 from .inputs import reject as reject
+from .models import RevisionPruned as RevisionPruned
 from .statements import CHAIN as CHAIN
 from .statements import CHECKPOINT_EVERY as CHECKPOINT_EVERY
 from .statements import CLAIM_ID as CLAIM_ID
 from .statements import COMMIT_SEQUENCE as COMMIT_SEQUENCE
 from .statements import CONVERSATION_FILTERS as CONVERSATION_FILTERS
 from .statements import CURRENT_DOCUMENT_ID as CURRENT_DOCUMENT_ID
+from .statements import DELETE_REVISIONS_BEFORE as DELETE_REVISIONS_BEFORE
 from .statements import DOCUMENT_SCAN as DOCUMENT_SCAN
 from .statements import DROP_REVISIONS as DROP_REVISIONS
 from .statements import DROP_STATE as DROP_STATE
@@ -128,15 +138,21 @@ from .statements import INSERT_REVISION as INSERT_REVISION
 from .statements import LAST_SEQ as LAST_SEQ
 from .statements import LATEST_REVISION as LATEST_REVISION
 from .statements import LIST_REVISIONS as LIST_REVISIONS
+from .statements import LOCK_COMMITS as LOCK_COMMITS
 from .statements import MATERIALIZE as MATERIALIZE
 from .statements import MAX_CHAIN_DEPTH as MAX_CHAIN_DEPTH
 from .statements import MINT_ID as MINT_ID
+from .statements import NEEDS_STATE as NEEDS_STATE
+from .statements import OLDEST_REVISION as OLDEST_REVISION
+from .statements import OLDEST_REVISIONS as OLDEST_REVISIONS
+from .statements import PRUNE_CANDIDATES as PRUNE_CANDIDATES
 from .statements import RETIRE_DOCUMENT as RETIRE_DOCUMENT
 from .statements import SCHEMA as SCHEMA
+from .statements import SET_STATE as SET_STATE
 from .statements import SUBMISSION_BY_REQUEST as SUBMISSION_BY_REQUEST
 from .statements import SUBMISSION_FILTERS as SUBMISSION_FILTERS
 from .statements import TASK_FILTERS as TASK_FILTERS
 from .statements import UPSERT_SUBMISSION as UPSERT_SUBMISSION
 from .statements import UPSERT_TASK as UPSERT_TASK
 
-__all__ = ["CHECKPOINT_EVERY", "FIRST_MINTED_ID", "MAX_SAFE_INTEGER", "SCHEMA", "Records"]
+__all__ = ["CHECKPOINT_EVERY", "FIRST_MINTED_ID", "MAX_SAFE_INTEGER", "SCHEMA", "Records", "RevisionPruned"]

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from .. import _chord
+from .._retention import BATCH, as_age_ms, as_keep
+from .._validate import as_limit as as_row_limit
 from ..errors import Conflict, DurastateError, NotFound
 from .inputs import (
     MAX_SAFE_INTEGER,
@@ -27,7 +29,7 @@ from .inputs import (
     reject,
     scan_order,
 )
-from .models import Address, Content, DocAction
+from .models import Address, Content, DocAction, RevisionPruned
 from .rows import Revision, chain_from_rows, page_of, revision_from_row
 from .statements import (
     CHAIN,
@@ -36,6 +38,7 @@ from .statements import (
     COMMIT_SEQUENCE,
     CONVERSATION_FILTERS,
     CURRENT_DOCUMENT_ID,
+    DELETE_REVISIONS_BEFORE,
     DOCUMENT_SCAN,
     DROP_REVISIONS,
     DROP_STATE,
@@ -56,10 +59,16 @@ from .statements import (
     LAST_SEQ,
     LATEST_REVISION,
     LIST_REVISIONS,
+    LOCK_COMMITS,
     MATERIALIZE,
     MAX_CHAIN_DEPTH,
     MINT_ID,
+    NEEDS_STATE,
+    OLDEST_REVISION,
+    OLDEST_REVISIONS,
+    PRUNE_CANDIDATES,
     RETIRE_DOCUMENT,
+    SET_STATE,
     SUBMISSION_BY_REQUEST,
     SUBMISSION_FILTERS,
     TASK_FILTERS,
@@ -108,6 +117,13 @@ class Records:
         self._materialize_sql = sql(MATERIALIZE)
         self._document_scan = {k: sql(v) for k, v in DOCUMENT_SCAN.items()}
         self._list_revisions = sql(LIST_REVISIONS)
+        self._prune_candidates = sql(PRUNE_CANDIDATES)
+        self._oldest_revisions = sql(OLDEST_REVISIONS)
+        self._lock_commits = sql(LOCK_COMMITS)
+        self._needs_state = sql(NEEDS_STATE)
+        self._set_state = sql(SET_STATE)
+        self._delete_revisions_before = sql(DELETE_REVISIONS_BEFORE)
+        self._oldest_revision = sql(OLDEST_REVISION)
         sizes = [1 << n for n in range(ID_CHUNK.bit_length()) if 1 << n <= ID_CHUNK]
         self._id_types = {n: sql(ids_sql("rec_id", "id, type", n)) for n in sizes}
         self._claim_ids = {n: sql(claim_sql(n)) for n in sizes}
@@ -301,6 +317,7 @@ class Records:
 
     def _apply_documents(self, checked: list[tuple[DocAction, Any, Revision | None]], seq: int) -> None:
         engine = self._engine
+        now = engine.now_ms()  # each revision's written_at (what retention ages)
         for action, existing, latest in checked:
             id = action.id
             if action.create is not None:
@@ -330,7 +347,7 @@ class Records:
             if content is not None:
                 row: tuple[Any, ...]
                 if content.kind == "base":
-                    row = (id, seq, "base", content.version, 0, content.data, None)
+                    row = (id, seq, "base", content.version, 0, content.data, None, now)
                 else:
                     assert latest is not None and content.ops is not None
                     current = latest.content if latest.kind == "base" else latest.state
@@ -340,13 +357,13 @@ class Records:
                     state = dumps("the document value", value)
                     folded = _chord.fold(content.ops, value)
                     data = content.data if folded is content.ops else dumps("the folded delta", folded)
-                    row = (id, seq, "delta", content.version, int(latest.depth) + 1, data, state)
+                    row = (id, seq, "delta", content.version, int(latest.depth) + 1, data, state, now)
                 if current_only:
                     if latest is not None:
                         engine.execute(self._drop_revisions, (id,))
                 elif latest is not None and latest.kind == "delta" and int(latest.depth) % CHECKPOINT_EVERY != 0:
                     # The previous row is no longer the newest and is not a checkpoint.
-                    engine.execute(self._drop_state, (id, latest.seq))
+                    engine.execute(self._drop_state, (id, latest.seq, id))
                 engine.execute(self._insert_revision, row)
             if action.retire:
                 if action.create is None:
@@ -542,6 +559,9 @@ class Records:
 
         None when the document does not exist or is not alive at the point.
         ``InvalidRequest`` for a point-in-time read of a current-only document.
+        ``RevisionPruned`` (a ``NotFound``) for a point at which the document
+        was alive but whose revision ``prune_document_revisions`` removed
+        (a point before the oldest revision ``document_revisions`` lists).
         """
         return self._materialize(as_id("id", id), as_point("at", at))
 
@@ -558,9 +578,26 @@ class Records:
                 return None
         elif not (record["createdAt"] <= at and ("retiredAt" not in record or at < record["retiredAt"])):
             return None
-        _record, anchor_seq, kind, version, depth, content, state = rows[0]
-        if anchor_seq is None:  # the LEFT JOIN found no revision row
-            raise DurastateError(f"Document {id} is missing a required base")
+        if rows[0][1] is None:  # the LEFT JOIN found no revision row at or before the point
+            self._no_revision(id, at)
+        version, value, depth = self._replay(id, rows)
+        return {"record": record, "version": version, "value": value, "deltasSinceBase": depth}
+
+    def _no_revision(self, id: int, at: int | None) -> NoReturn:
+        """Why a live document has no revision to read at ``at``: pruned, or a damaged store."""
+        row = self._engine.one(self._oldest_revision, (id,))
+        oldest = None if row is None or row[0] is None else int(row[0])
+        if at is not None and oldest is not None and oldest > at:
+            raise RevisionPruned(
+                f"Document {id} has no revision at {at}: retention removed its revisions before {oldest}"
+                " (document_revisions() lists those kept)"
+            )
+        raise DurastateError(f"Document {id} is missing a required base")
+
+    @staticmethod
+    def _replay(id: int, rows: Sequence[Any]) -> tuple[int, dict[str, Any], int]:
+        """(version, value, deltas since the base) from ``MATERIALIZE`` rows that found an anchor."""
+        _record, _anchor_seq, kind, version, depth, content, state = rows[0]
         value = loads(content if kind == "base" else state)
         for _record, _seq, kind, delta_version, _depth, content, _state in rows[1:]:
             if kind != "delta" or delta_version != version:
@@ -571,7 +608,7 @@ class Records:
                 raise DurastateError(f"Document {id}: a stored delta does not apply: {exc}") from exc
         if len(rows) > 1:  # the newest row read counts the deltas since the base
             depth = Revision._make(rows[-1][1:]).depth
-        return {"record": record, "version": int(version), "value": value, "deltasSinceBase": int(depth)}
+        return int(version), value, int(depth)
 
     def scan_documents(
         self, query: Mapping[str, Any], limit: int, cursor: Mapping[str, Any] | None = None
@@ -607,3 +644,101 @@ class Records:
             {"seq": int(seq), "kind": kind, "version": int(version), "depth": int(depth)}
             for seq, kind, version, depth in rows
         ]
+
+    # -- retention ---------------------------------------------------------------
+
+    def prune_document_revisions(
+        self, *, keep_last: int | None = None, older_than: float | None = None, limit: int | None = None
+    ) -> int:
+        """Delete old revisions of full-history documents; return how many went.
+
+        A revision goes when it is outside its document's newest
+        ``keep_last`` and/or was written more than ``older_than`` seconds
+        ago (the store's clock): with both, it goes only when both say so
+        (the stricter rule keeps it). One of them is required. A document's
+        newest revision (its current value; a retired document's last one)
+        never goes, so current-only documents, which keep one revision,
+        are never touched. Revisions go from the oldest up, and a document
+        stops at its first revision young enough to keep. Revisions written
+        before durastate recorded write times (schema 2 of this facet)
+        count as old.
+
+        Every revision left stays readable: when the oldest one left is a
+        delta, its value is stored with it first (an invisible checkpoint,
+        as in "Bounded document reads"; ``version`` and ``deltasSinceBase``
+        stay the logical ones). A point-in-time read at a point whose
+        revision went raises ``RevisionPruned``; a ``document.copy`` from
+        such a point is refused (``Conflict``, as for any unreadable
+        source). Document records are kept, so ``find_document(at=)`` and
+        ``scan_documents`` answer as before.
+
+        At most ``durastate._retention.BATCH`` revisions of one document
+        per transaction, each its own short commit that waits for (and
+        holds off) record commits only while it runs; at most ``limit`` in
+        all. A sweep cut short resumes from what is stored on the next call.
+        """
+        if keep_last is None and older_than is None:
+            fail("prune_document_revisions() needs keep_last=, older_than= or both")
+        keep = 1 if keep_last is None else as_keep("keep_last", keep_last)
+        engine = self._engine
+        cutoff = None if older_than is None else engine.now_ms() - as_age_ms("older_than", older_than)
+        limit = as_row_limit("limit", limit)
+        removed = 0
+        after = -1
+        while limit is None or removed < limit:
+            page = engine.all(self._prune_candidates, (keep, after, BATCH))
+            for id, keep_from, oldest, oldest_written_at in page:
+                if keep_from is None or int(oldest) >= int(keep_from):
+                    continue  # at most keep_last revisions (or none)
+                if cutoff is not None and oldest_written_at is not None and int(oldest_written_at) >= cutoff:
+                    continue  # even the oldest is too young
+                left = None if limit is None else limit - removed
+                removed += self._prune_document(int(id), int(keep_from), cutoff, left)
+                if limit is not None and removed >= limit:
+                    return removed
+            if len(page) < BATCH:
+                break
+            after = int(page[-1][0])
+        return removed
+
+    def _prune_document(self, id: int, keep_from: int, cutoff: int | None, limit: int | None) -> int:
+        """Delete revisions of ``id`` below ``keep_from`` (and older than ``cutoff``), oldest first."""
+        engine = self._engine
+        removed = 0
+        while limit is None or removed < limit:
+            want = BATCH if limit is None else min(BATCH, limit - removed)
+            rows = engine.all(self._oldest_revisions, (id, keep_from, want + 1))
+            doomed = 0
+            for seq, _kind, _has_value, written_at in rows:
+                if doomed == want or int(seq) >= keep_from:
+                    break
+                if cutoff is not None and written_at is not None and int(written_at) >= cutoff:
+                    break
+                doomed += 1
+            if doomed == 0 or doomed == len(rows):
+                break  # nothing old enough, or (after a concurrent prune) no row known to stay
+            first_kept, kind, has_value, _written_at = rows[doomed]
+            first_kept = int(first_kept)
+            # Its value, computed before taking the lock (history never
+            # changes, so it cannot go stale): it becomes the anchor of
+            # every read at or after it once the rows before it are gone.
+            value = None if kind == "base" or has_value else self._value_at(id, first_kept)
+            with engine.transaction():
+                engine.one(self._lock_commits)
+                # Checked again under the lock: a commit in between may have
+                # dropped the value of what was then the newest revision.
+                if engine.one(self._needs_state, (id, first_kept)) is not None:
+                    if value is None:
+                        value = self._value_at(id, first_kept)
+                    engine.execute(self._set_state, (dumps("the document value", value), id, first_kept))
+                removed += engine.execute(self._delete_revisions_before, (id, first_kept))
+            if doomed < want:
+                break  # stopped at a revision to keep
+        return removed
+
+    def _value_at(self, id: int, seq: int) -> dict[str, Any]:
+        """The value of document ``id`` as of its stored revision ``seq`` (alive or not at that point)."""
+        rows = self._engine.all(self._materialize_sql, (seq, seq, MAX_SAFE_INTEGER + 1, id))
+        if not rows or rows[0][1] is None:
+            raise DurastateError(f"Document {id} is missing a required base")
+        return self._replay(id, rows)[1]

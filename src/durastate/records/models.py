@@ -1,13 +1,25 @@
-"""The values the records facet passes between its modules: addresses, contents, the commit plan.
+"""The records facet's own error and the values it passes between its modules.
 
-The facet returns plain ``dict``s (pi-durable's records); these are its
-own working values, never returned to a caller.
+The facet returns plain ``dict``s (pi-durable's records); ``Address``,
+``Content``, ``DocAction`` and ``Plan`` are its working values, never
+returned to a caller.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
+
+from ..errors import NotFound
+
+
+class RevisionPruned(NotFound):
+    """A point-in-time read names a point whose revision retention removed.
+
+    The document was alive at that point, but ``prune_document_revisions``
+    deleted the revision in effect then; ``document_revisions(id)`` lists
+    the ones kept (the oldest kept is named in the message).
+    """
 
 
 @dataclass(frozen=True, slots=True)

@@ -62,6 +62,10 @@ SCHEMA = Schema(
                 " PRIMARY KEY (document_id, seq)){without_rowid}",
             ),
         ),
+        # 2: when each revision was written (the store's clock, ms), so
+        # prune_document_revisions(older_than=) can age them. Rows written
+        # before have none and count as old.
+        Migration(statements=("ALTER TABLE {p}rec_revision ADD COLUMN written_at {int64}",)),
     ),
 )
 
@@ -101,10 +105,17 @@ INSERT_DOCUMENT = WRITE(
 )
 RETIRE_DOCUMENT = WRITE("UPDATE {p}rec_document SET retired_at = ?, record = ? WHERE id = ?")
 INSERT_REVISION = WRITE(
-    "INSERT INTO {p}rec_revision (document_id, seq, kind, version, depth, content, state) VALUES (?, ?, ?, ?, ?, ?, ?)"
+    "INSERT INTO {p}rec_revision (document_id, seq, kind, version, depth, content, state, written_at)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
 )
 DROP_REVISIONS = WRITE("DELETE FROM {p}rec_revision WHERE document_id = ?")
-DROP_STATE = WRITE("UPDATE {p}rec_revision SET state = NULL WHERE document_id = ? AND seq = ?")
+# The previous newest row's value goes unless it is the oldest row left:
+# then no older row can anchor a read of it (only after retention pruned
+# the rows before it; otherwise the oldest row is always a base).
+DROP_STATE = WRITE(
+    "UPDATE {p}rec_revision SET state = NULL WHERE document_id = ? AND seq = ?"
+    " AND seq > (SELECT min(o.seq) FROM {p}rec_revision o WHERE o.document_id = ?)"
+)
 LATEST_REVISION = READ(
     "SELECT " + REVISION_COLUMNS + " FROM {p}rec_revision WHERE document_id = ? ORDER BY seq DESC LIMIT 1"
 )
@@ -214,3 +225,38 @@ def filter_combos(filters: Sequence[str]) -> list[tuple[str, ...]]:
 
 # document_revisions(): the revisions of one document, oldest first.
 LIST_REVISIONS = READ("SELECT seq, kind, version, depth FROM {p}rec_revision WHERE document_id = ? ORDER BY seq")
+
+# -- retention (prune_document_revisions) --------------------------------------
+
+# A page of documents by id, each with the oldest of its newest ?
+# (keep_last) revisions, which must stay, and its oldest revision's seq and
+# write time: a document has something to prune only if its oldest
+# revision is older than the first that must stay (and, with an age rule,
+# old enough). Each subquery walks the revision primary key; the first is
+# min() over a LIMIT, not OFFSET: with a bound OFFSET PostgreSQL's generic
+# plan sorts the document's revisions instead.
+PRUNE_CANDIDATES = READ(
+    "SELECT d.id,"
+    " (SELECT min(n.seq) FROM (SELECT k.seq FROM {p}rec_revision k WHERE k.document_id = d.id"
+    " ORDER BY k.seq DESC LIMIT ?) n),"
+    " (SELECT o.seq FROM {p}rec_revision o WHERE o.document_id = d.id ORDER BY o.seq LIMIT 1),"
+    " (SELECT o.written_at FROM {p}rec_revision o WHERE o.document_id = d.id ORDER BY o.seq LIMIT 1)"
+    " FROM {p}rec_document d WHERE d.id > ? ORDER BY d.id LIMIT ?"
+)
+# The oldest revisions of a document up to the one that must stay.
+OLDEST_REVISIONS = READ(
+    "SELECT seq, kind, state IS NOT NULL, written_at FROM {p}rec_revision"
+    " WHERE document_id = ? AND seq <= ? ORDER BY seq LIMIT ?"
+)
+# Taken first by every pruning batch: record commits lock this row first
+# too (engine.next_value(COMMIT_SEQUENCE)), so a batch never interleaves
+# with a commit (SQLite's write transaction serialises them anyway).
+LOCK_COMMITS = READ("SELECT value FROM {p}sequence WHERE name = 'records'{for_update}")
+# Whether a revision (the new oldest) still lacks a value of its own.
+NEEDS_STATE = READ(
+    "SELECT 1 FROM {p}rec_revision WHERE document_id = ? AND seq = ? AND kind = 'delta' AND state IS NULL"
+)
+SET_STATE = WRITE("UPDATE {p}rec_revision SET state = ? WHERE document_id = ? AND seq = ?")
+DELETE_REVISIONS_BEFORE = WRITE("DELETE FROM {p}rec_revision WHERE document_id = ? AND seq < ?")
+# A read at a point before this one finds no revision: retention removed it.
+OLDEST_REVISION = READ("SELECT min(seq) FROM {p}rec_revision WHERE document_id = ?")
