@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from itertools import chain
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from .. import _chord
@@ -43,6 +44,7 @@ from .statements import (
     DROP_REVISIONS,
     DROP_STATE,
     ENTRIES,
+    EXACT_CLAIM,
     FIND_DOCUMENT,
     FIRST_MINTED_ID,
     GET_CONVERSATION,
@@ -126,7 +128,7 @@ class Records:
         self._oldest_revision = sql(OLDEST_REVISION)
         sizes = [1 << n for n in range(ID_CHUNK.bit_length()) if 1 << n <= ID_CHUNK]
         self._id_types = {n: sql(ids_sql("rec_id", "id, type", n)) for n in sizes}
-        self._claim_ids = {n: sql(claim_sql(n)) for n in sizes}
+        self._claim_ids = {n: sql(claim_sql(n)) for n in sorted({*sizes, *range(1, EXACT_CLAIM + 1)})}
         self._document_records = {n: sql(ids_sql("rec_document", "id, record", n)) for n in sizes}
         self._scans = {
             table: {
@@ -208,22 +210,32 @@ class Records:
         up. A refusal raises inside the commit's transaction, which rolls
         the claims back (no statement fails, so nothing is doomed).
         """
-        first: dict[int, str] = {}
-        for id, table in claims:
-            first.setdefault(id, table)
-        unique = list(first.items())
-        taken: set[int] = set()
         engine = self._engine
-        for start in range(0, len(unique), ID_CHUNK):
-            chunk = unique[start : start + ID_CHUNK]
-            size = 1 << (len(chunk) - 1).bit_length()
-            params: list[Any] = []
-            for pair in chunk:
-                params += pair
-            params += chunk[-1] * (size - len(chunk))
-            taken.update(int(r[0]) for r in engine.all(self._claim_ids[size], params))
-        if len(taken) == len(claims):
-            return  # every id new and written once: nothing to check
+        count = len(claims)
+        first: dict[int, str] = {}
+        if count <= EXACT_CLAIM:
+            # The claims as they come, repeats included: a repeat is a
+            # conflict within the statement, which DO NOTHING skips, so the
+            # first type of each id is the one claimed, as below.
+            rows = engine.all(self._claim_ids[count], list(chain.from_iterable(claims)))
+            if len(rows) == count:
+                return  # every id new and written once: nothing to check
+            taken = {int(row[0]) for row in rows}
+            for id, table in claims:
+                first.setdefault(id, table)
+        else:
+            for id, table in claims:
+                first.setdefault(id, table)
+            unique = list(first.items())
+            taken = set()
+            for start in range(0, len(unique), ID_CHUNK):
+                chunk = unique[start : start + ID_CHUNK]
+                size = 1 << (len(chunk) - 1).bit_length()
+                params: list[Any] = list(chain.from_iterable(chunk))
+                params += chunk[-1] * (size - len(chunk))
+                taken.update(int(row[0]) for row in engine.all(self._claim_ids[size], params))
+            if len(taken) == count:
+                return  # every id new and written once: nothing to check
         before = [id for id in first if id not in taken]
         existing: dict[int, str] = {int(i): str(t) for i, t in self._lookup(self._id_types, before)} if before else {}
         claimed: dict[int, str] = {}

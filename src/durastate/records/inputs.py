@@ -154,7 +154,8 @@ def apply_ops(ops: list[Any], value: dict[str, Any], what: str, copy: bool = Tru
 
 def plan_commit(writes: Any) -> Plan:
     """Validate the batch's shape and the seed's per-batch document rules."""
-    if isinstance(writes, (str, bytes, Mapping)) or not isinstance(writes, Iterable):
+    # A list (what every caller passes) skips the ABC checks.
+    if type(writes) is not list and (isinstance(writes, (str, bytes, Mapping)) or not isinstance(writes, Iterable)):
         fail(f"writes must be a list of write objects, got {type(writes).__name__}")
     plan = Plan()
     claims, entries = plan.claims, plan.entries

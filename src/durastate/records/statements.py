@@ -20,6 +20,9 @@ CHECKPOINT_EVERY = 16
 MAX_CHAIN_DEPTH = 1000
 # Ids per lookup statement; batches are padded to a power of two (few texts).
 ID_CHUNK = 128
+# A commit claiming at most this many ids claims them in one statement of
+# exactly that many rows (no padding for SQL to skip; the common commits).
+EXACT_CLAIM = 16
 
 SCHEMA = Schema(
     facet="records",
