@@ -48,7 +48,7 @@ import psycopg
 import psycopg_pool
 from psycopg import errors as pg_errors
 
-from .._validate import as_busy_timeout, as_durability, as_pool_sizes
+from .._validate import as_attempt_retention, as_busy_timeout, as_durability, as_pool_sizes
 from ..errors import ConfigurationError, DurastateError, InvalidRequest, StoreClosed, StoreUnavailable
 from .base import (
     READ,
@@ -154,16 +154,7 @@ class PostgresEngine(EngineBase):
         self._server_clock = clock is None
         super().__init__(prefix=prefix, clock=self._server_now if clock is None else clock, read_only=read_only)
         as_durability(durability)
-        if (
-            isinstance(attempt_retention, bool)
-            or not isinstance(attempt_retention, (int, float))
-            or not MIN_ATTEMPT_RETENTION <= attempt_retention <= MAX_ATTEMPT_RETENTION
-        ):
-            raise InvalidRequest(
-                f"attempt_retention must be seconds in [{MIN_ATTEMPT_RETENTION:g}, {MAX_ATTEMPT_RETENTION:g}],"
-                f" got {attempt_retention!r}"
-            )
-        self.attempt_retention = float(attempt_retention)
+        self.attempt_retention = as_attempt_retention(attempt_retention)
         busy_timeout = as_busy_timeout(busy_timeout)
         min_connections, max_connections = as_pool_sizes(min_connections, max_connections)
         self.url = redact_url(url)

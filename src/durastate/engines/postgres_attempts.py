@@ -26,6 +26,7 @@ from typing import Any
 import psycopg
 from psycopg import generators
 
+from .. import _validate
 from .base import SQL, Kind
 from .postgres_dialect import numbered
 
@@ -53,9 +54,11 @@ __all__ = [
 # expired rows (4x the rate rows are added, so the table stays at about
 # the window's worth of writes); opening a store prunes one batch; and
 # ``prune_bookkeeping`` (``Store.maintain()``) prunes all of them.
-ATTEMPT_RETENTION = 300.0  # seconds, default of PostgresEngine(attempt_retention=)
-MIN_ATTEMPT_RETENTION = 1.0
-MAX_ATTEMPT_RETENTION = 7 * 86400.0
+# The window (seconds, PostgresEngine(attempt_retention=) / durastate.open)
+# and its bounds are _validate's, shared with open().
+ATTEMPT_RETENTION = _validate.ATTEMPT_RETENTION
+MIN_ATTEMPT_RETENTION = _validate.MIN_ATTEMPT_RETENTION
+MAX_ATTEMPT_RETENTION = _validate.MAX_ATTEMPT_RETENTION
 ATTEMPT_PRUNE_EVERY = 64
 ATTEMPT_PRUNE_BATCH = 256
 
