@@ -139,6 +139,11 @@ _PLAN_STEP = re.compile(
 
 _WAL_SWITCH_ATTEMPTS = 100
 _WAL_SWITCH_PAUSE = 0.02
+# Seconds close() waits, in all, for statements other threads are running
+# (milliseconds, normally). One that is still running after it (waiting for
+# a lock another process holds) keeps its connection: its thread closes it
+# at its next call, which is refused, or when its transaction ends.
+CLOSE_WAIT = 5.0
 
 
 class LockBusy(StoreUnavailable):
@@ -188,6 +193,13 @@ class _ThreadState(TransactionState):
     cursor: sqlite3.Cursor | None = None
     # ``conn`` once no_wait_changes() has set its busy timeout to 0.
     no_wait: sqlite3.Connection | None = None
+    # Held by this thread for every use of ``conn`` (each statement, BEGIN,
+    # COMMIT, ...) and by ``close()`` while it closes ``conn``: a connection
+    # is never closed under a statement another thread is running on it
+    # (that freed it under SQLite and crashed the process). Reentrant, so a
+    # callback that runs inside a statement (a generator feeding
+    # executemany) cannot deadlock its own thread. Set with ``conn``.
+    guard: threading.RLock
 
 
 class _Refused(sqlite3.Error):
@@ -352,8 +364,9 @@ class SqliteEngine(EngineBase):
             self.is_memory = False
         self._local = _ThreadState()
         self._lock = threading.Lock()
-        self._connections: dict[int, tuple[threading.Thread, sqlite3.Connection]] = {}
+        self._connections: dict[int, tuple[threading.Thread, sqlite3.Connection, threading.RLock]] = {}
         self._closed = False
+        self.close_wait = CLOSE_WAIT
         self._changed: dict[str, threading.Condition] = {}
         _ENGINES.add(self)
         if self.is_memory:
@@ -407,14 +420,16 @@ class SqliteEngine(EngineBase):
         if self._closed:
             raise StoreClosed(f"{self.url}: store is closed")
         conn = self._new_connection()
+        guard = threading.RLock()
         with self._lock:
             if self._closed:
                 conn.close()
                 raise StoreClosed(f"{self.url}: store is closed")
             self._reap_dead_threads()
             current = threading.current_thread()
-            self._connections[id(current)] = (current, conn)
+            self._connections[id(current)] = (current, conn, guard)
         self._local.cursor = None  # a cursor of an earlier connection is no use
+        self._local.guard = guard
         self._local.conn = conn
         return conn
 
@@ -443,7 +458,7 @@ class SqliteEngine(EngineBase):
 
     def _reap_dead_threads(self) -> None:
         """Close connections whose thread has ended (called under ``_lock``)."""
-        for key, (thread, conn) in list(self._connections.items()):
+        for key, (thread, conn, _guard) in list(self._connections.items()):
             if not thread.is_alive():
                 del self._connections[key]
                 conn.close()
@@ -461,59 +476,106 @@ class SqliteEngine(EngineBase):
 
     # The thread's connection or cursor is read inline (``... or
     # self._thread_...()``) rather than through a helper: these four methods
-    # are every facet call's path to the driver.
+    # are every facet call's path to the driver. Each runs its statement
+    # holding the thread's guard (see _ThreadState), and refuses it once the
+    # store is closed: close() may have left this thread's connection open
+    # (a statement still running when its wait ran out), never usable.
 
     def one(self, sql: str, params: Params = ()) -> Row | None:
-        cursor = self._local.cursor or self._thread_cursor()
+        state = self._local
+        cursor = state.cursor or self._thread_cursor()
+        guard = state.guard
+        guard.acquire()
         try:
-            row: Row | None = cursor.execute(sql, params).fetchone()
-            if row is not None and cursor.fetchone() is not None:
-                # More than one row: the statement (say, a multi-row
-                # RETURNING write) is still active. Closing the cursor ends
-                # it now. A one-row result is finished by the second
-                # fetchone(), which costs nothing then.
+            if self._closed:
+                raise self._refuse_closed()
+            try:
+                row: Row | None = cursor.execute(sql, params).fetchone()
+                if row is not None and cursor.fetchone() is not None:
+                    # More than one row: the statement (say, a multi-row
+                    # RETURNING write) is still active. Closing the cursor ends
+                    # it now. A one-row result is finished by the second
+                    # fetchone(), which costs nothing then.
+                    self._drop_cursor(cursor)
+                return row
+            except sqlite3.Error as exc:
+                raise self._failed(exc) from None
+            except BaseException:
                 self._drop_cursor(cursor)
-            return row
-        except sqlite3.Error as exc:
-            raise self._failed(exc) from None
-        except BaseException:
-            self._drop_cursor(cursor)
-            raise
+                raise
+        finally:
+            guard.release()
 
     def all(self, sql: str, params: Params = ()) -> list[Row]:
-        cursor = self._local.cursor or self._thread_cursor()
+        state = self._local
+        cursor = state.cursor or self._thread_cursor()
+        guard = state.guard
+        guard.acquire()
         try:
-            return cursor.execute(sql, params).fetchall()
-        except sqlite3.Error as exc:
-            raise self._failed(exc) from None
-        except BaseException:
-            self._drop_cursor(cursor)
-            raise
+            if self._closed:
+                raise self._refuse_closed()
+            try:
+                return cursor.execute(sql, params).fetchall()
+            except sqlite3.Error as exc:
+                raise self._failed(exc) from None
+            except BaseException:
+                self._drop_cursor(cursor)
+                raise
+        finally:
+            guard.release()
 
     def execute(self, sql: str, params: Params = ()) -> int:
-        cursor = self._local.cursor or self._thread_cursor()
-        try:
-            cursor.execute(sql, params)
-            if cursor.description is not None:
-                # It returns rows (RETURNING, SELECT): run it to completion,
-                # or it would stay active on the shared cursor.
-                cursor.fetchall()
-            return cursor.rowcount
-        except sqlite3.Error as exc:
-            raise self._failed(exc) from None
-        except BaseException:
-            self._drop_cursor(cursor)
-            raise
+        state = self._local
+        cursor = state.cursor or self._thread_cursor()
+        with state.guard:
+            if self._closed:
+                raise self._refuse_closed()
+            try:
+                cursor.execute(sql, params)
+                if cursor.description is not None:
+                    # It returns rows (RETURNING, SELECT): run it to completion,
+                    # or it would stay active on the shared cursor.
+                    cursor.fetchall()
+                return cursor.rowcount
+            except sqlite3.Error as exc:
+                raise self._failed(exc) from None
+            except BaseException:
+                self._drop_cursor(cursor)
+                raise
 
     def executemany(self, sql: str, rows: Iterable[Params]) -> None:
-        cursor = self._local.cursor or self._thread_cursor()
+        state = self._local
+        cursor = state.cursor or self._thread_cursor()
+        guard = state.guard
+        guard.acquire()
         try:
-            cursor.executemany(sql, rows)
-        except sqlite3.Error as exc:
-            raise self._failed(exc) from None
-        except BaseException:
-            self._drop_cursor(cursor)
-            raise
+            if self._closed:
+                raise self._refuse_closed()
+            try:
+                cursor.executemany(sql, rows)
+            except sqlite3.Error as exc:
+                raise self._failed(exc) from None
+            except BaseException:
+                self._drop_cursor(cursor)
+                raise
+        finally:
+            guard.release()
+
+    def _close_own_connection(self) -> None:
+        """Close the calling thread's connection and forget it (the thread holds its guard)."""
+        state = self._local
+        conn = state.conn
+        if conn is None:
+            return
+        state.conn = None
+        state.cursor = None
+        state.no_wait = None
+        conn.close()  # a no-op when close() closed it already
+
+    def _refuse_closed(self) -> DurastateError:
+        """A call after ``close()``: ``StoreClosed``, closing the thread's connection if close() could not."""
+        self._close_own_connection()
+        return self._doom(StoreClosed(f"{self.url}: store is closed"))
 
     def _failed(self, exc: sqlite3.Error) -> DurastateError:
         """Translate ``exc``; inside a transaction, also doom it (see ``base.Transaction``)."""
@@ -534,13 +596,20 @@ class SqliteEngine(EngineBase):
     def _tx_begin(self, read: bool, lock: str | None) -> None:
         # ``lock`` (the migration lock) needs nothing more: BEGIN IMMEDIATE
         # takes the database's one write lock, which excludes every writer.
-        conn = self._local.conn or self._thread_connection()
+        state = self._local
+        conn = state.conn or self._thread_connection()
         _FORK_GATE.enter()
         try:
-            conn.execute("BEGIN" if read else "BEGIN IMMEDIATE")
+            with state.guard:
+                if self._closed:
+                    raise self._refuse_closed()
+                conn.execute("BEGIN" if read else "BEGIN IMMEDIATE")
         except sqlite3.Error as exc:
             _FORK_GATE.leave()
             raise translate_sqlite_error(exc, f"{self.url}: begin") from None
+        except BaseException:
+            _FORK_GATE.leave()
+            raise
 
     def catalog(self) -> list[tuple[str, ...]]:
         """This prefix's schema objects as sorted rows (see ``Engine.catalog``)."""
@@ -581,10 +650,12 @@ class SqliteEngine(EngineBase):
         _FORK_GATE.leave()
 
     def _tx_commit(self) -> None:
-        conn = self._local.conn
+        state = self._local
+        conn = state.conn
         assert conn is not None
         try:
-            conn.execute("COMMIT")
+            with state.guard:
+                conn.execute("COMMIT")
         except sqlite3.Error as commit_error:
             self._tx_rollback()
             raise translate_sqlite_error(commit_error, f"{self.url}: commit") from None
@@ -594,35 +665,44 @@ class SqliteEngine(EngineBase):
     def _tx_rollback(self) -> None:
         state = self._local
         state.__dict__.pop("pending_notify", None)
-        try:
-            if state.conn is not None:
-                state.conn.execute("ROLLBACK")
-        except sqlite3.Error:
-            pass  # connection closed: SQLite rolled back already
+        conn = state.conn
+        if conn is not None:
+            with state.guard:
+                try:
+                    conn.execute("ROLLBACK")
+                except sqlite3.Error:
+                    pass  # connection closed: SQLite rolled back already
+                if self._closed:
+                    self._close_own_connection()  # in case close() left it open
         self._tx_end()
 
     def _tx_savepoint(self, name: str) -> None:
-        conn = self._local.conn or self._thread_connection()
-        try:
-            conn.execute(f"SAVEPOINT {name}")
-        except sqlite3.Error as exc:
-            raise self._failed(exc) from None
+        self._savepoint_statement(f"SAVEPOINT {name}")
 
     def _tx_release(self, name: str) -> None:
-        conn = self._local.conn or self._thread_connection()
-        try:
-            conn.execute(f"RELEASE {name}")
-        except sqlite3.Error as exc:
-            raise self._failed(exc) from None
+        self._savepoint_statement(f"RELEASE {name}")
+
+    def _savepoint_statement(self, statement: str) -> None:
+        state = self._local
+        conn = state.conn or self._thread_connection()
+        with state.guard:
+            if self._closed:
+                raise self._refuse_closed()
+            try:
+                conn.execute(statement)
+            except sqlite3.Error as exc:
+                raise self._failed(exc) from None
 
     def _tx_rollback_to(self, name: str) -> None:
         state = self._local
-        try:
-            if state.conn is not None:
-                state.conn.execute(f"ROLLBACK TO {name}")
-                state.conn.execute(f"RELEASE {name}")
-        except sqlite3.Error:
-            pass
+        conn = state.conn
+        if conn is not None:
+            with state.guard:
+                try:
+                    conn.execute(f"ROLLBACK TO {name}")
+                    conn.execute(f"RELEASE {name}")
+                except sqlite3.Error:
+                    pass
         if isinstance(state.cursor, _RefusingCursor) and state.doomed_level > state.depth:
             state.cursor = None
 
@@ -670,15 +750,13 @@ class SqliteEngine(EngineBase):
         """
         if self._local.depth > 0:
             raise InvalidRequest("release_connection() inside a transaction would abandon it")
-        conn = self._local.conn
-        if conn is None:
+        state = self._local
+        if state.conn is None:
             return
-        self._local.conn = None
-        self._local.cursor = None
-        self._local.no_wait = None
         with self._lock:
             self._connections.pop(id(threading.current_thread()), None)
-        conn.close()
+        with state.guard:  # close() may be closing it this moment
+            self._close_own_connection()
 
     # -- no-wait calls, for async front ends (durastate._aio) -----------------
 
@@ -694,15 +772,22 @@ class SqliteEngine(EngineBase):
         elsewhere. Not for ``memory:`` stores (their rollback journal can
         refuse a ``COMMIT`` after changes were made).
         """
-        conn = self._local.no_wait  # reset with the connection (release_connection, close, fork)
+        state = self._local
+        conn = state.no_wait  # reset with the connection (release_connection, close, fork)
         if conn is None:
             conn = self._thread_connection()
-            try:
-                conn.execute("PRAGMA busy_timeout = 0")
-            except sqlite3.Error as exc:
-                raise translate_sqlite_error(exc, self.url) from None
-            self._local.no_wait = conn
-        return conn.total_changes
+            with state.guard:
+                if self._closed:
+                    raise self._refuse_closed()
+                try:
+                    conn.execute("PRAGMA busy_timeout = 0")
+                except sqlite3.Error as exc:
+                    raise translate_sqlite_error(exc, self.url) from None
+            state.no_wait = conn
+        with state.guard:
+            if self._closed:
+                raise self._refuse_closed()
+            return conn.total_changes
 
     # -- lifecycle -------------------------------------------------------------
 
@@ -713,7 +798,14 @@ class SqliteEngine(EngineBase):
     def close(self) -> None:
         """Close every connection of this engine. Idempotent.
 
-        Calls made afterwards, from any thread, raise ``StoreClosed``.
+        Calls made afterwards, from any thread, raise ``StoreClosed``; an
+        open transaction of another thread is doomed and rolls back
+        (``base.Transaction``). A statement another thread is running when
+        ``close()`` is called finishes first: ``close()`` waits for it, at
+        most ``close_wait`` seconds in all (``CLOSE_WAIT``). A connection
+        whose statement outlasts that stays open, refused, until its thread
+        closes it: at that thread's next call (which raises ``StoreClosed``)
+        or when its transaction ends.
         """
         with self._lock:
             if self._closed:
@@ -721,11 +813,13 @@ class SqliteEngine(EngineBase):
             self._closed = True
             connections = list(self._connections.values())
             self._connections.clear()
-        # Every thread's next call on its cached connection (or cursor)
-        # fails with "closed", translated to StoreClosed; an open
-        # transaction is doomed by it and rolls back (base.Transaction).
-        for _thread, conn in connections:
-            conn.close()
+        deadline = time.monotonic() + self.close_wait
+        for _thread, conn, guard in connections:
+            if guard.acquire(timeout=max(0.0, deadline - time.monotonic())):
+                try:
+                    conn.close()
+                finally:
+                    guard.release()
         if self._anchor is not None:
             self._anchor.close()
             self._anchor = None
