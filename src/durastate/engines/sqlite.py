@@ -27,12 +27,19 @@ locks.
 In-memory databases (``memory:``) use SQLite's ``memdb`` VFS under a unique
 name: every thread of this Store sees the same database, other Stores and
 processes never do, and it disappears with the Store.
+
+Closing (``close()``) never closes a connection under a statement another
+thread is running on it: each thread holds its connection's guard for every
+use of it, and ``close()`` waits for it (bounded, ``CLOSE_WAIT``).
+
+Beside this module: ``sqlite_dialect`` (tokens, the catalog query, plan
+reading) and ``sqlite_errors`` (result codes to durastate's errors,
+``LockBusy``); their public names are re-exported here.
 """
 
 from __future__ import annotations
 
 import os
-import re
 import sqlite3
 import threading
 import time
@@ -43,99 +50,12 @@ from pathlib import Path
 from typing import Any, cast
 
 from .._validate import as_busy_timeout, as_durability
-from ..errors import (
-    ConfigurationError,
-    Conflict,
-    DurastateError,
-    InvalidRequest,
-    StoreClosed,
-    StoreCorrupt,
-    StoreUnavailable,
-)
-from .base import (
-    READ,
-    SQL,
-    Clock,
-    Dialect,
-    EngineBase,
-    Kind,
-    Params,
-    Plan,
-    PlanStep,
-    Row,
-    Spec,
-    TransactionState,
-    aborted_error,
-)
-
-SQLITE_DIALECT = Dialect(
-    name="sqlite",
-    placeholder="?",
-    no_limit=-1,
-    tokens={
-        "blob": "BLOB",
-        "int64": "INTEGER",
-        "text": "TEXT",
-        # BINARY, SQLite's default collation, compares UTF-8 bytes: code points.
-        "key_text": "TEXT",
-        # A rowid alias: ids may be reused after the highest row is deleted.
-        "id_pk": "INTEGER PRIMARY KEY",
-        # Ordinals readers tail: never reused, even after deletes, and (one
-        # writer at a time) assigned in commit order.
-        "tail_pk": "INTEGER PRIMARY KEY AUTOINCREMENT",
-        "without_rowid": " WITHOUT ROWID",
-        # SQLite has one writer at a time: a claim never meets a locked row,
-        # and a write transaction (BEGIN IMMEDIATE) holds every row already.
-        "skip_locked": "",
-        "for_update": "",
-        "for_update_of": Spec(""),
-        "greatest": "max",
-        # SQLite silently turns an overflowing integer sum into a REAL; the
-        # CHECK turns that into a refused statement instead.
-        "int64_check": Spec(" CHECK (typeof({arg}) = 'integer')"),
-        # NULL into an AUTOINCREMENT primary key takes the next rowid.
-        "next_value": Spec("NULL"),
-    },
-    table_exists="SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?",
-)
-
-# SQLite primary result codes (https://sqlite.org/rescode.html).
-_SQLITE_ERROR_UNAVAILABLE = {
-    5,  # BUSY: locked past busy_timeout
-    6,  # LOCKED
-    7,  # NOMEM
-    10,  # IOERR
-    13,  # FULL
-    15,  # PROTOCOL
-}
-_SQLITE_BUSY = 5
-# Permanent: the file is damaged or not a database at all.
-_SQLITE_CORRUPT = {11, 26}  # CORRUPT, NOTADB
-# Permanent: the store cannot work as configured (read-only file or folder,
-# a path that cannot be opened, no permission).
-_SQLITE_CONFIGURATION = {3, 8, 14, 23}  # PERM, READONLY, CANTOPEN, AUTH
-# ...except a read-only state that a moment cures (another connection is
-# recovering the WAL).
-_SQLITE_READONLY_RECOVERY = 264
-# ERROR (the statement itself is wrong: no such table, syntax), TOOBIG,
-# MISMATCH, RANGE.
-_SQLITE_INVALID = {1, 18, 20, 25}
-_SQLITE_CONSTRAINT = 19
-# Extended constraint codes that mean "your value is not allowed" rather than
-# "someone else's row is in the way".
-_SQLITE_CONSTRAINT_INVALID = {275, 1299}  # CHECK, NOTNULL
-
-# Every table, index and trigger of the prefix, as SQLite stores its DDL.
-_CATALOG = READ("SELECT type, name, tbl_name, COALESCE(sql, '') FROM sqlite_master WHERE name LIKE ? ESCAPE '\\'")
-
-# A table read in EXPLAIN QUERY PLAN output: "SEARCH t USING INDEX i (a=?)",
-# "SCAN t", "SCAN t USING COVERING INDEX i", "SEARCH t USING PRIMARY KEY (...)".
-_PLAN_STEP = re.compile(
-    r"^(?P<verb>SEARCH|SCAN) (?P<table>\S+)"
-    r"(?: USING (?:(?:COVERING |AUTOMATIC (?:PARTIAL )?COVERING )?INDEX (?P<index>\S+)"
-    r"|(?P<pk>(?:INTEGER )?PRIMARY KEY)))?"
-    r"(?: \((?P<condition>.*)\))?$"
-)
+from ..errors import ConfigurationError, DurastateError, InvalidRequest, StoreClosed, StoreUnavailable
+from .base import SQL, Clock, EngineBase, Kind, Params, Plan, Row, TransactionState, aborted_error
+from .sqlite_dialect import CATALOG, plan_of
+from .sqlite_dialect import SQLITE_DIALECT as SQLITE_DIALECT
+from .sqlite_errors import LockBusy as LockBusy
+from .sqlite_errors import translate_sqlite_error as translate_sqlite_error
 
 _WAL_SWITCH_ATTEMPTS = 100
 _WAL_SWITCH_PAUSE = 0.02
@@ -144,41 +64,6 @@ _WAL_SWITCH_PAUSE = 0.02
 # a lock another process holds) keeps its connection: its thread closes it
 # at its next call, which is refused, or when its transaction ends.
 CLOSE_WAIT = 5.0
-
-
-class LockBusy(StoreUnavailable):
-    """SQLITE_BUSY: another connection held the lock past this connection's busy timeout.
-
-    A statement refused this way changed nothing (see ``no_wait_changes``).
-    """
-
-
-def translate_sqlite_error(exc: sqlite3.Error, where: str) -> DurastateError:
-    """Map a sqlite3 exception to our error tree by its result code."""
-    code = getattr(exc, "sqlite_errorcode", None)
-    message = f"{where}: {exc}"
-    if code is None:
-        if isinstance(exc, sqlite3.ProgrammingError) and "closed" in str(exc):
-            return StoreClosed(message)
-        if isinstance(exc, (sqlite3.ProgrammingError, sqlite3.InterfaceError)):
-            return InvalidRequest(message)
-        return DurastateError(message)
-    primary = code & 0xFF
-    if primary == _SQLITE_BUSY:
-        return LockBusy(message)
-    if primary in _SQLITE_ERROR_UNAVAILABLE or code == _SQLITE_READONLY_RECOVERY:
-        return StoreUnavailable(message)
-    if primary in _SQLITE_CORRUPT:
-        return StoreCorrupt(f"{message} (the file is damaged or not a SQLite database: restore it from a backup)")
-    if primary in _SQLITE_CONFIGURATION:
-        return ConfigurationError(message)
-    if primary in _SQLITE_INVALID:
-        return InvalidRequest(message)
-    if primary == _SQLITE_CONSTRAINT:
-        if code in _SQLITE_CONSTRAINT_INVALID:
-            return InvalidRequest(message)
-        return Conflict(message)
-    return DurastateError(message)
 
 
 class _ThreadState(TransactionState):
@@ -613,7 +498,7 @@ class SqliteEngine(EngineBase):
 
     def catalog(self) -> list[tuple[str, ...]]:
         """This prefix's schema objects as sorted rows (see ``Engine.catalog``)."""
-        rows = self.all(self.sql(_CATALOG), (self.prefix.replace("_", "\\_") + "%",))
+        rows = self.all(self.sql(CATALOG), (self.prefix.replace("_", "\\_") + "%",))
         return sorted(tuple(str(v) for v in row) for row in rows)
 
     def integrity_errors(self) -> list[str]:
@@ -623,20 +508,7 @@ class SqliteEngine(EngineBase):
 
     def explain(self, sql: str, params: Params = ()) -> Plan:
         rows = self.all(SQL("EXPLAIN QUERY PLAN " + sql, Kind.READ), params)
-        details = [str(row[3]) for row in rows]
-        steps = []
-        for detail in details:
-            match = _PLAN_STEP.match(detail)
-            if match is None:
-                continue
-            searched = match["verb"] == "SEARCH"
-            index = match["index"] or ("PRIMARY KEY" if match["pk"] else None)
-            if index is None and searched:
-                index = "rowid"
-            condition = (match["condition"] or "") if searched else ""
-            steps.append(PlanStep(match["table"], index, condition, "", detail))
-        sorts = any(detail.startswith("USE TEMP B-TREE") for detail in details)
-        return Plan(tuple(steps), sorts, "\n".join(details))
+        return plan_of([str(row[3]) for row in rows])
 
     def _take_lock(self, name: str) -> None:
         """Nothing to take: the transaction's BEGIN IMMEDIATE holds the one write lock."""
