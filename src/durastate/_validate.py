@@ -23,7 +23,7 @@ import math
 from collections.abc import Iterable, Mapping
 from typing import Any, NoReturn
 
-from .errors import InvalidRequest, WrongType
+from .errors import ConfigurationError, InvalidRequest, WrongType
 
 INT64_MIN = -(2**63)
 INT64_MAX = 2**63 - 1
@@ -202,3 +202,29 @@ def as_pool_sizes(min_connections: Any, max_connections: Any) -> tuple[int, int]
     if max_connections < max(1, min_connections):
         fail(f"max_connections ({max_connections}) must be >= 1 and >= min_connections ({min_connections})")
     return int(min_connections), int(max_connections)
+
+
+# How long a network engine keeps the attempt row of each write (see
+# ``engines.postgres_attempts``): its retry asks within a second; the
+# default window covers a paused process (GC, a suspended VM); past a week
+# the table only grows.
+ATTEMPT_RETENTION = 300.0
+MIN_ATTEMPT_RETENTION = 1.0
+MAX_ATTEMPT_RETENTION = 7 * 86400.0
+
+
+def as_attempt_retention(value: Any) -> float:
+    """``attempt_retention`` as finite seconds in ``[MIN_, MAX_ATTEMPT_RETENTION]``, else ``ConfigurationError``.
+
+    Checked whether or not the engine keeps attempt rows (SQLite does not),
+    like the pool sizes: a store opened with a bad value fails the same
+    way on every engine.
+    """
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ConfigurationError(f"attempt_retention must be a finite number of seconds, got {value!r}")
+    if not MIN_ATTEMPT_RETENTION <= value <= MAX_ATTEMPT_RETENTION:
+        raise ConfigurationError(
+            f"attempt_retention must be between {MIN_ATTEMPT_RETENTION:g} and {MAX_ATTEMPT_RETENTION:g} seconds"
+            f" (7 days), got {value!r}"
+        )
+    return float(value)

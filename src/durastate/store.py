@@ -13,7 +13,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from ._validate import as_int64
+from ._validate import as_attempt_retention, as_int64
 from .documents import SCHEMA as DOCUMENTS_SCHEMA
 from .documents import Documents
 from .engines import registry
@@ -63,6 +63,7 @@ def open(
     max_connections: int = 10,
     retention: Retention | None = None,
     read_only: bool = False,
+    attempt_retention: float | None = None,
 ) -> Store:
     """Open (creating and migrating if needed) a store.
 
@@ -83,9 +84,15 @@ def open(
     ``max_value_size``/``max_key_size``: bytes; larger inputs are refused
     with ``InvalidRequest``. ``max_key_size`` bounds scope + ns + key
     together; ``None`` means as large as the engine can index (PostgreSQL:
-    2600 bytes, a larger value is refused; SQLite: ``max_value_size``). ``min_connections``/``max_connections``: the
-    PostgreSQL pool size (ignored by SQLite, which uses one connection per
-    thread). ``retention``: what ``Store.maintain()`` deletes and how many
+    2600 bytes, a larger value is refused; SQLite: ``max_value_size``).
+    ``min_connections``/``max_connections``: the PostgreSQL pool size
+    (checked, then ignored by SQLite, which uses one connection per
+    thread). ``attempt_retention``: seconds PostgreSQL keeps the attempt row
+    of each write, which lets a write retried after a lost connection apply
+    once (``None``: 300; 1 to 604800, i.e. 7 days; see the README's
+    "PostgreSQL in production"); SQLite keeps no such rows and ignores it
+    after the same check. A value that is not a finite number in range is
+    refused with ``ConfigurationError``. ``retention``: what ``Store.maintain()`` deletes and how many
     backups ``documents.clear`` keeps (``durastate.retention``; default:
     keep everything, sweep only what has expired). ``read_only``: open an
     existing, current store for reading only (every write is refused with
@@ -115,6 +122,10 @@ def open(
         "max_connections": max_connections,
         "read_only": read_only,
     }
+    if attempt_retention is not None:
+        # Passed only when given, so an engine factory written before the
+        # option existed never sees it (engines.registry.SERVER_OPTIONS).
+        options["attempt_retention"] = as_attempt_retention(attempt_retention)
     engine = _make_engine(url, options)
     try:
         index_limit = engine.dialect.max_index_key

@@ -118,6 +118,7 @@ async def open(
     max_key_size: int | None = DEFAULT_MAX_KEY_SIZE,
     min_connections: int = 1,
     max_connections: int = 10,
+    attempt_retention: float | None = None,
     workers: int | None = None,
 ) -> AsyncStore:
     """Open an ``AsyncStore``: the arguments of ``durastate.open``, plus ``workers``.
@@ -137,6 +138,7 @@ async def open(
         max_key_size=max_key_size,
         min_connections=min_connections,
         max_connections=max_connections,
+        attempt_retention=attempt_retention,
     )
     if workers is None:
         workers = max_connections if store.engine.dialect.name == "postgresql" else 8
