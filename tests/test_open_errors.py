@@ -162,8 +162,10 @@ def test_read_only_on_postgres_refuses_writes() -> None:
     ],
 )
 def test_nonsense_options_are_refused_at_open(tmp_path: Path, options: dict[str, Any]) -> None:
-    with pytest.raises(InvalidRequest):
+    with pytest.raises(ConfigurationError) as caught:  # permanent: the same call can never work
         durastate.open(tmp_path / "state.db", **options)
+    _not_retryable(caught.value)
+    assert list(tmp_path.iterdir()) == []  # refused before anything was created
 
 
 def test_a_clock_that_breaks_later_raises_a_clear_error(tmp_path: Path) -> None:

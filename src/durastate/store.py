@@ -11,9 +11,9 @@ import math
 import os
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
-from ._validate import as_attempt_retention, as_int64
+from ._validate import as_attempt_retention, as_int64, misconfigured
 from .documents import SCHEMA as DOCUMENTS_SCHEMA
 from .documents import Documents
 from .engines import registry
@@ -35,12 +35,32 @@ from .retention import maintain as run_maintenance
 if TYPE_CHECKING:
     from .engines.base import Engine
 
-__all__ = ["DEFAULT_PATH", "Store", "open"]
+__all__ = ["DEFAULT_PATH", "OpenOptions", "Store", "open"]
 
 DEFAULT_PATH = Path(".durastate") / "state.db"
 DEFAULT_MAX_VALUE_SIZE = 64 * 1024 * 1024
 DEFAULT_MAX_KEY_SIZE = 2048
 SCHEMAS = (CORE_SCHEMA, KV_SCHEMA, QUEUES_SCHEMA, DOCUMENTS_SCHEMA, RECORDS_SCHEMA, EVENTS_SCHEMA, PRESENCE_SCHEMA)
+
+
+class OpenOptions(TypedDict, total=False):
+    """The keyword options of ``open()``, for front ends that pass them on (``durastate.aio.open``).
+
+    One key per keyword parameter of ``open()`` (a test keeps them equal);
+    their meaning is documented there.
+    """
+
+    prefix: str
+    durability: str
+    busy_timeout: float
+    clock: Clock | None
+    max_value_size: int
+    max_key_size: int | None
+    min_connections: int
+    max_connections: int
+    retention: Retention | None
+    read_only: bool
+    attempt_retention: float | None
 
 
 def _make_engine(url: str | os.PathLike[str] | None, options: dict[str, Any]) -> Engine:
@@ -101,18 +121,18 @@ def open(
     if retention is None:
         retention = Retention()
     elif not isinstance(retention, Retention):
-        raise InvalidRequest(f"retention must be a durastate.Retention, got {type(retention).__name__}")
+        misconfigured(f"retention must be a durastate.Retention, got {type(retention).__name__}")
     max_value_size = as_int64("max_value_size", max_value_size)
     if max_key_size is not None:
         max_key_size = as_int64("max_key_size", max_key_size)
     if max_value_size < 1 or (max_key_size is not None and max_key_size < 1):
-        raise InvalidRequest("max_value_size and max_key_size must be >= 1")
+        misconfigured("max_value_size and max_key_size must be >= 1")
     if clock is not None:
         if not callable(clock):
-            raise InvalidRequest(f"clock must be callable returning seconds, got {type(clock).__name__}")
+            misconfigured(f"clock must be callable returning seconds, got {type(clock).__name__}")
         sample = clock()
         if isinstance(sample, bool) or not isinstance(sample, (int, float)) or not math.isfinite(sample):
-            raise InvalidRequest(f"clock must return seconds since the epoch (a finite number), it returned {sample!r}")
+            misconfigured(f"clock must return seconds since the epoch (a finite number), it returned {sample!r}")
     options: dict[str, Any] = {
         "prefix": prefix,
         "durability": durability,
@@ -132,7 +152,7 @@ def open(
         if max_key_size is None:
             max_key_size = index_limit if index_limit is not None else max_value_size
         elif index_limit is not None and max_key_size > index_limit:
-            raise InvalidRequest(
+            misconfigured(
                 f"max_key_size={max_key_size} is more than {engine.dialect.name} can index "
                 f"({index_limit} bytes for scope + ns + key); pass at most that, or None for the engine's limit"
             )
