@@ -72,6 +72,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Concatenate, ParamSpec, TypeVar, cast, overload
 
+from ._closing import ClosesOnExit
 from ._listing import merge_distinct
 from ._validate import as_bytes, as_name, fail
 from .documents import DEFAULT_LIST_LIMIT, DocumentInfo, DocumentPage, Documents, PrefixInfo
@@ -477,7 +478,7 @@ class ShardedPresence(_ShardedFacet):
         return merge_distinct((s.presence.namespaces(after=after, limit=limit) for s in self._router.stores), limit)
 
 
-class ShardedStore:
+class ShardedStore(ClosesOnExit):
     """A ``Store``-shaped router over several stores (see the module docstring).
 
     ``stores``: a sequence of stores (each named by its URL) or a mapping of
@@ -578,14 +579,3 @@ class ShardedStore:
         """Close every shard."""
         for store in self.stores:
             store.close()
-
-    def __enter__(self) -> ShardedStore:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()

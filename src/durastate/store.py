@@ -13,6 +13,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypedDict
 
+from ._closing import ClosesOnExit
 from ._validate import as_attempt_retention, as_int64, misconfigured
 from .documents import SCHEMA as DOCUMENTS_SCHEMA
 from .documents import Documents
@@ -163,7 +164,7 @@ def open(
     return Store(engine, max_value_size=max_value_size, max_key_size=max_key_size, retention=retention)
 
 
-class Store:
+class Store(ClosesOnExit):
     """One database and its facets. Thread-safe; usable across ``fork``.
 
     Use as a context manager, or call ``close()``.
@@ -216,17 +217,6 @@ class Store:
     @property
     def closed(self) -> bool:
         return self.engine.closed
-
-    def __enter__(self) -> Store:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         return f"<durastate.Store {self.url}{' (closed)' if self.closed else ''}>"
