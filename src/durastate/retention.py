@@ -23,6 +23,11 @@ dead letters                ``queues.expire_dead(older_than)`` ←
                             ``dead_letter_max_age``; ``delete_dead``
 document backups (.bak)     ``max_backups`` caps each key at ``clear`` time;
                             ``documents.prune_backups(keep)`` ← same setting
+document revision history   recorded only with ``document_history=N``: each
+                            write keeps its document's last N; ``delete`` and
+                            ``clear`` end it; ``documents.prune_history(keep,
+                            older_than=)`` ← ``document_history`` and
+                            ``document_history_max_age``
 processed events            ``events.prune(older_than_ms=)`` (events covered by
                             a snapshot) ← ``processed_event_max_age``
 event sessions              ``events.delete_session``;
@@ -63,6 +68,12 @@ class Retention:
     Ages are seconds of the store's clock; ``None`` turns a rule off.
     ``max_backups``: documents ``clear`` keeps at most this many backups per
     key (also applied to existing backups by ``maintain``).
+    ``document_history``: record the documents' revisions and keep each
+    document's last N, the current one included (``None``, the default:
+    record none; see ``durastate.documents``, "Revision history");
+    ``document_history_max_age``: ``maintain`` also drops recorded revisions
+    older than this, except each document's current one (needs
+    ``document_history``).
     """
 
     kv_log_max_age: float | None = None
@@ -70,13 +81,24 @@ class Retention:
     max_backups: int | None = None
     processed_event_max_age: float | None = None
     settled_session_max_age: float | None = None
+    document_history: int | None = None
+    document_history_max_age: float | None = None
 
     def __post_init__(self) -> None:
-        for name in ("kv_log_max_age", "dead_letter_max_age", "processed_event_max_age", "settled_session_max_age"):
+        for name in (
+            "kv_log_max_age",
+            "dead_letter_max_age",
+            "processed_event_max_age",
+            "settled_session_max_age",
+            "document_history_max_age",
+        ):
             _seconds(name, getattr(self, name))
-        backups = self.max_backups
-        if backups is not None and (isinstance(backups, bool) or not isinstance(backups, int) or backups < 1):
-            fail(f"Retention.max_backups must be None or an int >= 1, got {backups!r}")
+        for name in ("max_backups", "document_history"):
+            count = getattr(self, name)
+            if count is not None and (isinstance(count, bool) or not isinstance(count, int) or count < 1):
+                fail(f"Retention.{name} must be None or an int >= 1, got {count!r}")
+        if self.document_history_max_age is not None and self.document_history is None:
+            fail("Retention.document_history_max_age needs document_history (how many revisions to keep)")
 
 
 @dataclass
@@ -88,6 +110,7 @@ class MaintenanceReport:
     log_entries: int = 0
     dead_letters: int = 0
     document_backups: int = 0
+    document_revisions: int = 0
     processed_events: int = 0
     settled_sessions: int = 0
     engine_bookkeeping: int = 0
@@ -140,6 +163,14 @@ def maintain(store: Store, policy: Retention, *, max_rows: int | None = None) ->
     if policy.max_backups is not None:
         keep = policy.max_backups
         steps.append(("document_backups", lambda limit: store.documents.prune_backups(keep, limit=limit)))
+    if policy.document_history is not None:
+        revisions, revision_age = policy.document_history, policy.document_history_max_age
+        steps.append(
+            (
+                "document_revisions",
+                lambda limit: store.documents.prune_history(revisions, older_than=revision_age, limit=limit),
+            )
+        )
     if policy.processed_event_max_age is not None:
         event_ms = int(policy.processed_event_max_age * 1000)
         steps.append(

@@ -85,9 +85,10 @@ def open(
     together; ``None`` means as large as the engine can index (PostgreSQL:
     2600 bytes, a larger value is refused; SQLite: ``max_value_size``). ``min_connections``/``max_connections``: the
     PostgreSQL pool size (ignored by SQLite, which uses one connection per
-    thread). ``retention``: what ``Store.maintain()`` deletes and how many
-    backups ``documents.clear`` keeps (``durastate.retention``; default:
-    keep everything, sweep only what has expired). ``read_only``: open an
+    thread). ``retention``: what ``Store.maintain()`` deletes, how many
+    backups ``documents.clear`` keeps and whether documents record their
+    revision history (``durastate.retention``; default: keep everything,
+    record no history, sweep only what has expired). ``read_only``: open an
     existing, current store for reading only (every write is refused with
     ``ConfigurationError``; a file the process may not write works).
     """
@@ -145,7 +146,12 @@ class Store:
         self.retention = Retention() if retention is None else retention
         self.kv = KV(engine, max_value_size=max_value_size, max_key_size=max_key_size)
         self.queues = Queues(engine, max_value_size=max_value_size)
-        self.documents = Documents(engine, max_value_size=max_value_size, max_backups=self.retention.max_backups)
+        self.documents = Documents(
+            engine,
+            max_value_size=max_value_size,
+            max_backups=self.retention.max_backups,
+            keep_revisions=self.retention.document_history,
+        )
         self.records = Records(engine)
         self.events = Events(engine, max_value_size=max_value_size)
         self.presence = Presence(engine, max_value_size=max_value_size)

@@ -1,0 +1,134 @@
+"""The stored revision history of ``store.documents``: its table, statements and pruning.
+
+Off unless the store's ``Retention(document_history=N)`` turns it on (see
+``durastate.documents``, "Revision history", for the contract). This module
+holds what the facet runs for it, so that ``documents.py`` stays one idea:
+
+``{p}document_revision`` has one row per recorded revision: ``(key,
+revision)`` is the primary key (an index range per document, newest last),
+``written_at`` the store clock's milliseconds when that revision was
+written, ``payload`` its bytes exactly as the document table held them.
+Every revision a recording store writes is a row, the current one
+included, so a history page is one index range of one table (joined to the
+document row, which decides what still belongs to the document).
+
+Bounded three ways: each recording write deletes its document's rows more
+than ``N`` revisions behind (one primary-key range, in the write's own
+transaction), ``delete``/``clear`` delete the document's rows with it, and
+``prune`` (``store.maintain()``) walks the table for the rest: rows whose
+document is gone or was re-created since (written by a store that did not
+record), rows more than ``keep`` behind, rows older than a cutoff (except
+each document's current revision).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from ._retention import BATCH
+from .engines.base import READ, WRITE, Statement
+
+if TYPE_CHECKING:
+    from .engines.base import Engine, Row
+
+# The table, created by the documents facet's second migration.
+CREATE_TABLE = (
+    "CREATE TABLE {p}document_revision ("
+    " key {key_text} NOT NULL, revision {int64} NOT NULL, written_at {int64} NOT NULL, payload {blob} NOT NULL,"
+    " PRIMARY KEY (key, revision))"
+)
+
+# A revision just written. An upsert: a row left at this (key, revision) by
+# an earlier life of the key (deleted by a store that did not record, then
+# re-created) is replaced, not a constraint error.
+RECORD = WRITE(
+    "INSERT INTO {p}document_revision (key, revision, written_at, payload) VALUES (?, ?, ?, ?)"
+    " ON CONFLICT (key, revision) DO UPDATE SET written_at = excluded.written_at, payload = excluded.payload"
+)
+# Rows of one document at or below a revision: the in-passing bound.
+TRIM = WRITE("DELETE FROM {p}document_revision WHERE key = ? AND revision <= ?")
+# Every row of one document: it was deleted, cleared, or is being created anew.
+FORGET = WRITE("DELETE FROM {p}document_revision WHERE key = ?")
+DELETE_ONE = WRITE("DELETE FROM {p}document_revision WHERE key = ? AND revision = ?")
+
+# A row belongs to the document while the document exists at that revision
+# or later: the join leaves out what an earlier life of the key left behind.
+_PAGE = (
+    "SELECT h.revision, h.written_at, h.payload FROM {p}document_revision h"
+    " JOIN {p}documents d ON d.key = h.key WHERE h.key = ? AND h.revision <= d.revision"
+)
+
+
+def page_sql(before: bool) -> Statement:
+    """A page of one document's history, newest first (``before``: below a revision)."""
+    bound = " AND h.revision < ?" if before else ""
+    return READ(f"{_PAGE}{bound} ORDER BY h.revision DESC LIMIT ?")
+
+
+# One revision: the document itself when it is at that revision, else its
+# recorded row (one statement, so one snapshot decides).
+READ_REVISION = READ(
+    "SELECT payload FROM {p}documents WHERE key = ? AND revision = ?"
+    " UNION ALL SELECT h.payload FROM {p}document_revision h JOIN {p}documents d ON d.key = h.key"
+    " WHERE h.key = ? AND h.revision = ? AND h.revision < d.revision"
+)
+
+# The maintenance walk: rows by primary key, with their document's revision
+# (NULL: the document is gone).
+_WALK = (
+    "SELECT h.key, h.revision, h.written_at, d.revision AS live FROM {p}document_revision h"
+    " LEFT JOIN {p}documents d ON d.key = h.key"
+)
+WALK_FIRST = READ(f"{_WALK} ORDER BY h.key, h.revision LIMIT ?")
+WALK_AFTER = READ(f"{_WALK} WHERE (h.key, h.revision) > (?, ?) ORDER BY h.key, h.revision LIMIT ?")
+
+STATEMENTS: dict[str, Statement] = {
+    "record": RECORD,
+    "trim": TRIM,
+    "forget": FORGET,
+    "delete_one": DELETE_ONE,
+    "page": page_sql(False),
+    "page_before": page_sql(True),
+    "read_revision": READ_REVISION,
+    "walk_first": WALK_FIRST,
+    "walk_after": WALK_AFTER,
+}
+
+
+def doomed(row: Row, keep: int, cutoff_ms: int | None) -> bool:
+    """Whether the maintenance walk deletes this ``(key, revision, written_at, live)`` row."""
+    _key, revision, written_at, live = row
+    if live is None or revision > live:
+        return True  # the document is gone, or this is from an earlier life of its key
+    if revision <= live - keep:
+        return True
+    return cutoff_ms is not None and revision != live and written_at < cutoff_ms
+
+
+def prune(engine: Engine, sql: Mapping[str, str], keep: int, cutoff_ms: int | None, limit: int | None) -> int:
+    """Delete what ``doomed`` says, ``BATCH`` rows a commit, at most ``limit``; rows deleted.
+
+    Reads the table in primary-key pages of ``BATCH`` (no payloads), so a
+    run costs a read of every row; it resumes from the data (a run cut
+    short by ``limit`` leaves nothing half done).
+    """
+    removed = 0
+    after: tuple[str, int] | None = None
+    while limit is None or removed < limit:
+        if after is None:
+            rows = engine.all(sql["walk_first"], (BATCH,))
+        else:
+            rows = engine.all(sql["walk_after"], (*after, BATCH))
+        if not rows:
+            break
+        victims = [(row[0], row[1]) for row in rows if doomed(row, keep, cutoff_ms)]
+        if limit is not None:
+            victims = victims[: limit - removed]
+        if victims:
+            with engine.transaction():
+                removed += sum(engine.execute(sql["delete_one"], victim) for victim in victims)
+        if len(rows) < BATCH:
+            break
+        after = (rows[-1][0], rows[-1][1])
+    return removed
