@@ -53,25 +53,27 @@ FORGET = WRITE("DELETE FROM {p}document_revision WHERE key = ?")
 DELETE_ONE = WRITE("DELETE FROM {p}document_revision WHERE key = ? AND revision = ?")
 
 # A row belongs to the document while the document exists at that revision
-# or later: the join leaves out what an earlier life of the key left behind.
-_PAGE = (
-    "SELECT h.revision, h.written_at, h.payload FROM {p}document_revision h"
-    " JOIN {p}documents d ON d.key = h.key WHERE h.key = ? AND h.revision <= d.revision"
-)
+# or later: the bound leaves out what an earlier life of the key left behind.
+# A scalar subquery, not a join, so the page is read in index order (no sort).
+_LIVE = "(SELECT d.revision FROM {p}documents d WHERE d.key = ?)"
 
 
 def page_sql(before: bool) -> Statement:
-    """A page of one document's history, newest first (``before``: below a revision)."""
-    bound = " AND h.revision < ?" if before else ""
-    return READ(f"{_PAGE}{bound} ORDER BY h.revision DESC LIMIT ?")
+    """A page of one document's history, newest first. Parameters: key, key, [before,] limit."""
+    bound = " AND revision < ?" if before else ""
+    return READ(
+        "SELECT revision, written_at, payload FROM {p}document_revision"
+        f" WHERE key = ? AND revision <= {_LIVE}{bound} ORDER BY revision DESC LIMIT ?"
+    )
 
 
 # One revision: the document itself when it is at that revision, else its
-# recorded row (one statement, so one snapshot decides).
+# recorded row (one statement, so one snapshot decides). Parameters: key,
+# revision, key, revision, key.
 READ_REVISION = READ(
     "SELECT payload FROM {p}documents WHERE key = ? AND revision = ?"
-    " UNION ALL SELECT h.payload FROM {p}document_revision h JOIN {p}documents d ON d.key = h.key"
-    " WHERE h.key = ? AND h.revision = ? AND h.revision < d.revision"
+    " UNION ALL SELECT payload FROM {p}document_revision"
+    f" WHERE key = ? AND revision = ? AND revision < {_LIVE}"
 )
 
 # The maintenance walk: rows by primary key, with their document's revision

@@ -477,7 +477,7 @@ class Documents:
             return self.read_as(key, Document)
         key = check_key(key)
         revision = positive("revision", revision)
-        row = self._engine.one(self._history["read_revision"], (key, revision, key, revision))
+        row = self._engine.one(self._history["read_revision"], (key, revision, key, revision, key))
         if row is None:
             return None
         (payload,) = row
@@ -495,10 +495,10 @@ class Documents:
         key = check_key(key)
         limit = min(positive("limit", limit), 2**31)
         if before is None:
-            rows = self._engine.all(self._history["page"], (key, limit + 1))
+            rows = self._engine.all(self._history["page"], (key, key, limit + 1))
         else:
             before = positive("before", before)
-            rows = self._engine.all(self._history["page_before"], (key, before, limit + 1))
+            rows = self._engine.all(self._history["page_before"], (key, key, before, limit + 1))
         items = [
             Revision(int(number), int(written_at) / 1000, decode_document(key, payload, int(number)))
             for number, written_at, payload in rows[:limit]
