@@ -27,6 +27,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from ._retention import BATCH
+from ._validate import INT64_MIN
 from .engines.base import READ, WRITE, Statement
 
 if TYPE_CHECKING:
@@ -46,11 +47,30 @@ RECORD = WRITE(
     "INSERT INTO {p}document_revision (key, revision, written_at, payload) VALUES (?, ?, ?, ?)"
     " ON CONFLICT (key, revision) DO UPDATE SET written_at = excluded.written_at, payload = excluded.payload"
 )
+# The in-passing bound in one statement: the document's row ``keep`` revisions
+# behind becomes the new revision (its slot reused: no insert and delete).
+# Not when a row already holds the new revision (left by an earlier life of
+# the key): that would break the primary key; ``RECORD`` replaces it instead.
+# Parameters: revision, written_at, payload, key, revision - keep, key, revision.
+RECYCLE = WRITE(
+    "UPDATE {p}document_revision SET revision = ?, written_at = ?, payload = ? WHERE key = ? AND revision = ?"
+    " AND NOT EXISTS (SELECT 1 FROM {p}document_revision taken WHERE taken.key = ? AND taken.revision = ?)"
+)
 # Rows of one document at or below a revision: the in-passing bound.
 TRIM = WRITE("DELETE FROM {p}document_revision WHERE key = ? AND revision <= ?")
 # Every row of one document: it was deleted, cleared, or is being created anew.
 FORGET = WRITE("DELETE FROM {p}document_revision WHERE key = ?")
-DELETE_ONE = WRITE("DELETE FROM {p}document_revision WHERE key = ? AND revision = ?")
+# One row the maintenance walk chose, if it is still doomed: the walk reads
+# outside the delete's transaction, so the test is made again by the delete
+# itself (a key re-created meanwhile keeps its new rows). Parameters: key,
+# revision, keep, cutoff_ms (INT64_MIN: no age rule).
+_LIVE_OF_ROW = "(SELECT d.revision FROM {p}documents d WHERE d.key = h.key)"
+DELETE_DOOMED = WRITE(
+    "DELETE FROM {p}document_revision AS h WHERE h.key = ? AND h.revision = ? AND ("
+    f" h.revision > COALESCE({_LIVE_OF_ROW}, 0)"
+    f" OR h.revision <= {_LIVE_OF_ROW} - ?"
+    f" OR (h.written_at < ? AND h.revision <> {_LIVE_OF_ROW}))"
+)
 
 # A row belongs to the document while the document exists at that revision
 # or later: the bound leaves out what an earlier life of the key left behind.
@@ -87,9 +107,10 @@ WALK_AFTER = READ(f"{_WALK} WHERE (h.key, h.revision) > (?, ?) ORDER BY h.key, h
 
 STATEMENTS: dict[str, Statement] = {
     "record": RECORD,
+    "recycle": RECYCLE,
     "trim": TRIM,
     "forget": FORGET,
-    "delete_one": DELETE_ONE,
+    "delete_doomed": DELETE_DOOMED,
     "page": page_sql(False),
     "page_before": page_sql(True),
     "read_revision": READ_REVISION,
@@ -99,7 +120,10 @@ STATEMENTS: dict[str, Statement] = {
 
 
 def doomed(row: Row, keep: int, cutoff_ms: int | None) -> bool:
-    """Whether the maintenance walk deletes this ``(key, revision, written_at, live)`` row."""
+    """Whether the maintenance walk deletes this ``(key, revision, written_at, live)`` row.
+
+    The same test as ``DELETE_DOOMED`` makes, which has the last word.
+    """
     _key, revision, written_at, live = row
     if live is None or revision > live:
         return True  # the document is gone, or this is from an earlier life of its key
@@ -128,8 +152,9 @@ def prune(engine: Engine, sql: Mapping[str, str], keep: int, cutoff_ms: int | No
         if limit is not None:
             victims = victims[: limit - removed]
         if victims:
+            age = INT64_MIN if cutoff_ms is None else cutoff_ms
             with engine.transaction():
-                removed += sum(engine.execute(sql["delete_one"], victim) for victim in victims)
+                removed += sum(engine.execute(sql["delete_doomed"], (*victim, keep, age)) for victim in victims)
         if len(rows) < BATCH:
             break
         after = (rows[-1][0], rows[-1][1])

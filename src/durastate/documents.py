@@ -454,12 +454,25 @@ class Documents:
         return self._engine.transaction()
 
     def _record(self, key: str, revision: int, blob: bytes) -> None:
-        """The history row of a revision just written, and the in-passing bound."""
+        """The history row of a revision just written, and the in-passing bound.
+
+        Once a document has ``keep`` revisions recorded, the row ``keep``
+        behind is rewritten as the new one (one statement); every ``keep``-th
+        revision also trims below the window (rows left by a larger ``keep``
+        before, or by gaps). Otherwise a new row, then the trim.
+        """
         engine, sql, keep = self._engine, self._history, self.keep_revisions
         assert keep is not None
+        now = engine.now_ms()
         if revision == 1:
             engine.execute(sql["forget"], (key,))  # what an earlier life of the key left
-        engine.execute(sql["record"], (key, revision, engine.now_ms(), blob))
+        elif revision > keep:
+            oldest = revision - keep
+            if engine.execute(sql["recycle"], (revision, now, blob, key, oldest, key, revision)):
+                if revision % keep == 0:
+                    engine.execute(sql["trim"], (key, oldest))
+                return
+        engine.execute(sql["record"], (key, revision, now, blob))
         if revision > keep:
             engine.execute(sql["trim"], (key, revision - keep))
 

@@ -292,6 +292,35 @@ class TestDocumentHistoryLifecycle:
         assert history_rows(on, "k") == 1
 
 
+    def test_a_smaller_keep_bounds_older_rows_within_keep_writes(
+        self, open_shared: Callable[..., durastate.Store], clock: FakeClock
+    ) -> None:
+        wide = open_shared(clock=clock, retention=Retention(document_history=10))
+        for i in range(10):
+            wide.documents.write("k", {"v": i})
+        narrow = open_shared(clock=clock, retention=Retention(document_history=3))
+        for i in range(10, 13):
+            narrow.documents.write("k", {"v": i})
+        assert revisions(narrow, "k") == [(13, {"v": 12}), (12, {"v": 11}), (11, {"v": 10})]
+        assert history_rows(narrow, "k") == 3
+
+    def test_a_row_left_at_the_new_revision_is_replaced_not_a_conflict(
+        self, open_shared: Callable[..., durastate.Store], clock: FakeClock
+    ) -> None:
+        wide = open_shared(clock=clock, retention=Retention(document_history=5))
+        off = open_shared(clock=clock)
+        narrow = open_shared(clock=clock, retention=Retention(document_history=2))
+        for i in range(5):
+            wide.documents.write("k", {"old": i})
+        off.documents.delete("k")  # leaves rows 1-5 of the old life
+        off.documents.write("k", {"new": 1})
+        off.documents.write("k", {"new": 2})
+        # Revision 3 is both the row to recycle's successor and a leftover: replaced in place.
+        assert narrow.documents.write("k", {"new": 3}) == 3
+        assert narrow.documents.read("k", revision=3) == Document({"new": 3}, 3)
+        assert narrow.documents.history("k").items[0].data == {"new": 3}
+
+
 class TestDocumentHistoryRetention:
     def test_prune_history_applies_keep_to_what_was_written_before(
         self, open_shared: Callable[..., durastate.Store], clock: FakeClock
@@ -497,7 +526,8 @@ class TestDocumentHistoryIndexUse:
         self.check(filled, history_sql.READ_REVISION, ("k/1", 2, "k/1", 2, "k/1"))
         self.check(filled, history_sql.TRIM, ("k/1", 1))
         self.check(filled, history_sql.FORGET, ("k/1",))
-        self.check(filled, history_sql.DELETE_ONE, ("k/1", 1))
+        self.check(filled, history_sql.RECYCLE, (9, 0, b"{}", "k/1", 1, "k/1", 9))
+        self.check(filled, history_sql.DELETE_DOOMED, ("k/1", 1, 5, 0))
 
 
 class TestDocumentHistoryMigration:
