@@ -87,6 +87,12 @@ def page_sql(before: bool) -> Statement:
     )
 
 
+# How much of one document's history is recorded (no payload read).
+DESCRIBE = READ(
+    "SELECT count(*), min(revision), max(revision) FROM {p}document_revision"
+    f" WHERE key = ? AND revision <= {_LIVE}"
+)
+
 # One revision: the document itself when it is at that revision, else its
 # recorded row (one statement, so one snapshot decides). Parameters: key,
 # revision, key, revision, key.
@@ -114,6 +120,7 @@ STATEMENTS: dict[str, Statement] = {
     "page": page_sql(False),
     "page_before": page_sql(True),
     "read_revision": READ_REVISION,
+    "describe": DESCRIBE,
     "walk_first": WALK_FIRST,
     "walk_after": WALK_AFTER,
 }

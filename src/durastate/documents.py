@@ -41,7 +41,8 @@ Operations:
 * ``history(key, limit=100, before=None)`` -> ``RevisionPage(items,
   cursor)``: the key's recorded revisions (``Revision(revision, written_at,
   data)``), newest first; ``read(key, revision=n)`` -> ``Document`` or
-  ``None``. See "Revision history".
+  ``None``; ``describe_history(key)`` -> ``HistoryInfo(count, oldest,
+  newest)``. See "Revision history".
 * ``list(prefix="", limit=1000, cursor=None)`` -> ``DocumentPage(items,
   cursor)``: ``DocumentInfo`` of keys starting with ``prefix`` in key order
   (Unicode code point order, the same on every engine); pass the returned
@@ -155,6 +156,7 @@ __all__ = [
     "Document",
     "DocumentInfo",
     "DocumentPage",
+    "HistoryInfo",
     "Documents",
     "InvalidDocument",
     "MAX_KEY_SIZE",
@@ -280,6 +282,14 @@ class Revision(NamedTuple):
     revision: int
     written_at: float
     data: dict[str, Any]
+
+
+class HistoryInfo(NamedTuple):
+    """How much of a document's history is recorded: ``count`` revisions, ``oldest``..``newest`` (``None``: none)."""
+
+    count: int
+    oldest: int | None
+    newest: int | None
 
 
 class RevisionPage(NamedTuple):
@@ -517,6 +527,14 @@ class Documents:
             for number, written_at, payload in rows[:limit]
         ]
         return RevisionPage(items, items[-1].revision if len(rows) > limit else None)
+
+    def describe_history(self, key: str) -> HistoryInfo:
+        """How many revisions of ``key`` are recorded, and the oldest and newest (one statement, no payloads)."""
+        key = check_key(key)
+        row = self._engine.one(self._history["describe"], (key, key))
+        assert row is not None
+        count, oldest, newest = row
+        return HistoryInfo(int(count), None if oldest is None else int(oldest), None if newest is None else int(newest))
 
     def read_as(self, key: str, build: Callable[[dict[str, Any], int], _Built]) -> _Built | None:
         """``build(data, revision)`` of the document at ``key``, or ``None``; as ``read``.

@@ -324,6 +324,7 @@ class ShardedDocuments(_ShardedFacet):
     read_as = _doc_read(Documents.read_as)
     read_raw = _doc_read(Documents.read_raw)
     history = _doc_read(Documents.history)
+    describe_history = _doc_read(Documents.describe_history)
     write = _doc_write(Documents.write)
     delete = _doc_write(Documents.delete)
     clear = _doc_write(Documents.clear)

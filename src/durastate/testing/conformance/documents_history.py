@@ -19,7 +19,7 @@ import durastate
 from durastate import Conflict, InvalidRequest, Retention, WrongType, documents
 from durastate import _document_history as history_sql
 from durastate._retention import BATCH
-from durastate.documents import Document, Revision, RevisionPage, UnreadableDocument
+from durastate.documents import Document, HistoryInfo, Revision, RevisionPage, UnreadableDocument
 from durastate.engines.base import DDL, READ, WRITE
 from durastate.testing.clock import FakeClock
 
@@ -111,6 +111,8 @@ class TestDocumentHistory:
         assert revisions(store, "k") == [(10, {"v": 9}), (9, {"v": 8}), (8, {"v": 7})]
         assert history_rows(store, "k") == 3, "bounded in passing: the rows behind are deleted, not hidden"
         assert revisions(store, "other") == [(1, {"v": 0})]
+        assert store.documents.describe_history("k") == HistoryInfo(3, 8, 10)
+        assert store.documents.describe_history("absent") == HistoryInfo(0, None, None)
 
     def test_keep_one_records_just_the_current_revision(
         self, open_store: Callable[..., durastate.Store], clock: FakeClock
@@ -286,6 +288,7 @@ class TestDocumentHistoryLifecycle:
         off.documents.delete("k")  # does not record: the rows stay behind
         assert history_rows(on, "k") == 3
         assert on.documents.history("k") == RevisionPage([], None)  # no document: nothing belongs to it
+        assert on.documents.describe_history("k") == HistoryInfo(0, None, None)
         assert on.documents.read("k", revision=2) is None
         on.documents.write("k", {"new": 0})  # a recording create starts the history afresh
         assert revisions(on, "k") == [(1, {"new": 0})]
@@ -418,6 +421,7 @@ class TestDocumentHistoryBadInput:
         [
             (lambda d: d.history(b"k"), WrongType, "key must be a str"),
             (lambda d: d.history("a\x00b"), InvalidRequest, "NUL"),
+            (lambda d: d.describe_history(None), WrongType, "key must be a str"),
             (lambda d: d.history("k", limit=0), InvalidRequest, "limit must be >= 1"),
             (lambda d: d.history("k", limit="3"), WrongType, "limit must be an int"),
             (lambda d: d.history("k", before=0), InvalidRequest, "before must be >= 1"),
@@ -524,6 +528,7 @@ class TestDocumentHistoryIndexUse:
 
     def test_point_statements(self, filled: durastate.Store) -> None:
         self.check(filled, history_sql.READ_REVISION, ("k/1", 2, "k/1", 2, "k/1"))
+        self.check(filled, history_sql.DESCRIBE, ("k/1", "k/1"))
         self.check(filled, history_sql.TRIM, ("k/1", 1))
         self.check(filled, history_sql.FORGET, ("k/1",))
         self.check(filled, history_sql.RECYCLE, (9, 0, b"{}", "k/1", 1, "k/1", 9))
