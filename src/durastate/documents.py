@@ -41,7 +41,7 @@ Operations:
 * ``history(key, limit=100, before=None)`` -> ``RevisionPage(items,
   cursor)``: the key's recorded revisions (``Revision(revision, written_at,
   data)``), newest first; ``read(key, revision=n)`` -> ``Document`` or
-  ``None``; ``describe_history(key)`` -> ``HistoryInfo(count, oldest,
+  ``None``; ``describe_history(key)`` -> ``HistoryInfo(recorded, oldest,
   newest)``. See "Revision history".
 * ``list(prefix="", limit=1000, cursor=None)`` -> ``DocumentPage(items,
   cursor)``: ``DocumentInfo`` of keys starting with ``prefix`` in key order
@@ -285,9 +285,9 @@ class Revision(NamedTuple):
 
 
 class HistoryInfo(NamedTuple):
-    """How much of a document's history is recorded: ``count`` revisions, ``oldest``..``newest`` (``None``: none)."""
+    """How much of a document's history is recorded: ``recorded`` revisions, ``oldest``..``newest`` (``None``: none)."""
 
-    count: int
+    recorded: int
     oldest: int | None
     newest: int | None
 
@@ -533,8 +533,10 @@ class Documents:
         key = check_key(key)
         row = self._engine.one(self._history["describe"], (key, key))
         assert row is not None
-        count, oldest, newest = row
-        return HistoryInfo(int(count), None if oldest is None else int(oldest), None if newest is None else int(newest))
+        recorded, oldest, newest = row
+        return HistoryInfo(
+            int(recorded), None if oldest is None else int(oldest), None if newest is None else int(newest)
+        )
 
     def read_as(self, key: str, build: Callable[[dict[str, Any], int], _Built]) -> _Built | None:
         """``build(data, revision)`` of the document at ``key``, or ``None``; as ``read``.

@@ -43,6 +43,7 @@ records                     pi-durable's contract keeps history; see
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any
 
@@ -121,7 +122,12 @@ class MaintenanceReport:
         return sum(getattr(self, f.name) for f in fields(self) if f.name != "finished")
 
 
-def maintain(store: Store, policy: Retention, *, max_rows: int | None = None) -> MaintenanceReport:
+Progress = Callable[[str, int], None]
+
+
+def maintain(
+    store: Store, policy: Retention, *, max_rows: int | None = None, progress: Progress | None = None
+) -> MaintenanceReport:
     """Run every rule of ``policy`` on ``store``, deleting at most ``max_rows`` rows in all.
 
     Each rule deletes in bounded batches (short commits); with ``max_rows``
@@ -129,9 +135,13 @@ def maintain(store: Store, policy: Retention, *, max_rows: int | None = None) ->
     ``finished=False``: run it again to go on (every rule resumes from the
     data, not from remembered state). ``events.prune`` has no row limit of
     its own: once started it runs to the end (one statement per batch).
+    ``progress(rule, rows)``, if given, is called after each rule with the
+    report field it counts into and the rows it removed.
     """
     if max_rows is not None and (isinstance(max_rows, bool) or not isinstance(max_rows, int) or max_rows < 1):
         fail(f"max_rows must be None or an int >= 1, got {max_rows!r}")
+    if progress is not None and not callable(progress):
+        fail(f"progress must be None or callable (rule, rows), got {type(progress).__name__}")
     report = MaintenanceReport()
     left = max_rows
 
@@ -143,6 +153,8 @@ def maintain(store: Store, policy: Retention, *, max_rows: int | None = None) ->
             return False
         removed = int(rule(left))
         setattr(report, attribute, getattr(report, attribute) + removed)
+        if progress is not None:
+            progress(attribute, removed)
         if left is not None:
             left -= removed
             if left <= 0:

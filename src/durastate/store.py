@@ -29,7 +29,7 @@ from .queues import SCHEMA as QUEUES_SCHEMA
 from .queues import Queues
 from .records import SCHEMA as RECORDS_SCHEMA
 from .records import Records
-from .retention import MaintenanceReport, Retention
+from .retention import MaintenanceReport, Progress, Retention
 from .retention import maintain as run_maintenance
 
 if TYPE_CHECKING:
@@ -172,17 +172,18 @@ class Store:
         """
         return Transaction(self)
 
-    def maintain(self, *, max_rows: int | None = None) -> MaintenanceReport:
+    def maintain(self, *, max_rows: int | None = None, progress: Progress | None = None) -> MaintenanceReport:
         """Delete what the store's ``retention`` policy says has aged out (``durastate.retention``).
 
         Bounded batches, each its own short commit, so writers go on
         meanwhile; ``max_rows`` bounds one run (``finished=False`` in the
-        report when it stopped early: run it again). Refused inside a
-        transaction (its batches would all join it).
+        report when it stopped early: run it again). ``progress(rule,
+        rows)`` is called after each rule (``durastate maintain`` shows it).
+        Refused inside a transaction (its batches would all join it).
         """
         if self.engine.in_transaction():
             raise InvalidRequest("maintain() inside a transaction would hold every batch in it; call it outside")
-        return run_maintenance(self, self.retention, max_rows=max_rows)
+        return run_maintenance(self, self.retention, max_rows=max_rows, progress=progress)
 
     def close(self) -> None:
         """Close all connections. Idempotent; later calls raise ``StoreClosed``."""
