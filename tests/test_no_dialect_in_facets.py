@@ -20,7 +20,7 @@ PACKAGE = Path(durastate.__file__).parent
 # beside the facets, not above them.
 NOT_FACETS = {"store.py"}
 # A facet split into a package (events/) counts with all its modules.
-FACET_PACKAGES = ("events", "records")
+FACET_PACKAGES = ("events", "kv", "records")
 FACETS = sorted(
     [p for p in PACKAGE.glob("*.py") if p.name not in NOT_FACETS]
     + [p for name in FACET_PACKAGES for p in (PACKAGE / name).glob("*.py")]

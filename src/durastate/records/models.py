@@ -1,0 +1,51 @@
+"""The values the records facet passes between its modules: addresses, contents, the commit plan.
+
+The facet returns plain ``dict``s (pi-durable's records); these are its
+own working values, never returned to a caller.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class Address:
+    kind: str
+    scope_kind: str
+    owner_id: int
+    family: int
+    key_value: str
+
+    def params(self) -> tuple[Any, ...]:
+        return (self.kind, self.scope_kind, self.owner_id, self.family, self.key_value)
+
+
+@dataclass(frozen=True, slots=True)
+class Content:
+    kind: str  # "base" | "delta"
+    version: int
+    value: dict[str, Any] | None  # base
+    ops: list[Any] | None  # delta: checked Chord ops
+    data: bytes  # the value (base) or the ops (delta), as JSON
+
+
+@dataclass(slots=True)
+class DocAction:
+    id: int
+    create: dict[str, Any] | None = None  # the record to create (without createdAt)
+    address: Address | None = None  # of create
+    copy: tuple[int, int | None] | None = None  # (source id, at)
+    content: Content | None = None
+    retire: bool = False
+
+
+@dataclass(slots=True)
+class Plan:
+    claims: list[tuple[int, str]] = field(default_factory=list)  # (id, table) in write order
+    conversations: list[tuple[Any, ...]] = field(default_factory=list)
+    entries: list[tuple[Any, ...]] = field(default_factory=list)  # without commit_seq (index 3)
+    tasks: list[tuple[Any, ...]] = field(default_factory=list)
+    submissions: list[tuple[Any, ...]] = field(default_factory=list)
+    documents: dict[int, DocAction] = field(default_factory=dict)
