@@ -89,8 +89,7 @@ def page_sql(before: bool) -> Statement:
 
 # How much of one document's history is recorded (no payload read).
 DESCRIBE = READ(
-    "SELECT count(*), min(revision), max(revision) FROM {p}document_revision"
-    f" WHERE key = ? AND revision <= {_LIVE}"
+    f"SELECT count(*), min(revision), max(revision) FROM {{p}}document_revision WHERE key = ? AND revision <= {_LIVE}"
 )
 
 # One revision: the document itself when it is at that revision, else its
@@ -124,6 +123,29 @@ STATEMENTS: dict[str, Statement] = {
     "walk_first": WALK_FIRST,
     "walk_after": WALK_AFTER,
 }
+
+
+def record(engine: Engine, sql: Mapping[str, str], key: str, revision: int, blob: bytes, keep: int) -> None:
+    """The history row of a revision just written, and the in-passing bound (inside the write's transaction).
+
+    Once a document has ``keep`` revisions recorded, the row ``keep`` behind
+    is rewritten as the new one (one statement); every ``keep``-th revision
+    also trims below the window (rows left by a larger ``keep`` before, or
+    by gaps). Otherwise a new row, then the trim. Revision 1 first deletes
+    whatever an earlier life of the key left.
+    """
+    now = engine.now_ms()
+    if revision == 1:
+        engine.execute(sql["forget"], (key,))
+    elif revision > keep:
+        oldest = revision - keep
+        if engine.execute(sql["recycle"], (revision, now, blob, key, oldest, key, revision)):
+            if revision % keep == 0:
+                engine.execute(sql["trim"], (key, oldest))
+            return
+    engine.execute(sql["record"], (key, revision, now, blob))
+    if revision > keep:
+        engine.execute(sql["trim"], (key, revision - keep))
 
 
 def doomed(row: Row, keep: int, cutoff_ms: int | None) -> bool:

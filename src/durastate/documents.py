@@ -463,29 +463,6 @@ class Documents:
             return nullcontext()
         return self._engine.transaction()
 
-    def _record(self, key: str, revision: int, blob: bytes) -> None:
-        """The history row of a revision just written, and the in-passing bound.
-
-        Once a document has ``keep`` revisions recorded, the row ``keep``
-        behind is rewritten as the new one (one statement); every ``keep``-th
-        revision also trims below the window (rows left by a larger ``keep``
-        before, or by gaps). Otherwise a new row, then the trim.
-        """
-        engine, sql, keep = self._engine, self._history, self.keep_revisions
-        assert keep is not None
-        now = engine.now_ms()
-        if revision == 1:
-            engine.execute(sql["forget"], (key,))  # what an earlier life of the key left
-        elif revision > keep:
-            oldest = revision - keep
-            if engine.execute(sql["recycle"], (revision, now, blob, key, oldest, key, revision)):
-                if revision % keep == 0:
-                    engine.execute(sql["trim"], (key, oldest))
-                return
-        engine.execute(sql["record"], (key, revision, now, blob))
-        if revision > keep:
-            engine.execute(sql["trim"], (key, revision - keep))
-
     # -- reads -------------------------------------------------------------------
 
     def read(self, key: str, *, revision: int | None = None) -> Document | None:
@@ -640,7 +617,7 @@ class Documents:
             return self._put(key, blob, expect, guard=True)
         with self._atomic():
             revision = self._put(key, blob, expect, guard=False)
-            self._record(key, revision, blob)
+            history_sql.record(self._engine, self._history, key, revision, blob, self.keep_revisions)
         return revision
 
     def _put(self, key: str, blob: bytes, expect: Any, *, guard: bool) -> int:

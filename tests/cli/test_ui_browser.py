@@ -168,7 +168,7 @@ def test_every_page_in_chromium(chromium: str, inspector: str, filled: tuple[str
     assert document.by_id("revision").text() == f"revision {sample.documents['runs/1']}"
     assert '"state": "running"' in document.by_id("body").text()
     count = len(writes["runs/1"])
-    assert document.by_id("recorded").text() == f"{count} recorded, 1–{count}"
+    assert document.by_id("recorded").text() == f"{count} recorded, 1-{count}"
     shown = document.by_class("revision")  # the page size (3) holds them all, newest first
     assert [int(r.attrs["data-revision"] or 0) for r in shown] == list(range(count, 0, -1))
     assert '+ "worker": "worker-b"' in shown[0].text() and '- "step": 3' in shown[0].text()

@@ -69,9 +69,7 @@ def plant_revision(store: durastate.Store, key: str, revision: int, payload: byt
     """A history row written bypassing the facet (as another program might)."""
     engine = store.engine
     engine.execute(
-        engine.sql(
-            WRITE("INSERT INTO {p}document_revision (key, revision, written_at, payload) VALUES (?, ?, ?, ?)")
-        ),
+        engine.sql(WRITE("INSERT INTO {p}document_revision (key, revision, written_at, payload) VALUES (?, ?, ?, ?)")),
         (key, revision, written_at, payload),
     )
 
@@ -293,7 +291,6 @@ class TestDocumentHistoryLifecycle:
         on.documents.write("k", {"new": 0})  # a recording create starts the history afresh
         assert revisions(on, "k") == [(1, {"new": 0})]
         assert history_rows(on, "k") == 1
-
 
     def test_a_smaller_keep_bounds_older_rows_within_keep_writes(
         self, open_shared: Callable[..., durastate.Store], clock: FakeClock
