@@ -740,8 +740,9 @@ class Documents:
         Deleted: revisions more than ``keep`` behind their document's
         current one; with ``older_than`` (seconds), revisions recorded longer
         ago than that, except each document's current revision; and rows
-        that no longer belong to a document (it is gone, or was re-created
-        by a store that does not record). Works whatever this store's own
+        that no longer belong to a document (it is gone, or they are above
+        its current revision: left by an earlier life of the key that a
+        store that does not record deleted). Works whatever this store's own
         setting. Reads the history table once, in primary-key pages, and
         deletes in batches of ``durastate._retention.BATCH`` rows, each its
         own short commit; at most ``limit`` in all.
