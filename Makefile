@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: demo test bench bench-postgres lint typecheck clean crash fuzz bench-langgraph bench-compat bench-aio bench-ui bench-scale
+.PHONY: demo test bench bench-postgres lint typecheck clean crash fuzz bench-langgraph bench-compat bench-aio bench-ui bench-scale bench-documents-history
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -56,6 +56,10 @@ bench-records: $(VENV)/.installed-test
 
 bench-documents: $(VENV)/.installed-test
 	$(PY) bench/documents.py
+
+# What document revision history costs (history off vs on, and against main's facet).
+bench-documents-history: $(VENV)/.installed-test
+	$(PY) bench/documents_history.py --baseline main
 
 bench-events: $(VENV)/.installed-test
 	$(PY) bench/events.py

@@ -326,6 +326,8 @@ class ShardedDocuments(_ShardedFacet):
     read = _doc_read(Documents.read)
     read_as = _doc_read(Documents.read_as)
     read_raw = _doc_read(Documents.read_raw)
+    history = _doc_read(Documents.history)
+    describe_history = _doc_read(Documents.describe_history)
     write = _doc_write(Documents.write)
     delete = _doc_write(Documents.delete)
     clear = _doc_write(Documents.clear)
@@ -361,6 +363,12 @@ class ShardedDocuments(_ShardedFacet):
     def prune_backups(self, keep: int, *, limit: int | None = None) -> int:
         """``Documents.prune_backups`` on every shard in turn, ``limit`` in all."""
         return self._router._on_every_shard(lambda store, left: store.documents.prune_backups(keep, limit=left), limit)
+
+    def prune_history(self, keep: int, *, older_than: float | None = None, limit: int | None = None) -> int:
+        """``Documents.prune_history`` on every shard in turn, ``limit`` in all."""
+        return self._router._on_every_shard(
+            lambda store, left: store.documents.prune_history(keep, older_than=older_than, limit=left), limit
+        )
 
     def lock(self, *keys: str) -> ShardTransaction:
         """``Documents.lock`` on the one shard that owns every key named."""

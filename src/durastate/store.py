@@ -30,7 +30,7 @@ from .queues import SCHEMA as QUEUES_SCHEMA
 from .queues import Queues
 from .records import SCHEMA as RECORDS_SCHEMA
 from .records import Records
-from .retention import MaintenanceReport, Retention
+from .retention import MaintenanceReport, Progress, Retention
 from .retention import maintain as run_maintenance
 
 if TYPE_CHECKING:
@@ -113,9 +113,10 @@ def open(
     once (``None``: 300; 1 to 604800, i.e. 7 days; see the README's
     "PostgreSQL in production"); SQLite keeps no such rows and ignores it
     after the same check. A value that is not a finite number in range is
-    refused with ``ConfigurationError``. ``retention``: what ``Store.maintain()`` deletes and how many
-    backups ``documents.clear`` keeps (``durastate.retention``; default:
-    keep everything, sweep only what has expired). ``read_only``: open an
+    refused with ``ConfigurationError``. ``retention``: what ``Store.maintain()`` deletes, how many
+    backups ``documents.clear`` keeps and whether documents record their
+    revision history (``durastate.retention``; default: keep everything,
+    record no history, sweep only what has expired). ``read_only``: open an
     existing, current store for reading only (every write is refused with
     ``ConfigurationError``; a file the process may not write works).
     """
@@ -177,7 +178,12 @@ class Store(ClosesOnExit):
         self.retention = Retention() if retention is None else retention
         self.kv = KV(engine, max_value_size=max_value_size, max_key_size=max_key_size)
         self.queues = Queues(engine, max_value_size=max_value_size)
-        self.documents = Documents(engine, max_value_size=max_value_size, max_backups=self.retention.max_backups)
+        self.documents = Documents(
+            engine,
+            max_value_size=max_value_size,
+            max_backups=self.retention.max_backups,
+            keep_revisions=self.retention.document_history,
+        )
         self.records = Records(engine)
         self.events = Events(engine, max_value_size=max_value_size)
         self.presence = Presence(engine, max_value_size=max_value_size)
@@ -198,17 +204,18 @@ class Store(ClosesOnExit):
         """
         return Transaction(self)
 
-    def maintain(self, *, max_rows: int | None = None) -> MaintenanceReport:
+    def maintain(self, *, max_rows: int | None = None, progress: Progress | None = None) -> MaintenanceReport:
         """Delete what the store's ``retention`` policy says has aged out (``durastate.retention``).
 
         Bounded batches, each its own short commit, so writers go on
         meanwhile; ``max_rows`` bounds one run (``finished=False`` in the
-        report when it stopped early: run it again). Refused inside a
-        transaction (its batches would all join it).
+        report when it stopped early: run it again). ``progress(rule,
+        rows)`` is called after each rule (``durastate maintain`` shows it).
+        Refused inside a transaction (its batches would all join it).
         """
         if self.engine.in_transaction():
             raise InvalidRequest("maintain() inside a transaction would hold every batch in it; call it outside")
-        return run_maintenance(self, self.retention, max_rows=max_rows)
+        return run_maintenance(self, self.retention, max_rows=max_rows, progress=progress)
 
     def close(self) -> None:
         """Close all connections. Idempotent; later calls raise ``StoreClosed``."""

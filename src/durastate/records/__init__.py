@@ -70,8 +70,8 @@ Decisions where the seed is silent (listed for docs/decisions.md):
   documents keep every revision (point-in-time reads need them) but drop
   the stored value of rows that are neither the newest nor a checkpoint,
   until ``prune_document_revisions(keep_last=, older_than=)`` (or
-  ``Store.maintain()`` with ``Retention(max_document_revisions=,
-  document_revision_max_age=)``; off by default, as pi-durable keeps
+  ``Store.maintain()`` with ``Retention(max_record_revisions=,
+  record_revision_max_age=)``; off by default, as pi-durable keeps
   everything) removes their oldest revisions, never the newest: the
   oldest revision left gets its value stored (so every revision left
   reads as before), and a read at a point before it raises

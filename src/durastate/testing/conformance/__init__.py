@@ -7,6 +7,7 @@ holds the contract of one facet or compat layer.
 
 from .a2 import *  # noqa: F403
 from .documents import *  # noqa: F403
+from .documents_history import *  # noqa: F403
 from .engine import *  # noqa: F403
 from .events import *  # noqa: F403
 from .functualize import *  # noqa: F403

@@ -262,19 +262,19 @@ class TestRecordsRetentionPolicy:
     def test_maintain_prunes_revisions_within_its_budget(
         self, open_store: Callable[..., durastate.Store], clock: FakeClock
     ) -> None:
-        store = open_store(clock=clock, retention=Retention(max_document_revisions=2))
+        store = open_store(clock=clock, retention=Retention(max_record_revisions=2))
         r = store.records
         r.commit([conversation(CONV)])
         seqs = {id: [full_history_doc(r, id), *grow(r, id, 4)] for id in (5, 6)}
         partial = store.maintain(max_rows=3)
-        assert partial.finished is False and partial.document_revisions == 3
+        assert partial.finished is False and partial.record_revisions == 3
         rest = store.maintain()
-        assert rest.finished is True and rest.document_revisions == 2 * 5 - 2 * 2 - 3
+        assert rest.finished is True and rest.record_revisions == 2 * 5 - 2 * 2 - 3
         assert {id: stored_seqs(r, id) for id in seqs} == {id: s[-2:] for id, s in seqs.items()}
-        assert store.maintain().document_revisions == 0
+        assert store.maintain().record_revisions == 0
 
     def test_maintain_ages_revisions(self, open_store: Callable[..., durastate.Store], clock: FakeClock) -> None:
-        policy = Retention(document_revision_max_age=60, max_document_revisions=1)
+        policy = Retention(record_revision_max_age=60, max_record_revisions=1)
         store = open_store(clock=clock, retention=policy)
         r = store.records
         r.commit([conversation(CONV)])
@@ -282,7 +282,7 @@ class TestRecordsRetentionPolicy:
         clock.advance(120)
         young = grow(r, 5, 2, clock)
         report = store.maintain()
-        assert report.document_revisions == len(old)
+        assert report.record_revisions == len(old)
         assert stored_seqs(r, 5) == young
 
     def test_retention_is_off_by_default(self, open_store: Callable[..., durastate.Store], clock: FakeClock) -> None:
@@ -291,17 +291,17 @@ class TestRecordsRetentionPolicy:
         r.commit([conversation(CONV)])
         seqs = [full_history_doc(r, 5), *grow(r, 5, 5)]
         clock.advance(10**7)
-        assert store.maintain().document_revisions == 0
+        assert store.maintain().record_revisions == 0
         assert stored_seqs(r, 5) == seqs
 
     @pytest.mark.parametrize(
         "bad",
         [
-            {"max_document_revisions": 0},
-            {"max_document_revisions": 1.5},
-            {"max_document_revisions": True},
-            {"document_revision_max_age": -1},
-            {"document_revision_max_age": float("nan")},
+            {"max_record_revisions": 0},
+            {"max_record_revisions": 1.5},
+            {"max_record_revisions": True},
+            {"record_revision_max_age": -1},
+            {"record_revision_max_age": float("nan")},
         ],
     )
     def test_bad_policies_are_refused(self, bad: dict[str, Any]) -> None:
