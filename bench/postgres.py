@@ -30,7 +30,20 @@ with 1, 4 and 16 worker threads, back to back, in an order that rotates
 from round to round. A run is ``--ops`` calls per worker. Reported: the
 median total calls/s per contender and the median of the per-round ratios.
 Then claim+ack throughput of 1 and 4 consumers on a pre-filled queue (the
-ratio 4/1 is the scaling target).
+ratio 4/1 is the scaling target), the two interleaved round by round.
+
+CPU-normalised figures: wall-clock throughput on a machine shared with
+other work measures the machine as much as the library, so every run also
+records the CPU it cost: this process's CPU time (``time.process_time``,
+all threads) plus the server CPU of the contender's own backends (each
+contender connects with its own ``application_name``; their pids come from
+``pg_stat_activity`` and their CPU from ``/proc/<pid>/schedstat``, in ns,
+which needs the server on this machine; without it only client CPU is
+counted and the report says so). ``cpu ds/x`` is x's CPU per call over
+durastate's: the throughput ratio a machine with nothing else to do would
+show if both were CPU-bound (waits, such as commit flushes, are not
+counted). Connections are opened before timing (the durastate pool at its
+maximum size, one psycopg connection per worker index).
 """
 
 from __future__ import annotations
@@ -45,6 +58,7 @@ import time
 import uuid
 from collections.abc import Callable
 from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import psycopg
 
@@ -64,6 +78,44 @@ OPS = ("put 1", "get 1", "put 100", "get 100", "scan 100", "append", "log scan 1
 Worker = Callable[[int, int], None]  # (worker index, call index) -> None
 
 
+def with_application_name(url: str, name: str) -> str:
+    """``url`` whose sessions report ``application_name`` = ``name`` (to find their server processes)."""
+    parts = urlsplit(url)
+    query = [(k, v) for k, v in parse_qsl(parts.query) if k != "application_name"]
+    query.append(("application_name", name))
+    return urlunsplit(parts._replace(query=urlencode(query)))
+
+
+class ServerCPU:
+    """CPU time (ns) of the server processes of one ``application_name``, read from ``/proc``."""
+
+    def __init__(self, url: str) -> None:
+        self.conn = psycopg.connect(with_application_name(url, "bench-admin"), autocommit=True)
+        self.available = True
+
+    def pids(self, name: str) -> list[int]:
+        rows = self.conn.execute("SELECT pid FROM pg_stat_activity WHERE application_name = %s", (name,)).fetchall()
+        return [int(r[0]) for r in rows]
+
+    def ns(self, name: str) -> dict[int, int]:
+        out: dict[int, int] = {}
+        for pid in self.pids(name):
+            try:
+                with open(f"/proc/{pid}/schedstat") as f:
+                    out[pid] = int(f.read().split()[0])
+            except (OSError, ValueError, IndexError):
+                self.available = False  # not on this machine, or not allowed: client CPU only
+        return out
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+def spent_ns(before: dict[int, int], after: dict[int, int]) -> int:
+    """Server CPU between two readings (a process that appeared meanwhile counts from zero)."""
+    return sum(ns - before.get(pid, 0) for pid, ns in after.items())
+
+
 def _default_url() -> str:
     return (
         os.environ.get("DURASTATE_BENCH_POSTGRES_URL")
@@ -75,8 +127,9 @@ def _default_url() -> str:
 class RawPsycopg:
     """Per-thread psycopg connections running durastate's statement texts."""
 
-    def __init__(self, url: str, store: durastate.Store, *, with_attempts: bool) -> None:
-        self.url = url
+    def __init__(self, url: str, store: durastate.Store, *, with_attempts: bool, name: str) -> None:
+        self.name = name
+        self.url = with_application_name(url, name)
         self.store = store
         engine = store.engine
         assert isinstance(engine, PostgresEngine)
@@ -100,6 +153,12 @@ class RawPsycopg:
 
     def bind(self, worker: int) -> None:
         self.local.worker = worker
+
+    def open_all(self, workers: int) -> None:
+        """Open every worker's connection now, so no run pays for a connect."""
+        for w in range(workers):
+            self.bind(w)
+            self.conn()
 
     def write(self, sql: str, params: tuple[Any, ...]) -> Any:
         if self.with_attempts:
@@ -265,7 +324,7 @@ def preload(store: durastate.Store, rounds: int, calls: int) -> None:
             store.queues.push(f"pre{w}", [VALUE] * min(500, per_queue - start))
 
 
-def claim_ack_throughput(store: durastate.Store, consumers: int, items: int) -> float:
+def claim_ack_throughput(store: durastate.Store, consumers: int, items: int, meter: Meter) -> Measured:
     name = f"claims-{uuid.uuid4().hex[:8]}"
     for start in range(0, items, 500):
         store.queues.push(name, [VALUE] * min(500, items - start), max_attempts=None)
@@ -276,7 +335,39 @@ def claim_ack_throughput(store: durastate.Store, consumers: int, items: int) -> 
         assert claim is not None
         claim.ack()
 
-    return run_threads(consumers, per, consume)
+    return meter.run(DS_APP, consumers, per, consume)
+
+
+DS_APP = "bench-durastate"
+APPS = {"durastate": DS_APP, "psycopg": "bench-psycopg", "psycopg-plain": "bench-plain", "psycopg-best": "bench-best"}
+
+
+class Measured:
+    """One run: calls/s (wall) and CPU per call (client + the contender's server backends), in us."""
+
+    __slots__ = ("cpu_us", "rate")
+
+    def __init__(self, rate: float, cpu_us: float) -> None:
+        self.rate = rate
+        self.cpu_us = cpu_us
+
+
+class Meter:
+    def __init__(self, server: ServerCPU) -> None:
+        self.server = server
+
+    def run(self, app: str, workers: int, calls: int, fn: Worker) -> Measured:
+        before = self.server.ns(app)
+        cpu = time.process_time()
+        rate = run_threads(workers, calls, fn)
+        client = time.process_time() - cpu
+        server = spent_ns(before, self.server.ns(app)) / 1e9
+        return Measured(rate, (client + server) / (workers * calls) * 1e6)
+
+
+def _ratios(a: list[float], b: list[float]) -> tuple[float, float, float]:
+    per_round = [x / y for x, y in zip(a, b, strict=True)]
+    return statistics.median(per_round), min(per_round), max(per_round)
 
 
 def main() -> int:
@@ -292,70 +383,110 @@ def main() -> int:
     ops = [op for op in OPS if not args.only or op in args.only]
 
     url, schema = create_schema(args.url)
-    store = durastate.open(url, min_connections=1, max_connections=max(WORKER_COUNTS))
-    raw = RawPsycopg(url, store, with_attempts=True)
-    plain = RawPsycopg(url, store, with_attempts=False)
-    best = RawPsycopg(url, store, with_attempts=False)
+    top = max(WORKER_COUNTS)
+    store = durastate.open(with_application_name(url, DS_APP), min_connections=top, max_connections=top)
+    raw = RawPsycopg(url, store, with_attempts=True, name=APPS["psycopg"])
+    plain = RawPsycopg(url, store, with_attempts=False, name=APPS["psycopg-plain"])
+    best = RawPsycopg(url, store, with_attempts=False, name=APPS["psycopg-best"])
+    server_cpu = ServerCPU(args.url)
+    meter = Meter(server_cpu)
     try:
         with psycopg.connect(args.url) as c:
             server = c.execute("SHOW server_version").fetchone()
         print(
             f"# durastate PostgreSQL bench: python {platform.python_version()}, psycopg {psycopg.__version__}, "
             f"server {server[0] if server else '?'}, {os.cpu_count()} cpus, {args.rounds} rounds x {args.ops} "
-            f"calls/worker"
+            f"calls/worker, load average {os.getloadavg()[0]:.1f} at start"
         )
         preload(store, args.rounds, args.ops)
+        for contender in (raw, plain, best):
+            contender.open_all(top)
+        store.kv.get(SCOPE, NS, b"warm")  # the pool filled to its size
         contenders = {
             "durastate": durastate_ops(store),
             "psycopg": raw_ops(raw, store),
             "psycopg-plain": raw_ops(plain, store),
             "psycopg-best": best_ops(best, store),
         }
-        results: dict[tuple[str, int, str], list[float]] = {}
+        results: dict[tuple[str, int, str], list[Measured]] = {}
         names = list(contenders)
         for r in range(args.rounds):
             for op in ops:
                 for workers in WORKER_COUNTS:
                     order = names[r % len(names) :] + names[: r % len(names)]
                     for who in order:
-                        fn = contenders[who][op]
-                        results.setdefault((op, workers, who), []).append(run_threads(workers, args.ops, fn))
+                        got = meter.run(APPS[who], workers, args.ops, contenders[who][op])
+                        results.setdefault((op, workers, who), []).append(got)
+            print(f"  round {r + 1}/{args.rounds} done", file=sys.stderr, flush=True)
+        if not server_cpu.available:
+            print("# server processes not readable here: CPU figures are client CPU only")
         print()
+        print("## wall clock: calls/s (median over rounds) and per-round ratios (median, range of ds/psycopg)")
         print(
             f"{'op':<14}{'workers':>8}{'durastate/s':>13}{'psycopg/s':>12}{'plain/s':>10}"
-            f"{'best/s':>9}{'ds/psycopg':>12}{'ds/plain':>10}{'ds/best':>9}  target (ds/psycopg)"
+            f"{'best/s':>9}{'ds/psycopg':>12}{'range':>12}{'ds/plain':>10}{'ds/best':>9}  target (ds/psycopg)"
         )
-        misses = 0
+        cpu_lines = []
         for op in ops:
             for workers in WORKER_COUNTS:
-                ds = results[(op, workers, "durastate")]
-                ps = results[(op, workers, "psycopg")]
-                pl = results[(op, workers, "psycopg-plain")]
-                ratio = statistics.median(a / b for a, b in zip(ds, ps, strict=True))
-                ratio_plain = statistics.median(a / b for a, b in zip(ds, pl, strict=True))
-                bs = results[(op, workers, "psycopg-best")]
-                ratio_best = statistics.median(a / b for a, b in zip(ds, bs, strict=True))
+                runs = {who: results[(op, workers, who)] for who in names}
+                rates = {who: [m.rate for m in v] for who, v in runs.items()}
+                cpus = {who: [m.cpu_us for m in v] for who, v in runs.items()}
+                ratio, lo, hi = _ratios(rates["durastate"], rates["psycopg"])
+                ratio_plain = _ratios(rates["durastate"], rates["psycopg-plain"])[0]
+                ratio_best = _ratios(rates["durastate"], rates["psycopg-best"])[0]
                 verdict = "PASS" if ratio >= SINGLE_TARGET else "MISS"
-                misses += verdict == "MISS"
                 print(
-                    f"{op:<14}{workers:>8}{statistics.median(ds):>13.0f}{statistics.median(ps):>12.0f}"
-                    f"{statistics.median(pl):>10.0f}{statistics.median(bs):>9.0f}{ratio:>12.2f}{ratio_plain:>10.2f}"
-                    f"{ratio_best:>9.2f}  "
-                    f">={SINGLE_TARGET} {verdict}"
+                    f"{op:<14}{workers:>8}{statistics.median(rates['durastate']):>13.0f}"
+                    f"{statistics.median(rates['psycopg']):>12.0f}{statistics.median(rates['psycopg-plain']):>10.0f}"
+                    f"{statistics.median(rates['psycopg-best']):>9.0f}{ratio:>12.2f}{lo:>6.2f}-{hi:<5.2f}"
+                    f"{ratio_plain:>10.2f}{ratio_best:>9.2f}  >={SINGLE_TARGET} {verdict}"
                 )
-        items = max(400, args.ops * 4)
-        one = statistics.median(claim_ack_throughput(store, 1, items) for _ in range(args.rounds))
-        four = statistics.median(claim_ack_throughput(store, 4, items) for _ in range(args.rounds))
-        scaling = four / one
-        verdict = "PASS" if scaling >= SCALING_TARGET else "MISS"
+                # CPU-normalised throughput ratio: x's CPU per call over durastate's.
+                c_ratio, c_lo, c_hi = _ratios(cpus["psycopg"], cpus["durastate"])
+                c_plain = _ratios(cpus["psycopg-plain"], cpus["durastate"])[0]
+                c_best = _ratios(cpus["psycopg-best"], cpus["durastate"])[0]
+                c_verdict = "PASS" if c_ratio >= SINGLE_TARGET else "MISS"
+                cpu_lines.append(
+                    f"{op:<14}{workers:>8}{statistics.median(cpus['durastate']):>10.0f}"
+                    f"{statistics.median(cpus['psycopg']):>10.0f}{statistics.median(cpus['psycopg-plain']):>10.0f}"
+                    f"{statistics.median(cpus['psycopg-best']):>10.0f}{c_ratio:>12.2f}{c_lo:>6.2f}-{c_hi:<5.2f}"
+                    f"{c_plain:>10.2f}{c_best:>9.2f}  >={SINGLE_TARGET} {c_verdict}"
+                )
         print()
-        print(f"claim+ack, 1 consumer : {one:8.0f}/s")
-        print(f"claim+ack, 4 consumers: {four:8.0f}/s   scaling {scaling:.2f}x  target >={SCALING_TARGET} {verdict}")
+        print(
+            "## CPU per call (us, client process + the contender's server backends; median over rounds);"
+            " cpu ds/x = x's CPU per call / durastate's (median, range of ds/psycopg)"
+        )
+        print(
+            f"{'op':<14}{'workers':>8}{'ds us':>10}{'psycopg':>10}{'plain':>10}{'best':>10}"
+            f"{'ds/psycopg':>12}{'range':>12}{'ds/plain':>10}{'ds/best':>9}  target (ds/psycopg)"
+        )
+        for line in cpu_lines:
+            print(line)
+        items = max(400, args.ops * 4)
+        scaling_runs: dict[int, list[Measured]] = {1: [], 4: []}
+        for r in range(args.rounds):  # 1 and 4 consumers interleaved, the order alternating
+            for consumers in (1, 4) if r % 2 == 0 else (4, 1):
+                scaling_runs[consumers].append(claim_ack_throughput(store, consumers, items, meter))
+        one = [m.rate for m in scaling_runs[1]]
+        four = [m.rate for m in scaling_runs[4]]
+        scaling, lo, hi = _ratios(four, one)
+        verdict = "PASS" if scaling >= SCALING_TARGET else "MISS"
+        cpu_one = statistics.median(m.cpu_us for m in scaling_runs[1])
+        cpu_four = statistics.median(m.cpu_us for m in scaling_runs[4])
+        print()
+        print(f"claim+ack, 1 consumer : {statistics.median(one):8.0f}/s   CPU {cpu_one:.0f} us per claim+ack")
+        print(
+            f"claim+ack, 4 consumers: {statistics.median(four):8.0f}/s   CPU {cpu_four:.0f} us per claim+ack   "
+            f"scaling {scaling:.2f}x (rounds {lo:.2f}-{hi:.2f})  target >={SCALING_TARGET} {verdict}"
+        )
         return 0
     finally:
         raw.close()
         plain.close()
         best.close()
+        server_cpu.close()
         store.close()
         drop_schema(args.url, schema)
 
