@@ -25,6 +25,14 @@ and of ``scan`` 100: ``ours`` (``kv._scan``: key range, expiry filter,
 ``expires_at`` condition: what the filter costs).
 
 The table's and index's sizes are printed next to ``shared_buffers``.
+
+Then, on the fresh table only (before the ANALYZE), the wall time in ms of
+each of the first ``--first`` calls of ``kv.scan`` / ``kv.get_many`` made
+through a new store (one pooled connection) and through a new psycopg
+connection running durastate's text: the statement is sent unprepared
+twice (psycopg's prepare threshold), then the server plans it with the
+values five more times (custom plans) before it may settle on the generic
+plan; a plan that is only bad as a custom plan shows as slow first calls.
 """
 
 from __future__ import annotations
@@ -35,6 +43,7 @@ import os
 import random
 import re
 import statistics
+import time
 from typing import Any
 
 import psycopg
@@ -123,10 +132,52 @@ def sizes_of(conn: psycopg.Connection[Any], prefix: str) -> str:
     return f"table {row[0]}, indexes {row[1]}, shared_buffers {row[2]}"
 
 
+def first_calls(url: str, size: int, calls: int) -> list[str]:
+    """Wall ms of the first ``calls`` calls on new connections (see the module docstring)."""
+    from durastate.engines.postgres import PREPARE_THRESHOLD
+
+    rng = random.Random(size)
+    lines = []
+    store = durastate.open(url, max_connections=1)
+    conn = psycopg.connect(url, autocommit=True, prepare_threshold=PREPARE_THRESHOLD)
+    try:
+        kv = store.kv
+        scan_sql = kv._scan[(True, False, False)]
+
+        def start() -> bytes:
+            return kv_key(rng.randrange(max(1, size - 100)))
+
+        def keys() -> list[bytes]:
+            return [kv_key(i) for i in rng.sample(range(size), 100)]
+
+        contenders = {
+            "kv.scan 100 (durastate)": lambda: list(kv.scan(SCOPE, NS, start=start(), limit=100)),
+            "scan 100, same text (psycopg)": lambda: conn.execute(
+                scan_sql, (SCOPE, NS, start(), store.engine.now_ms(), 100)
+            ).fetchall(),
+            "kv.get_many 100 (durastate)": lambda: kv.get_many(SCOPE, NS, keys()),
+            "get_many 100, same text (psycopg)": lambda: conn.execute(
+                kv._get_many[100], (SCOPE, NS, *keys())
+            ).fetchall(),
+        }
+        for label, call in contenders.items():
+            times = []
+            for _ in range(calls):
+                started = time.perf_counter()
+                call()
+                times.append((time.perf_counter() - started) * 1000)
+            lines.append(f"{size:,} | fresh | first {calls} calls | {label} | " + " ".join(f"{t:.1f}" for t in times))
+    finally:
+        conn.close()
+        store.close()
+    return lines
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", default="1000,1000000")
     parser.add_argument("--samples", type=int, default=30)
+    parser.add_argument("--first", type=int, default=12, help="first calls timed on a fresh table (default 12)")
     parser.add_argument(
         "--url",
         default=os.environ.get("DURASTATE_BENCH_POSTGRES_URL")
@@ -147,6 +198,8 @@ def main() -> None:
             # Client-side binding: EXPLAIN EXECUTE takes its arguments as literals.
             with psycopg.connect(url, autocommit=True, cursor_factory=psycopg.ClientCursor) as conn:
                 print(f"# {size:,} rows: {sizes_of(conn, store.engine.prefix)}")
+                for line in first_calls(url, size, args.first):
+                    print(line, flush=True)
                 for stats in ("fresh", "analysed"):
                     if stats == "analysed":
                         conn.execute(f"ANALYZE {store.engine.prefix}kv")
