@@ -58,13 +58,13 @@ import time
 import uuid
 from collections.abc import Callable
 from typing import Any
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import psycopg
 
 import durastate
 from durastate.engines.postgres import PREPARE_THRESHOLD, PostgresEngine
 from durastate.testing.postgres_server import create_schema, drop_schema
+from pg_cpu import ServerCPU, spent_ns, with_application_name
 
 SCOPE = b"bench"
 NS = b"ns"
@@ -76,44 +76,6 @@ WORKER_COUNTS = (1, 4, 16)
 OPS = ("put 1", "get 1", "put 100", "get 100", "scan 100", "append", "log scan 100", "counter add", "push 1", "pop")
 
 Worker = Callable[[int, int], None]  # (worker index, call index) -> None
-
-
-def with_application_name(url: str, name: str) -> str:
-    """``url`` whose sessions report ``application_name`` = ``name`` (to find their server processes)."""
-    parts = urlsplit(url)
-    query = [(k, v) for k, v in parse_qsl(parts.query) if k != "application_name"]
-    query.append(("application_name", name))
-    return urlunsplit(parts._replace(query=urlencode(query)))
-
-
-class ServerCPU:
-    """CPU time (ns) of the server processes of one ``application_name``, read from ``/proc``."""
-
-    def __init__(self, url: str) -> None:
-        self.conn = psycopg.connect(with_application_name(url, "bench-admin"), autocommit=True)
-        self.available = True
-
-    def pids(self, name: str) -> list[int]:
-        rows = self.conn.execute("SELECT pid FROM pg_stat_activity WHERE application_name = %s", (name,)).fetchall()
-        return [int(r[0]) for r in rows]
-
-    def ns(self, name: str) -> dict[int, int]:
-        out: dict[int, int] = {}
-        for pid in self.pids(name):
-            try:
-                with open(f"/proc/{pid}/schedstat") as f:
-                    out[pid] = int(f.read().split()[0])
-            except (OSError, ValueError, IndexError):
-                self.available = False  # not on this machine, or not allowed: client CPU only
-        return out
-
-    def close(self) -> None:
-        self.conn.close()
-
-
-def spent_ns(before: dict[int, int], after: dict[int, int]) -> int:
-    """Server CPU between two readings (a process that appeared meanwhile counts from zero)."""
-    return sum(ns - before.get(pid, 0) for pid, ns in after.items())
 
 
 def _default_url() -> str:

@@ -33,8 +33,12 @@ Method: every size's store is loaded first and stays open; then
 call, rotated each round), so load from elsewhere on the machine hits all
 of them alike. Each call is timed on its own; the median is reported. On
 SQLite the clock is this thread's CPU time (all of SQLite's work runs in
-it); on PostgreSQL it is wall time (the server's work is elsewhere).
-Noise: the spread over rounds of each round's median ratio.
+it); on PostgreSQL two tables: wall time, and CPU time (this thread's
+plus that of the contender's own server process, found by its
+``application_name`` and read from ``/proc/<pid>/schedstat``, see
+``bench/pg_cpu.py``), which a loaded machine disturbs far less. The cost
+of reading the clocks is measured and subtracted. Noise: the spread over
+rounds of each round's median ratio.
 
 Targets (issue 10): on PostgreSQL the latency at the biggest size within
 1.5x of the smallest (the raw contenders' growth shows what the table
@@ -59,6 +63,7 @@ from dataclasses import dataclass, field
 
 import durastate
 from durastate.testing.postgres_server import create_schema, drop_schema
+from pg_cpu import ServerCPU, with_application_name
 from scale_load import Bulk
 from scale_workloads import WORKLOADS, Context, Ops, Raw
 
@@ -76,6 +81,8 @@ class Target:
     raw: Raw
     ops: Ops = field(default_factory=dict)
     cleanup: list[Callable[[], None]] = field(default_factory=list)
+    # PostgreSQL: each contender's application_name (its server processes).
+    apps: dict[str, str] = field(default_factory=dict)
 
     def close(self) -> None:
         self.raw.close()
@@ -86,14 +93,18 @@ class Target:
 
 def open_target(engine: str, size: int, url: str, folder: str, workloads: list[str], pg_stats: str) -> Target:
     cleanup: list[Callable[[], None]] = []
+    apps: dict[str, str] = {}
     if engine == "postgresql":
         store_url, schema = create_schema(url)
         cleanup.append(lambda: drop_schema(url, schema))
-        store = durastate.open(store_url, max_connections=2)
+        apps = {"durastate": f"scale-ds-{size}", "raw": f"scale-raw-{size}", "best": f"scale-raw-{size}"}
+        store = durastate.open(with_application_name(store_url, apps["durastate"]), max_connections=2)
+        raw = Raw(store, engine, with_application_name(store_url, apps["raw"]))
     else:
         store_url = os.path.join(folder, f"scale-{size}.db")
         store = durastate.open(store_url)
-    target = Target(size, store, Raw(store, engine, store_url), cleanup=cleanup)
+        raw = Raw(store, engine, store_url)
+    target = Target(size, store, raw, cleanup=cleanup, apps=apps)
     bulk = Bulk(store, engine, store_url, f"{engine} {size:,}")
     started = time.perf_counter()
     try:
@@ -117,26 +128,69 @@ def open_target(engine: str, size: int, url: str, folder: str, workloads: list[s
 Samples = dict[tuple[str, int, str], list[list[float]]]  # (op, size, contender) -> per round, per call
 
 
-def measure(targets: list[Target], rounds: int, calls: int, clock: Callable[[], float]) -> Samples:
-    samples: Samples = {}
+class CPUClock:
+    """This thread's CPU time plus, on PostgreSQL, that of the contenders' server processes (seconds)."""
+
+    def __init__(self, server: ServerCPU | None) -> None:
+        self.server = server
+        self.pids: dict[str, list[int]] = {}
+
+    def refresh(self, targets: list[Target]) -> None:
+        """Look the contenders' server processes up again (a pool may have opened a connection)."""
+        if self.server is not None:
+            self.pids = {app: self.server.pids(app) for t in targets for app in t.apps.values()}
+
+    def reader(self, target: Target, who: str) -> Callable[[], float]:
+        if self.server is None or who not in target.apps:
+            return time.thread_time
+        server, app = self.server, target.apps[who]
+
+        def read() -> float:
+            return time.thread_time() + sum(server.ns_of(self.pids.get(app, [])).values()) / 1e9
+
+        return read
+
+
+def overhead(read: Callable[[], float]) -> float:
+    """What one reading of ``read`` adds to a measured span (median of back-to-back pairs)."""
+    spans = []
+    for _ in range(50):
+        start = read()
+        spans.append(read() - start)
+    return statistics.median(spans)
+
+
+def measure(targets: list[Target], rounds: int, calls: int, cpu: CPUClock) -> tuple[Samples, Samples]:
+    """(wall samples, CPU samples); see the module docstring for the order of calls."""
+    wall_samples: Samples = {}
+    cpu_samples: Samples = {}
     ops = list(targets[0].ops)
+    clock = time.perf_counter
     for r in range(-1, rounds):  # round -1: warm-up, not recorded
+        cpu.refresh(targets)
+        readers = {(t.size, who): cpu.reader(t, who) for t in targets for who in CONTENDERS}
+        offsets = {key: overhead(read) for key, read in readers.items()}
         for op in ops:
             pairs = [(t.size, who, fn) for t in targets for who, fn in t.ops[op].items()]
             shift = max(r, 0) % len(pairs)
             pairs = pairs[shift:] + pairs[:shift]
-            got: dict[tuple[int, str], list[float]] = {(s, w): [] for s, w, _ in pairs}
+            walls: dict[tuple[int, str], list[float]] = {(s, w): [] for s, w, _ in pairs}
+            cpus: dict[tuple[int, str], list[float]] = {(s, w): [] for s, w, _ in pairs}
             for j in range(calls if r >= 0 else max(3, calls // 10)):
                 for size, who, fn in pairs if j % 2 == 0 else pairs[::-1]:
+                    read = readers[(size, who)]
+                    cpu_start = read()
                     start = clock()
                     fn()
-                    got[(size, who)].append(clock() - start)
+                    walls[(size, who)].append(clock() - start)
+                    cpus[(size, who)].append(read() - cpu_start - offsets[(size, who)])
             if r >= 0:
-                for (size, who), times in got.items():
-                    samples.setdefault((op, size, who), []).append(times)
+                for key in walls:
+                    wall_samples.setdefault((op, *key), []).append(walls[key])
+                    cpu_samples.setdefault((op, *key), []).append(cpus[key])
         if r >= 0:
             print(f"  round {r + 1}/{rounds} done", file=sys.stderr)
-    return samples
+    return wall_samples, cpu_samples
 
 
 def us(times: list[list[float]]) -> float:
@@ -149,9 +203,8 @@ def ratio_spread(a: list[list[float]], b: list[list[float]]) -> tuple[float, flo
     return statistics.median(per_round), min(per_round), max(per_round)
 
 
-def report(engine: str, sizes: list[int], samples: Samples, ops: list[str]) -> list[str]:
+def report(engine: str, sizes: list[int], samples: Samples, ops: list[str], unit: str) -> list[str]:
     small, big = sizes[0], sizes[-1]
-    unit = "thread CPU us" if engine == "sqlite" else "wall us"
     cols = " | ".join(f"{s:,}" for s in sizes)
     lines = [
         f"### {engine} (median {unit} per call)",
@@ -180,16 +233,30 @@ def report(engine: str, sizes: list[int], samples: Samples, ops: list[str]) -> l
 
 def run_engine(engine: str, sizes: list[int], args: argparse.Namespace) -> list[str]:
     targets: list[Target] = []
+    cleanup: list[Callable[[], None]] = []
     with tempfile.TemporaryDirectory() as folder:
         try:
             for size in sizes:
                 targets.append(open_target(engine, size, args.url, folder, args.workloads, args.pg_stats))
-            clock = time.thread_time if engine == "sqlite" else time.perf_counter
-            samples = measure(targets, args.rounds, args.calls, clock)
-            return report(engine, sizes, samples, list(targets[0].ops))
+            server = ServerCPU(args.url) if engine == "postgresql" else None
+            cleanup.append(lambda: server.close() if server is not None else None)
+            walls, cpus = measure(targets, args.rounds, args.calls, CPUClock(server))
+            ops = list(targets[0].ops)
+            if server is None:
+                return report(engine, sizes, cpus, ops, "thread CPU us")
+            unit = "CPU us: client thread + the contender's server process"
+            if not server.available:
+                unit = "client thread CPU us (server processes not readable here)"
+            return [
+                *report(engine, sizes, walls, ops, "wall us"),
+                "",
+                *report(engine, sizes, cpus, ops, unit),
+            ]
         finally:
             for target in targets:
                 target.close()
+            for step in cleanup:
+                step()
 
 
 def main() -> None:
