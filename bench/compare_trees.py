@@ -26,8 +26,10 @@ both libraries side by side on the same ops:
 * Measured: the worker thread's CPU time (``time.thread_time``) of each
   slice, and its wall time. On SQLite all of the library's work runs in
   that thread, so CPU time is the load-independent measure; on PostgreSQL
-  the server's work is elsewhere and the client CPU ratio shows only the
-  client side (wall is printed too, and is noisy on a shared machine).
+  the CPU of the worker's own server processes is added (found by their
+  ``application_name``, read from ``/proc/<pid>/schedstat``: see
+  ``bench/pg_cpu.py``; wall is printed too, and is noisy on a shared
+  machine).
 * Reported per op: new/old of the round totals, the median over rounds and
   its range; > 1 means the new tree is slower. ``--control`` runs the new
   tree against itself (two workers of the same tree): its spread is the
@@ -50,6 +52,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from pg_cpu import ServerCPU, spent_ns, with_application_name
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -246,8 +250,13 @@ def worker_main(src: str, url: str) -> None:
 class Tree:
     """A worker process running one tree's ``durastate``."""
 
-    def __init__(self, label: str, src: Path, url: str) -> None:
+    def __init__(self, label: str, src: Path, url: str, server: Any = None) -> None:
         self.label = label
+        # PostgreSQL: the worker's server processes, by its application_name.
+        self.server = server
+        self.app = f"compare-trees-{label}"
+        if server is not None:
+            url = with_application_name(url, self.app)
         self.proc = subprocess.Popen(
             [sys.executable, str(Path(__file__).resolve()), "--worker", str(src), "--url", url],
             stdin=subprocess.PIPE,
@@ -266,10 +275,15 @@ class Tree:
         return reply
 
     def run(self, op: str, calls: int) -> dict[str, float]:
+        """The worker's thread CPU and wall time for ``calls`` calls (plus its server processes' CPU)."""
         assert self.proc.stdin is not None
+        before = self.server.ns(self.app) if self.server is not None else {}
         self.proc.stdin.write(json.dumps({"cmd": "run", "op": op, "calls": calls}) + "\n")
         self.proc.stdin.flush()
-        return self._read()
+        got = self._read()
+        if self.server is not None:
+            got["cpu"] += spent_ns(before, self.server.ns(self.app)) / 1e9
+        return got
 
     def close(self) -> None:
         if self.proc.stdin is not None and self.proc.poll() is None:
@@ -366,9 +380,13 @@ def main() -> None:
         new_src = extract(args.new, Path(folder)) if args.new != old_rev else old_src
         for engine in args.engines.split(","):
             cleanup: list[Callable[[], None]] = []
+            server = None
             if engine == "postgresql":
                 sys.path.insert(0, str(ROOT / "src"))
                 from durastate.testing.postgres_server import create_schema, drop_schema
+
+                server = ServerCPU(args.postgres_url)
+                cleanup.append(server.close)
 
                 (old_url, a), (new_url, b) = create_schema(args.postgres_url), create_schema(args.postgres_url)
                 cleanup += [
@@ -378,8 +396,8 @@ def main() -> None:
             else:
                 old_url, new_url = str(Path(folder) / "old.db"), str(Path(folder) / "new.db")
             try:
-                old = Tree("old", old_src, old_url)
-                new = Tree("new", new_src, new_url)
+                old = Tree("old", old_src, old_url, server)
+                new = Tree("new", new_src, new_url, server)
                 print(f"\n== {engine} ==  old: {old.ready}  new: {new.ready}")
                 try:
                     for line in compare(old, new, ops, args.rounds, args.slices, args.calls):
