@@ -8,8 +8,12 @@ in a fresh schema that is dropped at the end.
 
 Contenders, on one schema created by ``durastate.open()``:
 
-* ``durastate``: one ``Store`` shared by all worker threads (its pool sized
-  to the worker count), driven through the public API.
+* ``durastate``: one ``Store`` per worker count, shared by that many
+  worker threads, its pool exactly that size (psycopg gets one connection
+  per worker), driven through the public API. A last section measures what
+  a pool bigger than the number of threads using it costs ("pool
+  rotation": psycopg_pool hands out idle connections first in, first out,
+  so one thread's calls go round every connection).
 * ``psycopg``: one plain psycopg connection per worker thread, autocommit,
   the same prepare threshold, running *the very statement texts* durastate
   runs, with the same parameters. For writes those texts are durastate's
@@ -346,7 +350,15 @@ def main() -> int:
 
     url, schema = create_schema(args.url)
     top = max(WORKER_COUNTS)
-    store = durastate.open(with_application_name(url, DS_APP), min_connections=top, max_connections=top)
+    # One store per worker count, its pool exactly that size (as psycopg gets one connection per
+    # worker): psycopg_pool hands out its idle connections first in, first out, so a pool bigger
+    # than the number of threads using it spreads one thread's calls over every connection
+    # (measured at the end: "pool rotation").
+    stores = {
+        w: durastate.open(with_application_name(url, DS_APP), min_connections=w, max_connections=w)
+        for w in WORKER_COUNTS
+    }
+    store = stores[top]
     raw = RawPsycopg(url, store, with_attempts=True, name=APPS["psycopg"])
     plain = RawPsycopg(url, store, with_attempts=False, name=APPS["psycopg-plain"])
     best = RawPsycopg(url, store, with_attempts=False, name=APPS["psycopg-best"])
@@ -363,9 +375,11 @@ def main() -> int:
         preload(store, args.rounds, args.ops)
         for contender in (raw, plain, best):
             contender.open_all(top)
-        store.kv.get(SCOPE, NS, b"warm")  # the pool filled to its size
+        for each in stores.values():
+            each.kv.get(SCOPE, NS, b"warm")  # the pool filled to its size
+        by_workers = {w: durastate_ops(each) for w, each in stores.items()}
         contenders = {
-            "durastate": durastate_ops(store),
+            "durastate": by_workers[top],
             "psycopg": raw_ops(raw, store),
             "psycopg-plain": raw_ops(plain, store),
             "psycopg-best": best_ops(best, store),
@@ -377,7 +391,8 @@ def main() -> int:
                 for workers in WORKER_COUNTS:
                     order = names[r % len(names) :] + names[: r % len(names)]
                     for who in order:
-                        got = meter.run(APPS[who], workers, args.ops, contenders[who][op])
+                        fn = by_workers[workers][op] if who == "durastate" else contenders[who][op]
+                        got = meter.run(APPS[who], workers, args.ops, fn)
                         results.setdefault((op, workers, who), []).append(got)
             print(f"  round {r + 1}/{args.rounds} done", file=sys.stderr, flush=True)
         if not server_cpu.available:
@@ -430,7 +445,7 @@ def main() -> int:
         scaling_runs: dict[int, list[Measured]] = {1: [], 4: []}
         for r in range(args.rounds):  # 1 and 4 consumers interleaved, the order alternating
             for consumers in (1, 4) if r % 2 == 0 else (4, 1):
-                scaling_runs[consumers].append(claim_ack_throughput(store, consumers, items, meter))
+                scaling_runs[consumers].append(claim_ack_throughput(stores[consumers], consumers, items, meter))
         one = [m.rate for m in scaling_runs[1]]
         four = [m.rate for m in scaling_runs[4]]
         scaling, lo, hi = _ratios(four, one)
@@ -443,13 +458,31 @@ def main() -> int:
             f"claim+ack, 4 consumers: {statistics.median(four):8.0f}/s   CPU {cpu_four:.0f} us per claim+ack   "
             f"scaling {scaling:.2f}x (rounds {lo:.2f}-{hi:.2f})  target >={SCALING_TARGET} {verdict}"
         )
+        print()
+        print(f"## pool rotation: 1 worker on a pool of 1 vs the same on a pool of {top} (median over rounds)")
+        for op in ("get 1", "put 1"):
+            runs: dict[int, list[Measured]] = {1: [], top: []}
+            for r in range(args.rounds):
+                for size in (1, top) if r % 2 == 0 else (top, 1):
+                    runs[size].append(meter.run(DS_APP, 1, args.ops, by_workers[size][op]))
+            wall = _ratios([m.rate for m in runs[top]], [m.rate for m in runs[1]])
+            cpu_ratio = _ratios([m.cpu_us for m in runs[1]], [m.cpu_us for m in runs[top]])
+            print(
+                f"{op:<8} pool 1: {statistics.median(m.rate for m in runs[1]):6.0f}/s"
+                f" {statistics.median(m.cpu_us for m in runs[1]):5.0f} us CPU;"
+                f" pool {top}: {statistics.median(m.rate for m in runs[top]):6.0f}/s"
+                f" {statistics.median(m.cpu_us for m in runs[top]):5.0f} us CPU;"
+                f" pool {top} / pool 1: wall {wall[0]:.2f} ({wall[1]:.2f}-{wall[2]:.2f}),"
+                f" CPU-normalised {cpu_ratio[0]:.2f} ({cpu_ratio[1]:.2f}-{cpu_ratio[2]:.2f})"
+            )
         return 0
     finally:
         raw.close()
         plain.close()
         best.close()
         server_cpu.close()
-        store.close()
+        for each in stores.values():
+            each.close()
         drop_schema(args.url, schema)
 
 
