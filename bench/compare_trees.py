@@ -8,8 +8,10 @@ before" the engine-core rewrite; "before" is commit ``473d9c3``. This runs
 both libraries side by side on the same ops:
 
 * ``--old`` and ``--new`` name a git revision (extracted with ``git
-  archive`` into a temporary folder) or ``.`` (this checkout's ``src/``,
-  uncommitted changes included; the default for ``--new``).
+  archive`` into a temporary folder), ``.`` (this checkout's ``src/``,
+  uncommitted changes included; the default for ``--new``) or a folder
+  holding a ``src/`` (say, a copy with one change, to attribute a
+  difference).
 * Each tree gets its own worker process (this file with ``--worker``),
   ``src/`` first on ``sys.path`` (it checks which ``durastate`` it
   imported), its own fresh store (a SQLite file; a fresh PostgreSQL schema
@@ -293,9 +295,11 @@ class Tree:
 
 
 def extract(rev: str, into: Path) -> Path:
-    """``src/`` of git revision ``rev`` (``.``: this checkout's own) as a folder."""
+    """``src/`` of git revision ``rev`` (``.``: this checkout's own; a folder: its ``src/``) as a folder."""
     if rev == ".":
         return ROOT / "src"
+    if Path(rev).is_dir():
+        return Path(rev).resolve() / "src"
     archive = into / f"{rev}.tar"
     with archive.open("wb") as out:
         subprocess.run(["git", "-C", str(ROOT), "archive", rev, "src"], stdout=out, check=True)
@@ -306,6 +310,8 @@ def extract(rev: str, into: Path) -> Path:
 
 
 def describe(rev: str) -> str:
+    if rev != "." and Path(rev).is_dir():
+        return f"the tree in {rev}"
     if rev == ".":
         head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
         dirty = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "src"], capture_output=True, text=True)
