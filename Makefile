@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: demo test bench bench-postgres lint typecheck clean crash fuzz bench-langgraph bench-compat bench-aio bench-ui bench-scale bench-documents-history
+.PHONY: demo test bench bench-postgres lint typecheck clean crash fuzz bench-langgraph bench-compat bench-aio bench-ui bench-scale bench-documents-history bench-trees
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -35,11 +35,17 @@ bench: $(VENV)/.installed-test
 bench-postgres: $(VENV)/.installed-test
 	$(PY) bench/postgres.py
 
-# Latency of the hot ops at 1e3 and 1e5 rows on SQLite and PostgreSQL (same
-# server lookup as bench-postgres); SIZES=1000,100000,1000000 for the big run.
+# Latency of every facet's hot ops at 1e3 and 1e5 rows on SQLite and PostgreSQL
+# (same server lookup as bench-postgres); SIZES=1000,100000,1000000 for the big run.
 SIZES ?= 1000,100000
 bench-scale: $(VENV)/.installed-test
 	$(PY) bench/scale.py --sizes $(SIZES)
+
+# The native benchmarks' ops on an older revision (OLD, default 473d9c3, issue 9's
+# "before") against this checkout: two worker processes, interleaved, CPU time.
+OLD ?= 473d9c3
+bench-trees: $(VENV)/.installed-test
+	$(PY) bench/compare_trees.py --old $(OLD)
 
 lint: $(VENV)/.installed-test
 	$(PY) -m ruff check src tests bench
