@@ -7,9 +7,15 @@ inside ``transaction()`` the thread keeps one connection from ``BEGIN`` to
 ``COMMIT``/``ROLLBACK`` and nested blocks become savepoints, exactly like
 the SQLite engine.
 
-Statements are prepared by the server after ``PREPARE_THRESHOLD`` uses of
-the same text (psycopg's prepared-statement cache); facets compile their
-texts once, so a hot statement is parsed and planned once per connection.
+Statements are prepared by the server on their first use
+(``PREPARE_THRESHOLD`` 0, psycopg's prepared-statement cache) and always run
+their generic plan (``plan_cache_mode = force_generic_plan``): facets
+compile their texts once, so a hot statement is parsed and planned once per
+connection, and the plan that runs is the one the plan tests check
+(``durastate.testing.conformance.plans``). Without it the first five runs on
+each connection were custom plans, which on a fresh, never-analysed table
+of 1e6 rows chose bitmap scans and sorts costing 15-676 ms a call
+(bench/RESULTS.md, "Cost at scale").
 ``executemany`` sends its rows in one pipeline, one round trip.
 
 Durability is the server's: ``durability="normal"`` and ``"full"`` both
@@ -83,7 +89,7 @@ from .postgres_errors import translate_postgres_error as translate_postgres_erro
 from .postgres_explain import explain_plan
 from .redact import redact_url
 
-PREPARE_THRESHOLD = 2
+PREPARE_THRESHOLD = 0
 # A statement outside a transaction whose connection was lost is tried up
 # to RETRIES times in all, pausing RETRY_PAUSE x the try's number before each.
 RETRIES = 4
@@ -196,6 +202,7 @@ class PostgresEngine(EngineBase):
         conn.prepare_threshold = PREPARE_THRESHOLD
         conn.execute(f"SET lock_timeout = {int(self._busy_timeout * 1000)}")
         conn.execute("SET bytea_output = 'hex'")  # attempt replays decode it
+        conn.execute("SET plan_cache_mode = force_generic_plan")  # see the module docstring
         if self.read_only:
             # The server refuses every write (SQLSTATE 25006, ConfigurationError).
             conn.execute("SET default_transaction_read_only = on")
