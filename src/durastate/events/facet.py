@@ -11,7 +11,17 @@ import orjson
 
 from .._json import dump_json
 from .._retention import BATCH
-from .._validate import INT64_MAX, PAGE_SIZE, as_int64, as_list, fail, positive, prefix_successor, text
+from .._validate import (
+    INT64_MAX,
+    PAGE_SIZE,
+    as_int64,
+    as_list,
+    fail,
+    nonempty_text,
+    positive,
+    prefix_successor,
+    text,
+)
 from .inputs import NewEvent, expiry, ids_unique, new_events
 from .models import (
     AppendResult,
@@ -85,11 +95,19 @@ def _default_id() -> str:
 
 
 class Events:
-    """The events facet of a ``Store`` (see the module docstring)."""
+    """The events facet of a ``Store`` (see the module docstring).
 
-    def __init__(self, engine: Engine, *, max_value_size: int) -> None:
+    ``seed_rules``: accept what the a2 seed accepts where this facet refuses
+    it as meaningless (empty session and event ids, claims whose lease has
+    expired already, any snapshot index): for ``durastate.compat.a2`` only,
+    which must keep the seed's behaviour. Each method's docstring says which
+    of its checks this lifts.
+    """
+
+    def __init__(self, engine: Engine, *, max_value_size: int, seed_rules: bool = False) -> None:
         self._engine = engine
         self.max_value_size = max_value_size
+        self._seed_rules = seed_rules
         sql = engine.sql
         self._lock_session = sql(LOCK_SESSION)
         self._create_session = sql(CREATE_SESSION)
@@ -135,6 +153,10 @@ class Events:
         """The ``Engine.wait_for_change`` channel woken by appends to ``session_id``."""
         return "events:" + session_id
 
+    def _new_id_text(self, name: str, value: Any) -> str:
+        """A session or event id that names something new (not empty, unless ``seed_rules``)."""
+        return text(name, value) if self._seed_rules else nonempty_text(name, value)
+
     # -- session lock ----------------------------------------------------------
 
     def _lock(self, session: str, now: int, *, create: bool) -> tuple[int, bool] | None:
@@ -166,7 +188,7 @@ class Events:
         stored = []
         for offset, e in enumerate(prepared):
             index = base + 1 + offset
-            event_id = e.id if e.id is not None else text("generated id", new_id())
+            event_id = e.id if e.id is not None else self._new_id_text("generated id", new_id())
             cause = e.cause
             params = (
                 session,
@@ -223,9 +245,11 @@ class Events:
         """Append ``events`` to the session atomically (see the module docstring).
 
         ``new_id`` makes ids for events without one (default: random UUIDs).
+        ``session_id`` and every event id (given or made) name something new:
+        not empty (``seed_rules``: empty allowed, as in the seed).
         """
-        session = text("session_id", session_id)
-        prepared = new_events("events", events, self.max_value_size, need_ids=False)
+        session = self._new_id_text("session_id", session_id)
+        prepared = new_events("events", events, self.max_value_size, need_ids=False, empty_ids=self._seed_rules)
         if new_id is not None and not callable(new_id):
             fail("new_id must be callable")
         engine = self._engine
@@ -301,7 +325,14 @@ class Events:
         *,
         limit: int | None = None,
     ) -> ClaimResult:
-        """Claim every ready event of the session (at most ``limit``), see the module docstring."""
+        """Claim every ready event of the session (at most ``limit``), see the module docstring.
+
+        The lease ends at ``expires_at_ms`` if given, else ``ttl_ms`` from
+        now: it must be live when handed out (``ttl_ms >= 1``, or
+        ``expires_at_ms`` later than now by the store's clock), else
+        ``InvalidRequest`` (``seed_rules``: any, as in the seed, where a
+        claim with ``ttl_ms=0`` is expired at once but still completes).
+        """
         session = text("session_id", session_id)
         holder = text("holder", holder, limit=None)
         excluded: set[int] = (
@@ -313,7 +344,7 @@ class Events:
             limit = positive("limit", limit)
         engine = self._engine
         now = engine.now_ms()
-        expires = expiry(now, ttl_ms, expires_at_ms)
+        expires = expiry(now, ttl_ms, expires_at_ms, claim=True, seed_rules=self._seed_rules)
         claim_set = (now, now, holder, expires, expires)
         with engine.transaction():
             if not excluded:
@@ -344,12 +375,15 @@ class Events:
     def claim_any(
         self, holder: str, ttl_ms: int | None = None, *, expires_at_ms: int | None = None, limit: int = 1
     ) -> list[StoredEvent]:
-        """Claim up to ``limit`` ready events across all sessions, oldest-ready first."""
+        """Claim up to ``limit`` ready events across all sessions, oldest-ready first.
+
+        The lease must be live when handed out, as in ``claim_available``.
+        """
         holder = text("holder", holder, limit=None)
         limit = positive("limit", limit)
         engine = self._engine
         now = engine.now_ms()
-        expires = expiry(now, ttl_ms, expires_at_ms)
+        expires = expiry(now, ttl_ms, expires_at_ms, claim=True, seed_rules=self._seed_rules)
         with engine.transaction():
             rows = []
             for session, idx in engine.all(self._claim_any_candidates, (now, limit)):
@@ -366,7 +400,13 @@ class Events:
         ttl_ms: int | None = None,
         expires_at_ms: int | None = None,
     ) -> RenewResult:
-        """Extend the holder's live leases; report the ones claimed again since."""
+        """Extend the holder's live leases; report the ones claimed again since.
+
+        The new expiry is ``expires_at_ms`` if given, else ``ttl_ms`` (>= 0)
+        from now: ``ttl_ms=0`` ends the leases at once (the events are
+        claimable again), the way a cancelled claim is given back.
+        ``seed_rules``: a negative ``ttl_ms`` too, as in the seed.
+        """
         session = text("session_id", session_id)
         holder = text("holder", holder, limit=None)
         wanted = []
@@ -380,7 +420,7 @@ class Events:
             return RenewResult((), ())
         engine = self._engine
         now = engine.now_ms()
-        expires = expiry(now, ttl_ms, expires_at_ms)
+        expires = expiry(now, ttl_ms, expires_at_ms, claim=False, seed_rules=self._seed_rules)
         renewed: list[int] = []
         superseded: list[int] = []
         with engine.transaction():
@@ -399,11 +439,14 @@ class Events:
     def complete_attempt(
         self, session_id: str, index: int, attempt: int, events: Iterable[Mapping[str, Any]] = ()
     ) -> CompleteResult:
-        """Mark the event processed by ``attempt`` and append its child events, atomically."""
+        """Mark the event processed by ``attempt`` and append its child events, atomically.
+
+        Each child needs a (non-empty, unless ``seed_rules``) ``id`` and no ``cause``.
+        """
         session = text("session_id", session_id)
         index = as_int64("index", index)
         attempt = as_int64("attempt", attempt)
-        prepared = new_events("events", events, self.max_value_size, need_ids=True)
+        prepared = new_events("events", events, self.max_value_size, need_ids=True, empty_ids=self._seed_rules)
         for i, e in enumerate(prepared):
             if e.cause is not None:
                 fail(f"events[{i}] must not carry a cause: a returned event's cause is the completed attempt")
@@ -456,12 +499,17 @@ class Events:
         return CompleteResult("completed", tuple(stored))
 
     def fail_attempt(self, session_id: str, index: int, attempt: int, error: str, max_failures: int) -> FailResult:
-        """Record a failed attempt; dead-letter the event at ``max_failures`` failures."""
+        """Record a failed attempt; dead-letter the event at ``max_failures`` failures.
+
+        ``max_failures`` >= 1: the failure that brings the event's
+        ``failure_count`` to it dead-letters the event (1: its first
+        failure). 0 or less would dead-letter at once: ``InvalidRequest``.
+        """
         session = text("session_id", session_id)
         index = as_int64("index", index)
         attempt = as_int64("attempt", attempt)
         error = text("error", error, limit=None)
-        max_failures = as_int64("max_failures", max_failures)
+        max_failures = positive("max_failures", max_failures)
         engine = self._engine
         now = engine.now_ms()
         with engine.transaction():
@@ -502,13 +550,35 @@ class Events:
         return StateRead(snapshot, tuple(events))
 
     def put_snapshot(self, session_id: str, reducer_name: str, index: int, state: Any) -> bool:
-        """Store the reducer's state as of ``index`` unless a later one is stored; True if stored."""
+        """Store the reducer's state as of ``index`` unless one as far or further is stored; True if stored.
+
+        ``index`` is the last event the state has folded in: from 1 (the
+        first event) to the session's last index. ``read_state`` then
+        returns the events after it. Index 0 would be a state that folds in
+        nothing (what no snapshot already means) and an index past the
+        session's end would hide the events appended there later: both are
+        ``InvalidRequest``, as is any index for a session without events.
+        The check and the write hold the session lock, so a concurrent
+        ``delete_session`` never leaves the snapshot behind. ``seed_rules``:
+        any index, one statement, as in the seed.
+        """
         session = text("session_id", session_id)
         reducer = text("reducer_name", reducer_name)
-        index = as_int64("index", index)
+        index = as_int64("index", index) if self._seed_rules else positive("index", index)
         blob = dump_json("state", state, self.max_value_size)
         engine = self._engine
-        return engine.execute(self._put_snapshot, (session, reducer, index, blob, engine.now_ms())) == 1
+        now = engine.now_ms()
+        if self._seed_rules:
+            return engine.execute(self._put_snapshot, (session, reducer, index, blob, now)) == 1
+        with engine.transaction():
+            locked = self._lock(session, now, create=False)
+            last = 0 if locked is None else locked[0]
+            if index > last:
+                fail(
+                    f"index {index} is past the last event of session {session!r} ({last}):"
+                    " a snapshot covers events that exist"
+                )
+            return engine.execute(self._put_snapshot, (session, reducer, index, blob, now)) == 1
 
     # -- inspection ------------------------------------------------------------
 

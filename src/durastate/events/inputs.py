@@ -11,18 +11,36 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._json import dump_json
-from .._validate import MAX_DURATION_MS, as_int64, as_list, fail, fail_type, positive, text
+from .._validate import MAX_DURATION_MS, as_int64, as_list, fail, fail_type, nonempty_text, positive, text
 from .models import Cause, DuplicateBatch
 
 
-def expiry(now: int, ttl_ms: Any, expires_at_ms: Any) -> int:
+def expiry(now: int, ttl_ms: Any, expires_at_ms: Any, *, claim: bool, seed_rules: bool = False) -> int:
+    """The lease expiry in epoch ms: ``expires_at_ms`` if given, else ``now + ttl_ms``.
+
+    A claim (``claim``) must hand out a live lease: ``ttl_ms >= 1``, or an
+    ``expires_at_ms`` later than ``now`` (the store's clock). A renewal may
+    end a lease: ``ttl_ms >= 0`` (0 ends it now; ``release``-like) and any
+    ``expires_at_ms``. ``seed_rules`` (compat.a2): the seed's arithmetic,
+    any ``ttl_ms`` in ``[-MAX_DURATION_MS, MAX_DURATION_MS]`` and any
+    ``expires_at_ms``, expired leases included.
+    """
     if expires_at_ms is not None:
-        return as_int64("expires_at_ms", expires_at_ms)
+        expires = as_int64("expires_at_ms", expires_at_ms)
+        if claim and not seed_rules and expires <= now:
+            fail(
+                f"expires_at_ms must be later than now ({now} ms by the store's clock), got {expires}:"
+                " the claim would have expired already"
+            )
+        return expires
     if ttl_ms is None:
         fail("pass ttl_ms= or expires_at_ms=")
     ttl = as_int64("ttl_ms", ttl_ms)
-    if not 0 <= ttl <= MAX_DURATION_MS:
-        fail(f"ttl_ms must be between 0 and {MAX_DURATION_MS}, got {ttl}")
+    least = -MAX_DURATION_MS if seed_rules else 1 if claim else 0
+    if not least <= ttl <= MAX_DURATION_MS:
+        if claim and ttl == 0 and not seed_rules:
+            fail("ttl_ms must be >= 1: a claim with ttl_ms=0 would have expired already")
+        fail(f"ttl_ms must be between {least} and {MAX_DURATION_MS}, got {ttl}")
     return now + ttl
 
 
@@ -59,7 +77,12 @@ def cause_of(name: str, value: Any) -> Cause | None:
     )
 
 
-def new_events(name: str, events: Any, max_size: int, *, need_ids: bool) -> list[NewEvent]:
+def new_events(name: str, events: Any, max_size: int, *, need_ids: bool, empty_ids: bool = False) -> list[NewEvent]:
+    """The checked events of an append (or a completion's children, ``need_ids``).
+
+    An ``id`` names a new event: not empty (``empty_ids``: the a2 seed's
+    rule, which allows ``""``).
+    """
     if type(events) is tuple and not events:  # the default; skips as_list's ABC checks
         return []
     prepared: list[NewEvent] = []
@@ -77,7 +100,7 @@ def new_events(name: str, events: Any, max_size: int, *, need_ids: bool) -> list
             fail(f"{where} needs a 'type'")
         event_id = event.get("id")
         if event_id is not None:
-            event_id = text(f"{where}.id", event_id)
+            event_id = (text if empty_ids else nonempty_text)(f"{where}.id", event_id)
         elif need_ids:
             fail(f"{where} needs an 'id' (returned events are matched by id on retry)")
         lane = event.get("lane")
