@@ -87,7 +87,6 @@ without an ``id``, called only for events actually inserted.
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -320,7 +319,7 @@ def _presence_row(e: PresenceEntry) -> PresenceRow:
 class A2Store:
     """The seed's ``A2Store`` over a durastate ``Store`` (see the module docstring)."""
 
-    def __init__(self, store: _store.Store, ids: Callable[[], str]) -> None:
+    def __init__(self, store: _store.Store, ids: Callable[[], str] | None = None) -> None:
         self._store = store
         # The facet with the seed's ranges (empty ids, expired-at-once
         # claims, any snapshot index), on the store's engine and limits.
@@ -571,7 +570,7 @@ def open_store(url: str, clock: Clock | None = None, ids: Callable[[], str] | No
         raise TypeError(str(exc)) from None
     except DurastateError as exc:
         raise A2Error("STORE_UNAVAILABLE", "opening the store failed") from exc
-    return A2Store(store, ids if ids is not None else (lambda: str(uuid.uuid4())))
+    return A2Store(store, ids)  # None: random UUIDs (events.random_id)
 
 
 def sqlite(path: str = ".a2/dev.db", clock: Clock | None = None, ids: Callable[[], str] | None = None) -> A2Store:

@@ -154,11 +154,14 @@ from .statements import INSERT_EVENT as INSERT_EVENT
 from .statements import LAST_INDEX as LAST_INDEX
 from .statements import LIST_SESSIONS as LIST_SESSIONS
 from .statements import LIST_SNAPSHOTS as LIST_SNAPSHOTS
+from .statements import LAST_OF_SESSION as LAST_OF_SESSION
+from .statements import LOCK_PARENT as LOCK_PARENT
 from .statements import LOCK_SESSION as LOCK_SESSION
 from .statements import MARK_PROCESSED as MARK_PROCESSED
 from .statements import PROMOTE_LANE as PROMOTE_LANE
 from .statements import PRUNE as PRUNE
 from .statements import PUT_SNAPSHOT as PUT_SNAPSHOT
+from .statements import RAISE_FLOOR as RAISE_FLOOR
 from .statements import READ_RANGE as READ_RANGE
 from .statements import READ_STATE as READ_STATE
 from .statements import REDRIVE_ONE as REDRIVE_ONE
@@ -166,7 +169,6 @@ from .statements import REDRIVE_SESSION as REDRIVE_SESSION
 from .statements import RENEW as RENEW
 from .statements import RETRY_AT as RETRY_AT
 from .statements import SCHEMA as SCHEMA
-from .statements import SET_LAST_INDEX as SET_LAST_INDEX
 from .statements import SETTLED_SESSIONS as SETTLED_SESSIONS
 from .statements import SNAPSHOT_FLOORS as SNAPSHOT_FLOORS
 from .statements import STILL_SETTLED as STILL_SETTLED

@@ -11,7 +11,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._json import dump_json
-from .._validate import MAX_DURATION_MS, as_int64, as_list, fail, fail_type, nonempty_text, positive, text
+from .._validate import (
+    MAX_DURATION_MS,
+    MAX_NAME_SIZE,
+    as_int64,
+    as_list,
+    fail,
+    fail_type,
+    nonempty_text,
+    positive,
+    text,
+)
 from .models import Cause, DuplicateBatch
 
 
@@ -47,7 +57,7 @@ def expiry(now: int, ttl_ms: Any, expires_at_ms: Any, *, claim: bool, seed_rules
 EVENT_KEYS = frozenset(("type", "payload", "id", "cause", "lane", "settled"))
 
 
-@dataclass
+@dataclass(slots=True)
 class NewEvent:
     id: str | None
     type: str
@@ -77,6 +87,11 @@ def cause_of(name: str, value: Any) -> Cause | None:
     )
 
 
+def _plain(value: Any) -> bool:
+    """Whether ``value`` is a str that ``text`` would take as is (ASCII, no NUL): the common case, checked fast."""
+    return type(value) is str and value.isascii() and "\x00" not in value
+
+
 def new_events(name: str, events: Any, max_size: int, *, need_ids: bool, empty_ids: bool = False) -> list[NewEvent]:
     """The checked events of an append (or a completion's children, ``need_ids``).
 
@@ -87,35 +102,42 @@ def new_events(name: str, events: Any, max_size: int, *, need_ids: bool, empty_i
         return []
     prepared: list[NewEvent] = []
     # Fast paths (exact list / dict types skip ABC isinstance checks; the
-    # key check runs as a subset test) keep an append's validation a small
-    # part of its cost; the checks and messages are the same.
+    # key check runs as a subset test; plain ASCII strings skip ``text``,
+    # whose checks they pass) keep an append's validation a small part of
+    # its cost; the checks and messages are the same.
     for i, event in enumerate(events if type(events) is list else as_list(name, events)):
-        where = f"{name}[{i}]"
         if type(event) is not dict and not isinstance(event, Mapping):
-            fail_type(where, "a mapping with 'type' and 'payload'", event)
+            fail_type(f"{name}[{i}]", "a mapping with 'type' and 'payload'", event)
         if not event.keys() <= EVENT_KEYS:
             unknown = set(event) - EVENT_KEYS
-            fail(f"{where} has unknown keys {sorted(map(str, unknown))}")
+            fail(f"{name}[{i}] has unknown keys {sorted(map(str, unknown))}")
         if "type" not in event:
-            fail(f"{where} needs a 'type'")
+            fail(f"{name}[{i}] needs a 'type'")
+        event_type = event["type"]
+        if not _plain(event_type):
+            event_type = text(f"{name}[{i}].type", event_type, limit=None)
         event_id = event.get("id")
         if event_id is not None:
-            event_id = (text if empty_ids else nonempty_text)(f"{where}.id", event_id)
+            if not (_plain(event_id) and 0 < len(event_id) <= MAX_NAME_SIZE):
+                event_id = (text if empty_ids else nonempty_text)(f"{name}[{i}].id", event_id)
         elif need_ids:
-            fail(f"{where} needs an 'id' (returned events are matched by id on retry)")
+            fail(f"{name}[{i}] needs an 'id' (returned events are matched by id on retry)")
         lane = event.get("lane")
+        if lane is not None and not (_plain(lane) and len(lane) <= MAX_NAME_SIZE):
+            lane = text(f"{name}[{i}].lane", lane)
         settled = event.get("settled", False)
-        if settled is None:
+        if settled is not False and settled is not True:
+            if settled is not None:
+                fail_type(f"{name}[{i}].settled", "a bool", settled)
             settled = False
-        if not isinstance(settled, bool):
-            fail_type(f"{where}.settled", "a bool", settled)
+        cause = event.get("cause")
         prepared.append(
             NewEvent(
                 event_id,
-                text(f"{where}.type", event["type"], limit=None),
-                dump_json(f"{where}.payload", event.get("payload"), max_size),
-                None if (cause := event.get("cause")) is None else cause_of(f"{where}.cause", cause),
-                None if lane is None else text(f"{where}.lane", lane),
+                event_type,
+                dump_json(f"{name}[{i}].payload", event.get("payload"), max_size),
+                None if cause is None else cause_of(f"{name}[{i}].cause", cause),
+                lane,
                 settled,
             )
         )

@@ -7,11 +7,13 @@ Statements that select whole events select ``COLUMNS`` (from ``rows``), so
 from __future__ import annotations
 
 from ..engines.base import READ, WRITE, WRITE_ROWS, Announce, Migration, Schema
-from .rows import COLUMNS
+from .rows import COLUMNS, EVENT_COLUMNS
 
 _INDEXES = (
     "CREATE UNIQUE INDEX {p}event_id ON {p}event (event_id)",
     "CREATE INDEX {p}event_unprocessed ON {p}event (session_id, idx) WHERE processed_at IS NULL",
+    # Every unprocessed event, by session and lane: a lane's head, and (by
+    # its session_id prefix) whether a session has anything unprocessed.
     "CREATE INDEX {p}event_lane ON {p}event (session_id, lane, idx) WHERE processed_at IS NULL",
     "CREATE INDEX {p}event_ready ON {p}event (session_id, idx)"
     " WHERE lane_ready = 1 AND processed_at IS NULL AND failed_at IS NULL",
@@ -51,6 +53,23 @@ SCHEMA = Schema(
             # and statement, at commit): an append costs no extra round trip.
             announce=(Announce(table="event", key="session_id", channel="events:"),),
         ),
+        Migration(
+            # Fewer pages written per append and completion (each index is
+            # one more page in the commit):
+            # * event_unprocessed goes: event_lane holds the same rows and
+            #   answers "anything unprocessed in this session?" by its
+            #   session_id prefix;
+            # * the session row no longer tracks the last index (an append
+            #   no longer writes it): it keeps index_floor, below which
+            #   retention may have deleted events, and the last index is the
+            #   greater of it and the session's highest stored index
+            #   (LAST_OF_SESSION). A database migrated from version 1 keeps
+            #   its last indexes as floors, which is what they are.
+            statements=(
+                "DROP INDEX {p}event_unprocessed",
+                "ALTER TABLE {p}event_session RENAME COLUMN last_index TO index_floor",
+            ),
+        ),
     ),
 )
 
@@ -58,22 +77,34 @@ SCHEMA = Schema(
 
 _READY = "lane_ready = 1 AND processed_at IS NULL AND failed_at IS NULL"
 
+# The last index of session row ``s``: its highest stored event, or the
+# floor retention left when it deleted the newest ones (see migration 2).
+LAST_OF_SESSION = (
+    "{greatest}(s.index_floor, COALESCE((SELECT MAX(x.idx) FROM {p}event x WHERE x.session_id = s.session_id), 0))"
+)
 # The session row is the lock every index-assigning operation takes first.
 # PostgreSQL: a row lock held to commit; SQLite: BEGIN IMMEDIATE already
-# serialises writers (and has no FOR UPDATE). The second column says whether
-# the session has an unprocessed event (read under the same lock).
-_LOCK_SESSION_BODY = (
-    "SELECT s.last_index,"
+# serialises writers (and has no FOR UPDATE). Columns: the last index and
+# whether the session has an unprocessed event. On PostgreSQL a read that
+# waited for the lock may miss what the holder committed meanwhile (its
+# subqueries read the snapshot taken before the wait): the insert that
+# follows then finds the index taken and reads the last index again
+# (``Events._insert``).
+LOCK_SESSION = READ(
+    "SELECT " + LAST_OF_SESSION + ","
     " (SELECT 1 FROM {p}event e WHERE e.session_id = s.session_id AND e.processed_at IS NULL LIMIT 1)"
-    " FROM {p}event_session s WHERE s.session_id = ?"
+    " FROM {p}event_session s WHERE s.session_id = ?{for_update_of:s}"
 )
-LOCK_SESSION = READ(_LOCK_SESSION_BODY + "{for_update_of:s}")
 CREATE_SESSION = WRITE_ROWS(
-    "INSERT INTO {p}event_session (session_id, last_index, created_at) VALUES (?, 0, ?)"
-    " ON CONFLICT (session_id) DO NOTHING RETURNING last_index"
+    "INSERT INTO {p}event_session (session_id, index_floor, created_at) VALUES (?, 0, ?)"
+    " ON CONFLICT (session_id) DO NOTHING RETURNING index_floor"
 )
-SET_LAST_INDEX = WRITE("UPDATE {p}event_session SET last_index = ? WHERE session_id = ?")
-LAST_INDEX = READ("SELECT last_index FROM {p}event_session WHERE session_id = ?")
+# Retention raises the floor before it deletes a session's newest events, so
+# their indexes are never handed out again.
+RAISE_FLOOR = WRITE(
+    "UPDATE {p}event_session SET index_floor = ? WHERE session_id = ? AND index_floor < ?"
+)
+LAST_INDEX = READ("SELECT " + LAST_OF_SESSION + " FROM {p}event_session s WHERE s.session_id = ?")
 HAS_PENDING = READ("SELECT 1 FROM {p}event WHERE session_id = ? AND processed_at IS NULL LIMIT 1")
 EVENT_BY_ID = READ("SELECT " + COLUMNS + " FROM {p}event WHERE event_id = ?")
 _GET_EVENT = "SELECT " + COLUMNS + " FROM {p}event WHERE session_id = ? AND idx = ?"
@@ -82,17 +113,28 @@ GET_EVENT = READ(_GET_EVENT)
 # claim (which does not take the session lock) cannot bump its attempt
 # between our check and our write.
 GET_EVENT_LOCKED = READ(_GET_EVENT + "{for_update}")
+# complete_attempt's first read: the parent event and the session's last
+# index, locking both (session row first, as every index-assigning
+# operation does: FOR UPDATE OF locks in the order it names). No row: no
+# such session or no such event.
+LOCK_PARENT = READ(
+    "SELECT " + ", ".join("e." + c for c in EVENT_COLUMNS) + ", " + LAST_OF_SESSION + " FROM {p}event_session s"
+    " JOIN {p}event e ON e.session_id = s.session_id WHERE s.session_id = ? AND e.idx = ?{for_update_of:s, e}"
+)
+# Position of LOCK_PARENT's last column (the session's last index), after the event's.
+LOCK_PARENT_LAST = len(EVENT_COLUMNS)
 # lane_ready: ready unless an unprocessed event of the same lane exists
 # (earlier in this batch included: rows are inserted one by one).
 # "WHERE 1 = 1": SQLite needs a WHERE before ON CONFLICT in INSERT ... SELECT.
-INSERT_EVENT = WRITE_ROWS(
+# No row inserted (rowcount 0): the id or the index is taken (see LOCK_SESSION).
+INSERT_EVENT = WRITE(
     "INSERT INTO {p}event (session_id, idx, event_id, event_type, payload, created_at, cause_index,"
     " cause_attempt, cause_batch_size, lane, lane_ready, due_at, processed_at)"
     " SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,"
     " CASE WHEN CAST(? AS TEXT) IS NULL THEN 1"
     " WHEN NOT EXISTS (SELECT 1 FROM {p}event WHERE session_id = ? AND lane = ? AND processed_at IS NULL)"
     " THEN 1 ELSE 0 END, ?, ?"
-    " WHERE 1 = 1 ON CONFLICT (event_id) DO NOTHING RETURNING idx"
+    " WHERE 1 = 1 ON CONFLICT DO NOTHING"
 )
 MARK_PROCESSED = WRITE(
     "UPDATE {p}event SET processed_at = ?, processed_by_attempt = ?, returned_event_ids = ?,"
@@ -191,8 +233,9 @@ REDRIVE_SESSION = WRITE(
     "UPDATE {p}event SET failed_at = NULL, failure_count = 0, due_at = ? WHERE session_id = ? AND failed_at IS NOT NULL"
 )
 SNAPSHOT_FLOORS = READ(
-    "SELECT s.session_id, MIN(s.up_to_index), MAX(x.last_index) FROM {p}event_snapshot s"
-    " JOIN {p}event_session x ON x.session_id = s.session_id GROUP BY s.session_id ORDER BY s.session_id"
+    "SELECT f.session_id, f.covered, " + LAST_OF_SESSION + " FROM (SELECT session_id, MIN(up_to_index) AS covered"
+    " FROM {p}event_snapshot GROUP BY session_id) f JOIN {p}event_session s ON s.session_id = f.session_id"
+    " ORDER BY f.session_id"
 )
 PRUNE = WRITE(
     "DELETE FROM {p}event WHERE session_id = ? AND idx IN (SELECT idx FROM {p}event WHERE session_id = ?"
