@@ -9,7 +9,6 @@ write as ``null``; we refuse rather than change the value).
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Callable
 from typing import Any
 
@@ -21,8 +20,11 @@ __all__ = ["JSON_OPTIONS", "dump_json", "has_non_finite", "int64_overflow"]
 
 # 19 digits in a row: the shortest text of an integer outside int64 (orjson
 # itself writes integers up to 2**64 - 1). A string may hold such a run too;
-# then the walk decides.
-_LONG_DIGITS = re.compile(rb"[0-9]{19}")
+# then the walk decides. Found by mapping every digit to "0" and every other
+# byte to "x" and looking for 19 zeros: two C-speed passes, where the regex
+# [0-9]{19} cost 3x as much on a small value and 11x on a 3 KB one.
+_DIGITS_AS_ZEROS = bytes(0x30 if 0x30 <= byte <= 0x39 else 0x78 for byte in range(256))
+_LONG_DIGITS = b"0" * 19
 
 # datetimes and dataclasses are not JSON: let them reach ``default`` / fail.
 JSON_OPTIONS = orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS
@@ -50,7 +52,7 @@ def has_non_finite(value: Any) -> bool:
 
 def int64_overflow(data: bytes, value: Any) -> bool:
     """Whether ``value`` (already encoded as ``data``) holds an integer outside signed 64 bits."""
-    if _LONG_DIGITS.search(data) is None:
+    if _LONG_DIGITS not in data.translate(_DIGITS_AS_ZEROS):
         return False
     return _any_leaf(value, int, lambda n: not isinstance(n, bool) and not INT64_MIN <= n <= INT64_MAX)
 

@@ -138,6 +138,7 @@ from .statements import CLAIM_ANY_CANDIDATES as CLAIM_ANY_CANDIDATES
 from .statements import CLAIM_CANDIDATES as CLAIM_CANDIDATES
 from .statements import CLAIM_ONE as CLAIM_ONE
 from .statements import CLAIM_SESSION as CLAIM_SESSION
+from .statements import COMPLETE_ALONE as COMPLETE_ALONE
 from .statements import CREATE_SESSION as CREATE_SESSION
 from .statements import DEAD_ALL as DEAD_ALL
 from .statements import DEAD_IN_SESSION as DEAD_IN_SESSION

@@ -51,6 +51,7 @@ from .statements import (
     CLAIM_CANDIDATES,
     CLAIM_ONE,
     CLAIM_SESSION,
+    COMPLETE_ALONE,
     CREATE_SESSION,
     DEAD_ALL,
     DEAD_IN_SESSION,
@@ -87,7 +88,7 @@ from .statements import (
 )
 
 if TYPE_CHECKING:
-    from ..engines.base import Engine
+    from ..engines.base import Engine, Row
 
 POLL_INTERVAL = 0.05
 PRUNE_BATCH = 256
@@ -152,6 +153,7 @@ class Events:
         self._get_event_locked = sql(GET_EVENT_LOCKED)
         self._insert_event = sql(INSERT_EVENT)
         self._mark_processed = sql(MARK_PROCESSED)
+        self._complete_alone = sql(COMPLETE_ALONE)
         self._promote_lane = sql(PROMOTE_LANE)
         self._claim_session = sql(CLAIM_SESSION)
         self._claim_candidates = sql(CLAIM_CANDIDATES)
@@ -400,12 +402,17 @@ class Events:
         now = engine.now_ms()
         expires = expiry(now, ttl_ms, expires_at_ms, claim=True, seed_rules=self._seed_rules)
         claim_set = (now, now, holder, expires, expires)
+        claim_session = (*claim_set, session, now, session, now, engine.no_limit if limit is None else limit)
+        if not excluded:
+            # One statement (its own commit) when it claims something; when
+            # it claims nothing, the busy/settled answer must come from the
+            # same snapshot as the claim: the transaction below tries again.
+            rows = engine.all(self._claim_session, claim_session)
+            if rows:
+                return self._claimed(rows)
         with engine.transaction():
             if not excluded:
-                rows = engine.all(
-                    self._claim_session,
-                    (*claim_set, session, now, session, now, engine.no_limit if limit is None else limit),
-                )
+                rows = engine.all(self._claim_session, claim_session)
             else:
                 rows = []
                 for (idx,) in engine.all(self._claim_candidates, (session, now)):
@@ -416,15 +423,19 @@ class Events:
                         rows.append(row)
                         if limit is not None and len(rows) >= limit:
                             break
-            if len(rows) == 1:
-                return ClaimResult("claimed", (event_from_row(rows[0]),))
             if rows:
-                return ClaimResult("claimed", tuple(sorted((event_from_row(r) for r in rows), key=lambda e: e.index)))
+                return self._claimed(rows)
             retry = engine.one(self._retry_at, (session, now))
         retry_at = None if retry is None else retry[0]  # MIN(claim_expires_at)
         if retry_at is None:
             return ClaimResult("settled")
         return ClaimResult("busy", retry_at=int(retry_at))
+
+    @staticmethod
+    def _claimed(rows: list[Row]) -> ClaimResult:
+        if len(rows) == 1:
+            return ClaimResult("claimed", (event_from_row(rows[0]),))
+        return ClaimResult("claimed", tuple(sorted((event_from_row(r) for r in rows), key=lambda e: e.index)))
 
     def claim_any(
         self, holder: str, ttl_ms: int | None = None, *, expires_at_ms: int | None = None, limit: int = 1
@@ -506,6 +517,8 @@ class Events:
                 fail(f"events[{i}] must not carry a cause: a returned event's cause is the completed attempt")
         engine = self._engine
         now = engine.now_ms()
+        if not prepared and engine.execute(self._complete_alone, (now, attempt, "[]", session, index, attempt)):
+            return CompleteResult("completed")  # the common case in one statement (see COMPLETE_ALONE)
         with engine.transaction():
             parent = engine.one(self._lock_parent, (session, index))
             if parent is None:

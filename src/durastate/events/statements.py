@@ -136,9 +136,19 @@ INSERT_EVENT = WRITE(
     " THEN 1 ELSE 0 END, ?, ?"
     " WHERE 1 = 1 ON CONFLICT DO NOTHING"
 )
-MARK_PROCESSED = WRITE(
+_MARK_PROCESSED = (
     "UPDATE {p}event SET processed_at = ?, processed_by_attempt = ?, returned_event_ids = ?,"
     " lane_ready = 0, claim_holder = NULL, claim_expires_at = NULL WHERE session_id = ? AND idx = ?"
+)
+MARK_PROCESSED = WRITE(_MARK_PROCESSED)
+# complete_attempt without children of an event in no lane, while the attempt
+# is current (the checks complete_attempt makes, in the WHERE): nothing to
+# index and no lane head to promote, so no session lock, one statement. Any
+# other case (a retry, a stale attempt, an unknown event) changes no row and
+# takes complete_attempt's full path.
+COMPLETE_ALONE = WRITE(
+    _MARK_PROCESSED + " AND attempt_count = ? AND processed_at IS NULL AND failed_at IS NULL"
+    " AND claim_holder IS NOT NULL AND lane IS NULL"
 )
 PROMOTE_LANE = WRITE(
     "UPDATE {p}event SET lane_ready = 1, due_at = ? WHERE session_id = ? AND lane_ready = 0 AND idx = ("
