@@ -159,6 +159,7 @@ from .statements import LAST_OF_SESSION as LAST_OF_SESSION
 from .statements import LOCK_PARENT as LOCK_PARENT
 from .statements import LOCK_SESSION as LOCK_SESSION
 from .statements import MARK_PROCESSED as MARK_PROCESSED
+from .statements import PENDING_OF_SESSION as PENDING_OF_SESSION
 from .statements import PROMOTE_LANE as PROMOTE_LANE
 from .statements import PRUNE as PRUNE
 from .statements import PUT_SNAPSHOT as PUT_SNAPSHOT

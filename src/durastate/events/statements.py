@@ -12,8 +12,6 @@ from .rows import COLUMNS, EVENT_COLUMNS
 _INDEXES = (
     "CREATE UNIQUE INDEX {p}event_id ON {p}event (event_id)",
     "CREATE INDEX {p}event_unprocessed ON {p}event (session_id, idx) WHERE processed_at IS NULL",
-    # Every unprocessed event, by session and lane: a lane's head, and (by
-    # its session_id prefix) whether a session has anything unprocessed.
     "CREATE INDEX {p}event_lane ON {p}event (session_id, lane, idx) WHERE processed_at IS NULL",
     "CREATE INDEX {p}event_ready ON {p}event (session_id, idx)"
     " WHERE lane_ready = 1 AND processed_at IS NULL AND failed_at IS NULL",
@@ -54,11 +52,12 @@ SCHEMA = Schema(
             announce=(Announce(table="event", key="session_id", channel="events:"),),
         ),
         Migration(
-            # Fewer pages written per append and completion (each index is
-            # one more page in the commit):
-            # * event_unprocessed goes: event_lane holds the same rows and
-            #   answers "anything unprocessed in this session?" by its
-            #   session_id prefix;
+            # Fewer pages written per append and completion (each index an
+            # event enters or leaves is one more page in the commit):
+            # * event_unprocessed goes: every unprocessed event is in one of
+            #   event_ready, event_lane or event_dead (PENDING_OF_SESSION);
+            # * event_lane holds only events in a lane (lane = ? implies
+            #   lane IS NOT NULL, so every lane lookup still uses it);
             # * the session row no longer tracks the last index (an append
             #   no longer writes it): it keeps index_floor, below which
             #   retention may have deleted events, and the last index is the
@@ -67,6 +66,9 @@ SCHEMA = Schema(
             #   its last indexes as floors, which is what they are.
             statements=(
                 "DROP INDEX {p}event_unprocessed",
+                "DROP INDEX {p}event_lane",
+                "CREATE INDEX {p}event_lane ON {p}event (session_id, lane, idx)"
+                " WHERE processed_at IS NULL AND lane IS NOT NULL",
                 "ALTER TABLE {p}event_session RENAME COLUMN last_index TO index_floor",
             ),
         ),
@@ -82,6 +84,18 @@ _READY = "lane_ready = 1 AND processed_at IS NULL AND failed_at IS NULL"
 LAST_OF_SESSION = (
     "{greatest}(s.index_floor, COALESCE((SELECT MAX(x.idx) FROM {p}event x WHERE x.session_id = s.session_id), 0))"
 )
+# Whether session row ``s`` has an unprocessed event. Each unprocessed event
+# is in one of three indexes: event_ready (lane_ready = 1, not dead-lettered),
+# event_lane (lane_ready = 0 only ever happens to an event in a lane: one
+# waiting behind its lane's head) or event_dead; each probe is one seek.
+PENDING_OF_SESSION = (
+    "(EXISTS (SELECT 1 FROM {p}event e WHERE e.session_id = s.session_id AND e.lane_ready = 1"
+    " AND e.processed_at IS NULL AND e.failed_at IS NULL)"
+    " OR EXISTS (SELECT 1 FROM {p}event e WHERE e.session_id = s.session_id AND e.lane IS NOT NULL"
+    " AND e.processed_at IS NULL)"
+    " OR EXISTS (SELECT 1 FROM {p}event e WHERE e.session_id = s.session_id AND e.failed_at IS NOT NULL"
+    " AND e.processed_at IS NULL))"
+)
 # The session row is the lock every index-assigning operation takes first.
 # PostgreSQL: a row lock held to commit; SQLite: BEGIN IMMEDIATE already
 # serialises writers (and has no FOR UPDATE). Columns: the last index and
@@ -91,8 +105,7 @@ LAST_OF_SESSION = (
 # follows then finds the index taken and reads the last index again
 # (``Events._insert``).
 LOCK_SESSION = READ(
-    "SELECT " + LAST_OF_SESSION + ","
-    " (SELECT 1 FROM {p}event e WHERE e.session_id = s.session_id AND e.processed_at IS NULL LIMIT 1)"
+    "SELECT " + LAST_OF_SESSION + ", CASE WHEN " + PENDING_OF_SESSION + " THEN 1 END"
     " FROM {p}event_session s WHERE s.session_id = ?{for_update_of:s}"
 )
 CREATE_SESSION = WRITE_ROWS(
@@ -105,7 +118,7 @@ RAISE_FLOOR = WRITE(
     "UPDATE {p}event_session SET index_floor = ? WHERE session_id = ? AND index_floor < ?"
 )
 LAST_INDEX = READ("SELECT " + LAST_OF_SESSION + " FROM {p}event_session s WHERE s.session_id = ?")
-HAS_PENDING = READ("SELECT 1 FROM {p}event WHERE session_id = ? AND processed_at IS NULL LIMIT 1")
+HAS_PENDING = READ("SELECT 1 FROM {p}event_session s WHERE s.session_id = ? AND " + PENDING_OF_SESSION)
 EVENT_BY_ID = READ("SELECT " + COLUMNS + " FROM {p}event WHERE event_id = ?")
 _GET_EVENT = "SELECT " + COLUMNS + " FROM {p}event WHERE session_id = ? AND idx = ?"
 GET_EVENT = READ(_GET_EVENT)
@@ -265,8 +278,7 @@ DELETE_SESSION_ROW = WRITE("DELETE FROM {p}event_session WHERE session_id = ?")
 # Settled: nothing unprocessed (no pending, claimed or dead-lettered event) and
 # no activity since the cutoff (the last processing, or the session's creation).
 _SETTLED = (
-    " NOT EXISTS (SELECT 1 FROM {p}event e WHERE e.session_id = s.session_id AND e.processed_at IS NULL)"
-    " AND COALESCE((SELECT MAX(e.processed_at) FROM {p}event e WHERE e.session_id = s.session_id), s.created_at) < ?"
+    " NOT " + PENDING_OF_SESSION + " AND COALESCE((SELECT MAX(e.processed_at) FROM {p}event e WHERE e.session_id = s.session_id), s.created_at) < ?"
 )
 SETTLED_SESSIONS = READ(
     "SELECT s.session_id FROM {p}event_session s WHERE s.session_id > ? AND"
