@@ -305,8 +305,13 @@ def _stored(e: _events.StoredEvent) -> StoredEvent:
     return stored
 
 
-def _event(e: _events.StoredEvent) -> Event:
-    return Event(e.id, e.type, e.payload, e.index, e.session_id, _dt(e.created_at))
+def _brief_event(id: str, type: str, payload: Any, index: int, session_id: str, created_at: int) -> Event:
+    """The seed's ``Event`` (what ``read_state`` returns), from ``Events._brief_state``."""
+    event = _new_object(Event)  # as _stored builds its StoredEvent
+    event.__dict__.update(
+        id=id, type=type, payload=payload, index=index, session_id=session_id, created_at=_EPOCH + created_at * _MS
+    )
+    return event
 
 
 def _presence_row(e: PresenceEntry) -> PresenceRow:
@@ -432,9 +437,8 @@ class A2Store:
         return result
 
     async def read_state(self, session_id: str, reducer_name: str) -> StateRead:
-        result = await self._call(self._events.read_state, session_id, reducer_name)
-        snap = result.snapshot
-        return StateRead(snap, tuple(_event(e) for e in result.events))
+        snapshot, events = await self._call(self._events._brief_state, session_id, reducer_name, _brief_event)
+        return StateRead(snapshot, tuple(events))
 
     async def put_snapshot(self, session_id: str, reducer_name: str, index: int, state: Any) -> None:
         await self._call(self._events.put_snapshot, session_id, reducer_name, index, state)

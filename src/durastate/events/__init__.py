@@ -132,6 +132,7 @@ from .models import StateRead as StateRead
 from .models import StoredEvent as StoredEvent
 from .models import SupersededAttempt as SupersededAttempt
 from .models import UnknownEvent as UnknownEvent
+from .rows import BRIEF_COLUMNS as BRIEF_COLUMNS
 from .rows import COLUMNS as COLUMNS
 from .statements import ATTEMPT_OF as ATTEMPT_OF
 from .statements import CLAIM_ANY_CANDIDATES as CLAIM_ANY_CANDIDATES
@@ -153,9 +154,9 @@ from .statements import GET_EVENT_LOCKED as GET_EVENT_LOCKED
 from .statements import HAS_PENDING as HAS_PENDING
 from .statements import INSERT_EVENT as INSERT_EVENT
 from .statements import LAST_INDEX as LAST_INDEX
+from .statements import LAST_OF_SESSION as LAST_OF_SESSION
 from .statements import LIST_SESSIONS as LIST_SESSIONS
 from .statements import LIST_SNAPSHOTS as LIST_SNAPSHOTS
-from .statements import LAST_OF_SESSION as LAST_OF_SESSION
 from .statements import LOCK_PARENT as LOCK_PARENT
 from .statements import LOCK_SESSION as LOCK_SESSION
 from .statements import MARK_PROCESSED as MARK_PROCESSED
@@ -166,6 +167,7 @@ from .statements import PUT_SNAPSHOT as PUT_SNAPSHOT
 from .statements import RAISE_FLOOR as RAISE_FLOOR
 from .statements import READ_RANGE as READ_RANGE
 from .statements import READ_STATE as READ_STATE
+from .statements import READ_STATE_BRIEF as READ_STATE_BRIEF
 from .statements import REDRIVE_ONE as REDRIVE_ONE
 from .statements import REDRIVE_SESSION as REDRIVE_SESSION
 from .statements import RENEW as RENEW

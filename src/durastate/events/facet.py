@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable, Generator, Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import orjson
 
@@ -13,7 +13,6 @@ from .._json import dump_json
 from .._retention import BATCH
 from .._validate import (
     INT64_MAX,
-    MAX_NAME_SIZE,
     PAGE_SIZE,
     as_int64,
     as_list,
@@ -23,7 +22,7 @@ from .._validate import (
     prefix_successor,
     text,
 )
-from .inputs import NewEvent, expiry, ids_unique, new_events
+from .inputs import NewEvent, expiry, ids_unique, new_events, plain_name
 from .models import (
     AppendResult,
     Cause,
@@ -78,6 +77,7 @@ from .statements import (
     RAISE_FLOOR,
     READ_RANGE,
     READ_STATE,
+    READ_STATE_BRIEF,
     REDRIVE_ONE,
     REDRIVE_SESSION,
     RENEW,
@@ -89,6 +89,8 @@ from .statements import (
 
 if TYPE_CHECKING:
     from ..engines.base import Engine, Row
+
+T = TypeVar("T")
 
 POLL_INTERVAL = 0.05
 PRUNE_BATCH = 256
@@ -165,6 +167,7 @@ class Events:
         self._fail = sql(FAIL)
         self._read_range = sql(READ_RANGE)
         self._read_state = sql(READ_STATE)
+        self._read_state_brief = sql(READ_STATE_BRIEF)
         self._put_snapshot = sql(PUT_SNAPSHOT)
         self._list_snapshots = sql(LIST_SNAPSHOTS)
         self._list_sessions = sql(LIST_SESSIONS)
@@ -301,11 +304,8 @@ class Events:
         ``session_id`` and every event id (given or made) name something new:
         not empty (``seed_rules``: empty allowed, as in the seed).
         """
-        session = session_id
-        if not (type(session) is str and 0 < len(session) <= MAX_NAME_SIZE and session.isascii() and "\x00" not in session):
-            session = self._new_id_text("session_id", session_id)  # the checks in full (the fast test is a subset)
-        seed_rules = self._seed_rules
-        prepared = new_events("events", events, self.max_value_size, need_ids=False, empty_ids=seed_rules)
+        session = session_id if plain_name(session_id) else self._new_id_text("session_id", session_id)
+        prepared = new_events("events", events, self.max_value_size, need_ids=False, empty_ids=self._seed_rules)
         if new_id is not None and not callable(new_id):
             fail("new_id must be callable")
         engine = self._engine
@@ -613,6 +613,28 @@ class Events:
             else:
                 events.append(event_from_row(row, 1))
         return StateRead(snapshot, tuple(events))
+
+    def _brief_state(
+        self, session_id: str, reducer_name: str, make: Callable[[str, str, Any, int, str, int], T]
+    ) -> tuple[Snapshot | None, list[T]]:
+        """``read_state`` with only the events' id, type, payload, index, session and creation time.
+
+        For ``compat.a2``, whose seed returns just those (its ``Event``):
+        ``make(id, type, payload, index, session_id, created_at)`` builds
+        each one. Reading 6 columns instead of 23 costs about half as much.
+        """
+        session = text("session_id", session_id)
+        reducer = text("reducer_name", reducer_name)
+        snapshot = None
+        events = []
+        rows = self._engine.all(self._read_state_brief, (session, reducer, session, session, reducer))
+        # The unpacking names BRIEF_COLUMNS, in order (a test compares them).
+        for row_kind, session_id, idx, event_id, event_type, payload, created_at in rows:
+            if row_kind == 0:
+                snapshot = Snapshot(int(idx), orjson.loads(payload))
+            else:
+                events.append(make(event_id, event_type, orjson.loads(payload), int(idx), session_id, int(created_at)))
+        return snapshot, events
 
     def put_snapshot(self, session_id: str, reducer_name: str, index: int, state: Any) -> bool:
         """Store the reducer's state as of ``index`` unless one as far or further is stored; True if stored.

@@ -92,6 +92,11 @@ def _plain(value: Any) -> bool:
     return type(value) is str and value.isascii() and "\x00" not in value
 
 
+def plain_name(value: Any) -> bool:
+    """Whether ``value`` passes ``nonempty_text`` as is, by the fast test of the common case (ASCII)."""
+    return type(value) is str and 0 < len(value) <= MAX_NAME_SIZE and value.isascii() and "\x00" not in value
+
+
 def new_events(name: str, events: Any, max_size: int, *, need_ids: bool, empty_ids: bool = False) -> list[NewEvent]:
     """The checked events of an append (or a completion's children, ``need_ids``).
 
@@ -118,7 +123,7 @@ def new_events(name: str, events: Any, max_size: int, *, need_ids: bool, empty_i
             event_type = text(f"{name}[{i}].type", event_type, limit=None)
         event_id = event.get("id")
         if event_id is not None:
-            if not (_plain(event_id) and 0 < len(event_id) <= MAX_NAME_SIZE):
+            if not plain_name(event_id):
                 event_id = (text if empty_ids else nonempty_text)(f"{name}[{i}].id", event_id)
         elif need_ids:
             fail(f"{name}[{i}] needs an 'id' (returned events are matched by id on retry)")

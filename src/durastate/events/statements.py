@@ -7,7 +7,7 @@ Statements that select whole events select ``COLUMNS`` (from ``rows``), so
 from __future__ import annotations
 
 from ..engines.base import READ, WRITE, WRITE_ROWS, Announce, Migration, Schema
-from .rows import COLUMNS, EVENT_COLUMNS
+from .rows import BRIEF_COLUMNS, COLUMNS, EVENT_COLUMNS
 
 _INDEXES = (
     "CREATE UNIQUE INDEX {p}event_id ON {p}event (event_id)",
@@ -114,9 +114,7 @@ CREATE_SESSION = WRITE_ROWS(
 )
 # Retention raises the floor before it deletes a session's newest events, so
 # their indexes are never handed out again.
-RAISE_FLOOR = WRITE(
-    "UPDATE {p}event_session SET index_floor = ? WHERE session_id = ? AND index_floor < ?"
-)
+RAISE_FLOOR = WRITE("UPDATE {p}event_session SET index_floor = ? WHERE session_id = ? AND index_floor < ?")
 LAST_INDEX = READ("SELECT " + LAST_OF_SESSION + " FROM {p}event_session s WHERE s.session_id = ?")
 HAS_PENDING = READ("SELECT 1 FROM {p}event_session s WHERE s.session_id = ? AND " + PENDING_OF_SESSION)
 EVENT_BY_ID = READ("SELECT " + COLUMNS + " FROM {p}event WHERE event_id = ?")
@@ -208,18 +206,27 @@ FAIL = WRITE(
 READ_RANGE = READ(
     "SELECT " + COLUMNS + " FROM {p}event WHERE session_id = ? AND idx > ? AND idx <= ? ORDER BY idx LIMIT ?"
 )
-_NULL_COLUMNS = ", ".join(
-    "NULL" if c.strip() not in ("idx", "payload") else ("up_to_index" if c.strip() == "idx" else "state")
-    for c in COLUMNS.split(",")
-)
-# One statement: the snapshot and the events after it are one consistent
-# read (a snapshot moving on, or a prune, between two reads could not tear it).
-READ_STATE = READ(
-    "SELECT 0 AS row_kind, " + _NULL_COLUMNS + " FROM {p}event_snapshot WHERE session_id = ? AND reducer_name = ?"
-    " UNION ALL SELECT 1 AS row_kind, " + COLUMNS + " FROM {p}event WHERE session_id = ? AND idx > COALESCE("
-    "(SELECT up_to_index FROM {p}event_snapshot WHERE session_id = ? AND reducer_name = ?), 0)"
-    " ORDER BY 1, 3"
-)
+
+
+def _state_read(columns: tuple[str, ...]) -> str:
+    """The snapshot and the events after it in one statement (one consistent read).
+
+    A snapshot moving on, or a prune, between two reads could not tear it.
+    Rows: ``row_kind`` (0 the snapshot, 1 an event), then ``columns``; the
+    snapshot's up_to_index and state ride in the idx and payload columns.
+    """
+    snapshot = ", ".join("up_to_index" if c == "idx" else "state" if c == "payload" else "NULL" for c in columns)
+    return (
+        "SELECT 0 AS row_kind, " + snapshot + " FROM {p}event_snapshot WHERE session_id = ? AND reducer_name = ?"
+        " UNION ALL SELECT 1 AS row_kind, " + ", ".join(columns) + " FROM {p}event WHERE session_id = ? AND idx >"
+        " COALESCE((SELECT up_to_index FROM {p}event_snapshot WHERE session_id = ? AND reducer_name = ?), 0)"
+        f" ORDER BY 1, {2 + columns.index('idx')}"
+    )
+
+
+READ_STATE = READ(_state_read(EVENT_COLUMNS))
+# The same with only what the a2 seed's read_state returns of an event (Events._brief_state).
+READ_STATE_BRIEF = READ(_state_read(BRIEF_COLUMNS))
 PUT_SNAPSHOT = WRITE(
     "INSERT INTO {p}event_snapshot (session_id, reducer_name, up_to_index, state, updated_at)"
     " VALUES (?, ?, ?, ?, ?) ON CONFLICT (session_id, reducer_name) DO UPDATE SET"
@@ -278,7 +285,8 @@ DELETE_SESSION_ROW = WRITE("DELETE FROM {p}event_session WHERE session_id = ?")
 # Settled: nothing unprocessed (no pending, claimed or dead-lettered event) and
 # no activity since the cutoff (the last processing, or the session's creation).
 _SETTLED = (
-    " NOT " + PENDING_OF_SESSION + " AND COALESCE((SELECT MAX(e.processed_at) FROM {p}event e WHERE e.session_id = s.session_id), s.created_at) < ?"
+    " NOT " + PENDING_OF_SESSION + " AND COALESCE((SELECT MAX(e.processed_at) FROM {p}event e"
+    " WHERE e.session_id = s.session_id), s.created_at) < ?"
 )
 SETTLED_SESSIONS = READ(
     "SELECT s.session_id FROM {p}event_session s WHERE s.session_id > ? AND"

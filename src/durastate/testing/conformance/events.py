@@ -612,6 +612,16 @@ class TestEventsSnapshots:
         assert [e.index for e in state.events] == [3]
         assert store.events.read_state(S, "other").snapshot is None
 
+    def test_brief_state_is_read_state_with_fewer_fields(self, store: durastate.Store) -> None:
+        store.events.append(S, [ev("a", {"n": 1}), ev("b", [2], lane="L"), ev("c", None, settled=True)])
+        for with_snapshot in (False, True):
+            if with_snapshot:
+                store.events.put_snapshot(S, "r", 1, {"sum": 1})
+            full = store.events.read_state(S, "r")
+            snapshot, brief = store.events._brief_state(S, "r", lambda *fields: fields)
+            assert snapshot == full.snapshot
+            assert brief == [(e.id, e.type, e.payload, e.index, e.session_id, e.created_at) for e in full.events]
+
     def test_snapshot_never_moves_backwards(self, store: durastate.Store, clock: FakeClock) -> None:
         store.events.append(S, [ev() for _ in range(6)])
         store.events.put_snapshot(S, "r", 5, "five")
