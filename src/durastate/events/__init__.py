@@ -134,6 +134,7 @@ from .models import SupersededAttempt as SupersededAttempt
 from .models import UnknownEvent as UnknownEvent
 from .rows import BRIEF_COLUMNS as BRIEF_COLUMNS
 from .rows import COLUMNS as COLUMNS
+from .statements import APPEND_ALONE as APPEND_ALONE
 from .statements import ATTEMPT_OF as ATTEMPT_OF
 from .statements import CLAIM_ANY_CANDIDATES as CLAIM_ANY_CANDIDATES
 from .statements import CLAIM_CANDIDATES as CLAIM_CANDIDATES

@@ -45,6 +45,7 @@ from .rows import EventColumn as C
 from .rows import SessionColumn as S
 from .rows import event_from_row, new_object
 from .statements import (
+    APPEND_ALONE,
     ATTEMPT_OF,
     CLAIM_ANY_CANDIDATES,
     CLAIM_CANDIDATES,
@@ -114,6 +115,29 @@ _NEVER_SET: dict[str, Any] = {
 set_dict = object.__setattr__
 
 
+def _fresh(event_id: str, e: NewEvent, index: int, session: str, now: int) -> StoredEvent:
+    """The ``StoredEvent`` of ``e`` just inserted at ``index``.
+
+    Built as ``rows.event_from_row`` builds events: the instance dict filled
+    directly (the fields no new event has set, copied).
+    """
+    fields = _NEVER_SET.copy()
+    fields.update(
+        id=event_id,
+        type=e.type,
+        payload=orjson.loads(e.blob),
+        index=index,
+        session_id=session,
+        created_at=now,
+        cause=e.cause,
+        lane=e.lane,
+        processed_at=now if e.settled else None,
+    )
+    event = new_object(StoredEvent)
+    set_dict(event, "__dict__", fields)
+    return event
+
+
 # The RFC 4122 variant digit of a version 4 UUID, by the random hex digit it replaces.
 _VARIANT_DIGIT = {digit: "89ab"[int(digit, 16) & 3] for digit in "0123456789abcdef"}
 
@@ -154,6 +178,7 @@ class Events:
         self._get_event = sql(GET_EVENT)
         self._get_event_locked = sql(GET_EVENT_LOCKED)
         self._insert_event = sql(INSERT_EVENT)
+        self._append_alone = sql(APPEND_ALONE)
         self._mark_processed = sql(MARK_PROCESSED)
         self._complete_alone = sql(COMPLETE_ALONE)
         self._promote_lane = sql(PROMOTE_LANE)
@@ -219,13 +244,23 @@ class Events:
                 found.append(event_from_row(row))
         return found
 
+    def _made_id(self, new_id: Callable[[], str] | None) -> str:
+        """The id of an event appended without one: ``new_id()`` checked, or ``random_id()`` (needs no check)."""
+        return random_id() if new_id is None else self._new_id_text("generated id", new_id())
+
     def _insert(
-        self, session: str, last: int, now: int, prepared: list[NewEvent], new_id: Callable[[], str] | None
+        self,
+        session: str,
+        last: int,
+        now: int,
+        prepared: list[NewEvent],
+        new_id: Callable[[], str] | None,
+        made: str | None = None,
     ) -> list[StoredEvent]:
         """Insert ``prepared`` after index ``last`` (the session lock held) and return them as stored.
 
-        ``new_id`` names events without an id (``None``: ``random_id``, whose
-        ids need no check).
+        ``new_id`` names events without an id (see ``_made_id``); ``made``:
+        the id already made for the first of them.
         """
         engine = self._engine
         insert = self._insert_event
@@ -235,7 +270,7 @@ class Events:
             index += 1
             event_id = e.id
             if event_id is None:
-                event_id = random_id() if new_id is None else self._new_id_text("generated id", new_id())
+                event_id, made = (self._made_id(new_id) if made is None else made), None
             cause = e.cause
             lane = e.lane
             params = (
@@ -260,23 +295,7 @@ class Events:
                 params = (session, index, *params[2:])
                 if not engine.execute(insert, params):
                     raise DuplicateBatch(f"event id {event_id!r} already exists")
-            # Built as rows.event_from_row builds events: the instance dict
-            # filled directly (the fields no new event has set, copied).
-            fields = _NEVER_SET.copy()
-            fields.update(
-                id=event_id,
-                type=e.type,
-                payload=orjson.loads(e.blob),
-                index=index,
-                session_id=session,
-                created_at=now,
-                cause=cause,
-                lane=lane,
-                processed_at=now if e.settled else None,
-            )
-            event = new_object(StoredEvent)
-            set_dict(event, "__dict__", fields)
-            stored.append(event)
+            stored.append(_fresh(event_id, e, index, session, now))
         return stored
 
     def _taken(self, session: str, event_id: str) -> int:
@@ -313,6 +332,17 @@ class Events:
             return AppendResult((), engine.one(self._has_pending, (session,)) is not None)
         ids = ids_unique(prepared)
         now = engine.now_ms()
+        made = None
+        if len(prepared) == 1 and not ids:
+            e = prepared[0]
+            if e.cause is None and e.lane is None and not e.settled:
+                # The common append in one statement (see APPEND_ALONE);
+                # no row: the full path below, with the same id.
+                made = self._made_id(new_id)
+                row = engine.one(self._append_alone, (made, e.type, e.blob, now, now, session))
+                if row is not None:
+                    engine.notify("events:" + session, announced=True)
+                    return AppendResult((_fresh(made, e, int(row[0]), session, now),), True)
         with engine.transaction():
             locked = self._lock(session, now, create=True)
             assert locked is not None
@@ -340,7 +370,7 @@ class Events:
                     raise SupersededAttempt(
                         f"attempt {e.cause.attempt} no longer owns event {e.cause.index} in session {session!r}"
                     )
-            stored = self._insert(session, last, now, prepared, new_id)
+            stored = self._insert(session, last, now, prepared, new_id, made)
         engine.notify("events:" + session, announced=True)  # self.channel(session)
         return AppendResult(tuple(stored), pending or any(not e.settled for e in prepared))
 

@@ -151,6 +151,17 @@ _MARK_PROCESSED = (
     "UPDATE {p}event SET processed_at = ?, processed_by_attempt = ?, returned_event_ids = ?,"
     " lane_ready = 0, claim_holder = NULL, claim_expires_at = NULL WHERE session_id = ? AND idx = ?"
 )
+# append of one event, in no lane, not settled, with no cause and no id of
+# its own (the one checks then: none), to a session that exists: one
+# statement, its own commit. The index is the session's next; on
+# PostgreSQL FOR UPDATE OF takes the session lock as every append does (a
+# read that waited for it may be stale: see LOCK_SESSION). No row (no session
+# row yet, the id or the index taken): append's full path.
+APPEND_ALONE = WRITE_ROWS(
+    "INSERT INTO {p}event (session_id, idx, event_id, event_type, payload, created_at, lane_ready, due_at)"
+    " SELECT s.session_id, " + LAST_OF_SESSION + " + 1, ?, ?, ?, ?, 1, ? FROM {p}event_session s"
+    " WHERE s.session_id = ?{for_update_of:s} ON CONFLICT DO NOTHING RETURNING idx"
+)
 MARK_PROCESSED = WRITE(_MARK_PROCESSED)
 # complete_attempt without children of an event in no lane, while the attempt
 # is current (the checks complete_attempt makes, in the WHERE): nothing to
