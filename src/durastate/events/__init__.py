@@ -140,6 +140,7 @@ from .statements import CLAIM_ANY_CANDIDATES as CLAIM_ANY_CANDIDATES
 from .statements import CLAIM_CANDIDATES as CLAIM_CANDIDATES
 from .statements import CLAIM_ONE as CLAIM_ONE
 from .statements import CLAIM_SESSION as CLAIM_SESSION
+from .statements import CLAIM_SESSION_ALL as CLAIM_SESSION_ALL
 from .statements import COMPLETE_ALONE as COMPLETE_ALONE
 from .statements import CREATE_SESSION as CREATE_SESSION
 from .statements import DEAD_ALL as DEAD_ALL

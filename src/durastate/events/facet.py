@@ -51,6 +51,7 @@ from .statements import (
     CLAIM_CANDIDATES,
     CLAIM_ONE,
     CLAIM_SESSION,
+    CLAIM_SESSION_ALL,
     COMPLETE_ALONE,
     CREATE_SESSION,
     DEAD_ALL,
@@ -183,6 +184,7 @@ class Events:
         self._complete_alone = sql(COMPLETE_ALONE)
         self._promote_lane = sql(PROMOTE_LANE)
         self._claim_session = sql(CLAIM_SESSION)
+        self._claim_session_all = sql(CLAIM_SESSION_ALL)
         self._claim_candidates = sql(CLAIM_CANDIDATES)
         self._claim_one = sql(CLAIM_ONE)
         self._claim_any_candidates = sql(CLAIM_ANY_CANDIDATES)
@@ -432,17 +434,20 @@ class Events:
         now = engine.now_ms()
         expires = expiry(now, ttl_ms, expires_at_ms, claim=True, seed_rules=self._seed_rules)
         claim_set = (now, now, holder, expires, expires)
-        claim_session = (*claim_set, session, now, session, now, engine.no_limit if limit is None else limit)
+        if limit is None:
+            claim, claim_params = self._claim_session_all, (*claim_set, session, now)
+        else:
+            claim, claim_params = self._claim_session, (*claim_set, session, now, session, now, limit)
         if not excluded:
             # One statement (its own commit) when it claims something; when
             # it claims nothing, the busy/settled answer must come from the
             # same snapshot as the claim: the transaction below tries again.
-            rows = engine.all(self._claim_session, claim_session)
+            rows = engine.all(claim, claim_params)
             if rows:
                 return self._claimed(rows)
         with engine.transaction():
             if not excluded:
-                rows = engine.all(self._claim_session, claim_session)
+                rows = engine.all(claim, claim_params)
             else:
                 rows = []
                 for (idx,) in engine.all(self._claim_candidates, (session, now)):

@@ -103,7 +103,7 @@ def new_events(name: str, events: Any, max_size: int, *, need_ids: bool, empty_i
     An ``id`` names a new event: not empty (``empty_ids``: the a2 seed's
     rule, which allows ``""``).
     """
-    if type(events) is tuple and not events:  # the default; skips as_list's ABC checks
+    if type(events) in (tuple, list) and not events:  # the default, or []: skips as_list's ABC checks
         return []
     prepared: list[NewEvent] = []
     # Fast paths (exact list / dict types skip ABC isinstance checks; the

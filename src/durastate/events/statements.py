@@ -188,6 +188,11 @@ CLAIM_SESSION = WRITE_ROWS(
     "SELECT idx FROM {p}event WHERE session_id = ? AND " + _READY + " AND due_at <= ? ORDER BY idx LIMIT ?)"
     " RETURNING " + COLUMNS
 )
+# The same without a limit (claim_available's default): every ready event
+# of the session in one pass over event_ready, without the subquery's copy.
+CLAIM_SESSION_ALL = WRITE_ROWS(
+    _CLAIM_SET + " WHERE session_id = ? AND " + _READY + " AND due_at <= ? RETURNING " + COLUMNS
+)
 CLAIM_CANDIDATES = READ("SELECT idx FROM {p}event WHERE session_id = ? AND " + _READY + " AND due_at <= ? ORDER BY idx")
 CLAIM_ONE = WRITE_ROWS(
     _CLAIM_SET + " WHERE session_id = ? AND idx = ? AND " + _READY + " AND due_at <= ? RETURNING " + COLUMNS

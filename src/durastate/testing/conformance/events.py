@@ -1225,7 +1225,8 @@ class TestEventsIndexUse:
     ) -> None:
         prefix = store.engine.prefix
         plan = plan_of(store, statement, params)
-        assert_index_search(plan, prefix + "event", "e", using=using, sorts=sorts)
+        # "x": the session's highest index (LAST_OF_SESSION), "e": the other event reads.
+        assert_index_search(plan, prefix + "event", "e", "x", using=using, sorts=sorts)
 
     def test_claim_cycle(self, filled: durastate.Store) -> None:
         now = 10**12
@@ -1234,6 +1235,9 @@ class TestEventsIndexUse:
         self.check(filled, events.CLAIM_CANDIDATES, ("a", now), "session_id", sorts=True)
         self.check(filled, events.CLAIM_ONE, (now, now, "w", now, now, "a", 1, now), "session_id", "idx")
         self.check(filled, events.CLAIM_SESSION, (now, now, "w", now, now, "a", now, "a", now, 5), "session_id")
+        self.check(filled, events.CLAIM_SESSION_ALL, (now, now, "w", now, now, "a", now), "session_id")
+        self.check(filled, events.COMPLETE_ALONE, (now, 1, "[]", "a", 1, 1), "session_id", "idx")
+        self.check(filled, events.INSERT_EVENT, ("a", 99, "i", "t", b"1", now, None, None, None, "l1", "l1", "a", "l1", now, None), "lane")
         self.check(filled, events.MARK_PROCESSED, (now, 1, None, "a", 1), "session_id", "idx")
         self.check(filled, events.PROMOTE_LANE, (now, "a", "a", "l1"), "session_id", "lane")
         self.check(filled, events.RENEW, (now, now, "a", 1, 1, "w", now), "session_id", "idx")
@@ -1245,14 +1249,30 @@ class TestEventsIndexUse:
     def test_reads(self, filled: durastate.Store) -> None:
         self.check(filled, events.GET_EVENT, ("a", 3), "session_id", "idx")
         self.check(filled, events.READ_RANGE, ("a", 10, 20, 5), "session_id", "idx")
-        self.check(filled, events.HAS_PENDING, ("a",), "session_id")
         self.check(filled, events.DEAD_IN_SESSION, ("a", 0, 10), "session_id")
         self.check(filled, events.RETRY_AT, ("a", 0), "session_id")
         self.check(filled, events.EVENT_BY_ID, ("no-such-id",), "event_id")
 
-    def test_session_lock(self, filled: durastate.Store) -> None:
+    @pytest.mark.parametrize(
+        ("statement", "params"),
+        [
+            (events.LOCK_SESSION, ("a",)),
+            (events.LOCK_PARENT, ("a", 3)),
+            (events.APPEND_ALONE, ("i", "t", b"1", 1, 1, "a")),
+            (events.LAST_INDEX, ("a",)),
+            (events.HAS_PENDING, ("a",)),
+        ],
+        ids=["LOCK_SESSION", "LOCK_PARENT", "APPEND_ALONE", "LAST_INDEX", "HAS_PENDING"],
+    )
+    def test_session_reads(self, filled: durastate.Store, statement: Statement, params: tuple[Any, ...]) -> None:
         prefix = filled.engine.prefix
         with filled.transaction():  # FOR UPDATE: a locking read
-            plan = plan_of(filled, events.LOCK_SESSION, ("a",))
+            plan = plan_of(filled, statement, params)
         assert_index_search(plan, prefix + "event_session", "s", using=("session_id",))
-        assert_index_search(plan, prefix + "event", "e", using=("session_id",))
+        assert_index_search(plan, prefix + "event", "e", "x", using=("session_id",))
+
+    def test_state_reads(self, filled: durastate.Store) -> None:
+        filled.events.put_snapshot("a", "r", 10, {})
+        for statement in (events.READ_STATE, events.READ_STATE_BRIEF):
+            # Two sorted streams merged (snapshot row, then events by idx): an engine may sort the 50 rows.
+            self.check(filled, statement, ("a", "r", "a", "a", "r"), "session_id", sorts=True)
