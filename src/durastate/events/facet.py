@@ -272,7 +272,10 @@ class Events:
             index += 1
             event_id = e.id
             if event_id is None:
-                event_id, made = (self._made_id(new_id) if made is None else made), None
+                if made is not None:
+                    event_id, made = made, None
+                else:
+                    event_id = random_id() if new_id is None else self._made_id(new_id)
             cause = e.cause
             lane = e.lane
             params = (
@@ -331,7 +334,8 @@ class Events:
             fail("new_id must be callable")
         engine = self._engine
         if not prepared:
-            return AppendResult((), engine.one(self._has_pending, (session,)) is not None)
+            row = engine.one(self._has_pending, (session,))  # no row: no session; NULL: nothing pending
+            return AppendResult((), row is not None and row[0] is not None)
         ids = ids_unique(prepared)
         now = engine.now_ms()
         made = None

@@ -55,6 +55,7 @@ def expiry(now: int, ttl_ms: Any, expires_at_ms: Any, *, claim: bool, seed_rules
 
 
 EVENT_KEYS = frozenset(("type", "payload", "id", "cause", "lane", "settled"))
+TYPE_AND_PAYLOAD = frozenset(("type", "payload"))
 
 
 @dataclass(slots=True)
@@ -113,35 +114,46 @@ def new_events(name: str, events: Any, max_size: int, *, need_ids: bool, empty_i
     for i, event in enumerate(events if type(events) is list else as_list(name, events)):
         if type(event) is not dict and not isinstance(event, Mapping):
             fail_type(f"{name}[{i}]", "a mapping with 'type' and 'payload'", event)
-        if not event.keys() <= EVENT_KEYS:
-            unknown = set(event) - EVENT_KEYS
-            fail(f"{name}[{i}] has unknown keys {sorted(map(str, unknown))}")
-        if "type" not in event:
-            fail(f"{name}[{i}] needs a 'type'")
-        event_type = event["type"]
-        if not _plain(event_type):
-            event_type = text(f"{name}[{i}].type", event_type, limit=None)
-        event_id = event.get("id")
-        if event_id is not None:
-            if not plain_name(event_id):
-                event_id = (text if empty_ids else nonempty_text)(f"{name}[{i}].id", event_id)
-        elif need_ids:
-            fail(f"{name}[{i}] needs an 'id' (returned events are matched by id on retry)")
-        lane = event.get("lane")
-        if lane is not None and not (_plain(lane) and len(lane) <= MAX_NAME_SIZE):
-            lane = text(f"{name}[{i}].lane", lane)
-        settled = event.get("settled", False)
-        if settled is not False and settled is not True:
-            if settled is not None:
-                fail_type(f"{name}[{i}].settled", "a bool", settled)
+        if event.keys() == TYPE_AND_PAYLOAD:  # the usual event: nothing else to look for
+            if need_ids:
+                fail(f"{name}[{i}] needs an 'id' (returned events are matched by id on retry)")
+            event_id = lane = cause = None
             settled = False
-        cause = event.get("cause")
+            event_type = event["type"]
+            if not _plain(event_type):
+                event_type = text(f"{name}[{i}].type", event_type, limit=None)
+        else:
+            if not event.keys() <= EVENT_KEYS:
+                unknown = set(event) - EVENT_KEYS
+                fail(f"{name}[{i}] has unknown keys {sorted(map(str, unknown))}")
+            if "type" not in event:
+                fail(f"{name}[{i}] needs a 'type'")
+            event_type = event["type"]
+            if not _plain(event_type):
+                event_type = text(f"{name}[{i}].type", event_type, limit=None)
+            event_id = event.get("id")
+            if event_id is not None:
+                if not plain_name(event_id):
+                    event_id = (text if empty_ids else nonempty_text)(f"{name}[{i}].id", event_id)
+            elif need_ids:
+                fail(f"{name}[{i}] needs an 'id' (returned events are matched by id on retry)")
+            lane = event.get("lane")
+            if lane is not None and not (_plain(lane) and len(lane) <= MAX_NAME_SIZE):
+                lane = text(f"{name}[{i}].lane", lane)
+            settled = event.get("settled", False)
+            if settled is not False and settled is not True:
+                if settled is not None:
+                    fail_type(f"{name}[{i}].settled", "a bool", settled)
+                settled = False
+            cause = event.get("cause")
+            if cause is not None:
+                cause = cause_of(f"{name}[{i}].cause", cause)
         prepared.append(
             NewEvent(
                 event_id,
                 event_type,
                 dump_json(f"{name}[{i}].payload", event.get("payload"), max_size),
-                None if cause is None else cause_of(f"{name}[{i}].cause", cause),
+                cause,
                 lane,
                 settled,
             )

@@ -88,14 +88,18 @@ LAST_OF_SESSION = (
 # is in one of three indexes: event_ready (lane_ready = 1, not dead-lettered),
 # event_lane (lane_ready = 0 only ever happens to an event in a lane: one
 # waiting behind its lane's head) or event_dead; each probe is one seek.
-PENDING_OF_SESSION = (
-    "(EXISTS (SELECT 1 FROM {p}event e WHERE e.session_id = s.session_id AND e.lane_ready = 1"
-    " AND e.processed_at IS NULL AND e.failed_at IS NULL)"
-    " OR EXISTS (SELECT 1 FROM {p}event e WHERE e.session_id = s.session_id AND e.lane IS NOT NULL"
-    " AND e.processed_at IS NULL)"
-    " OR EXISTS (SELECT 1 FROM {p}event e WHERE e.session_id = s.session_id AND e.failed_at IS NOT NULL"
-    " AND e.processed_at IS NULL))"
+_PENDING_IN = (
+    "SELECT 1 FROM {p}event e WHERE e.session_id = s.session_id AND e.lane_ready = 1"
+    " AND e.processed_at IS NULL AND e.failed_at IS NULL",
+    "SELECT 1 FROM {p}event e WHERE e.session_id = s.session_id AND e.lane IS NOT NULL AND e.processed_at IS NULL",
+    "SELECT 1 FROM {p}event e WHERE e.session_id = s.session_id AND e.failed_at IS NOT NULL AND e.processed_at IS NULL",
 )
+# As a column (1, or NULL when nothing is pending): in a select list, so
+# PostgreSQL evaluates the probes for the one session row (in a WHERE it
+# may hash each probe's whole index instead).
+PENDING_OF_SESSION = "CASE WHEN " + " OR ".join(f"EXISTS ({probe})" for probe in _PENDING_IN) + " THEN 1 END"
+# Its negation as a condition: three anti-joins.
+_NOTHING_PENDING = " AND ".join(f"NOT EXISTS ({probe})" for probe in _PENDING_IN)
 # The session row is the lock every index-assigning operation takes first.
 # PostgreSQL: a row lock held to commit; SQLite: BEGIN IMMEDIATE already
 # serialises writers (and has no FOR UPDATE). Columns: the last index and
@@ -105,8 +109,8 @@ PENDING_OF_SESSION = (
 # follows then finds the index taken and reads the last index again
 # (``Events._insert``).
 LOCK_SESSION = READ(
-    "SELECT " + LAST_OF_SESSION + ", CASE WHEN " + PENDING_OF_SESSION + " THEN 1 END"
-    " FROM {p}event_session s WHERE s.session_id = ?{for_update_of:s}"
+    "SELECT " + LAST_OF_SESSION + ", " + PENDING_OF_SESSION + " FROM {p}event_session s"
+    " WHERE s.session_id = ?{for_update_of:s}"
 )
 CREATE_SESSION = WRITE_ROWS(
     "INSERT INTO {p}event_session (session_id, index_floor, created_at) VALUES (?, 0, ?)"
@@ -116,7 +120,7 @@ CREATE_SESSION = WRITE_ROWS(
 # their indexes are never handed out again.
 RAISE_FLOOR = WRITE("UPDATE {p}event_session SET index_floor = ? WHERE session_id = ? AND index_floor < ?")
 LAST_INDEX = READ("SELECT " + LAST_OF_SESSION + " FROM {p}event_session s WHERE s.session_id = ?")
-HAS_PENDING = READ("SELECT 1 FROM {p}event_session s WHERE s.session_id = ? AND " + PENDING_OF_SESSION)
+HAS_PENDING = READ("SELECT " + PENDING_OF_SESSION + " FROM {p}event_session s WHERE s.session_id = ?")
 EVENT_BY_ID = READ("SELECT " + COLUMNS + " FROM {p}event WHERE event_id = ?")
 _GET_EVENT = "SELECT " + COLUMNS + " FROM {p}event WHERE session_id = ? AND idx = ?"
 GET_EVENT = READ(_GET_EVENT)
@@ -301,7 +305,7 @@ DELETE_SESSION_ROW = WRITE("DELETE FROM {p}event_session WHERE session_id = ?")
 # Settled: nothing unprocessed (no pending, claimed or dead-lettered event) and
 # no activity since the cutoff (the last processing, or the session's creation).
 _SETTLED = (
-    " NOT " + PENDING_OF_SESSION + " AND COALESCE((SELECT MAX(e.processed_at) FROM {p}event e"
+    " " + _NOTHING_PENDING + " AND COALESCE((SELECT MAX(e.processed_at) FROM {p}event e"
     " WHERE e.session_id = s.session_id), s.created_at) < ?"
 )
 SETTLED_SESSIONS = READ(

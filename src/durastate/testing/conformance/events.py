@@ -1261,8 +1261,9 @@ class TestEventsIndexUse:
             (events.APPEND_ALONE, ("i", "t", b"1", 1, 1, "a")),
             (events.LAST_INDEX, ("a",)),
             (events.HAS_PENDING, ("a",)),
+            (events.STILL_SETTLED, ("a", 0)),
         ],
-        ids=["LOCK_SESSION", "LOCK_PARENT", "APPEND_ALONE", "LAST_INDEX", "HAS_PENDING"],
+        ids=["LOCK_SESSION", "LOCK_PARENT", "APPEND_ALONE", "LAST_INDEX", "HAS_PENDING", "STILL_SETTLED"],
     )
     def test_session_reads(self, filled: durastate.Store, statement: Statement, params: tuple[Any, ...]) -> None:
         prefix = filled.engine.prefix
