@@ -114,7 +114,6 @@ from .._validate import MAX_DURATION_MS as MAX_DURATION_MS
 from .._validate import MAX_NAME_SIZE as MAX_NAME_SIZE
 from .._validate import PAGE_SIZE as PAGE_SIZE
 from .facet import POLL_INTERVAL as POLL_INTERVAL
-from .facet import PRUNE_BATCH as PRUNE_BATCH
 from .facet import Events as Events
 from .models import AppendResult as AppendResult
 from .models import Cause as Cause
@@ -178,6 +177,7 @@ from .statements import SCHEMA as SCHEMA
 from .statements import SETTLED_SESSIONS as SETTLED_SESSIONS
 from .statements import SNAPSHOT_FLOORS as SNAPSHOT_FLOORS
 from .statements import STILL_SETTLED as STILL_SETTLED
+from .upkeep import PRUNE_BATCH as PRUNE_BATCH
 
 __all__ = [
     "SCHEMA",

@@ -45,6 +45,7 @@ __all__ = [
     "TestEventsClaimAny",
     "TestEventsClaims",
     "TestEventsComplete",
+    "TestEventsConcurrentAppends",
     "TestEventsDeadLetters",
     "TestEventsFail",
     "TestEventsInspection",
@@ -218,6 +219,62 @@ class TestEventsAppend:
 
 
 # -- lanes -------------------------------------------------------------------
+
+
+class TestEventsConcurrentAppends:
+    def test_concurrent_appends_get_dense_indexes_committed_in_order(self, store: durastate.Store) -> None:
+        """Lone events (one statement), batches and lane events (the session lock) from 4 threads at once.
+
+        A reader tailing ``index > last seen`` must see every event: indexes
+        dense and committed in index order, whichever path appended them
+        (on PostgreSQL a locked read that waited may be stale, and the
+        insert then finds its index taken and takes the next free one).
+        """
+        store.events.append(S, [ev("first")])  # the session exists: lone appends take their one-statement path
+        writers, rounds = 4, 12
+        barrier = threading.Barrier(writers + 1)
+        done = threading.Event()
+        gaps: list[tuple[int, list[int]]] = []
+
+        def writer(n: int) -> None:
+            barrier.wait(timeout=30)
+            for k in range(rounds):
+                if k % 3 == 0:
+                    store.events.append(S, [ev("batch", n), ev("batch", n), ev("batch", n)])
+                elif k % 3 == 1:
+                    store.events.append(S, [ev("lane", n, lane=f"lane-{n}")])
+                else:
+                    store.events.append(S, [ev("lone", n)])
+
+        def reader() -> None:
+            barrier.wait(timeout=30)
+            last = 1
+            while True:
+                finished = done.is_set()
+                seen = [e.index for e in store.events.read(S, last)]
+                if seen and seen != list(range(last + 1, last + 1 + len(seen))):
+                    gaps.append((last, seen))
+                    return
+                last = seen[-1] if seen else last
+                if finished and not seen:
+                    return
+
+        threads = [threading.Thread(target=writer, args=(n,)) for n in range(writers)]
+        tail = threading.Thread(target=reader)
+        for t in [*threads, tail]:
+            t.start()
+        for t in threads:
+            t.join(timeout=120)
+        done.set()
+        tail.join(timeout=120)
+        assert gaps == []
+        total = 1 + writers * (rounds // 3) * (3 + 1 + 1)
+        assert [e.index for e in everything(store.events)] == list(range(1, total + 1))
+        claimed = {e.index for e in store.events.claim_available(S, "w", ttl_ms=1000).events}
+        for n in range(writers):  # each lane's first event is its head, the others wait behind it
+            lane = [e.index for e in everything(store.events) if e.lane == f"lane-{n}"]
+            assert len(lane) == rounds // 3
+            assert lane[0] in claimed and not claimed & set(lane[1:])
 
 
 class TestEventsLanes:
