@@ -25,7 +25,7 @@ import pytest
 
 import durastate
 from durastate import InvalidRequest, events
-from durastate.engines.base import Statement
+from durastate.engines.base import DDL, WRITE, Statement
 from durastate.events import (
     Cause,
     DuplicateBatch,
@@ -50,6 +50,7 @@ __all__ = [
     "TestEventsFail",
     "TestEventsInspection",
     "TestEventsLanes",
+    "TestEventsMigration",
     "TestEventsPrune",
     "TestEventsRanges",
     "TestEventsRenew",
@@ -1261,6 +1262,45 @@ class TestEventsTorture:
                     assert later.first_claimed_at >= earlier.processed_at, (earlier, later)
         finally:
             check.close()
+
+
+# -- migration 1 -> 2 ----------------------------------------------------------------
+
+# Migration 2 undone by hand: what a database of schema version 1 holds.
+_BACK_TO_VERSION_1 = (
+    "DROP INDEX {p}event_lane",
+    "CREATE INDEX {p}event_lane ON {p}event (session_id, lane, idx) WHERE processed_at IS NULL",
+    "CREATE INDEX {p}event_unprocessed ON {p}event (session_id, idx) WHERE processed_at IS NULL",
+    "ALTER TABLE {p}event_session RENAME COLUMN index_floor TO last_index",
+)
+
+
+class TestEventsMigration:
+    def test_a_version_1_database_carries_on(self, store_url: str, open_store: Callable[..., durastate.Store]) -> None:
+        """Version 1 kept each session's last index in its row; version 2 reads it as the floor."""
+        if store_url.startswith("memory"):
+            pytest.skip("a memory: store is gone once closed: there is nothing to open again")
+        old = open_store()
+        old.events.append(S, [ev("a"), ev("b", lane="L"), ev("c", lane="L")])
+        old.events.append("pruned", [ev("done", settled=True) for _ in range(4)])
+        old.events.put_snapshot("pruned", "r", 4, "all of it")
+        assert old.events.prune() == 4  # "pruned" keeps no event: only its last index says 4
+        engine = old.engine
+        for statement in _BACK_TO_VERSION_1:
+            engine.execute(engine.sql(DDL(statement)))
+        engine.execute(engine.sql(WRITE("UPDATE {p}event_session SET last_index = ? WHERE session_id = ?")), (3, S))
+        engine.execute(engine.sql(WRITE("UPDATE {p}schema SET version = 1 WHERE facet = 'events'")))
+        old.close()
+
+        new = open_store()
+        assert [e.index for e in new.events.append(S, [ev("d")]).events] == [4]
+        assert [e.index for e in new.events.append("pruned", [ev("next")]).events] == [5]
+        assert new.events.append(S, []).has_pending is True
+        claimed = new.events.claim_available(S, "w", ttl_ms=1000).events
+        assert [e.type for e in claimed] == ["a", "b", "d"]  # "c" waits behind its lane's head
+        for e in claimed:
+            new.events.complete_attempt(S, e.index, e.attempt_count)
+        assert [e.type for e in new.events.claim_available(S, "w", ttl_ms=1000).events] == ["c"]
 
 
 # -- index use (every engine) ------------------------------------------------------
