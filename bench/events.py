@@ -94,7 +94,7 @@ class Raw:
         ev = self.ev
         now = self.clock()
         (row,) = self._once(
-            ev._claim_session, (now, now, "raw", now + 60_000, now + 60_000, session, now, session, now, 1)
+            ev._claim_session, (session, now, 1, now, now, "raw", now + 60_000, now + 60_000, session, now)
         )
         done = self.clock()
         self._once(ev._complete_alone, (done, row[15], "[]", session, row[1], row[15]))

@@ -69,21 +69,43 @@ Design decisions (where the seed and DESIGN are silent):
   seed's ``ttlMs``/``expiresAtMs`` and its storage), taken from the store's
   clock (``engine.now_ms()``), never from SQL ``now()``. The a2 adapter
   turns them into aware datetimes.
-* **One row per session** (``{p}event_session``) holds the last index. Every
-  operation that assigns indexes (append, complete) locks it first
-  (``SELECT ... FOR UPDATE`` on PostgreSQL; SQLite's ``BEGIN IMMEDIATE``
-  serialises writers anyway), so indexes are dense and commit in index
-  order: a reader tailing ``idx > last_seen`` never skips a late commit.
-  Operations that act on one event (fail, the append fence, complete) lock
-  that event's row; claims are conditional ``UPDATE``s (``WHERE`` the event
-  is still ready and unleased), so no event is ever held by two live leases.
+* **One row per session** (``{p}event_session``): its creation time and
+  ``index_floor``, the highest index retention has deleted past; the last
+  index is the greater of it and the session's highest stored index (an
+  append writes no session row). Every operation that assigns indexes
+  (append, complete with children) locks that row first (``FOR UPDATE`` on
+  PostgreSQL; SQLite's ``BEGIN IMMEDIATE`` serialises writers anyway), so
+  indexes are dense and commit in index order: a reader tailing
+  ``idx > last_seen`` never skips a late commit. Operations that act on one
+  event (fail, the append fence, complete) lock that event's row; claims
+  are conditional ``UPDATE``s (``WHERE`` the event is still ready and
+  unleased), so no event is ever held by two live leases.
+* **The common operations are one statement each**, their own commit: an
+  append of one event without id, lane or cause (``APPEND_ALONE``, which
+  takes the session lock in its ``SELECT``), a claim that claims something
+  (``CLAIM_SESSION[_ALL]``), the completion without children of an event in
+  no lane (``COMPLETE_ALONE``, the checks in its ``WHERE``). When such a
+  statement changes nothing the full path runs, in a transaction, and gives
+  the answer. Fewer statements and fewer indexes touched (an unsettled
+  event without a lane enters four of them, see migration 2) are what made
+  these calls cheaper than the a2 seed's own (``bench/RESULTS.md``).
 * **One scheduling column**, ``due_at``: when the event became claimable
   (append, lane promotion, failure, re-drive) or, while leased, the lease
   expiry. Claims select ``due_at <= now``; an expired lease needs no reaper.
 * **Refusals never come from constraint violations** (they would doom a
   surrounding transaction): ids are checked first, and inserts use
-  ``ON CONFLICT (event_id) DO NOTHING`` so even a concurrent duplicate is a
-  ``DuplicateBatch`` raised by us.
+  ``ON CONFLICT DO NOTHING``, so even a concurrent duplicate is a
+  ``DuplicateBatch`` raised by us (and an index found taken, which only a
+  stale locked read on PostgreSQL causes, is read again and retried).
+* **Valid ranges** (each refused with ``InvalidRequest`` outside them;
+  ``compat.a2`` takes the seed's wider ranges, see ``Events(seed_rules=)``):
+  ``max_failures >= 1``; a snapshot index from 1 to the session's last
+  index; a claim's lease live when handed out (``ttl_ms >= 1`` or
+  ``expires_at_ms`` after now; a renewal may end a lease with
+  ``ttl_ms=0``); a session id or event id that names something new
+  (``append``, a completion's children) not empty. Methods acting on
+  existing sessions take any id a store may hold (compat.a2 stores empty
+  ones, as its seed does).
 * **Strings** (session ids, event ids, types, lanes, holders, reducer
   names) are ``str`` without NUL or lone surrogates; the indexed ones are at
   most ``MAX_NAME_SIZE`` UTF-8 bytes (PostgreSQL's btree entry limit).

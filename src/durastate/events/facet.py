@@ -404,7 +404,7 @@ class Events(Upkeep):
         if limit is None:
             claim, claim_params = self._claim_session_all, (*claim_set, session, now)
         else:
-            claim, claim_params = self._claim_session, (*claim_set, session, now, session, now, limit)
+            claim, claim_params = self._claim_session, (session, now, limit, *claim_set, session, now)
         if not excluded:
             # One statement (its own commit) when it claims something; when
             # it claims nothing, the busy/settled answer must come from the

@@ -187,10 +187,18 @@ _CLAIM_SET = (
 # Every claim re-checks readiness in the UPDATE's own WHERE: on PostgreSQL
 # a row another transaction claimed meanwhile is re-evaluated after its lock
 # is released and no longer matches.
+# The first ``limit`` ready events are picked once, into a materialized CTE:
+# as ``idx IN (SELECT ... LIMIT ?)`` PostgreSQL's generic plan re-ran the
+# subquery for every ready row of the session (quadratic in the backlog).
 CLAIM_SESSION = WRITE_ROWS(
-    _CLAIM_SET + " WHERE session_id = ? AND " + _READY + " AND due_at <= ? AND idx IN ("
-    "SELECT idx FROM {p}event WHERE session_id = ? AND " + _READY + " AND due_at <= ? ORDER BY idx LIMIT ?)"
-    " RETURNING " + COLUMNS
+    "WITH picked AS MATERIALIZED (SELECT idx AS picked_idx FROM {p}event WHERE session_id = ? AND "
+    + _READY
+    + " AND due_at <= ? ORDER BY idx LIMIT ?) "
+    + _CLAIM_SET
+    + " FROM picked WHERE session_id = ? AND idx = picked.picked_idx AND "
+    + _READY
+    + " AND due_at <= ? RETURNING "
+    + COLUMNS
 )
 # The same without a limit (claim_available's default): every ready event
 # of the session in one pass over event_ready, without the subquery's copy.

@@ -1331,7 +1331,7 @@ class TestEventsIndexUse:
         # result, so an engine may gather them by index and sort them.
         self.check(filled, events.CLAIM_CANDIDATES, ("a", now), "session_id", sorts=True)
         self.check(filled, events.CLAIM_ONE, (now, now, "w", now, now, "a", 1, now), "session_id", "idx")
-        self.check(filled, events.CLAIM_SESSION, (now, now, "w", now, now, "a", now, "a", now, 5), "session_id")
+        self.check(filled, events.CLAIM_SESSION, ("a", now, 5, now, now, "w", now, now, "a", now), "session_id")
         self.check(filled, events.CLAIM_SESSION_ALL, (now, now, "w", now, now, "a", now), "session_id")
         self.check(filled, events.COMPLETE_ALONE, (now, 1, "[]", "a", 1, 1), "session_id", "idx")
         self.check(filled, events.INSERT_EVENT, ("a", 99, "i", "t", b"1", now, None, None, None, "l1", "l1", "a", "l1", now, None), "lane")
