@@ -13,7 +13,7 @@ Contenders, on one schema created by ``durastate.open()``:
 * ``psycopg``: one plain psycopg connection per worker thread, autocommit,
   the same prepare threshold, running *the very statement texts* durastate
   runs, with the same parameters. For writes those texts are durastate's
-  attempt-recording variants (see ``durastate.engines.postgres``), so the
+  attempt-recording variants (see ``durastate.engines.postgres_attempts``), so the
   ratio measures the cost of the library around the statement.
 * ``psycopg-plain``: the same, but writes run the plain statement without
   the attempt record: what a hand-written layer without retry safety would

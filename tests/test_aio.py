@@ -408,3 +408,33 @@ def test_200_coroutines_over_a_small_pool_complete(store_url: str) -> None:
         assert await s.kv.counter(b"s", b"c", b"done") == 200
 
     run(store_url, body, max_connections=10)
+
+
+def test_open_takes_every_option_of_durastate_open() -> None:
+    import inspect
+
+    from durastate.store import OpenOptions
+
+    keywords = {name for name, p in inspect.signature(durastate.open).parameters.items() if p.kind is p.KEYWORD_ONLY}
+    assert set(OpenOptions.__annotations__) == keywords
+
+
+def test_open_passes_retention_and_read_only_and_maintains(tmp_path: Path) -> None:
+    path = tmp_path / "state.db"
+
+    async def main() -> None:
+        clock = FakeClock()
+        async with await aio.open(path, retention=durastate.Retention(kv_log_max_age=60), clock=clock) as s:
+            await s.kv.append(b"s", b"n", b"log", b"old")
+            clock.advance(120)
+            await s.kv.append(b"s", b"n", b"log", b"new")
+            report = await s.maintain()
+            assert report.log_entries == 1 and report.finished
+        async with await aio.open(path, read_only=True, clock=clock) as ro:
+            assert [value async for _, value in ro.kv.log(b"s", b"n", b"log")] == [b"new"]
+            with pytest.raises(durastate.ConfigurationError):
+                await ro.kv.append(b"s", b"n", b"log", b"x")
+        with pytest.raises(durastate.ConfigurationError):
+            await aio.open(path, workers=0)
+
+    asyncio.run(main())

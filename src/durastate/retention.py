@@ -30,8 +30,13 @@ event sessions              ``events.delete_session``;
                             ``settled_session_max_age``
 presence fields             expire by ``ttl_ms``; ``presence.sweep_expired``
                             (always run); ``presence.remove`` for a leaver
-records                     pi-durable's contract keeps history; see
-                            ``records`` for what it keeps per document
+document revisions          current-only documents keep one; full-history
+(records)                   ones: ``records.prune_document_revisions(
+                            keep_last=, older_than=)`` (never the newest) ←
+                            ``max_document_revisions``,
+                            ``document_revision_max_age``
+other records               pi-durable's contract keeps them (conversations,
+                            entries, tasks, submissions, document records)
 ==========================  =====================================================
 """
 
@@ -63,6 +68,11 @@ class Retention:
     Ages are seconds of the store's clock; ``None`` turns a rule off.
     ``max_backups``: documents ``clear`` keeps at most this many backups per
     key (also applied to existing backups by ``maintain``).
+    ``max_document_revisions`` / ``document_revision_max_age``: records'
+    full-history documents keep at least this many revisions / the
+    revisions younger than this; with both, a revision goes only when both
+    rules let it (``records.prune_document_revisions``). Both ``None``
+    (the default): every revision is kept, as pi-durable expects.
     """
 
     kv_log_max_age: float | None = None
@@ -70,13 +80,22 @@ class Retention:
     max_backups: int | None = None
     processed_event_max_age: float | None = None
     settled_session_max_age: float | None = None
+    max_document_revisions: int | None = None
+    document_revision_max_age: float | None = None
 
     def __post_init__(self) -> None:
-        for name in ("kv_log_max_age", "dead_letter_max_age", "processed_event_max_age", "settled_session_max_age"):
+        for name in (
+            "kv_log_max_age",
+            "dead_letter_max_age",
+            "processed_event_max_age",
+            "settled_session_max_age",
+            "document_revision_max_age",
+        ):
             _seconds(name, getattr(self, name))
-        backups = self.max_backups
-        if backups is not None and (isinstance(backups, bool) or not isinstance(backups, int) or backups < 1):
-            fail(f"Retention.max_backups must be None or an int >= 1, got {backups!r}")
+        for name in ("max_backups", "max_document_revisions"):
+            count = getattr(self, name)
+            if count is not None and (isinstance(count, bool) or not isinstance(count, int) or count < 1):
+                fail(f"Retention.{name} must be None or an int >= 1, got {count!r}")
 
 
 @dataclass
@@ -90,6 +109,7 @@ class MaintenanceReport:
     document_backups: int = 0
     processed_events: int = 0
     settled_sessions: int = 0
+    document_revisions: int = 0
     engine_bookkeeping: int = 0
     finished: bool = True
 
@@ -151,6 +171,16 @@ def maintain(store: Store, policy: Retention, *, max_rows: int | None = None) ->
     if policy.settled_session_max_age is not None:
         session_ms = int(policy.settled_session_max_age * 1000)
         steps.append(("settled_sessions", lambda limit: store.events.prune_sessions(session_ms, limit=limit)))
+    if policy.max_document_revisions is not None or policy.document_revision_max_age is not None:
+        keep_revisions, revision_age = policy.max_document_revisions, policy.document_revision_max_age
+        steps.append(
+            (
+                "document_revisions",
+                lambda limit: store.records.prune_document_revisions(
+                    keep_last=keep_revisions, older_than=revision_age, limit=limit
+                ),
+            )
+        )
     steps.append(("engine_bookkeeping", lambda limit: store.engine.prune_bookkeeping(limit=limit)))
     for attribute, rule in steps:
         if not run(attribute, rule):

@@ -52,6 +52,8 @@ trees, ids are minted from one store-wide counter and point-in-time reads
 use one store-wide commit sequence. Splitting any of those over shards
 would break the contract, so ``router.records`` refuses with this reason;
 shard records by tenant yourself with ``router.store_for(tenant).records``.
+Their retention is per store too: each store's ``maintain()`` (its own
+``Retention``) or ``store.records.prune_document_revisions(...)``.
 
 The routed methods are built from the facets' own methods
 (``_routed(Facet.method)``), so their signatures and types are the
@@ -70,6 +72,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Concatenate, ParamSpec, TypeVar, cast, overload
 
+from ._closing import ClosesOnExit
 from ._listing import merge_distinct
 from ._validate import as_bytes, as_name, fail
 from .documents import DEFAULT_LIST_LIMIT, DocumentInfo, DocumentPage, Documents, PrefixInfo
@@ -475,7 +478,7 @@ class ShardedPresence(_ShardedFacet):
         return merge_distinct((s.presence.namespaces(after=after, limit=limit) for s in self._router.stores), limit)
 
 
-class ShardedStore:
+class ShardedStore(ClosesOnExit):
     """A ``Store``-shaped router over several stores (see the module docstring).
 
     ``stores``: a sequence of stores (each named by its URL) or a mapping of
@@ -576,14 +579,3 @@ class ShardedStore:
         """Close every shard."""
         for store in self.stores:
             store.close()
-
-    def __enter__(self) -> ShardedStore:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()

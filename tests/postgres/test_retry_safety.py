@@ -3,7 +3,7 @@
 The worst moment is after the server committed and before the reply
 arrived: the client cannot know whether its write happened. durastate's
 retry must then return the first attempt's result instead of writing again
-(attempt ids, see durastate.engines.postgres). These tests put the cut at
+(attempt ids, see durastate.engines.postgres_attempts). These tests put the cut at
 exactly that moment with a relay (``CuttingProxy``), at the moment before
 the statement reaches the server, and at random moments with
 ``pg_terminate_backend``.

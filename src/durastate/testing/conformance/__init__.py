@@ -18,5 +18,6 @@ from .presence import *  # noqa: F403
 from .queues import *  # noqa: F403
 from .queues_peek import *  # noqa: F403
 from .records import *  # noqa: F403
+from .records_retention import *  # noqa: F403
 from .transactions import *  # noqa: F403
 from .vgi import *  # noqa: F403
