@@ -71,6 +71,14 @@ def text(name: str, value: Any, *, limit: int | None = MAX_NAME_SIZE) -> str:
     return str(value)
 
 
+def nonempty_text(name: str, value: Any, *, limit: int | None = MAX_NAME_SIZE) -> str:
+    """``text`` that is not empty: an identifier that names something new (a session, an event)."""
+    checked = text(name, value, limit=limit)
+    if not checked:
+        fail(f"{name} must not be empty")
+    return checked
+
+
 def positive(name: str, value: Any) -> int:
     """A signed 64-bit int >= 1."""
     n = as_int64(name, value)

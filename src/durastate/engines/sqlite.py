@@ -135,20 +135,29 @@ class _ForkGate:
     WAIT = 30.0
 
     def __init__(self) -> None:
-        self.cond = threading.Condition()
+        # enter/leave run around every transaction: their usual case (no
+        # fork under way) takes the bare lock, a C-level context manager,
+        # and wakes nobody; the condition (on the same lock) is for forks.
+        self.lock = threading.Lock()
+        self.cond = threading.Condition(self.lock)
         self.open = 0  # outermost transactions open in this process
         self.forking = False
 
     def enter(self) -> None:
+        with self.lock:
+            if not self.forking:
+                self.open += 1
+                return
         with self.cond:
             while self.forking:
                 self.cond.wait()
             self.open += 1
 
     def leave(self) -> None:
-        with self.cond:
+        with self.lock:
             self.open -= 1
-            self.cond.notify_all()
+            if self.forking:  # before_fork waits for the count to drop
+                self.cond.notify_all()
 
     def before_fork(self) -> None:
         own = sum(1 for engine in list(_ENGINES) if engine._local.depth > 0)
@@ -163,7 +172,8 @@ class _ForkGate:
 
     def after_fork_in_child(self) -> None:
         # Fresh state: the parent's transactions are not the child's.
-        self.cond = threading.Condition()
+        self.lock = threading.Lock()
+        self.cond = threading.Condition(self.lock)
         self.open = 0
         self.forking = False
 
