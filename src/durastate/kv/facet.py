@@ -498,7 +498,10 @@ class KV:
         engine = self._engine
         below = INT64_MAX
         if keep_last is not None:
-            row = engine.one(self._log_nth_newest, (scope, ns, key, as_keep("keep_last", keep_last) - 1))
+            keep = as_keep("keep_last", keep_last)
+            if keep > INT64_MAX:
+                return 0  # no log can hold more entries (nor can the count be bound to a statement)
+            row = engine.one(self._log_nth_newest, (scope, ns, key, keep - 1))
             if row is None:
                 return 0  # the log holds at most keep_last entries
             below = int(row[0])
