@@ -24,3 +24,11 @@ def test_kv_trim_log_keep_last_past_int64_keeps_everything(store: durastate.Stor
     assert store.kv.trim_log(b"s", b"n", b"k", keep_last=keep_last) == 0
     assert store.kv.trim_log(b"s", b"n", b"k", keep_last=keep_last, older_than=0) == 0
     assert [v for _, v in store.kv.log(b"s", b"n", b"k")] == [b"v"]
+
+
+@pytest.mark.parametrize("limit", [INT64_MAX, INT64_MAX - 1])
+def test_events_list_sessions_limit_at_int64_max(store: durastate.Store, limit: int) -> None:
+    # Was: OverflowError from the driver binding limit + 1.
+    store.events.append("s1", [{"type": "t", "payload": 1}])
+    page = store.events.list_sessions(limit=limit)
+    assert [s.session_id for s in page.sessions] == ["s1"] and page.cursor is None

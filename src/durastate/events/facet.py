@@ -515,7 +515,7 @@ class Events:
     def list_sessions(self, prefix: str = "", limit: int = 100, cursor: str | None = None) -> SessionPage:
         """Sessions whose id starts with ``prefix``, in id order, with counts."""
         prefix = text("prefix", prefix)
-        limit = positive("limit", limit)
+        limit = min(positive("limit", limit), INT64_MAX - 1)  # limit + 1 is bound below
         if cursor is not None:
             cursor = text("cursor", cursor)
         upper = prefix_successor(prefix)
