@@ -7,9 +7,12 @@ fixed behaviour.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 import durastate
+from durastate.errors import ConfigurationError, InvalidRequest
 
 INT64_MAX = 2**63 - 1
 
@@ -32,3 +35,15 @@ def test_events_list_sessions_limit_at_int64_max(store: durastate.Store, limit: 
     store.events.append("s1", [{"type": "t", "payload": 1}])
     page = store.events.list_sessions(limit=limit)
     assert [s.session_id for s in page.sessions] == ["s1"] and page.cursor is None
+
+
+@pytest.mark.parametrize("name", ["\x00", "a\x00b.db", "\ud800.db", "a" * 300, "sqlite:q\x00.db"])
+def test_open_a_file_name_no_file_can_have_is_a_configuration_error(
+    name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Was: ValueError (embedded null byte), UnicodeEncodeError, OSError (name too long) from the OS.
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ConfigurationError, match=r"not a usable file name|cannot create"):
+        durastate.open(name)
+    assert list(tmp_path.iterdir()) == []
+    assert issubclass(ConfigurationError, InvalidRequest)
