@@ -47,3 +47,24 @@ def test_open_a_file_name_no_file_can_have_is_a_configuration_error(
         durastate.open(name)
     assert list(tmp_path.iterdir()) == []
     assert issubclass(ConfigurationError, InvalidRequest)
+
+
+# -- compat.vgi ---------------------------------------------------------------------
+
+
+def test_vgi_sharded_storage_refuses_a_shard_key_without_utf8_with_value_error(store_url: str) -> None:
+    # Was: UnicodeEncodeError from shard_key.encode() (the seed's code), on every method.
+    from durastate.compat.vgi import BoundStorage, ShardedStorage, TransactionBoundStorage
+
+    with ShardedStorage(store_url) as sharded:
+        sharded.state_put_many(b"s", b"n", [(b"k", b"v")], shard_key="a")
+        for call in (
+            lambda: sharded.state_put_many(b"s", b"n", [(b"k", b"w")], shard_key="\ud800"),
+            lambda: sharded.queue_push(b"e", [b"x"], shard_key="a\udfff"),
+            lambda: TransactionBoundStorage(sharded, b"t", shard_key="\ud800").put_one(b"k", b"v"),
+        ):
+            with pytest.raises(ValueError, match="shard_key must be valid text") as refused:
+                call()
+            assert not isinstance(refused.value, UnicodeError)
+        assert sharded.state_get_many(b"s", b"n", [b"k"], shard_key="a") == [b"v"]
+        assert BoundStorage(sharded, b"e").queue_pop() is None

@@ -22,7 +22,8 @@ class ShardedStorage:
     honours it: an operation under shard A never sees what was written under
     shard B (state, logs, counters, queues), while results are unchanged
     (keys, values and items come back exactly as written). ``""`` is a shard
-    like any other; ``shard_key`` must be a ``str``.
+    like any other; ``shard_key`` must be a ``str`` (``TypeError``) with a UTF-8
+    form (``ValueError`` for a lone surrogate).
 
     By default every shard lives in one inner ``FunctionStorage``
     (``db_path``, default ``":memory:"`` as in the seed). Beyond the seed,
@@ -88,11 +89,10 @@ class ShardedStorage:
         self, op: str, shard_key: str, id_bytes: bytes, id_name: str = "scope_id"
     ) -> tuple[FunctionStorage, bytes]:
         """The storage holding ``shard_key``'s rows, and ``id_bytes`` as addressed there."""
-        shard = _as_shard_key(shard_key)
+        encoded = _as_shard_key(shard_key)
         scope = _as_bytes(id_name, id_bytes)
         if self._dbg_on:
-            self._log.warning("op=%s shard=%s scope=%s", op, shard, scope.hex()[:16])
-        encoded = shard.encode("utf-8")
+            self._log.warning("op=%s shard=%s scope=%s", op, shard_key, scope.hex()[:16])
         inner = self._inner if len(self._shards) == 1 else self._shards[rendezvous_owner(self._names, encoded)]
         return inner, encoded + self._SEP + scope
 
