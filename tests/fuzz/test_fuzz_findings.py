@@ -68,3 +68,31 @@ def test_vgi_sharded_storage_refuses_a_shard_key_without_utf8_with_value_error(s
             assert not isinstance(refused.value, UnicodeError)
         assert sharded.state_get_many(b"s", b"n", [b"k"], shard_key="a") == [b"v"]
         assert BoundStorage(sharded, b"e").queue_pop() is None
+
+
+def test_vgi_arrow_helpers_refuse_what_is_not_theirs_with_type_error(store_url: str, tmp_path: Path) -> None:
+    # Was: AttributeError (.schema of a non-batch), a lone batch's columns pushed one by one,
+    # a str opened as a local file by pyarrow (FileNotFoundError for ""), None an AttributeError.
+    import pyarrow as pa
+
+    from durastate.compat.vgi import BoundStorage, FunctionStorage
+
+    batch = pa.RecordBatch.from_pydict({"x": [1, 2]})
+    (tmp_path / "stream.arrow").write_bytes(BoundStorage.serialize_record_batch(batch))
+    with FunctionStorage(store_url) as storage:
+        bound = BoundStorage(storage, b"e")
+        for call in (
+            lambda: BoundStorage.serialize_record_batch([]),  # type: ignore[arg-type]
+            lambda: bound.queue_push_batches(batch),  # type: ignore[arg-type]
+            lambda: bound.queue_push_batches([batch, "not a batch"]),  # type: ignore[list-item]
+            lambda: bound.queue_push_batches(0),  # type: ignore[arg-type]
+            lambda: BoundStorage.deserialize_record_batch(None),  # type: ignore[arg-type]
+            lambda: BoundStorage.deserialize_record_batch(""),  # type: ignore[arg-type]
+            lambda: BoundStorage.deserialize_record_batch(str(tmp_path / "stream.arrow")),  # type: ignore[arg-type]
+            lambda: BoundStorage.deserialize_record_batch(tmp_path / "stream.arrow"),  # type: ignore[arg-type]
+        ):
+            with pytest.raises(TypeError, match="must be"):
+                call()
+        assert bound.queue_pop() is None  # nothing was pushed
+        assert bound.queue_push_batches([batch]) == 1
+        assert bound.queue_pop_batch() == batch
