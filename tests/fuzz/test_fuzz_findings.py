@@ -96,3 +96,26 @@ def test_vgi_arrow_helpers_refuse_what_is_not_theirs_with_type_error(store_url: 
         assert bound.queue_pop() is None  # nothing was pushed
         assert bound.queue_push_batches([batch]) == 1
         assert bound.queue_pop_batch() == batch
+
+
+@pytest.mark.parametrize("shards", ["ab", b"ab", 0, [0], ["a.db", None], Path("p.db")])
+def test_vgi_sharded_storage_shards_must_be_a_list_or_mapping_of_paths(
+    shards: object, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Was: a str iterated character by character (a database file per character), raw TypeErrors
+    # from iter() and os.fspath().
+    from durastate.compat.vgi import ShardedStorage
+
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(TypeError, match="shards"):
+        ShardedStorage(shards=shards)  # type: ignore[arg-type]
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_vgi_sharded_storage_shard_name_without_utf8_is_a_value_error(tmp_path: Path) -> None:
+    from durastate.compat.vgi import ShardedStorage
+
+    with pytest.raises(ValueError, match="not valid text"):
+        ShardedStorage(shards={"\ud800": str(tmp_path / "a.db")})
+    with ShardedStorage(shards={5: "memory:", "b": "memory:"}) as named:  # type: ignore[dict-item]
+        assert len(named.stores) == 2
