@@ -160,7 +160,7 @@ def arguments(
     return st.fixed_dictionaries(fields, optional=optional)
 
 
-def public_methods(cls: type, skipped: set[str] = frozenset()) -> list[str]:  # type: ignore[assignment]
+def public_methods(cls: type, skipped: abc.Set[str] = frozenset()) -> list[str]:
     """The public callable members of ``cls`` (not properties), minus ``skipped``."""
     return [
         name
