@@ -119,3 +119,23 @@ def test_vgi_sharded_storage_shard_name_without_utf8_is_a_value_error(tmp_path: 
         ShardedStorage(shards={"\ud800": str(tmp_path / "a.db")})
     with ShardedStorage(shards={5: "memory:", "b": "memory:"}) as named:  # type: ignore[dict-item]
         assert len(named.stores) == 2
+
+
+# -- compat.pi_durable -----------------------------------------------------------------
+
+
+def test_pi_durable_options_too_deep_to_repr_are_refused_as_documented(store_url: str) -> None:
+    # Was: RecursionError while formatting the refusal's message (repr of a 2000-level dict).
+    import asyncio
+
+    from durastate.compat.pi_durable import SqliteStorage, validate_sqlite_prefix
+
+    nested: object = 1
+    for _ in range(2000):
+        nested = {"d": nested}
+    for options in ({"prefix": nested}, {"busy_timeout_ms": nested}, {"wal_auto_checkpoint_pages": nested}):
+        with pytest.raises(InvalidRequest, match=r"prefix|must be an integer") as refused:
+            asyncio.run(SqliteStorage.open(store_url, options))
+        assert len(str(refused.value)) < 200
+    with pytest.raises(InvalidRequest, match="Invalid SQLite schema prefix"):
+        validate_sqlite_prefix(nested)
