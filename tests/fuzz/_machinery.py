@@ -19,6 +19,7 @@ SQLite, 8 on PostgreSQL; ``make fuzz`` runs a longer budget).
 
 from __future__ import annotations
 
+import collections
 import inspect
 import linecache
 import math
@@ -160,6 +161,22 @@ def arguments(
     return st.fixed_dictionaries(fields, optional=optional)
 
 
+@st.composite
+def one_wrong(
+    draw: st.DrawFn, fields: dict[str, st.SearchStrategy[Any]], hostile: st.SearchStrategy[Any] = HOSTILE
+) -> dict[str, Any]:
+    """Every field from its (near-valid) strategy, then at most one of them replaced by a hostile value.
+
+    One wrong thing at a time reaches each check with the others passing;
+    drawing every argument hostile would stop at the first check.
+    """
+    drawn = {name: draw(strategy) for name, strategy in fields.items()}
+    wrong = draw(st.sampled_from([None, *fields]))
+    if wrong is not None:
+        drawn[wrong] = draw(hostile)
+    return drawn
+
+
 def public_methods(cls: type, skipped: abc.Set[str] = frozenset()) -> list[str]:
     """The public callable members of ``cls`` (not properties), minus ``skipped``."""
     return [
@@ -223,6 +240,27 @@ class Target:
     dialect: str
     dump: Dump
     root: Path  # a private folder (for adapters that open paths)
+    sqlite_path: Path | None
+
+    def insert(self, table: str, row: dict[str, Any]) -> None:
+        """Write ``row`` into ``table`` with the driver, past durastate's checks (to plant bad data)."""
+        columns = ", ".join(row)
+        if self.sqlite_path is not None:
+            conn = sqlite3.connect(self.sqlite_path)
+            try:
+                with conn:
+                    conn.execute(
+                        f"INSERT INTO {table} ({columns}) VALUES ({', '.join('?' for _ in row)})", list(row.values())
+                    )
+            finally:
+                conn.close()
+        else:
+            import psycopg
+
+            with psycopg.connect(self.url, autocommit=True) as pg:
+                pg.execute(
+                    f"INSERT INTO {table} ({columns}) VALUES ({', '.join('%s' for _ in row)})", list(row.values())
+                )
 
 
 @pytest.fixture(scope="module", params=["sqlite-file", "postgres"])
@@ -241,7 +279,7 @@ def fuzz_target(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPat
     durastate.open(url).close()  # the tables exist before the first dump
     dump = Dump(url, path)
     try:
-        yield Target(url, "sqlite" if path is not None else "postgresql", dump, root)
+        yield Target(url, "sqlite" if path is not None else "postgresql", dump, root, path)
     finally:
         dump.close()
         drop()
@@ -327,6 +365,22 @@ def refusal_problem(
     return None
 
 
+# Outcomes per (engine, entry point): {"accepted": n, "refused: TypeError": m, ...}.
+# ``DURASTATE_FUZZ_STATS=1`` prints them after the run (tests/fuzz/conftest.py).
+TALLY: dict[tuple[str, str], collections.Counter[str]] = collections.defaultdict(collections.Counter)
+_counting = ["?", "?"]
+
+
+def counting(dialect: str, entry: str) -> None:
+    """Count the next examples' outcomes under ``entry`` on ``dialect``."""
+    _counting[:] = [dialect, entry]
+
+
+def outcome(exc: BaseException | None) -> None:
+    """Count one example's outcome: accepted, or refused with which error."""
+    TALLY[(_counting[0], _counting[1])]["accepted" if exc is None else f"refused: {type(exc).__name__}"] += 1
+
+
 def changed_tables(before: Snapshot, after: Snapshot) -> list[str]:
     return sorted(t for t in before.keys() | after.keys() if before.get(t) != after.get(t))
 
@@ -346,6 +400,7 @@ def check_refusal(
     ``may_change``: the seed's code changes the store before it raises this
     (only the error is checked).
     """
+    outcome(exc)
     problem = refusal_problem(exc, allowed, **options)
     if problem is not None:
         raise AssertionError(f"{label:.400} {problem}: {exc!s:.300}") from exc

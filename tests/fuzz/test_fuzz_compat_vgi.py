@@ -52,10 +52,12 @@ from ._machinery import (
     Target,
     arguments,
     check_refusal,
+    counting,
     for_hint,
     fuzz_settings,
     fuzz_target,
     materialize,
+    outcome,
     public_methods,
     shown,
 )
@@ -315,12 +317,15 @@ def test_vgi_refuses_only_as_documented_and_refusals_change_nothing(
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))  # FunctionStorage(None)'s default folder
     dump = backends.target.dump
 
+    counting(backends.target.dialect, entry.name)
+
     @fuzz_settings(backends.target.dialect)
     @given(kwargs=entry.draw)
     def call(kwargs: dict[str, Any]) -> None:
         before = dump()
         try:
             entry.call(backends, materialize(kwargs))
+            outcome(None)
         except Exception as exc:
             as_raised = SEED_RAISES.get(entry.name.split(".")[-1], ())
             check_refusal(

@@ -26,7 +26,17 @@ from hypothesis import given
 
 import durastate
 
-from ._machinery import Target, arguments, check_refusal, fuzz_settings, fuzz_target, materialize, shown
+from ._machinery import (
+    Target,
+    arguments,
+    check_refusal,
+    counting,
+    fuzz_settings,
+    fuzz_target,
+    materialize,
+    outcome,
+    shown,
+)
 
 __all__ = ["fuzz_target"]  # the fixture, imported to be found
 
@@ -93,12 +103,15 @@ def test_only_documented_errors_and_refusals_change_nothing(
     bound = getattr(getattr(facet_store, facet), method)
     strategy = arguments(getattr(type(getattr(facet_store, facet)), method))
 
+    counting(fuzz_target.dialect, f"{facet}.{method}")
+
     @fuzz_settings(fuzz_target.dialect)
     @given(kwargs=strategy)
     def call(kwargs: dict[str, Any]) -> None:
         before = fuzz_target.dump()
         try:
             _consume(bound(**materialize(kwargs)))
+            outcome(None)
         except Exception as exc:
             check_refusal(
                 shown(f"{facet}.{method}", kwargs), exc, before, fuzz_target.dump, (durastate.DurastateError,)
