@@ -20,6 +20,7 @@ SQLite, 8 on PostgreSQL; ``make fuzz`` runs a longer budget).
 from __future__ import annotations
 
 import collections
+import copy
 import inspect
 import linecache
 import math
@@ -80,6 +81,9 @@ class Deep:
     def __repr__(self) -> str:
         return f"deep({self.depth})"
 
+    def __deepcopy__(self, memo: dict[int, Any]) -> Deep:
+        return self  # a token: never changed, and its value is too deep to copy recursively
+
 
 def materialize(value: Any) -> Any:
     """``value`` with every ``Deep`` in it (in lists, tuples, dict values) replaced by its nesting."""
@@ -99,6 +103,25 @@ JSON = st.recursive(
     lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=8), inner, max_size=4)),
     max_leaves=12,
 ) | st.sampled_from([Deep(200), Deep(2000)])
+
+
+# JSON every JSON facet stores (finite floats, 64-bit integers, shallow): what a correct caller sends.
+PLAIN_JSON = st.recursive(
+    st.one_of(
+        st.none(),
+        st.booleans(),
+        st.integers(-(2**63), 2**63 - 1),
+        st.floats(allow_nan=False, allow_infinity=False),
+        st.text(alphabet=st.characters(exclude_categories=["Cs"]), max_size=10),
+    ),
+    lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(st.text(max_size=6), inner, max_size=3)),
+    max_leaves=8,
+)
+
+
+def mostly(valid: st.SearchStrategy[Any], edges: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+    """``valid`` three times in four, ``edges`` otherwise."""
+    return st.one_of(valid, valid, valid, edges)
 
 
 def for_hint(hint: Any) -> st.SearchStrategy[Any]:
@@ -175,6 +198,39 @@ def one_wrong(
     if wrong is not None:
         drawn[wrong] = draw(hostile)
     return drawn
+
+
+@st.composite
+def mutated(draw: st.DrawFn, replacements: st.SearchStrategy[Any], template: st.SearchStrategy[Any]) -> Any:
+    """A value of ``template`` with up to two changes: a field replaced (by a ``replacements`` value),
+    dropped, or a stray one added; as often intact as changed.
+    """
+    value = copy.deepcopy(draw(template))
+    for _ in range(draw(st.sampled_from([0, 0, 1, 2]))):  # as often intact as changed
+        places = list(_places(value))
+        if not places:
+            break
+        container, key = draw(st.sampled_from(places))
+        action = draw(st.sampled_from(["replace", "replace", "drop", "add"]))
+        if action == "drop" and isinstance(container, dict):
+            del container[key]
+        elif action == "add" and isinstance(container, dict):
+            container[draw(st.sampled_from(["extra", "id", "type", "kind", "value", ""]))] = draw(replacements)
+        else:
+            container[key] = draw(replacements)
+    return value
+
+
+def _places(value: Any) -> Iterator[tuple[Any, Any]]:
+    """Every (container, key) inside ``value`` (dict keys, list indexes), depth first."""
+    if isinstance(value, dict):
+        for key, inner in value.items():
+            yield value, key
+            yield from _places(inner)
+    elif isinstance(value, list):
+        for index, inner in enumerate(value):
+            yield value, index
+            yield from _places(inner)
 
 
 def public_methods(cls: type, skipped: abc.Set[str] = frozenset()) -> list[str]:

@@ -25,9 +25,8 @@ every table is compared).
 from __future__ import annotations
 
 import asyncio
-import copy
 import inspect
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -62,6 +61,7 @@ from ._machinery import (
     fuzz_settings,
     fuzz_target,
     materialize,
+    mutated,
     one_wrong,
     outcome,
     public_methods,
@@ -80,37 +80,6 @@ IDS = st.one_of(
 )
 POINTS = st.one_of(st.sampled_from(["current", "Current", "", 0, 1, 2, -1, SAFE + 1, None, 1.5]), IDS)
 REPLACEMENTS = st.one_of(HOSTILE, IDS, JSON, st.sampled_from(["ascending", "descending", "queued", "base", "delta"]))
-
-
-@st.composite
-def mutated(draw: st.DrawFn, template: st.SearchStrategy[Any]) -> Any:
-    """A value of ``template`` with up to two changes: a field replaced, dropped, or a stray one added."""
-    value = copy.deepcopy(draw(template))
-    for _ in range(draw(st.sampled_from([0, 0, 1, 2]))):  # as often intact as changed
-        places = list(_places(value))
-        if not places:
-            break
-        container, key = draw(st.sampled_from(places))
-        action = draw(st.sampled_from(["replace", "replace", "drop", "add"]))
-        if action == "drop" and isinstance(container, dict):
-            del container[key]
-        elif action == "add" and isinstance(container, dict):
-            container[draw(st.sampled_from(["extra", "id", "type", "kind", "value", ""]))] = draw(REPLACEMENTS)
-        else:
-            container[key] = draw(REPLACEMENTS)
-    return value
-
-
-def _places(value: Any) -> Iterator[tuple[Any, Any]]:
-    """Every (container, key) inside ``value`` (dict keys, list indexes), depth first."""
-    if isinstance(value, dict):
-        for key, inner in value.items():
-            yield value, key
-            yield from _places(inner)
-    elif isinstance(value, list):
-        for index, inner in enumerate(value):
-            yield value, index
-            yield from _places(inner)
 
 
 _ids = st.integers(100, 10**9)
@@ -139,7 +108,7 @@ WRITE = st.one_of(
     ),
     st.builds(lambda i: copy_doc(doc_record(i, scope=conv_scope(10), key="k"), 30, "current"), _ids),
 )
-WRITES = st.one_of(st.lists(mutated(WRITE), max_size=3), st.lists(WRITE, max_size=3), HOSTILE)
+WRITES = st.one_of(st.lists(mutated(REPLACEMENTS, WRITE), max_size=3), st.lists(WRITE, max_size=3), HOSTILE)
 QUERIES = {
     "scan_conversations": st.sampled_from([{}, {"ownerConversationId": 1}, {"ownerTaskId": 20, "order": "descending"}]),
     "scan_entries": st.sampled_from(
@@ -153,20 +122,24 @@ QUERIES = {
 }
 CURSORS = st.one_of(
     st.none(),
-    mutated(st.builds(lambda a, o: {"after": a, "order": o}, IDS, st.sampled_from(["ascending", "descending"]))),
+    mutated(
+        REPLACEMENTS,
+        st.builds(lambda a, o: {"after": a, "order": o}, IDS, st.sampled_from(["ascending", "descending"])),
+    ),
 )
 LIMITS = st.one_of(st.integers(1, 5), st.integers(-2, 5), st.sampled_from([0, SAFE, SAFE + 1, INT64, 1.5, "2", True]))
 ADDRESSES = mutated(
+    REPLACEMENTS,
     st.sampled_from(
         [{"kind": "notes", "scope": conv_scope(1), "key": "k"}, {"kind": "notes", "scope": {"kind": "session"}}]
-    )
+    ),
 )
 
 
 def _read_args(name: str) -> st.SearchStrategy[dict[str, Any]]:
     """Positional arguments (as a dict, in order) of one read, near-valid or hostile."""
     if name in QUERIES:
-        return one_wrong({"query": mutated(QUERIES[name]), "limit": LIMITS, "cursor": CURSORS})
+        return one_wrong({"query": mutated(REPLACEMENTS, QUERIES[name]), "limit": LIMITS, "cursor": CURSORS})
     shapes: dict[str, dict[str, st.SearchStrategy[Any]]] = {
         "conversation": {"id": IDS},
         "task": {"id": IDS},
@@ -216,6 +189,7 @@ async def _mint(s: SqliteStorage, t: Target, kw: dict[str, Any]) -> Any:
 
 
 OPTIONS = mutated(
+    REPLACEMENTS,
     st.fixed_dictionaries(
         {},
         optional={
@@ -223,7 +197,7 @@ OPTIONS = mutated(
             "busy_timeout_ms": st.sampled_from([0, 1, 5000, 86_400_001, INT64, -1, 1.5, True]),
             "wal_auto_checkpoint_pages": st.sampled_from([0, 1000, -1, INT64, 2**64, "5", None]),
         },
-    )
+    ),
 )
 
 
