@@ -49,6 +49,47 @@ def test_open_a_file_name_no_file_can_have_is_a_configuration_error(
     assert issubclass(ConfigurationError, InvalidRequest)
 
 
+def _deep(depth: int = 2000) -> object:
+    value: object = 1
+    for _ in range(depth):
+        value = {"d": value}
+    return value
+
+
+DEEP_CALLS = {
+    "kv.scopes(limit=)": lambda s: s.kv.scopes(limit=_deep()),
+    "kv.put_many(items=[...])": lambda s: s.kv.put_many(b"s", b"n", [_deep()]),
+    "queues.peek(limit=)": lambda s: s.queues.peek("q", limit=_deep()),
+    "queues.peek(after=)": lambda s: s.queues.peek("q", after=_deep()),
+    "records.scan_conversations(order=)": lambda s: s.records.scan_conversations({"order": _deep()}, 5),
+    "records.scan_conversations(cursor order)": lambda s: s.records.scan_conversations(
+        {}, 5, {"after": 1, "order": _deep()}
+    ),
+    "records.find_document(scope kind)": lambda s: s.records.find_document(
+        {"kind": "notes", "scope": {"kind": _deep()}}
+    ),
+    "records.commit(type)": lambda s: s.records.commit([{"type": _deep()}]),
+    "records.commit(content kind)": lambda s: s.records.commit(
+        [
+            {
+                "type": "document.create",
+                "record": {"id": 5, "kind": "n", "scope": {"kind": "session"}},
+                "content": {"kind": _deep()},
+            }
+        ]
+    ),
+    "records.document(at=huge str)": lambda s: s.records.document(1, "x" * 70_000),
+}
+
+
+@pytest.mark.parametrize("call", list(DEEP_CALLS.values()), ids=list(DEEP_CALLS))
+def test_a_refusal_names_a_value_too_deep_or_long_to_repr_in_a_bounded_message(store: durastate.Store, call) -> None:  # type: ignore[no-untyped-def]
+    # Was: RecursionError while wording the refusal ({value!r} of a 2000-level dict), or a 70 kB message.
+    with pytest.raises(InvalidRequest) as refused:
+        call(store)
+    assert len(str(refused.value)) < 400
+
+
 # -- compat.vgi ---------------------------------------------------------------------
 
 

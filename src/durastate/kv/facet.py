@@ -20,6 +20,7 @@ from .._validate import (
     as_seconds,
     fail,
     fail_type,
+    shown,
 )
 from ..errors import StoreUnavailable
 from .scoped import ScopedKV
@@ -283,7 +284,7 @@ class KV:
                     rows.append((scope, ns, key, value))
                     continue
             if not isinstance(item, (tuple, list)) or len(item) != 2:
-                fail(f"items[{i}] must be a (key, value) pair, got {item!r:.80}")
+                fail(f"items[{i}] must be a (key, value) pair, got {shown(item)}")
             key = self._address(scope, ns, item[0])[2]
             rows.append((scope, ns, key, self._value(f"items[{i}] value", item[1])))
         if not rows:
