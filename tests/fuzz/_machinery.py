@@ -48,16 +48,6 @@ INT64 = 2**63
 # Parameters that make a call wait: only values that must be refused (or no wait).
 WAITING = {"wait", "timeout", "poll_interval"}
 
-HOSTILE_TEXT = st.sampled_from(["", "\x00", "\ud800", "a\udfffb", "é" * 3000, "x" * 70_000, " ", "\n"])
-HOSTILE_NUMBERS = st.sampled_from(
-    [0, -1, 1, INT64 - 1, INT64, -INT64, -INT64 - 1, 2**64, math.nan, math.inf, -math.inf, 1e300, -0.0, 0.5, True]
-)
-HOSTILE = st.one_of(
-    HOSTILE_TEXT,
-    HOSTILE_NUMBERS,
-    st.sampled_from([None, b"", b"\x00" * 3, b"x" * 70_000, [], {}, (), object(), {"a": math.nan}, [[[[[]]]]]]),
-)
-
 
 def deep(depth: int) -> Any:
     """``{"d": {"d": ... 1}}``, ``depth`` levels."""
@@ -96,6 +86,32 @@ def materialize(value: Any) -> Any:
     if type(value) is dict:
         return {k: materialize(v) for k, v in value.items()}
     return value
+
+
+HOSTILE_TEXT = st.sampled_from(["", "\x00", "\ud800", "a\udfffb", "é" * 3000, "x" * 70_000, " ", "\n"])
+HOSTILE_NUMBERS = st.sampled_from(
+    [0, -1, 1, INT64 - 1, INT64, -INT64, -INT64 - 1, 2**64, math.nan, math.inf, -math.inf, 1e300, -0.0, 0.5, True]
+)
+HOSTILE = st.one_of(
+    HOSTILE_TEXT,
+    HOSTILE_NUMBERS,
+    st.sampled_from(
+        [
+            None,
+            b"",
+            b"\x00" * 3,
+            b"x" * 70_000,
+            [],
+            {},
+            (),
+            object(),
+            {"a": math.nan},
+            [[[[[]]]]],
+            Deep(2000),
+            [Deep(2000)],
+        ]
+    ),
+)
 
 
 JSON = st.recursive(
