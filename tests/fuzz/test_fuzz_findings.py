@@ -180,3 +180,43 @@ def test_pi_durable_options_too_deep_to_repr_are_refused_as_documented(store_url
         assert len(str(refused.value)) < 200
     with pytest.raises(InvalidRequest, match="Invalid SQLite schema prefix"):
         validate_sqlite_prefix(nested)
+
+
+# -- compat.a2 --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "expiry",
+    [{"expires_at_ms": INT64_MAX}, {"expires_at_ms": -(2**62)}, {"ttl_ms": 2**62}, {"ttl_ms": 2**53}],
+    ids=["expires_at_ms=int64max", "expires_at_ms<year1", "ttl_ms=2**62", "ttl_ms=2**53"],
+)
+def test_a2_refuses_an_expiry_no_datetime_can_hold_before_writing_it(store_url: str, expiry: dict[str, int]) -> None:
+    # Was: the claim (or presence row) stored, then OverflowError turning its expiry into a datetime;
+    # every later read of the session (read, stream, claim) failed the same way.
+    import asyncio
+    import datetime
+
+    from durastate.compat import a2
+
+    async def main() -> None:
+        store = a2.open_store(store_url)
+        try:
+            await store.append("s", [{"type": "t", "payload": 1, "id": "e1"}])
+            with pytest.raises(TypeError, match="year"):
+                await store.claim_available(session_id="s", holder="w", **{"ttl_ms": 1000, **expiry})
+            with pytest.raises(TypeError, match="year"):
+                await store.renew_claims(session_id="s", holder="w", claims=[], **{"ttl_ms": 1000, **expiry})
+            if "ttl_ms" in expiry:
+                with pytest.raises(TypeError, match="year"):
+                    await store.presence.set(
+                        "room", "p", {"x": 1}, at=datetime.datetime(2024, 1, 1, tzinfo=datetime.UTC), seen=1, **expiry
+                    )
+                assert await store.presence.read("room") == ()
+            (event,) = await store.read("s")
+            assert event.claim_holder is None and event.attempt_count == 0
+            claimed = await store.claim_available(session_id="s", holder="w", ttl_ms=1000)
+            assert claimed.outcome == "claimed"
+        finally:
+            store.close()
+
+    asyncio.run(main())
