@@ -473,9 +473,11 @@ def counting(dialect: str, entry: str) -> None:
     _counting[:] = [dialect, entry]
 
 
-def outcome(exc: BaseException | None) -> None:
-    """Count one example's outcome: accepted, or refused with which error."""
-    TALLY[(_counting[0], _counting[1])]["accepted" if exc is None else f"refused: {type(exc).__name__}"] += 1
+def outcome(exc: BaseException | None, label: str | None = None) -> None:
+    """Count one example's outcome: accepted, or refused with which error (or ``label``)."""
+    if label is None:
+        label = "accepted" if exc is None else f"refused: {type(exc).__name__}"
+    TALLY[(_counting[0], _counting[1])][label] += 1
 
 
 def changed_tables(before: Snapshot, after: Snapshot) -> list[str]:
