@@ -20,7 +20,9 @@ SQLite, 8 on PostgreSQL; ``make fuzz`` runs a longer budget).
 from __future__ import annotations
 
 import collections
-import copy
+import decimal
+import enum
+import fractions
 import inspect
 import linecache
 import math
@@ -71,9 +73,6 @@ class Deep:
     def __repr__(self) -> str:
         return f"deep({self.depth})"
 
-    def __deepcopy__(self, memo: dict[int, Any]) -> Deep:
-        return self  # a token: never changed, and its value is too deep to copy recursively
-
 
 def materialize(value: Any) -> Any:
     """``value`` with every ``Deep`` in it (in lists, tuples, dict values) replaced by its nesting."""
@@ -86,6 +85,18 @@ def materialize(value: Any) -> Any:
     if type(value) is dict:
         return {k: materialize(v) for k, v in value.items()}
     return value
+
+
+class _Text(str):
+    """A ``str`` subclass."""
+
+
+class _Bytes(bytes):
+    """A ``bytes`` subclass."""
+
+
+class _Number(enum.IntEnum):
+    ONE = 1
 
 
 HOSTILE_TEXT = st.sampled_from(["", "\x00", "\ud800", "a\udfffb", "é" * 3000, "x" * 70_000, " ", "\n"])
@@ -111,6 +122,22 @@ HOSTILE = st.one_of(
             [Deep(2000)],
         ]
     ),
+    # Look-alikes of the right types: subclasses, other numeric towers, views.
+    st.sampled_from(
+        [
+            _Text("sub"),
+            _Bytes(b"sub"),
+            _Number.ONE,
+            decimal.Decimal("1"),
+            decimal.Decimal("NaN"),
+            fractions.Fraction(1, 3),
+            1j,
+            types.MappingProxyType({"a": 1}),
+            frozenset({b"a"}),
+            range(3),
+        ]
+    ),
+    st.builds(lambda: iter([b"a", b"b"])),  # an iterator: one pass only
 )
 
 
@@ -221,7 +248,7 @@ def mutated(draw: st.DrawFn, replacements: st.SearchStrategy[Any], template: st.
     """A value of ``template`` with up to two changes: a field replaced (by a ``replacements`` value),
     dropped, or a stray one added; as often intact as changed.
     """
-    value = copy.deepcopy(draw(template))
+    value = _own(draw(template))
     for _ in range(draw(st.sampled_from([0, 0, 1, 2]))):  # as often intact as changed
         places = list(_places(value))
         if not places:
@@ -231,9 +258,18 @@ def mutated(draw: st.DrawFn, replacements: st.SearchStrategy[Any], template: st.
         if action == "drop" and isinstance(container, dict):
             del container[key]
         elif action == "add" and isinstance(container, dict):
-            container[draw(st.sampled_from(["extra", "id", "type", "kind", "value", ""]))] = draw(replacements)
+            container[draw(st.sampled_from(["extra", "id", "type", "kind", "value", ""]))] = _own(draw(replacements))
         else:
-            container[key] = draw(replacements)
+            container[key] = _own(draw(replacements))
+    return value
+
+
+def _own(value: Any) -> Any:
+    """A copy of a drawn value's lists and dicts (``Deep`` tokens kept): sampled values are shared by examples."""
+    if type(value) is list:
+        return [_own(v) for v in value]
+    if type(value) is dict:
+        return {k: _own(v) for k, v in value.items()}
     return value
 
 
