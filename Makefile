@@ -74,9 +74,11 @@ bench-events: $(VENV)/.installed-test
 crash: $(VENV)/.installed-test
 	DURASTATE_CRASH_CYCLES=$${CYCLES:-1000} $(PY) -m pytest tests/crash -q -s
 
-# Longer fuzz run (CI runs 25 examples per entry point on SQLite, 8 on PostgreSQL, inside `make test`).
+# Longer fuzz run over every facet and compat adapter entry point (CI runs 25 examples per
+# entry point on SQLite, 8 on PostgreSQL, inside `make test`); prints how each entry point's
+# inputs ended (accepted, refused with which error).
 fuzz: $(VENV)/.installed-test
-	DURASTATE_FUZZ_EXAMPLES=$${EXAMPLES:-500} $(PY) -m pytest tests/fuzz -q
+	DURASTATE_FUZZ_STATS=1 DURASTATE_FUZZ_EXAMPLES=$${EXAMPLES:-500} $(PY) -m pytest tests/fuzz -q
 
 # DurastateSaver against LangGraph's SqliteSaver / PostgresSaver and their
 # async twins; the PostgreSQL pairs need a server (--postgres-url,

@@ -20,6 +20,7 @@ nothing.
 from __future__ import annotations
 
 import math
+import reprlib
 from collections.abc import Iterable, Mapping
 from typing import Any, NoReturn
 
@@ -37,6 +38,21 @@ MAX_DURATION_MS = 2**62
 MAX_NAME_SIZE = 1024
 # Rows fetched per round trip when a facet streams a scan or a log.
 PAGE_SIZE = 512
+
+
+_SHOWN = reprlib.Repr()
+_SHOWN.maxlevel = 3
+_SHOWN.maxstring = _SHOWN.maxother = 80
+
+
+def shown(value: Any) -> str:
+    """``repr(value)`` bounded in depth and length, for messages about any value.
+
+    A plain ``{value!r}`` of a 2000-level dict raises ``RecursionError``
+    (and a 70 kB string makes a 70 kB message) while the refusal is being
+    worded.
+    """
+    return _SHOWN.repr(value)
 
 
 def fail(message: str) -> NoReturn:
@@ -196,7 +212,7 @@ MAX_BUSY_TIMEOUT = 86_400.0  # a day: past that a lock wait is a hang, not a wai
 def as_busy_timeout(value: Any) -> float:
     """``busy_timeout`` as finite seconds in ``[0, MAX_BUSY_TIMEOUT]``, else ``ConfigurationError``."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        misconfigured(f"busy_timeout must be a finite number of seconds, got {value!r}")
+        misconfigured(f"busy_timeout must be a finite number of seconds, got {shown(value)}")
     if not 0 <= value <= MAX_BUSY_TIMEOUT:
         misconfigured(f"busy_timeout must be between 0 and {MAX_BUSY_TIMEOUT:.0f} seconds, got {value!r}")
     return float(value)
@@ -204,7 +220,7 @@ def as_busy_timeout(value: Any) -> float:
 
 def as_durability(value: Any) -> str:
     if value not in ("normal", "full") or not isinstance(value, str):
-        misconfigured(f"durability must be 'normal' or 'full', got {value!r}")
+        misconfigured(f"durability must be 'normal' or 'full', got {shown(value)}")
     return str(value)
 
 
@@ -212,7 +228,7 @@ def as_pool_sizes(min_connections: Any, max_connections: Any) -> tuple[int, int]
     """The connection pool bounds, checked whether or not the engine pools connections."""
     for name, value in (("min_connections", min_connections), ("max_connections", max_connections)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            misconfigured(f"{name} must be an int >= 0, got {value!r}")
+            misconfigured(f"{name} must be an int >= 0, got {shown(value)}")
     if max_connections < max(1, min_connections):
         misconfigured(f"max_connections ({max_connections}) must be >= 1 and >= min_connections ({min_connections})")
     return int(min_connections), int(max_connections)
@@ -235,7 +251,7 @@ def as_attempt_retention(value: Any) -> float:
     way on every engine.
     """
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        misconfigured(f"attempt_retention must be a finite number of seconds, got {value!r}")
+        misconfigured(f"attempt_retention must be a finite number of seconds, got {shown(value)}")
     if not MIN_ATTEMPT_RETENTION <= value <= MAX_ATTEMPT_RETENTION:
         misconfigured(
             f"attempt_retention must be between {MIN_ATTEMPT_RETENTION:g} and {MAX_ATTEMPT_RETENTION:g} seconds"

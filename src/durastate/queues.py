@@ -59,6 +59,7 @@ from ._validate import (
     fail,
     fail_size,
     fail_type,
+    shown,
 )
 from ._validate import MAX_NAME_SIZE as MAX_NAME_SIZE  # re-exported: the conformance suite tests the bound
 from .engines.base import READ, WRITE, WRITE_ROWS, Announce, Migration, Schema
@@ -635,7 +636,7 @@ def _peek_cursor(after: Any) -> tuple[int, int]:
             raise ValueError
         return as_int64("after", int(due)), as_int64("after", int(item))
     except ValueError:
-        fail(f'after must be a cursor from QueueItem.cursor ("<ms>:<id>"), got {after!r}')
+        fail(f'after must be a cursor from QueueItem.cursor ("<ms>:<id>"), got {shown(after)}')
 
 
 # One page of a queue's items in delivery order, on the (queue, available_at,

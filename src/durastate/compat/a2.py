@@ -53,6 +53,9 @@ deliberate refusals:
   (PostgreSQL cannot index longer keys; durastate refuses them on every
   engine alike);
 * ids (event, session, holder, cursor) that are not strings;
+* a claim or presence expiry outside ``datetime``'s years 1 to 9999
+  (``expires_at_ms``, or ``ttl_ms`` from now; the seed's ``Date`` would be
+  an Invalid Date, and every later read of the row would fail here);
 * a ``cause`` without ``attempt`` (or without ``index``), or with
   ``attempt``/``index``/``batch_size`` 0 or negative (the seed's own reader
   throws on such a stored cause);
@@ -127,6 +130,11 @@ __all__ = [
 T = TypeVar("T")
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MS = timedelta(milliseconds=1)
+# The times a datetime can hold (years 1 to 9999), in epoch milliseconds.
+_DT_MIN_MS = (datetime.min.replace(tzinfo=UTC) - _EPOCH) // _MS
+_DT_MAX_MS = (datetime.max.replace(tzinfo=UTC) - _EPOCH) // _MS
+# A TTL at least this long is checked against the clock: it could end past year 9999.
+_LONG_TTL_MS = 10 * 365 * 86_400_000
 
 
 class A2Error(Exception):
@@ -145,6 +153,20 @@ class Clock(Protocol):
 class _SystemClock:
     def now(self) -> datetime:
         return datetime.now(UTC)
+
+
+def _check_expiry(store: _store.Store, ttl_ms: Any, expires_at_ms: Any) -> None:
+    """``TypeError`` for a claim or presence expiry no ``datetime`` can hold, before anything is written.
+
+    The seed's ``Date`` turns such a time into an Invalid Date; stored, it
+    would make every later read of the event or presence row fail. Other
+    wrong values are left to the facet's checks.
+    """
+    if expires_at_ms is not None:
+        if type(expires_at_ms) is int and not _DT_MIN_MS <= expires_at_ms <= _DT_MAX_MS:
+            raise TypeError(f"expires_at_ms must be a time from year 1 to 9999, got {expires_at_ms}")
+    elif type(ttl_ms) is int and ttl_ms >= _LONG_TTL_MS and store.engine.now_ms() + ttl_ms > _DT_MAX_MS:
+        raise TypeError(f"ttl_ms={ttl_ms} ends past year 9999")
 
 
 def _dt(ms: int) -> datetime:
@@ -369,6 +391,7 @@ class A2Store:
         expires_at_ms: int | None = None,
         exclude_indexes: Iterable[int] = (),
     ) -> ClaimResult:
+        _check_expiry(self._store, ttl_ms, expires_at_ms)
         result = await self._call(
             self._events.claim_available,
             session_id,
@@ -394,6 +417,7 @@ class A2Store:
         ttl_ms: int,
         expires_at_ms: int | None = None,
     ) -> RenewResult:
+        _check_expiry(self._store, ttl_ms, expires_at_ms)
         result = await self._call(
             self._events.renew_claims, session_id, holder, claims, ttl_ms=ttl_ms, expires_at_ms=expires_at_ms
         )
@@ -499,6 +523,7 @@ class _PresenceApi:
         self, ns: str, participant: str, values: Mapping[str, Any], *, at: datetime, seen: int, ttl_ms: int
     ) -> None:
         at_ms = _to_ms("at", at)
+        _check_expiry(self._owner._store, ttl_ms, None)
         presence = self._owner._store.presence
         await self._owner._call(presence.set, ns, participant, values, at_ms=at_ms, seen=seen, ttl_ms=ttl_ms)
 

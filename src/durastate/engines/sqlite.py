@@ -239,7 +239,16 @@ class SqliteEngine(EngineBase):
         else:
             file_path = Path(path).expanduser().absolute()
             self.url = f"sqlite://{file_path}"  # sqlite:///abs/path.db
-            if file_path.is_dir():
+            try:
+                # A name no file can have fails here, before anything is created:
+                # a lone surrogate (fsencode), NUL, a component too long (stat).
+                os.fsencode(file_path)
+                if "\x00" in str(file_path):
+                    raise ValueError("NUL in the path")
+                is_dir = file_path.is_dir()
+            except (OSError, ValueError) as exc:
+                raise ConfigurationError(f"{self.url!r}: not a usable file name: {exc}") from None
+            if is_dir:
                 raise ConfigurationError(f"{self.url}: is a folder, not a store file (name a file in it)")
             if read_only:
                 if not file_path.is_file():

@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
 from .._retention import BATCH
-from .._validate import as_int64, as_list, fail, positive, prefix_successor, text
+from .._validate import INT64_MAX, as_int64, as_list, fail, positive, prefix_successor, text
 from .models import EventPage, SessionPage, SessionSummary, SnapshotInfo, StoredEvent
 from .rows import SessionColumn as S
 from .rows import event_from_row
@@ -72,7 +72,7 @@ class Upkeep:
     def list_sessions(self, prefix: str = "", limit: int = 100, cursor: str | None = None) -> SessionPage:
         """Sessions whose id starts with ``prefix``, in id order, with counts."""
         prefix = text("prefix", prefix)
-        limit = positive("limit", limit)
+        limit = min(positive("limit", limit), INT64_MAX - 1)  # limit + 1 is bound below
         if cursor is not None:
             cursor = text("cursor", cursor)
         upper = prefix_successor(prefix)

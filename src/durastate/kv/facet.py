@@ -20,6 +20,7 @@ from .._validate import (
     as_seconds,
     fail,
     fail_type,
+    shown,
 )
 from ..errors import StoreUnavailable
 from .scoped import ScopedKV
@@ -283,7 +284,7 @@ class KV:
                     rows.append((scope, ns, key, value))
                     continue
             if not isinstance(item, (tuple, list)) or len(item) != 2:
-                fail(f"items[{i}] must be a (key, value) pair, got {item!r:.80}")
+                fail(f"items[{i}] must be a (key, value) pair, got {shown(item)}")
             key = self._address(scope, ns, item[0])[2]
             rows.append((scope, ns, key, self._value(f"items[{i}] value", item[1])))
         if not rows:
@@ -498,7 +499,10 @@ class KV:
         engine = self._engine
         below = INT64_MAX
         if keep_last is not None:
-            row = engine.one(self._log_nth_newest, (scope, ns, key, as_keep("keep_last", keep_last) - 1))
+            keep = as_keep("keep_last", keep_last)
+            if keep > INT64_MAX:
+                return 0  # no log can hold more entries (nor can the count be bound to a statement)
+            row = engine.one(self._log_nth_newest, (scope, ns, key, keep - 1))
             if row is None:
                 return 0  # the log holds at most keep_last entries
             below = int(row[0])

@@ -15,6 +15,7 @@ import orjson
 from .. import _chord
 from .._json import JSON_OPTIONS, has_non_finite
 from .._json_lossless import dump_lossless, load_lossless, text_lossless
+from .._validate import shown
 from ..errors import Conflict, InvalidRequest
 from .models import Address, Content, DocAction, Plan
 
@@ -82,7 +83,7 @@ def as_point(name: str, value: Any) -> int | None:
     if value == "current" and isinstance(value, str):
         return None
     if isinstance(value, str):
-        fail(f"{name} must be 'current' or a commit sequence number, got {value!r}")
+        fail(f"{name} must be 'current' or a commit sequence number, got {shown(value)}")
     return as_id(name, value)
 
 
@@ -102,7 +103,7 @@ def as_scope(name: str, value: Any) -> tuple[str, int]:
         return "conversation", as_id(f"{name}.conversationId", scope.get("conversationId"))
     if kind == "task":
         return "task", as_id(f"{name}.taskId", scope.get("taskId"))
-    fail(f"{name}.kind must be 'session', 'conversation' or 'task', got {kind!r}")
+    fail(f"{name}.kind must be 'session', 'conversation' or 'task', got {shown(kind)}")
 
 
 def as_address(name: str, value: Any) -> Address:
@@ -135,7 +136,7 @@ def as_content(name: str, value: Any) -> Content:
     if kind == "delta":
         ops = _chord.check_ops(f"{name}.ops", content.get("ops"))
         return Content("delta", version, None, ops, dumps(f"{name}.ops", ops))
-    fail(f"{name}.kind must be 'base' or 'delta', got {kind!r}")
+    fail(f"{name}.kind must be 'base' or 'delta', got {shown(kind)}")
 
 
 def apply_ops(ops: list[Any], value: dict[str, Any], what: str, copy: bool = True) -> dict[str, Any]:
@@ -268,7 +269,7 @@ def plan_commit(writes: Any) -> Plan:
         else:
             fail(
                 f"{name}.type must be one of conversation, entry, task, submission, document.create,"
-                f" document.copy, document.change, document.retire; got {kind!r}"
+                f" document.copy, document.change, document.retire; got {shown(kind)}"
             )
     for action in plan.documents.values():
         if action.copy is not None and action.copy[0] in plan.documents:
@@ -283,7 +284,7 @@ def scan_order(query: Mapping[str, Any], cursor: Any, default: str) -> tuple[str
     """The scan order and the id to continue after (None: from the start)."""
     order = query.get("order")
     if order is not None and order not in ("ascending", "descending"):
-        fail(f"order must be 'ascending' or 'descending', got {order!r}")
+        fail(f"order must be 'ascending' or 'descending', got {shown(order)}")
     if cursor is None:
         return order or default, None
     if not isinstance(cursor, Mapping):
@@ -293,7 +294,7 @@ def scan_order(query: Mapping[str, Any], cursor: Any, default: str) -> tuple[str
         fail("Invalid storage cursor: 'after' must be a safe integer id")
     cursor_order = cursor.get("order", order or default)
     if cursor_order not in ("ascending", "descending"):
-        fail(f"Invalid storage cursor: order {cursor_order!r}")
+        fail(f"Invalid storage cursor: order {shown(cursor_order)}")
     if order is not None and cursor_order != order:
         fail(f"Invalid storage cursor: it continues a {cursor_order} scan, the query asks for {order}")
     return cursor_order, int(after)

@@ -88,6 +88,12 @@ change a correct caller's results):
 * Batches (``state_put_many``, ``queue_push``, key lists) are validated
   whole before anything is written and written atomically: a rejected call
   changes nothing.
+* The Arrow helpers check what they are given (``TypeError``):
+  ``serialize_record_batch`` a ``RecordBatch`` (the seed: ``AttributeError``
+  on ``.schema``), ``queue_push_batches`` a list of them (the seed iterated
+  a lone batch's columns), ``deserialize_record_batch`` not ``None``
+  (pyarrow's ``AttributeError``), a ``str`` or a path (which pyarrow opens
+  as a local file).
 * ``db_path=""`` raises ``ValueError``. The seed opened a private temporary
   database per connection, in which its tables did not exist, so every call
   failed later with ``sqlite3.OperationalError``. A ``db_path`` that is not a

@@ -88,10 +88,18 @@ def _as_limit(value: Any) -> int | None:
     return limit
 
 
-def _as_shard_key(value: Any) -> str:
+def _as_shard_key(value: Any) -> bytes:
+    """``value`` (a ``str``) as the UTF-8 bytes that prefix its shard's ids.
+
+    A lone surrogate has no UTF-8 form: ``ValueError`` (the seed let
+    ``str.encode``'s ``UnicodeEncodeError`` out).
+    """
     if not isinstance(value, str):
         raise TypeError(f"shard_key must be a str, got {type(value).__name__}")
-    return value
+    try:
+        return value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError(f"shard_key must be valid text, got {value!r} (a lone surrogate)") from None
 
 
 def _check_limit(name: str, value: Any) -> int | None:

@@ -99,8 +99,12 @@ class BoundStorage:
         return self._base.queue_push(self._execution_id, items, shard_key=self._shard_key)
 
     def queue_push_batches(self, batches: list[pa.RecordBatch]) -> int:
-        """Serialise Arrow record batches (IPC stream) and push them as work items."""
-        return self.queue_push([self.serialize_record_batch(b) for b in batches])
+        """Serialise Arrow record batches (IPC stream) and push them as work items.
+
+        ``TypeError`` (nothing pushed) for ``batches`` that is not a list of
+        ``RecordBatch`` (a single batch included: the seed iterated its columns).
+        """
+        return self.queue_push([self.serialize_record_batch(b) for b in _arrow.record_batches(batches)])
 
     def queue_pop(self) -> bytes | None:
         """Remove and return the next work item, or ``None``."""
@@ -224,10 +228,13 @@ class BoundStorage:
 
     @staticmethod
     def serialize_record_batch(batch: pa.RecordBatch) -> bytes:
-        """``batch`` as Arrow IPC stream bytes (needs the ``[arrow]`` extra)."""
+        """``batch`` as Arrow IPC stream bytes (needs the ``[arrow]`` extra); ``TypeError`` for a non-batch."""
         return _arrow.serialize_record_batch(batch)
 
     @staticmethod
     def deserialize_record_batch(data: bytes) -> pa.RecordBatch:
-        """The first record batch of Arrow IPC stream ``data`` (needs the ``[arrow]`` extra)."""
+        """The first record batch of Arrow IPC stream ``data`` (needs the ``[arrow]`` extra).
+
+        ``TypeError`` for ``None``, a ``str`` or a path (pyarrow would open a local file).
+        """
         return _arrow.deserialize_record_batch(data)

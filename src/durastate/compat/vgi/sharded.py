@@ -4,14 +4,43 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from types import TracebackType
+from typing import Any
 
 import durastate
 from durastate.sharding import rendezvous_owner
 
 from ._checks import _as_bytes, _as_shard_key
 from .storage import FunctionStorage
+
+
+def _named_shards(shards: Any) -> list[tuple[bytes, str | os.PathLike[str]]]:
+    """``ShardedStorage``'s ``shards=`` as ``(name as UTF-8, path or URL)`` pairs, checked.
+
+    A list names each database by its path; a mapping by its (``str()``-ed)
+    keys. ``TypeError`` for anything but a list or mapping of paths/URLs (a
+    lone ``str`` would be iterated character by character), ``ValueError``
+    for a name with no UTF-8 form.
+    """
+    by_name = isinstance(shards, Mapping)
+    if not by_name and (
+        isinstance(shards, (str, bytes, bytearray, memoryview, os.PathLike)) or not isinstance(shards, Iterable)
+    ):
+        raise TypeError(
+            f"shards must be a list of paths/URLs or a mapping of names to them, got {type(shards).__name__}"
+        )
+    named = []
+    for i, item in enumerate(shards.items() if by_name else shards):
+        name, url = item if by_name else (None, item)
+        if not isinstance(url, (str, os.PathLike)):
+            raise TypeError(f"shards[{i}] must be a path or URL (str or os.PathLike), got {type(url).__name__}")
+        label = str(name if by_name else os.fspath(url))
+        try:
+            named.append((label.encode("utf-8"), url))
+        except UnicodeEncodeError:
+            raise ValueError(f"shards: the name {label!r} is not valid text (a lone surrogate)") from None
+    return named
 
 
 class ShardedStorage:
@@ -22,7 +51,8 @@ class ShardedStorage:
     honours it: an operation under shard A never sees what was written under
     shard B (state, logs, counters, queues), while results are unchanged
     (keys, values and items come back exactly as written). ``""`` is a shard
-    like any other; ``shard_key`` must be a ``str``.
+    like any other; ``shard_key`` must be a ``str`` (``TypeError``) with a UTF-8
+    form (``ValueError`` for a lone surrogate).
 
     By default every shard lives in one inner ``FunctionStorage``
     (``db_path``, default ``":memory:"`` as in the seed). Beyond the seed,
@@ -30,7 +60,8 @@ class ShardedStorage:
     cloud backend spreads them over Durable Objects: a list of paths/URLs
     (or a mapping of stable names to them); each ``shard_key`` goes to one of
     them by rendezvous hash (``durastate.sharding.rendezvous_owner``), so
-    adding a database moves only the shard keys it wins. In both modes the
+    adding a database moves only the shard keys it wins (anything but such a
+    list or mapping is a ``TypeError``). In both modes the
     scope / execution ids are also prefixed with
     ``shard_key.encode() + b"\\x1f"``, so shard keys that share a database
     stay isolated. ``VGI_SQLITE_SHARD_LOG=1`` (read at construction) logs each
@@ -51,10 +82,10 @@ class ShardedStorage:
             self._shards = [FunctionStorage(db_path=db_path or ":memory:")]
             self._names = [b"default"]
         else:
-            named = list(shards.items()) if isinstance(shards, Mapping) else [(os.fspath(u), u) for u in shards]
+            named = _named_shards(shards)
             if not named:
                 raise ValueError("ShardedStorage: shards must name at least one database")
-            self._names = [str(name).encode("utf-8") for name, _ in named]
+            self._names = [name for name, _ in named]
             if len(set(self._names)) != len(self._names):
                 raise ValueError("ShardedStorage: shard names must be unique")
             self._shards = []
@@ -88,11 +119,10 @@ class ShardedStorage:
         self, op: str, shard_key: str, id_bytes: bytes, id_name: str = "scope_id"
     ) -> tuple[FunctionStorage, bytes]:
         """The storage holding ``shard_key``'s rows, and ``id_bytes`` as addressed there."""
-        shard = _as_shard_key(shard_key)
+        encoded = _as_shard_key(shard_key)
         scope = _as_bytes(id_name, id_bytes)
         if self._dbg_on:
-            self._log.warning("op=%s shard=%s scope=%s", op, shard, scope.hex()[:16])
-        encoded = shard.encode("utf-8")
+            self._log.warning("op=%s shard=%s scope=%s", op, shard_key, scope.hex()[:16])
         inner = self._inner if len(self._shards) == 1 else self._shards[rendezvous_owner(self._names, encoded)]
         return inner, encoded + self._SEP + scope
 
