@@ -370,11 +370,22 @@ def main() -> int:
     parser.add_argument("--only", action="append", help="run only these ops (repeatable)")
     parser.add_argument("--quick", action="store_true", help="1 round, 60 calls per worker")
     parser.add_argument("--rotation-only", action="store_true", help="only the last section, pool rotation")
+    parser.add_argument(
+        "--fifo-pool",
+        action="store_true",
+        help="durastate's stores on psycopg_pool's own first-in-first-out pool (the engine before postgres_pool)",
+    )
     args = parser.parse_args()
     if args.quick:
         args.rounds, args.ops = 1, 60
     ops = [op for op in OPS if not args.only or op in args.only]
 
+    if args.fifo_pool:  # for comparison only: the engine opens its pool through this name
+        import psycopg_pool
+
+        import durastate.engines.postgres as pg_engine
+
+        pg_engine.LifoPool = psycopg_pool.ConnectionPool  # type: ignore[misc]
     url, schema = create_schema(args.url)
     top = max(WORKER_COUNTS)
     # One store per worker count, its pool exactly that size (as psycopg gets one connection per
