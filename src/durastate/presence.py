@@ -111,7 +111,7 @@ def _entries(rows: list[Row]) -> list[PresenceEntry]:
     Each instance gets its ``__dict__`` in one C-level step: the frozen
     dataclass's ``__init__`` sets its six attributes one
     ``object.__setattr__`` call at a time, which was a third of a
-    20-field ``read``. The instances are the same (equality, hashing,
+    20-field ``read``. The instances are the same (equality,
     ``repr``, pickling and ``dataclasses.replace`` all go through
     ``__dict__``). The integer columns come back as ``int`` from both
     engines.
