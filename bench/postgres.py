@@ -12,8 +12,10 @@ Contenders, on one schema created by ``durastate.open()``:
   worker threads, its pool exactly that size (psycopg gets one connection
   per worker), driven through the public API. A last section measures what
   a pool bigger than the number of threads using it costs ("pool
-  rotation": psycopg_pool hands out idle connections first in, first out,
-  so one thread's calls go round every connection).
+  rotation"; ``--rotation-only`` runs just that): psycopg_pool alone hands
+  out idle connections first in, first out, so one thread's calls would go
+  round every connection; the engine's pool takes the newest idle one
+  (``durastate.engines.postgres_pool``).
 * ``psycopg``: one plain psycopg connection per worker thread, autocommit,
   the same prepare threshold, running *the very statement texts* durastate
   runs, with the same parameters. For writes those texts are durastate's
@@ -336,6 +338,30 @@ def _ratios(a: list[float], b: list[float]) -> tuple[float, float, float]:
     return statistics.median(per_round), min(per_round), max(per_round)
 
 
+def durastate_by_workers(stores: dict[int, durastate.Store]) -> dict[int, dict[str, Worker]]:
+    return {w: durastate_ops(each) for w, each in stores.items()}
+
+
+def pool_rotation(meter: Meter, by_workers: dict[int, dict[str, Worker]], top: int, rounds: int, calls: int) -> None:
+    """One worker on a pool of 1 against the same worker on a pool of ``top`` (the two interleaved)."""
+    print(f"## pool rotation: 1 worker on a pool of 1 vs the same on a pool of {top} (median over rounds)")
+    for op in ("get 1", "put 1"):
+        runs: dict[int, list[Measured]] = {1: [], top: []}
+        for r in range(rounds):
+            for size in (1, top) if r % 2 == 0 else (top, 1):
+                runs[size].append(meter.run(DS_APP, 1, calls, by_workers[size][op]))
+        wall = _ratios([m.rate for m in runs[top]], [m.rate for m in runs[1]])
+        cpu_ratio = _ratios([m.cpu_us for m in runs[1]], [m.cpu_us for m in runs[top]])
+        print(
+            f"{op:<8} pool 1: {statistics.median(m.rate for m in runs[1]):6.0f}/s"
+            f" {statistics.median(m.cpu_us for m in runs[1]):5.0f} us CPU;"
+            f" pool {top}: {statistics.median(m.rate for m in runs[top]):6.0f}/s"
+            f" {statistics.median(m.cpu_us for m in runs[top]):5.0f} us CPU;"
+            f" pool {top} / pool 1: wall {wall[0]:.2f} ({wall[1]:.2f}-{wall[2]:.2f}),"
+            f" CPU-normalised {cpu_ratio[0]:.2f} ({cpu_ratio[1]:.2f}-{cpu_ratio[2]:.2f})"
+        )
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--url", default=_default_url())
@@ -343,17 +369,28 @@ def main() -> int:
     parser.add_argument("--ops", type=int, default=200, help="calls per worker per run")
     parser.add_argument("--only", action="append", help="run only these ops (repeatable)")
     parser.add_argument("--quick", action="store_true", help="1 round, 60 calls per worker")
+    parser.add_argument("--rotation-only", action="store_true", help="only the last section, pool rotation")
+    parser.add_argument(
+        "--fifo-pool",
+        action="store_true",
+        help="durastate's stores on psycopg_pool's own first-in-first-out pool (the engine before postgres_pool)",
+    )
     args = parser.parse_args()
     if args.quick:
         args.rounds, args.ops = 1, 60
     ops = [op for op in OPS if not args.only or op in args.only]
 
+    if args.fifo_pool:  # for comparison only: the engine opens its pool through this name
+        import psycopg_pool
+
+        import durastate.engines.postgres as pg_engine
+
+        pg_engine.LifoPool = psycopg_pool.ConnectionPool  # type: ignore[misc]
     url, schema = create_schema(args.url)
     top = max(WORKER_COUNTS)
     # One store per worker count, its pool exactly that size (as psycopg gets one connection per
-    # worker): psycopg_pool hands out its idle connections first in, first out, so a pool bigger
-    # than the number of threads using it spreads one thread's calls over every connection
-    # (measured at the end: "pool rotation").
+    # worker); what a pool bigger than the number of threads using it costs is measured at the
+    # end ("pool rotation").
     stores = {
         w: durastate.open(with_application_name(url, DS_APP), min_connections=w, max_connections=w)
         for w in WORKER_COUNTS
@@ -373,11 +410,16 @@ def main() -> int:
             f"calls/worker, load average {os.getloadavg()[0]:.1f} at start"
         )
         preload(store, args.rounds, args.ops)
+        if args.rotation_only:
+            for each in stores.values():
+                each.kv.get(SCOPE, NS, b"warm")
+            pool_rotation(meter, durastate_by_workers(stores), top, args.rounds, args.ops)
+            return 0
         for contender in (raw, plain, best):
             contender.open_all(top)
         for each in stores.values():
             each.kv.get(SCOPE, NS, b"warm")  # the pool filled to its size
-        by_workers = {w: durastate_ops(each) for w, each in stores.items()}
+        by_workers = durastate_by_workers(stores)
         contenders = {
             "durastate": by_workers[top],
             "psycopg": raw_ops(raw, store),
@@ -459,22 +501,7 @@ def main() -> int:
             f"scaling {scaling:.2f}x (rounds {lo:.2f}-{hi:.2f})  target >={SCALING_TARGET} {verdict}"
         )
         print()
-        print(f"## pool rotation: 1 worker on a pool of 1 vs the same on a pool of {top} (median over rounds)")
-        for op in ("get 1", "put 1"):
-            runs: dict[int, list[Measured]] = {1: [], top: []}
-            for r in range(args.rounds):
-                for size in (1, top) if r % 2 == 0 else (top, 1):
-                    runs[size].append(meter.run(DS_APP, 1, args.ops, by_workers[size][op]))
-            wall = _ratios([m.rate for m in runs[top]], [m.rate for m in runs[1]])
-            cpu_ratio = _ratios([m.cpu_us for m in runs[1]], [m.cpu_us for m in runs[top]])
-            print(
-                f"{op:<8} pool 1: {statistics.median(m.rate for m in runs[1]):6.0f}/s"
-                f" {statistics.median(m.cpu_us for m in runs[1]):5.0f} us CPU;"
-                f" pool {top}: {statistics.median(m.rate for m in runs[top]):6.0f}/s"
-                f" {statistics.median(m.cpu_us for m in runs[top]):5.0f} us CPU;"
-                f" pool {top} / pool 1: wall {wall[0]:.2f} ({wall[1]:.2f}-{wall[2]:.2f}),"
-                f" CPU-normalised {cpu_ratio[0]:.2f} ({cpu_ratio[1]:.2f}-{cpu_ratio[2]:.2f})"
-            )
+        pool_rotation(meter, by_workers, top, args.rounds, args.ops)
         return 0
     finally:
         raw.close()

@@ -268,6 +268,9 @@ class DocumentInfo(NamedTuple):
     size: int
 
 
+_make_tuple = tuple.__new__  # DocumentInfo rows without the NamedTuple's Python __new__ (see ``list``)
+
+
 @dataclass(frozen=True, slots=True)
 class PrefixInfo:
     """``describe(prefix=...)``: how many documents and their total bytes."""
@@ -586,7 +589,10 @@ class Documents:
         lower = cursor if after else prefix
         params: tuple[Any, ...] = (lower,) if upper is None else (lower, upper)
         rows = self._engine.all(self._list[(after, upper is not None)], (*params, limit + 1))
-        items = [DocumentInfo(k, int(r), int(s)) for k, r, s in rows[:limit]]
+        # tuple.__new__ straight from the (key, revision, length) rows, both
+        # int columns already ``int``: DocumentInfo(...) runs the NamedTuple's
+        # Python __new__ per row, a quarter of a 100-document page.
+        items: list[DocumentInfo] = list(map(_make_tuple, itertools.repeat(DocumentInfo, min(len(rows), limit)), rows))
         more = len(rows) > limit
         return DocumentPage(items, items[-1].key if more else None)
 

@@ -1,8 +1,10 @@
 """The network engine: PostgreSQL through psycopg 3 and psycopg_pool.
 
 Connections come from a pool (``min_connections``..``max_connections``) in
-autocommit mode. Outside a transaction every statement borrows a connection
-for just that statement, so threads never hold connections while idle;
+autocommit mode, the most recently returned idle one first
+(``postgres_pool``). Outside a transaction every statement borrows a
+connection for just that statement, so threads never hold connections
+while idle;
 inside ``transaction()`` the thread keeps one connection from ``BEGIN`` to
 ``COMMIT``/``ROLLBACK`` and nested blocks become savepoints, exactly like
 the SQLite engine.
@@ -87,6 +89,7 @@ from .postgres_dialect import POSTGRES_DIALECT as POSTGRES_DIALECT
 from .postgres_errors import connection_lost as connection_lost
 from .postgres_errors import translate_postgres_error as translate_postgres_error
 from .postgres_explain import explain_plan
+from .postgres_pool import LifoPool
 from .redact import redact_url
 
 PREPARE_THRESHOLD = 0
@@ -217,7 +220,7 @@ class PostgresEngine(EngineBase):
             kwargs = connect_options(self._conninfo, where)
             if not self._probed:
                 self._probe(kwargs, where)
-            pool: psycopg_pool.ConnectionPool[psycopg.Connection[Any]] = psycopg_pool.ConnectionPool(
+            pool: psycopg_pool.ConnectionPool[psycopg.Connection[Any]] = LifoPool(
                 self._conninfo,
                 min_size=self._min,
                 max_size=self._max,

@@ -167,6 +167,9 @@ class TestDocumentsDescribeList:
         assert page.cursor is None
         for item in page.items:
             assert item == DocumentInfo(item.key, 1, size_of({"i": keys.index(item.key)}))
+            # list builds its items with tuple.__new__: still DocumentInfo, with int fields
+            assert type(item) is DocumentInfo and type(item.revision) is int and type(item.size) is int
+            assert item._asdict() == {"key": item.key, "revision": 1, "size": item.size}
 
     def test_list_pages_through_every_key_once(self, store: durastate.Store) -> None:
         keys = [f"p/{i:03d}" for i in range(23)] + ["p/", "p0", "o"]
