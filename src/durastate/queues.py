@@ -204,9 +204,10 @@ def _duration_ms(name: str, value: Any, *, allow_zero: bool) -> int:
         if value:
             return 1
         # value == 0 and not allow_zero: the general path words the refusal.
-    ms = int(as_seconds(name, value, allow_zero=allow_zero) * 1000)
-    if ms > MAX_DURATION_MS:
+    seconds = as_seconds(name, value, allow_zero=allow_zero)
+    if seconds > MAX_DURATION_MS / 1000:  # before the product, which can overflow to infinity
         fail(f"{name}={value!r} seconds is too long; the limit is {MAX_DURATION_MS // 1000} seconds")
+    ms = int(seconds * 1000)
     if ms == 0 and not allow_zero:
         return 1
     return ms

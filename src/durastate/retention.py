@@ -52,7 +52,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any
 
-from ._validate import fail
+from ._validate import MAX_DURATION_MS, fail
 
 if TYPE_CHECKING:
     from .store import Store
@@ -65,6 +65,8 @@ def _seconds(name: str, value: Any) -> None:
         return
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
         fail(f"Retention.{name} must be None or a finite number of seconds >= 0, got {value!r}")
+    if value > MAX_DURATION_MS / 1000:
+        fail(f"Retention.{name} is too large ({value!r} seconds; at most {MAX_DURATION_MS // 1000})")
 
 
 @dataclass(frozen=True)

@@ -220,3 +220,15 @@ def test_a2_refuses_an_expiry_no_datetime_can_hold_before_writing_it(store_url: 
             store.close()
 
     asyncio.run(main())
+
+
+@pytest.mark.parametrize("seconds", [1.7976931348623157e305, 1e300, float(2**62)])
+def test_a_duration_whose_milliseconds_overflow_a_float_is_refused(store: durastate.Store, seconds: float) -> None:
+    # Was: OverflowError from int(inf) (seconds * 1000 rounds to infinity near float's limit).
+    with pytest.raises(durastate.InvalidRequest, match=r"too long|past the 64-bit"):
+        store.queues.push("q", [b"x"], delay=seconds)
+    with pytest.raises(durastate.InvalidRequest, match=r"too long|past the 64-bit"):
+        store.kv.put(b"s", b"n", b"k", b"v", ttl=seconds)
+    with pytest.raises(durastate.InvalidRequest, match="too large"):
+        durastate.Retention(kv_log_max_age=seconds)
+    assert store.queues.stats("q").ready == 0 and store.kv.get(b"s", b"n", b"k") is None
