@@ -56,7 +56,7 @@ from langgraph.store.base import (
 
 from ...errors import InvalidRequest
 from ...store import Store
-from ._async import StoreBound
+from ._bound import StoreBound
 
 __all__ = ["DurastateStore"]
 
@@ -230,7 +230,15 @@ class DurastateStore(StoreBound, BaseStore):
         return results
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
-        return await self._bridge.call(self.batch, list(ops))
+        """``batch`` from async code (see ``_bound``): in one transaction when it puts or deletes.
+
+        A batch of reads only is a plain call: it takes no write lock (a TTL
+        refresh at its end is one transaction of its own).
+        """
+        ops = list(ops)
+        if any(isinstance(op, PutOp) for op in ops):
+            return await self._aio.transact(self.batch, ops)
+        return await self._aio.call(self.batch, ops)
 
     # -- validation ----------------------------------------------------------------
 
