@@ -44,6 +44,13 @@ nothing behind. An inline call cannot be interrupted (it never awaits); a
 ``transact`` cancelled before its commit rolls back (on the worker, before
 the worker counts as idle); ``close()`` waits for the workers, so no call is
 still running once it returns.
+
+Known limit (``durastate._aio``, not this module): a thread that ran a call
+inline keeps its connection at busy timeout 0, so a *sync* call made later
+on that same thread (after ``asyncio.run`` returned, or in a notebook) is
+refused with ``LockBusy`` at once, instead of waiting, while another
+connection holds the write lock (``tests/integrations/test_async_path.py``
+marks it as an expected failure).
 """
 
 from __future__ import annotations
