@@ -167,6 +167,18 @@ def test_uncontended_calls_run_inline_on_a_sqlite_file_and_on_workers_on_postgre
         holder.close()
 
 
+def test_async_delta_channel_history_is_the_sync_walk(shared_store: durastate.Store) -> None:
+    saver = DurastateSaver(shared_store)
+    first = saver.put(*checkpoint_args("t"))
+    saver.put_writes(first, [("messages", "w1")], "task")
+    _, checkpoint, metadata, versions = checkpoint_args("t", step=2)
+    second = saver.put(first, checkpoint, metadata, versions)
+    wanted = saver.get_delta_channel_history(config=second, channels=["messages"])
+    assert wanted["messages"]["writes"] != []
+    assert asyncio.run(saver.aget_delta_channel_history(config=second, channels=["messages"])) == wanted
+    saver.close()
+
+
 # -- (a) a cancelled call leaves nothing behind -------------------------------------
 
 

@@ -32,6 +32,10 @@ Edge cases and choices:
 * Checkpoints written by format ``v < 4`` savers (pending sends kept in the
   parent's writes) never exist in a durastate store, so no migration of
   them is attempted.
+* Async: each ``a*`` method runs its sync twin through durastate's one async
+  path (``_bound``): inline on the event loop's thread on a SQLite file,
+  writes in one transaction that a cancellation before the commit rolls
+  back, ``alist`` an async generator over ``list``.
 """
 
 from __future__ import annotations

@@ -28,6 +28,9 @@ Semantics (those of LangGraph's stores; where they differ, PostgresStore's):
 * ``created_at`` survives updates; ``updated_at`` is the last put's time.
 * Values must be JSON objects (dicts of JSON values), as PostgresStore
   stores them; anything else is refused with ``InvalidRequest``.
+* Async: ``abatch`` (behind every ``a*`` method of ``BaseStore``) runs
+  ``batch`` through durastate's one async path (``_bound``), in one
+  transaction when the batch puts or deletes.
 """
 
 from __future__ import annotations
