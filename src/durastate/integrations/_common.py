@@ -29,8 +29,10 @@ does:
 * ``transact(fn, *args)``: ``fn(*args)`` inside one transaction
   (``AsyncStore.transact``): always safe inline (``BEGIN IMMEDIATE`` is
   refused before ``fn`` runs), and a caller cancelled before the commit
-  rolls it back. Every write of the LangGraph saver and store and of the
-  LangChain classes goes this way.
+  rolls it back. The LangGraph saver's writes, the LangGraph store's
+  batches that put or delete, and the LangChain classes' writes go this
+  way (each is one transaction or statement already, so the cost is the
+  outer ``BEGIN``/``COMMIT`` and a savepoint for the inner one).
 * ``iterate(make)``: ``make()`` returns a sync paging iterator; the result
   is an async generator over it (``durastate.aio``'s ``PagedIterator``: each
   step inline on SQLite, batches of items per worker hop elsewhere).
@@ -38,6 +40,9 @@ does:
 ``to_the_end(awaitable)`` is for frameworks whose contract says a mutation
 is carried to its end even if its caller is cancelled (the OpenAI Agents
 SDK's sessions): the cancellation is raised once the outcome is settled.
+
+eventsourcing and huey are synchronous frameworks: their integrations have
+no coroutines and hold their stores their own way (not through this module).
 
 Cancellation, as in ``durastate.aio``: a call either completes or leaves
 nothing behind. An inline call cannot be interrupted (it never awaits); a
