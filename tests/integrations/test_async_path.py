@@ -427,12 +427,6 @@ def test_a_write_lock_held_by_another_process_never_makes_the_loop_late(tmp_path
     store.close()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=durastate.StoreUnavailable,
-    reason="durastate._aio leaves a thread's connection at busy timeout 0 after an inline call, for good: "
-    "a later sync call on that thread is refused (LockBusy) instead of waiting for the lock",
-)
 def test_a_sync_call_after_an_async_one_on_the_same_thread_still_waits_for_the_lock(tmp_path: Any) -> None:
     path = tmp_path / "mixed.db"
     with DurastateSaver.from_url(path) as saver:

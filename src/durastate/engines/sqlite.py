@@ -45,6 +45,7 @@ import threading
 import time
 import uuid
 import weakref
+from asyncio import _get_running_loop as _running_loop
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, cast
@@ -76,7 +77,9 @@ class _ThreadState(TransactionState):
     # transaction is doomed it is a ``_RefusingCursor`` instead (typed as
     # a cursor: the statement methods only ever call its execute methods).
     cursor: sqlite3.Cursor | None = None
-    # ``conn`` once no_wait_changes() has set its busy timeout to 0.
+    # ``conn`` while no_wait_changes() has its busy timeout at 0: from an
+    # async front end's inline call until this thread's first statement
+    # with no event loop running on it (see _wait_again).
     no_wait: sqlite3.Connection | None = None
     # Held by this thread for every use of ``conn`` (each statement, BEGIN,
     # COMMIT, ...) and by ``close()`` while it closes ``conn``: a connection
@@ -387,6 +390,8 @@ class SqliteEngine(EngineBase):
 
     def one(self, sql: str, params: Params = ()) -> Row | None:
         state = self._local
+        if state.no_wait is not None and _running_loop() is None:
+            self._wait_again(state)
         cursor = state.cursor or self._thread_cursor()
         guard = state.guard
         guard.acquire()
@@ -412,6 +417,8 @@ class SqliteEngine(EngineBase):
 
     def all(self, sql: str, params: Params = ()) -> list[Row]:
         state = self._local
+        if state.no_wait is not None and _running_loop() is None:
+            self._wait_again(state)
         cursor = state.cursor or self._thread_cursor()
         guard = state.guard
         guard.acquire()
@@ -430,6 +437,8 @@ class SqliteEngine(EngineBase):
 
     def execute(self, sql: str, params: Params = ()) -> int:
         state = self._local
+        if state.no_wait is not None and _running_loop() is None:
+            self._wait_again(state)
         cursor = state.cursor or self._thread_cursor()
         with state.guard:
             if self._closed:
@@ -449,6 +458,8 @@ class SqliteEngine(EngineBase):
 
     def executemany(self, sql: str, rows: Iterable[Params]) -> None:
         state = self._local
+        if state.no_wait is not None and _running_loop() is None:
+            self._wait_again(state)
         cursor = state.cursor or self._thread_cursor()
         guard = state.guard
         guard.acquire()
@@ -501,6 +512,8 @@ class SqliteEngine(EngineBase):
         # ``lock`` (the migration lock) needs nothing more: BEGIN IMMEDIATE
         # takes the database's one write lock, which excludes every writer.
         state = self._local
+        if state.no_wait is not None and _running_loop() is None:
+            self._wait_again(state)
         conn = state.conn or self._thread_connection()
         _FORK_GATE.enter()
         try:
@@ -654,9 +667,12 @@ class SqliteEngine(EngineBase):
     def no_wait_changes(self) -> int:
         """Make this thread's connection refuse a held lock at once; its change count.
 
-        Sets the calling thread's connection to busy timeout 0 (for good:
-        meant for an event loop's thread, whose calls must never sleep) and
-        returns ``total_changes``, the rows it has modified so far. A call
+        Sets the calling thread's connection to busy timeout 0 (meant for
+        an event loop's thread, whose calls must never sleep) and returns
+        ``total_changes``, the rows it has modified so far. The timeout
+        stays 0 while an event loop runs on the thread; its first statement
+        with none running (say, a sync call after ``asyncio.run`` returned)
+        puts the store's busy timeout back (``_wait_again``). A call
         that then fails with ``LockBusy`` while the count is unchanged
         changed nothing (WAL takes the write lock at the first write or at
         ``BEGIN IMMEDIATE``, before any change), so it can be run again
@@ -679,6 +695,20 @@ class SqliteEngine(EngineBase):
             if self._closed:
                 raise self._refuse_closed()
             return conn.total_changes
+
+    def _wait_again(self, state: _ThreadState) -> None:
+        """This thread's statements wait for locks again (its event loop has ended)."""
+        conn = state.no_wait
+        state.no_wait = None
+        if conn is None or conn is not state.conn:
+            return
+        with state.guard:
+            if self._closed:
+                raise self._refuse_closed()
+            try:
+                conn.execute(f"PRAGMA busy_timeout = {int(self._busy_timeout * 1000)}")
+            except sqlite3.Error as exc:
+                raise translate_sqlite_error(exc, self.url) from None
 
     # -- lifecycle -------------------------------------------------------------
 
