@@ -22,10 +22,16 @@ $(VENV)/.installed-test: pyproject.toml | $(PY)
 demo: $(VENV)/.installed-base
 	$(PY) -m durastate.demo
 
+# The suite in TEST_WORKERS pytest-xdist processes taking the next test of one
+# queue each (--maxschedchunk 1), long tests first (tests/conftest.py): CI has
+# 2 cores, and the suite waits on PostgreSQL, subprocesses and pi-durable's
+# own paced suite about as much as it computes, so 3 keep both cores busy.
+# TEST_WORKERS=0 runs it in this process.
+TEST_WORKERS ?= 3
 test: $(VENV)/.installed-test
 	$(PY) -m ruff check src tests bench
 	$(PY) -m mypy
-	$(PY) -m pytest
+	$(PY) -m pytest $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist load --maxschedchunk 1)
 
 bench: $(VENV)/.installed-test
 	$(PY) bench/run.py

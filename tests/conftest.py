@@ -1,10 +1,64 @@
+"""Suite-wide hooks: long tests first, and what parallel runs (pytest-xdist, ``make test``) need.
+
+``make test`` runs the suite in several worker processes (``-n``, load
+scheduling one test at a time, so the queue is taken in collection order).
+Long tests go to the front of that queue (``slow`` first, then
+``multiprocess``), so no worker starts one near the end while the others
+sit idle: pi-durable's own suite first of all (minutes of subprocesses,
+mostly waiting). Without xdist the order is the same, and pi-durable's suite
+is started as soon as collection selects it, to run beside the rest.
+
+Under xdist, the controller finds (or starts) the PostgreSQL server once
+and hands its URL to the workers through ``DURASTATE_TEST_POSTGRES_URL``,
+so they share one throwaway cluster instead of making one each.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import pytest
+
 pytest_plugins = ["durastate.testing.plugin"]
 
+# The queue's front, in this order; everything else keeps its collected order behind them.
+_FIRST_MARKS = ("slow", "multiprocess")
 
-def pytest_collection_finish(session: object) -> None:
-    """Start pi-durable's own suite (two subprocesses, minutes long) as soon as the test that checks it
-    is selected, so it runs beside the rest of the suite instead of after it."""
-    for item in getattr(session, "items", []):
+
+def _is_xdist_worker(config: pytest.Config) -> bool:
+    return hasattr(config, "workerinput")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if _is_xdist_worker(config) or not getattr(config.option, "numprocesses", None):
+        return
+    from durastate.testing import postgres_server
+
+    url, _reason = postgres_server.server_url()  # the reason is reported again by each worker's skips
+    if url is not None:
+        os.environ.setdefault(postgres_server.ENV_URL, url)
+
+
+def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[Any]) -> None:
+    """Long tests first (a stable sort: every xdist worker must collect the same order)."""
+
+    def rank(item: Any) -> int:
+        for position, mark in enumerate(_FIRST_MARKS):
+            if item.get_closest_marker(mark) is not None:
+                return position
+        return len(_FIRST_MARKS)
+
+    items.sort(key=rank)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Without xdist, start pi-durable's own suite (subprocesses, minutes long) as soon as the test that checks
+    it is selected, so it runs beside the rest of the suite instead of after it. Under xdist the test starts them
+    itself: it is first in the queue, and a worker is free to wait for them."""
+    if _is_xdist_worker(session.config) or session.config.option.collectonly:
+        return
+    for item in session.items:
         module = getattr(item, "module", None)
         if module is not None and module.__name__.endswith("test_pi_durable_upstream"):
             module.start_in_background()

@@ -18,6 +18,8 @@ seconds each, plus one download per cache) and no second venv.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import importlib.metadata
 import json
 import os
@@ -27,6 +29,7 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -55,41 +58,55 @@ def _pip(*args: str) -> None:
         pytest.fail(f"pip {' '.join(args)} failed (needs the package index):\n{result.stderr[-2000:]}")
 
 
+@contextlib.contextmanager
+def _cache_lock() -> Iterator[None]:
+    """One filler of the cache at a time (parallel test workers each run these session fixtures): a second
+    one would otherwise remove the folder the first just put in place while its tests read it."""
+    CACHE.mkdir(parents=True, exist_ok=True)
+    with open(CACHE / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
 @pytest.fixture(scope="session")
 def upstream_suite() -> Path:
     """The extracted sdist of functualize-state-sqlite (downloaded once per venv)."""
     root = CACHE / f"functualize_state_sqlite-{FUNCTUALIZE_STATE_SQLITE}"
-    if not (root / UPSTREAM_TEST_FILE).is_file():
-        CACHE.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryDirectory(dir=CACHE) as scratch:  # renamed into place only when complete
-            _pip(
-                "download",
-                "--no-deps",
-                "--no-binary",
-                ":all:",
-                f"functualize-state-sqlite=={FUNCTUALIZE_STATE_SQLITE}",
-                "--dest",
-                scratch,
-            )
-            (sdist,) = Path(scratch).glob("*.tar.gz")
-            with tarfile.open(sdist) as archive:
-                archive.extractall(scratch, filter="data")
-            shutil.rmtree(root, ignore_errors=True)
-            (Path(scratch) / root.name).rename(root)
+    with _cache_lock():
+        if not (root / UPSTREAM_TEST_FILE).is_file():
+            _download_upstream_suite(root)
     return root
+
+
+def _download_upstream_suite(root: Path) -> None:
+    with tempfile.TemporaryDirectory(dir=CACHE) as scratch:  # renamed into place only when complete
+        _pip(
+            "download",
+            "--no-deps",
+            "--no-binary",
+            ":all:",
+            f"functualize-state-sqlite=={FUNCTUALIZE_STATE_SQLITE}",
+            "--dest",
+            scratch,
+        )
+        (sdist,) = Path(scratch).glob("*.tar.gz")
+        with tarfile.open(sdist) as archive:
+            archive.extractall(scratch, filter="data")
+        shutil.rmtree(root, ignore_errors=True)
+        (Path(scratch) / root.name).rename(root)
 
 
 @pytest.fixture(scope="session")
 def older_functualize() -> Path:
     """A folder holding functualize 0.3.0 alone, to put first on ``PYTHONPATH``."""
     target = CACHE / f"functualize-{FUNCTUALIZE_OLDER}"
-    if not (target / "functualize" / "__init__.py").is_file():
-        CACHE.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryDirectory(dir=CACHE) as scratch:  # renamed into place only when complete
-            packages = Path(scratch) / "packages"
-            _pip("install", "--no-deps", "--target", str(packages), f"functualize=={FUNCTUALIZE_OLDER}")
-            shutil.rmtree(target, ignore_errors=True)
-            packages.rename(target)
+    with _cache_lock():
+        if not (target / "functualize" / "__init__.py").is_file():
+            with tempfile.TemporaryDirectory(dir=CACHE) as scratch:  # renamed into place only when complete
+                packages = Path(scratch) / "packages"
+                _pip("install", "--no-deps", "--target", str(packages), f"functualize=={FUNCTUALIZE_OLDER}")
+                shutil.rmtree(target, ignore_errors=True)
+                packages.rename(target)
     return target
 
 

@@ -6,7 +6,8 @@ pi-durable-python's sdist. ``PI_SHIM_STORAGE`` picks the storage:
 * ``durastate-sqlite``: ``durastate.compat.pi_durable.SqliteStorage`` on an
   SQLite file;
 * ``durastate-postgres``: the same on PostgreSQL (``PI_SHIM_POSTGRES_URL``;
-  a fresh schema per storage path, dropped when the test ends);
+  a schema per storage path, as a fresh migration leaves it, emptied
+  for a later test when the test ends: see ``_Postgres``);
 * ``pi-sqlite``: pi-durable's own ``SqliteStorage`` (the reference run);
 * ``pi-memory``: nothing replaced (pi-durable's ``MemoryStorage``).
 
@@ -32,6 +33,7 @@ import atexit
 import itertools
 import os
 import shutil
+import signal
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -57,31 +59,48 @@ atexit.register(shutil.rmtree, _tmp, True)
 
 
 class _Postgres:
-    """One fresh schema per storage path (the file a test names), dropped when the test ends."""
+    """A schema per storage path (the file a test names), for that test only.
+
+    From ``postgres_server.SchemaPool``: emptied after the test back to what
+    a fresh migration leaves (creating and migrating one costs several times
+    what a Harness test then does with its storage; durastate's migrations
+    are tested in durastate's own suite). A schema a storage with another
+    prefix was opened on is dropped instead.
+    """
 
     def __init__(self) -> None:
+        from durastate.testing import postgres_server
+
         base = os.environ.get("PI_SHIM_POSTGRES_URL")
         if not base:
             raise RuntimeError("PI_SHIM_STORAGE=durastate-postgres needs PI_SHIM_POSTGRES_URL")
-        self.base = base
-        self.urls: dict[str, tuple[str, str]] = {}  # path -> (url, schema)
+        self.pool = postgres_server.schema_pool(base)
+        self.urls: dict[str, tuple[str, str]] = {}  # path -> (url, schema) of the current test
 
     def url_for(self, path: str) -> str:
-        from durastate.testing import postgres_server
-
         if path not in self.urls:
-            self.urls[path] = postgres_server.create_schema(self.base)
+            self.urls[path] = self.pool.take()
         return self.urls[path][0]
 
-    def drop_all(self) -> None:
-        from durastate.testing import postgres_server
-
+    def release_all(self) -> None:
+        """End of a test: every schema it used back to the pool."""
         while self.urls:
-            _path, (_url, schema) = self.urls.popitem()
-            postgres_server.drop_schema(self.base, schema)
+            _path, (url, schema) = self.urls.popitem()
+            self.pool.give_back(url, schema)
 
 
 _pg: _Postgres | None = _Postgres() if MODE == "durastate-postgres" else None
+if _pg is not None:
+    atexit.register(_pg.release_all)  # registered after the pool's close: runs before it
+
+
+def _interrupted(signum: int, frame: object) -> None:
+    """SIGTERM (``run.stop``) as Ctrl-C: pytest ends the session with its teardowns, then the pool's atexit hook
+    drops the schemas (the default action would end the process at once and leave them on the server)."""
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+signal.signal(signal.SIGTERM, _interrupted)
 
 
 async def _open_durastate(path: str, options: Any) -> Any:
@@ -196,13 +215,22 @@ if MODE != "pi-memory":
     pi_durable.storage.memory.MemoryStorage = StorageInPlaceOfMemory  # type: ignore[misc,assignment]
 
 
+# Minutes on any storage (20,000 tasks, each ended by its own commit): first in the queue, so that
+# under pytest-xdist it does not start last while the other workers have nothing left to do.
+_LONGEST = "test_harness_scheduler_retention.py::test_forgets_a_deep_chain_of_ended_tasks_without_recursion"
+
+
+def pytest_collection_modifyitems(items: list[Any]) -> None:
+    items.sort(key=lambda item: item.nodeid != _LONGEST)
+
+
 @pytest.fixture(autouse=True)
 def _close_storages_opened_by_the_test() -> Iterator[None]:
     yield
     while _opened:
         _close_now(_opened.pop())
     if _pg is not None:
-        _pg.drop_all()
+        _pg.release_all()
 
 
 def _close_now(storage: Any) -> None:

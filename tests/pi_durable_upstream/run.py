@@ -1,6 +1,6 @@
 """Run pi-durable's own test suite with a chosen storage in place of its storages.
 
-    .venv/bin/python tests/pi_durable_upstream/run.py [--storage-only] MODE [MODE ...] [-- pytest args]
+    .venv/bin/python tests/pi_durable_upstream/run.py [--storage-only] [--workers N] MODE [MODE ...] [-- pytest args]
 
 Modes: ``durastate-sqlite``, ``durastate-postgres`` (needs
 ``DURASTATE_TEST_POSTGRES_URL``), ``pi-sqlite`` (pi-durable's own SQLite
@@ -14,16 +14,19 @@ the storage-facing part: ``test_sqlite_storage.py`` (pi-durable's shipped
 ``storage_conformance`` on fresh and reopened storage, plus its own SQLite
 checks), ``test_testing_conformance.py`` and every ``test_harness_*.py`` and
 ``test_session_*.py`` (a durable agent through crashes and reopen).
-``--storage-only`` leaves the Harness tests out. ``pi_shim.py`` (a pytest
-plugin) swaps the storage.
+``--storage-only`` leaves the Harness tests out; ``--workers N`` runs each
+mode in N pytest-xdist workers (what ``make test`` does, with 2).
+``pi_shim.py`` (a pytest plugin) swaps the storage.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import importlib.metadata
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tarfile
@@ -35,8 +38,7 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
 PACKAGE = "pi-durable-python"
 SELECTION = ("test_sqlite_storage.py", "test_testing_conformance.py", "test_harness_*.py", "test_session_*.py")
-# Without the Harness tests (594 of 807): what make test runs on PostgreSQL, where the whole
-# selection takes about 15 minutes (see RESULTS.md).
+# Without the Harness tests (213 of 807), for a quick look (``--storage-only``).
 STORAGE_SELECTION = ("test_sqlite_storage.py", "test_testing_conformance.py", "test_session_*.py")
 MODES = ("durastate-sqlite", "durastate-postgres", "pi-sqlite", "pi-memory")
 
@@ -103,8 +105,15 @@ class Running:
     junit: Path
 
 
-def start(mode: str, selection: tuple[str, ...] = SELECTION, pytest_args: list[str] | None = None) -> Running:
-    """Start one pytest subprocess over ``selection`` with ``mode``'s storage (``-x`` off: every test runs)."""
+def start(
+    mode: str, selection: tuple[str, ...] = SELECTION, pytest_args: list[str] | None = None, workers: int = 0
+) -> Running:
+    """Start one pytest subprocess over ``selection`` with ``mode``'s storage (``-x`` off: every test runs).
+
+    ``workers`` > 0: that many pytest-xdist workers, each taking the next test
+    of the queue (the suite mostly waits: on its own paced sleeps, and on
+    PostgreSQL on round trips, so a second worker nearly halves the time).
+    """
     tests = sdist_tests()
     files = sorted({str(p.name) for pattern in selection for p in tests.glob(pattern)})
     junit = cache_dir() / f"junit-{mode}{'' if selection else '-rerun'}.xml"
@@ -133,11 +142,27 @@ def start(mode: str, selection: tuple[str, ...] = SELECTION, pytest_args: list[s
         "--no-header",
         "-rN",
         f"--junitxml={junit}",
+        *(["-n", str(workers), "--dist", "load", "--maxschedchunk", "1"] if workers else []),
         *(pytest_args or []),
         *files,
     ]
-    process = subprocess.Popen(command, cwd=tests, env=env, stdout=subprocess.DEVNULL)
+    # Its own process group: ``stop`` signals the xdist workers too.
+    process = subprocess.Popen(command, cwd=tests, env=env, stdout=subprocess.DEVNULL, start_new_session=True)
     return Running(mode, process, junit)
+
+
+def stop(running: Running, grace: float = 20.0) -> None:
+    """Interrupt a run that is still going (SIGTERM: the shim ends it as Ctrl-C would, closing and dropping what it
+    opened), and kill it if it has not ended within ``grace`` seconds."""
+    if running.process.poll() is not None:
+        return
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(running.process.pid, signal.SIGTERM)
+    try:
+        running.process.wait(grace)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(running.process.pid, signal.SIGKILL)
 
 
 def finish(running: Running) -> Result:
@@ -158,9 +183,11 @@ def rerun(mode: str, names: list[str]) -> Result:
     return finish(start(mode, (), [node_id(name) for name in names]))
 
 
-def run(mode: str, selection: tuple[str, ...] = SELECTION, pytest_args: list[str] | None = None) -> Result:
+def run(
+    mode: str, selection: tuple[str, ...] = SELECTION, pytest_args: list[str] | None = None, workers: int = 0
+) -> Result:
     """``start`` and ``finish``: one run to its end."""
-    return finish(start(mode, selection, pytest_args))
+    return finish(start(mode, selection, pytest_args, workers))
 
 
 def parse(mode: str, junit: Path) -> Result:
@@ -195,11 +222,16 @@ def main(argv: list[str]) -> int:
     if "--storage-only" in modes:
         modes = [m for m in modes if m != "--storage-only"]
         selection = STORAGE_SELECTION
+    workers = 0
+    if "--workers" in modes:
+        at = modes.index("--workers")
+        workers = int(modes[at + 1])
+        del modes[at : at + 2]
     for mode in modes or ["durastate-sqlite"]:
         if mode not in MODES:
             print(f"unknown mode {mode!r}; one of {', '.join(MODES)}", file=sys.stderr)
             return 2
-        result = run(mode, selection, extra)
+        result = run(mode, selection, extra, workers)
         print(result.summary())
         for name, message in sorted(result.failed.items()):
             print(f"  FAILED {name}: {message}")

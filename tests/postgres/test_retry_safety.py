@@ -14,6 +14,7 @@ from __future__ import annotations
 import random
 import threading
 import time
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from urllib.parse import urlsplit, urlunsplit
@@ -170,7 +171,9 @@ def test_random_backend_terminations_never_double_apply(pg_url: str, pg_base_url
     and no unique payload may ever appear twice. The writer goes on until
     it has made CALLS calls and seen MIN_KILLS terminations.
     """
-    app = "ds-retry-test"
+    # Unique: the killer terminates every backend with this name, so another run on the same server
+    # (a parallel worker, another checkout) must never share it.
+    app = f"ds-retry-{uuid.uuid4().hex[:12]}"
     sep = "&" if "?" in pg_url else "?"
     durastate.open(pg_url).close()
     store = durastate.open(f"{pg_url}{sep}application_name={app}", min_connections=0, max_connections=4)

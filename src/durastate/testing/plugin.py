@@ -9,8 +9,11 @@ opened at teardown. Worker processes open ``shared_url`` with
 by an entry point: see ``docs/third-party-engine.md``).
 
 ``store_url`` is parametrized over ``ENGINES``: ``sqlite-file`` (a fresh
-file per test), ``sqlite-memory`` and ``postgres`` (a fresh schema per test
-on the server ``durastate.testing.postgres_server`` finds). ``shared_url``
+file per test), ``sqlite-memory`` and ``postgres`` (a schema per test on the
+server ``durastate.testing.postgres_server`` finds: a new one, or, for a
+test that reaches its store only through the ``store`` fixture, one that an
+earlier test used, emptied back to what a fresh migration leaves, see
+``postgres_server.SchemaPool``). ``shared_url``
 is the subset whose data other stores and processes can see (no memory).
 When no PostgreSQL server can be found, its parameters are skipped with the
 reason, and the reason is repeated in the terminal summary.
@@ -32,6 +35,7 @@ import durastate
 
 from . import postgres_server
 from .clock import FakeClock
+from .conformance.plans import STATISTICS
 
 ENGINES = ["sqlite-file", "sqlite-memory", "postgres"]
 SHARED_ENGINES = ["sqlite-file", "postgres"]
@@ -53,26 +57,65 @@ def _postgres_base_url() -> str:
     return url
 
 
-def _url_for(engine: str, tmp_path: Path) -> Iterator[str]:
+def _url_for(engine: str, tmp_path: Path, reuse: bool = False) -> Iterator[str]:
     if engine == "sqlite-file":
         yield f"sqlite://{tmp_path / 'state.db'}"  # sqlite:///abs/path
     elif engine == "sqlite-memory":
         yield "memory:"
     elif engine == "postgres":
         base = _postgres_base_url()
-        url, schema = postgres_server.create_schema(base)
+        pool = postgres_server.schema_pool(base) if reuse else None
+        url, schema = postgres_server.create_schema(base) if pool is None else pool.take()
         try:
             yield url
         finally:
-            postgres_server.drop_schema(base, schema)
+            if pool is None:
+                postgres_server.drop_schema(base, schema)
+            else:
+                pool.give_back(url, schema)
     else:  # pragma: no cover
         raise ValueError(engine)
 
 
+# Fixtures that hand a test the URL itself, or open stores on it as the test asks.
+_OPENERS = frozenset({"store_url", "open_store", "shared_url", "open_shared"})
+
+
+def _only_through_store(request: pytest.FixtureRequest) -> bool:
+    """Whether the test reaches its store only through the ``store`` fixture, and is no plan check.
+
+    Such a test sees a store exactly as ``durastate.open`` left it: how it
+    got there (migrating an empty schema or finding a current one) is not
+    its subject, so on PostgreSQL it may get a schema from the
+    ``SchemaPool``. A test that takes the URL or opens stores itself (any
+    fixture on its way does), or checks plans on fresh tables, gets a new
+    schema.
+    """
+    callspec = getattr(request.node, "callspec", None)
+    if callspec is not None and any(value in STATISTICS for value in callspec.params.values()):
+        return False
+    info = getattr(request.node, "_fixtureinfo", None)
+    if info is None:
+        return False
+    seen: set[str] = set()
+    todo = list(info.argnames)
+    while todo:
+        name = todo.pop()
+        if name in seen or name == "store":
+            seen.add(name)
+            continue
+        if name in _OPENERS:
+            return False
+        seen.add(name)
+        for definition in info.name2fixturedefs.get(name, ()):
+            todo.extend(definition.argnames)
+    return "store" in seen
+
+
 @pytest.fixture(params=ENGINES)
 def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    """A fresh, empty store URL for each engine."""
-    yield from _url_for(request.param, tmp_path)
+    """A fresh, empty store URL for each engine (see ``_only_through_store`` for PostgreSQL's pool)."""
+    yield from _url_for(request.param, tmp_path, reuse=_only_through_store(request))
 
 
 @pytest.fixture(params=SHARED_ENGINES)

@@ -9,7 +9,8 @@ Order of preference:
 3. nothing: the PostgreSQL half of the suite is skipped with the reason.
 
 Each test gets its own schema in that server (``search_path`` set through
-the URL), dropped afterwards, so runs and tests never see each other's rows.
+the URL), dropped afterwards or emptied for a later test of the same
+process (``SchemaPool``), so runs and tests never see each other's rows.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import socket
 import subprocess
 import tempfile
 import uuid
+from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 ENV_URL = "DURASTATE_TEST_POSTGRES_URL"
@@ -132,3 +134,140 @@ def drop_schema(url: str, schema: str) -> None:
 
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+
+
+# Everything about a schema that a fresh migration decides, as one digest: its relations (kind and
+# column count, dropped columns included), functions (with their source) and triggers; and how many of
+# its tables were ever analyzed or vacuumed (none, in a fresh schema: planner statistics are part of
+# what a test may depend on).
+_SCHEMA_DIGEST = """
+SELECT md5(concat_ws('|',
+  (SELECT string_agg(c.relname || ':' || c.relkind::text || ':' || c.relnatts, ',' ORDER BY c.relname)
+     FROM pg_class c WHERE c.relnamespace = n.oid),
+  (SELECT string_agg(p.proname || ':' || md5(p.prosrc), ',' ORDER BY p.proname)
+     FROM pg_proc p WHERE p.pronamespace = n.oid),
+  (SELECT string_agg(t.tgname, ',' ORDER BY t.tgname)
+     FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid WHERE c.relnamespace = n.oid),
+  (SELECT count(*) FROM pg_class c WHERE c.relnamespace = n.oid AND c.relkind = 'r' AND c.reltuples >= 0),
+  (SELECT count(*) FROM pg_statistic s JOIN pg_class c ON c.oid = s.starelid WHERE c.relnamespace = n.oid)))
+FROM pg_namespace n WHERE n.nspname = %s
+"""
+_TABLES = "SELECT tablename FROM pg_tables WHERE schemaname = %s ORDER BY tablename"
+_SEQUENCES = "SELECT sequencename FROM pg_sequences WHERE schemaname = %s ORDER BY sequencename"
+
+
+class SchemaPool:
+    """Schemas as a fresh migration leaves them, emptied after use and handed out again.
+
+    Creating a schema and migrating every facet into it costs about 100 ms
+    of server CPU (19 tables with their TOAST tables, 22 indexes), and
+    dropping it another commit: far more than most tests then do with it.
+    ``take()`` hands out a schema a previous user gave back, or a new one
+    (the first ``durastate.open`` migrates it). ``give_back()`` empties it
+    for the next user when its objects are still exactly those of a
+    template schema migrated once with ``prefix`` and none of its tables was
+    ever analyzed: every table's rows deleted, the rows migration writes
+    (facet versions, sequence counters) copied back from the template,
+    identity sequences restarted, all in one transaction. What the next
+    user opens is then, row for row, a freshly migrated store. Any other
+    schema (a store opened with another prefix, DDL run by the test,
+    statistics gathered) is dropped.
+
+    What still differs from a fresh schema: the tables' files keep the
+    pages of the deleted rows until autovacuum reclaims them. Tests whose
+    subject is migration, opening an empty schema, or plans on fresh tables
+    take ``create_schema`` instead.
+
+    One pool per process and server (``schema_pool``); not thread-safe.
+    """
+
+    def __init__(self, base_url: str, prefix: str = "ds_") -> None:
+        self.base_url = base_url
+        self.prefix = prefix
+        self._spare: list[tuple[str, str]] = []  # (url, schema), emptied
+        self._admin: Any = None  # one autocommit connection for emptying and checking
+        self._template: str | None = None  # migrated once: the model of an emptied schema
+        self._template_digest: str | None = None
+        self._reset: str | None = None  # the emptying script, {schema} to fill
+
+    def take(self) -> tuple[str, str]:
+        """``(url bound to it, schema name)``: an emptied schema, or a new one."""
+        return self._spare.pop() if self._spare else create_schema(self.base_url)
+
+    def give_back(self, url: str, schema: str) -> None:
+        """Empty ``schema`` for a later ``take``, or drop it (see the class docstring).
+
+        Every store on it must be closed. A schema that cannot be emptied is
+        dropped before the error goes on.
+        """
+        try:
+            wanted = self._template_digest or self._prepare_template()
+            if self._digest(schema) == wanted:
+                assert self._reset is not None
+                self._connection().execute(self._reset.format(schema=schema))
+                self._spare.append((url, schema))
+                return
+        except BaseException:
+            drop_schema(self.base_url, schema)
+            raise
+        drop_schema(self.base_url, schema)
+
+    def close(self) -> None:
+        """Drop every schema the pool holds, and the template."""
+        schemas = [schema for _url, schema in self._spare]
+        if self._template is not None:
+            schemas.append(self._template)
+        self._spare.clear()
+        self._template = self._template_digest = None
+        try:
+            for schema in schemas:
+                drop_schema(self.base_url, schema)
+        finally:
+            if self._admin is not None:
+                self._admin.close()
+                self._admin = None
+
+    def _connection(self) -> Any:
+        import psycopg
+
+        if self._admin is None or self._admin.closed:
+            self._admin = psycopg.connect(self.base_url, autocommit=True)
+        return self._admin
+
+    def _digest(self, schema: str) -> str:
+        row = self._connection().execute(_SCHEMA_DIGEST, (schema,)).fetchone()
+        return str(row[0])
+
+    def _prepare_template(self) -> str:
+        """Migrate the template; derive the emptying script from what it holds; its digest."""
+        import durastate
+
+        url, schema = create_schema(self.base_url)
+        self._template = schema  # dropped by close() whatever happens next
+        durastate.open(url, prefix=self.prefix).close()
+        conn = self._connection()
+        tables = [row[0] for row in conn.execute(_TABLES, (schema,))]
+        sequences = [row[0] for row in conn.execute(_SEQUENCES, (schema,))]
+        seeded = [t for t in tables if conn.execute(f'SELECT 1 FROM "{schema}"."{t}" LIMIT 1').fetchone()]
+        statements = [
+            "BEGIN",
+            *(f'DELETE FROM "{{schema}}"."{t}"' for t in tables),
+            *(f'INSERT INTO "{{schema}}"."{t}" SELECT * FROM "{schema}"."{t}"' for t in seeded),
+            *(f'ALTER SEQUENCE "{{schema}}"."{s}" RESTART' for s in sequences),
+            "COMMIT",
+        ]
+        self._reset = ";\n".join(statements)
+        self._template_digest = self._digest(schema)
+        return self._template_digest
+
+
+_pools: dict[str, SchemaPool] = {}
+
+
+def schema_pool(base_url: str) -> SchemaPool:
+    """This process's ``SchemaPool`` for ``base_url`` (default prefix), closed at exit."""
+    pool = _pools.get(base_url)
+    if pool is None:
+        pool = _pools[base_url] = SchemaPool(base_url)
+        atexit.register(pool.close)
+    return pool

@@ -1,0 +1,109 @@
+"""``postgres_server.SchemaPool``: an emptied schema is what a fresh migration leaves, or it is dropped."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import psycopg
+import pytest
+
+import durastate
+from durastate.testing import postgres_server
+from durastate.testing.postgres_server import SchemaPool
+
+pytestmark = pytest.mark.timeout(120)
+
+
+@pytest.fixture
+def pool(pg_base_url: str) -> Iterator[SchemaPool]:
+    pool = SchemaPool(pg_base_url)
+    yield pool
+    pool.close()
+
+
+def _schema_exists(base: str, schema: str) -> bool:
+    with psycopg.connect(base, autocommit=True) as conn:
+        return conn.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", (schema,)).fetchone() is not None
+
+
+def _rows(url: str) -> dict[str, list[tuple[object, ...]]]:
+    """Every table's rows, sorted (the attempt table's ids are random: counted only)."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        tables = [r[0] for r in conn.execute("SELECT tablename FROM pg_tables WHERE schemaname = current_schema()")]
+        return {
+            t: sorted(conn.execute(f"SELECT * FROM {t}").fetchall(), key=repr)
+            if not t.endswith("attempt")
+            else [(len(conn.execute(f"SELECT * FROM {t}").fetchall()),)]
+            for t in sorted(tables)
+        }
+
+
+def _fixed_clock() -> float:
+    return 1_700_000_000.0  # so the rows of two runs compare equal
+
+
+def _use_every_facet(store: durastate.Store) -> None:
+    store.kv.put(b"s", b"n", b"k", b"v")
+    store.kv.append(b"s", b"n", b"log", b"x")
+    store.queues.push("q", [b"job"])
+    store.documents.write("doc", {"v": 1})
+    store.events.append("sess", [{"type": "t", "payload": 1, "id": "e1"}])
+    store.records.commit([{"type": "conversation", "value": {"id": store.records.mint_id(), "title": "c"}}])
+    store.presence.set("room", "p", {"x": 1}, at_ms=1, seen=1, ttl_ms=10**9)
+
+
+def test_a_given_back_schema_is_handed_out_again_as_a_fresh_migration_leaves_it(
+    pool: SchemaPool, pg_base_url: str
+) -> None:
+    fresh_url, fresh_schema = postgres_server.create_schema(pg_base_url)
+    try:
+        with durastate.open(fresh_url) as fresh:
+            fresh_catalog = fresh.engine.catalog()
+        fresh_rows = _rows(fresh_url)
+        with durastate.open(fresh_url, clock=_fixed_clock) as fresh:
+            _use_every_facet(fresh)
+        used_fresh_rows = _rows(fresh_url)
+    finally:
+        postgres_server.drop_schema(pg_base_url, fresh_schema)
+
+    url, schema = pool.take()
+    with durastate.open(url, clock=_fixed_clock) as store:
+        _use_every_facet(store)
+    pool.give_back(url, schema)
+
+    assert pool.take() == (url, schema)
+    assert _rows(url) == fresh_rows
+    with durastate.open(url, clock=_fixed_clock) as store:
+        assert store.engine.catalog() == fresh_catalog
+        # Sequences (ids, commit sequence) and identities (queue ids) start over as on a fresh schema.
+        _use_every_facet(store)
+    assert _rows(url) == used_fresh_rows
+    pool.give_back(url, schema)
+
+
+@pytest.mark.parametrize("change", ["another prefix", "analyzed", "own table"])
+def test_a_schema_that_is_not_what_migration_makes_is_dropped(pool: SchemaPool, pg_base_url: str, change: str) -> None:
+    url, schema = pool.take()
+    with durastate.open(url) as store:
+        store.kv.put(b"s", b"n", b"k", b"v")
+    if change == "another prefix":
+        durastate.open(url, prefix="other_").close()
+    else:
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute("ANALYZE ds_kv" if change == "analyzed" else "CREATE TABLE mine (x INT)")
+    pool.give_back(url, schema)
+    assert not _schema_exists(pg_base_url, schema)
+    assert pool.take()[1] != schema
+
+
+def test_close_drops_every_schema_it_holds(pg_base_url: str) -> None:
+    pool = SchemaPool(pg_base_url)
+    taken = [pool.take() for _ in range(2)]
+    for url, _schema in taken:
+        durastate.open(url).close()
+    for url, schema in taken:
+        pool.give_back(url, schema)
+    template = pool._template
+    assert template is not None
+    pool.close()
+    assert not any(_schema_exists(pg_base_url, s) for s in [template, *(schema for _url, schema in taken)])
