@@ -52,7 +52,7 @@ from types import ModuleType
 from typing import Any
 
 import durastate
-from documents import PRELOAD, doc_of, key_of  # bench/documents.py: the same documents
+from documents import PRELOAD, Durastate, doc_of, key_of  # bench/documents.py: the same documents and ops
 
 OPS = ["read", "write", "cas write", "lock(read+write)"]
 Runner = Callable[[list[int]], None]
@@ -86,37 +86,8 @@ class Contender:
                 for step in range(warm_writes):
                     self.revisions[i] = docs.write(key_of(i), doc_of(i, step))
 
-    def runner(self, op: str) -> Runner:
-        docs, revisions = self.docs, self.revisions
-        if op == "read":
-
-            def run(keys: list[int]) -> None:
-                for i in keys:
-                    docs.read(key_of(i))
-
-        elif op == "write":
-
-            def run(keys: list[int]) -> None:
-                for i in keys:
-                    revisions[i] = docs.write(key_of(i), doc_of(i, 1))
-
-        elif op == "cas write":
-
-            def run(keys: list[int]) -> None:
-                for i in keys:
-                    revisions[i] = docs.write(key_of(i), doc_of(i, 2), expect=revisions[i])
-
-        else:
-
-            def run(keys: list[int]) -> None:
-                for i in keys:
-                    key = key_of(i)
-                    with docs.lock(key):
-                        got = docs.read(key)
-                        assert got is not None
-                        revisions[i] = docs.write(key, doc_of(i, got.data["step"] + 1))
-
-        return run
+    # The ops are bench/documents.py's own (the same calls on self.docs / self.revisions).
+    runner = Durastate.runner
 
 
 def timed(run: Runner, keys: list[int]) -> tuple[float, float]:
