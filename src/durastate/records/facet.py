@@ -396,13 +396,28 @@ class Records:
     def scan_conversations(
         self, query: Mapping[str, Any], limit: int, cursor: Mapping[str, Any] | None = None
     ) -> dict[str, Any]:
+        return self._filtered_scan(
+            "rec_conversation",
+            query,
+            limit,
+            cursor,
+            (("ownerConversationId", "owner_conversation_id", as_id), ("ownerTaskId", "owner_task_id", as_id)),
+        )
+
+    def _filtered_scan(
+        self,
+        table: str,
+        query: Mapping[str, Any],
+        limit: int,
+        cursor: Mapping[str, Any] | None,
+        filters: Sequence[tuple[str, str, Any]],
+    ) -> dict[str, Any]:
+        """A page of ``table`` by id (ascending unless ``query["order"]`` says), narrowed by the ``filters`` present."""
         query = as_object("query", query)
         limit = as_limit(limit)
         order, after = scan_order(query, cursor, "ascending")
-        combo, params = optional_filters(
-            query, (("ownerConversationId", "owner_conversation_id", as_id), ("ownerTaskId", "owner_task_id", as_id))
-        )
-        return self._scan("rec_conversation", combo, params, order, after, limit)
+        combo, params = optional_filters(query, filters)
+        return self._scan(table, combo, params, order, after, limit)
 
     def _scan(
         self, table: str, combo: tuple[str, ...], params: list[Any], order: str, after: int | None, limit: int
@@ -518,11 +533,11 @@ class Records:
     def scan_tasks(
         self, query: Mapping[str, Any], limit: int, cursor: Mapping[str, Any] | None = None
     ) -> dict[str, Any]:
-        query = as_object("query", query)
-        limit = as_limit(limit)
-        order, after = scan_order(query, cursor, "ascending")
-        combo, params = optional_filters(
+        return self._filtered_scan(
+            "rec_task",
             query,
+            limit,
+            cursor,
             (
                 ("conversationId", "conversation_id", as_id),
                 ("kind", "kind", indexed_text),
@@ -531,7 +546,6 @@ class Records:
                 ("background", "background", lambda n, v: int(as_bool(n, v))),
             ),
         )
-        return self._scan("rec_task", combo, params, order, after, limit)
 
     def submission(self, id: int) -> dict[str, Any] | None:
         return self._record(self._get_submission, id)  # type: ignore[no-any-return]
@@ -539,13 +553,13 @@ class Records:
     def scan_submissions(
         self, query: Mapping[str, Any], limit: int, cursor: Mapping[str, Any] | None = None
     ) -> dict[str, Any]:
-        query = as_object("query", query)
-        limit = as_limit(limit)
-        order, after = scan_order(query, cursor, "ascending")
-        combo, params = optional_filters(
-            query, (("conversationId", "conversation_id", as_id), ("status", "status", indexed_text))
+        return self._filtered_scan(
+            "rec_submission",
+            query,
+            limit,
+            cursor,
+            (("conversationId", "conversation_id", as_id), ("status", "status", indexed_text)),
         )
-        return self._scan("rec_submission", combo, params, order, after, limit)
 
     def submission_by_request(self, conversation_id: int, request_id: str) -> dict[str, Any] | None:
         row = self._engine.one(
