@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: demo test bench bench-postgres lint typecheck clean crash fuzz bench-langgraph bench-compat bench-aio bench-ui bench-scale
+.PHONY: demo test bench bench-postgres lint typecheck clean crash fuzz bench-langgraph bench-compat bench-aio bench-ui bench-scale bench-documents-history bench-trees
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -41,11 +41,17 @@ bench: $(VENV)/.installed-test
 bench-postgres: $(VENV)/.installed-test
 	$(PY) bench/postgres.py
 
-# Latency of the hot ops at 1e3 and 1e5 rows on SQLite and PostgreSQL (same
-# server lookup as bench-postgres); SIZES=1000,100000,1000000 for the big run.
+# Latency of every facet's hot ops at 1e3 and 1e5 rows on SQLite and PostgreSQL
+# (same server lookup as bench-postgres); SIZES=1000,100000,1000000 for the big run.
 SIZES ?= 1000,100000
 bench-scale: $(VENV)/.installed-test
 	$(PY) bench/scale.py --sizes $(SIZES)
+
+# The native benchmarks' ops on an older revision (OLD, default 473d9c3, issue 9's
+# "before") against this checkout: two worker processes, interleaved, CPU time.
+OLD ?= 473d9c3
+bench-trees: $(VENV)/.installed-test
+	$(PY) bench/compare_trees.py --old $(OLD)
 
 lint: $(VENV)/.installed-test
 	$(PY) -m ruff check src tests bench
@@ -63,6 +69,10 @@ bench-records: $(VENV)/.installed-test
 bench-documents: $(VENV)/.installed-test
 	$(PY) bench/documents.py
 
+# What document revision history costs (history off vs on, and against main's facet).
+bench-documents-history: $(VENV)/.installed-test
+	$(PY) bench/documents_history.py --baseline main
+
 bench-events: $(VENV)/.installed-test
 	$(PY) bench/events.py
 
@@ -70,9 +80,11 @@ bench-events: $(VENV)/.installed-test
 crash: $(VENV)/.installed-test
 	DURASTATE_CRASH_CYCLES=$${CYCLES:-1000} $(PY) -m pytest tests/crash -q -s
 
-# Longer fuzz run (CI runs 25 examples per entry point on SQLite, 8 on PostgreSQL, inside `make test`).
+# Longer fuzz run over every facet and compat adapter entry point (CI runs 25 examples per
+# entry point on SQLite, 8 on PostgreSQL, inside `make test`); prints how each entry point's
+# inputs ended (accepted, refused with which error).
 fuzz: $(VENV)/.installed-test
-	DURASTATE_FUZZ_EXAMPLES=$${EXAMPLES:-500} $(PY) -m pytest tests/fuzz -q
+	DURASTATE_FUZZ_STATS=1 DURASTATE_FUZZ_EXAMPLES=$${EXAMPLES:-500} $(PY) -m pytest tests/fuzz -q
 
 # DurastateSaver against LangGraph's SqliteSaver / PostgresSaver and their
 # async twins; the PostgreSQL pairs need a server (--postgres-url,

@@ -44,11 +44,11 @@ import statistics
 import sys
 import tempfile
 import time
-import uuid
 from collections.abc import Callable
 from typing import Any
 
 import durastate
+from durastate.events.facet import random_id
 
 PG_DEFAULT = "postgresql://postgres@127.0.0.1:5432/postgres"
 
@@ -67,82 +67,37 @@ class Raw:
         # the same place, so both sides run the same statements.
         self.attempt_sql: str | None = getattr(store.engine, "_attempt_insert", None)
 
-    def _attempt(self, cur: Any) -> None:
-        if self.attempt_sql is not None:
-            cur.execute(self.attempt_sql, (os.urandom(16), self.clock()))
+    def _once(self, sql: Any, params: tuple[Any, ...]) -> list[Any]:
+        """One statement with its own commit, as the engine runs it outside a transaction.
 
-    def _tx(self, body: Callable[[Any], None]) -> None:
+        PostgreSQL: the engine's attempt-recording variant of the write
+        (``sql.companion``: the statement and its attempt row in one).
+        """
         cur = self.conn.cursor()
-        cur.execute(self.begin)
-        try:
-            body(cur)
-        except BaseException:
-            cur.execute("ROLLBACK")
-            raise
-        cur.execute("COMMIT")
+        variant = getattr(sql, "companion", None) if self.attempt_sql is not None else None
+        if variant is not None:
+            cur.execute(variant, (*params, os.urandom(16), self.clock()))
+        else:
+            cur.execute(sql, params)
+        return cur.fetchall() if cur.description is not None else []
 
     def append(self, session: str) -> None:
-        ev = self.ev
+        """What ``append`` of one event (no id, lane, cause) executes: APPEND_ALONE, one statement."""
         now = self.clock()
-
-        def body(cur: Any) -> None:
-            cur.execute(ev._lock_session, (session,))
-            row = cur.fetchone()
-            last = row[0]
-            event_id = str(uuid.uuid4())
-            self._attempt(cur)
-            cur.execute(
-                ev._insert_event,
-                (
-                    session,
-                    last + 1,
-                    event_id,
-                    "t",
-                    b'{"n":1}',
-                    now,
-                    None,
-                    None,
-                    None,
-                    None,
-                    None,
-                    session,
-                    None,
-                    now,
-                    None,
-                ),
-            )
-            cur.fetchall()
-            cur.execute(ev._set_last_index, (last + 1, session))
-
-        self._tx(body)
+        self._once(self.ev._append_alone, (random_id(), "t", b'{"n":1}', now, now, session))
 
     def claim_complete(self, session: str) -> None:
         """What ``claim_available(limit=1)`` + ``complete_attempt`` (no children) execute.
 
-        Two transactions, each with its own clock reading, like the facet.
+        Two statements, each its own commit and its own clock reading, like the facet.
         """
         ev = self.ev
-        found: list[Any] = []
         now = self.clock()
-
-        def claim(cur: Any) -> None:
-            self._attempt(cur)
-            cur.execute(ev._claim_session, (now, now, "raw", now + 60_000, now + 60_000, session, now, session, now, 1))
-            found.extend(cur.fetchall())
-
-        self._tx(claim)
-        row = found[0]
+        (row,) = self._once(
+            ev._claim_session, (session, now, 1, now, now, "raw", now + 60_000, now + 60_000, session, now)
+        )
         done = self.clock()
-
-        def complete(cur: Any) -> None:
-            cur.execute(ev._lock_session, (session,))
-            cur.fetchall()
-            cur.execute(ev._get_event_locked, (session, row[1]))
-            cur.fetchall()
-            self._attempt(cur)
-            cur.execute(ev._mark_processed, (done, row[15], "[]", session, row[1]))
-
-        self._tx(complete)
+        self._once(ev._complete_alone, (done, row[15], "[]", session, row[1], row[15]))
 
 
 def ds_append(store: durastate.Store, session: str) -> None:

@@ -8,12 +8,18 @@ in a fresh schema that is dropped at the end.
 
 Contenders, on one schema created by ``durastate.open()``:
 
-* ``durastate``: one ``Store`` shared by all worker threads (its pool sized
-  to the worker count), driven through the public API.
+* ``durastate``: one ``Store`` per worker count, shared by that many
+  worker threads, its pool exactly that size (psycopg gets one connection
+  per worker), driven through the public API. A last section measures what
+  a pool bigger than the number of threads using it costs ("pool
+  rotation"; ``--rotation-only`` runs just that): psycopg_pool alone hands
+  out idle connections first in, first out, so one thread's calls would go
+  round every connection; the engine's pool takes the newest idle one
+  (``durastate.engines.postgres_pool``).
 * ``psycopg``: one plain psycopg connection per worker thread, autocommit,
   the same prepare threshold, running *the very statement texts* durastate
   runs, with the same parameters. For writes those texts are durastate's
-  attempt-recording variants (see ``durastate.engines.postgres``), so the
+  attempt-recording variants (see ``durastate.engines.postgres_attempts``), so the
   ratio measures the cost of the library around the statement.
 * ``psycopg-plain``: the same, but writes run the plain statement without
   the attempt record: what a hand-written layer without retry safety would
@@ -30,7 +36,20 @@ with 1, 4 and 16 worker threads, back to back, in an order that rotates
 from round to round. A run is ``--ops`` calls per worker. Reported: the
 median total calls/s per contender and the median of the per-round ratios.
 Then claim+ack throughput of 1 and 4 consumers on a pre-filled queue (the
-ratio 4/1 is the scaling target).
+ratio 4/1 is the scaling target), the two interleaved round by round.
+
+CPU-normalised figures: wall-clock throughput on a machine shared with
+other work measures the machine as much as the library, so every run also
+records the CPU it cost: this process's CPU time (``time.process_time``,
+all threads) plus the server CPU of the contender's own backends (each
+contender connects with its own ``application_name``; their pids come from
+``pg_stat_activity`` and their CPU from ``/proc/<pid>/schedstat``, in ns,
+which needs the server on this machine; without it only client CPU is
+counted and the report says so). ``cpu ds/x`` is x's CPU per call over
+durastate's: the throughput ratio a machine with nothing else to do would
+show if both were CPU-bound (waits, such as commit flushes, are not
+counted). Connections are opened before timing (the durastate pool at its
+maximum size, one psycopg connection per worker index).
 """
 
 from __future__ import annotations
@@ -51,6 +70,7 @@ import psycopg
 import durastate
 from durastate.engines.postgres import PREPARE_THRESHOLD, PostgresEngine
 from durastate.testing.postgres_server import create_schema, drop_schema
+from pg_cpu import ServerCPU, spent_ns, with_application_name
 
 SCOPE = b"bench"
 NS = b"ns"
@@ -75,8 +95,9 @@ def _default_url() -> str:
 class RawPsycopg:
     """Per-thread psycopg connections running durastate's statement texts."""
 
-    def __init__(self, url: str, store: durastate.Store, *, with_attempts: bool) -> None:
-        self.url = url
+    def __init__(self, url: str, store: durastate.Store, *, with_attempts: bool, name: str) -> None:
+        self.name = name
+        self.url = with_application_name(url, name)
         self.store = store
         engine = store.engine
         assert isinstance(engine, PostgresEngine)
@@ -100,6 +121,12 @@ class RawPsycopg:
 
     def bind(self, worker: int) -> None:
         self.local.worker = worker
+
+    def open_all(self, workers: int) -> None:
+        """Open every worker's connection now, so no run pays for a connect."""
+        for w in range(workers):
+            self.bind(w)
+            self.conn()
 
     def write(self, sql: str, params: tuple[Any, ...]) -> Any:
         if self.with_attempts:
@@ -265,7 +292,7 @@ def preload(store: durastate.Store, rounds: int, calls: int) -> None:
             store.queues.push(f"pre{w}", [VALUE] * min(500, per_queue - start))
 
 
-def claim_ack_throughput(store: durastate.Store, consumers: int, items: int) -> float:
+def claim_ack_throughput(store: durastate.Store, consumers: int, items: int, meter: Meter) -> Measured:
     name = f"claims-{uuid.uuid4().hex[:8]}"
     for start in range(0, items, 500):
         store.queues.push(name, [VALUE] * min(500, items - start), max_attempts=None)
@@ -276,7 +303,63 @@ def claim_ack_throughput(store: durastate.Store, consumers: int, items: int) -> 
         assert claim is not None
         claim.ack()
 
-    return run_threads(consumers, per, consume)
+    return meter.run(DS_APP, consumers, per, consume)
+
+
+DS_APP = "bench-durastate"
+APPS = {"durastate": DS_APP, "psycopg": "bench-psycopg", "psycopg-plain": "bench-plain", "psycopg-best": "bench-best"}
+
+
+class Measured:
+    """One run: calls/s (wall) and CPU per call (client + the contender's server backends), in us."""
+
+    __slots__ = ("cpu_us", "rate")
+
+    def __init__(self, rate: float, cpu_us: float) -> None:
+        self.rate = rate
+        self.cpu_us = cpu_us
+
+
+class Meter:
+    def __init__(self, server: ServerCPU) -> None:
+        self.server = server
+
+    def run(self, app: str, workers: int, calls: int, fn: Worker) -> Measured:
+        before = self.server.ns(app)
+        cpu = time.process_time()
+        rate = run_threads(workers, calls, fn)
+        client = time.process_time() - cpu
+        server = spent_ns(before, self.server.ns(app)) / 1e9
+        return Measured(rate, (client + server) / (workers * calls) * 1e6)
+
+
+def _ratios(a: list[float], b: list[float]) -> tuple[float, float, float]:
+    per_round = [x / y for x, y in zip(a, b, strict=True)]
+    return statistics.median(per_round), min(per_round), max(per_round)
+
+
+def durastate_by_workers(stores: dict[int, durastate.Store]) -> dict[int, dict[str, Worker]]:
+    return {w: durastate_ops(each) for w, each in stores.items()}
+
+
+def pool_rotation(meter: Meter, by_workers: dict[int, dict[str, Worker]], top: int, rounds: int, calls: int) -> None:
+    """One worker on a pool of 1 against the same worker on a pool of ``top`` (the two interleaved)."""
+    print(f"## pool rotation: 1 worker on a pool of 1 vs the same on a pool of {top} (median over rounds)")
+    for op in ("get 1", "put 1"):
+        runs: dict[int, list[Measured]] = {1: [], top: []}
+        for r in range(rounds):
+            for size in (1, top) if r % 2 == 0 else (top, 1):
+                runs[size].append(meter.run(DS_APP, 1, calls, by_workers[size][op]))
+        wall = _ratios([m.rate for m in runs[top]], [m.rate for m in runs[1]])
+        cpu_ratio = _ratios([m.cpu_us for m in runs[1]], [m.cpu_us for m in runs[top]])
+        print(
+            f"{op:<8} pool 1: {statistics.median(m.rate for m in runs[1]):6.0f}/s"
+            f" {statistics.median(m.cpu_us for m in runs[1]):5.0f} us CPU;"
+            f" pool {top}: {statistics.median(m.rate for m in runs[top]):6.0f}/s"
+            f" {statistics.median(m.cpu_us for m in runs[top]):5.0f} us CPU;"
+            f" pool {top} / pool 1: wall {wall[0]:.2f} ({wall[1]:.2f}-{wall[2]:.2f}),"
+            f" CPU-normalised {cpu_ratio[0]:.2f} ({cpu_ratio[1]:.2f}-{cpu_ratio[2]:.2f})"
+        )
 
 
 def main() -> int:
@@ -286,77 +369,147 @@ def main() -> int:
     parser.add_argument("--ops", type=int, default=200, help="calls per worker per run")
     parser.add_argument("--only", action="append", help="run only these ops (repeatable)")
     parser.add_argument("--quick", action="store_true", help="1 round, 60 calls per worker")
+    parser.add_argument("--rotation-only", action="store_true", help="only the last section, pool rotation")
+    parser.add_argument(
+        "--fifo-pool",
+        action="store_true",
+        help="durastate's stores on psycopg_pool's own first-in-first-out pool (the engine before postgres_pool)",
+    )
     args = parser.parse_args()
     if args.quick:
         args.rounds, args.ops = 1, 60
     ops = [op for op in OPS if not args.only or op in args.only]
 
+    if args.fifo_pool:  # for comparison only: the engine opens its pool through this name
+        import psycopg_pool
+
+        import durastate.engines.postgres as pg_engine
+
+        pg_engine.LifoPool = psycopg_pool.ConnectionPool  # type: ignore[misc]
     url, schema = create_schema(args.url)
-    store = durastate.open(url, min_connections=1, max_connections=max(WORKER_COUNTS))
-    raw = RawPsycopg(url, store, with_attempts=True)
-    plain = RawPsycopg(url, store, with_attempts=False)
-    best = RawPsycopg(url, store, with_attempts=False)
+    top = max(WORKER_COUNTS)
+    # One store per worker count, its pool exactly that size (as psycopg gets one connection per
+    # worker); what a pool bigger than the number of threads using it costs is measured at the
+    # end ("pool rotation").
+    stores = {
+        w: durastate.open(with_application_name(url, DS_APP), min_connections=w, max_connections=w)
+        for w in WORKER_COUNTS
+    }
+    store = stores[top]
+    raw = RawPsycopg(url, store, with_attempts=True, name=APPS["psycopg"])
+    plain = RawPsycopg(url, store, with_attempts=False, name=APPS["psycopg-plain"])
+    best = RawPsycopg(url, store, with_attempts=False, name=APPS["psycopg-best"])
+    server_cpu = ServerCPU(args.url)
+    meter = Meter(server_cpu)
     try:
         with psycopg.connect(args.url) as c:
             server = c.execute("SHOW server_version").fetchone()
         print(
             f"# durastate PostgreSQL bench: python {platform.python_version()}, psycopg {psycopg.__version__}, "
             f"server {server[0] if server else '?'}, {os.cpu_count()} cpus, {args.rounds} rounds x {args.ops} "
-            f"calls/worker"
+            f"calls/worker, load average {os.getloadavg()[0]:.1f} at start"
         )
         preload(store, args.rounds, args.ops)
+        if args.rotation_only:
+            for each in stores.values():
+                each.kv.get(SCOPE, NS, b"warm")
+            pool_rotation(meter, durastate_by_workers(stores), top, args.rounds, args.ops)
+            return 0
+        for contender in (raw, plain, best):
+            contender.open_all(top)
+        for each in stores.values():
+            each.kv.get(SCOPE, NS, b"warm")  # the pool filled to its size
+        by_workers = durastate_by_workers(stores)
         contenders = {
-            "durastate": durastate_ops(store),
+            "durastate": by_workers[top],
             "psycopg": raw_ops(raw, store),
             "psycopg-plain": raw_ops(plain, store),
             "psycopg-best": best_ops(best, store),
         }
-        results: dict[tuple[str, int, str], list[float]] = {}
+        results: dict[tuple[str, int, str], list[Measured]] = {}
         names = list(contenders)
         for r in range(args.rounds):
             for op in ops:
                 for workers in WORKER_COUNTS:
                     order = names[r % len(names) :] + names[: r % len(names)]
                     for who in order:
-                        fn = contenders[who][op]
-                        results.setdefault((op, workers, who), []).append(run_threads(workers, args.ops, fn))
+                        fn = by_workers[workers][op] if who == "durastate" else contenders[who][op]
+                        got = meter.run(APPS[who], workers, args.ops, fn)
+                        results.setdefault((op, workers, who), []).append(got)
+            print(f"  round {r + 1}/{args.rounds} done", file=sys.stderr, flush=True)
+        if not server_cpu.available:
+            print("# server processes not readable here: CPU figures are client CPU only")
         print()
+        print("## wall clock: calls/s (median over rounds) and per-round ratios (median, range of ds/psycopg)")
         print(
             f"{'op':<14}{'workers':>8}{'durastate/s':>13}{'psycopg/s':>12}{'plain/s':>10}"
-            f"{'best/s':>9}{'ds/psycopg':>12}{'ds/plain':>10}{'ds/best':>9}  target (ds/psycopg)"
+            f"{'best/s':>9}{'ds/psycopg':>12}{'range':>12}{'ds/plain':>10}{'ds/best':>9}  target (ds/psycopg)"
         )
-        misses = 0
+        cpu_lines = []
         for op in ops:
             for workers in WORKER_COUNTS:
-                ds = results[(op, workers, "durastate")]
-                ps = results[(op, workers, "psycopg")]
-                pl = results[(op, workers, "psycopg-plain")]
-                ratio = statistics.median(a / b for a, b in zip(ds, ps, strict=True))
-                ratio_plain = statistics.median(a / b for a, b in zip(ds, pl, strict=True))
-                bs = results[(op, workers, "psycopg-best")]
-                ratio_best = statistics.median(a / b for a, b in zip(ds, bs, strict=True))
+                runs = {who: results[(op, workers, who)] for who in names}
+                rates = {who: [m.rate for m in v] for who, v in runs.items()}
+                cpus = {who: [m.cpu_us for m in v] for who, v in runs.items()}
+                ratio, lo, hi = _ratios(rates["durastate"], rates["psycopg"])
+                ratio_plain = _ratios(rates["durastate"], rates["psycopg-plain"])[0]
+                ratio_best = _ratios(rates["durastate"], rates["psycopg-best"])[0]
                 verdict = "PASS" if ratio >= SINGLE_TARGET else "MISS"
-                misses += verdict == "MISS"
                 print(
-                    f"{op:<14}{workers:>8}{statistics.median(ds):>13.0f}{statistics.median(ps):>12.0f}"
-                    f"{statistics.median(pl):>10.0f}{statistics.median(bs):>9.0f}{ratio:>12.2f}{ratio_plain:>10.2f}"
-                    f"{ratio_best:>9.2f}  "
-                    f">={SINGLE_TARGET} {verdict}"
+                    f"{op:<14}{workers:>8}{statistics.median(rates['durastate']):>13.0f}"
+                    f"{statistics.median(rates['psycopg']):>12.0f}{statistics.median(rates['psycopg-plain']):>10.0f}"
+                    f"{statistics.median(rates['psycopg-best']):>9.0f}{ratio:>12.2f}{lo:>6.2f}-{hi:<5.2f}"
+                    f"{ratio_plain:>10.2f}{ratio_best:>9.2f}  >={SINGLE_TARGET} {verdict}"
                 )
-        items = max(400, args.ops * 4)
-        one = statistics.median(claim_ack_throughput(store, 1, items) for _ in range(args.rounds))
-        four = statistics.median(claim_ack_throughput(store, 4, items) for _ in range(args.rounds))
-        scaling = four / one
-        verdict = "PASS" if scaling >= SCALING_TARGET else "MISS"
+                # CPU-normalised throughput ratio: x's CPU per call over durastate's.
+                c_ratio, c_lo, c_hi = _ratios(cpus["psycopg"], cpus["durastate"])
+                c_plain = _ratios(cpus["psycopg-plain"], cpus["durastate"])[0]
+                c_best = _ratios(cpus["psycopg-best"], cpus["durastate"])[0]
+                c_verdict = "PASS" if c_ratio >= SINGLE_TARGET else "MISS"
+                cpu_lines.append(
+                    f"{op:<14}{workers:>8}{statistics.median(cpus['durastate']):>10.0f}"
+                    f"{statistics.median(cpus['psycopg']):>10.0f}{statistics.median(cpus['psycopg-plain']):>10.0f}"
+                    f"{statistics.median(cpus['psycopg-best']):>10.0f}{c_ratio:>12.2f}{c_lo:>6.2f}-{c_hi:<5.2f}"
+                    f"{c_plain:>10.2f}{c_best:>9.2f}  >={SINGLE_TARGET} {c_verdict}"
+                )
         print()
-        print(f"claim+ack, 1 consumer : {one:8.0f}/s")
-        print(f"claim+ack, 4 consumers: {four:8.0f}/s   scaling {scaling:.2f}x  target >={SCALING_TARGET} {verdict}")
+        print(
+            "## CPU per call (us, client process + the contender's server backends; median over rounds);"
+            " cpu ds/x = x's CPU per call / durastate's (median, range of ds/psycopg)"
+        )
+        print(
+            f"{'op':<14}{'workers':>8}{'ds us':>10}{'psycopg':>10}{'plain':>10}{'best':>10}"
+            f"{'ds/psycopg':>12}{'range':>12}{'ds/plain':>10}{'ds/best':>9}  target (ds/psycopg)"
+        )
+        for line in cpu_lines:
+            print(line)
+        items = max(400, args.ops * 4)
+        scaling_runs: dict[int, list[Measured]] = {1: [], 4: []}
+        for r in range(args.rounds):  # 1 and 4 consumers interleaved, the order alternating
+            for consumers in (1, 4) if r % 2 == 0 else (4, 1):
+                scaling_runs[consumers].append(claim_ack_throughput(stores[consumers], consumers, items, meter))
+        one = [m.rate for m in scaling_runs[1]]
+        four = [m.rate for m in scaling_runs[4]]
+        scaling, lo, hi = _ratios(four, one)
+        verdict = "PASS" if scaling >= SCALING_TARGET else "MISS"
+        cpu_one = statistics.median(m.cpu_us for m in scaling_runs[1])
+        cpu_four = statistics.median(m.cpu_us for m in scaling_runs[4])
+        print()
+        print(f"claim+ack, 1 consumer : {statistics.median(one):8.0f}/s   CPU {cpu_one:.0f} us per claim+ack")
+        print(
+            f"claim+ack, 4 consumers: {statistics.median(four):8.0f}/s   CPU {cpu_four:.0f} us per claim+ack   "
+            f"scaling {scaling:.2f}x (rounds {lo:.2f}-{hi:.2f})  target >={SCALING_TARGET} {verdict}"
+        )
+        print()
+        pool_rotation(meter, by_workers, top, args.rounds, args.ops)
         return 0
     finally:
         raw.close()
         plain.close()
         best.close()
-        store.close()
+        server_cpu.close()
+        for each in stores.values():
+            each.close()
         drop_schema(args.url, schema)
 
 

@@ -12,6 +12,7 @@ import pytest
 
 import durastate
 from durastate import aio
+from durastate._aio import AsyncRunner
 from durastate.aio._build import public_methods
 from durastate.aio._facades import SPECS
 from durastate.testing import FakeClock
@@ -408,3 +409,74 @@ def test_200_coroutines_over_a_small_pool_complete(store_url: str) -> None:
         assert await s.kv.counter(b"s", b"c", b"done") == 200
 
     run(store_url, body, max_connections=10)
+
+
+def test_open_takes_every_option_of_durastate_open() -> None:
+    import inspect
+
+    from durastate.store import OpenOptions
+
+    keywords = {name for name, p in inspect.signature(durastate.open).parameters.items() if p.kind is p.KEYWORD_ONLY}
+    assert set(OpenOptions.__annotations__) == keywords
+
+
+def test_open_passes_retention_and_read_only_and_maintains(tmp_path: Path) -> None:
+    path = tmp_path / "state.db"
+
+    async def main() -> None:
+        clock = FakeClock()
+        async with await aio.open(path, retention=durastate.Retention(kv_log_max_age=60), clock=clock) as s:
+            await s.kv.append(b"s", b"n", b"log", b"old")
+            clock.advance(120)
+            await s.kv.append(b"s", b"n", b"log", b"new")
+            report = await s.maintain()
+            assert report.log_entries == 1 and report.finished
+        async with await aio.open(path, read_only=True, clock=clock) as ro:
+            assert [value async for _, value in ro.kv.log(b"s", b"n", b"log")] == [b"new"]
+            with pytest.raises(durastate.ConfigurationError):
+                await ro.kv.append(b"s", b"n", b"log", b"x")
+        with pytest.raises(durastate.ConfigurationError):
+            await aio.open(path, workers=0)
+
+    asyncio.run(main())
+
+
+def test_sync_calls_on_the_loops_thread_wait_for_locks_again_after_inline_calls(tmp_path: Path) -> None:
+    """Inline calls run with busy timeout 0; a sync call on the same thread afterwards waits as sync calls do."""
+    path = tmp_path / "mixed.db"
+    with durastate.open(path) as store:
+        store.kv.put(b"s", b"n", b"k", b"v")
+        astore = aio.AsyncStore(store, AsyncRunner(store.engine, workers=2, name="mixed"))
+
+        async def inline_calls() -> None:
+            assert await astore.kv.get(b"s", b"n", b"k") == b"v"
+            await astore.kv.put(b"s", b"n", b"k2", b"v2")
+
+        for _ in range(2):  # and back again: the next inline call refuses to wait again
+            asyncio.run(inline_calls())
+            holder = WriteLockHolder(path).start()
+            released = threading.Event()
+
+            def release(holder: WriteLockHolder = holder, released: threading.Event = released) -> None:
+                holder.release()
+                released.set()
+
+            releaser = threading.Timer(0.2, release)
+            releaser.start()
+            try:
+                store.kv.put(b"s", b"n", b"k3", b"v3")  # waits for the holder instead of raising LockBusy
+                assert released.is_set()
+            finally:
+                releaser.join()
+
+        async def refused_inline_then_worker() -> None:
+            holder = await asyncio.to_thread(WriteLockHolder(path).start)
+            put = asyncio.create_task(astore.kv.put(b"s", b"n", b"k4", b"v4"))
+            await asyncio.sleep(0)
+            assert not put.done()  # handed to a worker: the inline try was refused at once
+            await asyncio.to_thread(holder.release)
+            await put
+
+        asyncio.run(refused_inline_then_worker())
+        assert store.kv.get(b"s", b"n", b"k4") == b"v4"
+        astore._runner.close()

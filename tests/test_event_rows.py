@@ -8,8 +8,8 @@ import textwrap
 
 import pytest
 
-from durastate.events import COLUMNS, READ_STATE, Cause
-from durastate.events.rows import EVENT_COLUMNS, EventColumn, column_names, event_from_row
+from durastate.events import COLUMNS, READ_STATE, READ_STATE_BRIEF, Cause, Events
+from durastate.events.rows import BRIEF_COLUMNS, EVENT_COLUMNS, EventColumn, column_names, event_from_row
 
 
 def test_columns_is_built_from_the_positions() -> None:
@@ -70,3 +70,16 @@ def test_the_state_read_puts_the_snapshot_in_the_idx_and_payload_columns() -> No
     snapshot_columns = [c.strip() for c in select.split("SELECT", 1)[1].split(",")]
     assert snapshot_columns[1 + EventColumn.idx] == "up_to_index"
     assert snapshot_columns[1 + EventColumn.payload] == "state"
+
+
+def test_the_brief_state_read_unpacks_into_its_select_list_names() -> None:
+    tree = ast.parse(textwrap.dedent(inspect.getsource(Events._brief_state)))
+    (loop,) = [node for node in ast.walk(tree) if isinstance(node, ast.For)]
+    assert isinstance(loop.target, ast.Tuple)
+    names = tuple(element.id for element in loop.target.elts if isinstance(element, ast.Name))
+    assert names == ("row_kind", *BRIEF_COLUMNS)
+    select = READ_STATE_BRIEF.template.split(" UNION ALL ")[1].split(" FROM ")[0]
+    assert select == "SELECT 1 AS row_kind, " + ", ".join(BRIEF_COLUMNS)
+    snapshot_columns = [c.strip() for c in READ_STATE_BRIEF.template.split(" FROM ")[0].split(",")]
+    assert snapshot_columns[1 + BRIEF_COLUMNS.index("idx")] == "up_to_index"
+    assert snapshot_columns[1 + BRIEF_COLUMNS.index("payload")] == "state"

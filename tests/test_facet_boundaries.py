@@ -29,7 +29,7 @@ DRIVERS = ("sqlite3", "psycopg", "psycopg_pool", "durastate.engines.sqlite", "du
 
 
 def facet_modules() -> list[tuple[str, Path]]:
-    """(facet, path) for every module of every facet: ``kv.py`` or each file of ``events/``."""
+    """(facet, path) for every module of every facet: ``queues.py`` or each file of ``events/``."""
     found = []
     for facet in FACET_NAMES:
         if (PACKAGE / facet).is_dir():

@@ -20,12 +20,13 @@ PACKAGE = Path(durastate.__file__).parent
 # beside the facets, not above them.
 NOT_FACETS = {"store.py"}
 # A facet split into a package (events/) counts with all its modules.
-FACET_PACKAGES = ("events", "records")
+FACET_PACKAGES = ("events", "kv", "records")
 FACETS = sorted(
     [p for p in PACKAGE.glob("*.py") if p.name not in NOT_FACETS]
     + [p for name in FACET_PACKAGES for p in (PACKAGE / name).glob("*.py")]
 )
-COMPAT = sorted((PACKAGE / "compat").glob("*.py"))
+# A compat adapter split into a package (compat/vgi/) counts with all its modules.
+COMPAT = sorted((PACKAGE / "compat").rglob("*.py"))
 # Dialect names as code (a dict key, a comparison, a lookup), the word
 # "dialect" anywhere. The compat adapters may name SQLite in prose and in the
 # seeds' own API (compat.a2.sqlite()), but never key SQL by dialect.
@@ -52,7 +53,7 @@ def test_facet_names_no_dialect(path: Path) -> None:
     assert offending_lines(path, FACET_PATTERN) == []
 
 
-@pytest.mark.parametrize("path", COMPAT, ids=lambda p: p.name)
+@pytest.mark.parametrize("path", COMPAT, ids=lambda p: str(p.relative_to(PACKAGE / "compat")))
 def test_compat_module_keys_nothing_by_dialect(path: Path) -> None:
     assert offending_lines(path, COMPAT_PATTERN) == []
 

@@ -162,8 +162,10 @@ def test_read_only_on_postgres_refuses_writes() -> None:
     ],
 )
 def test_nonsense_options_are_refused_at_open(tmp_path: Path, options: dict[str, Any]) -> None:
-    with pytest.raises(InvalidRequest):
+    with pytest.raises(ConfigurationError) as caught:  # permanent: the same call can never work
         durastate.open(tmp_path / "state.db", **options)
+    _not_retryable(caught.value)
+    assert list(tmp_path.iterdir()) == []  # refused before anything was created
 
 
 def test_a_clock_that_breaks_later_raises_a_clear_error(tmp_path: Path) -> None:
@@ -189,3 +191,50 @@ def test_json_integers_must_fit_signed_64_bits(tmp_path: Path) -> None:
             with pytest.raises(InvalidRequest, match="64"):
                 store.events.append("s", [{"type": "t", "payload": [bad]}])
         assert store.documents.read("d").data == {"n": "1" * 40}  # type: ignore[union-attr]
+
+
+# -- attempt_retention: a PostgreSQL option that every engine checks ---------------
+
+BAD_ATTEMPT_RETENTIONS: list[Any] = [0, 0.5, -1, 7 * 86400 + 1, 1e300, math.nan, math.inf, "300", True]
+
+
+def test_attempt_retention_is_checked_at_open_on_every_engine(store_url: str, tmp_path: Path) -> None:
+    for bad in BAD_ATTEMPT_RETENTIONS:
+        with pytest.raises(ConfigurationError, match=r"^attempt_retention must be ") as caught:
+            durastate.open(store_url, attempt_retention=bad)
+        assert repr(bad) in str(caught.value)
+    # Refused before anything was opened: no file, no tables.
+    assert not (tmp_path / "state.db").exists()
+    if store_url.startswith("postgresql"):
+        import psycopg
+
+        with psycopg.connect(store_url) as conn:
+            row = conn.execute("SELECT count(*) FROM pg_tables WHERE schemaname = current_schema()").fetchone()
+        assert row == (0,)
+
+
+@pytest.mark.parametrize("seconds", [1, 60.5, 7 * 86400])
+def test_attempt_retention_is_passed_to_postgresql_and_ignored_by_sqlite(store_url: str, seconds: float) -> None:
+    with durastate.open(store_url, attempt_retention=seconds) as store:
+        store.kv.put(b"s", b"n", b"k", b"v")
+        assert store.kv.get(b"s", b"n", b"k") == b"v"
+        if store_url.startswith("postgresql"):
+            assert store.engine.attempt_retention == float(seconds)  # type: ignore[attr-defined]
+        else:
+            assert not hasattr(store.engine, "attempt_retention")
+
+
+def test_aio_open_passes_attempt_retention_through(store_url: str) -> None:
+    import asyncio
+
+    from durastate import aio
+
+    async def main() -> float | None:
+        async with await aio.open(store_url, attempt_retention=42) as store:
+            await store.kv.put(b"s", b"n", b"k", b"v")
+            return getattr(store._store.engine, "attempt_retention", None)
+
+    kept = asyncio.run(main())
+    assert kept == (42.0 if store_url.startswith("postgresql") else None)
+    with pytest.raises(ConfigurationError, match="attempt_retention"):
+        asyncio.run(aio.open(store_url, attempt_retention=0))

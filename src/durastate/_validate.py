@@ -20,10 +20,11 @@ nothing.
 from __future__ import annotations
 
 import math
+import reprlib
 from collections.abc import Iterable, Mapping
 from typing import Any, NoReturn
 
-from .errors import InvalidRequest, WrongType
+from .errors import ConfigurationError, InvalidRequest, WrongType
 
 INT64_MIN = -(2**63)
 INT64_MAX = 2**63 - 1
@@ -37,6 +38,21 @@ MAX_DURATION_MS = 2**62
 MAX_NAME_SIZE = 1024
 # Rows fetched per round trip when a facet streams a scan or a log.
 PAGE_SIZE = 512
+
+
+_SHOWN = reprlib.Repr()
+_SHOWN.maxlevel = 3
+_SHOWN.maxstring = _SHOWN.maxother = 80
+
+
+def shown(value: Any) -> str:
+    """``repr(value)`` bounded in depth and length, for messages about any value.
+
+    A plain ``{value!r}`` of a 2000-level dict raises ``RecursionError``
+    (and a 70 kB string makes a 70 kB message) while the refusal is being
+    worded.
+    """
+    return _SHOWN.repr(value)
 
 
 def fail(message: str) -> NoReturn:
@@ -69,6 +85,14 @@ def text(name: str, value: Any, *, limit: int | None = MAX_NAME_SIZE) -> str:
     if limit is not None and size > limit:
         fail_size(name, size, limit)
     return str(value)
+
+
+def nonempty_text(name: str, value: Any, *, limit: int | None = MAX_NAME_SIZE) -> str:
+    """``text`` that is not empty: an identifier that names something new (a session, an event)."""
+    checked = text(name, value, limit=limit)
+    if not checked:
+        fail(f"{name} must not be empty")
+    return checked
 
 
 def positive(name: str, value: Any) -> int:
@@ -176,21 +200,27 @@ def as_list(name: str, value: Any) -> list[Any]:
 
 # -- engine options (checked the same way by every engine and by open()) -------
 
+
+def misconfigured(message: str) -> NoReturn:
+    """Raise ``ConfigurationError``: an option the store cannot work with (permanent, never "retry later")."""
+    raise ConfigurationError(message)
+
+
 MAX_BUSY_TIMEOUT = 86_400.0  # a day: past that a lock wait is a hang, not a wait
 
 
 def as_busy_timeout(value: Any) -> float:
-    """``busy_timeout`` as finite seconds in ``[0, MAX_BUSY_TIMEOUT]``, else ``InvalidRequest``."""
+    """``busy_timeout`` as finite seconds in ``[0, MAX_BUSY_TIMEOUT]``, else ``ConfigurationError``."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        fail(f"busy_timeout must be a finite number of seconds, got {value!r}")
+        misconfigured(f"busy_timeout must be a finite number of seconds, got {shown(value)}")
     if not 0 <= value <= MAX_BUSY_TIMEOUT:
-        fail(f"busy_timeout must be between 0 and {MAX_BUSY_TIMEOUT:.0f} seconds, got {value!r}")
+        misconfigured(f"busy_timeout must be between 0 and {MAX_BUSY_TIMEOUT:.0f} seconds, got {value!r}")
     return float(value)
 
 
 def as_durability(value: Any) -> str:
     if value not in ("normal", "full") or not isinstance(value, str):
-        fail(f"durability must be 'normal' or 'full', got {value!r}")
+        misconfigured(f"durability must be 'normal' or 'full', got {shown(value)}")
     return str(value)
 
 
@@ -198,7 +228,33 @@ def as_pool_sizes(min_connections: Any, max_connections: Any) -> tuple[int, int]
     """The connection pool bounds, checked whether or not the engine pools connections."""
     for name, value in (("min_connections", min_connections), ("max_connections", max_connections)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            fail(f"{name} must be an int >= 0, got {value!r}")
+            misconfigured(f"{name} must be an int >= 0, got {shown(value)}")
     if max_connections < max(1, min_connections):
-        fail(f"max_connections ({max_connections}) must be >= 1 and >= min_connections ({min_connections})")
+        misconfigured(f"max_connections ({max_connections}) must be >= 1 and >= min_connections ({min_connections})")
     return int(min_connections), int(max_connections)
+
+
+# How long a network engine keeps the attempt row of each write (see
+# ``engines.postgres_attempts``): its retry asks within a second; the
+# default window covers a paused process (GC, a suspended VM); past a week
+# the table only grows.
+ATTEMPT_RETENTION = 300.0
+MIN_ATTEMPT_RETENTION = 1.0
+MAX_ATTEMPT_RETENTION = 7 * 86400.0
+
+
+def as_attempt_retention(value: Any) -> float:
+    """``attempt_retention`` as finite seconds in ``[MIN_, MAX_ATTEMPT_RETENTION]``, else ``ConfigurationError``.
+
+    Checked whether or not the engine keeps attempt rows (SQLite does not),
+    like the pool sizes: a store opened with a bad value fails the same
+    way on every engine.
+    """
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        misconfigured(f"attempt_retention must be a finite number of seconds, got {shown(value)}")
+    if not MIN_ATTEMPT_RETENTION <= value <= MAX_ATTEMPT_RETENTION:
+        misconfigured(
+            f"attempt_retention must be between {MIN_ATTEMPT_RETENTION:g} and {MAX_ATTEMPT_RETENTION:g} seconds"
+            f" (7 days), got {value!r}"
+        )
+    return float(value)

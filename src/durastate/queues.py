@@ -59,6 +59,7 @@ from ._validate import (
     fail,
     fail_size,
     fail_type,
+    shown,
 )
 from ._validate import MAX_NAME_SIZE as MAX_NAME_SIZE  # re-exported: the conformance suite tests the bound
 from .engines.base import READ, WRITE, WRITE_ROWS, Announce, Migration, Schema
@@ -203,9 +204,10 @@ def _duration_ms(name: str, value: Any, *, allow_zero: bool) -> int:
         if value:
             return 1
         # value == 0 and not allow_zero: the general path words the refusal.
-    ms = int(as_seconds(name, value, allow_zero=allow_zero) * 1000)
-    if ms > MAX_DURATION_MS:
+    seconds = as_seconds(name, value, allow_zero=allow_zero)
+    if seconds > MAX_DURATION_MS / 1000:  # before the product, which can overflow to infinity
         fail(f"{name}={value!r} seconds is too long; the limit is {MAX_DURATION_MS // 1000} seconds")
+    ms = int(seconds * 1000)
     if ms == 0 and not allow_zero:
         return 1
     return ms
@@ -635,7 +637,7 @@ def _peek_cursor(after: Any) -> tuple[int, int]:
             raise ValueError
         return as_int64("after", int(due)), as_int64("after", int(item))
     except ValueError:
-        fail(f'after must be a cursor from QueueItem.cursor ("<ms>:<id>"), got {after!r}')
+        fail(f'after must be a cursor from QueueItem.cursor ("<ms>:<id>"), got {shown(after)}')
 
 
 # One page of a queue's items in delivery order, on the (queue, available_at,

@@ -23,6 +23,11 @@ dead letters                ``queues.expire_dead(older_than)`` ←
                             ``dead_letter_max_age``; ``delete_dead``
 document backups (.bak)     ``max_backups`` caps each key at ``clear`` time;
                             ``documents.prune_backups(keep)`` ← same setting
+document revision history   recorded only with ``document_history=N``: each
+                            write keeps its document's last N; ``delete`` and
+                            ``clear`` end it; ``documents.prune_history(keep,
+                            older_than=)`` ← ``document_history`` and
+                            ``document_history_max_age``
 processed events            ``events.prune(older_than_ms=)`` (events covered by
                             a snapshot) ← ``processed_event_max_age``
 event sessions              ``events.delete_session``;
@@ -30,18 +35,24 @@ event sessions              ``events.delete_session``;
                             ``settled_session_max_age``
 presence fields             expire by ``ttl_ms``; ``presence.sweep_expired``
                             (always run); ``presence.remove`` for a leaver
-records                     pi-durable's contract keeps history; see
-                            ``records`` for what it keeps per document
+record revisions            current-only documents keep one; full-history
+(records)                   ones: ``records.prune_document_revisions(
+                            keep_last=, older_than=)`` (never the newest) ←
+                            ``max_record_revisions``,
+                            ``record_revision_max_age``
+other records               pi-durable's contract keeps them (conversations,
+                            entries, tasks, submissions, document records)
 ==========================  =====================================================
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any
 
-from ._validate import fail
+from ._validate import MAX_DURATION_MS, fail
 
 if TYPE_CHECKING:
     from .store import Store
@@ -54,6 +65,8 @@ def _seconds(name: str, value: Any) -> None:
         return
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
         fail(f"Retention.{name} must be None or a finite number of seconds >= 0, got {value!r}")
+    if value > MAX_DURATION_MS / 1000:
+        fail(f"Retention.{name} is too large ({value!r} seconds; at most {MAX_DURATION_MS // 1000})")
 
 
 @dataclass(frozen=True)
@@ -63,6 +76,17 @@ class Retention:
     Ages are seconds of the store's clock; ``None`` turns a rule off.
     ``max_backups``: documents ``clear`` keeps at most this many backups per
     key (also applied to existing backups by ``maintain``).
+    ``max_record_revisions`` / ``record_revision_max_age``: records'
+    full-history documents keep at least this many revisions / the
+    revisions younger than this; with both, a revision goes only when both
+    rules let it (``records.prune_document_revisions``). Both ``None``
+    (the default): every revision is kept, as pi-durable expects.
+    ``document_history``: record the documents' revisions and keep each
+    document's last N, the current one included (``None``, the default:
+    record none; see ``durastate.documents``, "Revision history");
+    ``document_history_max_age``: ``maintain`` also drops recorded revisions
+    older than this, except each document's current one (needs
+    ``document_history``).
     """
 
     kv_log_max_age: float | None = None
@@ -70,13 +94,27 @@ class Retention:
     max_backups: int | None = None
     processed_event_max_age: float | None = None
     settled_session_max_age: float | None = None
+    max_record_revisions: int | None = None
+    record_revision_max_age: float | None = None
+    document_history: int | None = None
+    document_history_max_age: float | None = None
 
     def __post_init__(self) -> None:
-        for name in ("kv_log_max_age", "dead_letter_max_age", "processed_event_max_age", "settled_session_max_age"):
+        for name in (
+            "kv_log_max_age",
+            "dead_letter_max_age",
+            "processed_event_max_age",
+            "settled_session_max_age",
+            "record_revision_max_age",
+            "document_history_max_age",
+        ):
             _seconds(name, getattr(self, name))
-        backups = self.max_backups
-        if backups is not None and (isinstance(backups, bool) or not isinstance(backups, int) or backups < 1):
-            fail(f"Retention.max_backups must be None or an int >= 1, got {backups!r}")
+        for name in ("max_backups", "max_record_revisions", "document_history"):
+            count = getattr(self, name)
+            if count is not None and (isinstance(count, bool) or not isinstance(count, int) or count < 1):
+                fail(f"Retention.{name} must be None or an int >= 1, got {count!r}")
+        if self.document_history_max_age is not None and self.document_history is None:
+            fail("Retention.document_history_max_age needs document_history (how many revisions to keep)")
 
 
 @dataclass
@@ -88,8 +126,10 @@ class MaintenanceReport:
     log_entries: int = 0
     dead_letters: int = 0
     document_backups: int = 0
+    document_revisions: int = 0
     processed_events: int = 0
     settled_sessions: int = 0
+    record_revisions: int = 0
     engine_bookkeeping: int = 0
     finished: bool = True
 
@@ -98,7 +138,12 @@ class MaintenanceReport:
         return sum(getattr(self, f.name) for f in fields(self) if f.name != "finished")
 
 
-def maintain(store: Store, policy: Retention, *, max_rows: int | None = None) -> MaintenanceReport:
+Progress = Callable[[str, int], None]
+
+
+def maintain(
+    store: Store, policy: Retention, *, max_rows: int | None = None, progress: Progress | None = None
+) -> MaintenanceReport:
     """Run every rule of ``policy`` on ``store``, deleting at most ``max_rows`` rows in all.
 
     Each rule deletes in bounded batches (short commits); with ``max_rows``
@@ -106,9 +151,13 @@ def maintain(store: Store, policy: Retention, *, max_rows: int | None = None) ->
     ``finished=False``: run it again to go on (every rule resumes from the
     data, not from remembered state). ``events.prune`` has no row limit of
     its own: once started it runs to the end (one statement per batch).
+    ``progress(rule, rows)``, if given, is called after each rule with the
+    report field it counts into and the rows it removed.
     """
     if max_rows is not None and (isinstance(max_rows, bool) or not isinstance(max_rows, int) or max_rows < 1):
         fail(f"max_rows must be None or an int >= 1, got {max_rows!r}")
+    if progress is not None and not callable(progress):
+        fail(f"progress must be None or callable (rule, rows), got {type(progress).__name__}")
     report = MaintenanceReport()
     left = max_rows
 
@@ -120,6 +169,8 @@ def maintain(store: Store, policy: Retention, *, max_rows: int | None = None) ->
             return False
         removed = int(rule(left))
         setattr(report, attribute, getattr(report, attribute) + removed)
+        if progress is not None:
+            progress(attribute, removed)
         if left is not None:
             left -= removed
             if left <= 0:
@@ -140,6 +191,14 @@ def maintain(store: Store, policy: Retention, *, max_rows: int | None = None) ->
     if policy.max_backups is not None:
         keep = policy.max_backups
         steps.append(("document_backups", lambda limit: store.documents.prune_backups(keep, limit=limit)))
+    if policy.document_history is not None:
+        revisions, revision_age = policy.document_history, policy.document_history_max_age
+        steps.append(
+            (
+                "document_revisions",
+                lambda limit: store.documents.prune_history(revisions, older_than=revision_age, limit=limit),
+            )
+        )
     if policy.processed_event_max_age is not None:
         event_ms = int(policy.processed_event_max_age * 1000)
         steps.append(
@@ -151,6 +210,16 @@ def maintain(store: Store, policy: Retention, *, max_rows: int | None = None) ->
     if policy.settled_session_max_age is not None:
         session_ms = int(policy.settled_session_max_age * 1000)
         steps.append(("settled_sessions", lambda limit: store.events.prune_sessions(session_ms, limit=limit)))
+    if policy.max_record_revisions is not None or policy.record_revision_max_age is not None:
+        keep_records, record_age = policy.max_record_revisions, policy.record_revision_max_age
+        steps.append(
+            (
+                "record_revisions",
+                lambda limit: store.records.prune_document_revisions(
+                    keep_last=keep_records, older_than=record_age, limit=limit
+                ),
+            )
+        )
     steps.append(("engine_bookkeeping", lambda limit: store.engine.prune_bookkeeping(limit=limit)))
     for attribute, rule in steps:
         if not run(attribute, rule):

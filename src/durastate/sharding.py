@@ -52,6 +52,8 @@ trees, ids are minted from one store-wide counter and point-in-time reads
 use one store-wide commit sequence. Splitting any of those over shards
 would break the contract, so ``router.records`` refuses with this reason;
 shard records by tenant yourself with ``router.store_for(tenant).records``.
+Their retention is per store too: each store's ``maintain()`` (its own
+``Retention``) or ``store.records.prune_document_revisions(...)``.
 
 The routed methods are built from the facets' own methods
 (``_routed(Facet.method)``), so their signatures and types are the
@@ -70,6 +72,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Concatenate, ParamSpec, TypeVar, cast, overload
 
+from ._closing import ClosesOnExit
 from ._listing import merge_distinct
 from ._validate import as_bytes, as_name, fail
 from .documents import DEFAULT_LIST_LIMIT, DocumentInfo, DocumentPage, Documents, PrefixInfo
@@ -323,6 +326,8 @@ class ShardedDocuments(_ShardedFacet):
     read = _doc_read(Documents.read)
     read_as = _doc_read(Documents.read_as)
     read_raw = _doc_read(Documents.read_raw)
+    history = _doc_read(Documents.history)
+    describe_history = _doc_read(Documents.describe_history)
     write = _doc_write(Documents.write)
     delete = _doc_write(Documents.delete)
     clear = _doc_write(Documents.clear)
@@ -358,6 +363,12 @@ class ShardedDocuments(_ShardedFacet):
     def prune_backups(self, keep: int, *, limit: int | None = None) -> int:
         """``Documents.prune_backups`` on every shard in turn, ``limit`` in all."""
         return self._router._on_every_shard(lambda store, left: store.documents.prune_backups(keep, limit=left), limit)
+
+    def prune_history(self, keep: int, *, older_than: float | None = None, limit: int | None = None) -> int:
+        """``Documents.prune_history`` on every shard in turn, ``limit`` in all."""
+        return self._router._on_every_shard(
+            lambda store, left: store.documents.prune_history(keep, older_than=older_than, limit=left), limit
+        )
 
     def lock(self, *keys: str) -> ShardTransaction:
         """``Documents.lock`` on the one shard that owns every key named."""
@@ -475,7 +486,7 @@ class ShardedPresence(_ShardedFacet):
         return merge_distinct((s.presence.namespaces(after=after, limit=limit) for s in self._router.stores), limit)
 
 
-class ShardedStore:
+class ShardedStore(ClosesOnExit):
     """A ``Store``-shaped router over several stores (see the module docstring).
 
     ``stores``: a sequence of stores (each named by its URL) or a mapping of
@@ -576,14 +587,3 @@ class ShardedStore:
         """Close every shard."""
         for store in self.stores:
             store.close()
-
-    def __enter__(self) -> ShardedStore:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()

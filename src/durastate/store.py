@@ -11,9 +11,10 @@ import math
 import os
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
-from ._validate import as_int64
+from ._closing import ClosesOnExit
+from ._validate import as_attempt_retention, as_int64, misconfigured
 from .documents import SCHEMA as DOCUMENTS_SCHEMA
 from .documents import Documents
 from .engines import registry
@@ -29,18 +30,38 @@ from .queues import SCHEMA as QUEUES_SCHEMA
 from .queues import Queues
 from .records import SCHEMA as RECORDS_SCHEMA
 from .records import Records
-from .retention import MaintenanceReport, Retention
+from .retention import MaintenanceReport, Progress, Retention
 from .retention import maintain as run_maintenance
 
 if TYPE_CHECKING:
     from .engines.base import Engine
 
-__all__ = ["DEFAULT_PATH", "Store", "open"]
+__all__ = ["DEFAULT_PATH", "OpenOptions", "Store", "open"]
 
 DEFAULT_PATH = Path(".durastate") / "state.db"
 DEFAULT_MAX_VALUE_SIZE = 64 * 1024 * 1024
 DEFAULT_MAX_KEY_SIZE = 2048
 SCHEMAS = (CORE_SCHEMA, KV_SCHEMA, QUEUES_SCHEMA, DOCUMENTS_SCHEMA, RECORDS_SCHEMA, EVENTS_SCHEMA, PRESENCE_SCHEMA)
+
+
+class OpenOptions(TypedDict, total=False):
+    """The keyword options of ``open()``, for front ends that pass them on (``durastate.aio.open``).
+
+    One key per keyword parameter of ``open()`` (a test keeps them equal);
+    their meaning is documented there.
+    """
+
+    prefix: str
+    durability: str
+    busy_timeout: float
+    clock: Clock | None
+    max_value_size: int
+    max_key_size: int | None
+    min_connections: int
+    max_connections: int
+    retention: Retention | None
+    read_only: bool
+    attempt_retention: float | None
 
 
 def _make_engine(url: str | os.PathLike[str] | None, options: dict[str, Any]) -> Engine:
@@ -63,6 +84,7 @@ def open(
     max_connections: int = 10,
     retention: Retention | None = None,
     read_only: bool = False,
+    attempt_retention: float | None = None,
 ) -> Store:
     """Open (creating and migrating if needed) a store.
 
@@ -83,29 +105,36 @@ def open(
     ``max_value_size``/``max_key_size``: bytes; larger inputs are refused
     with ``InvalidRequest``. ``max_key_size`` bounds scope + ns + key
     together; ``None`` means as large as the engine can index (PostgreSQL:
-    2600 bytes, a larger value is refused; SQLite: ``max_value_size``). ``min_connections``/``max_connections``: the
-    PostgreSQL pool size (ignored by SQLite, which uses one connection per
-    thread). ``retention``: what ``Store.maintain()`` deletes and how many
-    backups ``documents.clear`` keeps (``durastate.retention``; default:
-    keep everything, sweep only what has expired). ``read_only``: open an
+    2600 bytes, a larger value is refused; SQLite: ``max_value_size``).
+    ``min_connections``/``max_connections``: the PostgreSQL pool size
+    (checked, then ignored by SQLite, which uses one connection per
+    thread). ``attempt_retention``: seconds PostgreSQL keeps the attempt row
+    of each write, which lets a write retried after a lost connection apply
+    once (``None``: 300; 1 to 604800, i.e. 7 days; see the README's
+    "PostgreSQL in production"); SQLite keeps no such rows and ignores it
+    after the same check. A value that is not a finite number in range is
+    refused with ``ConfigurationError``. ``retention``: what ``Store.maintain()`` deletes, how many
+    backups ``documents.clear`` keeps and whether documents record their
+    revision history (``durastate.retention``; default: keep everything,
+    record no history, sweep only what has expired). ``read_only``: open an
     existing, current store for reading only (every write is refused with
     ``ConfigurationError``; a file the process may not write works).
     """
     if retention is None:
         retention = Retention()
     elif not isinstance(retention, Retention):
-        raise InvalidRequest(f"retention must be a durastate.Retention, got {type(retention).__name__}")
+        misconfigured(f"retention must be a durastate.Retention, got {type(retention).__name__}")
     max_value_size = as_int64("max_value_size", max_value_size)
     if max_key_size is not None:
         max_key_size = as_int64("max_key_size", max_key_size)
     if max_value_size < 1 or (max_key_size is not None and max_key_size < 1):
-        raise InvalidRequest("max_value_size and max_key_size must be >= 1")
+        misconfigured("max_value_size and max_key_size must be >= 1")
     if clock is not None:
         if not callable(clock):
-            raise InvalidRequest(f"clock must be callable returning seconds, got {type(clock).__name__}")
+            misconfigured(f"clock must be callable returning seconds, got {type(clock).__name__}")
         sample = clock()
         if isinstance(sample, bool) or not isinstance(sample, (int, float)) or not math.isfinite(sample):
-            raise InvalidRequest(f"clock must return seconds since the epoch (a finite number), it returned {sample!r}")
+            misconfigured(f"clock must return seconds since the epoch (a finite number), it returned {sample!r}")
     options: dict[str, Any] = {
         "prefix": prefix,
         "durability": durability,
@@ -115,13 +144,17 @@ def open(
         "max_connections": max_connections,
         "read_only": read_only,
     }
+    if attempt_retention is not None:
+        # Passed only when given, so an engine factory written before the
+        # option existed never sees it (engines.registry.SERVER_OPTIONS).
+        options["attempt_retention"] = as_attempt_retention(attempt_retention)
     engine = _make_engine(url, options)
     try:
         index_limit = engine.dialect.max_index_key
         if max_key_size is None:
             max_key_size = index_limit if index_limit is not None else max_value_size
         elif index_limit is not None and max_key_size > index_limit:
-            raise InvalidRequest(
+            misconfigured(
                 f"max_key_size={max_key_size} is more than {engine.dialect.name} can index "
                 f"({index_limit} bytes for scope + ns + key); pass at most that, or None for the engine's limit"
             )
@@ -132,7 +165,7 @@ def open(
     return Store(engine, max_value_size=max_value_size, max_key_size=max_key_size, retention=retention)
 
 
-class Store:
+class Store(ClosesOnExit):
     """One database and its facets. Thread-safe; usable across ``fork``.
 
     Use as a context manager, or call ``close()``.
@@ -145,7 +178,12 @@ class Store:
         self.retention = Retention() if retention is None else retention
         self.kv = KV(engine, max_value_size=max_value_size, max_key_size=max_key_size)
         self.queues = Queues(engine, max_value_size=max_value_size)
-        self.documents = Documents(engine, max_value_size=max_value_size, max_backups=self.retention.max_backups)
+        self.documents = Documents(
+            engine,
+            max_value_size=max_value_size,
+            max_backups=self.retention.max_backups,
+            keep_revisions=self.retention.document_history,
+        )
         self.records = Records(engine)
         self.events = Events(engine, max_value_size=max_value_size)
         self.presence = Presence(engine, max_value_size=max_value_size)
@@ -166,17 +204,18 @@ class Store:
         """
         return Transaction(self)
 
-    def maintain(self, *, max_rows: int | None = None) -> MaintenanceReport:
+    def maintain(self, *, max_rows: int | None = None, progress: Progress | None = None) -> MaintenanceReport:
         """Delete what the store's ``retention`` policy says has aged out (``durastate.retention``).
 
         Bounded batches, each its own short commit, so writers go on
         meanwhile; ``max_rows`` bounds one run (``finished=False`` in the
-        report when it stopped early: run it again). Refused inside a
-        transaction (its batches would all join it).
+        report when it stopped early: run it again). ``progress(rule,
+        rows)`` is called after each rule (``durastate maintain`` shows it).
+        Refused inside a transaction (its batches would all join it).
         """
         if self.engine.in_transaction():
             raise InvalidRequest("maintain() inside a transaction would hold every batch in it; call it outside")
-        return run_maintenance(self, self.retention, max_rows=max_rows)
+        return run_maintenance(self, self.retention, max_rows=max_rows, progress=progress)
 
     def close(self) -> None:
         """Close all connections. Idempotent; later calls raise ``StoreClosed``."""
@@ -185,17 +224,6 @@ class Store:
     @property
     def closed(self) -> bool:
         return self.engine.closed
-
-    def __enter__(self) -> Store:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         return f"<durastate.Store {self.url}{' (closed)' if self.closed else ''}>"

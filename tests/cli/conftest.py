@@ -38,9 +38,13 @@ def run_cli(
     )
 
 
+# The filled store records document history, as a store opened with this policy does.
+HISTORY = durastate.Retention(document_history=10)
+
+
 @pytest.fixture
 def filled(shared_url: str) -> tuple[str, Sample]:
-    with durastate.open(shared_url) as store:
+    with durastate.open(shared_url, retention=HISTORY) as store:
         sample = fill(store)
     return shared_url, sample
 

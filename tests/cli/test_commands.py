@@ -110,9 +110,45 @@ def test_docs_commands(run: Run, filled: tuple[str, Sample]) -> None:
     assert {d["key"]: d["revision"] for d in listed["documents"]} == sample.documents
     shown = as_json(run, "docs", "show", "runs/1")
     assert shown["revision"] == sample.documents["runs/1"] and shown["data"]["state"] == "running"
-    history = as_json(run, "docs", "history", "runs/1")
-    assert [h["key"] for h in history] == ["runs/1"]
     assert run("docs", "show", "absent", ok=False).returncode == 1
+
+
+def test_docs_history(run: Run, filled: tuple[str, Sample]) -> None:
+    _, sample = filled
+    writes = sample.document_writes["runs/1"]
+    history = as_json(run, "docs", "history", "runs/1")
+    assert isinstance(history, dict)
+    assert history["revision"] == sample.documents["runs/1"] == len(writes)
+    assert [(r["revision"], r["data"]) for r in history["revisions"]] == [
+        (n, writes[n - 1]) for n in range(len(writes), 0, -1)
+    ]
+    assert [r["since"] for r in history["revisions"]] == [*range(len(writes) - 1, 0, -1), None]
+    assert history["cursor"] is None and history["backups"] == []
+    # Paged newest first: one revision a page, the next page below the cursor.
+    first = as_json(run, "docs", "history", "runs/1", "--limit", "1")
+    assert [r["revision"] for r in first["revisions"]] == [3] and first["cursor"] == 3  # type: ignore[index]
+    assert first["revisions"][0]["since"] == 2  # type: ignore[index]  # diffed even at a page's end
+    second = as_json(run, "docs", "history", "runs/1", "--limit", "1", "--before", "3")
+    assert [r["revision"] for r in second["revisions"]] == [2]  # type: ignore[index]
+    diff = run("docs", "history", "runs/1", "--diff").stdout
+    assert '-  "step": 3\n+  "step": 4,\n+  "worker": "worker-b"' in diff
+    table = run("docs", "history", "runs/1").stdout
+    assert "first recorded" in table and "+2 -1 lines" in table
+    # A cleared document: no history left, its backup listed; no trace at all: exit 1.
+    cleared = as_json(run, "docs", "history", "scratch")
+    assert cleared["revision"] is None and cleared["revisions"] == []  # type: ignore[index]
+    assert [b["key"] for b in cleared["backups"]] == ["scratch.bak"]  # type: ignore[index]
+    absent = run("docs", "history", "absent", ok=False)
+    assert absent.returncode == 1 and "no document 'absent'" in absent.stderr
+
+
+def test_docs_history_of_a_store_that_does_not_record(shared_url: str) -> None:
+    with durastate.open(shared_url) as store:
+        store.documents.write("plain", {"v": 1})
+        store.documents.write("plain", {"v": 2})
+    done = run_cli(shared_url, "docs", "history", "plain")
+    assert done.returncode == 0, done.stderr
+    assert "revision 2" in done.stdout and "no recorded revisions" in done.stdout
 
 
 def test_records_commands(run: Run, filled: tuple[str, Sample]) -> None:
@@ -143,7 +179,7 @@ def test_presence_commands(run: Run, filled: tuple[str, Sample]) -> None:
 def test_maintain(run: Run, filled: tuple[str, Sample]) -> None:
     report = as_json(run, "maintain", "--dead-older-than", "0", "--events-older-than", "0", "--vacuum")
     assert isinstance(report, dict)
-    assert report["dead_letters_deleted"] == 1 and report["kv_expired_deleted"] == 0
+    assert report["dead_letters"] == 1 and report["expired_values"] == 0 and report["finished"] is True
     assert report["vacuum"] == "ok"
     assert as_json(run, "queue", "stats", "fragile")["dead"] == 0
 

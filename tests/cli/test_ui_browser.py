@@ -155,10 +155,28 @@ def test_every_page_in_chromium(chromium: str, inspector: str, filled: tuple[str
     assert "search backend down" in doms["session"].by_id("timeline").text()
     assert doms["session"].by_id("snapshots").rows()[0][0] == "transcript"
 
-    docs = {r[0]: int(r[1]) for r in doms["documents"].by_id("documents").rows()}
-    assert docs == sample.documents
-    assert doms["document"].by_id("revision").text() == f"revision {sample.documents['runs/1']}"
-    assert '"state": "running"' in doms["document"].by_id("body").text()
+    listed = doms["documents"].by_id("documents").rows()
+    assert {r[0]: int(r[1]) for r in listed} == sample.documents
+    # The filled store records history: every written document has its revisions, the backup none.
+    writes = sample.document_writes
+    history_column = {r[0]: r[3] for r in listed}
+    assert history_column == {
+        key: (f"{len(writes[key])} revision{'' if len(writes[key]) == 1 else 's'}" if key in writes else "none")
+        for key in sample.documents
+    }
+    document = doms["document"]
+    assert document.by_id("revision").text() == f"revision {sample.documents['runs/1']}"
+    assert '"state": "running"' in document.by_id("body").text()
+    count = len(writes["runs/1"])
+    assert document.by_id("recorded").text() == f"{count} recorded, 1-{count}"
+    shown = document.by_class("revision")  # the page size (3) holds them all, newest first
+    assert [int(r.attrs["data-revision"] or 0) for r in shown] == list(range(count, 0, -1))
+    assert '+ "worker": "worker-b"' in shown[0].text() and '- "step": 3' in shown[0].text()
+    assert "first recorded" in shown[-1].text()
+    older = parse(dump_dom(chromium, inspector + "/documents/" + quote("runs/1") + f"?before={count}"))
+    assert [int(r.attrs["data-revision"] or 0) for r in older.by_class("revision")] == list(range(count - 1, 0, -1))
+    cleared = parse(dump_dom(chromium, inspector + "/documents/" + quote("scratch.bak")))
+    assert cleared.by_id("recorded").text() == "none recorded" and "Retention(document_history=N)" in cleared.text()
 
     fork_tree = doms["records"].by_id("fork-tree")
     for conv, parent in sample.conversations.items():

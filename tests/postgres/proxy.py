@@ -6,13 +6,58 @@ before its reply reaches the client. ``drop_reply(marker)`` arms it: the
 next client message containing ``marker`` is forwarded, and the server's
 answer to it is swallowed while both sockets are closed.
 ``drop_request(marker)`` cuts before the statement reaches the server.
+
+Statements are prepared on first use (``PREPARE_THRESHOLD`` 0): psycopg
+then sends the text alone in a Parse message, in a round trip of its own,
+and runs it afterwards by name (Bind, Execute). A marker found in such a
+Parse-only message arms the cut for the message that runs that prepared
+statement on the same connection, so "reply" still means after the server
+ran it. A statement already prepared on a connection never shows its text
+again: tests make sure the statement to cut runs on a new connection.
 """
 
 from __future__ import annotations
 
 import contextlib
 import socket
+import struct
 import threading
+
+
+def _messages(chunk: bytes) -> list[tuple[bytes, bytes]]:
+    """The (type, body) frontend messages that start in ``chunk``, as far as they parse."""
+    out = []
+    at = 0
+    while at + 5 <= len(chunk):
+        kind = chunk[at : at + 1]
+        (length,) = struct.unpack("!i", chunk[at + 1 : at + 5])
+        if length < 4:
+            break
+        out.append((kind, chunk[at + 5 : at + 1 + length]))
+        at += 1 + length
+    return out
+
+
+def _prepared_name(chunk: bytes, marker: bytes) -> bytes | None:
+    """The statement name if ``chunk`` only prepares (Parse, no Execute) a statement containing ``marker``."""
+    messages = _messages(chunk)
+    if any(kind == b"E" for kind, _ in messages):
+        return None
+    for kind, body in messages:
+        if kind == b"P" and marker in body:
+            name = body.split(b"\x00", 1)[0]
+            return name or None
+    return None
+
+
+def _binds(chunk: bytes, name: bytes) -> bool:
+    """Whether ``chunk`` runs the prepared statement ``name`` (a Bind message naming it)."""
+    for kind, body in _messages(chunk):
+        if kind == b"B":
+            parts = body.split(b"\x00", 2)
+            if len(parts) > 1 and parts[1] == name:
+                return True
+    return False
 
 
 class CuttingProxy:
@@ -50,14 +95,23 @@ class CuttingProxy:
             threading.Thread(target=pair.client_to_server, daemon=True).start()
             threading.Thread(target=pair.server_to_client, daemon=True).start()
 
-    def _take(self, chunk: bytes) -> str:
+    def _take(self, pair: _Pair, chunk: bytes) -> str:
         """The cut to make for this client chunk ('' for none); disarms."""
         with self._lock:
-            if self._marker is not None and self._marker in chunk:
-                mode, self._marker, self._mode = self._mode, None, ""
-                self.cuts += 1
-                return mode
-        return ""
+            if self._marker is None:
+                return ""
+            if pair.armed_name is not None and _binds(chunk, pair.armed_name):
+                pair.armed_name = None
+            elif self._marker in chunk:
+                name = _prepared_name(chunk, self._marker)
+                if name is not None:  # only prepared: cut where it runs
+                    pair.armed_name = name
+                    return ""
+            else:
+                return ""
+            mode, self._marker, self._mode = self._mode, None, ""
+            self.cuts += 1
+            return mode
 
 
 class _Pair:
@@ -66,6 +120,8 @@ class _Pair:
         self.client = client
         self.server = server
         self.swallow_reply = threading.Event()
+        # A prepared statement whose text held the marker: cut where it runs.
+        self.armed_name: bytes | None = None
 
     def _cut(self) -> None:
         for s in (self.client, self.server):
@@ -76,7 +132,7 @@ class _Pair:
     def client_to_server(self) -> None:
         try:
             while chunk := self.client.recv(65536):
-                mode = self.proxy._take(chunk)
+                mode = self.proxy._take(self, chunk)
                 if mode == "request":
                     self._cut()
                     return

@@ -11,7 +11,7 @@ import psycopg
 import pytest
 
 import durastate
-from durastate import InvalidRequest
+from durastate import ConfigurationError
 from durastate.engines import postgres
 from durastate.engines.base import WRITE
 from durastate.engines.postgres import PostgresEngine
@@ -95,8 +95,18 @@ def test_the_window_is_configurable_and_validated(pg_url: str) -> None:
     finally:
         engine.close()
     for bad in (0, 0.5, float("nan"), float("inf"), 1e300, "300", True):
-        with pytest.raises(InvalidRequest, match="attempt_retention"):
+        with pytest.raises(ConfigurationError, match="attempt_retention"):
             PostgresEngine(pg_url, attempt_retention=bad)  # type: ignore[arg-type]
+
+
+def test_open_sets_the_window(pg_url: str) -> None:
+    clock = FakeClock()
+    with durastate.open(pg_url, clock=clock, attempt_retention=10) as store:
+        store.kv.put(b"s", b"n", b"k", b"v")
+        clock.advance(5)
+        assert store.engine.prune_bookkeeping() == 0
+        clock.advance(6)
+        assert store.engine.prune_bookkeeping() == 1
 
 
 def test_sqlite_keeps_no_bookkeeping() -> None:

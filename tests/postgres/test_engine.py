@@ -10,6 +10,7 @@ import psycopg
 import pytest
 
 import durastate
+from durastate.engines.base import READ
 from durastate.engines.postgres import PostgresEngine
 
 pytestmark = pytest.mark.timeout(120)
@@ -175,6 +176,46 @@ def test_pool_bounds_are_honoured(pg_url: str) -> None:
     store.close()
     with pytest.raises(durastate.StoreClosed):
         store.kv.get(b"s", b"n", b"k")
+
+
+def test_one_thread_keeps_reusing_its_last_connection(pg_url: str) -> None:
+    """The pool hands out the most recently returned idle connection (postgres_pool.LifoPool).
+
+    psycopg_pool's own order, first in first out, would spread one thread's
+    statements over all four connections, each with cold caches.
+    """
+    store = durastate.open(pg_url, min_connections=4, max_connections=4)
+    engine = store.engine
+    assert isinstance(engine, PostgresEngine)
+    backend = engine.sql(READ("SELECT pg_backend_pid()"))
+    try:
+        pids = {engine.one(backend) for _ in range(12)}
+        assert len(pids) == 1, f"one thread's reads went to {len(pids)} backends"
+        with store.transaction():  # a transaction borrows the same way
+            assert {engine.one(backend)} == pids
+    finally:
+        store.close()
+
+
+def test_the_newest_idle_connection_goes_out_first_and_none_is_held_back(pg_url: str) -> None:
+    store = durastate.open(pg_url, min_connections=3, max_connections=3)
+    engine = store.engine
+    assert isinstance(engine, PostgresEngine)
+    pool = engine._pool
+    assert pool is not None
+    first, second = engine._borrow(), engine._borrow()
+    engine._give_back(first)
+    engine._give_back(second)
+    again = engine._borrow()
+    assert again is second, "the most recently returned connection first"
+    third = engine._borrow()  # with `again` still out: the next newest idle one
+    assert third is first
+    engine._give_back(third)
+    engine._give_back(again)
+    # Nothing is kept outside the pool: every connection is idle in it, for any thread.
+    assert pool.get_stats()["pool_available"] == 3
+    store.close()
+    assert first.closed and second.closed, "closing the store closes every connection"
 
 
 def test_statements_are_prepared_by_the_server(pg_url: str) -> None:

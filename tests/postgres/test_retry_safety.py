@@ -3,7 +3,7 @@
 The worst moment is after the server committed and before the reply
 arrived: the client cannot know whether its write happened. durastate's
 retry must then return the first attempt's result instead of writing again
-(attempt ids, see durastate.engines.postgres). These tests put the cut at
+(attempt ids, see durastate.engines.postgres_attempts). These tests put the cut at
 exactly that moment with a relay (``CuttingProxy``), at the moment before
 the statement reaches the server, and at random moments with
 ``pg_terminate_backend``.
@@ -16,6 +16,7 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
@@ -23,6 +24,7 @@ import pytest
 
 import durastate
 from durastate.engines.base import DDL, WRITE_ROWS
+from durastate.engines.postgres import PostgresEngine
 
 from .proxy import CuttingProxy
 
@@ -56,11 +58,34 @@ def store(pg_url: str, via_proxy: str) -> Iterator[durastate.Store]:
     s.close()
 
 
+@contextmanager
+def on_new_connections(store: durastate.Store) -> Iterator[None]:
+    """Run the block on connections that never ran its statements.
+
+    The relay finds its moment by the statement's text, which psycopg sends
+    only the first time a connection runs a statement (then it is
+    prepared, and only its name goes over the wire). The pool hands out the
+    most recently used connection first, which has run them already: every
+    idle one is held meanwhile, so the block gets new ones.
+    """
+    engine = store.engine
+    assert isinstance(engine, PostgresEngine)
+    pool = engine._pool
+    assert pool is not None
+    held = [engine._borrow() for _ in range(pool.get_stats().get("pool_available", 0))]
+    try:
+        yield
+    finally:
+        for conn in held:
+            engine._give_back(conn)
+
+
 @pytest.mark.parametrize("cut", ["reply", "request"])
 def test_counter_add_applies_once(store: durastate.Store, proxy: CuttingProxy, cut: str) -> None:
     store.kv.incr(b"s", b"n", b"warm", 1)  # a pooled connection exists; not the one cut
     getattr(proxy, f"drop_{cut}")(b"kv_counter (scope, ns, key, n)")
-    assert store.kv.incr(b"s", b"n", b"c", 5) == 5
+    with on_new_connections(store):
+        assert store.kv.incr(b"s", b"n", b"c", 5) == 5
     assert proxy.cuts == 1
     assert store.kv.counter(b"s", b"n", b"c") == 5
 
@@ -71,7 +96,8 @@ def test_append_applies_once_and_returns_the_first_ordinal(
 ) -> None:
     first = store.kv.append(b"s", b"n", b"log", b"one")
     getattr(proxy, f"drop_{cut}")(b"INSERT INTO ds_kv_log")
-    second = store.kv.append(b"s", b"n", b"log", b"two")
+    with on_new_connections(store):
+        second = store.kv.append(b"s", b"n", b"log", b"two")
     assert proxy.cuts == 1
     assert list(store.kv.log(b"s", b"n", b"log")) == [(first, b"one"), (second, b"two")]
 
@@ -95,14 +121,15 @@ def test_queue_push_applies_once(store: durastate.Store, proxy: CuttingProxy, cu
 
 def test_put_many_transaction_commit_lost_is_resolved(store: durastate.Store, proxy: CuttingProxy) -> None:
     proxy.drop_reply(b"COMMIT")
-    store.kv.put_many(b"s", b"n", [(b"a", b"1"), (b"b", b"2")])  # returns: it did commit
+    with on_new_connections(store):
+        store.kv.put_many(b"s", b"n", [(b"a", b"1"), (b"b", b"2")])  # returns: it did commit
     assert proxy.cuts == 1
     assert store.kv.get_many(b"s", b"n", [b"a", b"b"]) == [b"1", b"2"]
 
 
 def test_transaction_commit_lost_is_resolved(store: durastate.Store, proxy: CuttingProxy) -> None:
     proxy.drop_reply(b"COMMIT")
-    with store.transaction():
+    with on_new_connections(store), store.transaction():
         store.kv.incr(b"s", b"n", b"c", 1)
         store.queues.push("jobs", [b"x"])
     assert proxy.cuts == 1
@@ -112,7 +139,11 @@ def test_transaction_commit_lost_is_resolved(store: durastate.Store, proxy: Cutt
 
 def test_transaction_lost_before_commit_reports_nothing_applied(store: durastate.Store, proxy: CuttingProxy) -> None:
     proxy.drop_request(b"COMMIT")
-    with pytest.raises(durastate.StoreUnavailable, match="nothing was applied"), store.transaction():
+    with (
+        on_new_connections(store),
+        pytest.raises(durastate.StoreUnavailable, match="nothing was applied"),
+        store.transaction(),
+    ):
         store.kv.incr(b"s", b"n", b"c", 1)
     assert store.kv.counter(b"s", b"n", b"c") == 0
 

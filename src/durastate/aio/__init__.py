@@ -65,15 +65,17 @@ closes.
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 from collections.abc import Callable
 from types import TracebackType
-from typing import Concatenate, ParamSpec, TypeVar
+from typing import Concatenate, ParamSpec, TypeVar, Unpack
 
 from .. import store as _store
 from .._aio import AsyncRunner
-from ..engines.base import Clock
-from ..store import DEFAULT_MAX_KEY_SIZE, DEFAULT_MAX_VALUE_SIZE, Store
+from ..errors import ConfigurationError
+from ..retention import MaintenanceReport
+from ..store import OpenOptions, Store
 from ._build import PinnedBlock, runner_for
 from ._facades import (
     AsyncClaim,
@@ -110,36 +112,20 @@ class _RolledBack(Exception):
 async def open(
     url: str | os.PathLike[str] | None = None,
     *,
-    prefix: str = "ds_",
-    durability: str = "normal",
-    busy_timeout: float = 30.0,
-    clock: Clock | None = None,
-    max_value_size: int = DEFAULT_MAX_VALUE_SIZE,
-    max_key_size: int | None = DEFAULT_MAX_KEY_SIZE,
-    min_connections: int = 1,
-    max_connections: int = 10,
     workers: int | None = None,
+    **options: Unpack[OpenOptions],
 ) -> AsyncStore:
-    """Open an ``AsyncStore``: the arguments of ``durastate.open``, plus ``workers``.
+    """Open an ``AsyncStore``: every keyword option of ``durastate.open``, plus ``workers``.
 
     ``workers``: threads for calls that cannot run inline (default: 8 for
     SQLite, ``max_connections`` for PostgreSQL, one per pool connection).
     Opening (and migrating) runs on a thread, so it never blocks the loop.
     """
-    store = await asyncio.to_thread(
-        _store.open,
-        url,
-        prefix=prefix,
-        durability=durability,
-        busy_timeout=busy_timeout,
-        clock=clock,
-        max_value_size=max_value_size,
-        max_key_size=max_key_size,
-        min_connections=min_connections,
-        max_connections=max_connections,
-    )
+    if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
+        raise ConfigurationError(f"workers must be an int >= 1, got {workers!r}")
+    store = await asyncio.to_thread(functools.partial(_store.open, url, **options))
     if workers is None:
-        workers = max_connections if store.engine.dialect.name == "postgresql" else 8
+        workers = options.get("max_connections", 10) if store.engine.dialect.name == "postgresql" else 8
     try:
         runner = AsyncRunner(store.engine, workers=workers, name="durastate-aio")
     except BaseException:
@@ -198,6 +184,15 @@ class AsyncStore:
         except asyncio.CancelledError:
             cancelled.append(True)
             raise
+
+    async def maintain(self, *, max_rows: int | None = None) -> MaintenanceReport:
+        """``Store.maintain()`` on a worker thread (it commits batch by batch; the loop keeps running).
+
+        Cancelling the await does not stop a sweep already running: it
+        finishes its batches (each one commits on its own, so nothing is
+        half done) and its report is dropped.
+        """
+        return await self._runner.on_thread(self._store.maintain, (), {"max_rows": max_rows})
 
     def transaction(self) -> PinnedBlock[AsyncStore]:
         """``async with store.transaction() as tx:``: one transaction across awaits (see the module docstring)."""

@@ -123,11 +123,13 @@ def render() -> str:
         for name in public_methods(spec.sync):
             lines, used = _method(spec, name, wraps)
             body.extend(lines)
+            # Names resolve where the method is written (a base class may live in another module).
+            home = sys.modules.get(getattr(getattr(spec.sync, name), "__module__", ""), module)
             for used_name in used - set(needed):
-                found = getattr(module, used_name, None)
+                found = getattr(home, used_name, None)
                 if found is None:
-                    raise TypeError(f"{spec.sync.__name__}.{name}: cannot resolve {used_name!r} in {module.__name__}")
-                origin = getattr(found, "__module__", None) or module.__name__
+                    raise TypeError(f"{spec.sync.__name__}.{name}: cannot resolve {used_name!r} in {home.__name__}")
+                origin = getattr(found, "__module__", None) or home.__name__
                 needed[used_name] = "typing" if origin == "typing" else origin
     body.append("")
     body.append("SPECS: list[FacadeSpec]")

@@ -89,20 +89,24 @@ def sqlite_file(url: str | None) -> Path | None:
     return Path(url)
 
 
-def open_store(url: str | None, prefix: str, *, create: bool = False) -> durastate.Store:
-    """Open the store, refusing to create a SQLite file unless ``create``."""
+def open_store(
+    url: str | None, prefix: str, *, create: bool = False, retention: durastate.Retention | None = None
+) -> durastate.Store:
+    """Open the store, refusing to create a SQLite file unless ``create``; ``retention``: its policy."""
     path = sqlite_file(url)
     if path is not None and not create and not path.exists():
         raise click.ClickException(f"no store at {path} (pass --url or set DURASTATE_URL)")
     try:
-        return durastate.open(url, prefix=prefix)
+        return durastate.open(url, prefix=prefix, retention=retention)
     except DurastateError as exc:
         raise click.ClickException(str(exc)) from None
 
 
 @contextlib.contextmanager
-def store_from(url: str | None, prefix: str, *, create: bool = False) -> Iterator[durastate.Store]:
-    store = open_store(url, prefix, create=create)
+def store_from(
+    url: str | None, prefix: str, *, create: bool = False, retention: durastate.Retention | None = None
+) -> Iterator[durastate.Store]:
+    store = open_store(url, prefix, create=create, retention=retention)
     try:
         yield store
     finally:
@@ -254,6 +258,8 @@ class Progress:
 
     With rich: a bar with rows/s and bytes/s. Without rich, or when stderr is
     not a terminal: nothing while running, one summary line at the end.
+    ``step(name, rows)`` marks a finished stage of the work (``maintain``'s
+    rules): the bar's label with rich, a plain line on the terminal without.
     """
 
     def __init__(self, label: str, total_rows: int | None, *, enabled: bool | None = None) -> None:
@@ -265,6 +271,7 @@ class Progress:
         self._bar: Any = None
         self._task: Any = None
         show = sys.stderr.isatty() if enabled is None else enabled
+        self._plain = show  # until rich is found: steps as plain lines
         if show:
             try:
                 from rich.progress import (
@@ -286,6 +293,7 @@ class Progress:
                 console=_stderr_console(),
             )
             self._task = self._bar.add_task(label, total=total_rows, rate="")
+            self._plain = False
 
     def __enter__(self) -> Progress:
         if self._bar is not None:
@@ -299,6 +307,14 @@ class Progress:
             elapsed = max(time.monotonic() - self._started, 1e-6)
             rate = f"{self.rows / elapsed:,.0f} rows/s  {human_bytes(self.bytes / elapsed)}/s"
             self._bar.update(self._task, completed=self.rows, rate=rate)
+
+    def step(self, name: str, rows: int) -> None:
+        """Stage ``name`` is done, having handled ``rows`` rows (counted in as ``advance`` does)."""
+        self.advance(rows)
+        if self._bar is not None:
+            self._bar.update(self._task, description=f"{self.label}: {name}")
+        elif self._plain:
+            click.echo(f"{self.label}: {name} {rows:,} rows ({self.rows:,} so far)", err=True)
 
     def __exit__(self, *exc: object) -> None:
         if self._bar is not None:

@@ -13,10 +13,10 @@ import gzip
 import os
 import sqlite3
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, TypeVar
 
 import click
 
@@ -347,66 +347,111 @@ def backup(dest: str, quiet: bool, url: str | None, prefix: str, as_json: bool) 
 # -- maintain -----------------------------------------------------------------
 
 
+Decorated = TypeVar("Decorated", bound=Callable[..., Any])
+
+
+def seconds_option(name: str, help: str) -> Callable[[Decorated], Decorated]:
+    """An optional duration flag in seconds (>= 0), default off."""
+    return click.option(name, type=click.FloatRange(0), default=None, metavar="SECONDS", help=help)
+
+
 @cli.command()
-@click.option("--batch", type=click.IntRange(1, 100_000), default=1000, show_default=True, help="Rows per commit.")
 @click.option(
-    "--max-rows", type=click.IntRange(0), default=None, help="Stop after deleting this many rows (resume later)."
+    "--batch",
+    type=click.IntRange(1, 100_000),
+    default=None,
+    help="Ignored, kept for older scripts: maintain() commits at most 256 rows at a time.",
 )
 @click.option(
-    "--events-older-than",
-    type=click.FloatRange(0),
-    default=None,
-    metavar="SECONDS",
-    help="Prune processed events covered by every snapshot of their session and older than this.",
+    "--max-rows", type=click.IntRange(1), default=None, help="Stop after deleting this many rows (run again to resume)."
+)
+@seconds_option(
+    "--events-older-than", "Prune processed events covered by every snapshot of their session and older than this."
+)
+@seconds_option("--dead-older-than", "Drop queue dead letters that died longer ago than this.")
+@seconds_option("--logs-older-than", "Trim kv log entries appended longer ago than this.")
+@seconds_option("--sessions-settled-for", "Delete event sessions settled (all processed) this long.")
+@click.option(
+    "--max-backups", type=click.IntRange(1), default=None, help="Keep at most this many clear() backups per key."
 )
 @click.option(
-    "--dead-older-than",
-    type=click.FloatRange(0),
+    "--document-history",
+    type=click.IntRange(1),
     default=None,
-    metavar="SECONDS",
-    help="Drop queue dead letters that died longer ago than this.",
+    metavar="N",
+    help="Keep each document's last N recorded revisions (and drop history whose document is gone).",
+)
+@seconds_option(
+    "--document-history-older-than",
+    "With --document-history: also drop recorded revisions older than this (never a current one).",
+)
+@click.option(
+    "--record-revisions",
+    type=click.IntRange(1),
+    default=None,
+    metavar="N",
+    help="Keep at least each full-history records document's last N revisions (never the current one goes).",
+)
+@seconds_option(
+    "--record-revisions-older-than",
+    "Drop records' full-history document revisions older than this (with --record-revisions: only past the last N).",
 )
 @click.option("--vacuum", is_flag=True, help="Also VACUUM (SQLite: rewrites the file; PostgreSQL: VACUUM ANALYZE).")
 @QUIET
 @data_command
 def maintain(
-    batch: int,
+    batch: int | None,
     max_rows: int | None,
     events_older_than: float | None,
     dead_older_than: float | None,
+    logs_older_than: float | None,
+    sessions_settled_for: float | None,
+    max_backups: int | None,
+    document_history: int | None,
+    document_history_older_than: float | None,
+    record_revisions: int | None,
+    record_revisions_older_than: float | None,
     vacuum: bool,
     quiet: bool,
     url: str | None,
     prefix: str,
     as_json: bool,
 ) -> None:
-    """Retention and housekeeping, in bounded commits (Ctrl-C keeps what is done; rerun resumes).
+    """Run store.maintain() with the retention policy the flags describe, then WAL checkpoint / VACUUM.
 
-    Always: expired kv values, expired presence fields, and on SQLite a WAL
-    checkpoint (TRUNCATE). Opt-in: event pruning, dead-letter retention,
-    VACUUM. PostgreSQL's attempt table is pruned by the engine itself as it
-    writes (rows older than an hour); `info` reports its size.
+    Always: expired kv values and presence fields, PostgreSQL's attempt rows
+    past their window, and on SQLite a WAL checkpoint (TRUNCATE). Each flag
+    turns on one rule of durastate.Retention. Bounded commits: Ctrl-C keeps
+    what is done, --max-rows bounds a run, running it again resumes.
     """
-    from .maintenance import run_maintenance
+    from .maintenance import policy, run_maintenance
 
-    with store_from(url, prefix) as store:
+    if document_history_older_than is not None and document_history is None:
+        raise click.UsageError("--document-history-older-than needs --document-history N")
+    retention = policy(
+        events_older_than=events_older_than,
+        dead_older_than=dead_older_than,
+        logs_older_than=logs_older_than,
+        sessions_settled_for=sessions_settled_for,
+        max_backups=max_backups,
+        document_history=document_history,
+        document_history_older_than=document_history_older_than,
+        record_revisions=record_revisions,
+        record_revisions_older_than=record_revisions_older_than,
+    )
+    with store_from(url, prefix, retention=retention) as store:
         progress = Progress("maintain", None, enabled=None if not quiet else False)
         with progress:
-            report = run_maintenance(
-                store,
-                batch=batch,
-                max_rows=max_rows,
-                events_older_than=events_older_than,
-                dead_older_than=dead_older_than,
-                vacuum=vacuum,
-                tick=progress.advance,
-                url=url,
-            )
+            report = run_maintenance(store, max_rows=max_rows, vacuum=vacuum, step=progress.step, url=url)
+    if not quiet:
+        click.echo(progress.summary(), err=True)
     if as_json:
         print_json(report)
-    else:
-        for key, value in report.items():
-            click.echo(f"{key}: {value}")
+        return
+    for key, value in report.items():
+        if key == "policy":
+            value = ", ".join(f"{k}={v}" for k, v in value.items() if v is not None) or "defaults"
+        click.echo(f"{key}: {value}")
 
 
 # -- bench / demo / ui ------------------------------------------------------------

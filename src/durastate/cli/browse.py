@@ -18,6 +18,7 @@ from ._common import (
     ms_time,
     parse_bytes,
     print_json,
+    print_table,
     render_value,
     show_bytes,
     store_from,
@@ -389,24 +390,76 @@ def docs_show(key: str, url: str | None, prefix: str, as_json: bool) -> None:
 
 @docs.command("history")
 @click.argument("key")
+@click.option("--before", type=click.IntRange(1), default=None, help="Only revisions below this one (paging).")
+@click.option(
+    "--limit", type=click.IntRange(1, 10_000), default=20, show_default=True, help="At most this many revisions."
+)
+@click.option("--diff", "with_diff", is_flag=True, help="Print what changed in each revision (a unified diff).")
 @data_command
-def docs_history(key: str, url: str | None, prefix: str, as_json: bool) -> None:
-    """Show a document's revision and its clear() backups (key.bak, key.bak.N).
+def docs_history(
+    key: str, before: int | None, limit: int, with_diff: bool, url: str | None, prefix: str, as_json: bool
+) -> None:
+    """Show a document's recorded revisions, newest first, and the backups clear() made of it.
 
-    The documents facet stores only the latest revision of a key (writes
-    replace it); what survives of earlier states are the backups clear()
-    made. Versioned history with diffs is the records facet's
-    (``durastate records document ID --revisions``).
+    Each revision: number, when it was written, size and what changed since
+    the recorded one before it (--diff prints it). Revisions are recorded by
+    stores opened with Retention(document_history=N) (see durastate.retention);
+    without that only the current revision exists. Backups: KEY.bak, KEY.bak.N.
+    Exit 1 when there is no such document, history or backup.
     """
+    from .revisions import change_summary, history_view
+
     with store_from(url, prefix) as store:
-        rows = [
+        current = store.documents.describe(key)
+        view = history_view(store.documents, key, limit=limit, before=before)
+        backups = [
             {"key": d.key, "revision": d.revision, "size": d.size}
-            for d in store.documents.list(key, limit=1000).items
-            if d.key == key or d.key.startswith(key + ".bak")
+            for d in store.documents.list(key + ".bak", limit=1000).items
+            if _is_backup_of(d.key, key)
         ]
-    if not rows:
+    if current is None and not view.items and not backups:
         raise click.ClickException(f"no document {key!r}")
-    emit(rows, as_json, columns=["key", "revision", "size"])
+    if as_json:
+        print_json(
+            {
+                "key": key,
+                "revision": None if current is None else current.revision,
+                "revisions": [item.as_json(with_diff) for item in view.items],
+                "cursor": view.cursor,
+                "backups": backups,
+            }
+        )
+        return
+    state = "absent" if current is None else f"revision {current.revision}, {current.size} bytes"
+    click.echo(f"# {key}  ({state})")
+    if not view.items:
+        click.echo("no recorded revisions (stores record them with Retention(document_history=N))")
+    elif with_diff:
+        for item in view.items:
+            click.echo(f"## revision {item.revision}  {ms_time(item.written_at_ms)}  {item.size} bytes")
+            for line in item.diff:
+                click.echo(line)
+    else:
+        rows = [
+            {
+                "revision": item.revision,
+                "written": ms_time(item.written_at_ms),
+                "bytes": item.size,
+                "changes": change_summary(item),
+            }
+            for item in view.items
+        ]
+        print_table(rows, ["revision", "written", "bytes", "changes"])
+    if view.cursor is not None:
+        click.echo(f"more: --before {view.cursor}", err=True)
+    if backups:
+        print_table(backups, ["key", "revision", "size"], title="backups")
+
+
+def _is_backup_of(candidate: str, key: str) -> bool:
+    """Whether ``candidate`` is a backup key clear() makes for ``key`` (``key.bak`` or ``key.bak.N``)."""
+    rest = candidate[len(key) :]
+    return candidate.startswith(key) and (rest == ".bak" or (rest.startswith(".bak.") and rest[5:].isdigit()))
 
 
 # -- records ------------------------------------------------------------------

@@ -26,6 +26,7 @@ FACET_OF = {
     "queue": "queues",
     "queue_dead": "queues",
     "documents": "documents",
+    "document_revision": "documents",
     "event_session": "events",
     "event": "events",
     "event_snapshot": "events",

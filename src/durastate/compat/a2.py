@@ -37,24 +37,51 @@ event at the index named) and for arguments of the wrong type or value.
 
 Where the seed's types let a caller send something it cannot store as
 sent, this adapter refuses it with ``TypeError`` (and changes nothing)
-instead of storing a corrupted or unreadable value:
+instead of storing a corrupted or unreadable value. These are its only
+deliberate refusals:
 
 * a payload, state or presence value holding NaN or an infinity (the
-  seed's ``JSON.stringify`` writes ``null`` in their place);
+  seed's ``JSON.stringify`` writes ``null`` in their place), an integer
+  outside 64 bits, a non-string key, nesting deeper than orjson's 254
+  levels, or more than the store's ``max_value_size`` bytes of JSON;
 * ``settled`` that is not a bool (the seed treats any truthy value as true);
 * ``type: None`` (the seed stores ``null`` in a ``NOT NULL`` column's place
   and fails with a driver error);
 * strings with lone surrogates (ids, types, lanes, session ids: SQLite's
-  UTF-8 cannot hold them);
+  UTF-8 cannot hold them) or NUL characters;
+* session ids, event ids, lanes and reducer names over 1024 UTF-8 bytes
+  (PostgreSQL cannot index longer keys; durastate refuses them on every
+  engine alike);
 * ids (event, session, holder, cursor) that are not strings;
+* a claim or presence expiry outside ``datetime``'s years 1 to 9999
+  (``expires_at_ms``, or ``ttl_ms`` from now; the seed's ``Date`` would be
+  an Invalid Date, and every later read of the row would fail here);
 * a ``cause`` without ``attempt`` (or without ``index``), or with
   ``attempt``/``index``/``batch_size`` 0 or negative (the seed's own reader
-  throws on such a stored cause).
+  throws on such a stored cause);
+* a negative ``limit`` for ``inspect.read_events``/``inspect.list_sessions``
+  (SQLite's ``LIMIT -1`` would make it "no limit" in the seed);
+* a ``ttl_ms`` beyond about 146 million years either way (``now + ttl``
+  must stay a 64-bit millisecond time).
 
 Where the seed answers, this adapter answers the same: a stale
 ``complete_attempt`` reports ``superseded`` even when its returned events
 are malformed (the seed checks the attempt first), and
 ``inspect.list_sessions(limit=0)`` returns an empty page with no cursor.
+Values ``store.events`` refuses as meaningless are taken as the seed takes
+them (the facet runs with ``seed_rules``, and the seed's arithmetic where
+that is enough):
+
+* ``fail_attempt(max_failures=0 or less)`` dead-letters at the first
+  failure, as ``max_failures=1`` does;
+* ``claim_available`` with ``ttl_ms=0``, a negative ``ttl_ms`` or an
+  ``expires_at_ms`` not in the future hands out a lease that has already
+  expired (claimable again at once, not renewable, still completable by
+  its attempt); ``renew_claims`` takes a negative ``ttl_ms`` likewise;
+* ``put_snapshot`` stores any index (0, negative, past the session's last
+  event, for a session without events): ``read_state`` returns the events
+  after it;
+* empty session ids and event ids are ids like any other.
 
 Clock and ids are injectable: ``clock.now() -> datetime`` (aware) is the
 store's clock for every stored time; ``ids() -> str`` names events appended
@@ -63,7 +90,6 @@ without an ``id``, called only for events actually inserted.
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -104,6 +130,11 @@ __all__ = [
 T = TypeVar("T")
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MS = timedelta(milliseconds=1)
+# The times a datetime can hold (years 1 to 9999), in epoch milliseconds.
+_DT_MIN_MS = (datetime.min.replace(tzinfo=UTC) - _EPOCH) // _MS
+_DT_MAX_MS = (datetime.max.replace(tzinfo=UTC) - _EPOCH) // _MS
+# A TTL at least this long is checked against the clock: it could end past year 9999.
+_LONG_TTL_MS = 10 * 365 * 86_400_000
 
 
 class A2Error(Exception):
@@ -122,6 +153,20 @@ class Clock(Protocol):
 class _SystemClock:
     def now(self) -> datetime:
         return datetime.now(UTC)
+
+
+def _check_expiry(store: _store.Store, ttl_ms: Any, expires_at_ms: Any) -> None:
+    """``TypeError`` for a claim or presence expiry no ``datetime`` can hold, before anything is written.
+
+    The seed's ``Date`` turns such a time into an Invalid Date; stored, it
+    would make every later read of the event or presence row fail. Other
+    wrong values are left to the facet's checks.
+    """
+    if expires_at_ms is not None:
+        if type(expires_at_ms) is int and not _DT_MIN_MS <= expires_at_ms <= _DT_MAX_MS:
+            raise TypeError(f"expires_at_ms must be a time from year 1 to 9999, got {expires_at_ms}")
+    elif type(ttl_ms) is int and ttl_ms >= _LONG_TTL_MS and store.engine.now_ms() + ttl_ms > _DT_MAX_MS:
+        raise TypeError(f"ttl_ms={ttl_ms} ends past year 9999")
 
 
 def _dt(ms: int) -> datetime:
@@ -282,8 +327,13 @@ def _stored(e: _events.StoredEvent) -> StoredEvent:
     return stored
 
 
-def _event(e: _events.StoredEvent) -> Event:
-    return Event(e.id, e.type, e.payload, e.index, e.session_id, _dt(e.created_at))
+def _brief_event(id: str, type: str, payload: Any, index: int, session_id: str, created_at: int) -> Event:
+    """The seed's ``Event`` (what ``read_state`` returns), from ``Events._brief_state``."""
+    event = _new_object(Event)  # as _stored builds its StoredEvent
+    event.__dict__.update(
+        id=id, type=type, payload=payload, index=index, session_id=session_id, created_at=_EPOCH + created_at * _MS
+    )
+    return event
 
 
 def _presence_row(e: PresenceEntry) -> PresenceRow:
@@ -296,9 +346,11 @@ def _presence_row(e: PresenceEntry) -> PresenceRow:
 class A2Store:
     """The seed's ``A2Store`` over a durastate ``Store`` (see the module docstring)."""
 
-    def __init__(self, store: _store.Store, ids: Callable[[], str]) -> None:
+    def __init__(self, store: _store.Store, ids: Callable[[], str] | None = None) -> None:
         self._store = store
-        self._events = store.events
+        # The facet with the seed's ranges (empty ids, expired-at-once
+        # claims, any snapshot index), on the store's engine and limits.
+        self._events = _events.Events(store.engine, max_value_size=store.events.max_value_size, seed_rules=True)
         self._ids = ids
         self._runner = AsyncRunner(store.engine, name="a2")
         self.presence = _PresenceApi(self)
@@ -339,6 +391,7 @@ class A2Store:
         expires_at_ms: int | None = None,
         exclude_indexes: Iterable[int] = (),
     ) -> ClaimResult:
+        _check_expiry(self._store, ttl_ms, expires_at_ms)
         result = await self._call(
             self._events.claim_available,
             session_id,
@@ -364,6 +417,7 @@ class A2Store:
         ttl_ms: int,
         expires_at_ms: int | None = None,
     ) -> RenewResult:
+        _check_expiry(self._store, ttl_ms, expires_at_ms)
         result = await self._call(
             self._events.renew_claims, session_id, holder, claims, ttl_ms=ttl_ms, expires_at_ms=expires_at_ms
         )
@@ -398,15 +452,17 @@ class A2Store:
     async def fail_attempt(
         self, *, session_id: str, index: int, attempt: int, error: str, max_failures: int
     ) -> FailResult:
+        if type(max_failures) is int and max_failures < 1:
+            # The seed dead-letters when failure_count + 1 >= max_failures:
+            # for any max_failures <= 1 that is the first failure, which is
+            # what the facet's smallest limit, 1, does.
+            max_failures = 1
         result = await self._call(self._events.fail_attempt, session_id, index, attempt, error, max_failures)
         return result
 
     async def read_state(self, session_id: str, reducer_name: str) -> StateRead:
-        result = await self._call(self._events.read_state, session_id, reducer_name)
-        snap = result.snapshot
-        return StateRead(
-            snap, tuple(_event(e) for e in result.events)
-        )
+        snapshot, events = await self._call(self._events._brief_state, session_id, reducer_name, _brief_event)
+        return StateRead(snapshot, tuple(events))
 
     async def put_snapshot(self, session_id: str, reducer_name: str, index: int, state: Any) -> None:
         await self._call(self._events.put_snapshot, session_id, reducer_name, index, state)
@@ -467,6 +523,7 @@ class _PresenceApi:
         self, ns: str, participant: str, values: Mapping[str, Any], *, at: datetime, seen: int, ttl_ms: int
     ) -> None:
         at_ms = _to_ms("at", at)
+        _check_expiry(self._owner._store, ttl_ms, None)
         presence = self._owner._store.presence
         await self._owner._call(presence.set, ns, participant, values, at_ms=at_ms, seen=seen, ttl_ms=ttl_ms)
 
@@ -542,7 +599,7 @@ def open_store(url: str, clock: Clock | None = None, ids: Callable[[], str] | No
         raise TypeError(str(exc)) from None
     except DurastateError as exc:
         raise A2Error("STORE_UNAVAILABLE", "opening the store failed") from exc
-    return A2Store(store, ids if ids is not None else (lambda: str(uuid.uuid4())))
+    return A2Store(store, ids)  # None: random UUIDs (events.random_id)
 
 
 def sqlite(path: str = ".a2/dev.db", clock: Clock | None = None, ids: Callable[[], str] | None = None) -> A2Store:

@@ -86,6 +86,11 @@ results):
 * ``expect`` must be an integer (``operator.index``) or ``None``
   (``TypeError`` otherwise); the seed handed any object to SQLite, where
   ``"1"`` and ``1.0`` happened to match revision 1.
+* ``describe`` of a ``/``-ending key counts the keys that start with it,
+  exactly. The seed matched ``LIKE '<key>%'``, where ``%`` and ``_`` in the
+  key are wildcards and ASCII letters match either case (``"a_/"`` counted
+  ``"ab/x"``, ``"a/"`` counted ``"A/x"``): the one count here that differs
+  for such keys is the one the seed got wrong.
 * ``clear`` is atomic (copy and removal in one transaction); the seed ran
   three separate statements, so a crash between them could leave both.
 * A payload written by the seed with ``NaN`` in it is unreadable here

@@ -75,6 +75,7 @@ import functools
 import json
 import os
 import re
+import reprlib
 import sqlite3
 import threading
 from collections.abc import Callable, Mapping, Sequence
@@ -145,7 +146,7 @@ def _request_error(message: str) -> StorageRequestError:
 def validate_sqlite_prefix(prefix: object) -> str:
     """``prefix`` if pi-durable accepts it as a table prefix (and durastate can use it), else ``ValueError``."""
     if not isinstance(prefix, str) or not _SQLITE_PREFIX.match(prefix):
-        shown = json.dumps(prefix) if isinstance(prefix, str) else repr(prefix)
+        shown = json.dumps(prefix) if isinstance(prefix, str) else reprlib.repr(prefix)  # bounded for any value
         raise InvalidRequest(f"Invalid SQLite schema prefix {shown}")
     if prefix.lower().startswith("sqlite_"):
         raise InvalidRequest(f"SQLite schema prefix {json.dumps(prefix)} is reserved")
@@ -155,7 +156,7 @@ def validate_sqlite_prefix(prefix: object) -> str:
 def _option_count(options: Mapping[str, Any], name: str, default: int) -> int:
     value = options.get(name, default)
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise InvalidRequest(f"options[{name!r}] must be an integer >= 0, got {value!r:.60}")
+        raise InvalidRequest(f"options[{name!r}] must be an integer >= 0, got {reprlib.repr(value)}")
     return value
 
 

@@ -78,7 +78,7 @@ def validate_prefix(prefix: str) -> str:
     so it is held to ``^[A-Za-z_][A-Za-z0-9_]{0,30}$``.
     """
     if not isinstance(prefix, str) or PREFIX_RE.fullmatch(prefix) is None:
-        raise InvalidRequest(
+        raise ConfigurationError(
             f"table prefix must match {PREFIX_RE.pattern} (letters, digits, underscore; "
             f"at most 31 characters, not starting with a digit), got {prefix!r}"
         )

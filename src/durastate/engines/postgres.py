@@ -1,15 +1,23 @@
 """The network engine: PostgreSQL through psycopg 3 and psycopg_pool.
 
 Connections come from a pool (``min_connections``..``max_connections``) in
-autocommit mode. Outside a transaction every statement borrows a connection
-for just that statement, so threads never hold connections while idle;
+autocommit mode, the most recently returned idle one first
+(``postgres_pool``). Outside a transaction every statement borrows a
+connection for just that statement, so threads never hold connections
+while idle;
 inside ``transaction()`` the thread keeps one connection from ``BEGIN`` to
 ``COMMIT``/``ROLLBACK`` and nested blocks become savepoints, exactly like
 the SQLite engine.
 
-Statements are prepared by the server after ``PREPARE_THRESHOLD`` uses of
-the same text (psycopg's prepared-statement cache); facets compile their
-texts once, so a hot statement is parsed and planned once per connection.
+Statements are prepared by the server on their first use
+(``PREPARE_THRESHOLD`` 0, psycopg's prepared-statement cache) and always run
+their generic plan (``plan_cache_mode = force_generic_plan``): facets
+compile their texts once, so a hot statement is parsed and planned once per
+connection, and the plan that runs is the one the plan tests check
+(``durastate.testing.conformance.plans``). Without it the first five runs on
+each connection were custom plans, which on a fresh, never-analysed table
+of 1e6 rows chose bitmap scans and sorts costing 15-676 ms a call
+(bench/RESULTS.md, "Cost at scale").
 ``executemany`` sends its rows in one pipeline, one round trip.
 
 Durability is the server's: ``durability="normal"`` and ``"full"`` both
@@ -24,14 +32,20 @@ Fork safety: the pool's connections and worker threads belong to the
 process that made them. After ``os.fork()`` the child gets a new pool on
 first use; the parent's is left alone (not closed, which would close the
 parent's sockets' server sessions).
+
+The engine's other modules, one idea each: ``postgres_connect`` (opening:
+the URL, the probe connection, why a connect failed), ``postgres_dialect``
+(tokens, key lookups, the announce trigger, catalog queries),
+``postgres_errors`` (SQLSTATE to durastate's errors), ``postgres_attempts``
+(the attempt rows that make a retried write apply once) and
+``postgres_explain`` (generic plans). Their public names are re-exported
+here.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 import os
-import re
 import threading
 import time
 import weakref
@@ -41,341 +55,48 @@ from typing import Any
 import psycopg
 import psycopg_pool
 from psycopg import errors as pg_errors
-from psycopg import generators
 
-from .._validate import as_busy_timeout, as_durability, as_pool_sizes
-from ..errors import (
-    ConfigurationError,
-    Conflict,
-    DurastateError,
-    InvalidRequest,
-    StoreClosed,
-    StoreUnavailable,
-)
+from .._validate import as_attempt_retention, as_busy_timeout, as_durability, as_pool_sizes
+from ..errors import ConfigurationError, DurastateError, InvalidRequest, StoreClosed, StoreUnavailable
 from .base import (
     READ,
     SQL,
     WRITE,
     Announce,
     Clock,
-    Dialect,
     EngineBase,
-    KeyLookup,
     Kind,
     Params,
     Plan,
-    PlanStep,
     Row,
     Schema,
-    Spec,
     TransactionState,
     aborted_error,
 )
+from .postgres_attempts import ATTEMPT_INSERT as ATTEMPT_INSERT
+from .postgres_attempts import ATTEMPT_PRUNE as ATTEMPT_PRUNE
+from .postgres_attempts import ATTEMPT_PRUNE_BATCH as ATTEMPT_PRUNE_BATCH
+from .postgres_attempts import ATTEMPT_PRUNE_EVERY as ATTEMPT_PRUNE_EVERY
+from .postgres_attempts import ATTEMPT_RESULT as ATTEMPT_RESULT
+from .postgres_attempts import ATTEMPT_RETENTION as ATTEMPT_RETENTION
+from .postgres_attempts import MAX_ATTEMPT_RETENTION as MAX_ATTEMPT_RETENTION
+from .postgres_attempts import MIN_ATTEMPT_RETENTION as MIN_ATTEMPT_RETENTION
+from .postgres_attempts import NOT_APPLIED, OPAQUE_WRITE, attempt_variant, fetch_counted, fetch_result, replay
 from .postgres_connect import CONNECT_TIMEOUT, connect_failure, connect_options
+from .postgres_dialect import CATALOG, announce_ddl
+from .postgres_dialect import LOCK as LOCK
+from .postgres_dialect import POSTGRES_DIALECT as POSTGRES_DIALECT
+from .postgres_errors import connection_lost as connection_lost
+from .postgres_errors import translate_postgres_error as translate_postgres_error
+from .postgres_explain import explain_plan
+from .postgres_pool import LifoPool
 from .redact import redact_url
 
-PREPARE_THRESHOLD = 2
-
-
-def _probing_lookup(lookup: KeyLookup) -> str:
-    """``KeyLookup`` as one LIMIT 1 index probe per key (a LATERAL join).
-
-    An ``IN`` list (``key = ANY(...)``) gets a generic plan that searches
-    the index by the fixed columns only and filters every key of that range
-    (the planner, without statistics, takes the range for one row): cost
-    that grows with the namespace. A LATERAL subquery with LIMIT 1 cannot be
-    flattened, so each key is its own index probe whatever the estimates.
-    Deletes remove the probed rows by ctid (a row updated meanwhile by
-    another transaction is then left alone, as if that write came after).
-    """
-    kind = "{" + lookup.column_type + "}"
-    fixed = ", ".join(f"?::{kind} AS {column}" for column in lookup.fixed)
-    keys = f"unnest(ARRAY[{', '.join('?' * lookup.count)}]::{kind}[]) AS k ({lookup.key})"
-    source = f"(SELECT {fixed}) AS q CROSS JOIN {keys}" if fixed else keys
-    match = " AND ".join([*(f"{c} = q.{c}" for c in lookup.fixed), f"{lookup.key} = k.{lookup.key}"])
-    table = "{p}" + lookup.table
-    if lookup.delete:
-        return (
-            f"DELETE FROM {table} WHERE ctid = ANY (ARRAY(SELECT l.ctid FROM {source}"
-            f" CROSS JOIN LATERAL (SELECT ctid FROM {table} WHERE {match} LIMIT 1) AS l))"
-        )
-    outer = ", ".join(f"l.{column.strip()}" for column in lookup.columns.split(","))
-    return (
-        f"SELECT {outer} FROM {source}"
-        f" CROSS JOIN LATERAL (SELECT {lookup.columns} FROM {table} WHERE {match} LIMIT 1) AS l"
-    )
-
-
-POSTGRES_DIALECT = Dialect(
-    name="postgresql",
-    placeholder="%s",
-    no_limit=None,  # LIMIT NULL means no limit
-    tokens={
-        "blob": "BYTEA",
-        "int64": "BIGINT",
-        "text": "TEXT",
-        # Keys compare by bytes (= code points in UTF-8), like SQLite's
-        # BINARY; the database's default collation (say en_US) would break
-        # prefix ranges and cursors.
-        "key_text": 'TEXT COLLATE "C"',
-        "id_pk": "BIGINT GENERATED BY DEFAULT AS IDENTITY PRIMARY KEY",
-        # Ordinals readers tail: taken from the {p}sequence table (see
-        # engines.base.CORE_SCHEMA), never from an identity, whose values
-        # commit out of order under concurrent writers.
-        "tail_pk": "BIGINT PRIMARY KEY",
-        "without_rowid": "",
-        # Concurrent claimers take different rows instead of queueing.
-        "skip_locked": " FOR UPDATE SKIP LOCKED",
-        "for_update": " FOR UPDATE",
-        "for_update_of": Spec(" FOR UPDATE OF {arg}"),
-        "greatest": "GREATEST",
-        # BIGINT arithmetic raises on overflow by itself.
-        "int64_check": Spec(""),
-        "next_value": Spec("{p}next_value('{arg}')"),
-    },
-    table_exists=("SELECT 1 FROM pg_catalog.pg_tables WHERE tablename = ? AND schemaname = current_schema()"),
-    # A btree entry holds at most ~2704 bytes (a third of a page) including
-    # headers; incompressible keys above this fail with a statement error.
-    max_index_key=2600,
-    key_lookup=_probing_lookup,
-)
-
-# SQLSTATE classes and codes (https://www.postgresql.org/docs/current/errcodes-appendix.html).
-_UNAVAILABLE_CLASSES = ("08", "53", "57", "58", "XX", "40", "55")
-# 25: invalid transaction state (a write in a read-only transaction; a
-# statement in an aborted one, normally refused before it reaches the server).
-# 42: the statement itself is wrong (undefined table, syntax).
-_INVALID_CLASSES = ("22", "25", "42", "54")
-_INVALID_CODES = {"23502", "23514"}  # not_null_violation, check_violation
-_CONFLICT_CODES = {"23505", "23503", "23P01"}  # unique, foreign key, exclusion
-# read_only_sql_transaction: a read_only store asked to write; invalid_schema_name
-# (3F000): the search_path names no schema that exists.
-_CONFIGURATION_CODES = {"25006", "3F000"}
-
-
-def translate_postgres_error(exc: Exception, where: str) -> DurastateError:
-    """Map a psycopg / pool exception to our error tree by SQLSTATE."""
-    message = f"{where}: {exc}".strip()
-    if isinstance(exc, psycopg_pool.PoolClosed):
-        return StoreClosed(message)
-    if isinstance(exc, psycopg_pool.PoolTimeout):
-        return StoreUnavailable(f"{message} (no connection available from the pool in time)")
-    sqlstate = getattr(exc, "sqlstate", None)
-    if sqlstate is None:
-        if isinstance(exc, (psycopg.OperationalError, psycopg.InterfaceError)):
-            return StoreUnavailable(message)  # connection lost, server gone
-        if isinstance(exc, (psycopg.DataError, psycopg.ProgrammingError)):
-            return InvalidRequest(message)
-        return DurastateError(message)
-    if sqlstate in _CONFIGURATION_CODES:
-        return ConfigurationError(message)
-    if sqlstate in _CONFLICT_CODES:
-        return Conflict(message)
-    if sqlstate in _INVALID_CODES or sqlstate[:2] in _INVALID_CLASSES:
-        return InvalidRequest(message)
-    if sqlstate[:2] in _UNAVAILABLE_CLASSES:
-        return StoreUnavailable(message)
-    return DurastateError(message)
-
-
-_CONNECTION_LOST_STATES = {"57P01", "57P02", "57P03"}  # admin/crash shutdown, cannot connect now
+PREPARE_THRESHOLD = 0
+# A statement outside a transaction whose connection was lost is tried up
+# to RETRIES times in all, pausing RETRY_PAUSE x the try's number before each.
 RETRIES = 4
 RETRY_PAUSE = 0.05
-# Attempt rows (see "statements" below) answer one question: did a write
-# whose connection dropped commit? Its retry asks within a second; the
-# window is minutes so that a paused process (GC, suspended VM) still gets
-# the right answer. Writes prune in passing: every ATTEMPT_PRUNE_EVERY
-# writes outside a transaction, one batch of up to ATTEMPT_PRUNE_BATCH
-# expired rows (4x the rate rows are added, so the table stays at about
-# the window's worth of writes); opening a store prunes one batch; and
-# ``prune_bookkeeping`` (``Store.maintain()``) prunes all of them.
-ATTEMPT_RETENTION = 300.0  # seconds, default of PostgresEngine(attempt_retention=)
-MIN_ATTEMPT_RETENTION = 1.0
-MAX_ATTEMPT_RETENTION = 7 * 86400.0
-ATTEMPT_PRUNE_EVERY = 64
-ATTEMPT_PRUNE_BATCH = 256
-
-# One transaction-scoped advisory lock per (name, schema, table prefix), in
-# the two-int key space (the migration lock uses the one-bigint space).
-LOCK = READ("SELECT pg_advisory_xact_lock(hashtext('durastate:' || ?), hashtext(current_schema() || ':' || ?))")
-
-# The server announces inserts itself (``Announce``): a statement-level
-# trigger NOTIFYs each distinct key's channel, sent at commit, so a write
-# costs no extra round trip. The channel is ``PostgresEngine.channel``'s,
-# computed in SQL: 'ds_' || left(md5(prefix || ':' || name), 24).
-_ANNOUNCE_FUNCTION = (
-    "CREATE FUNCTION {p}{table}_announce() RETURNS trigger LANGUAGE plpgsql AS $$"
-    " DECLARE {var} {key_type};"
-    " BEGIN"
-    "  FOR {var} IN SELECT DISTINCT {key} FROM inserted LOOP"
-    "   PERFORM pg_notify('ds_' || left(md5(TG_ARGV[0] || {key_text}), 24), '');"
-    "  END LOOP;"
-    "  RETURN NULL;"
-    " END $$"
-)
-_ANNOUNCE_TRIGGER = (
-    "CREATE TRIGGER {p}{table}_announce AFTER INSERT ON {p}{table}"
-    " REFERENCING NEW TABLE AS inserted FOR EACH STATEMENT"
-    " EXECUTE FUNCTION {p}{table}_announce('{p}:{channel}')"
-)
-# Columns (type, nullability, default, collation), indexes, triggers and
-# functions of the prefix in the current schema.
-_CATALOG = (
-    READ(
-        "SELECT 'column', table_name, column_name, data_type, is_nullable, COALESCE(column_default, ''),"
-        " COALESCE(collation_name, ''), ordinal_position::text FROM information_schema.columns"
-        " WHERE table_schema = current_schema() AND table_name LIKE ?"
-    ),
-    READ(
-        "SELECT 'index', tablename, indexname, replace(indexdef, ' ON ' || current_schema() || '.', ' ON ')"
-        " FROM pg_indexes"
-        " WHERE schemaname = current_schema() AND indexname LIKE ?"
-    ),
-    READ(
-        "SELECT 'trigger', event_object_table, trigger_name, event_manipulation, action_timing, action_statement"
-        " FROM information_schema.triggers WHERE trigger_schema = current_schema() AND trigger_name LIKE ?"
-    ),
-    READ(
-        "SELECT 'function', p.proname, pg_get_function_arguments(p.oid), p.prosrc FROM pg_proc p"
-        " JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = current_schema() AND p.proname LIKE ?"
-    ),
-)
-_IDENTIFIER = re.compile(r"^[a-z_][a-z0-9_]{0,40}$")
-
-ATTEMPT_INSERT = "INSERT INTO {p}attempt (id, created_at) VALUES (?, ?)"
-ATTEMPT_RESULT = "SELECT result FROM {p}attempt WHERE id = ?"
-# SKIP LOCKED: concurrent pruners take different rows instead of waiting on each other.
-ATTEMPT_PRUNE = (
-    "DELETE FROM {p}attempt WHERE id IN (SELECT id FROM {p}attempt WHERE created_at < ? LIMIT ? FOR UPDATE SKIP LOCKED)"
-)
-
-# The replay found no record: the first attempt did not commit.
-_NOT_APPLIED = object()
-# _compiled's answer for a write it cannot turn into one attempt-recording statement.
-_OPAQUE_WRITE = "-- opaque write: run in a transaction --"
-
-
-def connection_lost(exc: BaseException) -> bool:
-    """True when ``exc`` means the connection died, outcome of the statement unknown."""
-    sqlstate = getattr(exc, "sqlstate", None)
-    if sqlstate is None:
-        return isinstance(exc, (psycopg.OperationalError, psycopg.InterfaceError))
-    return sqlstate.startswith("08") or sqlstate in _CONNECTION_LOST_STATES
-
-
-def _fetch(cur: psycopg.Cursor[Any], fetch: int) -> Any:
-    if fetch == 1:
-        return cur.fetchone()
-    if fetch == 2:
-        return cur.fetchall()
-    return cur.rowcount
-
-
-def _fetch_counted(cur: psycopg.Cursor[Any], fetch: int) -> Any:
-    """Like ``_fetch`` for an attempt-recording variant (its rows count the rows)."""
-    if fetch == 0:
-        row = cur.fetchone()
-        return 0 if row is None else int(row[0])
-    return _fetch(cur, fetch)
-
-
-_BYTEA_OID = 17
-_PLACEHOLDER = re.compile(r"%%|%s")
-
-
-def _result_column_types(conn: psycopg.Connection[Any], variant: str) -> list[int]:
-    """Type OIDs of the columns ``variant`` returns, without running it.
-
-    The statement is prepared (never executed) under a throwaway name and
-    described; psycopg's ``%s`` placeholders become ``$n`` for the server.
-    """
-    counter = iter(range(1, 10_000))
-    numbered = _PLACEHOLDER.sub(lambda m: "%" if m.group() == "%%" else f"${next(counter)}", variant)
-    name = b"ds_describe_" + os.urandom(8).hex().encode()
-    pgconn = conn.pgconn
-    # psycopg runs libpq non-blocking; its own generators drive the I/O.
-    pgconn.send_prepare(name, numbered.encode())
-    (prepared,) = conn.wait(generators.execute(pgconn))
-    if prepared.status != psycopg.pq.ExecStatus.COMMAND_OK:
-        raise psycopg.OperationalError(prepared.get_error_message())
-    pgconn.send_describe_prepared(name)
-    (described,) = conn.wait(generators.execute(pgconn))
-    types = [described.ftype(i) for i in range(described.nfields)]
-    conn.execute(f"DEALLOCATE {name.decode()}")
-    return types
-
-
-def _numbered(sql: str) -> str:
-    """``sql`` with psycopg's ``%s`` placeholders as the server's ``$n``."""
-    counter = iter(range(1, 10_000))
-    return _PLACEHOLDER.sub(lambda m: "%" if m.group() == "%%" else f"${next(counter)}", sql)
-
-
-def _parameter_type(value: Any) -> str:
-    """The server type psycopg sends ``value`` as (near enough for planning)."""
-    if isinstance(value, (list, tuple)):
-        return (_parameter_type(value[0]) if value else "text") + "[]"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
-        return "bigint"
-    if isinstance(value, float):
-        return "double precision"
-    if isinstance(value, (bytes, bytearray, memoryview)):
-        return "bytea"
-    if value is None:
-        return "unknown"
-    return "text"
-
-
-def _plan_steps(node: dict[str, Any], steps: list[PlanStep]) -> bool:
-    """Collect the table reads of an EXPLAIN (FORMAT JSON) tree; True if it sorts."""
-    kind = node.get("Node Type", "")
-    sorts = kind in ("Sort", "Incremental Sort")
-    relation = node.get("Relation Name")
-    if relation and kind != "ModifyTable":
-        index = node.get("Index Name")
-        condition = node.get("Index Cond", "")
-        if kind == "Tid Scan":  # a direct fetch of the rows by tuple id
-            index, condition = "ctid", node.get("TID Cond", "")
-        if kind == "Bitmap Heap Scan":
-            children = node.get("Plans", [])
-            index = ",".join(c.get("Index Name", "") for c in children) or None
-            condition = node.get("Recheck Cond", "")
-        detail = f"{kind} on {relation}" + (f" using {index}" if index else "")
-        steps.append(PlanStep(node.get("Alias", relation), index, condition, node.get("Filter", ""), detail))
-        if node.get("Alias") not in (None, relation):
-            steps.append(PlanStep(relation, index, condition, node.get("Filter", ""), detail))
-    for child in node.get("Plans", []):
-        sorts = _plan_steps(child, steps) or sorts
-    return sorts
-
-
-def _replay(conn: psycopg.Connection[Any], sql: str, variant: str, attempt: bytes, fetch: int) -> Any:
-    """The recorded outcome of ``attempt``, shaped like ``_fetch``; or ``_NOT_APPLIED``.
-
-    Rows were recorded with ``json_agg``, where BYTEA becomes a ``"\\x<hex>"``
-    string (``bytea_output = hex`` is set on every connection); the
-    statement's described column types say which strings to turn back into
-    bytes, so a TEXT value that happens to start with ``\\x`` stays text.
-    """
-    row = conn.execute(sql, (attempt,)).fetchone()
-    if row is None:
-        return _NOT_APPLIED
-    result = row[0]
-    if fetch == 0:
-        return int(result)
-    is_bytea = [oid == _BYTEA_OID for oid in _result_column_types(conn, variant)] if result else []
-    rows = [
-        tuple(
-            bytes.fromhex(v[2:]) if bytea and isinstance(v, str) else v
-            for v, bytea in zip(item.values(), is_bytea, strict=True)
-        )
-        for item in result
-    ]
-    if fetch == 1:
-        return rows[0] if rows else None
-    return rows
 
 
 _ENGINES: weakref.WeakSet[PostgresEngine] = weakref.WeakSet()
@@ -442,16 +163,7 @@ class PostgresEngine(EngineBase):
         self._server_clock = clock is None
         super().__init__(prefix=prefix, clock=self._server_now if clock is None else clock, read_only=read_only)
         as_durability(durability)
-        if (
-            isinstance(attempt_retention, bool)
-            or not isinstance(attempt_retention, (int, float))
-            or not MIN_ATTEMPT_RETENTION <= attempt_retention <= MAX_ATTEMPT_RETENTION
-        ):
-            raise InvalidRequest(
-                f"attempt_retention must be seconds in [{MIN_ATTEMPT_RETENTION:g}, {MAX_ATTEMPT_RETENTION:g}],"
-                f" got {attempt_retention!r}"
-            )
-        self.attempt_retention = float(attempt_retention)
+        self.attempt_retention = as_attempt_retention(attempt_retention)
         busy_timeout = as_busy_timeout(busy_timeout)
         min_connections, max_connections = as_pool_sizes(min_connections, max_connections)
         self.url = redact_url(url)
@@ -466,7 +178,7 @@ class PostgresEngine(EngineBase):
         self._probed = False
         self._writes_until_prune = ATTEMPT_PRUNE_EVERY
         self._lock_sql = self.sql(LOCK)
-        self._catalog = tuple(self.sql(statement) for statement in _CATALOG)
+        self._catalog = tuple(self.sql(statement) for statement in CATALOG)
         self._attempt_insert = self.sql(WRITE(ATTEMPT_INSERT))
         self._attempt_result = self.sql(READ(ATTEMPT_RESULT))
         self._attempt_prune = self.sql(WRITE(ATTEMPT_PRUNE))
@@ -493,6 +205,7 @@ class PostgresEngine(EngineBase):
         conn.prepare_threshold = PREPARE_THRESHOLD
         conn.execute(f"SET lock_timeout = {int(self._busy_timeout * 1000)}")
         conn.execute("SET bytea_output = 'hex'")  # attempt replays decode it
+        conn.execute("SET plan_cache_mode = force_generic_plan")  # see the module docstring
         if self.read_only:
             # The server refuses every write (SQLSTATE 25006, ConfigurationError).
             conn.execute("SET default_transaction_read_only = on")
@@ -507,7 +220,7 @@ class PostgresEngine(EngineBase):
             kwargs = connect_options(self._conninfo, where)
             if not self._probed:
                 self._probe(kwargs, where)
-            pool: psycopg_pool.ConnectionPool[psycopg.Connection[Any]] = psycopg_pool.ConnectionPool(
+            pool: psycopg_pool.ConnectionPool[psycopg.Connection[Any]] = LifoPool(
                 self._conninfo,
                 min_size=self._min,
                 max_size=self._max,
@@ -586,38 +299,12 @@ class PostgresEngine(EngineBase):
     # -- statements ----------------------------------------------------------
     #
     # Outside a transaction a statement may be retried when its connection is
-    # lost. A read is simply run again. A write (INSERT/UPDATE/DELETE) runs
-    # as its attempt-recording variant: a data-modifying CTE that applies
-    # the write and, in the same statement, inserts an {p}attempt row keyed
-    # by a random attempt id with the write's result (rows as JSON, or the
-    # row count). If the connection drops with the outcome unknown, the
-    # retry first looks the attempt id up: found means the write committed
-    # and its recorded result is returned; absent means it did not, and it
-    # is run again. So no retry ever applies a write twice, and the normal
-    # path stays one round trip.
+    # lost: a read is simply run again, a write runs as its attempt-recording
+    # variant, so its retry can ask whether it committed (postgres_attempts).
 
     def _compiled(self, sql: SQL) -> SQL:
-        """Attach the attempt-recording variant of a write (None for a read).
-
-        ``_OPAQUE_WRITE`` for a statement that cannot be one attempt-recording
-        statement (DDL, undeclared): it runs in its own transaction instead,
-        whose commit ambiguity the attempt row resolves, at the price of a
-        few more round trips.
-        """
-        kind = sql.kind
-        variant: str | None = _OPAQUE_WRITE
-        if kind is Kind.READ:
-            variant = None
-        elif kind is Kind.WRITE or kind is Kind.WRITE_ROWS:
-            returning = kind is Kind.WRITE_ROWS
-            body = sql if returning else sql + " RETURNING 1"
-            result = "COALESCE(json_agg(_ds_r), '[]'::json)" if returning else "to_json(count(*))"
-            final = "SELECT * FROM _ds_r" if returning else "SELECT count(*) FROM _ds_r"
-            variant = (
-                f"WITH _ds_r AS ({body}), _ds_a AS (INSERT INTO {self.prefix}attempt (id, created_at, result)"
-                f" SELECT %s, %s, {result} FROM _ds_r) {final}"
-            )
-        sql.companion = variant
+        """Attach the attempt-recording variant of a write (``postgres_attempts.attempt_variant``)."""
+        sql.companion = attempt_variant(sql, self.prefix)
         return sql
 
     def _run(self, sql: str, params: Params, fetch: int) -> Any:
@@ -629,8 +316,8 @@ class PostgresEngine(EngineBase):
         try:
             variant = sql.companion  # type: ignore[attr-defined]
         except AttributeError:  # a plain str: undeclared
-            variant = _OPAQUE_WRITE
-        if variant is _OPAQUE_WRITE:
+            variant = OPAQUE_WRITE
+        if variant is OPAQUE_WRITE:
             with self.transaction():
                 return self._run(sql, params, fetch)
         if variant is not None:
@@ -639,13 +326,13 @@ class PostgresEngine(EngineBase):
         # a lost connection falls through to the retry loop.
         conn = self._borrow()
         try:
-            return _fetch(conn.execute(sql, params), fetch)
+            return fetch_result(conn.execute(sql, params), fetch)
         except psycopg.Error as exc:
             if not connection_lost(exc):
                 raise translate_postgres_error(exc, self.url) from None
         finally:
             self._give_back(conn)
-        return self._retrying(lambda c: _fetch(c.execute(sql, params), fetch), None, first=1)
+        return self._retrying(lambda c: fetch_result(c.execute(sql, params), fetch), None, first=1)
 
     def _write_once(self, variant: str, params: Params, fetch: int) -> Any:
         """Run an attempt-recording write; after a lost connection, replay or retry."""
@@ -656,15 +343,15 @@ class PostgresEngine(EngineBase):
             self._prune_attempts()
         conn = self._borrow()
         try:
-            return _fetch_counted(conn.execute(variant, (*params, attempt, self.now_ms())), fetch)
+            return fetch_counted(conn.execute(variant, (*params, attempt, self.now_ms())), fetch)
         except psycopg.Error as exc:
             if not connection_lost(exc):
                 raise translate_postgres_error(exc, self.url) from None
         finally:
             self._give_back(conn)
         return self._retrying(
-            lambda c: _fetch_counted(c.execute(variant, (*params, attempt, self.now_ms())), fetch),
-            lambda c: _replay(c, self._attempt_result, variant, attempt, fetch),
+            lambda c: fetch_counted(c.execute(variant, (*params, attempt, self.now_ms())), fetch),
+            lambda c: replay(c, self._attempt_result, variant, attempt, fetch),
             first=1,
         )
 
@@ -672,7 +359,7 @@ class PostgresEngine(EngineBase):
         """``run(conn)`` on a pooled connection, retried on connection loss.
 
         Before each retry of a write, ``replay(conn)`` looks for the first
-        attempt's recorded outcome and returns it (``_NOT_APPLIED`` if none).
+        attempt's recorded outcome and returns it (``NOT_APPLIED`` if none).
         ``first`` is the number of tries already made (and lost).
         """
         last: Exception | None = None
@@ -683,7 +370,7 @@ class PostgresEngine(EngineBase):
             try:
                 if attempt_number and replay is not None:
                     outcome = replay(conn)
-                    if outcome is not _NOT_APPLIED:
+                    if outcome is not NOT_APPLIED:
                         return outcome
                 return run(conn)
             except psycopg.Error as exc:
@@ -703,7 +390,7 @@ class PostgresEngine(EngineBase):
         try:
             if state.attempt_pending and getattr(sql, "kind", Kind.OPAQUE) is not Kind.READ:
                 self._record_transaction_attempt(state, conn)
-            return _fetch(conn.execute(sql, params), fetch)
+            return fetch_result(conn.execute(sql, params), fetch)
         except psycopg.Error as exc:
             raise self._failed(state, exc) from None
 
@@ -900,66 +587,19 @@ class PostgresEngine(EngineBase):
         own = state.conn is None
         conn = self._borrow() if own else state.conn
         assert conn is not None
-        numbered = _numbered(sql)
         try:
-            conn.execute("BEGIN" if own else "SAVEPOINT ds_explain")
-            try:
-                conn.execute("SET LOCAL enable_seqscan = off")
-                if conn.info.server_version >= 160000:
-                    text = "EXPLAIN (GENERIC_PLAN, FORMAT JSON) " + numbered
-                    row = conn.execute(text.replace("%", "%%")).fetchone()
-                else:
-                    conn.execute("SET LOCAL plan_cache_mode = force_generic_plan")
-                    # Typed like psycopg binds them, so the plan is the one the statement gets.
-                    types = f" ({', '.join(_parameter_type(v) for v in params)})" if params else ""
-                    conn.execute(f"PREPARE ds_explain{types} AS {numbered}".replace("%", "%%"))
-                    placeholders = ", ".join(["%s"] * len(params))
-                    execute = (
-                        f"EXPLAIN (FORMAT JSON) EXECUTE ds_explain({placeholders})"
-                        if params
-                        else ("EXPLAIN (FORMAT JSON) EXECUTE ds_explain")
-                    )
-                    # EXECUTE takes no bound parameters: quote them client-side.
-                    with psycopg.ClientCursor(conn) as cursor:
-                        row = cursor.execute(execute, tuple(params)).fetchone()
-                    conn.execute("DEALLOCATE ds_explain")
-            finally:
-                conn.execute("ROLLBACK" if own else "ROLLBACK TO SAVEPOINT ds_explain")
+            return explain_plan(conn, sql, params, in_transaction=not own)
         except psycopg.Error as exc:
             raise translate_postgres_error(exc, f"{self.url}: explain") from None
         finally:
             if own:
                 self._give_back(conn)
-        assert row is not None
-        document = row[0]
-        tree = (json.loads(document) if isinstance(document, str) else document)[0]["Plan"]
-        steps: list[PlanStep] = []
-        sorts = _plan_steps(tree, steps)
-        return Plan(tuple(steps), sorts, json.dumps(tree, indent=1))
 
     def _take_lock(self, name: str) -> None:
         self.one(self._lock_sql, (name, self.prefix))
 
     def _announce_ddl(self, announce: Announce) -> tuple[str, ...]:
-        if not (_IDENTIFIER.match(announce.table) and _IDENTIFIER.match(announce.key)):
-            raise InvalidRequest(f"announce: table and key must be plain identifiers, got {announce!r}")
-        if "'" in announce.channel or "{" in announce.channel or "}" in announce.channel:
-            raise InvalidRequest(f"announce: channel must not contain quotes or braces, got {announce.channel!r}")
-        # The loop variable is the key's initial, as the triggers of earlier
-        # versions were written: old and fresh databases hold the same text.
-        var = announce.key[0]
-        parts = {
-            "table": announce.table,
-            "key": announce.key,
-            "var": var,
-            "key_type": "BYTEA" if announce.key_is_bytes else "TEXT",
-            "key_text": f"encode({var}, 'hex')" if announce.key_is_bytes else var,
-            "channel": announce.channel,
-        }
-        # Fill our slots, keep {p} for the template compiler.
-        return tuple(
-            t.replace("{p}", "\0").format(**parts).replace("\0", "{p}") for t in (_ANNOUNCE_FUNCTION, _ANNOUNCE_TRIGGER)
-        )
+        return announce_ddl(announce)
 
     def channel(self, name: str) -> str:
         """A valid LISTEN/NOTIFY channel identifier for ``name``.

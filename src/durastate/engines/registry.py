@@ -11,8 +11,9 @@ or with a ``durastate.engines`` entry point named after the scheme, whose
 object is such a factory (loaded the first time the scheme is opened).
 
 A factory gets the URL and the options of ``durastate.open`` (``prefix``,
-``durastate``, ``busy_timeout``, ``clock``, ``min_connections``,
-``max_connections``) and returns an engine (see ``engines.base``): an
+``durability``, ``busy_timeout``, ``clock``, ``min_connections``,
+``max_connections``, ``read_only``, and ``attempt_retention`` when the
+caller gave one) and returns an engine (see ``engines.base``): an
 ``EngineBase`` subclass gets the transaction machine, migrations and
 statement compilation for free. It takes the options that apply to it and
 ignores the rest.
@@ -27,7 +28,7 @@ from collections.abc import Callable
 from importlib.metadata import entry_points
 from typing import TYPE_CHECKING, Any
 
-from .._validate import as_pool_sizes
+from .._validate import as_attempt_retention, as_pool_sizes
 from ..errors import InvalidRequest
 from .redact import redact_url
 
@@ -42,6 +43,11 @@ SCHEME_RE = re.compile(r"^[a-z][a-z0-9+.-]*$")
 # Options only an engine with a connection pool uses (a factory of an engine
 # without one drops them; open() has already checked them).
 POOL_OPTIONS = ("min_connections", "max_connections")
+# Options only an engine with a server behind it uses: the pool sizes, and
+# how long a network engine keeps its write attempts (open() has checked
+# it, and passes it only when the caller gave one). An engine without a
+# server drops them all.
+SERVER_OPTIONS = (*POOL_OPTIONS, "attempt_retention")
 
 _lock = threading.Lock()
 _factories: dict[str, EngineFactory] = {}
@@ -127,8 +133,12 @@ def sqlite_path(url: str) -> str | None:
 def _sqlite(url: str, options: dict[str, Any]) -> Engine:
     from .sqlite import SqliteEngine
 
-    # Checked, then dropped: SQLite has one connection per thread, no pool.
+    # Checked, then dropped: SQLite has one connection per thread, no pool,
+    # and its writes are never retried, so it keeps no attempt rows.
     as_pool_sizes(options.pop("min_connections", 1), options.pop("max_connections", 10))
+    attempt_retention = options.pop("attempt_retention", None)
+    if attempt_retention is not None:
+        as_attempt_retention(attempt_retention)
     path = sqlite_path(url)
     if path == "":
         raise InvalidRequest("store path must not be empty")

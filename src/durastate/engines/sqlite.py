@@ -27,153 +27,44 @@ locks.
 In-memory databases (``memory:``) use SQLite's ``memdb`` VFS under a unique
 name: every thread of this Store sees the same database, other Stores and
 processes never do, and it disappears with the Store.
+
+Closing (``close()``) never closes a connection under a statement another
+thread is running on it: each thread holds its connection's guard for every
+use of it, and ``close()`` waits for it (bounded, ``CLOSE_WAIT``).
+
+Beside this module: ``sqlite_dialect`` (tokens, the catalog query, plan
+reading) and ``sqlite_errors`` (result codes to durastate's errors,
+``LockBusy``); their public names are re-exported here.
 """
 
 from __future__ import annotations
 
 import os
-import re
 import sqlite3
 import threading
 import time
 import uuid
 import weakref
+from asyncio import _get_running_loop as _running_loop
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, cast
 
 from .._validate import as_busy_timeout, as_durability
-from ..errors import (
-    ConfigurationError,
-    Conflict,
-    DurastateError,
-    InvalidRequest,
-    StoreClosed,
-    StoreCorrupt,
-    StoreUnavailable,
-)
-from .base import (
-    READ,
-    SQL,
-    Clock,
-    Dialect,
-    EngineBase,
-    Kind,
-    Params,
-    Plan,
-    PlanStep,
-    Row,
-    Spec,
-    TransactionState,
-    aborted_error,
-)
-
-SQLITE_DIALECT = Dialect(
-    name="sqlite",
-    placeholder="?",
-    no_limit=-1,
-    tokens={
-        "blob": "BLOB",
-        "int64": "INTEGER",
-        "text": "TEXT",
-        # BINARY, SQLite's default collation, compares UTF-8 bytes: code points.
-        "key_text": "TEXT",
-        # A rowid alias: ids may be reused after the highest row is deleted.
-        "id_pk": "INTEGER PRIMARY KEY",
-        # Ordinals readers tail: never reused, even after deletes, and (one
-        # writer at a time) assigned in commit order.
-        "tail_pk": "INTEGER PRIMARY KEY AUTOINCREMENT",
-        "without_rowid": " WITHOUT ROWID",
-        # SQLite has one writer at a time: a claim never meets a locked row,
-        # and a write transaction (BEGIN IMMEDIATE) holds every row already.
-        "skip_locked": "",
-        "for_update": "",
-        "for_update_of": Spec(""),
-        "greatest": "max",
-        # SQLite silently turns an overflowing integer sum into a REAL; the
-        # CHECK turns that into a refused statement instead.
-        "int64_check": Spec(" CHECK (typeof({arg}) = 'integer')"),
-        # NULL into an AUTOINCREMENT primary key takes the next rowid.
-        "next_value": Spec("NULL"),
-    },
-    table_exists="SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?",
-)
-
-# SQLite primary result codes (https://sqlite.org/rescode.html).
-_SQLITE_ERROR_UNAVAILABLE = {
-    5,  # BUSY: locked past busy_timeout
-    6,  # LOCKED
-    7,  # NOMEM
-    10,  # IOERR
-    13,  # FULL
-    15,  # PROTOCOL
-}
-_SQLITE_BUSY = 5
-# Permanent: the file is damaged or not a database at all.
-_SQLITE_CORRUPT = {11, 26}  # CORRUPT, NOTADB
-# Permanent: the store cannot work as configured (read-only file or folder,
-# a path that cannot be opened, no permission).
-_SQLITE_CONFIGURATION = {3, 8, 14, 23}  # PERM, READONLY, CANTOPEN, AUTH
-# ...except a read-only state that a moment cures (another connection is
-# recovering the WAL).
-_SQLITE_READONLY_RECOVERY = 264
-# ERROR (the statement itself is wrong: no such table, syntax), TOOBIG,
-# MISMATCH, RANGE.
-_SQLITE_INVALID = {1, 18, 20, 25}
-_SQLITE_CONSTRAINT = 19
-# Extended constraint codes that mean "your value is not allowed" rather than
-# "someone else's row is in the way".
-_SQLITE_CONSTRAINT_INVALID = {275, 1299}  # CHECK, NOTNULL
-
-# Every table, index and trigger of the prefix, as SQLite stores its DDL.
-_CATALOG = READ("SELECT type, name, tbl_name, COALESCE(sql, '') FROM sqlite_master WHERE name LIKE ? ESCAPE '\\'")
-
-# A table read in EXPLAIN QUERY PLAN output: "SEARCH t USING INDEX i (a=?)",
-# "SCAN t", "SCAN t USING COVERING INDEX i", "SEARCH t USING PRIMARY KEY (...)".
-_PLAN_STEP = re.compile(
-    r"^(?P<verb>SEARCH|SCAN) (?P<table>\S+)"
-    r"(?: USING (?:(?:COVERING |AUTOMATIC (?:PARTIAL )?COVERING )?INDEX (?P<index>\S+)"
-    r"|(?P<pk>(?:INTEGER )?PRIMARY KEY)))?"
-    r"(?: \((?P<condition>.*)\))?$"
-)
+from ..errors import ConfigurationError, DurastateError, InvalidRequest, StoreClosed, StoreUnavailable
+from .base import SQL, Clock, EngineBase, Kind, Params, Plan, Row, TransactionState, aborted_error
+from .sqlite_dialect import CATALOG, plan_of
+from .sqlite_dialect import SQLITE_DIALECT as SQLITE_DIALECT
+from .sqlite_errors import LockBusy as LockBusy
+from .sqlite_errors import translate_sqlite_error as translate_sqlite_error
 
 _WAL_SWITCH_ATTEMPTS = 100
 _WAL_SWITCH_PAUSE = 0.02
-
-
-class LockBusy(StoreUnavailable):
-    """SQLITE_BUSY: another connection held the lock past this connection's busy timeout.
-
-    A statement refused this way changed nothing (see ``no_wait_changes``).
-    """
-
-
-def translate_sqlite_error(exc: sqlite3.Error, where: str) -> DurastateError:
-    """Map a sqlite3 exception to our error tree by its result code."""
-    code = getattr(exc, "sqlite_errorcode", None)
-    message = f"{where}: {exc}"
-    if code is None:
-        if isinstance(exc, sqlite3.ProgrammingError) and "closed" in str(exc):
-            return StoreClosed(message)
-        if isinstance(exc, (sqlite3.ProgrammingError, sqlite3.InterfaceError)):
-            return InvalidRequest(message)
-        return DurastateError(message)
-    primary = code & 0xFF
-    if primary == _SQLITE_BUSY:
-        return LockBusy(message)
-    if primary in _SQLITE_ERROR_UNAVAILABLE or code == _SQLITE_READONLY_RECOVERY:
-        return StoreUnavailable(message)
-    if primary in _SQLITE_CORRUPT:
-        return StoreCorrupt(f"{message} (the file is damaged or not a SQLite database: restore it from a backup)")
-    if primary in _SQLITE_CONFIGURATION:
-        return ConfigurationError(message)
-    if primary in _SQLITE_INVALID:
-        return InvalidRequest(message)
-    if primary == _SQLITE_CONSTRAINT:
-        if code in _SQLITE_CONSTRAINT_INVALID:
-            return InvalidRequest(message)
-        return Conflict(message)
-    return DurastateError(message)
+# Seconds close() waits, in all, for statements other threads are running
+# (milliseconds, normally). One that is still running after it (waiting for
+# a lock another process holds) keeps its connection: its thread closes it
+# at its next call, which is refused, or when its transaction ends.
+CLOSE_WAIT = 5.0
 
 
 class _ThreadState(TransactionState):
@@ -186,8 +77,17 @@ class _ThreadState(TransactionState):
     # transaction is doomed it is a ``_RefusingCursor`` instead (typed as
     # a cursor: the statement methods only ever call its execute methods).
     cursor: sqlite3.Cursor | None = None
-    # ``conn`` once no_wait_changes() has set its busy timeout to 0.
+    # ``conn`` while no_wait_changes() has its busy timeout at 0: from an
+    # async front end's inline call until this thread's first statement
+    # with no event loop running on it (see _wait_again).
     no_wait: sqlite3.Connection | None = None
+    # Held by this thread for every use of ``conn`` (each statement, BEGIN,
+    # COMMIT, ...) and by ``close()`` while it closes ``conn``: a connection
+    # is never closed under a statement another thread is running on it
+    # (that freed it under SQLite and crashed the process). Reentrant, so a
+    # callback that runs inside a statement (a generator feeding
+    # executemany) cannot deadlock its own thread. Set with ``conn``.
+    guard: threading.RLock
 
 
 class _Refused(sqlite3.Error):
@@ -238,20 +138,29 @@ class _ForkGate:
     WAIT = 30.0
 
     def __init__(self) -> None:
-        self.cond = threading.Condition()
+        # enter/leave run around every transaction: their usual case (no
+        # fork under way) takes the bare lock, a C-level context manager,
+        # and wakes nobody; the condition (on the same lock) is for forks.
+        self.lock = threading.Lock()
+        self.cond = threading.Condition(self.lock)
         self.open = 0  # outermost transactions open in this process
         self.forking = False
 
     def enter(self) -> None:
+        with self.lock:
+            if not self.forking:
+                self.open += 1
+                return
         with self.cond:
             while self.forking:
                 self.cond.wait()
             self.open += 1
 
     def leave(self) -> None:
-        with self.cond:
+        with self.lock:
             self.open -= 1
-            self.cond.notify_all()
+            if self.forking:  # before_fork waits for the count to drop
+                self.cond.notify_all()
 
     def before_fork(self) -> None:
         own = sum(1 for engine in list(_ENGINES) if engine._local.depth > 0)
@@ -266,7 +175,8 @@ class _ForkGate:
 
     def after_fork_in_child(self) -> None:
         # Fresh state: the parent's transactions are not the child's.
-        self.cond = threading.Condition()
+        self.lock = threading.Lock()
+        self.cond = threading.Condition(self.lock)
         self.open = 0
         self.forking = False
 
@@ -332,7 +242,16 @@ class SqliteEngine(EngineBase):
         else:
             file_path = Path(path).expanduser().absolute()
             self.url = f"sqlite://{file_path}"  # sqlite:///abs/path.db
-            if file_path.is_dir():
+            try:
+                # A name no file can have fails here, before anything is created:
+                # a lone surrogate (fsencode), NUL, a component too long (stat).
+                os.fsencode(file_path)
+                if "\x00" in str(file_path):
+                    raise ValueError("NUL in the path")
+                is_dir = file_path.is_dir()
+            except (OSError, ValueError) as exc:
+                raise ConfigurationError(f"{self.url!r}: not a usable file name: {exc}") from None
+            if is_dir:
                 raise ConfigurationError(f"{self.url}: is a folder, not a store file (name a file in it)")
             if read_only:
                 if not file_path.is_file():
@@ -352,8 +271,9 @@ class SqliteEngine(EngineBase):
             self.is_memory = False
         self._local = _ThreadState()
         self._lock = threading.Lock()
-        self._connections: dict[int, tuple[threading.Thread, sqlite3.Connection]] = {}
+        self._connections: dict[int, tuple[threading.Thread, sqlite3.Connection, threading.RLock]] = {}
         self._closed = False
+        self.close_wait = CLOSE_WAIT
         self._changed: dict[str, threading.Condition] = {}
         _ENGINES.add(self)
         if self.is_memory:
@@ -407,14 +327,16 @@ class SqliteEngine(EngineBase):
         if self._closed:
             raise StoreClosed(f"{self.url}: store is closed")
         conn = self._new_connection()
+        guard = threading.RLock()
         with self._lock:
             if self._closed:
                 conn.close()
                 raise StoreClosed(f"{self.url}: store is closed")
             self._reap_dead_threads()
             current = threading.current_thread()
-            self._connections[id(current)] = (current, conn)
+            self._connections[id(current)] = (current, conn, guard)
         self._local.cursor = None  # a cursor of an earlier connection is no use
+        self._local.guard = guard
         self._local.conn = conn
         return conn
 
@@ -443,7 +365,7 @@ class SqliteEngine(EngineBase):
 
     def _reap_dead_threads(self) -> None:
         """Close connections whose thread has ended (called under ``_lock``)."""
-        for key, (thread, conn) in list(self._connections.items()):
+        for key, (thread, conn, _guard) in list(self._connections.items()):
             if not thread.is_alive():
                 del self._connections[key]
                 conn.close()
@@ -461,59 +383,114 @@ class SqliteEngine(EngineBase):
 
     # The thread's connection or cursor is read inline (``... or
     # self._thread_...()``) rather than through a helper: these four methods
-    # are every facet call's path to the driver.
+    # are every facet call's path to the driver. Each runs its statement
+    # holding the thread's guard (see _ThreadState), and refuses it once the
+    # store is closed: close() may have left this thread's connection open
+    # (a statement still running when its wait ran out), never usable.
 
     def one(self, sql: str, params: Params = ()) -> Row | None:
-        cursor = self._local.cursor or self._thread_cursor()
+        state = self._local
+        if state.no_wait is not None and _running_loop() is None:
+            self._wait_again(state)
+        cursor = state.cursor or self._thread_cursor()
+        guard = state.guard
+        guard.acquire()
         try:
-            row: Row | None = cursor.execute(sql, params).fetchone()
-            if row is not None and cursor.fetchone() is not None:
-                # More than one row: the statement (say, a multi-row
-                # RETURNING write) is still active. Closing the cursor ends
-                # it now. A one-row result is finished by the second
-                # fetchone(), which costs nothing then.
+            if self._closed:
+                raise self._refuse_closed()
+            try:
+                row: Row | None = cursor.execute(sql, params).fetchone()
+                if row is not None and cursor.fetchone() is not None:
+                    # More than one row: the statement (say, a multi-row
+                    # RETURNING write) is still active. Closing the cursor ends
+                    # it now. A one-row result is finished by the second
+                    # fetchone(), which costs nothing then.
+                    self._drop_cursor(cursor)
+                return row
+            except sqlite3.Error as exc:
+                raise self._failed(exc) from None
+            except BaseException:
                 self._drop_cursor(cursor)
-            return row
-        except sqlite3.Error as exc:
-            raise self._failed(exc) from None
-        except BaseException:
-            self._drop_cursor(cursor)
-            raise
+                raise
+        finally:
+            guard.release()
 
     def all(self, sql: str, params: Params = ()) -> list[Row]:
-        cursor = self._local.cursor or self._thread_cursor()
+        state = self._local
+        if state.no_wait is not None and _running_loop() is None:
+            self._wait_again(state)
+        cursor = state.cursor or self._thread_cursor()
+        guard = state.guard
+        guard.acquire()
         try:
-            return cursor.execute(sql, params).fetchall()
-        except sqlite3.Error as exc:
-            raise self._failed(exc) from None
-        except BaseException:
-            self._drop_cursor(cursor)
-            raise
+            if self._closed:
+                raise self._refuse_closed()
+            try:
+                return cursor.execute(sql, params).fetchall()
+            except sqlite3.Error as exc:
+                raise self._failed(exc) from None
+            except BaseException:
+                self._drop_cursor(cursor)
+                raise
+        finally:
+            guard.release()
 
     def execute(self, sql: str, params: Params = ()) -> int:
-        cursor = self._local.cursor or self._thread_cursor()
-        try:
-            cursor.execute(sql, params)
-            if cursor.description is not None:
-                # It returns rows (RETURNING, SELECT): run it to completion,
-                # or it would stay active on the shared cursor.
-                cursor.fetchall()
-            return cursor.rowcount
-        except sqlite3.Error as exc:
-            raise self._failed(exc) from None
-        except BaseException:
-            self._drop_cursor(cursor)
-            raise
+        state = self._local
+        if state.no_wait is not None and _running_loop() is None:
+            self._wait_again(state)
+        cursor = state.cursor or self._thread_cursor()
+        with state.guard:
+            if self._closed:
+                raise self._refuse_closed()
+            try:
+                cursor.execute(sql, params)
+                if cursor.description is not None:
+                    # It returns rows (RETURNING, SELECT): run it to completion,
+                    # or it would stay active on the shared cursor.
+                    cursor.fetchall()
+                return cursor.rowcount
+            except sqlite3.Error as exc:
+                raise self._failed(exc) from None
+            except BaseException:
+                self._drop_cursor(cursor)
+                raise
 
     def executemany(self, sql: str, rows: Iterable[Params]) -> None:
-        cursor = self._local.cursor or self._thread_cursor()
+        state = self._local
+        if state.no_wait is not None and _running_loop() is None:
+            self._wait_again(state)
+        cursor = state.cursor or self._thread_cursor()
+        guard = state.guard
+        guard.acquire()
         try:
-            cursor.executemany(sql, rows)
-        except sqlite3.Error as exc:
-            raise self._failed(exc) from None
-        except BaseException:
-            self._drop_cursor(cursor)
-            raise
+            if self._closed:
+                raise self._refuse_closed()
+            try:
+                cursor.executemany(sql, rows)
+            except sqlite3.Error as exc:
+                raise self._failed(exc) from None
+            except BaseException:
+                self._drop_cursor(cursor)
+                raise
+        finally:
+            guard.release()
+
+    def _close_own_connection(self) -> None:
+        """Close the calling thread's connection and forget it (the thread holds its guard)."""
+        state = self._local
+        conn = state.conn
+        if conn is None:
+            return
+        state.conn = None
+        state.cursor = None
+        state.no_wait = None
+        conn.close()  # a no-op when close() closed it already
+
+    def _refuse_closed(self) -> DurastateError:
+        """A call after ``close()``: ``StoreClosed``, closing the thread's connection if close() could not."""
+        self._close_own_connection()
+        return self._doom(StoreClosed(f"{self.url}: store is closed"))
 
     def _failed(self, exc: sqlite3.Error) -> DurastateError:
         """Translate ``exc``; inside a transaction, also doom it (see ``base.Transaction``)."""
@@ -534,17 +511,26 @@ class SqliteEngine(EngineBase):
     def _tx_begin(self, read: bool, lock: str | None) -> None:
         # ``lock`` (the migration lock) needs nothing more: BEGIN IMMEDIATE
         # takes the database's one write lock, which excludes every writer.
-        conn = self._local.conn or self._thread_connection()
+        state = self._local
+        if state.no_wait is not None and _running_loop() is None:
+            self._wait_again(state)
+        conn = state.conn or self._thread_connection()
         _FORK_GATE.enter()
         try:
-            conn.execute("BEGIN" if read else "BEGIN IMMEDIATE")
+            with state.guard:
+                if self._closed:
+                    raise self._refuse_closed()
+                conn.execute("BEGIN" if read else "BEGIN IMMEDIATE")
         except sqlite3.Error as exc:
             _FORK_GATE.leave()
             raise translate_sqlite_error(exc, f"{self.url}: begin") from None
+        except BaseException:
+            _FORK_GATE.leave()
+            raise
 
     def catalog(self) -> list[tuple[str, ...]]:
         """This prefix's schema objects as sorted rows (see ``Engine.catalog``)."""
-        rows = self.all(self.sql(_CATALOG), (self.prefix.replace("_", "\\_") + "%",))
+        rows = self.all(self.sql(CATALOG), (self.prefix.replace("_", "\\_") + "%",))
         return sorted(tuple(str(v) for v in row) for row in rows)
 
     def integrity_errors(self) -> list[str]:
@@ -554,20 +540,7 @@ class SqliteEngine(EngineBase):
 
     def explain(self, sql: str, params: Params = ()) -> Plan:
         rows = self.all(SQL("EXPLAIN QUERY PLAN " + sql, Kind.READ), params)
-        details = [str(row[3]) for row in rows]
-        steps = []
-        for detail in details:
-            match = _PLAN_STEP.match(detail)
-            if match is None:
-                continue
-            searched = match["verb"] == "SEARCH"
-            index = match["index"] or ("PRIMARY KEY" if match["pk"] else None)
-            if index is None and searched:
-                index = "rowid"
-            condition = (match["condition"] or "") if searched else ""
-            steps.append(PlanStep(match["table"], index, condition, "", detail))
-        sorts = any(detail.startswith("USE TEMP B-TREE") for detail in details)
-        return Plan(tuple(steps), sorts, "\n".join(details))
+        return plan_of([str(row[3]) for row in rows])
 
     def _take_lock(self, name: str) -> None:
         """Nothing to take: the transaction's BEGIN IMMEDIATE holds the one write lock."""
@@ -581,10 +554,12 @@ class SqliteEngine(EngineBase):
         _FORK_GATE.leave()
 
     def _tx_commit(self) -> None:
-        conn = self._local.conn
+        state = self._local
+        conn = state.conn
         assert conn is not None
         try:
-            conn.execute("COMMIT")
+            with state.guard:
+                conn.execute("COMMIT")
         except sqlite3.Error as commit_error:
             self._tx_rollback()
             raise translate_sqlite_error(commit_error, f"{self.url}: commit") from None
@@ -594,35 +569,44 @@ class SqliteEngine(EngineBase):
     def _tx_rollback(self) -> None:
         state = self._local
         state.__dict__.pop("pending_notify", None)
-        try:
-            if state.conn is not None:
-                state.conn.execute("ROLLBACK")
-        except sqlite3.Error:
-            pass  # connection closed: SQLite rolled back already
+        conn = state.conn
+        if conn is not None:
+            with state.guard:
+                try:
+                    conn.execute("ROLLBACK")
+                except sqlite3.Error:
+                    pass  # connection closed: SQLite rolled back already
+                if self._closed:
+                    self._close_own_connection()  # in case close() left it open
         self._tx_end()
 
     def _tx_savepoint(self, name: str) -> None:
-        conn = self._local.conn or self._thread_connection()
-        try:
-            conn.execute(f"SAVEPOINT {name}")
-        except sqlite3.Error as exc:
-            raise self._failed(exc) from None
+        self._savepoint_statement(f"SAVEPOINT {name}")
 
     def _tx_release(self, name: str) -> None:
-        conn = self._local.conn or self._thread_connection()
-        try:
-            conn.execute(f"RELEASE {name}")
-        except sqlite3.Error as exc:
-            raise self._failed(exc) from None
+        self._savepoint_statement(f"RELEASE {name}")
+
+    def _savepoint_statement(self, statement: str) -> None:
+        state = self._local
+        conn = state.conn or self._thread_connection()
+        with state.guard:
+            if self._closed:
+                raise self._refuse_closed()
+            try:
+                conn.execute(statement)
+            except sqlite3.Error as exc:
+                raise self._failed(exc) from None
 
     def _tx_rollback_to(self, name: str) -> None:
         state = self._local
-        try:
-            if state.conn is not None:
-                state.conn.execute(f"ROLLBACK TO {name}")
-                state.conn.execute(f"RELEASE {name}")
-        except sqlite3.Error:
-            pass
+        conn = state.conn
+        if conn is not None:
+            with state.guard:
+                try:
+                    conn.execute(f"ROLLBACK TO {name}")
+                    conn.execute(f"RELEASE {name}")
+                except sqlite3.Error:
+                    pass
         if isinstance(state.cursor, _RefusingCursor) and state.doomed_level > state.depth:
             state.cursor = None
 
@@ -670,39 +654,61 @@ class SqliteEngine(EngineBase):
         """
         if self._local.depth > 0:
             raise InvalidRequest("release_connection() inside a transaction would abandon it")
-        conn = self._local.conn
-        if conn is None:
+        state = self._local
+        if state.conn is None:
             return
-        self._local.conn = None
-        self._local.cursor = None
-        self._local.no_wait = None
         with self._lock:
             self._connections.pop(id(threading.current_thread()), None)
-        conn.close()
+        with state.guard:  # close() may be closing it this moment
+            self._close_own_connection()
 
     # -- no-wait calls, for async front ends (durastate._aio) -----------------
 
     def no_wait_changes(self) -> int:
         """Make this thread's connection refuse a held lock at once; its change count.
 
-        Sets the calling thread's connection to busy timeout 0 (for good:
-        meant for an event loop's thread, whose calls must never sleep) and
-        returns ``total_changes``, the rows it has modified so far. A call
+        Sets the calling thread's connection to busy timeout 0 (meant for
+        an event loop's thread, whose calls must never sleep) and returns
+        ``total_changes``, the rows it has modified so far. The timeout
+        stays 0 while an event loop runs on the thread; its first statement
+        with none running (say, a sync call after ``asyncio.run`` returned)
+        puts the store's busy timeout back (``_wait_again``). A call
         that then fails with ``LockBusy`` while the count is unchanged
         changed nothing (WAL takes the write lock at the first write or at
         ``BEGIN IMMEDIATE``, before any change), so it can be run again
         elsewhere. Not for ``memory:`` stores (their rollback journal can
         refuse a ``COMMIT`` after changes were made).
         """
-        conn = self._local.no_wait  # reset with the connection (release_connection, close, fork)
+        state = self._local
+        conn = state.no_wait  # reset with the connection (release_connection, close, fork)
         if conn is None:
             conn = self._thread_connection()
+            with state.guard:
+                if self._closed:
+                    raise self._refuse_closed()
+                try:
+                    conn.execute("PRAGMA busy_timeout = 0")
+                except sqlite3.Error as exc:
+                    raise translate_sqlite_error(exc, self.url) from None
+            state.no_wait = conn
+        with state.guard:
+            if self._closed:
+                raise self._refuse_closed()
+            return conn.total_changes
+
+    def _wait_again(self, state: _ThreadState) -> None:
+        """This thread's statements wait for locks again (its event loop has ended)."""
+        conn = state.no_wait
+        state.no_wait = None
+        if conn is None or conn is not state.conn:
+            return
+        with state.guard:
+            if self._closed:
+                raise self._refuse_closed()
             try:
-                conn.execute("PRAGMA busy_timeout = 0")
+                conn.execute(f"PRAGMA busy_timeout = {int(self._busy_timeout * 1000)}")
             except sqlite3.Error as exc:
                 raise translate_sqlite_error(exc, self.url) from None
-            self._local.no_wait = conn
-        return conn.total_changes
 
     # -- lifecycle -------------------------------------------------------------
 
@@ -713,7 +719,14 @@ class SqliteEngine(EngineBase):
     def close(self) -> None:
         """Close every connection of this engine. Idempotent.
 
-        Calls made afterwards, from any thread, raise ``StoreClosed``.
+        Calls made afterwards, from any thread, raise ``StoreClosed``; an
+        open transaction of another thread is doomed and rolls back
+        (``base.Transaction``). A statement another thread is running when
+        ``close()`` is called finishes first: ``close()`` waits for it, at
+        most ``close_wait`` seconds in all (``CLOSE_WAIT``). A connection
+        whose statement outlasts that stays open, refused, until its thread
+        closes it: at that thread's next call (which raises ``StoreClosed``)
+        or when its transaction ends.
         """
         with self._lock:
             if self._closed:
@@ -721,11 +734,13 @@ class SqliteEngine(EngineBase):
             self._closed = True
             connections = list(self._connections.values())
             self._connections.clear()
-        # Every thread's next call on its cached connection (or cursor)
-        # fails with "closed", translated to StoreClosed; an open
-        # transaction is doomed by it and rolls back (base.Transaction).
-        for _thread, conn in connections:
-            conn.close()
+        deadline = time.monotonic() + self.close_wait
+        for _thread, conn, guard in connections:
+            if guard.acquire(timeout=max(0.0, deadline - time.monotonic())):
+                try:
+                    conn.close()
+                finally:
+                    guard.release()
         if self._anchor is not None:
             self._anchor.close()
             self._anchor = None

@@ -69,21 +69,43 @@ Design decisions (where the seed and DESIGN are silent):
   seed's ``ttlMs``/``expiresAtMs`` and its storage), taken from the store's
   clock (``engine.now_ms()``), never from SQL ``now()``. The a2 adapter
   turns them into aware datetimes.
-* **One row per session** (``{p}event_session``) holds the last index. Every
-  operation that assigns indexes (append, complete) locks it first
-  (``SELECT ... FOR UPDATE`` on PostgreSQL; SQLite's ``BEGIN IMMEDIATE``
-  serialises writers anyway), so indexes are dense and commit in index
-  order: a reader tailing ``idx > last_seen`` never skips a late commit.
-  Operations that act on one event (fail, the append fence, complete) lock
-  that event's row; claims are conditional ``UPDATE``s (``WHERE`` the event
-  is still ready and unleased), so no event is ever held by two live leases.
+* **One row per session** (``{p}event_session``): its creation time and
+  ``index_floor``, the highest index retention has deleted past; the last
+  index is the greater of it and the session's highest stored index (an
+  append writes no session row). Every operation that assigns indexes
+  (append, complete with children) locks that row first (``FOR UPDATE`` on
+  PostgreSQL; SQLite's ``BEGIN IMMEDIATE`` serialises writers anyway), so
+  indexes are dense and commit in index order: a reader tailing
+  ``idx > last_seen`` never skips a late commit. Operations that act on one
+  event (fail, the append fence, complete) lock that event's row; claims
+  are conditional ``UPDATE``s (``WHERE`` the event is still ready and
+  unleased), so no event is ever held by two live leases.
+* **The common operations are one statement each**, their own commit: an
+  append of one event without id, lane or cause (``APPEND_ALONE``, which
+  takes the session lock in its ``SELECT``), a claim that claims something
+  (``CLAIM_SESSION[_ALL]``), the completion without children of an event in
+  no lane (``COMPLETE_ALONE``, the checks in its ``WHERE``). When such a
+  statement changes nothing the full path runs, in a transaction, and gives
+  the answer. Fewer statements and fewer indexes touched (an unsettled
+  event without a lane enters four of them, see migration 2) are what made
+  these calls cheaper than the a2 seed's own (``bench/RESULTS.md``).
 * **One scheduling column**, ``due_at``: when the event became claimable
   (append, lane promotion, failure, re-drive) or, while leased, the lease
   expiry. Claims select ``due_at <= now``; an expired lease needs no reaper.
 * **Refusals never come from constraint violations** (they would doom a
   surrounding transaction): ids are checked first, and inserts use
-  ``ON CONFLICT (event_id) DO NOTHING`` so even a concurrent duplicate is a
-  ``DuplicateBatch`` raised by us.
+  ``ON CONFLICT DO NOTHING``, so even a concurrent duplicate is a
+  ``DuplicateBatch`` raised by us (and an index found taken, which only a
+  stale locked read on PostgreSQL causes, is read again and retried).
+* **Valid ranges** (each refused with ``InvalidRequest`` outside them;
+  ``compat.a2`` takes the seed's wider ranges, see ``Events(seed_rules=)``):
+  ``max_failures >= 1``; a snapshot index from 1 to the session's last
+  index; a claim's lease live when handed out (``ttl_ms >= 1`` or
+  ``expires_at_ms`` after now; a renewal may end a lease with
+  ``ttl_ms=0``); a session id or event id that names something new
+  (``append``, a completion's children) not empty. Methods acting on
+  existing sessions take any id a store may hold (compat.a2 stores empty
+  ones, as its seed does).
 * **Strings** (session ids, event ids, types, lanes, holders, reducer
   names) are ``str`` without NUL or lone surrogates; the indexed ones are at
   most ``MAX_NAME_SIZE`` UTF-8 bytes (PostgreSQL's btree entry limit).
@@ -114,7 +136,6 @@ from .._validate import MAX_DURATION_MS as MAX_DURATION_MS
 from .._validate import MAX_NAME_SIZE as MAX_NAME_SIZE
 from .._validate import PAGE_SIZE as PAGE_SIZE
 from .facet import POLL_INTERVAL as POLL_INTERVAL
-from .facet import PRUNE_BATCH as PRUNE_BATCH
 from .facet import Events as Events
 from .models import AppendResult as AppendResult
 from .models import Cause as Cause
@@ -132,12 +153,16 @@ from .models import StateRead as StateRead
 from .models import StoredEvent as StoredEvent
 from .models import SupersededAttempt as SupersededAttempt
 from .models import UnknownEvent as UnknownEvent
+from .rows import BRIEF_COLUMNS as BRIEF_COLUMNS
 from .rows import COLUMNS as COLUMNS
+from .statements import APPEND_ALONE as APPEND_ALONE
 from .statements import ATTEMPT_OF as ATTEMPT_OF
 from .statements import CLAIM_ANY_CANDIDATES as CLAIM_ANY_CANDIDATES
 from .statements import CLAIM_CANDIDATES as CLAIM_CANDIDATES
 from .statements import CLAIM_ONE as CLAIM_ONE
 from .statements import CLAIM_SESSION as CLAIM_SESSION
+from .statements import CLAIM_SESSION_ALL as CLAIM_SESSION_ALL
+from .statements import COMPLETE_ALONE as COMPLETE_ALONE
 from .statements import CREATE_SESSION as CREATE_SESSION
 from .statements import DEAD_ALL as DEAD_ALL
 from .statements import DEAD_IN_SESSION as DEAD_IN_SESSION
@@ -152,24 +177,29 @@ from .statements import GET_EVENT_LOCKED as GET_EVENT_LOCKED
 from .statements import HAS_PENDING as HAS_PENDING
 from .statements import INSERT_EVENT as INSERT_EVENT
 from .statements import LAST_INDEX as LAST_INDEX
+from .statements import LAST_OF_SESSION as LAST_OF_SESSION
 from .statements import LIST_SESSIONS as LIST_SESSIONS
 from .statements import LIST_SNAPSHOTS as LIST_SNAPSHOTS
+from .statements import LOCK_PARENT as LOCK_PARENT
 from .statements import LOCK_SESSION as LOCK_SESSION
 from .statements import MARK_PROCESSED as MARK_PROCESSED
+from .statements import PENDING_OF_SESSION as PENDING_OF_SESSION
 from .statements import PROMOTE_LANE as PROMOTE_LANE
 from .statements import PRUNE as PRUNE
 from .statements import PUT_SNAPSHOT as PUT_SNAPSHOT
+from .statements import RAISE_FLOOR as RAISE_FLOOR
 from .statements import READ_RANGE as READ_RANGE
 from .statements import READ_STATE as READ_STATE
+from .statements import READ_STATE_BRIEF as READ_STATE_BRIEF
 from .statements import REDRIVE_ONE as REDRIVE_ONE
 from .statements import REDRIVE_SESSION as REDRIVE_SESSION
 from .statements import RENEW as RENEW
 from .statements import RETRY_AT as RETRY_AT
 from .statements import SCHEMA as SCHEMA
-from .statements import SET_LAST_INDEX as SET_LAST_INDEX
 from .statements import SETTLED_SESSIONS as SETTLED_SESSIONS
 from .statements import SNAPSHOT_FLOORS as SNAPSHOT_FLOORS
 from .statements import STILL_SETTLED as STILL_SETTLED
+from .upkeep import PRUNE_BATCH as PRUNE_BATCH
 
 __all__ = [
     "SCHEMA",

@@ -2,51 +2,51 @@
 
 from __future__ import annotations
 
+import os
 import threading
-import uuid
 from collections.abc import Callable, Generator, Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import orjson
 
 from .._json import dump_json
-from .._retention import BATCH
-from .._validate import INT64_MAX, PAGE_SIZE, as_int64, as_list, fail, positive, prefix_successor, text
-from .inputs import NewEvent, expiry, ids_unique, new_events
+from .._validate import (
+    INT64_MAX,
+    PAGE_SIZE,
+    as_int64,
+    as_list,
+    fail,
+    nonempty_text,
+    positive,
+    text,
+)
+from .inputs import NewEvent, expiry, ids_unique, new_events, plain_name
 from .models import (
     AppendResult,
     Cause,
     ClaimResult,
     CompleteResult,
     DuplicateBatch,
-    EventPage,
     FailResult,
     RenewResult,
-    SessionPage,
-    SessionSummary,
     Snapshot,
-    SnapshotInfo,
     StateRead,
     StoredEvent,
     SupersededAttempt,
     UnknownEvent,
 )
 from .rows import EventColumn as C
-from .rows import SessionColumn as S
 from .rows import event_from_row, new_object
 from .statements import (
+    APPEND_ALONE,
     ATTEMPT_OF,
     CLAIM_ANY_CANDIDATES,
     CLAIM_CANDIDATES,
     CLAIM_ONE,
     CLAIM_SESSION,
+    CLAIM_SESSION_ALL,
+    COMPLETE_ALONE,
     CREATE_SESSION,
-    DEAD_ALL,
-    DEAD_IN_SESSION,
-    DELETE_SESSION_BATCH,
-    DELETE_SESSION_EVENTS,
-    DELETE_SESSION_ROW,
-    DELETE_SESSION_SNAPSHOTS,
     EVENT_BY_ID,
     FAIL,
     GET_EVENT,
@@ -54,55 +54,114 @@ from .statements import (
     HAS_PENDING,
     INSERT_EVENT,
     LAST_INDEX,
-    LIST_SESSIONS,
-    LIST_SNAPSHOTS,
+    LOCK_PARENT,
+    LOCK_PARENT_LAST,
     LOCK_SESSION,
     MARK_PROCESSED,
     PROMOTE_LANE,
-    PRUNE,
     PUT_SNAPSHOT,
     READ_RANGE,
     READ_STATE,
-    REDRIVE_ONE,
-    REDRIVE_SESSION,
+    READ_STATE_BRIEF,
     RENEW,
     RETRY_AT,
-    SET_LAST_INDEX,
-    SETTLED_SESSIONS,
-    SNAPSHOT_FLOORS,
-    STILL_SETTLED,
 )
+from .upkeep import Upkeep
 
 if TYPE_CHECKING:
-    from ..engines.base import Engine
+    from ..engines.base import Engine, Row
+
+T = TypeVar("T")
 
 POLL_INTERVAL = 0.05
-PRUNE_BATCH = 256
+
+# The fields of a StoredEvent that a new event never has set (_insert).
+_NEVER_SET: dict[str, Any] = {
+    "processed_by_attempt": None,
+    "returned_event_ids": None,
+    "first_claimed_at": None,
+    "last_claimed_at": None,
+    "attempt_count": 0,
+    "failure_count": 0,
+    "last_failed_at": None,
+    "last_failed_attempt": None,
+    "last_error": None,
+    "failed_at": None,
+    "claim_holder": None,
+    "claim_expires_at": None,
+}
+# A frozen dataclass refuses attribute assignment; object's own does not.
+set_dict = object.__setattr__
 
 
-def _default_id() -> str:
-    return str(uuid.uuid4())
+def _fresh(event_id: str, e: NewEvent, index: int, session: str, now: int) -> StoredEvent:
+    """The ``StoredEvent`` of ``e`` just inserted at ``index``.
+
+    Built as ``rows.event_from_row`` builds events: the instance dict filled
+    directly (the fields no new event has set, copied).
+    """
+    fields = _NEVER_SET.copy()
+    fields.update(
+        id=event_id,
+        type=e.type,
+        payload=orjson.loads(e.blob),
+        index=index,
+        session_id=session,
+        created_at=now,
+        cause=e.cause,
+        lane=e.lane,
+        processed_at=now if e.settled else None,
+    )
+    event = new_object(StoredEvent)
+    set_dict(event, "__dict__", fields)
+    return event
 
 
-class Events:
-    """The events facet of a ``Store`` (see the module docstring)."""
+# The RFC 4122 variant digit of a version 4 UUID, by the random hex digit it replaces.
+_VARIANT_DIGIT = {digit: "89ab"[int(digit, 16) & 3] for digit in "0123456789abcdef"}
 
-    def __init__(self, engine: Engine, *, max_value_size: int) -> None:
+
+def random_id() -> str:
+    """A random (version 4) UUID string, as ``str(uuid.uuid4())`` makes, in a quarter of its time.
+
+    The id of an event appended without one. ``uuid.uuid4()`` builds a
+    ``UUID`` object only to print it; this formats the same 122 random bits
+    (``os.urandom``) with the version and variant digits set.
+    """
+    h = os.urandom(16).hex()
+    return f"{h[:8]}-{h[8:12]}-4{h[13:16]}-{_VARIANT_DIGIT[h[16]]}{h[17:20]}-{h[20:]}"
+
+
+class Events(Upkeep):
+    """The events facet of a ``Store`` (see the module docstring).
+
+    ``seed_rules``: accept what the a2 seed accepts where this facet refuses
+    it as meaningless (empty session and event ids, claims whose lease has
+    expired already, any snapshot index): for ``durastate.compat.a2`` only,
+    which must keep the seed's behaviour. Each method's docstring says which
+    of its checks this lifts.
+    """
+
+    def __init__(self, engine: Engine, *, max_value_size: int, seed_rules: bool = False) -> None:
         self._engine = engine
         self.max_value_size = max_value_size
+        self._seed_rules = seed_rules
         sql = engine.sql
         self._lock_session = sql(LOCK_SESSION)
         self._create_session = sql(CREATE_SESSION)
-        self._set_last_index = sql(SET_LAST_INDEX)
+        self._lock_parent = sql(LOCK_PARENT)
         self._last_index = sql(LAST_INDEX)
         self._has_pending = sql(HAS_PENDING)
         self._event_by_id = sql(EVENT_BY_ID)
         self._get_event = sql(GET_EVENT)
         self._get_event_locked = sql(GET_EVENT_LOCKED)
         self._insert_event = sql(INSERT_EVENT)
+        self._append_alone = sql(APPEND_ALONE)
         self._mark_processed = sql(MARK_PROCESSED)
+        self._complete_alone = sql(COMPLETE_ALONE)
         self._promote_lane = sql(PROMOTE_LANE)
         self._claim_session = sql(CLAIM_SESSION)
+        self._claim_session_all = sql(CLAIM_SESSION_ALL)
         self._claim_candidates = sql(CLAIM_CANDIDATES)
         self._claim_one = sql(CLAIM_ONE)
         self._claim_any_candidates = sql(CLAIM_ANY_CANDIDATES)
@@ -112,28 +171,18 @@ class Events:
         self._fail = sql(FAIL)
         self._read_range = sql(READ_RANGE)
         self._read_state = sql(READ_STATE)
+        self._read_state_brief = sql(READ_STATE_BRIEF)
         self._put_snapshot = sql(PUT_SNAPSHOT)
-        self._list_snapshots = sql(LIST_SNAPSHOTS)
-        self._list_sessions = sql(LIST_SESSIONS)
-        self._dead_in_session = sql(DEAD_IN_SESSION)
-        self._dead_all = sql(DEAD_ALL)
-        self._redrive_one = sql(REDRIVE_ONE)
-        self._redrive_session = sql(REDRIVE_SESSION)
-        self._snapshot_floors = sql(SNAPSHOT_FLOORS)
-        self._prune = sql(PRUNE)
-        self._delete_session_batch = sql(DELETE_SESSION_BATCH)
-        self._delete_session_final = (
-            sql(DELETE_SESSION_EVENTS),
-            sql(DELETE_SESSION_SNAPSHOTS),
-            sql(DELETE_SESSION_ROW),
-        )
-        self._settled_sessions = sql(SETTLED_SESSIONS)
-        self._still_settled = sql(STILL_SETTLED)
+        self._init_upkeep(sql)
 
     @staticmethod
     def channel(session_id: str) -> str:
         """The ``Engine.wait_for_change`` channel woken by appends to ``session_id``."""
         return "events:" + session_id
+
+    def _new_id_text(self, name: str, value: Any) -> str:
+        """A session or event id that names something new (not empty, unless ``seed_rules``)."""
+        return text(name, value) if self._seed_rules else nonempty_text(name, value)
 
     # -- session lock ----------------------------------------------------------
 
@@ -159,15 +208,38 @@ class Events:
                 found.append(event_from_row(row))
         return found
 
+    def _made_id(self, new_id: Callable[[], str] | None) -> str:
+        """The id of an event appended without one: ``new_id()`` checked, or ``random_id()`` (needs no check)."""
+        return random_id() if new_id is None else self._new_id_text("generated id", new_id())
+
     def _insert(
-        self, session: str, base: int, now: int, prepared: list[NewEvent], new_id: Callable[[], str]
+        self,
+        session: str,
+        last: int,
+        now: int,
+        prepared: list[NewEvent],
+        new_id: Callable[[], str] | None,
+        made: str | None = None,
     ) -> list[StoredEvent]:
+        """Insert ``prepared`` after index ``last`` (the session lock held) and return them as stored.
+
+        ``new_id`` names events without an id (see ``_made_id``); ``made``:
+        the id already made for the first of them.
+        """
         engine = self._engine
+        insert = self._insert_event
         stored = []
-        for offset, e in enumerate(prepared):
-            index = base + 1 + offset
-            event_id = e.id if e.id is not None else text("generated id", new_id())
+        index = last
+        for e in prepared:
+            index += 1
+            event_id = e.id
+            if event_id is None:
+                if made is not None:
+                    event_id, made = made, None
+                else:
+                    event_id = random_id() if new_id is None else self._made_id(new_id)
             cause = e.cause
+            lane = e.lane
             params = (
                 session,
                 index,
@@ -178,42 +250,34 @@ class Events:
                 None if cause is None else cause.index,
                 None if cause is None else cause.attempt,
                 None if cause is None else cause.batch_size,
-                e.lane,
-                e.lane,
+                lane,
+                lane,
                 session,
-                e.lane,
+                lane,
                 now,
                 now if e.settled else None,
             )
-            if engine.one(self._insert_event, params) is None:
-                raise DuplicateBatch(f"event id {event_id!r} already exists")
-            event = new_object(StoredEvent)  # see rows.event_from_row
-            event.__dict__.update(
-                id=event_id,
-                type=e.type,
-                payload=orjson.loads(e.blob),
-                index=index,
-                session_id=session,
-                created_at=now,
-                cause=cause,
-                lane=e.lane,
-                processed_at=now if e.settled else None,
-                processed_by_attempt=None,
-                returned_event_ids=None,
-                first_claimed_at=None,
-                last_claimed_at=None,
-                attempt_count=0,
-                failure_count=0,
-                last_failed_at=None,
-                last_failed_attempt=None,
-                last_error=None,
-                failed_at=None,
-                claim_holder=None,
-                claim_expires_at=None,
-            )
-            stored.append(event)
-        engine.execute(self._set_last_index, (base + len(prepared), session))
+            if not engine.execute(insert, params):
+                index = self._taken(session, event_id)
+                params = (session, index, *params[2:])
+                if not engine.execute(insert, params):
+                    raise DuplicateBatch(f"event id {event_id!r} already exists")
+            stored.append(_fresh(event_id, e, index, session, now))
         return stored
+
+    def _taken(self, session: str, event_id: str) -> int:
+        """An insert found its row taken: ``DuplicateBatch`` if by its id, else the index to use instead.
+
+        The index is taken only where the session lock's read was stale
+        (PostgreSQL, after waiting for the lock: see ``LOCK_SESSION``); this
+        read, a new statement under the lock, sees every commit.
+        """
+        engine = self._engine
+        if engine.one(self._event_by_id, (event_id,)) is not None:
+            raise DuplicateBatch(f"event id {event_id!r} already exists")
+        row = engine.one(self._last_index, (session,))
+        assert row is not None  # the session row is locked
+        return int(row[0]) + 1
 
     # -- append / read ---------------------------------------------------------
 
@@ -223,16 +287,30 @@ class Events:
         """Append ``events`` to the session atomically (see the module docstring).
 
         ``new_id`` makes ids for events without one (default: random UUIDs).
+        ``session_id`` and every event id (given or made) name something new:
+        not empty (``seed_rules``: empty allowed, as in the seed).
         """
-        session = text("session_id", session_id)
-        prepared = new_events("events", events, self.max_value_size, need_ids=False)
+        session = session_id if plain_name(session_id) else self._new_id_text("session_id", session_id)
+        prepared = new_events("events", events, self.max_value_size, need_ids=False, empty_ids=self._seed_rules)
         if new_id is not None and not callable(new_id):
             fail("new_id must be callable")
         engine = self._engine
         if not prepared:
-            return AppendResult((), engine.one(self._has_pending, (session,)) is not None)
+            row = engine.one(self._has_pending, (session,))  # no row: no session; NULL: nothing pending
+            return AppendResult((), row is not None and row[0] is not None)
         ids = ids_unique(prepared)
         now = engine.now_ms()
+        made = None
+        if len(prepared) == 1 and not ids:
+            e = prepared[0]
+            if e.cause is None and e.lane is None and not e.settled:
+                # The common append in one statement (see APPEND_ALONE);
+                # no row: the full path below, with the same id.
+                made = self._made_id(new_id)
+                row = engine.one(self._append_alone, (made, e.type, e.blob, now, now, session))
+                if row is not None:
+                    engine.notify("events:" + session, announced=True)
+                    return AppendResult((_fresh(made, e, int(row[0]), session, now),), True)
         with engine.transaction():
             locked = self._lock(session, now, create=True)
             assert locked is not None
@@ -260,8 +338,8 @@ class Events:
                     raise SupersededAttempt(
                         f"attempt {e.cause.attempt} no longer owns event {e.cause.index} in session {session!r}"
                     )
-            stored = self._insert(session, last, now, prepared, new_id or _default_id)
-        engine.notify(self.channel(session), announced=True)
+            stored = self._insert(session, last, now, prepared, new_id, made)
+        engine.notify("events:" + session, announced=True)  # self.channel(session)
         return AppendResult(tuple(stored), pending or any(not e.settled for e in prepared))
 
     def read(
@@ -301,7 +379,14 @@ class Events:
         *,
         limit: int | None = None,
     ) -> ClaimResult:
-        """Claim every ready event of the session (at most ``limit``), see the module docstring."""
+        """Claim every ready event of the session (at most ``limit``), see the module docstring.
+
+        The lease ends at ``expires_at_ms`` if given, else ``ttl_ms`` from
+        now: it must be live when handed out (``ttl_ms >= 1``, or
+        ``expires_at_ms`` later than now by the store's clock), else
+        ``InvalidRequest`` (``seed_rules``: any, as in the seed, where a
+        claim with ``ttl_ms=0`` is expired at once but still completes).
+        """
         session = text("session_id", session_id)
         holder = text("holder", holder, limit=None)
         excluded: set[int] = (
@@ -313,14 +398,23 @@ class Events:
             limit = positive("limit", limit)
         engine = self._engine
         now = engine.now_ms()
-        expires = expiry(now, ttl_ms, expires_at_ms)
+        expires = expiry(now, ttl_ms, expires_at_ms, claim=True, seed_rules=self._seed_rules)
         claim_set = (now, now, holder, expires, expires)
+        claim_params: tuple[Any, ...]
+        if limit is None:
+            claim, claim_params = self._claim_session_all, (*claim_set, session, now)
+        else:
+            claim, claim_params = self._claim_session, (session, now, limit, *claim_set, session, now)
+        if not excluded:
+            # One statement (its own commit) when it claims something; when
+            # it claims nothing, the busy/settled answer must come from the
+            # same snapshot as the claim: the transaction below tries again.
+            rows = engine.all(claim, claim_params)
+            if rows:
+                return self._claimed(rows)
         with engine.transaction():
             if not excluded:
-                rows = engine.all(
-                    self._claim_session,
-                    (*claim_set, session, now, session, now, engine.no_limit if limit is None else limit),
-                )
+                rows = engine.all(claim, claim_params)
             else:
                 rows = []
                 for (idx,) in engine.all(self._claim_candidates, (session, now)):
@@ -331,25 +425,32 @@ class Events:
                         rows.append(row)
                         if limit is not None and len(rows) >= limit:
                             break
-            if len(rows) == 1:
-                return ClaimResult("claimed", (event_from_row(rows[0]),))
             if rows:
-                return ClaimResult("claimed", tuple(sorted((event_from_row(r) for r in rows), key=lambda e: e.index)))
+                return self._claimed(rows)
             retry = engine.one(self._retry_at, (session, now))
         retry_at = None if retry is None else retry[0]  # MIN(claim_expires_at)
         if retry_at is None:
             return ClaimResult("settled")
         return ClaimResult("busy", retry_at=int(retry_at))
 
+    @staticmethod
+    def _claimed(rows: list[Row]) -> ClaimResult:
+        if len(rows) == 1:
+            return ClaimResult("claimed", (event_from_row(rows[0]),))
+        return ClaimResult("claimed", tuple(sorted((event_from_row(r) for r in rows), key=lambda e: e.index)))
+
     def claim_any(
         self, holder: str, ttl_ms: int | None = None, *, expires_at_ms: int | None = None, limit: int = 1
     ) -> list[StoredEvent]:
-        """Claim up to ``limit`` ready events across all sessions, oldest-ready first."""
+        """Claim up to ``limit`` ready events across all sessions, oldest-ready first.
+
+        The lease must be live when handed out, as in ``claim_available``.
+        """
         holder = text("holder", holder, limit=None)
         limit = positive("limit", limit)
         engine = self._engine
         now = engine.now_ms()
-        expires = expiry(now, ttl_ms, expires_at_ms)
+        expires = expiry(now, ttl_ms, expires_at_ms, claim=True, seed_rules=self._seed_rules)
         with engine.transaction():
             rows = []
             for session, idx in engine.all(self._claim_any_candidates, (now, limit)):
@@ -366,7 +467,13 @@ class Events:
         ttl_ms: int | None = None,
         expires_at_ms: int | None = None,
     ) -> RenewResult:
-        """Extend the holder's live leases; report the ones claimed again since."""
+        """Extend the holder's live leases; report the ones claimed again since.
+
+        The new expiry is ``expires_at_ms`` if given, else ``ttl_ms`` (>= 0)
+        from now: ``ttl_ms=0`` ends the leases at once (the events are
+        claimable again), the way a cancelled claim is given back.
+        ``seed_rules``: a negative ``ttl_ms`` too, as in the seed.
+        """
         session = text("session_id", session_id)
         holder = text("holder", holder, limit=None)
         wanted = []
@@ -380,7 +487,7 @@ class Events:
             return RenewResult((), ())
         engine = self._engine
         now = engine.now_ms()
-        expires = expiry(now, ttl_ms, expires_at_ms)
+        expires = expiry(now, ttl_ms, expires_at_ms, claim=False, seed_rules=self._seed_rules)
         renewed: list[int] = []
         superseded: list[int] = []
         with engine.transaction():
@@ -399,20 +506,24 @@ class Events:
     def complete_attempt(
         self, session_id: str, index: int, attempt: int, events: Iterable[Mapping[str, Any]] = ()
     ) -> CompleteResult:
-        """Mark the event processed by ``attempt`` and append its child events, atomically."""
+        """Mark the event processed by ``attempt`` and append its child events, atomically.
+
+        Each child needs a (non-empty, unless ``seed_rules``) ``id`` and no ``cause``.
+        """
         session = text("session_id", session_id)
         index = as_int64("index", index)
         attempt = as_int64("attempt", attempt)
-        prepared = new_events("events", events, self.max_value_size, need_ids=True)
+        prepared = new_events("events", events, self.max_value_size, need_ids=True, empty_ids=self._seed_rules)
         for i, e in enumerate(prepared):
             if e.cause is not None:
                 fail(f"events[{i}] must not carry a cause: a returned event's cause is the completed attempt")
         engine = self._engine
         now = engine.now_ms()
+        if not prepared and engine.execute(self._complete_alone, (now, attempt, "[]", session, index, attempt)):
+            return CompleteResult("completed")  # the common case in one statement (see COMPLETE_ALONE)
         with engine.transaction():
-            locked = self._lock(session, now, create=False)
-            parent = None if locked is None else engine.one(self._get_event_locked, (session, index))
-            if locked is None or parent is None:
+            parent = engine.one(self._lock_parent, (session, index))
+            if parent is None:
                 raise UnknownEvent(f"no event at index {index} in session {session!r}")
             ids = ids_unique(prepared)
             if parent[C.processed_at] is not None:  # processed already
@@ -443,25 +554,29 @@ class Events:
                 return CompleteResult("superseded")
             if ids and self._existing(ids):
                 raise DuplicateBatch("returned event batch contains an already-appended event id")
-            last, _ = locked
             engine.execute(self._mark_processed, (now, attempt, orjson.dumps(ids).decode(), session, index))
             lane = parent[C.lane]
             if lane is not None:
                 engine.execute(self._promote_lane, (now, session, session, lane))
             for e in prepared:
                 e.cause = Cause(index, attempt)
-            stored = self._insert(session, last, now, prepared, _default_id) if prepared else []
+            stored = self._insert(session, int(parent[LOCK_PARENT_LAST]), now, prepared, None) if prepared else []
         if stored:
             engine.notify(self.channel(session), announced=True)
         return CompleteResult("completed", tuple(stored))
 
     def fail_attempt(self, session_id: str, index: int, attempt: int, error: str, max_failures: int) -> FailResult:
-        """Record a failed attempt; dead-letter the event at ``max_failures`` failures."""
+        """Record a failed attempt; dead-letter the event at ``max_failures`` failures.
+
+        ``max_failures`` >= 1: the failure that brings the event's
+        ``failure_count`` to it dead-letters the event (1: its first
+        failure). 0 or less would dead-letter at once: ``InvalidRequest``.
+        """
         session = text("session_id", session_id)
         index = as_int64("index", index)
         attempt = as_int64("attempt", attempt)
         error = text("error", error, limit=None)
-        max_failures = as_int64("max_failures", max_failures)
+        max_failures = positive("max_failures", max_failures)
         engine = self._engine
         now = engine.now_ms()
         with engine.transaction():
@@ -501,73 +616,58 @@ class Events:
                 events.append(event_from_row(row, 1))
         return StateRead(snapshot, tuple(events))
 
-    def put_snapshot(self, session_id: str, reducer_name: str, index: int, state: Any) -> bool:
-        """Store the reducer's state as of ``index`` unless a later one is stored; True if stored."""
-        session = text("session_id", session_id)
-        reducer = text("reducer_name", reducer_name)
-        index = as_int64("index", index)
-        blob = dump_json("state", state, self.max_value_size)
-        engine = self._engine
-        return engine.execute(self._put_snapshot, (session, reducer, index, blob, engine.now_ms())) == 1
+    def _brief_state(
+        self, session_id: str, reducer_name: str, make: Callable[[str, str, Any, int, str, int], T]
+    ) -> tuple[Snapshot | None, list[T]]:
+        """``read_state`` with only the events' id, type, payload, index, session and creation time.
 
-    # -- inspection ------------------------------------------------------------
-
-    def list_sessions(self, prefix: str = "", limit: int = 100, cursor: str | None = None) -> SessionPage:
-        """Sessions whose id starts with ``prefix``, in id order, with counts."""
-        prefix = text("prefix", prefix)
-        limit = positive("limit", limit)
-        if cursor is not None:
-            cursor = text("cursor", cursor)
-        upper = prefix_successor(prefix)
-        rows = self._engine.all(
-            self._list_sessions,
-            (prefix, 0 if upper is None else 1, upper or "", 0 if cursor is None else 1, cursor or "", limit + 1),
-        )
-        sessions = []
-        for r in rows[:limit]:
-            times = [int(t) for t in r[S.activity_first : S.activity_last + 1] if t is not None]
-            sessions.append(
-                SessionSummary(
-                    session_id=r[S.session_id],
-                    event_count=int(r[S.event_count]),
-                    pending_count=int(r[S.pending_count]),
-                    failed_count=int(r[S.failed_count]),
-                    attempt_count=int(r[S.attempt_count]),
-                    failure_count=int(r[S.failure_count]),
-                    first_event_at=int(r[S.first_event_at]),
-                    updated_at=max(times),
-                )
-            )
-        more = len(rows) > limit
-        return SessionPage(tuple(sessions), sessions[-1].session_id if more else None)
-
-    def read_events(
-        self, session_id: str, after_index: int = 0, limit: int = 100, through_index: int | None = None
-    ) -> EventPage:
-        """A page of events after ``after_index``, bounded by a frontier.
-
-        ``through_index`` is the given bound capped at the session's last
-        index (then, by default): pass it back with the next page so the
-        walk covers a fixed range while appends go on.
+        For ``compat.a2``, whose seed returns just those (its ``Event``):
+        ``make(id, type, payload, index, session_id, created_at)`` builds
+        each one. Reading 6 columns instead of 23 costs about half as much.
         """
         session = text("session_id", session_id)
-        after = as_int64("after_index", after_index)
-        limit = as_int64("limit", limit)
-        if limit < 0:
-            fail(f"limit must be >= 0, got {limit}")
-        engine = self._engine
-        row = engine.one(self._last_index, (session,))
-        frontier = 0 if row is None else int(row[0])
-        through = frontier if through_index is None else min(as_int64("through_index", through_index), frontier)
-        rows = engine.all(self._read_range, (session, after, through, limit))
-        return EventPage(tuple(event_from_row(r) for r in rows), through)
+        reducer = text("reducer_name", reducer_name)
+        snapshot = None
+        events = []
+        rows = self._engine.all(self._read_state_brief, (session, reducer, session, session, reducer))
+        # The unpacking names BRIEF_COLUMNS, in order (a test compares them).
+        for row_kind, session_id, idx, event_id, event_type, payload, created_at in rows:
+            if row_kind == 0:
+                snapshot = Snapshot(int(idx), orjson.loads(payload))
+            else:
+                events.append(make(event_id, event_type, orjson.loads(payload), int(idx), session_id, int(created_at)))
+        return snapshot, events
 
-    def list_snapshots(self, session_id: str) -> list[SnapshotInfo]:
+    def put_snapshot(self, session_id: str, reducer_name: str, index: int, state: Any) -> bool:
+        """Store the reducer's state as of ``index`` unless one as far or further is stored; True if stored.
+
+        ``index`` is the last event the state has folded in: from 1 (the
+        first event) to the session's last index. ``read_state`` then
+        returns the events after it. Index 0 would be a state that folds in
+        nothing (what no snapshot already means) and an index past the
+        session's end would hide the events appended there later: both are
+        ``InvalidRequest``, as is any index for a session without events.
+        The check and the write hold the session lock, so a concurrent
+        ``delete_session`` never leaves the snapshot behind. ``seed_rules``:
+        any index, one statement, as in the seed.
+        """
         session = text("session_id", session_id)
-        return [
-            SnapshotInfo(reducer, int(up_to_index), int(updated_at))
-            for reducer, up_to_index, updated_at in self._engine.all(self._list_snapshots, (session,))
-        ]
+        reducer = text("reducer_name", reducer_name)
+        index = as_int64("index", index) if self._seed_rules else positive("index", index)
+        blob = dump_json("state", state, self.max_value_size)
+        engine = self._engine
+        now = engine.now_ms()
+        if self._seed_rules:
+            return engine.execute(self._put_snapshot, (session, reducer, index, blob, now)) == 1
+        with engine.transaction():
+            locked = self._lock(session, now, create=False)
+            last = 0 if locked is None else locked[0]
+            if index > last:
+                fail(
+                    f"index {index} is past the last event of session {session!r} ({last}):"
+                    " a snapshot covers events that exist"
+                )
+            return engine.execute(self._put_snapshot, (session, reducer, index, blob, now)) == 1
 
     # -- streaming -------------------------------------------------------------
 
@@ -617,142 +717,3 @@ class Events:
     def read_after(self, session_id: str, after_index: int, limit: int = PAGE_SIZE) -> list[StoredEvent]:
         """One page of a stream: up to ``limit`` events after ``after_index``."""
         return self.read(session_id, after_index, limit=limit)
-
-    # -- dead letters, retention -------------------------------------------------
-
-    def dead_letters(
-        self, session_id: str | None = None, *, after: tuple[str, int] | int | None = None, limit: int = 100
-    ) -> list[StoredEvent]:
-        """Dead-lettered events of one session (``after`` = an index) or of all
-        sessions (``after`` = ``(session_id, index)``), in order."""
-        limit = as_int64("limit", limit)
-        if limit < 0:
-            fail(f"limit must be >= 0, got {limit}")
-        engine = self._engine
-        if session_id is not None:
-            session = text("session_id", session_id)
-            start = 0 if after is None else as_int64("after", after)
-            rows = engine.all(self._dead_in_session, (session, start, limit))
-        else:
-            if after is None:
-                rows = engine.all(self._dead_all, ("", "", -1, limit))
-            else:
-                if not isinstance(after, tuple) or len(after) != 2:
-                    fail("after must be (session_id, index) when listing every session")
-                s, i = text("after[0]", after[0]), as_int64("after[1]", after[1])
-                rows = engine.all(self._dead_all, (s, s, i, limit))
-        return [event_from_row(r) for r in rows]
-
-    def redrive(self, session_id: str, indexes: Iterable[int] | None = None) -> int:
-        """Make dead-lettered events claimable again (fresh failure count); return how many."""
-        session = text("session_id", session_id)
-        wanted = None if indexes is None else [as_int64("indexes[]", i) for i in as_list("indexes", indexes)]
-        engine = self._engine
-        now = engine.now_ms()
-        with engine.transaction():
-            if wanted is None:
-                moved = engine.execute(self._redrive_session, (now, session))
-            else:
-                moved = sum(engine.execute(self._redrive_one, (now, session, i)) for i in dict.fromkeys(wanted))
-        return moved
-
-    def delete_session(self, session_id: str) -> int:
-        """Delete the session: its events (dead letters included) and snapshots; return how many events went.
-
-        Outside a transaction, events go in batches of
-        ``durastate._retention.BATCH``, oldest first, each its own short
-        commit (a reader meanwhile sees a shrinking suffix); the last step,
-        under the session lock, removes what is left (appends that came in
-        meanwhile too) with the snapshots and the session itself. An append
-        after that starts a new session at index 1; one retrying the id of a
-        deleted event is taken as new. Unknown sessions: 0.
-        """
-        return self._delete_session(text("session_id", session_id), settled_before=None)
-
-    def prune_sessions(self, settled_for_ms: int, *, limit: int | None = None) -> int:
-        """Delete sessions settled for at least ``settled_for_ms``; return how many sessions went.
-
-        Settled: no event waits, is claimed or is dead-lettered, and nothing
-        was processed (or, for a session without events, created) in the
-        last ``settled_for_ms`` ms of the store's clock. Each goes as in
-        ``delete_session``, and the last step checks again under the session
-        lock: a session that an append revived meanwhile keeps its new
-        events (its settled history is gone). At most ``limit`` sessions.
-        """
-        settled_for = as_int64("settled_for_ms", settled_for_ms)
-        if settled_for < 0:
-            fail(f"settled_for_ms must be >= 0, got {settled_for}")
-        limit = None if limit is None else positive("limit", limit)
-        engine = self._engine
-        cutoff = engine.now_ms() - settled_for
-        after = ""
-        done = 0
-        while limit is None or done < limit:
-            want = BATCH if limit is None else min(BATCH, limit - done)
-            sessions = [str(r[0]) for r in engine.all(self._settled_sessions, (after, cutoff, want))]
-            for session in sessions:
-                self._delete_session(session, settled_before=cutoff)
-            done += len(sessions)
-            if len(sessions) < want:
-                break
-            after = sessions[-1]
-        return done
-
-    def _delete_session(self, session: str, *, settled_before: int | None) -> int:
-        engine = self._engine
-        removed = 0
-        if not engine.in_transaction():  # inside a caller's transaction: all in it, at once
-            row = engine.one(self._last_index, (session,))
-            through = 0 if row is None else int(row[0])
-            while True:
-                n = engine.execute(self._delete_session_batch, (session, session, through, BATCH))
-                removed += n
-                if n < BATCH:
-                    break
-        with engine.transaction():
-            engine.one(self._lock_session, (session,))
-            if settled_before is not None and engine.one(self._still_settled, (session, settled_before)) is None:
-                return removed
-            events, snapshots, session_row = self._delete_session_final
-            removed += engine.execute(events, (session,))
-            engine.execute(snapshots, (session,))
-            engine.execute(session_row, (session,))
-        return removed
-
-    def prune(
-        self,
-        *,
-        older_than_ms: int | None = None,
-        keep_last: int | None = None,
-        batch_size: int = PRUNE_BATCH,
-    ) -> int:
-        """Delete processed events that every snapshot of their session covers.
-
-        An event goes when it is processed, its index is at most the lowest
-        ``up_to_index`` of its session's snapshots, it was processed at least
-        ``older_than_ms`` ago (if given) and at least ``keep_last`` later
-        events exist (if given). Sessions without a snapshot keep all their
-        events. Deletes ``batch_size`` rows per statement (each its own short
-        commit) and returns the total.
-
-        A pruned event is gone for ``read``/``stream``/``read_events``; an
-        append retrying its id would be taken as new, and a
-        ``complete_attempt`` retry whose children were pruned is refused.
-        Prune only what no client can still retry.
-        """
-        batch = positive("batch_size", batch_size)
-        engine = self._engine
-        now = engine.now_ms()
-        cutoff = now if older_than_ms is None else now - as_int64("older_than_ms", older_than_ms)
-        keep = 0 if keep_last is None else as_int64("keep_last", keep_last)
-        if keep < 0:
-            fail(f"keep_last must be >= 0, got {keep}")
-        total = 0
-        for session, floor, last in engine.all(self._snapshot_floors):
-            bound = min(int(floor), int(last) - keep)
-            while bound >= 1:
-                deleted = engine.execute(self._prune, (session, session, cutoff, bound, batch))
-                total += deleted
-                if deleted < batch:
-                    break
-        return total

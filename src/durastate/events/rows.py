@@ -61,6 +61,11 @@ EVENT_COLUMNS = column_names(EventColumn)
 COLUMNS = ", ".join(EVENT_COLUMNS)
 
 
+# The columns of an event in READ_STATE_BRIEF's rows (after row_kind), in
+# the order Events._brief_state unpacks them.
+BRIEF_COLUMNS = ("session_id", "idx", "event_id", "event_type", "payload", "created_at")
+
+
 class SessionColumn:
     """Position of each column in a ``LIST_SESSIONS`` row (its select list, in order)."""
 

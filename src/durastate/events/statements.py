@@ -7,7 +7,7 @@ Statements that select whole events select ``COLUMNS`` (from ``rows``), so
 from __future__ import annotations
 
 from ..engines.base import READ, WRITE, WRITE_ROWS, Announce, Migration, Schema
-from .rows import COLUMNS
+from .rows import BRIEF_COLUMNS, COLUMNS, EVENT_COLUMNS
 
 _INDEXES = (
     "CREATE UNIQUE INDEX {p}event_id ON {p}event (event_id)",
@@ -51,6 +51,27 @@ SCHEMA = Schema(
             # and statement, at commit): an append costs no extra round trip.
             announce=(Announce(table="event", key="session_id", channel="events:"),),
         ),
+        Migration(
+            # Fewer pages written per append and completion (each index an
+            # event enters or leaves is one more page in the commit):
+            # * event_unprocessed goes: every unprocessed event is in one of
+            #   event_ready, event_lane or event_dead (PENDING_OF_SESSION);
+            # * event_lane holds only events in a lane (lane = ? implies
+            #   lane IS NOT NULL, so every lane lookup still uses it);
+            # * the session row no longer tracks the last index (an append
+            #   no longer writes it): it keeps index_floor, below which
+            #   retention may have deleted events, and the last index is the
+            #   greater of it and the session's highest stored index
+            #   (LAST_OF_SESSION). A database migrated from version 1 keeps
+            #   its last indexes as floors, which is what they are.
+            statements=(
+                "DROP INDEX {p}event_unprocessed",
+                "DROP INDEX {p}event_lane",
+                "CREATE INDEX {p}event_lane ON {p}event (session_id, lane, idx)"
+                " WHERE processed_at IS NULL AND lane IS NOT NULL",
+                "ALTER TABLE {p}event_session RENAME COLUMN last_index TO index_floor",
+            ),
+        ),
     ),
 )
 
@@ -58,23 +79,48 @@ SCHEMA = Schema(
 
 _READY = "lane_ready = 1 AND processed_at IS NULL AND failed_at IS NULL"
 
+# The last index of session row ``s``: its highest stored event, or the
+# floor retention left when it deleted the newest ones (see migration 2).
+LAST_OF_SESSION = (
+    "{greatest}(s.index_floor, COALESCE((SELECT MAX(x.idx) FROM {p}event x WHERE x.session_id = s.session_id), 0))"
+)
+# Whether session row ``s`` has an unprocessed event. Each unprocessed event
+# is in one of three indexes: event_ready (lane_ready = 1, not dead-lettered),
+# event_lane (lane_ready = 0 only ever happens to an event in a lane: one
+# waiting behind its lane's head) or event_dead; each probe is one seek.
+_PENDING_IN = (
+    "SELECT 1 FROM {p}event e WHERE e.session_id = s.session_id AND e.lane_ready = 1"
+    " AND e.processed_at IS NULL AND e.failed_at IS NULL",
+    "SELECT 1 FROM {p}event e WHERE e.session_id = s.session_id AND e.lane IS NOT NULL AND e.processed_at IS NULL",
+    "SELECT 1 FROM {p}event e WHERE e.session_id = s.session_id AND e.failed_at IS NOT NULL AND e.processed_at IS NULL",
+)
+# As a column (1, or NULL when nothing is pending): in a select list, so
+# PostgreSQL evaluates the probes for the one session row (in a WHERE it
+# may hash each probe's whole index instead).
+PENDING_OF_SESSION = "CASE WHEN " + " OR ".join(f"EXISTS ({probe})" for probe in _PENDING_IN) + " THEN 1 END"
+# Its negation as a condition: three anti-joins.
+_NOTHING_PENDING = " AND ".join(f"NOT EXISTS ({probe})" for probe in _PENDING_IN)
 # The session row is the lock every index-assigning operation takes first.
 # PostgreSQL: a row lock held to commit; SQLite: BEGIN IMMEDIATE already
-# serialises writers (and has no FOR UPDATE). The second column says whether
-# the session has an unprocessed event (read under the same lock).
-_LOCK_SESSION_BODY = (
-    "SELECT s.last_index,"
-    " (SELECT 1 FROM {p}event e WHERE e.session_id = s.session_id AND e.processed_at IS NULL LIMIT 1)"
-    " FROM {p}event_session s WHERE s.session_id = ?"
+# serialises writers (and has no FOR UPDATE). Columns: the last index and
+# whether the session has an unprocessed event. On PostgreSQL a read that
+# waited for the lock may miss what the holder committed meanwhile (its
+# subqueries read the snapshot taken before the wait): the insert that
+# follows then finds the index taken and reads the last index again
+# (``Events._insert``).
+LOCK_SESSION = READ(
+    "SELECT " + LAST_OF_SESSION + ", " + PENDING_OF_SESSION + " FROM {p}event_session s"
+    " WHERE s.session_id = ?{for_update_of:s}"
 )
-LOCK_SESSION = READ(_LOCK_SESSION_BODY + "{for_update_of:s}")
 CREATE_SESSION = WRITE_ROWS(
-    "INSERT INTO {p}event_session (session_id, last_index, created_at) VALUES (?, 0, ?)"
-    " ON CONFLICT (session_id) DO NOTHING RETURNING last_index"
+    "INSERT INTO {p}event_session (session_id, index_floor, created_at) VALUES (?, 0, ?)"
+    " ON CONFLICT (session_id) DO NOTHING RETURNING index_floor"
 )
-SET_LAST_INDEX = WRITE("UPDATE {p}event_session SET last_index = ? WHERE session_id = ?")
-LAST_INDEX = READ("SELECT last_index FROM {p}event_session WHERE session_id = ?")
-HAS_PENDING = READ("SELECT 1 FROM {p}event WHERE session_id = ? AND processed_at IS NULL LIMIT 1")
+# Retention raises the floor before it deletes a session's newest events, so
+# their indexes are never handed out again.
+RAISE_FLOOR = WRITE("UPDATE {p}event_session SET index_floor = ? WHERE session_id = ? AND index_floor < ?")
+LAST_INDEX = READ("SELECT " + LAST_OF_SESSION + " FROM {p}event_session s WHERE s.session_id = ?")
+HAS_PENDING = READ("SELECT " + PENDING_OF_SESSION + " FROM {p}event_session s WHERE s.session_id = ?")
 EVENT_BY_ID = READ("SELECT " + COLUMNS + " FROM {p}event WHERE event_id = ?")
 _GET_EVENT = "SELECT " + COLUMNS + " FROM {p}event WHERE session_id = ? AND idx = ?"
 GET_EVENT = READ(_GET_EVENT)
@@ -82,21 +128,53 @@ GET_EVENT = READ(_GET_EVENT)
 # claim (which does not take the session lock) cannot bump its attempt
 # between our check and our write.
 GET_EVENT_LOCKED = READ(_GET_EVENT + "{for_update}")
+# complete_attempt's first read: the parent event and the session's last
+# index, locking both (session row first, as every index-assigning
+# operation does: FOR UPDATE OF locks in the order it names). No row: no
+# such session or no such event.
+LOCK_PARENT = READ(
+    "SELECT " + ", ".join("e." + c for c in EVENT_COLUMNS) + ", " + LAST_OF_SESSION + " FROM {p}event_session s"
+    " JOIN {p}event e ON e.session_id = s.session_id WHERE s.session_id = ? AND e.idx = ?{for_update_of:s, e}"
+)
+# Position of LOCK_PARENT's last column (the session's last index), after the event's.
+LOCK_PARENT_LAST = len(EVENT_COLUMNS)
 # lane_ready: ready unless an unprocessed event of the same lane exists
-# (earlier in this batch included: rows are inserted one by one).
-# "WHERE 1 = 1": SQLite needs a WHERE before ON CONFLICT in INSERT ... SELECT.
-INSERT_EVENT = WRITE_ROWS(
+# (earlier in this batch included: rows are inserted one by one). VALUES,
+# not INSERT ... SELECT: SQLite copies a SELECT that reads the table it
+# inserts into through a temporary table first, which cost 2.7 us a row.
+# No row inserted (rowcount 0): the id or the index is taken (see LOCK_SESSION).
+INSERT_EVENT = WRITE(
     "INSERT INTO {p}event (session_id, idx, event_id, event_type, payload, created_at, cause_index,"
     " cause_attempt, cause_batch_size, lane, lane_ready, due_at, processed_at)"
-    " SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,"
+    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?,"
     " CASE WHEN CAST(? AS TEXT) IS NULL THEN 1"
     " WHEN NOT EXISTS (SELECT 1 FROM {p}event WHERE session_id = ? AND lane = ? AND processed_at IS NULL)"
-    " THEN 1 ELSE 0 END, ?, ?"
-    " WHERE 1 = 1 ON CONFLICT (event_id) DO NOTHING RETURNING idx"
+    " THEN 1 ELSE 0 END, ?, ?) ON CONFLICT DO NOTHING"
 )
-MARK_PROCESSED = WRITE(
+_MARK_PROCESSED = (
     "UPDATE {p}event SET processed_at = ?, processed_by_attempt = ?, returned_event_ids = ?,"
     " lane_ready = 0, claim_holder = NULL, claim_expires_at = NULL WHERE session_id = ? AND idx = ?"
+)
+# append of one event, in no lane, not settled, with no cause and no id of
+# its own (the one checks then: none), to a session that exists: one
+# statement, its own commit. The index is the session's next; on
+# PostgreSQL FOR UPDATE OF takes the session lock as every append does (a
+# read that waited for it may be stale: see LOCK_SESSION). No row (no session
+# row yet, the id or the index taken): append's full path.
+APPEND_ALONE = WRITE_ROWS(
+    "INSERT INTO {p}event (session_id, idx, event_id, event_type, payload, created_at, lane_ready, due_at)"
+    " SELECT s.session_id, " + LAST_OF_SESSION + " + 1, ?, ?, ?, ?, 1, ? FROM {p}event_session s"
+    " WHERE s.session_id = ?{for_update_of:s} ON CONFLICT DO NOTHING RETURNING idx"
+)
+MARK_PROCESSED = WRITE(_MARK_PROCESSED)
+# complete_attempt without children of an event in no lane, while the attempt
+# is current (the checks complete_attempt makes, in the WHERE): nothing to
+# index and no lane head to promote, so no session lock, one statement. Any
+# other case (a retry, a stale attempt, an unknown event) changes no row and
+# takes complete_attempt's full path.
+COMPLETE_ALONE = WRITE(
+    _MARK_PROCESSED + " AND attempt_count = ? AND processed_at IS NULL AND failed_at IS NULL"
+    " AND claim_holder IS NOT NULL AND lane IS NULL"
 )
 PROMOTE_LANE = WRITE(
     "UPDATE {p}event SET lane_ready = 1, due_at = ? WHERE session_id = ? AND lane_ready = 0 AND idx = ("
@@ -109,10 +187,23 @@ _CLAIM_SET = (
 # Every claim re-checks readiness in the UPDATE's own WHERE: on PostgreSQL
 # a row another transaction claimed meanwhile is re-evaluated after its lock
 # is released and no longer matches.
+# The first ``limit`` ready events are picked once, into a materialized CTE:
+# as ``idx IN (SELECT ... LIMIT ?)`` PostgreSQL's generic plan re-ran the
+# subquery for every ready row of the session (quadratic in the backlog).
 CLAIM_SESSION = WRITE_ROWS(
-    _CLAIM_SET + " WHERE session_id = ? AND " + _READY + " AND due_at <= ? AND idx IN ("
-    "SELECT idx FROM {p}event WHERE session_id = ? AND " + _READY + " AND due_at <= ? ORDER BY idx LIMIT ?)"
-    " RETURNING " + COLUMNS
+    "WITH picked AS MATERIALIZED (SELECT idx AS picked_idx FROM {p}event WHERE session_id = ? AND "
+    + _READY
+    + " AND due_at <= ? ORDER BY idx LIMIT ?) "
+    + _CLAIM_SET
+    + " FROM picked WHERE session_id = ? AND idx = picked.picked_idx AND "
+    + _READY
+    + " AND due_at <= ? RETURNING "
+    + COLUMNS
+)
+# The same without a limit (claim_available's default): every ready event
+# of the session in one pass over event_ready, without the subquery's copy.
+CLAIM_SESSION_ALL = WRITE_ROWS(
+    _CLAIM_SET + " WHERE session_id = ? AND " + _READY + " AND due_at <= ? RETURNING " + COLUMNS
 )
 CLAIM_CANDIDATES = READ("SELECT idx FROM {p}event WHERE session_id = ? AND " + _READY + " AND due_at <= ? ORDER BY idx")
 CLAIM_ONE = WRITE_ROWS(
@@ -143,18 +234,27 @@ FAIL = WRITE(
 READ_RANGE = READ(
     "SELECT " + COLUMNS + " FROM {p}event WHERE session_id = ? AND idx > ? AND idx <= ? ORDER BY idx LIMIT ?"
 )
-_NULL_COLUMNS = ", ".join(
-    "NULL" if c.strip() not in ("idx", "payload") else ("up_to_index" if c.strip() == "idx" else "state")
-    for c in COLUMNS.split(",")
-)
-# One statement: the snapshot and the events after it are one consistent
-# read (a snapshot moving on, or a prune, between two reads could not tear it).
-READ_STATE = READ(
-    "SELECT 0 AS row_kind, " + _NULL_COLUMNS + " FROM {p}event_snapshot WHERE session_id = ? AND reducer_name = ?"
-    " UNION ALL SELECT 1 AS row_kind, " + COLUMNS + " FROM {p}event WHERE session_id = ? AND idx > COALESCE("
-    "(SELECT up_to_index FROM {p}event_snapshot WHERE session_id = ? AND reducer_name = ?), 0)"
-    " ORDER BY 1, 3"
-)
+
+
+def _state_read(columns: tuple[str, ...]) -> str:
+    """The snapshot and the events after it in one statement (one consistent read).
+
+    A snapshot moving on, or a prune, between two reads could not tear it.
+    Rows: ``row_kind`` (0 the snapshot, 1 an event), then ``columns``; the
+    snapshot's up_to_index and state ride in the idx and payload columns.
+    """
+    snapshot = ", ".join("up_to_index" if c == "idx" else "state" if c == "payload" else "NULL" for c in columns)
+    return (
+        "SELECT 0 AS row_kind, " + snapshot + " FROM {p}event_snapshot WHERE session_id = ? AND reducer_name = ?"
+        " UNION ALL SELECT 1 AS row_kind, " + ", ".join(columns) + " FROM {p}event WHERE session_id = ? AND idx >"
+        " COALESCE((SELECT up_to_index FROM {p}event_snapshot WHERE session_id = ? AND reducer_name = ?), 0)"
+        f" ORDER BY 1, {2 + columns.index('idx')}"
+    )
+
+
+READ_STATE = READ(_state_read(EVENT_COLUMNS))
+# The same with only what the a2 seed's read_state returns of an event (Events._brief_state).
+READ_STATE_BRIEF = READ(_state_read(BRIEF_COLUMNS))
 PUT_SNAPSHOT = WRITE(
     "INSERT INTO {p}event_snapshot (session_id, reducer_name, up_to_index, state, updated_at)"
     " VALUES (?, ?, ?, ?, ?) ON CONFLICT (session_id, reducer_name) DO UPDATE SET"
@@ -191,8 +291,9 @@ REDRIVE_SESSION = WRITE(
     "UPDATE {p}event SET failed_at = NULL, failure_count = 0, due_at = ? WHERE session_id = ? AND failed_at IS NOT NULL"
 )
 SNAPSHOT_FLOORS = READ(
-    "SELECT s.session_id, MIN(s.up_to_index), MAX(x.last_index) FROM {p}event_snapshot s"
-    " JOIN {p}event_session x ON x.session_id = s.session_id GROUP BY s.session_id ORDER BY s.session_id"
+    "SELECT f.session_id, f.covered, " + LAST_OF_SESSION + " FROM (SELECT session_id, MIN(up_to_index) AS covered"
+    " FROM {p}event_snapshot GROUP BY session_id) f JOIN {p}event_session s ON s.session_id = f.session_id"
+    " ORDER BY f.session_id"
 )
 PRUNE = WRITE(
     "DELETE FROM {p}event WHERE session_id = ? AND idx IN (SELECT idx FROM {p}event WHERE session_id = ?"
@@ -212,8 +313,8 @@ DELETE_SESSION_ROW = WRITE("DELETE FROM {p}event_session WHERE session_id = ?")
 # Settled: nothing unprocessed (no pending, claimed or dead-lettered event) and
 # no activity since the cutoff (the last processing, or the session's creation).
 _SETTLED = (
-    " NOT EXISTS (SELECT 1 FROM {p}event e WHERE e.session_id = s.session_id AND e.processed_at IS NULL)"
-    " AND COALESCE((SELECT MAX(e.processed_at) FROM {p}event e WHERE e.session_id = s.session_id), s.created_at) < ?"
+    " " + _NOTHING_PENDING + " AND COALESCE((SELECT MAX(e.processed_at) FROM {p}event e"
+    " WHERE e.session_id = s.session_id), s.created_at) < ?"
 )
 SETTLED_SESSIONS = READ(
     "SELECT s.session_id FROM {p}event_session s WHERE s.session_id > ? AND"

@@ -8,5 +8,8 @@ missing framework raises ``ImportError`` naming the extra to install):
 ``PERSISTENCE_MODULE=durastate.integrations.eventsourcing``) and ``huey``
 (``[huey]``: ``DurastateHuey``, whose dequeued tasks are leased, not
 deleted). Each is tested against the framework's own suite for third-party
-backends (or a differential test), on SQLite and PostgreSQL.
+backends (or a differential test), on SQLite and PostgreSQL. Their async
+methods run the sync implementation through ``durastate.aio``'s runner
+(``_common``): inline on the event loop's thread on a SQLite file, on worker
+threads on PostgreSQL or while another connection holds the write lock.
 """

@@ -1,49 +1,188 @@
-"""What the framework integrations share: whose store it is, and the thread bridge.
+"""What the framework integrations share: whose store it is, and the one async path.
 
-``StoreHolder``: an integration object is given ``url`` (it opens the store
-and closes it on ``close()`` or at the end of a ``with`` block) or ``store=``
-(a borrowed ``durastate.Store``, left open), never both.
+Whose store: an integration object either opens its store (``url``, or
+LangGraph's ``from_url``) and closes it on ``close()``, or borrows one
+(``store=``, a ``durastate.Store``) and leaves it open. ``StoreHolder`` is
+the ``url``/``store=`` form; ``Holder`` is what both forms share.
 
-``call_in_thread``: until ``durastate.aio`` is in place, each integration
-routes every coroutine through its own one-line ``_call``, which lands here:
-the synchronous implementation runs on a worker thread
-(``asyncio.to_thread``), so there is one copy of the logic and no
-transaction ever spans an ``await``.
+The async path: an integration's coroutines run its synchronous
+implementation (the one copy of the logic) through ``AsyncCalls``, which
+each integration object makes when it is built: a ``durastate.aio.AsyncStore``
+wrapping the sync store, with a ``durastate._aio.AsyncRunner`` of its own on
+the store's engine. Owned or borrowed, the store is wrapped the same way; the
+runner belongs to the integration object and ``close()``/``aclose()`` end it
+(waiting for calls still on its worker threads) before an owned store is
+closed. A borrowed store must outlive the integration objects on it: close
+them first. So calls run exactly as ``durastate.aio`` runs a facet's
+(``durastate._aio`` says where): on a SQLite file inline on the event loop's
+thread, no thread hop, handed to a worker only when another connection holds
+the write lock (the loop never waits on it); on PostgreSQL and ``memory:`` on
+worker threads. Three ways in, chosen per method by what the sync method
+does:
+
+* ``call(fn, *args)``: for a method that changes nothing, or whose changes
+  are one statement or one transaction of its own with nothing changed
+  before it (SQLite then refuses it with BUSY before it changed anything,
+  so it can be run again on a worker). Never for a method making two
+  changes outside one transaction: a BUSY on the second, after the first
+  committed, cannot be handed off and would reach the caller.
+* ``transact(fn, *args)``: ``fn(*args)`` inside one transaction
+  (``AsyncStore.transact``): always safe inline (``BEGIN IMMEDIATE`` is
+  refused before ``fn`` runs), and a caller cancelled before the commit
+  rolls it back. The LangGraph saver's writes, the LangGraph store's
+  batches that put or delete, and the LangChain classes' writes go this
+  way (each is one transaction or statement already, so the cost is the
+  outer ``BEGIN``/``COMMIT`` and a savepoint for the inner one).
+* ``iterate(make)``: ``make()`` returns a sync paging iterator; the result
+  is an async generator over it (``durastate.aio``'s ``PagedIterator``: each
+  step inline on SQLite, batches of items per worker hop elsewhere).
+
+``to_the_end(awaitable)`` is for frameworks whose contract says a mutation
+is carried to its end even if its caller is cancelled (the OpenAI Agents
+SDK's sessions): the cancellation is raised once the outcome is settled.
+
+eventsourcing and huey are synchronous frameworks: their integrations have
+no coroutines and hold their stores their own way (not through this module).
+
+Cancellation, as in ``durastate.aio``: a call either completes or leaves
+nothing behind. An inline call cannot be interrupted (it never awaits); a
+``transact`` cancelled before its commit rolls back (on the worker, before
+the worker counts as idle); ``close()`` waits for the workers, so no call is
+still running once it returns.
+
+Known limit (``durastate._aio``, not this module): a thread that ran a call
+inline keeps its connection at busy timeout 0, so a *sync* call made later
+on that same thread (after ``asyncio.run`` returned, or in a notebook) is
+refused with ``LockBusy`` at once, instead of waiting, while another
+connection holds the write lock (``tests/integrations/test_async_path.py``
+marks it as an expected failure).
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable, Iterator
 from types import TracebackType
 from typing import Any, TypeVar
 
 from .. import store as _store
+from .._aio import AsyncRunner
 from .._validate import fail
+from ..aio import AsyncStore
+from ..aio._build import PagedIterator
+from ..errors import StoreClosed
 
-__all__ = ["StoreHolder", "call_in_thread"]
+__all__ = ["AsyncCalls", "Holder", "StoreHolder", "to_the_end"]
 
 T = TypeVar("T")
-Self = TypeVar("Self", bound="StoreHolder")
+Self = TypeVar("Self", bound="Holder")
 
 
-class StoreHolder:
-    """Holds ``self.store``: opened from ``url`` (and closed here) or borrowed as ``store=``.
+def _without_store(_store: _store.Store, fn: Callable[..., T], args: tuple[Any, ...], kwargs: dict[str, Any]) -> T:
+    return fn(*args, **kwargs)
 
-    ``url=None`` without ``store=`` opens durastate's default store. Arguments
-    are checked before anything is opened.
+
+class AsyncCalls:
+    """An integration object's way from coroutines to its sync methods (see the module docstring).
+
+    ``store``: the sync store (owned or borrowed); ``name``: the worker
+    threads' name prefix.
     """
 
-    def __init__(self, url: str | None, store: _store.Store | None) -> None:
-        if url is not None and store is not None:
-            fail("pass url or store=, not both")
-        if store is not None and not isinstance(store, _store.Store):
-            fail(f"store must be a durastate.Store, got {type(store).__name__}")
-        self.store = _store.open(url) if store is None else store
-        self._owns_store = store is None
+    def __init__(self, store: _store.Store, name: str) -> None:
+        self.name = name
+        self.runner = AsyncRunner(store.engine, name=name)
+        self.astore = AsyncStore(store, self.runner)
+
+    def _check_open(self) -> None:
+        # The runner refuses too, but would blame the store (a borrowed one is still open).
+        if self.runner.closed:
+            raise StoreClosed(f"{self.name} is closed")
+
+    async def call(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
+        """``fn(*args, **kwargs)``: no changes, or one statement or one transaction of changes (see above)."""
+        self._check_open()
+        return await self.runner.call(fn, args, kwargs)
+
+    async def transact(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
+        """``fn(*args, **kwargs)`` in one transaction; rolled back if the caller is cancelled before it commits."""
+        self._check_open()
+        return await self.astore.transact(_without_store, fn, args, kwargs)
+
+    async def iterate(self, make: Callable[[], Iterator[T]]) -> AsyncGenerator[T, None]:
+        """An async generator over ``make()`` (called at the first step, so its errors surface there).
+
+        A generator, not just an iterator: LangChain's suite requires one.
+        """
+        items: PagedIterator = PagedIterator(self.runner, make)
+        try:
+            async for item in items:
+                yield item
+        finally:
+            await items.aclose()
 
     def close(self) -> None:
-        """Close the store if this object opened it (a borrowed one stays open). Idempotent."""
+        """Refuse new calls; block until no worker is inside one."""
+        self.runner.close(wait=True)
+
+    async def aclose(self) -> None:
+        """``close()`` without blocking the event loop."""
+        await self.runner.aclose()
+
+
+async def to_the_end(awaitable: Awaitable[T]) -> T:
+    """``await awaitable``, carried to its end even if the caller is cancelled.
+
+    A cancelled caller keeps waiting until the awaitable has finished (a
+    write that began is committed or rolled back before the caller moves
+    on, never left running behind its back), then the first
+    ``CancelledError`` is raised (and the awaitable's own error, if it
+    failed, is dropped). This is how the OpenAI Agents SDK's own sessions
+    treat a cancelled mutation.
+    """
+    task = asyncio.ensure_future(awaitable)
+    cancelled: asyncio.CancelledError | None = None
+    while not task.done():
+        try:
+            await asyncio.wait({task})
+        except asyncio.CancelledError as exc:
+            cancelled = cancelled or exc
+    if cancelled is not None:
+        if not task.cancelled():
+            task.exception()  # retrieved, so a failed write is not reported as "never retrieved"
+        raise cancelled
+    return task.result()
+
+
+class Holder:
+    """``self.store`` (owned or borrowed) and ``self._aio``, its ``AsyncCalls``; closing both.
+
+    Subclasses call ``_hold`` once, from their constructor.
+    """
+
+    store: _store.Store
+    _aio: AsyncCalls
+    _owns_store: bool
+
+    def _hold(self, store: _store.Store, *, owned: bool, name: str) -> None:
+        self.store = store
+        self._owns_store = owned
+        self._aio = AsyncCalls(store, name)
+
+    def close(self) -> None:
+        """Wait for calls on worker threads, refuse new ones; close the store if this object opened it.
+
+        Idempotent; a borrowed store stays open. From an event loop's thread
+        prefer ``await aclose()``, which waits for the workers without
+        blocking the loop.
+        """
+        self._aio.close()
+        if self._owns_store:
+            self.store.close()
+
+    async def aclose(self) -> None:
+        """``close()`` for async code: the wait for worker threads does not block the loop."""
+        await self._aio.aclose()
         if self._owns_store:
             self.store.close()
 
@@ -58,23 +197,30 @@ class StoreHolder:
     ) -> None:
         self.close()
 
+    async def __aenter__(self: Self) -> Self:
+        return self
 
-async def call_in_thread(fn: Callable[..., T], /, *args: Any) -> T:
-    """``fn(*args)`` on a worker thread, carried to its end even if the caller is cancelled.
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
 
-    A cancelled caller still waits for ``fn`` to finish (a write that began
-    is committed or rolled back before the caller moves on, never left
-    running behind its back), then the first ``CancelledError`` is raised.
-    This is how the OpenAI Agents SDK's own sessions treat cancellation.
+
+class StoreHolder(Holder):
+    """A ``Holder`` made from ``url`` (opened here, closed here) or ``store=`` (borrowed), never both.
+
+    ``url=None`` without ``store=`` opens durastate's default store. Arguments
+    are checked before anything is opened. ``name``: the async worker
+    threads' name prefix.
     """
-    task = asyncio.ensure_future(asyncio.to_thread(fn, *args))
-    cancelled: asyncio.CancelledError | None = None
-    while not task.done():
-        try:
-            await asyncio.wait({task})
-        except asyncio.CancelledError as exc:
-            cancelled = cancelled or exc
-    if cancelled is not None:
-        task.exception()  # retrieved, so a failed write is not reported as "never retrieved"
-        raise cancelled
-    return task.result()
+
+    def __init__(self, url: str | None, store: _store.Store | None, *, name: str = "durastate-integration") -> None:
+        if url is not None and store is not None:
+            fail("pass url or store=, not both")
+        if store is not None and not isinstance(store, _store.Store):
+            fail(f"store must be a durastate.Store, got {type(store).__name__}")
+        opened = _store.open(url) if store is None else store
+        self._hold(opened, owned=store is None, name=name)

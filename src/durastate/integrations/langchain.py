@@ -44,24 +44,31 @@ llm strings and namespaces that are not ``str``; byte-store values that are
 not bytes; cache values that are not a sequence of ``Generation``; keys too
 long for the store's ``max_key_size``, values over ``max_value_size``.
 
-Async: every coroutine runs the synchronous method on a worker thread
-through this module's ``_call`` (the one place to switch to
-``durastate.aio``); ``ayield_keys`` fetches one page of keys per call.
+Async: every coroutine runs its synchronous twin through the object's
+``AsyncCalls`` (``durastate.integrations._common``): a
+``durastate.aio.AsyncStore`` over its store (owned or borrowed) with a runner
+of the object's own. On a SQLite file a call runs inline on the event loop's
+thread, no thread hop, and moves to a worker thread only when another
+connection holds the write lock (the loop never waits for it); on PostgreSQL
+it runs on a worker. Writes (``amset``, ``amdelete``, ``aupdate``,
+``aclear``) run in one transaction, rolled back if the caller is cancelled
+before it commits; reads are plain calls; ``ayield_keys`` steps through the
+key scan inline on SQLite, in batches of keys per worker hop elsewhere.
+``close()`` (or ``await aclose()``) waits for calls still on worker threads.
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
-from itertools import islice
-from typing import Any, TypeVar
+from collections.abc import AsyncIterator, Iterator, Sequence
+from typing import Any
 
 import orjson
 
 from .. import store as _store
 from .._json import dump_json
 from .._validate import as_list, as_seconds, fail
-from ._common import StoreHolder, call_in_thread
+from ._common import StoreHolder
 
 try:
     from langchain_core import messages as lc_messages
@@ -78,8 +85,6 @@ except ImportError as exc:  # pragma: no cover - exercised by a subprocess test
 __all__ = ["ALLOWED_OBJECTS", "DurastateByteStore", "DurastateCache", "SCOPE"]
 
 SCOPE = b"langchain"
-# Keys handed to an async caller per worker-thread call in ayield_keys.
-KEY_BATCH = 512
 # What a cache lookup may revive: generations and the messages inside them.
 _MESSAGE_CLASSES = tuple(
     getattr(lc_messages, f"{kind}{suffix}")
@@ -87,13 +92,6 @@ _MESSAGE_CLASSES = tuple(
     for suffix in ("Message", "MessageChunk")
 )
 ALLOWED_OBJECTS = (Generation, GenerationChunk, ChatGeneration, ChatGenerationChunk, *_MESSAGE_CLASSES)
-
-T = TypeVar("T")
-
-
-async def _call(fn: Callable[..., T], /, *args: Any) -> T:
-    """The one bridge from this module's coroutines to the store (see ``_common``)."""
-    return await call_in_thread(fn, *args)
 
 
 def _text(name: str, value: Any) -> bytes:
@@ -126,7 +124,7 @@ class _Namespaced(StoreHolder):
     ) -> None:
         self._ns = self._KIND + _text("namespace", namespace)
         self._ttl = None if ttl is None else as_seconds("ttl", ttl, allow_zero=False)
-        super().__init__(url, store)
+        super().__init__(url, store, name=f"durastate-langchain-{self._KIND.decode().rstrip('/')}")
         self.namespace = namespace
 
 
@@ -168,19 +166,16 @@ class DurastateByteStore(_Namespaced, BaseStore[str, bytes]):
         yield from self._keys(prefix)
 
     async def amget(self, keys: Sequence[str]) -> list[bytes | None]:
-        return await _call(self.mget, keys)
+        return await self._aio.call(self.mget, keys)
 
     async def amset(self, key_value_pairs: Sequence[tuple[str, bytes]]) -> None:
-        await _call(self.mset, key_value_pairs)
+        await self._aio.transact(self.mset, key_value_pairs)
 
     async def amdelete(self, keys: Sequence[str]) -> None:
-        await _call(self.mdelete, keys)
+        await self._aio.transact(self.mdelete, keys)
 
-    async def ayield_keys(self, *, prefix: str | None = None) -> AsyncIterator[str]:
-        keys = await _call(self._keys, prefix)
-        while batch := await _call(_take, keys, KEY_BATCH):
-            for key in batch:
-                yield key
+    def ayield_keys(self, *, prefix: str | None = None) -> AsyncIterator[str]:
+        return self._aio.iterate(lambda: self._keys(prefix))
 
     def _keys(self, prefix: str | None) -> Iterator[str]:
         """The keys as an iterator whose first page is already read (errors surface here)."""
@@ -188,10 +183,6 @@ class DurastateByteStore(_Namespaced, BaseStore[str, bytes]):
         end = None if start is None else _prefix_end(start)
         pairs = self.store.kv.scan(SCOPE, self._ns, start=start or None, end=end)
         return (key.decode("utf-8") for key, _ in pairs)
-
-
-def _take(keys: Iterator[str], count: int) -> list[str]:
-    return list(islice(keys, count))
 
 
 class DurastateCache(_Namespaced, BaseCache):
@@ -239,13 +230,13 @@ class DurastateCache(_Namespaced, BaseCache):
         self.store.kv.delete(SCOPE, self._ns, all=True)
 
     async def alookup(self, prompt: str, llm_string: str) -> RETURN_VAL_TYPE | None:
-        return await _call(self.lookup, prompt, llm_string)
+        return await self._aio.call(self.lookup, prompt, llm_string)
 
     async def aupdate(self, prompt: str, llm_string: str, return_val: RETURN_VAL_TYPE) -> None:
-        await _call(self.update, prompt, llm_string, return_val)
+        await self._aio.transact(self.update, prompt, llm_string, return_val)
 
     async def aclear(self, **kwargs: Any) -> None:
-        await _call(self.clear)
+        await self._aio.transact(self.clear)
 
 
 def _cache_key(prompt: str, llm_string: str) -> bytes:

@@ -61,19 +61,29 @@ would raise ``TypeError`` or store something JSON cannot read back: a
 64 bits), a ``limit`` that is not an int, ``session_settings`` the SDK refuses. After ``close()`` every call raises
 ``durastate.StoreClosed`` (``SQLiteSession`` raises ``RuntimeError``).
 
-Async: every coroutine runs the synchronous implementation on a worker
-thread through ``_call`` (the one place to switch to ``durastate.aio``). A
-write whose caller is cancelled is still carried to its end and then the
-cancellation is raised, as the SDK's own sessions do: a cancelled
-``add_items`` has either written its whole batch or nothing, and the caller
-can tell by reading.
+Async: every coroutine runs the synchronous implementation (the methods
+``_get_items`` ... ``_clear_session``) through the session's ``AsyncCalls``
+(``durastate.integrations._common``): a ``durastate.aio.AsyncStore`` over
+the session's store (owned or borrowed) with a runner of the session's own.
+On a SQLite file a call runs inline on the event loop's thread, no thread
+hop, and moves to a worker thread only when another connection holds the
+write lock (the loop never waits for it); on PostgreSQL it runs on a worker.
+Each method is safe to run inline: ``add_items`` is one transaction,
+``pop_item`` and ``clear_session`` change rows in one statement, after reads
+that change nothing. A mutation (``add_items``, ``pop_item``,
+``clear_session``) whose caller is cancelled is carried to its end before
+the cancellation is raised, as the SDK's own sessions do (their
+``_await_mutation``): a cancelled ``add_items`` has written its whole batch
+or nothing, nothing of it is still running when ``CancelledError`` arrives,
+and the caller can tell which by reading. ``close()`` (or ``await
+aclose()``, which does not block the loop) waits for calls still on worker
+threads.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from contextlib import nullcontext
-from typing import Any, TypeVar
+from typing import Any
 
 import orjson
 
@@ -82,7 +92,7 @@ from .._json import dump_json
 from .._validate import as_list, fail
 from ..errors import StoreClosed
 from ..kv import PAGE_SIZE
-from ._common import StoreHolder, call_in_thread
+from ._common import StoreHolder, to_the_end
 
 try:
     from agents.items import TResponseInputItem
@@ -97,13 +107,6 @@ __all__ = ["DurastateSession", "SCOPE"]
 
 SCOPE = b"openai-agents"
 LAST_ORDINAL_KEY = b"last"  # the counter; value keys are 8 bytes, so they never meet it
-
-T = TypeVar("T")
-
-
-async def _call(fn: Callable[..., T], /, *args: Any) -> T:
-    """The one bridge from this module's coroutines to the store (see ``_common``)."""
-    return await call_in_thread(fn, *args)
 
 
 def _ordinal_key(ordinal: int) -> bytes:
@@ -143,7 +146,7 @@ class DurastateSession(StoreHolder, SessionABC):
             settings = SessionSettings() if session_settings is None else coerce_session_settings(session_settings)
         except (TypeError, ValueError) as exc:  # pydantic's ValidationError is a ValueError
             fail(f"session_settings must be a SessionSettings or a dict of its fields: {exc}")
-        super().__init__(url, store)
+        super().__init__(url, store, name="durastate-openai-agents")
         room = self.store.kv.max_key_size - len(SCOPE) - 8
         if len(ns) > room:
             super().close()
@@ -160,26 +163,35 @@ class DurastateSession(StoreHolder, SessionABC):
 
         ``limit=None`` uses ``session_settings.limit`` (``None``: all items).
         """
-        return await _call(self._get_items, limit)
+        return await self._aio.call(self._get_items, limit)
 
     async def add_items(self, items: list[TResponseInputItem]) -> None:
         """Append ``items`` (in order, atomically) after the newest item."""
-        await _call(self._add_items, items)
+        await to_the_end(self._aio.call(self._add_items, items))
 
     async def pop_item(self) -> TResponseInputItem | None:
         """Remove and return the newest item; ``None`` when the session is empty."""
-        return await _call(self._pop_item)
+        return await to_the_end(self._aio.call(self._pop_item))
 
     async def clear_session(self) -> None:
         """Remove every item of this session (other sessions are untouched)."""
-        await _call(self._clear_session)
+        await to_the_end(self._aio.call(self._clear_session))
 
     # -- lifecycle -------------------------------------------------------------
 
     def close(self) -> None:
-        """Refuse further calls; close the store if this session opened it. Idempotent."""
+        """Refuse further calls, wait for those on worker threads; close the store if this session opened it.
+
+        Idempotent. From async code prefer ``await aclose()`` (the wait does
+        not block the loop).
+        """
         self._closed = True
         super().close()
+
+    async def aclose(self) -> None:
+        """``close()`` without blocking the event loop."""
+        self._closed = True
+        await super().aclose()
 
     def __repr__(self) -> str:
         return f"<DurastateSession {self.session_id!r} on {self.store.url}{' (closed)' if self._closed else ''}>"

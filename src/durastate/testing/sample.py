@@ -2,8 +2,9 @@
 
 ``fill(store)`` writes, through the public API, data in every state the
 inspector shows: kv values (text, JSON, binary, one with a TTL), logs and
-counters; queue items ready, leased, delayed and dead; documents and a
-``clear`` backup; event sessions with processed, claimed, failed and
+counters; queue items ready, leased, delayed and dead; documents (one with
+three revisions: a store that records history has them) and a ``clear``
+backup; event sessions with processed, claimed, failed and
 dead-lettered events and a snapshot; records with a forked conversation,
 entries and a versioned document; presence. It returns what it wrote, so
 tests compute their expectations from it instead of hard-coding them.
@@ -23,6 +24,8 @@ class Sample:
     kv_values: dict[tuple[bytes, bytes, bytes], bytes] = field(default_factory=dict)
     queues: dict[str, dict[str, int]] = field(default_factory=dict)
     documents: dict[str, int] = field(default_factory=dict)  # key -> revision
+    # key -> the data of each revision written, oldest first (what a recording store's history holds)
+    document_writes: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     sessions: list[str] = field(default_factory=list)
     conversations: dict[int, int | None] = field(default_factory=dict)  # id -> fork parent
     entries: dict[int, list[int]] = field(default_factory=dict)  # conversation -> own entry ids
@@ -73,8 +76,14 @@ def fill(store: durastate.Store, *, bulk: int = 0) -> Sample:
     }
 
     docs = store.documents
-    s.documents["runs/1"] = docs.write("runs/1", {"state": "queued"})
-    s.documents["runs/1"] = docs.write("runs/1", {"state": "running", "step": 3}, expect=s.documents["runs/1"])
+    s.document_writes["runs/1"] = [
+        {"state": "queued"},
+        {"state": "running", "step": 3},
+        {"state": "running", "step": 4, "worker": "worker-b"},
+    ]
+    for data in s.document_writes["runs/1"]:
+        s.documents["runs/1"] = docs.write("runs/1", data, expect=s.documents.get("runs/1", 0))
+    s.document_writes["runs/2"] = [{"state": "done"}]
     s.documents["runs/2"] = docs.write("runs/2", {"state": "done"})
     docs.write("scratch", {"tmp": True})
     backup = docs.clear("scratch")

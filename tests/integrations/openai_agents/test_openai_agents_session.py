@@ -106,7 +106,7 @@ def test_a_cancelled_add_still_writes_the_whole_batch_then_raises(store: durasta
 
     async def main() -> None:
         task = asyncio.ensure_future(session.add_items(batch))
-        await asyncio.sleep(0)  # let it hand the write to its worker thread
+        await asyncio.sleep(0)  # let it start: from then on the write is carried to its end
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
 import time
 from pathlib import Path
 from typing import Any
@@ -20,6 +19,7 @@ from durastate.errors import DurastateError
 
 from .._common import human_bytes, parse_bytes, redact, show_bytes
 from ..inspect import facet_stats, health, table_stats
+from ..revisions import change_summary, diff_lines, history_view
 
 HERE = Path(__file__).parent
 MAX_TREE = 1000  # conversations read to draw the fork tree
@@ -154,7 +154,16 @@ def create_app(store: durastate.Store, *, page_size: int = 50) -> Starlette:
     def documents(request: Request) -> Response:
         q = request.query_params
         listed = store.documents.list(q.get("prefix", ""), limit=page_size, cursor=q.get("cursor") or None)
-        return page(request, "documents.html", items=listed.items, cursor=listed.cursor, prefix=q.get("prefix", ""))
+        # One index probe per listed document (no payloads): how much history each has.
+        recorded = {d.key: store.documents.describe_history(d.key) for d in listed.items}
+        return page(
+            request,
+            "documents.html",
+            items=listed.items,
+            recorded=recorded,
+            cursor=listed.cursor,
+            prefix=q.get("prefix", ""),
+        )
 
     def document(request: Request) -> Response:
         key = request.path_params["key"]
@@ -165,8 +174,21 @@ def create_app(store: durastate.Store, *, page_size: int = 50) -> Starlette:
             body = _pretty(orjson.loads(raw.payload))
         except orjson.JSONDecodeError:
             body = bytes(raw.payload).decode("utf-8", "backslashreplace")
+        before = number(request, "before") or None
+        history = history_view(store.documents, key, limit=page_size, before=before)
         backups = [d for d in store.documents.list(key + ".bak", limit=page_size).items]
-        return page(request, "document.html", key=key, revision=raw.revision, body=body, backups=backups)
+        return page(
+            request,
+            "document.html",
+            key=key,
+            revision=raw.revision,
+            body=body,
+            history=history,
+            recorded=store.documents.describe_history(key),
+            summary=change_summary,
+            before=before,
+            backups=backups,
+        )
 
     def records(request: Request) -> Response:
         convs: list[dict[str, Any]] = []
@@ -218,11 +240,7 @@ def create_app(store: durastate.Store, *, page_size: int = 50) -> Starlette:
             except DurastateError:
                 state = None  # current-only documents keep no history
             text = "" if state is None else _pretty(state["value"])
-            diff = "\n".join(
-                difflib.unified_diff(
-                    previous.splitlines(), text.splitlines(), "before", f"seq {rev['seq']}", lineterm=""
-                )
-            )
+            diff = "\n".join(diff_lines(previous, text, "before", f"seq {rev['seq']}"))
             versions.append({**rev, "value": text, "diff": diff})
             previous = text
         return page(request, "record_document.html", doc_id=doc_id, current=current, versions=versions)

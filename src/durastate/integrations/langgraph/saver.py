@@ -32,6 +32,10 @@ Edge cases and choices:
 * Checkpoints written by format ``v < 4`` savers (pending sends kept in the
   parent's writes) never exist in a durastate store, so no migration of
   them is attempted.
+* Async: each ``a*`` method runs its sync twin through durastate's one async
+  path (``_bound``): inline on the event loop's thread on a SQLite file,
+  writes in one transaction that a cancellation before the commit rolls
+  back, ``alist`` an async generator over ``list``.
 """
 
 from __future__ import annotations
@@ -52,6 +56,7 @@ from langgraph.checkpoint.base import (
     Checkpoint,
     CheckpointMetadata,
     CheckpointTuple,
+    DeltaChannelHistory,
     PendingWrite,
     get_checkpoint_id,
     get_serializable_checkpoint_metadata,
@@ -60,7 +65,7 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from ...errors import InvalidRequest
 from ...store import Store
-from ._async import StoreBound
+from ._bound import StoreBound
 from ._layout import (
     AFTER,
     CHECKPOINT,
@@ -93,7 +98,7 @@ __all__ = ["DurastateSaver"]
 ROWS_PER_CHECKPOINT = 5
 FIRST_PAGE = 32
 MAX_PAGE = 512
-# Rows loaded per batch while listing; alist hands pages of this size across threads.
+# Rows loaded per batch while listing.
 LIST_BATCH = 64
 DELTA_COUNTERS = "counters_since_delta_snapshot"
 PRUNE_STRATEGIES = ("keep_latest", "delete")
@@ -566,12 +571,12 @@ class DurastateSaver(StoreBound, BaseCheckpointSaver[str]):
             current_v = int(str(current).split(".")[0])
         return f"{current_v + 1:032}.{random.random():016}"
 
-    # -- async: every method through the one bridge ------------------------------
+    # -- async: the sync methods, through the one async path (see ``_bound``) -----
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        return await self._bridge.call(self.get_tuple, config)
+        return await self._aio.call(self.get_tuple, config)
 
-    async def alist(
+    def alist(
         self,
         config: RunnableConfig | None,
         *,
@@ -579,10 +584,14 @@ class DurastateSaver(StoreBound, BaseCheckpointSaver[str]):
         before: RunnableConfig | None = None,
         limit: int | None = None,
     ) -> AsyncIterator[CheckpointTuple]:
-        rows = await self._bridge.call(lambda: self.list(config, filter=filter, before=before, limit=limit))
-        while batch := await self._bridge.call(lambda: list(islice(rows, LIST_BATCH))):
-            for tup in batch:
-                yield tup
+        return self._aio.iterate(lambda: self.list(config, filter=filter, before=before, limit=limit))
+
+    async def aget_delta_channel_history(
+        self, *, config: RunnableConfig, channels: Sequence[str]
+    ) -> Mapping[str, DeltaChannelHistory]:
+        # LangGraph's default walks the parents with one aget_tuple each;
+        # the sync walk in one call is one worker hop (PostgreSQL), not one per parent.
+        return await self._aio.call(self.get_delta_channel_history, config=config, channels=channels)
 
     async def aput(
         self,
@@ -591,7 +600,7 @@ class DurastateSaver(StoreBound, BaseCheckpointSaver[str]):
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
-        return await self._bridge.call(self.put, config, checkpoint, metadata, new_versions)
+        return await self._aio.transact(self.put, config, checkpoint, metadata, new_versions)
 
     async def aput_writes(
         self,
@@ -600,19 +609,19 @@ class DurastateSaver(StoreBound, BaseCheckpointSaver[str]):
         task_id: str,
         task_path: str = "",
     ) -> None:
-        await self._bridge.call(self.put_writes, config, writes, task_id, task_path)
+        await self._aio.transact(self.put_writes, config, writes, task_id, task_path)
 
     async def adelete_thread(self, thread_id: str) -> None:
-        await self._bridge.call(self.delete_thread, thread_id)
+        await self._aio.transact(self.delete_thread, thread_id)
 
     async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
-        await self._bridge.call(self.delete_for_runs, run_ids)
+        await self._aio.transact(self.delete_for_runs, run_ids)
 
     async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
-        await self._bridge.call(self.copy_thread, source_thread_id, target_thread_id)
+        await self._aio.transact(self.copy_thread, source_thread_id, target_thread_id)
 
     async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
-        await self._bridge.call(self.prune, thread_ids, strategy=strategy)
+        await self._aio.transact(self.prune, thread_ids, strategy=strategy)
 
 
 class _NoTransaction:

@@ -28,6 +28,9 @@ Semantics (those of LangGraph's stores; where they differ, PostgresStore's):
 * ``created_at`` survives updates; ``updated_at`` is the last put's time.
 * Values must be JSON objects (dicts of JSON values), as PostgresStore
   stores them; anything else is refused with ``InvalidRequest``.
+* Async: ``abatch`` (behind every ``a*`` method of ``BaseStore``) runs
+  ``batch`` through durastate's one async path (``_bound``), in one
+  transaction when the batch puts or deletes.
 """
 
 from __future__ import annotations
@@ -56,7 +59,7 @@ from langgraph.store.base import (
 
 from ...errors import InvalidRequest
 from ...store import Store
-from ._async import StoreBound
+from ._bound import StoreBound
 
 __all__ = ["DurastateStore"]
 
@@ -230,7 +233,15 @@ class DurastateStore(StoreBound, BaseStore):
         return results
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
-        return await self._bridge.call(self.batch, list(ops))
+        """``batch`` from async code (see ``_bound``): in one transaction when it puts or deletes.
+
+        A batch of reads only is a plain call: it takes no write lock (a TTL
+        refresh at its end is one transaction of its own).
+        """
+        ops = list(ops)
+        if any(isinstance(op, PutOp) for op in ops):
+            return await self._aio.transact(self.batch, ops)
+        return await self._aio.call(self.batch, ops)
 
     # -- validation ----------------------------------------------------------------
 

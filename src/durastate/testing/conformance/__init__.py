@@ -7,6 +7,7 @@ holds the contract of one facet or compat layer.
 
 from .a2 import *  # noqa: F403
 from .documents import *  # noqa: F403
+from .documents_history import *  # noqa: F403
 from .engine import *  # noqa: F403
 from .events import *  # noqa: F403
 from .functualize import *  # noqa: F403
@@ -18,5 +19,6 @@ from .presence import *  # noqa: F403
 from .queues import *  # noqa: F403
 from .queues_peek import *  # noqa: F403
 from .records import *  # noqa: F403
+from .records_retention import *  # noqa: F403
 from .transactions import *  # noqa: F403
 from .vgi import *  # noqa: F403

@@ -21,7 +21,7 @@ import pytest
 from durastate.compat import a2
 from durastate.testing.locking import WriteLockHolder
 
-__all__ = ["TestA2Adapter", "test_a_cancelled_claim_is_released", "test_sqlite_creates_its_folder"]
+__all__ = ["TestA2Adapter", "TestA2SeedRanges", "test_a_cancelled_claim_is_released", "test_sqlite_creates_its_folder"]
 
 S = "s1"
 
@@ -327,6 +327,91 @@ class TestA2Adapter:
             assert [e.type for e in await s.read(S)] == ["a"]
             with pytest.raises(TypeError):
                 await s.append("\ud800", [ev()])
+
+        run(store_url, body)
+
+
+def ms(at: datetime) -> int:
+    return (at - datetime(1970, 1, 1, tzinfo=UTC)) // timedelta(milliseconds=1)
+
+
+class TestA2SeedRanges:
+    """Values ``store.events`` refuses as meaningless but the seed accepts: the adapter does what the seed does."""
+
+    def test_max_failures_zero_or_less_dead_letters_the_first_failure(self, store_url: str) -> None:
+        async def body(s: a2.A2Store, clock: ManualClock) -> None:
+            await s.append(S, [ev(), ev()])
+            await s.claim_available(session_id=S, holder="w", ttl_ms=100)
+            zero = await s.fail_attempt(session_id=S, index=1, attempt=1, error="x", max_failures=0)
+            negative = await s.fail_attempt(session_id=S, index=2, attempt=1, error="y", max_failures=-1)
+            assert zero == negative == a2.FailResult("dead_lettered", 1)
+            again = await s.fail_attempt(session_id=S, index=1, attempt=1, error="x", max_failures=0)
+            assert again == a2.FailResult("dead_lettered", 1)
+            assert [(e.failed_at, e.failure_count) for e in await s.read(S)] == [(clock.current, 1)] * 2
+            assert (await s.claim_available(session_id=S, holder="w", ttl_ms=5)).outcome == "settled"
+
+        run(store_url, body)
+
+    def test_any_snapshot_index_is_stored(self, store_url: str) -> None:
+        async def body(s: a2.A2Store, clock: ManualClock) -> None:
+            await s.append(S, [ev("a"), ev("b")])
+            await s.put_snapshot(S, "r", -1, {"n": -1})
+            state = await s.read_state(S, "r")
+            assert state.snapshot == a2.Snapshot(-1, {"n": -1})
+            assert [e.type for e in state.events] == ["a", "b"]  # the events after index -1
+            await s.put_snapshot(S, "r", 0, {"n": 0})  # later than -1: replaces it
+            await s.put_snapshot(S, "r", -5, "older")  # never backwards
+            assert (await s.read_state(S, "r")).snapshot == a2.Snapshot(0, {"n": 0})
+            await s.put_snapshot(S, "r", 7, "ahead")  # past the last index: stored, as the seed does
+            state = await s.read_state(S, "r")
+            assert (state.snapshot, state.events) == (a2.Snapshot(7, "ahead"), ())
+            await s.put_snapshot("no-events", "r", 1, "alone")
+            assert await s.inspect.list_snapshots("no-events") == (a2.SnapshotInfo("r", 1, clock.current),)
+
+        run(store_url, body)
+
+    def test_a_claim_expired_at_once_is_claimable_again_but_still_completes(self, store_url: str) -> None:
+        async def body(s: a2.A2Store, clock: ManualClock) -> None:
+            await s.append(S, [ev(), ev(), ev()])
+            claimed = await s.claim_available(session_id=S, holder="w", ttl_ms=0, exclude_indexes=[3])
+            assert [(e.index, e.attempt_count, e.claim_holder, e.claim_expires_at) for e in claimed.events] == [
+                (1, 1, "w", clock.current),
+                (2, 1, "w", clock.current),
+            ]
+            again = await s.claim_available(session_id=S, holder="w2", ttl_ms=0, exclude_indexes=[2, 3])
+            assert [(e.index, e.attempt_count) for e in again.events] == [(1, 2)]
+            renew = await s.renew_claims(session_id=S, holder="w", claims=[{"index": 2, "attempt": 1}], ttl_ms=100)
+            assert (renew.renewed, renew.superseded) == ((), ())  # not live: not renewed
+            done = await s.complete_attempt(session_id=S, index=2, attempt=1, events=[])
+            assert done.outcome == "completed"
+            past = clock.current - timedelta(seconds=1)
+            late = await s.claim_available(session_id=S, holder="w3", ttl_ms=1, expires_at_ms=ms(past))
+            assert [(e.index, e.attempt_count, e.claim_expires_at) for e in late.events] == [(1, 3, past), (3, 1, past)]
+            negative = await s.claim_available(session_id=S, holder="w4", ttl_ms=-10)
+            assert [e.claim_expires_at for e in negative.events] == [clock.current - timedelta(milliseconds=10)] * 2
+            renewed = await s.renew_claims(
+                session_id=S, holder="w4", claims=[{"index": 1, "attempt": 4}], ttl_ms=-20, expires_at_ms=None
+            )
+            assert renewed.renewed == ()  # the seed renews only a live lease
+
+        run(store_url, body)
+
+    def test_empty_session_and_event_ids_work(self, store_url: str) -> None:
+        async def body(s: a2.A2Store, clock: ManualClock) -> None:
+            first = await s.append("", [ev("root")])
+            assert [(e.session_id, e.id, e.index) for e in first.events] == [("", "id-1", 1)]
+            await s.claim_available(session_id="", holder="w", ttl_ms=100)
+            done = await s.complete_attempt(session_id="", index=1, attempt=1, events=[ev("child", id="")])
+            assert [(e.id, e.index) for e in done.events] == [("", 2)]
+            replay = await s.append("", [ev("child", id="")])
+            assert replay.events == done.events
+            with pytest.raises(a2.A2Error) as info:
+                await s.append("other", [ev(id="")])
+            assert info.value.code == "PARTIAL_DUPLICATE_BATCH"
+            page = await s.inspect.list_sessions(prefix="", limit=5)
+            assert [x.session_id for x in page.sessions] == [""]
+            await s.put_snapshot("", "r", 1, "root")
+            assert [e.id for e in (await s.read_state("", "r")).events] == [""]
 
         run(store_url, body)
 

@@ -8,6 +8,8 @@ read, ordering, and bad input.
 
 from __future__ import annotations
 
+import dataclasses
+import pickle
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -45,6 +47,21 @@ class TestPresence:
             ("alice", "typing", True, 3, 5, now_ms(clock) + 1000),
         ]
         assert store.presence.read("elsewhere") == []
+
+    def test_entries_are_plain_frozen_dataclass_values(self, store: durastate.Store, clock: FakeClock) -> None:
+        # read and peek build their entries without PresenceEntry.__init__:
+        # they must be indistinguishable from constructed ones.
+        store.presence.set(NS, "alice", {"cursor": {"x": 1}}, at_ms=5, seen=3, ttl_ms=1000)
+        expected = presence.PresenceEntry("alice", "cursor", {"x": 1}, 3, 5, now_ms(clock) + 1000)
+        for (entry,) in (store.presence.read(NS), store.presence.peek(NS)):
+            assert type(entry) is presence.PresenceEntry
+            assert entry == expected and repr(entry) == repr(expected)
+            assert dataclasses.astuple(entry) == dataclasses.astuple(expected)
+            assert pickle.loads(pickle.dumps(entry)) == expected
+            assert dataclasses.replace(entry, seen=4) == dataclasses.replace(expected, seen=4)
+            with pytest.raises(dataclasses.FrozenInstanceError):
+                entry.seen = 9  # type: ignore[misc]
+            assert {(e.participant, e.field) for e in store.presence.read(NS)} == {("alice", "cursor")}
 
     def test_read_orders_by_participant_then_field(self, store: durastate.Store) -> None:
         for who in ("zed", "Bob", "alice", "älva"):

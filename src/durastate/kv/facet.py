@@ -1,38 +1,4 @@
-"""``store.kv``: scoped, namespaced bytes key/value, logs and counters.
-
-The data model is vgi's unified state: every row is addressed by
-``(scope, ns, key)``, all three ``bytes``. ``scope`` is the unit of teardown
-(``clear(scope)`` wipes state, logs and counters of one scope); ``ns`` is a
-namespace the caller picks inside a scope; keys order by unsigned bytes
-(memcmp), which both engines' BLOB/BYTEA comparison gives for free.
-
-Three families share that address space but not their tables:
-
-* values: ``get``/``get_many``/``put``/``put_many``, ordered ``scan`` over a
-  half-open ``[start, end)`` range, atomic ``drain``, ``delete``, and the
-  one-statement ``take`` (read and delete one key) and ``put_if_absent``
-  (create-only);
-* logs: ``append`` returns an ordinal that is unique and increasing across
-  the whole store (never reused, even after ``clear``); ``log`` reads a
-  key's entries after a cursor;
-* counters: ``incr`` is an atomic add-and-return in one statement; values
-  are signed 64-bit and an add that would overflow is refused, not wrapped.
-
-Expiry: ``put(..., ttl=seconds)`` makes a value invisible to every read once
-the store's clock passes its deadline. Expired rows are removed in small
-batches by later writes (one bounded ``DELETE`` every ``PRUNE_EVERY``
-writes of this process), so no background thread is needed and no write
-ever pays for a large sweep. ``prune_expired()`` runs a sweep on demand.
-
-Scans and log reads are streamed: rows are fetched ``PAGE_SIZE`` at a time
-by key (or ordinal) continuation, so a huge namespace never sits in memory.
-A streamed read is not a snapshot: rows written behind the cursor while
-iterating are not seen, rows ahead of it may be. Each key is yielded at
-most once and in order.
-
-Listing (read-only, for inspectors): ``scopes()`` and ``namespaces(scope)``
-name what exists across values, logs and counters (``durastate._listing``).
-"""
+"""The ``KV`` class: the kv facet of a ``Store`` (the model: ``durastate.kv``)."""
 
 from __future__ import annotations
 
@@ -40,169 +6,66 @@ import functools
 from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ._listing import check_limit, distinct_params, distinct_sql, merge_distinct
-from ._paging import stream_pages
-from ._retention import BATCH, as_age_ms, as_keep, trim_oldest
-from ._validate import INT64_MAX, INT64_MIN, as_bytes, as_int64, as_limit, as_list, as_seconds, fail, fail_type
-from ._validate import PAGE_SIZE as PAGE_SIZE  # re-exported: the conformance suite pages by it
-from .engines.base import READ, WRITE, WRITE_ROWS, KeyLookup, Migration, Schema, Statement
-from .errors import StoreUnavailable
+from .._listing import check_limit, distinct_params, distinct_sql, merge_distinct
+from .._paging import stream_pages
+from .._retention import BATCH, as_age_ms, as_keep, trim_oldest
+from .._validate import (
+    INT64_MAX,
+    INT64_MIN,
+    PAGE_SIZE,
+    as_bytes,
+    as_int64,
+    as_limit,
+    as_list,
+    as_seconds,
+    fail,
+    fail_type,
+    shown,
+)
+from ..errors import StoreUnavailable
+from .scoped import ScopedKV
+from .statements import (
+    APPEND,
+    CLEAR_COUNTERS,
+    CLEAR_LOGS,
+    CLEAR_VALUES,
+    COUNTER_ADD,
+    COUNTER_DELETE,
+    COUNTER_GET,
+    COUNTER_SET,
+    DELETE_ALL,
+    DRAIN,
+    GET,
+    KEY_CHUNK,
+    LISTED_TABLES,
+    LOG_DELETE_THROUGH,
+    LOG_NTH_NEWEST,
+    LOG_OLDEST,
+    LOG_PAGE,
+    LOG_TRIM_KEY,
+    PRUNE,
+    PRUNE_DUE,
+    PUT,
+    PUT_IF_ABSENT,
+    PUT_PERSISTENT,
+    TAKE,
+    delete_keys_sql,
+    delete_range_sql,
+    get_many_sql,
+    scan_sql,
+)
 
 if TYPE_CHECKING:
-    from .engines.base import Engine
+    from ..engines.base import Engine
 
-__all__ = ["KV", "ScopedKV", "SCHEMA"]
-
-# Keys per statement in get_many / delete(keys=): well under both engines'
-# bound-parameter limits, and few distinct statement texts to cache.
-KEY_CHUNK = 128
+# Housekeeping in passing: every PRUNE_EVERY writes of this process, one
+# bounded sweep of up to PRUNE_BATCH expired values.
 PRUNE_EVERY = 256
 PRUNE_BATCH = 64
 
-SCHEMA = Schema(
-    facet="kv",
-    migrations=(
-        Migration(
-            statements=(
-                "CREATE TABLE {p}kv ("
-                " scope {blob} NOT NULL, ns {blob} NOT NULL, key {blob} NOT NULL,"
-                " value {blob} NOT NULL, expires_at {int64},"
-                " PRIMARY KEY (scope, ns, key)){without_rowid}",
-                "CREATE INDEX {p}kv_expiry ON {p}kv (expires_at) WHERE expires_at IS NOT NULL",
-                "CREATE TABLE {p}kv_log ("
-                " id {tail_pk}, scope {blob} NOT NULL, ns {blob} NOT NULL,"
-                " key {blob} NOT NULL, value {blob} NOT NULL)",
-                "CREATE INDEX {p}kv_log_key ON {p}kv_log (scope, ns, key, id)",
-                # An add that would overflow int64 is refused, never turned
-                # into another type ({int64_check}).
-                "CREATE TABLE {p}kv_counter ("
-                " scope {blob} NOT NULL, ns {blob} NOT NULL, key {blob} NOT NULL,"
-                " n {int64} NOT NULL{int64_check:n},"
-                " PRIMARY KEY (scope, ns, key)){without_rowid}",
-            ),
-            sequences=("kv_log",),
-        ),
-        # Logs carry the store's time of each append, for age-based trimming
-        # (trim_logs). Entries appended before this step have none and count
-        # as older than any cutoff.
-        Migration(statements=("ALTER TABLE {p}kv_log ADD COLUMN created_at {int64}",)),
-    ),
-)
-
-# -- statements ---------------------------------------------------------------
-
-GET = READ("SELECT value, expires_at FROM {p}kv WHERE scope = ? AND ns = ? AND key = ?")
-PUT = WRITE(
-    "INSERT INTO {p}kv (scope, ns, key, value, expires_at) VALUES (?, ?, ?, ?, ?)"
-    " ON CONFLICT (scope, ns, key) DO UPDATE"
-    " SET value = excluded.value, expires_at = excluded.expires_at"
-)
-# The common no-ttl put: the same upsert with a literal NULL deadline, which
-# SQLite writes measurably faster (~7 % on a batch) than a bound NULL.
-PUT_PERSISTENT = WRITE(
-    "INSERT INTO {p}kv (scope, ns, key, value, expires_at) VALUES (?, ?, ?, ?, NULL)"
-    " ON CONFLICT (scope, ns, key) DO UPDATE"
-    " SET value = excluded.value, expires_at = NULL"
-)
-DRAIN = WRITE_ROWS("DELETE FROM {p}kv WHERE scope = ? AND ns = ? RETURNING key, value, expires_at")
-DELETE_ALL = WRITE("DELETE FROM {p}kv WHERE scope = ? AND ns = ?")
-# take / put_if_absent (KV.take, KV.put_if_absent). An expired row counts as
-# absent: take removes it and reports a miss; put_if_absent replaces it.
-# RETURNING yields a row only when the insert (or the replacement of an
-# expired row) happened.
-TAKE = WRITE_ROWS("DELETE FROM {p}kv WHERE scope = ? AND ns = ? AND key = ? RETURNING value, expires_at")
-PUT_IF_ABSENT = WRITE_ROWS(
-    "INSERT INTO {p}kv (scope, ns, key, value, expires_at) VALUES (?, ?, ?, ?, ?)"
-    " ON CONFLICT (scope, ns, key) DO UPDATE SET value = excluded.value, expires_at = excluded.expires_at"
-    " WHERE {p}kv.expires_at IS NOT NULL AND {p}kv.expires_at <= ?"
-    " RETURNING 1"
-)
-PRUNE = WRITE(
-    "DELETE FROM {p}kv WHERE (scope, ns, key) IN (SELECT scope, ns, key FROM {p}kv WHERE expires_at <= ? LIMIT ?)"
-)
-# Whether a sweep would find anything: a read on the partial expiry index,
-# so the sweep in passing takes the write lock only when there is work.
-PRUNE_DUE = READ("SELECT 1 FROM {p}kv WHERE expires_at <= ? LIMIT 1")
-CLEAR_VALUES = WRITE("DELETE FROM {p}kv WHERE scope = ?")
-CLEAR_LOGS = WRITE("DELETE FROM {p}kv_log WHERE scope = ?")
-CLEAR_COUNTERS = WRITE("DELETE FROM {p}kv_counter WHERE scope = ?")
-
-# Gap-free and in commit order under concurrent appenders ({next_value}).
-APPEND = WRITE_ROWS(
-    "INSERT INTO {p}kv_log (id, scope, ns, key, value, created_at) VALUES ({next_value:kv_log}, ?, ?, ?, ?, ?)"
-    " RETURNING id"
-)
-LOG_PAGE = READ("SELECT id, value FROM {p}kv_log WHERE scope = ? AND ns = ? AND key = ? AND id > ? ORDER BY id LIMIT ?")
-
-# Retention (see durastate._retention): the old end of every log by ordinal,
-# and per-key trims on the (scope, ns, key, id) index.
-LOG_OLDEST = READ("SELECT id, created_at FROM {p}kv_log ORDER BY id LIMIT ?")
-LOG_DELETE_THROUGH = WRITE("DELETE FROM {p}kv_log WHERE id <= ? AND (created_at IS NULL OR created_at < ?)")
-LOG_NTH_NEWEST = READ(
-    "SELECT id FROM {p}kv_log WHERE scope = ? AND ns = ? AND key = ? ORDER BY id DESC LIMIT 1 OFFSET ?"
-)
-LOG_TRIM_KEY = WRITE(
-    "DELETE FROM {p}kv_log WHERE id IN (SELECT id FROM {p}kv_log WHERE scope = ? AND ns = ? AND key = ?"
-    " AND id < ? AND (created_at IS NULL OR created_at < ?) ORDER BY id LIMIT ?)"
-)
-
-COUNTER_GET = READ("SELECT n FROM {p}kv_counter WHERE scope = ? AND ns = ? AND key = ?")
-# The WHERE bounds (the range the old value must lie in for old + delta to
-# fit in int64, computed from the delta) make an overflowing add return no
-# row instead of failing the statement: a refusal, not a database error, so
-# it does not doom the caller's transaction (see engines.base).
-COUNTER_ADD = WRITE_ROWS(
-    "INSERT INTO {p}kv_counter (scope, ns, key, n) VALUES (?, ?, ?, ?)"
-    " ON CONFLICT (scope, ns, key) DO UPDATE SET n = {p}kv_counter.n + excluded.n"
-    " WHERE {p}kv_counter.n BETWEEN ? AND ?"
-    " RETURNING n"
-)
-COUNTER_SET = WRITE(
-    "INSERT INTO {p}kv_counter (scope, ns, key, n) VALUES (?, ?, ?, ?)"
-    " ON CONFLICT (scope, ns, key) DO UPDATE SET n = excluded.n"
-)
-COUNTER_DELETE = WRITE("DELETE FROM {p}kv_counter WHERE scope = ? AND ns = ? AND key = ?")
-
-
-def get_many_sql(count: int) -> KeyLookup:
-    """``count`` keys of one namespace (one statement per count; params: scope, ns, keys)."""
-    return KeyLookup("kv", "key, value, expires_at", ("scope", "ns"), "key", count)
-
-
-def delete_keys_sql(count: int) -> KeyLookup:
-    return KeyLookup("kv", "", ("scope", "ns"), "key", count, delete=True)
-
-
-def scan_sql(has_start: bool, has_end: bool, reverse: bool) -> Statement:
-    """One page of a range scan; each bound present or not is its own text.
-
-    Separate texts (rather than ``? IS NULL OR key < ?``) keep both bounds
-    usable by the index, so a narrow range in a huge namespace stays cheap.
-    Live rows only: the expiry deadline is the last bound parameter but one.
-    """
-    where = "scope = ? AND ns = ?"
-    if has_start:
-        where += " AND key >= ?"
-    if has_end:
-        where += " AND key < ?"
-    order = "DESC" if reverse else "ASC"
-    return READ(
-        f"SELECT key, value FROM {{p}}kv WHERE {where}"
-        f" AND (expires_at IS NULL OR expires_at > ?) ORDER BY key {order} LIMIT ?"
-    )
-
-
-def delete_range_sql(has_start: bool, has_end: bool) -> Statement:
-    where = "scope = ? AND ns = ?"
-    if has_start:
-        where += " AND key >= ?"
-    if has_end:
-        where += " AND key < ?"
-    return WRITE(f"DELETE FROM {{p}}kv WHERE {where}")
-
 
 class KV:
-    """The kv facet of a ``Store`` (see the module docstring for the model).
+    """The kv facet of a ``Store`` (the model: the ``durastate.kv`` docstring).
 
     Every method validates its arguments first and raises
     ``durastate.InvalidRequest`` naming the bad one; a rejected call writes
@@ -292,8 +155,8 @@ class KV:
         if ttl is None:
             return None
         seconds = as_seconds("ttl", ttl, allow_zero=False)
-        deadline = self._engine.now_ms() + max(1, int(seconds * 1000))
-        if deadline > INT64_MAX:
+        # Compared before the product, which overflows to infinity near float's limit.
+        if seconds > INT64_MAX / 1000 or (deadline := self._engine.now_ms() + max(1, int(seconds * 1000))) > INT64_MAX:
             fail(f"ttl={ttl!r} seconds puts the deadline past the 64-bit millisecond range; omit ttl for no expiry")
         return deadline
 
@@ -421,7 +284,7 @@ class KV:
                     rows.append((scope, ns, key, value))
                     continue
             if not isinstance(item, (tuple, list)) or len(item) != 2:
-                fail(f"items[{i}] must be a (key, value) pair, got {item!r:.80}")
+                fail(f"items[{i}] must be a (key, value) pair, got {shown(item)}")
             key = self._address(scope, ns, item[0])[2]
             rows.append((scope, ns, key, self._value(f"items[{i}] value", item[1])))
         if not rows:
@@ -636,7 +499,10 @@ class KV:
         engine = self._engine
         below = INT64_MAX
         if keep_last is not None:
-            row = engine.one(self._log_nth_newest, (scope, ns, key, as_keep("keep_last", keep_last) - 1))
+            keep = as_keep("keep_last", keep_last)
+            if keep > INT64_MAX:
+                return 0  # no log can hold more entries (nor can the count be bound to a statement)
+            row = engine.one(self._log_nth_newest, (scope, ns, key, keep - 1))
             if row is None:
                 return 0  # the log holds at most keep_last entries
             below = int(row[0])
@@ -768,11 +634,6 @@ class KV:
         }
 
 
-# The three tables of the kv address space, each with (scope, ns) leading an
-# index: listing walks each one and merges (distinct_sql statements).
-LISTED_TABLES = ("kv", "kv_log", "kv_counter")
-
-
 def _scan_params(scope: bytes, ns: bytes, start: bytes | None, end: bytes | None, now: int, want: int) -> list[Any]:
     params: list[Any] = [scope, ns]
     if start is not None:
@@ -782,86 +643,3 @@ def _scan_params(scope: bytes, ns: bytes, start: bytes | None, end: bytes | None
     params.append(now)
     params.append(want)
     return params
-
-
-class ScopedKV:
-    """``store.kv`` with one scope bound: the same methods without ``scope``.
-
-    ``clear()`` wipes the bound scope.
-    """
-
-    __slots__ = ("_kv", "scope_id")
-
-    def __init__(self, kv: KV, scope: bytes) -> None:
-        self._kv = kv
-        self.scope_id = scope
-
-    def get(self, ns: bytes, key: bytes) -> bytes | None:
-        return self._kv.get(self.scope_id, ns, key)
-
-    def get_many(self, ns: bytes, keys: Sequence[bytes]) -> list[bytes | None]:
-        return self._kv.get_many(self.scope_id, ns, keys)
-
-    def put(self, ns: bytes, key: bytes, value: bytes, *, ttl: float | None = None) -> None:
-        self._kv.put(self.scope_id, ns, key, value, ttl=ttl)
-
-    def put_many(self, ns: bytes, items: Iterable[tuple[bytes, bytes]], *, ttl: float | None = None) -> None:
-        self._kv.put_many(self.scope_id, ns, items, ttl=ttl)
-
-    def scan(
-        self,
-        ns: bytes,
-        *,
-        start: bytes | None = None,
-        end: bytes | None = None,
-        reverse: bool = False,
-        limit: int | None = None,
-    ) -> Iterator[tuple[bytes, bytes]]:
-        return self._kv.scan(self.scope_id, ns, start=start, end=end, reverse=reverse, limit=limit)
-
-    def drain(self, ns: bytes) -> list[tuple[bytes, bytes]]:
-        return self._kv.drain(self.scope_id, ns)
-
-    def take(self, ns: bytes, key: bytes) -> bytes | None:
-        return self._kv.take(self.scope_id, ns, key)
-
-    def put_if_absent(self, ns: bytes, key: bytes, value: bytes, *, ttl: float | None = None) -> bool:
-        return self._kv.put_if_absent(self.scope_id, ns, key, value, ttl=ttl)
-
-    def delete(
-        self,
-        ns: bytes,
-        keys: Sequence[bytes] | None = None,
-        *,
-        start: bytes | None = None,
-        end: bytes | None = None,
-        all: bool = False,
-    ) -> int:
-        return self._kv.delete(self.scope_id, ns, keys, start=start, end=end, all=all)
-
-    def clear(self) -> int:
-        return self._kv.clear(self.scope_id)
-
-    def trim_log(self, ns: bytes, key: bytes, *, keep_last: int | None = None, older_than: float | None = None) -> int:
-        return self._kv.trim_log(self.scope_id, ns, key, keep_last=keep_last, older_than=older_than)
-
-    def append(self, ns: bytes, key: bytes, value: bytes) -> int:
-        return self._kv.append(self.scope_id, ns, key, value)
-
-    def log(self, ns: bytes, key: bytes, *, after: int = 0, limit: int | None = None) -> Iterator[tuple[int, bytes]]:
-        return self._kv.log(self.scope_id, ns, key, after=after, limit=limit)
-
-    def incr(self, ns: bytes, key: bytes, delta: int = 1) -> int:
-        return self._kv.incr(self.scope_id, ns, key, delta)
-
-    def counter(self, ns: bytes, key: bytes) -> int:
-        return self._kv.counter(self.scope_id, ns, key)
-
-    def set_counter(self, ns: bytes, key: bytes, value: int) -> None:
-        self._kv.set_counter(self.scope_id, ns, key, value)
-
-    def delete_counter(self, ns: bytes, key: bytes) -> bool:
-        return self._kv.delete_counter(self.scope_id, ns, key)
-
-    def namespaces(self, *, after: bytes | None = None, limit: int = 100) -> list[bytes]:
-        return self._kv.namespaces(self.scope_id, after=after, limit=limit)

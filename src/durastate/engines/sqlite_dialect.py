@@ -1,0 +1,74 @@
+"""SQLite's SQL: the dialect (tokens), the catalog query, the reading of query plans.
+
+``SQLITE_DIALECT`` fills the statement templates' tokens (``engines.base``);
+``CATALOG`` lists a prefix's schema objects (``Engine.catalog``);
+``plan_of`` turns ``EXPLAIN QUERY PLAN`` rows into a ``Plan``.
+"""
+
+from __future__ import annotations
+
+import re
+
+from .base import READ, Dialect, Plan, PlanStep, Spec
+
+__all__ = ["CATALOG", "SQLITE_DIALECT", "plan_of"]
+
+SQLITE_DIALECT = Dialect(
+    name="sqlite",
+    placeholder="?",
+    no_limit=-1,
+    tokens={
+        "blob": "BLOB",
+        "int64": "INTEGER",
+        "text": "TEXT",
+        # BINARY, SQLite's default collation, compares UTF-8 bytes: code points.
+        "key_text": "TEXT",
+        # A rowid alias: ids may be reused after the highest row is deleted.
+        "id_pk": "INTEGER PRIMARY KEY",
+        # Ordinals readers tail: never reused, even after deletes, and (one
+        # writer at a time) assigned in commit order.
+        "tail_pk": "INTEGER PRIMARY KEY AUTOINCREMENT",
+        "without_rowid": " WITHOUT ROWID",
+        # SQLite has one writer at a time: a claim never meets a locked row,
+        # and a write transaction (BEGIN IMMEDIATE) holds every row already.
+        "skip_locked": "",
+        "for_update": "",
+        "for_update_of": Spec(""),
+        "greatest": "max",
+        # SQLite silently turns an overflowing integer sum into a REAL; the
+        # CHECK turns that into a refused statement instead.
+        "int64_check": Spec(" CHECK (typeof({arg}) = 'integer')"),
+        # NULL into an AUTOINCREMENT primary key takes the next rowid.
+        "next_value": Spec("NULL"),
+    },
+    table_exists="SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?",
+)
+
+# Every table, index and trigger of the prefix, as SQLite stores its DDL.
+CATALOG = READ("SELECT type, name, tbl_name, COALESCE(sql, '') FROM sqlite_master WHERE name LIKE ? ESCAPE '\\'")
+
+# A table read in EXPLAIN QUERY PLAN output: "SEARCH t USING INDEX i (a=?)",
+# "SCAN t", "SCAN t USING COVERING INDEX i", "SEARCH t USING PRIMARY KEY (...)".
+_PLAN_STEP = re.compile(
+    r"^(?P<verb>SEARCH|SCAN) (?P<table>\S+)"
+    r"(?: USING (?:(?:COVERING |AUTOMATIC (?:PARTIAL )?COVERING )?INDEX (?P<index>\S+)"
+    r"|(?P<pk>(?:INTEGER )?PRIMARY KEY)))?"
+    r"(?: \((?P<condition>.*)\))?$"
+)
+
+
+def plan_of(details: list[str]) -> Plan:
+    """The ``Plan`` of a statement from the detail column of its ``EXPLAIN QUERY PLAN`` rows."""
+    steps = []
+    for detail in details:
+        match = _PLAN_STEP.match(detail)
+        if match is None:
+            continue
+        searched = match["verb"] == "SEARCH"
+        index = match["index"] or ("PRIMARY KEY" if match["pk"] else None)
+        if index is None and searched:
+            index = "rowid"
+        condition = (match["condition"] or "") if searched else ""
+        steps.append(PlanStep(match["table"], index, condition, "", detail))
+    sorts = any(detail.startswith("USE TEMP B-TREE") for detail in details)
+    return Plan(tuple(steps), sorts, "\n".join(details))

@@ -1,0 +1,78 @@
+"""SQLite errors as durastate's, by result code (``translate_sqlite_error``), and ``LockBusy``."""
+
+from __future__ import annotations
+
+import sqlite3
+
+from ..errors import (
+    ConfigurationError,
+    Conflict,
+    DurastateError,
+    InvalidRequest,
+    StoreClosed,
+    StoreCorrupt,
+    StoreUnavailable,
+)
+
+__all__ = ["LockBusy", "translate_sqlite_error"]
+
+# SQLite primary result codes (https://sqlite.org/rescode.html).
+_SQLITE_ERROR_UNAVAILABLE = {
+    5,  # BUSY: locked past busy_timeout
+    6,  # LOCKED
+    7,  # NOMEM
+    10,  # IOERR
+    13,  # FULL
+    15,  # PROTOCOL
+}
+_SQLITE_BUSY = 5
+# Permanent: the file is damaged or not a database at all.
+_SQLITE_CORRUPT = {11, 26}  # CORRUPT, NOTADB
+# Permanent: the store cannot work as configured (read-only file or folder,
+# a path that cannot be opened, no permission).
+_SQLITE_CONFIGURATION = {3, 8, 14, 23}  # PERM, READONLY, CANTOPEN, AUTH
+# ...except a read-only state that a moment cures (another connection is
+# recovering the WAL).
+_SQLITE_READONLY_RECOVERY = 264
+# ERROR (the statement itself is wrong: no such table, syntax), TOOBIG,
+# MISMATCH, RANGE.
+_SQLITE_INVALID = {1, 18, 20, 25}
+_SQLITE_CONSTRAINT = 19
+# Extended constraint codes that mean "your value is not allowed" rather than
+# "someone else's row is in the way".
+_SQLITE_CONSTRAINT_INVALID = {275, 1299}  # CHECK, NOTNULL
+
+
+class LockBusy(StoreUnavailable):
+    """SQLITE_BUSY: another connection held the lock past this connection's busy timeout.
+
+    A statement refused this way changed nothing (see ``no_wait_changes``).
+    """
+
+
+def translate_sqlite_error(exc: sqlite3.Error, where: str) -> DurastateError:
+    """Map a sqlite3 exception to our error tree by its result code."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    message = f"{where}: {exc}"
+    if code is None:
+        if isinstance(exc, sqlite3.ProgrammingError) and "closed" in str(exc):
+            return StoreClosed(message)
+        if isinstance(exc, (sqlite3.ProgrammingError, sqlite3.InterfaceError)):
+            return InvalidRequest(message)
+        return DurastateError(message)
+    primary = code & 0xFF
+    if primary == _SQLITE_BUSY:
+        return LockBusy(message)
+    if primary in _SQLITE_ERROR_UNAVAILABLE or code == _SQLITE_READONLY_RECOVERY:
+        return StoreUnavailable(message)
+    if primary in _SQLITE_CORRUPT:
+        return StoreCorrupt(f"{message} (the file is damaged or not a SQLite database: restore it from a backup)")
+    if primary in _SQLITE_CONFIGURATION:
+        return ConfigurationError(message)
+    if primary in _SQLITE_INVALID:
+        return InvalidRequest(message)
+    if primary == _SQLITE_CONSTRAINT:
+        if code in _SQLITE_CONSTRAINT_INVALID:
+            return InvalidRequest(message)
+        return Conflict(message)
+    return DurastateError(message)

@@ -1,0 +1,160 @@
+"""The kv facet's schema and statements, each declaring its kind.
+
+One text per operation, with the engine's tokens (``{blob}``,
+``{next_value:...}``, ...); a many-key lookup is a ``KeyLookup`` whose
+statement shape each engine chooses (``get_many_sql``, ``delete_keys_sql``).
+"""
+
+from __future__ import annotations
+
+from ..engines.base import READ, WRITE, WRITE_ROWS, KeyLookup, Migration, Schema, Statement
+
+# Keys per statement in get_many / delete(keys=): well under both engines'
+# bound-parameter limits, and few distinct statement texts to cache.
+KEY_CHUNK = 128
+
+SCHEMA = Schema(
+    facet="kv",
+    migrations=(
+        Migration(
+            statements=(
+                "CREATE TABLE {p}kv ("
+                " scope {blob} NOT NULL, ns {blob} NOT NULL, key {blob} NOT NULL,"
+                " value {blob} NOT NULL, expires_at {int64},"
+                " PRIMARY KEY (scope, ns, key)){without_rowid}",
+                "CREATE INDEX {p}kv_expiry ON {p}kv (expires_at) WHERE expires_at IS NOT NULL",
+                "CREATE TABLE {p}kv_log ("
+                " id {tail_pk}, scope {blob} NOT NULL, ns {blob} NOT NULL,"
+                " key {blob} NOT NULL, value {blob} NOT NULL)",
+                "CREATE INDEX {p}kv_log_key ON {p}kv_log (scope, ns, key, id)",
+                # An add that would overflow int64 is refused, never turned
+                # into another type ({int64_check}).
+                "CREATE TABLE {p}kv_counter ("
+                " scope {blob} NOT NULL, ns {blob} NOT NULL, key {blob} NOT NULL,"
+                " n {int64} NOT NULL{int64_check:n},"
+                " PRIMARY KEY (scope, ns, key)){without_rowid}",
+            ),
+            sequences=("kv_log",),
+        ),
+        # Logs carry the store's time of each append, for age-based trimming
+        # (trim_logs). Entries appended before this step have none and count
+        # as older than any cutoff.
+        Migration(statements=("ALTER TABLE {p}kv_log ADD COLUMN created_at {int64}",)),
+    ),
+)
+
+# -- statements ---------------------------------------------------------------
+
+GET = READ("SELECT value, expires_at FROM {p}kv WHERE scope = ? AND ns = ? AND key = ?")
+PUT = WRITE(
+    "INSERT INTO {p}kv (scope, ns, key, value, expires_at) VALUES (?, ?, ?, ?, ?)"
+    " ON CONFLICT (scope, ns, key) DO UPDATE"
+    " SET value = excluded.value, expires_at = excluded.expires_at"
+)
+# The common no-ttl put: the same upsert with a literal NULL deadline, which
+# SQLite writes measurably faster (~7 % on a batch) than a bound NULL.
+PUT_PERSISTENT = WRITE(
+    "INSERT INTO {p}kv (scope, ns, key, value, expires_at) VALUES (?, ?, ?, ?, NULL)"
+    " ON CONFLICT (scope, ns, key) DO UPDATE"
+    " SET value = excluded.value, expires_at = NULL"
+)
+DRAIN = WRITE_ROWS("DELETE FROM {p}kv WHERE scope = ? AND ns = ? RETURNING key, value, expires_at")
+DELETE_ALL = WRITE("DELETE FROM {p}kv WHERE scope = ? AND ns = ?")
+# take / put_if_absent (KV.take, KV.put_if_absent). An expired row counts as
+# absent: take removes it and reports a miss; put_if_absent replaces it.
+# RETURNING yields a row only when the insert (or the replacement of an
+# expired row) happened.
+TAKE = WRITE_ROWS("DELETE FROM {p}kv WHERE scope = ? AND ns = ? AND key = ? RETURNING value, expires_at")
+PUT_IF_ABSENT = WRITE_ROWS(
+    "INSERT INTO {p}kv (scope, ns, key, value, expires_at) VALUES (?, ?, ?, ?, ?)"
+    " ON CONFLICT (scope, ns, key) DO UPDATE SET value = excluded.value, expires_at = excluded.expires_at"
+    " WHERE {p}kv.expires_at IS NOT NULL AND {p}kv.expires_at <= ?"
+    " RETURNING 1"
+)
+PRUNE = WRITE(
+    "DELETE FROM {p}kv WHERE (scope, ns, key) IN (SELECT scope, ns, key FROM {p}kv WHERE expires_at <= ? LIMIT ?)"
+)
+# Whether a sweep would find anything: a read on the partial expiry index,
+# so the sweep in passing takes the write lock only when there is work.
+PRUNE_DUE = READ("SELECT 1 FROM {p}kv WHERE expires_at <= ? LIMIT 1")
+CLEAR_VALUES = WRITE("DELETE FROM {p}kv WHERE scope = ?")
+CLEAR_LOGS = WRITE("DELETE FROM {p}kv_log WHERE scope = ?")
+CLEAR_COUNTERS = WRITE("DELETE FROM {p}kv_counter WHERE scope = ?")
+
+# Gap-free and in commit order under concurrent appenders ({next_value}).
+APPEND = WRITE_ROWS(
+    "INSERT INTO {p}kv_log (id, scope, ns, key, value, created_at) VALUES ({next_value:kv_log}, ?, ?, ?, ?, ?)"
+    " RETURNING id"
+)
+LOG_PAGE = READ("SELECT id, value FROM {p}kv_log WHERE scope = ? AND ns = ? AND key = ? AND id > ? ORDER BY id LIMIT ?")
+
+# Retention (see durastate._retention): the old end of every log by ordinal,
+# and per-key trims on the (scope, ns, key, id) index.
+LOG_OLDEST = READ("SELECT id, created_at FROM {p}kv_log ORDER BY id LIMIT ?")
+LOG_DELETE_THROUGH = WRITE("DELETE FROM {p}kv_log WHERE id <= ? AND (created_at IS NULL OR created_at < ?)")
+LOG_NTH_NEWEST = READ(
+    "SELECT id FROM {p}kv_log WHERE scope = ? AND ns = ? AND key = ? ORDER BY id DESC LIMIT 1 OFFSET ?"
+)
+LOG_TRIM_KEY = WRITE(
+    "DELETE FROM {p}kv_log WHERE id IN (SELECT id FROM {p}kv_log WHERE scope = ? AND ns = ? AND key = ?"
+    " AND id < ? AND (created_at IS NULL OR created_at < ?) ORDER BY id LIMIT ?)"
+)
+
+COUNTER_GET = READ("SELECT n FROM {p}kv_counter WHERE scope = ? AND ns = ? AND key = ?")
+# The WHERE bounds (the range the old value must lie in for old + delta to
+# fit in int64, computed from the delta) make an overflowing add return no
+# row instead of failing the statement: a refusal, not a database error, so
+# it does not doom the caller's transaction (see engines.base).
+COUNTER_ADD = WRITE_ROWS(
+    "INSERT INTO {p}kv_counter (scope, ns, key, n) VALUES (?, ?, ?, ?)"
+    " ON CONFLICT (scope, ns, key) DO UPDATE SET n = {p}kv_counter.n + excluded.n"
+    " WHERE {p}kv_counter.n BETWEEN ? AND ?"
+    " RETURNING n"
+)
+COUNTER_SET = WRITE(
+    "INSERT INTO {p}kv_counter (scope, ns, key, n) VALUES (?, ?, ?, ?)"
+    " ON CONFLICT (scope, ns, key) DO UPDATE SET n = excluded.n"
+)
+COUNTER_DELETE = WRITE("DELETE FROM {p}kv_counter WHERE scope = ? AND ns = ? AND key = ?")
+
+
+def get_many_sql(count: int) -> KeyLookup:
+    """``count`` keys of one namespace (one statement per count; params: scope, ns, keys)."""
+    return KeyLookup("kv", "key, value, expires_at", ("scope", "ns"), "key", count)
+
+
+def delete_keys_sql(count: int) -> KeyLookup:
+    return KeyLookup("kv", "", ("scope", "ns"), "key", count, delete=True)
+
+
+def scan_sql(has_start: bool, has_end: bool, reverse: bool) -> Statement:
+    """One page of a range scan; each bound present or not is its own text.
+
+    Separate texts (rather than ``? IS NULL OR key < ?``) keep both bounds
+    usable by the index, so a narrow range in a huge namespace stays cheap.
+    Live rows only: the expiry deadline is the last bound parameter but one.
+    """
+    where = "scope = ? AND ns = ?"
+    if has_start:
+        where += " AND key >= ?"
+    if has_end:
+        where += " AND key < ?"
+    order = "DESC" if reverse else "ASC"
+    return READ(
+        f"SELECT key, value FROM {{p}}kv WHERE {where}"
+        f" AND (expires_at IS NULL OR expires_at > ?) ORDER BY key {order} LIMIT ?"
+    )
+
+
+def delete_range_sql(has_start: bool, has_end: bool) -> Statement:
+    where = "scope = ? AND ns = ?"
+    if has_start:
+        where += " AND key >= ?"
+    if has_end:
+        where += " AND key < ?"
+    return WRITE(f"DELETE FROM {{p}}kv WHERE {where}")
+
+
+# The three tables of the kv address space, each with (scope, ns) leading an
+# index: listing walks each one and merges (distinct_sql statements).
+LISTED_TABLES = ("kv", "kv_log", "kv_counter")

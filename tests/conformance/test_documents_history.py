@@ -1,0 +1,1 @@
+from durastate.testing.conformance.documents_history import *  # noqa: F403

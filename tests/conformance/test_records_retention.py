@@ -1,0 +1,1 @@
+from durastate.testing.conformance.records_retention import *  # noqa: F403

@@ -1,0 +1,234 @@
+"""What the fuzz suites found, pinned: each case once, deterministically, on every engine it concerns.
+
+Each test names the entry point and the input that broke the contract
+(only documented errors; a refused call changes nothing), and checks the
+fixed behaviour.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import durastate
+from durastate.errors import ConfigurationError, InvalidRequest
+
+INT64_MAX = 2**63 - 1
+
+
+# -- facets and engines -----------------------------------------------------------
+
+
+@pytest.mark.parametrize("keep_last", [INT64_MAX + 1, 2**64, 10**30])
+def test_kv_trim_log_keep_last_past_int64_keeps_everything(store: durastate.Store, keep_last: int) -> None:
+    # Was: OverflowError from the driver binding keep_last - 1.
+    store.kv.append(b"s", b"n", b"k", b"v")
+    assert store.kv.trim_log(b"s", b"n", b"k", keep_last=keep_last) == 0
+    assert store.kv.trim_log(b"s", b"n", b"k", keep_last=keep_last, older_than=0) == 0
+    assert [v for _, v in store.kv.log(b"s", b"n", b"k")] == [b"v"]
+
+
+@pytest.mark.parametrize("limit", [INT64_MAX, INT64_MAX - 1])
+def test_events_list_sessions_limit_at_int64_max(store: durastate.Store, limit: int) -> None:
+    # Was: OverflowError from the driver binding limit + 1.
+    store.events.append("s1", [{"type": "t", "payload": 1}])
+    page = store.events.list_sessions(limit=limit)
+    assert [s.session_id for s in page.sessions] == ["s1"] and page.cursor is None
+
+
+@pytest.mark.parametrize("name", ["\x00", "a\x00b.db", "\ud800.db", "a" * 300, "sqlite:q\x00.db"])
+def test_open_a_file_name_no_file_can_have_is_a_configuration_error(
+    name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Was: ValueError (embedded null byte), UnicodeEncodeError, OSError (name too long) from the OS.
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ConfigurationError, match=r"not a usable file name|cannot create"):
+        durastate.open(name)
+    assert list(tmp_path.iterdir()) == []
+    assert issubclass(ConfigurationError, InvalidRequest)
+
+
+def _deep(depth: int = 2000) -> object:
+    value: object = 1
+    for _ in range(depth):
+        value = {"d": value}
+    return value
+
+
+DEEP_CALLS = {
+    "kv.scopes(limit=)": lambda s: s.kv.scopes(limit=_deep()),
+    "kv.put_many(items=[...])": lambda s: s.kv.put_many(b"s", b"n", [_deep()]),
+    "queues.peek(limit=)": lambda s: s.queues.peek("q", limit=_deep()),
+    "queues.peek(after=)": lambda s: s.queues.peek("q", after=_deep()),
+    "records.scan_conversations(order=)": lambda s: s.records.scan_conversations({"order": _deep()}, 5),
+    "records.scan_conversations(cursor order)": lambda s: s.records.scan_conversations(
+        {}, 5, {"after": 1, "order": _deep()}
+    ),
+    "records.find_document(scope kind)": lambda s: s.records.find_document(
+        {"kind": "notes", "scope": {"kind": _deep()}}
+    ),
+    "records.commit(type)": lambda s: s.records.commit([{"type": _deep()}]),
+    "records.commit(content kind)": lambda s: s.records.commit(
+        [
+            {
+                "type": "document.create",
+                "record": {"id": 5, "kind": "n", "scope": {"kind": "session"}},
+                "content": {"kind": _deep()},
+            }
+        ]
+    ),
+    "records.document(at=huge str)": lambda s: s.records.document(1, "x" * 70_000),
+}
+
+
+@pytest.mark.parametrize("call", list(DEEP_CALLS.values()), ids=list(DEEP_CALLS))
+def test_a_refusal_names_a_value_too_deep_or_long_to_repr_in_a_bounded_message(store: durastate.Store, call) -> None:  # type: ignore[no-untyped-def]
+    # Was: RecursionError while wording the refusal ({value!r} of a 2000-level dict), or a 70 kB message.
+    with pytest.raises(InvalidRequest) as refused:
+        call(store)
+    assert len(str(refused.value)) < 400
+
+
+# -- compat.vgi ---------------------------------------------------------------------
+
+
+def test_vgi_sharded_storage_refuses_a_shard_key_without_utf8_with_value_error(store_url: str) -> None:
+    # Was: UnicodeEncodeError from shard_key.encode() (the seed's code), on every method.
+    from durastate.compat.vgi import BoundStorage, ShardedStorage, TransactionBoundStorage
+
+    with ShardedStorage(store_url) as sharded:
+        sharded.state_put_many(b"s", b"n", [(b"k", b"v")], shard_key="a")
+        for call in (
+            lambda: sharded.state_put_many(b"s", b"n", [(b"k", b"w")], shard_key="\ud800"),
+            lambda: sharded.queue_push(b"e", [b"x"], shard_key="a\udfff"),
+            lambda: TransactionBoundStorage(sharded, b"t", shard_key="\ud800").put_one(b"k", b"v"),
+        ):
+            with pytest.raises(ValueError, match="shard_key must be valid text") as refused:
+                call()
+            assert not isinstance(refused.value, UnicodeError)
+        assert sharded.state_get_many(b"s", b"n", [b"k"], shard_key="a") == [b"v"]
+        assert BoundStorage(sharded, b"e").queue_pop() is None
+
+
+def test_vgi_arrow_helpers_refuse_what_is_not_theirs_with_type_error(store_url: str, tmp_path: Path) -> None:
+    # Was: AttributeError (.schema of a non-batch), a lone batch's columns pushed one by one,
+    # a str opened as a local file by pyarrow (FileNotFoundError for ""), None an AttributeError.
+    import pyarrow as pa
+
+    from durastate.compat.vgi import BoundStorage, FunctionStorage
+
+    batch = pa.RecordBatch.from_pydict({"x": [1, 2]})
+    (tmp_path / "stream.arrow").write_bytes(BoundStorage.serialize_record_batch(batch))
+    with FunctionStorage(store_url) as storage:
+        bound = BoundStorage(storage, b"e")
+        for call in (
+            lambda: BoundStorage.serialize_record_batch([]),  # type: ignore[arg-type]
+            lambda: bound.queue_push_batches(batch),  # type: ignore[arg-type]
+            lambda: bound.queue_push_batches([batch, "not a batch"]),  # type: ignore[list-item]
+            lambda: bound.queue_push_batches(0),  # type: ignore[arg-type]
+            lambda: BoundStorage.deserialize_record_batch(None),  # type: ignore[arg-type]
+            lambda: BoundStorage.deserialize_record_batch(""),  # type: ignore[arg-type]
+            lambda: BoundStorage.deserialize_record_batch(str(tmp_path / "stream.arrow")),  # type: ignore[arg-type]
+            lambda: BoundStorage.deserialize_record_batch(tmp_path / "stream.arrow"),  # type: ignore[arg-type]
+        ):
+            with pytest.raises(TypeError, match="must be"):
+                call()
+        assert bound.queue_pop() is None  # nothing was pushed
+        assert bound.queue_push_batches([batch]) == 1
+        assert bound.queue_pop_batch() == batch
+
+
+@pytest.mark.parametrize("shards", ["ab", b"ab", 0, [0], ["a.db", None], Path("p.db")])
+def test_vgi_sharded_storage_shards_must_be_a_list_or_mapping_of_paths(
+    shards: object, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Was: a str iterated character by character (a database file per character), raw TypeErrors
+    # from iter() and os.fspath().
+    from durastate.compat.vgi import ShardedStorage
+
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(TypeError, match="shards"):
+        ShardedStorage(shards=shards)  # type: ignore[arg-type]
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_vgi_sharded_storage_shard_name_without_utf8_is_a_value_error(tmp_path: Path) -> None:
+    from durastate.compat.vgi import ShardedStorage
+
+    with pytest.raises(ValueError, match="not valid text"):
+        ShardedStorage(shards={"\ud800": str(tmp_path / "a.db")})
+    with ShardedStorage(shards={5: "memory:", "b": "memory:"}) as named:  # type: ignore[dict-item]
+        assert len(named.stores) == 2
+
+
+# -- compat.pi_durable -----------------------------------------------------------------
+
+
+def test_pi_durable_options_too_deep_to_repr_are_refused_as_documented(store_url: str) -> None:
+    # Was: RecursionError while formatting the refusal's message (repr of a 2000-level dict).
+    import asyncio
+
+    from durastate.compat.pi_durable import SqliteStorage, validate_sqlite_prefix
+
+    nested: object = 1
+    for _ in range(2000):
+        nested = {"d": nested}
+    for options in ({"prefix": nested}, {"busy_timeout_ms": nested}, {"wal_auto_checkpoint_pages": nested}):
+        with pytest.raises(InvalidRequest, match=r"prefix|must be an integer") as refused:
+            asyncio.run(SqliteStorage.open(store_url, options))
+        assert len(str(refused.value)) < 200
+    with pytest.raises(InvalidRequest, match="Invalid SQLite schema prefix"):
+        validate_sqlite_prefix(nested)
+
+
+# -- compat.a2 --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "expiry",
+    [{"expires_at_ms": INT64_MAX}, {"expires_at_ms": -(2**62)}, {"ttl_ms": 2**62}, {"ttl_ms": 2**53}],
+    ids=["expires_at_ms=int64max", "expires_at_ms<year1", "ttl_ms=2**62", "ttl_ms=2**53"],
+)
+def test_a2_refuses_an_expiry_no_datetime_can_hold_before_writing_it(store_url: str, expiry: dict[str, int]) -> None:
+    # Was: the claim (or presence row) stored, then OverflowError turning its expiry into a datetime;
+    # every later read of the session (read, stream, claim) failed the same way.
+    import asyncio
+    import datetime
+
+    from durastate.compat import a2
+
+    async def main() -> None:
+        store = a2.open_store(store_url)
+        try:
+            await store.append("s", [{"type": "t", "payload": 1, "id": "e1"}])
+            with pytest.raises(TypeError, match="year"):
+                await store.claim_available(session_id="s", holder="w", **{"ttl_ms": 1000, **expiry})
+            with pytest.raises(TypeError, match="year"):
+                await store.renew_claims(session_id="s", holder="w", claims=[], **{"ttl_ms": 1000, **expiry})
+            if "ttl_ms" in expiry:
+                with pytest.raises(TypeError, match="year"):
+                    await store.presence.set(
+                        "room", "p", {"x": 1}, at=datetime.datetime(2024, 1, 1, tzinfo=datetime.UTC), seen=1, **expiry
+                    )
+                assert await store.presence.read("room") == ()
+            (event,) = await store.read("s")
+            assert event.claim_holder is None and event.attempt_count == 0
+            claimed = await store.claim_available(session_id="s", holder="w", ttl_ms=1000)
+            assert claimed.outcome == "claimed"
+        finally:
+            store.close()
+
+    asyncio.run(main())
+
+
+@pytest.mark.parametrize("seconds", [1.7976931348623157e305, 1e300, float(2**62)])
+def test_a_duration_whose_milliseconds_overflow_a_float_is_refused(store: durastate.Store, seconds: float) -> None:
+    # Was: OverflowError from int(inf) (seconds * 1000 rounds to infinity near float's limit).
+    with pytest.raises(durastate.InvalidRequest, match=r"too long|past the 64-bit"):
+        store.queues.push("q", [b"x"], delay=seconds)
+    with pytest.raises(durastate.InvalidRequest, match=r"too long|past the 64-bit"):
+        store.kv.put(b"s", b"n", b"k", b"v", ttl=seconds)
+    with pytest.raises(durastate.InvalidRequest, match="too large"):
+        durastate.Retention(kv_log_max_age=seconds)
+    assert store.queues.stats("q").ready == 0 and store.kv.get(b"s", b"n", b"k") is None

@@ -1,0 +1,509 @@
+"""The integrations' one async path (``integrations._common.AsyncCalls``): where calls run, cancellation, closing.
+
+On a SQLite file an uncontended async call runs on the event loop's thread
+(no thread hop); on PostgreSQL on a worker thread. A cancelled write leaves
+nothing behind: the LangGraph saver's and LangChain's writes roll back when
+cancelled before they commit; the OpenAI Agents session carries a mutation
+to its end (the SDK's rule) and raises the cancellation only once nothing of
+it is running. A borrowed store stays open when the integration closes; an
+owned one closes after the workers are done.
+
+A ``Blocker`` is another connection's open transaction holding what the call
+needs: SQLite's write lock, or PostgreSQL row locks on the keys the call
+writes. Calls then wait on a worker thread, where they are cancelled.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import subprocess
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+pytest.importorskip("langgraph.checkpoint.base")
+pytest.importorskip("agents.memory")
+pytest.importorskip("langchain_core.stores")
+
+from langgraph.checkpoint.base import create_checkpoint, empty_checkpoint
+from langgraph.store.base import PutOp
+
+import durastate
+from durastate.integrations._common import Holder
+from durastate.integrations.langchain import DurastateByteStore, DurastateCache
+from durastate.integrations.langgraph import DurastateSaver, DurastateStore
+from durastate.integrations.langgraph._layout import ThreadRows
+from durastate.integrations.openai_agents import LAST_ORDINAL_KEY, SCOPE, DurastateSession
+from durastate.testing.locking import WriteLockHolder
+
+
+class _RollBack(Exception):
+    pass
+
+
+class Blocker:
+    """``write()`` inside a transaction on a thread of its own, held open until ``release()``, then rolled back."""
+
+    def __init__(self, store: durastate.Store, write: Callable[[], object]) -> None:
+        self._store = store
+        self._write = write
+        self._held = threading.Event()
+        self._release = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="blocker")
+
+    def _run(self) -> None:
+        try:
+            with self._store.transaction():
+                self._write()
+                self._held.set()
+                self._release.wait(60)
+                raise _RollBack
+        except _RollBack:
+            pass
+
+    def start(self) -> Blocker:
+        self._thread.start()
+        assert self._held.wait(30), "the blocker could not take its locks"
+        return self
+
+    def release(self) -> None:
+        self._release.set()
+        self._thread.join(30)
+
+
+@pytest.fixture
+def shared_store(shared_url: str) -> Iterator[durastate.Store]:
+    with durastate.open(shared_url) as store:
+        yield store
+
+
+def busy(holder: Holder) -> int:
+    """Calls of ``holder`` inside (or queued for) a worker thread right now."""
+    return holder._aio.runner._busy
+
+
+async def on_a_worker(holder: Holder) -> None:
+    """Return once a call of ``holder`` has been handed to a worker thread."""
+    for _ in range(30_000):
+        if busy(holder):
+            return
+        await asyncio.sleep(0.001)
+    raise AssertionError("the call never reached a worker thread")
+
+
+def checkpoint_args(thread: str, step: int = 1) -> tuple[Any, Any, Any, Any]:
+    """``put`` arguments: a first checkpoint of ``thread`` with one stored channel value."""
+    checkpoint = create_checkpoint(empty_checkpoint(), None, step)
+    checkpoint["channel_values"] = {"messages": [f"hello {step}"]}
+    checkpoint["channel_versions"] = {"messages": f"{step:032}.0"}
+    config = {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
+    return config, checkpoint, {"source": "loop", "step": step, "run_id": "r"}, {"messages": f"{step:032}.0"}
+
+
+def thread_rows(store: durastate.Store, thread: str) -> list[bytes]:
+    return [key for key, _ in ThreadRows(store.kv, b"langgraph", thread).scan()]
+
+
+def user(text: str) -> dict[str, Any]:
+    return {"role": "user", "content": text}
+
+
+# -- where calls run ---------------------------------------------------------------
+
+
+def traced(target: Any, name: str, threads: list[threading.Thread]) -> None:
+    """Record the thread every call of ``target.name`` runs on."""
+    real = getattr(target, name)
+
+    def record(*args: Any, **kwargs: Any) -> Any:
+        threads.append(threading.current_thread())
+        return real(*args, **kwargs)
+
+    setattr(target, name, record)
+
+
+def test_uncontended_calls_run_inline_on_a_sqlite_file_and_on_workers_on_postgres(
+    shared_store: durastate.Store, shared_url: str
+) -> None:
+    saver, memory = DurastateSaver(shared_store), DurastateStore(shared_store)
+    session, byte_store = DurastateSession("s", store=shared_store), DurastateByteStore(store=shared_store)
+    threads: list[threading.Thread] = []
+    for target, name in [
+        (saver, "put"),
+        (saver, "put_writes"),
+        (saver, "get_tuple"),
+        (saver, "list"),
+        (memory, "batch"),
+        (session, "_add_items"),
+        (session, "_get_items"),
+        (byte_store, "mset"),
+        (byte_store, "_keys"),
+    ]:
+        traced(target, name, threads)
+
+    async def main() -> threading.Thread:
+        config = await saver.aput(*checkpoint_args("t"))
+        await saver.aput_writes(config, [("messages", "w")], "task")
+        assert (await saver.aget_tuple(config)) is not None
+        assert len([t async for t in saver.alist(None)]) == 1
+        await memory.aput(("ns",), "k", {"v": 1})
+        assert (await memory.aget(("ns",), "k")) is not None
+        await session.add_items([user("a")])
+        assert await session.get_items() == [user("a")]
+        await byte_store.amset([("k", b"v")])
+        assert [k async for k in byte_store.ayield_keys()] == ["k"]
+        return threading.current_thread()
+
+    loop_thread = asyncio.run(main())
+    assert len(threads) == 10  # put, put_writes, get_tuple, list, batch x2, add, get, mset, keys
+    if shared_url.startswith("sqlite"):
+        assert set(threads) == {loop_thread}
+    else:
+        assert loop_thread not in threads
+    for holder in (saver, memory, session, byte_store):
+        holder.close()
+
+
+def test_async_delta_channel_history_is_the_sync_walk(shared_store: durastate.Store) -> None:
+    saver = DurastateSaver(shared_store)
+    first = saver.put(*checkpoint_args("t"))
+    saver.put_writes(first, [("messages", "w1")], "task")
+    _, checkpoint, metadata, versions = checkpoint_args("t", step=2)
+    second = saver.put(first, checkpoint, metadata, versions)
+    wanted = saver.get_delta_channel_history(config=second, channels=["messages"])
+    assert wanted["messages"]["writes"] != []
+    assert asyncio.run(saver.aget_delta_channel_history(config=second, channels=["messages"])) == wanted
+    saver.close()
+
+
+# -- (a) a cancelled call leaves nothing behind -------------------------------------
+
+
+def test_a_cancelled_aput_rolls_back(shared_store: durastate.Store) -> None:
+    saver = DurastateSaver(shared_store)
+    # The blocker puts another first checkpoint of the same thread: on
+    # PostgreSQL the namespace row both write is locked by it.
+    blocker = Blocker(shared_store, lambda: saver.put(*checkpoint_args("t", step=2)))
+
+    async def main() -> None:
+        blocker.start()
+        try:
+            task = asyncio.create_task(saver.aput(*checkpoint_args("t")))
+            await on_a_worker(saver)
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+        finally:
+            await asyncio.to_thread(blocker.release)
+        await asyncio.to_thread(saver._aio.runner.wait_idle)  # it ran after the blocker, then rolled back
+        assert thread_rows(shared_store, "t") == []
+        config = await saver.aput(*checkpoint_args("t"))  # nothing left locked
+        assert (await saver.aget_tuple(config)) is not None
+
+    asyncio.run(main())
+    saver.close()
+
+
+def test_a_cancelled_aput_writes_rolls_back(shared_store: durastate.Store) -> None:
+    saver = DurastateSaver(shared_store)
+    config = saver.put(*checkpoint_args("t"))
+    before = thread_rows(shared_store, "t")
+    writes = [("messages", "one"), ("other", "two")]
+    blocker = Blocker(shared_store, lambda: saver.put_writes(config, writes, "task"))
+
+    async def main() -> None:
+        blocker.start()
+        try:
+            task = asyncio.create_task(saver.aput_writes(config, writes, "task"))
+            await on_a_worker(saver)
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+        finally:
+            await asyncio.to_thread(blocker.release)
+        await asyncio.to_thread(saver._aio.runner.wait_idle)
+        assert thread_rows(shared_store, "t") == before
+        found = await saver.aget_tuple(config)
+        assert found is not None and found.pending_writes == []
+
+    asyncio.run(main())
+    saver.close()
+
+
+def test_a_cancelled_langchain_write_rolls_back(shared_store: durastate.Store) -> None:
+    byte_store = DurastateByteStore(store=shared_store)
+    blocker = Blocker(shared_store, lambda: byte_store.mset([("a", b"blocker")]))
+
+    async def main() -> None:
+        blocker.start()
+        try:
+            task = asyncio.create_task(byte_store.amset([("a", b"1"), ("b", b"2")]))
+            await on_a_worker(byte_store)
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+        finally:
+            await asyncio.to_thread(blocker.release)
+        await asyncio.to_thread(byte_store._aio.runner.wait_idle)
+        assert await byte_store.amget(["a", "b"]) == [None, None]
+
+    asyncio.run(main())
+    byte_store.close()
+
+
+def test_a_cancelled_add_items_on_a_worker_writes_its_batch_before_the_cancellation_arrives(
+    shared_store: durastate.Store,
+) -> None:
+    session = DurastateSession("s", store=shared_store)
+    batch = [user(str(i)) for i in range(20)]
+    # On PostgreSQL the ordinal counter's row lock is what add_items waits for.
+    blocker = Blocker(shared_store, lambda: shared_store.kv.incr(SCOPE, b"s", LAST_ORDINAL_KEY, 1))
+
+    async def main() -> None:
+        blocker.start()
+        try:
+            task = asyncio.create_task(session.add_items(batch))
+            await on_a_worker(session)
+            task.cancel()
+            for _ in range(20):
+                await asyncio.sleep(0)
+            assert not task.done()  # the SDK's rule: the mutation's outcome first
+        finally:
+            await asyncio.to_thread(blocker.release)
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        # Settled: nothing of it still running, all of the batch there.
+        assert busy(session) == 0
+        assert session._get_items(None) == batch
+
+    asyncio.run(main())
+    session.close()
+
+
+def test_a_cancelled_add_items_that_never_started_writes_nothing(shared_store: durastate.Store) -> None:
+    session = DurastateSession("s", store=shared_store)
+
+    async def main() -> None:
+        task = asyncio.create_task(session.add_items([user("never")]))
+        task.cancel()  # before its first step
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert await session.get_items() == []
+
+    asyncio.run(main())
+    session.close()
+
+
+# -- owned and borrowed stores, closing ---------------------------------------------
+
+
+def test_closing_waits_for_a_call_on_a_worker_and_leaves_a_borrowed_store_open(
+    shared_store: durastate.Store,
+) -> None:
+    saver = DurastateSaver(shared_store)
+    blocker = Blocker(shared_store, lambda: saver.put(*checkpoint_args("t", step=2)))
+
+    async def main() -> None:
+        blocker.start()
+        put = asyncio.create_task(saver.aput(*checkpoint_args("t")))
+        await on_a_worker(saver)
+        closing = asyncio.create_task(saver.aclose())
+        for _ in range(20):
+            await asyncio.sleep(0)
+        assert not closing.done()  # the put is still on its worker
+        await asyncio.to_thread(blocker.release)
+        await closing
+        assert busy(saver) == 0
+        await put  # it finished before close returned
+        with pytest.raises(durastate.StoreClosed, match="durastate-langgraph-langgraph is closed"):
+            await saver.aget_tuple(checkpoint_args("t")[0])
+
+    asyncio.run(main())
+    assert not shared_store.closed
+    assert thread_rows(shared_store, "t") != []  # written by the put close waited for
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda url: DurastateSaver.from_url(url),
+        lambda url: DurastateStore.from_url(url),
+        lambda url: DurastateSession("s", url=url),
+        lambda url: DurastateByteStore(url),
+        lambda url: DurastateCache(url),
+    ],
+    ids=["saver", "store", "session", "byte-store", "cache"],
+)
+def test_an_owned_store_closes_with_aclose(shared_url: str, make: Callable[[str], Holder]) -> None:
+    async def main() -> Holder:
+        async with make(shared_url) as holder:
+            return holder
+
+    holder = asyncio.run(main())
+    assert holder.store.closed and holder._aio.runner.closed
+
+
+def test_async_writes_on_a_borrowed_store_are_seen_by_its_sync_users(shared_store: durastate.Store) -> None:
+    memory = DurastateStore(shared_store)
+    asyncio.run(memory.abatch([PutOp(("a",), "k", {"v": 1}), PutOp(("a",), "j", {"v": 2})]))
+    assert [item.key for item in memory.search(("a",))] == ["j", "k"]
+    memory.close()
+
+
+# -- (b) another process holding the write lock never stalls the loop ------------------
+
+_HOLD_LOCK = """
+import sqlite3, sys
+conn = sqlite3.connect(sys.argv[1], isolation_level=None)
+conn.execute("BEGIN IMMEDIATE")
+print("held", flush=True)
+sys.stdin.readline()
+conn.execute("ROLLBACK")
+"""
+TICK = 0.01
+HOLD_TICKS = 200  # ~2 s of ticks while the other process holds the lock
+MAX_LATENESS = 0.05  # a loop waiting on the lock would be ~2 s late
+
+
+def test_a_write_lock_held_by_another_process_never_makes_the_loop_late(tmp_path: Any) -> None:
+    path = tmp_path / "locked.db"
+    url = f"sqlite://{path}"
+    store = durastate.open(url)
+    saver, memory = DurastateSaver(store), DurastateStore.from_url(url)
+    session, cache = DurastateSession("s", url=url), DurastateCache(store=store)
+    config = saver.put(*checkpoint_args("t"))
+
+    async def main() -> float:
+        holder = subprocess.Popen(
+            [sys.executable, "-c", _HOLD_LOCK, str(path)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        )
+        try:
+            assert await asyncio.to_thread(holder.stdout.readline) == "held\n"  # type: ignore[union-attr]
+            loop = asyncio.get_running_loop()
+            lateness = 0.0
+
+            async def tick(count: int) -> None:
+                nonlocal lateness
+                for _ in range(count):
+                    start = loop.time()
+                    await asyncio.sleep(TICK)
+                    lateness = max(lateness, loop.time() - start - TICK)
+
+            writes = [
+                asyncio.create_task(saver.aput(*checkpoint_args("t", step=2))),
+                asyncio.create_task(saver.aput_writes(config, [("messages", "w")], "task")),
+                asyncio.create_task(memory.aput(("ns",), "k", {"v": 1})),
+                asyncio.create_task(session.add_items([user("a")])),
+                asyncio.create_task(cache.aupdate("prompt", "llm", [])),
+            ]
+            reads = asyncio.create_task(saver.aget_tuple(config))  # WAL reads do not wait for the lock
+            await tick(HOLD_TICKS)
+            assert [w.done() for w in writes] == [False] * len(writes)
+            assert (await reads) is not None
+            holder.stdin.write("\n")  # type: ignore[union-attr]
+            holder.stdin.flush()  # type: ignore[union-attr]
+            ticking = asyncio.create_task(tick(10**6))
+            await asyncio.wait_for(asyncio.gather(*writes), 60)
+            ticking.cancel()
+            return lateness
+        finally:
+            holder.kill()
+            await asyncio.to_thread(holder.wait)
+
+    # On a thread of its own: the loop's connections are opened while the lock is held.
+    with concurrent.futures.ThreadPoolExecutor(1) as loop_thread:
+        lateness = loop_thread.submit(asyncio.run, main()).result()
+    assert lateness < MAX_LATENESS, f"the loop was {lateness * 1000:.0f} ms late"
+    assert saver.get_tuple(checkpoint_args("t")[0]) is not None
+    assert memory.get(("ns",), "k") is not None
+    assert asyncio.run(session.get_items()) == [user("a")]
+    assert cache.lookup("prompt", "llm") == []
+    for closing in (saver, memory, session, cache):
+        closing.close()
+    store.close()
+
+
+def test_a_sync_call_after_an_async_one_on_the_same_thread_still_waits_for_the_lock(tmp_path: Any) -> None:
+    path = tmp_path / "mixed.db"
+    with DurastateSaver.from_url(path) as saver:
+        config = saver.put(*checkpoint_args("t"))
+        assert asyncio.run(saver.aget_tuple(config)) is not None  # inline, on this thread
+        holder = WriteLockHolder(path).start()
+        releasing = threading.Timer(0.2, holder.release)
+        releasing.start()
+        try:
+            saver.put(*checkpoint_args("t", step=2))  # sync: waits up to busy_timeout, as sync calls do
+        finally:
+            releasing.join()
+
+
+# -- cancel, then close, many rounds (a crash is an exit code) ------------------------
+
+CANCEL_ROUNDS = {"sqlite-file": 300, "postgres": 40}
+
+_CANCEL_AND_CLOSE = """
+import asyncio, random, sqlite3, sys, threading
+from langgraph.checkpoint.base import create_checkpoint, empty_checkpoint
+from durastate.integrations.langchain import DurastateByteStore
+from durastate.integrations.langgraph import DurastateSaver
+from durastate.integrations.openai_agents import DurastateSession
+
+url, rounds = sys.argv[1], int(sys.argv[2])
+path = url[len("sqlite://"):] if url.startswith("sqlite://") else None
+random.seed(7)
+
+def hold_lock():
+    if path is None or random.random() < 0.5:
+        return None
+    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    conn.execute("BEGIN IMMEDIATE")
+    return conn
+
+def let_go_soon(conn):
+    if conn is not None:
+        threading.Timer(random.random() / 500, lambda: (conn.execute("ROLLBACK"), conn.close())).start()
+
+def put_args(n):
+    checkpoint = create_checkpoint(empty_checkpoint(), None, 1)
+    checkpoint["channel_values"] = {"m": [n]}
+    checkpoint["channel_versions"] = {"m": "1"}
+    return {"configurable": {"thread_id": str(n), "checkpoint_ns": ""}}, checkpoint, {}, {"m": "1"}
+
+async def main():
+    for r in range(rounds):
+        saver = DurastateSaver.from_url(url)
+        session = DurastateSession("s", url=url)
+        byte_store = DurastateByteStore(url)
+        lock = hold_lock()
+        calls = [
+            lambda n: saver.aput(*put_args(n)),
+            lambda n: saver.aget_tuple(put_args(n)[0]),
+            lambda n: session.add_items([{"n": n}]),
+            lambda n: byte_store.amset([(str(n), b"v")]),
+        ]
+        tasks = [asyncio.create_task(call(r * 100 + i)) for i, call in enumerate(calls * 2)]
+        for _ in range(random.randint(0, 3)):
+            await asyncio.sleep(0)
+        for task in tasks:
+            task.cancel()
+        let_go_soon(lock)
+        for holder in (saver, session, byte_store):
+            await holder.aclose()
+        await asyncio.gather(*tasks, return_exceptions=True)
+    print("survived", rounds)
+
+asyncio.run(main())
+"""
+
+
+def test_cancel_then_close_never_frees_a_connection_in_use(shared_url: str, request: pytest.FixtureRequest) -> None:
+    rounds = CANCEL_ROUNDS[request.node.callspec.params["shared_url"]]
+    done = subprocess.run(
+        [sys.executable, "-c", _CANCEL_AND_CLOSE, shared_url, str(rounds)], capture_output=True, text=True, timeout=600
+    )
+    assert done.returncode == 0, (done.returncode, done.stderr[-2000:])
+    assert done.stdout.strip() == f"survived {rounds}"
