@@ -3,9 +3,9 @@
 ``make test`` runs the suite in several worker processes (``-n``, load
 scheduling one test at a time, so the queue is taken in collection order).
 Long tests go to the front of that queue (``slow`` first, then
-``multiprocess``), so no worker starts one near the end while the others
-sit idle: pi-durable's own suite first of all (minutes of subprocesses,
-mostly waiting). Without xdist the order is the same, and pi-durable's suite
+``multiprocess``, each the longest ``timeout`` first), so no worker starts
+one near the end while the others sit idle: pi-durable's own suite first
+of all (minutes of subprocesses, mostly waiting). Without xdist the order is the same, and pi-durable's suite
 is started as soon as collection selects it, to run beside the rest.
 
 Under xdist, the controller finds (or starts) the PostgreSQL server once
@@ -41,13 +41,16 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[Any]) -> None:
-    """Long tests first (a stable sort: every xdist worker must collect the same order)."""
+    """Long tests first, the longer timeout first within a mark (a stable sort: every xdist worker must collect
+    the same order)."""
 
-    def rank(item: Any) -> int:
+    def rank(item: Any) -> tuple[int, float]:
+        timeout = item.get_closest_marker("timeout")
+        longest = -float(timeout.args[0]) if timeout is not None and timeout.args else 0.0
         for position, mark in enumerate(_FIRST_MARKS):
             if item.get_closest_marker(mark) is not None:
-                return position
-        return len(_FIRST_MARKS)
+                return position, longest
+        return len(_FIRST_MARKS), 0.0
 
     items.sort(key=rank)
 

@@ -130,6 +130,7 @@ def _postgres_env(engine: str) -> dict[str, str]:
     return {postgres_server.ENV_URL: base}
 
 
+@pytest.mark.slow  # a pytest subprocess each
 @pytest.mark.parametrize("engine", ["sqlite-file", "postgres"])
 @pytest.mark.parametrize("version", [FUNCTUALIZE_IN_VENV, FUNCTUALIZE_OLDER])
 def test_functualize_state_sqlite_suite_passes_on_durastate(

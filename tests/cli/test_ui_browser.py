@@ -112,6 +112,7 @@ def pages(sample: Sample, second_page_cursor: str) -> dict[str, str]:
     }
 
 
+@pytest.mark.slow  # about a minute: early in make test's queue, so it never runs alone at the end
 def test_every_page_in_chromium(chromium: str, inspector: str, filled: tuple[str, Sample], tmp_path: Path) -> None:
     url, sample = filled
     with durastate.open(url) as store:
