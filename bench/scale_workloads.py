@@ -55,8 +55,6 @@ BEST = {
     # single index scan with an = ANY condition (issue 10's candidate).
     "kv get_many 100": "SELECT key, value, expires_at FROM {p}kv WHERE scope = %s AND ns = %s AND key = ANY(%s)",
 }
-# A reader that does not sweep expired fields on the way needs only the read.
-PRESENCE_BEST = "read alone, without the sweep check"
 
 
 class Raw:
@@ -591,20 +589,22 @@ def load_presence(ctx: Context) -> None:
 def presence_ops(ctx: Context) -> Ops:
     presence, raw = ctx.store.presence, ctx.raw
     rooms = max(1, ctx.size // (PRESENCE_PARTICIPANTS * PRESENCE_FIELDS))
-    r = {c: ctx.rng(c, "presence") for c in ("durastate", "raw", "best")}
+    r = {c: ctx.rng(c, "presence") for c in ("durastate", "raw")}
 
-    def raw_read(who: str, sweep_check: bool) -> Any:
-        ns = presence_ns(r[who].randrange(rooms))
+    def raw_read() -> Any:
+        """The facet's one read: the namespace's rows, the live ones decoded, a sweep if any expired."""
+        ns = presence_ns(r["raw"].randrange(rooms))
         now = raw.now_ms()
-        if sweep_check and raw.one(presence._sweep_due, (ns, now)) is not None:
+        rows = raw.all(presence._read, (ns,))
+        live = [(p, f, orjson.loads(v), s, a, e) for p, f, v, s, a, e in rows if e > now]
+        if len(live) < len(rows):
             raw.write(presence._sweep, (ns, now))
-        return [(p, f, orjson.loads(v), s, a, e) for p, f, v, s, a, e in raw.all(presence._read, (ns, now))]
+        return live
 
     return {
         "presence read (20 fields)": {
             "durastate": lambda: presence.read(presence_ns(r["durastate"].randrange(rooms))),
-            "raw": lambda: raw_read("raw", True),
-            "best": lambda: raw_read("best", False),
+            "raw": raw_read,
         }
     }
 

@@ -80,18 +80,19 @@ UPSERT = WRITE(
 )
 DELETE = WRITE("DELETE FROM {p}presence WHERE ns = ? AND participant = ? AND field = ? AND at <= ?")
 SWEEP = WRITE("DELETE FROM {p}presence WHERE ns = ? AND expires_at <= ?")
-# Whether the namespace has anything to sweep: a read on the expiry index,
-# so a read takes the write lock only when a row has expired.
-SWEEP_DUE = READ("SELECT 1 FROM {p}presence WHERE ns = ? AND expires_at <= ? LIMIT 1")
 # Retention: one participant's fields; expired rows of any namespace in batches.
 REMOVE = WRITE("DELETE FROM {p}presence WHERE ns = ? AND participant = ?")
 SWEEP_ANY = WRITE(
     "DELETE FROM {p}presence WHERE (ns, participant, field) IN"
     " (SELECT ns, participant, field FROM {p}presence WHERE expires_at <= ? LIMIT ?)"
 )
-READ_LIVE = READ(
-    "SELECT participant, field, value, seen, at, expires_at FROM {p}presence"
-    " WHERE ns = ? AND expires_at > ? ORDER BY participant, field"
+# Every row of the namespace, expired ones too, in primary key order: the
+# caller drops the expired rows and learns from them whether to sweep, in
+# one statement and without a sort (filtering on expires_at in SQL made
+# the planner read the expiry index and sort; a second statement on that
+# index told whether to sweep).
+READ_NS = READ(
+    "SELECT participant, field, value, seen, at, expires_at FROM {p}presence WHERE ns = ? ORDER BY participant, field"
 )
 
 
@@ -105,8 +106,8 @@ class PresenceEntry:
     expires_at: int  # the store's time (ms)
 
 
-def _entries(rows: list[Row]) -> list[PresenceEntry]:
-    """``PresenceEntry`` values of ``READ_LIVE`` rows.
+def _live(rows: list[Row], now: int) -> list[PresenceEntry]:
+    """``PresenceEntry`` values of the ``READ_NS`` rows that expire after ``now``.
 
     Each instance gets its ``__dict__`` in one C-level step: the frozen
     dataclass's ``__init__`` sets its six attributes one
@@ -120,6 +121,7 @@ def _entries(rows: list[Row]) -> list[PresenceEntry]:
     states = [
         {"participant": who, "field": field, "value": loads(value), "seen": seen, "at": at, "expires_at": expires}
         for who, field, value, seen, at, expires in rows
+        if expires > now
     ]
     entries: list[PresenceEntry] = list(map(_new, repeat(PresenceEntry, len(states))))
     deque(map(_set, entries, repeat("__dict__"), states), 0)  # deque(..., 0): run the map, keep nothing
@@ -139,8 +141,7 @@ class Presence:
         self._upsert = engine.sql(UPSERT)
         self._delete = engine.sql(DELETE)
         self._sweep = engine.sql(SWEEP)
-        self._sweep_due = engine.sql(SWEEP_DUE)
-        self._read = engine.sql(READ_LIVE)
+        self._read = engine.sql(READ_NS)
         self._remove = engine.sql(REMOVE)
         self._sweep_any = engine.sql(SWEEP_ANY)
 
@@ -179,15 +180,17 @@ class Presence:
             ns = text("ns", ns)  # the common case checked inline, the rest (and the errors) by text()
         engine = self._engine
         now = engine.now_ms()
+        rows = engine.all(self._read, (ns,))
+        entries = _live(rows, now)
         # Cleanup in passing, outside transactions only (a read inside one,
         # a read-only one included, must not write) and only when a row
         # has expired: a read never waits for the write lock otherwise.
-        if not engine.in_transaction() and engine.one(self._sweep_due, (ns, now)) is not None:
+        if len(entries) < len(rows) and not engine.in_transaction():
             try:
                 engine.execute(self._sweep, (ns, now))
             except DurastateError:
-                pass  # cleanup only: the read below filters expired rows anyway
-        return _entries(engine.all(self._read, (ns, now)))
+                pass  # cleanup only: the expired rows were left out of the result anyway
+        return entries
 
     def remove(self, ns: str, participant: str) -> int:
         """Remove every field of ``participant`` in ``ns`` now, whatever their times; return how many.
@@ -238,7 +241,8 @@ class Presence:
         """
         ns = text("ns", ns)
         engine = self._engine
-        return _entries(engine.all(self._read, (ns, engine.now_ms())))
+        now = engine.now_ms()
+        return _live(engine.all(self._read, (ns,)), now)
 
 
 LIST_NAMESPACES = {a: distinct_sql("presence", "ns", after=a) for a in (False, True)}
