@@ -113,7 +113,6 @@ from .inputs import reject as reject
 from .models import RevisionPruned as RevisionPruned
 from .statements import CHAIN as CHAIN
 from .statements import CHECKPOINT_EVERY as CHECKPOINT_EVERY
-from .statements import CLAIM_ID as CLAIM_ID
 from .statements import COMMIT_SEQUENCE as COMMIT_SEQUENCE
 from .statements import CONVERSATION_FILTERS as CONVERSATION_FILTERS
 from .statements import CURRENT_DOCUMENT_ID as CURRENT_DOCUMENT_ID

@@ -191,6 +191,8 @@ def plan_commit(writes: Any) -> Plan:
             id = as_id(f"{name}.value.id", value.get("id"))
             data = dumps(f"{name}.value", value)
             plan.claims.append((id, kind))
+            if kind != "entry":
+                plan.typed.append((id, kind))
             if kind == "conversation":
                 owner = value.get("owner")
                 owner_c = owner_t = parent_id = parent_at = None
@@ -246,6 +248,7 @@ def plan_commit(writes: Any) -> Plan:
             action.create = record
             action.address = address
             plan.claims.append((id, "document"))
+            plan.typed.append((id, "document"))
             if kind == "document.create":
                 action.content = as_content(f"{name}.content", write.get("content"))
             else:

@@ -55,7 +55,8 @@ class DocAction:
 
 @dataclass(slots=True)
 class Plan:
-    claims: list[tuple[int, str]] = field(default_factory=list)  # (id, table) in write order
+    claims: list[tuple[int, str]] = field(default_factory=list)  # (id, table) in write order, entries too
+    typed: list[tuple[int, str]] = field(default_factory=list)  # the claims rec_id holds (all but entries)
     conversations: list[tuple[Any, ...]] = field(default_factory=list)
     entries: list[tuple[Any, ...]] = field(default_factory=list)  # without commit_seq (index 3)
     tasks: list[tuple[Any, ...]] = field(default_factory=list)
