@@ -43,6 +43,7 @@ from .statements import (
     DROP_REVISIONS,
     DROP_STATE,
     ENTRIES,
+    ENTRY_WIDTH,
     EXACT_CLAIM,
     FIND_DOCUMENT,
     FIRST_MINTED_ID,
@@ -212,10 +213,12 @@ class Records:
         inside the commit's transaction, which rolls everything back (no
         statement fails, so nothing is doomed).
         """
-        taken = self._write_chunks(self._claim_ids, plan.typed) if plan.typed else []
+        typed = plan.typed
+        taken = self._write_chunks(self._claim_ids, list(chain.from_iterable(typed)), 2) if typed else []
         entries = plan.entries
         if entries:
-            taken += self._write_chunks(self._insert_entries, [(i, c, h, seq, d) for i, c, h, d in entries])
+            entries[3::ENTRY_WIDTH] = [seq] * (len(entries) // ENTRY_WIDTH)  # each row's commit_seq
+            taken += self._write_chunks(self._insert_entries, entries, ENTRY_WIDTH)
         claims = plan.claims
         if len(taken) == len(claims):
             return  # every id new and written once: nothing to check
@@ -241,23 +244,26 @@ class Records:
                     reject(f"ID {id} is written as two record types")
             claimed[id] = table
 
-    def _write_chunks(self, statements: Mapping[int, str], rows: Sequence[tuple[Any, ...]]) -> list[Any]:
-        """Run a multi-row write (``claim_sql``/``insert_entries_sql``) over ``rows``; the rows it returns.
+    def _write_chunks(self, statements: Mapping[int, str], params: list[Any], width: int) -> list[Any]:
+        """Run a multi-row write (``claim_sql``/``insert_entries_sql``) over ``params``; the rows it returns.
 
-        At most ``EXACT_CLAIM`` rows go in one statement of exactly that
-        many (the common commits: no padding for SQL to skip); more go in
-        chunks of ``ID_CHUNK``, padded to a power of two with the chunk's
+        ``params`` holds the rows' values one row after another, ``width``
+        each. At most ``EXACT_CLAIM`` rows go in one statement of exactly
+        that many (the common commits: no padding for SQL to skip); more go
+        in chunks of ``ID_CHUNK``, padded to a power of two with the chunk's
         last row (which DO NOTHING skips).
         """
         engine = self._engine
-        if len(rows) <= EXACT_CLAIM:
-            return engine.all(statements[len(rows)], list(chain.from_iterable(rows)))
+        count = len(params) // width
+        if count <= EXACT_CLAIM:
+            return engine.all(statements[count], params)
         out: list[Any] = []
-        for start in range(0, len(rows), ID_CHUNK):
-            chunk = list(rows[start : start + ID_CHUNK])
-            size = len(chunk) if len(chunk) <= EXACT_CLAIM else 1 << (len(chunk) - 1).bit_length()
-            chunk += [chunk[-1]] * (size - len(chunk))
-            out += engine.all(statements[size], list(chain.from_iterable(chunk)))
+        step = ID_CHUNK * width
+        for start in range(0, len(params), step):
+            chunk = params[start : start + step]
+            rows = len(chunk) // width
+            size = rows if rows <= EXACT_CLAIM else 1 << (rows - 1).bit_length()
+            out += engine.all(statements[size], chunk + chunk[-width:] * (size - rows))
         return out
 
     def _check_documents(self, actions: dict[int, DocAction]) -> list[tuple[DocAction, Any, Revision | None]]:

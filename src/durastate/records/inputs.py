@@ -181,7 +181,7 @@ def plan_commit(writes: Any) -> Plan:
                     else:
                         if b"null" not in data or not has_non_finite(value):
                             claims.append((id, "entry"))
-                            entries.append((id, conversation, 0 if value.get("head") is None else 1, data))
+                            entries += (id, conversation, 0 if value.get("head") is None else 1, None, data)
                             continue
         name = f"writes[{i}]"
         write = as_object(name, raw)
@@ -209,7 +209,7 @@ def plan_commit(writes: Any) -> Plan:
             elif kind == "entry":
                 conversation = as_id(f"{name}.value.conversationId", value.get("conversationId"))
                 head = 0 if value.get("head") is None else 1
-                plan.entries.append((id, conversation, head, data))
+                plan.entries += (id, conversation, head, None, data)
             elif kind == "task":
                 state = as_object(f"{name}.value.state", value.get("state"))
                 plan.tasks.append(

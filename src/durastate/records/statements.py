@@ -23,6 +23,8 @@ ID_CHUNK = 128
 # A commit claiming at most this many ids claims them in one statement of
 # exactly that many rows (no padding for SQL to skip; the common commits).
 EXACT_CLAIM = 16
+# Values per entry row of insert_entries_sql (id, conversation_id, head, commit_seq, record).
+ENTRY_WIDTH = 5
 
 SCHEMA = Schema(
     facet="records",
