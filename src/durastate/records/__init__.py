@@ -56,6 +56,12 @@ Decisions where the seed is silent (listed for docs/decisions.md):
   keeps the counter in memory, which only works for one process). It
   never returns an id below ``FIRST_MINTED_ID`` (2): pi-durable reserves 1
   for its root conversation, and its own storages start minting at 2.
+  One id, one record type, across all of them: an entry's id is claimed
+  by ``rec_entry``'s own primary key, every other type's by a ``rec_id``
+  row (schema 3; entries had ``rec_id`` rows before), each claim an
+  ``INSERT ... ON CONFLICT DO NOTHING RETURNING`` that skips an id the
+  other table holds, so a commit of entries writes the entries and the
+  commit sequence and nothing else.
 * **Bounded document reads.** Every revision row carries the number of
   deltas since its logical base (``depth``); the newest row of a document
   always carries the materialised value (``state``), and so does every
