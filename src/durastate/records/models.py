@@ -60,7 +60,7 @@ class Plan:
     literals are cheaper than eight ``default_factory`` calls.
     """
 
-    __slots__ = ("claims", "typed", "conversations", "entries", "tasks", "submissions", "documents")
+    __slots__ = ("claims", "conversations", "documents", "entries", "submissions", "tasks", "typed")
 
     def __init__(self) -> None:
         self.claims: list[tuple[int, str]] = []  # (id, table) in write order, entries too
