@@ -14,8 +14,10 @@ Contenders per engine, each on its own fresh, identically migrated database:
 Ops:
 
 * ``commit-1`` / ``commit-10``: a batch of 1 / 10 new entries. Raw runs
-  the two inserts durastate runs per entry (id claim + entry row) with
-  ``executemany`` in one transaction. Target: durastate >= 0.8x raw.
+  the one statement durastate runs for them (since records schema 3 the
+  entry rows claim their own ids: ``insert_entries_sql``, one multi-row
+  ``INSERT ... RETURNING`` that skips ids another type holds) in one
+  transaction. Target: durastate >= 0.8x raw.
 * ``commit-1+seq`` / ``commit-10+seq`` (informational, no target): the same
   against ``raw+seq``, which also takes the batch's commit sequence from
   the ``records`` row of ``{p}sequence`` (the facet's compiled ``UPDATE ...
@@ -32,7 +34,11 @@ Ops:
 Method: one untimed warm-up, then ``--rounds`` rounds; in each round every
 contender runs the op ``--calls`` times, in an order that alternates from
 round to round. Reported: median calls/s and the median of the per-round
-ratios (paired, so drift on the machine cancels).
+ratios (paired, so drift on the machine cancels). On SQLite the clock is
+the thread's CPU time (``time.thread_time``: every contender's work runs in
+this thread, and a machine shared with other work makes wall time noisy);
+on PostgreSQL it is wall time (the server's work is elsewhere).
+``--clock wall`` times SQLite by the wall clock too.
 """
 
 from __future__ import annotations
@@ -51,7 +57,7 @@ from typing import Any
 
 import durastate
 from durastate.engines.base import NEXT_VALUE
-from durastate.records import COMMIT_SEQUENCE, MAX_CHAIN_DEPTH, MAX_SAFE_INTEGER, Records
+from durastate.records import COMMIT_SEQUENCE, INSERT_ENTRY, MAX_CHAIN_DEPTH, MAX_SAFE_INTEGER, Records
 
 SEQUENCE = (COMMIT_SEQUENCE,)
 
@@ -91,12 +97,21 @@ class RawSqlite:
             cur.executemany(sql, rows)
         cur.execute("COMMIT")
 
-    def seq_batch(self, next_seq: str, make: Callable[[int], list[tuple[str, list[tuple[Any, ...]]]]]) -> None:
+    def seq_batch(self, next_seq: str, make: Callable[[int], list[tuple[str, list[Any]]]]) -> None:
+        """One transaction: the commit sequence, then each (statement, params) once."""
         cur = self.cur
         cur.execute("BEGIN IMMEDIATE")
         seq = cur.execute(next_seq, SEQUENCE).fetchone()[0]
-        for sql, rows in make(seq):
-            cur.executemany(sql, rows)
+        for sql, params in make(seq):
+            cur.execute(sql, params).fetchall()
+        cur.execute("COMMIT")
+
+    def once(self, statements: list[tuple[str, list[Any]]]) -> None:
+        """One transaction running each (statement, params) once (multi-row RETURNING writes)."""
+        cur = self.cur
+        cur.execute("BEGIN IMMEDIATE")
+        for sql, params in statements:
+            cur.execute(sql, params).fetchall()
         cur.execute("COMMIT")
 
     def all(self, sql: str, params: tuple[Any, ...]) -> list[Any]:
@@ -117,12 +132,17 @@ class RawPostgres:
             for sql, rows in statements:
                 cur.executemany(sql, rows)
 
-    def seq_batch(self, next_seq: str, make: Callable[[int], list[tuple[str, list[tuple[Any, ...]]]]]) -> None:
+    def seq_batch(self, next_seq: str, make: Callable[[int], list[tuple[str, list[Any]]]]) -> None:
         with self.conn.transaction(), self.conn.cursor() as cur:
             row = cur.execute(next_seq, SEQUENCE).fetchone()
             assert row is not None
-            for sql, rows in make(row[0]):
-                cur.executemany(sql, rows)
+            for sql, params in make(row[0]):
+                cur.execute(sql, params).fetchall()
+
+    def once(self, statements: list[tuple[str, list[Any]]]) -> None:
+        with self.conn.transaction(), self.conn.cursor() as cur:
+            for sql, params in statements:
+                cur.execute(sql, params).fetchall()
 
     def all(self, sql: str, params: tuple[Any, ...]) -> list[Any]:
         return self.conn.execute(sql, params).fetchall()
@@ -159,15 +179,17 @@ def engines(pg_url: str | None) -> Iterator[list[tuple[str, str, str]]]:
                 cleanup()
 
 
-def timed(fn: Callable[[], None], calls: int) -> float:
-    start = time.perf_counter()
+def timed(fn: Callable[[], None], calls: int, clock: Callable[[], float]) -> float:
+    start = clock()
     for _ in range(calls):
         fn()
-    return calls / (time.perf_counter() - start)
+    return calls / (clock() - start)
 
 
-def compare(name: str, pair: dict[str, Callable[[], None]], calls: int, rounds: int) -> dict[str, Any]:
-    """Median calls/s per contender and the median per-round ratio first/second."""
+def compare(
+    name: str, pair: dict[str, Callable[[], None]], calls: int, rounds: int, clock: Callable[[], float]
+) -> dict[str, Any]:
+    """Median calls/s (by ``clock``) per contender and the median per-round ratio first/second."""
     names = list(pair)
     for fn in pair.values():
         fn()  # warm-up
@@ -175,7 +197,7 @@ def compare(name: str, pair: dict[str, Callable[[], None]], calls: int, rounds: 
     ratios: list[float] = []
     for r in range(rounds):
         order = names if r % 2 == 0 else names[::-1]
-        got = {n: timed(pair[n], calls) for n in order}
+        got = {n: timed(pair[n], calls, clock) for n in order}
         for n in names:
             rates[n].append(got[n])
         ratios.append(got[names[0]] / got[names[1]])
@@ -187,7 +209,9 @@ def compare(name: str, pair: dict[str, Callable[[], None]], calls: int, rounds: 
     }
 
 
-def bench_engine(engine: str, ds_url: str, raw_url: str, calls: int, rounds: int) -> list[dict[str, Any]]:
+def bench_engine(
+    engine: str, ds_url: str, raw_url: str, calls: int, rounds: int, clock: Callable[[], float]
+) -> list[dict[str, Any]]:
     store = durastate.open(ds_url)
     durastate.open(raw_url).close()  # the same schema for the raw contender
     raw: RawSqlite | RawPostgres = RawSqlite(raw_url) if engine == "sqlite" else RawPostgres(raw_url)
@@ -197,8 +221,12 @@ def bench_engine(engine: str, ds_url: str, raw_url: str, calls: int, rounds: int
     results = []
     try:
         r.commit([{"type": "conversation", "value": {"id": 1}}])
-        raw.batch([(r._claim, [(1, "conversation")])])
-        ds_ids, raw_ids, raw_seq_ids = Ids(1_000_000), Ids(1_000_000), Ids(5_000_000)
+        raw.once([(r._claim_ids[1], [1, "conversation"])])
+        # raw and raw+seq share one table and one id counter, so both append
+        # at its end (as durastate does): disjoint ranges made the lower one
+        # insert mid-tree once the other had written above it.
+        ds_ids = Ids(1_000_000)
+        raw_ids = raw_seq_ids = Ids(1_000_000)
 
         for size in (1, 10):
 
@@ -210,12 +238,8 @@ def bench_engine(engine: str, ds_url: str, raw_url: str, calls: int, rounds: int
                 values = [entry_value(i, 1) for i in ids]
                 import orjson
 
-                raw.batch(
-                    [
-                        (r._claim, [(i, "entry") for i in ids]),
-                        (r._insert_entry, [(v["id"], 1, 0, 1, orjson.dumps(v)) for v in values]),
-                    ]
-                )
+                params = [x for v in values for x in (v["id"], 1, 0, 1, orjson.dumps(v))]
+                raw.once([(r._insert_entries[size], params)])
 
             def raw_seq_commit(size: int = size) -> None:
                 ids = raw_seq_ids.take(size)
@@ -225,14 +249,13 @@ def bench_engine(engine: str, ds_url: str, raw_url: str, calls: int, rounds: int
                 raw.seq_batch(
                     next_seq,
                     lambda seq: [
-                        (r._claim, [(i, "entry") for i in ids]),
-                        (r._insert_entry, [(v["id"], 1, 0, seq, orjson.dumps(v)) for v in values]),
+                        (r._insert_entries[size], [x for v in values for x in (v["id"], 1, 0, seq, orjson.dumps(v))])
                     ],
                 )
 
-            results.append(compare(f"commit-{size}", {"durastate": ds_commit, "raw": raw_commit}, calls, rounds))
+            results.append(compare(f"commit-{size}", {"durastate": ds_commit, "raw": raw_commit}, calls, rounds, clock))
             results.append(
-                compare(f"commit-{size}+seq", {"durastate": ds_commit, "raw+seq": raw_seq_commit}, calls, rounds)
+                compare(f"commit-{size}+seq", {"durastate": ds_commit, "raw+seq": raw_seq_commit}, calls, rounds, clock)
             )
 
         # A 10-deep fork chain, 5 entries per conversation, forked at each last entry.
@@ -262,7 +285,10 @@ def bench_engine(engine: str, ds_url: str, raw_url: str, calls: int, rounds: int
             (10_000_000,),
         )
         raw.batch(
-            [(r._insert_conversation, [tuple(x) for x in conv_rows]), (r._insert_entry, [tuple(x) for x in entry_rows])]
+            [
+                (r._insert_conversation, [tuple(x) for x in conv_rows]),
+                (store.engine.sql(INSERT_ENTRY), [tuple(x) for x in entry_rows]),
+            ]
         )
         assert len(r.scan_entries({"conversationId": leaf}, 50)["items"]) == 50
 
@@ -282,7 +308,9 @@ def bench_engine(engine: str, ds_url: str, raw_url: str, calls: int, rounds: int
                 upper = min(upper, parent_at)
             [orjson.loads(record) for _, record in rows[:50]]
 
-        results.append(compare("scan-fork-10", {"durastate": ds_scan, "raw": raw_scan}, max(1, calls // 4), rounds))
+        results.append(
+            compare("scan-fork-10", {"durastate": ds_scan, "raw": raw_scan}, max(1, calls // 4), rounds, clock)
+        )
 
         # Documents with 0, 10 and 1,000 deltas since creation (full history).
         doc_ids = Ids(20_000_000)
@@ -320,7 +348,11 @@ def bench_engine(engine: str, ds_url: str, raw_url: str, calls: int, rounds: int
                 r.document(docs[0])
 
             res = compare(
-                f"doc-read-{deltas}", {f"{deltas}-delta doc": read, "0-delta doc (again)": read_zero}, calls, rounds
+                f"doc-read-{deltas}",
+                {f"{deltas}-delta doc": read, "0-delta doc (again)": read_zero},
+                calls,
+                rounds,
+                clock,
             )
             results.append(res)
     finally:
@@ -335,6 +367,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--postgres-url", default=os.environ.get("DURASTATE_BENCH_POSTGRES_URL", PG_DEFAULT))
     parser.add_argument("--no-postgres", action="store_true")
+    parser.add_argument("--clock", choices=("cpu", "wall"), default="cpu", help="SQLite's clock (PostgreSQL: wall)")
     args = parser.parse_args()
     print(
         f"durastate records bench: {args.rounds} rounds x {args.calls} calls; python {sys.version.split()[0]},"
@@ -342,9 +375,11 @@ def main() -> None:
     )
     with engines(None if args.no_postgres else args.postgres_url) as pairs:
         for engine, ds_url, raw_url in pairs:
-            print(f"\n== {engine} ==")
+            cpu = engine == "sqlite" and args.clock == "cpu"
+            clock = time.thread_time if cpu else time.perf_counter
+            print(f"\n== {engine} ({'thread CPU' if cpu else 'wall'} time) ==")
             print(f"{'op':<14} {'durastate/s':>12} {'reference/s':>12} {'ratio':>7} {'range':>13}  target")
-            for res in bench_engine(engine, ds_url, raw_url, args.calls, args.rounds):
+            for res in bench_engine(engine, ds_url, raw_url, args.calls, args.rounds, clock):
                 (a, ra), (b, rb) = res["rates"].items()
                 target = (
                     COMMIT_TARGET

@@ -470,7 +470,6 @@ def load_records(ctx: Context) -> None:
     )
     first = FILLER_BASE + conversations
     (entry,) = ctx.bulk.template("rec_entry", "id = ?", (first,))
-    (claim,) = ctx.bulk.template("rec_id", "id = ?", (first,))
     count = ctx.size - 1
 
     def entry_copy(i: int) -> dict[str, Any]:
@@ -480,7 +479,7 @@ def load_records(ctx: Context) -> None:
 
     columns = tuple(entry)
     ctx.bulk.insert("rec_entry", columns, copies(entry, columns, count, entry_copy), count)
-    ctx.bulk.insert("rec_id", tuple(claim), copies(claim, tuple(claim), count, lambda i: {"id": first + 1 + i}), count)
+    # An entry's row is its id claim (records schema 3): no rec_id rows for entries.
     # Filler documents: copies of the 1,000-revision one, each its own kind (one live document per address).
     docs = max(0, ctx.size // REVISIONS - 1)
     if docs:
@@ -525,8 +524,8 @@ def records_ops(ctx: Context) -> Ops:
         def body(cur: Any) -> None:
             raw.attempt(cur)
             (seq,) = cur.execute(next_seq, ("records",)).fetchone()
-            cur.execute(r._claim_ids[1], (id, "entry")).fetchall()
-            cur.execute(r._insert_entry, (id, 1, 0, seq, data))
+            # The facet's one statement for an entry (its row claims its id).
+            cur.execute(r._insert_entries[1], (id, 1, 0, seq, data)).fetchall()
 
         raw.tx(body)
 

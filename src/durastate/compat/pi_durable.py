@@ -242,7 +242,8 @@ class SqliteStorage:
             raise _closed()
         self._in_flight += 1
         try:
-            return await self._runner.run(fn, *args)
+            # call(), not run(): one coroutine frame fewer on every call.
+            return await self._runner.call(fn, args, {})
         except StoreClosed as exc:
             raise _closed() from exc
         except StoreUnavailable as exc:

@@ -56,6 +56,12 @@ Decisions where the seed is silent (listed for docs/decisions.md):
   keeps the counter in memory, which only works for one process). It
   never returns an id below ``FIRST_MINTED_ID`` (2): pi-durable reserves 1
   for its root conversation, and its own storages start minting at 2.
+  One id, one record type, across all of them: an entry's id is claimed
+  by ``rec_entry``'s own primary key, every other type's by a ``rec_id``
+  row (schema 3; entries had ``rec_id`` rows before), each claim an
+  ``INSERT ... ON CONFLICT DO NOTHING RETURNING`` that skips an id the
+  other table holds, so a commit of entries writes the entries and the
+  commit sequence and nothing else.
 * **Bounded document reads.** Every revision row carries the number of
   deltas since its logical base (``depth``); the newest row of a document
   always carries the materialised value (``state``), and so does every
@@ -113,7 +119,6 @@ from .inputs import reject as reject
 from .models import RevisionPruned as RevisionPruned
 from .statements import CHAIN as CHAIN
 from .statements import CHECKPOINT_EVERY as CHECKPOINT_EVERY
-from .statements import CLAIM_ID as CLAIM_ID
 from .statements import COMMIT_SEQUENCE as COMMIT_SEQUENCE
 from .statements import CONVERSATION_FILTERS as CONVERSATION_FILTERS
 from .statements import CURRENT_DOCUMENT_ID as CURRENT_DOCUMENT_ID

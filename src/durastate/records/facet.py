@@ -30,12 +30,11 @@ from .inputs import (
     reject,
     scan_order,
 )
-from .models import Address, Content, DocAction, RevisionPruned
+from .models import Address, Content, DocAction, Plan, RevisionPruned
 from .rows import Revision, chain_from_rows, page_of, revision_from_row
 from .statements import (
     CHAIN,
     CHECKPOINT_EVERY,
-    CLAIM_ID,
     COMMIT_SEQUENCE,
     CONVERSATION_FILTERS,
     CURRENT_DOCUMENT_ID,
@@ -44,6 +43,7 @@ from .statements import (
     DROP_REVISIONS,
     DROP_STATE,
     ENTRIES,
+    ENTRY_WIDTH,
     EXACT_CLAIM,
     FIND_DOCUMENT,
     FIRST_MINTED_ID,
@@ -56,7 +56,6 @@ from .statements import (
     ID_CHUNK,
     INSERT_CONVERSATION,
     INSERT_DOCUMENT,
-    INSERT_ENTRY,
     INSERT_REVISION,
     LAST_SEQ,
     LATEST_REVISION,
@@ -79,6 +78,7 @@ from .statements import (
     claim_sql,
     filter_combos,
     ids_sql,
+    insert_entries_sql,
     scan_sql,
 )
 
@@ -94,9 +94,7 @@ class Records:
         sql = engine.sql
         self._last_seq = sql(LAST_SEQ)
         self._mint = sql(MINT_ID)
-        self._claim = sql(CLAIM_ID)
         self._insert_conversation = sql(INSERT_CONVERSATION)
-        self._insert_entry = sql(INSERT_ENTRY)
         self._upsert_task = sql(UPSERT_TASK)
         self._upsert_submission = sql(UPSERT_SUBMISSION)
         self._insert_document = sql(INSERT_DOCUMENT)
@@ -128,7 +126,10 @@ class Records:
         self._oldest_revision = sql(OLDEST_REVISION)
         sizes = [1 << n for n in range(ID_CHUNK.bit_length()) if 1 << n <= ID_CHUNK]
         self._id_types = {n: sql(ids_sql("rec_id", "id, type", n)) for n in sizes}
-        self._claim_ids = {n: sql(claim_sql(n)) for n in sorted({*sizes, *range(1, EXACT_CLAIM + 1)})}
+        self._entry_ids = {n: sql(ids_sql("rec_entry", "id, 'entry'", n)) for n in sizes}
+        claim_sizes = sorted({*sizes, *range(1, EXACT_CLAIM + 1)})
+        self._claim_ids = {n: sql(claim_sql(n)) for n in claim_sizes}
+        self._insert_entries = {n: sql(insert_entries_sql(n)) for n in claim_sizes}
         self._document_records = {n: sql(ids_sql("rec_document", "id, record", n)) for n in sizes}
         self._scans = {
             table: {
@@ -157,12 +158,10 @@ class Records:
         with engine.transaction():
             seq = engine.next_value(COMMIT_SEQUENCE)
             if plan.claims:
-                self._claim_and_check_ids(plan.claims)
+                self._claim_and_check_ids(plan, seq)  # writes the entries too
             revisions = self._check_documents(plan.documents) if plan.documents else []
             if plan.conversations:
                 engine.executemany(self._insert_conversation, plan.conversations)
-            if plan.entries:
-                engine.executemany(self._insert_entry, [(i, c, h, seq, d) for i, c, h, d in plan.entries])
             if plan.tasks:
                 engine.executemany(self._upsert_task, plan.tasks)
             if plan.submissions:
@@ -201,43 +200,34 @@ class Records:
             rows.extend(self._engine.all(statements[size], chunk + [chunk[-1]] * (size - len(chunk))))
         return rows
 
-    def _claim_and_check_ids(self, claims: list[tuple[int, str]]) -> None:
-        """Claim the batch's ids and apply the seed's ``_check_global_ids``.
+    def _claim_and_check_ids(self, plan: Plan, seq: int) -> None:
+        """Claim the batch's ids, write its entries and apply the seed's ``_check_global_ids``.
 
-        One id, one record type. The claim and the check are one statement
-        per ``ID_CHUNK`` ids (``INSERT ... ON CONFLICT DO NOTHING
-        RETURNING id``): ids it took were free; only the others are looked
-        up. A refusal raises inside the commit's transaction, which rolls
-        the claims back (no statement fails, so nothing is doomed).
+        One id, one record type, across ``rec_id`` (every type but entry)
+        and ``rec_entry`` (an entry's row is its claim). Both are
+        ``INSERT ... ON CONFLICT DO NOTHING RETURNING id`` statements that
+        skip an id the other table holds, the ``rec_id`` claims first, so
+        an entry skips an id this batch claimed for another type. When every
+        id came back (all new, each written once) there is nothing to check;
+        otherwise only the ids not taken are looked up. A refusal raises
+        inside the commit's transaction, which rolls everything back (no
+        statement fails, so nothing is doomed).
         """
-        engine = self._engine
-        count = len(claims)
-        first: dict[int, str] = {}
-        if count <= EXACT_CLAIM:
-            # The claims as they come, repeats included: a repeat is a
-            # conflict within the statement, which DO NOTHING skips, so the
-            # first type of each id is the one claimed, as below.
-            rows = engine.all(self._claim_ids[count], list(chain.from_iterable(claims)))
-            if len(rows) == count:
-                return  # every id new and written once: nothing to check
-            taken = {int(row[0]) for row in rows}
-            for id, table in claims:
-                first.setdefault(id, table)
-        else:
-            for id, table in claims:
-                first.setdefault(id, table)
-            unique = list(first.items())
-            taken = set()
-            for start in range(0, len(unique), ID_CHUNK):
-                chunk = unique[start : start + ID_CHUNK]
-                size = 1 << (len(chunk) - 1).bit_length()
-                params: list[Any] = list(chain.from_iterable(chunk))
-                params += chunk[-1] * (size - len(chunk))
-                taken.update(int(row[0]) for row in engine.all(self._claim_ids[size], params))
-            if len(taken) == count:
-                return  # every id new and written once: nothing to check
-        before = [id for id in first if id not in taken]
-        existing: dict[int, str] = {int(i): str(t) for i, t in self._lookup(self._id_types, before)} if before else {}
+        typed = plan.typed
+        taken = self._write_chunks(self._claim_ids, list(chain.from_iterable(typed)), 2) if typed else []
+        entries = plan.entries
+        if entries:
+            entries[3::ENTRY_WIDTH] = [seq] * (len(entries) // ENTRY_WIDTH)  # each row's commit_seq
+            taken += self._write_chunks(self._insert_entries, entries, ENTRY_WIDTH)
+        claims = plan.claims
+        if len(taken) == len(claims):
+            return  # every id new and written once: nothing to check
+        took = {int(row[0]) for row in taken}
+        before = [id for id in dict.fromkeys(id for id, _table in claims) if id not in took]
+        existing: dict[int, str] = {}
+        if before:
+            for statements in (self._id_types, self._entry_ids):
+                existing.update((int(i), str(t)) for i, t in self._lookup(statements, before))
         claimed: dict[int, str] = {}
         for id, table in claims:
             have = existing.get(id)
@@ -253,6 +243,28 @@ class Records:
                 if earlier is not None and earlier != table:
                     reject(f"ID {id} is written as two record types")
             claimed[id] = table
+
+    def _write_chunks(self, statements: Mapping[int, str], params: list[Any], width: int) -> list[Any]:
+        """Run a multi-row write (``claim_sql``/``insert_entries_sql``) over ``params``; the rows it returns.
+
+        ``params`` holds the rows' values one row after another, ``width``
+        each. At most ``EXACT_CLAIM`` rows go in one statement of exactly
+        that many (the common commits: no padding for SQL to skip); more go
+        in chunks of ``ID_CHUNK``, padded to a power of two with the chunk's
+        last row (which DO NOTHING skips).
+        """
+        engine = self._engine
+        count = len(params) // width
+        if count <= EXACT_CLAIM:
+            return engine.all(statements[count], params)
+        out: list[Any] = []
+        step = ID_CHUNK * width
+        for start in range(0, len(params), step):
+            chunk = params[start : start + step]
+            rows = len(chunk) // width
+            size = rows if rows <= EXACT_CLAIM else 1 << (rows - 1).bit_length()
+            out += engine.all(statements[size], chunk + chunk[-width:] * (size - rows))
+        return out
 
     def _check_documents(self, actions: dict[int, DocAction]) -> list[tuple[DocAction, Any, Revision | None]]:
         """The seed's ``_check_document_actions`` and copy checks, before any write.

@@ -181,7 +181,7 @@ def plan_commit(writes: Any) -> Plan:
                     else:
                         if b"null" not in data or not has_non_finite(value):
                             claims.append((id, "entry"))
-                            entries.append((id, conversation, 0 if value.get("head") is None else 1, data))
+                            entries += (id, conversation, 0 if value.get("head") is None else 1, None, data)
                             continue
         name = f"writes[{i}]"
         write = as_object(name, raw)
@@ -191,6 +191,8 @@ def plan_commit(writes: Any) -> Plan:
             id = as_id(f"{name}.value.id", value.get("id"))
             data = dumps(f"{name}.value", value)
             plan.claims.append((id, kind))
+            if kind != "entry":
+                plan.typed.append((id, kind))
             if kind == "conversation":
                 owner = value.get("owner")
                 owner_c = owner_t = parent_id = parent_at = None
@@ -207,7 +209,7 @@ def plan_commit(writes: Any) -> Plan:
             elif kind == "entry":
                 conversation = as_id(f"{name}.value.conversationId", value.get("conversationId"))
                 head = 0 if value.get("head") is None else 1
-                plan.entries.append((id, conversation, head, data))
+                plan.entries += (id, conversation, head, None, data)
             elif kind == "task":
                 state = as_object(f"{name}.value.state", value.get("state"))
                 plan.tasks.append(
@@ -246,6 +248,7 @@ def plan_commit(writes: Any) -> Plan:
             action.create = record
             action.address = address
             plan.claims.append((id, "document"))
+            plan.typed.append((id, "document"))
             if kind == "document.create":
                 action.content = as_content(f"{name}.content", write.get("content"))
             else:

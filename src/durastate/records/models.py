@@ -7,7 +7,7 @@ returned to a caller.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from ..errors import NotFound
@@ -53,11 +53,20 @@ class DocAction:
     retire: bool = False
 
 
-@dataclass(slots=True)
 class Plan:
-    claims: list[tuple[int, str]] = field(default_factory=list)  # (id, table) in write order
-    conversations: list[tuple[Any, ...]] = field(default_factory=list)
-    entries: list[tuple[Any, ...]] = field(default_factory=list)  # without commit_seq (index 3)
-    tasks: list[tuple[Any, ...]] = field(default_factory=list)
-    submissions: list[tuple[Any, ...]] = field(default_factory=list)
-    documents: dict[int, DocAction] = field(default_factory=dict)
+    """A checked batch, split by table (built by ``inputs.plan_commit``).
+
+    A plain class, not a dataclass: one is built per commit, and list
+    literals are cheaper than eight ``default_factory`` calls.
+    """
+
+    __slots__ = ("claims", "conversations", "documents", "entries", "submissions", "tasks", "typed")
+
+    def __init__(self) -> None:
+        self.claims: list[tuple[int, str]] = []  # (id, table) in write order, entries too
+        self.typed: list[tuple[int, str]] = []  # the claims rec_id holds (all but entries)
+        self.conversations: list[tuple[Any, ...]] = []
+        self.entries: list[Any] = []  # flat: id, conversation_id, head, None (commit_seq), record per entry
+        self.tasks: list[tuple[Any, ...]] = []
+        self.submissions: list[tuple[Any, ...]] = []
+        self.documents: dict[int, DocAction] = {}

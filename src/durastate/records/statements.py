@@ -23,6 +23,8 @@ ID_CHUNK = 128
 # A commit claiming at most this many ids claims them in one statement of
 # exactly that many rows (no padding for SQL to skip; the common commits).
 EXACT_CLAIM = 16
+# Values per entry row of insert_entries_sql (id, conversation_id, head, commit_seq, record).
+ENTRY_WIDTH = 5
 
 SCHEMA = Schema(
     facet="records",
@@ -69,6 +71,11 @@ SCHEMA = Schema(
         # prune_document_revisions(older_than=) can age them. Rows written
         # before have none and count as old.
         Migration(statements=("ALTER TABLE {p}rec_revision ADD COLUMN written_at {int64}",)),
+        # 3: an entry's id is claimed by rec_entry's own primary key, not by
+        # a rec_id row: a commit of entries runs one statement and writes
+        # one B-tree fewer. rec_id keeps the ids of the other types; each
+        # claim checks the other table (see claim_sql, insert_entries_sql).
+        Migration(statements=("DELETE FROM {p}rec_id WHERE type = 'entry'",)),
     ),
 )
 
@@ -79,17 +86,19 @@ SCHEMA = Schema(
 COMMIT_SEQUENCE = "records"
 LAST_SEQ = READ("SELECT value FROM {p}sequence WHERE name = 'records'")
 # One more than both the last minted id and the largest id ever committed
-# (max(id) of the primary key is an index lookup).
+# (entries in rec_entry, the other types in rec_id; max(id) of a primary
+# key is an index lookup).
 MINT_ID = WRITE_ROWS(
-    "UPDATE {p}sequence SET value = {greatest}(value, COALESCE((SELECT max(id) FROM {p}rec_id), -1)) + 1"
+    "UPDATE {p}sequence SET value = {greatest}(value, COALESCE((SELECT max(id) FROM {p}rec_id), -1),"
+    " COALESCE((SELECT max(id) FROM {p}rec_entry), -1)) + 1"
     " WHERE name = 'records_id' RETURNING value"
 )
 
-CLAIM_ID = WRITE("INSERT INTO {p}rec_id (id, type) VALUES (?, ?) ON CONFLICT (id) DO NOTHING")
 INSERT_CONVERSATION = WRITE(
     "INSERT INTO {p}rec_conversation (id, owner_conversation_id, owner_task_id, parent_id, parent_at, record)"
     " VALUES (?, ?, ?, ?, ?, ?)"
 )
+# A plain entry row (copies of stored rows; commits use insert_entries_sql).
 INSERT_ENTRY = WRITE("INSERT INTO {p}rec_entry (id, conversation_id, head, commit_seq, record) VALUES (?, ?, ?, ?, ?)")
 UPSERT_TASK = WRITE(
     "INSERT INTO {p}rec_task (id, conversation_id, kind, status, abort_requested, background, record)"
@@ -184,16 +193,36 @@ def ids_sql(table: str, columns: str, count: int) -> Statement:
 
 
 def claim_sql(count: int) -> Statement:
-    """Claim ``count`` ids in one statement; RETURNING names the ids it took.
+    """Claim ``count`` ids of types other than entry in ``rec_id``; RETURNING names the ids it took.
 
-    An id it does not return was claimed before (by an earlier commit): only
-    those are looked up, to tell an upsert of the same type from a conflict.
-    Padding repeats the last row, which DO NOTHING skips on both engines.
+    An id it does not return was claimed before (by an earlier commit, or
+    by an entry: it skips an id ``rec_entry`` holds): only those are looked
+    up, to tell an upsert of the same type from a conflict. Padding repeats
+    the last row, which DO NOTHING skips on both engines.
     """
     return WRITE_ROWS(
-        "INSERT INTO {p}rec_id (id, type) VALUES "
+        "INSERT INTO {p}rec_id (id, type) SELECT v.column1, v.column2 FROM (VALUES "
         + ", ".join(["(?, ?)"] * count)
-        + " ON CONFLICT (id) DO NOTHING RETURNING id"
+        + ") v WHERE NOT EXISTS (SELECT 1 FROM {p}rec_entry e WHERE e.id = v.column1)"
+        " ON CONFLICT (id) DO NOTHING RETURNING id"
+    )
+
+
+def insert_entries_sql(count: int) -> Statement:
+    """Insert ``count`` entry rows, each only if its id is free; RETURNING names the ids written.
+
+    The entry's own primary key claims its id (DO NOTHING skips an entry
+    written before, and a repeat within the statement); the NOT EXISTS
+    skips an id ``rec_id`` holds for another type (claimed before, or by
+    this commit's ``claim_sql``, which runs first). Padding repeats the
+    last row, as in ``claim_sql``.
+    """
+    return WRITE_ROWS(
+        "INSERT INTO {p}rec_entry (id, conversation_id, head, commit_seq, record)"
+        " SELECT v.column1, v.column2, v.column3, v.column4, v.column5 FROM (VALUES "
+        + ", ".join(["(?, ?, ?, ?, ?)"] * count)
+        + ") v WHERE NOT EXISTS (SELECT 1 FROM {p}rec_id i WHERE i.id = v.column1)"
+        " ON CONFLICT (id) DO NOTHING RETURNING id"
     )
 
 

@@ -11,6 +11,7 @@ import pytest
 
 import durastate
 from durastate import Conflict, InvalidRequest, NotFound
+from durastate.engines.base import READ, WRITE
 from durastate.records import FIRST_MINTED_ID, Records
 
 from .common import (
@@ -35,6 +36,7 @@ __all__ = [
     "TestRecordsBadInput",
     "TestRecordsCommit",
     "TestRecordsForkChains",
+    "TestRecordsEntryIdsMigration",
     "TestRecordsScans",
     "TestRecordsValidation",
 ]
@@ -132,6 +134,42 @@ class TestRecordsValidation:
 
     def test_document_id_taken_by_an_entry(self, rec_seeded: Records) -> None:
         refused(rec_seeded, [create(doc_record(2, kind="x"), base({}))], Conflict, "ID 2 already belongs to entry")
+
+    # Entries claim their ids in rec_entry, the other types in rec_id (schema
+    # 3): each direction of a collision, stored or within the batch.
+    @pytest.mark.parametrize(("id", "owner"), [(1, "conversation"), (3, "task"), (4, "submission"), (5, "document")])
+    def test_entry_id_taken_by_another_type(self, rec_seeded: Records, id: int, owner: str) -> None:
+        refused(rec_seeded, [entry(id, 1)], Conflict, f"ID {id} already belongs to {owner}")
+
+    def test_submission_id_taken_by_an_entry(self, rec_seeded: Records) -> None:
+        refused(rec_seeded, [submission(2, 1)], Conflict, "ID 2 already belongs to entry")
+
+    def test_entry_then_task_with_same_id_in_one_batch(self, rec_seeded: Records) -> None:
+        refused(rec_seeded, [entry(8, 1), task(8, 1)], Conflict, "ID 8 is written as two record types")
+
+    def test_task_then_entry_with_same_id_in_one_batch(self, rec_seeded: Records) -> None:
+        refused(rec_seeded, [task(8, 1), entry(8, 1)], Conflict, "ID 8 is written more than once")
+
+    def test_conversation_and_entry_with_same_id_in_one_batch(self, rec_seeded: Records) -> None:
+        refused(rec_seeded, [entry(9, 1), conversation(9)], Conflict, "ID 9 is written more than once")
+
+    @pytest.mark.parametrize("count", [17, 200])
+    def test_a_taken_id_among_many_entries(self, rec_seeded: Records, count: int) -> None:
+        # Past EXACT_CLAIM the entries go in padded chunks; the collision is the last row.
+        writes = [entry(1000 + i, 1) for i in range(count - 1)] + [entry(3, 1)]
+        refused(rec_seeded, writes, Conflict, "ID 3 already belongs to task")
+        assert rec_seeded.entry(1000) is None
+
+    @pytest.mark.parametrize("count", [17, 200])
+    def test_many_entries_commit(self, rec_seeded: Records, count: int) -> None:
+        seq = rec_seeded.commit([entry(1000 + i, 1) for i in range(count)])
+        assert [rec_seeded.entry(1000 + i)["commitSeq"] for i in (0, count - 1)] == [seq, seq]  # type: ignore[index]
+        page = rec_seeded.scan_entries({"conversationId": 1, "minEntryId": 1000}, count + 1)
+        assert [e["id"] for e in page["items"]] == list(range(1000 + count - 1, 999, -1))
+
+    def test_mint_id_is_above_committed_entries(self, rec_seeded: Records) -> None:
+        rec_seeded.commit([entry(5000, 1)])
+        assert rec_seeded.mint_id() > 5000
 
     def test_document_create_with_existing_id(self, rec_seeded: Records) -> None:
         refused(rec_seeded, [create(doc_record(5, kind="x"), base({}))], Conflict, "ID 5 already belongs to document")
@@ -477,3 +515,34 @@ class TestRecordsScans:
         assert page["next"] == {"after": 11, "order": "ascending"}
         last = r.scan_tasks({}, 5)
         assert "next" not in last and len(last["items"]) == 5
+
+
+# The schema 2 layout: every entry's id also had a rec_id row.
+_CLAIM_ENTRIES_AS_BEFORE = WRITE("INSERT INTO {p}rec_id (id, type) SELECT id, 'entry' FROM {p}rec_entry")
+_SET_VERSION_2 = WRITE("UPDATE {p}schema SET version = 2 WHERE facet = 'records'")
+_ENTRY_CLAIMS = READ("SELECT count(*) FROM {p}rec_id WHERE type = 'entry'")
+
+
+class TestRecordsEntryIdsMigration:
+    """Schema 3 moves entries' id claims from rec_id to rec_entry's own key."""
+
+    def test_a_schema_2_store_keeps_every_id_rule(self, open_shared: Callable[..., durastate.Store]) -> None:
+        with open_shared() as store:
+            r = store.records
+            r.commit([conversation(1), entry(2, 1), entry(3, 1), task(4, 1)])
+            engine = store.engine
+            with engine.transaction():  # the store as schema 2 left it
+                engine.execute(engine.sql(_CLAIM_ENTRIES_AS_BEFORE))
+                engine.execute(engine.sql(_SET_VERSION_2))
+            assert engine.one(engine.sql(_ENTRY_CLAIMS)) == (2,)
+        with open_shared() as store:
+            r = store.records
+            engine = store.engine
+            assert engine.one(engine.sql(_ENTRY_CLAIMS)) == (0,)
+            refused(r, [entry(2, 1)], Conflict, "ID 2 already belongs to entry")
+            refused(r, [task(3, 1)], Conflict, "ID 3 already belongs to entry")
+            refused(r, [entry(4, 1)], Conflict, "ID 4 already belongs to task")
+            assert r.mint_id() > 4
+            seq = r.commit([entry(10, 1), task(4, 1)])
+            assert r.entry(10)["commitSeq"] == seq  # type: ignore[index]
+            assert [e["id"] for e in r.scan_entries({"conversationId": 1}, 10)["items"]] == [10, 3, 2]
