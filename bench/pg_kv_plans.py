@@ -106,6 +106,8 @@ def shape(plan: dict[str, Any], depth: int = 0) -> str:
     if "Index Cond" in plan:
         name += f" [cond {_short(plan['Index Cond'])}"
         name += f"; filter {_short(plan['Filter'])}]" if "Filter" in plan else "]"
+    if "Heap Fetches" in plan:  # an index-only scan: the rows it still read from the heap
+        name += f" (heap fetches {plan['Heap Fetches']})"
     kids = plan.get("Plans", [])
     return name + (" > " + " + ".join(shape(k, depth + 1) for k in kids) if kids and depth < 3 else "")
 
