@@ -90,11 +90,11 @@ def key_sources(size: int) -> dict[str, Callable[[], list[bytes]]]:
 class Loaded:
     """One size's kv table, loaded once, with its store and the server process to clock."""
 
-    def __init__(self, url: str, size: int) -> None:
+    def __init__(self, url: str, size: int, label: str = "") -> None:
         self.size = size
         self.base_url = url
         self.url, self.schema = create_schema(url)
-        self.app = f"locality-{size}"
+        self.app = f"locality-{size}{label}"
         self.store = durastate.open(with_application_name(self.url, self.app), max_connections=1)
         bulk = Bulk(self.store, "postgresql", self.url, f"postgresql {size:,}")
         self.ctx = Context(self.store, "postgresql", size, bulk, Raw(self.store, "postgresql", self.url))
