@@ -1,6 +1,7 @@
 """Why does kv.get_many of 100 keys cost 2.2x more at 1e6 rows than at 1e3 on PostgreSQL?
 
-    .venv/bin/python bench/pg_kv_locality.py [--sizes 1000,1000000] [--calls 40] [--rounds 5] [--url URL]
+    .venv/bin/python bench/pg_kv_locality.py [--sizes 1000,1000000] [--calls 40] [--rounds 5] [--blocks 200]
+        [--phases analysed,vacuumed,covering] [--url URL]
 
 Issue 10's hypothesis: 100 random keys of a 1e6-row table touch about 100
 distinct heap pages and 100 index leaves; at 1e3 the whole table is 20
@@ -34,9 +35,10 @@ Evidence printed first for each phase: the table's and its indexes' sizes,
 (the one a prepared statement settles on): median server ms, mean shared
 buffers hit / read (read: not in ``shared_buffers``, from the OS cache),
 the plan's node types and heap fetches. ``pg_buffercache`` / ``pg_prewarm``
-are used if the database has them (``CREATE EXTENSION``; this script never
-changes the server's configuration). The database of ``--url`` should be
-one of its own (the extensions are created in it).
+are used if the database of ``--url`` has them (this script creates
+nothing there but its schemas and never changes the server's configuration;
+give it a database of its own with ``CREATE EXTENSION pg_buffercache``
+for the in-``shared_buffers`` counts).
 """
 
 from __future__ import annotations
@@ -254,7 +256,9 @@ def main() -> None:
     parser.add_argument("--phases", default="analysed,vacuumed,covering")
     parser.add_argument(
         "--url",
-        default=os.environ.get("DURASTATE_BENCH_POSTGRES_URL") or "postgresql://postgres@127.0.0.1:5432/pgscale_bench",
+        default=os.environ.get("DURASTATE_BENCH_POSTGRES_URL")
+        or os.environ.get("DURASTATE_TEST_POSTGRES_URL")
+        or "postgresql://postgres@127.0.0.1:5432/postgres",
     )
     args = parser.parse_args()
     sizes = sorted(int(s) for s in args.sizes.split(","))
