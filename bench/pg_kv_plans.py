@@ -18,7 +18,8 @@ from the OS). Variants of ``get_many`` of 100 keys:
   probe per key over ``unnest(ARRAY[...])``);
 * ``any``: ``key = ANY(%s)`` with one array parameter;
 * ``in``: ``key IN (%s, ... 100 times)``;
-* ``unnest join``: a join of ``unnest(%s::bytea[])`` with the table.
+* ``unnest join``: a join of ``unnest(%s::bytea[])`` with the table;
+* ``values join``: a join of ``(VALUES (%s), ... 100 times)`` with the table.
 
 and of ``scan`` 100: ``ours`` (``kv._scan``: key range, expiry filter,
 ``ORDER BY key LIMIT``), ``no expiry filter`` (the same without the
@@ -71,6 +72,9 @@ def variants(store: durastate.Store) -> dict[str, dict[str, str]]:
             + ")",
             "unnest join": f"SELECT t.key, t.value, t.expires_at FROM unnest(%s::bytea[]) AS k (key)"
             f" JOIN {p}kv t ON t.scope = %s AND t.ns = %s AND t.key = k.key",
+            "values join": "SELECT t.key, t.value, t.expires_at FROM (VALUES "
+            + ", ".join(["(%s::bytea)"] * 100)
+            + f") AS k (key) JOIN {p}kv t ON t.scope = %s AND t.ns = %s AND t.key = k.key",
         },
         "scan 100": {
             "ours": scan,
@@ -89,6 +93,8 @@ def params(op: str, variant: str, size: int, rng: random.Random, now: int) -> tu
             return (SCOPE, NS, keys)
         if variant == "unnest join":
             return (keys, SCOPE, NS)
+        if variant == "values join":
+            return (*keys, SCOPE, NS)
         return (SCOPE, NS, *keys)
     start = kv_key(rng.randrange(max(1, size - 100)))
     return (SCOPE, NS, start, 100) if variant == "no expiry filter" else (SCOPE, NS, start, now, 100)
@@ -106,6 +112,8 @@ def shape(plan: dict[str, Any], depth: int = 0) -> str:
     if "Index Cond" in plan:
         name += f" [cond {_short(plan['Index Cond'])}"
         name += f"; filter {_short(plan['Filter'])}]" if "Filter" in plan else "]"
+    if "Heap Fetches" in plan:  # an index-only scan: the rows it still read from the heap
+        name += f" (heap fetches {plan['Heap Fetches']})"
     kids = plan.get("Plans", [])
     return name + (" > " + " + ".join(shape(k, depth + 1) for k in kids) if kids and depth < 3 else "")
 
@@ -212,7 +220,9 @@ def main() -> None:
                     for op, texts in variants(store).items():
                         for variant, sql in texts.items():
                             for mode in ("force_custom_plan", "force_generic_plan"):
-                                rng = random.Random(f"{size}/{op}/{variant}")
+                                rng = random.Random(
+                                    f"{size}/{op}/{variant}/{mode}"
+                                )  # fresh keys per mode: no page read twice
                                 got = [
                                     explain(conn, sql, params(op, variant, size, rng, store.engine.now_ms()), mode)
                                     for _ in range(args.samples)
