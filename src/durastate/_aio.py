@@ -15,10 +15,12 @@ Where a call runs:
   the call had changed nothing yet (its change count is unchanged: WAL
   takes the write lock at the first write or ``BEGIN IMMEDIATE``, before
   any change) it is handed to a worker thread, whose connection waits for
-  the lock as a sync call would. The loop never sleeps on a lock. The timeout stays 0 while a loop runs on
-  the thread (a sync call made there then refuses a held lock too); the
-  thread's first statement with no loop running (a sync call after
-  ``asyncio.run`` returned) puts the store's busy timeout back.
+  the lock as a sync call would. The loop never sleeps on a lock. The
+  timeout stays 0 while a loop runs on the thread (a sync call made there
+  then refuses a held lock too); once none runs (a sync call after
+  ``asyncio.run`` returned), the thread's first statement refused for a
+  lock puts the store's busy timeout back and runs again, waiting as sync
+  calls do. Nothing is checked on statements that are not refused.
 * **PostgreSQL and ``memory:`` stores: on a worker thread** (one per pool
   connection on PostgreSQL): a network round trip must not block the loop,
   and a ``memory:`` database has no WAL (its ``COMMIT`` can be refused after
