@@ -39,11 +39,12 @@ thread still using it.
 from __future__ import annotations
 
 import asyncio
+import functools
 import threading
 import weakref
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, cast
 
 from .engines.sqlite import LockBusy
 from .errors import StoreClosed
@@ -73,6 +74,20 @@ class _Job:
         self.lock = threading.Lock()
         self.cancelled = False  # the awaiting coroutine was cancelled first
         self.delivered = False  # the result was handed to the loop first
+
+
+def _wake(loop: asyncio.AbstractEventLoop, waiter: asyncio.Future[None], _done: object) -> None:
+    """A worker's call is done (or was cancelled before it started): wake its awaiting coroutine."""
+    if not loop.is_closed():
+        try:
+            loop.call_soon_threadsafe(_settle, waiter)
+        except RuntimeError:  # closed since: nobody is waiting any more
+            pass
+
+
+def _settle(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():  # cancelled meanwhile: the coroutine is gone already
+        waiter.set_result(None)
 
 
 def _undo_quietly(undo: Undo, result: Any) -> None:
@@ -158,9 +173,17 @@ class AsyncRunner:
         """Run on a worker thread; ``undo`` as in ``run_undoable``."""
         job = _Job(fn, args, kwargs, undo)
         future = self._submit(self._work, job)
+        # Not asyncio.wrap_future: its two-way chaining of the futures'
+        # states costs the loop's thread about as much as the rest of a
+        # PostgreSQL call's hop. The waiter only says "done"; the result is
+        # the worker future's.
+        loop = asyncio.get_running_loop()
+        waiter = loop.create_future()
+        future.add_done_callback(functools.partial(_wake, loop, waiter))
         try:
-            return await asyncio.wrap_future(future)
+            await waiter
         except asyncio.CancelledError:
+            future.cancel()  # a call still queued never starts
             if undo is not None:
                 with job.lock:
                     job.cancelled = True
@@ -172,6 +195,7 @@ class AsyncRunner:
                     except StoreClosed:
                         pass
             raise
+        return cast(T, future.result())
 
     def _submit(self, fn: Callable[..., T], *args: Any, executor: ThreadPoolExecutor | None = None) -> Future[T]:
         root = self._root

@@ -1,0 +1,77 @@
+"""``AsyncRunner.on_thread``: results, errors and cancellation of calls on worker threads."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+import pytest
+
+from durastate._aio import AsyncRunner
+
+
+def test_a_workers_result_and_error_reach_the_caller() -> None:
+    runner = AsyncRunner(workers=2, name="results")
+
+    def fail() -> None:
+        raise KeyError("from the worker")
+
+    async def main() -> None:
+        a, b, thread = await runner.on_thread(lambda a, b=0: (a, b, threading.current_thread()), (1,), {"b": 2})
+        assert (a, b) == (1, 2) and thread is not threading.current_thread()
+        with pytest.raises(KeyError, match="from the worker"):
+            await runner.on_thread(fail, (), {})
+
+    asyncio.run(main())
+    runner.close()
+
+
+def test_a_call_still_queued_when_its_caller_is_cancelled_never_runs() -> None:
+    runner = AsyncRunner(workers=1, name="queued")
+    busy = threading.Event()
+    go_on = threading.Event()
+    ran: list[str] = []
+
+    def occupy() -> None:
+        busy.set()
+        go_on.wait()
+
+    async def main() -> None:
+        first = asyncio.create_task(runner.on_thread(occupy, (), {}))
+        await asyncio.to_thread(busy.wait)  # the one worker is inside occupy()
+        queued = asyncio.create_task(runner.on_thread(ran.append, ("queued",), {}))
+        await asyncio.sleep(0)  # queued behind occupy()
+        queued.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await queued
+        go_on.set()
+        await first
+        await runner.on_thread(ran.append, ("after",), {})  # the worker is past where the queued call was
+
+    asyncio.run(main())
+    runner.close()
+    assert ran == ["after"]
+
+
+def test_a_running_call_whose_caller_is_cancelled_is_undone_on_the_worker() -> None:
+    runner = AsyncRunner(workers=1, name="undo")
+    inside = threading.Event()
+    go_on = threading.Event()
+    undone: list[int] = []
+
+    def claim() -> int:
+        inside.set()
+        go_on.wait()
+        return 7
+
+    async def main() -> None:
+        call = asyncio.create_task(runner.on_thread(claim, (), {}, undone.append))
+        await asyncio.to_thread(inside.wait)
+        call.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await call
+        go_on.set()
+
+    asyncio.run(main())
+    runner.close()  # waits until no worker is inside a call, undo included
+    assert undone == [7]
