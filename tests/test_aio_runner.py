@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 import threading
 
 import pytest
@@ -75,3 +77,31 @@ def test_a_running_call_whose_caller_is_cancelled_is_undone_on_the_worker() -> N
     asyncio.run(main())
     runner.close()  # waits until no worker is inside a call, undo included
     assert undone == [7]
+
+
+_CALL_IN_FLIGHT_AT_EXIT = """
+import asyncio, threading
+from durastate._aio import AsyncRunner
+
+runner = AsyncRunner(workers=1, name="exit")
+started = threading.Event()
+
+def slow_call():
+    started.set()
+    threading.Event().wait(0.5)  # a call that is still running when the program ends
+    print("finished", flush=True)
+
+async def main():
+    asyncio.create_task(runner.on_thread(slow_call, (), {}))
+    await asyncio.to_thread(started.wait)
+
+asyncio.run(main())  # cancels the awaiting task; the call goes on on its worker
+print("main done", flush=True)
+"""
+
+
+def test_a_call_still_on_a_worker_when_the_program_ends_finishes_first() -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", _CALL_IN_FLIGHT_AT_EXIT], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert done.stdout.split() == ["main", "done", "finished"]
