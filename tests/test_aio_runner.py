@@ -28,6 +28,25 @@ def test_a_workers_result_and_error_reach_the_caller() -> None:
     runner.close()
 
 
+def test_loops_on_two_threads_share_a_runner_and_each_gets_its_own_results() -> None:
+    runner = AsyncRunner(workers=3, name="loops")
+    results: dict[str, list[tuple[str, int]]] = {}
+
+    async def calls(name: str) -> None:
+        async def one(i: int) -> tuple[str, int]:
+            return await runner.on_thread(lambda: (name, i), (), {})
+
+        results[name] = list(await asyncio.gather(*(one(i) for i in range(300))))
+
+    threads = [threading.Thread(target=asyncio.run, args=(calls(name),)) for name in ("a", "b")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    runner.close()
+    assert results == {name: [(name, i) for i in range(300)] for name in ("a", "b")}
+
+
 def test_a_call_still_queued_when_its_caller_is_cancelled_never_runs() -> None:
     runner = AsyncRunner(workers=1, name="queued")
     busy = threading.Event()

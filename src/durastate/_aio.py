@@ -73,7 +73,7 @@ class _Job:
     undoes a result the caller never received.
     """
 
-    __slots__ = ("args", "cancelled", "delivered", "error", "fn", "kwargs", "lock", "loop", "result", "undo", "waiter")
+    __slots__ = ("args", "cancelled", "delivered", "error", "fn", "inbox", "kwargs", "lock", "result", "undo", "waiter")
 
     def __init__(
         self,
@@ -82,13 +82,14 @@ class _Job:
         kwargs: dict[str, Any],
         undo: Undo | None = None,
         waiter: asyncio.Future[None] | None = None,
+        inbox: _Inbox | None = None,
     ):
         self.fn = fn
         self.args = args
         self.kwargs = kwargs
         self.undo = undo
         self.waiter = waiter
-        self.loop = None if waiter is None else waiter.get_loop()
+        self.inbox = inbox
         self.lock = None if undo is None else threading.Lock()
         self.cancelled = False
         self.delivered = False
@@ -112,27 +113,57 @@ class _Job:
                     self.delivered = not cancelled
                 if cancelled:
                     _undo_quietly(self.undo, result)
-        loop = self.loop
-        if loop is not None and not loop.is_closed():
-            try:
-                loop.call_soon_threadsafe(self._settle)
-            except RuntimeError:  # closed since: nobody is waiting any more
-                pass
+        inbox = self.inbox
+        if inbox is not None:
+            inbox.put(self)
 
-    def _settle(self) -> None:
+    def settle(self) -> None:
         waiter = self.waiter
         if waiter is not None and not waiter.done():  # cancelled meanwhile: the coroutine is gone already
             waiter.set_result(None)
+
+
+class _Inbox:
+    """Finished jobs for one event loop: one wake-up of the loop settles every job that finished meanwhile."""
+
+    __slots__ = ("_jobs", "_lock", "_scheduled", "loop")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self._jobs: list[_Job] = []
+        self._lock = threading.Lock()
+        self._scheduled = False
+
+    def put(self, job: _Job) -> None:
+        with self._lock:
+            self._jobs.append(job)
+            if self._scheduled:
+                return
+            self._scheduled = True
+        loop = self.loop
+        if not loop.is_closed():
+            try:
+                loop.call_soon_threadsafe(self._drain)
+            except RuntimeError:  # closed since: nobody is waiting any more
+                pass
+
+    def _drain(self) -> None:
+        with self._lock:
+            jobs, self._jobs = self._jobs, []
+            self._scheduled = False
+        for job in jobs:
+            job.settle()
 
 
 class _Workers:
     """Up to ``size`` threads taking jobs from one queue, started as jobs arrive.
 
     Lighter than ``ThreadPoolExecutor`` plus ``asyncio.wrap_future`` (a
-    job is one queue put and one ``call_soon_threadsafe``; no
+    job is one queue put, and finished jobs reach their loop through an
+    ``_Inbox``, one wake-up for all that finished meanwhile; no
     ``concurrent.futures.Future`` with its condition and callbacks, no
-    two-way chaining of futures): about a third of the CPU per hop, which
-    is what a PostgreSQL call pays on top of the sync call. Threads are
+    two-way chaining of futures): a hop measured ~3.5 us of CPU instead of
+    ~16 (``ThreadPoolExecutor`` + ``wrap_future``). Threads are
     daemons, so a store nobody closed does not keep the process alive; at
     exit, calls still on a worker are waited for first (``_at_exit``).
     ``leave`` is called after every job, undo included.
@@ -220,6 +251,7 @@ class AsyncRunner:
         # Calls of pinned runners count (and are refused after close) at _root.
         self._pinned_idle: list[AsyncRunner] = []
         self._parking: ThreadPoolExecutor | None = None
+        self._inbox: _Inbox | None = None  # the last loop's (a call from another loop makes its own)
         self._stops: weakref.WeakSet[threading.Event] = weakref.WeakSet()
         # Transaction blocks open on this store (durastate.aio): while none
         # is, a call need not look for the block its task is in.
@@ -272,8 +304,12 @@ class AsyncRunner:
         self, fn: Callable[..., T], args: tuple[Any, ...], kwargs: dict[str, Any], undo: Undo | None = None
     ) -> T:
         """Run on a worker thread; ``undo`` as in ``call``."""
-        waiter = asyncio.get_running_loop().create_future()
-        job = _Job(fn, args, kwargs, undo, waiter)
+        loop = asyncio.get_running_loop()
+        inbox = self._inbox
+        if inbox is None or inbox.loop is not loop:
+            inbox = self._inbox = _Inbox(loop)
+        waiter = loop.create_future()
+        job = _Job(fn, args, kwargs, undo, waiter, inbox)
         self._post(job)
         try:
             await waiter
