@@ -1,7 +1,7 @@
 """durastate.aio against the sync API, side by side in one run (``make bench-aio``).
 
     .venv/bin/python bench/aio.py [--rounds 15] [--ops 300] [--pg-rounds 5] [--postgres URL | --no-postgres]
-                                  [--only uncontended,locked,a2,pi-durable,postgres]
+                                  [--only uncontended,locked,a2,pi-durable,postgres,hop]
 
 1. **Uncontended SQLite calls**: each operation through ``durastate.open``
    (sync) and through ``durastate.aio.open`` (awaited inside a running
@@ -36,6 +36,11 @@
    async facade): commit of 1 and of 10 entries, a descending entry scan
    through a fork chain (3 conversations, 100 entries), a document read
    with 100 deltas since its base. Targets: >= 2 on commits, >= 1 on reads.
+
+6. **A worker hop** (no target): the process CPU time one call on a worker
+   thread costs (``AsyncRunner.on_thread`` of a no-op, 200 coroutines on
+   10 workers), and how much of it the loop's thread spends: what every
+   PostgreSQL (and ``memory:``) call pays on top of the sync call.
 
 Sections 4 and 5 time call by call like section 1 (contenders take turns,
 order swapped every call, median call per round, median of the per-round
@@ -291,6 +296,33 @@ async def postgres(url: str, coroutines: int, pool: int, ops: int, rounds: int) 
     return ok
 
 
+async def hop(coroutines: int = 200, calls: int = 50, rounds: int = 5) -> bool:
+    """CPU per worker hop: ``coroutines`` coroutines each awaiting ``calls`` no-op calls on the runner's workers."""
+    from durastate._aio import AsyncRunner
+
+    runner = AsyncRunner(workers=10, name="bench-hop")
+
+    async def caller() -> None:
+        for _ in range(calls):
+            await runner.on_thread(int, (), {})
+
+    await asyncio.gather(*(caller() for _ in range(coroutines)))  # warm-up: every worker started
+    total = coroutines * calls
+    per_call, on_loop = [], []
+    for _round in range(rounds):
+        cpu, loop_cpu = time.process_time(), time.thread_time()
+        await asyncio.gather(*(caller() for _ in range(coroutines)))
+        per_call.append((time.process_time() - cpu) / total)
+        on_loop.append((time.thread_time() - loop_cpu) / total)
+    runner.close()
+    print(f"\n6. worker hop: {coroutines} coroutines x {calls} no-op calls on 10 workers, {rounds} rounds (no target)")
+    print(
+        f"process CPU per call {statistics.median(per_call) * 1e6:.1f} us ({min(per_call) * 1e6:.1f}-"
+        f"{max(per_call) * 1e6:.1f}), of it on the loop's thread {statistics.median(on_loop) * 1e6:.1f} us"
+    )
+    return True
+
+
 A2_TARGET = 1.2
 PI_COMMIT_TARGET = 2.0
 PI_READ_TARGET = 1.0
@@ -439,7 +471,7 @@ def _postgres_url(args: argparse.Namespace) -> str | None:
     return url
 
 
-SECTIONS = ("uncontended", "locked", "a2", "pi-durable", "postgres")
+SECTIONS = ("uncontended", "locked", "a2", "pi-durable", "postgres", "hop")
 
 
 async def main(args: argparse.Namespace) -> int:
@@ -458,6 +490,8 @@ async def main(args: argparse.Namespace) -> int:
     url = _postgres_url(args) if "postgres" in only else None
     if url is not None:
         ok &= await postgres(url, 200, 10, args.pg_ops, args.pg_rounds)
+    if "hop" in only:
+        ok &= await hop()
     return 0 if ok else 1
 
 
