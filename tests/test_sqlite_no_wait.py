@@ -95,17 +95,17 @@ def test_a_sync_write_after_the_loop_ended_waits_for_the_lock_and_lands_once(
 
     asyncio.run(inline_call())
     holder = WriteLockHolder(path).start()
-    released = threading.Event()
+    releasing = threading.Event()
 
     def release() -> None:
+        releasing.set()  # before the lock goes: a write that waited for it ends after this
         holder.release()
-        released.set()
 
     releaser = threading.Timer(0.2, release)
     releaser.start()
     try:
         write(store)  # refused at once, then run again with the store's busy timeout: waits for the holder
-        assert released.is_set()
+        assert releasing.is_set()
     finally:
         releaser.join()
     assert landed_once(store)
