@@ -1,7 +1,7 @@
 """durastate.aio against the sync API, side by side in one run (``make bench-aio``).
 
-    .venv/bin/python bench/aio.py [--rounds 15] [--ops 300] [--postgres URL | --no-postgres]
-                                  [--only uncontended,locked,a2,pi-durable,postgres]
+    .venv/bin/python bench/aio.py [--rounds 15] [--ops 300] [--pg-rounds 5] [--postgres URL | --no-postgres]
+                                  [--only uncontended,locked,a2,pi-durable,postgres,hop]
 
 1. **Uncontended SQLite calls**: each operation through ``durastate.open``
    (sync) and through ``durastate.aio.open`` (awaited inside a running
@@ -19,8 +19,10 @@
 3. **PostgreSQL, 200 coroutines over a pool of 10** (when a server is
    reachable): 200 coroutines each run ``--pg-ops`` put+get pairs through
    ``aio.open(url, max_connections=10)``, against the sync API driven by 10
-   threads (one per pool connection) doing the same total work. Target:
-   no error, async throughput at least the threaded sync one.
+   threads (one per pool connection) doing the same total work, taking
+   turns (``--pg-rounds``, order swapped every round; the process CPU time
+   per pair is printed too). Target: no error, median async throughput at
+   least the threaded sync one.
 4. **compat.a2 against the seed's own store** (``bench/a2_style.py``: the
    seed's statements, called inline as the seed calls ``node:sqlite``), each
    on its own file: append 1, append 10, append+claim+complete, the same
@@ -34,6 +36,11 @@
    async facade): commit of 1 and of 10 entries, a descending entry scan
    through a fork chain (3 conversations, 100 entries), a document read
    with 100 deltas since its base. Targets: >= 2 on commits, >= 1 on reads.
+
+6. **A worker hop** (no target): the process CPU time one call on a worker
+   thread costs (``AsyncRunner.on_thread`` of a no-op, 200 coroutines on
+   10 workers), and how much of it the loop's thread spends: what every
+   PostgreSQL (and ``memory:``) call pays on top of the sync call.
 
 Sections 4 and 5 time call by call like section 1 (contenders take turns,
 order swapped every call, median call per round, median of the per-round
@@ -236,7 +243,7 @@ async def locked(folder: Path) -> bool:
     return ok
 
 
-async def postgres(url: str, coroutines: int, pool: int, ops: int) -> bool:
+async def postgres(url: str, coroutines: int, pool: int, ops: int, rounds: int) -> bool:
     schema_prefix = f"b{uuid.uuid4().hex[:8]}_"
     asy = await aio.open(url, prefix=schema_prefix, max_connections=pool)
     sync = durastate.open(url, prefix=schema_prefix + "s", max_connections=pool)
@@ -254,28 +261,66 @@ async def postgres(url: str, coroutines: int, pool: int, ops: int) -> bool:
             sync.kv.put(b"s", b"n", key, b"v")
             assert sync.kv.get(b"s", b"n", key) == b"v"
 
-    results = []
-    for _round in range(3):
-        start = time.perf_counter()
+    async def run_async() -> None:
         await asyncio.gather(*(worker(n) for n in range(coroutines)))
-        async_rate = total / (time.perf_counter() - start)
+
+    async def run_threads() -> None:
         threads = [threading.Thread(target=thread_worker, args=(n, total // pool)) for n in range(pool)]
-        start = time.perf_counter()
         for t in threads:
             t.start()
         for t in threads:
-            t.join()
-        sync_rate = total / (time.perf_counter() - start)
-        results.append((async_rate, sync_rate))
+            t.join()  # blocks the loop: nothing else runs on it meanwhile
+
+    results = []
+    for r in range(rounds):
+        measured: dict[str, tuple[float, float]] = {}
+        for side in ("async", "sync") if r % 2 == 0 else ("sync", "async"):
+            cpu, start = time.process_time(), time.perf_counter()
+            await (run_async() if side == "async" else run_threads())
+            measured[side] = (total / (time.perf_counter() - start), (time.process_time() - cpu) / total)
+        results.append((measured["async"], measured["sync"]))
     await asy.close()
     sync.close()
-    ratio = statistics.median(a / s for a, s in results)
+    ratio = statistics.median(a[0] / s[0] for a, s in results)
     ok = ratio >= 1.0
-    print(f"\n3. PostgreSQL: {coroutines} coroutines vs {pool} threads, pool of {pool}, {total} put+get pairs each")
+    print(
+        f"\n3. PostgreSQL: {coroutines} coroutines vs {pool} threads, pool of {pool}, {total} put+get pairs each,"
+        f" {rounds} rounds (order swapped every round)"
+    )
     for a, s in results:
-        print(f"async {a:8.0f} pairs/s   threaded sync {s:8.0f} pairs/s   ratio {a / s:.2f}")
+        print(
+            f"async {a[0]:8.0f} pairs/s   threaded sync {s[0]:8.0f} pairs/s   ratio {a[0] / s[0]:.2f}"
+            f"   (process CPU per pair: async {a[1] * 1e6:.0f} us, sync {s[1] * 1e6:.0f} us)"
+        )
     print(f"median ratio async/sync {ratio:.2f} (target >= 1.0)  {'PASS' if ok else 'FAIL'}")
     return ok
+
+
+async def hop(coroutines: int = 200, calls: int = 50, rounds: int = 5) -> bool:
+    """CPU per worker hop: ``coroutines`` coroutines each awaiting ``calls`` no-op calls on the runner's workers."""
+    from durastate._aio import AsyncRunner
+
+    runner = AsyncRunner(workers=10, name="bench-hop")
+
+    async def caller() -> None:
+        for _ in range(calls):
+            await runner.on_thread(int, (), {})
+
+    await asyncio.gather(*(caller() for _ in range(coroutines)))  # warm-up: every worker started
+    total = coroutines * calls
+    per_call, on_loop = [], []
+    for _round in range(rounds):
+        cpu, loop_cpu = time.process_time(), time.thread_time()
+        await asyncio.gather(*(caller() for _ in range(coroutines)))
+        per_call.append((time.process_time() - cpu) / total)
+        on_loop.append((time.thread_time() - loop_cpu) / total)
+    runner.close()
+    print(f"\n6. worker hop: {coroutines} coroutines x {calls} no-op calls on 10 workers, {rounds} rounds (no target)")
+    print(
+        f"process CPU per call {statistics.median(per_call) * 1e6:.1f} us ({min(per_call) * 1e6:.1f}-"
+        f"{max(per_call) * 1e6:.1f}), of it on the loop's thread {statistics.median(on_loop) * 1e6:.1f} us"
+    )
+    return True
 
 
 A2_TARGET = 1.2
@@ -426,7 +471,7 @@ def _postgres_url(args: argparse.Namespace) -> str | None:
     return url
 
 
-SECTIONS = ("uncontended", "locked", "a2", "pi-durable", "postgres")
+SECTIONS = ("uncontended", "locked", "a2", "pi-durable", "postgres", "hop")
 
 
 async def main(args: argparse.Namespace) -> int:
@@ -444,7 +489,9 @@ async def main(args: argparse.Namespace) -> int:
             ok &= await pi_durable_versus_seed(folder, args.rounds, args.compat_ops)
     url = _postgres_url(args) if "postgres" in only else None
     if url is not None:
-        ok &= await postgres(url, 200, 10, args.pg_ops)
+        ok &= await postgres(url, 200, 10, args.pg_ops, args.pg_rounds)
+    if "hop" in only:
+        ok &= await hop()
     return 0 if ok else 1
 
 
@@ -453,6 +500,7 @@ if __name__ == "__main__":
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--ops", type=int, default=300)
     parser.add_argument("--pg-ops", type=int, default=10)
+    parser.add_argument("--pg-rounds", type=int, default=5)
     parser.add_argument("--compat-ops", type=int, default=100)
     parser.add_argument("--postgres")
     parser.add_argument("--no-postgres", action="store_true")

@@ -458,8 +458,8 @@ def test_sync_calls_on_the_loops_thread_wait_for_locks_again_after_inline_calls(
             released = threading.Event()
 
             def release(holder: WriteLockHolder = holder, released: threading.Event = released) -> None:
+                released.set()  # before the lock goes: a write that waited for it ends after this
                 holder.release()
-                released.set()
 
             releaser = threading.Timer(0.2, release)
             releaser.start()

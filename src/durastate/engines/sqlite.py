@@ -56,6 +56,7 @@ from .base import SQL, Clock, EngineBase, Kind, Params, Plan, Row, TransactionSt
 from .sqlite_dialect import CATALOG, plan_of
 from .sqlite_dialect import SQLITE_DIALECT as SQLITE_DIALECT
 from .sqlite_errors import LockBusy as LockBusy
+from .sqlite_errors import is_busy
 from .sqlite_errors import translate_sqlite_error as translate_sqlite_error
 
 _WAL_SWITCH_ATTEMPTS = 100
@@ -79,7 +80,7 @@ class _ThreadState(TransactionState):
     cursor: sqlite3.Cursor | None = None
     # ``conn`` while no_wait_changes() has its busy timeout at 0: from an
     # async front end's inline call until this thread's first statement
-    # with no event loop running on it (see _wait_again).
+    # refused for a lock with no event loop running on it (_waits_again).
     no_wait: sqlite3.Connection | None = None
     # Held by this thread for every use of ``conn`` (each statement, BEGIN,
     # COMMIT, ...) and by ``close()`` while it closes ``conn``: a connection
@@ -390,8 +391,6 @@ class SqliteEngine(EngineBase):
 
     def one(self, sql: str, params: Params = ()) -> Row | None:
         state = self._local
-        if state.no_wait is not None and _running_loop() is None:
-            self._wait_again(state)
         cursor = state.cursor or self._thread_cursor()
         guard = state.guard
         guard.acquire()
@@ -408,6 +407,8 @@ class SqliteEngine(EngineBase):
                     self._drop_cursor(cursor)
                 return row
             except sqlite3.Error as exc:
+                if state.no_wait is not None and self._waits_again(state, exc):
+                    return self.one(sql, params)
                 raise self._failed(exc) from None
             except BaseException:
                 self._drop_cursor(cursor)
@@ -417,8 +418,6 @@ class SqliteEngine(EngineBase):
 
     def all(self, sql: str, params: Params = ()) -> list[Row]:
         state = self._local
-        if state.no_wait is not None and _running_loop() is None:
-            self._wait_again(state)
         cursor = state.cursor or self._thread_cursor()
         guard = state.guard
         guard.acquire()
@@ -428,6 +427,8 @@ class SqliteEngine(EngineBase):
             try:
                 return cursor.execute(sql, params).fetchall()
             except sqlite3.Error as exc:
+                if state.no_wait is not None and self._waits_again(state, exc):
+                    return self.all(sql, params)
                 raise self._failed(exc) from None
             except BaseException:
                 self._drop_cursor(cursor)
@@ -437,8 +438,6 @@ class SqliteEngine(EngineBase):
 
     def execute(self, sql: str, params: Params = ()) -> int:
         state = self._local
-        if state.no_wait is not None and _running_loop() is None:
-            self._wait_again(state)
         cursor = state.cursor or self._thread_cursor()
         with state.guard:
             if self._closed:
@@ -451,6 +450,8 @@ class SqliteEngine(EngineBase):
                     cursor.fetchall()
                 return cursor.rowcount
             except sqlite3.Error as exc:
+                if state.no_wait is not None and self._waits_again(state, exc):
+                    return self.execute(sql, params)
                 raise self._failed(exc) from None
             except BaseException:
                 self._drop_cursor(cursor)
@@ -458,7 +459,9 @@ class SqliteEngine(EngineBase):
 
     def executemany(self, sql: str, rows: Iterable[Params]) -> None:
         state = self._local
-        if state.no_wait is not None and _running_loop() is None:
+        if state.no_wait is not None and not isinstance(rows, (list, tuple)) and _running_loop() is None:
+            # A refused attempt may have consumed some of these rows, so
+            # this one cannot run again (see _waits_again): restore first.
             self._wait_again(state)
         cursor = state.cursor or self._thread_cursor()
         guard = state.guard
@@ -469,6 +472,8 @@ class SqliteEngine(EngineBase):
             try:
                 cursor.executemany(sql, rows)
             except sqlite3.Error as exc:
+                if state.no_wait is not None and isinstance(rows, (list, tuple)) and self._waits_again(state, exc):
+                    return self.executemany(sql, rows)
                 raise self._failed(exc) from None
             except BaseException:
                 self._drop_cursor(cursor)
@@ -512,8 +517,6 @@ class SqliteEngine(EngineBase):
         # ``lock`` (the migration lock) needs nothing more: BEGIN IMMEDIATE
         # takes the database's one write lock, which excludes every writer.
         state = self._local
-        if state.no_wait is not None and _running_loop() is None:
-            self._wait_again(state)
         conn = state.conn or self._thread_connection()
         _FORK_GATE.enter()
         try:
@@ -523,6 +526,8 @@ class SqliteEngine(EngineBase):
                 conn.execute("BEGIN" if read else "BEGIN IMMEDIATE")
         except sqlite3.Error as exc:
             _FORK_GATE.leave()
+            if state.no_wait is not None and self._waits_again(state, exc):
+                return self._tx_begin(read, lock)
             raise translate_sqlite_error(exc, f"{self.url}: begin") from None
         except BaseException:
             _FORK_GATE.leave()
@@ -669,32 +674,58 @@ class SqliteEngine(EngineBase):
 
         Sets the calling thread's connection to busy timeout 0 (meant for
         an event loop's thread, whose calls must never sleep) and returns
-        ``total_changes``, the rows it has modified so far. The timeout
-        stays 0 while an event loop runs on the thread; its first statement
-        with none running (say, a sync call after ``asyncio.run`` returned)
-        puts the store's busy timeout back (``_wait_again``). A call
-        that then fails with ``LockBusy`` while the count is unchanged
-        changed nothing (WAL takes the write lock at the first write or at
+        ``total_changes``, the rows it has modified so far. A call that
+        then fails with ``LockBusy`` while the count is unchanged changed
+        nothing (WAL takes the write lock at the first write or at
         ``BEGIN IMMEDIATE``, before any change), so it can be run again
         elsewhere. Not for ``memory:`` stores (their rollback journal can
         refuse a ``COMMIT`` after changes were made).
+
+        The timeout stays 0 while an event loop runs on the thread, so a
+        sync call made there refuses a held lock too. Once none runs (a
+        sync call after ``asyncio.run`` returned), the first statement
+        SQLite refuses for a lock puts the store's busy timeout back and
+        runs again, waiting as any sync call does (``_waits_again``): the
+        check costs nothing on the statements that are not refused.
         """
         state = self._local
         conn = state.no_wait  # reset with the connection (release_connection, close, fork)
-        if conn is None:
-            conn = self._thread_connection()
-            with state.guard:
-                if self._closed:
-                    raise self._refuse_closed()
-                try:
-                    conn.execute("PRAGMA busy_timeout = 0")
-                except sqlite3.Error as exc:
-                    raise translate_sqlite_error(exc, self.url) from None
-            state.no_wait = conn
+        if conn is not None and not self._closed:
+            # Every inline call's first step, so without the guard: reading
+            # the count is no statement, and on a connection close()
+            # closed this moment it raises ProgrammingError (the driver
+            # marks the connection closed before it releases the GIL to
+            # close it), never touching freed memory.
+            try:
+                return conn.total_changes
+            except sqlite3.ProgrammingError:
+                raise self._refuse_closed() from None
+        conn = self._thread_connection()
         with state.guard:
             if self._closed:
                 raise self._refuse_closed()
+            try:
+                conn.execute("PRAGMA busy_timeout = 0")
+            except sqlite3.Error as exc:
+                raise translate_sqlite_error(exc, self.url) from None
+            state.no_wait = conn
             return conn.total_changes
+
+    def _waits_again(self, state: _ThreadState, exc: sqlite3.Error) -> bool:
+        """Whether to run a refused statement again, now waiting for the lock.
+
+        True when ``exc`` is SQLite refusing a lock (BUSY) on this thread's
+        no-wait connection and no event loop runs on the thread any more:
+        the store's busy timeout is then back (``_wait_again``). A statement
+        refused with BUSY did nothing (the lock is taken before any change,
+        and a refused ``BEGIN`` opens nothing), so running it again is what
+        SQLite's own busy handler would have done. Only called with
+        ``state.no_wait`` set.
+        """
+        if not is_busy(exc) or _running_loop() is not None:
+            return False
+        self._wait_again(state)
+        return True
 
     def _wait_again(self, state: _ThreadState) -> None:
         """This thread's statements wait for locks again (its event loop has ended)."""

@@ -14,7 +14,7 @@ from ..errors import (
     StoreUnavailable,
 )
 
-__all__ = ["LockBusy", "translate_sqlite_error"]
+__all__ = ["LockBusy", "is_busy", "translate_sqlite_error"]
 
 # SQLite primary result codes (https://sqlite.org/rescode.html).
 _SQLITE_ERROR_UNAVAILABLE = {
@@ -48,6 +48,11 @@ class LockBusy(StoreUnavailable):
 
     A statement refused this way changed nothing (see ``no_wait_changes``).
     """
+
+
+def is_busy(exc: sqlite3.Error) -> bool:
+    """Whether SQLite refused ``exc``'s statement for a lock another connection holds (BUSY)."""
+    return (getattr(exc, "sqlite_errorcode", 0) or 0) & 0xFF == _SQLITE_BUSY
 
 
 def translate_sqlite_error(exc: sqlite3.Error, where: str) -> DurastateError:

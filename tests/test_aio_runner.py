@@ -1,0 +1,126 @@
+"""``AsyncRunner.on_thread``: results, errors and cancellation of calls on worker threads."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+import threading
+
+import pytest
+
+from durastate._aio import AsyncRunner
+
+
+def test_a_workers_result_and_error_reach_the_caller() -> None:
+    runner = AsyncRunner(workers=2, name="results")
+
+    def fail() -> None:
+        raise KeyError("from the worker")
+
+    async def main() -> None:
+        a, b, thread = await runner.on_thread(lambda a, b=0: (a, b, threading.current_thread()), (1,), {"b": 2})
+        assert (a, b) == (1, 2) and thread is not threading.current_thread()
+        with pytest.raises(KeyError, match="from the worker"):
+            await runner.on_thread(fail, (), {})
+
+    asyncio.run(main())
+    runner.close()
+
+
+def test_loops_on_two_threads_share_a_runner_and_each_gets_its_own_results() -> None:
+    runner = AsyncRunner(workers=3, name="loops")
+    results: dict[str, list[tuple[str, int]]] = {}
+
+    async def calls(name: str) -> None:
+        async def one(i: int) -> tuple[str, int]:
+            return await runner.on_thread(lambda: (name, i), (), {})
+
+        results[name] = list(await asyncio.gather(*(one(i) for i in range(300))))
+
+    threads = [threading.Thread(target=asyncio.run, args=(calls(name),)) for name in ("a", "b")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    runner.close()
+    assert results == {name: [(name, i) for i in range(300)] for name in ("a", "b")}
+
+
+def test_a_call_still_queued_when_its_caller_is_cancelled_never_runs() -> None:
+    runner = AsyncRunner(workers=1, name="queued")
+    busy = threading.Event()
+    go_on = threading.Event()
+    ran: list[str] = []
+
+    def occupy() -> None:
+        busy.set()
+        go_on.wait()
+
+    async def main() -> None:
+        first = asyncio.create_task(runner.on_thread(occupy, (), {}))
+        await asyncio.to_thread(busy.wait)  # the one worker is inside occupy()
+        queued = asyncio.create_task(runner.on_thread(ran.append, ("queued",), {}))
+        await asyncio.sleep(0)  # queued behind occupy()
+        queued.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await queued
+        go_on.set()
+        await first
+        await runner.on_thread(ran.append, ("after",), {})  # the worker is past where the queued call was
+
+    asyncio.run(main())
+    runner.close()
+    assert ran == ["after"]
+
+
+def test_a_running_call_whose_caller_is_cancelled_is_undone_on_the_worker() -> None:
+    runner = AsyncRunner(workers=1, name="undo")
+    inside = threading.Event()
+    go_on = threading.Event()
+    undone: list[int] = []
+
+    def claim() -> int:
+        inside.set()
+        go_on.wait()
+        return 7
+
+    async def main() -> None:
+        call = asyncio.create_task(runner.on_thread(claim, (), {}, undone.append))
+        await asyncio.to_thread(inside.wait)
+        call.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await call
+        go_on.set()
+
+    asyncio.run(main())
+    runner.close()  # waits until no worker is inside a call, undo included
+    assert undone == [7]
+
+
+_CALL_IN_FLIGHT_AT_EXIT = """
+import asyncio, threading
+from durastate._aio import AsyncRunner
+
+runner = AsyncRunner(workers=1, name="exit")
+started = threading.Event()
+
+def slow_call():
+    started.set()
+    threading.Event().wait(0.5)  # a call that is still running when the program ends
+    print("finished", flush=True)
+
+async def main():
+    asyncio.create_task(runner.on_thread(slow_call, (), {}))
+    await asyncio.to_thread(started.wait)
+
+asyncio.run(main())  # cancels the awaiting task; the call goes on on its worker
+print("main done", flush=True)
+"""
+
+
+def test_a_call_still_on_a_worker_when_the_program_ends_finishes_first() -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", _CALL_IN_FLIGHT_AT_EXIT], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert done.stdout.split() == ["main", "done", "finished"]
