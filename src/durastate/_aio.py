@@ -97,26 +97,32 @@ class _Job:
         self.error: BaseException | None = None
 
     def run(self) -> None:
-        """On a worker: the call (unless cancelled while queued), the undo if due, then wake the waiter."""
+        """On a worker: the call (unless cancelled while queued), then the undo if due.
+
+        The waiter is woken afterwards by ``notify``, once the worker has
+        left the runner's busy count: a coroutine that resumes finds the
+        call over in every sense (``wait_idle``, ``close``).
+        """
         if self.cancelled:
             return
         try:
-            try:
-                result = self.fn(*self.args, **self.kwargs)
-            except BaseException as exc:
-                self.error = exc
-                return
-            self.result = result
-            if self.lock is not None:
-                assert self.undo is not None
-                with self.lock:
-                    cancelled = self.cancelled
-                    self.delivered = not cancelled
-                if cancelled:
-                    _undo_quietly(self.undo, result)
-        finally:
-            if self.inbox is not None:
-                self.inbox.put(self)
+            result = self.fn(*self.args, **self.kwargs)
+        except BaseException as exc:
+            self.error = exc
+            return
+        self.result = result
+        if self.lock is not None:
+            assert self.undo is not None
+            with self.lock:
+                cancelled = self.cancelled
+                self.delivered = not cancelled
+            if cancelled:
+                _undo_quietly(self.undo, result)
+
+    def notify(self) -> None:
+        """On a worker, after ``run``: wake the waiter through its loop's inbox."""
+        if self.inbox is not None:
+            self.inbox.put(self)
 
     def settle(self) -> None:
         waiter = self.waiter
@@ -198,7 +204,8 @@ class _Workers:
             except BaseException:  # only an undo's (run keeps the call's own): never end the worker
                 pass
             finally:
-                leave()
+                leave()  # before the waiter wakes (see _Job.run)
+                job.notify()
 
     def shutdown(self, wait: bool) -> None:
         """Stop the threads once the jobs queued before are done; with ``wait``, join them."""
