@@ -117,7 +117,6 @@ def test_sqlite_keeps_no_bookkeeping() -> None:
         assert store.maintain().engine_bookkeeping == 0
 
 
-
 @pytest.mark.parametrize("statistics", ["fresh", "analyzed"])
 def test_the_prune_reads_no_whole_table_on_a_fresh_or_an_analysed_table(pg_url: str, statistics: str) -> None:
     """The prune in passing runs every few hundred writes: its earlier shape read the whole table.

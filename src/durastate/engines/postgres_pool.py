@@ -51,7 +51,7 @@ import psycopg
 import psycopg_pool
 from psycopg.pq import TransactionStatus
 
-__all__ = ["FAST_PATHS", "LifoPool", "PooledConnection"]
+__all__ = ["LifoPool", "PooledConnection"]
 
 _TAKE = "_get_ready_connection"  # psycopg_pool >= 3.2: takes an idle connection, under the pool's lock
 # Private state the fast paths read and write (psycopg_pool 3.2-3.3).
