@@ -19,8 +19,11 @@ Contenders, on one schema created by ``durastate.open()``:
 * ``psycopg``: one plain psycopg connection per worker thread, autocommit,
   the same prepare threshold, running *the very statement texts* durastate
   runs, with the same parameters. For writes those texts are durastate's
-  attempt-recording variants (see ``durastate.engines.postgres_attempts``), so the
-  ratio measures the cost of the library around the statement.
+  attempt-recording variants (see ``durastate.engines.postgres_attempts``), and every
+  ``ATTEMPT_PRUNE_EVERY`` writes it runs the engine's prune of expired attempt rows,
+  as the engine does, so the ratio measures the cost of the library around the
+  statement (before, durastate's prunes deleted this contender's rows too, once a
+  run outlasted the 300 s retention window).
 * ``psycopg-plain``: the same, but writes run the plain statement without
   the attempt record: what a hand-written layer without retry safety would
   send. ``durastate/plain`` is the whole price of durastate, retry safety
@@ -71,7 +74,7 @@ from typing import Any
 import psycopg
 
 import durastate
-from durastate.engines.postgres import PREPARE_THRESHOLD, PostgresEngine
+from durastate.engines.postgres import ATTEMPT_PRUNE_BATCH, ATTEMPT_PRUNE_EVERY, PREPARE_THRESHOLD, PostgresEngine
 from durastate.testing.postgres_server import create_schema, drop_schema
 from pg_cpu import ServerCPU, WaitSampler, spent_ns, with_application_name
 
@@ -111,6 +114,7 @@ class RawPsycopg:
         self.by_worker: dict[int, psycopg.Connection[Any]] = {}
         self.local = threading.local()
         self.lock = threading.Lock()
+        self.writes = 0
 
     def conn(self) -> psycopg.Connection[Any]:
         worker: int = self.local.worker
@@ -135,9 +139,22 @@ class RawPsycopg:
         if self.with_attempts:
             variant = sql.companion  # type: ignore[attr-defined]  # the engine's attempt-recording variant
             assert variant is not None
+            self.prune_in_passing()
             return self.conn().execute(variant, (*params, os.urandom(16), int(time.time() * 1000))).fetchall()
         cur = self.conn().execute(sql, params)
         return cur.fetchall() if " RETURNING " in sql else cur.rowcount
+
+    def prune_in_passing(self) -> None:
+        """What the engine does every ATTEMPT_PRUNE_EVERY writes: delete a batch of expired attempt rows.
+
+        Without it this contender's attempt rows would be deleted by
+        durastate's prunes (the table is shared), on durastate's bill,
+        once a run outlasts the retention window (300 s).
+        """
+        self.writes += 1  # a race between threads only shifts a prune by a write
+        if self.writes % ATTEMPT_PRUNE_EVERY == 0:
+            cutoff = int(time.time() * 1000) - int(self.engine.attempt_retention * 1000)
+            self.conn().execute(self.engine._attempt_prune, (cutoff, ATTEMPT_PRUNE_BATCH))
 
     def read(self, sql: str, params: tuple[Any, ...]) -> list[Any]:
         return self.conn().execute(sql, params).fetchall()
