@@ -19,8 +19,11 @@ Contenders, on one schema created by ``durastate.open()``:
 * ``psycopg``: one plain psycopg connection per worker thread, autocommit,
   the same prepare threshold, running *the very statement texts* durastate
   runs, with the same parameters. For writes those texts are durastate's
-  attempt-recording variants (see ``durastate.engines.postgres_attempts``), so the
-  ratio measures the cost of the library around the statement.
+  attempt-recording variants (see ``durastate.engines.postgres_attempts``), and every
+  ``ATTEMPT_PRUNE_EVERY`` writes it runs the engine's prune of expired attempt rows,
+  as the engine does, so the ratio measures the cost of the library around the
+  statement (before, durastate's prunes deleted this contender's rows too, once a
+  run outlasted the 300 s retention window).
 * ``psycopg-plain``: the same, but writes run the plain statement without
   the attempt record: what a hand-written layer without retry safety would
   send. ``durastate/plain`` is the whole price of durastate, retry safety
@@ -36,7 +39,10 @@ with 1, 4 and 16 worker threads, back to back, in an order that rotates
 from round to round. A run is ``--ops`` calls per worker. Reported: the
 median total calls/s per contender and the median of the per-round ratios.
 Then claim+ack throughput of 1 and 4 consumers on a pre-filled queue (the
-ratio 4/1 is the scaling target), the two interleaved round by round.
+ratio 4/1 is the scaling target), for durastate and for raw psycopg
+running the same claim and ack texts (so a limit of the server, such as
+commit flushes, shows in both), all four interleaved round by round.
+``--scaling-only`` runs just that section.
 
 CPU-normalised figures: wall-clock throughput on a machine shared with
 other work measures the machine as much as the library, so every run also
@@ -68,9 +74,9 @@ from typing import Any
 import psycopg
 
 import durastate
-from durastate.engines.postgres import PREPARE_THRESHOLD, PostgresEngine
+from durastate.engines.postgres import ATTEMPT_PRUNE_BATCH, ATTEMPT_PRUNE_EVERY, PREPARE_THRESHOLD, PostgresEngine
 from durastate.testing.postgres_server import create_schema, drop_schema
-from pg_cpu import ServerCPU, spent_ns, with_application_name
+from pg_cpu import ServerCPU, WaitSampler, spent_ns, with_application_name
 
 SCOPE = b"bench"
 NS = b"ns"
@@ -108,6 +114,7 @@ class RawPsycopg:
         self.by_worker: dict[int, psycopg.Connection[Any]] = {}
         self.local = threading.local()
         self.lock = threading.Lock()
+        self.writes = 0
 
     def conn(self) -> psycopg.Connection[Any]:
         worker: int = self.local.worker
@@ -132,9 +139,22 @@ class RawPsycopg:
         if self.with_attempts:
             variant = sql.companion  # type: ignore[attr-defined]  # the engine's attempt-recording variant
             assert variant is not None
+            self.prune_in_passing()
             return self.conn().execute(variant, (*params, os.urandom(16), int(time.time() * 1000))).fetchall()
         cur = self.conn().execute(sql, params)
         return cur.fetchall() if " RETURNING " in sql else cur.rowcount
+
+    def prune_in_passing(self) -> None:
+        """What the engine does every ATTEMPT_PRUNE_EVERY writes: delete a batch of expired attempt rows.
+
+        Without it this contender's attempt rows would be deleted by
+        durastate's prunes (the table is shared), on durastate's bill,
+        once a run outlasts the retention window (300 s).
+        """
+        self.writes += 1  # a race between threads only shifts a prune by a write
+        if self.writes % ATTEMPT_PRUNE_EVERY == 0:
+            cutoff = int(time.time() * 1000) - int(self.engine.attempt_retention * 1000)
+            self.conn().execute(self.engine._attempt_prune, (cutoff, ATTEMPT_PRUNE_BATCH))
 
     def read(self, sql: str, params: tuple[Any, ...]) -> list[Any]:
         return self.conn().execute(sql, params).fetchall()
@@ -306,6 +326,86 @@ def claim_ack_throughput(store: durastate.Store, consumers: int, items: int, met
     return meter.run(DS_APP, consumers, per, consume)
 
 
+def raw_claim_ack_throughput(
+    raw: RawPsycopg, store: durastate.Store, consumers: int, items: int, meter: Meter
+) -> Measured:
+    """``claim_ack_throughput`` for raw psycopg: durastate's claim and ack texts (attempt-recording) on own connections.
+
+    If raw psycopg scales no better than durastate on the same server,
+    what limits the scaling is the server (commit flushes), not the library.
+    """
+    name = f"claims-{uuid.uuid4().hex[:8]}"
+    for start in range(0, items, 500):
+        store.queues.push(name, [VALUE] * min(500, items - start), max_attempts=None)
+    per = items // consumers
+    queues, queue = store.queues, name.encode()
+
+    def consume(w: int, i: int) -> None:
+        if i == 0:
+            raw.bind(w)
+        token = os.urandom(16)
+        now = int(time.time() * 1000)
+        rows = raw.write(queues._claim, (token, now + 60_000, queue, now))
+        assert rows, "the queue ran dry"
+        raw.write(queues._ack_sql, (rows[0][0], token))
+
+    return meter.run(raw.name, consumers, per, consume)
+
+
+def _backend_pids(store: durastate.Store, connections: int) -> list[int]:
+    """The server processes of the store's pool (all ``connections`` of it, borrowed at once)."""
+    engine = store.engine
+    assert isinstance(engine, PostgresEngine)
+    held = [engine._borrow() for _ in range(connections)]
+    try:
+        return [conn.info.backend_pid for conn in held]
+    finally:
+        for conn in held:
+            engine._give_back(conn)
+
+
+def claim_ack_scaling(
+    meter: Meter, stores: dict[int, durastate.Store], raw: RawPsycopg, rounds: int, items: int
+) -> None:
+    """claim+ack throughput, 1 -> 4 consumers: durastate against raw psycopg running the same texts."""
+    # durastate and raw psycopg (the same claim and ack texts), 1 and 4 consumers, all interleaved,
+    # the order rotating from round to round.
+    scaling_runs: dict[tuple[str, int], list[Measured]] = {}
+    plan = [("durastate", 1), ("durastate", 4), ("psycopg", 1), ("psycopg", 4)]
+    waits: dict[int, WaitSampler] = {}  # durastate's backends, by consumer count, over every round
+    for r in range(rounds):
+        for who, consumers in plan[r % len(plan) :] + plan[: r % len(plan)]:
+            if who == "durastate":
+                if consumers not in waits:
+                    waits[consumers] = WaitSampler(meter.server.url, _backend_pids(stores[consumers], consumers))
+                sampler = waits[consumers]
+                sampler.resume()
+                try:
+                    got = claim_ack_throughput(stores[consumers], consumers, items, meter)
+                finally:
+                    sampler.pause()
+            else:
+                got = raw_claim_ack_throughput(raw, stores[consumers], consumers, items, meter)
+            scaling_runs.setdefault((who, consumers), []).append(got)
+    print()
+    for who in ("durastate", "psycopg"):
+        one = [m.rate for m in scaling_runs[(who, 1)]]
+        four = [m.rate for m in scaling_runs[(who, 4)]]
+        scaling, lo, hi = _ratios(four, one)
+        verdict = f"  target >={SCALING_TARGET} {'PASS' if scaling >= SCALING_TARGET else 'MISS'}"
+        cpu_one = statistics.median(m.cpu_us for m in scaling_runs[(who, 1)])
+        cpu_four = statistics.median(m.cpu_us for m in scaling_runs[(who, 4)])
+        print(f"claim+ack {who:<9} 1 consumer : {statistics.median(one):8.0f}/s   CPU {cpu_one:.0f} us per claim+ack")
+        print(
+            f"claim+ack {who:<9} 4 consumers: {statistics.median(four):8.0f}/s   CPU {cpu_four:.0f} us per"
+            f" claim+ack   scaling {scaling:.2f}x (rounds {lo:.2f}-{hi:.2f})" + (verdict if who == "durastate" else "")
+        )
+    for consumers, sampler in sorted(waits.items()):
+        sampler.close()
+        top = ", ".join(f"{share * 100:.0f}% {key}" for share, key in sampler.shares()[:5])
+        print(f"durastate's backends, {consumers} consumer(s), sampled every 5 ms: {top}")
+
+
 DS_APP = "bench-durastate"
 APPS = {"durastate": DS_APP, "psycopg": "bench-psycopg", "psycopg-plain": "bench-plain", "psycopg-best": "bench-best"}
 
@@ -370,6 +470,7 @@ def main() -> int:
     parser.add_argument("--only", action="append", help="run only these ops (repeatable)")
     parser.add_argument("--quick", action="store_true", help="1 round, 60 calls per worker")
     parser.add_argument("--rotation-only", action="store_true", help="only the last section, pool rotation")
+    parser.add_argument("--scaling-only", action="store_true", help="only the claim+ack scaling section")
     parser.add_argument(
         "--fifo-pool",
         action="store_true",
@@ -417,6 +518,11 @@ def main() -> int:
             return 0
         for contender in (raw, plain, best):
             contender.open_all(top)
+        if args.scaling_only:
+            for each in stores.values():
+                each.kv.get(SCOPE, NS, b"warm")
+            claim_ack_scaling(meter, stores, raw, args.rounds, max(400, args.ops * 4))
+            return 0
         for each in stores.values():
             each.kv.get(SCOPE, NS, b"warm")  # the pool filled to its size
         by_workers = durastate_by_workers(stores)
@@ -483,23 +589,7 @@ def main() -> int:
         )
         for line in cpu_lines:
             print(line)
-        items = max(400, args.ops * 4)
-        scaling_runs: dict[int, list[Measured]] = {1: [], 4: []}
-        for r in range(args.rounds):  # 1 and 4 consumers interleaved, the order alternating
-            for consumers in (1, 4) if r % 2 == 0 else (4, 1):
-                scaling_runs[consumers].append(claim_ack_throughput(stores[consumers], consumers, items, meter))
-        one = [m.rate for m in scaling_runs[1]]
-        four = [m.rate for m in scaling_runs[4]]
-        scaling, lo, hi = _ratios(four, one)
-        verdict = "PASS" if scaling >= SCALING_TARGET else "MISS"
-        cpu_one = statistics.median(m.cpu_us for m in scaling_runs[1])
-        cpu_four = statistics.median(m.cpu_us for m in scaling_runs[4])
-        print()
-        print(f"claim+ack, 1 consumer : {statistics.median(one):8.0f}/s   CPU {cpu_one:.0f} us per claim+ack")
-        print(
-            f"claim+ack, 4 consumers: {statistics.median(four):8.0f}/s   CPU {cpu_four:.0f} us per claim+ack   "
-            f"scaling {scaling:.2f}x (rounds {lo:.2f}-{hi:.2f})  target >={SCALING_TARGET} {verdict}"
-        )
+        claim_ack_scaling(meter, stores, raw, args.rounds, max(400, args.ops * 4))
         print()
         pool_rotation(meter, by_workers, top, args.rounds, args.ops)
         return 0

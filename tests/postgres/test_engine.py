@@ -262,3 +262,48 @@ def test_reads_record_no_attempt_row(pg_url: str) -> None:
         assert _attempt_rows(pg_url) == written
         store.kv.put(b"s", b"n", b"k2", b"v")
         assert _attempt_rows(pg_url) == written + 1
+
+
+def test_the_pools_fast_paths_are_on_and_leave_unusual_returns_to_psycopg_pool(pg_url: str) -> None:
+    """``LifoPool``'s one-pass getconn/putconn run on this psycopg_pool; anything unusual is psycopg_pool's.
+
+    ``fast`` turns False when psycopg_pool loses a private name the fast
+    paths use: this notices it. A connection returned inside a
+    transaction must still be rolled back by psycopg_pool before reuse.
+    """
+    store = durastate.open(pg_url, min_connections=1, max_connections=1)
+    engine = store.engine
+    assert isinstance(engine, PostgresEngine)
+    pool = engine._pool
+    assert pool is not None
+    try:
+        assert pool.fast, "psycopg_pool changed: LifoPool's fast paths are off"
+        before = pool.get_stats()["requests_num"]
+        for _ in range(5):
+            store.kv.get(b"s", b"n", b"k")
+        assert pool.get_stats()["requests_num"] - before == 5, "the fast path counts requests like psycopg_pool"
+        conn = engine._borrow()
+        conn.execute("BEGIN")
+        conn.execute("CREATE TEMP TABLE left_open (x int)")
+        engine._give_back(conn)
+        again = engine._borrow()
+        assert again is conn and again.pgconn.transaction_status == psycopg.pq.TransactionStatus.IDLE
+        assert again.execute("SELECT to_regclass('pg_temp.left_open')").fetchone() == (None,), "rolled back"
+        engine._give_back(again)
+        assert pool.get_stats()["pool_available"] == 1
+    finally:
+        store.close()
+
+
+def test_a_failed_statement_leaves_the_connections_statement_cursor_usable(pg_url: str) -> None:
+    store = durastate.open(pg_url, min_connections=1, max_connections=1)
+    engine = store.engine
+    try:
+        backend = engine.sql(READ("SELECT pg_backend_pid()"))
+        pid = engine.one(backend)
+        with pytest.raises(durastate.DurastateError):
+            engine.one(engine.sql(READ("SELECT 1 / (0 * CAST(? AS int))")), (1,))
+        assert engine.one(backend) == pid, "the same connection, not discarded"
+        assert engine.one(engine.sql(READ("SELECT CAST(? AS int) + 1")), (41,)) == (42,)
+    finally:
+        store.close()

@@ -65,8 +65,20 @@ ATTEMPT_PRUNE_BATCH = 1024
 ATTEMPT_INSERT = "INSERT INTO {p}attempt (id, created_at) VALUES (?, ?)"
 ATTEMPT_RESULT = "SELECT result FROM {p}attempt WHERE id = ?"
 # SKIP LOCKED: concurrent pruners take different rows instead of waiting on each other.
+# The shape is for the generic plan every statement runs: the oldest rows
+# by the age index (ORDER BY makes that index the only plan without a
+# sort), locked, and deleted by their tuple ids (a TID scan: the rows are
+# locked by this statement, so they cannot move meanwhile). The earlier
+# ``id IN (SELECT id ... LIMIT ?)`` planned, on a fresh table, a full scan of
+# the table for the ids and, once analysed, a hash join over a full scan:
+# 6 ms (nothing to delete) and 19 ms (1024 rows) at 1e5 rows, once every
+# ATTEMPT_PRUNE_EVERY writes. Deleting by primary key instead (``id =
+# ANY(ARRAY(...))``) was 4.9 ms for 1024 rows (1024 probes of a random
+# BYTEA key); by tuple id 1.3 ms (tests/postgres/test_bookkeeping.py checks
+# the plan).
 ATTEMPT_PRUNE = (
-    "DELETE FROM {p}attempt WHERE id IN (SELECT id FROM {p}attempt WHERE created_at < ? LIMIT ? FOR UPDATE SKIP LOCKED)"
+    "DELETE FROM {p}attempt WHERE ctid = ANY(ARRAY("
+    "SELECT ctid FROM {p}attempt WHERE created_at < ? ORDER BY created_at LIMIT ? FOR UPDATE SKIP LOCKED))"
 )
 
 # The replay found no record: the first attempt did not commit.

@@ -20,29 +20,123 @@ queue (``_pool``, a deque: taken from the left, returned to the right) in
 the one private method that takes from it, under the pool's lock. A
 psycopg_pool without them still works, first in, first out
 (``tests/postgres`` checks the order, so such a version is noticed).
+
+The engine borrows a connection for every statement outside a
+transaction, so the pool's own ``getconn``/``putconn`` (2.6 us of client
+CPU a pair: logging calls, statistics, a retry loop for a check callback
+the engine never sets, two lock round trips) were a measurable part of a
+6-9 us engine overhead per statement (single thread, over raw psycopg). ``LifoPool`` answers the common
+case itself: an idle connection is there (``getconn``), or a connection
+comes back idle, unexpired, to an open pool nobody waits on (``putconn``);
+each is one pass under the pool's lock doing exactly what psycopg_pool does
+in that case. Everything else (waiting, growing, a connection returned
+broken or inside a transaction, expiry, a closed pool) goes to
+psycopg_pool's own methods. The fast paths need the private names listed in
+``_FAST_NEEDS``; a psycopg_pool without one of them gets psycopg_pool's
+methods throughout (``tests/postgres`` checks that the fast paths are on).
+
+``PooledConnection`` keeps one cursor for the engine's statements: a new
+cursor per statement (``Connection.execute``) costs about 3 us of client
+CPU of the 15-18 us a prepared one-row read costs psycopg itself
+(bench/RESULTS.md, the PostgreSQL per-call section).
 """
 
 from __future__ import annotations
 
 from collections import deque
+from time import monotonic
 from typing import Any
 
 import psycopg
 import psycopg_pool
+from psycopg.pq import TransactionStatus
 
-__all__ = ["LifoPool"]
+__all__ = ["LifoPool", "PooledConnection"]
 
 _TAKE = "_get_ready_connection"  # psycopg_pool >= 3.2: takes an idle connection, under the pool's lock
+# Private state the fast paths read and write (psycopg_pool 3.2-3.3).
+_FAST_NEEDS = (
+    "_pool",
+    "_lock",
+    "_closed",
+    "_check",
+    "_reset",
+    "_waiting",
+    "_drained_at",
+    "_nconns_min",
+    "_stats",
+    "_REQUESTS_NUM",
+    "_pool_full_event",
+    "_min_size",
+)
+_IDLE = TransactionStatus.IDLE
 
 
-class LifoPool(psycopg_pool.ConnectionPool[psycopg.Connection[Any]]):
+class PooledConnection(psycopg.Connection[Any]):
+    """A pooled connection that runs every engine statement on one cursor of its own.
+
+    Safe because a borrowed connection runs one statement at a time, for one
+    thread, and every result is fetched before the next statement.
+    """
+
+    _statement_cursor: psycopg.Cursor[Any] | None = None
+
+    def run(self, query: str, params: Any = None) -> psycopg.Cursor[Any]:
+        """``Connection.execute`` on this connection's statement cursor."""
+        cur = self._statement_cursor
+        if cur is None:
+            cur = self._statement_cursor = self.cursor()
+        return cur.execute(query, params)
+
+
+class LifoPool(psycopg_pool.ConnectionPool[PooledConnection]):
     """``psycopg_pool.ConnectionPool`` that hands out its most recently returned idle connection first."""
+
+    def __init__(self, conninfo: str, **kwargs: Any) -> None:
+        super().__init__(conninfo, connection_class=PooledConnection, **kwargs)
+        self.fast = all(hasattr(self, name) for name in _FAST_NEEDS) and type(getattr(self, "_pool", None)) is deque
 
     if hasattr(psycopg_pool.ConnectionPool, _TAKE):
 
-        def _get_ready_connection(self, timeout: float | None) -> psycopg.Connection[Any] | None:
+        def _get_ready_connection(self, timeout: float | None) -> PooledConnection | None:
             idle = getattr(self, "_pool", None)
             if type(idle) is deque and len(idle) > 1:
                 idle.rotate(1)  # the newest (right end) to the left end, where the pool takes from
-            conn: psycopg.Connection[Any] | None = super()._get_ready_connection(timeout)
+            conn: PooledConnection | None = super()._get_ready_connection(timeout)
             return conn
+
+    def getconn(self, timeout: float | None = None) -> PooledConnection:
+        """The newest idle connection, taken in one pass under the lock; else psycopg_pool's ``getconn``."""
+        if self.fast and self._check is None:
+            conn: PooledConnection | None = None
+            with self._lock:
+                idle = self._pool
+                if idle and not self._closed:
+                    conn = idle.pop()  # the newest
+                    if len(idle) < self._nconns_min:
+                        self._nconns_min = len(idle)  # what max_idle shrinking reads
+                    self._stats[self._REQUESTS_NUM] += 1
+            if conn is not None:
+                conn._pool = self  # as psycopg_pool marks a connection it hands out
+                return conn
+        return super().getconn(timeout)
+
+    def putconn(self, conn: PooledConnection) -> None:
+        """Back to the newest end of the idle queue in one pass; anything unusual to psycopg_pool's ``putconn``."""
+        if (
+            self.fast
+            and getattr(conn, "_pool", None) is self
+            and self._reset is None
+            and conn.pgconn.transaction_status == _IDLE
+            and conn._created_at > self._drained_at
+            and conn._expire_at > monotonic()
+        ):
+            with self._lock:
+                if not self._closed and not self._waiting:
+                    conn._pool = None  # psycopg_pool unmarks connections while idle (no reference loop)
+                    self._pool.append(conn)
+                    event = self._pool_full_event
+                    if event is not None and len(self._pool) >= self._min_size:
+                        event.set()
+                    return
+        super().putconn(conn)
