@@ -7,11 +7,13 @@ import sys
 import threading
 
 import psycopg
+import psycopg_pool
 import pytest
 
 import durastate
 from durastate.engines.base import READ
 from durastate.engines.postgres import PostgresEngine
+from durastate.engines.postgres_pool import FAST_VERSIONS
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -277,7 +279,11 @@ def test_the_pools_fast_paths_are_on_and_leave_unusual_returns_to_psycopg_pool(p
     pool = engine._pool
     assert pool is not None
     try:
-        assert pool.fast, "psycopg_pool changed: LifoPool's fast paths are off"
+        if not psycopg_pool.__version__.startswith(FAST_VERSIONS):
+            # A release the fast paths were not checked against: psycopg_pool's own methods throughout.
+            assert not pool.fast
+        else:
+            assert pool.fast, "psycopg_pool changed: LifoPool's fast paths are off"
         before = pool.get_stats()["requests_num"]
         for _ in range(5):
             store.kv.get(b"s", b"n", b"k")

@@ -32,8 +32,10 @@ each is one pass under the pool's lock doing exactly what psycopg_pool does
 in that case. Everything else (waiting, growing, a connection returned
 broken or inside a transaction, expiry, a closed pool) goes to
 psycopg_pool's own methods. The fast paths need the private names listed in
-``_FAST_NEEDS``; a psycopg_pool without one of them gets psycopg_pool's
-methods throughout (``tests/postgres`` checks that the fast paths are on).
+``_FAST_NEEDS``; a psycopg_pool without one of them, or a release not in
+``FAST_VERSIONS``, gets psycopg_pool's methods throughout
+(``tests/postgres`` checks the fast paths are on for those releases and off
+for others).
 
 ``PooledConnection`` keeps one cursor for the engine's statements: a new
 cursor per statement (``Connection.execute``) costs about 3 us of client
@@ -70,6 +72,10 @@ _FAST_NEEDS = (
     "_min_size",
 )
 _IDLE = TransactionStatus.IDLE
+# The releases whose private state the fast paths were read against (3.3.3
+# tested): a newer minor release may keep the names and change what they
+# mean, so it gets psycopg_pool's own methods until checked and added here.
+FAST_VERSIONS = ("3.2.", "3.3.")
 
 
 class PooledConnection(psycopg.Connection[Any]):
@@ -94,7 +100,11 @@ class LifoPool(psycopg_pool.ConnectionPool[PooledConnection]):
 
     def __init__(self, conninfo: str, **kwargs: Any) -> None:
         super().__init__(conninfo, connection_class=PooledConnection, **kwargs)
-        self.fast = all(hasattr(self, name) for name in _FAST_NEEDS) and type(getattr(self, "_pool", None)) is deque
+        self.fast = (
+            psycopg_pool.__version__.startswith(FAST_VERSIONS)
+            and all(hasattr(self, name) for name in _FAST_NEEDS)
+            and type(getattr(self, "_pool", None)) is deque
+        )
 
     if hasattr(psycopg_pool.ConnectionPool, _TAKE):
 
