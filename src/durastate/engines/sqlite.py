@@ -148,35 +148,49 @@ class _ForkGate:
     WAIT = 30.0
 
     def __init__(self) -> None:
-        # enter/leave run around every transaction: their usual case (no
-        # fork under way) takes the bare lock, a C-level context manager,
-        # and wakes nobody; the condition (on the same lock) is for forks.
         self.lock = threading.Lock()
-        self.cond = threading.Condition(self.lock)
-        self.open = 0  # outermost transactions open in this process
+        self.cond = threading.Condition(self.lock)  # for forks and the threads they hold back
+        # One entry per outermost transaction open in this process. enter
+        # and leave run around every transaction, so their usual case (no
+        # fork under way) takes no lock: ``list.append`` and ``list.pop``
+        # are each one atomic step (under the GIL, as every step here), and a thread appends *before* it reads
+        # ``forking`` while before_fork sets ``forking`` *before* it counts
+        # the entries, so either the fork counts the new transaction (and
+        # waits for it) or the thread sees ``forking`` (and steps back).
+        self.entries: list[None] = []
         self.forking = False
 
     def enter(self) -> None:
-        with self.lock:
-            if not self.forking:
-                self.open += 1
-                return
+        self.entries.append(None)
+        if self.forking:
+            self._wait_for_fork()
+
+    def _wait_for_fork(self) -> None:
+        """Step back out of the count (the fork may be waiting for it) until the fork is over."""
         with self.cond:
+            self._drop_entry()
+            self.cond.notify_all()
             while self.forking:
                 self.cond.wait()
-            self.open += 1
+            self.entries.append(None)
 
     def leave(self) -> None:
-        with self.lock:
-            self.open -= 1
-            if self.forking:  # before_fork waits for the count to drop
+        self._drop_entry()
+        if self.forking:  # before_fork waits for the count to drop
+            with self.cond:
                 self.cond.notify_all()
+
+    def _drop_entry(self) -> None:
+        try:
+            self.entries.pop()
+        except IndexError:
+            pass  # a transaction the parent opened, ending in a forked child
 
     def before_fork(self) -> None:
         own = sum(1 for engine in list(_ENGINES) if engine._local.depth > 0)
         with self.cond:
             self.forking = True
-            self.cond.wait_for(lambda: self.open <= own, timeout=self.WAIT)
+            self.cond.wait_for(lambda: len(self.entries) <= own, timeout=self.WAIT)
 
     def after_fork_in_parent(self) -> None:
         with self.cond:
@@ -187,7 +201,7 @@ class _ForkGate:
         # Fresh state: the parent's transactions are not the child's.
         self.lock = threading.Lock()
         self.cond = threading.Condition(self.lock)
-        self.open = 0
+        self.entries = []
         self.forking = False
 
 
@@ -566,7 +580,7 @@ class SqliteEngine(EngineBase):
 
     def _tx_end(self) -> None:
         state = self._local
-        if type(state.cursor) is _RefusingCursor:
+        if isinstance(state.cursor, _RefusingCursor):
             state.cursor = None
         # Not a commit in a finally: the transaction is over either way by
         # now; this only tells the fork gate so.
@@ -605,7 +619,7 @@ class SqliteEngine(EngineBase):
             with state.guard:
                 cursor = state.cursor
                 try:
-                    if cursor is None or type(cursor) is _RefusingCursor:
+                    if cursor is None or isinstance(cursor, _RefusingCursor):
                         conn.execute(_ROLLBACK)
                     else:
                         cursor.execute(_ROLLBACK)
@@ -646,7 +660,7 @@ class SqliteEngine(EngineBase):
                     conn.execute(f"RELEASE {name}")
                 except sqlite3.Error:
                     pass
-        if type(state.cursor) is _RefusingCursor and state.doomed_level > state.depth:
+        if isinstance(state.cursor, _RefusingCursor) and state.doomed_level > state.depth:
             state.cursor = None
 
     # -- change notification (in-process; other processes are polled) -------
