@@ -10,6 +10,8 @@ raises, the statement is finished, whatever happened in between.
 from __future__ import annotations
 
 import sqlite3
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,7 +19,7 @@ from typing import Any
 import pytest
 
 import durastate
-from durastate.engines.sqlite import SqliteEngine
+from durastate.engines.sqlite import _FORK_GATE, SqliteEngine, _ForkGate
 
 
 def _engine(store: durastate.Store) -> SqliteEngine:
@@ -165,3 +167,68 @@ def test_a_closed_store_refuses_through_the_cursor_path(tmp_path: Path) -> None:
         store.kv.put(b"s", b"n", b"k", b"w")
     with pytest.raises(durastate.StoreClosed):
         list(store.kv.scan(b"s", b"n"))
+
+
+class _InterruptedCommit:
+    """Forwards to a real cursor; KeyboardInterrupt on COMMIT, before or after running it."""
+
+    def __init__(self, real: sqlite3.Cursor, *, after: bool) -> None:
+        self.real = real
+        self.after = after
+
+    def execute(self, sql: str, params: Any = ()) -> sqlite3.Cursor:
+        if sql == "COMMIT":
+            if self.after:
+                self.real.execute(sql, params)
+            raise KeyboardInterrupt
+        return self.real.execute(sql, params)
+
+
+@pytest.mark.parametrize("after", [False, True], ids=["before-commit", "after-commit"])
+def test_an_interruption_at_commit_ends_the_transaction(
+    pair: tuple[durastate.Store, durastate.Store], after: bool
+) -> None:
+    """COMMIT runs on the thread's cursor; an interruption around it still ends the transaction."""
+    first, second = pair
+    engine = _engine(first)
+    open_before = len(_FORK_GATE.entries)
+    with pytest.raises(KeyboardInterrupt), first.transaction():
+        first.kv.put(b"s", b"n", b"k", b"v")
+        real = engine._local.cursor
+        assert real is not None
+        engine._local.cursor = _InterruptedCommit(real, after=after)  # type: ignore[assignment]
+    engine._local.cursor = real  # the stand-in has served
+    conn = engine._local.conn
+    assert conn is not None and not conn.in_transaction
+    assert len(_FORK_GATE.entries) == open_before  # the fork gate no longer counts it
+    assert _other_store_can_write(second), "the interrupted commit kept the write lock"
+    assert first.kv.get(b"s", b"n", b"k") == (b"v" if after else None)
+
+
+def test_a_transaction_beginning_during_a_fork_waits_for_it_outside_the_count() -> None:
+    """The fork gate's lock-free enter: a thread that sees a fork under way steps back and waits."""
+    gate = _ForkGate()
+    gate.enter()  # this thread's transaction is open when the fork starts
+    forker = threading.Thread(target=gate.before_fork)
+    forker.start()
+    deadline = time.monotonic() + 10
+    while not gate.forking and time.monotonic() < deadline:
+        time.sleep(0.001)  # polling for the forker to start, not timing anything
+    assert gate.forking
+    entered = threading.Event()
+
+    def begin() -> None:
+        gate.enter()
+        entered.set()
+
+    late = threading.Thread(target=begin)
+    late.start()
+    gate.leave()  # the fork may proceed once the late thread is out of the count too
+    forker.join(timeout=10)
+    assert not forker.is_alive()
+    assert not entered.is_set()  # no transaction began while the fork ran
+    gate.after_fork_in_parent()
+    late.join(timeout=10)
+    assert entered.is_set() and gate.entries == [None]
+    gate.leave()
+    assert gate.entries == []
