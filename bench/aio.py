@@ -1,6 +1,6 @@
 """durastate.aio against the sync API, side by side in one run (``make bench-aio``).
 
-    .venv/bin/python bench/aio.py [--rounds 15] [--ops 300] [--pg-rounds 5] [--postgres URL | --no-postgres]
+    .venv/bin/python bench/aio.py [--rounds 15] [--ops 300] [--pg-rounds 6] [--postgres URL | --no-postgres]
                                   [--only uncontended,locked,a2,pi-durable,postgres,hop]
 
 1. **Uncontended SQLite calls**: each operation through ``durastate.open``
@@ -21,8 +21,9 @@
    ``aio.open(url, max_connections=10)``, against the sync API driven by 10
    threads (one per pool connection) doing the same total work, taking
    turns (``--pg-rounds``, order swapped every round; the process CPU time
-   per pair is printed too). Target: no error, median async throughput at
-   least the threaded sync one.
+   per pair is printed too). Target: no error, async throughput at least
+   the threaded sync one, judged by the geometric mean of the per-round
+   ratios over an even number of rounds (it cancels the order effect).
 4. **compat.a2 against the seed's own store** (``bench/a2_style.py``: the
    seed's statements, called inline as the seed calls ``node:sqlite``), each
    on its own file: append 1, append 10, append+claim+complete, the same
@@ -281,7 +282,14 @@ async def postgres(url: str, coroutines: int, pool: int, ops: int, rounds: int) 
         results.append((measured["async"], measured["sync"]))
     await asy.close()
     sync.close()
-    ratio = statistics.median(a[0] / s[0] for a, s in results)
+    # The verdict is the geometric mean of the per-round ratios: the order
+    # alternates, and whichever side runs second in a round measured up to
+    # ~25 % faster on this machine (rounds 0.64 / 1.15 / 0.68 / 1.14 ...), so
+    # the median of an odd number of rounds leans to one order; over an even
+    # number of rounds the geometric mean cancels a multiplicative order
+    # effect. The median is shown beside it.
+    ratios = [a[0] / s[0] for a, s in results]
+    ratio = statistics.geometric_mean(ratios)
     ok = ratio >= 1.0
     print(
         f"\n3. PostgreSQL: {coroutines} coroutines vs {pool} threads, pool of {pool}, {total} put+get pairs each,"
@@ -292,7 +300,10 @@ async def postgres(url: str, coroutines: int, pool: int, ops: int, rounds: int) 
             f"async {a[0]:8.0f} pairs/s   threaded sync {s[0]:8.0f} pairs/s   ratio {a[0] / s[0]:.2f}"
             f"   (process CPU per pair: async {a[1] * 1e6:.0f} us, sync {s[1] * 1e6:.0f} us)"
         )
-    print(f"median ratio async/sync {ratio:.2f} (target >= 1.0)  {'PASS' if ok else 'FAIL'}")
+    print(
+        f"ratio async/sync, geometric mean over rounds {ratio:.2f} (median {statistics.median(ratios):.2f})"
+        f" (target >= 1.0)  {'PASS' if ok else 'FAIL'}"
+    )
     return ok
 
 
@@ -500,7 +511,7 @@ if __name__ == "__main__":
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--ops", type=int, default=300)
     parser.add_argument("--pg-ops", type=int, default=10)
-    parser.add_argument("--pg-rounds", type=int, default=5)
+    parser.add_argument("--pg-rounds", type=int, default=6, help="even: each order runs equally often")
     parser.add_argument("--compat-ops", type=int, default=100)
     parser.add_argument("--postgres")
     parser.add_argument("--no-postgres", action="store_true")
