@@ -343,12 +343,17 @@ class AsyncRunner:
             raise error
         return cast(T, job.result)
 
-    def _post(self, job: _Job) -> None:
+    def _enter(self) -> AsyncRunner:
+        """Count one more call in (or queued for) a worker at the root; ``StoreClosed`` once closed."""
         root = self._root
         with root._idle:
             if root._closed:
                 raise StoreClosed("the store is closed")
             root._busy += 1
+        return root
+
+    def _post(self, job: _Job) -> None:
+        root = self._enter()
         try:
             self._workers.post(job)
         except BaseException:
@@ -356,11 +361,7 @@ class AsyncRunner:
             raise
 
     def _submit(self, fn: Callable[..., T], *args: Any, executor: ThreadPoolExecutor) -> Future[T]:
-        root = self._root
-        with root._idle:
-            if root._closed:
-                raise StoreClosed("the store is closed")
-            root._busy += 1
+        root = self._enter()
         try:
             future = executor.submit(fn, *args)
         except BaseException:
