@@ -19,7 +19,8 @@ from typing import Any
 import pytest
 
 import durastate
-from durastate.engines.sqlite import _FORK_GATE, SqliteEngine, _ForkGate
+from durastate.engines.sqlite import _FORK_GATE, SqliteEngine
+from durastate.engines.sqlite_fork import ForkGate
 
 
 def _engine(store: durastate.Store) -> SqliteEngine:
@@ -207,7 +208,7 @@ def test_an_interruption_at_commit_ends_the_transaction(
 
 def test_a_transaction_beginning_during_a_fork_waits_for_it_outside_the_count() -> None:
     """The fork gate's lock-free enter: a thread that sees a fork under way steps back and waits."""
-    gate = _ForkGate()
+    gate = ForkGate()
     gate.enter()  # this thread's transaction is open when the fork starts
     forker = threading.Thread(target=gate.before_fork)
     forker.start()

@@ -58,6 +58,7 @@ from .sqlite_dialect import SQLITE_DIALECT as SQLITE_DIALECT
 from .sqlite_errors import LockBusy as LockBusy
 from .sqlite_errors import is_busy
 from .sqlite_errors import translate_sqlite_error as translate_sqlite_error
+from .sqlite_fork import ForkGate
 
 _WAL_SWITCH_ATTEMPTS = 100
 _WAL_SWITCH_PAUSE = 0.02
@@ -133,82 +134,12 @@ _ENGINES: weakref.WeakSet[SqliteEngine] = weakref.WeakSet()
 _FORK_ORPHANS: list[Any] = []
 
 
-class _ForkGate:
-    """Keeps ``fork()`` from happening while another thread is in a transaction.
-
-    SQLite keeps, per process, a record of which locks its connections hold
-    on each file. A child forked while some thread of the parent is inside
-    a transaction inherits a record saying that (now orphaned) connection
-    holds the write lock, and its own connections then wait for it forever.
-    So the fork hook waits for transactions of other threads to end (and
-    holds new ones back) before letting the fork proceed. A thread that
-    forks *inside* its own transaction cannot be helped: don't do that.
-    """
-
-    WAIT = 30.0
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.cond = threading.Condition(self.lock)  # for forks and the threads they hold back
-        # One entry per outermost transaction open in this process. enter
-        # and leave run around every transaction, so their usual case (no
-        # fork under way) takes no lock: ``list.append`` and ``list.pop``
-        # are each one atomic step (under the GIL, as every step here), and a thread appends *before* it reads
-        # ``forking`` while before_fork sets ``forking`` *before* it counts
-        # the entries, so either the fork counts the new transaction (and
-        # waits for it) or the thread sees ``forking`` (and steps back).
-        self.entries: list[None] = []
-        self.forking = False
-
-    def enter(self) -> None:
-        self.entries.append(None)
-        if self.forking:
-            self._wait_for_fork()
-
-    def _wait_for_fork(self) -> None:
-        """Step back out of the count (the fork may be waiting for it) until the fork is over."""
-        with self.cond:
-            self._drop_entry()
-            self.cond.notify_all()
-            while self.forking:
-                self.cond.wait()
-            self.entries.append(None)
-
-    def leave(self) -> None:
-        try:
-            self.entries.pop()  # _drop_entry, inline: this runs after every transaction
-        except IndexError:
-            pass
-        if self.forking:  # before_fork waits for the count to drop
-            with self.cond:
-                self.cond.notify_all()
-
-    def _drop_entry(self) -> None:
-        try:
-            self.entries.pop()
-        except IndexError:
-            pass  # a transaction the parent opened, ending in a forked child
-
-    def before_fork(self) -> None:
-        own = sum(1 for engine in list(_ENGINES) if engine._local.depth > 0)
-        with self.cond:
-            self.forking = True
-            self.cond.wait_for(lambda: len(self.entries) <= own, timeout=self.WAIT)
-
-    def after_fork_in_parent(self) -> None:
-        with self.cond:
-            self.forking = False
-            self.cond.notify_all()
-
-    def after_fork_in_child(self) -> None:
-        # Fresh state: the parent's transactions are not the child's.
-        self.lock = threading.Lock()
-        self.cond = threading.Condition(self.lock)
-        self.entries = []
-        self.forking = False
+def _own_transactions() -> int:
+    """Outermost transactions the calling thread has open (a fork from inside them cannot wait for them)."""
+    return sum(1 for engine in list(_ENGINES) if engine._local.depth > 0)
 
 
-_FORK_GATE = _ForkGate()
+_FORK_GATE = ForkGate(_own_transactions)
 
 
 def _after_fork_in_child() -> None:
