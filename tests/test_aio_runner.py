@@ -124,3 +124,52 @@ def test_a_call_still_on_a_worker_when_the_program_ends_finishes_first() -> None
         [sys.executable, "-c", _CALL_IN_FLIGHT_AT_EXIT], capture_output=True, text=True, timeout=60, check=True
     )
     assert done.stdout.split() == ["main", "done", "finished"]
+
+
+def test_results_of_a_busy_worker_reach_their_loop_through_the_waker_thread() -> None:
+    # One worker, many queued calls: every job but the last finishes with
+    # another queued, so its wake-up goes through the process's waker thread.
+    runner = AsyncRunner(workers=1, name="busy")
+
+    async def main() -> list[int]:
+        calls = (runner.on_thread(lambda i=i: i * i, (), {}) for i in range(500))
+        return list(await asyncio.wait_for(asyncio.gather(*calls), timeout=60))
+
+    assert asyncio.run(main()) == [i * i for i in range(500)]
+    runner.close()
+    assert any(thread.name == "durastate-waker" for thread in threading.enumerate())
+
+
+_WAKER_AFTER_FORK = """
+import asyncio, os
+from durastate._aio import AsyncRunner
+
+def queued_calls(name):
+    runner = AsyncRunner(workers=1, name=name)
+    async def main():
+        calls = (runner.on_thread(lambda i=i: i, (), {}) for i in range(200))
+        return sum(await asyncio.wait_for(asyncio.gather(*calls), timeout=20))
+    try:
+        return asyncio.run(main())
+    finally:
+        runner.close()
+
+assert queued_calls("parent") == sum(range(200))  # the parent's waker thread now runs
+pid = os.fork()
+if pid == 0:
+    try:
+        ok = queued_calls("child") == sum(range(200))
+    except BaseException:
+        ok = False
+    os._exit(0 if ok else 1)
+_, status = os.waitpid(pid, 0)
+print("child", os.waitstatus_to_exitcode(status))
+"""
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "fork"), reason="needs os.fork")
+def test_a_forked_child_wakes_its_loops_with_a_waker_thread_of_its_own() -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", _WAKER_AFTER_FORK], capture_output=True, text=True, timeout=120, check=True
+    )
+    assert done.stdout.split() == ["child", "0"]

@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import os
 import queue
 import threading
 import weakref
@@ -119,10 +120,14 @@ class _Job:
             if cancelled:
                 _undo_quietly(self.undo, result)
 
-    def notify(self) -> None:
-        """On a worker, after ``run``: wake the waiter through its loop's inbox."""
+    def notify(self, more_queued: bool = False) -> None:
+        """On a worker, after ``run``: wake the waiter through its loop's inbox.
+
+        ``more_queued``: the worker has another job waiting; the loop is
+        then woken by the ``_WAKER`` thread, not by this worker (see there).
+        """
         if self.inbox is not None:
-            self.inbox.put(self)
+            self.inbox.put(self, more_queued)
 
     def settle(self) -> None:
         waiter = self.waiter
@@ -141,12 +146,20 @@ class _Inbox:
         self._lock = threading.Lock()
         self._scheduled = False
 
-    def put(self, job: _Job) -> None:
+    def put(self, job: _Job, deferred: bool = False) -> None:
+        """Add a finished job; wake the loop unless a wake-up is pending (``deferred``: by ``_WAKER``)."""
         with self._lock:
             self._jobs.append(job)
             if self._scheduled:
                 return
             self._scheduled = True
+        if deferred:
+            _WAKER.wake(self)
+        else:
+            self.wake()
+
+    def wake(self) -> None:
+        """Schedule ``_drain`` on the loop (from any thread)."""
         loop = self.loop
         if not loop.is_closed():
             try:
@@ -160,6 +173,52 @@ class _Inbox:
             self._scheduled = False
         for job in jobs:
             job.settle()
+
+
+class _Waker:
+    """One thread per process that wakes event loops on behalf of busy workers.
+
+    Waking a loop from another thread (``call_soon_threadsafe``) writes to
+    its self-pipe, a system call that releases the GIL: the worker then
+    queues for the GIL again, usually behind the loop it has just woken,
+    before it can start its next job, and its connection idles meanwhile.
+    A worker with another job queued hands the wake-up to this thread
+    instead (a ``SimpleQueue.put``, which keeps the GIL) and goes straight
+    on; a worker about to go idle wakes the loop itself (it loses nothing
+    by waiting, and an uncontended call pays no extra thread switch).
+    Measured on PostgreSQL, 200 coroutines over a pool of 10: async/threaded
+    throughput 0.91-0.97x -> 0.99-1.06x over five runs each, interleaved
+    (``bench/aio.py --only postgres --pg-rounds 10 --pg-ops 20``).
+
+    The thread is a daemon started on first use; a forked child starts its
+    own (the parent's does not exist there).
+    """
+
+    def __init__(self) -> None:
+        self._reset()
+
+    def _reset(self) -> None:
+        self._queue: queue.SimpleQueue[_Inbox] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+
+    def wake(self, inbox: _Inbox) -> None:
+        if self._thread is None:
+            with self._lock:
+                if self._thread is None:
+                    thread = threading.Thread(target=self._run, name="durastate-waker", daemon=True)
+                    thread.start()
+                    self._thread = thread
+        self._queue.put(inbox)
+
+    def _run(self) -> None:
+        get = self._queue.get
+        while True:
+            get().wake()
+
+
+_WAKER = _Waker()
+os.register_at_fork(after_in_child=_WAKER._reset)
 
 
 class _Workers:
@@ -197,7 +256,8 @@ class _Workers:
                 self._threads.append(thread)
 
     def _work(self) -> None:
-        get, leave = self._queue.get, self._leave
+        jobs = self._queue
+        get, leave = jobs.get, self._leave
         while (job := get()) is not None:
             try:
                 job.run()
@@ -205,7 +265,7 @@ class _Workers:
                 pass
             finally:
                 leave()  # before the waiter wakes (see _Job.run)
-                job.notify()
+                job.notify(not jobs.empty())
 
     def shutdown(self, wait: bool) -> None:
         """Stop the threads once the jobs queued before are done; with ``wait``, join them."""
