@@ -1,6 +1,6 @@
 """durastate.aio against the sync API, side by side in one run (``make bench-aio``).
 
-    .venv/bin/python bench/aio.py [--rounds 15] [--ops 300] [--pg-rounds 6] [--postgres URL | --no-postgres]
+    .venv/bin/python bench/aio.py [--rounds 15] [--ops 300] [--pg-rounds 10] [--postgres URL | --no-postgres]
                                   [--only uncontended,locked,a2,pi-durable,postgres,hop]
 
 1. **Uncontended SQLite calls**: each operation through ``durastate.open``
@@ -510,8 +510,8 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--ops", type=int, default=300)
-    parser.add_argument("--pg-ops", type=int, default=10)
-    parser.add_argument("--pg-rounds", type=int, default=6, help="even: each order runs equally often")
+    parser.add_argument("--pg-ops", type=int, default=20)
+    parser.add_argument("--pg-rounds", type=int, default=10, help="even: each order runs equally often")
     parser.add_argument("--compat-ops", type=int, default=100)
     parser.add_argument("--postgres")
     parser.add_argument("--no-postgres", action="store_true")
