@@ -76,7 +76,7 @@ async def main(rounds: int, ops: int) -> bool:
             value = w["value"]
             params += (value["id"], value["conversationId"], 0, seq, orjson.dumps(value))
         assert insert_entries is not None
-        cur.execute(insert_entries[len(writes)], params).fetchall()
+        cur.execute(insert_entries[len(writes)], params)
         cur.execute("COMMIT")
 
     next_id = {"seed": 1_000_000, "ours": 1_000_000, "raw": 1_000_000}

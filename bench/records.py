@@ -103,15 +103,17 @@ class RawSqlite:
         cur.execute("BEGIN IMMEDIATE")
         seq = cur.execute(next_seq, SEQUENCE).fetchone()[0]
         for sql, params in make(seq):
-            cur.execute(sql, params).fetchall()
+            if cur.execute(sql, params).description is not None:  # RETURNING rows to read
+                cur.fetchall()
         cur.execute("COMMIT")
 
     def once(self, statements: list[tuple[str, list[Any]]]) -> None:
-        """One transaction running each (statement, params) once (multi-row RETURNING writes)."""
+        """One transaction running each (statement, params) once (multi-row writes, RETURNING rows read)."""
         cur = self.cur
         cur.execute("BEGIN IMMEDIATE")
         for sql, params in statements:
-            cur.execute(sql, params).fetchall()
+            if cur.execute(sql, params).description is not None:
+                cur.fetchall()
         cur.execute("COMMIT")
 
     def all(self, sql: str, params: tuple[Any, ...]) -> list[Any]:
@@ -137,12 +139,14 @@ class RawPostgres:
             row = cur.execute(next_seq, SEQUENCE).fetchone()
             assert row is not None
             for sql, params in make(row[0]):
-                cur.execute(sql, params).fetchall()
+                if cur.execute(sql, params).description is not None:
+                    cur.fetchall()
 
     def once(self, statements: list[tuple[str, list[Any]]]) -> None:
         with self.conn.transaction(), self.conn.cursor() as cur:
             for sql, params in statements:
-                cur.execute(sql, params).fetchall()
+                if cur.execute(sql, params).description is not None:
+                    cur.fetchall()
 
     def all(self, sql: str, params: tuple[Any, ...]) -> list[Any]:
         return self.conn.execute(sql, params).fetchall()

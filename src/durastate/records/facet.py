@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from itertools import chain
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -127,6 +127,7 @@ class Records:
         sizes = [1 << n for n in range(ID_CHUNK.bit_length()) if 1 << n <= ID_CHUNK]
         self._id_types = {n: sql(ids_sql("rec_id", "id, type", n)) for n in sizes}
         self._entry_ids = {n: sql(ids_sql("rec_entry", "id, 'entry'", n)) for n in sizes}
+        self._entry_seqs = {n: sql(ids_sql("rec_entry", "id, commit_seq", n)) for n in sizes}
         claim_sizes = sorted({*sizes, *range(1, EXACT_CLAIM + 1)})
         self._claim_ids = {n: sql(claim_sql(n)) for n in claim_sizes}
         self._insert_entries = {n: sql(insert_entries_sql(n)) for n in claim_sizes}
@@ -205,24 +206,39 @@ class Records:
 
         One id, one record type, across ``rec_id`` (every type but entry)
         and ``rec_entry`` (an entry's row is its claim). Both are
-        ``INSERT ... ON CONFLICT DO NOTHING RETURNING id`` statements that
-        skip an id the other table holds, the ``rec_id`` claims first, so
-        an entry skips an id this batch claimed for another type. When every
-        id came back (all new, each written once) there is nothing to check;
-        otherwise only the ids not taken are looked up. A refusal raises
-        inside the commit's transaction, which rolls everything back (no
-        statement fails, so nothing is doomed).
+        ``INSERT ... ON CONFLICT DO NOTHING`` statements that skip an id the
+        other table holds, the ``rec_id`` claims first, so an entry skips an
+        id this batch claimed for another type. The claims name the ids they
+        took (RETURNING); the entry insert only counts its rows. When every
+        id was taken (all new, each written once) there is nothing to
+        check; otherwise the entries this commit wrote are the rows carrying
+        its ``seq``, and only the ids not taken are looked up. A refusal
+        raises inside the commit's transaction, which rolls everything back
+        (no statement fails, so nothing is doomed).
         """
         typed = plan.typed
-        taken = self._write_chunks(self._claim_ids, list(chain.from_iterable(typed)), 2) if typed else []
+        engine = self._engine
+        taken: list[Any] = []
+        if typed:
+            for statement, params in self._chunks(self._claim_ids, list(chain.from_iterable(typed)), 2):
+                taken += engine.all(statement, params)
         entries = plan.entries
+        written = 0
         if entries:
-            entries[3::ENTRY_WIDTH] = [seq] * (len(entries) // ENTRY_WIDTH)  # each row's commit_seq
-            taken += self._write_chunks(self._insert_entries, entries, ENTRY_WIDTH)
+            count = len(entries) // ENTRY_WIDTH
+            entries[3::ENTRY_WIDTH] = [seq] * count  # each row's commit_seq
+            if count <= EXACT_CLAIM:  # the common commit, without the generator
+                written = engine.execute(self._insert_entries[count], entries)
+            else:
+                for statement, params in self._chunks(self._insert_entries, entries, ENTRY_WIDTH):
+                    written += engine.execute(statement, params)
         claims = plan.claims
-        if len(taken) == len(claims):
+        if len(taken) + written == len(claims):
             return  # every id new and written once: nothing to check
         took = {int(row[0]) for row in taken}
+        if written:
+            entry_ids = entries[0::ENTRY_WIDTH]
+            took.update(int(i) for i, row_seq in self._lookup(self._entry_seqs, entry_ids) if row_seq == seq)
         before = [id for id in dict.fromkeys(id for id, _table in claims) if id not in took]
         existing: dict[int, str] = {}
         if before:
@@ -244,27 +260,26 @@ class Records:
                     reject(f"ID {id} is written as two record types")
             claimed[id] = table
 
-    def _write_chunks(self, statements: Mapping[int, str], params: list[Any], width: int) -> list[Any]:
-        """Run a multi-row write (``claim_sql``/``insert_entries_sql``) over ``params``; the rows it returns.
+    @staticmethod
+    def _chunks(statements: Mapping[int, str], params: list[Any], width: int) -> Iterator[tuple[str, list[Any]]]:
+        """A multi-row write (``claim_sql``/``insert_entries_sql``) over ``params``, as (statement, params) pairs.
 
         ``params`` holds the rows' values one row after another, ``width``
         each. At most ``EXACT_CLAIM`` rows go in one statement of exactly
         that many (the common commits: no padding for SQL to skip); more go
         in chunks of ``ID_CHUNK``, padded to a power of two with the chunk's
-        last row (which DO NOTHING skips).
+        last row (which DO NOTHING skips, and which no row count includes).
         """
-        engine = self._engine
         count = len(params) // width
         if count <= EXACT_CLAIM:
-            return engine.all(statements[count], params)
-        out: list[Any] = []
+            yield statements[count], params
+            return
         step = ID_CHUNK * width
         for start in range(0, len(params), step):
             chunk = params[start : start + step]
             rows = len(chunk) // width
             size = rows if rows <= EXACT_CLAIM else 1 << (rows - 1).bit_length()
-            out += engine.all(statements[size], chunk + chunk[-width:] * (size - rows))
-        return out
+            yield statements[size], chunk + chunk[-width:] * (size - rows)
 
     def _check_documents(self, actions: dict[int, DocAction]) -> list[tuple[DocAction, Any, Revision | None]]:
         """The seed's ``_check_document_actions`` and copy checks, before any write.
