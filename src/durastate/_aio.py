@@ -186,9 +186,9 @@ class _Waker:
     instead (a ``SimpleQueue.put``, which keeps the GIL) and goes straight
     on; a worker about to go idle wakes the loop itself (it loses nothing
     by waiting, and an uncontended call pays no extra thread switch).
-    Measured on PostgreSQL, 200 coroutines over a pool of 10: async/threaded
-    throughput 0.91-0.97x -> 0.99-1.06x over five runs each, interleaved
-    (``bench/aio.py --only postgres --pg-rounds 10 --pg-ops 20``).
+    Measured on PostgreSQL, 200 coroutines over a pool of 10 against 10
+    threads: worth 1-5 % of throughput, about one run's noise
+    (``bench/RESULTS.md``, "PostgreSQL async: one waker thread").
 
     The thread is a daemon started on first use; a forked child starts its
     own (the parent's does not exist there).
@@ -214,7 +214,11 @@ class _Waker:
     def _run(self) -> None:
         get = self._queue.get
         while True:
-            get().wake()
+            inbox = get()
+            try:
+                inbox.wake()
+            except Exception:  # never end the thread: every later wake-up would be lost
+                pass
 
 
 _WAKER = _Waker()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from itertools import chain
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -225,13 +225,9 @@ class Records:
         entries = plan.entries
         written = 0
         if entries:
-            count = len(entries) // ENTRY_WIDTH
-            entries[3::ENTRY_WIDTH] = [seq] * count  # each row's commit_seq
-            if count <= EXACT_CLAIM:  # the common commit, without the generator
-                written = engine.execute(self._insert_entries[count], entries)
-            else:
-                for statement, params in self._chunks(self._insert_entries, entries, ENTRY_WIDTH):
-                    written += engine.execute(statement, params)
+            entries[3::ENTRY_WIDTH] = [seq] * (len(entries) // ENTRY_WIDTH)  # each row's commit_seq
+            for statement, params in self._chunks(self._insert_entries, entries, ENTRY_WIDTH):
+                written += engine.execute(statement, params)
         claims = plan.claims
         if len(taken) + written == len(claims):
             return  # every id new and written once: nothing to check
@@ -261,7 +257,7 @@ class Records:
             claimed[id] = table
 
     @staticmethod
-    def _chunks(statements: Mapping[int, str], params: list[Any], width: int) -> Iterator[tuple[str, list[Any]]]:
+    def _chunks(statements: Mapping[int, str], params: list[Any], width: int) -> list[tuple[str, list[Any]]]:
         """A multi-row write (``claim_sql``/``insert_entries_sql``) over ``params``, as (statement, params) pairs.
 
         ``params`` holds the rows' values one row after another, ``width``
@@ -272,14 +268,15 @@ class Records:
         """
         count = len(params) // width
         if count <= EXACT_CLAIM:
-            yield statements[count], params
-            return
+            return [(statements[count], params)]
+        out = []
         step = ID_CHUNK * width
         for start in range(0, len(params), step):
             chunk = params[start : start + step]
             rows = len(chunk) // width
             size = rows if rows <= EXACT_CLAIM else 1 << (rows - 1).bit_length()
-            yield statements[size], chunk + chunk[-width:] * (size - rows)
+            out.append((statements[size], chunk + chunk[-width:] * (size - rows)))
+        return out
 
     def _check_documents(self, actions: dict[int, DocAction]) -> list[tuple[DocAction, Any, Revision | None]]:
         """The seed's ``_check_document_actions`` and copy checks, before any write.
