@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from .. import _chord
 from .._retention import BATCH, as_age_ms, as_keep
+from .._validate import INT64_MAX
 from .._validate import as_limit as as_row_limit
 from ..errors import Conflict, DurastateError, NotFound
 from .inputs import (
@@ -733,6 +734,8 @@ class Records:
         engine = self._engine
         cutoff = None if older_than is None else engine.now_ms() - as_age_ms("older_than", older_than)
         limit = as_row_limit("limit", limit)
+        if keep > INT64_MAX:
+            return 0  # no document holds more revisions (nor can the count be bound to a statement)
         removed = 0
         after = -1
         while limit is None or removed < limit:

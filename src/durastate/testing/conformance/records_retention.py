@@ -227,6 +227,14 @@ class TestRecordsRetention:
                 rec.prune_document_revisions(older_than=bad_age)  # type: ignore[arg-type]
         with pytest.raises(InvalidRequest):
             rec.prune_document_revisions(keep_last=1, limit="3")  # type: ignore[arg-type]
+        with pytest.raises(InvalidRequest):  # checked even where keep_last alone would keep everything
+            rec.prune_document_revisions(keep_last=2**63, older_than=-1)
+        assert stored_seqs(rec, 5) == seqs
+
+    @pytest.mark.parametrize("older_than", [None, 0])
+    def test_keep_last_beyond_int64_keeps_everything(self, rec: Records, older_than: float | None) -> None:
+        seqs = [full_history_doc(rec, 5), *grow(rec, 5, 3)]
+        assert rec.prune_document_revisions(keep_last=2**63, older_than=older_than) == 0
         assert stored_seqs(rec, 5) == seqs
 
     def test_pruning_while_another_thread_commits_keeps_every_revision_readable(
