@@ -46,6 +46,16 @@ def test_default_ttl_and_refresh_off(store: durastate.Store, clock: FakeClock) -
     assert memory.get(("s",), "b", refresh_ttl=True) is not None
 
 
+def test_max_depth_lists_the_children_of_a_shallower_namespace(memory: DurastateStore) -> None:
+    # Found by the differential test: truncating to max_depth skipped past a
+    # namespace shallower than max_depth, and with it its children.
+    for namespace in [("b",), ("b", "a"), ("b", "a", "x"), ("c", "d", "e")]:
+        memory.put(namespace, "k1", {"n": 0})
+    assert memory.list_namespaces(max_depth=2) == [("b",), ("b", "a"), ("c", "d")]
+    assert memory.list_namespaces(max_depth=2, limit=1, offset=1) == [("b", "a")]
+    assert memory.list_namespaces(max_depth=1) == [("b",), ("c",)]
+
+
 def test_semantic_search_is_refused_clearly(memory: DurastateStore) -> None:
     memory.put(("docs",), "a", {"text": "hello"})
     with pytest.raises(durastate.InvalidRequest, match="no vector index"):

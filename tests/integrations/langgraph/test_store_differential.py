@@ -172,6 +172,14 @@ EXAMPLE = itertools.count()
         ("list_namespaces", None, None, None, 5, 0),
     ]
 )
+# max_depth below a shallower namespace: its children are listed (they were skipped once).
+@example(
+    ops=[
+        ("put", ("b",), "k1", {"n": 0, "tag": "x", "nested": {"m": 0}}, None),
+        ("put", ("b", "a"), "k1", {"n": 0, "tag": "x", "nested": {"m": 0}}, None),
+        ("list_namespaces", None, None, 2, 1, 1),
+    ]
+)
 def test_store_matches_inmemorystore(store: durastate.Store, clock: FakeClock, ops: list[tuple[Any, ...]]) -> None:
     # One store per test, a fresh kv scope per example: examples never see each other's items.
     ours = DurastateStore(store, name=f"differential-{next(EXAMPLE)}")

@@ -358,8 +358,9 @@ class DurastateStore(StoreBound, BaseStore):
                 if shown not in seen:
                     seen.add(shown)
                     found.append(shown)
-                if op.max_depth is not None:
-                    # ...or, truncating, past everything that shows as the same namespace.
+                if op.max_depth is not None and len(shown) == op.max_depth:
+                    # ...or, at the depth shown, past everything below it: it all shows as this
+                    # namespace. (A shallower namespace's children show as themselves.)
                     start = _encode_namespace(shown) + PAST
         found.sort()
         return found[op.offset : op.offset + op.limit]
