@@ -83,6 +83,12 @@ class Ids:
 # -- raw contenders -------------------------------------------------------------
 
 
+def run_to_end(cur: Any, sql: str, params: Any) -> None:
+    """Run one statement on a sqlite3 or psycopg cursor, reading its RETURNING rows if it has any."""
+    if cur.execute(sql, params).description is not None:
+        cur.fetchall()
+
+
 class RawSqlite:
     def __init__(self, path: str) -> None:
         self.conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, cached_statements=512)
@@ -103,8 +109,7 @@ class RawSqlite:
         cur.execute("BEGIN IMMEDIATE")
         seq = cur.execute(next_seq, SEQUENCE).fetchone()[0]
         for sql, params in make(seq):
-            if cur.execute(sql, params).description is not None:  # RETURNING rows to read
-                cur.fetchall()
+            run_to_end(cur, sql, params)
         cur.execute("COMMIT")
 
     def once(self, statements: list[tuple[str, list[Any]]]) -> None:
@@ -112,8 +117,7 @@ class RawSqlite:
         cur = self.cur
         cur.execute("BEGIN IMMEDIATE")
         for sql, params in statements:
-            if cur.execute(sql, params).description is not None:
-                cur.fetchall()
+            run_to_end(cur, sql, params)
         cur.execute("COMMIT")
 
     def all(self, sql: str, params: tuple[Any, ...]) -> list[Any]:
@@ -139,14 +143,12 @@ class RawPostgres:
             row = cur.execute(next_seq, SEQUENCE).fetchone()
             assert row is not None
             for sql, params in make(row[0]):
-                if cur.execute(sql, params).description is not None:
-                    cur.fetchall()
+                run_to_end(cur, sql, params)
 
     def once(self, statements: list[tuple[str, list[Any]]]) -> None:
         with self.conn.transaction(), self.conn.cursor() as cur:
             for sql, params in statements:
-                if cur.execute(sql, params).description is not None:
-                    cur.fetchall()
+                run_to_end(cur, sql, params)
 
     def all(self, sql: str, params: tuple[Any, ...]) -> list[Any]:
         return self.conn.execute(sql, params).fetchall()
