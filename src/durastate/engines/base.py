@@ -351,6 +351,8 @@ class Engine(Protocol):
 
     def executemany(self, sql: str, rows: Iterable[Params]) -> None: ...
 
+    def send(self, sql: str, params: Params = ()) -> None: ...
+
     def transaction(self) -> AbstractContextManager[None]: ...
 
     def read_transaction(self) -> AbstractContextManager[None]: ...
@@ -690,6 +692,18 @@ class EngineBase:
 
     def execute(self, sql: str, params: Params = ()) -> int:
         raise NotImplementedError
+
+    def send(self, sql: str, params: Params = ()) -> None:
+        """Run a write whose result the caller does not need.
+
+        Inside a transaction an engine may send it with the transaction's
+        next round trip instead of waiting for it (PostgreSQL's pipeline);
+        a failure then dooms the transaction and is raised by the next
+        statement that waits for an answer, or by the commit. Use it for
+        the statements of a transaction whose answers decide nothing.
+        Elsewhere it is ``execute`` without the count.
+        """
+        self.execute(sql, params)
 
     def sql(self, statement: Statement | KeyLookup | Template) -> SQL:
         """Compile a statement for this engine (cached by kind and text).

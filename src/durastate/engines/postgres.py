@@ -93,6 +93,7 @@ from .postgres_pool import LifoPool, PooledConnection
 from .redact import redact_url
 
 PREPARE_THRESHOLD = 0
+_BEGIN_READ = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
 # A statement outside a transaction whose connection was lost is tried up
 # to RETRIES times in all, pausing RETRY_PAUSE x the try's number before each.
 RETRIES = 4
@@ -116,6 +117,10 @@ class _ThreadState(TransactionState):
     # The open transaction's attempt id: pending until its first write.
     attempt_pending: bool = False
     attempt: bytes | None = None
+    # The transaction runs in pipeline mode (see "Round trips" in the module docstring).
+    piped: bool = False
+    # Statements sent in the pipeline whose outcome nobody has waited for yet.
+    unflushed: bool = False
 
 
 # The machine's clock, read through this name so a test can skew one
@@ -400,7 +405,32 @@ class PostgresEngine(EngineBase):
         try:
             if state.attempt_pending and getattr(sql, "kind", Kind.OPAQUE) is not Kind.READ:
                 self._record_transaction_attempt(state, conn)
-            return fetch_result(conn.run(sql, params), fetch)
+            cur = conn.run(sql, params)
+            if state.piped:
+                # One round trip for this statement and everything sent before it.
+                state.unflushed = False
+                conn.flush()
+            return fetch_result(cur, fetch)
+        except psycopg.Error as exc:
+            raise self._failed(state, exc) from None
+
+    def send(self, sql: str, params: Params = ()) -> None:
+        """``Engine.send``: in a transaction, the statement goes out with the next round trip.
+
+        Its failure dooms the transaction and is raised by the next
+        statement that waits for an answer, or by the commit.
+        """
+        state = self._local
+        conn = state.conn
+        if conn is None or not state.piped:
+            self._run(sql, params, 0)
+            return
+        self._check_open_transaction(state)
+        try:
+            if state.attempt_pending and getattr(sql, "kind", Kind.OPAQUE) is not Kind.READ:
+                self._record_transaction_attempt(state, conn)
+            state.unflushed = True
+            conn.send(sql, params)
         except psycopg.Error as exc:
             raise self._failed(state, exc) from None
 
@@ -425,7 +455,10 @@ class PostgresEngine(EngineBase):
         """
         state.attempt = os.urandom(16)
         state.attempt_pending = False
-        conn.run(self._attempt_insert, (state.attempt, self.now_ms()))
+        if state.piped:
+            conn.send(self._attempt_insert, (state.attempt, self.now_ms()))
+        else:
+            conn.run(self._attempt_insert, (state.attempt, self.now_ms()))
 
     def _prune_attempts(self, batch: int = ATTEMPT_PRUNE_BATCH) -> int:
         """Delete up to ``batch`` attempt rows older than the retention window."""
@@ -487,8 +520,12 @@ class PostgresEngine(EngineBase):
         try:
             if state.attempt_pending:
                 self._record_transaction_attempt(state, conn)
-            with conn.cursor() as cur:
-                cur.executemany(sql, batch)
+            if state.piped:
+                state.unflushed = True
+                conn.send_many(sql, batch)
+            else:
+                with conn.cursor() as cur:
+                    cur.executemany(sql, batch)
         except psycopg.Error as exc:
             raise self._failed(state, exc) from None
 
@@ -505,15 +542,23 @@ class PostgresEngine(EngineBase):
         """
         state = self._local
         conn = self._borrow()
+        # Migrations (lock) run DDL one statement at a time; every other
+        # transaction is pipelined: BEGIN goes out with its first statement.
+        piped = lock is None
         try:
-            conn.run("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY" if read else "BEGIN")
-            if lock is not None:
+            if piped:
+                conn.start_pipeline()
+                conn.send(_BEGIN_READ if read else "BEGIN")
+            else:
+                conn.run("BEGIN")
                 conn.execute("SELECT pg_advisory_xact_lock(hashtext(current_schema() || %s))", (lock,))
         except psycopg.Error as exc:
             _discard_transaction(self, conn)
             raise translate_postgres_error(exc, f"{self.url}: begin") from None
         state.conn = conn
         state.attempt = None
+        state.piped = piped
+        state.unflushed = False
         # Migrations run before the attempt table exists; they need no
         # commit-ambiguity check anyway (they are idempotent by version).
         state.attempt_pending = not read and lock is None
@@ -524,12 +569,21 @@ class PostgresEngine(EngineBase):
         assert conn is not None
         attempt = state.attempt
         state.conn, state.attempt, state.attempt_pending = None, None, False
+        state.piped = state.unflushed = False
         return conn, attempt
 
     def _tx_commit(self) -> None:
+        piped = self._local.piped
         conn, attempt = self._take_connection()
         try:
-            conn.run("COMMIT")
+            if piped:
+                # COMMIT goes out with whatever was sent since the last round
+                # trip; the sync answers them all (the first failure raises,
+                # and the server then skipped the COMMIT: rolled back below).
+                conn.send("COMMIT")
+                conn.end_pipeline()
+            else:
+                conn.run("COMMIT")
         except psycopg.Error as commit_error:
             _discard_transaction(self, conn)
             if attempt is not None and connection_lost(commit_error):
@@ -541,6 +595,9 @@ class PostgresEngine(EngineBase):
                     f"{self.url}: connection lost before the transaction committed; "
                     "nothing was applied, the transaction can be retried"
                 ) from None
+            if piped and not connection_lost(commit_error):
+                where = f"{self.url}: transaction rolled back: a statement inside it failed"
+                raise translate_postgres_error(commit_error, where) from None
             raise translate_postgres_error(commit_error, f"{self.url}: commit") from None
         self._give_back(conn)
 
@@ -549,26 +606,45 @@ class PostgresEngine(EngineBase):
         _discard_transaction(self, conn)
 
     def _tx_savepoint(self, name: str) -> None:
-        self._savepoint_statement(f"SAVEPOINT {name}")
+        self._savepoint_statement(f"SAVEPOINT {name}", release=False)
 
     def _tx_release(self, name: str) -> None:
-        self._savepoint_statement(f"RELEASE SAVEPOINT {name}")
+        self._savepoint_statement(f"RELEASE SAVEPOINT {name}", release=True)
 
-    def _savepoint_statement(self, statement: str) -> None:
+    def _savepoint_statement(self, statement: str, *, release: bool) -> None:
         state = self._local
-        assert state.conn is not None
+        conn = state.conn
+        assert conn is not None
         self._check_open_transaction(state)
         try:
-            state.conn.run(statement)
+            if not state.piped:
+                conn.run(statement)
+                return
+            if release and state.unflushed:
+                # A failure inside the block must surface inside it, where
+                # rolling back to its savepoint contains it.
+                state.unflushed = False
+                conn.flush()
+            conn.send(statement)
         except psycopg.Error as exc:
             raise self._failed(state, exc) from None
 
     def _tx_rollback_to(self, name: str) -> None:
-        conn = self._local.conn
+        state = self._local
+        conn = state.conn
         assert conn is not None
         try:
-            conn.execute(f"ROLLBACK TO SAVEPOINT {name}")
-            conn.execute(f"RELEASE SAVEPOINT {name}")
+            if state.piped:
+                try:
+                    conn.sync()  # after a failure the server skips everything up to a sync
+                except psycopg.Error:
+                    pass  # the failure being rolled back (or the connection: next statement says)
+                conn.send(f"ROLLBACK TO SAVEPOINT {name}")
+                conn.send(f"RELEASE SAVEPOINT {name}")
+                state.unflushed = True
+            else:
+                conn.execute(f"ROLLBACK TO SAVEPOINT {name}")
+                conn.execute(f"RELEASE SAVEPOINT {name}")
         except psycopg.Error:
             pass  # a broken connection: the outer block fails on its next statement
 
@@ -598,6 +674,9 @@ class PostgresEngine(EngineBase):
         conn = self._borrow() if own else state.conn
         assert conn is not None
         try:
+            if state.piped:
+                conn.flush()
+                state.unflushed = True  # explain_plan's closing ROLLBACK TO goes out unawaited
             return explain_plan(conn, sql, params, in_transaction=not own)
         except psycopg.Error as exc:
             raise translate_postgres_error(exc, f"{self.url}: explain") from None
@@ -626,8 +705,24 @@ class PostgresEngine(EngineBase):
         ``announced=True`` means a trigger on the written table has already
         queued the notification in the same statement: nothing to send.
         """
-        if not announced:
-            self.execute(f"NOTIFY {self.channel(channel)}")
+        if announced:
+            return
+        statement = f"NOTIFY {self.channel(channel)}"
+        state = self._local
+        conn = state.conn
+        if conn is None:
+            # Outside a transaction: no attempt row, a NOTIFY sent twice wakes twice, harmlessly.
+            self._retrying(lambda c: c.run(statement), None)
+            return
+        self._check_open_transaction(state)
+        try:
+            if state.piped:
+                conn.send(statement)  # with the commit's round trip
+                state.unflushed = True
+            else:
+                conn.run(statement)
+        except psycopg.Error as exc:
+            raise self._failed(state, exc) from None
 
     def wait_for_change(self, channel: str, timeout: float) -> None:
         """Block until a ``NOTIFY`` on ``channel`` or ``timeout`` seconds.
@@ -667,6 +762,7 @@ class PostgresEngine(EngineBase):
 
 def _discard_transaction(engine: PostgresEngine, conn: PooledConnection) -> None:
     """Roll back (best effort) and return the connection to the pool."""
+    conn.abandon_pipeline()
     try:
         conn.run("ROLLBACK")
     except psycopg.Error:
