@@ -468,8 +468,9 @@ class Queues:
                 raise Conflict(f"nack of {claim!r}: lease lost (the item was claimed again or is gone)")
             attempts, max_attempts = row
             if max_attempts is not None and attempts >= max_attempts:
-                engine.execute(self._bury, (now, claim.id))
-                engine.execute(self._delete_id, (claim.id,))
+                # Their answers decide nothing: they go out with the commit.
+                engine.send(self._bury, (now, claim.id))
+                engine.send(self._delete_id, (claim.id,))
             # Inside the transaction: sent at its commit, and no second
             # transaction (on PostgreSQL a NOTIFY of its own is one more
             # BEGIN/COMMIT round trip).

@@ -606,12 +606,12 @@ class PostgresEngine(EngineBase):
         _discard_transaction(self, conn)
 
     def _tx_savepoint(self, name: str) -> None:
-        self._savepoint_statement(f"SAVEPOINT {name}", release=False)
+        self._savepoint_statement(f"SAVEPOINT {name}")
 
     def _tx_release(self, name: str) -> None:
-        self._savepoint_statement(f"RELEASE SAVEPOINT {name}", release=True)
+        self._savepoint_statement(f"RELEASE SAVEPOINT {name}", release=name)
 
-    def _savepoint_statement(self, statement: str, *, release: bool) -> None:
+    def _savepoint_statement(self, statement: str, *, release: str | None = None) -> None:
         state = self._local
         conn = state.conn
         assert conn is not None
@@ -621,10 +621,17 @@ class PostgresEngine(EngineBase):
                 conn.run(statement)
                 return
             if release and state.unflushed:
-                # A failure inside the block must surface inside it, where
-                # rolling back to its savepoint contains it.
+                # A failure sent unawaited inside the block surfaces here:
+                # the block rolls back to its savepoint, which contains it
+                # (as if the statement had raised inside the block).
                 state.unflushed = False
-                conn.flush()
+                try:
+                    conn.flush()
+                except psycopg.Error as exc:
+                    if connection_lost(exc):
+                        raise
+                    self._tx_rollback_to(release)
+                    raise translate_postgres_error(exc, self.url) from None
             conn.send(statement)
         except psycopg.Error as exc:
             raise self._failed(state, exc) from None

@@ -47,6 +47,7 @@ from .statements import (
     PRUNE_DUE,
     PUT,
     PUT_IF_ABSENT,
+    PUT_MANY_IF_ABSENT,
     PUT_PERSISTENT,
     TAKE,
     delete_keys_sql,
@@ -268,8 +269,18 @@ class KV:
         items: Iterable[tuple[bytes, bytes]],
         *,
         ttl: float | None = None,
+        if_absent: bool = False,
     ) -> None:
-        """Upsert every ``(key, value)`` pair atomically (later duplicates win)."""
+        """Upsert every ``(key, value)`` pair atomically (later duplicates win).
+
+        ``if_absent=True``: store only the pairs whose key holds no live
+        value (``put_if_absent`` for each, in one batch; an expired value
+        counts as absent; of duplicates in the batch the first wins), and
+        leave the others as they are. Nothing says which were stored: the
+        batch is one pipelined write (one round trip on PostgreSQL).
+        """
+        if type(if_absent) is not bool:
+            fail_type("if_absent", "True or False", if_absent)
         scope = as_bytes("scope", scope)
         ns = as_bytes("ns", ns)
         expires_at = self._deadline(ttl)
@@ -289,11 +300,16 @@ class KV:
             rows.append((scope, ns, key, self._value(f"items[{i}] value", item[1])))
         if not rows:
             return
-        statement = self._put_persistent
-        if expires_at is not None:
+        engine = self._engine
+        if if_absent:
+            statement = engine.sql(PUT_MANY_IF_ABSENT)
+            now = engine.now_ms()
+            rows = [(*row, expires_at, now) for row in rows]
+        elif expires_at is None:
+            statement = self._put_persistent
+        else:
             statement = self._put
             rows = [(*row, expires_at) for row in rows]
-        engine = self._engine
         if len(rows) == 1:
             engine.execute(statement, rows[0])
         else:

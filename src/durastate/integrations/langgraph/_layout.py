@@ -114,9 +114,9 @@ class ThreadRows:
     def put(self, key: bytes, value: bytes) -> None:
         self._kv.put(self._scope, THREADS_NS, self._prefix + key, value)
 
-    def put_many(self, rows: Iterable[tuple[bytes, bytes]]) -> None:
+    def put_many(self, rows: Iterable[tuple[bytes, bytes]], *, if_absent: bool = False) -> None:
         prefix = self._prefix
-        self._kv.put_many(self._scope, THREADS_NS, [(prefix + key, value) for key, value in rows])
+        self._kv.put_many(self._scope, THREADS_NS, [(prefix + key, value) for key, value in rows], if_absent=if_absent)
 
     def scan(
         self, start: bytes = b"", end: bytes | None = None, *, reverse: bool = False, limit: int | None = None

@@ -269,15 +269,11 @@ class DurastateSaver(StoreBound, BaseCheckpointSaver[str]):
             rows.append((write_key(head, path, task, idx), pack((task_id, task_path, channel, idx, *dumps(value)))))
         if not rows:
             return
-        thread = self._thread(thread_id)
-        if all(channel in WRITES_IDX_MAP for channel, _ in writes):
-            thread.put_many(rows)
-            return
-        with self.store.transaction():
-            present = thread.get_many([key for key, _ in rows])
-            missing = [row for row, old in zip(rows, present, strict=True) if old is None]
-            if missing:
-                thread.put_many(missing)
+        # Special channels (errors, interrupts) replace; the others keep the
+        # first write of an index (PostgresSaver's upsert / insert-or-nothing).
+        # Either is one batch: one round trip on PostgreSQL.
+        special = all(channel in WRITES_IDX_MAP for channel, _ in writes)
+        self._thread(thread_id).put_many(rows, if_absent=not special)
 
     # -- read ------------------------------------------------------------------
 
