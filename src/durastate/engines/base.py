@@ -45,6 +45,7 @@ from .statements import (
     KeyLookup,
     Kind,
     Params,
+    Reread,
     Row,
     Spec,
     Statement,
@@ -78,6 +79,7 @@ __all__ = [
     "Params",
     "Plan",
     "PlanStep",
+    "Reread",
     "Row",
     "Schema",
     "Spec",
@@ -176,7 +178,7 @@ class EngineBase:
             raise InvalidRequest(f"read_only must be True or False, got {read_only!r}")
         self.read_only = read_only
         self._clock: Clock = clock if clock is not None else time.time
-        self._sql_cache: dict[tuple[Kind, str], SQL] = {}
+        self._sql_cache: dict[tuple[Kind, str, Reread | None], SQL] = {}
         self._next_value_sql = self.sql(NEXT_VALUE)
 
     no_limit: int | None = None
@@ -324,11 +326,12 @@ class EngineBase:
         for that dialect.
         """
         template: Template
+        reread = None
         if isinstance(statement, KeyLookup):
             kind = Kind.WRITE if statement.delete else Kind.READ
             template = self.dialect.key_lookup(statement)
         elif isinstance(statement, Statement):
-            kind, template = statement.kind, statement.template
+            kind, template, reread = statement.kind, statement.template, statement.reread
         else:
             kind, template = Kind.OPAQUE, statement
         if not isinstance(template, str):
@@ -336,10 +339,14 @@ class EngineBase:
                 template = template[self.dialect.name]
             except KeyError:
                 raise NotImplementedError(f"no {self.dialect.name} text for statement {template!r}") from None
-        key = (kind, template)
+        key = (kind, template, reread)
         compiled = self._sql_cache.get(key)
         if compiled is None:
-            compiled = self._compiled(SQL(self.dialect.compile(template, self.prefix), kind))
+            compiled = SQL(self.dialect.compile(template, self.prefix), kind)
+            if reread is not None:
+                read = SQL(self.dialect.compile(reread.template, self.prefix), Kind.READ)
+                compiled.reread = (read, reread.params)
+            compiled = self._compiled(compiled)
             self._sql_cache[key] = compiled
         return compiled
 

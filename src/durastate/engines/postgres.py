@@ -219,7 +219,6 @@ class PostgresEngine(EngineBase):
             self._measure_clock_offset(conn)
         conn.prepare_threshold = PREPARE_THRESHOLD
         conn.execute(f"SET lock_timeout = {int(self._busy_timeout * 1000)}")
-        conn.execute("SET bytea_output = 'hex'")  # attempt replays decode it
         conn.execute("SET plan_cache_mode = force_generic_plan")  # see the module docstring
         if self.read_only:
             # The server refuses every write (SQLSTATE 25006, ConfigurationError).
@@ -335,10 +334,11 @@ class PostgresEngine(EngineBase):
         if variant is OPAQUE_WRITE:
             with self.transaction():
                 return self._run(sql, params, fetch)
-        if variant is not None:
+        if type(variant) is str:
             return self._write_once(variant, params, fetch)
-        # A read. The first try is inlined (the common case pays no closure);
-        # a lost connection falls through to the retry loop.
+        # A read, or a write whose retry re-reads its rows (RereadWrite). The
+        # first try is inlined (the common case pays no closure); a lost
+        # connection falls through to the retry loop.
         conn = self._borrow()
         try:
             return fetch_result(conn.run(sql, params), fetch)
@@ -347,7 +347,8 @@ class PostgresEngine(EngineBase):
                 raise translate_postgres_error(exc, self.url) from None
         finally:
             self._give_back(conn)
-        return self._retrying(lambda c: fetch_result(c.run(sql, params), fetch), None, first=1)
+        rereading = None if variant is None else lambda c: variant.replay(c, params, fetch)
+        return self._retrying(lambda c: fetch_result(c.run(sql, params), fetch), rereading, first=1)
 
     def _write_once(self, variant: str, params: Params, fetch: int) -> Any:
         """Run an attempt-recording write; after a lost connection, replay or retry."""
@@ -366,7 +367,7 @@ class PostgresEngine(EngineBase):
             self._give_back(conn)
         return self._retrying(
             lambda c: fetch_counted(c.run(variant, (*params, attempt, self.now_ms())), fetch),
-            lambda c: replay(c, self._attempt_result, variant, attempt, fetch),
+            lambda c: replay(c, self._attempt_result, attempt, fetch),
             first=1,
         )
 
