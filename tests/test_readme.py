@@ -14,6 +14,7 @@ import re
 from pathlib import Path
 
 import pytest
+
 from _docblocks import FENCE, postgres_url, run_page, runnable_blocks
 
 ROOT = Path(__file__).resolve().parents[1]
