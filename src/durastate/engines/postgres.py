@@ -73,6 +73,7 @@ from .base import (
     TransactionState,
     aborted_error,
 )
+from .capabilities import Capabilities
 from .postgres_attempts import ATTEMPT_INSERT as ATTEMPT_INSERT
 from .postgres_attempts import ATTEMPT_PRUNE as ATTEMPT_PRUNE
 from .postgres_attempts import ATTEMPT_PRUNE_BATCH as ATTEMPT_PRUNE_BATCH
@@ -109,6 +110,21 @@ def _after_fork_in_child() -> None:
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+# What PostgreSQL offers; ``max_concurrency`` is each engine's pool size.
+CAPABILITIES = Capabilities(
+    returning=True,
+    upsert=True,
+    transactional_ddl=True,
+    triggers=True,
+    listen_notify=True,
+    advisory_locks=True,
+    reads_during_writes=True,
+    in_memory=False,
+    inline_async_calls=False,
+    write_attempts=True,
+)
 
 
 class _ThreadState(TransactionState):
@@ -171,6 +187,7 @@ class PostgresEngine(EngineBase):
         self._busy_timeout = float(busy_timeout)
         self._min = min_connections
         self._max = max_connections
+        self.capabilities = CAPABILITIES.replace(max_concurrency=max_connections)
         self._local = _ThreadState()
         self._closed = False
         self._pool_lock = threading.Lock()
