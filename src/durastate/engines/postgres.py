@@ -315,9 +315,13 @@ class PostgresEngine(EngineBase):
                 pass  # a broken connection: the caller's statement reports it
         return conn
 
-    def _unusable(self, exc: BaseException) -> bool:
-        """Whether ``exc`` means this connection's node cannot serve this store now (``node_unusable``)."""
-        return node_unusable(exc, read_only=self.read_only)
+    def _unusable(self, exc: BaseException, conn: psycopg.Connection[Any] | None = None) -> bool:
+        """Whether ``exc`` (on ``conn``) means this connection's node cannot serve this store now.
+
+        ``node_unusable`` by the error; or psycopg found ``conn`` broken
+        (the server closed it, whatever the code it sent first said).
+        """
+        return node_unusable(exc, read_only=self.read_only) or (conn is not None and conn.broken)
 
     def _discard(self, conn: PooledConnection) -> None:
         """Close a connection whose node failed, and drain the pool (``LifoPool.discard``)."""
@@ -370,7 +374,7 @@ class PostgresEngine(EngineBase):
         try:
             return fetch_result(conn.run(sql, params), fetch)
         except psycopg.Error as exc:
-            if not self._unusable(exc):
+            if not self._unusable(exc, conn):
                 raise translate_postgres_error(exc, self.url) from None
             self._discard(conn)
         finally:
@@ -389,7 +393,7 @@ class PostgresEngine(EngineBase):
         try:
             return fetch_counted(conn.run(variant, (*params, attempt, self.now_ms())), fetch)
         except psycopg.Error as exc:
-            if not self._unusable(exc):
+            if not self._unusable(exc, conn):
                 raise translate_postgres_error(exc, self.url, read_only=self.read_only) from None
             self._discard(conn)
         finally:
@@ -437,7 +441,7 @@ class PostgresEngine(EngineBase):
                 kept = keep
                 return result
             except psycopg.Error as exc:
-                if not self._unusable(exc):
+                if not self._unusable(exc, conn):
                     raise translate_postgres_error(exc, self.url, read_only=self.read_only) from None
                 self._discard(conn)
                 last, retried = exc, True
@@ -479,7 +483,7 @@ class PostgresEngine(EngineBase):
         """
         if state.doomed is not None and isinstance(exc, pg_errors.InFailedSqlTransaction):
             return aborted_error(state.doomed)
-        if state.conn is not None and self._unusable(exc):
+        if state.conn is not None and self._unusable(exc, state.conn):
             self._discard(state.conn)
         return self._doom(translate_postgres_error(exc, self.url, read_only=self.read_only))
 
@@ -605,7 +609,7 @@ class PostgresEngine(EngineBase):
         try:
             conn.run("COMMIT")
         except psycopg.Error as commit_error:
-            if self._unusable(commit_error):
+            if self._unusable(commit_error, conn):
                 self._discard(conn)
             _discard_transaction(self, conn)
             if attempt is not None and connection_lost(commit_error):
@@ -723,7 +727,7 @@ class PostgresEngine(EngineBase):
                 break
             conn.execute(f"UNLISTEN {name}")
         except psycopg.Error as exc:
-            if not self._unusable(exc):
+            if not self._unusable(exc, conn):
                 raise translate_postgres_error(exc, self.url) from None
             self._discard(conn)
         finally:

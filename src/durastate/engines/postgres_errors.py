@@ -77,7 +77,9 @@ def translate_postgres_error(exc: Exception, where: str, *, read_only: bool = Fa
     return DurastateError(message)
 
 
-_CONNECTION_LOST_STATES = {"57P01", "57P02", "57P03"}  # admin/crash shutdown, cannot connect now
+# The server ended the session: admin/crash shutdown, cannot connect now, idle-session timeout,
+# idle-in-transaction timeout, transaction timeout (PostgreSQL 17).
+_CONNECTION_LOST_STATES = {"57P01", "57P02", "57P03", "57P05", "25P03", "25P04"}
 
 
 def connection_lost(exc: BaseException) -> bool:
