@@ -28,6 +28,22 @@ fails with ``StoreUnavailable`` instead of hanging.
 
 Errors are translated by SQLSTATE in ``translate_postgres_error``.
 
+Failover. A statement outside a transaction whose connection was lost, or
+whose node cannot take it now (a standby, a node turned read-only, one
+shutting down: ``postgres_errors.node_unusable``), is retried on a fresh
+connection: the failed one is closed and the pool drained once
+(``LifoPool.discard``: its other connections reach the same node), then
+tries follow with a growing pause (``RETRY_FIRST_PAUSE`` doubling up to
+``RETRY_MAX_PAUSE``) until ``busy_timeout`` (at least
+``MIN_RETRY_DEADLINE``) has passed since the call began; then
+``StoreUnavailable``. A write is retried under the attempt rules
+(``postgres_attempts``): never applied twice. A transaction's ``BEGIN`` is
+retried the same way (nothing has happened yet); a failure later inside a
+transaction ends it with ``StoreUnavailable`` (nothing was applied,
+``_tx_commit`` settles a lost ``COMMIT``) and its connection is discarded
+too, so the caller's next call finds the new primary. The pool reconnects
+quickly while a server is away (``postgres_pool``).
+
 Fork safety: the pool's connections and worker threads belong to the
 process that made them. After ``os.fork()`` the child gets a new pool on
 first use; the parent's is left alone (not closed, which would close the
@@ -73,6 +89,7 @@ from .base import (
     TransactionState,
     aborted_error,
 )
+from .capabilities import Capabilities
 from .postgres_attempts import ATTEMPT_INSERT as ATTEMPT_INSERT
 from .postgres_attempts import ATTEMPT_PRUNE as ATTEMPT_PRUNE
 from .postgres_attempts import ATTEMPT_PRUNE_BATCH as ATTEMPT_PRUNE_BATCH
@@ -87,17 +104,20 @@ from .postgres_dialect import CATALOG, announce_ddl
 from .postgres_dialect import LOCK as LOCK
 from .postgres_dialect import POSTGRES_DIALECT as POSTGRES_DIALECT
 from .postgres_errors import connection_lost as connection_lost
+from .postgres_errors import node_unusable
 from .postgres_errors import translate_postgres_error as translate_postgres_error
 from .postgres_explain import explain_plan
-from .postgres_pool import LifoPool, PooledConnection
+from .postgres_pool import MANY, RUN, SEND, LifoPool, PooledConnection, resend_flight
 from .redact import redact_url
 
 PREPARE_THRESHOLD = 0
 _BEGIN_READ = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
-# A statement outside a transaction whose connection was lost is tried up
-# to RETRIES times in all, pausing RETRY_PAUSE x the try's number before each.
-RETRIES = 4
-RETRY_PAUSE = 0.05
+# A statement outside a transaction whose node failed is tried again, pausing RETRY_FIRST_PAUSE seconds before
+# the first retry, doubling up to RETRY_MAX_PAUSE, until max(busy_timeout, MIN_RETRY_DEADLINE) seconds have
+# passed since its first try (see the module docstring).
+RETRY_FIRST_PAUSE = 0.05
+RETRY_MAX_PAUSE = 0.5
+MIN_RETRY_DEADLINE = 1.0
 
 
 _ENGINES: weakref.WeakSet[PostgresEngine] = weakref.WeakSet()
@@ -112,6 +132,21 @@ def _after_fork_in_child() -> None:
 os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
+# What PostgreSQL offers; ``max_concurrency`` is each engine's pool size.
+CAPABILITIES = Capabilities(
+    returning=True,
+    upsert=True,
+    transactional_ddl=True,
+    triggers=True,
+    listen_notify=True,
+    advisory_locks=True,
+    reads_during_writes=True,
+    in_memory=False,
+    inline_async_calls=False,
+    write_attempts=True,
+)
+
+
 class _ThreadState(TransactionState):
     conn: PooledConnection | None = None
     # The open transaction's attempt id: pending until its first write.
@@ -121,6 +156,9 @@ class _ThreadState(TransactionState):
     piped: bool = False
     # Statements sent in the pipeline whose outcome nobody has waited for yet.
     unflushed: bool = False
+    # Everything sent before the transaction's first answered round trip
+    # (see ``PostgresEngine._flush``); None after it.
+    flight: list[tuple[int, str, Any]] | None = None
 
 
 # The machine's clock, read through this name so a test can skew one
@@ -176,6 +214,7 @@ class PostgresEngine(EngineBase):
         self._busy_timeout = float(busy_timeout)
         self._min = min_connections
         self._max = max_connections
+        self.capabilities = CAPABILITIES.replace(max_concurrency=max_connections)
         self._local = _ThreadState()
         self._closed = False
         self._pool_lock = threading.Lock()
@@ -284,10 +323,10 @@ class PostgresEngine(EngineBase):
         self._pool_lock = threading.Lock()
         self._local = _ThreadState()
 
-    def _borrow(self) -> PooledConnection:
+    def _borrow(self, timeout: float | None = None) -> PooledConnection:
         pool = self._pool or self._open_pool()
         try:
-            conn = pool.getconn()
+            conn = pool.getconn(timeout)
         except Exception as exc:
             if self._closed:
                 raise StoreClosed(f"{self.url}: store is closed") from None
@@ -299,6 +338,22 @@ class PostgresEngine(EngineBase):
             except psycopg.Error:
                 pass  # a broken connection: the caller's statement reports it
         return conn
+
+    def _unusable(self, exc: BaseException, conn: psycopg.Connection[Any] | None = None) -> bool:
+        """Whether ``exc`` (on ``conn``) means this connection's node cannot serve this store now.
+
+        ``node_unusable`` by the error; or psycopg found ``conn`` broken
+        (the server closed it, whatever the code it sent first said).
+        """
+        return node_unusable(exc, read_only=self.read_only) or (conn is not None and conn.broken)
+
+    def _discard(self, conn: PooledConnection) -> None:
+        """Close a connection whose node failed, and drain the pool (``LifoPool.discard``)."""
+        pool = self._pool
+        if pool is None:
+            conn.close()
+        else:
+            pool.discard(conn)
 
     def _give_back(self, conn: PooledConnection) -> None:
         pool = self._pool
@@ -327,6 +382,8 @@ class PostgresEngine(EngineBase):
         conn = state.conn
         if conn is not None:
             return self._run_in_transaction(state, conn, sql, params, fetch)
+        if state.depth:  # a transaction whose connection was lost (``_flush``): doomed
+            self._check_open_transaction(state)
         try:
             variant = sql.companion  # type: ignore[attr-defined]
         except AttributeError:  # a plain str: undeclared
@@ -339,16 +396,18 @@ class PostgresEngine(EngineBase):
         # A read, or a write whose retry re-reads its rows (RereadWrite). The
         # first try is inlined (the common case pays no closure); a lost
         # connection falls through to the retry loop.
+        began = time.monotonic()
         conn = self._borrow()
         try:
             return fetch_result(conn.run(sql, params), fetch)
         except psycopg.Error as exc:
-            if not connection_lost(exc):
+            if not self._unusable(exc, conn):
                 raise translate_postgres_error(exc, self.url) from None
+            self._discard(conn)
         finally:
             self._give_back(conn)
         rereading = None if variant is None else lambda c: variant.replay(c, params, fetch)
-        return self._retrying(lambda c: fetch_result(c.run(sql, params), fetch), rereading, first=1)
+        return self._retrying(lambda c: fetch_result(c.run(sql, params), fetch), rereading, began)
 
     def _write_once(self, variant: str, params: Params, fetch: int) -> Any:
         """Run an attempt-recording write; after a lost connection, replay or retry."""
@@ -357,47 +416,73 @@ class PostgresEngine(EngineBase):
         if self._writes_until_prune <= 0:
             self._writes_until_prune = ATTEMPT_PRUNE_EVERY
             self._prune_attempts()
+        began = time.monotonic()
         conn = self._borrow()
         try:
             return fetch_counted(conn.run(variant, (*params, attempt, self.now_ms())), fetch)
         except psycopg.Error as exc:
-            if not connection_lost(exc):
-                raise translate_postgres_error(exc, self.url) from None
+            if not self._unusable(exc, conn):
+                raise translate_postgres_error(exc, self.url, read_only=self.read_only) from None
+            self._discard(conn)
         finally:
             self._give_back(conn)
         return self._retrying(
             lambda c: fetch_counted(c.run(variant, (*params, attempt, self.now_ms())), fetch),
             lambda c: replay(c, self._attempt_result, attempt, fetch),
-            first=1,
+            began,
         )
 
-    def _retrying(self, run: Any, replay: Any, first: int = 0) -> Any:
-        """``run(conn)`` on a pooled connection, retried on connection loss.
+    def _retrying(self, run: Any, replay: Any, began: float | None = None, keep: bool = False) -> Any:
+        """``run(conn)`` on a pooled connection, retried while its node fails (see the module docstring).
 
-        Before each retry of a write, ``replay(conn)`` looks for the first
-        attempt's recorded outcome and returns it (``NOT_APPLIED`` if none).
-        ``first`` is the number of tries already made (and lost).
+        ``began``: the ``time.monotonic()`` of a first try already made (and
+        failed), ``None`` to make the first try here. Before each retry of a
+        write, ``replay(conn)`` looks for the first attempt's recorded
+        outcome and returns it (``NOT_APPLIED`` if none). ``keep``: the
+        caller keeps the connection ``run`` succeeded on (``run`` returns it).
         """
-        last: Exception | None = None
-        for attempt_number in range(first, RETRIES):
-            if attempt_number:
-                time.sleep(RETRY_PAUSE * attempt_number)
-            conn = self._borrow()
+        retried = began is not None
+        window = max(self._busy_timeout, MIN_RETRY_DEADLINE)
+        deadline = (time.monotonic() if began is None else began) + window
+        pause = RETRY_FIRST_PAUSE
+        last: BaseException | None = None
+        while True:
+            left = deadline - time.monotonic()
+            if retried:
+                if left <= 0:
+                    break
+                time.sleep(min(pause, left))
+                pause = min(pause * 2, RETRY_MAX_PAUSE)
+                left = deadline - time.monotonic()
             try:
-                if attempt_number and replay is not None:
+                conn = self._borrow(max(left, 0.001))
+            except StoreUnavailable as exc:  # nothing connected in time: keep trying until the deadline
+                last, retried = exc, True
+                continue
+            kept = False
+            try:
+                if retried and replay is not None:
                     outcome = replay(conn)
                     if outcome is not NOT_APPLIED:
                         return outcome
-                return run(conn)
+                result = run(conn)
+                kept = keep
+                return result
             except psycopg.Error as exc:
-                if not connection_lost(exc):
-                    raise translate_postgres_error(exc, self.url) from None
-                last = exc
+                if not self._unusable(exc, conn):
+                    raise translate_postgres_error(exc, self.url, read_only=self.read_only) from None
+                self._discard(conn)
+                last, retried = exc, True
             finally:
-                self._give_back(conn)
+                if not kept:
+                    self._give_back(conn)
+        where = f"{self.url} (retried for {window:g} s)"
         if last is None:
-            raise StoreUnavailable(f"{self.url}: connection lost (after {RETRIES} attempts)")
-        raise translate_postgres_error(last, f"{self.url} (after {RETRIES} attempts)") from None
+            raise StoreUnavailable(f"{where}: the node kept failing")
+        if isinstance(last, DurastateError):
+            raise type(last)(f"{where}: {last}") from None
+        assert isinstance(last, Exception)
+        raise translate_postgres_error(last, where, read_only=self.read_only) from None
 
     def _run_in_transaction(
         self, state: _ThreadState, conn: PooledConnection, sql: str, params: Params, fetch: int
@@ -406,14 +491,58 @@ class PostgresEngine(EngineBase):
         try:
             if state.attempt_pending and getattr(sql, "kind", Kind.OPAQUE) is not Kind.READ:
                 self._record_transaction_attempt(state, conn)
-            cur = conn.run(sql, params)
-            if state.piped:
-                # One round trip for this statement and everything sent before it.
-                state.unflushed = False
-                conn.flush()
-            return fetch_result(cur, fetch)
+            if not state.piped:
+                return fetch_result(conn.run(sql, params), fetch)
+            # One round trip for this statement and everything sent before it.
+            if state.flight is not None:
+                state.flight.append((RUN, sql, params))
+            conn.run(sql, params)
+            return fetch_result(self._flush(state).statement_cursor, fetch)
         except psycopg.Error as exc:
             raise self._failed(state, exc) from None
+
+    def _pipe(self, state: _ThreadState, how: int, sql: str, params: Any, *, unflushed: bool = True) -> None:
+        """Send ``sql`` in the transaction's pipeline without waiting (``how``: SEND or MANY)."""
+        conn = state.conn
+        assert conn is not None
+        if state.flight is not None:
+            state.flight.append((how, sql, params))
+        if unflushed:
+            state.unflushed = True
+        if how == MANY:
+            conn.send_many(sql, params)
+        else:
+            conn.send(sql, params)
+
+    def _flush(self, state: _ThreadState) -> PooledConnection:
+        """Wait for everything sent so far; the connection it was answered on.
+
+        Until a transaction's first round trip is answered nothing of it
+        can have committed, so when that round trip finds the connection's
+        node failed (the pooled connection had died, the node went
+        read-only), the whole flight is sent again on another connection,
+        retried as a read is: the transaction goes on there.
+        """
+        conn = state.conn
+        assert conn is not None
+        try:
+            conn.flush()
+        except psycopg.Error as exc:
+            flight = state.flight
+            if flight is None or not self._unusable(exc, conn):
+                raise
+            conn.abandon_pipeline()
+            self._discard(conn)
+            self._give_back(conn)
+            state.conn = None  # the transaction has no connection until one answers
+            try:
+                conn = self._retrying(lambda c: resend_flight(c, flight), None, time.monotonic(), keep=True)
+            except DurastateError as error:
+                raise self._doom(error) from None
+            state.conn = conn
+        state.flight = None
+        state.unflushed = False
+        return conn
 
     def send(self, sql: str, params: Params = ()) -> None:
         """``Engine.send``: in a transaction, the statement goes out with the next round trip.
@@ -430,8 +559,7 @@ class PostgresEngine(EngineBase):
         try:
             if state.attempt_pending and getattr(sql, "kind", Kind.OPAQUE) is not Kind.READ:
                 self._record_transaction_attempt(state, conn)
-            state.unflushed = True
-            conn.send(sql, params)
+            self._pipe(state, SEND, sql, params)
         except psycopg.Error as exc:
             raise self._failed(state, exc) from None
 
@@ -443,10 +571,17 @@ class PostgresEngine(EngineBase):
             raise self._doom(StoreClosed(f"{self.url}: store closed inside the transaction"))
 
     def _failed(self, state: _ThreadState, exc: psycopg.Error) -> DurastateError:
-        """Translate ``exc``; inside a transaction, also doom it (see ``base.Transaction``)."""
+        """Translate ``exc``; inside a transaction, also doom it (see ``base.Transaction``).
+
+        A connection whose node failed is closed here, so the rollback gives
+        the pool a closed connection to replace instead of one that still
+        reaches a dead or demoted node (``_discard``).
+        """
         if state.doomed is not None and isinstance(exc, pg_errors.InFailedSqlTransaction):
             return aborted_error(state.doomed)
-        return self._doom(translate_postgres_error(exc, self.url))
+        if state.conn is not None and self._unusable(exc, state.conn):
+            self._discard(state.conn)
+        return self._doom(translate_postgres_error(exc, self.url, read_only=self.read_only))
 
     def _record_transaction_attempt(self, state: _ThreadState, conn: PooledConnection) -> None:
         """First write of a transaction: note its attempt id inside it.
@@ -457,7 +592,7 @@ class PostgresEngine(EngineBase):
         state.attempt = os.urandom(16)
         state.attempt_pending = False
         if state.piped:
-            conn.send(self._attempt_insert, (state.attempt, self.now_ms()))
+            self._pipe(state, SEND, self._attempt_insert, (state.attempt, self.now_ms()), unflushed=False)
         else:
             conn.run(self._attempt_insert, (state.attempt, self.now_ms()))
 
@@ -522,8 +657,7 @@ class PostgresEngine(EngineBase):
             if state.attempt_pending:
                 self._record_transaction_attempt(state, conn)
             if state.piped:
-                state.unflushed = True
-                conn.send_many(sql, batch)
+                self._pipe(state, MANY, sql, batch)
             else:
                 with conn.cursor() as cur:
                     cur.executemany(sql, batch)
@@ -542,20 +676,31 @@ class PostgresEngine(EngineBase):
         one database still migrate one at a time.
         """
         state = self._local
-        conn = self._borrow()
         # Migrations (lock) run DDL one statement at a time; every other
         # transaction is pipelined: BEGIN goes out with its first statement.
         piped = lock is None
-        try:
-            if piped:
-                conn.start_pipeline()
-                conn.send(_BEGIN_READ if read else "BEGIN")
-            else:
-                conn.run("BEGIN")
+        first = _BEGIN_READ if read else "BEGIN"
+
+        def begin(conn: PooledConnection) -> PooledConnection:
+            try:
+                if piped:
+                    conn.start_pipeline()
+                    conn.send(first)
+                    return conn
+                conn.run(first)
                 conn.execute("SELECT pg_advisory_xact_lock(hashtext(current_schema() || %s))", (lock,))
-        except psycopg.Error as exc:
-            _discard_transaction(self, conn)
-            raise translate_postgres_error(exc, f"{self.url}: begin") from None
+            except psycopg.Error:
+                conn.abandon_pipeline()
+                try:
+                    conn.run("ROLLBACK")
+                except psycopg.Error:
+                    pass  # a broken connection: the pool replaces it
+                raise
+            return conn
+
+        # Nothing has happened yet: a BEGIN whose node failed is retried like a read.
+        conn: PooledConnection = self._retrying(begin, None, keep=True)
+        state.flight = [(SEND, first, None)] if piped else None
         state.conn = conn
         state.attempt = None
         state.piped = piped
@@ -564,18 +709,18 @@ class PostgresEngine(EngineBase):
         # commit-ambiguity check anyway (they are idempotent by version).
         state.attempt_pending = not read and lock is None
 
-    def _take_connection(self) -> tuple[PooledConnection, bytes | None]:
+    def _take_connection(self) -> tuple[PooledConnection | None, bytes | None]:
         state = self._local
         conn = state.conn
-        assert conn is not None
         attempt = state.attempt
-        state.conn, state.attempt, state.attempt_pending = None, None, False
+        state.conn, state.attempt, state.attempt_pending, state.flight = None, None, False, None
         state.piped = state.unflushed = False
         return conn, attempt
 
     def _tx_commit(self) -> None:
-        piped = self._local.piped
+        piped, flight = self._local.piped, self._local.flight
         conn, attempt = self._take_connection()
+        assert conn is not None  # a transaction without one is doomed: it rolls back instead
         try:
             if piped:
                 # COMMIT goes out with whatever was sent since the last round
@@ -586,7 +731,17 @@ class PostgresEngine(EngineBase):
             else:
                 conn.run("COMMIT")
         except psycopg.Error as commit_error:
+            unusable = self._unusable(commit_error, conn)
+            if unusable:
+                self._discard(conn)
             _discard_transaction(self, conn)
+            if flight is not None and unusable:
+                # The whole transaction was this one flight: unless its attempt
+                # row says it committed, send it all again on another connection.
+                flight.append((SEND, "COMMIT", None))
+                committed = None if attempt is None else lambda c: replay(c, self._attempt_result, attempt, 0)
+                self._retrying(lambda c: resend_flight(c, flight, end=True), committed, time.monotonic())
+                return
             if attempt is not None and connection_lost(commit_error):
                 # The COMMIT may or may not have reached the server. The
                 # attempt row, written inside the transaction, says which.
@@ -598,13 +753,14 @@ class PostgresEngine(EngineBase):
                 ) from None
             if piped and not connection_lost(commit_error):
                 where = f"{self.url}: transaction rolled back: a statement inside it failed"
-                raise translate_postgres_error(commit_error, where) from None
-            raise translate_postgres_error(commit_error, f"{self.url}: commit") from None
+                raise translate_postgres_error(commit_error, where, read_only=self.read_only) from None
+            raise translate_postgres_error(commit_error, f"{self.url}: commit", read_only=self.read_only) from None
         self._give_back(conn)
 
     def _tx_rollback(self) -> None:
         conn, _attempt = self._take_connection()
-        _discard_transaction(self, conn)
+        if conn is not None:  # None: lost while its first flight was sent again (_flush)
+            _discard_transaction(self, conn)
 
     def _tx_savepoint(self, name: str) -> None:
         self._savepoint_statement(f"SAVEPOINT {name}")
@@ -614,9 +770,9 @@ class PostgresEngine(EngineBase):
 
     def _savepoint_statement(self, statement: str, *, release: str | None = None) -> None:
         state = self._local
+        self._check_open_transaction(state)
         conn = state.conn
         assert conn is not None
-        self._check_open_transaction(state)
         try:
             if not state.piped:
                 conn.run(statement)
@@ -625,24 +781,25 @@ class PostgresEngine(EngineBase):
                 # A failure sent unawaited inside the block surfaces here:
                 # the block rolls back to its savepoint, which contains it
                 # (as if the statement had raised inside the block).
-                state.unflushed = False
                 try:
-                    conn.flush()
+                    self._flush(state)
                 except psycopg.Error as exc:
                     if connection_lost(exc):
                         raise
                     self._tx_rollback_to(release)
                     raise translate_postgres_error(exc, self.url) from None
-            conn.send(statement)
+            self._pipe(state, SEND, statement, None, unflushed=False)
         except psycopg.Error as exc:
             raise self._failed(state, exc) from None
 
     def _tx_rollback_to(self, name: str) -> None:
         state = self._local
         conn = state.conn
-        assert conn is not None
+        if conn is None:  # lost while its first flight was sent again: the transaction is doomed
+            return
         try:
             if state.piped:
+                state.flight = None  # answered: no longer a first flight to send again
                 try:
                     conn.sync()  # after a failure the server skips everything up to a sync
                 except psycopg.Error:
@@ -683,7 +840,7 @@ class PostgresEngine(EngineBase):
         assert conn is not None
         try:
             if state.piped:
-                conn.flush()
+                conn = self._flush(state)
                 state.unflushed = True  # explain_plan's closing ROLLBACK TO goes out unawaited
             return explain_plan(conn, sql, params, in_transaction=not own)
         except psycopg.Error as exc:
@@ -720,6 +877,8 @@ class PostgresEngine(EngineBase):
         statement = f"NOTIFY {self.channel(channel)}"
         state = self._local
         conn = state.conn
+        if conn is None and state.depth:  # a transaction whose connection was lost (``_flush``): doomed
+            self._check_open_transaction(state)
         if conn is None:
             # Outside a transaction: no attempt row, a NOTIFY sent twice wakes twice, harmlessly.
             self._retrying(lambda c: c.run(statement), None)
@@ -727,8 +886,7 @@ class PostgresEngine(EngineBase):
         self._check_open_transaction(state)
         try:
             if state.piped:
-                conn.send(statement)  # with the commit's round trip
-                state.unflushed = True
+                self._pipe(state, SEND, statement, None)  # with the commit's round trip
             else:
                 conn.run(statement)
         except psycopg.Error as exc:
@@ -739,7 +897,10 @@ class PostgresEngine(EngineBase):
 
         A hint only: callers re-check the database afterwards and poll, so a
         notification lost between their check and our ``LISTEN`` costs at
-        most one poll interval.
+        most one poll interval. So a listening connection that is lost (its
+        server died, failed over, or dropped it as idle) returns early
+        instead of raising: the connection is discarded, and the caller's
+        re-check (retried like every statement) reaches the new primary.
         """
         conn = self._borrow()
         name = self.channel(channel)
@@ -749,7 +910,9 @@ class PostgresEngine(EngineBase):
                 break
             conn.execute(f"UNLISTEN {name}")
         except psycopg.Error as exc:
-            raise translate_postgres_error(exc, self.url) from None
+            if not self._unusable(exc, conn):
+                raise translate_postgres_error(exc, self.url) from None
+            self._discard(conn)
         finally:
             self._give_back(conn)
 
