@@ -188,7 +188,14 @@ class PooledConnection(psycopg.Connection[Any]):
         if pipeline is None:
             return
         try:
-            pipeline.__exit__(None, None, None)
+            with self.lock:
+                try:
+                    # Not Pipeline.__exit__: it sends a Flush after the Sync,
+                    # and a server that read a message after its last Sync
+                    # never arms idle_session_timeout for the idle session.
+                    self.wait(pipeline._sync_gen())
+                finally:
+                    pipeline._exit(None)
         finally:
             self._pipeline = None
             if self.pgconn.pipeline_status:
