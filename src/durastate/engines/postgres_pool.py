@@ -190,10 +190,7 @@ class PooledConnection(psycopg.Connection[Any]):
         try:
             with self.lock:
                 try:
-                    # Not Pipeline.__exit__: it sends a Flush after the Sync,
-                    # and a server that read a message after its last Sync
-                    # never arms idle_session_timeout for the idle session.
-                    self.wait(pipeline._sync_gen())
+                    self._sync_and_collect(pipeline)
                 finally:
                     pipeline._exit(None)
         finally:
@@ -219,6 +216,29 @@ class PooledConnection(psycopg.Connection[Any]):
         prepared = self._prepared
         if prepared._to_flush:
             self.wait(prepared.maintain_gen(self))
+
+    def _sync_and_collect(self, pipeline: psycopg.Pipeline) -> None:
+        """Send a Sync and collect every result; raise the first failure.
+
+        Not ``Pipeline.__exit__``: it sends a Flush after the Sync, and a
+        server that read a message after its last Sync never arms
+        ``idle_session_timeout`` for the idle session. Every result is
+        collected even after a failure (leaving pipeline mode needs it), and
+        the failure raised is the first one, not the "pipeline aborted" of
+        the statements the server then skipped.
+        """
+        first: psycopg.Error | None = None
+        pipeline._enqueue_sync()
+        try:
+            self.wait(pipeline._communicate_gen())
+        except psycopg.Error as exc:
+            first = exc
+        try:
+            self.wait(pipeline._fetch_gen(flush=False))
+        except psycopg.Error as exc:
+            first = first or exc
+        if first is not None:
+            raise first
 
     def abandon_pipeline(self) -> None:
         """``end_pipeline``, its failure ignored (the transaction is being rolled back anyway)."""
