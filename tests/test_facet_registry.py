@@ -85,6 +85,6 @@ def test_async_store_opens_only_the_facets_named(tmp_path: Path) -> None:
             with pytest.raises(durastate.ConfigurationError, match=r"store\.events"):
                 _ = store.events
             with pytest.raises(AttributeError):
-                _ = store.no_such_facet  # type: ignore[attr-defined]
+                _ = store.no_such_facet
 
     asyncio.run(main())

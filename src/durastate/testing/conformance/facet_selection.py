@@ -56,7 +56,7 @@ class TestFacetSelection:
             with pytest.raises(durastate.ConfigurationError, match=rf"store\.{other}: this store was opened with"):
                 getattr(narrow, other)
         with pytest.raises(AttributeError):
-            _ = narrow.no_such_facet  # type: ignore[attr-defined]
+            _ = narrow.no_such_facet
         report = narrow.maintain()  # the rules of facets it lacks are skipped, not failed
         assert report.finished and report.total() == 0
         narrow.close()
