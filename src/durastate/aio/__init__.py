@@ -132,8 +132,9 @@ def open(
         async with await aio.open(url) as store:   # the same, spelled with await
             ...
 
-    ``workers``: threads for calls that cannot run inline (default: 8 for
-    SQLite, ``max_connections`` for PostgreSQL, one per pool connection).
+    ``workers``: threads for calls that cannot run inline (default: the
+    engine's ``capabilities.max_concurrency``, one per pool connection on
+    PostgreSQL; 8 for an engine without a bound, such as SQLite).
     Opening (and migrating) runs on a thread, so it never blocks the loop.
     ``workers`` is checked when ``open`` is called; the store is opened (and
     every other option checked) when the result is awaited or entered.
@@ -146,7 +147,7 @@ def open(
 async def _open(url: str | os.PathLike[str] | None, workers: int | None, options: OpenOptions) -> AsyncStore:
     store = await asyncio.to_thread(functools.partial(_store.open, url, **options))
     if workers is None:
-        workers = options.get("max_connections", 10) if store.engine.dialect.name == "postgresql" else 8
+        workers = store.engine.capabilities.max_concurrency or 8
     try:
         runner = AsyncRunner(store.engine, workers=workers, name="durastate-aio")
     except BaseException:

@@ -18,7 +18,8 @@ from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager
 from typing import Protocol
 
-from ..errors import ConfigurationError, DurastateError, InvalidRequest, SchemaTooNew
+from ..errors import ConfigurationError, DurastateError, InvalidRequest, NotSupported, SchemaTooNew
+from .capabilities import Capabilities
 from .plans import Plan, PlanStep
 from .schema import (
     _CREATE_SCHEMA_TABLE,
@@ -56,6 +57,7 @@ from .transaction import Transaction, TransactionState, aborted_error
 
 __all__ = [
     "CORE_SCHEMA",
+    "Capabilities",
     "CREATE_SEQUENCE",
     "DDL",
     "NEXT_VALUE",
@@ -106,6 +108,9 @@ class Engine(Protocol):
     url: str
     # The value bound to ``LIMIT ?`` for "no limit".
     no_limit: int | None
+    # What this engine offers (see ``engines.capabilities``).
+    capabilities: Capabilities
+    read_only: bool
 
     def sql(self, statement: Statement | KeyLookup | Template) -> SQL: ...
 
@@ -145,6 +150,8 @@ class Engine(Protocol):
 
     def release_connection(self) -> None: ...
 
+    def no_wait_changes(self) -> int: ...
+
     def close(self) -> None: ...
 
     @property
@@ -178,6 +185,18 @@ class EngineBase:
         self._next_value_sql = self.sql(NEXT_VALUE)
 
     no_limit: int | None = None
+    capabilities: Capabilities
+
+    def no_wait_changes(self) -> int:
+        """For async front ends: make this thread's calls refuse a held lock at once.
+
+        Returns the count of rows this thread's connection has changed so
+        far (a call refused with ``LockBusy`` while it is unchanged changed
+        nothing, so it may run again on a worker). Only engines declaring
+        ``capabilities.inline_async_calls`` offer it; the others raise
+        ``NotSupported``.
+        """
+        raise NotSupported(f"{self.url}: this engine does not run calls inline on an event loop")
 
     # -- dialect helpers -------------------------------------------------------
 
