@@ -90,7 +90,9 @@ from .postgres_errors import connection_lost as connection_lost
 from .postgres_errors import translate_postgres_error as translate_postgres_error
 from .postgres_explain import explain_plan
 from .postgres_pool import LifoPool, PooledConnection
+from .postgres_space import reclaim as reclaim_tables
 from .redact import redact_url
+from .space import SpaceReport
 
 PREPARE_THRESHOLD = 0
 # A statement outside a transaction whose connection was lost is tried up
@@ -449,6 +451,20 @@ class PostgresEngine(EngineBase):
             if pruned < batch:
                 break
         return removed
+
+    def reclaim_space(self, *, full: bool = False) -> SpaceReport:
+        """``VACUUM (ANALYZE)`` of the prefix's tables when ``full`` (``postgres_space``)."""
+        if self._local.depth > 0:
+            raise InvalidRequest("reclaim_space() inside a transaction: VACUUM cannot run in one")
+        if self.read_only or not full:
+            return SpaceReport()
+        conn = self._borrow()
+        try:
+            return reclaim_tables(conn.run, self.prefix)
+        except psycopg.Error as exc:
+            raise translate_postgres_error(exc, self.url) from None
+        finally:
+            self._give_back(conn)
 
     def migrate(self, schemas: Iterable[Schema]) -> None:
         """``EngineBase.migrate``, then one batch of expired attempt rows (an idle store's leftovers)."""

@@ -53,12 +53,14 @@ from typing import Any, cast
 from .._validate import as_busy_timeout, as_durability
 from ..errors import ConfigurationError, DurastateError, InvalidRequest, StoreClosed, StoreUnavailable
 from .base import SQL, Clock, EngineBase, Kind, Params, Plan, Row, TransactionState, aborted_error
+from .space import SpaceReport
 from .sqlite_dialect import CATALOG, plan_of
 from .sqlite_dialect import SQLITE_DIALECT as SQLITE_DIALECT
 from .sqlite_errors import LockBusy as LockBusy
 from .sqlite_errors import is_busy
 from .sqlite_errors import translate_sqlite_error as translate_sqlite_error
 from .sqlite_fork import ForkGate
+from .sqlite_space import AUTO_VACUUM_INCREMENTAL, reclaim
 
 _WAL_SWITCH_ATTEMPTS = 100
 _WAL_SWITCH_PAUSE = 0.02
@@ -265,6 +267,8 @@ class SqliteEngine(EngineBase):
         once see SQLITE_BUSY immediately. Retry, bounded.
         """
         conn = self._thread_connection()
+        # Before the first table or never (sqlite_space): a no-op on a file that has tables.
+        conn.execute(AUTO_VACUUM_INCREMENTAL)
         for attempt in range(_WAL_SWITCH_ATTEMPTS):
             try:
                 mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()
@@ -720,6 +724,35 @@ class SqliteEngine(EngineBase):
                 conn.execute(f"PRAGMA busy_timeout = {int(self._busy_timeout * 1000)}")
             except sqlite3.Error as exc:
                 raise translate_sqlite_error(exc, self.url) from None
+
+    # -- space -----------------------------------------------------------------
+
+    def reclaim_space(self, *, full: bool = False) -> SpaceReport:
+        """Give the pages deletes freed back to the filesystem; truncate the WAL (``sqlite_space``).
+
+        ``full``: a whole-file ``VACUUM`` (holds the write lock throughout).
+        Nothing to do for ``memory:`` and read-only stores. Refused inside
+        a transaction.
+        """
+        if self._local.depth > 0:
+            raise InvalidRequest("reclaim_space() inside a transaction would hold its every step in it")
+        if self.is_memory or self.read_only:
+            return SpaceReport()
+        return reclaim(
+            str(Path(self.path)), lambda pragma: (self.one(SQL(pragma, Kind.READ)) or (0,))[0], self._script, full=full
+        )
+
+    def _script(self, statement: str) -> None:
+        """Run ``statement`` to its end (``executescript``: every step of it, not only the first)."""
+        state = self._local
+        conn = self._thread_connection()
+        with state.guard:
+            if self._closed:
+                raise self._refuse_closed()
+            try:
+                conn.executescript(statement)
+            except sqlite3.Error as exc:
+                raise self._failed(exc) from None
 
     # -- lifecycle -------------------------------------------------------------
 
