@@ -49,6 +49,7 @@ import os
 import threading
 import time
 import weakref
+from asyncio import _get_running_loop as _running_loop
 from collections.abc import Iterable
 from typing import Any
 
@@ -126,6 +127,10 @@ local_time = time.time
 # Seconds between re-measurements of the server clock's offset.
 CLOCK_REFRESH = 300.0
 SERVER_TIME = "SELECT extract(epoch FROM clock_timestamp())::float8"
+
+
+# Seconds a sync call on an event loop's thread waits for a row lock (_shorten_lock_wait).
+LOOP_LOCK_WAIT = 2.0
 
 
 class PostgresEngine(EngineBase):
@@ -296,9 +301,33 @@ class PostgresEngine(EngineBase):
                 self._measure_clock_offset(conn)
             except psycopg.Error:
                 pass  # a broken connection: the caller's statement reports it
+        if _running_loop() is not None:
+            self._shorten_lock_wait(conn)
         return conn
 
+    def _shorten_lock_wait(self, conn: PooledConnection) -> None:
+        """A call on a thread running an event loop waits for a row lock at most ``LOOP_LOCK_WAIT``.
+
+        durastate.aio runs PostgreSQL calls on worker threads, so a call
+        here is a sync call made on the loop's thread: while it waits, the
+        loop stalls, and a transaction that loop drives (holding the lock)
+        can never finish. A short ``lock_timeout`` turns that hang into an
+        error within seconds (``postgres_errors`` says why in its message);
+        ``_give_back`` puts the store's own back.
+        """
+        try:
+            conn.execute(f"SET lock_timeout = {int(min(LOOP_LOCK_WAIT, self._busy_timeout) * 1000)}")
+            conn.lock_wait_shortened = True
+        except psycopg.Error:
+            pass  # a broken connection: the caller's statement reports it
+
     def _give_back(self, conn: PooledConnection) -> None:
+        if conn.lock_wait_shortened:
+            conn.lock_wait_shortened = False
+            try:
+                conn.execute(f"SET lock_timeout = {int(self._busy_timeout * 1000)}")
+            except psycopg.Error:
+                conn.close()  # the pool discards it: no connection goes back with the short wait
         pool = self._pool
         if pool is None:  # closed or forked meanwhile
             conn.close()

@@ -8,6 +8,8 @@ whether it committed: ``postgres_attempts``) from a statement error.
 
 from __future__ import annotations
 
+from asyncio import _get_running_loop as _running_loop
+
 import psycopg
 import psycopg_pool
 
@@ -26,6 +28,9 @@ _CONFLICT_CODES = {"23505", "23503", "23P01"}  # unique, foreign key, exclusion
 # read_only_sql_transaction: a read_only store asked to write; invalid_schema_name
 # (3F000): the search_path names no schema that exists.
 _CONFIGURATION_CODES = {"25006", "3F000"}
+
+
+_LOCK_NOT_AVAILABLE = "55P03"  # lock_timeout ran out
 
 
 def translate_postgres_error(exc: Exception, where: str) -> DurastateError:
@@ -48,6 +53,12 @@ def translate_postgres_error(exc: Exception, where: str) -> DurastateError:
         return Conflict(message)
     if sqlstate in _INVALID_CODES or sqlstate[:2] in _INVALID_CLASSES:
         return InvalidRequest(message)
+    if sqlstate == _LOCK_NOT_AVAILABLE and _running_loop() is not None:
+        return StoreUnavailable(
+            f"{message} (this call runs on the thread of a running event loop, where it waits for a row lock"
+            " only briefly: waiting longer would stall the loop, and a transaction the loop drives, holding"
+            " the lock, could never finish. Call it through durastate.aio, or from another thread)"
+        )
     if sqlstate[:2] in _UNAVAILABLE_CLASSES:
         return StoreUnavailable(message)
     return DurastateError(message)
