@@ -71,7 +71,7 @@ SCENARIO = textwrap.dedent(
             sync_store.close()
 
     for same_task in (True, False):
-        print(asyncio.run(holder_then_sync_call(same_task)).replace("\n", " "), flush=True)
+        print(asyncio.run(holder_then_sync_call(same_task)).replace(chr(10), " "), flush=True)
     """
 )
 
