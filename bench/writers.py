@@ -29,7 +29,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 
-import durastate  # noqa: E402
+import durastate
 
 BUSY_TIMEOUT = 30.0
 VALUE = b"v" * 100
