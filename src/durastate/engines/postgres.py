@@ -116,6 +116,11 @@ class _ThreadState(TransactionState):
     # The open transaction's attempt id: pending until its first write.
     attempt_pending: bool = False
     attempt: bytes | None = None
+    # The statement that finds that attempt's row (the table of the engine
+    # that wrote it: a shard view's, see ``citus``).
+    attempt_lookup: str | None = None
+    # Citus mode: channels to NOTIFY once the transaction has committed.
+    after_commit: frozenset[str] = frozenset()
 
 
 # The machine's clock, read through this name so a test can skew one
@@ -156,7 +161,14 @@ class PostgresEngine(EngineBase):
         max_connections: int = 10,
         read_only: bool = False,
         attempt_retention: float = ATTEMPT_RETENTION,
+        citus: bool = False,
     ) -> None:
+        if not isinstance(citus, bool):
+            raise InvalidRequest(f"citus must be True or False, got {citus!r}")
+        # The Citus-compatible statement mode (``durastate.citus``): no
+        # triggers (Citus refuses them on distributed tables), so inserts are
+        # announced by a client NOTIFY sent after the commit that made them.
+        self.citus = citus
         self._local_time = local_time
         self._clock_offset = 0.0  # server clock minus local clock, seconds
         self._offset_measured_at: float | None = None  # time.monotonic() of the last measurement
@@ -167,6 +179,8 @@ class PostgresEngine(EngineBase):
         busy_timeout = as_busy_timeout(busy_timeout)
         min_connections, max_connections = as_pool_sizes(min_connections, max_connections)
         self.url = redact_url(url)
+        if citus and "://" in self.url:  # reopening store.url keeps the mode
+            self.url = "citus://" + self.url.split("://", 1)[1]
         self._conninfo = url
         self._busy_timeout = float(busy_timeout)
         self._min = min_connections
@@ -215,7 +229,10 @@ class PostgresEngine(EngineBase):
         conn.prepare_threshold = PREPARE_THRESHOLD
         conn.execute(f"SET lock_timeout = {int(self._busy_timeout * 1000)}")
         conn.execute("SET bytea_output = 'hex'")  # attempt replays decode it
-        conn.execute("SET plan_cache_mode = force_generic_plan")  # see the module docstring
+        # See the module docstring. Citus cannot plan a generic plan of a
+        # data-modifying CTE with parameters (every write's attempt variant):
+        # in its mode each execution is planned with its values.
+        conn.execute(f"SET plan_cache_mode = {'force_custom_plan' if self.citus else 'force_generic_plan'}")
         if self.read_only:
             # The server refuses every write (SQLSTATE 25006, ConfigurationError).
             conn.execute("SET default_transaction_read_only = on")
@@ -425,6 +442,7 @@ class PostgresEngine(EngineBase):
         """
         state.attempt = os.urandom(16)
         state.attempt_pending = False
+        state.attempt_lookup = self._attempt_result
         conn.run(self._attempt_insert, (state.attempt, self.now_ms()))
 
     def _prune_attempts(self, batch: int = ATTEMPT_PRUNE_BATCH) -> int:
@@ -458,7 +476,10 @@ class PostgresEngine(EngineBase):
 
     def attempt_committed(self, attempt: bytes) -> bool:
         """Whether the write (or transaction) with this attempt id committed."""
-        row = self._retrying(lambda c: c.run(self._attempt_result, (attempt,)).fetchone(), None)
+        return self._attempt_found(self._attempt_result, attempt)
+
+    def _attempt_found(self, lookup: str, attempt: bytes) -> bool:
+        row = self._retrying(lambda c: c.run(lookup, (attempt,)).fetchone(), None)
         return row is not None
 
     def one(self, sql: str, params: Params = ()) -> Row | None:
@@ -527,6 +548,9 @@ class PostgresEngine(EngineBase):
         return conn, attempt
 
     def _tx_commit(self) -> None:
+        state = self._local
+        lookup, channels = state.attempt_lookup, state.after_commit
+        state.attempt_lookup, state.after_commit = None, frozenset()
         conn, attempt = self._take_connection()
         try:
             conn.run("COMMIT")
@@ -535,16 +559,20 @@ class PostgresEngine(EngineBase):
             if attempt is not None and connection_lost(commit_error):
                 # The COMMIT may or may not have reached the server. The
                 # attempt row, written inside the transaction, says which.
-                if self.attempt_committed(attempt):
-                    return
+                if self._attempt_found(lookup or self._attempt_result, attempt):
+                    return  # its notifications are lost with the connection: waiters poll
                 raise StoreUnavailable(
                     f"{self.url}: connection lost before the transaction committed; "
                     "nothing was applied, the transaction can be retried"
                 ) from None
             raise translate_postgres_error(commit_error, f"{self.url}: commit") from None
+        if channels:
+            _notify_on(conn, channels)
         self._give_back(conn)
 
     def _tx_rollback(self) -> None:
+        state = self._local
+        state.attempt_lookup, state.after_commit = None, frozenset()
         conn, _attempt = self._take_connection()
         _discard_transaction(self, conn)
 
@@ -609,7 +637,8 @@ class PostgresEngine(EngineBase):
         self.one(self._lock_sql, (name, self.prefix))
 
     def _announce_ddl(self, announce: Announce) -> tuple[str, ...]:
-        return announce_ddl(announce)
+        # Citus refuses triggers on distributed tables: the client announces (``notify``).
+        return () if self.citus else announce_ddl(announce)
 
     def channel(self, name: str) -> str:
         """A valid LISTEN/NOTIFY channel identifier for ``name``.
@@ -625,9 +654,34 @@ class PostgresEngine(EngineBase):
 
         ``announced=True`` means a trigger on the written table has already
         queued the notification in the same statement: nothing to send.
+
+        Citus mode (no triggers): every notification is the client's, and
+        none is sent inside a transaction (Citus refuses to PREPARE, i.e.
+        to commit across nodes, a transaction that ran NOTIFY): it is sent
+        on the same connection right after the COMMIT succeeds, on the
+        coordinator, where listeners are; a rolled-back transaction sends
+        none. Outside a transaction the write has committed already.
         """
-        if not announced:
-            self.execute(f"NOTIFY {self.channel(channel)}")
+        if not self.citus:
+            if not announced:
+                self.execute(f"NOTIFY {self.channel(channel)}")
+            return
+        name = self.channel(channel)
+        state = self._local
+        if state.depth:
+            state.after_commit = state.after_commit | {name}
+        else:
+            self._send_notifies(frozenset((name,)))
+
+    def _send_notifies(self, channels: frozenset[str]) -> None:
+        """Citus mode: NOTIFY ``channels`` now, outside any transaction (see ``notify``)."""
+        if not channels:
+            return
+        conn = self._borrow()
+        try:
+            _notify_on(conn, channels)
+        finally:
+            self._give_back(conn)
 
     def wait_for_change(self, channel: str, timeout: float) -> None:
         """Block until a ``NOTIFY`` on ``channel`` or ``timeout`` seconds.
@@ -663,6 +717,23 @@ class PostgresEngine(EngineBase):
             pool, self._pool = self._pool, None
         if pool is not None:
             pool.close()
+
+
+# One round trip for every channel a transaction woke (Citus mode).
+NOTIFY_CHANNELS = "SELECT pg_notify(c, '') FROM unnest(%s::text[]) AS c"
+
+
+def _notify_on(conn: PooledConnection, channels: frozenset[str]) -> None:
+    """Send ``channels``' notifications on ``conn`` (autocommit, so at once).
+
+    A hint only: waiters poll as well, so a notification lost with a
+    broken connection (after the commit it announces) costs them at most
+    one poll interval and is not an error of the write.
+    """
+    try:
+        conn.execute(NOTIFY_CHANNELS, (sorted(channels),))
+    except psycopg.Error:
+        pass
 
 
 def _discard_transaction(engine: PostgresEngine, conn: PooledConnection) -> None:
