@@ -82,6 +82,7 @@ from .postgres_attempts import ATTEMPT_RETENTION as ATTEMPT_RETENTION
 from .postgres_attempts import MAX_ATTEMPT_RETENTION as MAX_ATTEMPT_RETENTION
 from .postgres_attempts import MIN_ATTEMPT_RETENTION as MIN_ATTEMPT_RETENTION
 from .postgres_attempts import NOT_APPLIED, OPAQUE_WRITE, attempt_variant, fetch_counted, fetch_result, replay
+from .postgres_citus_sql import citus_statement
 from .postgres_connect import CONNECT_TIMEOUT, connect_failure, connect_options
 from .postgres_dialect import CATALOG, announce_ddl
 from .postgres_dialect import LOCK as LOCK
@@ -190,14 +191,18 @@ class PostgresEngine(EngineBase):
         self._pool_lock = threading.Lock()
         self._pool: LifoPool | None = None
         self._probed = False
+        self._compile_own_statements()
+        _ENGINES.add(self)
+        self._open_pool()
+
+    def _compile_own_statements(self) -> None:
+        """The engine's own statements (locks, catalog, attempt rows), compiled once."""
         self._writes_until_prune = ATTEMPT_PRUNE_EVERY
         self._lock_sql = self.sql(LOCK)
         self._catalog = tuple(self.sql(statement) for statement in CATALOG)
         self._attempt_insert = self.sql(WRITE(ATTEMPT_INSERT))
         self._attempt_result = self.sql(READ(ATTEMPT_RESULT))
         self._attempt_prune = self.sql(WRITE(ATTEMPT_PRUNE))
-        _ENGINES.add(self)
-        self._open_pool()
 
     # -- the pool ----------------------------------------------------------------
 
@@ -330,8 +335,14 @@ class PostgresEngine(EngineBase):
     # variant, so its retry can ask whether it committed (postgres_attempts).
 
     def _compiled(self, sql: SQL) -> SQL:
-        """Attach the attempt-recording variant of a write (``postgres_attempts.attempt_variant``)."""
-        sql.companion = attempt_variant(sql, self.prefix)
+        """Attach the attempt-recording variant of a write (``postgres_attempts.attempt_variant``).
+
+        Citus mode: a statement Citus cannot plan is first rewritten into
+        an equivalent it can (``postgres_citus.citus_statement``).
+        """
+        if self.citus:
+            sql = SQL(citus_statement(sql, self._prefix_for(Kind.WRITE)), sql.kind)
+        sql.companion = attempt_variant(sql, self._prefix_for(Kind.WRITE))
         return sql
 
     def _run(self, sql: str, params: Params, fetch: int) -> Any:
