@@ -330,12 +330,12 @@ class AsyncRunner:
         # Transaction blocks open on this store (durastate.aio): while none
         # is, a call need not look for the block its task is in.
         self.blocks_open = 0
-        # The engine's no_wait_changes where calls run inline (SQLite
-        # files); None elsewhere and once closed (calls then reach _post,
+        # The engine's no_wait_changes where it declares inline calls
+        # (SQLite files); None elsewhere and once closed (calls then reach _post,
         # which refuses them).
         self.no_wait: Callable[[], int] | None = None
-        if engine is not None and not getattr(engine, "is_memory", True):
-            self.no_wait = getattr(engine, "no_wait_changes", None)
+        if engine is not None and engine.capabilities.inline_async_calls:
+            self.no_wait = engine.no_wait_changes
         self._inline = self.no_wait is not None
         if _root is None:
             _RUNNERS.add(self)

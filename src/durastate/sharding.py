@@ -556,6 +556,8 @@ class ShardedStore(ClosesOnExit):
             fail("shard names must be unique (two stores share a URL? name them with a mapping)")
         if not isinstance(atomic, bool):
             fail(f"atomic must be True or False, got {atomic!r}")
+        if atomic and not all(store.engine.capabilities.cross_shard_transactions for _, store in named):
+            fail("atomic=True needs stores that share one transaction (capability cross_shard_transactions)")
         # Every store shares one transaction (durastate.citus): writes to
         # several shards inside it commit together, so none is refused.
         self.atomic = atomic

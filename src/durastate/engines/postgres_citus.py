@@ -88,6 +88,8 @@ class SchemaEngine(PostgresEngine):
         self._conninfo = coordinator._conninfo
         self._busy_timeout = coordinator._busy_timeout
         self._min, self._max = coordinator._min, coordinator._max
+        # Every shard's statements join the coordinator's per-thread transaction.
+        self.capabilities = coordinator.capabilities.replace(cross_shard_transactions=True)
         self._versions_exist = self.sql(_VERSIONS_EXIST)
         self._versions = self.sql(_VERSIONS)
         self._compile_own_statements()

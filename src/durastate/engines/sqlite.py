@@ -53,6 +53,7 @@ from typing import Any, cast
 from .._validate import as_busy_timeout, as_durability
 from ..errors import ConfigurationError, DurastateError, InvalidRequest, StoreClosed, StoreUnavailable
 from .base import SQL, Clock, EngineBase, Kind, Params, Plan, Row, TransactionState, aborted_error
+from .capabilities import Capabilities
 from .sqlite_dialect import CATALOG, plan_of
 from .sqlite_dialect import SQLITE_DIALECT as SQLITE_DIALECT
 from .sqlite_errors import LockBusy as LockBusy
@@ -155,6 +156,27 @@ os.register_at_fork(
 )
 
 
+# What a SQLite file engine offers (``memory:`` differs, see SqliteEngine).
+# Triggers: SQLite runs them, but has no server to announce a write to
+# other processes, so ``Migration(announce=...)`` installs none.
+CAPABILITIES = Capabilities(
+    returning=True,
+    upsert=True,
+    transactional_ddl=True,
+    triggers=False,
+    listen_notify=False,
+    advisory_locks=False,  # lock(name) is the database's one write lock
+    reads_during_writes=True,  # WAL
+    in_memory=False,
+    inline_async_calls=True,
+    write_attempts=False,
+)
+# memory: has no WAL: readers wait for an open write transaction, and its
+# rollback journal can refuse a COMMIT after changes were made, so calls
+# never run inline (see no_wait_changes).
+MEMORY_CAPABILITIES = CAPABILITIES.replace(in_memory=True, reads_during_writes=False, inline_async_calls=False)
+
+
 def create_private_file(path: Path) -> None:
     """Create ``path`` (and its folder) readable by the owner only, if absent."""
     if path.exists():
@@ -227,6 +249,7 @@ class SqliteEngine(EngineBase):
                 self.path = str(file_path)
                 self._uri = False
             self.is_memory = False
+        self.capabilities = MEMORY_CAPABILITIES if self.is_memory else CAPABILITIES
         self._local = _ThreadState()
         self._lock = threading.Lock()
         self._connections: dict[int, tuple[threading.Thread, sqlite3.Connection, threading.RLock]] = {}
@@ -659,7 +682,7 @@ class SqliteEngine(EngineBase):
         nothing (WAL takes the write lock at the first write or at
         ``BEGIN IMMEDIATE``, before any change), so it can be run again
         elsewhere. Not for ``memory:`` stores (their rollback journal can
-        refuse a ``COMMIT`` after changes were made).
+        refuse a ``COMMIT`` after changes were made): ``NotSupported``.
 
         The timeout stays 0 while an event loop runs on the thread, so a
         sync call made there refuses a held lock too. Once none runs (a
@@ -680,6 +703,8 @@ class SqliteEngine(EngineBase):
                 return conn.total_changes
             except sqlite3.ProgrammingError:
                 raise self._refuse_closed() from None
+        if not self.capabilities.inline_async_calls:
+            super().no_wait_changes()  # NotSupported (memory:, see MEMORY_CAPABILITIES)
         conn = self._thread_connection()
         with state.guard:
             if self._closed:

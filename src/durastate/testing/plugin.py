@@ -32,6 +32,7 @@ from typing import Any
 import pytest
 
 import durastate
+from durastate.engines.capabilities import Capabilities
 
 from . import postgres_server
 from .clock import FakeClock
@@ -171,6 +172,17 @@ def open_shared(
 ) -> Iterator[Callable[..., durastate.Store]]:
     """``open_shared(**options)`` opens the test's ``shared_url``; all closed at teardown."""
     yield from _stores_of(durastate_open, shared_url)
+
+
+@pytest.fixture
+def store_capabilities(store_url: str, durastate_open: Callable[..., durastate.Store]) -> Capabilities:
+    """What the engine behind ``store_url`` declares (``engine.capabilities``), for tests that skip by it.
+
+    Opens (and closes) one store on the URL to ask; a test that must find
+    the URL untouched asks a store it opens itself instead.
+    """
+    with durastate_open(store_url) as opened:
+        return opened.engine.capabilities
 
 
 @pytest.fixture
