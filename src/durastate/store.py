@@ -20,7 +20,7 @@ from .documents import SCHEMA as DOCUMENTS_SCHEMA
 from .documents import Documents
 from .engines import registry
 from .engines.base import CORE_SCHEMA, Clock
-from .errors import InvalidRequest
+from .errors import InvalidRequest, WrongType
 from .events import SCHEMA as EVENTS_SCHEMA
 from .events import Events
 from .kv import KV
@@ -252,18 +252,38 @@ class Store(ClosesOnExit):
         """
         return Transaction(self)
 
-    def maintain(self, *, max_rows: int | None = None, progress: Progress | None = None) -> MaintenanceReport:
-        """Delete what the store's ``retention`` policy says has aged out (``durastate.retention``).
+    def maintain(
+        self, *, max_rows: int | None = None, progress: Progress | None = None, vacuum: bool = False
+    ) -> MaintenanceReport:
+        """Delete what the store's ``retention`` policy says has aged out (``durastate.retention``),
+        then give the freed space back.
 
         Bounded batches, each its own short commit, so writers go on
         meanwhile; ``max_rows`` bounds one run (``finished=False`` in the
         report when it stopped early: run it again). ``progress(rule,
         rows)`` is called after each rule (``durastate maintain`` shows it).
         Refused inside a transaction (its batches would all join it).
+
+        Space, once the rules ran to the end: on a SQLite file the pages
+        the deletes freed go back to the filesystem in short steps
+        (incremental auto-vacuum, which every file durastate created has)
+        and the WAL is truncated; ``report.bytes_returned`` says how much
+        the files shrank. ``vacuum=True`` adds the engine's thorough pass:
+        SQLite's ``VACUUM`` (holds the write lock while it rewrites the
+        file; the one way to return space in a file made without
+        incremental auto-vacuum, and it gives the file that mode);
+        PostgreSQL's ``VACUUM (ANALYZE)`` of the store's tables (no
+        blocking lock; without it autovacuum does the same in its own
+        time). See ``engines.sqlite_space`` and ``engines.postgres_space``.
         """
         if self.engine.in_transaction():
             raise InvalidRequest("maintain() inside a transaction would hold every batch in it; call it outside")
-        return run_maintenance(self, self.retention, max_rows=max_rows, progress=progress)
+        if not isinstance(vacuum, bool):
+            raise WrongType(f"vacuum must be True or False, got {type(vacuum).__name__}")
+        report = run_maintenance(self, self.retention, max_rows=max_rows, progress=progress)
+        if report.finished:
+            report.bytes_returned = self.engine.reclaim_space(full=vacuum).bytes_returned
+        return report
 
     def close(self) -> None:
         """Close all connections. Idempotent; later calls raise ``StoreClosed``."""

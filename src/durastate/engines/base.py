@@ -34,6 +34,7 @@ from .schema import (
     Migration,
     Schema,
 )
+from .space import SpaceReport
 from .statements import (
     DDL,
     PREFIX_RE,
@@ -147,6 +148,8 @@ class Engine(Protocol):
     def migrate(self, schemas: Iterable[Schema]) -> None: ...
 
     def prune_bookkeeping(self, *, limit: int | None = None) -> int: ...
+
+    def reclaim_space(self, *, full: bool = False) -> SpaceReport: ...
 
     def release_connection(self) -> None: ...
 
@@ -383,6 +386,16 @@ class EngineBase:
         An engine that keeps no bookkeeping (SQLite) has nothing to do.
         """
         return 0
+
+    def reclaim_space(self, *, full: bool = False) -> SpaceReport:
+        """Give space that deletes freed back to the filesystem, after ``Store.maintain()``'s rules.
+
+        Without ``full``: what costs only short steps (SQLite: incremental
+        vacuum and a WAL truncate); ``full``: the thorough pass the engine
+        offers (SQLite: ``VACUUM``; PostgreSQL: ``VACUUM (ANALYZE)``). An
+        engine with nothing to return returns an empty report.
+        """
+        return SpaceReport()
 
     def migrate(self, schemas: Iterable[Schema]) -> None:
         """Bring every facet in ``schemas`` to the code's version.

@@ -65,6 +65,7 @@ import os
 import threading
 import time
 import weakref
+from asyncio import _get_running_loop as _running_loop
 from collections.abc import Iterable
 from typing import Any
 
@@ -109,7 +110,9 @@ from .postgres_errors import node_unusable
 from .postgres_errors import translate_postgres_error as translate_postgres_error
 from .postgres_explain import explain_plan
 from .postgres_pool import LifoPool, PooledConnection
+from .postgres_space import reclaim as reclaim_tables
 from .redact import redact_url
+from .space import SpaceReport
 
 PREPARE_THRESHOLD = 0
 # A statement outside a transaction whose node failed is tried again, pausing RETRY_FIRST_PAUSE seconds before
@@ -169,6 +172,10 @@ local_time = time.time
 # Seconds between re-measurements of the server clock's offset.
 CLOCK_REFRESH = 300.0
 SERVER_TIME = "SELECT extract(epoch FROM clock_timestamp())::float8"
+
+
+# Seconds a sync call on an event loop's thread waits for a row lock (_shorten_lock_wait).
+LOOP_LOCK_WAIT = 2.0
 
 
 class PostgresEngine(EngineBase):
@@ -356,7 +363,25 @@ class PostgresEngine(EngineBase):
                 self._measure_clock_offset(conn)
             except psycopg.Error:
                 pass  # a broken connection: the caller's statement reports it
+        if _running_loop() is not None:
+            self._shorten_lock_wait(conn)
         return conn
+
+    def _shorten_lock_wait(self, conn: PooledConnection) -> None:
+        """A call on a thread running an event loop waits for a row lock at most ``LOOP_LOCK_WAIT``.
+
+        durastate.aio runs PostgreSQL calls on worker threads, so a call
+        here is a sync call made on the loop's thread: while it waits, the
+        loop stalls, and a transaction that loop drives (holding the lock)
+        can never finish. A short ``lock_timeout`` turns that hang into an
+        error within seconds (``postgres_errors`` says why in its message);
+        ``_give_back`` puts the store's own back.
+        """
+        try:
+            conn.execute(f"SET lock_timeout = {int(min(LOOP_LOCK_WAIT, self._busy_timeout) * 1000)}")
+            conn.lock_wait_shortened = True
+        except psycopg.Error:
+            pass  # a broken connection: the caller's statement reports it
 
     def _unusable(self, exc: BaseException, conn: psycopg.Connection[Any] | None = None) -> bool:
         """Whether ``exc`` (on ``conn``) means this connection's node cannot serve this store now.
@@ -375,6 +400,12 @@ class PostgresEngine(EngineBase):
             pool.discard(conn)
 
     def _give_back(self, conn: PooledConnection) -> None:
+        if conn.lock_wait_shortened:
+            conn.lock_wait_shortened = False
+            try:
+                conn.execute(f"SET lock_timeout = {int(self._busy_timeout * 1000)}")
+            except psycopg.Error:
+                conn.close()  # the pool discards it: no connection goes back with the short wait
         pool = self._pool
         if pool is None:  # closed or forked meanwhile
             conn.close()
@@ -569,6 +600,20 @@ class PostgresEngine(EngineBase):
             if pruned < batch:
                 break
         return removed
+
+    def reclaim_space(self, *, full: bool = False) -> SpaceReport:
+        """``VACUUM (ANALYZE)`` of the prefix's tables when ``full`` (``postgres_space``)."""
+        if self._local.depth > 0:
+            raise InvalidRequest("reclaim_space() inside a transaction: VACUUM cannot run in one")
+        if self.read_only or not full:
+            return SpaceReport()
+        conn = self._borrow()
+        try:
+            return reclaim_tables(conn.run, self.prefix)
+        except psycopg.Error as exc:
+            raise translate_postgres_error(exc, self.url) from None
+        finally:
+            self._give_back(conn)
 
     def migrate(self, schemas: Iterable[Schema]) -> None:
         """``EngineBase.migrate``, then one batch of expired attempt rows (an idle store's leftovers)."""
