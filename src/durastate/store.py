@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import os
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypedDict
@@ -20,7 +20,7 @@ from ._validate import as_attempt_retention, as_int64, misconfigured
 from .engines import registry
 from .engines.base import Clock
 from .errors import ConfigurationError, InvalidRequest, WrongType
-from .facets import FACET_NAMES, FacetSettings, chosen, schemas
+from .facets import FACET_NAMES, Facet, FacetSettings, chosen, schemas
 from .retention import MaintenanceReport, Progress, Retention
 from .retention import maintain as run_maintenance
 
@@ -125,6 +125,46 @@ def open(
     current); ``store.<other facet>`` raises ``ConfigurationError``. Opening
     the same database later with more facets creates the others then.
     """
+    engine, finish = _open_parts(
+        url,
+        prefix=prefix,
+        durability=durability,
+        busy_timeout=busy_timeout,
+        clock=clock,
+        max_value_size=max_value_size,
+        max_key_size=max_key_size,
+        min_connections=min_connections,
+        max_connections=max_connections,
+        retention=retention,
+        read_only=read_only,
+        attempt_retention=attempt_retention,
+        facets=facets,
+    )
+    return finish(engine)
+
+
+def _open_parts(
+    url: str | os.PathLike[str] | None,
+    *,
+    prefix: str = "ds_",
+    durability: str = "normal",
+    busy_timeout: float = 30.0,
+    clock: Clock | None = None,
+    max_value_size: int = DEFAULT_MAX_VALUE_SIZE,
+    max_key_size: int | None = DEFAULT_MAX_KEY_SIZE,
+    min_connections: int = 1,
+    max_connections: int = 10,
+    retention: Retention | None = None,
+    read_only: bool = False,
+    attempt_retention: float | None = None,
+    facets: Iterable[str] | None = None,
+) -> tuple[Engine, Callable[[Engine], Store]]:
+    """``open()``'s two halves: its options checked and the engine made, and ``finish(engine)``.
+
+    ``finish`` migrates an engine and returns its ``Store`` (closing the
+    engine if that fails). ``durastate.citus`` calls it once per logical
+    shard, with the shard's view of one coordinator engine.
+    """
     facet_list = chosen(facets)
     if retention is None:
         retention = Retention()
@@ -155,6 +195,17 @@ def open(
         # option existed never sees it (engines.registry.SERVER_OPTIONS).
         options["attempt_retention"] = as_attempt_retention(attempt_retention)
     engine = _make_engine(url, options)
+
+    def finish(engine: Engine) -> Store:
+        return _store_on(engine, max_value_size, max_key_size, retention, facet_list)
+
+    return engine, finish
+
+
+def _store_on(
+    engine: Engine, max_value_size: int, max_key_size: int | None, retention: Retention, facets: tuple[Facet, ...]
+) -> Store:
+    """Migrate ``engine`` for ``facets`` and make its ``Store``; the engine is closed if that fails."""
     try:
         index_limit = engine.dialect.max_index_key
         if max_key_size is None:
@@ -164,7 +215,7 @@ def open(
                 f"max_key_size={max_key_size} is more than {engine.dialect.name} can index "
                 f"({index_limit} bytes for scope + ns + key); pass at most that, or None for the engine's limit"
             )
-        engine.migrate(schemas(facet_list))
+        engine.migrate(schemas(facets))
     except BaseException:
         engine.close()
         raise
@@ -173,7 +224,7 @@ def open(
         max_value_size=max_value_size,
         max_key_size=max_key_size,
         retention=retention,
-        facets=[facet.name for facet in facet_list],
+        facets=[facet.name for facet in facets],
     )
 
 
