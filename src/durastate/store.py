@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypedDict
@@ -120,6 +121,44 @@ def open(
     existing, current store for reading only (every write is refused with
     ``ConfigurationError``; a file the process may not write works).
     """
+    engine, finish = _open_parts(
+        url,
+        prefix=prefix,
+        durability=durability,
+        busy_timeout=busy_timeout,
+        clock=clock,
+        max_value_size=max_value_size,
+        max_key_size=max_key_size,
+        min_connections=min_connections,
+        max_connections=max_connections,
+        retention=retention,
+        read_only=read_only,
+        attempt_retention=attempt_retention,
+    )
+    return finish(engine)
+
+
+def _open_parts(
+    url: str | os.PathLike[str] | None,
+    *,
+    prefix: str = "ds_",
+    durability: str = "normal",
+    busy_timeout: float = 30.0,
+    clock: Clock | None = None,
+    max_value_size: int = DEFAULT_MAX_VALUE_SIZE,
+    max_key_size: int | None = DEFAULT_MAX_KEY_SIZE,
+    min_connections: int = 1,
+    max_connections: int = 10,
+    retention: Retention | None = None,
+    read_only: bool = False,
+    attempt_retention: float | None = None,
+) -> tuple[Engine, Callable[[Engine], Store]]:
+    """``open()``'s two halves: its options checked and the engine made, and ``finish(engine)``.
+
+    ``finish`` migrates an engine and returns its ``Store`` (closing the
+    engine if that fails). ``durastate.citus`` calls it once per logical
+    shard, with the shard's view of one coordinator engine.
+    """
     if retention is None:
         retention = Retention()
     elif not isinstance(retention, Retention):
@@ -149,6 +188,15 @@ def open(
         # option existed never sees it (engines.registry.SERVER_OPTIONS).
         options["attempt_retention"] = as_attempt_retention(attempt_retention)
     engine = _make_engine(url, options)
+
+    def finish(engine: Engine) -> Store:
+        return _store_on(engine, max_value_size, max_key_size, retention)
+
+    return engine, finish
+
+
+def _store_on(engine: Engine, max_value_size: int, max_key_size: int | None, retention: Retention) -> Store:
+    """Migrate ``engine`` and make its ``Store``; the engine is closed if that fails."""
     try:
         index_limit = engine.dialect.max_index_key
         if max_key_size is None:

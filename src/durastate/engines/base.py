@@ -347,13 +347,17 @@ class EngineBase:
         key = (kind, template)
         compiled = self._sql_cache.get(key)
         if compiled is None:
-            compiled = self._compiled(SQL(self.dialect.compile(template, self.prefix), kind))
+            compiled = self._compiled(SQL(self.dialect.compile(template, self._prefix_for(kind)), kind))
             self._sql_cache[key] = compiled
         return compiled
 
     def _compiled(self, sql: SQL) -> SQL:
         """Hook: an engine attaches its per-statement companions to ``sql``."""
         return sql
+
+    def _prefix_for(self, kind: Kind) -> str:
+        """Hook: the text ``{p}`` becomes in a statement of ``kind`` (a schema-qualified prefix, say)."""
+        return self.prefix
 
     def now_ms(self) -> int:
         """The store's clock in integer milliseconds since the Unix epoch.
