@@ -65,8 +65,7 @@ import os
 import threading
 import time
 import weakref
-from asyncio import _get_running_loop as _running_loop
-from collections.abc import Iterable
+from collections.abc import Hashable, Iterable
 from typing import Any
 
 import psycopg
@@ -91,6 +90,7 @@ from .base import (
     aborted_error,
 )
 from .capabilities import Capabilities
+from .loop import running_loop as _running_loop
 from .postgres_attempts import ATTEMPT_INSERT as ATTEMPT_INSERT
 from .postgres_attempts import ATTEMPT_PRUNE as ATTEMPT_PRUNE
 from .postgres_attempts import ATTEMPT_PRUNE_BATCH as ATTEMPT_PRUNE_BATCH
@@ -431,6 +431,10 @@ class PostgresEngine(EngineBase):
             sql = SQL(citus_statement(sql, self._prefix_for(Kind.WRITE)), sql.kind)
         sql.companion = attempt_variant(sql, self._prefix_for(Kind.WRITE))
         return sql
+
+    def _statement_cache_key(self) -> Hashable:
+        """Shared compiled statements: by class, Citus mode and ``{p}`` per kind (all that ``_compiled`` reads)."""
+        return (type(self), self.citus, *(self._prefix_for(kind) for kind in Kind))
 
     def _run(self, sql: str, params: Params, fetch: int) -> Any:
         """Run one statement; ``fetch``: 0 rowcount, 1 one row, 2 all rows."""
