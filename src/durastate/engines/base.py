@@ -14,7 +14,7 @@ Their names are re-exported here.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Hashable, Iterable
 from contextlib import AbstractContextManager
 from typing import Protocol
 
@@ -34,6 +34,7 @@ from .schema import (
     Migration,
     Schema,
 )
+from .space import SpaceReport
 from .statements import (
     DDL,
     PREFIX_RE,
@@ -152,6 +153,8 @@ class Engine(Protocol):
 
     def prune_bookkeeping(self, *, limit: int | None = None) -> int: ...
 
+    def reclaim_space(self, *, full: bool = False) -> SpaceReport: ...
+
     def release_connection(self) -> None: ...
 
     def no_wait_changes(self) -> int: ...
@@ -185,7 +188,13 @@ class EngineBase:
             raise InvalidRequest(f"read_only must be True or False, got {read_only!r}")
         self.read_only = read_only
         self._clock: Clock = clock if clock is not None else time.time
-        self._sql_cache: dict[tuple[Kind, str, Reread | None], SQL] = {}
+        # Shared by every engine with the same dialect, class and prefix (see
+        # ``_statement_cache_key``): a process opening many stores compiles
+        # each statement once.
+        shared = self._statement_cache_key()
+        self._sql_cache: dict[tuple[Kind, str, Reread | None], SQL] = (
+            {} if shared is None else self.dialect.compiled_cache(shared)
+        )
         self._next_value_sql = self.sql(NEXT_VALUE)
 
     no_limit: int | None = None
@@ -361,17 +370,38 @@ class EngineBase:
         key = (kind, template, reread)
         compiled = self._sql_cache.get(key)
         if compiled is None:
-            compiled = SQL(self.dialect.compile(template, self.prefix), kind)
+            compiled = SQL(self.dialect.compile(template, self._prefix_for(kind)), kind)
             if reread is not None:
-                read = SQL(self.dialect.compile(reread.template, self.prefix), Kind.READ)
+                read = SQL(self.dialect.compile(reread.template, self._prefix_for(Kind.READ)), Kind.READ)
                 compiled.reread = (read, reread.params)
             compiled = self._compiled(compiled)
             self._sql_cache[key] = compiled
         return compiled
 
     def _compiled(self, sql: SQL) -> SQL:
-        """Hook: an engine attaches its per-statement companions to ``sql``."""
+        """Hook: an engine attaches its per-statement companions to ``sql``.
+
+        What it attaches may depend only on ``sql`` and on what
+        ``_statement_cache_key`` covers: compiled statements are shared by
+        the engines with equal keys.
+        """
         return sql
+
+    def _prefix_for(self, kind: Kind) -> str:
+        """Hook: the text ``{p}`` becomes in a statement of ``kind`` (a schema-qualified prefix, say)."""
+        return self.prefix
+
+    def _statement_cache_key(self) -> Hashable | None:
+        """What this engine's compiled statements depend on besides the dialect, or ``None``.
+
+        Engines of one dialect whose keys are equal share compiled
+        statements (``Dialect.compiled_cache``), so a process opening many
+        stores compiles each statement once. The key must cover everything
+        ``_prefix_for`` and ``_compiled`` read (the engine's class, prefix,
+        mode). ``None`` (the default, for engines that do not say): this
+        engine compiles its own.
+        """
+        return None
 
     def now_ms(self) -> int:
         """The store's clock in integer milliseconds since the Unix epoch.
@@ -400,6 +430,16 @@ class EngineBase:
         An engine that keeps no bookkeeping (SQLite) has nothing to do.
         """
         return 0
+
+    def reclaim_space(self, *, full: bool = False) -> SpaceReport:
+        """Give space that deletes freed back to the filesystem, after ``Store.maintain()``'s rules.
+
+        Without ``full``: what costs only short steps (SQLite: incremental
+        vacuum and a WAL truncate); ``full``: the thorough pass the engine
+        offers (SQLite: ``VACUUM``; PostgreSQL: ``VACUUM (ANALYZE)``). An
+        engine with nothing to return returns an empty report.
+        """
+        return SpaceReport()
 
     def migrate(self, schemas: Iterable[Schema]) -> None:
         """Bring every facet in ``schemas`` to the code's version.

@@ -26,6 +26,7 @@ import psycopg
 import psycopg_pool
 
 from ..errors import ConfigurationError, Conflict, DurastateError, InvalidRequest, StoreClosed, StoreUnavailable
+from .loop import running_loop as _running_loop
 
 __all__ = ["connection_lost", "node_unusable", "translate_postgres_error"]
 
@@ -44,6 +45,9 @@ _READ_ONLY_TRANSACTION = "25006"  # read_only_sql_transaction: see the module do
 # ("cannot set transaction read-write mode during recovery", "cannot execute NOTIFY during recovery", ...).
 _RECOVERY_REFUSAL_CODES = {"0A000", "55000"}
 _RECOVERY_REFUSAL = "during recovery"
+
+
+_LOCK_NOT_AVAILABLE = "55P03"  # lock_timeout ran out
 
 
 def translate_postgres_error(exc: Exception, where: str, *, read_only: bool = False) -> DurastateError:
@@ -72,6 +76,12 @@ def translate_postgres_error(exc: Exception, where: str, *, read_only: bool = Fa
         return Conflict(message)
     if sqlstate in _INVALID_CODES or sqlstate[:2] in _INVALID_CLASSES:
         return InvalidRequest(message)
+    if sqlstate == _LOCK_NOT_AVAILABLE and _running_loop() is not None:
+        return StoreUnavailable(
+            f"{message} (this call runs on the thread of a running event loop, where it waits for a row lock"
+            " only briefly: waiting longer would stall the loop, and a transaction the loop drives, holding"
+            " the lock, could never finish. Call it through durastate.aio, or from another thread)"
+        )
     if sqlstate[:2] in _UNAVAILABLE_CLASSES:
         return StoreUnavailable(message)
     return DurastateError(message)

@@ -42,7 +42,7 @@ from .postgres_attempts import fetch_result, replay
 from .postgres_errors import connection_lost, translate_postgres_error
 from .postgres_pool import MANY, RUN, SEND, PooledConnection, resend_flight
 
-__all__ = ["PipelinedTransactions", "ThreadState"]
+__all__ = ["NOTIFY_CHANNELS", "PipelinedTransactions", "ThreadState", "notify_on"]
 
 _BEGIN_READ = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
 
@@ -61,6 +61,11 @@ class ThreadState(TransactionState):
     # Everything sent before the transaction's first answered round trip
     # (see ``PostgresEngine._flush``); None after it.
     flight: list[tuple[int, str, Any]] | None = None
+    # The statement that finds that attempt's row (the table of the engine
+    # that wrote it: a shard view's, see ``citus``).
+    attempt_lookup: str | None = None
+    # Citus mode: channels to NOTIFY once the transaction has committed.
+    after_commit: frozenset[str] = frozenset()
 
 
 class PipelinedTransactions(EngineBase):
@@ -86,7 +91,7 @@ class PipelinedTransactions(EngineBase):
     def _give_back(self, conn: PooledConnection) -> None:
         raise NotImplementedError
 
-    def attempt_committed(self, attempt: bytes) -> bool:
+    def _attempt_found(self, lookup: str, attempt: bytes) -> bool:
         raise NotImplementedError
 
     def _run_in_transaction(
@@ -196,6 +201,7 @@ class PipelinedTransactions(EngineBase):
         """
         state.attempt = os.urandom(16)
         state.attempt_pending = False
+        state.attempt_lookup = self._attempt_result
         if state.piped:
             self._pipe(state, SEND, self._attempt_insert, (state.attempt, self.now_ms()), unflushed=False)
         else:
@@ -277,7 +283,10 @@ class PipelinedTransactions(EngineBase):
         return conn, attempt
 
     def _tx_commit(self) -> None:
-        piped, flight = self._local.piped, self._local.flight
+        state = self._local
+        piped, flight = state.piped, state.flight
+        lookup, channels = state.attempt_lookup or self._attempt_result, state.after_commit
+        state.attempt_lookup, state.after_commit = None, frozenset()
         conn, attempt = self._take_connection()
         assert conn is not None  # a transaction without one is doomed: it rolls back instead
         try:
@@ -298,14 +307,14 @@ class PipelinedTransactions(EngineBase):
                 # The whole transaction was this one flight: unless its attempt
                 # row says it committed, send it all again on another connection.
                 flight.append((SEND, "COMMIT", None))
-                committed = None if attempt is None else lambda c: replay(c, self._attempt_result, attempt, 0)
+                committed = None if attempt is None else lambda c: replay(c, lookup, attempt, 0)
                 self._retrying(lambda c: resend_flight(c, flight, end=True), committed, time.monotonic())
-                return
+                return  # Citus mode: its notifications are lost with the connection (waiters poll)
             if attempt is not None and connection_lost(commit_error):
                 # The COMMIT may or may not have reached the server. The
                 # attempt row, written inside the transaction, says which.
-                if self.attempt_committed(attempt):
-                    return
+                if self._attempt_found(lookup, attempt):
+                    return  # its notifications are lost with the connection: waiters poll
                 raise StoreUnavailable(
                     f"{self.url}: connection lost before the transaction committed; "
                     "nothing was applied, the transaction can be retried"
@@ -314,9 +323,13 @@ class PipelinedTransactions(EngineBase):
                 where = f"{self.url}: transaction rolled back: a statement inside it failed"
                 raise translate_postgres_error(commit_error, where, read_only=self.read_only) from None
             raise translate_postgres_error(commit_error, f"{self.url}: commit", read_only=self.read_only) from None
+        if channels:
+            notify_on(conn, channels)
         self._give_back(conn)
 
     def _tx_rollback(self) -> None:
+        state = self._local
+        state.attempt_lookup, state.after_commit = None, frozenset()
         conn, _attempt = self._take_connection()
         if conn is not None:  # None: lost while its first flight was sent again (_flush)
             _discard_transaction(self, conn)
@@ -371,6 +384,23 @@ class PipelinedTransactions(EngineBase):
                 conn.execute(f"RELEASE SAVEPOINT {name}")
         except psycopg.Error:
             pass  # a broken connection: the outer block fails on its next statement
+
+
+# One round trip for every channel a transaction woke (Citus mode).
+NOTIFY_CHANNELS = "SELECT pg_notify(c, '') FROM unnest(%s::text[]) AS c"
+
+
+def notify_on(conn: PooledConnection, channels: frozenset[str]) -> None:
+    """Send ``channels``' notifications on ``conn`` (autocommit, so at once).
+
+    A hint only: waiters poll as well, so a notification lost with a
+    broken connection (after the commit it announces) costs them at most
+    one poll interval and is not an error of the write.
+    """
+    try:
+        conn.execute(NOTIFY_CHANNELS, (sorted(channels),))
+    except psycopg.Error:
+        pass
 
 
 def _discard_transaction(engine: PipelinedTransactions, conn: PooledConnection) -> None:
