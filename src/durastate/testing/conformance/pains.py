@@ -22,6 +22,7 @@ every wait with a deadline (``multiprocess``'s plumbing):
 from __future__ import annotations
 
 import multiprocessing
+import time
 from typing import Any
 
 import pytest
@@ -32,9 +33,15 @@ from durastate.engines.schema import Schema
 from durastate.errors import Conflict
 from durastate.store import SCHEMAS
 
-from .multiprocess import SCOPE, WORKER_TIMEOUT, _opened, _Workers, open_at_once
+from .multiprocess import SCOPE, WORKER_TIMEOUT, _kill, _opened, _receive, _Workers, open_at_once
 
-__all__ = ["TestPainConcurrentMigration", "TestPainLostUpdates", "TestPainQueueFloor", "TestPainStartupLocked"]
+__all__ = [
+    "TestPainCrashedEventHolder",
+    "TestPainConcurrentMigration",
+    "TestPainLostUpdates",
+    "TestPainQueueFloor",
+    "TestPainStartupLocked",
+]
 
 METHOD = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
 
@@ -224,3 +231,39 @@ class TestPainQueueFloor:
             assert taken == fresh
             stats = store.queues.stats("jobs")
             assert (stats.ready, stats.in_flight, stats.delayed) == (0, 0, 0)
+
+
+EVENT_LEASE_MS = 1_000
+
+
+def claim_events_and_hold(url: str, session: str, channel: Any) -> None:
+    """Claim the session's ready events for ``EVENT_LEASE_MS``, report their indexes, block until killed."""
+    with _opened(url) as store:
+        result = store.events.claim_available(session, "victim", ttl_ms=EVENT_LEASE_MS)
+        channel.send((result.outcome, [event.index for event in result.events]))
+        channel.recv()  # the parent never answers: it kills us
+
+
+@pytest.mark.multiprocess
+class TestPainCrashedEventHolder:
+    """Pain 6 for event sessions: a processor killed mid-claim; its events come back after the lease, no reaper."""
+
+    def test_events_claimed_by_a_killed_process_are_claimable_once_the_lease_ran_out(self, shared_url: str) -> None:
+        with _opened(shared_url) as store:
+            store.events.append("session", [{"type": "work", "payload": {"n": n}} for n in range(3)])
+        with _Workers(METHOD) as workers:
+            ours, theirs = workers.ctx.Pipe()
+            victim = workers.start_plain("victim", claim_events_and_hold, shared_url, "session", theirs)
+            outcome, held = _receive(ours, "the victim's claim")
+            assert outcome == "claimed" and held, (outcome, held)
+            _kill(victim)
+        with _opened(shared_url) as store:
+            # The lease is the victim's still: nobody else gets its events before it ends.
+            assert store.events.claim_available("session", "survivor", ttl_ms=60_000).outcome == "busy"
+        later = durastate.open(shared_url, clock=lambda: time.time() + 2 * EVENT_LEASE_MS / 1000)
+        try:  # the same store, read by a clock past the lease: no waiting, no reaper
+            result = later.events.claim_available("session", "survivor", ttl_ms=60_000)
+            assert result.outcome == "claimed"
+            assert [event.index for event in result.events] == held
+        finally:
+            later.close()
