@@ -10,7 +10,9 @@ index entries claim/ack leave). With ``--idle-in-transaction`` another
 session opens a transaction and reads before the items are settled, and
 stays idle in it for the whole run: PostgreSQL can then remove none of the
 dead rows (the xmin horizon), the peers' "queue slows 5x" case. ``--ready``
-items wait in both queues (the backlog of pain 8). Reported: claim+ack
+items wait in ``used`` (the backlog of pain 8; ``fresh`` stays empty:
+each timed claim takes the item pushed just before it there, and the
+backlog's head in ``used``). Reported: claim+ack
 latency p50/p99 on each queue (alternating, ``--claims`` each) and their
 ratio.
 """
@@ -75,9 +77,8 @@ def main() -> None:
             holder = psycopg.connect(url)
             holder.execute("SELECT txid_current()").fetchone()  # an xid, kept: idle in transaction
         settle_in_bulk(store, b"used", args.settled)
-        for name in ("fresh", "used"):
-            for start in range(0, args.ready, 10_000):
-                store.queues.push(name, [b"r"] * min(10_000, args.ready - start))
+        for start in range(0, args.ready, 10_000):  # the backlog waits in `used` only: `fresh` stays empty
+            store.queues.push("used", [b"r"] * min(10_000, args.ready - start))
         timings: dict[str, list[float]] = {"fresh": [], "used": []}
         for i in range(args.claims * 2):
             name = ("fresh", "used")[i % 2]
