@@ -14,6 +14,7 @@ from typing import Any
 
 import durastate
 from durastate.engines.base import Engine
+from durastate.engines.postgres_health import failover_facts
 
 from ._common import redact
 from .dump import count_rows, facet_tables, table_shape
@@ -152,6 +153,10 @@ def _postgres_health(engine: Engine, h: Health) -> None:
             "hour as it writes, so this means a very high write rate or a stopped clock"
         )
     h.facts["integrity"] = "ok (the server checks its own pages)"
+    # What a failover can lose: replication, recovery, a pooler (engines.postgres_health).
+    facts, warnings = failover_facts(engine)
+    h.facts.update(facts)
+    h.warnings.extend(warnings)
 
 
 def table_bytes(engine: Engine, table: str, *, scan: bool = True) -> int | None:

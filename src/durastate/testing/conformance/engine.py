@@ -14,9 +14,7 @@ from durastate.errors import NotSupported
 from durastate.store import SCHEMAS
 from durastate.testing import FakeClock
 
-__all__ = [
-    "TestCapabilities",
-    "TestFailedStatementInTransaction", "TestOpen", "TestRefusalsDoNotDoom", "TestSchema"]
+__all__ = ["TestCapabilities", "TestFailedStatementInTransaction", "TestOpen", "TestRefusalsDoNotDoom", "TestSchema"]
 
 # A statement that fails in the database itself on every engine (the facets
 # validate their input first, so they rarely reach a database error).
