@@ -82,7 +82,8 @@ def run(backoff: str, rounds: int) -> dict[str, list[float]]:
         found = failover.check(cluster.url, workers.lines())
         if found.problems:
             sys.exit(f"the store lost or doubled acknowledged writes: {found.problems}")
-        print(f"  ({backoff} backoff) acknowledged {sum(found.acknowledged.values())} calls, errors {dict(found.errors)}")
+        calls = sum(found.acknowledged.values())
+        print(f"  ({backoff} backoff) acknowledged {calls} calls, errors {dict(found.errors)}")
     finally:
         cluster.stop()
     return results
