@@ -50,6 +50,7 @@ def run(backoff: str, rounds: int) -> dict[str, list[float]]:
     if pg_autoctl is None:
         sys.exit(f"pg_auto_failover is not available: {reason}")
     root = Path(tempfile.mkdtemp(prefix="durastate-bench-ha-", dir="/tmp"))
+    root.chmod(0o711)  # the cluster runs as the postgres user, inside
     cluster = AutoFailoverCluster(root / "cluster", pg_autoctl)
     results: dict[str, list[float]] = {k: [] for k in ("kill promoted", "kill write", "switch done", "switch write")}
     logs = root / "logs"
