@@ -26,6 +26,7 @@ pg_auto_failover installed: ``.venv/bin/python bench/failover.py --both``.
 from __future__ import annotations
 
 import argparse
+import shutil
 import statistics
 import sys
 import tempfile
@@ -87,6 +88,7 @@ def run(backoff: str, rounds: int) -> dict[str, list[float]]:
         print(f"  ({backoff} backoff) acknowledged {calls} calls, errors {dict(found.errors)}")
     finally:
         cluster.stop()
+        shutil.rmtree(root, ignore_errors=True)
     return results
 
 

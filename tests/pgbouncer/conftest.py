@@ -5,6 +5,11 @@ would, see ``durastate.testing.plugin``): a fresh schema on the test server,
 reached through one pgbouncer per test process (``durastate.testing.pgbouncer``).
 pgbouncer comes from Debian, installed by the suite when it runs as root (CI);
 elsewhere, without it, these tests are skipped with the reason.
+
+Left out: the plan checks (parametrized by ``plans.STATISTICS``, fresh or
+analyzed tables). Their subject is the server's planner on tables of many
+rows each test builds (12-15 s of setup apiece here), which a pooler does
+not change; the suite runs them on the server directly.
 """
 
 from __future__ import annotations
@@ -17,7 +22,21 @@ from pathlib import Path
 import pytest
 
 from durastate.testing import plugin, postgres_server
+from durastate.testing.conformance.plans import STATISTICS
 from durastate.testing.pgbouncer import Bouncer, find_pgbouncer
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    here = Path(__file__).parent
+    kept = [item for item in items if not (item.path.parent == here and _is_plan_check(item))]
+    if len(kept) != len(items):
+        config.hook.pytest_deselected(items=[item for item in items if item not in kept])
+        items[:] = kept
+
+
+def _is_plan_check(item: pytest.Item) -> bool:
+    callspec = getattr(item, "callspec", None)
+    return callspec is not None and any(value in STATISTICS for value in callspec.params.values())
 
 
 @pytest.fixture(scope="session")
