@@ -112,6 +112,8 @@ def test_failover_loses_nothing_acknowledged(
     for name, seconds in timings.items():
         record_property(name, round(seconds, 2))
     print(f"\nfailover timings (s): {timings}; acknowledged: {dict(found.acknowledged)}; errors: {dict(found.errors)}")
+    for line in _errors(lines):
+        print(f"  {line['what']}: {line['error']}: {line['message'][-120:]} at {line.get('where')}")
     assert not found.problems, found.problems
     # Each process opened its store once and carried on with it through both faults.
     assert all(sum(1 for line in tl if line["op"] == "open") == 1 for tl in lines.values())

@@ -146,6 +146,9 @@ async def _queue(store: Any, call: Callable[..., Any], log: _Log, tag: str, i: i
     else:
         try:
             await call(job.ack)
+        except durastate.Conflict:
+            log("lease_lost", item=item)  # the stall outlasted the lease: not acknowledged, it comes back
+            return claims
         except durastate.DurastateError:
             log("ack_unknown", item=item)  # applied or not: the check accepts either
             raise
@@ -190,8 +193,11 @@ async def _waiter(store: Any, call: Callable[..., Any], log: _Log, stop: Path) -
         try:
             job = await call(store.queues.claim, WAKE, lease=LEASE, wait=1.0)
             if job is not None:
-                await call(job.ack)
                 log("woke", item=job.payload.decode())
+                try:
+                    await call(job.ack)
+                except durastate.Conflict:
+                    log("lease_lost", item=job.payload.decode())  # it comes back to a waiter
         except durastate.DurastateError as exc:
             log("error", what="waiter", error=type(exc).__name__, message=str(exc)[:300], where=_where(exc))
 
