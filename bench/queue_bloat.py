@@ -29,7 +29,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 
-import durastate  # noqa: E402
+import durastate
 
 
 def settle_in_bulk(store: durastate.Store, queue: bytes, count: int) -> None:
