@@ -51,17 +51,13 @@ from ._validate import as_int64, fail
 from .engines.base import validate_prefix
 from .engines.postgres import PostgresEngine
 from .engines.postgres_citus import SchemaEngine, citus_url, logical_shards
+from .shard_map import shard_names
 from .sharding import ShardedStore
 from .store import OpenOptions, Store, _open_parts
 
 __all__ = ["MAX_SHARDS", "CitusStore", "open", "shard_names"]
 
 MAX_SHARDS = 4096
-
-
-def shard_names(prefix: str, count: int) -> list[str]:
-    """The schema (and rendezvous) names of ``count`` logical shards: ``<prefix>shard_0000`` ..."""
-    return [f"{prefix}shard_{i:04d}" for i in range(count)]
 
 
 def _as_shard_count(shards: Any) -> int | None:
