@@ -17,13 +17,14 @@ from pathlib import Path
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import click
+import orjson
 
 import durastate
 from durastate.engines.redact import redact_url
 from durastate.shard_map import ShardMap, shard_names
 
 from . import dump
-from ._common import errors_as_exit_1
+from ._common import errors_as_exit_1, json_option
 
 __all__ = ["shards"]
 
@@ -65,8 +66,9 @@ def shards() -> None:
 @click.option("--shards", "count", type=click.IntRange(1, 4096), required=True, help="Logical shards (fixed).")
 @click.option("--server", "servers", multiple=True, required=True, help="postgresql://... or sqlite:///dir (repeat).")
 @click.option("--prefix", default="ds_", show_default=True, help="Table prefix; shards are <prefix>shard_NNNN.")
+@json_option
 @errors_as_exit_1
-def init(map_path: str, count: int, servers: tuple[str, ...], prefix: str) -> None:
+def init(map_path: str, count: int, servers: tuple[str, ...], prefix: str, as_json: bool) -> None:
     """Write a new shard MAP: COUNT logical shards, round-robin over the servers, each created empty."""
     if Path(map_path).exists():
         raise click.ClickException(f"{map_path} exists: a shard map is written once (its count is fixed)")
@@ -76,24 +78,33 @@ def init(map_path: str, count: int, servers: tuple[str, ...], prefix: str) -> No
         prepare(url)
         durastate.open(url, prefix=prefix).close()
     the_map.save(map_path)
-    click.echo(f"{map_path}: {count} logical shards over {len(servers)} servers")
+    if as_json:
+        click.echo(orjson.dumps({"map": map_path, "shards": count, "servers": len(servers)}).decode())
+    else:
+        click.echo(f"{map_path}: {count} logical shards over {len(servers)} servers")
 
 
 @shards.command()
 @click.argument("map_path", metavar="MAP")
+@json_option
 @errors_as_exit_1
-def show(map_path: str) -> None:
+def show(map_path: str, as_json: bool) -> None:
     """Print where each logical shard of MAP lives."""
-    for name, url in sorted(ShardMap.load(map_path).shards.items()):
-        click.echo(f"{name}  {redact_url(url)}")
+    shown = {name: redact_url(url) for name, url in sorted(ShardMap.load(map_path).shards.items())}
+    if as_json:
+        click.echo(orjson.dumps({"shards": shown}).decode())
+        return
+    for name, url in shown.items():
+        click.echo(f"{name}  {url}")
 
 
 @shards.command()
 @click.argument("map_path", metavar="MAP")
 @click.argument("shard")
 @click.argument("server")
+@json_option
 @errors_as_exit_1
-def move(map_path: str, shard: str, server: str) -> None:
+def move(map_path: str, shard: str, server: str, as_json: bool) -> None:
     """Move logical SHARD of MAP to SERVER (export, import, check, switch the map). Stop its writers first."""
     the_map = ShardMap.load(map_path)
     if shard not in the_map.shards:
@@ -115,5 +126,9 @@ def move(map_path: str, shard: str, server: str) -> None:
         raise click.ClickException(f"row counts differ after the import ({exported} != {imported}); map unchanged")
     the_map.moved(shard, target).save(map_path)
     elapsed = time.perf_counter() - started
+    if as_json:
+        body = {"shard": shard, "rows": sum(exported.values()), "seconds": elapsed, "to": redact_url(target)}
+        click.echo(orjson.dumps(body).decode())
+        return
     click.echo(f"moved {shard}: {sum(exported.values()):,} rows in {elapsed:.2f} s; the map now points at {server}")
     click.echo(f"the old copy is untouched at {redact_url(source)}: drop it once clients reopened")
