@@ -39,7 +39,7 @@ once per shard it serves.
 Without Citus the same URL works on plain PostgreSQL (the shards are plain
 schemas of one server: the same logical layout, ready for Citus later), and
 ``durastate.sharding`` with ``durastate shards`` spreads the same logical
-shards over several servers (docs/outgrowing-one-machine.md).
+shards over several servers (docs/operations/outgrowing-one-machine.md).
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ per logical shard; transactions never span shards). The shard count is the
 map's, fixed when ``durastate shards init`` wrote it. Moving one logical
 shard to another server is ``durastate shards move MAP SHARD URL`` (export
 the shard, import it there, switch the map: see
-docs/outgrowing-one-machine.md): the shard's writers must be stopped
+docs/operations/outgrowing-one-machine.md): the shard's writers must be stopped
 meanwhile and reopen the map afterwards, since a router reads its map when
 it opens.
 """

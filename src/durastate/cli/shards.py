@@ -58,7 +58,7 @@ def prepare(url: str) -> None:
 
 @click.group()
 def shards() -> None:
-    """Logical shards over several servers, without Citus (docs/outgrowing-one-machine.md)."""
+    """Logical shards over several servers, without Citus (docs/operations/outgrowing-one-machine.md)."""
 
 
 @shards.command()
