@@ -470,7 +470,10 @@ class Queues:
             if max_attempts is not None and attempts >= max_attempts:
                 engine.execute(self._bury, (now, claim.id))
                 engine.execute(self._delete_id, (claim.id,))
-        engine.notify(self._channel(claim.queue))
+            # Inside the transaction: sent at its commit, and no second
+            # transaction (on PostgreSQL a NOTIFY of its own is one more
+            # BEGIN/COMMIT round trip).
+            engine.notify(self._channel(claim.queue))
 
     def _renew(self, claim: Claim, lease: float | None) -> None:
         lease_ms = claim._lease_ms if lease is None else _duration_ms("lease", lease, allow_zero=False)

@@ -421,7 +421,7 @@ class PostgresEngine(EngineBase):
         """First write of a transaction: note its attempt id inside it.
 
         If the connection drops during COMMIT, the row's presence tells
-        whether the transaction committed (see ``_Transaction.__exit__``).
+        whether the transaction committed (see ``_tx_commit``).
         """
         state.attempt = os.urandom(16)
         state.attempt_pending = False
@@ -577,7 +577,7 @@ class PostgresEngine(EngineBase):
         if self._local.depth > 0:
             raise InvalidRequest("release_connection() inside a transaction would abandon it")
 
-    # -- change notification ---------------------------------------------------
+    # -- schema objects, plans and locks ----------------------------------------
 
     def catalog(self) -> list[tuple[str, ...]]:
         """This prefix's schema objects as sorted rows (see ``Engine.catalog``)."""
@@ -610,6 +610,8 @@ class PostgresEngine(EngineBase):
 
     def _announce_ddl(self, announce: Announce) -> tuple[str, ...]:
         return announce_ddl(announce)
+
+    # -- change notification ---------------------------------------------------
 
     def channel(self, name: str) -> str:
         """A valid LISTEN/NOTIFY channel identifier for ``name``.
