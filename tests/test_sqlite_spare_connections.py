@@ -108,13 +108,13 @@ def test_spares_are_bounded_and_closed_with_the_store(tmp_path: Path) -> None:
         thread.join(timeout=30)
     taken = _in_thread(engine._thread_connection)
     assert taken in connections
-    assert len(engine._spare) == SPARE_CONNECTIONS - 1
-    closed = [conn for conn in connections if conn is not taken and conn not in engine._spare]
+    assert len(engine._connections.spare) == SPARE_CONNECTIONS - 1
+    closed = [conn for conn in connections if conn is not taken and conn not in engine._connections.spare]
     assert len(closed) == 4
     for conn in closed:
         with pytest.raises(sqlite3.ProgrammingError):
             conn.execute("SELECT 1")
-    spare = list(engine._spare)
+    spare = list(engine._connections.spare)
     store.close()
     for conn in spare:
         with pytest.raises(sqlite3.ProgrammingError):

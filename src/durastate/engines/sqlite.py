@@ -46,13 +46,15 @@ import time
 import uuid
 import weakref
 from asyncio import _get_running_loop as _running_loop
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 from .._validate import as_busy_timeout, as_durability
 from ..errors import ConfigurationError, DurastateError, InvalidRequest, StoreClosed, StoreUnavailable
 from .base import SQL, Clock, EngineBase, Kind, Params, Plan, Row, TransactionState, aborted_error
+from .sqlite_connections import SPARE_CONNECTIONS as SPARE_CONNECTIONS
+from .sqlite_connections import Connections
 from .sqlite_dialect import CATALOG, plan_of
 from .sqlite_dialect import SQLITE_DIALECT as SQLITE_DIALECT
 from .sqlite_errors import LockBusy as LockBusy
@@ -99,6 +101,9 @@ class _ThreadState(TransactionState):
     # Channels notify() was asked to wake inside the open transaction: woken
     # at its commit, dropped at its rollback.
     pending_notify: set[str] | None = None
+    # This thread holds its engine's writer gate (sqlite_connections): for its
+    # write transaction, or the one write statement it runs outside one.
+    writing: bool = False
 
 
 class _Refused(sqlite3.Error):
@@ -130,8 +135,9 @@ class _RefusingCursor:
 
 # Engines alive in this process, so the fork hook can reset them.
 _ENGINES: weakref.WeakSet[SqliteEngine] = weakref.WeakSet()
-# Idle connections of ended threads kept for new threads (_reap_dead_threads).
-SPARE_CONNECTIONS = 8
+_T = TypeVar("_T")
+# Statements that take SQLite's write lock outside a transaction: through the writer gate.
+_WRITES = (Kind.WRITE, Kind.WRITE_ROWS)
 # Connections inherited across fork: kept referenced forever, never closed.
 _FORK_ORPHANS: list[Any] = []
 
@@ -231,8 +237,7 @@ class SqliteEngine(EngineBase):
             self.is_memory = False
         self._local = _ThreadState()
         self._lock = threading.Lock()
-        self._connections: dict[int, tuple[threading.Thread, sqlite3.Connection, threading.RLock]] = {}
-        self._spare: list[sqlite3.Connection] = []  # of ended threads, see _reap_dead_threads
+        self._connections = Connections()
         self._closed = False
         self.close_wait = CLOSE_WAIT
         self._changed: dict[str, threading.Condition] = {}
@@ -288,8 +293,7 @@ class SqliteEngine(EngineBase):
         if self._closed:
             raise StoreClosed(f"{self.url}: store is closed")
         with self._lock:
-            self._reap_dead_threads()
-            conn = self._spare.pop() if self._spare else None
+            conn = self._connections.adopt()  # an ended thread's, if any (sqlite_connections)
         if conn is None:
             conn = self._new_connection()
         else:
@@ -303,8 +307,7 @@ class SqliteEngine(EngineBase):
             if self._closed:
                 conn.close()
                 raise StoreClosed(f"{self.url}: store is closed")
-            current = threading.current_thread()
-            self._connections[id(current)] = (current, conn, guard)
+            self._connections.add(conn, guard)
         self._local.cursor = None  # a cursor of an earlier connection is no use
         self._local.guard = guard
         self._local.conn = conn
@@ -333,29 +336,11 @@ class SqliteEngine(EngineBase):
             except sqlite3.Error:
                 pass
 
-    def _reap_dead_threads(self) -> None:
-        """Keep the connections of ended threads as spares, up to ``SPARE_CONNECTIONS`` (under ``_lock``).
-
-        A thread pool that starts new threads for each job (LangGraph's
-        executor, one per ``invoke``) would otherwise open a connection,
-        set it up and prepare every statement again per thread: 9 per
-        LangGraph graph run, about a third of its saver time. A connection
-        its thread left inside a transaction is closed (rolling it back).
-        """
-        for key, (thread, conn, _guard) in list(self._connections.items()):
-            if not thread.is_alive():
-                del self._connections[key]
-                if len(self._spare) < SPARE_CONNECTIONS and not conn.in_transaction:
-                    self._spare.append(conn)
-                else:
-                    conn.close()
-
     def _forget_parent_connections(self) -> None:
-        _FORK_ORPHANS.append((self._local, self._connections, self._anchor, self._spare))
+        _FORK_ORPHANS.append((self._local, self._connections, self._anchor))
         self._local = _ThreadState()
         self._lock = threading.Lock()
-        self._connections = {}
-        self._spare = []
+        self._connections = Connections()
         self._changed = {}
         if self.is_memory and not self._closed:
             self._anchor = self._new_connection()
@@ -371,6 +356,8 @@ class SqliteEngine(EngineBase):
 
     def one(self, sql: str, params: Params = ()) -> Row | None:
         state = self._local
+        if not state.depth and not state.writing and getattr(sql, "kind", None) in _WRITES:
+            return self._gated(self.one, sql, params)
         cursor = state.cursor or self._thread_cursor()
         guard = state.guard
         guard.acquire()
@@ -398,6 +385,8 @@ class SqliteEngine(EngineBase):
 
     def all(self, sql: str, params: Params = ()) -> list[Row]:
         state = self._local
+        if not state.depth and not state.writing and getattr(sql, "kind", None) in _WRITES:
+            return self._gated(self.all, sql, params)
         cursor = state.cursor or self._thread_cursor()
         guard = state.guard
         guard.acquire()
@@ -418,6 +407,8 @@ class SqliteEngine(EngineBase):
 
     def execute(self, sql: str, params: Params = ()) -> int:
         state = self._local
+        if not state.depth and not state.writing and getattr(sql, "kind", None) in _WRITES:
+            return self._gated(self.execute, sql, params)
         cursor = state.cursor or self._thread_cursor()
         with state.guard:
             if self._closed:
@@ -439,6 +430,8 @@ class SqliteEngine(EngineBase):
 
     def executemany(self, sql: str, rows: Iterable[Params]) -> None:
         state = self._local
+        if not state.depth and not state.writing and getattr(sql, "kind", None) in _WRITES:
+            return self._gated(self.executemany, sql, rows)
         if state.no_wait is not None and not isinstance(rows, (list, tuple)) and _running_loop() is None:
             # A refused attempt may have consumed some of these rows, so
             # this one cannot run again (see _waits_again): restore first.
@@ -503,6 +496,9 @@ class SqliteEngine(EngineBase):
         # never a ``_RefusingCursor`` (``_tx_end`` puts the real one back).
         state = self._local
         cursor = state.cursor or self._thread_cursor()
+        gated = not read and not state.writing
+        if gated:  # left at the transaction's end (_tx_end)
+            self._enter_writers(state)
         _FORK_GATE.enter()
         try:
             with state.guard:
@@ -511,12 +507,39 @@ class SqliteEngine(EngineBase):
                 cursor.execute(_BEGIN_READ if read else _BEGIN_WRITE)
         except sqlite3.Error as exc:
             _FORK_GATE.leave()
-            if state.no_wait is not None and self._waits_again(state, exc):
-                return self._tx_begin(read, lock)
-            raise translate_sqlite_error(exc, f"{self.url}: begin") from None
+            try:
+                if state.no_wait is not None and self._waits_again(state, exc):
+                    return self._tx_begin(read, lock)
+                raise translate_sqlite_error(exc, f"{self.url}: begin") from None
+            except BaseException:
+                if gated:
+                    self._leave_writers(state)
+                raise
         except BaseException:
             _FORK_GATE.leave()
+            if gated:
+                self._leave_writers(state)
             raise
+
+    def _enter_writers(self, state: _ThreadState) -> None:
+        """Take the writer gate (``sqlite_connections``): wait as SQLite would, or not at all on an event loop."""
+        no_wait = state.no_wait is not None and _running_loop() is not None
+        if not self._connections.writers.enter(None if no_wait else self._busy_timeout):
+            raise LockBusy(f"{self.url}: database is locked (another thread of this process is writing)")
+        state.writing = True
+
+    def _leave_writers(self, state: _ThreadState) -> None:
+        state.writing = False
+        self._connections.writers.leave()
+
+    def _gated(self, run: Callable[..., _T], *args: Any) -> _T:
+        """``run(*args)``, a write statement outside a transaction, holding the writer gate."""
+        state = self._local
+        self._enter_writers(state)
+        try:
+            return run(*args)
+        finally:
+            self._leave_writers(state)
 
     def catalog(self) -> list[tuple[str, ...]]:
         """This prefix's schema objects as sorted rows (see ``Engine.catalog``)."""
@@ -539,6 +562,8 @@ class SqliteEngine(EngineBase):
         state = self._local
         if isinstance(state.cursor, _RefusingCursor):
             state.cursor = None
+        if state.writing:
+            self._leave_writers(state)
         # Not a commit in a finally: the transaction is over either way by
         # now; this only tells the fork gate so.
         _FORK_GATE.leave()
@@ -666,7 +691,7 @@ class SqliteEngine(EngineBase):
         if state.conn is None:
             return
         with self._lock:
-            self._connections.pop(id(threading.current_thread()), None)
+            self._connections.forget_current()
         with state.guard:  # close() may be closing it this moment
             self._close_own_connection()
 
@@ -766,11 +791,7 @@ class SqliteEngine(EngineBase):
             if self._closed:
                 return
             self._closed = True
-            connections = list(self._connections.values())
-            self._connections.clear()
-            spare, self._spare = self._spare, []
-        for conn in spare:
-            conn.close()
+            connections = self._connections.take_all()
         deadline = time.monotonic() + self.close_wait
         for _thread, conn, guard in connections:
             if guard.acquire(timeout=max(0.0, deadline - time.monotonic())):
