@@ -3,7 +3,7 @@
 Thread pools that start fresh threads per job (LangGraph's executor, one
 per ``invoke``) would otherwise open and set up a connection, and prepare
 every statement again, per thread. These tests pin what a reused
-connection must not carry over: an open transaction, a busy timeout of 0.
+connection must not carry over: an open transaction.
 """
 
 from __future__ import annotations
@@ -70,24 +70,6 @@ def test_a_connection_left_inside_a_transaction_is_closed_not_reused(store: dura
     with durastate.open(tmp_path / "spare.db", busy_timeout=0) as other:
         other.kv.put(b"s", b"n", b"other", b"v")  # the write lock is free
         assert other.kv.get(b"s", b"n", b"abandoned") is None
-
-
-def test_a_reused_connection_waits_for_locks_again(store: durastate.Store) -> None:
-    engine = _engine(store)
-
-    def no_wait() -> sqlite3.Connection:
-        engine.no_wait_changes()  # busy timeout 0, as an event loop's thread has
-        conn = engine._thread_connection()
-        assert conn.execute("PRAGMA busy_timeout").fetchone()[0] == 0
-        return conn
-
-    first = _in_thread(no_wait)
-
-    def timeout() -> tuple[sqlite3.Connection, int]:
-        conn = engine._thread_connection()
-        return conn, conn.execute("PRAGMA busy_timeout").fetchone()[0]
-
-    assert _in_thread(timeout) == (first, 2500)
 
 
 def test_spares_are_bounded_and_closed_with_the_store(tmp_path: Path) -> None:

@@ -113,7 +113,7 @@ def test_on_an_event_loop_a_held_gate_refuses_at_once_and_changes_nothing(store:
 
     async def inline() -> None:
         before = engine.no_wait_changes()
-        with pytest.raises(LockBusy, match="another thread of this process"):
+        with pytest.raises(LockBusy, match="running event loop"):
             store.kv.put(b"s", b"n", b"inline", b"v")
         with pytest.raises(LockBusy), store.transaction():
             pass

@@ -77,10 +77,16 @@ from ..errors import ConfigurationError, InvalidRequest
 from ..retention import MaintenanceReport
 from ..store import OpenOptions, Store
 from ._build import PinnedBlock, runner_for
+
+# The facades by name, for ``from durastate.aio import AsyncKV`` (a test keeps
+# this list equal to the registry's facades).
 from ._facades import (
+    FACADE_OF,
+    FACADES,
     AsyncClaim,
     AsyncDocuments,
     AsyncEvents,
+    AsyncFacets,
     AsyncKV,
     AsyncPresence,
     AsyncQueues,
@@ -126,8 +132,9 @@ def open(
         async with await aio.open(url) as store:   # the same, spelled with await
             ...
 
-    ``workers``: threads for calls that cannot run inline (default: 8 for
-    SQLite, ``max_connections`` for PostgreSQL, one per pool connection).
+    ``workers``: threads for calls that cannot run inline (default: the
+    engine's ``capabilities.max_concurrency``, one per pool connection on
+    PostgreSQL; 8 for an engine without a bound, such as SQLite).
     Opening (and migrating) runs on a thread, so it never blocks the loop.
     ``workers`` is checked when ``open`` is called; the store is opened (and
     every other option checked) when the result is awaited or entered.
@@ -140,7 +147,7 @@ def open(
 async def _open(url: str | os.PathLike[str] | None, workers: int | None, options: OpenOptions) -> AsyncStore:
     store = await asyncio.to_thread(functools.partial(_store.open, url, **options))
     if workers is None:
-        workers = options.get("max_connections", 10) if store.engine.dialect.name == "postgresql" else 8
+        workers = store.engine.capabilities.max_concurrency or 8
     try:
         runner = AsyncRunner(store.engine, workers=workers, name="durastate-aio")
     except BaseException:
@@ -212,19 +219,26 @@ class OpeningStore(Coroutine[Any, Any, "AsyncStore"]):
             self._opening.close()
 
 
-class AsyncStore:
-    """The async store: facets, transactions, close (see the module docstring)."""
+class AsyncStore(AsyncFacets):
+    """The async store: facets, transactions, close (see the module docstring).
+
+    One facade per facet the sync store hands out (``durastate.facets``),
+    made at its first use, as the sync store makes its facets.
+    """
 
     def __init__(self, store: Store, runner: AsyncRunner, *, owner: AsyncStore | None = None) -> None:
         self._store = store
         self._runner = runner
         self._owner = owner
-        self.kv = AsyncKV(store.kv, runner)
-        self.queues = AsyncQueues(store.queues, runner)
-        self.documents = AsyncDocuments(store.documents, runner)
-        self.events = AsyncEvents(store.events, runner)
-        self.records = AsyncRecords(store.records, runner)
-        self.presence = AsyncPresence(store.presence, runner)
+
+    def __getattr__(self, name: str) -> Any:
+        # Only reached when ``name`` is not set yet: a facet's first use here.
+        facade = FACADE_OF.get(name)
+        if facade is None or "_store" not in self.__dict__:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        # The sync store's facet (ConfigurationError if the store was opened without it).
+        made = self.__dict__[name] = FACADES[facade](getattr(self._store, name), self._runner)
+        return made
 
     @property
     def url(self) -> str:
@@ -263,14 +277,14 @@ class AsyncStore:
             cancelled.append(True)
             raise
 
-    async def maintain(self, *, max_rows: int | None = None) -> MaintenanceReport:
+    async def maintain(self, *, max_rows: int | None = None, vacuum: bool = False) -> MaintenanceReport:
         """``Store.maintain()`` on a worker thread (it commits batch by batch; the loop keeps running).
 
         Cancelling the await does not stop a sweep already running: it
         finishes its batches (each one commits on its own, so nothing is
         half done) and its report is dropped.
         """
-        return await self._runner.on_thread(self._store.maintain, (), {"max_rows": max_rows})
+        return await self._runner.on_thread(self._store.maintain, (), {"max_rows": max_rows, "vacuum": vacuum})
 
     def transaction(self) -> PinnedBlock[AsyncStore]:
         """``async with store.transaction() as tx:``: one transaction across awaits (see the module docstring)."""

@@ -18,7 +18,8 @@ from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager
 from typing import Protocol
 
-from ..errors import ConfigurationError, DurastateError, InvalidRequest, SchemaTooNew
+from ..errors import ConfigurationError, DurastateError, InvalidRequest, NotSupported, SchemaTooNew
+from .capabilities import Capabilities
 from .plans import Plan, PlanStep
 from .schema import (
     _CREATE_SCHEMA_TABLE,
@@ -33,6 +34,7 @@ from .schema import (
     Migration,
     Schema,
 )
+from .space import SpaceReport
 from .statements import (
     DDL,
     PREFIX_RE,
@@ -56,6 +58,7 @@ from .transaction import Transaction, TransactionState, aborted_error
 
 __all__ = [
     "CORE_SCHEMA",
+    "Capabilities",
     "CREATE_SEQUENCE",
     "DDL",
     "NEXT_VALUE",
@@ -106,6 +109,9 @@ class Engine(Protocol):
     url: str
     # The value bound to ``LIMIT ?`` for "no limit".
     no_limit: int | None
+    # What this engine offers (see ``engines.capabilities``).
+    capabilities: Capabilities
+    read_only: bool
 
     def sql(self, statement: Statement | KeyLookup | Template) -> SQL: ...
 
@@ -143,7 +149,11 @@ class Engine(Protocol):
 
     def prune_bookkeeping(self, *, limit: int | None = None) -> int: ...
 
+    def reclaim_space(self, *, full: bool = False) -> SpaceReport: ...
+
     def release_connection(self) -> None: ...
+
+    def no_wait_changes(self) -> int: ...
 
     def close(self) -> None: ...
 
@@ -178,6 +188,18 @@ class EngineBase:
         self._next_value_sql = self.sql(NEXT_VALUE)
 
     no_limit: int | None = None
+    capabilities: Capabilities
+
+    def no_wait_changes(self) -> int:
+        """For async front ends: make this thread's calls refuse a held lock at once.
+
+        Returns the count of rows this thread's connection has changed so
+        far (a call refused with ``LockBusy`` while it is unchanged changed
+        nothing, so it may run again on a worker). Only engines declaring
+        ``capabilities.inline_async_calls`` offer it; the others raise
+        ``NotSupported``.
+        """
+        raise NotSupported(f"{self.url}: this engine does not run calls inline on an event loop")
 
     # -- dialect helpers -------------------------------------------------------
 
@@ -325,13 +347,17 @@ class EngineBase:
         key = (kind, template)
         compiled = self._sql_cache.get(key)
         if compiled is None:
-            compiled = self._compiled(SQL(self.dialect.compile(template, self.prefix), kind))
+            compiled = self._compiled(SQL(self.dialect.compile(template, self._prefix_for(kind)), kind))
             self._sql_cache[key] = compiled
         return compiled
 
     def _compiled(self, sql: SQL) -> SQL:
         """Hook: an engine attaches its per-statement companions to ``sql``."""
         return sql
+
+    def _prefix_for(self, kind: Kind) -> str:
+        """Hook: the text ``{p}`` becomes in a statement of ``kind`` (a schema-qualified prefix, say)."""
+        return self.prefix
 
     def now_ms(self) -> int:
         """The store's clock in integer milliseconds since the Unix epoch.
@@ -360,6 +386,16 @@ class EngineBase:
         An engine that keeps no bookkeeping (SQLite) has nothing to do.
         """
         return 0
+
+    def reclaim_space(self, *, full: bool = False) -> SpaceReport:
+        """Give space that deletes freed back to the filesystem, after ``Store.maintain()``'s rules.
+
+        Without ``full``: what costs only short steps (SQLite: incremental
+        vacuum and a WAL truncate); ``full``: the thorough pass the engine
+        offers (SQLite: ``VACUUM``; PostgreSQL: ``VACUUM (ANALYZE)``). An
+        engine with nothing to return returns an empty report.
+        """
+        return SpaceReport()
 
     def migrate(self, schemas: Iterable[Schema]) -> None:
         """Bring every facet in ``schemas`` to the code's version.
