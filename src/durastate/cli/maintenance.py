@@ -20,9 +20,10 @@ from collections.abc import Callable
 from typing import Any
 
 import durastate
+from durastate.engines.base import DDL
 
-WAL_CHECKPOINT = "PRAGMA wal_checkpoint(TRUNCATE)"
-SQLITE_VACUUM = "VACUUM"
+WAL_CHECKPOINT = DDL("PRAGMA wal_checkpoint(TRUNCATE)")
+SQLITE_VACUUM = DDL("VACUUM")
 PG_VACUUM = "VACUUM (ANALYZE) {table}"
 
 Step = Callable[[str, int], None]

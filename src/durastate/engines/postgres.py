@@ -57,7 +57,7 @@ import psycopg_pool
 from psycopg import errors as pg_errors
 
 from .._validate import as_attempt_retention, as_busy_timeout, as_durability, as_pool_sizes
-from ..errors import ConfigurationError, DurastateError, InvalidRequest, StoreClosed, StoreUnavailable
+from ..errors import ConfigurationError, DurastateError, InvalidRequest, StoreClosed, StoreUnavailable, WrongType
 from .base import (
     READ,
     SQL,
@@ -342,8 +342,8 @@ class PostgresEngine(EngineBase):
             return self._run_in_transaction(state, conn, sql, params, fetch)
         try:
             variant = sql.companion  # type: ignore[attr-defined]
-        except AttributeError:  # a plain str: undeclared
-            variant = OPAQUE_WRITE
+        except AttributeError:  # a plain str: no declared kind
+            raise WrongType(f"{self.url}: run statements compiled by engine.sql(), got {sql[:80]!r}") from None
         if variant is OPAQUE_WRITE:
             with self.transaction():
                 return self._run(sql, params, fetch)
@@ -415,7 +415,7 @@ class PostgresEngine(EngineBase):
     ) -> Any:
         self._check_open_transaction(state)
         try:
-            if state.attempt_pending and getattr(sql, "kind", Kind.OPAQUE) is not Kind.READ:
+            if state.attempt_pending and getattr(sql, "kind", None) is not Kind.READ:
                 self._record_transaction_attempt(state, conn)
             return fetch_result(conn.run(sql, params), fetch)
         except psycopg.Error as exc:
@@ -646,7 +646,8 @@ class PostgresEngine(EngineBase):
         queued the notification in the same statement: nothing to send.
         """
         if not announced:
-            self.execute(f"NOTIFY {self.channel(channel)}")
+            # Compiled per call, not cached: channels are unbounded (one per queue, session, ...).
+            self.execute(self._compiled(SQL(f"NOTIFY {self.channel(channel)}", Kind.DDL)))
 
     def wait_for_change(self, channel: str, timeout: float) -> None:
         """Block until a ``NOTIFY`` on ``channel`` or ``timeout`` seconds.
