@@ -28,6 +28,22 @@ fails with ``StoreUnavailable`` instead of hanging.
 
 Errors are translated by SQLSTATE in ``translate_postgres_error``.
 
+Failover. A statement outside a transaction whose connection was lost, or
+whose node cannot take it now (a standby, a node turned read-only, one
+shutting down: ``postgres_errors.node_unusable``), is retried on a fresh
+connection: the failed one is closed and the pool drained once
+(``LifoPool.discard``: its other connections reach the same node), then
+tries follow with a growing pause (``RETRY_FIRST_PAUSE`` doubling up to
+``RETRY_MAX_PAUSE``) until ``busy_timeout`` (at least
+``MIN_RETRY_DEADLINE``) has passed since the call began; then
+``StoreUnavailable``. A write is retried under the attempt rules
+(``postgres_attempts``): never applied twice. A transaction's ``BEGIN`` is
+retried the same way (nothing has happened yet); a failure later inside a
+transaction ends it with ``StoreUnavailable`` (nothing was applied,
+``_tx_commit`` settles a lost ``COMMIT``) and its connection is discarded
+too, so the caller's next call finds the new primary. The pool reconnects
+quickly while a server is away (``postgres_pool``).
+
 Fork safety: the pool's connections and worker threads belong to the
 process that made them. After ``os.fork()`` the child gets a new pool on
 first use; the parent's is left alone (not closed, which would close the
@@ -88,16 +104,19 @@ from .postgres_dialect import CATALOG, announce_ddl
 from .postgres_dialect import LOCK as LOCK
 from .postgres_dialect import POSTGRES_DIALECT as POSTGRES_DIALECT
 from .postgres_errors import connection_lost as connection_lost
+from .postgres_errors import node_unusable
 from .postgres_errors import translate_postgres_error as translate_postgres_error
 from .postgres_explain import explain_plan
 from .postgres_pool import LifoPool, PooledConnection
 from .redact import redact_url
 
 PREPARE_THRESHOLD = 0
-# A statement outside a transaction whose connection was lost is tried up
-# to RETRIES times in all, pausing RETRY_PAUSE x the try's number before each.
-RETRIES = 4
-RETRY_PAUSE = 0.05
+# A statement outside a transaction whose node failed is tried again, pausing RETRY_FIRST_PAUSE seconds before
+# the first retry, doubling up to RETRY_MAX_PAUSE, until max(busy_timeout, MIN_RETRY_DEADLINE) seconds have
+# passed since its first try (see the module docstring).
+RETRY_FIRST_PAUSE = 0.05
+RETRY_MAX_PAUSE = 0.5
+MIN_RETRY_DEADLINE = 1.0
 
 
 _ENGINES: weakref.WeakSet[PostgresEngine] = weakref.WeakSet()
@@ -297,10 +316,10 @@ class PostgresEngine(EngineBase):
         self._pool_lock = threading.Lock()
         self._local = _ThreadState()
 
-    def _borrow(self) -> PooledConnection:
+    def _borrow(self, timeout: float | None = None) -> PooledConnection:
         pool = self._pool or self._open_pool()
         try:
-            conn = pool.getconn()
+            conn = pool.getconn(timeout)
         except Exception as exc:
             if self._closed:
                 raise StoreClosed(f"{self.url}: store is closed") from None
@@ -312,6 +331,22 @@ class PostgresEngine(EngineBase):
             except psycopg.Error:
                 pass  # a broken connection: the caller's statement reports it
         return conn
+
+    def _unusable(self, exc: BaseException, conn: psycopg.Connection[Any] | None = None) -> bool:
+        """Whether ``exc`` (on ``conn``) means this connection's node cannot serve this store now.
+
+        ``node_unusable`` by the error; or psycopg found ``conn`` broken
+        (the server closed it, whatever the code it sent first said).
+        """
+        return node_unusable(exc, read_only=self.read_only) or (conn is not None and conn.broken)
+
+    def _discard(self, conn: PooledConnection) -> None:
+        """Close a connection whose node failed, and drain the pool (``LifoPool.discard``)."""
+        pool = self._pool
+        if pool is None:
+            conn.close()
+        else:
+            pool.discard(conn)
 
     def _give_back(self, conn: PooledConnection) -> None:
         pool = self._pool
@@ -351,15 +386,17 @@ class PostgresEngine(EngineBase):
             return self._write_once(variant, params, fetch)
         # A read. The first try is inlined (the common case pays no closure);
         # a lost connection falls through to the retry loop.
+        began = time.monotonic()
         conn = self._borrow()
         try:
             return fetch_result(conn.run(sql, params), fetch)
         except psycopg.Error as exc:
-            if not connection_lost(exc):
+            if not self._unusable(exc, conn):
                 raise translate_postgres_error(exc, self.url) from None
+            self._discard(conn)
         finally:
             self._give_back(conn)
-        return self._retrying(lambda c: fetch_result(c.run(sql, params), fetch), None, first=1)
+        return self._retrying(lambda c: fetch_result(c.run(sql, params), fetch), None, began)
 
     def _write_once(self, variant: str, params: Params, fetch: int) -> Any:
         """Run an attempt-recording write; after a lost connection, replay or retry."""
@@ -368,47 +405,73 @@ class PostgresEngine(EngineBase):
         if self._writes_until_prune <= 0:
             self._writes_until_prune = ATTEMPT_PRUNE_EVERY
             self._prune_attempts()
+        began = time.monotonic()
         conn = self._borrow()
         try:
             return fetch_counted(conn.run(variant, (*params, attempt, self.now_ms())), fetch)
         except psycopg.Error as exc:
-            if not connection_lost(exc):
-                raise translate_postgres_error(exc, self.url) from None
+            if not self._unusable(exc, conn):
+                raise translate_postgres_error(exc, self.url, read_only=self.read_only) from None
+            self._discard(conn)
         finally:
             self._give_back(conn)
         return self._retrying(
             lambda c: fetch_counted(c.run(variant, (*params, attempt, self.now_ms())), fetch),
             lambda c: replay(c, self._attempt_result, variant, attempt, fetch),
-            first=1,
+            began,
         )
 
-    def _retrying(self, run: Any, replay: Any, first: int = 0) -> Any:
-        """``run(conn)`` on a pooled connection, retried on connection loss.
+    def _retrying(self, run: Any, replay: Any, began: float | None = None, keep: bool = False) -> Any:
+        """``run(conn)`` on a pooled connection, retried while its node fails (see the module docstring).
 
-        Before each retry of a write, ``replay(conn)`` looks for the first
-        attempt's recorded outcome and returns it (``NOT_APPLIED`` if none).
-        ``first`` is the number of tries already made (and lost).
+        ``began``: the ``time.monotonic()`` of a first try already made (and
+        failed), ``None`` to make the first try here. Before each retry of a
+        write, ``replay(conn)`` looks for the first attempt's recorded
+        outcome and returns it (``NOT_APPLIED`` if none). ``keep``: the
+        caller keeps the connection ``run`` succeeded on (``run`` returns it).
         """
-        last: Exception | None = None
-        for attempt_number in range(first, RETRIES):
-            if attempt_number:
-                time.sleep(RETRY_PAUSE * attempt_number)
-            conn = self._borrow()
+        retried = began is not None
+        window = max(self._busy_timeout, MIN_RETRY_DEADLINE)
+        deadline = (time.monotonic() if began is None else began) + window
+        pause = RETRY_FIRST_PAUSE
+        last: BaseException | None = None
+        while True:
+            left = deadline - time.monotonic()
+            if retried:
+                if left <= 0:
+                    break
+                time.sleep(min(pause, left))
+                pause = min(pause * 2, RETRY_MAX_PAUSE)
+                left = deadline - time.monotonic()
             try:
-                if attempt_number and replay is not None:
+                conn = self._borrow(max(left, 0.001))
+            except StoreUnavailable as exc:  # nothing connected in time: keep trying until the deadline
+                last, retried = exc, True
+                continue
+            kept = False
+            try:
+                if retried and replay is not None:
                     outcome = replay(conn)
                     if outcome is not NOT_APPLIED:
                         return outcome
-                return run(conn)
+                result = run(conn)
+                kept = keep
+                return result
             except psycopg.Error as exc:
-                if not connection_lost(exc):
-                    raise translate_postgres_error(exc, self.url) from None
-                last = exc
+                if not self._unusable(exc, conn):
+                    raise translate_postgres_error(exc, self.url, read_only=self.read_only) from None
+                self._discard(conn)
+                last, retried = exc, True
             finally:
-                self._give_back(conn)
+                if not kept:
+                    self._give_back(conn)
+        where = f"{self.url} (retried for {window:g} s)"
         if last is None:
-            raise StoreUnavailable(f"{self.url}: connection lost (after {RETRIES} attempts)")
-        raise translate_postgres_error(last, f"{self.url} (after {RETRIES} attempts)") from None
+            raise StoreUnavailable(f"{where}: the node kept failing")
+        if isinstance(last, DurastateError):
+            raise type(last)(f"{where}: {last}") from None
+        assert isinstance(last, Exception)
+        raise translate_postgres_error(last, where, read_only=self.read_only) from None
 
     def _run_in_transaction(
         self, state: _ThreadState, conn: PooledConnection, sql: str, params: Params, fetch: int
@@ -429,10 +492,17 @@ class PostgresEngine(EngineBase):
             raise self._doom(StoreClosed(f"{self.url}: store closed inside the transaction"))
 
     def _failed(self, state: _ThreadState, exc: psycopg.Error) -> DurastateError:
-        """Translate ``exc``; inside a transaction, also doom it (see ``base.Transaction``)."""
+        """Translate ``exc``; inside a transaction, also doom it (see ``base.Transaction``).
+
+        A connection whose node failed is closed here, so the rollback gives
+        the pool a closed connection to replace instead of one that still
+        reaches a dead or demoted node (``_discard``).
+        """
         if state.doomed is not None and isinstance(exc, pg_errors.InFailedSqlTransaction):
             return aborted_error(state.doomed)
-        return self._doom(translate_postgres_error(exc, self.url))
+        if state.conn is not None and self._unusable(exc, state.conn):
+            self._discard(state.conn)
+        return self._doom(translate_postgres_error(exc, self.url, read_only=self.read_only))
 
     def _record_transaction_attempt(self, state: _ThreadState, conn: PooledConnection) -> None:
         """First write of a transaction: note its attempt id inside it.
@@ -521,14 +591,22 @@ class PostgresEngine(EngineBase):
         one database still migrate one at a time.
         """
         state = self._local
-        conn = self._borrow()
-        try:
-            conn.run("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY" if read else "BEGIN")
-            if lock is not None:
-                conn.execute("SELECT pg_advisory_xact_lock(hashtext(current_schema() || %s))", (lock,))
-        except psycopg.Error as exc:
-            _discard_transaction(self, conn)
-            raise translate_postgres_error(exc, f"{self.url}: begin") from None
+
+        def begin(conn: PooledConnection) -> PooledConnection:
+            try:
+                conn.run("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY" if read else "BEGIN")
+                if lock is not None:
+                    conn.execute("SELECT pg_advisory_xact_lock(hashtext(current_schema() || %s))", (lock,))
+            except psycopg.Error:
+                try:
+                    conn.run("ROLLBACK")
+                except psycopg.Error:
+                    pass  # a broken connection: the pool replaces it
+                raise
+            return conn
+
+        # Nothing has happened yet: a BEGIN whose node failed is retried like a read.
+        conn: PooledConnection = self._retrying(begin, None, keep=True)
         state.conn = conn
         state.attempt = None
         # Migrations run before the attempt table exists; they need no
@@ -548,6 +626,8 @@ class PostgresEngine(EngineBase):
         try:
             conn.run("COMMIT")
         except psycopg.Error as commit_error:
+            if self._unusable(commit_error, conn):
+                self._discard(conn)
             _discard_transaction(self, conn)
             if attempt is not None and connection_lost(commit_error):
                 # The COMMIT may or may not have reached the server. The
@@ -558,7 +638,7 @@ class PostgresEngine(EngineBase):
                     f"{self.url}: connection lost before the transaction committed; "
                     "nothing was applied, the transaction can be retried"
                 ) from None
-            raise translate_postgres_error(commit_error, f"{self.url}: commit") from None
+            raise translate_postgres_error(commit_error, f"{self.url}: commit", read_only=self.read_only) from None
         self._give_back(conn)
 
     def _tx_rollback(self) -> None:
@@ -654,7 +734,10 @@ class PostgresEngine(EngineBase):
 
         A hint only: callers re-check the database afterwards and poll, so a
         notification lost between their check and our ``LISTEN`` costs at
-        most one poll interval.
+        most one poll interval. So a listening connection that is lost (its
+        server died, failed over, or dropped it as idle) returns early
+        instead of raising: the connection is discarded, and the caller's
+        re-check (retried like every statement) reaches the new primary.
         """
         conn = self._borrow()
         name = self.channel(channel)
@@ -664,7 +747,9 @@ class PostgresEngine(EngineBase):
                 break
             conn.execute(f"UNLISTEN {name}")
         except psycopg.Error as exc:
-            raise translate_postgres_error(exc, self.url) from None
+            if not self._unusable(exc, conn):
+                raise translate_postgres_error(exc, self.url) from None
+            self._discard(conn)
         finally:
             self._give_back(conn)
 
