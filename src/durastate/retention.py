@@ -119,7 +119,7 @@ class Retention:
 
 @dataclass
 class MaintenanceReport:
-    """Rows each rule removed in one ``maintain()`` run, and whether it finished."""
+    """Rows each rule removed in one ``maintain()`` run, whether it finished, and the bytes given back."""
 
     expired_values: int = 0
     expired_presence: int = 0
@@ -132,10 +132,12 @@ class MaintenanceReport:
     record_revisions: int = 0
     engine_bookkeeping: int = 0
     finished: bool = True
+    # Bytes the store's files shrank by once the rules were done (``Store.maintain``), not rows.
+    bytes_returned: int = 0
 
     def total(self) -> int:
         """Rows removed by every rule together."""
-        return sum(getattr(self, f.name) for f in fields(self) if f.name != "finished")
+        return sum(getattr(self, f.name) for f in fields(self) if f.name not in ("finished", "bytes_returned"))
 
 
 Progress = Callable[[str, int], None]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypedDict
@@ -19,7 +20,7 @@ from .documents import SCHEMA as DOCUMENTS_SCHEMA
 from .documents import Documents
 from .engines import registry
 from .engines.base import CORE_SCHEMA, Clock
-from .errors import InvalidRequest
+from .errors import InvalidRequest, WrongType
 from .events import SCHEMA as EVENTS_SCHEMA
 from .events import Events
 from .kv import KV
@@ -120,6 +121,44 @@ def open(
     existing, current store for reading only (every write is refused with
     ``ConfigurationError``; a file the process may not write works).
     """
+    engine, finish = _open_parts(
+        url,
+        prefix=prefix,
+        durability=durability,
+        busy_timeout=busy_timeout,
+        clock=clock,
+        max_value_size=max_value_size,
+        max_key_size=max_key_size,
+        min_connections=min_connections,
+        max_connections=max_connections,
+        retention=retention,
+        read_only=read_only,
+        attempt_retention=attempt_retention,
+    )
+    return finish(engine)
+
+
+def _open_parts(
+    url: str | os.PathLike[str] | None,
+    *,
+    prefix: str = "ds_",
+    durability: str = "normal",
+    busy_timeout: float = 30.0,
+    clock: Clock | None = None,
+    max_value_size: int = DEFAULT_MAX_VALUE_SIZE,
+    max_key_size: int | None = DEFAULT_MAX_KEY_SIZE,
+    min_connections: int = 1,
+    max_connections: int = 10,
+    retention: Retention | None = None,
+    read_only: bool = False,
+    attempt_retention: float | None = None,
+) -> tuple[Engine, Callable[[Engine], Store]]:
+    """``open()``'s two halves: its options checked and the engine made, and ``finish(engine)``.
+
+    ``finish`` migrates an engine and returns its ``Store`` (closing the
+    engine if that fails). ``durastate.citus`` calls it once per logical
+    shard, with the shard's view of one coordinator engine.
+    """
     if retention is None:
         retention = Retention()
     elif not isinstance(retention, Retention):
@@ -149,6 +188,15 @@ def open(
         # option existed never sees it (engines.registry.SERVER_OPTIONS).
         options["attempt_retention"] = as_attempt_retention(attempt_retention)
     engine = _make_engine(url, options)
+
+    def finish(engine: Engine) -> Store:
+        return _store_on(engine, max_value_size, max_key_size, retention)
+
+    return engine, finish
+
+
+def _store_on(engine: Engine, max_value_size: int, max_key_size: int | None, retention: Retention) -> Store:
+    """Migrate ``engine`` and make its ``Store``; the engine is closed if that fails."""
     try:
         index_limit = engine.dialect.max_index_key
         if max_key_size is None:
@@ -204,18 +252,38 @@ class Store(ClosesOnExit):
         """
         return Transaction(self)
 
-    def maintain(self, *, max_rows: int | None = None, progress: Progress | None = None) -> MaintenanceReport:
-        """Delete what the store's ``retention`` policy says has aged out (``durastate.retention``).
+    def maintain(
+        self, *, max_rows: int | None = None, progress: Progress | None = None, vacuum: bool = False
+    ) -> MaintenanceReport:
+        """Delete what the store's ``retention`` policy says has aged out (``durastate.retention``),
+        then give the freed space back.
 
         Bounded batches, each its own short commit, so writers go on
         meanwhile; ``max_rows`` bounds one run (``finished=False`` in the
         report when it stopped early: run it again). ``progress(rule,
         rows)`` is called after each rule (``durastate maintain`` shows it).
         Refused inside a transaction (its batches would all join it).
+
+        Space, once the rules ran to the end: on a SQLite file the pages
+        the deletes freed go back to the filesystem in short steps
+        (incremental auto-vacuum, which every file durastate created has)
+        and the WAL is truncated; ``report.bytes_returned`` says how much
+        the files shrank. ``vacuum=True`` adds the engine's thorough pass:
+        SQLite's ``VACUUM`` (holds the write lock while it rewrites the
+        file; the one way to return space in a file made without
+        incremental auto-vacuum, and it gives the file that mode);
+        PostgreSQL's ``VACUUM (ANALYZE)`` of the store's tables (no
+        blocking lock; without it autovacuum does the same in its own
+        time). See ``engines.sqlite_space`` and ``engines.postgres_space``.
         """
         if self.engine.in_transaction():
             raise InvalidRequest("maintain() inside a transaction would hold every batch in it; call it outside")
-        return run_maintenance(self, self.retention, max_rows=max_rows, progress=progress)
+        if not isinstance(vacuum, bool):
+            raise WrongType(f"vacuum must be True or False, got {type(vacuum).__name__}")
+        report = run_maintenance(self, self.retention, max_rows=max_rows, progress=progress)
+        if report.finished:
+            report.bytes_returned = self.engine.reclaim_space(full=vacuum).bytes_returned
+        return report
 
     def close(self) -> None:
         """Close all connections. Idempotent; later calls raise ``StoreClosed``."""

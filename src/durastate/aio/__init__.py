@@ -264,14 +264,14 @@ class AsyncStore:
             cancelled.append(True)
             raise
 
-    async def maintain(self, *, max_rows: int | None = None) -> MaintenanceReport:
+    async def maintain(self, *, max_rows: int | None = None, vacuum: bool = False) -> MaintenanceReport:
         """``Store.maintain()`` on a worker thread (it commits batch by batch; the loop keeps running).
 
         Cancelling the await does not stop a sweep already running: it
         finishes its batches (each one commits on its own, so nothing is
         half done) and its report is dropped.
         """
-        return await self._runner.on_thread(self._store.maintain, (), {"max_rows": max_rows})
+        return await self._runner.on_thread(self._store.maintain, (), {"max_rows": max_rows, "vacuum": vacuum})
 
     def transaction(self) -> PinnedBlock[AsyncStore]:
         """``async with store.transaction() as tx:``: one transaction across awaits (see the module docstring)."""

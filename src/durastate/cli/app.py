@@ -421,10 +421,10 @@ def maintain(
     prefix: str,
     as_json: bool,
 ) -> None:
-    """Run store.maintain() with the retention policy the flags describe, then WAL checkpoint / VACUUM.
+    """Run store.maintain() with the retention policy the flags describe (and VACUUM with --vacuum).
 
     Always: expired kv values and presence fields, PostgreSQL's attempt rows
-    past their window, and on SQLite a WAL checkpoint (TRUNCATE). Each flag
+    past their window, and on SQLite the freed pages and the WAL given back. Each flag
     turns on one rule of durastate.Retention. Bounded commits: Ctrl-C keeps
     what is done, --max-rows bounds a run, running it again resumes.
     """

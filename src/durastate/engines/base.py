@@ -34,6 +34,7 @@ from .schema import (
     Migration,
     Schema,
 )
+from .space import SpaceReport
 from .statements import (
     DDL,
     PREFIX_RE,
@@ -203,6 +204,10 @@ class Engine(ABC):
         """Returns how many rows of the engine's own bookkeeping it deleted (at most ``limit``); never touches facet
         data.
         """
+
+    @abstractmethod
+    def reclaim_space(self, *, full: bool = False) -> SpaceReport:
+        """Returns the space deletes freed that it gave back to the filesystem (``full``: the thorough pass)."""
 
     @abstractmethod
     def release_connection(self) -> None:
@@ -385,13 +390,17 @@ class EngineBase(Engine):
         key = (kind, template)
         compiled = self._sql_cache.get(key)
         if compiled is None:
-            compiled = self._compiled(SQL(self.dialect.compile(template, self.prefix), kind))
+            compiled = self._compiled(SQL(self.dialect.compile(template, self._prefix_for(kind)), kind))
             self._sql_cache[key] = compiled
         return compiled
 
     def _compiled(self, sql: SQL) -> SQL:
         """Hook: an engine attaches its per-statement companions to ``sql``."""
         return sql
+
+    def _prefix_for(self, kind: Kind) -> str:
+        """Hook: the text ``{p}`` becomes in a statement of ``kind`` (a schema-qualified prefix, say)."""
+        return self.prefix
 
     def now_ms(self) -> int:
         """The store's clock in integer milliseconds since the Unix epoch.
@@ -420,6 +429,16 @@ class EngineBase(Engine):
         An engine that keeps no bookkeeping (SQLite) has nothing to do.
         """
         return 0
+
+    def reclaim_space(self, *, full: bool = False) -> SpaceReport:
+        """Give space that deletes freed back to the filesystem, after ``Store.maintain()``'s rules.
+
+        Without ``full``: what costs only short steps (SQLite: incremental
+        vacuum and a WAL truncate); ``full``: the thorough pass the engine
+        offers (SQLite: ``VACUUM``; PostgreSQL: ``VACUUM (ANALYZE)``). An
+        engine with nothing to return returns an empty report.
+        """
+        return SpaceReport()
 
     def migrate(self, schemas: Iterable[Schema]) -> None:
         """Bring every facet in ``schemas`` to the code's version.

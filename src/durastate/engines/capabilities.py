@@ -54,6 +54,15 @@ class Capabilities:
     # How many statements the engine runs at once (its connection pool's
     # size); None: one connection per calling thread, no fixed bound.
     max_concurrency: int | None = None
+    # A notification may be sent inside a write transaction (delivered at
+    # its commit). False (PostgreSQL's Citus mode: Citus refuses to PREPARE,
+    # i.e. commit across nodes, a transaction that ran NOTIFY): the engine
+    # sends a transaction's notifications right after its COMMIT.
+    notify_in_transaction: bool = True
+    # A transaction may write several logical shards and commits them
+    # together (``durastate.citus``: the shards are schemas behind one
+    # coordinator connection). False: ``ShardedStore`` refuses cross-shard writes.
+    cross_shard_transactions: bool = False
 
     def replace(self, **changes: Any) -> Capabilities:
         """A copy with ``changes`` applied (an engine mode that turns features off)."""

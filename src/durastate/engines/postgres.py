@@ -65,6 +65,7 @@ import os
 import threading
 import time
 import weakref
+from asyncio import _get_running_loop as _running_loop
 from collections.abc import Iterable
 from typing import Any
 
@@ -99,6 +100,7 @@ from .postgres_attempts import ATTEMPT_RETENTION as ATTEMPT_RETENTION
 from .postgres_attempts import MAX_ATTEMPT_RETENTION as MAX_ATTEMPT_RETENTION
 from .postgres_attempts import MIN_ATTEMPT_RETENTION as MIN_ATTEMPT_RETENTION
 from .postgres_attempts import NOT_APPLIED, OPAQUE_WRITE, attempt_variant, fetch_counted, fetch_result, replay
+from .postgres_citus_sql import citus_statement
 from .postgres_connect import CONNECT_TIMEOUT, connect_failure, connect_options
 from .postgres_dialect import CATALOG, announce_ddl
 from .postgres_dialect import LOCK as LOCK
@@ -108,7 +110,9 @@ from .postgres_errors import node_unusable
 from .postgres_errors import translate_postgres_error as translate_postgres_error
 from .postgres_explain import explain_plan
 from .postgres_pool import LifoPool, PooledConnection
+from .postgres_space import reclaim as reclaim_tables
 from .redact import redact_url
+from .space import SpaceReport
 
 PREPARE_THRESHOLD = 0
 # A statement outside a transaction whose node failed is tried again, pausing RETRY_FIRST_PAUSE seconds before
@@ -132,6 +136,9 @@ os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 # What PostgreSQL offers; ``max_concurrency`` is each engine's pool size.
+# The Citus statement mode (``citus=True``) turns off what Citus refuses on
+# distributed tables: triggers, and NOTIFY inside a transaction it may
+# commit with two-phase commit (``CITUS_CAPABILITIES``).
 CAPABILITIES = Capabilities(
     returning=True,
     upsert=True,
@@ -144,6 +151,7 @@ CAPABILITIES = Capabilities(
     inline_async_calls=False,
     write_attempts=True,
 )
+CITUS_CAPABILITIES = CAPABILITIES.replace(triggers=False, notify_in_transaction=False)
 
 
 class _ThreadState(TransactionState):
@@ -151,6 +159,11 @@ class _ThreadState(TransactionState):
     # The open transaction's attempt id: pending until its first write.
     attempt_pending: bool = False
     attempt: bytes | None = None
+    # The statement that finds that attempt's row (the table of the engine
+    # that wrote it: a shard view's, see ``citus``).
+    attempt_lookup: str | None = None
+    # Citus mode: channels to NOTIFY once the transaction has committed.
+    after_commit: frozenset[str] = frozenset()
 
 
 # The machine's clock, read through this name so a test can skew one
@@ -159,6 +172,10 @@ local_time = time.time
 # Seconds between re-measurements of the server clock's offset.
 CLOCK_REFRESH = 300.0
 SERVER_TIME = "SELECT extract(epoch FROM clock_timestamp())::float8"
+
+
+# Seconds a sync call on an event loop's thread waits for a row lock (_shorten_lock_wait).
+LOOP_LOCK_WAIT = 2.0
 
 
 class PostgresEngine(EngineBase):
@@ -191,7 +208,14 @@ class PostgresEngine(EngineBase):
         max_connections: int = 10,
         read_only: bool = False,
         attempt_retention: float = ATTEMPT_RETENTION,
+        citus: bool = False,
     ) -> None:
+        if not isinstance(citus, bool):
+            raise InvalidRequest(f"citus must be True or False, got {citus!r}")
+        # The Citus-compatible statement mode (``durastate.citus``): no
+        # triggers (Citus refuses them on distributed tables), so inserts are
+        # announced by a client NOTIFY sent after the commit that made them.
+        self.citus = citus
         self._local_time = local_time
         self._clock_offset = 0.0  # server clock minus local clock, seconds
         self._offset_measured_at: float | None = None  # time.monotonic() of the last measurement
@@ -202,24 +226,30 @@ class PostgresEngine(EngineBase):
         busy_timeout = as_busy_timeout(busy_timeout)
         min_connections, max_connections = as_pool_sizes(min_connections, max_connections)
         self.url = redact_url(url)
+        if citus and "://" in self.url:  # reopening store.url keeps the mode
+            self.url = "citus://" + self.url.split("://", 1)[1]
         self._conninfo = url
         self._busy_timeout = float(busy_timeout)
         self._min = min_connections
         self._max = max_connections
-        self.capabilities = CAPABILITIES.replace(max_concurrency=max_connections)
+        self.capabilities = (CITUS_CAPABILITIES if citus else CAPABILITIES).replace(max_concurrency=max_connections)
         self._local = _ThreadState()
         self._closed = False
         self._pool_lock = threading.Lock()
         self._pool: LifoPool | None = None
         self._probed = False
+        self._compile_own_statements()
+        _ENGINES.add(self)
+        self._open_pool()
+
+    def _compile_own_statements(self) -> None:
+        """The engine's own statements (locks, catalog, attempt rows), compiled once."""
         self._writes_until_prune = ATTEMPT_PRUNE_EVERY
         self._lock_sql = self.sql(LOCK)
         self._catalog = tuple(self.sql(statement) for statement in CATALOG)
         self._attempt_insert = self.sql(WRITE(ATTEMPT_INSERT))
         self._attempt_result = self.sql(READ(ATTEMPT_RESULT))
         self._attempt_prune = self.sql(WRITE(ATTEMPT_PRUNE))
-        _ENGINES.add(self)
-        self._open_pool()
 
     # -- the pool ----------------------------------------------------------------
 
@@ -251,7 +281,10 @@ class PostgresEngine(EngineBase):
         conn.prepare_threshold = PREPARE_THRESHOLD
         conn.execute(f"SET lock_timeout = {int(self._busy_timeout * 1000)}")
         conn.execute("SET bytea_output = 'hex'")  # attempt replays decode it
-        conn.execute("SET plan_cache_mode = force_generic_plan")  # see the module docstring
+        # See the module docstring. Citus cannot plan a generic plan of a
+        # data-modifying CTE with parameters (every write's attempt variant):
+        # in its mode each execution is planned with its values.
+        conn.execute(f"SET plan_cache_mode = {'force_custom_plan' if self.citus else 'force_generic_plan'}")
         if self.read_only:
             # The server refuses every write (SQLSTATE 25006, ConfigurationError).
             conn.execute("SET default_transaction_read_only = on")
@@ -330,7 +363,25 @@ class PostgresEngine(EngineBase):
                 self._measure_clock_offset(conn)
             except psycopg.Error:
                 pass  # a broken connection: the caller's statement reports it
+        if _running_loop() is not None:
+            self._shorten_lock_wait(conn)
         return conn
+
+    def _shorten_lock_wait(self, conn: PooledConnection) -> None:
+        """A call on a thread running an event loop waits for a row lock at most ``LOOP_LOCK_WAIT``.
+
+        durastate.aio runs PostgreSQL calls on worker threads, so a call
+        here is a sync call made on the loop's thread: while it waits, the
+        loop stalls, and a transaction that loop drives (holding the lock)
+        can never finish. A short ``lock_timeout`` turns that hang into an
+        error within seconds (``postgres_errors`` says why in its message);
+        ``_give_back`` puts the store's own back.
+        """
+        try:
+            conn.execute(f"SET lock_timeout = {int(min(LOOP_LOCK_WAIT, self._busy_timeout) * 1000)}")
+            conn.lock_wait_shortened = True
+        except psycopg.Error:
+            pass  # a broken connection: the caller's statement reports it
 
     def _unusable(self, exc: BaseException, conn: psycopg.Connection[Any] | None = None) -> bool:
         """Whether ``exc`` (on ``conn``) means this connection's node cannot serve this store now.
@@ -349,6 +400,12 @@ class PostgresEngine(EngineBase):
             pool.discard(conn)
 
     def _give_back(self, conn: PooledConnection) -> None:
+        if conn.lock_wait_shortened:
+            conn.lock_wait_shortened = False
+            try:
+                conn.execute(f"SET lock_timeout = {int(self._busy_timeout * 1000)}")
+            except psycopg.Error:
+                conn.close()  # the pool discards it: no connection goes back with the short wait
         pool = self._pool
         if pool is None:  # closed or forked meanwhile
             conn.close()
@@ -365,8 +422,14 @@ class PostgresEngine(EngineBase):
     # variant, so its retry can ask whether it committed (postgres_attempts).
 
     def _compiled(self, sql: SQL) -> SQL:
-        """Attach the attempt-recording variant of a write (``postgres_attempts.attempt_variant``)."""
-        sql.companion = attempt_variant(sql, self.prefix)
+        """Attach the attempt-recording variant of a write (``postgres_attempts.attempt_variant``).
+
+        Citus mode: a statement Citus cannot plan is first rewritten into
+        an equivalent it can (``postgres_citus.citus_statement``).
+        """
+        if self.citus:
+            sql = SQL(citus_statement(sql, self._prefix_for(Kind.WRITE)), sql.kind)
+        sql.companion = attempt_variant(sql, self._prefix_for(Kind.WRITE))
         return sql
 
     def _run(self, sql: str, params: Params, fetch: int) -> Any:
@@ -512,6 +575,7 @@ class PostgresEngine(EngineBase):
         """
         state.attempt = os.urandom(16)
         state.attempt_pending = False
+        state.attempt_lookup = self._attempt_result
         conn.run(self._attempt_insert, (state.attempt, self.now_ms()))
 
     def _prune_attempts(self, batch: int = ATTEMPT_PRUNE_BATCH) -> int:
@@ -537,6 +601,20 @@ class PostgresEngine(EngineBase):
                 break
         return removed
 
+    def reclaim_space(self, *, full: bool = False) -> SpaceReport:
+        """``VACUUM (ANALYZE)`` of the prefix's tables when ``full`` (``postgres_space``)."""
+        if self._local.depth > 0:
+            raise InvalidRequest("reclaim_space() inside a transaction: VACUUM cannot run in one")
+        if self.read_only or not full:
+            return SpaceReport()
+        conn = self._borrow()
+        try:
+            return reclaim_tables(conn.run, self.prefix)
+        except psycopg.Error as exc:
+            raise translate_postgres_error(exc, self.url) from None
+        finally:
+            self._give_back(conn)
+
     def migrate(self, schemas: Iterable[Schema]) -> None:
         """``EngineBase.migrate``, then one batch of expired attempt rows (an idle store's leftovers)."""
         super().migrate(schemas)
@@ -545,7 +623,10 @@ class PostgresEngine(EngineBase):
 
     def attempt_committed(self, attempt: bytes) -> bool:
         """Whether the write (or transaction) with this attempt id committed."""
-        row = self._retrying(lambda c: c.run(self._attempt_result, (attempt,)).fetchone(), None)
+        return self._attempt_found(self._attempt_result, attempt)
+
+    def _attempt_found(self, lookup: str, attempt: bytes) -> bool:
+        row = self._retrying(lambda c: c.run(lookup, (attempt,)).fetchone(), None)
         return row is not None
 
     def one(self, sql: str, params: Params = ()) -> Row | None:
@@ -622,6 +703,9 @@ class PostgresEngine(EngineBase):
         return conn, attempt
 
     def _tx_commit(self) -> None:
+        state = self._local
+        lookup, channels = state.attempt_lookup, state.after_commit
+        state.attempt_lookup, state.after_commit = None, frozenset()
         conn, attempt = self._take_connection()
         try:
             conn.run("COMMIT")
@@ -632,16 +716,20 @@ class PostgresEngine(EngineBase):
             if attempt is not None and connection_lost(commit_error):
                 # The COMMIT may or may not have reached the server. The
                 # attempt row, written inside the transaction, says which.
-                if self.attempt_committed(attempt):
-                    return
+                if self._attempt_found(lookup or self._attempt_result, attempt):
+                    return  # its notifications are lost with the connection: waiters poll
                 raise StoreUnavailable(
                     f"{self.url}: connection lost before the transaction committed; "
                     "nothing was applied, the transaction can be retried"
                 ) from None
             raise translate_postgres_error(commit_error, f"{self.url}: commit", read_only=self.read_only) from None
+        if channels:
+            _notify_on(conn, channels)
         self._give_back(conn)
 
     def _tx_rollback(self) -> None:
+        state = self._local
+        state.attempt_lookup, state.after_commit = None, frozenset()
         conn, _attempt = self._take_connection()
         _discard_transaction(self, conn)
 
@@ -706,7 +794,8 @@ class PostgresEngine(EngineBase):
         self.one(self._lock_sql, (name, self.prefix))
 
     def _announce_ddl(self, announce: Announce) -> tuple[str, ...]:
-        return announce_ddl(announce)
+        # Citus refuses triggers on distributed tables: the client announces (``notify``).
+        return announce_ddl(announce) if self.capabilities.triggers else ()
 
     # -- change notification ---------------------------------------------------
 
@@ -724,10 +813,37 @@ class PostgresEngine(EngineBase):
 
         ``announced=True`` means a trigger on the written table has already
         queued the notification in the same statement: nothing to send.
+
+        Citus mode (capabilities ``triggers`` and ``notify_in_transaction``
+        off): every notification is the client's, and none is sent inside a
+        transaction (Citus refuses to PREPARE, i.e. to commit across nodes,
+        a transaction that ran NOTIFY): a transaction's are sent, in one
+        statement, on its connection right after its COMMIT succeeds, on the
+        coordinator, where listeners are; a rolled-back transaction sends
+        none. Outside a transaction the write has committed already.
         """
-        if not announced:
+        capabilities = self.capabilities
+        if announced and capabilities.triggers:
+            return
+        name = self.channel(channel)
+        state = self._local
+        if capabilities.notify_in_transaction:
             # Compiled per call, not cached: channels are unbounded (one per queue, session, ...).
-            self.execute(self._compiled(SQL(f"NOTIFY {self.channel(channel)}", Kind.DDL)))
+            self.execute(self._compiled(SQL(f"NOTIFY {name}", Kind.DDL)))
+        elif state.depth:
+            state.after_commit = state.after_commit | {name}
+        else:
+            self._send_notifies(frozenset((name,)))
+
+    def _send_notifies(self, channels: frozenset[str]) -> None:
+        """Citus mode: NOTIFY ``channels`` now, outside any transaction (see ``notify``)."""
+        if not channels:
+            return
+        conn = self._borrow()
+        try:
+            _notify_on(conn, channels)
+        finally:
+            self._give_back(conn)
 
     def wait_for_change(self, channel: str, timeout: float) -> None:
         """Block until a ``NOTIFY`` on ``channel`` or ``timeout`` seconds.
@@ -768,6 +884,23 @@ class PostgresEngine(EngineBase):
             pool, self._pool = self._pool, None
         if pool is not None:
             pool.close()
+
+
+# One round trip for every channel a transaction woke (Citus mode).
+NOTIFY_CHANNELS = "SELECT pg_notify(c, '') FROM unnest(%s::text[]) AS c"
+
+
+def _notify_on(conn: PooledConnection, channels: frozenset[str]) -> None:
+    """Send ``channels``' notifications on ``conn`` (autocommit, so at once).
+
+    A hint only: waiters poll as well, so a notification lost with a
+    broken connection (after the commit it announces) costs them at most
+    one poll interval and is not an error of the write.
+    """
+    try:
+        conn.execute(NOTIFY_CHANNELS, (sorted(channels),))
+    except psycopg.Error:
+        pass
 
 
 def _discard_transaction(engine: PostgresEngine, conn: PooledConnection) -> None:

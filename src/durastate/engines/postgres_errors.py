@@ -22,6 +22,8 @@ URL without ``target_session_attrs=read-write`` reached a standby),
 
 from __future__ import annotations
 
+from asyncio import _get_running_loop as _running_loop
+
 import psycopg
 import psycopg_pool
 
@@ -44,6 +46,9 @@ _READ_ONLY_TRANSACTION = "25006"  # read_only_sql_transaction: see the module do
 # ("cannot set transaction read-write mode during recovery", "cannot execute NOTIFY during recovery", ...).
 _RECOVERY_REFUSAL_CODES = {"0A000", "55000"}
 _RECOVERY_REFUSAL = "during recovery"
+
+
+_LOCK_NOT_AVAILABLE = "55P03"  # lock_timeout ran out
 
 
 def translate_postgres_error(exc: Exception, where: str, *, read_only: bool = False) -> DurastateError:
@@ -72,6 +77,12 @@ def translate_postgres_error(exc: Exception, where: str, *, read_only: bool = Fa
         return Conflict(message)
     if sqlstate in _INVALID_CODES or sqlstate[:2] in _INVALID_CLASSES:
         return InvalidRequest(message)
+    if sqlstate == _LOCK_NOT_AVAILABLE and _running_loop() is not None:
+        return StoreUnavailable(
+            f"{message} (this call runs on the thread of a running event loop, where it waits for a row lock"
+            " only briefly: waiting longer would stall the loop, and a transaction the loop drives, holding"
+            " the lock, could never finish. Call it through durastate.aio, or from another thread)"
+        )
     if sqlstate[:2] in _UNAVAILABLE_CLASSES:
         return StoreUnavailable(message)
     return DurastateError(message)

@@ -107,6 +107,8 @@ class PooledConnection(psycopg.Connection[Any]):
     """
 
     _statement_cursor: psycopg.Cursor[Any] | None = None
+    # Borrowed on an event loop's thread, with a short lock_timeout until given back (PostgresEngine).
+    lock_wait_shortened = False
 
     def run(self, query: str, params: Any = None) -> psycopg.Cursor[Any]:
         """``Connection.execute`` on this connection's statement cursor."""
