@@ -165,8 +165,10 @@ def main() -> None:
                 f"{key} {statistics.median(r[key] for r in measured_rows):9.2f}" for key in measured_rows[0]
             )
             print(f"{processes:3d} processes  {contender:9s}  {cells}")
-        print(f"{processes:3d} processes  durastate/raw throughput: median {statistics.median(ratios):.2f}x "
-              f"(rounds: {', '.join(f'{r:.2f}' for r in ratios)})")
+        print(
+            f"{processes:3d} processes  durastate/raw throughput: median {statistics.median(ratios):.2f}x "
+            f"(rounds: {', '.join(f'{r:.2f}' for r in ratios)})"
+        )
 
 
 if __name__ == "__main__":

@@ -82,6 +82,7 @@ from .documents import DEFAULT_LIST_LIMIT, DocumentInfo, DocumentPage, Documents
 from .errors import InvalidRequest
 from .events import Events as EventsFacet
 from .events import SessionPage, StoredEvent
+from .facets import FACET_NAMES
 from .kv import KV, ScopedKV
 from .presence import Presence
 from .queues import Queues
@@ -518,6 +519,22 @@ class ShardedPresence(_ShardedFacet):
         return merge_distinct((s.presence.namespaces(after=after, limit=limit) for s in self._router.stores), limit)
 
 
+# The router of every facet of the registry (durastate.facets.FACETS), by
+# name, or for a facet that is not sharded the reason ``ShardedStore.<name>``
+# refuses with. A test fails while a facet of the registry is missing here.
+ROUTERS: dict[str, type[_ShardedFacet] | str] = {
+    "kv": ShardedKV,
+    "queues": ShardedQueues,
+    "documents": ShardedDocuments,
+    "records": (
+        "records are not sharded: a commit batch may span conversations, forks copy documents across "
+        "trees, and ids and the commit sequence are store-wide; use router.store_for(tenant).records"
+    ),
+    "events": ShardedEvents,
+    "presence": ShardedPresence,
+}
+
+
 class ShardedStore(ClosesOnExit):
     """A ``Store``-shaped router over several stores (see the module docstring).
 
@@ -529,6 +546,13 @@ class ShardedStore(ClosesOnExit):
     keeps every document of one tenant together, so ``lock`` can cover
     them); by default the document key itself.
     """
+
+    # The routed facets (ROUTERS), set by __init__.
+    kv: ShardedKV
+    queues: ShardedQueues
+    documents: ShardedDocuments
+    events: ShardedEvents
+    presence: ShardedPresence
 
     def __init__(
         self,
@@ -565,19 +589,17 @@ class ShardedStore(ClosesOnExit):
         self._names = names
         self.stores = [store for _, store in named]
         self._document_shard_key = document_shard_key
-        self.kv = ShardedKV(self)
-        self.queues = ShardedQueues(self)
-        self.documents = ShardedDocuments(self)
-        self.events = ShardedEvents(self)
-        self.presence = ShardedPresence(self)
+        for facet in FACET_NAMES:
+            router = ROUTERS[facet]
+            if not isinstance(router, str):
+                setattr(self, facet, router(self))
 
-    @property
-    def records(self) -> Any:
-        """Refused: records cannot be sharded (see the module docstring)."""
-        raise InvalidRequest(
-            "records are not sharded: a commit batch may span conversations, forks copy documents across "
-            "trees, and ids and the commit sequence are store-wide; use router.store_for(tenant).records"
-        )
+    def __getattr__(self, name: str) -> Any:
+        # Only reached for what __init__ did not set: a facet that is not sharded.
+        refusal = ROUTERS.get(name)
+        if isinstance(refusal, str):
+            raise InvalidRequest(refusal)
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     def shard_of(self, key: str | bytes) -> int:
         """Index of the store that owns ``key`` (a scope, queue name, session, ...)."""

@@ -77,10 +77,16 @@ from ..errors import ConfigurationError, InvalidRequest
 from ..retention import MaintenanceReport
 from ..store import OpenOptions, Store
 from ._build import PinnedBlock, runner_for
+
+# The facades by name, for ``from durastate.aio import AsyncKV`` (a test keeps
+# this list equal to the registry's facades).
 from ._facades import (
+    FACADE_OF,
+    FACADES,
     AsyncClaim,
     AsyncDocuments,
     AsyncEvents,
+    AsyncFacets,
     AsyncKV,
     AsyncPresence,
     AsyncQueues,
@@ -213,19 +219,26 @@ class OpeningStore(Coroutine[Any, Any, "AsyncStore"]):
             self._opening.close()
 
 
-class AsyncStore:
-    """The async store: facets, transactions, close (see the module docstring)."""
+class AsyncStore(AsyncFacets):
+    """The async store: facets, transactions, close (see the module docstring).
+
+    One facade per facet the sync store hands out (``durastate.facets``),
+    made at its first use, as the sync store makes its facets.
+    """
 
     def __init__(self, store: Store, runner: AsyncRunner, *, owner: AsyncStore | None = None) -> None:
         self._store = store
         self._runner = runner
         self._owner = owner
-        self.kv = AsyncKV(store.kv, runner)
-        self.queues = AsyncQueues(store.queues, runner)
-        self.documents = AsyncDocuments(store.documents, runner)
-        self.events = AsyncEvents(store.events, runner)
-        self.records = AsyncRecords(store.records, runner)
-        self.presence = AsyncPresence(store.presence, runner)
+
+    def __getattr__(self, name: str) -> Any:
+        # Only reached when ``name`` is not set yet: a facet's first use here.
+        facade = FACADE_OF.get(name)
+        if facade is None or "_store" not in self.__dict__:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        # The sync store's facet (ConfigurationError if the store was opened without it).
+        made = self.__dict__[name] = FACADES[facade](getattr(self._store, name), self._runner)
+        return made
 
     @property
     def url(self) -> str:
