@@ -14,6 +14,7 @@ from typing import Any
 
 import durastate
 from durastate.engines.base import READ, Engine
+from durastate.engines.postgres_health import failover_facts
 from durastate.facets import FACETS
 
 from ._common import redact
@@ -141,6 +142,10 @@ def _postgres_health(engine: Engine, h: Health) -> None:
             "hour as it writes, so this means a very high write rate or a stopped clock"
         )
     h.facts["integrity"] = "ok (the server checks its own pages)"
+    # What a failover can lose: replication, recovery, a pooler (engines.postgres_health).
+    facts, warnings = failover_facts(engine)
+    h.facts.update(facts)
+    h.warnings.extend(warnings)
 
 
 def table_bytes(engine: Engine, table: str, *, scan: bool = True) -> int | None:

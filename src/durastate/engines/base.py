@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Hashable, Iterable
 from contextlib import AbstractContextManager
 
 from ..errors import ConfigurationError, DurastateError, InvalidRequest, NotSupported, SchemaTooNew, WrongType
@@ -253,7 +253,11 @@ class EngineBase(Engine):
             raise InvalidRequest(f"read_only must be True or False, got {read_only!r}")
         self.read_only = read_only
         self._clock: Clock = clock if clock is not None else time.time
-        self._sql_cache: dict[tuple[Kind, str], SQL] = {}
+        # Shared by every engine with the same dialect, class and prefix (see
+        # ``_statement_cache_key``): a process opening many stores compiles
+        # each statement once.
+        shared = self._statement_cache_key()
+        self._sql_cache: dict[tuple[Kind, str], SQL] = {} if shared is None else self.dialect.compiled_cache(shared)
         self._next_value_sql = self.sql(NEXT_VALUE)
 
     no_limit: int | None = None
@@ -395,12 +399,29 @@ class EngineBase(Engine):
         return compiled
 
     def _compiled(self, sql: SQL) -> SQL:
-        """Hook: an engine attaches its per-statement companions to ``sql``."""
+        """Hook: an engine attaches its per-statement companions to ``sql``.
+
+        What it attaches may depend only on ``sql`` and on what
+        ``_statement_cache_key`` covers: compiled statements are shared by
+        the engines with equal keys.
+        """
         return sql
 
     def _prefix_for(self, kind: Kind) -> str:
         """Hook: the text ``{p}`` becomes in a statement of ``kind`` (a schema-qualified prefix, say)."""
         return self.prefix
+
+    def _statement_cache_key(self) -> Hashable | None:
+        """What this engine's compiled statements depend on besides the dialect, or ``None``.
+
+        Engines of one dialect whose keys are equal share compiled
+        statements (``Dialect.compiled_cache``), so a process opening many
+        stores compiles each statement once. The key must cover everything
+        ``_prefix_for`` and ``_compiled`` read (the engine's class, prefix,
+        mode). ``None`` (the default, for engines that do not say): this
+        engine compiles its own.
+        """
+        return None
 
     def now_ms(self) -> int:
         """The store's clock in integer milliseconds since the Unix epoch.

@@ -135,18 +135,21 @@ def _result_column_types(conn: psycopg.Connection[Any], variant: str) -> list[in
 
     The statement is prepared (never executed) under a throwaway name and
     described; psycopg's ``%s`` placeholders become ``$n`` for the server.
+    All in one transaction, so that behind a transaction-mode pooler the
+    three steps reach the same server session.
     """
     name = b"ds_describe_" + os.urandom(8).hex().encode()
     pgconn = conn.pgconn
-    # psycopg runs libpq non-blocking; its own generators drive the I/O.
-    pgconn.send_prepare(name, numbered(variant).encode())
-    (prepared,) = conn.wait(generators.execute(pgconn))
-    if prepared.status != psycopg.pq.ExecStatus.COMMAND_OK:
-        raise psycopg.OperationalError(prepared.get_error_message())
-    pgconn.send_describe_prepared(name)
-    (described,) = conn.wait(generators.execute(pgconn))
-    types = [described.ftype(i) for i in range(described.nfields)]
-    conn.execute(f"DEALLOCATE {name.decode()}")
+    with conn.transaction():
+        # psycopg runs libpq non-blocking; its own generators drive the I/O.
+        pgconn.send_prepare(name, numbered(variant).encode())
+        (prepared,) = conn.wait(generators.execute(pgconn))
+        if prepared.status != psycopg.pq.ExecStatus.COMMAND_OK:
+            raise psycopg.OperationalError(prepared.get_error_message())
+        pgconn.send_describe_prepared(name)
+        (described,) = conn.wait(generators.execute(pgconn))
+        types = [described.ftype(i) for i in range(described.nfields)]
+        conn.execute(f"DEALLOCATE {name.decode()}")
     return types
 
 

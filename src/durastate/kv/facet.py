@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .._listing import check_limit, distinct_params, distinct_sql, merge_distinct
@@ -56,12 +56,29 @@ from .statements import (
 )
 
 if TYPE_CHECKING:
-    from ..engines.base import Engine
+    from ..engines.base import SQL, Engine
 
 # Housekeeping in passing: every PRUNE_EVERY writes of this process, one
 # bounded sweep of up to PRUNE_BATCH expired values.
 PRUNE_EVERY = 256
 PRUNE_BATCH = 64
+
+
+class ByCount(dict[int, "SQL"]):
+    """Statements by key count, each compiled at its first use (a store uses few of the 128 counts).
+
+    A ``dict``: a count seen before is one C-level lookup, as a list index was.
+    """
+
+    __slots__ = ("_make",)
+
+    def __init__(self, make: Callable[[int], SQL]) -> None:
+        super().__init__()
+        self._make = make
+
+    def __missing__(self, count: int) -> SQL:
+        compiled = self[count] = self._make(count)
+        return compiled
 
 
 class KV:
@@ -100,8 +117,9 @@ class KV:
             (s, e, r): sql(scan_sql(s, e, r)) for s in (False, True) for e in (False, True) for r in (False, True)
         }
         self._delete_range = {(s, e): sql(delete_range_sql(s, e)) for s in (False, True) for e in (False, True)}
-        self._get_many = [""] + [sql(get_many_sql(n)) for n in range(1, KEY_CHUNK + 1)]
-        self._delete_keys = [""] + [sql(delete_keys_sql(n)) for n in range(1, KEY_CHUNK + 1)]
+        # By key count (1..KEY_CHUNK), compiled at the first call with that count.
+        self._get_many = ByCount(lambda n: sql(get_many_sql(n)))
+        self._delete_keys = ByCount(lambda n: sql(delete_keys_sql(n)))
         self._writes_until_prune = PRUNE_EVERY
 
     # -- helpers ---------------------------------------------------------------
