@@ -24,7 +24,7 @@ import click
 
 import durastate
 
-from . import browse, dump
+from . import browse, dump, shards
 from ._common import (
     Progress,
     data_command,
@@ -61,7 +61,7 @@ def main() -> None:
     cli(prog_name="durastate")
 
 
-for group in (browse.kv, browse.queue, browse.events, browse.docs, browse.records, browse.presence):
+for group in (browse.kv, browse.queue, browse.events, browse.docs, browse.records, browse.presence, shards.shards):
     cli.add_command(group)
 
 
