@@ -15,6 +15,7 @@ from urllib.parse import urlsplit, urlunsplit
 import pytest
 
 import durastate
+from durastate.engines.base import WRITE
 
 from .proxy import CuttingProxy
 
@@ -92,7 +93,7 @@ def test_a_failure_sent_unawaited_fails_the_commit_and_applies_nothing(
 ) -> None:
     """A statement nobody waited for fails: the commit raises, and nothing of the transaction stays."""
     store.kv.put(b"s", b"n", b"before", b"1")
-    bad = store.engine.sql("INSERT INTO no_such_table VALUES (1)")
+    bad = store.engine.sql(WRITE("INSERT INTO no_such_table VALUES (1)"))
     with pytest.raises(durastate.InvalidRequest, match="no_such_table"), store.transaction():
         store.kv.put(b"s", b"n", b"inside", b"1")
         store.engine.send(bad)
@@ -104,7 +105,7 @@ def test_a_failure_sent_unawaited_fails_the_commit_and_applies_nothing(
 def test_a_failure_sent_unawaited_in_a_nested_block_is_contained_by_it(
     store: durastate.Store, relay: CuttingProxy
 ) -> None:
-    bad = store.engine.sql("INSERT INTO no_such_table VALUES (1)")
+    bad = store.engine.sql(WRITE("INSERT INTO no_such_table VALUES (1)"))
     with store.transaction():
         store.kv.put(b"s", b"n", b"outer", b"1")
         with pytest.raises(durastate.InvalidRequest), store.transaction():

@@ -130,7 +130,7 @@ def attempt_variant(sql: SQL, prefix: str) -> str | RereadWrite | None:
     """The attempt-recording variant of a write; ``None`` for a read.
 
     ``OPAQUE_WRITE`` for a statement that cannot be one attempt-recording
-    statement (DDL, undeclared): it runs in its own transaction instead,
+    statement (DDL, NOTIFY): it runs in its own transaction instead,
     whose commit ambiguity the attempt row resolves, at the price of a
     few more round trips. A ``RereadWrite`` for a write that declares a ``Reread``: it
     runs as it is. The variant takes the statement's parameters, then the

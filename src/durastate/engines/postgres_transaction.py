@@ -99,7 +99,7 @@ class PipelinedTransactions(EngineBase):
     ) -> Any:
         self._check_open_transaction(state)
         try:
-            if state.attempt_pending and getattr(sql, "kind", Kind.OPAQUE) is not Kind.READ:
+            if state.attempt_pending and getattr(sql, "kind", None) is not Kind.READ:
                 self._record_transaction_attempt(state, conn)
             if not state.piped:
                 return fetch_result(conn.run(sql, params), fetch)
@@ -167,7 +167,7 @@ class PipelinedTransactions(EngineBase):
             return
         self._check_open_transaction(state)
         try:
-            if state.attempt_pending and getattr(sql, "kind", Kind.OPAQUE) is not Kind.READ:
+            if state.attempt_pending and getattr(sql, "kind", None) is not Kind.READ:
                 self._record_transaction_attempt(state, conn)
             self._pipe(state, SEND, sql, params)
         except psycopg.Error as exc:

@@ -291,16 +291,16 @@ class KV:
     ) -> None:
         """Upsert every ``(key, value)`` pair atomically (later duplicates win).
 
-        ``if_absent=True``: store only the pairs whose key holds no live
-        value (``put_if_absent`` for each, in one batch; an expired value
-        counts as absent; of duplicates in the batch the first wins), and
-        leave the others as they are. Nothing says which were stored: the
-        batch is one pipelined write (one round trip on PostgreSQL).
+        ``if_absent=True`` stores only the pairs whose key holds no live
+        value (an expired one counts as absent, as in ``put_if_absent``) and
+        leaves the others as they are; of duplicates in ``items`` the first
+        wins. One statement per pair, no read: which pairs were stored is
+        not reported (``put_if_absent`` tells, one key at a time).
         """
-        if type(if_absent) is not bool:
-            fail_type("if_absent", "True or False", if_absent)
         scope = as_bytes("scope", scope)
         ns = as_bytes("ns", ns)
+        if not isinstance(if_absent, bool):
+            fail_type("if_absent", "a bool", if_absent)
         expires_at = self._deadline(ttl)
         key_room = self.max_key_size - len(scope) - len(ns)
         max_value = self.max_value_size
@@ -319,13 +319,12 @@ class KV:
         if not rows:
             return
         engine = self._engine
+        statement = self._put_persistent
         if if_absent:
             statement = engine.sql(PUT_MANY_IF_ABSENT)
             now = engine.now_ms()
             rows = [(*row, expires_at, now) for row in rows]
-        elif expires_at is None:
-            statement = self._put_persistent
-        else:
+        elif expires_at is not None:
             statement = self._put
             rows = [(*row, expires_at) for row in rows]
         if len(rows) == 1:
