@@ -490,9 +490,10 @@ class PostgresEngine(EngineBase):
             if not self._unusable(exc, conn):
                 raise translate_postgres_error(exc, self.url) from None
             self._discard(conn)
+            failed = exc
         finally:
             self._give_back(conn)
-        return self._retrying(lambda c: fetch_result(c.run(sql, params), fetch), None, began)
+        return self._retrying(lambda c: fetch_result(c.run(sql, params), fetch), None, began, failed=failed)
 
     def _write_once(self, variant: str, params: Params, fetch: int) -> Any:
         """Run an attempt-recording write; after a lost connection, replay or retry."""
@@ -509,15 +510,19 @@ class PostgresEngine(EngineBase):
             if not self._unusable(exc, conn):
                 raise translate_postgres_error(exc, self.url, read_only=self.read_only) from None
             self._discard(conn)
+            failed = exc
         finally:
             self._give_back(conn)
         return self._retrying(
             lambda c: fetch_counted(c.run(variant, (*params, attempt, self.now_ms())), fetch),
             lambda c: replay(c, self._attempt_result, variant, attempt, fetch),
             began,
+            failed=failed,
         )
 
-    def _retrying(self, run: Any, replay: Any, began: float | None = None, keep: bool = False) -> Any:
+    def _retrying(
+        self, run: Any, replay: Any, began: float | None = None, keep: bool = False, failed: Exception | None = None
+    ) -> Any:
         """``run(conn)`` on a pooled connection, retried while its node fails (see the module docstring).
 
         ``began``: the ``time.monotonic()`` of a first try already made (and
@@ -525,12 +530,16 @@ class PostgresEngine(EngineBase):
         write, ``replay(conn)`` looks for the first attempt's recorded
         outcome and returns it (``NOT_APPLIED`` if none). ``keep``: the
         caller keeps the connection ``run`` succeeded on (``run`` returns it).
+        ``failed``: the first try's error. Past the deadline the last error a
+        node gave is raised (a pool that found no connection in time only
+        when no node answered at all).
         """
         retried = began is not None
         window = max(self._busy_timeout, MIN_RETRY_DEADLINE)
         deadline = (time.monotonic() if began is None else began) + window
         pause = RETRY_FIRST_PAUSE
-        last: BaseException | None = None
+        node_error: Exception | None = failed  # the last error a node gave
+        pool_error: StoreUnavailable | None = None  # the last time no connection came in time
         while True:
             left = deadline - time.monotonic()
             if retried:
@@ -542,7 +551,7 @@ class PostgresEngine(EngineBase):
             try:
                 conn = self._borrow(max(left, 0.001))
             except StoreUnavailable as exc:  # nothing connected in time: keep trying until the deadline
-                last, retried = exc, True
+                pool_error, retried = exc, True
                 continue
             kept = False
             try:
@@ -557,17 +566,14 @@ class PostgresEngine(EngineBase):
                 if not self._unusable(exc, conn):
                     raise translate_postgres_error(exc, self.url, read_only=self.read_only) from None
                 self._discard(conn)
-                last, retried = exc, True
+                node_error, retried = exc, True
             finally:
                 if not kept:
                     self._give_back(conn)
         where = f"{self.url} (retried for {window:g} s)"
-        if last is None:
-            raise StoreUnavailable(f"{where}: the node kept failing")
-        if isinstance(last, DurastateError):
-            raise type(last)(f"{where}: {last}") from None
-        assert isinstance(last, Exception)
-        raise translate_postgres_error(last, where, read_only=self.read_only) from None
+        if node_error is not None:
+            raise translate_postgres_error(node_error, where, read_only=self.read_only) from None
+        raise StoreUnavailable(f"{pool_error or where} (retried for {window:g} s)") from None
 
     def _run_in_transaction(
         self, state: _ThreadState, conn: PooledConnection, sql: str, params: Params, fetch: int
@@ -598,6 +604,13 @@ class PostgresEngine(EngineBase):
             return aborted_error(state.doomed)
         if state.conn is not None and self._unusable(exc, state.conn):
             self._discard(state.conn)
+            # The server never saw a COMMIT: it rolled the transaction back (or refused its write).
+            return self._doom(
+                StoreUnavailable(
+                    f"{self.url}: {' '.join(str(exc).split())} (inside a transaction: nothing was applied,"
+                    " the transaction can be retried)"
+                )
+            )
         return self._doom(translate_postgres_error(exc, self.url, read_only=self.read_only))
 
     def _record_transaction_attempt(self, state: _ThreadState, conn: PooledConnection) -> None:
