@@ -77,8 +77,7 @@ import os
 import threading
 import time
 import weakref
-from asyncio import _get_running_loop as _running_loop
-from collections.abc import Iterable
+from collections.abc import Hashable, Iterable
 from typing import Any
 
 import psycopg
@@ -86,7 +85,7 @@ import psycopg_pool
 from psycopg import errors as pg_errors
 
 from .._validate import as_attempt_retention, as_busy_timeout, as_durability, as_pool_sizes
-from ..errors import ConfigurationError, DurastateError, InvalidRequest, StoreClosed, StoreUnavailable
+from ..errors import ConfigurationError, DurastateError, InvalidRequest, StoreClosed, StoreUnavailable, WrongType
 from .base import (
     READ,
     SQL,
@@ -103,6 +102,7 @@ from .base import (
     aborted_error,
 )
 from .capabilities import Capabilities
+from .loop import running_loop as _running_loop
 from .postgres_attempts import ATTEMPT_INSERT as ATTEMPT_INSERT
 from .postgres_attempts import ATTEMPT_PRUNE as ATTEMPT_PRUNE
 from .postgres_attempts import ATTEMPT_PRUNE_BATCH as ATTEMPT_PRUNE_BATCH
@@ -465,6 +465,10 @@ class PostgresEngine(EngineBase):
         sql.companion = attempt_variant(sql, self._prefix_for(Kind.WRITE))
         return sql
 
+    def _statement_cache_key(self) -> Hashable:
+        """Shared compiled statements: by class, Citus mode and ``{p}`` per kind (all that ``_compiled`` reads)."""
+        return (type(self), self.citus, *(self._prefix_for(kind) for kind in Kind))
+
     def _run(self, sql: str, params: Params, fetch: int) -> Any:
         """Run one statement; ``fetch``: 0 rowcount, 1 one row, 2 all rows."""
         state = self._local
@@ -473,8 +477,8 @@ class PostgresEngine(EngineBase):
             return self._run_in_transaction(state, conn, sql, params, fetch)
         try:
             variant = sql.companion  # type: ignore[attr-defined]
-        except AttributeError:  # a plain str: undeclared
-            variant = OPAQUE_WRITE
+        except AttributeError:  # a plain str: no declared kind
+            raise WrongType(f"{self.url}: run statements compiled by engine.sql(), got {sql[:80]!r}") from None
         if variant is OPAQUE_WRITE:
             with self.transaction():
                 return self._run(sql, params, fetch)
@@ -580,7 +584,7 @@ class PostgresEngine(EngineBase):
     ) -> Any:
         self._check_open_transaction(state)
         try:
-            if state.attempt_pending and getattr(sql, "kind", Kind.OPAQUE) is not Kind.READ:
+            if state.attempt_pending and getattr(sql, "kind", None) is not Kind.READ:
                 self._record_transaction_attempt(state, conn)
             return fetch_result(conn.run(sql, params), fetch)
         except psycopg.Error as exc:
@@ -874,7 +878,8 @@ class PostgresEngine(EngineBase):
         name = self.channel(channel)
         state = self._local
         if capabilities.notify_in_transaction:
-            self.execute(f"NOTIFY {name}")
+            # Compiled per call, not cached: channels are unbounded (one per queue, session, ...).
+            self.execute(self._compiled(SQL(f"NOTIFY {name}", Kind.DDL)))
         elif state.depth:
             state.after_commit = state.after_commit | {name}
         else:
