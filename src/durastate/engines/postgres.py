@@ -85,7 +85,7 @@ import psycopg_pool
 from psycopg import errors as pg_errors
 
 from .._validate import as_attempt_retention, as_busy_timeout, as_durability, as_pool_sizes
-from ..errors import ConfigurationError, DurastateError, InvalidRequest, StoreClosed, StoreUnavailable
+from ..errors import ConfigurationError, DurastateError, InvalidRequest, StoreClosed, StoreUnavailable, WrongType
 from .base import (
     READ,
     SQL,
@@ -477,8 +477,8 @@ class PostgresEngine(EngineBase):
             return self._run_in_transaction(state, conn, sql, params, fetch)
         try:
             variant = sql.companion  # type: ignore[attr-defined]
-        except AttributeError:  # a plain str: undeclared
-            variant = OPAQUE_WRITE
+        except AttributeError:  # a plain str: no declared kind
+            raise WrongType(f"{self.url}: run statements compiled by engine.sql(), got {sql[:80]!r}") from None
         if variant is OPAQUE_WRITE:
             with self.transaction():
                 return self._run(sql, params, fetch)
@@ -578,7 +578,7 @@ class PostgresEngine(EngineBase):
     ) -> Any:
         self._check_open_transaction(state)
         try:
-            if state.attempt_pending and getattr(sql, "kind", Kind.OPAQUE) is not Kind.READ:
+            if state.attempt_pending and getattr(sql, "kind", None) is not Kind.READ:
                 self._record_transaction_attempt(state, conn)
             return fetch_result(conn.run(sql, params), fetch)
         except psycopg.Error as exc:
@@ -865,7 +865,8 @@ class PostgresEngine(EngineBase):
         name = self.channel(channel)
         state = self._local
         if capabilities.notify_in_transaction:
-            self.execute(f"NOTIFY {name}")
+            # Compiled per call, not cached: channels are unbounded (one per queue, session, ...).
+            self.execute(self._compiled(SQL(f"NOTIFY {name}", Kind.DDL)))
         elif state.depth:
             state.after_commit = state.after_commit | {name}
         else:

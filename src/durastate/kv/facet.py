@@ -47,6 +47,7 @@ from .statements import (
     PRUNE_DUE,
     PUT,
     PUT_IF_ABSENT,
+    PUT_MANY_IF_ABSENT,
     PUT_PERSISTENT,
     TAKE,
     delete_keys_sql,
@@ -286,10 +287,20 @@ class KV:
         items: Iterable[tuple[bytes, bytes]],
         *,
         ttl: float | None = None,
+        if_absent: bool = False,
     ) -> None:
-        """Upsert every ``(key, value)`` pair atomically (later duplicates win)."""
+        """Upsert every ``(key, value)`` pair atomically (later duplicates win).
+
+        ``if_absent=True`` stores only the pairs whose key holds no live
+        value (an expired one counts as absent, as in ``put_if_absent``) and
+        leaves the others as they are; of duplicates in ``items`` the first
+        wins. One statement per pair, no read: which pairs were stored is
+        not reported (``put_if_absent`` tells, one key at a time).
+        """
         scope = as_bytes("scope", scope)
         ns = as_bytes("ns", ns)
+        if not isinstance(if_absent, bool):
+            fail_type("if_absent", "a bool", if_absent)
         expires_at = self._deadline(ttl)
         key_room = self.max_key_size - len(scope) - len(ns)
         max_value = self.max_value_size
@@ -307,11 +318,15 @@ class KV:
             rows.append((scope, ns, key, self._value(f"items[{i}] value", item[1])))
         if not rows:
             return
+        engine = self._engine
         statement = self._put_persistent
-        if expires_at is not None:
+        if if_absent:
+            statement = engine.sql(PUT_MANY_IF_ABSENT)
+            now = engine.now_ms()
+            rows = [(*row, expires_at, now) for row in rows]
+        elif expires_at is not None:
             statement = self._put
             rows = [(*row, expires_at) for row in rows]
-        engine = self._engine
         if len(rows) == 1:
             engine.execute(statement, rows[0])
         else:
