@@ -46,7 +46,7 @@ from .inspect import facet_stats, health, table_stats, top_groups
 EPILOG = (
     "Every command takes --url (or DURASTATE_URL) and, where it prints data, --json. "
     "Exit codes: 0 ok, 1 error, 2 usage error. Bytes arguments are UTF-8 text or hex:<digits>. "
-    "Reference: docs/cli.md."
+    "Each command explains itself with --help; the full reference is docs/cli.md in the source repository."
 )
 
 

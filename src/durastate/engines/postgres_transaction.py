@@ -74,6 +74,7 @@ class PipelinedTransactions(EngineBase):
     _local: ThreadState
     _attempt_insert: str
     _attempt_result: str
+    pooler: bool
 
     # The engine's own (PostgresEngine).
     def _run(self, sql: str, params: Params, fetch: int) -> Any:
@@ -94,10 +95,15 @@ class PipelinedTransactions(EngineBase):
     def _attempt_found(self, lookup: str, attempt: bytes) -> bool:
         raise NotImplementedError
 
+    def _read_only_refusal(self) -> DurastateError:
+        raise NotImplementedError
+
     def _run_in_transaction(
         self, state: ThreadState, conn: PooledConnection, sql: str, params: Params, fetch: int
     ) -> Any:
         self._check_open_transaction(state)
+        if self.read_only and self.pooler and getattr(sql, "kind", None) is not Kind.READ:
+            raise self._doom(self._read_only_refusal())
         try:
             if state.attempt_pending and getattr(sql, "kind", None) is not Kind.READ:
                 self._record_transaction_attempt(state, conn)
@@ -166,6 +172,8 @@ class PipelinedTransactions(EngineBase):
             self._run(sql, params, 0)
             return
         self._check_open_transaction(state)
+        if self.read_only and self.pooler and getattr(sql, "kind", None) is not Kind.READ:
+            raise self._doom(self._read_only_refusal())
         try:
             if state.attempt_pending and getattr(sql, "kind", None) is not Kind.READ:
                 self._record_transaction_attempt(state, conn)
@@ -191,6 +199,13 @@ class PipelinedTransactions(EngineBase):
             return aborted_error(state.doomed)
         if state.conn is not None and self._unusable(exc, state.conn):
             self._discard(state.conn)
+            # The server never saw a COMMIT: it rolled the transaction back (or refused its write).
+            return self._doom(
+                StoreUnavailable(
+                    f"{self.url}: {' '.join(str(exc).split())} (inside a transaction: nothing was applied,"
+                    " the transaction can be retried)"
+                )
+            )
         return self._doom(translate_postgres_error(exc, self.url, read_only=self.read_only))
 
     def _record_transaction_attempt(self, state: ThreadState, conn: PooledConnection) -> None:
@@ -209,6 +224,8 @@ class PipelinedTransactions(EngineBase):
 
     def executemany(self, sql: str, rows: Iterable[Params]) -> None:
         """Many rows in one pipeline. Outside a transaction, atomically."""
+        if self.read_only and self.pooler:
+            raise self._read_only_refusal()
         batch = list(rows)
         if self._local.conn is None:
             with self.transaction():
