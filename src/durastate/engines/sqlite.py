@@ -32,7 +32,11 @@ Closing (``close()``) never closes a connection under a statement another
 thread is running on it: each thread holds its connection's guard for every
 use of it, and ``close()`` waits for it (bounded, ``CLOSE_WAIT``).
 
-Beside this module: ``sqlite_dialect`` (tokens, the catalog query, plan
+Waiting for the write lock (``busy_timeout``): durastate's own retry loop,
+never on a thread running an event loop (``sqlite_busy``).
+
+Beside this module: ``sqlite_busy`` (the lock wait), ``sqlite_space``
+(``reclaim_space``), ``sqlite_dialect`` (tokens, the catalog query, plan
 reading) and ``sqlite_errors`` (result codes to durastate's errors,
 ``LockBusy``); their public names are re-exported here.
 """
