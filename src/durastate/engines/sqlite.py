@@ -58,7 +58,7 @@ from ..errors import ConfigurationError, DurastateError, InvalidRequest, StoreCl
 from .base import SQL, Clock, EngineBase, Kind, Params, Plan, Row, TransactionState, aborted_error
 from .capabilities import Capabilities
 from .space import SpaceReport
-from .sqlite_busy import Backoff, loop_thread_refusal
+from .sqlite_busy import Backoff, loop_thread_refusal, one_row_again, run_to_end_again
 from .sqlite_connections import SPARE_CONNECTIONS as SPARE_CONNECTIONS
 from .sqlite_connections import Connections
 from .sqlite_dialect import CATALOG, plan_of
@@ -81,22 +81,6 @@ _BEGIN_WRITE = "BEGIN IMMEDIATE"
 _COMMIT = "COMMIT"
 _ROLLBACK = "ROLLBACK"
 _SQLITE_BUSY_SNAPSHOT = 517
-
-
-def _one_row(cursor: sqlite3.Cursor, sql: str, params: Params) -> Row | None:
-    """``one()``'s statement run again after BUSY (its first try is inlined there)."""
-    row: Row | None = cursor.execute(sql, params).fetchone()
-    if row is not None:
-        cursor.fetchall()  # finish it: the shared cursor never keeps a statement active
-    return row
-
-
-def _run_to_end(cursor: sqlite3.Cursor, sql: str, params: Params) -> int:
-    """``execute()``'s statement run again after BUSY (its first try is inlined there)."""
-    cursor.execute(sql, params)
-    if cursor.description is not None:
-        cursor.fetchall()
-    return cursor.rowcount
 
 
 class _ThreadState(TransactionState):
@@ -434,7 +418,7 @@ class SqliteEngine(EngineBase):
                     self._drop_cursor(cursor)
                 return row
             except sqlite3.Error as exc:
-                return cast(Row | None, self._after_busy(exc, lambda: _one_row(cursor, sql, params)))
+                return cast(Row | None, self._after_busy(exc, lambda: one_row_again(cursor, sql, params)))
             except BaseException:
                 self._drop_cursor(cursor)
                 raise
@@ -477,7 +461,7 @@ class SqliteEngine(EngineBase):
                     cursor.fetchall()
                 return cursor.rowcount
             except sqlite3.Error as exc:
-                return cast(int, self._after_busy(exc, lambda: _run_to_end(cursor, sql, params)))
+                return cast(int, self._after_busy(exc, lambda: run_to_end_again(cursor, sql, params)))
             except BaseException:
                 self._drop_cursor(cursor)
                 raise
