@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 
 __all__ = ["DEFAULT_PATH", "OpenOptions", "Store", "open"]
 
-DEFAULT_PATH = Path(".durastate") / "state.db"
+DEFAULT_PATH = Path(registry.DEFAULT_PATH)
 DEFAULT_MAX_VALUE_SIZE = 64 * 1024 * 1024
 DEFAULT_MAX_KEY_SIZE = 2048
 # What a store of every facet migrates (the engine's own schema first).
@@ -110,8 +110,8 @@ def open(
     (checked, then ignored by SQLite, which uses one connection per
     thread). ``attempt_retention``: seconds PostgreSQL keeps the attempt row
     of each write, which lets a write retried after a lost connection apply
-    once (``None``: 300; 1 to 604800, i.e. 7 days; see the README's
-    "PostgreSQL in production"); SQLite keeps no such rows and ignores it
+    once (``None``: 300; 1 to 604800, i.e. 7 days; see docs/operations/postgres.md,
+    "What the engine keeps for itself"); SQLite keeps no such rows and ignores it
     after the same check. A value that is not a finite number in range is
     refused with ``ConfigurationError``. ``retention``: what ``Store.maintain()`` deletes, how many
     backups ``documents.clear`` keeps and whether documents record their

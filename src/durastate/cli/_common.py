@@ -30,6 +30,7 @@ import click
 import orjson
 
 import durastate
+from durastate.engines import registry
 from durastate.errors import DurastateError, InvalidRequest
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -73,40 +74,57 @@ def redact(url: str) -> str:
 
 
 def is_postgres(url: str | None) -> bool:
-    return bool(url) and str(url).startswith(("postgresql://", "postgres://"))
+    return url is not None and registry.scheme_of(url) in ("postgresql", "postgres")
 
 
 def sqlite_file(url: str | None) -> Path | None:
-    """The file a SQLite URL names, or None (PostgreSQL, memory)."""
-    if url is None:
-        return Path(".durastate") / "state.db"
-    if is_postgres(url) or url in ("memory:", ":memory:"):
-        return None
-    if url.startswith("sqlite://"):
-        return Path(url[len("sqlite://") :])
-    if url.startswith("sqlite:"):
-        return Path(url[len("sqlite:") :])
-    return Path(url)
+    """The file a SQLite URL names (the default store's for None), or None: the engine registry's parser."""
+    path = registry.file_of(url)
+    return None if path is None else Path(path)
 
 
 def open_store(
-    url: str | None, prefix: str, *, create: bool = False, retention: durastate.Retention | None = None
+    url: str | None,
+    prefix: str,
+    *,
+    create: bool = False,
+    retention: durastate.Retention | None = None,
+    read_only: bool = False,
 ) -> durastate.Store:
-    """Open the store, refusing to create a SQLite file unless ``create``; ``retention``: its policy."""
+    """Open the store, refusing to create a SQLite file unless ``create``; ``retention``: its policy.
+
+    ``read_only``: for the commands that only show (``open_for_reading``).
+    """
     path = sqlite_file(url)
     if path is not None and not create and not path.exists():
         raise click.ClickException(f"no store at {path} (pass --url or set DURASTATE_URL)")
     try:
-        return durastate.open(url, prefix=prefix, retention=retention)
+        return durastate.open(url, prefix=prefix, retention=retention, read_only=read_only)
     except DurastateError as exc:
         raise click.ClickException(str(exc)) from None
 
 
+def open_for_reading(url: str | None, prefix: str) -> durastate.Store:
+    """Open the store read-only: for ``info``, ``doctor``, ``stats``, ``export``, browsing and ``ui``.
+
+    They write nothing: not a migration of an older store (refused, with
+    the way out: open it writable once), not a sweep, not an attempt row.
+    So they work under a database role that may only SELECT and on a file
+    the process may not write.
+    """
+    return open_store(url, prefix, read_only=True)
+
+
 @contextlib.contextmanager
 def store_from(
-    url: str | None, prefix: str, *, create: bool = False, retention: durastate.Retention | None = None
+    url: str | None,
+    prefix: str,
+    *,
+    create: bool = False,
+    retention: durastate.Retention | None = None,
+    read_only: bool = False,
 ) -> Iterator[durastate.Store]:
-    store = open_store(url, prefix, create=create, retention=retention)
+    store = open_store(url, prefix, create=create, retention=retention, read_only=read_only)
     try:
         yield store
     finally:

@@ -55,11 +55,12 @@ statement may run on a different server session. The first connect tells
 is not the server's), and the engine then prepares no statements
 (``prepare_threshold=None``), sets no session settings (``lock_timeout``,
 ``plan_cache_mode``: give them to the role, ``ALTER ROLE ... SET``), waits by
-polling instead of ``LISTEN`` (the waiter re-checks every 50 ms), and
-accepts ``read_only=True`` only when the role's sessions are read-only by
-themselves. A session-mode pool is detected the same way (a client cannot
-tell the modes apart) and treated the same; connect to the server itself
-to keep ``LISTEN`` and prepared statements.
+polling instead of ``LISTEN`` (the waiter re-checks every 50 ms), and a
+``read_only=True`` store refuses writes itself (by the statements' declared
+kinds) instead of setting ``default_transaction_read_only``. A
+session-mode pool is detected the same way (a client cannot tell the
+modes apart) and treated the same; connect to the server itself to keep
+``LISTEN`` and prepared statements.
 
 The engine's other modules, one idea each: ``postgres_connect`` (opening:
 the URL, the probe connection, why a connect failed), ``postgres_dialect``
@@ -85,7 +86,7 @@ import psycopg_pool
 from psycopg import errors as pg_errors
 
 from .._validate import as_attempt_retention, as_busy_timeout, as_durability, as_pool_sizes
-from ..errors import ConfigurationError, DurastateError, InvalidRequest, StoreClosed, StoreUnavailable
+from ..errors import ConfigurationError, DurastateError, InvalidRequest, StoreClosed, StoreUnavailable, WrongType
 from .base import (
     READ,
     SQL,
@@ -296,7 +297,7 @@ class PostgresEngine(EngineBase):
         if self.pooler:
             # Each statement may run on another server session: no prepared statements (a name prepared on
             # one session is unknown, or another statement, on the next), and no session settings (they would
-            # stay on whichever server session ran them, for other clients; see _probe for read_only).
+            # stay on whichever server session ran them, for other clients; read_only: _read_only_refusal).
             conn.prepare_threshold = None
             return
         conn.prepare_threshold = PREPARE_THRESHOLD
@@ -352,22 +353,13 @@ class PostgresEngine(EngineBase):
         try:
             self.pooler = behind_pooler(conn)
             self._configure(conn)
-            row = conn.execute(
-                "SELECT current_schema(), current_setting('search_path'),"
-                " current_setting('default_transaction_read_only') = 'on'"
-            ).fetchone()
+            row = conn.execute("SELECT current_schema(), current_setting('search_path')").fetchone()
         except psycopg.Error as exc:
             raise translate_postgres_error(exc, f"{where}: configuring the session") from None
         finally:
             conn.close()
         if self.pooler:
             self.capabilities = self.capabilities.replace(listen_notify=False)  # waiters poll (wait_for_change)
-        if self.pooler and self.read_only and row is not None and not row[2]:
-            raise ConfigurationError(
-                f"{where}: read_only=True behind a connection pooler needs sessions that are read-only by"
-                " themselves (the store cannot SET it on sessions the pooler shares): connect as a role with"
-                " ALTER ROLE ... SET default_transaction_read_only = on, or connect to the server directly"
-            )
         if row is None or row[0] is None:
             path = "" if row is None else row[1]
             raise ConfigurationError(
@@ -477,12 +469,14 @@ class PostgresEngine(EngineBase):
             return self._run_in_transaction(state, conn, sql, params, fetch)
         try:
             variant = sql.companion  # type: ignore[attr-defined]
-        except AttributeError:  # a plain str: undeclared
-            variant = OPAQUE_WRITE
+        except AttributeError:  # a plain str: no declared kind
+            raise WrongType(f"{self.url}: run statements compiled by engine.sql(), got {sql[:80]!r}") from None
         if variant is OPAQUE_WRITE:
             with self.transaction():
                 return self._run(sql, params, fetch)
         if variant is not None:
+            if self.read_only and self.pooler:
+                raise self._read_only_refusal()
             return self._write_once(variant, params, fetch)
         # A read. The first try is inlined (the common case pays no closure);
         # a lost connection falls through to the retry loop.
@@ -494,9 +488,10 @@ class PostgresEngine(EngineBase):
             if not self._unusable(exc, conn):
                 raise translate_postgres_error(exc, self.url) from None
             self._discard(conn)
+            failed = exc
         finally:
             self._give_back(conn)
-        return self._retrying(lambda c: fetch_result(c.run(sql, params), fetch), None, began)
+        return self._retrying(lambda c: fetch_result(c.run(sql, params), fetch), None, began, failed=failed)
 
     def _write_once(self, variant: str, params: Params, fetch: int) -> Any:
         """Run an attempt-recording write; after a lost connection, replay or retry."""
@@ -513,15 +508,19 @@ class PostgresEngine(EngineBase):
             if not self._unusable(exc, conn):
                 raise translate_postgres_error(exc, self.url, read_only=self.read_only) from None
             self._discard(conn)
+            failed = exc
         finally:
             self._give_back(conn)
         return self._retrying(
             lambda c: fetch_counted(c.run(variant, (*params, attempt, self.now_ms())), fetch),
             lambda c: replay(c, self._attempt_result, variant, attempt, fetch),
             began,
+            failed=failed,
         )
 
-    def _retrying(self, run: Any, replay: Any, began: float | None = None, keep: bool = False) -> Any:
+    def _retrying(
+        self, run: Any, replay: Any, began: float | None = None, keep: bool = False, failed: Exception | None = None
+    ) -> Any:
         """``run(conn)`` on a pooled connection, retried while its node fails (see the module docstring).
 
         ``began``: the ``time.monotonic()`` of a first try already made (and
@@ -529,12 +528,16 @@ class PostgresEngine(EngineBase):
         write, ``replay(conn)`` looks for the first attempt's recorded
         outcome and returns it (``NOT_APPLIED`` if none). ``keep``: the
         caller keeps the connection ``run`` succeeded on (``run`` returns it).
+        ``failed``: the first try's error. Past the deadline the last error a
+        node gave is raised (a pool that found no connection in time only
+        when no node answered at all).
         """
         retried = began is not None
         window = max(self._busy_timeout, MIN_RETRY_DEADLINE)
         deadline = (time.monotonic() if began is None else began) + window
         pause = RETRY_FIRST_PAUSE
-        last: BaseException | None = None
+        node_error: Exception | None = failed  # the last error a node gave
+        pool_error: StoreUnavailable | None = None  # the last time no connection came in time
         while True:
             left = deadline - time.monotonic()
             if retried:
@@ -546,7 +549,7 @@ class PostgresEngine(EngineBase):
             try:
                 conn = self._borrow(max(left, 0.001))
             except StoreUnavailable as exc:  # nothing connected in time: keep trying until the deadline
-                last, retried = exc, True
+                pool_error, retried = exc, True
                 continue
             kept = False
             try:
@@ -561,28 +564,31 @@ class PostgresEngine(EngineBase):
                 if not self._unusable(exc, conn):
                     raise translate_postgres_error(exc, self.url, read_only=self.read_only) from None
                 self._discard(conn)
-                last, retried = exc, True
+                node_error, retried = exc, True
             finally:
                 if not kept:
                     self._give_back(conn)
         where = f"{self.url} (retried for {window:g} s)"
-        if last is None:
-            raise StoreUnavailable(f"{where}: the node kept failing")
-        if isinstance(last, DurastateError):
-            raise type(last)(f"{where}: {last}") from None
-        assert isinstance(last, Exception)
-        raise translate_postgres_error(last, where, read_only=self.read_only) from None
+        if node_error is not None:
+            raise translate_postgres_error(node_error, where, read_only=self.read_only) from None
+        raise StoreUnavailable(f"{pool_error or where} (retried for {window:g} s)") from None
 
     def _run_in_transaction(
         self, state: _ThreadState, conn: PooledConnection, sql: str, params: Params, fetch: int
     ) -> Any:
         self._check_open_transaction(state)
+        if self.read_only and self.pooler and getattr(sql, "kind", None) is not Kind.READ:
+            raise self._doom(self._read_only_refusal())
         try:
-            if state.attempt_pending and getattr(sql, "kind", Kind.OPAQUE) is not Kind.READ:
+            if state.attempt_pending and getattr(sql, "kind", None) is not Kind.READ:
                 self._record_transaction_attempt(state, conn)
             return fetch_result(conn.run(sql, params), fetch)
         except psycopg.Error as exc:
             raise self._failed(state, exc) from None
+
+    def _read_only_refusal(self) -> ConfigurationError:
+        """A write on a ``read_only`` store behind a pooler, refused here: the server session is not ours to SET."""
+        return ConfigurationError(f"{self.url}: this store was opened read_only=True: writes are refused")
 
     def _check_open_transaction(self, state: _ThreadState) -> None:
         """Refuse a statement in a doomed transaction, or after ``close()``."""
@@ -602,6 +608,13 @@ class PostgresEngine(EngineBase):
             return aborted_error(state.doomed)
         if state.conn is not None and self._unusable(exc, state.conn):
             self._discard(state.conn)
+            # The server never saw a COMMIT: it rolled the transaction back (or refused its write).
+            return self._doom(
+                StoreUnavailable(
+                    f"{self.url}: {' '.join(str(exc).split())} (inside a transaction: nothing was applied,"
+                    " the transaction can be retried)"
+                )
+            )
         return self._doom(translate_postgres_error(exc, self.url, read_only=self.read_only))
 
     def _record_transaction_attempt(self, state: _ThreadState, conn: PooledConnection) -> None:
@@ -680,6 +693,8 @@ class PostgresEngine(EngineBase):
 
     def executemany(self, sql: str, rows: Iterable[Params]) -> None:
         """Many rows in one pipeline. Outside a transaction, atomically."""
+        if self.read_only and self.pooler:
+            raise self._read_only_refusal()
         batch = list(rows)
         if self._local.conn is None:
             with self.transaction():
@@ -865,7 +880,8 @@ class PostgresEngine(EngineBase):
         name = self.channel(channel)
         state = self._local
         if capabilities.notify_in_transaction:
-            self.execute(f"NOTIFY {name}")
+            # Compiled per call, not cached: channels are unbounded (one per queue, session, ...).
+            self.execute(self._compiled(SQL(f"NOTIFY {name}", Kind.DDL)))
         elif state.depth:
             state.after_commit = state.after_commit | {name}
         else:

@@ -91,7 +91,7 @@ def attempt_variant(sql: SQL, prefix: str) -> str | None:
     """The attempt-recording variant of a write; ``None`` for a read.
 
     ``OPAQUE_WRITE`` for a statement that cannot be one attempt-recording
-    statement (DDL, undeclared): it runs in its own transaction instead,
+    statement (DDL, NOTIFY): it runs in its own transaction instead,
     whose commit ambiguity the attempt row resolves, at the price of a
     few more round trips. The variant takes the statement's parameters,
     then the attempt id and the store's time.

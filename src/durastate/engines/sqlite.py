@@ -247,6 +247,12 @@ class SqliteEngine(EngineBase):
                     raise ConfigurationError(f"{self.url}: no store file there to open read-only")
                 # mode=ro: SQLite itself refuses every write on these connections.
                 self.path = f"{file_path.as_uri()}?mode=ro"
+                if not os.access(file_path.parent, os.W_OK) and not os.path.exists(f"{file_path}-wal"):
+                    # A WAL file is read through a -shm file SQLite must be able
+                    # to create; in a folder this process may not write, with
+                    # no WAL left (the last writer closed cleanly), SQLite
+                    # reads the file as it is: immutable, no locks, no -shm.
+                    self.path += "&immutable=1"
                 self._uri = True
             else:
                 try:

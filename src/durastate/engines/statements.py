@@ -22,8 +22,9 @@ and returns an ``SQL``: the driver's text (a ``str``, so drivers use and
 cache it as is) that carries its ``kind``. The engine decides what to do by
 the kind and never looks at the text: PostgreSQL runs a read as it is and a
 write outside a transaction together with its attempt row (see
-``engines.postgres``). A plain ``str`` template passed to ``engine.sql`` is
-of kind ``OPAQUE``: run correctly whatever it does, at a higher price.
+``engines.postgres``). ``engine.sql`` takes nothing else: a plain ``str``
+is refused (``WrongType``), so every statement is declared where it is
+written.
 ``KeyLookup(...)`` asks the engine to write a lookup of many keys (one
 index probe per key) in its own best form.
 
@@ -74,7 +75,6 @@ class Kind(enum.Enum):
     WRITE = "write"
     WRITE_ROWS = "write returning rows"
     DDL = "ddl"
-    OPAQUE = "undeclared"
 
 
 Template = str | Mapping[str, str]

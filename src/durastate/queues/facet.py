@@ -31,7 +31,7 @@ from ..errors import Conflict
 if TYPE_CHECKING:
     from ..engines.base import Engine
 
-__all__ = ["QueueItem", "Claim", "DeadLetter", "QueueStats", "Queues", "SCHEMA", "DEFAULT_MAX_ATTEMPTS"]
+# The public names are the package's (durastate.queues.__all__).
 
 DEFAULT_MAX_ATTEMPTS = 5
 POLL_INTERVAL = 0.05

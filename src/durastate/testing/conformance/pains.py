@@ -30,6 +30,7 @@ import pytest
 import durastate
 from durastate.engines import registry
 from durastate.engines.schema import Schema
+from durastate.engines.statements import READ, WRITE
 from durastate.errors import Conflict
 from durastate.store import SCHEMAS
 
@@ -48,7 +49,7 @@ METHOD = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn
 
 def _versions(store: durastate.Store) -> list[tuple[str, int]]:
     engine = store.engine
-    rows = engine.all(engine.sql("SELECT facet, version FROM {p}schema ORDER BY facet"))
+    rows = engine.all(engine.sql(READ("SELECT facet, version FROM {p}schema ORDER BY facet")))
     return [(str(facet), int(version)) for facet, version in rows]
 
 
@@ -85,7 +86,7 @@ def _older_store(url: str, keep: int | None) -> None:
         assert older != list(SCHEMAS), "no facet has a step to leave out"
         engine.migrate(older)
         engine.execute(
-            engine.sql("INSERT INTO {p}kv (scope, ns, key, value) VALUES (?, ?, ?, ?)"),
+            engine.sql(WRITE("INSERT INTO {p}kv (scope, ns, key, value) VALUES (?, ?, ?, ?)")),
             (SCOPE, b"kept", b"before", b"from the older schema"),
         )
     finally:

@@ -45,7 +45,7 @@ def plan_of(store: durastate.Store, statement: Statement | KeyLookup, params: Se
     """The plan of ``statement``; skips the test on a Citus coordinator (see below)."""
     engine = store.engine
     plan = engine.explain(engine.sql(statement), tuple(params))
-    if "Custom Scan (Citus" in plan.text:
+    if '"Custom Plan Provider": "Citus' in plan.text:
         # The coordinator's plan only routes the statement; the worker plans it
         # with PostgreSQL's planner, whose plans these tests check on plain
         # PostgreSQL in the same Citus statement mode (the "citus" parameter there).
