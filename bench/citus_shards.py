@@ -89,6 +89,7 @@ def main() -> None:
     parser.add_argument("--citus-url", help="also run durastate.citus.open on this Citus coordinator")
     parser.add_argument("--shards", type=int, default=128)
     parser.add_argument("--calls", type=int, default=300)
+    parser.add_argument("--no-map", action="store_true", help="skip the shard-map layout (a pool per shard)")
     parser.add_argument(
         "--reuse-prefix", help="open the logical shards an earlier run left under this prefix (kept afterwards)"
     )
@@ -127,20 +128,21 @@ def main() -> None:
             layouts["citus"] = (store, secs, kept, capp)
             if not args.reuse_prefix:
                 dropped.append((args.citus_url, cprefix))
-        mapp = f"bench-map-{tag}"
-        names = shard_names("ds_", n)
-        urls = {}
-        for i, name in enumerate(names):
-            db_url = urlunsplit(urlsplit(args.url)._replace(path=f"/{databases[i % 4]}"))
-            with psycopg.connect(db_url, autocommit=True) as conn:
-                conn.execute(f"CREATE SCHEMA {name}")
-            urls[name] = with_app(db_url, mapp, name)
-        # No idle connection per shard (min_connections=0): with the default of 1, 128 shards take
-        # 128 server connections at open, more than a default server's max_connections (100).
-        store, secs, kept = opened(
-            "map-4db", lambda: open_map(ShardMap("ds_", urls), min_connections=0, max_connections=2)
-        )
-        layouts["map-4db"] = (store, secs, kept, mapp)
+        if not args.no_map:
+            mapp = f"bench-map-{tag}"
+            names = shard_names("ds_", n)
+            urls = {}
+            for i, name in enumerate(names):
+                db_url = urlunsplit(urlsplit(args.url)._replace(path=f"/{databases[i % 4]}"))
+                with psycopg.connect(db_url, autocommit=True) as conn:
+                    conn.execute(f"CREATE SCHEMA {name}")
+                urls[name] = with_app(db_url, mapp, name)
+            # No idle connection per shard (min_connections=0): with the default of 1, 128 shards take
+            # 128 server connections at open, more than a default server's max_connections (100).
+            store, secs, kept = opened(
+                "map-4db", lambda: open_map(ShardMap("ds_", urls), min_connections=0, max_connections=2)
+            )
+            layouts["map-4db"] = (store, secs, kept, mapp)
         papp = f"bench-plain-{tag}"
         pschema = f"bench_plain_{tag}"
         admin.execute(f"CREATE SCHEMA {pschema}")
