@@ -25,10 +25,14 @@ updated (ADK's runner does this); ``get_session`` of a session holding
 
 Method: one untimed warm-up round, then ``--rounds`` rounds; in each round
 every op runs ``--calls`` times per contender, back to back, in an order
-that alternates from round to round. Reported: median time per call, and
-per peer the median of the per-round ratios peer time / durastate time
-(> 1: durastate faster) with their range. The machine is shared and noisy:
-read ratios, not times.
+that alternates from round to round. Reported, in wall time and in the
+process's CPU time (all its threads: aiosqlite and SQLAlchemy run the
+peers' statements on a thread of their own, so on a machine with idle
+cores their wall time can be below their CPU time, and on a saturated one
+the wall time is mostly waiting for a core): median time per call, and per
+peer the median of the per-round ratios peer / durastate (> 1: durastate
+faster) with their range. The machine is shared and noisy: read ratios,
+not times.
 """
 
 from __future__ import annotations
@@ -92,18 +96,19 @@ async def _ops(service: Any) -> dict[str, Callable[[], Awaitable[Any]]]:
     }
 
 
-async def _time(op: Callable[[], Awaitable[Any]], calls: int) -> float:
-    start = time.perf_counter()
+async def _time(op: Callable[[], Awaitable[Any]], calls: int) -> tuple[float, float]:
+    """(wall, CPU) seconds per call; CPU is the whole process's (aiosqlite's and psycopg's threads included)."""
+    wall, cpu = time.perf_counter(), time.process_time()
     for _ in range(calls):
         await op()
-    return (time.perf_counter() - start) / calls
+    return (time.perf_counter() - wall) / calls, (time.process_time() - cpu) / calls
 
 
 async def race(title: str, services: dict[str, Any], rounds: int, calls: int) -> None:
     ops = {label: await _ops(service) for label, service in services.items()}
     names = list(next(iter(ops.values())))
     labels = list(services)
-    times: dict[tuple[str, str], list[float]] = {(op, label): [] for op in names for label in labels}
+    times: dict[tuple[str, str], list[tuple[float, float]]] = {(op, label): [] for op in names for label in labels}
     for round_number in range(rounds + 1):
         order = labels if round_number % 2 else labels[::-1]
         for op in names:
@@ -111,19 +116,21 @@ async def race(title: str, services: dict[str, Any], rounds: int, calls: int) ->
                 took = await _time(ops[label][op], calls)
                 if round_number:  # round 0 warms up
                     times[op, label].append(took)
-    print(
-        f"\n## {title} ({rounds} rounds x {calls} calls; ratio = peer time / durastate time, > 1: durastate faster)\n"
-    )
-    peers = labels[1:]
-    header = f"{'op':28}" + "".join(f"{label + ' us':>16}" for label in labels)
-    header += "".join(f"{'vs ' + peer:>28}" for peer in peers)
-    print(header)
-    for op in names:
-        line = f"{op:28}" + "".join(f"{statistics.median(times[op, label]) * 1e6:16.0f}" for label in labels)
-        for peer in peers:
-            ratios = [p / d for p, d in zip(times[op, peer], times[op, "durastate"], strict=True)]
-            line += f"{statistics.median(ratios):14.2f} ({min(ratios):.2f}-{max(ratios):.2f})"
-        print(line)
+    print(f"\n## {title} ({rounds} rounds x {calls} calls; ratio = peer / durastate, > 1: durastate faster)")
+    for kind, at in (("wall", 0), ("CPU", 1)):
+        print(f"\n{kind} time per call\n")
+        peers = labels[1:]
+        header = f"{'op':28}" + "".join(f"{label + ' us':>16}" for label in labels)
+        header += "".join(f"{'vs ' + peer:>28}" for peer in peers)
+        print(header)
+        for op in names:
+            line = f"{op:28}"
+            line += "".join(f"{statistics.median(t[at] for t in times[op, label]) * 1e6:16.0f}" for label in labels)
+            for peer in peers:
+                pairs = zip(times[op, peer], times[op, "durastate"], strict=True)
+                ratios = [p[at] / d[at] for p, d in pairs]
+                line += f"{statistics.median(ratios):14.2f} ({min(ratios):.2f}-{max(ratios):.2f})"
+            print(line)
 
 
 async def main(rounds: int, calls: int, postgres_url: str | None) -> None:
