@@ -59,15 +59,27 @@ Runner = Callable[[list[int]], None]
 
 
 def baseline_module(revision: str) -> ModuleType:
-    """The documents module at git ``revision``, importable beside this tree's (its relative imports resolve)."""
+    """The documents facet's module at git ``revision``, importable beside this tree's (its relative imports resolve).
+
+    ``src/durastate/documents.py`` before documents became a package,
+    ``documents/facet.py`` since (its ``from . import history`` then resolves
+    to this tree's history module).
+    """
     root = Path(__file__).resolve().parents[1]
-    source = subprocess.run(
-        ["git", "show", f"{revision}:src/durastate/documents.py"], cwd=root, check=True, capture_output=True, text=True
-    ).stdout
+    places = {"documents.py": "durastate._documents_baseline", "documents/facet.py": "durastate.documents._baseline"}
+    for file in places:
+        shown = subprocess.run(
+            ["git", "show", f"{revision}:src/durastate/{file}"], cwd=root, capture_output=True, text=True
+        )
+        if shown.returncode == 0:
+            source, name = shown.stdout, places[file]
+            break
+    else:
+        raise SystemExit(f"no documents facet at {revision}")
     folder = Path(tempfile.mkdtemp(prefix="durastate-baseline-"))
     path = folder / "_documents_baseline.py"
     path.write_text(source)
-    spec = importlib.util.spec_from_file_location("durastate._documents_baseline", path)
+    spec = importlib.util.spec_from_file_location(name, path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module

@@ -1,10 +1,13 @@
 """Facet boundaries: no facet imports another facet or a driver; one error per kind of mistake.
 
-The facets (kv, queues, documents, events, records, presence) stand side by
-side on the engine layer and share only ``_validate`` (limits, text rules,
-argument checks), ``_json``, ``_retention``, ``_paging`` and ``errors``. The
-import check parses every facet module (a package facet: each of its
-modules) with ``ast``, so it sees imports inside functions and
+The facets (the registry's, ``durastate.facets.FACETS``) stand side by side
+on the engine layer and share only ``_validate`` (limits, text rules,
+argument checks), ``_json``, ``_retention``, ``_paging`` and ``errors``.
+Every facet is a package ``durastate/<name>/``; every package under
+``durastate`` is a facet of the registry or one of ``NOT_FACETS``, so a new
+facet package is checked here as soon as it exists (or this test fails
+until it is registered). The import check parses every module of every
+facet with ``ast``, so it sees imports inside functions and
 ``TYPE_CHECKING`` blocks too.
 """
 
@@ -21,22 +24,23 @@ import pytest
 
 import durastate
 from durastate import InvalidRequest, WrongType
+from durastate.facets import FACET_NAMES
 from durastate.kv import KV, ScopedKV
 
 PACKAGE = Path(durastate.__file__).parent
-FACET_NAMES = ("kv", "queues", "documents", "events", "records", "presence")
 DRIVERS = ("sqlite3", "psycopg", "psycopg_pool", "durastate.engines.sqlite", "durastate.engines.postgres")
+# The packages under durastate that are not facets: the layers below and above them.
+NOT_FACETS = {"aio", "cli", "compat", "engines", "examples", "integrations", "testing"}
+
+
+def packages(root: Path = PACKAGE) -> set[str]:
+    """Every package directly under ``root`` (``durastate``)."""
+    return {path.parent.name for path in root.glob("*/__init__.py")}
 
 
 def facet_modules() -> list[tuple[str, Path]]:
-    """(facet, path) for every module of every facet: ``queues.py`` or each file of ``events/``."""
-    found = []
-    for facet in FACET_NAMES:
-        if (PACKAGE / facet).is_dir():
-            found += [(facet, path) for path in sorted((PACKAGE / facet).glob("*.py"))]
-        else:
-            found.append((facet, PACKAGE / f"{facet}.py"))
-    return found
+    """(facet, path) for every module of every facet package (subpackages included)."""
+    return [(facet, path) for facet in FACET_NAMES for path in sorted((PACKAGE / facet).rglob("*.py"))]
 
 
 def module_name(path: Path) -> str:
@@ -75,10 +79,19 @@ def crossings(facet: str, source: str, name: str, *, is_package: bool = False) -
     return bad
 
 
-def test_every_facet_is_found() -> None:
-    facets = {facet for facet, _ in facet_modules()}
-    assert facets == set(FACET_NAMES)
-    assert all(path.is_file() for _, path in facet_modules())
+def test_every_facet_is_a_package_and_every_package_a_known_layer_or_a_facet() -> None:
+    assert all((PACKAGE / facet / "__init__.py").is_file() for facet in FACET_NAMES)
+    assert packages() - NOT_FACETS == set(FACET_NAMES), "a package that is neither a facet nor in NOT_FACETS"
+    assert not (NOT_FACETS & set(FACET_NAMES))
+    assert {facet for facet, _ in facet_modules()} == set(FACET_NAMES)
+
+
+def test_a_new_package_is_seen_by_the_scan(tmp_path: Path) -> None:
+    for name in [*FACET_NAMES, *NOT_FACETS, "newfacet"]:
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "__init__.py").write_text("")
+    (tmp_path / "module.py").write_text("")
+    assert packages(tmp_path) - NOT_FACETS - set(FACET_NAMES) == {"newfacet"}
 
 
 @pytest.mark.parametrize(("facet", "path"), facet_modules(), ids=lambda v: v if isinstance(v, str) else v.name)

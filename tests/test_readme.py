@@ -11,47 +11,16 @@ server is available (see ``durastate.testing.postgres_server``), the README's
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-import durastate
+from _docblocks import FENCE, postgres_url, run_page, runnable_blocks
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
-FENCE = re.compile(r"^```(\w*)\n(.*?)^```", re.S | re.M)
-# `print(...)   # expected output` (the comment is the whole printed line).
-PRINT_WITH_OUTPUT = re.compile(r"^\s*print\(.*\)\s+#\s?(.*?)\s*$")
 # Repository paths the README names, in backticks.
 NAMED_PATH = re.compile(r"`((?:src|tests|bench|docs|durastate)/[\w./]*)`")
-
-
-def code_blocks() -> list[tuple[str, int, str]]:
-    """``(language, first line number of the code, code)`` of every fenced block."""
-    text = README.read_text(encoding="utf-8")
-    return [(m.group(1), text.count("\n", 0, m.start(2)) + 1, m.group(2)) for m in FENCE.finditer(text)]
-
-
-@pytest.fixture
-def postgres_url(monkeypatch: pytest.MonkeyPatch) -> Iterator[str | None]:
-    """``POSTGRES_URL`` for the README: a throwaway schema, or unset without a server."""
-    monkeypatch.delenv("POSTGRES_URL", raising=False)
-    try:
-        from durastate.testing import postgres_server
-
-        base, _reason = postgres_server.server_url()
-    except ImportError:  # no psycopg
-        base = None
-    if base is None:
-        yield None
-        return
-    url, schema = postgres_server.create_schema(base)
-    monkeypatch.setenv("POSTGRES_URL", url)
-    try:
-        yield url
-    finally:
-        postgres_server.drop_schema(base, schema)
 
 
 def test_readme_starts_with_the_two_commands() -> None:
@@ -81,20 +50,8 @@ def test_readme_python_blocks_run_in_order(
     postgres_url: str | None,
 ) -> None:
     monkeypatch.chdir(tmp_path)
-    blocks = [(line, code) for language, line, code in code_blocks() if language == "python"]
-    assert len(blocks) >= 10, "the README's tour lost its examples"
-    namespace: dict[str, object] = {"__name__": "readme"}
-    try:
-        for line, code in blocks:
-            expected = [m.group(1) for row in code.splitlines() if (m := PRINT_WITH_OUTPUT.match(row))]
-            # Padding keeps line numbers in tracebacks equal to README lines.
-            exec(compile("\n" * (line - 1) + code, str(README), "exec"), namespace)
-            printed = capsys.readouterr().out.splitlines()
-            assert printed == expected, f"README block at line {line} printed something else"
-    finally:
-        for value in namespace.values():
-            if isinstance(value, durastate.Store):
-                value.close()
-    assert (tmp_path / ".durastate" / "state.db").exists(), "durastate.open() did not use the default path"
-    # The PostgreSQL example ran against the server when there is one.
-    assert namespace.get("pg_url") == postgres_url
+    assert runnable_blocks(README), "the README lost its example"
+    run_page(README, lambda: capsys.readouterr().out)
+
+
+__all__ = ["postgres_url"]  # the fixture, imported for pytest to find

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -10,6 +11,7 @@ from urllib.parse import urlsplit, urlunsplit
 import pytest
 
 import durastate
+from durastate.facets import FACET_NAMES
 from durastate.sharding import CrossShardWrite, ShardedStore, rendezvous_owner
 from durastate.testing import plugin
 
@@ -346,27 +348,26 @@ def test_presence_routes_by_namespace_and_records_refuse_with_the_reason(
         _ = router.records
 
 
-@pytest.mark.parametrize(
-    ("facet", "routed"),
-    [
-        ("kv", "ShardedKV"),
-        ("queues", "ShardedQueues"),
-        ("documents", "ShardedDocuments"),
-        ("events", "ShardedEvents"),
-        ("presence", "ShardedPresence"),
-    ],
-)
-def test_every_public_facet_method_is_routed(facet: str, routed: str, tmp_path: Path) -> None:
-    """The routed facets cannot silently miss a method the facet gains (mypy checks their signatures)."""
+@pytest.mark.parametrize("facet", FACET_NAMES)
+def test_every_facet_is_routed_or_refused_and_every_public_method_routed(facet: str, tmp_path: Path) -> None:
+    """The router cannot silently miss a facet of the registry, or a method a facet gains (mypy checks signatures)."""
     import inspect
 
     from durastate import sharding
 
+    assert facet in sharding.ROUTERS, f"durastate.sharding.ROUTERS has no entry for the facet {facet!r}"
+    routed = sharding.ROUTERS[facet]
     with durastate.open(tmp_path / "x.db") as s:
         facet_type = type(getattr(s, facet))
+        router = ShardedStore([s])
+        if isinstance(routed, str):  # not sharded: refused with the reason
+            with pytest.raises(durastate.InvalidRequest, match=re.escape(routed)):
+                getattr(router, facet)
+            return
+        assert type(getattr(router, facet)) is routed
     public = {n for n, v in inspect.getmembers(facet_type) if not n.startswith("_") and callable(v)}
     public -= {"statements", "channel"}  # the compiled statement texts; a static channel-name helper
-    missing = sorted(n for n in public if not hasattr(getattr(sharding, routed), n))
+    missing = sorted(n for n in public if not hasattr(routed, n))
     assert missing == []
 
 

@@ -9,6 +9,7 @@ import pytest
 
 import durastate
 from durastate.engines.base import SQL, Kind
+from durastate.facets import FACET_NAMES
 
 
 def compiled_statements(value: Any, path: str) -> Iterator[tuple[str, SQL]]:
@@ -22,7 +23,7 @@ def compiled_statements(value: Any, path: str) -> Iterator[tuple[str, SQL]]:
             yield from compiled_statements(item, f"{path}[{i}]")
 
 
-@pytest.mark.parametrize("facet", ["kv", "queues", "documents", "records", "events", "presence"])
+@pytest.mark.parametrize("facet", FACET_NAMES)
 def test_every_facet_statement_has_a_declared_kind(facet: str) -> None:
     with durastate.open("memory:") as store:
         found = list(compiled_statements(vars(getattr(store, facet)), facet))

@@ -6,21 +6,20 @@ and pi-durable adapters) call them through one ``AsyncRunner`` per store.
 Where a call runs:
 
 * **SQLite file stores: inline, on the event loop's thread**, on that
-  thread's own connection set to busy timeout 0 (``no_wait_changes``). An
-  uncontended call costs what the sync call costs. Two coroutines share the
-  loop thread's connection safely: a facet call never awaits, so calls on
-  one loop never interleave inside one, and no transaction is ever left
-  open on the loop thread between calls. When the database is locked by
-  another connection SQLite answers BUSY at once instead of sleeping; if
-  the call had changed nothing yet (its change count is unchanged: WAL
-  takes the write lock at the first write or ``BEGIN IMMEDIATE``, before
-  any change) it is handed to a worker thread, whose connection waits for
-  the lock as a sync call would. The loop never sleeps on a lock. The
-  timeout stays 0 while a loop runs on the thread (a sync call made there
-  then refuses a held lock too); once none runs (a sync call after
-  ``asyncio.run`` returned), the thread's first statement refused for a
-  lock puts the store's busy timeout back and runs again, waiting as sync
-  calls do. Nothing is checked on statements that are not refused.
+  thread's own connection (``no_wait_changes``). An uncontended call costs
+  what the sync call costs. Two coroutines share the loop thread's
+  connection safely: a facet call never awaits, so calls on one loop never
+  interleave inside one, and no transaction is ever left open on the loop
+  thread between calls. When the database is locked by another connection
+  the engine refuses the call at once with ``LockBusy`` instead of waiting
+  (it never waits for the lock on a thread running an event loop:
+  ``engines.sqlite_busy``); if the call had changed nothing yet (its change
+  count is unchanged: WAL takes the write lock at the first write or
+  ``BEGIN IMMEDIATE``, before any change) it is handed to a worker thread,
+  which waits for the lock as a sync call would. The loop never sleeps on a
+  lock. A sync call made on the loop's thread gets the same refusal, with
+  a message saying why (it would stall the loop); once no loop runs on the
+  thread (after ``asyncio.run`` returned), its calls wait as sync calls do.
 * **PostgreSQL and ``memory:`` stores: on a worker thread** (one per pool
   connection on PostgreSQL): a network round trip must not block the loop,
   and a ``memory:`` database has no WAL (its ``COMMIT`` can be refused after
@@ -330,12 +329,12 @@ class AsyncRunner:
         # Transaction blocks open on this store (durastate.aio): while none
         # is, a call need not look for the block its task is in.
         self.blocks_open = 0
-        # The engine's no_wait_changes where calls run inline (SQLite
-        # files); None elsewhere and once closed (calls then reach _post,
+        # The engine's no_wait_changes where it declares inline calls
+        # (SQLite files); None elsewhere and once closed (calls then reach _post,
         # which refuses them).
         self.no_wait: Callable[[], int] | None = None
-        if engine is not None and not getattr(engine, "is_memory", True):
-            self.no_wait = getattr(engine, "no_wait_changes", None)
+        if engine is not None and engine.capabilities.inline_async_calls:
+            self.no_wait = engine.no_wait_changes
         self._inline = self.no_wait is not None
         if _root is None:
             _RUNNERS.add(self)

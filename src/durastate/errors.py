@@ -20,6 +20,9 @@ Which one to catch:
   configured: a path it may not create or write, a folder that is a file, a
   read-only store asked to write, a wrong database name, role or password,
   an unknown URL option. Permanent: fix the configuration.
+* ``NotSupported`` (a ``ConfigurationError``) the store's engine does not
+  offer what was asked (a maintenance tool, a feature its
+  ``engine.capabilities`` declares off). Permanent for that engine.
 * ``StoreCorrupt``    the file is damaged or is not a database. Permanent:
   restore it from a backup.
 * ``StoreUnavailable`` the engine could not serve the call: server down,
@@ -38,6 +41,7 @@ __all__ = [
     "DurastateError",
     "InvalidRequest",
     "NotFound",
+    "NotSupported",
     "SchemaTooNew",
     "StoreClosed",
     "StoreCorrupt",
@@ -94,6 +98,10 @@ class ConfigurationError(InvalidRequest):
     Permanent: retrying the same call cannot succeed until the
     configuration changes.
     """
+
+
+class NotSupported(ConfigurationError):
+    """The store's engine does not offer this operation (see ``engine.capabilities``)."""
 
 
 class StoreCorrupt(DurastateError):

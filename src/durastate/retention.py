@@ -119,7 +119,7 @@ class Retention:
 
 @dataclass
 class MaintenanceReport:
-    """Rows each rule removed in one ``maintain()`` run, and whether it finished."""
+    """Rows each rule removed in one ``maintain()`` run, whether it finished, and the bytes given back."""
 
     expired_values: int = 0
     expired_presence: int = 0
@@ -132,10 +132,12 @@ class MaintenanceReport:
     record_revisions: int = 0
     engine_bookkeeping: int = 0
     finished: bool = True
+    # Bytes the store's files shrank by once the rules were done (``Store.maintain``), not rows.
+    bytes_returned: int = 0
 
     def total(self) -> int:
         """Rows removed by every rule together."""
-        return sum(getattr(self, f.name) for f in fields(self) if f.name != "finished")
+        return sum(getattr(self, f.name) for f in fields(self) if f.name not in ("finished", "bytes_returned"))
 
 
 Progress = Callable[[str, int], None]
@@ -178,24 +180,26 @@ def maintain(
                 return False
         return True
 
-    steps: list[tuple[str, Any]] = [
-        ("expired_values", lambda limit: store.kv.prune_expired(limit)),
-        ("expired_presence", lambda limit: store.presence.sweep_expired(limit=limit)),
+    # (report field, the facet whose rows it deletes (None: the engine's), rule)
+    steps: list[tuple[str, str | None, Any]] = [
+        ("expired_values", "kv", lambda limit: store.kv.prune_expired(limit)),
+        ("expired_presence", "presence", lambda limit: store.presence.sweep_expired(limit=limit)),
     ]
     if policy.kv_log_max_age is not None:
         age = policy.kv_log_max_age
-        steps.append(("log_entries", lambda limit: store.kv.trim_logs(age, limit=limit)))
+        steps.append(("log_entries", "kv", lambda limit: store.kv.trim_logs(age, limit=limit)))
     if policy.dead_letter_max_age is not None:
         dead_age = policy.dead_letter_max_age
-        steps.append(("dead_letters", lambda limit: store.queues.expire_dead(dead_age, limit=limit)))
+        steps.append(("dead_letters", "queues", lambda limit: store.queues.expire_dead(dead_age, limit=limit)))
     if policy.max_backups is not None:
         keep = policy.max_backups
-        steps.append(("document_backups", lambda limit: store.documents.prune_backups(keep, limit=limit)))
+        steps.append(("document_backups", "documents", lambda limit: store.documents.prune_backups(keep, limit=limit)))
     if policy.document_history is not None:
         revisions, revision_age = policy.document_history, policy.document_history_max_age
         steps.append(
             (
                 "document_revisions",
+                "documents",
                 lambda limit: store.documents.prune_history(revisions, older_than=revision_age, limit=limit),
             )
         )
@@ -204,24 +208,29 @@ def maintain(
         steps.append(
             (
                 "processed_events",
+                "events",
                 lambda limit: store.events.prune(older_than_ms=event_ms, batch_size=min(limit or 256, 256)),
             )
         )
     if policy.settled_session_max_age is not None:
         session_ms = int(policy.settled_session_max_age * 1000)
-        steps.append(("settled_sessions", lambda limit: store.events.prune_sessions(session_ms, limit=limit)))
+        steps.append(("settled_sessions", "events", lambda limit: store.events.prune_sessions(session_ms, limit=limit)))
     if policy.max_record_revisions is not None or policy.record_revision_max_age is not None:
         keep_records, record_age = policy.max_record_revisions, policy.record_revision_max_age
         steps.append(
             (
                 "record_revisions",
+                "records",
                 lambda limit: store.records.prune_document_revisions(
                     keep_last=keep_records, older_than=record_age, limit=limit
                 ),
             )
         )
-    steps.append(("engine_bookkeeping", lambda limit: store.engine.prune_bookkeeping(limit=limit)))
-    for attribute, rule in steps:
+    steps.append(("engine_bookkeeping", None, lambda limit: store.engine.prune_bookkeeping(limit=limit)))
+    opened = store.facets
+    for attribute, facet, rule in steps:
+        if facet is not None and facet not in opened:
+            continue  # a store opened without that facet has none of its tables
         if not run(attribute, rule):
             break
     return report

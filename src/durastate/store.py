@@ -9,39 +9,37 @@ from __future__ import annotations
 
 import math
 import os
+import threading
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypedDict
 
 from ._closing import ClosesOnExit
 from ._validate import as_attempt_retention, as_int64, misconfigured
-from .documents import SCHEMA as DOCUMENTS_SCHEMA
-from .documents import Documents
 from .engines import registry
-from .engines.base import CORE_SCHEMA, Clock
-from .errors import InvalidRequest
-from .events import SCHEMA as EVENTS_SCHEMA
-from .events import Events
-from .kv import KV
-from .kv import SCHEMA as KV_SCHEMA
-from .presence import SCHEMA as PRESENCE_SCHEMA
-from .presence import Presence
-from .queues import SCHEMA as QUEUES_SCHEMA
-from .queues import Queues
-from .records import SCHEMA as RECORDS_SCHEMA
-from .records import Records
+from .engines.base import Clock
+from .errors import ConfigurationError, InvalidRequest, WrongType
+from .facets import FACET_NAMES, Facet, FacetSettings, chosen, schemas
 from .retention import MaintenanceReport, Progress, Retention
 from .retention import maintain as run_maintenance
 
 if TYPE_CHECKING:
+    from .documents import Documents
     from .engines.base import Engine
+    from .events import Events
+    from .kv import KV
+    from .presence import Presence
+    from .queues import Queues
+    from .records import Records
 
 __all__ = ["DEFAULT_PATH", "OpenOptions", "Store", "open"]
 
 DEFAULT_PATH = Path(".durastate") / "state.db"
 DEFAULT_MAX_VALUE_SIZE = 64 * 1024 * 1024
 DEFAULT_MAX_KEY_SIZE = 2048
-SCHEMAS = (CORE_SCHEMA, KV_SCHEMA, QUEUES_SCHEMA, DOCUMENTS_SCHEMA, RECORDS_SCHEMA, EVENTS_SCHEMA, PRESENCE_SCHEMA)
+# What a store of every facet migrates (the engine's own schema first).
+SCHEMAS = schemas()
 
 
 class OpenOptions(TypedDict, total=False):
@@ -62,6 +60,7 @@ class OpenOptions(TypedDict, total=False):
     retention: Retention | None
     read_only: bool
     attempt_retention: float | None
+    facets: Iterable[str] | None
 
 
 def _make_engine(url: str | os.PathLike[str] | None, options: dict[str, Any]) -> Engine:
@@ -85,6 +84,7 @@ def open(
     retention: Retention | None = None,
     read_only: bool = False,
     attempt_retention: float | None = None,
+    facets: Iterable[str] | None = None,
 ) -> Store:
     """Open (creating and migrating if needed) a store.
 
@@ -119,7 +119,53 @@ def open(
     record no history, sweep only what has expired). ``read_only``: open an
     existing, current store for reading only (every write is refused with
     ``ConfigurationError``; a file the process may not write works).
+    ``facets``: the names of the facets this store uses (``None``, the
+    default: all of ``durastate.facets.FACET_NAMES``). Only their tables are
+    created and migrated (and, with ``read_only``, only theirs need to be
+    current); ``store.<other facet>`` raises ``ConfigurationError``. Opening
+    the same database later with more facets creates the others then.
     """
+    engine, finish = _open_parts(
+        url,
+        prefix=prefix,
+        durability=durability,
+        busy_timeout=busy_timeout,
+        clock=clock,
+        max_value_size=max_value_size,
+        max_key_size=max_key_size,
+        min_connections=min_connections,
+        max_connections=max_connections,
+        retention=retention,
+        read_only=read_only,
+        attempt_retention=attempt_retention,
+        facets=facets,
+    )
+    return finish(engine)
+
+
+def _open_parts(
+    url: str | os.PathLike[str] | None,
+    *,
+    prefix: str = "ds_",
+    durability: str = "normal",
+    busy_timeout: float = 30.0,
+    clock: Clock | None = None,
+    max_value_size: int = DEFAULT_MAX_VALUE_SIZE,
+    max_key_size: int | None = DEFAULT_MAX_KEY_SIZE,
+    min_connections: int = 1,
+    max_connections: int = 10,
+    retention: Retention | None = None,
+    read_only: bool = False,
+    attempt_retention: float | None = None,
+    facets: Iterable[str] | None = None,
+) -> tuple[Engine, Callable[[Engine], Store]]:
+    """``open()``'s two halves: its options checked and the engine made, and ``finish(engine)``.
+
+    ``finish`` migrates an engine and returns its ``Store`` (closing the
+    engine if that fails). ``durastate.citus`` calls it once per logical
+    shard, with the shard's view of one coordinator engine.
+    """
+    facet_list = chosen(facets)
     if retention is None:
         retention = Retention()
     elif not isinstance(retention, Retention):
@@ -149,6 +195,17 @@ def open(
         # option existed never sees it (engines.registry.SERVER_OPTIONS).
         options["attempt_retention"] = as_attempt_retention(attempt_retention)
     engine = _make_engine(url, options)
+
+    def finish(engine: Engine) -> Store:
+        return _store_on(engine, max_value_size, max_key_size, retention, facet_list)
+
+    return engine, finish
+
+
+def _store_on(
+    engine: Engine, max_value_size: int, max_key_size: int | None, retention: Retention, facets: tuple[Facet, ...]
+) -> Store:
+    """Migrate ``engine`` for ``facets`` and make its ``Store``; the engine is closed if that fails."""
     try:
         index_limit = engine.dialect.max_index_key
         if max_key_size is None:
@@ -158,35 +215,71 @@ def open(
                 f"max_key_size={max_key_size} is more than {engine.dialect.name} can index "
                 f"({index_limit} bytes for scope + ns + key); pass at most that, or None for the engine's limit"
             )
-        engine.migrate(SCHEMAS)
+        engine.migrate(schemas(facets))
     except BaseException:
         engine.close()
         raise
-    return Store(engine, max_value_size=max_value_size, max_key_size=max_key_size, retention=retention)
+    return Store(
+        engine,
+        max_value_size=max_value_size,
+        max_key_size=max_key_size,
+        retention=retention,
+        facets=[facet.name for facet in facets],
+    )
 
 
 class Store(ClosesOnExit):
     """One database and its facets. Thread-safe; usable across ``fork``.
 
-    Use as a context manager, or call ``close()``.
+    Use as a context manager, or call ``close()``. ``facets`` (names,
+    ``None``: all) are the facets this store hands out; each is made at its
+    first use (``store.kv``), so opening compiles no statement of a facet
+    the process never touches.
     """
 
+    # The facets (durastate.facets.FACETS), made on first use by __getattr__.
+    kv: KV
+    queues: Queues
+    documents: Documents
+    records: Records
+    events: Events
+    presence: Presence
+
     def __init__(
-        self, engine: Engine, *, max_value_size: int, max_key_size: int, retention: Retention | None = None
+        self,
+        engine: Engine,
+        *,
+        max_value_size: int,
+        max_key_size: int,
+        retention: Retention | None = None,
+        facets: Iterable[str] | None = None,
     ) -> None:
         self.engine = engine
         self.retention = Retention() if retention is None else retention
-        self.kv = KV(engine, max_value_size=max_value_size, max_key_size=max_key_size)
-        self.queues = Queues(engine, max_value_size=max_value_size)
-        self.documents = Documents(
-            engine,
-            max_value_size=max_value_size,
-            max_backups=self.retention.max_backups,
-            keep_revisions=self.retention.document_history,
-        )
-        self.records = Records(engine)
-        self.events = Events(engine, max_value_size=max_value_size)
-        self.presence = Presence(engine, max_value_size=max_value_size)
+        self._settings = FacetSettings(max_value_size, max_key_size, self.retention)
+        self._facets = {facet.name: facet for facet in chosen(facets)}
+        self._making = threading.Lock()
+
+    @property
+    def facets(self) -> tuple[str, ...]:
+        """The names of the facets this store hands out (``open(facets=...)``), in registry order."""
+        return tuple(self._facets)
+
+    def __getattr__(self, name: str) -> Any:
+        # Only reached when ``name`` is not set yet: a facet's first use.
+        facet = self.__dict__.get("_facets", {}).get(name)
+        if facet is None:
+            if name in FACET_NAMES:
+                raise ConfigurationError(
+                    f"store.{name}: this store was opened with facets={list(self._facets)}; "
+                    f"open it with {name!r} among them to use it"
+                )
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        with self._making:  # one instance per facet, even when threads race to its first use
+            made = self.__dict__.get(name)
+            if made is None:
+                made = self.__dict__[name] = facet.make(self.engine, self._settings)
+        return made
 
     @property
     def url(self) -> str:
@@ -204,18 +297,38 @@ class Store(ClosesOnExit):
         """
         return Transaction(self)
 
-    def maintain(self, *, max_rows: int | None = None, progress: Progress | None = None) -> MaintenanceReport:
-        """Delete what the store's ``retention`` policy says has aged out (``durastate.retention``).
+    def maintain(
+        self, *, max_rows: int | None = None, progress: Progress | None = None, vacuum: bool = False
+    ) -> MaintenanceReport:
+        """Delete what the store's ``retention`` policy says has aged out (``durastate.retention``),
+        then give the freed space back.
 
         Bounded batches, each its own short commit, so writers go on
         meanwhile; ``max_rows`` bounds one run (``finished=False`` in the
         report when it stopped early: run it again). ``progress(rule,
         rows)`` is called after each rule (``durastate maintain`` shows it).
         Refused inside a transaction (its batches would all join it).
+
+        Space, once the rules ran to the end: on a SQLite file the pages
+        the deletes freed go back to the filesystem in short steps
+        (incremental auto-vacuum, which every file durastate created has)
+        and the WAL is truncated; ``report.bytes_returned`` says how much
+        the files shrank. ``vacuum=True`` adds the engine's thorough pass:
+        SQLite's ``VACUUM`` (holds the write lock while it rewrites the
+        file; the one way to return space in a file made without
+        incremental auto-vacuum, and it gives the file that mode);
+        PostgreSQL's ``VACUUM (ANALYZE)`` of the store's tables (no
+        blocking lock; without it autovacuum does the same in its own
+        time). See ``engines.sqlite_space`` and ``engines.postgres_space``.
         """
         if self.engine.in_transaction():
             raise InvalidRequest("maintain() inside a transaction would hold every batch in it; call it outside")
-        return run_maintenance(self, self.retention, max_rows=max_rows, progress=progress)
+        if not isinstance(vacuum, bool):
+            raise WrongType(f"vacuum must be True or False, got {type(vacuum).__name__}")
+        report = run_maintenance(self, self.retention, max_rows=max_rows, progress=progress)
+        if report.finished:
+            report.bytes_returned = self.engine.reclaim_space(full=vacuum).bytes_returned
+        return report
 
     def close(self) -> None:
         """Close all connections. Idempotent; later calls raise ``StoreClosed``."""

@@ -8,14 +8,14 @@ that keep Chromium off the network (no component updates, sync, QUIC).
 
 from __future__ import annotations
 
-import fcntl
-import os
 import shutil
 import subprocess
 import tempfile
 from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
+
+from durastate.testing.debian import ensure_package
 
 FLAGS = [
     "--headless",
@@ -34,25 +34,7 @@ def find_chromium() -> tuple[str | None, str]:
     found = shutil.which("chromium") or shutil.which("chromium-browser")
     if found:
         return found, ""
-    if os.geteuid() != 0:
-        return None, "chromium is not installed and this is not root (apt-get install -y chromium)"
-    # One installer at a time on this machine (parallel test workers, other checkouts): apt holds its
-    # own lock and fails the second one; the waiters find it installed.
-    with open(Path(tempfile.gettempdir()) / "durastate-chromium-install.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        return _install_chromium()
-
-
-def _install_chromium() -> tuple[str | None, str]:
-    found = shutil.which("chromium")
-    if found:
-        return found, ""
-    for command in (["apt-get", "update"], ["apt-get", "install", "-y", "chromium"]):
-        done = subprocess.run(command, capture_output=True, text=True, timeout=900, check=False)
-        if done.returncode != 0:
-            return None, f"{' '.join(command)} failed: {done.stderr.strip()[-300:]}"
-    found = shutil.which("chromium")
-    return (found, "") if found else (None, "apt-get installed chromium but it is not on PATH")
+    return ensure_package("chromium", "chromium")
 
 
 def _run(binary: str, *args: str) -> subprocess.CompletedProcess[str]:

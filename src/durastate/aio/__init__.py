@@ -4,7 +4,7 @@
 
     from durastate import aio
 
-    async with await aio.open("data/app.db") as store:
+    async with aio.open("data/app.db") as store:
         await store.kv.put(b"run-1", b"cfg", b"model", b"small")
         async for key, value in store.kv.scan(b"run-1", b"cfg"):
             ...
@@ -67,20 +67,26 @@ from __future__ import annotations
 import asyncio
 import functools
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine, Generator
 from types import TracebackType
-from typing import Concatenate, ParamSpec, TypeVar, Unpack
+from typing import Any, Concatenate, ParamSpec, TypeVar, Unpack
 
 from .. import store as _store
 from .._aio import AsyncRunner
-from ..errors import ConfigurationError
+from ..errors import ConfigurationError, InvalidRequest
 from ..retention import MaintenanceReport
 from ..store import OpenOptions, Store
 from ._build import PinnedBlock, runner_for
+
+# The facades by name, for ``from durastate.aio import AsyncKV`` (a test keeps
+# this list equal to the registry's facades).
 from ._facades import (
+    FACADE_OF,
+    FACADES,
     AsyncClaim,
     AsyncDocuments,
     AsyncEvents,
+    AsyncFacets,
     AsyncKV,
     AsyncPresence,
     AsyncQueues,
@@ -98,6 +104,7 @@ __all__ = [
     "AsyncRecords",
     "AsyncScopedKV",
     "AsyncStore",
+    "OpeningStore",
     "open",
 ]
 
@@ -109,23 +116,38 @@ class _RolledBack(Exception):
     """Raised inside ``transact``'s transaction when its caller was cancelled before the commit."""
 
 
-async def open(
+def open(
     url: str | os.PathLike[str] | None = None,
     *,
     workers: int | None = None,
     **options: Unpack[OpenOptions],
-) -> AsyncStore:
+) -> OpeningStore:
     """Open an ``AsyncStore``: every keyword option of ``durastate.open``, plus ``workers``.
 
-    ``workers``: threads for calls that cannot run inline (default: 8 for
-    SQLite, ``max_connections`` for PostgreSQL, one per pool connection).
+    Use it either way::
+
+        store = await aio.open(url)          # close it with ``await store.close()``
+        async with aio.open(url) as store:   # closed when the block ends
+            ...
+        async with await aio.open(url) as store:   # the same, spelled with await
+            ...
+
+    ``workers``: threads for calls that cannot run inline (default: the
+    engine's ``capabilities.max_concurrency``, one per pool connection on
+    PostgreSQL; 8 for an engine without a bound, such as SQLite).
     Opening (and migrating) runs on a thread, so it never blocks the loop.
+    ``workers`` is checked when ``open`` is called; the store is opened (and
+    every other option checked) when the result is awaited or entered.
     """
     if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
         raise ConfigurationError(f"workers must be an int >= 1, got {workers!r}")
+    return OpeningStore(_open(url, workers, options))
+
+
+async def _open(url: str | os.PathLike[str] | None, workers: int | None, options: OpenOptions) -> AsyncStore:
     store = await asyncio.to_thread(functools.partial(_store.open, url, **options))
     if workers is None:
-        workers = options.get("max_connections", 10) if store.engine.dialect.name == "postgresql" else 8
+        workers = store.engine.capabilities.max_concurrency or 8
     try:
         runner = AsyncRunner(store.engine, workers=workers, name="durastate-aio")
     except BaseException:
@@ -134,19 +156,89 @@ async def open(
     return AsyncStore(store, runner)
 
 
-class AsyncStore:
-    """The async store: facets, transactions, close (see the module docstring)."""
+class OpeningStore(Coroutine[Any, Any, "AsyncStore"]):
+    """What ``aio.open`` returns: await it for the ``AsyncStore``, or use it as ``async with``.
+
+    It is a coroutine (``asyncio.run``, ``create_task`` and ``gather`` take it
+    as they took the coroutine ``open`` used to be), and an async context
+    manager that closes the store when the block ends. Awaited or entered
+    once; a second await or entry raises ``InvalidRequest`` (it would open a
+    second store behind the caller's back). Never awaited nor entered,
+    nothing is opened, and no "never awaited" warning is printed.
+    """
+
+    __slots__ = ("_opening", "_running", "_store")
+
+    def __init__(self, opening: Coroutine[Any, Any, AsyncStore]) -> None:
+        self._opening: Coroutine[Any, Any, AsyncStore] | None = opening
+        self._running: Coroutine[Any, Any, AsyncStore] | None = None
+        self._store: AsyncStore | None = None
+
+    def _take(self) -> Coroutine[Any, Any, AsyncStore]:
+        opening, self._opening = self._opening, None
+        if opening is None:
+            raise InvalidRequest("this aio.open(...) was already awaited or entered: call aio.open again")
+        return opening
+
+    def __await__(self) -> Generator[Any, None, AsyncStore]:
+        return self._take().__await__()
+
+    # The coroutine protocol, for callers that drive it as one (asyncio.run, tasks).
+    def send(self, value: Any) -> Any:
+        if self._running is None:
+            self._running = self._take()
+        return self._running.send(value)
+
+    def throw(self, typ: Any, val: Any = None, tb: Any = None) -> Any:
+        if self._running is None:
+            self._running = self._take()
+        return self._running.throw(typ, val, tb)
+
+    def close(self) -> None:
+        for coroutine in (self._opening, self._running):
+            if coroutine is not None:
+                coroutine.close()
+        self._opening = None
+
+    async def __aenter__(self) -> AsyncStore:
+        self._store = await self._take()
+        return self._store
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        store, self._store = self._store, None
+        if store is not None:
+            await store.close()
+
+    def __del__(self) -> None:
+        if self._opening is not None:
+            self._opening.close()
+
+
+class AsyncStore(AsyncFacets):
+    """The async store: facets, transactions, close (see the module docstring).
+
+    One facade per facet the sync store hands out (``durastate.facets``),
+    made at its first use, as the sync store makes its facets.
+    """
 
     def __init__(self, store: Store, runner: AsyncRunner, *, owner: AsyncStore | None = None) -> None:
         self._store = store
         self._runner = runner
         self._owner = owner
-        self.kv = AsyncKV(store.kv, runner)
-        self.queues = AsyncQueues(store.queues, runner)
-        self.documents = AsyncDocuments(store.documents, runner)
-        self.events = AsyncEvents(store.events, runner)
-        self.records = AsyncRecords(store.records, runner)
-        self.presence = AsyncPresence(store.presence, runner)
+
+    def __getattr__(self, name: str) -> Any:
+        # Only reached when ``name`` is not set yet: a facet's first use here.
+        facade = FACADE_OF.get(name)
+        if facade is None or "_store" not in self.__dict__:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        # The sync store's facet (ConfigurationError if the store was opened without it).
+        made = self.__dict__[name] = FACADES[facade](getattr(self._store, name), self._runner)
+        return made
 
     @property
     def url(self) -> str:
@@ -185,14 +277,14 @@ class AsyncStore:
             cancelled.append(True)
             raise
 
-    async def maintain(self, *, max_rows: int | None = None) -> MaintenanceReport:
+    async def maintain(self, *, max_rows: int | None = None, vacuum: bool = False) -> MaintenanceReport:
         """``Store.maintain()`` on a worker thread (it commits batch by batch; the loop keeps running).
 
         Cancelling the await does not stop a sweep already running: it
         finishes its batches (each one commits on its own, so nothing is
         half done) and its report is dropped.
         """
-        return await self._runner.on_thread(self._store.maintain, (), {"max_rows": max_rows})
+        return await self._runner.on_thread(self._store.maintain, (), {"max_rows": max_rows, "vacuum": vacuum})
 
     def transaction(self) -> PinnedBlock[AsyncStore]:
         """``async with store.transaction() as tx:``: one transaction across awaits (see the module docstring)."""

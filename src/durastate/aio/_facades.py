@@ -1,26 +1,25 @@
 """The async facades: which sync methods are iterators, streams, waits, blocks, claims.
 
-Everything else about a facade is generated from the sync facet's class by
-``durastate.aio._build``; its types are in the generated ``_facades.pyi``
-(``python -m durastate.aio._stubgen --write`` after changing a facet's
-public methods; a test fails while the stub is out of date).
+One facade per facet of the registry (``durastate.facets.FACETS``), named
+``Async`` + the facet's class, plus the facades of what facets return
+(``AsyncScopedKV``, ``AsyncClaim``). Everything else about a facade is
+generated from the sync class by ``durastate.aio._build``; its types are in
+the generated ``_facades.pyi`` (``python -m durastate.aio._stubgen --write``
+after changing a facet's public methods or the registry; a test fails while
+the stub is out of date), ``AsyncFacets`` (the typed facet attributes of
+``AsyncStore``) among them.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from ..documents import Documents
 from ..errors import DurastateError
 from ..events import Events
-from ..kv import KV, ScopedKV
-from ..presence import Presence
+from ..facets import FACETS, Facet
+from ..kv import ScopedKV
 from ..queues import Claim, Queues
-from ..records import Records
 from ._build import CONTEXT, ITER, PLAIN, STREAM, WAIT, FacadeSpec, Method, build_facades
-
-__all__ = ["AsyncClaim", "AsyncDocuments", "AsyncEvents", "AsyncKV", "AsyncPresence", "AsyncQueues"]
-__all__ += ["AsyncRecords", "AsyncScopedKV", "SPECS"]
 
 
 def release_queue_claim(_queues: Queues, claim: Claim | None) -> None:
@@ -45,44 +44,44 @@ def release_event_claims(events: Events, result: Any) -> None:
                 pass  # the lease runs out by itself
 
 
+# Per facet (durastate.facets.FACETS, by name): its methods that are not plain calls.
+FACET_METHODS: dict[str, dict[str, Method]] = {
+    "kv": {"scan": Method(ITER), "log": Method(ITER), "scope": Method(PLAIN, wrap="AsyncScopedKV")},
+    "queues": {"claim": Method(WAIT, undo=release_queue_claim, wrap="AsyncClaim"), "pop": Method(WAIT)},
+    "documents": {"lock": Method(CONTEXT), "iter_keys": Method(ITER)},
+    "events": {
+        "stream": Method(STREAM),
+        "channel": Method(PLAIN),
+        "claim_available": Method(undo=release_event_claims),
+        "claim_any": Method(undo=release_event_claims),
+    },
+}
+
+
+def facade_name(facet: Facet) -> str:
+    """The facade class of a facet: ``Async`` + its class's name (``AsyncKV``)."""
+    return f"Async{facet.cls.__name__}"
+
+
+# The facades of what facets return (wrapped results), then one per facet.
 SPECS = [
     FacadeSpec("AsyncScopedKV", ScopedKV, {"scan": Method(ITER), "log": Method(ITER)}),
-    FacadeSpec(
-        "AsyncKV",
-        KV,
-        {"scan": Method(ITER), "log": Method(ITER), "scope": Method(PLAIN, wrap="AsyncScopedKV")},
-    ),
     FacadeSpec(
         "AsyncClaim",
         Claim,
         attributes={"queue": "bytes", "id": "int", "payload": "bytes", "attempts": "int", "lease_expires_at": "float"},
     ),
-    FacadeSpec(
-        "AsyncQueues",
-        Queues,
-        {"claim": Method(WAIT, undo=release_queue_claim, wrap="AsyncClaim"), "pop": Method(WAIT)},
-    ),
-    FacadeSpec("AsyncDocuments", Documents, {"lock": Method(CONTEXT), "iter_keys": Method(ITER)}),
-    FacadeSpec(
-        "AsyncEvents",
-        Events,
-        {
-            "stream": Method(STREAM),
-            "channel": Method(PLAIN),
-            "claim_available": Method(undo=release_event_claims),
-            "claim_any": Method(undo=release_event_claims),
-        },
-    ),
-    FacadeSpec("AsyncRecords", Records),
-    FacadeSpec("AsyncPresence", Presence),
+    *(FacadeSpec(facade_name(facet), facet.cls, FACET_METHODS.get(facet.name, {})) for facet in FACETS),
 ]
+# Facet name -> its facade's class name (what ``AsyncStore`` makes for ``store.<name>``).
+FACADE_OF = {facet.name: facade_name(facet) for facet in FACETS}
 
-_FACADES = build_facades(SPECS)
-AsyncScopedKV = _FACADES["AsyncScopedKV"]
-AsyncKV = _FACADES["AsyncKV"]
-AsyncClaim = _FACADES["AsyncClaim"]
-AsyncQueues = _FACADES["AsyncQueues"]
-AsyncDocuments = _FACADES["AsyncDocuments"]
-AsyncEvents = _FACADES["AsyncEvents"]
-AsyncRecords = _FACADES["AsyncRecords"]
-AsyncPresence = _FACADES["AsyncPresence"]
+FACADES = build_facades(SPECS)
+globals().update(FACADES)  # AsyncKV, AsyncQueues, ...: typed in the generated _facades.pyi
+__all__ = [*FACADES, "FACADE_OF", "FACADES", "SPECS", "AsyncFacets"]
+
+
+class AsyncFacets:
+    """Base of ``AsyncStore``: the facet attributes, one per facet, typed in the generated stub."""
+
+    __slots__ = ()

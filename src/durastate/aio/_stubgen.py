@@ -24,8 +24,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+from ..facets import FACETS
 from ._build import CONTEXT, ITER, PLAIN, STREAM, FacadeSpec, Method, public_methods
-from ._facades import SPECS
+from ._facades import FACADE_OF, SPECS
 
 STUB_PATH = Path(__file__).with_name("_facades.pyi")
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -132,10 +133,19 @@ def render() -> str:
                 origin = getattr(found, "__module__", None) or home.__name__
                 needed[used_name] = "typing" if origin == "typing" else origin
     body.append("")
+    body.append("class AsyncFacets:")
+    body.append('    """Base of ``AsyncStore``: the facet attributes, one per facet (``durastate.facets.FACETS``)."""')
+    body.extend(f"    {facet.name}: {FACADE_OF[facet.name]}" for facet in FACETS)
+    body.append("")
     body.append("SPECS: list[FacadeSpec]")
+    body.append("FACADES: dict[str, type[Facade]]")
+    body.append("FACADE_OF: dict[str, str]")
+    body.append("FACET_METHODS: dict[str, dict[str, Method]]")
+    body.append("def facade_name(facet: Facet) -> str: ...")
     body.append("def release_queue_claim(_queues: Queues, claim: Claim | None) -> None: ...")
     body.append("def release_event_claims(events: Events, result: Any) -> None: ...")
     needed.update(Queues="durastate.queues", Claim="durastate.queues", Events="durastate.events")
+    needed.update(Facet="durastate.facets", Method="durastate.aio._build")
     return HEADER + "\n".join(_import_lines(needed)) + "\n" + "\n".join(body) + "\n"
 
 

@@ -11,6 +11,8 @@ import contextlib
 import dataclasses
 import gzip
 import os
+import re
+import secrets
 import sqlite3
 import sys
 from collections.abc import Callable, Iterator
@@ -130,6 +132,8 @@ def stats(top: int, url: str | None, prefix: str, as_json: bool) -> None:
         if rows:
             print_table(rows, ["name", "rows", "bytes"], title=label)
 
+
+TOKEN_RE = re.compile(r"[A-Za-z0-9._~-]+")
 
 # -- export / import / backup ---------------------------------------------------
 
@@ -417,10 +421,10 @@ def maintain(
     prefix: str,
     as_json: bool,
 ) -> None:
-    """Run store.maintain() with the retention policy the flags describe, then WAL checkpoint / VACUUM.
+    """Run store.maintain() with the retention policy the flags describe (and VACUUM with --vacuum).
 
     Always: expired kv values and presence fields, PostgreSQL's attempt rows
-    past their window, and on SQLite a WAL checkpoint (TRUNCATE). Each flag
+    past their window, and on SQLite the freed pages and the WAL given back. Each flag
     turns on one rule of durastate.Retention. Bounded commits: Ctrl-C keeps
     what is done, --max-rows bounds a run, running it again resumes.
     """
@@ -500,22 +504,51 @@ def demo(ctx: click.Context, url: str | None, prefix: str) -> None:
 
 
 @cli.command()
-@click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind (keep it local: no auth).")
+@click.option(
+    "--host", default="127.0.0.1", show_default=True, help="Address to bind (beyond loopback a token is required)."
+)
 @click.option("--port", type=click.IntRange(0, 65535), default=8765, show_default=True, help="Port to bind.")
 @click.option("--page-size", type=click.IntRange(1, 1000), default=50, show_default=True, help="Rows per page.")
+@click.option(
+    "--allow-host",
+    "allow_hosts",
+    multiple=True,
+    metavar="NAME",
+    help="Another Host name to answer (a proxy's or tunnel's name); loopback names are always allowed.",
+)
+@click.option(
+    "--token",
+    envvar="DURASTATE_UI_TOKEN",
+    help="Require this token (open the page once with ?token=...). Bound beyond loopback without one, "
+    "a random token is made and printed. Env: DURASTATE_UI_TOKEN.",
+)
 @url_option
-def ui(host: str, port: int, page_size: int, url: str | None, prefix: str) -> None:
+def ui(
+    host: str, port: int, page_size: int, allow_hosts: tuple[str, ...], token: str | None, url: str | None, prefix: str
+) -> None:
     """Serve the read-only inspector web page (needs the [ui] extra)."""
     try:
         import uvicorn
 
         from .ui import create_app
+        from .ui.guard import is_loopback
     except ImportError as exc:
         raise click.ClickException(f"the inspector needs the [ui] extra: pip install 'durastate[ui]' ({exc})") from None
+    if token is not None and (len(token) < 16 or not TOKEN_RE.fullmatch(token)):
+        raise click.BadParameter("a token is 16 or more of A-Z a-z 0-9 - _ . ~", param_hint="--token")
+    shown = f"[{host}]" if ":" in host else host
+    if not is_loopback(host):
+        if token is None:
+            token = secrets.token_urlsafe(24)
+        click.echo(
+            f"warning: {host} is reachable from other machines; every request needs the token "
+            f"(open http://{shown}:{port}/?token={token} once)",
+            err=True,
+        )
     store = open_store(url, prefix)
     try:
-        app = create_app(store, page_size=page_size)
-        click.echo(f"durastate inspector on http://{host}:{port}/ (read-only; Ctrl-C stops)", err=True)
+        app = create_app(store, page_size=page_size, bound=host, allow_hosts=allow_hosts, token=token)
+        click.echo(f"durastate inspector on http://{shown}:{port}/ (read-only; Ctrl-C stops)", err=True)
         uvicorn.run(app, host=host, port=port, log_level="warning")
     finally:
         store.close()

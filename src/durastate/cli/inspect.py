@@ -14,24 +14,13 @@ from typing import Any
 
 import durastate
 from durastate.engines.base import Engine
+from durastate.facets import FACETS
 
 from ._common import redact
 from .dump import count_rows, facet_tables, table_shape
 
-# Facet of each table (the table names' stems).
-FACET_OF = {
-    "kv": "kv",
-    "kv_log": "kv",
-    "kv_counter": "kv",
-    "queue": "queues",
-    "queue_dead": "queues",
-    "documents": "documents",
-    "document_revision": "documents",
-    "event_session": "events",
-    "event": "events",
-    "event_snapshot": "events",
-    "presence": "presence",
-}
+# Facet of each table (the table names' stems), from the facet registry.
+FACET_OF = {table: facet.name for facet in FACETS for table in facet.tables}
 
 READ_SCHEMA_VERSIONS = "SELECT facet, version FROM {p}schema ORDER BY facet"
 SQLITE_PRAGMAS = ("page_size", "page_count", "freelist_count", "journal_mode", "synchronous", "auto_vacuum")
@@ -57,7 +46,7 @@ ATTEMPT_WARN_ROWS = 100_000
 
 
 def facet_of(table: str) -> str:
-    return FACET_OF.get(table, "records" if table.startswith("rec_") else table)
+    return FACET_OF.get(table, table)
 
 
 @dataclass

@@ -9,8 +9,9 @@ and presence fields always, PostgreSQL's attempt rows past their window
 in bounded batches, each its own short commit, so writers go on, Ctrl-C
 keeps every finished batch, and running it again resumes (each rule is
 defined by the data). Then, outside the policy, the two engine commands
-SQLite and PostgreSQL offer for housekeeping: a WAL checkpoint (SQLite,
-always) and VACUUM (``--vacuum``).
+SQLite and PostgreSQL offer for housekeeping, run by ``maintain()`` too:
+the space returned on SQLite (incremental vacuum, WAL truncated) and
+VACUUM (``--vacuum``, ``maintain(vacuum=True)``).
 """
 
 from __future__ import annotations
@@ -20,10 +21,6 @@ from collections.abc import Callable
 from typing import Any
 
 import durastate
-
-WAL_CHECKPOINT = "PRAGMA wal_checkpoint(TRUNCATE)"
-SQLITE_VACUUM = "VACUUM"
-PG_VACUUM = "VACUUM (ANALYZE) {table}"
 
 Step = Callable[[str, int], None]
 
@@ -57,41 +54,16 @@ def policy(
 def run_maintenance(
     store: durastate.Store, *, max_rows: int | None, vacuum: bool, step: Step, url: str | None
 ) -> dict[str, Any]:
-    """``store.maintain()`` (its report's fields), the WAL checkpoint, and VACUUM if asked.
+    """``store.maintain(vacuum=...)``: its report's fields, ``vacuum`` (when asked) and ``policy``.
 
-    ``step(rule, rows)`` is called after each retention rule. The result is
-    ``MaintenanceReport``'s fields, plus ``wal_checkpoint`` (SQLite file),
-    ``vacuum`` (when asked) and ``policy`` (the ``Retention`` that ran).
+    ``step(rule, rows)`` is called after each retention rule. The space
+    returned (``bytes_returned``) is ``maintain()``'s own: on SQLite the
+    freed pages and the WAL, truncated; ``--vacuum`` its thorough pass.
     """
-    report = store.maintain(max_rows=max_rows, progress=step)
+    report = store.maintain(max_rows=max_rows, progress=step, vacuum=vacuum)
     result: dict[str, Any] = dataclasses.asdict(report)
     result["total"] = report.total()
-    engine = store.engine
-    if engine.dialect.name == "sqlite" and not getattr(engine, "is_memory", False):
-        row = engine.one(engine.sql(WAL_CHECKPOINT))
-        result["wal_checkpoint"] = (
-            "busy (a reader holds the WAL; try again later)"
-            if row is not None and row[0]
-            else f"ok ({0 if row is None else row[2]} pages)"
-        )
     if vacuum:
-        result["vacuum"] = _vacuum(store, url)
+        result["vacuum"] = "ok" if report.finished else "not run (the retention rules did not finish)"
     result["policy"] = dataclasses.asdict(store.retention)
     return result
-
-
-def _vacuum(store: durastate.Store, url: str | None) -> str:
-    engine = store.engine
-    if engine.dialect.name == "sqlite":
-        engine.execute(engine.sql(SQLITE_VACUUM))
-        return "ok"
-    # VACUUM cannot run inside a transaction block, and the engine wraps
-    # writes in one (attempt records): a separate autocommit connection.
-    import psycopg
-
-    from .dump import facet_tables
-
-    with psycopg.connect(str(url), autocommit=True) as conn:
-        for table in facet_tables():
-            conn.execute(PG_VACUUM.format(table=engine.prefix + table))
-    return "ok"

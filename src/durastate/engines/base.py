@@ -5,326 +5,95 @@ A facet (``kv``, ``queues``, ...) never imports a database driver. It holds an
 thread), transactions (re-entrant per thread, nested ones become savepoints),
 error translation (driver error -> ``durastate.errors``, by code, in one
 place), the clock, and the few dialect differences.
-
-Statements
-----------
-SQL is written once per operation as a *template*: ``?`` placeholders and
-``{p}`` for the validated table prefix, plus a handful of DDL tokens such as
-``{blob}`` (see ``Dialect.tokens``). Each template is declared with its
-*kind* where it is defined, next to the code that runs it::
-
-    GET = READ("SELECT value FROM {p}kv WHERE scope = ? AND key = ?")
-    PUT = WRITE("INSERT INTO {p}kv (scope, key, value) VALUES (?, ?, ?)")
-    POP = WRITE_ROWS("DELETE FROM {p}q WHERE id = ? RETURNING payload")
-    MAKE = DDL("CREATE TABLE {p}t (v {int64})")
-
-``READ`` never changes anything; ``WRITE`` changes rows and returns none;
-``WRITE_ROWS`` changes rows and returns rows (``RETURNING``); ``DDL``
-changes the schema (or anything else an engine cannot run as one
-retry-safe statement). ``engine.sql(statement)`` compiles it for the
-engine (once: facets compile all their statements when they are created)
-and returns an ``SQL``: the driver's text (a ``str``, so drivers use and
-cache it as is) that carries its ``kind``. The engine decides what to do by
-the kind and never looks at the text: PostgreSQL runs a read as it is and a
-write outside a transaction together with its attempt row (see
-``engines.postgres``). A plain ``str`` template passed to ``engine.sql`` is
-of kind ``OPAQUE``: run correctly whatever it does, at a higher price.
-``KeyLookup(...)`` asks the engine to write a lookup of many keys (one
-index probe per key) in its own best form.
-
-Dialect
--------
-Facets never name a dialect. Templates use the tokens in ``TOKENS``
-(``{blob}``, ``{key_text}``, ``{next_value:NAME}``, ...); cross-key locks are
-``engine.lock(name)``; gap-free sequences are declared by
-``Migration(sequences=...)`` and read with ``{next_value:NAME}`` or
-``engine.next_value(NAME)``; ``Migration(announce=...)`` makes the engine
-announce inserts into a table (LISTEN/NOTIFY where the server can).
-
-Transactions
-------------
-``transaction()`` / ``read_transaction()`` return a ``Transaction``: the
-one state machine of every engine (see its docstring for the rules: a
-failed statement dooms the transaction unless a savepoint containing it
-rolls back; refusals never doom; ``close()`` makes the block roll back).
-Engines supply only its primitives (``_tx_begin``, ``_tx_commit``, ...).
+Beside this module, by concern: ``statements`` (templates, kinds,
+``SQL``, the dialect), ``schema`` (schemas, migrations, the core tables),
+``plans`` (``Plan``) and ``transaction`` (the transaction state machine).
+Their names are re-exported here.
 """
 
 from __future__ import annotations
 
-import enum
-import re
-import threading
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, field
-from types import TracebackType
-from typing import Any, Protocol
+from typing import Protocol
 
-from ..errors import ConfigurationError, DurastateError, InvalidRequest, SchemaTooNew, StoreClosed
+from ..errors import ConfigurationError, DurastateError, InvalidRequest, NotSupported, SchemaTooNew
+from .capabilities import Capabilities
+from .plans import Plan, PlanStep
+from .schema import (
+    _CREATE_SCHEMA_TABLE,
+    _READ_VERSIONS,
+    _UPSERT_VERSION,
+    CORE_SCHEMA,
+    CREATE_SEQUENCE,
+    NEXT_VALUE,
+    SCHEMA_TABLE,
+    SEQUENCE_NAME_RE,
+    Announce,
+    Migration,
+    Schema,
+)
+from .space import SpaceReport
+from .statements import (
+    DDL,
+    PREFIX_RE,
+    READ,
+    SQL,
+    TOKENS,
+    WRITE,
+    WRITE_ROWS,
+    Dialect,
+    KeyLookup,
+    Kind,
+    Params,
+    Row,
+    Spec,
+    Statement,
+    Template,
+    in_list_lookup,
+    validate_prefix,
+)
+from .transaction import Transaction, TransactionState, aborted_error
 
-Row = tuple[Any, ...]
-Params = Sequence[Any]
+__all__ = [
+    "CORE_SCHEMA",
+    "Capabilities",
+    "CREATE_SEQUENCE",
+    "DDL",
+    "NEXT_VALUE",
+    "PREFIX_RE",
+    "READ",
+    "SCHEMA_TABLE",
+    "SEQUENCE_NAME_RE",
+    "SQL",
+    "TOKENS",
+    "WRITE",
+    "WRITE_ROWS",
+    "Announce",
+    "Clock",
+    "Dialect",
+    "Engine",
+    "EngineBase",
+    "KeyLookup",
+    "Kind",
+    "Migration",
+    "Params",
+    "Plan",
+    "PlanStep",
+    "Row",
+    "Schema",
+    "Spec",
+    "Statement",
+    "Template",
+    "Transaction",
+    "TransactionState",
+    "aborted_error",
+    "in_list_lookup",
+    "validate_prefix",
+]
+
 Clock = Callable[[], float]
-
-PREFIX_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,30}")
-
-
-def validate_prefix(prefix: str) -> str:
-    """Return ``prefix`` if it is a safe table-name prefix, else raise.
-
-    The prefix is the only caller-supplied text ever interpolated into SQL,
-    so it is held to ``^[A-Za-z_][A-Za-z0-9_]{0,30}$``.
-    """
-    if not isinstance(prefix, str) or PREFIX_RE.fullmatch(prefix) is None:
-        raise ConfigurationError(
-            f"table prefix must match {PREFIX_RE.pattern} (letters, digits, underscore; "
-            f"at most 31 characters, not starting with a digit), got {prefix!r}"
-        )
-    return prefix
-
-
-class Kind(enum.Enum):
-    """What a statement does (see the module docstring)."""
-
-    READ = "read"
-    WRITE = "write"
-    WRITE_ROWS = "write returning rows"
-    DDL = "ddl"
-    OPAQUE = "undeclared"
-
-
-Template = str | Mapping[str, str]
-
-
-@dataclass(frozen=True, slots=True)
-class Statement:
-    """A statement template and its kind, declared where the SQL is written."""
-
-    kind: Kind
-    template: Template
-
-
-def READ(template: Template) -> Statement:
-    return Statement(Kind.READ, template)
-
-
-def WRITE(template: Template) -> Statement:
-    return Statement(Kind.WRITE, template)
-
-
-def WRITE_ROWS(template: Template) -> Statement:
-    return Statement(Kind.WRITE_ROWS, template)
-
-
-def DDL(template: Template) -> Statement:
-    return Statement(Kind.DDL, template)
-
-
-@dataclass(frozen=True, slots=True)
-class KeyLookup:
-    """Rows of ``{p}<table>`` by a list of keys: one index probe per key.
-
-    ``fixed`` columns equal one bound value each, ``key`` one of ``count``
-    bound keys (parameters in that order: fixed values, then the keys).
-    Selects ``columns`` (a ``, ``-separated list), or deletes the rows when
-    ``delete``. ``column_type`` is the token of every compared column's type
-    (say ``"blob"``). The engine writes the statement: a plain ``IN`` list
-    where its planner probes the index per key anyway, a shape that forces
-    the probes where a cached generic plan would otherwise filter the
-    whole ``fixed`` range instead.
-    """
-
-    table: str
-    columns: str
-    fixed: tuple[str, ...]
-    key: str
-    count: int
-    column_type: str = "blob"
-    delete: bool = False
-
-
-class SQL(str):
-    """Compiled statement text for one engine, carrying its ``kind``.
-
-    A ``str`` so drivers take (and cache) it as is; engines may attach
-    their own compiled companions to it (PostgreSQL: the attempt-recording
-    variant of a write).
-    """
-
-    kind: Kind
-    # Set by an engine's ``_compiled`` hook, for that engine only.
-    companion: Any
-
-    def __new__(cls, text: str, kind: Kind) -> SQL:
-        compiled = super().__new__(cls, text)
-        compiled.kind = kind
-        return compiled
-
-
-@dataclass(frozen=True)
-class Spec:
-    """A token that takes an argument, written ``{name:arg}`` in a template.
-
-    ``text`` may use ``{arg}`` (the argument) and ``{p}`` (the prefix).
-    """
-
-    text: str
-
-
-class _BoundSpec:
-    __slots__ = ("prefix", "text")
-
-    def __init__(self, text: str, prefix: str) -> None:
-        self.text = text
-        self.prefix = prefix
-
-    def __format__(self, arg: str) -> str:
-        return self.text.format(arg=arg, p=self.prefix)
-
-
-# Every token a template may use, and what it means. Each engine's dialect
-# gives all of them a text (tests check that the sets agree).
-TOKENS = {
-    "blob": "a column type for bytes",
-    "int64": "a column type for 64-bit integers",
-    "text": "a column type for text compared however the engine likes",
-    "key_text": "a column type for text that compares by code point (keys, ranges, ORDER BY)",
-    "id_pk": "an integer primary key the engine assigns (ids may be reused after deletes)",
-    "tail_pk": "an integer primary key filled by {next_value:NAME}: gap-free, in commit order, never reused",
-    "without_rowid": "table option for small rows keyed by their primary key",
-    "skip_locked": "suffix of a claim's SELECT: skip rows another transaction holds",
-    "for_update": "suffix of a SELECT that locks the rows it reads until commit",
-    "for_update_of": "{for_update_of:alias}: lock only the rows of table alias",
-    "greatest": "the function name of the larger of two values",
-    "int64_check": "{int64_check:column}: refuse a value that is not an integer (after NOT NULL)",
-    "next_value": "{next_value:NAME}: the next ordinal of sequence NAME for a {tail_pk} column",
-}
-
-
-def in_list_lookup(lookup: KeyLookup) -> str:
-    """``KeyLookup`` as ``... WHERE fixed = ? AND key IN (?, ...)``."""
-    where = " AND ".join(f"{column} = ?" for column in lookup.fixed)
-    keys = f"{lookup.key} IN (" + ", ".join("?" * lookup.count) + ")"
-    where = f"{where} AND {keys}" if where else keys
-    if lookup.delete:
-        return f"DELETE FROM {{p}}{lookup.table} WHERE {where}"
-    return f"SELECT {lookup.columns} FROM {{p}}{lookup.table} WHERE {where}"
-
-
-@dataclass(frozen=True)
-class Dialect:
-    """What differs between SQL engines, and nothing else.
-
-    ``tokens`` fill the ``{name}`` slots of templates (see ``TOKENS``; a
-    ``Spec`` token takes an argument); ``placeholder`` replaces ``?`` in
-    every template; ``no_limit`` is the value bound to a ``LIMIT ?`` that
-    should not limit (SQLite: -1, PostgreSQL: NULL).
-    """
-
-    name: str
-    placeholder: str
-    no_limit: int | None
-    tokens: dict[str, str | Spec] = field(default_factory=dict)
-    # SQL that answers one row when table ``?`` exists (bound: full name).
-    table_exists: str = ""
-    # The most bytes an indexed key (all its columns) may hold, or None.
-    max_index_key: int | None = None
-    # The template of a ``KeyLookup``.
-    key_lookup: Callable[[KeyLookup], str] = field(default=lambda lookup: in_list_lookup(lookup))
-
-    def compile(self, template: str, prefix: str) -> str:
-        tokens = {k: _BoundSpec(v.text, prefix) if isinstance(v, Spec) else v for k, v in self.tokens.items()}
-        text = template.format(p=prefix, **tokens)
-        if self.placeholder != "?":
-            # Only PostgreSQL's psycopg needs this: '%' is its escape, '?' ours.
-            text = text.replace("%", "%%").replace("?", self.placeholder)
-        return text
-
-
-@dataclass(frozen=True)
-class Announce:
-    """Inserts into ``{p}<table>`` wake waiters on ``<channel><key>`` by themselves.
-
-    ``key`` is the column whose value completes the channel name (``bytes``
-    columns as lower-case hex when ``key_is_bytes``), matching the
-    ``engine.notify(channel + key, announced=True)`` the facet makes after
-    the insert. Engines whose server can announce writes (PostgreSQL's
-    LISTEN/NOTIFY) install a trigger; the others need nothing.
-    """
-
-    table: str
-    key: str
-    channel: str
-    key_is_bytes: bool = False
-
-
-@dataclass(frozen=True)
-class Migration:
-    """One step of a facet's schema, run in order.
-
-    ``sequences``: gap-free ordinal sequences created by this step, read by
-    ``{next_value:NAME}`` inside an INSERT or by ``engine.next_value(NAME)``.
-    ``statements``: DDL templates (tokens, no dialect names). ``announce``:
-    tables whose inserts the engine announces (see ``Announce``). The engine
-    turns each into its own statements (``EngineBase.migration_statements``).
-    ``per_dialect`` is for an engine's own schema only (keyed by
-    ``Dialect.name``): facets never name a dialect.
-    """
-
-    statements: tuple[str, ...] = ()
-    sequences: tuple[str, ...] = ()
-    announce: tuple[Announce, ...] = ()
-    per_dialect: dict[str, tuple[str, ...]] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class Schema:
-    """A facet's schema: its name and its ordered migrations.
-
-    The version of a database for this facet is the number of migrations
-    applied; position in the list *is* the version, so migrations are only
-    ever appended, never edited or reordered.
-    """
-
-    facet: str
-    migrations: tuple[Migration, ...]
-
-    @property
-    def version(self) -> int:
-        return len(self.migrations)
-
-
-@dataclass(frozen=True)
-class PlanStep:
-    """One table read of a query plan, in engine-neutral terms.
-
-    ``index`` is the index read (None: the table itself, row by row);
-    ``condition`` what the index is *searched* by (empty: the index, or the
-    table, is walked whole); ``filter`` a condition applied to the rows
-    read, after reading them (a large filter over a small condition means
-    cost that grows with the data); ``detail`` the engine's own words.
-    """
-
-    table: str
-    index: str | None
-    condition: str
-    filter: str
-    detail: str
-
-
-@dataclass(frozen=True)
-class Plan:
-    """The plan an engine uses for a statement (``Engine.explain``)."""
-
-    steps: tuple[PlanStep, ...]
-    sorts: bool  # a separate sort step (the order does not come from an index)
-    text: str  # the whole plan in the engine's words, for messages
-
-    def reads(self, *tables: str) -> list[PlanStep]:
-        """The steps that read any of ``tables`` (table names or aliases)."""
-        return [step for step in self.steps if step.table in tables]
 
 
 class Engine(Protocol):
@@ -340,6 +109,9 @@ class Engine(Protocol):
     url: str
     # The value bound to ``LIMIT ?`` for "no limit".
     no_limit: int | None
+    # What this engine offers (see ``engines.capabilities``).
+    capabilities: Capabilities
+    read_only: bool
 
     def sql(self, statement: Statement | KeyLookup | Template) -> SQL: ...
 
@@ -377,168 +149,16 @@ class Engine(Protocol):
 
     def prune_bookkeeping(self, *, limit: int | None = None) -> int: ...
 
+    def reclaim_space(self, *, full: bool = False) -> SpaceReport: ...
+
     def release_connection(self) -> None: ...
+
+    def no_wait_changes(self) -> int: ...
 
     def close(self) -> None: ...
 
     @property
     def closed(self) -> bool: ...
-
-
-# -- shared engine machinery -------------------------------------------------
-
-# Tables every store has, whatever facets it uses.
-#
-# {p}sequence: gap-free, commit-ordered sequences. A sequence is a row
-# (created by ``Migration.sequences``); NEXT_VALUE increments it, and the row
-# lock is held until commit, so values are handed out in commit order and a
-# rolled-back value is handed out again. A reader tailing ``id > last_seen``
-# never skips a late commit. Inside an INSERT, ``{next_value:NAME}`` fills a
-# ``{tail_pk}`` column: PostgreSQL calls {p}next_value(name) (the same
-# UPDATE as a function); SQLite's single writer and AUTOINCREMENT give the
-# same for free, so there it is NULL and the row is not used.
-#
-# {p}attempt: one row per mutating call on a network engine, written in the
-# same transaction as the call's effect (see engines.postgres). When a
-# connection drops after the server committed but before the reply arrived,
-# the row tells the retry that the call already happened and what it
-# returned. Rows are pruned once older than the engine's retention window
-# (``PostgresEngine(attempt_retention=)``), see ``Engine.prune_bookkeeping``.
-CORE_SCHEMA = Schema(
-    facet="core",
-    migrations=(
-        Migration(
-            statements=("CREATE TABLE {p}sequence (name TEXT PRIMARY KEY, value {int64} NOT NULL)",),
-            per_dialect={
-                "postgresql": (
-                    "CREATE FUNCTION {p}next_value(seq TEXT) RETURNS BIGINT LANGUAGE sql VOLATILE AS"
-                    " $$ UPDATE {p}sequence SET value = value + 1 WHERE name = seq RETURNING value $$",
-                    "CREATE TABLE {p}attempt (id BYTEA PRIMARY KEY, created_at BIGINT NOT NULL, result JSON)",
-                    "CREATE INDEX {p}attempt_age ON {p}attempt (created_at)",
-                ),
-            },
-        ),
-    ),
-)
-
-NEXT_VALUE = WRITE_ROWS("UPDATE {p}sequence SET value = value + 1 WHERE name = ? RETURNING value")
-CREATE_SEQUENCE = "INSERT INTO {p}sequence (name, value) VALUES ('{name}', 0)"
-SEQUENCE_NAME_RE = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
-
-SCHEMA_TABLE = "{p}schema"
-_CREATE_SCHEMA_TABLE = DDL("CREATE TABLE IF NOT EXISTS {p}schema ( facet TEXT PRIMARY KEY, version INTEGER NOT NULL)")
-_READ_VERSIONS = READ("SELECT facet, version FROM {p}schema")
-_UPSERT_VERSION = WRITE(
-    "INSERT INTO {p}schema (facet, version) VALUES (?, ?) ON CONFLICT (facet) DO UPDATE SET version = excluded.version"
-)
-
-
-class TransactionState(threading.local):
-    """One thread's view of its open transaction on one engine.
-
-    ``depth`` counts open blocks (0: none; 1: the transaction; 2+: nested
-    savepoints). ``doomed`` is the first statement error not yet undone and
-    ``doomed_level`` the depth it happened at: rolling back the savepoint of
-    level L undoes it only when ``doomed_level >= L`` (the failure happened
-    inside that savepoint). Engines subclass this for their own per-thread
-    fields (connection, cursor, ...).
-    """
-
-    depth: int = 0
-    doomed: DurastateError | None = None
-    doomed_level: int = 0
-
-
-def aborted_error(doomed: DurastateError) -> DurastateError:
-    """The error a statement gets in a transaction an earlier failure doomed."""
-    return type(doomed)(f"transaction aborted by an earlier failed statement: {doomed}")
-
-
-class Transaction:
-    """The one transaction state machine; engines supply its primitives.
-
-    Outermost block: ``_tx_begin(read, lock)`` ... ``_tx_commit()`` or
-    ``_tx_rollback()``. Nested blocks: ``_tx_savepoint(name)`` ...
-    ``_tx_release(name)`` or ``_tx_rollback_to(name)`` (which also releases).
-
-    The rule, on every engine:
-
-    * any exception leaving a block (``BaseException`` included) rolls that
-      block back: the whole transaction, or the nested block's savepoint;
-    * a statement that fails in the database (the engine calls
-      ``EngineBase._doom``) dooms the transaction: later statements and
-      nested blocks are refused with the same error type, and the block
-      raises on exit and commits nothing, even when the caller caught the
-      error. Only rolling back a savepoint opened *before* the failure
-      (one that contains it) undoes the doom;
-    * refusals raised in Python (argument errors, a lost compare-and-swap,
-      a superseded attempt) never reach the engine and never doom;
-    * after ``close()`` the next statement, nested block or commit raises
-      ``StoreClosed`` and the transaction rolls back.
-    """
-
-    __slots__ = ("_engine", "_level", "_lock", "_read", "_state")
-
-    def __init__(self, engine: EngineBase, *, read: bool = False, lock: str | None = None) -> None:
-        self._engine = engine
-        self._read = read
-        self._lock = lock
-        self._level = 0
-
-    def __enter__(self) -> None:
-        engine = self._engine
-        state = engine._local
-        self._state = state
-        if engine._closed:
-            raise StoreClosed(f"{engine.url}: store is closed")
-        if state.depth == 0:
-            engine._tx_begin(self._read, self._lock)
-        else:
-            if state.doomed is not None:
-                raise aborted_error(state.doomed)
-            engine._tx_savepoint(f"ds_sp{state.depth}")
-        state.depth += 1
-        self._level = state.depth
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        engine = self._engine
-        state = self._state
-        level = self._level
-        state.depth = level - 1
-        doomed = state.doomed
-        if level > 1:
-            savepoint = f"ds_sp{level - 1}"
-            contained = doomed is not None and state.doomed_level >= level
-            if exc_type is None and not contained and not engine._closed:
-                engine._tx_release(savepoint)
-                return
-            # Roll back on anything; a failing rollback (connection gone)
-            # must not mask the block's own exception.
-            engine._tx_rollback_to(savepoint)
-            if contained:
-                state.doomed = None
-            if exc_type is None:
-                if engine._closed:
-                    raise StoreClosed(f"{engine.url}: store closed inside the transaction; it rolled back")
-                assert doomed is not None
-                raise type(doomed)(f"block rolled back: a statement inside it failed: {doomed}")
-            return
-        state.doomed = None
-        if exc_type is not None:
-            engine._tx_rollback()
-            return
-        if doomed is not None:
-            engine._tx_rollback()
-            raise type(doomed)(f"transaction rolled back: a statement inside it failed: {doomed}")
-        if engine._closed:
-            engine._tx_rollback()
-            raise StoreClosed(f"{engine.url}: store closed inside the transaction; it rolled back")
-        engine._tx_commit()
 
 
 class EngineBase:
@@ -568,6 +188,18 @@ class EngineBase:
         self._next_value_sql = self.sql(NEXT_VALUE)
 
     no_limit: int | None = None
+    capabilities: Capabilities
+
+    def no_wait_changes(self) -> int:
+        """For async front ends: make this thread's calls refuse a held lock at once.
+
+        Returns the count of rows this thread's connection has changed so
+        far (a call refused with ``LockBusy`` while it is unchanged changed
+        nothing, so it may run again on a worker). Only engines declaring
+        ``capabilities.inline_async_calls`` offer it; the others raise
+        ``NotSupported``.
+        """
+        raise NotSupported(f"{self.url}: this engine does not run calls inline on an event loop")
 
     # -- dialect helpers -------------------------------------------------------
 
@@ -715,13 +347,17 @@ class EngineBase:
         key = (kind, template)
         compiled = self._sql_cache.get(key)
         if compiled is None:
-            compiled = self._compiled(SQL(self.dialect.compile(template, self.prefix), kind))
+            compiled = self._compiled(SQL(self.dialect.compile(template, self._prefix_for(kind)), kind))
             self._sql_cache[key] = compiled
         return compiled
 
     def _compiled(self, sql: SQL) -> SQL:
         """Hook: an engine attaches its per-statement companions to ``sql``."""
         return sql
+
+    def _prefix_for(self, kind: Kind) -> str:
+        """Hook: the text ``{p}`` becomes in a statement of ``kind`` (a schema-qualified prefix, say)."""
+        return self.prefix
 
     def now_ms(self) -> int:
         """The store's clock in integer milliseconds since the Unix epoch.
@@ -750,6 +386,16 @@ class EngineBase:
         An engine that keeps no bookkeeping (SQLite) has nothing to do.
         """
         return 0
+
+    def reclaim_space(self, *, full: bool = False) -> SpaceReport:
+        """Give space that deletes freed back to the filesystem, after ``Store.maintain()``'s rules.
+
+        Without ``full``: what costs only short steps (SQLite: incremental
+        vacuum and a WAL truncate); ``full``: the thorough pass the engine
+        offers (SQLite: ``VACUUM``; PostgreSQL: ``VACUUM (ANALYZE)``). An
+        engine with nothing to return returns an empty report.
+        """
+        return SpaceReport()
 
     def migrate(self, schemas: Iterable[Schema]) -> None:
         """Bring every facet in ``schemas`` to the code's version.

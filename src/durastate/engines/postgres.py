@@ -28,6 +28,22 @@ fails with ``StoreUnavailable`` instead of hanging.
 
 Errors are translated by SQLSTATE in ``translate_postgres_error``.
 
+Failover. A statement outside a transaction whose connection was lost, or
+whose node cannot take it now (a standby, a node turned read-only, one
+shutting down: ``postgres_errors.node_unusable``), is retried on a fresh
+connection: the failed one is closed and the pool drained once
+(``LifoPool.discard``: its other connections reach the same node), then
+tries follow with a growing pause (``RETRY_FIRST_PAUSE`` doubling up to
+``RETRY_MAX_PAUSE``) until ``busy_timeout`` (at least
+``MIN_RETRY_DEADLINE``) has passed since the call began; then
+``StoreUnavailable``. A write is retried under the attempt rules
+(``postgres_attempts``): never applied twice. A transaction's ``BEGIN`` is
+retried the same way (nothing has happened yet); a failure later inside a
+transaction ends it with ``StoreUnavailable`` (nothing was applied,
+``_tx_commit`` settles a lost ``COMMIT``) and its connection is discarded
+too, so the caller's next call finds the new primary. The pool reconnects
+quickly while a server is away (``postgres_pool``).
+
 Fork safety: the pool's connections and worker threads belong to the
 process that made them. After ``os.fork()`` the child gets a new pool on
 first use; the parent's is left alone (not closed, which would close the
@@ -49,6 +65,7 @@ import os
 import threading
 import time
 import weakref
+from asyncio import _get_running_loop as _running_loop
 from collections.abc import Iterable
 from typing import Any
 
@@ -73,6 +90,7 @@ from .base import (
     TransactionState,
     aborted_error,
 )
+from .capabilities import Capabilities
 from .postgres_attempts import ATTEMPT_INSERT as ATTEMPT_INSERT
 from .postgres_attempts import ATTEMPT_PRUNE as ATTEMPT_PRUNE
 from .postgres_attempts import ATTEMPT_PRUNE_BATCH as ATTEMPT_PRUNE_BATCH
@@ -82,21 +100,27 @@ from .postgres_attempts import ATTEMPT_RETENTION as ATTEMPT_RETENTION
 from .postgres_attempts import MAX_ATTEMPT_RETENTION as MAX_ATTEMPT_RETENTION
 from .postgres_attempts import MIN_ATTEMPT_RETENTION as MIN_ATTEMPT_RETENTION
 from .postgres_attempts import NOT_APPLIED, OPAQUE_WRITE, attempt_variant, fetch_counted, fetch_result, replay
+from .postgres_citus_sql import citus_statement
 from .postgres_connect import CONNECT_TIMEOUT, connect_failure, connect_options
 from .postgres_dialect import CATALOG, announce_ddl
 from .postgres_dialect import LOCK as LOCK
 from .postgres_dialect import POSTGRES_DIALECT as POSTGRES_DIALECT
 from .postgres_errors import connection_lost as connection_lost
+from .postgres_errors import node_unusable
 from .postgres_errors import translate_postgres_error as translate_postgres_error
 from .postgres_explain import explain_plan
 from .postgres_pool import LifoPool, PooledConnection
+from .postgres_space import reclaim as reclaim_tables
 from .redact import redact_url
+from .space import SpaceReport
 
 PREPARE_THRESHOLD = 0
-# A statement outside a transaction whose connection was lost is tried up
-# to RETRIES times in all, pausing RETRY_PAUSE x the try's number before each.
-RETRIES = 4
-RETRY_PAUSE = 0.05
+# A statement outside a transaction whose node failed is tried again, pausing RETRY_FIRST_PAUSE seconds before
+# the first retry, doubling up to RETRY_MAX_PAUSE, until max(busy_timeout, MIN_RETRY_DEADLINE) seconds have
+# passed since its first try (see the module docstring).
+RETRY_FIRST_PAUSE = 0.05
+RETRY_MAX_PAUSE = 0.5
+MIN_RETRY_DEADLINE = 1.0
 
 
 _ENGINES: weakref.WeakSet[PostgresEngine] = weakref.WeakSet()
@@ -111,11 +135,35 @@ def _after_fork_in_child() -> None:
 os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
+# What PostgreSQL offers; ``max_concurrency`` is each engine's pool size.
+# The Citus statement mode (``citus=True``) turns off what Citus refuses on
+# distributed tables: triggers, and NOTIFY inside a transaction it may
+# commit with two-phase commit (``CITUS_CAPABILITIES``).
+CAPABILITIES = Capabilities(
+    returning=True,
+    upsert=True,
+    transactional_ddl=True,
+    triggers=True,
+    listen_notify=True,
+    advisory_locks=True,
+    reads_during_writes=True,
+    in_memory=False,
+    inline_async_calls=False,
+    write_attempts=True,
+)
+CITUS_CAPABILITIES = CAPABILITIES.replace(triggers=False, notify_in_transaction=False)
+
+
 class _ThreadState(TransactionState):
     conn: PooledConnection | None = None
     # The open transaction's attempt id: pending until its first write.
     attempt_pending: bool = False
     attempt: bytes | None = None
+    # The statement that finds that attempt's row (the table of the engine
+    # that wrote it: a shard view's, see ``citus``).
+    attempt_lookup: str | None = None
+    # Citus mode: channels to NOTIFY once the transaction has committed.
+    after_commit: frozenset[str] = frozenset()
 
 
 # The machine's clock, read through this name so a test can skew one
@@ -124,6 +172,10 @@ local_time = time.time
 # Seconds between re-measurements of the server clock's offset.
 CLOCK_REFRESH = 300.0
 SERVER_TIME = "SELECT extract(epoch FROM clock_timestamp())::float8"
+
+
+# Seconds a sync call on an event loop's thread waits for a row lock (_shorten_lock_wait).
+LOOP_LOCK_WAIT = 2.0
 
 
 class PostgresEngine(EngineBase):
@@ -156,7 +208,14 @@ class PostgresEngine(EngineBase):
         max_connections: int = 10,
         read_only: bool = False,
         attempt_retention: float = ATTEMPT_RETENTION,
+        citus: bool = False,
     ) -> None:
+        if not isinstance(citus, bool):
+            raise InvalidRequest(f"citus must be True or False, got {citus!r}")
+        # The Citus-compatible statement mode (``durastate.citus``): no
+        # triggers (Citus refuses them on distributed tables), so inserts are
+        # announced by a client NOTIFY sent after the commit that made them.
+        self.citus = citus
         self._local_time = local_time
         self._clock_offset = 0.0  # server clock minus local clock, seconds
         self._offset_measured_at: float | None = None  # time.monotonic() of the last measurement
@@ -167,23 +226,30 @@ class PostgresEngine(EngineBase):
         busy_timeout = as_busy_timeout(busy_timeout)
         min_connections, max_connections = as_pool_sizes(min_connections, max_connections)
         self.url = redact_url(url)
+        if citus and "://" in self.url:  # reopening store.url keeps the mode
+            self.url = "citus://" + self.url.split("://", 1)[1]
         self._conninfo = url
         self._busy_timeout = float(busy_timeout)
         self._min = min_connections
         self._max = max_connections
+        self.capabilities = (CITUS_CAPABILITIES if citus else CAPABILITIES).replace(max_concurrency=max_connections)
         self._local = _ThreadState()
         self._closed = False
         self._pool_lock = threading.Lock()
         self._pool: LifoPool | None = None
         self._probed = False
+        self._compile_own_statements()
+        _ENGINES.add(self)
+        self._open_pool()
+
+    def _compile_own_statements(self) -> None:
+        """The engine's own statements (locks, catalog, attempt rows), compiled once."""
         self._writes_until_prune = ATTEMPT_PRUNE_EVERY
         self._lock_sql = self.sql(LOCK)
         self._catalog = tuple(self.sql(statement) for statement in CATALOG)
         self._attempt_insert = self.sql(WRITE(ATTEMPT_INSERT))
         self._attempt_result = self.sql(READ(ATTEMPT_RESULT))
         self._attempt_prune = self.sql(WRITE(ATTEMPT_PRUNE))
-        _ENGINES.add(self)
-        self._open_pool()
 
     # -- the pool ----------------------------------------------------------------
 
@@ -215,7 +281,10 @@ class PostgresEngine(EngineBase):
         conn.prepare_threshold = PREPARE_THRESHOLD
         conn.execute(f"SET lock_timeout = {int(self._busy_timeout * 1000)}")
         conn.execute("SET bytea_output = 'hex'")  # attempt replays decode it
-        conn.execute("SET plan_cache_mode = force_generic_plan")  # see the module docstring
+        # See the module docstring. Citus cannot plan a generic plan of a
+        # data-modifying CTE with parameters (every write's attempt variant):
+        # in its mode each execution is planned with its values.
+        conn.execute(f"SET plan_cache_mode = {'force_custom_plan' if self.citus else 'force_generic_plan'}")
         if self.read_only:
             # The server refuses every write (SQLSTATE 25006, ConfigurationError).
             conn.execute("SET default_transaction_read_only = on")
@@ -280,10 +349,10 @@ class PostgresEngine(EngineBase):
         self._pool_lock = threading.Lock()
         self._local = _ThreadState()
 
-    def _borrow(self) -> PooledConnection:
+    def _borrow(self, timeout: float | None = None) -> PooledConnection:
         pool = self._pool or self._open_pool()
         try:
-            conn = pool.getconn()
+            conn = pool.getconn(timeout)
         except Exception as exc:
             if self._closed:
                 raise StoreClosed(f"{self.url}: store is closed") from None
@@ -294,9 +363,49 @@ class PostgresEngine(EngineBase):
                 self._measure_clock_offset(conn)
             except psycopg.Error:
                 pass  # a broken connection: the caller's statement reports it
+        if _running_loop() is not None:
+            self._shorten_lock_wait(conn)
         return conn
 
+    def _shorten_lock_wait(self, conn: PooledConnection) -> None:
+        """A call on a thread running an event loop waits for a row lock at most ``LOOP_LOCK_WAIT``.
+
+        durastate.aio runs PostgreSQL calls on worker threads, so a call
+        here is a sync call made on the loop's thread: while it waits, the
+        loop stalls, and a transaction that loop drives (holding the lock)
+        can never finish. A short ``lock_timeout`` turns that hang into an
+        error within seconds (``postgres_errors`` says why in its message);
+        ``_give_back`` puts the store's own back.
+        """
+        try:
+            conn.execute(f"SET lock_timeout = {int(min(LOOP_LOCK_WAIT, self._busy_timeout) * 1000)}")
+            conn.lock_wait_shortened = True
+        except psycopg.Error:
+            pass  # a broken connection: the caller's statement reports it
+
+    def _unusable(self, exc: BaseException, conn: psycopg.Connection[Any] | None = None) -> bool:
+        """Whether ``exc`` (on ``conn``) means this connection's node cannot serve this store now.
+
+        ``node_unusable`` by the error; or psycopg found ``conn`` broken
+        (the server closed it, whatever the code it sent first said).
+        """
+        return node_unusable(exc, read_only=self.read_only) or (conn is not None and conn.broken)
+
+    def _discard(self, conn: PooledConnection) -> None:
+        """Close a connection whose node failed, and drain the pool (``LifoPool.discard``)."""
+        pool = self._pool
+        if pool is None:
+            conn.close()
+        else:
+            pool.discard(conn)
+
     def _give_back(self, conn: PooledConnection) -> None:
+        if conn.lock_wait_shortened:
+            conn.lock_wait_shortened = False
+            try:
+                conn.execute(f"SET lock_timeout = {int(self._busy_timeout * 1000)}")
+            except psycopg.Error:
+                conn.close()  # the pool discards it: no connection goes back with the short wait
         pool = self._pool
         if pool is None:  # closed or forked meanwhile
             conn.close()
@@ -313,8 +422,14 @@ class PostgresEngine(EngineBase):
     # variant, so its retry can ask whether it committed (postgres_attempts).
 
     def _compiled(self, sql: SQL) -> SQL:
-        """Attach the attempt-recording variant of a write (``postgres_attempts.attempt_variant``)."""
-        sql.companion = attempt_variant(sql, self.prefix)
+        """Attach the attempt-recording variant of a write (``postgres_attempts.attempt_variant``).
+
+        Citus mode: a statement Citus cannot plan is first rewritten into
+        an equivalent it can (``postgres_citus.citus_statement``).
+        """
+        if self.citus:
+            sql = SQL(citus_statement(sql, self._prefix_for(Kind.WRITE)), sql.kind)
+        sql.companion = attempt_variant(sql, self._prefix_for(Kind.WRITE))
         return sql
 
     def _run(self, sql: str, params: Params, fetch: int) -> Any:
@@ -334,15 +449,17 @@ class PostgresEngine(EngineBase):
             return self._write_once(variant, params, fetch)
         # A read. The first try is inlined (the common case pays no closure);
         # a lost connection falls through to the retry loop.
+        began = time.monotonic()
         conn = self._borrow()
         try:
             return fetch_result(conn.run(sql, params), fetch)
         except psycopg.Error as exc:
-            if not connection_lost(exc):
+            if not self._unusable(exc, conn):
                 raise translate_postgres_error(exc, self.url) from None
+            self._discard(conn)
         finally:
             self._give_back(conn)
-        return self._retrying(lambda c: fetch_result(c.run(sql, params), fetch), None, first=1)
+        return self._retrying(lambda c: fetch_result(c.run(sql, params), fetch), None, began)
 
     def _write_once(self, variant: str, params: Params, fetch: int) -> Any:
         """Run an attempt-recording write; after a lost connection, replay or retry."""
@@ -351,47 +468,73 @@ class PostgresEngine(EngineBase):
         if self._writes_until_prune <= 0:
             self._writes_until_prune = ATTEMPT_PRUNE_EVERY
             self._prune_attempts()
+        began = time.monotonic()
         conn = self._borrow()
         try:
             return fetch_counted(conn.run(variant, (*params, attempt, self.now_ms())), fetch)
         except psycopg.Error as exc:
-            if not connection_lost(exc):
-                raise translate_postgres_error(exc, self.url) from None
+            if not self._unusable(exc, conn):
+                raise translate_postgres_error(exc, self.url, read_only=self.read_only) from None
+            self._discard(conn)
         finally:
             self._give_back(conn)
         return self._retrying(
             lambda c: fetch_counted(c.run(variant, (*params, attempt, self.now_ms())), fetch),
             lambda c: replay(c, self._attempt_result, variant, attempt, fetch),
-            first=1,
+            began,
         )
 
-    def _retrying(self, run: Any, replay: Any, first: int = 0) -> Any:
-        """``run(conn)`` on a pooled connection, retried on connection loss.
+    def _retrying(self, run: Any, replay: Any, began: float | None = None, keep: bool = False) -> Any:
+        """``run(conn)`` on a pooled connection, retried while its node fails (see the module docstring).
 
-        Before each retry of a write, ``replay(conn)`` looks for the first
-        attempt's recorded outcome and returns it (``NOT_APPLIED`` if none).
-        ``first`` is the number of tries already made (and lost).
+        ``began``: the ``time.monotonic()`` of a first try already made (and
+        failed), ``None`` to make the first try here. Before each retry of a
+        write, ``replay(conn)`` looks for the first attempt's recorded
+        outcome and returns it (``NOT_APPLIED`` if none). ``keep``: the
+        caller keeps the connection ``run`` succeeded on (``run`` returns it).
         """
-        last: Exception | None = None
-        for attempt_number in range(first, RETRIES):
-            if attempt_number:
-                time.sleep(RETRY_PAUSE * attempt_number)
-            conn = self._borrow()
+        retried = began is not None
+        window = max(self._busy_timeout, MIN_RETRY_DEADLINE)
+        deadline = (time.monotonic() if began is None else began) + window
+        pause = RETRY_FIRST_PAUSE
+        last: BaseException | None = None
+        while True:
+            left = deadline - time.monotonic()
+            if retried:
+                if left <= 0:
+                    break
+                time.sleep(min(pause, left))
+                pause = min(pause * 2, RETRY_MAX_PAUSE)
+                left = deadline - time.monotonic()
             try:
-                if attempt_number and replay is not None:
+                conn = self._borrow(max(left, 0.001))
+            except StoreUnavailable as exc:  # nothing connected in time: keep trying until the deadline
+                last, retried = exc, True
+                continue
+            kept = False
+            try:
+                if retried and replay is not None:
                     outcome = replay(conn)
                     if outcome is not NOT_APPLIED:
                         return outcome
-                return run(conn)
+                result = run(conn)
+                kept = keep
+                return result
             except psycopg.Error as exc:
-                if not connection_lost(exc):
-                    raise translate_postgres_error(exc, self.url) from None
-                last = exc
+                if not self._unusable(exc, conn):
+                    raise translate_postgres_error(exc, self.url, read_only=self.read_only) from None
+                self._discard(conn)
+                last, retried = exc, True
             finally:
-                self._give_back(conn)
+                if not kept:
+                    self._give_back(conn)
+        where = f"{self.url} (retried for {window:g} s)"
         if last is None:
-            raise StoreUnavailable(f"{self.url}: connection lost (after {RETRIES} attempts)")
-        raise translate_postgres_error(last, f"{self.url} (after {RETRIES} attempts)") from None
+            raise StoreUnavailable(f"{where}: the node kept failing")
+        if isinstance(last, DurastateError):
+            raise type(last)(f"{where}: {last}") from None
+        assert isinstance(last, Exception)
+        raise translate_postgres_error(last, where, read_only=self.read_only) from None
 
     def _run_in_transaction(
         self, state: _ThreadState, conn: PooledConnection, sql: str, params: Params, fetch: int
@@ -412,19 +555,27 @@ class PostgresEngine(EngineBase):
             raise self._doom(StoreClosed(f"{self.url}: store closed inside the transaction"))
 
     def _failed(self, state: _ThreadState, exc: psycopg.Error) -> DurastateError:
-        """Translate ``exc``; inside a transaction, also doom it (see ``base.Transaction``)."""
+        """Translate ``exc``; inside a transaction, also doom it (see ``base.Transaction``).
+
+        A connection whose node failed is closed here, so the rollback gives
+        the pool a closed connection to replace instead of one that still
+        reaches a dead or demoted node (``_discard``).
+        """
         if state.doomed is not None and isinstance(exc, pg_errors.InFailedSqlTransaction):
             return aborted_error(state.doomed)
-        return self._doom(translate_postgres_error(exc, self.url))
+        if state.conn is not None and self._unusable(exc, state.conn):
+            self._discard(state.conn)
+        return self._doom(translate_postgres_error(exc, self.url, read_only=self.read_only))
 
     def _record_transaction_attempt(self, state: _ThreadState, conn: PooledConnection) -> None:
         """First write of a transaction: note its attempt id inside it.
 
         If the connection drops during COMMIT, the row's presence tells
-        whether the transaction committed (see ``_Transaction.__exit__``).
+        whether the transaction committed (see ``_tx_commit``).
         """
         state.attempt = os.urandom(16)
         state.attempt_pending = False
+        state.attempt_lookup = self._attempt_result
         conn.run(self._attempt_insert, (state.attempt, self.now_ms()))
 
     def _prune_attempts(self, batch: int = ATTEMPT_PRUNE_BATCH) -> int:
@@ -450,6 +601,20 @@ class PostgresEngine(EngineBase):
                 break
         return removed
 
+    def reclaim_space(self, *, full: bool = False) -> SpaceReport:
+        """``VACUUM (ANALYZE)`` of the prefix's tables when ``full`` (``postgres_space``)."""
+        if self._local.depth > 0:
+            raise InvalidRequest("reclaim_space() inside a transaction: VACUUM cannot run in one")
+        if self.read_only or not full:
+            return SpaceReport()
+        conn = self._borrow()
+        try:
+            return reclaim_tables(conn.run, self.prefix)
+        except psycopg.Error as exc:
+            raise translate_postgres_error(exc, self.url) from None
+        finally:
+            self._give_back(conn)
+
     def migrate(self, schemas: Iterable[Schema]) -> None:
         """``EngineBase.migrate``, then one batch of expired attempt rows (an idle store's leftovers)."""
         super().migrate(schemas)
@@ -458,7 +623,10 @@ class PostgresEngine(EngineBase):
 
     def attempt_committed(self, attempt: bytes) -> bool:
         """Whether the write (or transaction) with this attempt id committed."""
-        row = self._retrying(lambda c: c.run(self._attempt_result, (attempt,)).fetchone(), None)
+        return self._attempt_found(self._attempt_result, attempt)
+
+    def _attempt_found(self, lookup: str, attempt: bytes) -> bool:
+        row = self._retrying(lambda c: c.run(lookup, (attempt,)).fetchone(), None)
         return row is not None
 
     def one(self, sql: str, params: Params = ()) -> Row | None:
@@ -504,14 +672,22 @@ class PostgresEngine(EngineBase):
         one database still migrate one at a time.
         """
         state = self._local
-        conn = self._borrow()
-        try:
-            conn.run("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY" if read else "BEGIN")
-            if lock is not None:
-                conn.execute("SELECT pg_advisory_xact_lock(hashtext(current_schema() || %s))", (lock,))
-        except psycopg.Error as exc:
-            _discard_transaction(self, conn)
-            raise translate_postgres_error(exc, f"{self.url}: begin") from None
+
+        def begin(conn: PooledConnection) -> PooledConnection:
+            try:
+                conn.run("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY" if read else "BEGIN")
+                if lock is not None:
+                    conn.execute("SELECT pg_advisory_xact_lock(hashtext(current_schema() || %s))", (lock,))
+            except psycopg.Error:
+                try:
+                    conn.run("ROLLBACK")
+                except psycopg.Error:
+                    pass  # a broken connection: the pool replaces it
+                raise
+            return conn
+
+        # Nothing has happened yet: a BEGIN whose node failed is retried like a read.
+        conn: PooledConnection = self._retrying(begin, None, keep=True)
         state.conn = conn
         state.attempt = None
         # Migrations run before the attempt table exists; they need no
@@ -527,24 +703,33 @@ class PostgresEngine(EngineBase):
         return conn, attempt
 
     def _tx_commit(self) -> None:
+        state = self._local
+        lookup, channels = state.attempt_lookup, state.after_commit
+        state.attempt_lookup, state.after_commit = None, frozenset()
         conn, attempt = self._take_connection()
         try:
             conn.run("COMMIT")
         except psycopg.Error as commit_error:
+            if self._unusable(commit_error, conn):
+                self._discard(conn)
             _discard_transaction(self, conn)
             if attempt is not None and connection_lost(commit_error):
                 # The COMMIT may or may not have reached the server. The
                 # attempt row, written inside the transaction, says which.
-                if self.attempt_committed(attempt):
-                    return
+                if self._attempt_found(lookup or self._attempt_result, attempt):
+                    return  # its notifications are lost with the connection: waiters poll
                 raise StoreUnavailable(
                     f"{self.url}: connection lost before the transaction committed; "
                     "nothing was applied, the transaction can be retried"
                 ) from None
-            raise translate_postgres_error(commit_error, f"{self.url}: commit") from None
+            raise translate_postgres_error(commit_error, f"{self.url}: commit", read_only=self.read_only) from None
+        if channels:
+            _notify_on(conn, channels)
         self._give_back(conn)
 
     def _tx_rollback(self) -> None:
+        state = self._local
+        state.attempt_lookup, state.after_commit = None, frozenset()
         conn, _attempt = self._take_connection()
         _discard_transaction(self, conn)
 
@@ -577,7 +762,7 @@ class PostgresEngine(EngineBase):
         if self._local.depth > 0:
             raise InvalidRequest("release_connection() inside a transaction would abandon it")
 
-    # -- change notification ---------------------------------------------------
+    # -- schema objects, plans and locks ----------------------------------------
 
     def catalog(self) -> list[tuple[str, ...]]:
         """This prefix's schema objects as sorted rows (see ``Engine.catalog``)."""
@@ -609,7 +794,10 @@ class PostgresEngine(EngineBase):
         self.one(self._lock_sql, (name, self.prefix))
 
     def _announce_ddl(self, announce: Announce) -> tuple[str, ...]:
-        return announce_ddl(announce)
+        # Citus refuses triggers on distributed tables: the client announces (``notify``).
+        return announce_ddl(announce) if self.capabilities.triggers else ()
+
+    # -- change notification ---------------------------------------------------
 
     def channel(self, name: str) -> str:
         """A valid LISTEN/NOTIFY channel identifier for ``name``.
@@ -625,16 +813,46 @@ class PostgresEngine(EngineBase):
 
         ``announced=True`` means a trigger on the written table has already
         queued the notification in the same statement: nothing to send.
+
+        Citus mode (capabilities ``triggers`` and ``notify_in_transaction``
+        off): every notification is the client's, and none is sent inside a
+        transaction (Citus refuses to PREPARE, i.e. to commit across nodes,
+        a transaction that ran NOTIFY): a transaction's are sent, in one
+        statement, on its connection right after its COMMIT succeeds, on the
+        coordinator, where listeners are; a rolled-back transaction sends
+        none. Outside a transaction the write has committed already.
         """
-        if not announced:
-            self.execute(f"NOTIFY {self.channel(channel)}")
+        capabilities = self.capabilities
+        if announced and capabilities.triggers:
+            return
+        name = self.channel(channel)
+        state = self._local
+        if capabilities.notify_in_transaction:
+            self.execute(f"NOTIFY {name}")
+        elif state.depth:
+            state.after_commit = state.after_commit | {name}
+        else:
+            self._send_notifies(frozenset((name,)))
+
+    def _send_notifies(self, channels: frozenset[str]) -> None:
+        """Citus mode: NOTIFY ``channels`` now, outside any transaction (see ``notify``)."""
+        if not channels:
+            return
+        conn = self._borrow()
+        try:
+            _notify_on(conn, channels)
+        finally:
+            self._give_back(conn)
 
     def wait_for_change(self, channel: str, timeout: float) -> None:
         """Block until a ``NOTIFY`` on ``channel`` or ``timeout`` seconds.
 
         A hint only: callers re-check the database afterwards and poll, so a
         notification lost between their check and our ``LISTEN`` costs at
-        most one poll interval.
+        most one poll interval. So a listening connection that is lost (its
+        server died, failed over, or dropped it as idle) returns early
+        instead of raising: the connection is discarded, and the caller's
+        re-check (retried like every statement) reaches the new primary.
         """
         conn = self._borrow()
         name = self.channel(channel)
@@ -644,7 +862,9 @@ class PostgresEngine(EngineBase):
                 break
             conn.execute(f"UNLISTEN {name}")
         except psycopg.Error as exc:
-            raise translate_postgres_error(exc, self.url) from None
+            if not self._unusable(exc, conn):
+                raise translate_postgres_error(exc, self.url) from None
+            self._discard(conn)
         finally:
             self._give_back(conn)
 
@@ -663,6 +883,23 @@ class PostgresEngine(EngineBase):
             pool, self._pool = self._pool, None
         if pool is not None:
             pool.close()
+
+
+# One round trip for every channel a transaction woke (Citus mode).
+NOTIFY_CHANNELS = "SELECT pg_notify(c, '') FROM unnest(%s::text[]) AS c"
+
+
+def _notify_on(conn: PooledConnection, channels: frozenset[str]) -> None:
+    """Send ``channels``' notifications on ``conn`` (autocommit, so at once).
+
+    A hint only: waiters poll as well, so a notification lost with a
+    broken connection (after the commit it announces) costs them at most
+    one poll interval and is not an error of the write.
+    """
+    try:
+        conn.execute(NOTIFY_CHANNELS, (sorted(channels),))
+    except psycopg.Error:
+        pass
 
 
 def _discard_transaction(engine: PostgresEngine, conn: PooledConnection) -> None:

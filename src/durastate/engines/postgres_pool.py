@@ -37,6 +37,20 @@ psycopg_pool's own methods. The fast paths need the private names listed in
 (``tests/postgres`` checks the fast paths are on for those releases and off
 for others).
 
+Failover. psycopg_pool refills after a failed connect at 1, 2, 4, 8 s...
+(its ``AttemptWithBackoff``): a primary that died took every pooled
+connection with it, the first reconnects fail while the standby is being
+promoted, and the pool's next try came up to 8 s after the new primary
+was ready (16 s of no writes against the cluster's own 8 s, issue 23).
+``LifoPool`` reconnects after ``REFILL_FIRST_DELAY`` seconds, growing by
+``REFILL_BACKOFF`` up to ``REFILL_MAX_DELAY``: on the order of one connect
+attempt a second per missing connection while a server is away, and a
+new primary is found within about a second of taking writes.
+``discard(conn)`` closes a connection whose node failed and drains the
+pool once per failure: every other idle connection of that generation
+reaches the same dead or demoted node, and a caller should not find that
+out one connection (and one timeout) at a time.
+
 ``PooledConnection`` keeps one cursor for the engine's statements: a new
 cursor per statement (``Connection.execute``) costs about 3 us of client
 CPU of the 15-18 us a prepared one-row read costs psycopg itself
@@ -52,8 +66,15 @@ from typing import Any
 import psycopg
 import psycopg_pool
 from psycopg.pq import TransactionStatus
+from psycopg_pool import base as _pool_base
 
 __all__ = ["LifoPool", "PooledConnection"]
+
+REFILL_FIRST_DELAY = 0.1  # seconds before the first reconnect after a failed connect
+REFILL_BACKOFF = 1.5
+REFILL_MAX_DELAY = 1.0
+# psycopg_pool's backoff state for one connection's reconnects (3.2: ConnectionAttempt).
+_Attempt: Any = getattr(_pool_base, "AttemptWithBackoff", None) or getattr(_pool_base, "ConnectionAttempt", None)
 
 _TAKE = "_get_ready_connection"  # psycopg_pool >= 3.2: takes an idle connection, under the pool's lock
 # Private state the fast paths read and write (psycopg_pool 3.2-3.3).
@@ -86,6 +107,8 @@ class PooledConnection(psycopg.Connection[Any]):
     """
 
     _statement_cursor: psycopg.Cursor[Any] | None = None
+    # Borrowed on an event loop's thread, with a short lock_timeout until given back (PostgresEngine).
+    lock_wait_shortened = False
 
     def run(self, query: str, params: Any = None) -> psycopg.Cursor[Any]:
         """``Connection.execute`` on this connection's statement cursor."""
@@ -105,6 +128,30 @@ class LifoPool(psycopg_pool.ConnectionPool[PooledConnection]):
             and all(hasattr(self, name) for name in _FAST_NEEDS)
             and type(getattr(self, "_pool", None)) is deque
         )
+
+    if _Attempt is not None and hasattr(psycopg_pool.ConnectionPool, "_add_connection"):
+
+        def _add_connection(self, attempt: Any, growing: bool = False) -> None:
+            """psycopg_pool's, with ``_RefillAttempt``'s shorter backoff for a new series of reconnects."""
+            if attempt is None:
+                attempt = _RefillAttempt(timeout=self.reconnect_timeout)
+            super()._add_connection(attempt, growing)
+
+    def discard(self, conn: PooledConnection) -> None:
+        """Close ``conn`` (its node failed); drain the pool if ``conn`` is from its current generation.
+
+        The caller still gives ``conn`` back (``putconn``), which replaces it.
+        Connections made after a drain are a later generation: a failure of
+        one of those drains again, a second failure of the same one does not.
+        """
+        created = getattr(conn, "_created_at", None)
+        conn.close()
+        drained = getattr(self, "_drained_at", None)
+        if created is None or drained is None or created > drained:
+            try:
+                self.drain()
+            except psycopg_pool.PoolClosed:
+                pass
 
     if hasattr(psycopg_pool.ConnectionPool, _TAKE):
 
@@ -150,3 +197,18 @@ class LifoPool(psycopg_pool.ConnectionPool[PooledConnection]):
                         event.set()
                     return
         super().putconn(conn)
+
+
+if _Attempt is not None:
+
+    class _RefillAttempt(_Attempt):  # type: ignore[misc]
+        """psycopg_pool's reconnect backoff, from ``REFILL_FIRST_DELAY`` up to ``REFILL_MAX_DELAY`` (see the module
+        docstring)."""
+
+        INITIAL_DELAY = REFILL_FIRST_DELAY
+        DELAY_BACKOFF = REFILL_BACKOFF
+        delay: float
+
+        def update_delay(self, now: float) -> None:
+            super().update_delay(now)
+            self.delay = min(self.delay, REFILL_MAX_DELAY)

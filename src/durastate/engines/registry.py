@@ -155,6 +155,16 @@ def _postgres(url: str, options: dict[str, Any]) -> Engine:
     return PostgresEngine(url, **options)
 
 
+def _citus(url: str, options: dict[str, Any]) -> Engine:
+    """``citus://...``: PostgreSQL in the Citus-compatible statement mode (``durastate.citus``).
+
+    The rest of the URL is a ``postgresql://`` URL (a Citus coordinator, or
+    any PostgreSQL server: the mode runs there too).
+    """
+    return _postgres("postgresql://" + url.split("://", 1)[1], {**options, "citus": True})
+
+
 register("sqlite", _sqlite)
 register("postgresql", _postgres)
 register("postgres", _postgres)
+register("citus", _citus)

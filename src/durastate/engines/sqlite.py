@@ -45,23 +45,24 @@ import threading
 import time
 import uuid
 import weakref
-from asyncio import _get_running_loop as _running_loop
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, cast
 
 from .._validate import as_busy_timeout, as_durability
 from ..errors import ConfigurationError, DurastateError, InvalidRequest, StoreClosed, StoreUnavailable
 from .base import SQL, Clock, EngineBase, Kind, Params, Plan, Row, TransactionState, aborted_error
+from .capabilities import Capabilities
+from .space import SpaceReport
+from .sqlite_busy import Backoff, loop_thread_refusal
 from .sqlite_dialect import CATALOG, plan_of
 from .sqlite_dialect import SQLITE_DIALECT as SQLITE_DIALECT
 from .sqlite_errors import LockBusy as LockBusy
 from .sqlite_errors import is_busy
 from .sqlite_errors import translate_sqlite_error as translate_sqlite_error
 from .sqlite_fork import ForkGate
+from .sqlite_space import AUTO_VACUUM_INCREMENTAL, reclaim
 
-_WAL_SWITCH_ATTEMPTS = 100
-_WAL_SWITCH_PAUSE = 0.02
 # Seconds close() waits, in all, for statements other threads are running
 # (milliseconds, normally). One that is still running after it (waiting for
 # a lock another process holds) keeps its connection: its thread closes it
@@ -73,6 +74,23 @@ _BEGIN_READ = "BEGIN"
 _BEGIN_WRITE = "BEGIN IMMEDIATE"
 _COMMIT = "COMMIT"
 _ROLLBACK = "ROLLBACK"
+_SQLITE_BUSY_SNAPSHOT = 517
+
+
+def _one_row(cursor: sqlite3.Cursor, sql: str, params: Params) -> Row | None:
+    """``one()``'s statement run again after BUSY (its first try is inlined there)."""
+    row: Row | None = cursor.execute(sql, params).fetchone()
+    if row is not None:
+        cursor.fetchall()  # finish it: the shared cursor never keeps a statement active
+    return row
+
+
+def _run_to_end(cursor: sqlite3.Cursor, sql: str, params: Params) -> int:
+    """``execute()``'s statement run again after BUSY (its first try is inlined there)."""
+    cursor.execute(sql, params)
+    if cursor.description is not None:
+        cursor.fetchall()
+    return cursor.rowcount
 
 
 class _ThreadState(TransactionState):
@@ -85,10 +103,6 @@ class _ThreadState(TransactionState):
     # transaction is doomed it is a ``_RefusingCursor`` instead (typed as
     # a cursor: the statement methods only ever call its execute methods).
     cursor: sqlite3.Cursor | None = None
-    # ``conn`` while no_wait_changes() has its busy timeout at 0: from an
-    # async front end's inline call until this thread's first statement
-    # refused for a lock with no event loop running on it (_waits_again).
-    no_wait: sqlite3.Connection | None = None
     # Held by this thread for every use of ``conn`` (each statement, BEGIN,
     # COMMIT, ...) and by ``close()`` while it closes ``conn``: a connection
     # is never closed under a statement another thread is running on it
@@ -153,6 +167,27 @@ os.register_at_fork(
     after_in_parent=_FORK_GATE.after_fork_in_parent,
     after_in_child=_after_fork_in_child,
 )
+
+
+# What a SQLite file engine offers (``memory:`` differs, see SqliteEngine).
+# Triggers: SQLite runs them, but has no server to announce a write to
+# other processes, so ``Migration(announce=...)`` installs none.
+CAPABILITIES = Capabilities(
+    returning=True,
+    upsert=True,
+    transactional_ddl=True,
+    triggers=False,
+    listen_notify=False,
+    advisory_locks=False,  # lock(name) is the database's one write lock
+    reads_during_writes=True,  # WAL
+    in_memory=False,
+    inline_async_calls=True,
+    write_attempts=False,
+)
+# memory: has no WAL: readers wait for an open write transaction, and its
+# rollback journal can refuse a COMMIT after changes were made, so calls
+# never run inline (see no_wait_changes).
+MEMORY_CAPABILITIES = CAPABILITIES.replace(in_memory=True, reads_during_writes=False, inline_async_calls=False)
 
 
 def create_private_file(path: Path) -> None:
@@ -227,6 +262,7 @@ class SqliteEngine(EngineBase):
                 self.path = str(file_path)
                 self._uri = False
             self.is_memory = False
+        self.capabilities = MEMORY_CAPABILITIES if self.is_memory else CAPABILITIES
         self._local = _ThreadState()
         self._lock = threading.Lock()
         self._connections: dict[int, tuple[threading.Thread, sqlite3.Connection, threading.RLock]] = {}
@@ -246,37 +282,56 @@ class SqliteEngine(EngineBase):
         try:
             conn = sqlite3.connect(
                 self.path,
-                timeout=self._busy_timeout,
+                # A file's connections refuse a held lock at once: the engine
+                # waits for it itself (sqlite_busy). A memory: store's
+                # rollback journal can refuse a COMMIT after changes were
+                # made, which only SQLite's own handler waits out.
+                timeout=self._busy_timeout if self.is_memory else 0,
                 isolation_level=None,
                 check_same_thread=False,
                 cached_statements=512,
                 uri=self._uri,
             )
-            conn.execute(f"PRAGMA synchronous={self._synchronous}")
+            self._at_open(lambda: conn.execute(f"PRAGMA synchronous={self._synchronous}"))
         except sqlite3.Error as exc:
             raise translate_sqlite_error(exc, f"opening {self.url}") from None
         return conn
 
+    def _at_open(self, statement: Callable[[], object]) -> object:
+        """Run an opening statement, tried again while SQLite refuses it for a lock (``sqlite_busy``).
+
+        Another process cold-opening the file holds it exclusively while it
+        switches it to WAL; even reading the schema waits for that.
+        """
+        backoff = Backoff(self._busy_timeout)
+        while True:
+            try:
+                return statement()
+            except sqlite3.OperationalError as exc:
+                if not is_busy(exc) or not backoff.wait():
+                    raise
+
     def _switch_to_wal(self) -> None:
         """Put the file in WAL mode, retrying while other processes cold-open it.
 
-        The mode switch needs an exclusive lock and SQLite does not run the
-        busy handler for it, so several processes opening a fresh file at
-        once see SQLITE_BUSY immediately. Retry, bounded.
+        The mode switch needs an exclusive lock, so several processes
+        opening a fresh file at once see SQLITE_BUSY (SQLite does not run a
+        busy handler for it anyway): tried again after pauses
+        (``sqlite_busy``), up to the busy timeout.
         """
         conn = self._thread_connection()
-        for attempt in range(_WAL_SWITCH_ATTEMPTS):
-            try:
-                mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()
-            except sqlite3.OperationalError as exc:
-                if getattr(exc, "sqlite_errorcode", 0) & 0xFF not in (5, 6):
-                    raise translate_sqlite_error(exc, f"enabling WAL on {self.url}") from None
-                time.sleep(_WAL_SWITCH_PAUSE * min(attempt + 1, 5))
-                continue
-            if mode and str(mode[0]).lower() == "wal":
-                return
+
+        def switch() -> object:
+            # Before the first table or never (sqlite_space); a no-op on a file that has tables.
+            conn.execute(AUTO_VACUUM_INCREMENTAL)
+            return conn.execute("PRAGMA journal_mode=WAL").fetchone()
+
+        try:
+            mode = self._at_open(switch)
+        except sqlite3.Error as exc:
+            raise translate_sqlite_error(exc, f"enabling WAL on {self.url}") from None
+        if not isinstance(mode, tuple) or str(mode[0]).lower() != "wal":
             raise StoreUnavailable(f"{self.url}: could not enable WAL (journal_mode stayed {mode!r})")
-        raise StoreUnavailable(f"{self.url}: could not enable WAL: database stayed locked")
 
     def _thread_connection(self) -> sqlite3.Connection:
         conn = self._local.conn
@@ -364,9 +419,7 @@ class SqliteEngine(EngineBase):
                     self._drop_cursor(cursor)
                 return row
             except sqlite3.Error as exc:
-                if state.no_wait is not None and self._waits_again(state, exc):
-                    return self.one(sql, params)
-                raise self._failed(exc) from None
+                return cast(Row | None, self._after_busy(exc, lambda: _one_row(cursor, sql, params)))
             except BaseException:
                 self._drop_cursor(cursor)
                 raise
@@ -384,9 +437,7 @@ class SqliteEngine(EngineBase):
             try:
                 return cursor.execute(sql, params).fetchall()
             except sqlite3.Error as exc:
-                if state.no_wait is not None and self._waits_again(state, exc):
-                    return self.all(sql, params)
-                raise self._failed(exc) from None
+                return cast(list[Row], self._after_busy(exc, lambda: cursor.execute(sql, params).fetchall()))
             except BaseException:
                 self._drop_cursor(cursor)
                 raise
@@ -407,31 +458,32 @@ class SqliteEngine(EngineBase):
                     cursor.fetchall()
                 return cursor.rowcount
             except sqlite3.Error as exc:
-                if state.no_wait is not None and self._waits_again(state, exc):
-                    return self.execute(sql, params)
-                raise self._failed(exc) from None
+                return cast(int, self._after_busy(exc, lambda: _run_to_end(cursor, sql, params)))
             except BaseException:
                 self._drop_cursor(cursor)
                 raise
 
     def executemany(self, sql: str, rows: Iterable[Params]) -> None:
         state = self._local
-        if state.no_wait is not None and not isinstance(rows, (list, tuple)) and _running_loop() is None:
-            # A refused attempt may have consumed some of these rows, so
-            # this one cannot run again (see _waits_again): restore first.
-            self._wait_again(state)
+        outside = state.depth == 0
+        if outside and not isinstance(rows, (list, tuple)):
+            # Outside a transaction each row commits on its own, and a
+            # refused try may have consumed rows of an iterator: a list can
+            # be run again (_after_busy).
+            rows = list(rows)
         cursor = state.cursor or self._thread_cursor()
         guard = state.guard
         guard.acquire()
         try:
             if self._closed:
                 raise self._refuse_closed()
+            changes = cursor.connection.total_changes if outside else -1
             try:
                 cursor.executemany(sql, rows)
             except sqlite3.Error as exc:
-                if state.no_wait is not None and isinstance(rows, (list, tuple)) and self._waits_again(state, exc):
-                    return self.executemany(sql, rows)
-                raise self._failed(exc) from None
+                if changes != cursor.connection.total_changes:
+                    raise self._failed(exc) from None  # rows committed before the refusal: not again
+                self._after_busy(exc, lambda: cursor.executemany(sql, rows))
             except BaseException:
                 self._drop_cursor(cursor)
                 raise
@@ -446,7 +498,6 @@ class SqliteEngine(EngineBase):
             return
         state.conn = None
         state.cursor = None
-        state.no_wait = None
         conn.close()  # a no-op when close() closed it already
 
     def _refuse_closed(self) -> DurastateError:
@@ -478,22 +529,30 @@ class SqliteEngine(EngineBase):
         # register with the connection) a new cursor for each of them, a
         # measurable share of a short transaction. At depth 0 the cursor is
         # never a ``_RefusingCursor`` (``_tx_end`` puts the real one back).
+        # A BEGIN refused for the lock is tried again (sqlite_busy), outside
+        # the thread's guard and the fork gate.
         state = self._local
-        cursor = state.cursor or self._thread_cursor()
-        _FORK_GATE.enter()
-        try:
-            with state.guard:
-                if self._closed:
-                    raise self._refuse_closed()
-                cursor.execute(_BEGIN_READ if read else _BEGIN_WRITE)
-        except sqlite3.Error as exc:
-            _FORK_GATE.leave()
-            if state.no_wait is not None and self._waits_again(state, exc):
-                return self._tx_begin(read, lock)
-            raise translate_sqlite_error(exc, f"{self.url}: begin") from None
-        except BaseException:
-            _FORK_GATE.leave()
-            raise
+        backoff: Backoff | None = None
+        while True:
+            cursor = state.cursor or self._thread_cursor()
+            _FORK_GATE.enter()
+            try:
+                with state.guard:
+                    if self._closed:
+                        raise self._refuse_closed()
+                    cursor.execute(_BEGIN_READ if read else _BEGIN_WRITE)
+                return
+            except sqlite3.Error as exc:
+                _FORK_GATE.leave()
+                if not self._waits_for(exc):
+                    raise translate_sqlite_error(exc, f"{self.url}: begin") from None
+                if backoff is None:
+                    backoff = Backoff(self._busy_timeout)
+                if not backoff.wait():
+                    raise translate_sqlite_error(exc, f"{self.url}: begin (past the busy timeout)") from None
+            except BaseException:
+                _FORK_GATE.leave()
+                raise
 
     def catalog(self) -> list[tuple[str, ...]]:
         """This prefix's schema objects as sorted rows (see ``Engine.catalog``)."""
@@ -647,79 +706,95 @@ class SqliteEngine(EngineBase):
         with state.guard:  # close() may be closing it this moment
             self._close_own_connection()
 
-    # -- no-wait calls, for async front ends (durastate._aio) -----------------
+    # -- waiting for the lock (sqlite_busy) --------------------------------------
+
+    def _waits_for(self, exc: sqlite3.Error) -> bool:
+        """Whether a statement refused with ``exc`` is tried again after a pause.
+
+        True for BUSY on a file store (never BUSY_SNAPSHOT: a read
+        transaction's snapshot stays stale however long it waits). On a
+        thread running an event loop, raises the ``LockBusy`` that says why
+        it does not wait (``sqlite_busy.loop_thread_refusal``).
+        """
+        if self.is_memory or not is_busy(exc) or exc.sqlite_errorcode == _SQLITE_BUSY_SNAPSHOT:
+            return False
+        refusal = loop_thread_refusal(self.url)
+        if refusal is not None:
+            raise self._doom(refusal)
+        return True
+
+    def _after_busy(self, exc: sqlite3.Error, attempt: Callable[[], object]) -> object:
+        """Run ``attempt`` (the refused statement) again after pauses until it is not refused for the lock.
+
+        Called holding the thread's guard, from the statement method whose
+        statement SQLite refused with ``exc``; anything but BUSY is raised
+        translated, as is BUSY once the busy timeout has passed.
+        """
+        if not self._waits_for(exc):
+            raise self._failed(exc) from None
+        backoff = Backoff(self._busy_timeout)
+        while backoff.wait():
+            if self._closed:
+                raise self._refuse_closed()
+            try:
+                return attempt()
+            except sqlite3.Error as again:
+                if not is_busy(again):
+                    raise self._failed(again) from None
+                exc = again
+        raise self._failed(exc) from None
 
     def no_wait_changes(self) -> int:
-        """Make this thread's connection refuse a held lock at once; its change count.
+        """The rows this thread's connection has modified so far (``total_changes``).
 
-        Sets the calling thread's connection to busy timeout 0 (meant for
-        an event loop's thread, whose calls must never sleep) and returns
-        ``total_changes``, the rows it has modified so far. A call that
-        then fails with ``LockBusy`` while the count is unchanged changed
-        nothing (WAL takes the write lock at the first write or at
-        ``BEGIN IMMEDIATE``, before any change), so it can be run again
-        elsewhere. Not for ``memory:`` stores (their rollback journal can
-        refuse a ``COMMIT`` after changes were made).
-
-        The timeout stays 0 while an event loop runs on the thread, so a
-        sync call made there refuses a held lock too. Once none runs (a
-        sync call after ``asyncio.run`` returned), the first statement
-        SQLite refuses for a lock puts the store's busy timeout back and
-        runs again, waiting as any sync call does (``_waits_again``): the
-        check costs nothing on the statements that are not refused.
+        For async front ends calling inline on an event loop's thread
+        (``durastate._aio``): a call there that meets a held lock is
+        refused at once with ``LockBusy`` (``sqlite_busy``), and if this
+        count is unchanged it changed nothing, so it can be run again on
+        another thread. Not for ``memory:`` stores (their rollback journal
+        can refuse a ``COMMIT`` after changes were made): ``NotSupported``.
         """
+        if not self.capabilities.inline_async_calls:
+            super().no_wait_changes()  # NotSupported (memory:, see MEMORY_CAPABILITIES)
         state = self._local
-        conn = state.no_wait  # reset with the connection (release_connection, close, fork)
-        if conn is not None and not self._closed:
-            # Every inline call's first step, so without the guard: reading
-            # the count is no statement, and on a connection close()
-            # closed this moment it raises ProgrammingError (the driver
-            # marks the connection closed before it releases the GIL to
-            # close it), never touching freed memory.
-            try:
-                return conn.total_changes
-            except sqlite3.ProgrammingError:
-                raise self._refuse_closed() from None
+        conn = state.conn or self._thread_connection()
+        # Without the guard: reading the count is no statement, and on a
+        # connection close() closed this moment it raises ProgrammingError
+        # (the driver marks the connection closed before it releases the
+        # GIL to close it), never touching freed memory.
+        try:
+            return conn.total_changes
+        except sqlite3.ProgrammingError:
+            raise self._refuse_closed() from None
+
+    # -- space -----------------------------------------------------------------
+
+    def reclaim_space(self, *, full: bool = False) -> SpaceReport:
+        """Give the pages deletes freed back to the filesystem; truncate the WAL (``sqlite_space``).
+
+        ``full``: a whole-file ``VACUUM`` (holds the write lock throughout).
+        Nothing to do for ``memory:`` and read-only stores. Refused inside
+        a transaction.
+        """
+        if self._local.depth > 0:
+            raise InvalidRequest("reclaim_space() inside a transaction would hold its every step in it")
+        if self.is_memory or self.read_only:
+            return SpaceReport()
+        return reclaim(
+            str(Path(self.path)), lambda pragma: (self.one(SQL(pragma, Kind.READ)) or (0,))[0], self._script, full=full
+        )
+
+    def _script(self, statement: str) -> None:
+        """Run ``statement`` to its end (``executescript``: every step of it, not only the first)."""
+        state = self._local
         conn = self._thread_connection()
         with state.guard:
             if self._closed:
                 raise self._refuse_closed()
             try:
-                conn.execute("PRAGMA busy_timeout = 0")
+                conn.executescript(statement)
             except sqlite3.Error as exc:
-                raise translate_sqlite_error(exc, self.url) from None
-            state.no_wait = conn
-            return conn.total_changes
-
-    def _waits_again(self, state: _ThreadState, exc: sqlite3.Error) -> bool:
-        """Whether to run a refused statement again, now waiting for the lock.
-
-        True when ``exc`` is SQLite refusing a lock (BUSY) on this thread's
-        no-wait connection and no event loop runs on the thread any more:
-        the store's busy timeout is then back (``_wait_again``). A statement
-        refused with BUSY did nothing (the lock is taken before any change,
-        and a refused ``BEGIN`` opens nothing), so running it again is what
-        SQLite's own busy handler would have done. Only called with
-        ``state.no_wait`` set.
-        """
-        if not is_busy(exc) or _running_loop() is not None:
-            return False
-        self._wait_again(state)
-        return True
-
-    def _wait_again(self, state: _ThreadState) -> None:
-        """This thread's statements wait for locks again (its event loop has ended)."""
-        conn = state.no_wait
-        state.no_wait = None
-        if conn is None or conn is not state.conn:
-            return
-        with state.guard:
-            if self._closed:
-                raise self._refuse_closed()
-            try:
-                conn.execute(f"PRAGMA busy_timeout = {int(self._busy_timeout * 1000)}")
-            except sqlite3.Error as exc:
-                raise translate_sqlite_error(exc, self.url) from None
+                raise self._failed(exc) from None
 
     # -- lifecycle -------------------------------------------------------------
 

@@ -97,7 +97,9 @@ class Ledger(ProcessApplication[UUID]):
 
 
 def main(argv: list[str]) -> int:
-    with store_url(argv, "bank") as url:
+    """Run the example; ``argv`` are its arguments without the program name (``--url URL``)."""
+    description = "eventsourcing's Bank and Ledger on durastate: events stored, followed, rebuilt."
+    with store_url(argv, "bank", description) as url:
         return run(url)
 
 
@@ -144,4 +146,4 @@ def run(url: str) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv))
+    sys.exit(main(sys.argv[1:]))

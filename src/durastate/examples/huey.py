@@ -62,7 +62,8 @@ def consume(url: str) -> None:
 
 
 def main(argv: list[str]) -> int:
-    with store_url(argv, "tasks") as url:
+    """Run the example; ``argv`` are its arguments without the program name (``--url URL``)."""
+    with store_url(argv, "tasks", "huey tasks on durastate: a consumer killed mid-task, its task redelivered.") as url:
         return run(url)
 
 
@@ -116,4 +117,4 @@ if __name__ == "__main__":
     # Run as the importable module so the spawned consumers find the same task names.
     from durastate.examples import huey as example
 
-    sys.exit(example.main(sys.argv))
+    sys.exit(example.main(sys.argv[1:]))

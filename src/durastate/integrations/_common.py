@@ -50,12 +50,12 @@ nothing behind. An inline call cannot be interrupted (it never awaits); a
 the worker counts as idle); ``close()`` waits for the workers, so no call is
 still running once it returns.
 
-Known limit (``durastate._aio``, not this module): a thread that ran a call
-inline keeps its connection at busy timeout 0, so a *sync* call made later
-on that same thread (after ``asyncio.run`` returned, or in a notebook) is
-refused with ``LockBusy`` at once, instead of waiting, while another
-connection holds the write lock (``tests/integrations/test_async_path.py``
-marks it as an expected failure).
+Sync calls after async ones on the same thread: a thread that ran a call
+inline keeps its connection at busy timeout 0 while its event loop runs; a
+*sync* call made there once no loop runs (after ``asyncio.run`` returned)
+waits for a held write lock as any sync call does (the engine puts the busy
+timeout back on the first refusal: ``SqliteEngine.no_wait_changes``;
+``tests/integrations/test_async_path.py`` checks it).
 """
 
 from __future__ import annotations

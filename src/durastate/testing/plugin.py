@@ -32,6 +32,7 @@ from typing import Any
 import pytest
 
 import durastate
+from durastate.engines.capabilities import Capabilities
 
 from . import postgres_server
 from .clock import FakeClock
@@ -39,6 +40,13 @@ from .conformance.plans import STATISTICS
 
 ENGINES = ["sqlite-file", "sqlite-memory", "postgres"]
 SHARED_ENGINES = ["sqlite-file", "postgres"]
+# The conformance suite adds PostgreSQL in the Citus statement mode
+# (``citus://``, see ``durastate.citus``): on the Citus coordinator of
+# ``DURASTATE_TEST_CITUS_URL`` when set (each test's schema is then a
+# distributed schema), else on the plain PostgreSQL server, so the mode is
+# checked on every run. tests/conformance/conftest.py widens ``store_url``
+# and ``shared_url`` with it.
+CITUS_ENGINE = "citus"
 
 _pg_skip_reason: list[str] = []
 
@@ -62,12 +70,13 @@ def _url_for(engine: str, tmp_path: Path, reuse: bool = False) -> Iterator[str]:
         yield f"sqlite://{tmp_path / 'state.db'}"  # sqlite:///abs/path
     elif engine == "sqlite-memory":
         yield "memory:"
-    elif engine == "postgres":
-        base = _postgres_base_url()
-        pool = postgres_server.schema_pool(base) if reuse else None
+    elif engine in ("postgres", CITUS_ENGINE):
+        citus = engine == CITUS_ENGINE
+        base = (postgres_server.citus_url()[0] if citus else None) or _postgres_base_url()
+        pool = postgres_server.schema_pool(base, citus=citus) if reuse else None
         url, schema = postgres_server.create_schema(base) if pool is None else pool.take()
         try:
-            yield url
+            yield postgres_server.as_citus(url) if citus else url
         finally:
             if pool is None:
                 postgres_server.drop_schema(base, schema)
@@ -163,6 +172,17 @@ def open_shared(
 ) -> Iterator[Callable[..., durastate.Store]]:
     """``open_shared(**options)`` opens the test's ``shared_url``; all closed at teardown."""
     yield from _stores_of(durastate_open, shared_url)
+
+
+@pytest.fixture
+def store_capabilities(store_url: str, durastate_open: Callable[..., durastate.Store]) -> Capabilities:
+    """What the engine behind ``store_url`` declares (``engine.capabilities``), for tests that skip by it.
+
+    Opens (and closes) one store on the URL to ask; a test that must find
+    the URL untouched asks a store it opens itself instead.
+    """
+    with durastate_open(store_url) as opened:
+        return opened.engine.capabilities
 
 
 @pytest.fixture

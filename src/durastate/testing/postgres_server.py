@@ -27,6 +27,8 @@ from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 ENV_URL = "DURASTATE_TEST_POSTGRES_URL"
+# A Citus coordinator (citus.enable_schema_based_sharding on: every test schema is a distributed schema).
+ENV_CITUS_URL = "DURASTATE_TEST_CITUS_URL"
 
 _cached: tuple[str | None, str] | None = None
 
@@ -181,9 +183,10 @@ class SchemaPool:
     One pool per process and server (``schema_pool``); not thread-safe.
     """
 
-    def __init__(self, base_url: str, prefix: str = "ds_") -> None:
+    def __init__(self, base_url: str, prefix: str = "ds_", *, citus: bool = False) -> None:
         self.base_url = base_url
         self.prefix = prefix
+        self.citus = citus  # the template is migrated in the Citus statement mode (citus://)
         self._spare: list[tuple[str, str]] = []  # (url, schema), emptied
         self._admin: Any = None  # one autocommit connection for emptying and checking
         self._template: str | None = None  # migrated once: the model of an emptied schema
@@ -244,7 +247,7 @@ class SchemaPool:
 
         url, schema = create_schema(self.base_url)
         self._template = schema  # dropped by close() whatever happens next
-        durastate.open(url, prefix=self.prefix).close()
+        durastate.open(as_citus(url) if self.citus else url, prefix=self.prefix).close()
         conn = self._connection()
         tables = [row[0] for row in conn.execute(_TABLES, (schema,))]
         sequences = [row[0] for row in conn.execute(_SEQUENCES, (schema,))]
@@ -261,13 +264,26 @@ class SchemaPool:
         return self._template_digest
 
 
-_pools: dict[str, SchemaPool] = {}
+_pools: dict[tuple[str, bool], SchemaPool] = {}
 
 
-def schema_pool(base_url: str) -> SchemaPool:
-    """This process's ``SchemaPool`` for ``base_url`` (default prefix), closed at exit."""
-    pool = _pools.get(base_url)
+def schema_pool(base_url: str, *, citus: bool = False) -> SchemaPool:
+    """This process's ``SchemaPool`` for ``base_url`` (default prefix; ``citus``: Citus mode), closed at exit."""
+    pool = _pools.get((base_url, citus))
     if pool is None:
-        pool = _pools[base_url] = SchemaPool(base_url)
+        pool = _pools[base_url, citus] = SchemaPool(base_url, citus=citus)
         atexit.register(pool.close)
     return pool
+
+
+def as_citus(url: str) -> str:
+    """``url`` (``postgresql://...``) opened in the Citus statement mode: ``citus://...``."""
+    return "citus://" + url.split("://", 1)[1]
+
+
+def citus_url() -> tuple[str | None, str]:
+    """``(url, "")`` of a Citus coordinator (``DURASTATE_TEST_CITUS_URL``), or ``(None, reason)``."""
+    url = os.environ.get(ENV_CITUS_URL)
+    if url:
+        return url, ""
+    return None, f"no Citus cluster configured: set {ENV_CITUS_URL} to a coordinator's postgresql:// URL"

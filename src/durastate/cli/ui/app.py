@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,7 @@ from durastate.errors import DurastateError
 from .._common import human_bytes, parse_bytes, redact, show_bytes
 from ..inspect import facet_stats, health, table_stats
 from ..revisions import change_summary, diff_lines, history_view
+from .guard import Guard, allowed_hosts
 
 HERE = Path(__file__).parent
 MAX_TREE = 1000  # conversations read to draw the fork tree
@@ -46,8 +48,19 @@ def ms_time(ms: int | float | None) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ms / 1000))
 
 
-def create_app(store: durastate.Store, *, page_size: int = 50) -> Starlette:
-    """The inspector over ``store`` (which the caller owns and closes)."""
+def create_app(
+    store: durastate.Store,
+    *,
+    page_size: int = 50,
+    bound: str = "127.0.0.1",
+    allow_hosts: Iterable[str] = (),
+    token: str | None = None,
+) -> Guard:
+    """The inspector over ``store`` (which the caller owns and closes), behind its ``Guard``.
+
+    ``bound`` is the address the server listens on and ``allow_hosts`` the further ``Host`` names it
+    answers (see ``guard.allowed_hosts``); with ``token``, every request must carry it (``guard.Guard``).
+    """
     templates = Jinja2Templates(directory=str(HERE / "templates"))
     templates.env.filters["b"] = show_bytes
     templates.env.filters["t"] = ms_time
@@ -280,4 +293,5 @@ def create_app(store: durastate.Store, *, page_size: int = 50) -> Starlette:
         Route("/presence/{ns:path}", presence_ns),
         Mount("/static", StaticFiles(directory=str(HERE / "static")), name="static"),
     ]
-    return Starlette(routes=routes, exception_handlers={DurastateError: error, ValueError: error})
+    app = Starlette(routes=routes, exception_handlers={DurastateError: error, ValueError: error})
+    return Guard(app, hosts=allowed_hosts(bound, allow_hosts), token=token)

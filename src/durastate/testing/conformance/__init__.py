@@ -10,6 +10,7 @@ from .documents import *  # noqa: F403
 from .documents_history import *  # noqa: F403
 from .engine import *  # noqa: F403
 from .events import *  # noqa: F403
+from .facet_selection import *  # noqa: F403
 from .functualize import *  # noqa: F403
 from .kv import *  # noqa: F403
 from .kv_once import *  # noqa: F403

@@ -17,9 +17,9 @@ import pytest
 
 import durastate
 from durastate import Conflict, InvalidRequest, Retention, WrongType, documents
-from durastate import _document_history as history_sql
 from durastate._retention import BATCH
 from durastate.documents import Document, HistoryInfo, Revision, RevisionPage, UnreadableDocument
+from durastate.documents import history as history_sql
 from durastate.engines.base import DDL, READ, WRITE
 from durastate.testing.clock import FakeClock
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 
 import pytest
@@ -9,10 +10,11 @@ import pytest
 import durastate
 from durastate.engines import registry
 from durastate.engines.base import DDL, Schema
+from durastate.errors import NotSupported
 from durastate.store import SCHEMAS
 from durastate.testing import FakeClock
 
-__all__ = ["TestFailedStatementInTransaction", "TestOpen", "TestRefusalsDoNotDoom", "TestSchema"]
+__all__ = ["TestCapabilities", "TestFailedStatementInTransaction", "TestOpen", "TestRefusalsDoNotDoom", "TestSchema"]
 
 # A statement that fails in the database itself on every engine (the facets
 # validate their input first, so they rarely reach a database error).
@@ -64,16 +66,48 @@ class TestFailedStatementInTransaction:
         assert store.kv.get(b"s", b"n", b"k") == b"v"
 
 
+class TestCapabilities:
+    """What an engine declares in ``engine.capabilities`` is what it does."""
+
+    def test_in_memory_means_private_to_the_store(self, open_store: Callable[..., durastate.Store]) -> None:
+        first, second = open_store(), open_store()
+        first.kv.put(b"s", b"n", b"k", b"v")
+        seen = second.kv.get(b"s", b"n", b"k")
+        assert first.engine.capabilities.in_memory == (seen is None)
+
+    def test_inline_async_calls_means_no_wait_changes(self, store: durastate.Store) -> None:
+        engine = store.engine
+        result: list[object] = []
+
+        def ask() -> None:  # on its own thread: it changes that thread's connection
+            try:
+                result.append(engine.no_wait_changes())
+            except durastate.DurastateError as exc:
+                result.append(exc)
+
+        thread = threading.Thread(target=ask)
+        thread.start()
+        thread.join()
+        if engine.capabilities.inline_async_calls:
+            assert isinstance(result[0], int) and not isinstance(result[0], bool)
+        else:
+            assert isinstance(result[0], NotSupported)
+
+    def test_max_concurrency_is_a_bound_or_none(self, store: durastate.Store) -> None:
+        bound = store.engine.capabilities.max_concurrency
+        assert bound is None or (isinstance(bound, int) and bound >= 1)
+
+
 class TestOpen:
     def test_bad_prefix_refused(self, store_url: str, open_store: Callable[..., durastate.Store]) -> None:
         for prefix in ("", "1abc", "a-b", "a" * 32, "x; DROP TABLE y"):
             with pytest.raises(durastate.InvalidRequest, match="prefix"):
                 open_store(prefix=prefix)
 
-    def test_prefixes_keep_apps_apart(self, open_store: Callable[..., durastate.Store], store_url: str) -> None:
-        if store_url == "memory:":
-            pytest.skip("each memory: store is its own database; nothing to share")
+    def test_prefixes_keep_apps_apart(self, open_store: Callable[..., durastate.Store]) -> None:
         a = open_store(prefix="app_a_")
+        if a.engine.capabilities.in_memory:
+            pytest.skip("each in-memory store is its own database; nothing to share")
         b = open_store(prefix="app_b_")
         a.kv.put(b"s", b"n", b"k", b"a")
         assert b.kv.get(b"s", b"n", b"k") is None

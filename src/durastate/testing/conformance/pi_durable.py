@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 
 from durastate.compat.pi_durable import SqliteStorage, StorageRequestError
+from durastate.engines.capabilities import Capabilities
 from durastate.engines.sqlite import LockBusy
 from durastate.errors import Conflict, InvalidRequest, StoreUnavailable
 
@@ -239,9 +240,9 @@ class TestPiDurableOpen:
 
         run(store_url, body)
 
-    def test_prefixes_keep_storages_apart(self, store_url: str) -> None:
-        if store_url == "memory:":
-            pytest.skip("every memory: store is private; nothing to keep apart")
+    def test_prefixes_keep_storages_apart(self, store_url: str, store_capabilities: Capabilities) -> None:
+        if store_capabilities.in_memory:
+            pytest.skip("every in-memory store is private; nothing to keep apart")
 
         async def main() -> None:
             a = await SqliteStorage.open(store_url, {"prefix": "app_a_"})
@@ -257,9 +258,9 @@ class TestPiDurableOpen:
 
         asyncio.run(main())
 
-    def test_reopen_sees_committed_records(self, store_url: str) -> None:
-        if store_url == "memory:":
-            pytest.skip("a memory: store ends with its last close")
+    def test_reopen_sees_committed_records(self, store_url: str, store_capabilities: Capabilities) -> None:
+        if store_capabilities.in_memory:
+            pytest.skip("an in-memory store ends with its last close")
 
         async def main() -> None:
             first = await SqliteStorage.open(store_url, {"prefix": "re_"})

@@ -11,7 +11,6 @@ is off by default (pi-durable keeps every revision).
 
 from __future__ import annotations
 
-import sqlite3
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -22,8 +21,10 @@ import durastate
 from durastate import Conflict, InvalidRequest, NotFound, Retention, records
 from durastate._retention import BATCH
 from durastate.records import CHECKPOINT_EVERY, Records, RevisionPruned
+from durastate.records import SCHEMA as RECORDS_SCHEMA
 from durastate.testing.clock import FakeClock
 
+from ._schema_edits import rewind
 from .plans import STATISTICS, assert_index_search, plan_of, with_statistics
 from .records import (
     base,
@@ -318,21 +319,23 @@ class TestRecordsRetentionPolicy:
 
 
 class TestRecordsRetentionMigration:
-    def test_revisions_from_before_write_times_count_as_old(self, store_url: str, clock: FakeClock) -> None:
-        if not store_url.startswith("sqlite:///"):
-            pytest.skip("rebuilds the pre-migration schema through a raw sqlite3 connection (sqlite-file only)")
-        path = store_url[len("sqlite://") :]
-        with durastate.open(store_url, clock=clock) as store:
-            store.records.commit([conversation(CONV)])
-            before = [full_history_doc(store.records, 5), *grow(store.records, 5, 3)]
-        with sqlite3.connect(path) as raw:  # the database as the previous version left it
-            raw.execute("ALTER TABLE ds_rec_revision DROP COLUMN written_at")
-            raw.execute("UPDATE ds_schema SET version = 1 WHERE facet = 'records'")
-        with durastate.open(store_url, clock=clock) as store:
-            after = grow(store.records, 5, 2)
-            assert store.records.prune_document_revisions(older_than=3600) == len(before)
-            assert stored_seqs(store.records, 5) == after
-            assert store.records.document(5, after[0])["value"]["n"] == 1  # type: ignore[index]
+    def test_revisions_from_before_write_times_count_as_old(
+        self, open_store: Callable[..., durastate.Store], clock: FakeClock
+    ) -> None:
+        store = open_store(clock=clock)
+        store.records.commit([conversation(CONV)])
+        before = [full_history_doc(store.records, 5), *grow(store.records, 5, 3)]
+        # The database as the previous version left it, then migrated again.
+        rewind(store.engine, RECORDS_SCHEMA, 1, "ALTER TABLE {p}rec_revision DROP COLUMN written_at")
+        if store.engine.capabilities.in_memory:
+            store.engine.migrate([RECORDS_SCHEMA])
+        else:
+            store.close()
+            store = open_store(clock=clock)
+        after = grow(store.records, 5, 2)
+        assert store.records.prune_document_revisions(older_than=3600) == len(before)
+        assert stored_seqs(store.records, 5) == after
+        assert store.records.document(5, after[0])["value"]["n"] == 1  # type: ignore[index]
 
 
 class TestRecordsRetentionIndexUse:

@@ -8,7 +8,6 @@ its ``limit``, refuses nonsense arguments without changing anything, and
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Callable
 
 import pytest
@@ -16,7 +15,10 @@ import pytest
 import durastate
 from durastate import InvalidRequest, Retention
 from durastate._retention import BATCH
+from durastate.kv import SCHEMA as KV_SCHEMA
 from durastate.testing.clock import FakeClock
+
+from ._schema_edits import rewind
 
 __all__ = ["TestRetention", "TestRetentionPolicy", "TestRetentionMigration"]
 
@@ -224,16 +226,18 @@ class TestRetentionPolicy:
 
 
 class TestRetentionMigration:
-    def test_logs_from_before_append_times_count_as_old(self, store_url: str, clock: FakeClock) -> None:
-        if not store_url.startswith("sqlite:///"):
-            pytest.skip("rebuilds the pre-migration schema through a raw sqlite3 connection (sqlite-file only)")
-        path = store_url[len("sqlite://") :]
-        with durastate.open(store_url, clock=clock) as store:
-            store.kv.append(S, N, K, b"before")
-        with sqlite3.connect(path) as raw:  # the database as the previous version left it
-            raw.execute("ALTER TABLE ds_kv_log DROP COLUMN created_at")
-            raw.execute("UPDATE ds_schema SET version = 1 WHERE facet = 'kv'")
-        with durastate.open(store_url, clock=clock) as store:
-            store.kv.append(S, N, K, b"after")
-            assert store.kv.trim_logs(3600) == 1
-            assert _log(store) == [b"after"]
+    def test_logs_from_before_append_times_count_as_old(
+        self, open_store: Callable[..., durastate.Store], clock: FakeClock
+    ) -> None:
+        store = open_store(clock=clock)
+        store.kv.append(S, N, K, b"before")
+        # The database as the previous version left it, then migrated again.
+        rewind(store.engine, KV_SCHEMA, 1, "ALTER TABLE {p}kv_log DROP COLUMN created_at")
+        if store.engine.capabilities.in_memory:
+            store.engine.migrate([KV_SCHEMA])
+        else:
+            store.close()
+            store = open_store(clock=clock)
+        store.kv.append(S, N, K, b"after")
+        assert store.kv.trim_logs(3600) == 1
+        assert _log(store) == [b"after"]

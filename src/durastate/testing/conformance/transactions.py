@@ -13,7 +13,6 @@ asked (bad arguments, a lost lease) never doom (``conformance.engine``).
 
 from __future__ import annotations
 
-import sqlite3
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -24,9 +23,12 @@ import durastate
 from durastate import Conflict, DurastateError, InvalidRequest, SchemaTooNew, StoreClosed
 from durastate.engines.base import DDL, READ, WRITE
 from durastate.kv import PAGE_SIZE
+from durastate.kv import SCHEMA as KV_SCHEMA
+from durastate.queues import SCHEMA as QUEUES_SCHEMA
 from durastate.queues import Claim
 from durastate.testing.clock import FakeClock
 
+from ._schema_edits import shift_version
 from .queues import FAILURE_DEADLINE, claim, counts, pop_all, stats
 
 __all__ = [
@@ -409,7 +411,7 @@ class TestCloseInsideATransaction:
             self.close_from_another_thread(store)
             with pytest.raises(StoreClosed):
                 put(store, b"b")
-        if store_url != "memory:":
+        if not store.engine.capabilities.in_memory:
             assert keys(open_store()) == []
 
     def test_block_without_further_calls_rolls_back(
@@ -421,7 +423,7 @@ class TestCloseInsideATransaction:
             with store.transaction():
                 put(store, b"inner")
             self.close_from_another_thread(store)
-        if store_url != "memory:":
+        if not store.engine.capabilities.in_memory:
             assert keys(open_store()) == []
 
     def test_nested_block_sees_the_close(self, store: durastate.Store) -> None:
@@ -453,10 +455,10 @@ class TestTransactionIsolation(_Prepared):
 
     def test_other_threads_do_not_see_uncommitted_writes(self, prepared: durastate.Store) -> None:
         store = prepared
-        if getattr(store.engine, "is_memory", False):
+        if not store.engine.capabilities.reads_during_writes:
             pytest.skip(
-                "sqlite-memory has no WAL: other threads' reads wait for the open write transaction "
-                "(documented: on SQLite other threads wait for it), so none can run inside it"
+                "the engine declares reads_during_writes=False: other threads' reads wait for the open "
+                "write transaction (sqlite-memory: no WAL), so none can run inside it"
             )
         before = observable(store)
         with store.transaction():
@@ -587,36 +589,22 @@ class TestReopen:
 
 class TestSchemaTooNew:
     @pytest.mark.parametrize("facet", ["kv", "queues"])
-    def test_newer_facet_version_is_refused(
-        self, store_url: str, open_store: Callable[..., durastate.Store], facet: str
-    ) -> None:
-        if not store_url.startswith("sqlite:///"):
-            pytest.skip(
-                "the schema table is edited through a raw sqlite3 connection, so this runs on sqlite-file only "
-                f"(not {store_url.split(':', 1)[0]})"
-            )
+    def test_newer_facet_version_is_refused(self, open_store: Callable[..., durastate.Store], facet: str) -> None:
+        schema = {"kv": KV_SCHEMA, "queues": QUEUES_SCHEMA}[facet]
         store = open_store()
         store.kv.put(b"s", b"n", b"k", b"kept")
-        engine: Any = store.engine
-        path, table = engine.path, f"{engine.prefix}schema"
-        store.close()
-
-        def bump(delta: int) -> None:
-            conn = sqlite3.connect(path)
-            try:
-                with conn:
-                    changed = conn.execute(
-                        f"UPDATE {table} SET version = version + ? WHERE facet = ?", (delta, facet)
-                    ).rowcount
-                assert changed == 1, f"no schema row for facet {facet!r}"
-            finally:
-                conn.close()
-
-        bump(+1)
+        engine = store.engine
+        shift_version(engine, facet, +1)  # as a newer durastate would leave it
         with pytest.raises(SchemaTooNew) as raised:
-            open_store()
+            engine.migrate([schema])
         assert facet in str(raised.value)
+        if not engine.capabilities.in_memory:
+            with pytest.raises(SchemaTooNew) as raised:
+                open_store()
+            assert facet in str(raised.value)
         # Refusing touched nothing: with the version put back, the data is there.
-        bump(-1)
-        reopened = open_store()
-        assert reopened.kv.get(b"s", b"n", b"k") == b"kept"
+        shift_version(engine, facet, -1)
+        engine.migrate([schema])
+        assert store.kv.get(b"s", b"n", b"k") == b"kept"
+        if not engine.capabilities.in_memory:
+            assert open_store().kv.get(b"s", b"n", b"k") == b"kept"

@@ -1,41 +1,4 @@
-"""``store.queues``: named FIFO work queues with leases and dead letters.
-
-Two ways to consume, on the same queues:
-
-* ``pop(name)`` removes and returns the next payload: at-most-once, vgi's
-  destructive pop. A consumer that dies after ``pop`` loses the item.
-* ``claim(name, lease=s)`` hands out the next payload under a lease and
-  returns a ``Claim``. ``ack()`` removes it; ``nack(delay=)`` gives it back
-  (after ``delay``); ``renew()`` extends the lease. A lease that runs out is
-  redelivered by the next ``claim`` itself: no reaper process. Each delivery
-  counts as an attempt; an item that has used ``max_attempts`` deliveries
-  without an ack moves to the dead letters (listable, re-drivable) instead
-  of being delivered again.
-
-One column carries the whole scheduling state: ``available_at`` (ms). A
-pushed item is available at its push time (plus ``delay``); a claimed item
-is unavailable until its lease deadline, which is exactly when it becomes
-claimable again if nobody acks it. Delivery order is ``(available_at, id)``:
-FIFO for items pushed without delay; a delayed, nacked or expired item joins
-the line at the moment it becomes due. Every claim is one indexed statement
-(``(queue, available_at, id)``), so its cost does not grow with the queue.
-
-Leases are fenced by a random token: ``ack``/``nack``/``renew`` act only if
-the caller's token is still the item's token. A holder whose lease expired
-and whose item was claimed again gets ``Conflict`` and changes nothing, so
-no item is ever acknowledged by two live holders. A holder whose lease
-expired but whose item nobody re-claimed yet may still ack it.
-
-All of this composes with ``store.transaction()``: acking a claim in the
-same transaction as the writes it caused makes the effect exactly-once.
-
-``wait=`` on ``claim``/``pop`` blocks up to that many seconds for an item:
-pushes from this process wake the waiter at once, pushes from other
-processes are seen by polling every ``POLL_INTERVAL`` seconds (no faster).
-
-Inspection (read-only): ``names()`` lists queues, ``peek(name)`` pages through
-a queue's items in delivery order with their state, claiming nothing.
-"""
+"""The ``Queues`` class and its ``Claim``: the queues facet of a ``Store`` (the model: ``durastate.queues``)."""
 
 from __future__ import annotations
 
@@ -46,9 +9,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ._listing import check_limit, distinct_params, distinct_sql, merge_distinct
-from ._retention import as_age_ms, trim_oldest
-from ._validate import (
+from .._listing import check_limit, distinct_params, distinct_sql, merge_distinct
+from .._retention import as_age_ms, trim_oldest
+from .._validate import (
     INT64_MAX,
     MAX_DURATION_MS,
     as_int64,
@@ -61,12 +24,12 @@ from ._validate import (
     fail_type,
     shown,
 )
-from ._validate import MAX_NAME_SIZE as MAX_NAME_SIZE  # re-exported: the conformance suite tests the bound
-from .engines.base import READ, WRITE, WRITE_ROWS, Announce, Migration, Schema
-from .errors import Conflict
+from .._validate import MAX_NAME_SIZE as MAX_NAME_SIZE  # re-exported: the conformance suite tests the bound
+from ..engines.base import READ, WRITE, WRITE_ROWS, Announce, Migration, Schema
+from ..errors import Conflict
 
 if TYPE_CHECKING:
-    from .engines.base import Engine
+    from ..engines.base import Engine
 
 __all__ = ["QueueItem", "Claim", "DeadLetter", "QueueStats", "Queues", "SCHEMA", "DEFAULT_MAX_ATTEMPTS"]
 
@@ -470,7 +433,10 @@ class Queues:
             if max_attempts is not None and attempts >= max_attempts:
                 engine.execute(self._bury, (now, claim.id))
                 engine.execute(self._delete_id, (claim.id,))
-        engine.notify(self._channel(claim.queue))
+            # Inside the transaction: sent at its commit, and no second
+            # transaction (on PostgreSQL a NOTIFY of its own is one more
+            # BEGIN/COMMIT round trip).
+            engine.notify(self._channel(claim.queue))
 
     def _renew(self, claim: Claim, lease: float | None) -> None:
         lease_ms = claim._lease_ms if lease is None else _duration_ms("lease", lease, allow_zero=False)

@@ -2,7 +2,7 @@
 
 Off unless the store's ``Retention(document_history=N)`` turns it on (see
 ``durastate.documents``, "Revision history", for the contract). This module
-holds what the facet runs for it, so that ``documents.py`` stays one idea:
+holds what the facet runs for it, so that ``documents.facet`` stays one idea:
 
 ``{p}document_revision`` has one row per recorded revision: ``(key,
 revision)`` is the primary key (an index range per document, newest last),
@@ -26,12 +26,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from ._retention import BATCH
-from ._validate import INT64_MIN
-from .engines.base import READ, WRITE, Statement
+from .._retention import BATCH
+from .._validate import INT64_MIN
+from ..engines.base import READ, WRITE, Statement
 
 if TYPE_CHECKING:
-    from .engines.base import Engine, Row
+    from ..engines.base import Engine, Row
 
 # The table, created by the documents facet's second migration.
 CREATE_TABLE = (

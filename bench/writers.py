@@ -1,0 +1,175 @@
+"""Many writer processes on one SQLite file: durastate against raw ``sqlite3``, side by side (issue 26, pain 10).
+
+    .venv/bin/python bench/writers.py [--processes 4,16] [--ops 2000] [--rounds 3] [--workload put|queue]
+
+Each of N processes (forked, started together on a barrier) does ``--ops``
+writes of its own keys: ``put``: ``kv.put`` of a distinct key (raw: the
+same upsert into a table of the same shape, on a connection with the same
+busy timeout and pragmas: WAL, ``synchronous=NORMAL``); ``queue``: push
+one item, claim one, ack it (raw: the same three statements durastate's
+queue runs, each its own short transaction). Reported per contender:
+throughput (all processes' writes / wall time), per-write latency p50,
+p99 and max, and durastate's throughput as a ratio of raw's. The two run
+alternately, ``--rounds`` times each, on fresh files; the verdict is the
+median of the per-round ratios.
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing
+import os
+import sqlite3
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
+
+import durastate
+
+BUSY_TIMEOUT = 30.0
+VALUE = b"v" * 100
+
+RAW_DDL = (
+    "CREATE TABLE IF NOT EXISTS kv (scope BLOB NOT NULL, ns BLOB NOT NULL, key BLOB NOT NULL,"
+    " value BLOB NOT NULL, expires_at INTEGER, PRIMARY KEY (scope, ns, key)) WITHOUT ROWID"
+)
+RAW_PUT = (
+    "INSERT INTO kv (scope, ns, key, value, expires_at) VALUES (?, ?, ?, ?, NULL)"
+    " ON CONFLICT (scope, ns, key) DO UPDATE SET value = excluded.value, expires_at = NULL"
+)
+RAW_QUEUE_DDL = (
+    "CREATE TABLE IF NOT EXISTS q (id INTEGER PRIMARY KEY, queue TEXT NOT NULL, payload BLOB NOT NULL,"
+    " ready_at INTEGER NOT NULL, lease_until INTEGER, attempts INTEGER NOT NULL DEFAULT 0)",
+    "CREATE INDEX IF NOT EXISTS q_ready ON q (queue, ready_at) WHERE lease_until IS NULL",
+)
+RAW_PUSH = "INSERT INTO q (queue, payload, ready_at) VALUES (?, ?, ?)"
+RAW_CLAIM = (
+    "UPDATE q SET lease_until = ?, attempts = attempts + 1 WHERE id = (SELECT id FROM q"
+    " WHERE queue = ? AND lease_until IS NULL AND ready_at <= ? ORDER BY ready_at, id LIMIT 1) RETURNING id, payload"
+)
+RAW_ACK = "DELETE FROM q WHERE id = ?"
+
+
+def _raw_connection(path: str) -> sqlite3.Connection:
+    conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT, isolation_level=None)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=NORMAL")
+    return conn
+
+
+def _setup(contender: str, path: str) -> None:
+    if contender == "durastate":
+        durastate.open(path, busy_timeout=BUSY_TIMEOUT).close()
+        return
+    conn = _raw_connection(path)
+    conn.execute(RAW_DDL)
+    for ddl in RAW_QUEUE_DDL:
+        conn.execute(ddl)
+    conn.close()
+
+
+def _worker(contender: str, workload: str, path: str, ops: int, index: int, barrier: Any, out: Any) -> None:
+    latencies: list[float] = []
+    clock = time.perf_counter
+    if contender == "durastate":
+        store = durastate.open(path, busy_timeout=BUSY_TIMEOUT)
+        put, queues = store.kv.put, store.queues
+        scope = b"s%d" % index
+        store.kv.get(scope, b"ns", b"warm")
+        barrier.wait()
+        for i in range(ops):
+            start = clock()
+            if workload == "put":
+                put(scope, b"ns", b"k%d" % i, VALUE)
+            else:
+                queues.push("jobs", [VALUE])
+                claim = queues.claim("jobs", lease=30)
+                if claim is not None:
+                    claim.ack()
+            latencies.append(clock() - start)
+        store.close()
+    else:
+        conn = _raw_connection(path)
+        scope = b"s%d" % index
+        conn.execute("SELECT 1 FROM kv LIMIT 1").fetchall()
+        barrier.wait()
+        for i in range(ops):
+            start = clock()
+            if workload == "put":
+                conn.execute(RAW_PUT, (scope, b"ns", b"k%d" % i, VALUE))
+            else:
+                now = int(time.time() * 1000)
+                conn.execute(RAW_PUSH, ("jobs", VALUE, now))
+                row = conn.execute(RAW_CLAIM, (now + 30_000, "jobs", now)).fetchone()
+                if row is not None:
+                    conn.execute(RAW_ACK, (row[0],))
+            latencies.append(clock() - start)
+        conn.close()
+    out.send(latencies)
+    out.close()
+
+
+def run_once(contender: str, workload: str, processes: int, ops: int) -> dict[str, float]:
+    ctx = multiprocessing.get_context("fork")
+    with tempfile.TemporaryDirectory() as folder:
+        path = os.path.join(folder, "bench.db")
+        _setup(contender, path)
+        barrier = ctx.Barrier(processes + 1)
+        pipes, procs = [], []
+        for index in range(processes):
+            receiver, sender = ctx.Pipe(duplex=False)
+            proc = ctx.Process(target=_worker, args=(contender, workload, path, ops, index, barrier, sender))
+            proc.start()
+            sender.close()
+            pipes.append(receiver)
+            procs.append(proc)
+        barrier.wait()
+        start = time.perf_counter()
+        latencies = [lat for receiver in pipes for lat in receiver.recv()]
+        wall = time.perf_counter() - start
+        for proc in procs:
+            proc.join()
+    latencies.sort()
+    return {
+        "ops_per_s": len(latencies) / wall,
+        "p50_ms": latencies[len(latencies) // 2] * 1000,
+        "p99_ms": latencies[int(len(latencies) * 0.99)] * 1000,
+        "max_ms": latencies[-1] * 1000,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--processes", default="4,16")
+    parser.add_argument("--ops", type=int, default=2000)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--workload", choices=("put", "queue"), default="put")
+    args = parser.parse_args()
+    print(f"SQLite {sqlite3.sqlite_version}, {os.cpu_count()} CPUs, workload {args.workload}, {args.ops} ops/process")
+    for processes in [int(p) for p in args.processes.split(",")]:
+        rows: dict[str, list[dict[str, float]]] = {"durastate": [], "raw": []}
+        ratios = []
+        for round_number in range(args.rounds):
+            order = ("durastate", "raw") if round_number % 2 == 0 else ("raw", "durastate")
+            measured = {c: run_once(c, args.workload, processes, args.ops) for c in order}
+            for contender, row in measured.items():
+                rows[contender].append(row)
+            ratios.append(measured["durastate"]["ops_per_s"] / measured["raw"]["ops_per_s"])
+        for contender, measured_rows in rows.items():
+            cells = "  ".join(
+                f"{key} {statistics.median(r[key] for r in measured_rows):9.2f}" for key in measured_rows[0]
+            )
+            print(f"{processes:3d} processes  {contender:9s}  {cells}")
+        print(
+            f"{processes:3d} processes  durastate/raw throughput: median {statistics.median(ratios):.2f}x "
+            f"(rounds: {', '.join(f'{r:.2f}' for r in ratios)})"
+        )
+
+
+if __name__ == "__main__":
+    main()

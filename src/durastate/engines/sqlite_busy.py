@@ -1,0 +1,71 @@
+"""Waiting for SQLite's write lock: durastate's own retry loop instead of SQLite's busy handler.
+
+File-store connections run with ``busy_timeout = 0``: a statement that
+meets a lock another connection holds fails at once with SQLITE_BUSY
+(having changed nothing: WAL takes the write lock at the first write or at
+``BEGIN IMMEDIATE``, before any change), and the engine runs it again
+after a short pause, until the store's ``busy_timeout`` has passed.
+
+Why not SQLite's own handler: it sleeps 1, 2, 5, 10, 15, 20, 25, 25, 25,
+50, 50 ms, then 100 ms per try. A write holds the lock for tens of
+microseconds, so a writer that lost a few races sleeps on for milliseconds
+after the lock came free, while newcomers (whose first sleep is 1 ms) take
+it: throughput drops and a starved writer waits 0.5-1.8 s (measured with
+16 processes, ``bench/writers.py``). Here the pause starts at ``FIRST``
+and doubles up to ``LONGEST``, each drawn at random between half and all
+of it (so writers that collided do not retry in step): a waiter looks
+again at least every ``LONGEST`` seconds whatever happened before, which
+bounds how long the lock can sit free while someone waits for it.
+
+On a thread running an event loop nothing waits (``on_loop_thread``): a
+sleep there would stall every coroutine of the loop, and when the holder is
+an async transaction of that same loop it could never finish: the wait
+would last the whole busy timeout. The statement is refused at once with
+``LockBusy`` saying so; ``durastate.aio`` (which calls inline on the loop
+thread) takes that as its cue to run the call on a worker thread instead.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from asyncio import _get_running_loop as _running_loop
+
+from .sqlite_errors import LockBusy
+
+__all__ = ["FIRST", "LONGEST", "Backoff", "loop_thread_refusal"]
+
+FIRST = 0.0005  # seconds: the first pause after BUSY
+LONGEST = 0.004  # seconds: the longest pause between two tries
+
+
+def loop_thread_refusal(url: str) -> LockBusy | None:
+    """The error for a lock met on a thread running an event loop, or ``None`` off such threads."""
+    if _running_loop() is None:
+        return None
+    return LockBusy(
+        f"{url}: the store is locked by another connection (a transaction, maybe an async one of this"
+        " very event loop), and this call runs on the thread of a running event loop: waiting for the"
+        " lock would stall the loop (and a transaction the loop has to drive could never finish)."
+        " Call it through durastate.aio, or from another thread (asyncio.to_thread)"
+    )
+
+
+class Backoff:
+    """Pauses between tries after BUSY, until ``busy_timeout`` seconds have passed since the first."""
+
+    __slots__ = ("_deadline", "_pause")
+
+    def __init__(self, busy_timeout: float) -> None:
+        self._deadline = time.monotonic() + busy_timeout
+        self._pause = FIRST
+
+    def wait(self) -> bool:
+        """Sleep before the next try; ``False`` (no sleep) once the busy timeout has passed."""
+        left = self._deadline - time.monotonic()
+        if left <= 0:
+            return False
+        pause = self._pause
+        self._pause = min(LONGEST, pause * 2)
+        time.sleep(min(left, pause * random.uniform(0.5, 1.0)))
+        return True

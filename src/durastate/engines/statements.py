@@ -1,0 +1,224 @@
+"""Statements: how SQL is declared, compiled and told apart by kind.
+
+Statements
+----------
+SQL is written once per operation as a *template*: ``?`` placeholders and
+``{p}`` for the validated table prefix, plus a handful of DDL tokens such as
+``{blob}`` (see ``Dialect.tokens``). Each template is declared with its
+*kind* where it is defined, next to the code that runs it::
+
+    GET = READ("SELECT value FROM {p}kv WHERE scope = ? AND key = ?")
+    PUT = WRITE("INSERT INTO {p}kv (scope, key, value) VALUES (?, ?, ?)")
+    POP = WRITE_ROWS("DELETE FROM {p}q WHERE id = ? RETURNING payload")
+    MAKE = DDL("CREATE TABLE {p}t (v {int64})")
+
+``READ`` never changes anything; ``WRITE`` changes rows and returns none;
+``WRITE_ROWS`` changes rows and returns rows (``RETURNING``); ``DDL``
+changes the schema (or anything else an engine cannot run as one
+retry-safe statement). ``engine.sql(statement)`` compiles it for the
+engine (once: facets compile all their statements when they are created)
+and returns an ``SQL``: the driver's text (a ``str``, so drivers use and
+cache it as is) that carries its ``kind``. The engine decides what to do by
+the kind and never looks at the text: PostgreSQL runs a read as it is and a
+write outside a transaction together with its attempt row (see
+``engines.postgres``). A plain ``str`` template passed to ``engine.sql`` is
+of kind ``OPAQUE``: run correctly whatever it does, at a higher price.
+``KeyLookup(...)`` asks the engine to write a lookup of many keys (one
+index probe per key) in its own best form.
+
+Dialect
+-------
+Facets never name a dialect. Templates use the tokens in ``TOKENS``
+(``{blob}``, ``{key_text}``, ``{next_value:NAME}``, ...); cross-key locks are
+``engine.lock(name)``; gap-free sequences are declared by
+``Migration(sequences=...)`` and read with ``{next_value:NAME}`` or
+``engine.next_value(NAME)``; ``Migration(announce=...)`` makes the engine
+announce inserts into a table (LISTEN/NOTIFY where the server can).
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import ConfigurationError
+
+Row = tuple[Any, ...]
+Params = Sequence[Any]
+
+PREFIX_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,30}")
+
+
+def validate_prefix(prefix: str) -> str:
+    """Return ``prefix`` if it is a safe table-name prefix, else raise.
+
+    The prefix is the only caller-supplied text ever interpolated into SQL,
+    so it is held to ``^[A-Za-z_][A-Za-z0-9_]{0,30}$``.
+    """
+    if not isinstance(prefix, str) or PREFIX_RE.fullmatch(prefix) is None:
+        raise ConfigurationError(
+            f"table prefix must match {PREFIX_RE.pattern} (letters, digits, underscore; "
+            f"at most 31 characters, not starting with a digit), got {prefix!r}"
+        )
+    return prefix
+
+
+class Kind(enum.Enum):
+    """What a statement does (see the module docstring)."""
+
+    READ = "read"
+    WRITE = "write"
+    WRITE_ROWS = "write returning rows"
+    DDL = "ddl"
+    OPAQUE = "undeclared"
+
+
+Template = str | Mapping[str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class Statement:
+    """A statement template and its kind, declared where the SQL is written."""
+
+    kind: Kind
+    template: Template
+
+
+def READ(template: Template) -> Statement:
+    return Statement(Kind.READ, template)
+
+
+def WRITE(template: Template) -> Statement:
+    return Statement(Kind.WRITE, template)
+
+
+def WRITE_ROWS(template: Template) -> Statement:
+    return Statement(Kind.WRITE_ROWS, template)
+
+
+def DDL(template: Template) -> Statement:
+    return Statement(Kind.DDL, template)
+
+
+@dataclass(frozen=True, slots=True)
+class KeyLookup:
+    """Rows of ``{p}<table>`` by a list of keys: one index probe per key.
+
+    ``fixed`` columns equal one bound value each, ``key`` one of ``count``
+    bound keys (parameters in that order: fixed values, then the keys).
+    Selects ``columns`` (a ``, ``-separated list), or deletes the rows when
+    ``delete``. ``column_type`` is the token of every compared column's type
+    (say ``"blob"``). The engine writes the statement: a plain ``IN`` list
+    where its planner probes the index per key anyway, a shape that forces
+    the probes where a cached generic plan would otherwise filter the
+    whole ``fixed`` range instead.
+    """
+
+    table: str
+    columns: str
+    fixed: tuple[str, ...]
+    key: str
+    count: int
+    column_type: str = "blob"
+    delete: bool = False
+
+
+class SQL(str):
+    """Compiled statement text for one engine, carrying its ``kind``.
+
+    A ``str`` so drivers take (and cache) it as is; engines may attach
+    their own compiled companions to it (PostgreSQL: the attempt-recording
+    variant of a write).
+    """
+
+    kind: Kind
+    # Set by an engine's ``_compiled`` hook, for that engine only.
+    companion: Any
+
+    def __new__(cls, text: str, kind: Kind) -> SQL:
+        compiled = super().__new__(cls, text)
+        compiled.kind = kind
+        return compiled
+
+
+@dataclass(frozen=True)
+class Spec:
+    """A token that takes an argument, written ``{name:arg}`` in a template.
+
+    ``text`` may use ``{arg}`` (the argument) and ``{p}`` (the prefix).
+    """
+
+    text: str
+
+
+class _BoundSpec:
+    __slots__ = ("prefix", "text")
+
+    def __init__(self, text: str, prefix: str) -> None:
+        self.text = text
+        self.prefix = prefix
+
+    def __format__(self, arg: str) -> str:
+        return self.text.format(arg=arg, p=self.prefix)
+
+
+# Every token a template may use, and what it means. Each engine's dialect
+# gives all of them a text (tests check that the sets agree).
+TOKENS = {
+    "blob": "a column type for bytes",
+    "int64": "a column type for 64-bit integers",
+    "text": "a column type for text compared however the engine likes",
+    "key_text": "a column type for text that compares by code point (keys, ranges, ORDER BY)",
+    "id_pk": "an integer primary key the engine assigns (ids may be reused after deletes)",
+    "tail_pk": "an integer primary key filled by {next_value:NAME}: gap-free, in commit order, never reused",
+    "without_rowid": "table option for small rows keyed by their primary key",
+    "skip_locked": "suffix of a claim's SELECT: skip rows another transaction holds",
+    "for_update": "suffix of a SELECT that locks the rows it reads until commit",
+    "for_update_of": "{for_update_of:alias}: lock only the rows of table alias",
+    "greatest": "the function name of the larger of two values",
+    "int64_check": "{int64_check:column}: refuse a value that is not an integer (after NOT NULL)",
+    "next_value": "{next_value:NAME}: the next ordinal of sequence NAME for a {tail_pk} column",
+}
+
+
+def in_list_lookup(lookup: KeyLookup) -> str:
+    """``KeyLookup`` as ``... WHERE fixed = ? AND key IN (?, ...)``."""
+    where = " AND ".join(f"{column} = ?" for column in lookup.fixed)
+    keys = f"{lookup.key} IN (" + ", ".join("?" * lookup.count) + ")"
+    where = f"{where} AND {keys}" if where else keys
+    if lookup.delete:
+        return f"DELETE FROM {{p}}{lookup.table} WHERE {where}"
+    return f"SELECT {lookup.columns} FROM {{p}}{lookup.table} WHERE {where}"
+
+
+@dataclass(frozen=True)
+class Dialect:
+    """What differs between SQL engines, and nothing else.
+
+    ``tokens`` fill the ``{name}`` slots of templates (see ``TOKENS``; a
+    ``Spec`` token takes an argument); ``placeholder`` replaces ``?`` in
+    every template; ``no_limit`` is the value bound to a ``LIMIT ?`` that
+    should not limit (SQLite: -1, PostgreSQL: NULL).
+    """
+
+    name: str
+    placeholder: str
+    no_limit: int | None
+    tokens: dict[str, str | Spec] = field(default_factory=dict)
+    # SQL that answers one row when table ``?`` exists (bound: full name).
+    table_exists: str = ""
+    # The most bytes an indexed key (all its columns) may hold, or None.
+    max_index_key: int | None = None
+    # The template of a ``KeyLookup``.
+    key_lookup: Callable[[KeyLookup], str] = field(default=lambda lookup: in_list_lookup(lookup))
+
+    def compile(self, template: str, prefix: str) -> str:
+        tokens = {k: _BoundSpec(v.text, prefix) if isinstance(v, Spec) else v for k, v in self.tokens.items()}
+        text = template.format(p=prefix, **tokens)
+        if self.placeholder != "?":
+            # Only PostgreSQL's psycopg needs this: '%' is its escape, '?' ours.
+            text = text.replace("%", "%%").replace("?", self.placeholder)
+        return text

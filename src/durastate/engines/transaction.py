@@ -1,0 +1,127 @@
+"""The one transaction state machine every engine runs (``Transaction``).
+
+``transaction()`` / ``read_transaction()`` return a ``Transaction``: the
+one state machine of every engine (see its docstring for the rules: a
+failed statement dooms the transaction unless a savepoint containing it
+rolls back; refusals never doom; ``close()`` makes the block roll back).
+Engines supply only its primitives (``_tx_begin``, ``_tx_commit``, ...).
+"""
+
+from __future__ import annotations
+
+import threading
+from types import TracebackType
+from typing import TYPE_CHECKING
+
+from ..errors import DurastateError, StoreClosed
+
+if TYPE_CHECKING:
+    from .base import EngineBase
+
+
+class TransactionState(threading.local):
+    """One thread's view of its open transaction on one engine.
+
+    ``depth`` counts open blocks (0: none; 1: the transaction; 2+: nested
+    savepoints). ``doomed`` is the first statement error not yet undone and
+    ``doomed_level`` the depth it happened at: rolling back the savepoint of
+    level L undoes it only when ``doomed_level >= L`` (the failure happened
+    inside that savepoint). Engines subclass this for their own per-thread
+    fields (connection, cursor, ...).
+    """
+
+    depth: int = 0
+    doomed: DurastateError | None = None
+    doomed_level: int = 0
+
+
+def aborted_error(doomed: DurastateError) -> DurastateError:
+    """The error a statement gets in a transaction an earlier failure doomed."""
+    return type(doomed)(f"transaction aborted by an earlier failed statement: {doomed}")
+
+
+class Transaction:
+    """The one transaction state machine; engines supply its primitives.
+
+    Outermost block: ``_tx_begin(read, lock)`` ... ``_tx_commit()`` or
+    ``_tx_rollback()``. Nested blocks: ``_tx_savepoint(name)`` ...
+    ``_tx_release(name)`` or ``_tx_rollback_to(name)`` (which also releases).
+
+    The rule, on every engine:
+
+    * any exception leaving a block (``BaseException`` included) rolls that
+      block back: the whole transaction, or the nested block's savepoint;
+    * a statement that fails in the database (the engine calls
+      ``EngineBase._doom``) dooms the transaction: later statements and
+      nested blocks are refused with the same error type, and the block
+      raises on exit and commits nothing, even when the caller caught the
+      error. Only rolling back a savepoint opened *before* the failure
+      (one that contains it) undoes the doom;
+    * refusals raised in Python (argument errors, a lost compare-and-swap,
+      a superseded attempt) never reach the engine and never doom;
+    * after ``close()`` the next statement, nested block or commit raises
+      ``StoreClosed`` and the transaction rolls back.
+    """
+
+    __slots__ = ("_engine", "_level", "_lock", "_read", "_state")
+
+    def __init__(self, engine: EngineBase, *, read: bool = False, lock: str | None = None) -> None:
+        self._engine = engine
+        self._read = read
+        self._lock = lock
+        self._level = 0
+
+    def __enter__(self) -> None:
+        engine = self._engine
+        state = engine._local
+        self._state = state
+        if engine._closed:
+            raise StoreClosed(f"{engine.url}: store is closed")
+        if state.depth == 0:
+            engine._tx_begin(self._read, self._lock)
+        else:
+            if state.doomed is not None:
+                raise aborted_error(state.doomed)
+            engine._tx_savepoint(f"ds_sp{state.depth}")
+        state.depth += 1
+        self._level = state.depth
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        engine = self._engine
+        state = self._state
+        level = self._level
+        state.depth = level - 1
+        doomed = state.doomed
+        if level > 1:
+            savepoint = f"ds_sp{level - 1}"
+            contained = doomed is not None and state.doomed_level >= level
+            if exc_type is None and not contained and not engine._closed:
+                engine._tx_release(savepoint)
+                return
+            # Roll back on anything; a failing rollback (connection gone)
+            # must not mask the block's own exception.
+            engine._tx_rollback_to(savepoint)
+            if contained:
+                state.doomed = None
+            if exc_type is None:
+                if engine._closed:
+                    raise StoreClosed(f"{engine.url}: store closed inside the transaction; it rolled back")
+                assert doomed is not None
+                raise type(doomed)(f"block rolled back: a statement inside it failed: {doomed}")
+            return
+        state.doomed = None
+        if exc_type is not None:
+            engine._tx_rollback()
+            return
+        if doomed is not None:
+            engine._tx_rollback()
+            raise type(doomed)(f"transaction rolled back: a statement inside it failed: {doomed}")
+        if engine._closed:
+            engine._tx_rollback()
+            raise StoreClosed(f"{engine.url}: store closed inside the transaction; it rolled back")
+        engine._tx_commit()

@@ -1,0 +1,73 @@
+"""``store.queues``: named FIFO work queues with leases and dead letters.
+
+Two ways to consume, on the same queues:
+
+* ``pop(name)`` removes and returns the next payload: at-most-once, vgi's
+  destructive pop. A consumer that dies after ``pop`` loses the item.
+* ``claim(name, lease=s)`` hands out the next payload under a lease and
+  returns a ``Claim``. ``ack()`` removes it; ``nack(delay=)`` gives it back
+  (after ``delay``); ``renew()`` extends the lease. A lease that runs out is
+  redelivered by the next ``claim`` itself: no reaper process. Each delivery
+  counts as an attempt; an item that has used ``max_attempts`` deliveries
+  without an ack moves to the dead letters (listable, re-drivable) instead
+  of being delivered again.
+
+One column carries the whole scheduling state: ``available_at`` (ms). A
+pushed item is available at its push time (plus ``delay``); a claimed item
+is unavailable until its lease deadline, which is exactly when it becomes
+claimable again if nobody acks it. Delivery order is ``(available_at, id)``:
+FIFO for items pushed without delay; a delayed, nacked or expired item joins
+the line at the moment it becomes due. Every claim is one indexed statement
+(``(queue, available_at, id)``), so its cost does not grow with the queue.
+
+Leases are fenced by a random token: ``ack``/``nack``/``renew`` act only if
+the caller's token is still the item's token. A holder whose lease expired
+and whose item was claimed again gets ``Conflict`` and changes nothing, so
+no item is ever acknowledged by two live holders. A holder whose lease
+expired but whose item nobody re-claimed yet may still ack it.
+
+All of this composes with ``store.transaction()``: acking a claim in the
+same transaction as the writes it caused makes the effect exactly-once.
+
+``wait=`` on ``claim``/``pop`` blocks up to that many seconds for an item:
+pushes from this process wake the waiter at once, pushes from other
+processes are seen by polling every ``POLL_INTERVAL`` seconds (no faster).
+
+Inspection (read-only): ``names()`` lists queues, ``peek(name)`` pages through
+a queue's items in delivery order with their state, claiming nothing.
+"""
+
+from __future__ import annotations
+
+from .facet import ACK as ACK
+from .facet import BURY as BURY
+from .facet import CLAIM as CLAIM
+from .facet import CLAIM_HEAD as CLAIM_HEAD
+from .facet import CLAIM_ID as CLAIM_ID
+from .facet import CLEAR as CLEAR
+from .facet import DEAD_DELETE_THROUGH as DEAD_DELETE_THROUGH
+from .facet import DEAD_OLDEST as DEAD_OLDEST
+from .facet import DEAD_PAGE as DEAD_PAGE
+from .facet import DEFAULT_MAX_ATTEMPTS as DEFAULT_MAX_ATTEMPTS
+from .facet import DELETE_DEAD_ALL as DELETE_DEAD_ALL
+from .facet import DELETE_DEAD_ID as DELETE_DEAD_ID
+from .facet import DELETE_ID as DELETE_ID
+from .facet import MAX_NAME_SIZE as MAX_NAME_SIZE
+from .facet import NACK as NACK
+from .facet import PEEK as PEEK
+from .facet import PEEK_READY as PEEK_READY
+from .facet import POLL_INTERVAL as POLL_INTERVAL
+from .facet import POP as POP
+from .facet import PUSH as PUSH
+from .facet import REDRIVE_ALL as REDRIVE_ALL
+from .facet import REDRIVE_ID as REDRIVE_ID
+from .facet import RENEW as RENEW
+from .facet import SCHEMA as SCHEMA
+from .facet import STATS as STATS
+from .facet import Claim as Claim
+from .facet import DeadLetter as DeadLetter
+from .facet import QueueItem as QueueItem
+from .facet import Queues as Queues
+from .facet import QueueStats as QueueStats
+
+__all__ = ["QueueItem", "Claim", "DeadLetter", "QueueStats", "Queues", "SCHEMA", "DEFAULT_MAX_ATTEMPTS"]

@@ -1,0 +1,1 @@
+from durastate.testing.conformance.facet_selection import *  # noqa: F403

@@ -1,0 +1,1 @@
+from durastate.testing.conformance.pains import *  # noqa: F403

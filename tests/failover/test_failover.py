@@ -1,0 +1,181 @@
+"""A PostgreSQL failover loses nothing acknowledged: a real pg_auto_failover cluster under a mixed workload.
+
+A monitor and two data nodes replicating synchronously
+(``durastate.testing.ha``), three processes each holding one store on the
+cluster's multi-host URL (two on the sync API, one on ``durastate.aio``)
+running the workload of ``durastate.testing.failover``, which logs every
+acknowledged call. Two faults, one after the other, on the same stores:
+
+(a) SIGKILL of the primary's pg_autoctl and postmaster: the monitor
+    promotes the standby;
+(b) ``pg_autoctl perform switchover`` once the killed node has rejoined:
+    the primary is demoted (its connections cut), the standby promoted.
+
+After each, every process goes on acknowledging writes with the store it
+opened, every waiter in ``claim(wait=)`` takes items again, and every write
+acknowledged so far is on the new primary; at the end the full check
+(nothing applied twice, every queue item acknowledged exactly once, the
+abandoned ones redelivered after their lease). The seconds from each fault
+to the first acknowledged write after it are printed (``-s``) and recorded
+as test properties; ``bench/failover.py`` reports them over several runs.
+Nothing here asserts a timing: the bounds below only keep a broken
+failover from hanging the suite.
+
+The cluster needs Debian's ``postgresql-15-auto-failover``; the test
+installs it when it runs as root (CI) and skips, saying so, otherwise.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import durastate
+from durastate.testing import failover
+from durastate.testing.ha import AutoFailoverCluster, find_pg_autoctl
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
+
+MODES = ("sync", "sync", "async")
+HANG_GUARD = 60.0  # seconds: a step that takes longer is a hang, not a slow failover
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[AutoFailoverCluster]:
+    pg_autoctl, reason = find_pg_autoctl()
+    if pg_autoctl is None:
+        if os.geteuid() == 0:
+            pytest.fail(f"pg_auto_failover could not be installed: {reason}")
+        pytest.skip(f"pg_auto_failover is not available: {reason}")
+    root = Path(f"/tmp/durastate-ha-{os.getpid()}-{time.monotonic_ns()}")
+    c = AutoFailoverCluster(root, pg_autoctl)
+    try:
+        c.start()
+        yield c
+    finally:
+        c.stop()
+
+
+class Workers:
+    """The three workload processes and their logs."""
+
+    def __init__(self, url: str, folder: Path) -> None:
+        self.stop_file = folder / "stop"
+        self.logs = {f"p{i}": folder / f"p{i}.jsonl" for i in range(len(MODES))}
+        self.processes = [
+            subprocess.Popen(
+                [sys.executable, "-m", "durastate.testing.failover", url, str(log), str(self.stop_file), mode, tag],
+                stderr=open(folder / f"{tag}.stderr", "wb"),  # noqa: SIM115 (the child owns it)
+            )
+            for (tag, log), mode in zip(self.logs.items(), MODES, strict=True)
+        ]
+        self.folder = folder
+
+    def lines(self) -> dict[str, list[dict[str, Any]]]:
+        return {tag: failover.read_log(path) if path.exists() else [] for tag, path in self.logs.items()}
+
+    def wait_until(self, what: str, done: Any) -> None:
+        """Poll the logs until ``done(lines of one process)`` holds for every process (or fail, with the logs)."""
+        deadline = time.monotonic() + HANG_GUARD
+        while True:
+            lines = self.lines()
+            if all(done(tag_lines) for tag_lines in lines.values()):
+                return
+            for p in self.processes:
+                assert p.poll() is None, f"a workload process exited ({p.returncode}): {self.stderr()}"
+            assert time.monotonic() < deadline, f"{what}: {self.summary(lines)}"
+            time.sleep(0.1)
+
+    def stop(self) -> None:
+        self.stop_file.touch()
+        for p in self.processes:
+            try:
+                p.wait(timeout=HANG_GUARD)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                pytest.fail(f"a workload process did not stop: {self.stderr()}")
+            assert p.returncode == 0, f"a workload process failed ({p.returncode}): {self.stderr()}"
+
+    def kill(self) -> None:
+        for p in self.processes:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+
+    def stderr(self) -> str:
+        return " | ".join(path.read_text()[-2000:] for path in sorted(self.folder.glob("*.stderr")))
+
+    @staticmethod
+    def summary(lines: dict[str, list[dict[str, Any]]]) -> str:
+        return "; ".join(f"{tag}: {len(tl)} lines, last {tl[-3:] if tl else None}" for tag, tl in lines.items())
+
+
+def _writes_after(t: float, count: int = 20) -> Any:
+    return lambda lines: sum(1 for line in lines if line["op"] in failover.WRITES and line["t"] > t) >= count
+
+
+def _woke_after(t: float) -> Any:
+    return lambda lines: any(line["op"] == "woke" and line["t"] > t for line in lines)
+
+
+def _errors(lines: dict[str, list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    return [line for tag_lines in lines.values() for line in tag_lines if line["op"] == "error"]
+
+
+def test_failover_loses_nothing_acknowledged(
+    cluster: AutoFailoverCluster, tmp_path: Path, record_property: Any
+) -> None:
+    durastate.open(cluster.url).close()  # migrate once, before the workers race to
+    workers = Workers(cluster.url, tmp_path)
+    timings: dict[str, float] = {}
+    try:
+        workers.wait_until("the workload to start", _writes_after(0.0, 50))
+
+        # (a) SIGKILL of the primary.
+        fault = time.monotonic()
+        killed = cluster.kill_primary()
+        cluster.wait_for_primary(other_than=killed, timeout=HANG_GUARD)
+        timings["kill: cluster promoted"] = time.monotonic() - fault
+        workers.wait_until("writes after the kill", _writes_after(fault))
+        workers.wait_until("waiters waking after the kill", _woke_after(fault))
+        lines = workers.lines()
+        timings["kill: first write"] = failover.write_stall(
+            [line for tag_lines in lines.values() for line in tag_lines], fault
+        )
+        found = failover.check(cluster.url, lines, final=False)
+        assert not found.problems, found.problems
+
+        # (b) A switchover, once the killed node is back as the standby.
+        cluster.restart(killed)
+        cluster.wait_stable(HANG_GUARD)
+        fault = time.monotonic()
+        cluster.switchover()
+        timings["switchover: command returned"] = time.monotonic() - fault
+        workers.wait_until("writes after the switchover", _writes_after(fault))
+        workers.wait_until("waiters waking after the switchover", _woke_after(fault))
+        workers.stop()
+    finally:
+        workers.kill()
+    lines = workers.lines()
+    timings["switchover: first write"] = failover.write_stall(
+        [line for tag_lines in lines.values() for line in tag_lines], fault
+    )
+    found = failover.check(cluster.url, lines)
+    for name, seconds in timings.items():
+        record_property(name, round(seconds, 2))
+    print(f"\nfailover timings (s): {timings}; acknowledged: {dict(found.acknowledged)}; errors: {dict(found.errors)}")
+    assert not found.problems, found.problems
+    # Each process opened its store once and carried on with it through both faults.
+    assert all(sum(1 for line in tl if line["op"] == "open") == 1 for tl in lines.values())
+    # Abandoned claims came back after their lease: check() found every pushed item acknowledged.
+    assert found.acknowledged["ack"] > 0 and found.acknowledged["nack"] > 0 and found.acknowledged["abandon"] > 0
+    # A caller may see an honest StoreUnavailable (nothing applied) from a transaction the failover cut;
+    # never another error type.
+    assert {line["error"] for line in _errors(lines)} <= {"StoreUnavailable"}, _errors(lines)[:5]

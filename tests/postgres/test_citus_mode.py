@@ -1,0 +1,119 @@
+"""The Citus statement mode (``citus://``) on plain PostgreSQL: no triggers, NOTIFY after the commit.
+
+The conformance suite runs whole in this mode (tests/conformance/conftest.py);
+these tests check what it does differently from the plain mode.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import psycopg
+import pytest
+
+import durastate
+from durastate.engines.postgres import PostgresEngine
+from durastate.errors import InvalidRequest
+from durastate.testing.postgres_server import as_citus
+
+MARK = "durastate_test_marker"
+
+
+@pytest.fixture
+def citus_store(pg_url: str) -> Iterator[durastate.Store]:
+    store = durastate.open(as_citus(pg_url))
+    yield store
+    store.close()
+
+
+@pytest.fixture
+def listener(pg_base_url: str) -> Iterator[psycopg.Connection[tuple[object, ...]]]:
+    conn = psycopg.connect(pg_base_url, autocommit=True)
+    conn.execute(f"LISTEN {MARK}")
+    yield conn
+    conn.close()
+
+
+def _received_until_marker(listener: psycopg.Connection[tuple[object, ...]], pg_base_url: str) -> list[str]:
+    """Channels notified before a marker NOTIFY sent now from another session (no waiting on time)."""
+    with psycopg.connect(pg_base_url, autocommit=True) as other:
+        other.execute(f"NOTIFY {MARK}")
+    seen = []
+    for note in listener.notifies(timeout=10):
+        if note.channel == MARK:
+            return seen
+        seen.append(note.channel)
+    raise AssertionError("the marker notification never arrived")
+
+
+def test_url_and_mode(citus_store: durastate.Store, pg_url: str) -> None:
+    assert citus_store.url.startswith("citus://")
+    engine = citus_store.engine
+    assert isinstance(engine, PostgresEngine) and engine.citus
+    with durastate.open(citus_store.url) as again:  # store.url reopens in the same mode
+        assert isinstance(again.engine, PostgresEngine) and again.engine.citus
+
+
+def test_no_triggers_in_citus_mode(citus_store: durastate.Store, pg_url: str) -> None:
+    kinds = {row[0] for row in citus_store.engine.catalog()}
+    assert "trigger" not in kinds
+    assert "column" in kinds
+    with durastate.open(pg_url, prefix="plain_") as plain:  # the plain mode announces by trigger
+        assert "trigger" in {row[0] for row in plain.engine.catalog()}
+
+
+@pytest.mark.parametrize("facet", ["queues", "events"])
+def test_notify_after_commit_only(
+    citus_store: durastate.Store, listener: psycopg.Connection[tuple[object, ...]], pg_base_url: str, facet: str
+) -> None:
+    engine = citus_store.engine
+    if facet == "queues":
+        channel = engine.channel(citus_store.queues._channel(b"jobs"))  # type: ignore[attr-defined]
+
+        def write() -> None:
+            citus_store.queues.push("jobs", [b"x"])
+    else:
+        channel = engine.channel(citus_store.events.channel("s1"))
+
+        def write() -> None:
+            citus_store.events.append("s1", [{"type": "t"}])
+
+    listener.execute(f"LISTEN {channel}")
+    with pytest.raises(RuntimeError), citus_store.transaction():
+        write()
+        raise RuntimeError("roll back")
+    assert _received_until_marker(listener, pg_base_url) == []  # a rolled-back write announces nothing
+    with citus_store.transaction():
+        write()
+        write()
+    assert _received_until_marker(listener, pg_base_url) == [channel]  # once, after the commit
+    write()  # outside a transaction: at once
+    assert _received_until_marker(listener, pg_base_url) == [channel]
+
+
+def test_no_notify_inside_the_transaction(citus_store: durastate.Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Citus refuses to PREPARE (commit across nodes) a transaction that ran NOTIFY: none is sent before COMMIT.
+
+    Every statement sent is recorded (psycopg's ``Cursor.execute``, which
+    ``Connection.execute`` and ``PooledConnection.run`` end in).
+    """
+    sent: list[str] = []
+    original = psycopg.Cursor.execute
+
+    def spy(self: psycopg.Cursor[object], query: object, *args: object, **kwargs: object) -> object:
+        sent.append(str(query))
+        return original(self, query, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(psycopg.Cursor, "execute", spy)
+    with citus_store.transaction():
+        citus_store.queues.push("jobs", [b"x"])
+        citus_store.events.append("s1", [{"type": "t"}])
+    commit = sent.index("COMMIT")
+    notifies = [i for i, text in enumerate(sent) if "notify" in text.lower()]
+    assert notifies and min(notifies) > commit, sent
+    assert len(notifies) == 1  # both channels in one statement
+
+
+def test_citus_flag_validated(pg_url: str) -> None:
+    with pytest.raises(InvalidRequest, match="citus must be True or False"):
+        PostgresEngine(pg_url, citus="yes")  # type: ignore[arg-type]

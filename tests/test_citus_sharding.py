@@ -1,0 +1,238 @@
+"""durastate.citus: logical shards as schemas, on plain PostgreSQL and on a Citus cluster.
+
+Every test runs on the PostgreSQL test server (the shards are plain
+schemas of one server: routing, the recorded count and atomic transactions
+are the same code) and on the Citus coordinator of
+``DURASTATE_TEST_CITUS_URL`` (skipped, with that reason, when unset). The
+tests that need Citus itself (distributed schemas, a worker killed, a live
+move) run only there.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import psycopg
+import pytest
+
+import durastate.citus
+from durastate.citus import CitusStore, shard_names
+from durastate.errors import ConfigurationError, DurastateError, InvalidRequest
+from durastate.testing import plugin, postgres_server
+
+pytestmark = pytest.mark.timeout(300)
+
+SHARDS = 4
+
+
+def _base(kind: str) -> str:
+    if kind == "citus":
+        url, reason = postgres_server.citus_url()
+        if url is None:
+            pytest.skip(reason)
+        return url
+    return plugin._postgres_base_url()
+
+
+@pytest.fixture(params=["postgres-schemas", "citus"])
+def base_url(request: pytest.FixtureRequest) -> str:
+    return _base(request.param)
+
+
+@pytest.fixture
+def citus_base() -> str:
+    return _base("citus")
+
+
+def _drop(base: str, prefix: str) -> None:
+    with psycopg.connect(base, autocommit=True) as admin:
+        rows = admin.execute("SELECT nspname FROM pg_namespace WHERE nspname LIKE %s", (prefix + "shard\\_%",))
+        for (schema,) in rows.fetchall():
+            admin.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+        admin.execute(f"DROP TABLE IF EXISTS {prefix}logical_shards")
+
+
+@pytest.fixture
+def open_sharded(request: pytest.FixtureRequest) -> Iterator[Callable[..., CitusStore]]:
+    """``open_sharded(base, **options)``: a fresh prefix per test; closed and dropped afterwards."""
+    prefix = f"t{uuid.uuid4().hex[:10]}_"
+    opened: list[CitusStore] = []
+    bases: set[str] = set()
+
+    def factory(base: str, **options: Any) -> CitusStore:
+        bases.add(base)
+        store = durastate.citus.open(base, prefix=prefix, **options)
+        opened.append(store)
+        return store
+
+    yield factory
+    for store in opened:
+        store.close()
+    for base in bases:
+        _drop(base, prefix)
+
+
+SCOPES = [f"scope-{i}".encode() for i in range(120)]
+
+
+def test_each_key_lives_in_its_shard_schema(base_url: str, open_sharded: Callable[..., CitusStore]) -> None:
+    store = open_sharded(base_url, shards=SHARDS)
+    prefix = store.coordinator.prefix
+    assert store.names == shard_names(prefix, SHARDS)
+    for scope in SCOPES:
+        store.kv.put(scope, b"ns", b"k", scope)
+    with psycopg.connect(base_url, autocommit=True) as admin:
+        for shard, name in enumerate(store.names):
+            rows = admin.execute(f'SELECT scope FROM "{name}".{prefix}kv').fetchall()
+            assert sorted(bytes(r[0]) for r in rows) == sorted(s for s in SCOPES if store.shard_of(s) == shard)
+    assert all(store.kv.get(scope, b"ns", b"k") == scope for scope in SCOPES)
+    assert store.kv.scopes(limit=1000) == sorted(SCOPES)
+
+
+def test_shards_share_one_pool(base_url: str, open_sharded: Callable[..., CitusStore]) -> None:
+    store = open_sharded(base_url, shards=SHARDS, max_connections=2)
+    pools = {id(s.engine._pool) for s in store.stores}  # type: ignore[attr-defined]
+    assert pools == {id(store.coordinator._pool)}
+    for scope in SCOPES[:20]:
+        store.kv.incr(scope, b"ns", b"n")
+    store.stores[0].close()  # a shard's close leaves the shared connections alone
+    assert store.kv.counter(SCOPES[0], b"ns", b"n") == 1
+
+
+def test_transaction_over_several_shards_is_all_or_nothing(
+    base_url: str, open_sharded: Callable[..., CitusStore]
+) -> None:
+    store = open_sharded(base_url, shards=SHARDS)
+    keys = [next(s for s in SCOPES if store.shard_of(s) == shard) for shard in range(SHARDS)]
+    queue = next(f"q{i}" for i in range(100) if store.shard_of(f"q{i}") != store.shard_of(keys[0]))
+    with pytest.raises(RuntimeError), store.transaction(keys[0]):
+        for key in keys:
+            store.kv.put(key, b"ns", b"k", b"doomed")
+        store.queues.push(queue, [b"doomed"])
+        raise RuntimeError("roll back")
+    assert [store.kv.get(key, b"ns", b"k") for key in keys] == [None] * SHARDS
+    assert store.queues.peek(queue) == []
+    with store.transaction(keys[0]):
+        for key in keys:
+            store.kv.put(key, b"ns", b"k", b"kept")
+        store.queues.push(queue, [b"kept"])
+    assert [store.kv.get(key, b"ns", b"k") for key in keys] == [b"kept"] * SHARDS
+    assert store.queues.pop(queue) == b"kept"
+
+
+def test_documents_lock_across_shards(base_url: str, open_sharded: Callable[..., CitusStore]) -> None:
+    store = open_sharded(base_url, shards=SHARDS)
+    keys = [f"doc-{i}" for i in range(40)]
+    spread = [next(k for k in keys if store.shard_of(k) == shard) for shard in range(SHARDS)]
+    with store.documents.lock(*spread):
+        for key in spread:
+            store.documents.write(key, {"v": key})
+    assert [store.documents.read(key).data for key in spread] == [{"v": key} for key in spread]  # type: ignore[union-attr]
+
+
+def test_shard_count_is_fixed_at_creation(base_url: str, open_sharded: Callable[..., CitusStore]) -> None:
+    with pytest.raises(ConfigurationError, match="pass shards=N the first time"):
+        open_sharded(base_url)
+    store = open_sharded(base_url, shards=SHARDS)
+    store.kv.put(b"a", b"ns", b"k", b"v")
+    with pytest.raises(ConfigurationError, match=f"created with {SHARDS} logical shards.*shards={SHARDS + 1}"):
+        open_sharded(base_url, shards=SHARDS + 1)
+    again = open_sharded(base_url)  # the recorded count
+    assert again.names == store.names and again.kv.get(b"a", b"ns", b"k") == b"v"
+
+
+@pytest.mark.parametrize("bad", [0, -1, durastate.citus.MAX_SHARDS + 1, "4", True, 2.5])
+def test_bad_shard_counts_are_refused(bad: Any) -> None:
+    with pytest.raises(InvalidRequest, match="shards"):
+        durastate.citus.open("postgresql://127.0.0.1:1/none", shards=bad)
+
+
+def test_bad_urls_are_refused() -> None:
+    with pytest.raises(InvalidRequest, match="coordinator URL"):
+        durastate.citus.open("sqlite:///x.db", shards=4)
+    with pytest.raises(InvalidRequest, match="coordinator URL"):
+        durastate.citus.open("memory:", shards=4)
+
+
+# -- on Citus itself ---------------------------------------------------------------------
+
+
+def _placements(admin: psycopg.Connection[Any], schemas: list[str], table: str) -> dict[str, tuple[str, int, int]]:
+    """schema -> (node name, node port, shard id) of its ``table``."""
+    rows = admin.execute(
+        "SELECT table_name::text, nodename, nodeport, shardid FROM citus_shards WHERE citus_table_type = 'schema'"
+    ).fetchall()
+    found = {}
+    for name, host, port, shard in rows:
+        schema, _, rel = name.rpartition(".")
+        if schema.strip('"') in schemas and rel == table:
+            found[schema.strip('"')] = (host, port, shard)
+    return found
+
+
+def test_shards_are_distributed_schemas_spread_over_workers(
+    citus_base: str, open_sharded: Callable[..., CitusStore]
+) -> None:
+    store = open_sharded(citus_base, shards=SHARDS)
+    prefix = store.coordinator.prefix
+    with psycopg.connect(citus_base, autocommit=True) as admin:
+        distributed = {r[0] for r in admin.execute("SELECT schema_name::text FROM citus_schemas")}
+        assert set(store.names) <= distributed
+        placed = _placements(admin, store.names, prefix + "kv")
+    assert set(placed) == set(store.names)
+    assert len({(host, port) for host, port, _ in placed.values()}) >= 2  # Citus spread them
+
+
+def _worker_backends(worker_url: str) -> list[int]:
+    with psycopg.connect(worker_url, autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT pid FROM pg_stat_activity WHERE application_name LIKE 'citus_internal%%'"
+            " AND state LIKE 'idle in transaction%%' AND pid <> pg_backend_pid()"
+        ).fetchall()
+    return [r[0] for r in rows]
+
+
+def test_cross_shard_transaction_with_a_worker_killed_commits_nothing(
+    citus_base: str, open_sharded: Callable[..., CitusStore]
+) -> None:
+    """A transaction writing shards on both workers; one worker's session killed (SIGKILL: the worker
+    restarts) before COMMIT: the commit fails and neither worker has the writes."""
+    import os
+    import signal
+    import time
+    from urllib.parse import urlsplit, urlunsplit
+
+    store = open_sharded(citus_base, shards=SHARDS)
+    prefix = store.coordinator.prefix
+    with psycopg.connect(citus_base, autocommit=True) as admin:
+        placed = _placements(admin, store.names, prefix + "kv")
+    nodes = sorted({(host, port) for host, port, _ in placed.values()})
+    if len(nodes) < 2 or nodes[0][0] not in ("127.0.0.1", "localhost"):
+        pytest.skip("needs the shards on two workers on this machine (their backends are killed with a signal)")
+    victim = nodes[1]
+    shard_on = {node: next(s for s in store.names if placed[s][:2] == node) for node in nodes}
+    keys = {node: next(k for k in SCOPES if store.names[store.shard_of(k)] == shard_on[node]) for node in nodes}
+    worker_url = urlunsplit(urlsplit(citus_base)._replace(netloc=f"postgres@{victim[0]}:{victim[1]}"))
+    with pytest.raises(DurastateError), store.transaction(keys[nodes[0]]):
+        for key in keys.values():
+            store.kv.put(key, b"ns", b"k", b"half")
+        backends = _worker_backends(worker_url)
+        assert backends, "the transaction holds a session on the victim worker"
+        for pid in backends:
+            os.kill(pid, signal.SIGKILL)  # the worker's postmaster resets every session and recovers
+    deadline = time.monotonic() + 60
+    while True:  # wait until the worker accepts connections again (a condition, not a fixed delay)
+        try:
+            psycopg.connect(worker_url, connect_timeout=2).close()
+            break
+        except psycopg.OperationalError:
+            if time.monotonic() > deadline:
+                raise
+    for key in keys.values():
+        assert store.kv.get(key, b"ns", b"k") is None
+    with store.transaction(keys[nodes[0]]):  # and the cluster commits across workers again
+        for key in keys.values():
+            store.kv.put(key, b"ns", b"k", b"whole")
+    assert [store.kv.get(key, b"ns", b"k") for key in keys.values()] == [b"whole", b"whole"]
