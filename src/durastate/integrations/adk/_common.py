@@ -24,7 +24,7 @@ from typing import Any, NoReturn
 from pydantic import BaseModel
 from pydantic_core import PydanticSerializationError, to_jsonable_python
 
-from ..._json import has_non_finite
+from ..._json import dump_json, has_non_finite
 from ..._validate import fail, fail_type
 from ...errors import Conflict, InvalidRequest, NotFound
 
@@ -104,13 +104,17 @@ def json_safe(what: str, value: dict[str, Any]) -> dict[str, Any]:
     """``value`` with every member in its JSON form, as ADK's SQL services convert state.
 
     A member pydantic cannot convert is refused (``InvalidRequest``) instead of
-    being stored as its ``str()``. NaN, infinities and integers beyond 64 bits
-    are refused later by the documents facet (``InvalidRequest``, nothing written).
+    being stored as its ``str()``; so are NaN, infinities and integers beyond
+    64 bits (checked here, before the caller changes anything, although the
+    documents facet would refuse them too).
     """
+    if not value:
+        return {}
     try:
         converted: dict[str, Any] = to_jsonable_python(value)
     except (PydanticSerializationError, TypeError, ValueError) as exc:
         refuse(what, exc)
+    dump_json(what, converted)
     return converted
 
 
