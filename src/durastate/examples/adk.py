@@ -16,16 +16,9 @@ too); by default a fresh SQLite file in a temporary folder. Needs
 
 from __future__ import annotations
 
-import argparse
-import asyncio
 import logging
-import subprocess
-import sys
-import tempfile
 import warnings
 from collections.abc import AsyncGenerator
-from pathlib import Path
-from typing import Any
 
 from google.adk.agents import LlmAgent
 from google.adk.errors._stale_session_error import StaleSessionError
@@ -38,6 +31,8 @@ from google.genai import types
 from pydantic import Field
 
 from durastate.integrations.adk import DurastateSessionService
+
+from ._url import two_processes
 
 APP, USER, SESSION = "weather-app", "user-42", "chat-1"
 
@@ -114,20 +109,9 @@ async def second_turn(url: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description="A Google ADK agent whose session survives its process.")
-    parser.add_argument("--url", help="a durastate URL (default: a temporary SQLite file)")
-    parser.add_argument("--second-turn", action="store_true", help=argparse.SUPPRESS)
-    args = parser.parse_args(argv)
     warnings.filterwarnings("ignore", category=UserWarning)  # ADK's experimental-feature notices
     logging.getLogger("google_adk").setLevel(logging.ERROR)  # "missing token usage": the model is scripted
-    if args.second_turn:
-        asyncio.run(second_turn(args.url))
-        return
-    with tempfile.TemporaryDirectory() as folder:
-        url: Any = args.url or f"sqlite://{Path(folder, 'adk.db')}"
-        asyncio.run(first_turn(url))
-        again = [sys.executable, "-m", "durastate.examples.adk", "--second-turn", "--url", url]
-        subprocess.run(again, check=True)
+    two_processes(argv, "adk", "A Google ADK agent whose session survives its process.", first_turn, second_turn)
 
 
 if __name__ == "__main__":

@@ -38,7 +38,12 @@ def _stored(store: durastate.Store) -> list[tuple[bytes, bytes]]:
 
 @pytest.mark.parametrize(
     ("delta", "why"),
-    [({"k": Opaque()}, "cannot be stored as JSON"), ({"k": math.nan}, "NaN"), ({"user:k": [math.inf]}, "NaN or an infinity"), ({"k": 2**70}, "64 bits|64-bit")],
+    [
+        ({"k": Opaque()}, "cannot be stored as JSON"),
+        ({"k": math.nan}, "NaN"),
+        ({"user:k": [math.inf]}, "NaN or an infinity"),
+        ({"k": 2**70}, "64 bits|64-bit"),
+    ],
 )
 def test_an_event_json_cannot_hold_is_refused_and_nothing_changes(
     store: durastate.Store, delta: dict[str, Any], why: str

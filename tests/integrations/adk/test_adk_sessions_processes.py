@@ -18,12 +18,9 @@
 from __future__ import annotations
 
 import asyncio
-import multiprocessing
 import os
 import signal
-import traceback
-from collections.abc import AsyncGenerator, Callable
-from multiprocessing.connection import Connection
+from collections.abc import AsyncGenerator
 from multiprocessing.synchronize import Barrier
 from typing import Any
 
@@ -41,45 +38,14 @@ from pydantic import Field
 
 from durastate.integrations.adk import DurastateSessionService
 
+from .._processes import SPAWN, WORKER_TIMEOUT, in_processes
+
 pytestmark = [pytest.mark.multiprocess, pytest.mark.filterwarnings("ignore::UserWarning")]
 
-SPAWN = multiprocessing.get_context("spawn")
-WORKER_TIMEOUT = 120.0
 WRITERS = 4
 ROUNDS = 4
 FREE = 8
 APP, USER, SESSION = "app", "user", "shared"
-
-
-def _report(sender: Connection, func: Callable[..., Any], args: tuple[Any, ...]) -> None:
-    try:
-        sender.send((True, func(*args)))
-    except BaseException:
-        sender.send((False, traceback.format_exc()))
-
-
-def _in_processes(*calls: tuple[Callable[..., Any], tuple[Any, ...]]) -> list[Any]:
-    """Run each ``func(*args)`` in its own spawned process; their results, in order."""
-    started = []
-    for func, args in calls:
-        receiver, sender = SPAWN.Pipe(duplex=False)
-        process = SPAWN.Process(target=_report, args=(sender, func, args))
-        process.start()
-        sender.close()
-        started.append((func.__name__, process, receiver))
-    results = []
-    try:
-        for name, _process, receiver in started:
-            assert receiver.poll(WORKER_TIMEOUT), f"worker {name} hung"
-            ok, value = receiver.recv()
-            assert ok, f"worker {name} failed:\n{value}"
-            results.append(value)
-    finally:
-        for _name, process, _receiver in started:
-            process.join(WORKER_TIMEOUT)
-            if process.is_alive():
-                process.kill()
-    return results
 
 
 def _event(writer: int, label: str, n: int) -> Event:
@@ -131,7 +97,7 @@ def test_four_processes_append_to_one_session(shared_url: str) -> None:
 
     asyncio.run(setup())
     barrier = SPAWN.Barrier(WRITERS)
-    results = _in_processes(*((_writer, (shared_url, w, barrier)) for w in range(WRITERS)))
+    results = in_processes(*((_writer, (shared_url, w, barrier)) for w in range(WRITERS)))
 
     # Each lockstep round: one winner, three stale writers refused.
     winners = sorted(n for result in results for n in result["won"])
@@ -237,7 +203,7 @@ def test_an_agent_run_killed_mid_invocation_resumes_in_a_new_process(shared_url:
     killed.join(WORKER_TIMEOUT)
     assert killed.exitcode == -signal.SIGKILL
 
-    [resumed] = _in_processes((_resume, (shared_url,)))
+    [resumed] = in_processes((_resume, (shared_url,)))
 
     before = resumed["before"]  # what the killed process had stored: the question and the call
     assert before[0]["content"]["parts"][0]["text"] == "Weather in Oslo?"

@@ -117,7 +117,7 @@ from google.adk.sessions.state import State
 from ... import store as _store
 from ..._validate import fail, fail_type
 from ...documents import Document
-from ...errors import Conflict, StoreClosed
+from ...errors import Conflict
 from .._common import StoreHolder
 from ._common import PREFIX, SessionExists, SessionNotFound, StaleSession, dump_model, json_safe, name, segment
 
@@ -215,7 +215,6 @@ class DurastateSessionService(StoreHolder, BaseSessionService):
             fail(f"decoded_events must be an int >= 0, got {decoded_events!r}")
         super().__init__(url, store, name="durastate-adk-sessions")
         self._decoded = _Decoded(decoded_events)
-        self._closed = False
 
     # -- ADK's BaseSessionService ------------------------------------------------
 
@@ -263,25 +262,13 @@ class DurastateSessionService(StoreHolder, BaseSessionService):
         return await self._aio.call(self._append, session, event)
 
     # -- lifecycle -------------------------------------------------------------------
-
-    def close(self) -> None:
-        """Refuse further calls, wait for calls on worker threads; close the store if this service opened it."""
-        self._closed = True
-        super().close()
-
-    async def aclose(self) -> None:
-        """``close()`` without blocking the event loop."""
-        self._closed = True
-        await super().aclose()
+    # close() / aclose() (and async with) come from StoreHolder: they end the
+    # service's AsyncCalls, after which every call raises StoreClosed.
 
     def __repr__(self) -> str:
-        return f"<DurastateSessionService on {self.store.url}{' (closed)' if self._closed else ''}>"
+        return f"<DurastateSessionService on {self.store.url}{' (closed)' if self._aio.runner.closed else ''}>"
 
     # -- addresses -----------------------------------------------------------------------
-
-    def _check_open(self) -> None:
-        if self._closed:
-            raise StoreClosed("DurastateSessionService is closed")
 
     @staticmethod
     def _key(app: str, user: str, session_id: str) -> str:
@@ -311,7 +298,6 @@ class DurastateSessionService(StoreHolder, BaseSessionService):
     def _create(
         self, app_name: Any, user_id: Any, state: Any, session_id: Any, made_id: str | None, now: float
     ) -> Session:
-        self._check_open()
         app = name("app_name", app_name)
         user = name("user_id", user_id)
         if state is not None and not isinstance(state, dict):
@@ -346,7 +332,6 @@ class DurastateSessionService(StoreHolder, BaseSessionService):
         return session
 
     def _get(self, app_name: Any, user_id: Any, session_id: Any, config: Any) -> Session | None:
-        self._check_open()
         app = name("app_name", app_name)
         user = name("user_id", user_id)
         sid = name("session_id", session_id).strip()
@@ -385,7 +370,6 @@ class DurastateSessionService(StoreHolder, BaseSessionService):
         return events
 
     def _list(self, app_name: Any, user_id: Any) -> ListSessionsResponse:
-        self._check_open()
         app = name("app_name", app_name)
         user = None if user_id is None else name("user_id", user_id)
         prefix = f"{PREFIX}s/{segment(app)}/" + ("" if user is None else f"{segment(user)}/")
@@ -407,7 +391,6 @@ class DurastateSessionService(StoreHolder, BaseSessionService):
         return ListSessionsResponse(sessions=sessions)
 
     def _delete(self, app_name: Any, user_id: Any, session_id: Any) -> None:
-        self._check_open()
         key = self._key(name("app_name", app_name), name("user_id", user_id), name("session_id", session_id).strip())
         with self.store.transaction():
             found = self.store.documents.read(key)
@@ -417,11 +400,9 @@ class DurastateSessionService(StoreHolder, BaseSessionService):
             self.store.kv.delete(SCOPE, found.data["uid"].encode(), all=True)
 
     def _user_state(self, app_name: Any, user_id: Any) -> dict[str, Any]:
-        self._check_open()
         return self._read_scoped(self._user_key(name("app_name", app_name), name("user_id", user_id)))
 
     def _append(self, session: Any, event: Any) -> Event:
-        self._check_open()
         if not isinstance(session, Session):
             fail_type("session", "a google.adk.sessions.Session", session)
         if not isinstance(event, Event):
