@@ -1,7 +1,7 @@
 """Google ADK on durastate: sessions, artifacts and memory (extra ``[adk]``).
 
 Built and tested against ``google-adk`` 2.13.0 (pinned in the ``test``
-extra). Three services, each a subclass of ADK's own base class, on any
+extra). Two services, each a subclass of ADK's own base class, on any
 durastate URL (one SQLite file shared by several processes, or
 PostgreSQL)::
 
@@ -15,9 +15,9 @@ PostgreSQL)::
   sessions as documents whose revision compare-and-swap is the
   ``StaleSessionError`` check, events in kv (``sessions``).
 * ``DurastateArtifactService`` (``google.adk.artifacts.BaseArtifactService``):
-  versioned artifacts (``artifacts``).
-* ``DurastateMemoryService`` (``google.adk.memory.BaseMemoryService``):
-  keyword memory over session events (``memory``).
+  versioned artifacts in kv, a counter handing out versions (``artifacts``).
+
+``google.adk.memory.BaseMemoryService`` is not implemented yet.
 
 ``docs/adk.md`` has the details; each module's docstring states its contract.
 """
@@ -25,10 +25,12 @@ PostgreSQL)::
 from __future__ import annotations
 
 from ._common import ArtifactInputError, SessionExists, SessionNotFound, StaleSession
+from .artifacts import DurastateArtifactService
 from .sessions import DurastateSessionService
 
 __all__ = [
     "ArtifactInputError",
+    "DurastateArtifactService",
     "DurastateSessionService",
     "SessionExists",
     "SessionNotFound",

@@ -19,6 +19,7 @@ and for integers outside signed 64 bits (the documents facet's rule).
 
 from __future__ import annotations
 
+import re
 from typing import Any, NoReturn
 
 from pydantic import BaseModel
@@ -47,6 +48,7 @@ __all__ = [
     "json_safe",
     "name",
     "segment",
+    "unsegment",
 ]
 
 PREFIX = "adk/"
@@ -94,6 +96,15 @@ def segment(value: str) -> str:
     if "\x00" in value:
         value = value.replace("\x00", "%00")
     return value
+
+
+_ESCAPED = re.compile("%(25|2F|00)")
+_UNESCAPED = {"25": "%", "2F": "/", "00": "\x00"}
+
+
+def unsegment(value: str) -> str:
+    """The name ``segment`` escaped (read left to right: ``%252F`` is ``%2F``)."""
+    return _ESCAPED.sub(lambda match: _UNESCAPED[match.group(1)], value) if "%" in value else value
 
 
 def refuse(what: str, exc: Exception) -> NoReturn:
