@@ -4,10 +4,13 @@ Run it with ``make bench-langgraph`` (or ``.venv/bin/python bench/langgraph.py -
 
 Pairs, each contender on its own fresh database:
 
-* ``sqlite``: ``DurastateSaver.from_url(<file>)`` (durastate defaults: WAL,
-  ``synchronous=NORMAL``) vs ``SqliteSaver(sqlite3.connect(<file>))``
-  (langgraph-checkpoint-sqlite, its defaults: WAL, the build's
-  ``synchronous``), both files in one temporary folder;
+* ``sqlite``: ``DurastateSaver.from_url(<file>, durability=...)`` vs
+  ``SqliteSaver(sqlite3.connect(<file>))`` (langgraph-checkpoint-sqlite:
+  WAL), both files in one temporary folder, at the same durability
+  (``--durability full``, the default: SqliteSaver as shipped, SQLite's
+  ``synchronous=FULL``, and durastate's ``durability="full"``; ``normal``:
+  SqliteSaver's connection set to ``synchronous=NORMAL``, durastate's
+  default);
 * ``sqlite-async``: the same durastate saver's ``a*`` methods vs
   ``AsyncSqliteSaver`` (aiosqlite);
 * ``postgres`` / ``postgres-async``: ``DurastateSaver.from_url(<url>)`` vs
@@ -27,9 +30,10 @@ writes (source, step, parents, run_id). Each thread is preloaded with
 Ops: ``put`` (a new checkpoint, child of the previous one), ``put_writes``
 (two writes of a new task against the latest checkpoint),
 ``get_tuple(latest)`` (no checkpoint id), ``list(limit 10)``, and ``graph
-run``: a whole ``invoke`` of a five-step ``StateGraph`` on a new thread
-(LangGraph's default durability), the mix a real run asks of a saver
-(calls/s there are runs/s, ``--calls``/10 runs per round).
+run``: an agent loop on a new thread (``agent_graph``: five nodes, a
+reducer channel, 24 steps, an ``interrupt()`` and the resume, LangGraph's
+default durability), the mix a real run asks of a saver (calls/s there are
+runs/s, ``--calls``/10 runs per round).
 
 Method: one untimed warm-up round, then ``--rounds`` rounds; in every round
 each op runs ``--calls`` times per contender, back to back, the contender
@@ -56,7 +60,6 @@ import tempfile
 import time
 import uuid
 from collections.abc import Awaitable, Callable
-from itertools import pairwise
 from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
@@ -68,6 +71,7 @@ sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _here]
 from langchain_core.messages import AIMessage, HumanMessage  # noqa: E402
 from langgraph.checkpoint.base import BaseCheckpointSaver, create_checkpoint, empty_checkpoint  # noqa: E402
 from langgraph.graph import END, START, StateGraph  # noqa: E402
+from langgraph.types import Command, interrupt  # noqa: E402
 
 from durastate.integrations.langgraph import DurastateSaver  # noqa: E402
 
@@ -78,7 +82,7 @@ TARGETS = {
     "postgres-async": {"put": 1.0, "list(limit 10)": 1.0, "get_tuple(latest)": 1.0, "put_writes": 1.0},
 }
 OPS = ["put", "put_writes", "get_tuple(latest)", "list(limit 10)", "graph run"]
-GRAPH_STEPS = 5
+GRAPH_TURNS = 10
 
 
 # "dicts" (the issue's reference state) or "langchain" (message objects,
@@ -137,19 +141,54 @@ class Chat:
             await self.saver.aput_writes(*self.writes())
 
 
-class Turn(TypedDict):
+class Agent(TypedDict):
     messages: Annotated[list[Any], operator.add]
+    turns: int
+    approved: bool
 
 
-def chat_graph(saver: BaseCheckpointSaver[Any]) -> Any:
-    """A 5-step linear graph, each step adding a message: what a real run asks of its checkpointer."""
-    builder = StateGraph(Turn)
-    names = [f"step{i}" for i in range(GRAPH_STEPS)]
-    for i, name in enumerate(names):
-        builder.add_node(name, lambda state, i=i: {"messages": messages(i)[:1]})
-    for here, there in pairwise([START, *names, END]):
-        builder.add_edge(here, there)
+def agent_graph(saver: BaseCheckpointSaver[Any]) -> Any:
+    """An agent loop, what a real run asks of its checkpointer.
+
+    Five nodes: ``plan``, then ``agent`` and ``tool`` in turn for
+    ``GRAPH_TURNS`` turns (each adding to the ``messages`` reducer channel
+    and bumping the ``turns`` counter), then ``review``, which interrupts
+    for a human's approval (``interrupt()``), then ``finish``. A run is the
+    ``invoke`` that stops at the interrupt plus the ``invoke`` that resumes
+    it with ``Command(resume=True)``: 2 * GRAPH_TURNS + 4 steps, each a
+    checkpoint with its writes, and a ``get_tuple`` per invoke.
+    """
+    builder = StateGraph(Agent)
+
+    def plan(state: Agent) -> dict[str, Any]:
+        return {"messages": messages(0)[:1], "turns": 0, "approved": False}
+
+    def agent(state: Agent) -> dict[str, Any]:
+        return {"messages": messages(state["turns"])[1:2]}
+
+    def tool(state: Agent) -> dict[str, Any]:
+        return {"messages": messages(state["turns"])[:1], "turns": state["turns"] + 1}
+
+    def review(state: Agent) -> dict[str, Any]:
+        return {"approved": bool(interrupt({"question": "approve?", "turns": state["turns"]}))}
+
+    def finish(state: Agent) -> dict[str, Any]:
+        return {"messages": [{"role": "assistant", "content": f"done: {state['approved']}", "id": "done"}]}
+
+    for name, node in (("plan", plan), ("agent", agent), ("tool", tool), ("review", review), ("finish", finish)):
+        builder.add_node(name, node)
+    builder.add_edge(START, "plan")
+    builder.add_edge("plan", "agent")
+    builder.add_conditional_edges("agent", lambda s: "tool" if s["turns"] < GRAPH_TURNS else "review")
+    builder.add_edge("tool", "agent")
+    builder.add_edge("review", "finish")
+    builder.add_edge("finish", END)
     return builder.compile(checkpointer=saver)
+
+
+def check_run(final: dict[str, Any]) -> None:
+    assert final["approved"] is True and final["turns"] == GRAPH_TURNS, final
+    assert len(final["messages"]) == 2 * GRAPH_TURNS + 3, len(final["messages"])
 
 
 def sync_ops(saver: BaseCheckpointSaver[Any], history: int, calls: int) -> dict[str, Callable[[], None]]:
@@ -177,11 +216,13 @@ def sync_ops(saver: BaseCheckpointSaver[Any], history: int, calls: int) -> dict[
         for _ in range(calls):
             assert len(list(saver.list(config, limit=10))) == 10
 
-    graph = chat_graph(saver)
+    graph = agent_graph(saver)
 
     def graph_run() -> None:
         for _ in range(max(1, calls // 10)):
-            graph.invoke({"messages": []}, {"configurable": {"thread_id": str(uuid.uuid4())}})
+            config = {"configurable": {"thread_id": str(uuid.uuid4())}}
+            assert "__interrupt__" in graph.invoke({"messages": []}, config)
+            check_run(graph.invoke(Command(resume=True), config))
 
     return dict(zip(OPS, (put, put_writes, get_latest, list10, graph_run), strict=True))
 
@@ -211,11 +252,13 @@ async def async_ops(
         for _ in range(calls):
             assert len([t async for t in saver.alist(config, limit=10)]) == 10
 
-    graph = chat_graph(saver)
+    graph = agent_graph(saver)
 
     async def graph_run() -> None:
         for _ in range(max(1, calls // 10)):
-            await graph.ainvoke({"messages": []}, {"configurable": {"thread_id": str(uuid.uuid4())}})
+            config = {"configurable": {"thread_id": str(uuid.uuid4())}}
+            assert "__interrupt__" in await graph.ainvoke({"messages": []}, config)
+            check_run(await graph.ainvoke(Command(resume=True), config))
 
     return dict(zip(OPS, (put, put_writes, get_latest, list10, graph_run), strict=True))
 
@@ -273,10 +316,12 @@ def race(
 def bench_sqlite(args: argparse.Namespace, folder: Path) -> list[str]:
     from langgraph.checkpoint.sqlite import SqliteSaver
 
-    ours = DurastateSaver.from_url(folder / "durastate.db")
+    ours = DurastateSaver.from_url(folder / "durastate.db", durability=args.durability)
     conn = sqlite3.connect(folder / "langgraph.db", check_same_thread=False)
     theirs = SqliteSaver(conn)
     theirs.setup()
+    if args.durability == "normal":
+        conn.execute("PRAGMA synchronous=NORMAL")
     try:
         return race("sqlite", *(sync_ops(s, args.history, args.calls) for s in (ours, theirs)), args, None)
     finally:
@@ -288,9 +333,12 @@ def bench_sqlite_async(args: argparse.Namespace, folder: Path) -> list[str]:
     from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
     loop = asyncio.new_event_loop()
-    ours = DurastateSaver.from_url(folder / "durastate-async.db")
+    ours = DurastateSaver.from_url(folder / "durastate-async.db", durability=args.durability)
     theirs_cm = AsyncSqliteSaver.from_conn_string(str(folder / "langgraph-async.db"))
     theirs = loop.run_until_complete(theirs_cm.__aenter__())
+    loop.run_until_complete(theirs.setup())
+    if args.durability == "normal":
+        loop.run_until_complete(theirs.conn.execute("PRAGMA synchronous=NORMAL"))
     try:
         sides = [loop.run_until_complete(async_ops(s, args.history, args.calls)) for s in (ours, theirs)]
         return race("sqlite-async", *sides, args, loop)
@@ -344,6 +392,13 @@ def main() -> int:
     parser.add_argument("--ops", nargs="*", default=OPS, choices=OPS)
     parser.add_argument("--state", choices=["dicts", "langchain"], default="dicts", help="what the messages are")
     parser.add_argument("--pairs", nargs="*", default=list(TARGETS), choices=list(TARGETS))
+    parser.add_argument(
+        "--durability",
+        choices=["full", "normal"],
+        default="full",
+        help="SQLite, the same on both sides: full (SqliteSaver as shipped, synchronous=FULL; durastate "
+        "durability='full') or normal (SqliteSaver's connection set to synchronous=NORMAL; durastate's default)",
+    )
     parser.add_argument("--clock", choices=["wall", "cpu"], default="wall", help="cpu: time.process_time")
     parser.add_argument(
         "--postgres-url",
@@ -355,7 +410,8 @@ def main() -> int:
     print(f"# bench/langgraph.py {' '.join(sys.argv[1:])}")
     print(f"python {platform.python_version()}, sqlite {sqlite3.sqlite_version}, {platform.platform()}")
     print(
-        f"rounds={args.rounds} calls={args.calls} history={args.history} state={args.state} clock={args.clock}; "
+        f"rounds={args.rounds} calls={args.calls} history={args.history} state={args.state} clock={args.clock} "
+        f"sqlite durability={args.durability}; "
         "calls/s are medians over rounds\n"
     )
     print("| pair | op | durastate calls/s | langgraph calls/s | ratio (range) | target |")

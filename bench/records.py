@@ -56,7 +56,7 @@ from pathlib import Path
 from typing import Any
 
 import durastate
-from durastate.engines.base import NEXT_VALUE
+from durastate.engines.base import NEXT_VALUE, READ
 from durastate.records import COMMIT_SEQUENCE, INSERT_ENTRY, MAX_CHAIN_DEPTH, MAX_SAFE_INTEGER, Records
 
 SEQUENCE = (COMMIT_SEQUENCE,)
@@ -281,13 +281,17 @@ def bench_engine(
         # The raw contender reads the same data: copy the chain's rows.
         conv_rows = store.engine.all(
             store.engine.sql(
-                "SELECT id, owner_conversation_id, owner_task_id, parent_id, parent_at, record"
-                " FROM {p}rec_conversation WHERE id >= ?"
+                READ(
+                    "SELECT id, owner_conversation_id, owner_task_id, parent_id, parent_at, record"
+                    " FROM {p}rec_conversation WHERE id >= ?"
+                )
             ),
             (10_000_000,),
         )
         entry_rows = store.engine.all(
-            store.engine.sql("SELECT id, conversation_id, head, commit_seq, record FROM {p}rec_entry WHERE id >= ?"),
+            store.engine.sql(
+                READ("SELECT id, conversation_id, head, commit_seq, record FROM {p}rec_entry WHERE id >= ?")
+            ),
             (10_000_000,),
         )
         raw.batch(

@@ -36,6 +36,7 @@ import uvicorn
 import durastate
 from durastate.cli.inspect import health, table_stats
 from durastate.cli.ui import create_app
+from durastate.engines.base import READ
 from durastate.testing.sample import fill
 
 PAGE = 50
@@ -99,7 +100,7 @@ def main() -> None:
         base = f"http://127.0.0.1:{args.port}"
         server = serve(create_app(store, page_size=PAGE), args.port)
         kv, q, docs, ev = store.kv, store.queues, store.documents, store.events
-        due = store.engine.one(store.engine.sql("SELECT available_at FROM {p}queue WHERE id = ?"), (deep,))
+        due = store.engine.one(store.engine.sql(READ("SELECT available_at FROM {p}queue WHERE id = ?")), (deep,))
         queue_cursor = f"{due[0]}:{deep}" if due else "0:0"  # the peek cursor of item number `deep`
         big = b"row-%08d" % deep
 

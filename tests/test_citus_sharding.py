@@ -236,3 +236,111 @@ def test_cross_shard_transaction_with_a_worker_killed_commits_nothing(
         for key in keys.values():
             store.kv.put(key, b"ns", b"k", b"whole")
     assert [store.kv.get(key, b"ns", b"k") for key in keys.values()] == [b"whole", b"whole"]
+
+
+def _key_on(store: CitusStore, shard: int, stem: str) -> str:
+    return next(f"{stem}-{i}" for i in range(10_000) if store.shard_of(f"{stem}-{i}") == shard)
+
+
+@pytest.mark.slow
+def test_live_move_of_a_shard_under_load_loses_and_repeats_nothing(
+    citus_base: str, open_sharded: Callable[..., CitusStore]
+) -> None:
+    """One logical shard moved to the other worker (citus_move_shard_placement, logical replication) while
+    threads write to it (kv counter, queue push and pop, event appends, record commits): afterwards every
+    acknowledged write is there exactly once."""
+    import threading
+
+    store = open_sharded(citus_base, shards=SHARDS, max_connections=8)
+    prefix = store.coordinator.prefix
+    with psycopg.connect(citus_base, autocommit=True) as admin:
+        placed = _placements(admin, store.names, prefix + "kv")
+        workers = sorted(
+            admin.execute("SELECT nodename, nodeport FROM pg_dist_node WHERE groupid > 0 AND isactive").fetchall()
+        )
+    if len(workers) < 2:
+        pytest.skip("needs two workers")
+    moved = store.names[0]
+    source = placed[moved]
+    target = next(w for w in workers if tuple(w) != source[:2])
+    scope, queue, session, tenant = (_key_on(store, 0, stem) for stem in ("scope", "queue", "session", "tenant"))
+    shard = store.store_for(tenant)
+    rounds = 30
+    started = threading.Barrier(5)  # four writers and the mover
+    move_done = threading.Event()
+    done = {"kv": 0, "pushed": 0, "events": 0, "records": []}
+    popped: list[bytes] = []
+    errors: list[BaseException] = []
+
+    moved_at: dict[str, int] = {}  # writer -> its op count when the move had returned
+    counts: dict[str, int] = {}
+
+    def run(name: str, work: Callable[[int], None]) -> Callable[[], None]:
+        def loop() -> None:
+            # Writes before the move starts (the barrier), while it runs, and `rounds` more after it returned.
+            i = 0
+            try:
+                while name not in moved_at or i < moved_at[name] + rounds:
+                    work(i)
+                    i += 1
+                    if i == 10:
+                        started.wait(120)
+                    if move_done.is_set() and name not in moved_at:
+                        moved_at[name] = i
+            except BaseException as exc:  # reported by the main thread
+                errors.append(exc)
+                started.abort()
+            counts[name] = i
+
+        return loop
+
+    def kv(i: int) -> None:
+        store.kv.incr(scope.encode(), b"ns", b"n")
+        done["kv"] += 1
+
+    def queues(i: int) -> None:
+        store.queues.push(queue, [f"job-{i}".encode()])
+        done["pushed"] += 1
+        item = store.queues.pop(queue)
+        if item is not None:
+            popped.append(item)
+
+    def events(i: int) -> None:
+        store.events.append(session, [{"type": "tick", "payload": i}])
+        done["events"] += 1
+
+    def records(i: int) -> None:
+        ident = shard.records.mint_id()
+        shard.records.commit([{"type": "conversation", "value": {"id": ident, "title": f"c{i}"}}])
+        done["records"].append(ident)  # type: ignore[attr-defined]
+
+    writers = {"kv": kv, "queues": queues, "events": events, "records": records}
+    threads = [threading.Thread(target=run(name, work)) for name, work in writers.items()]
+    for thread in threads:
+        thread.start()
+    started.wait(120)  # every writer is under way
+    with psycopg.connect(citus_base, autocommit=True) as admin:
+        admin.execute(
+            "SELECT citus_move_shard_placement(%s, %s, %s, %s, %s, shard_transfer_mode => 'force_logical')",
+            (source[2], source[0], source[1], target[0], target[1]),
+        )
+        after = _placements(admin, store.names, prefix + "kv")[moved]
+    move_done.set()
+    for thread in threads:
+        thread.join(240)
+    assert not errors, errors
+    assert tuple(after[:2]) == tuple(target), "the shard moved"
+    while (item := store.queues.pop(queue)) is not None:
+        popped.append(item)
+    # Every writer wrote before the move (10 ops, then the barrier), while it ran (> 10 when it returned), after.
+    assert min(moved_at.values()) > 10, moved_at
+    assert store.kv.counter(scope.encode(), b"ns", b"n") == done["kv"] == counts["kv"]
+    pushed = counts["queues"]
+    assert sorted(popped) == sorted(f"job-{i}".encode() for i in range(pushed))  # each exactly once
+    read = store.events.read(session)
+    assert [e.index for e in read] == list(range(1, counts["events"] + 1))
+    assert [e.payload for e in read] == list(range(counts["events"]))
+    committed = done["records"]
+    assert len(committed) == counts["records"] == shard.records.last_seq()  # type: ignore[arg-type]
+    assert all(shard.records.conversation(ident) is not None for ident in committed)  # type: ignore[union-attr]
+    print(f"live move: ops when the move returned {moved_at}, ops in all {counts}")

@@ -27,8 +27,9 @@ def test_readme_starts_with_the_two_commands() -> None:
     text = README.read_text(encoding="utf-8")
     first = FENCE.search(text)
     assert first is not None
-    before = text[: first.start()].strip().splitlines()
-    assert len(before) == 1 and before[0].startswith("# "), "only the title may come before the commands"
+    title, *tagline = text[: first.start()].strip().split("\n\n")
+    assert title.startswith("# ") and "\n" not in title
+    assert len(tagline) <= 1 and len(" ".join(tagline)) <= 200, "only the title and one sentence come first"
     commands = [line.split("#")[0].strip() for line in first.group(2).splitlines()]
     assert commands == ["make demo", "make test"]
     makefile = (ROOT / "Makefile").read_text(encoding="utf-8")

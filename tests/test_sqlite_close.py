@@ -87,7 +87,7 @@ def run_round():
     for thread in threads:
         thread.join()
     assert outcomes == ["StoreClosed"] * workers, outcomes
-    assert store.engine._connections == {}
+    assert store.engine._connections.by_thread == {} and store.engine._connections.spare == []
 
 
 for _ in range(rounds):
@@ -192,8 +192,8 @@ def test_close_waits_for_a_running_statement_then_closes_its_connection(store: d
     held = _HeldStatement(store)
     # The statement goes on only once close() waits for its connection.
     key = id(held.thread)
-    thread, conn, guard = engine._connections[key]
-    engine._connections[key] = (thread, conn, _SignallingGuard(guard, held.released))  # type: ignore[assignment]
+    thread, conn, guard = engine._connections.by_thread[key]
+    engine._connections.by_thread[key] = (thread, conn, _SignallingGuard(guard, held.released))  # type: ignore[assignment]
     store.close()
     held.thread.join()
     assert held.open_inside == [True]  # not closed while the statement ran

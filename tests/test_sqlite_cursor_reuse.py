@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 import durastate
+from durastate.engines.base import DDL, READ, WRITE, WRITE_ROWS
 from durastate.engines.sqlite import _FORK_GATE, SqliteEngine
 from durastate.engines.sqlite_fork import ForkGate
 
@@ -36,8 +37,8 @@ def pair(tmp_path: Path) -> Iterator[tuple[durastate.Store, durastate.Store]]:
     first = durastate.open(path)
     second = durastate.open(path, busy_timeout=0)
     engine = _engine(first)
-    engine.execute(engine.sql("CREATE TABLE {p}cursor_probe (id INTEGER PRIMARY KEY, n INTEGER NOT NULL)"))
-    engine.executemany(engine.sql("INSERT INTO {p}cursor_probe (n) VALUES (?)"), [(i,) for i in range(50)])
+    engine.execute(engine.sql(DDL("CREATE TABLE {p}cursor_probe (id INTEGER PRIMARY KEY, n INTEGER NOT NULL)")))
+    engine.executemany(engine.sql(WRITE("INSERT INTO {p}cursor_probe (n) VALUES (?)")), [(i,) for i in range(50)])
     yield first, second
     second.close()
     first.close()
@@ -56,10 +57,10 @@ def test_execute_of_a_multi_row_returning_write_commits_before_returning(
 ) -> None:
     first, second = pair
     engine = _engine(first)
-    changed = engine.execute(engine.sql("UPDATE {p}cursor_probe SET n = n + 1000 RETURNING id"))
+    changed = engine.execute(engine.sql(WRITE_ROWS("UPDATE {p}cursor_probe SET n = n + 1000 RETURNING id")))
     assert changed == 50
     assert _other_store_can_write(second), "the RETURNING statement kept the write lock after execute() returned"
-    assert _engine(second).one(_engine(second).sql("SELECT MIN(n) FROM {p}cursor_probe")) == (1000,)
+    assert _engine(second).one(_engine(second).sql(READ("SELECT MIN(n) FROM {p}cursor_probe"))) == (1000,)
 
 
 def test_one_of_a_multi_row_returning_write_commits_before_returning(
@@ -67,12 +68,12 @@ def test_one_of_a_multi_row_returning_write_commits_before_returning(
 ) -> None:
     first, second = pair
     engine = _engine(first)
-    row = engine.one(engine.sql("UPDATE {p}cursor_probe SET n = n + 1000 RETURNING n"))
+    row = engine.one(engine.sql(WRITE_ROWS("UPDATE {p}cursor_probe SET n = n + 1000 RETURNING n")))
     assert row is not None and row[0] >= 1000
     assert _other_store_can_write(second), "the RETURNING statement kept the write lock after one() returned"
-    assert engine.one(engine.sql("SELECT COUNT(*) FROM {p}cursor_probe WHERE n >= 1000")) == (50,)
+    assert engine.one(engine.sql(READ("SELECT COUNT(*) FROM {p}cursor_probe WHERE n >= 1000"))) == (50,)
     # The next call still works (the cursor that held the statement was replaced).
-    assert engine.one(engine.sql("SELECT n FROM {p}cursor_probe WHERE id = 1")) == (1000,)
+    assert engine.one(engine.sql(READ("SELECT n FROM {p}cursor_probe WHERE id = 1"))) == (1000,)
 
 
 def _no_reader_pins_the_wal(store: durastate.Store) -> bool:
@@ -91,14 +92,14 @@ def _no_reader_pins_the_wal(store: durastate.Store) -> bool:
 def test_one_of_a_multi_row_select_leaves_no_snapshot_behind(pair: tuple[durastate.Store, durastate.Store]) -> None:
     first, second = pair
     engine = _engine(first)
-    assert engine.one(engine.sql("SELECT id FROM {p}cursor_probe ORDER BY id")) == (1,)
+    assert engine.one(engine.sql(READ("SELECT id FROM {p}cursor_probe ORDER BY id"))) == (1,)
     assert _no_reader_pins_the_wal(second)
 
 
 def test_all_leaves_no_snapshot_behind(pair: tuple[durastate.Store, durastate.Store]) -> None:
     first, second = pair
     engine = _engine(first)
-    rows = engine.all(engine.sql("SELECT id, n FROM {p}cursor_probe ORDER BY id"))
+    rows = engine.all(engine.sql(READ("SELECT id, n FROM {p}cursor_probe ORDER BY id")))
     assert len(rows) == 50
     assert _no_reader_pins_the_wal(second)
 
@@ -135,17 +136,17 @@ def test_an_interruption_between_statement_and_rows_releases_the_lock(
 ) -> None:
     first, second = pair
     engine = _engine(first)
-    engine.execute(engine.sql("SELECT 1"))  # the thread's cursor exists
+    engine.execute(engine.sql(READ("SELECT 1")))  # the thread's cursor exists
     real = engine._local.cursor
     assert real is not None
     interrupted = _InterruptedCursor(real)
     engine._local.cursor = interrupted  # type: ignore[assignment]
     with pytest.raises(KeyboardInterrupt):
-        getattr(engine, method)(engine.sql("UPDATE {p}cursor_probe SET n = n + 1 RETURNING id"))
+        getattr(engine, method)(engine.sql(WRITE_ROWS("UPDATE {p}cursor_probe SET n = n + 1 RETURNING id")))
     assert interrupted.closed
     assert engine._local.cursor is None  # the next call takes a fresh cursor
     assert _other_store_can_write(second), "the interrupted statement kept the write lock"
-    assert engine.one(engine.sql("SELECT MIN(n) FROM {p}cursor_probe")) == (1,)
+    assert engine.one(engine.sql(READ("SELECT MIN(n) FROM {p}cursor_probe"))) == (1,)
 
 
 def test_release_connection_forgets_the_cursor(tmp_path: Path) -> None:

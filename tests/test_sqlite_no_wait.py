@@ -24,6 +24,7 @@ import pytest
 import durastate
 from durastate import aio
 from durastate._aio import AsyncRunner
+from durastate.engines.base import DDL, READ, WRITE
 from durastate.engines.sqlite import LockBusy, SqliteEngine
 from durastate.testing.locking import WriteLockHolder
 
@@ -35,7 +36,7 @@ def mixed(tmp_path: Path) -> Iterator[tuple[durastate.Store, aio.AsyncStore, Pat
     store = durastate.open(path)
     engine = store.engine
     assert isinstance(engine, SqliteEngine)
-    engine.execute(engine.sql("CREATE TABLE {p}probe (n INTEGER NOT NULL)"))
+    engine.execute(engine.sql(DDL("CREATE TABLE {p}probe (n INTEGER NOT NULL)")))
     astore = aio.AsyncStore(store, AsyncRunner(engine, workers=2, name="mixed"))
     yield store, astore, path
     astore._runner.close()
@@ -44,12 +45,12 @@ def mixed(tmp_path: Path) -> Iterator[tuple[durastate.Store, aio.AsyncStore, Pat
 
 def _probe(store: durastate.Store) -> list[int]:
     engine = store.engine
-    return sorted(row[0] for row in engine.all(engine.sql("SELECT n FROM {p}probe")))
+    return sorted(row[0] for row in engine.all(engine.sql(READ("SELECT n FROM {p}probe"))))
 
 
 def _insert_many(store: durastate.Store, rows: list[tuple[int]] | Iterator[tuple[int]]) -> None:
     engine = store.engine
-    engine.executemany(engine.sql("INSERT INTO {p}probe (n) VALUES (?)"), rows)
+    engine.executemany(engine.sql(WRITE("INSERT INTO {p}probe (n) VALUES (?)")), rows)
 
 
 def _in_transaction(store: durastate.Store) -> None:

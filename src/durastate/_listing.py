@@ -22,10 +22,11 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from ._validate import fail, shown
+from .engines.base import READ, Statement
 
 
-def distinct_sql(table: str, column: str, fixed: Sequence[str] = (), *, after: bool) -> str:
-    """A statement template listing distinct ``column`` values of ``{p}table``.
+def distinct_sql(table: str, column: str, fixed: Sequence[str] = (), *, after: bool) -> Statement:
+    """A read listing distinct ``column`` values of ``{p}table``.
 
     Bound parameters, in order: one per ``fixed`` column, then the ``after``
     bound (only when ``after``), then the ``fixed`` values again (for the
@@ -35,7 +36,7 @@ def distinct_sql(table: str, column: str, fixed: Sequence[str] = (), *, after: b
     first = conditions + ([f"{column} > ?"] if after else [])
     step = [*conditions, f"{column} > walk.name"]
     first_where = f" WHERE {' AND '.join(first)}" if first else ""
-    return (
+    return READ(
         "WITH RECURSIVE walk(name, n) AS ("
         f" SELECT (SELECT {column} FROM {{p}}{table}{first_where} ORDER BY {column} LIMIT 1), 1"
         " UNION ALL"

@@ -39,7 +39,7 @@ once per shard it serves.
 Without Citus the same URL works on plain PostgreSQL (the shards are plain
 schemas of one server: the same logical layout, ready for Citus later), and
 ``durastate.sharding`` with ``durastate shards`` spreads the same logical
-shards over several servers (docs/outgrowing-one-machine.md).
+shards over several servers (docs/operations/outgrowing-one-machine.md).
 """
 
 from __future__ import annotations
@@ -51,17 +51,13 @@ from ._validate import as_int64, fail
 from .engines.base import validate_prefix
 from .engines.postgres import PostgresEngine
 from .engines.postgres_citus import SchemaEngine, citus_url, logical_shards
+from .shard_map import shard_names
 from .sharding import ShardedStore
 from .store import OpenOptions, Store, _open_parts
 
 __all__ = ["MAX_SHARDS", "CitusStore", "open", "shard_names"]
 
 MAX_SHARDS = 4096
-
-
-def shard_names(prefix: str, count: int) -> list[str]:
-    """The schema (and rendezvous) names of ``count`` logical shards: ``<prefix>shard_0000`` ..."""
-    return [f"{prefix}shard_{i:04d}" for i in range(count)]
 
 
 def _as_shard_count(shards: Any) -> int | None:

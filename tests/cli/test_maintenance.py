@@ -59,7 +59,7 @@ def test_expired_rows_go_in_bounded_resumable_runs(shared_url: str) -> None:
     assert (second["expired_values"], second["expired_presence"], second["finished"]) == (30, 2, True)
     third = maintain(shared_url)
     assert third["expired_values"] == third["expired_presence"] == 0
-    assert second["bytes_returned"] >= 0  # maintain()'s own report (tests/test_pain_space_and_code.py: the space itself)
+    assert "bytes_returned" in second  # the CLI passes maintain()'s report on (test_pain_space_and_code: the space)
     with durastate.open(shared_url) as store:
         assert [k for k, _ in store.kv.scan(b"cache", b"http")] == [b"keep"]
         assert [p.participant for p in store.presence.peek("room")] == ["bob"]

@@ -28,8 +28,6 @@ installs it when it runs as root (CI) and skips, saying so, otherwise.
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -38,6 +36,7 @@ from typing import Any
 import pytest
 
 import durastate
+from durastate.engines.postgres_health import failover_facts
 from durastate.testing import failover
 from durastate.testing.ha import AutoFailoverCluster, find_pg_autoctl
 
@@ -63,68 +62,6 @@ def cluster(tmp_path: Path) -> Iterator[AutoFailoverCluster]:
         c.stop()
 
 
-class Workers:
-    """The three workload processes and their logs."""
-
-    def __init__(self, url: str, folder: Path) -> None:
-        self.stop_file = folder / "stop"
-        self.logs = {f"p{i}": folder / f"p{i}.jsonl" for i in range(len(MODES))}
-        self.processes = [
-            subprocess.Popen(
-                [sys.executable, "-m", "durastate.testing.failover", url, str(log), str(self.stop_file), mode, tag],
-                stderr=open(folder / f"{tag}.stderr", "wb"),  # noqa: SIM115 (the child owns it)
-            )
-            for (tag, log), mode in zip(self.logs.items(), MODES, strict=True)
-        ]
-        self.folder = folder
-
-    def lines(self) -> dict[str, list[dict[str, Any]]]:
-        return {tag: failover.read_log(path) if path.exists() else [] for tag, path in self.logs.items()}
-
-    def wait_until(self, what: str, done: Any) -> None:
-        """Poll the logs until ``done(lines of one process)`` holds for every process (or fail, with the logs)."""
-        deadline = time.monotonic() + HANG_GUARD
-        while True:
-            lines = self.lines()
-            if all(done(tag_lines) for tag_lines in lines.values()):
-                return
-            for p in self.processes:
-                assert p.poll() is None, f"a workload process exited ({p.returncode}): {self.stderr()}"
-            assert time.monotonic() < deadline, f"{what}: {self.summary(lines)}"
-            time.sleep(0.1)
-
-    def stop(self) -> None:
-        self.stop_file.touch()
-        for p in self.processes:
-            try:
-                p.wait(timeout=HANG_GUARD)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                pytest.fail(f"a workload process did not stop: {self.stderr()}")
-            assert p.returncode == 0, f"a workload process failed ({p.returncode}): {self.stderr()}"
-
-    def kill(self) -> None:
-        for p in self.processes:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-
-    def stderr(self) -> str:
-        return " | ".join(path.read_text()[-2000:] for path in sorted(self.folder.glob("*.stderr")))
-
-    @staticmethod
-    def summary(lines: dict[str, list[dict[str, Any]]]) -> str:
-        return "; ".join(f"{tag}: {len(tl)} lines, last {tl[-3:] if tl else None}" for tag, tl in lines.items())
-
-
-def _writes_after(t: float, count: int = 20) -> Any:
-    return lambda lines: sum(1 for line in lines if line["op"] in failover.WRITES and line["t"] > t) >= count
-
-
-def _woke_after(t: float) -> Any:
-    return lambda lines: any(line["op"] == "woke" and line["t"] > t for line in lines)
-
-
 def _errors(lines: dict[str, list[dict[str, Any]]]) -> list[dict[str, Any]]:
     return [line for tag_lines in lines.values() for line in tag_lines if line["op"] == "error"]
 
@@ -132,24 +69,30 @@ def _errors(lines: dict[str, list[dict[str, Any]]]) -> list[dict[str, Any]]:
 def test_failover_loses_nothing_acknowledged(
     cluster: AutoFailoverCluster, tmp_path: Path, record_property: Any
 ) -> None:
-    durastate.open(cluster.url).close()  # migrate once, before the workers race to
-    workers = Workers(cluster.url, tmp_path)
+    with durastate.open(cluster.url) as store:  # migrate once, before the workers race to
+        facts, warnings = failover_facts(store.engine)
+    # What `durastate doctor` says of this cluster: commits wait for the synchronous standby.
+    assert facts["synchronous_standbys"] == 1 and facts["commits_wait_for_a_standby"] is True, facts
+    assert warnings == []
+    primary = cluster.primary()
+    [standby] = [node for node in cluster.nodes if node is not primary]
+    with durastate.open(f"postgresql://postgres@127.0.0.1:{standby.port}/postgres", read_only=True) as store:
+        facts, warnings = failover_facts(store.engine)
+    assert facts["in_recovery"] is True and any("standby (in recovery)" in w for w in warnings)
+    workers = failover.Workers(cluster.url, tmp_path, MODES)
     timings: dict[str, float] = {}
     try:
-        workers.wait_until("the workload to start", _writes_after(0.0, 50))
+        workers.wait_until("the workload to start", failover.writes_after(0.0, 50))
 
         # (a) SIGKILL of the primary.
         fault = time.monotonic()
         killed = cluster.kill_primary()
         cluster.wait_for_primary(other_than=killed, timeout=HANG_GUARD)
         timings["kill: cluster promoted"] = time.monotonic() - fault
-        workers.wait_until("writes after the kill", _writes_after(fault))
-        workers.wait_until("waiters waking after the kill", _woke_after(fault))
-        lines = workers.lines()
-        timings["kill: first write"] = failover.write_stall(
-            [line for tag_lines in lines.values() for line in tag_lines], fault
-        )
-        found = failover.check(cluster.url, lines, final=False)
+        workers.wait_until("writes after the kill", failover.writes_after(fault))
+        workers.wait_until("waiters waking after the kill", failover.woke_after(fault))
+        timings["kill: first write"] = failover.write_stall(workers.all_lines(), fault)
+        found = failover.check(cluster.url, workers.lines(), final=False)
         assert not found.problems, found.problems
 
         # (b) A switchover, once the killed node is back as the standby.
@@ -158,19 +101,19 @@ def test_failover_loses_nothing_acknowledged(
         fault = time.monotonic()
         cluster.switchover()
         timings["switchover: command returned"] = time.monotonic() - fault
-        workers.wait_until("writes after the switchover", _writes_after(fault))
-        workers.wait_until("waiters waking after the switchover", _woke_after(fault))
+        workers.wait_until("writes after the switchover", failover.writes_after(fault))
+        workers.wait_until("waiters waking after the switchover", failover.woke_after(fault))
         workers.stop()
     finally:
         workers.kill()
     lines = workers.lines()
-    timings["switchover: first write"] = failover.write_stall(
-        [line for tag_lines in lines.values() for line in tag_lines], fault
-    )
+    timings["switchover: first write"] = failover.write_stall(workers.all_lines(), fault)
     found = failover.check(cluster.url, lines)
     for name, seconds in timings.items():
         record_property(name, round(seconds, 2))
     print(f"\nfailover timings (s): {timings}; acknowledged: {dict(found.acknowledged)}; errors: {dict(found.errors)}")
+    for line in _errors(lines):
+        print(f"  {line['what']}: {line['error']}: {line['message'][-120:]} at {line.get('where')}")
     assert not found.problems, found.problems
     # Each process opened its store once and carried on with it through both faults.
     assert all(sum(1 for line in tl if line["op"] == "open") == 1 for tl in lines.values())

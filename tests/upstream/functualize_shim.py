@@ -31,15 +31,16 @@ from pathlib import Path
 from typing import Any
 
 from durastate.compat.functualize import SQLiteSubstrate
+from durastate.engines.base import READ, WRITE
 from durastate.testing import postgres_server
 
 ENGINE = os.environ.get("DURASTATE_SHIM_ENGINE", "sqlite-file")
 
 # The raw statements of the upstream file, and what they become here.
 _PLANT_PAYLOAD = re.compile(r"UPDATE documents SET payload = \? WHERE key = \?")
-_PLANT_PAYLOAD_SQL = "UPDATE {p}documents SET payload = ? WHERE key = ?"
+_PLANT_PAYLOAD_SQL = WRITE("UPDATE {p}documents SET payload = ? WHERE key = ?")
 _READ_PAYLOAD = re.compile(r"SELECT payload FROM documents WHERE key = '([^']*)'")
-_READ_PAYLOAD_SQL = "SELECT payload FROM {p}documents WHERE key = ?"
+_READ_PAYLOAD_SQL = READ("SELECT payload FROM {p}documents WHERE key = ?")
 
 _schemas: dict[str, tuple[str, str]] = {}  # path -> (url, schema) on PostgreSQL
 

@@ -66,7 +66,9 @@ class AsyncScopedKV(Facade):
     async def namespaces(self, *, after: bytes | None = None, limit: int = 100) -> list[bytes]: ...
     async def put(self, ns: bytes, key: bytes, value: bytes, *, ttl: float | None = None) -> None: ...
     async def put_if_absent(self, ns: bytes, key: bytes, value: bytes, *, ttl: float | None = None) -> bool: ...
-    async def put_many(self, ns: bytes, items: Iterable[tuple[bytes, bytes]], *, ttl: float | None = None) -> None: ...
+    async def put_many(
+        self, ns: bytes, items: Iterable[tuple[bytes, bytes]], *, ttl: float | None = None, if_absent: bool = False
+    ) -> None: ...
     def scan(
         self,
         ns: bytes,
@@ -130,7 +132,13 @@ class AsyncKV(Facade):
         self, scope: bytes, ns: bytes, key: bytes, value: bytes, *, ttl: float | None = None
     ) -> bool: ...
     async def put_many(
-        self, scope: bytes, ns: bytes, items: Iterable[tuple[bytes, bytes]], *, ttl: float | None = None
+        self,
+        scope: bytes,
+        ns: bytes,
+        items: Iterable[tuple[bytes, bytes]],
+        *,
+        ttl: float | None = None,
+        if_absent: bool = False,
     ) -> None: ...
     def scan(
         self,

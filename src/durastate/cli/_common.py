@@ -90,23 +90,47 @@ def sqlite_file(url: str | None) -> Path | None:
 
 
 def open_store(
-    url: str | None, prefix: str, *, create: bool = False, retention: durastate.Retention | None = None
+    url: str | None,
+    prefix: str,
+    *,
+    create: bool = False,
+    retention: durastate.Retention | None = None,
+    read_only: bool = False,
 ) -> durastate.Store:
-    """Open the store, refusing to create a SQLite file unless ``create``; ``retention``: its policy."""
+    """Open the store, refusing to create a SQLite file unless ``create``; ``retention``: its policy.
+
+    ``read_only``: for the commands that only show (``open_for_reading``).
+    """
     path = sqlite_file(url)
     if path is not None and not create and not path.exists():
         raise click.ClickException(f"no store at {path} (pass --url or set DURASTATE_URL)")
     try:
-        return durastate.open(url, prefix=prefix, retention=retention)
+        return durastate.open(url, prefix=prefix, retention=retention, read_only=read_only)
     except DurastateError as exc:
         raise click.ClickException(str(exc)) from None
 
 
+def open_for_reading(url: str | None, prefix: str) -> durastate.Store:
+    """Open the store read-only: for ``info``, ``doctor``, ``stats``, ``export``, browsing and ``ui``.
+
+    They write nothing: not a migration of an older store (refused, with
+    the way out: open it writable once), not a sweep, not an attempt row.
+    So they work under a database role that may only SELECT and on a file
+    the process may not write.
+    """
+    return open_store(url, prefix, read_only=True)
+
+
 @contextlib.contextmanager
 def store_from(
-    url: str | None, prefix: str, *, create: bool = False, retention: durastate.Retention | None = None
+    url: str | None,
+    prefix: str,
+    *,
+    create: bool = False,
+    retention: durastate.Retention | None = None,
+    read_only: bool = False,
 ) -> Iterator[durastate.Store]:
-    store = open_store(url, prefix, create=create, retention=retention)
+    store = open_store(url, prefix, create=create, retention=retention, read_only=read_only)
     try:
         yield store
     finally:

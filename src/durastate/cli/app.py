@@ -24,7 +24,7 @@ import click
 
 import durastate
 
-from . import browse, dump
+from . import browse, dump, shards
 from ._common import (
     Progress,
     data_command,
@@ -33,7 +33,7 @@ from ._common import (
     human_bytes,
     is_postgres,
     json_option,
-    open_store,
+    open_for_reading,
     print_json,
     print_table,
     sqlite_file,
@@ -46,7 +46,7 @@ from .inspect import facet_stats, health, table_stats, top_groups
 EPILOG = (
     "Every command takes --url (or DURASTATE_URL) and, where it prints data, --json. "
     "Exit codes: 0 ok, 1 error, 2 usage error. Bytes arguments are UTF-8 text or hex:<digits>. "
-    "Reference: docs/cli.md."
+    "Each command explains itself with --help; the full reference is docs/cli.md in the source repository."
 )
 
 
@@ -61,7 +61,7 @@ def main() -> None:
     cli(prog_name="durastate")
 
 
-for group in (browse.kv, browse.queue, browse.events, browse.docs, browse.records, browse.presence):
+for group in (browse.kv, browse.queue, browse.events, browse.docs, browse.records, browse.presence, shards.shards):
     cli.add_command(group)
 
 
@@ -89,7 +89,7 @@ def _print_health(h: Any, as_json: bool) -> None:
 @data_command
 def info(url: str | None, prefix: str, as_json: bool) -> None:
     """Engine, URL (password hidden), sizes, pragmas, schema versions, a quick integrity check, warnings."""
-    with store_from(url, prefix) as store:
+    with store_from(url, prefix, read_only=True) as store:
         _print_health(health(store), as_json)
 
 
@@ -100,14 +100,14 @@ def doctor(url: str | None, prefix: str, as_json: bool) -> None:
     path = sqlite_file(url)
     if path is not None and path.exists():
         try:
-            durastate.open(url, prefix=prefix).close()
+            durastate.open(url, prefix=prefix, read_only=True).close()
         except durastate.StoreCorrupt as exc:
             # So damaged that it cannot even be opened: that is the finding.
             click.echo(f"PROBLEM: integrity check failed: {exc}")
             sys.exit(1)
         except durastate.DurastateError:
             pass  # reported as usual by store_from below
-    with store_from(url, prefix) as store:
+    with store_from(url, prefix, read_only=True) as store:
         h = health(store, check="full")
     _print_health(h, as_json)
     if h.problems:
@@ -119,7 +119,7 @@ def doctor(url: str | None, prefix: str, as_json: bool) -> None:
 @data_command
 def stats(top: int, url: str | None, prefix: str, as_json: bool) -> None:
     """Rows and bytes per facet and table, and the largest scopes, queues, sessions and prefixes."""
-    with store_from(url, prefix) as store:
+    with store_from(url, prefix, read_only=True) as store:
         tables = table_stats(store)
         groups = top_groups(store, top)
     facets = facet_stats(tables)
@@ -188,7 +188,7 @@ def export_cmd(dest: str, quiet: bool, url: str | None, prefix: str, as_json: bo
     One consistent snapshot, streamed; DEST appears only when complete (a
     temporary name is renamed at the end, so Ctrl-C leaves nothing).
     """
-    with store_from(url, prefix) as store:
+    with store_from(url, prefix, read_only=True) as store:
         counts = _export_to(store, dest, quiet)
     if as_json:
         print_json({"dest": dest, "tables": counts, "rows": sum(counts.values())})
@@ -328,7 +328,7 @@ def backup(dest: str, quiet: bool, url: str | None, prefix: str, as_json: bool) 
         raise click.ClickException(f"{dest} exists; pick a new name")
     path = sqlite_file(url)
     if path is None or is_postgres(url):
-        with store_from(url, prefix) as store:
+        with store_from(url, prefix, read_only=True) as store:
             if store.engine.dialect.name != "postgresql":
                 raise click.ClickException("an in-memory store cannot be backed up")
             counts = _export_to(store, dest, quiet)
@@ -545,7 +545,7 @@ def ui(
             f"(open http://{shown}:{port}/?token={token} once)",
             err=True,
         )
-    store = open_store(url, prefix)
+    store = open_for_reading(url, prefix)
     try:
         app = create_app(store, page_size=page_size, bound=host, allow_hosts=allow_hosts, token=token)
         click.echo(f"durastate inspector on http://{shown}:{port}/ (read-only; Ctrl-C stops)", err=True)

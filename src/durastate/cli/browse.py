@@ -52,7 +52,7 @@ def kv() -> None:
 @data_command
 def kv_ls(scope: str | None, after: str | None, limit: int, url: str | None, prefix: str, as_json: bool) -> None:
     """List scopes, or the namespaces of SCOPE with their live value counts (counted up to 100000)."""
-    with store_from(url, prefix) as store:
+    with store_from(url, prefix, read_only=True) as store:
         bound = None if after is None else parse_bytes(after)
         if scope is None:
             names = store.kv.scopes(after=bound, limit=limit)
@@ -81,7 +81,7 @@ def _count_values(store: Any, scope: bytes, ns: bytes) -> int | str:
 @data_command
 def kv_get(scope: str, ns: str, key: str, fmt: str, url: str | None, prefix: str, as_json: bool) -> None:
     """Print one value (exit 1 when the key has no live value)."""
-    with store_from(url, prefix) as store:
+    with store_from(url, prefix, read_only=True) as store:
         value = store.kv.get(parse_bytes(scope), parse_bytes(ns), parse_bytes(key))
     if value is None:
         raise click.ClickException(f"no value at {scope} / {ns} / {key}")
@@ -124,7 +124,7 @@ def kv_scan(
         if lo is not None or hi is not None:
             raise click.UsageError("--prefix cannot be combined with --start/--end")
         lo, hi = parse_bytes(key_prefix), bytes_successor(parse_bytes(key_prefix))
-    with store_from(url, prefix) as store:
+    with store_from(url, prefix, read_only=True) as store:
         rows = [
             {"key": show_bytes(k), "value": render_value(v, fmt) if fmt != "json" else _json_or_text(v), "size": len(v)}
             for k, v in store.kv.scan(
@@ -166,7 +166,7 @@ def _stats_row(store: Any, name: bytes) -> dict[str, Any]:
 @data_command
 def queue_ls(after: str | None, limit: int, url: str | None, prefix: str, as_json: bool) -> None:
     """List queues with their counts."""
-    with store_from(url, prefix) as store:
+    with store_from(url, prefix, read_only=True) as store:
         names = store.queues.names(after=None if after is None else parse_bytes(after), limit=limit)
         rows = [_stats_row(store, n) for n in names]
     emit(rows, as_json, columns=["queue", "ready", "in_flight", "delayed", "dead"])
@@ -177,7 +177,7 @@ def queue_ls(after: str | None, limit: int, url: str | None, prefix: str, as_jso
 @data_command
 def queue_stats(name: str, url: str | None, prefix: str, as_json: bool) -> None:
     """Counts of one queue: ready, in flight, delayed, dead."""
-    with store_from(url, prefix) as store:
+    with store_from(url, prefix, read_only=True) as store:
         row = _stats_row(store, parse_bytes(name))
     emit(row, as_json, [row], ["queue", "ready", "in_flight", "delayed", "dead"])
 
@@ -190,7 +190,7 @@ def queue_stats(name: str, url: str | None, prefix: str, as_json: bool) -> None:
 @data_command
 def queue_peek(name: str, after: str | None, limit: int, fmt: str, url: str | None, prefix: str, as_json: bool) -> None:
     """List items in delivery order (ready, then leased and delayed by due time) without claiming any."""
-    with store_from(url, prefix) as store:
+    with store_from(url, prefix, read_only=True) as store:
         items = store.queues.peek(parse_bytes(name), after=after, limit=limit)
     rows = [
         {
@@ -216,7 +216,7 @@ def queue_peek(name: str, after: str | None, limit: int, fmt: str, url: str | No
 @data_command
 def queue_dead(name: str, after: int, limit: int, fmt: str, url: str | None, prefix: str, as_json: bool) -> None:
     """List dead letters: items that used up their attempts."""
-    with store_from(url, prefix) as store:
+    with store_from(url, prefix, read_only=True) as store:
         dead = store.queues.dead_letters(parse_bytes(name), after=after, limit=limit)
     rows = [
         {
@@ -262,7 +262,7 @@ def events_sessions(
     id_prefix: str, cursor: str | None, limit: int, url: str | None, prefix: str, as_json: bool
 ) -> None:
     """List sessions with event, pending and dead-lettered counts."""
-    with store_from(url, prefix) as store:
+    with store_from(url, prefix, read_only=True) as store:
         page = store.events.list_sessions(id_prefix, limit=limit, cursor=cursor)
     rows = [
         {
@@ -317,7 +317,7 @@ def _event_row(e: Any) -> dict[str, Any]:
 @data_command
 def events_read(session: str, after: int, limit: int, url: str | None, prefix: str, as_json: bool) -> None:
     """List a session's events in index order with their processing state."""
-    with store_from(url, prefix) as store:
+    with store_from(url, prefix, read_only=True) as store:
         page = store.events.read_events(session, after_index=after, limit=limit)
     rows = [_event_row(e) for e in page.events]
     emit(
@@ -331,7 +331,7 @@ def events_read(session: str, after: int, limit: int, url: str | None, prefix: s
 def events_claims(session: str, url: str | None, prefix: str, as_json: bool) -> None:
     """List the session's unprocessed events that hold a claim, with holder and expiry."""
     rows: list[dict[str, Any]] = []
-    with store_from(url, prefix) as store:
+    with store_from(url, prefix, read_only=True) as store:
         now = store.engine.now_ms()
         after = 0
         while True:
@@ -365,7 +365,7 @@ def docs() -> None:
 @data_command
 def docs_ls(key_prefix: str, cursor: str | None, limit: int, url: str | None, prefix: str, as_json: bool) -> None:
     """List documents (key, revision, size) in key order."""
-    with store_from(url, prefix) as store:
+    with store_from(url, prefix, read_only=True) as store:
         page = store.documents.list(key_prefix, limit=limit, cursor=cursor)
     rows = [{"key": d.key, "revision": d.revision, "size": d.size} for d in page.items]
     emit_page("documents", rows, page.cursor, as_json, ["key", "revision", "size"])
@@ -376,7 +376,7 @@ def docs_ls(key_prefix: str, cursor: str | None, limit: int, url: str | None, pr
 @data_command
 def docs_show(key: str, url: str | None, prefix: str, as_json: bool) -> None:
     """Print a document's JSON and revision (exit 1 when absent)."""
-    with store_from(url, prefix) as store:
+    with store_from(url, prefix, read_only=True) as store:
         raw = store.documents.read_raw(key)
     if raw is None:
         raise click.ClickException(f"no document {key!r}")
@@ -409,7 +409,7 @@ def docs_history(
     """
     from .revisions import change_summary, history_view
 
-    with store_from(url, prefix) as store:
+    with store_from(url, prefix, read_only=True) as store:
         current = store.documents.describe(key)
         view = history_view(store.documents, key, limit=limit, before=before)
         backups = [
@@ -483,7 +483,7 @@ def _after(page: dict[str, Any]) -> int | None:
 def records_conversations(after: int | None, limit: int, url: str | None, prefix: str, as_json: bool) -> None:
     """List conversations with their fork parent and owner."""
     cursor = None if after is None else {"after": after, "order": "ascending"}
-    with store_from(url, prefix) as store:
+    with store_from(url, prefix, read_only=True) as store:
         page = store.records.scan_conversations({}, limit, cursor)
     rows = [
         {
@@ -507,7 +507,7 @@ def records_entries(
 ) -> None:
     """List the entries visible from a conversation (through its forks), newest first."""
     cursor = None if after is None else {"after": after, "order": "descending"}
-    with store_from(url, prefix) as store:
+    with store_from(url, prefix, read_only=True) as store:
         page = store.records.scan_entries({"conversationId": conversation}, limit, cursor)
     rows = [
         {"id": e["id"], "conversation": e.get("conversationId"), "role": e.get("role"), "entry": e}
@@ -523,7 +523,7 @@ def records_entries(
 @data_command
 def records_document(id: int, at: int | None, revisions: bool, url: str | None, prefix: str, as_json: bool) -> None:
     """Print a versioned document (current, or --at a commit), or its --revisions."""
-    with store_from(url, prefix) as store:
+    with store_from(url, prefix, read_only=True) as store:
         if revisions:
             rows = store.records.document_revisions(id)
             emit(rows, as_json, columns=["seq", "kind", "version", "depth"])
@@ -544,7 +544,7 @@ def records_document(id: int, at: int | None, revisions: bool, url: str | None, 
 @data_command
 def presence(ns: str | None, after: str | None, limit: int, url: str | None, prefix: str, as_json: bool) -> None:
     """List presence namespaces, or the live fields of NS."""
-    with store_from(url, prefix) as store:
+    with store_from(url, prefix, read_only=True) as store:
         if ns is None:
             names = store.presence.namespaces(after=after, limit=limit)
             emit(names, as_json, [{"namespace": n} for n in names], ["namespace"])

@@ -40,7 +40,7 @@ from typing import IO, Any
 import orjson
 
 import durastate
-from durastate.engines.base import Engine
+from durastate.engines.base import READ, SQL, WRITE, WRITE_ROWS, Engine, Kind, Statement
 from durastate.errors import InvalidRequest
 from durastate.store import SCHEMAS
 
@@ -55,22 +55,24 @@ _TABLE_RE = re.compile(r"CREATE TABLE \{p\}(\w+) \(")
 
 # -- catalog statements (read-only) --------------------------------------------
 
-TABLE_COLUMNS = {
-    "sqlite": "SELECT name, pk FROM pragma_table_info(?) ORDER BY cid",
-    "postgresql": (
-        "SELECT a.attname, COALESCE((SELECT k.n FROM unnest(i.indkey) WITH ORDINALITY AS k(attnum, n)"
-        " WHERE k.attnum = a.attnum), 0)"
-        " FROM pg_catalog.pg_attribute a"
-        " LEFT JOIN pg_catalog.pg_index i ON i.indrelid = a.attrelid AND i.indisprimary"
-        " WHERE a.attrelid = to_regclass(?) AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum"
-    ),
-}
-READ_SEQUENCES = "SELECT name, value FROM {p}sequence"
+TABLE_COLUMNS = READ(
+    {
+        "sqlite": "SELECT name, pk FROM pragma_table_info(?) ORDER BY cid",
+        "postgresql": (
+            "SELECT a.attname, COALESCE((SELECT k.n FROM unnest(i.indkey) WITH ORDINALITY AS k(attnum, n)"
+            " WHERE k.attnum = a.attnum), 0)"
+            " FROM pg_catalog.pg_attribute a"
+            " LEFT JOIN pg_catalog.pg_index i ON i.indrelid = a.attrelid AND i.indisprimary"
+            " WHERE a.attrelid = to_regclass(?) AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum"
+        ),
+    }
+)
+READ_SEQUENCES = READ("SELECT name, value FROM {p}sequence")
 # SQLite hands out kv log ordinals by AUTOINCREMENT, kept in sqlite_sequence.
-SQLITE_AUTOINCREMENT = "SELECT seq FROM sqlite_sequence WHERE name = ?"
-SET_SQLITE_AUTOINCREMENT = "UPDATE sqlite_sequence SET seq = ? WHERE name = ?"
-ADD_SQLITE_AUTOINCREMENT = "INSERT INTO sqlite_sequence (name, seq) VALUES (?, ?)"
-SET_SEQUENCE = "UPDATE {p}sequence SET value = ? WHERE name = ?"
+SQLITE_AUTOINCREMENT = READ("SELECT seq FROM sqlite_sequence WHERE name = ?")
+SET_SQLITE_AUTOINCREMENT = WRITE("UPDATE sqlite_sequence SET seq = ? WHERE name = ?")
+ADD_SQLITE_AUTOINCREMENT = WRITE("INSERT INTO sqlite_sequence (name, seq) VALUES (?, ?)")
+SET_SEQUENCE = WRITE("UPDATE {p}sequence SET value = ? WHERE name = ?")
 # PostgreSQL identity columns (queue ids) continue after the imported rows.
 RESET_IDENTITY = "SELECT setval(pg_get_serial_sequence(?, 'id'), COALESCE(MAX(id), 0) + 1, false) FROM {p}{table}"
 IDENTITY_TABLES = ("queue", "queue_dead")
@@ -107,13 +109,13 @@ def table_shape(engine: Engine, table: str) -> TableShape:
     return TableShape(table, columns, key)
 
 
-def _page_sql(shape: TableShape, after: bool) -> str:
+def _page_sql(shape: TableShape, after: bool) -> Statement:
     cols = ", ".join(shape.columns)
     order = ", ".join(shape.key)
     where = ""
     if after:
         where = f" WHERE ({order}) > ({', '.join('?' * len(shape.key))})"
-    return f"SELECT {cols} FROM {{p}}{shape.name}{where} ORDER BY {order} LIMIT ?"
+    return READ(f"SELECT {cols} FROM {{p}}{shape.name}{where} ORDER BY {order} LIMIT ?")
 
 
 def iter_rows(engine: Engine, shape: TableShape) -> Iterator[dict[str, Any]]:
@@ -131,7 +133,7 @@ def iter_rows(engine: Engine, shape: TableShape) -> Iterator[dict[str, Any]]:
 
 
 def count_rows(engine: Engine, table: str) -> int:
-    row = engine.one(engine.sql(f"SELECT COUNT(*) FROM {{p}}{table}"))
+    row = engine.one(engine.sql(READ(f"SELECT COUNT(*) FROM {{p}}{table}")))
     return 0 if row is None else int(row[0])
 
 
@@ -253,7 +255,7 @@ def import_store(store: durastate.Store, source: IO[bytes], tick: Tick | None = 
         if not is_empty(store):
             raise InvalidRequest(f"{store.url} is not empty: import only into a new store")
         shape: TableShape | None = None
-        insert = ""
+        insert = SQL("", Kind.WRITE)
         expected = 0
         batch: list[list[Any]] = []
         ended = False
@@ -297,7 +299,9 @@ def import_store(store: durastate.Store, source: IO[bytes], tick: Tick | None = 
                 expected = int(obj.get("rows", -1))
                 counts[name] = 0
                 placeholders = ", ".join("?" * len(shape.columns))
-                insert = engine.sql(f"INSERT INTO {{p}}{name} ({', '.join(shape.columns)}) VALUES ({placeholders})")
+                insert = engine.sql(
+                    WRITE(f"INSERT INTO {{p}}{name} ({', '.join(shape.columns)}) VALUES ({placeholders})")
+                )
             elif "sequences" in obj:
                 flush()
                 if shape is not None and counts[shape.name] != expected:
@@ -314,7 +318,7 @@ def import_store(store: durastate.Store, source: IO[bytes], tick: Tick | None = 
             raise InvalidRequest("the export is truncated (no end line): nothing was imported")
         if engine.dialect.name == "postgresql":
             for table in IDENTITY_TABLES:
-                engine.one(engine.sql(RESET_IDENTITY.replace("{table}", table)), (engine.prefix + table,))
+                engine.one(engine.sql(WRITE_ROWS(RESET_IDENTITY.replace("{table}", table))), (engine.prefix + table,))
     return counts
 
 

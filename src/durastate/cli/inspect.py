@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import durastate
-from durastate.engines.base import Engine
+from durastate.engines.base import READ, Engine
+from durastate.engines.postgres_health import failover_facts
 from durastate.facets import FACETS
 
 from ._common import redact
@@ -22,14 +23,14 @@ from .dump import count_rows, facet_tables, table_shape
 # Facet of each table (the table names' stems), from the facet registry.
 FACET_OF = {table: facet.name for facet in FACETS for table in facet.tables}
 
-READ_SCHEMA_VERSIONS = "SELECT facet, version FROM {p}schema ORDER BY facet"
+READ_SCHEMA_VERSIONS = READ("SELECT facet, version FROM {p}schema ORDER BY facet")
 SQLITE_PRAGMAS = ("page_size", "page_count", "freelist_count", "journal_mode", "synchronous", "auto_vacuum")
-SQLITE_TABLE_BYTES = "SELECT SUM(pgsize) FROM dbstat WHERE name = ? OR tbl_name = ?"
-SQLITE_QUICK_CHECK = "PRAGMA quick_check"
-SQLITE_INTEGRITY_CHECK = "PRAGMA integrity_check"
-PG_VERSION = "SELECT current_setting('server_version'), current_schema(), pg_database_size(current_database())"
-PG_TABLE_BYTES = "SELECT pg_total_relation_size(to_regclass(?))"
-PG_ATTEMPT_ROWS = "SELECT COUNT(*) FROM {p}attempt"
+SQLITE_TABLE_BYTES = READ("SELECT SUM(pgsize) FROM dbstat WHERE name = ? OR tbl_name = ?")
+SQLITE_QUICK_CHECK = READ("PRAGMA quick_check")
+SQLITE_INTEGRITY_CHECK = READ("PRAGMA integrity_check")
+PG_VERSION = READ("SELECT current_setting('server_version'), current_schema(), pg_database_size(current_database())")
+PG_TABLE_BYTES = READ("SELECT pg_total_relation_size(to_regclass(?))")
+PG_ATTEMPT_ROWS = READ("SELECT COUNT(*) FROM {p}attempt")
 
 # Top groups per facet for ``stats``: (label, table, group expression, bytes expression).
 GROUPS = {
@@ -94,7 +95,7 @@ def health(store: durastate.Store, *, check: str = "quick") -> Health:
 
 def _sqlite_health(store: durastate.Store, engine: Engine, h: Health, check: str) -> None:
     for name in SQLITE_PRAGMAS:
-        row = engine.one(engine.sql(f"PRAGMA {name}"))
+        row = engine.one(engine.sql(READ(f"PRAGMA {name}")))
         h.facts[name] = None if row is None else row[0]
     path = getattr(engine, "path", None)
     if path and not getattr(engine, "is_memory", False):
@@ -141,6 +142,10 @@ def _postgres_health(engine: Engine, h: Health) -> None:
             "hour as it writes, so this means a very high write rate or a stopped clock"
         )
     h.facts["integrity"] = "ok (the server checks its own pages)"
+    # What a failover can lose: replication, recovery, a pooler (engines.postgres_health).
+    facts, warnings = failover_facts(engine)
+    h.facts.update(facts)
+    h.warnings.extend(warnings)
 
 
 def table_bytes(engine: Engine, table: str, *, scan: bool = True) -> int | None:
@@ -160,13 +165,13 @@ def table_bytes(engine: Engine, table: str, *, scan: bool = True) -> int | None:
             return None
         columns = table_shape(engine, table).columns
         total = " + ".join(f"COALESCE(length({c}), 0)" for c in columns)
-        row = engine.one(engine.sql(f"SELECT SUM({total}) FROM {{p}}{table}"))
+        row = engine.one(engine.sql(READ(f"SELECT SUM({total}) FROM {{p}}{table}")))
     return 0 if row is None or row[0] is None else int(row[0])
 
 
 # Bounded counting for pages: at most CAP rows are read per table.
 CAPPED_COUNT = "SELECT COUNT(*) FROM (SELECT 1 FROM {p}{table} LIMIT ?) AS capped"
-PG_ESTIMATE = "SELECT reltuples FROM pg_catalog.pg_class WHERE oid = to_regclass(?)"
+PG_ESTIMATE = READ("SELECT reltuples FROM pg_catalog.pg_class WHERE oid = to_regclass(?)")
 # SQLite counts from its b-tree pages quickly; PostgreSQL reads every row
 # (MVCC) and has its planner's estimate for the rest.
 COUNT_CAP = {"sqlite": 1_000_000, "postgresql": 10_000}
@@ -177,7 +182,7 @@ def bounded_count(engine: Engine, table: str) -> tuple[int, bool]:
     PostgreSQL's planner estimate (``reltuples``, when the table was
     analyzed) or the cap itself (a lower bound)."""
     cap = COUNT_CAP[engine.dialect.name]
-    row = engine.one(engine.sql(CAPPED_COUNT.replace("{table}", table)), (cap + 1,))
+    row = engine.one(engine.sql(READ(CAPPED_COUNT.replace("{table}", table))), (cap + 1,))
     n = 0 if row is None else int(row[0])
     if n <= cap:
         return n, True
@@ -222,11 +227,13 @@ def top_groups(store: durastate.Store, limit: int = 10) -> dict[str, list[dict[s
     out: dict[str, list[dict[str, Any]]] = {}
     for label, (table, column, size) in GROUPS.items():
         sql = engine.sql(
-            f"SELECT {column}, COUNT(*), COALESCE(SUM({size}), 0) FROM {{p}}{table}"
-            f" GROUP BY {column} ORDER BY COUNT(*) DESC, {column} LIMIT ?"
+            READ(
+                f"SELECT {column}, COUNT(*), COALESCE(SUM({size}), 0) FROM {{p}}{table}"
+                f" GROUP BY {column} ORDER BY COUNT(*) DESC, {column} LIMIT ?"
+            )
         )
         out[label] = [{"name": r[0], "rows": int(r[1]), "bytes": int(r[2])} for r in engine.all(sql, (limit,))]
-    docs = engine.sql("SELECT key, length(payload) FROM {p}documents ORDER BY key")
+    docs = engine.sql(READ("SELECT key, length(payload) FROM {p}documents ORDER BY key"))
     prefixes: dict[str, list[int]] = {}
     for key, size in engine.all(docs):
         head = str(key).split("/", 1)[0] + ("/" if "/" in str(key) else "")

@@ -123,7 +123,7 @@ logger = logging.getLogger(__name__)
 #: The database's file name when nothing configures one (seed: DEFAULT_DB_NAME).
 DEFAULT_DB_NAME = "state.db"
 
-_URL_PREFIXES = ("sqlite:", "postgresql://", "postgres://")
+_URL_PREFIXES = ("sqlite:", "postgresql://", "postgres://", "citus://")
 _MEMORY = ("memory:", ":memory:")
 
 

@@ -83,7 +83,7 @@ from typing import Any, NotRequired, TypedDict, TypeVar
 
 from .. import store as _store
 from .._aio import AsyncRunner
-from ..engines.base import Engine, validate_prefix
+from ..engines.base import DDL, Engine, Statement, validate_prefix
 from ..engines.sqlite import SqliteEngine
 from ..errors import Conflict, DurastateError, InvalidRequest, NotFound, StoreClosed, StoreUnavailable
 from ..records import MAX_SAFE_INTEGER, Records
@@ -110,7 +110,7 @@ _SQLITE_PREFIX = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 # Run on each pool thread's SQLite connection before its first call.
 WAL_AUTOCHECKPOINT = "PRAGMA wal_autocheckpoint = {pages}"
 # Run once when the storage closes: leave an empty WAL behind, as pi-durable does.
-WAL_TRUNCATE = "PRAGMA wal_checkpoint(TRUNCATE)"
+WAL_TRUNCATE = DDL("PRAGMA wal_checkpoint(TRUNCATE)")
 
 
 class StorageRequestError(Exception):
@@ -163,7 +163,7 @@ def _option_count(options: Mapping[str, Any], name: str, default: int) -> int:
 class _ThreadSetup:
     """The facet's methods, each first running the PRAGMAs on its pool thread's connection once."""
 
-    def __init__(self, records: Records, engine: Engine, statements: Sequence[str]) -> None:
+    def __init__(self, records: Records, engine: Engine, statements: Sequence[Statement]) -> None:
         self._records = records
         self._engine = engine
         self._statements = [engine.sql(statement) for statement in statements]
@@ -207,7 +207,7 @@ class SqliteStorage:
         self._file = isinstance(engine, SqliteEngine) and not engine.is_memory
         self._records: Any = store.records
         if self._file and wal_auto_checkpoint_pages is not None:
-            pragma = WAL_AUTOCHECKPOINT.format(pages=wal_auto_checkpoint_pages)
+            pragma = DDL(WAL_AUTOCHECKPOINT.format(pages=wal_auto_checkpoint_pages))
             self._records = _ThreadSetup(store.records, store.engine, [pragma])
         self._runner = runner
         self._closed = False

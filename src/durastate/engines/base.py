@@ -14,11 +14,11 @@ Their names are re-exported here.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Hashable, Iterable
 from contextlib import AbstractContextManager
-from typing import Protocol
 
-from ..errors import ConfigurationError, DurastateError, InvalidRequest, NotSupported, SchemaTooNew
+from ..errors import ConfigurationError, DurastateError, InvalidRequest, NotSupported, SchemaTooNew, WrongType
 from .capabilities import Capabilities
 from .plans import Plan, PlanStep
 from .schema import (
@@ -96,85 +96,154 @@ __all__ = [
 Clock = Callable[[], float]
 
 
-class Engine(Protocol):
-    """What a facet may ask of an engine.
+class Engine(ABC):
+    """What a facet may ask of an engine: the contract every engine implements.
 
     Statement methods run on the calling thread's connection; inside
     ``transaction()`` they join that transaction, otherwise each statement
-    commits on its own (autocommit). They raise only ``durastate.errors``.
+    commits on its own (autocommit); their ``sql`` is a statement this
+    engine's ``sql()`` compiled (an ``SQL``). Every method raises only
+    ``durastate.errors`` (a driver's exception never escapes), and a call
+    after ``close()`` raises ``StoreClosed``. An engine subclasses this
+    directly, or ``EngineBase`` for the shared machinery (statement
+    compilation, the transaction state machine, migrations, the clock).
     """
 
-    dialect: Dialect
-    prefix: str
-    url: str
-    # The value bound to ``LIMIT ?`` for "no limit".
-    no_limit: int | None
-    # What this engine offers (see ``engines.capabilities``).
-    capabilities: Capabilities
-    read_only: bool
+    # Set by every engine (class or instance attributes).
+    dialect: Dialect  # the tokens and placeholder its statements compile with
+    prefix: str  # the validated table prefix (see ``validate_prefix``)
+    url: str  # the store's URL for messages, credentials redacted
+    no_limit: int | None  # the value bound to ``LIMIT ?`` for "no limit"
+    capabilities: Capabilities  # what this engine offers (``engines.capabilities``)
+    read_only: bool  # True: every write is refused (``ConfigurationError``)
 
-    def sql(self, statement: Statement | KeyLookup | Template) -> SQL: ...
+    @abstractmethod
+    def sql(self, statement: Statement | KeyLookup) -> SQL:
+        """Returns ``statement`` compiled for this engine, carrying its kind; ``WrongType`` for anything but a
+        ``Statement`` or ``KeyLookup``; never touches the database.
+        """
 
-    def one(self, sql: str, params: Params = ()) -> Row | None: ...
+    @abstractmethod
+    def one(self, sql: str, params: Params = ()) -> Row | None:
+        """Returns the first row of ``sql`` (``None``: no row) and finishes the statement; never leaves it open."""
 
-    def all(self, sql: str, params: Params = ()) -> list[Row]: ...
+    @abstractmethod
+    def all(self, sql: str, params: Params = ()) -> list[Row]:
+        """Returns every row of ``sql``; a failure inside a transaction dooms it (``Transaction``)."""
 
-    def execute(self, sql: str, params: Params = ()) -> int: ...
+    @abstractmethod
+    def execute(self, sql: str, params: Params = ()) -> int:
+        """Returns the number of rows ``sql`` changed; rows it returns are read and dropped."""
 
-    def executemany(self, sql: str, rows: Iterable[Params]) -> None: ...
+    @abstractmethod
+    def executemany(self, sql: str, rows: Iterable[Params]) -> None:
+        """Runs ``sql`` once per parameter row, all or nothing (outside a transaction too); returns nothing."""
 
-    def transaction(self) -> AbstractContextManager[None]: ...
+    @abstractmethod
+    def transaction(self) -> AbstractContextManager[None]:
+        """Returns a write transaction block: re-entrant per thread (nested blocks are savepoints), rolled back by any
+        exception.
+        """
 
-    def read_transaction(self) -> AbstractContextManager[None]: ...
+    @abstractmethod
+    def read_transaction(self) -> AbstractContextManager[None]:
+        """Returns a block whose reads see one snapshot; it takes no write lock and may not write."""
 
-    def in_transaction(self) -> bool: ...
+    @abstractmethod
+    def in_transaction(self) -> bool:
+        """Returns whether the calling thread has a transaction open on this engine; never blocks."""
 
-    def lock(self, name: str) -> None: ...
+    @abstractmethod
+    def lock(self, name: str) -> None:
+        """Takes the cross-key lock ``name`` until the open transaction ends; ``InvalidRequest`` outside one."""
 
-    def catalog(self) -> list[tuple[str, ...]]: ...
+    @abstractmethod
+    def catalog(self) -> list[tuple[str, ...]]:
+        """Returns this prefix's schema objects as sorted rows of strings, equal for equal schemas; writes nothing."""
 
-    def explain(self, sql: str, params: Params = ()) -> Plan: ...
+    @abstractmethod
+    def explain(self, sql: str, params: Params = ()) -> Plan:
+        """Returns the plan the engine would run ``sql`` with (the generic one where plans are cached); never runs."""
 
-    def integrity_errors(self) -> list[str]: ...
+    @abstractmethod
+    def integrity_errors(self) -> list[str]:
+        """Returns the problems the engine finds in its own storage (``[]``: none, or nothing it can check); repairs
+        nothing.
+        """
 
-    def next_value(self, name: str) -> int: ...
+    @abstractmethod
+    def next_value(self, name: str) -> int:
+        """Returns the next value of gap-free sequence ``name``, in commit order; ``DurastateError`` for an unknown
+        one.
+        """
 
-    def now_ms(self) -> int: ...
+    @abstractmethod
+    def now_ms(self) -> int:
+        """Returns the store's clock in integer milliseconds since the epoch; ``InvalidRequest`` for a broken clock."""
 
-    def wait_for_change(self, channel: str, timeout: float) -> None: ...
+    @abstractmethod
+    def wait_for_change(self, channel: str, timeout: float) -> None:
+        """Returns after a ``notify(channel)`` (other processes' too where ``capabilities.listen_notify``) or
+        ``timeout`` seconds; a hint only.
+        """
 
-    def notify(self, channel: str, *, announced: bool = False) -> None: ...
+    @abstractmethod
+    def notify(self, channel: str, *, announced: bool = False) -> None:
+        """Wakes waiters on ``channel`` once the open transaction commits (never before, never after a rollback);
+        ``announced``: a trigger did.
+        """
 
-    def migrate(self, schemas: Iterable[Schema]) -> None: ...
+    @abstractmethod
+    def migrate(self, schemas: Iterable[Schema]) -> None:
+        """Brings every facet in ``schemas`` to the code's version exactly once; ``SchemaTooNew`` (changing nothing)
+        for a newer one.
+        """
 
-    def prune_bookkeeping(self, *, limit: int | None = None) -> int: ...
+    @abstractmethod
+    def prune_bookkeeping(self, *, limit: int | None = None) -> int:
+        """Returns how many rows of the engine's own bookkeeping it deleted (at most ``limit``); never touches facet
+        data.
+        """
 
-    def reclaim_space(self, *, full: bool = False) -> SpaceReport: ...
+    @abstractmethod
+    def reclaim_space(self, *, full: bool = False) -> SpaceReport:
+        """Returns the space deletes freed that it gave back to the filesystem (``full``: the thorough pass)."""
 
-    def release_connection(self) -> None: ...
+    @abstractmethod
+    def release_connection(self) -> None:
+        """Lets go of the calling thread's idle connection; ``InvalidRequest`` inside a transaction."""
 
-    def no_wait_changes(self) -> int: ...
+    @abstractmethod
+    def no_wait_changes(self) -> int:
+        """Returns the thread's change count, its calls now refusing a held lock at once; ``NotSupported`` unless
+        ``inline_async_calls``.
+        """
 
-    def close(self) -> None: ...
+    @abstractmethod
+    def close(self) -> None:
+        """Closes every connection; idempotent; later calls raise ``StoreClosed`` and open transactions roll back."""
 
     @property
-    def closed(self) -> bool: ...
+    @abstractmethod
+    def closed(self) -> bool:
+        """Returns whether ``close()`` was called; never blocks."""
 
 
-class EngineBase:
+class EngineBase(Engine):
     """Machinery shared by every engine: SQL compilation, clock, migrations,
     the transaction state machine (``Transaction``).
 
-    Subclasses provide the statement methods and the transaction
-    primitives ``_tx_begin``/``_tx_commit``/``_tx_rollback``/
-    ``_tx_savepoint``/``_tx_release``/``_tx_rollback_to``, set ``_local``
-    to a ``TransactionState`` (subclass) and ``_closed``, and call
-    ``_doom(error)`` when a statement fails inside a transaction.
+    Subclasses implement the abstract methods left: the statement methods
+    (``one``, ``all``, ``execute``, ``executemany``), ``catalog``,
+    ``explain``, ``notify``, ``wait_for_change``, ``release_connection``,
+    ``close``/``closed``, the lock primitive ``_take_lock`` and the
+    transaction primitives ``_tx_begin``/``_tx_commit``/``_tx_rollback``/
+    ``_tx_savepoint``/``_tx_release``/``_tx_rollback_to``; they set
+    ``_local`` to a ``TransactionState`` (subclass), ``_closed`` and
+    ``capabilities``, and call ``_doom(error)`` when a statement fails
+    inside a transaction.
     """
 
-    dialect: Dialect
-    prefix: str
-    url: str
     _local: TransactionState
     _closed: bool
 
@@ -184,24 +253,18 @@ class EngineBase:
             raise InvalidRequest(f"read_only must be True or False, got {read_only!r}")
         self.read_only = read_only
         self._clock: Clock = clock if clock is not None else time.time
-        self._sql_cache: dict[tuple[Kind, str], SQL] = {}
+        # Shared by every engine with the same dialect, class and prefix (see
+        # ``_statement_cache_key``): a process opening many stores compiles
+        # each statement once.
+        shared = self._statement_cache_key()
+        self._sql_cache: dict[tuple[Kind, str], SQL] = {} if shared is None else self.dialect.compiled_cache(shared)
         self._next_value_sql = self.sql(NEXT_VALUE)
 
     no_limit: int | None = None
-    capabilities: Capabilities
 
     def no_wait_changes(self) -> int:
-        """For async front ends: make this thread's calls refuse a held lock at once.
-
-        Returns the count of rows this thread's connection has changed so
-        far (a call refused with ``LockBusy`` while it is unchanged changed
-        nothing, so it may run again on a worker). Only engines declaring
-        ``capabilities.inline_async_calls`` offer it; the others raise
-        ``NotSupported``.
-        """
+        """``Engine.no_wait_changes``: ``NotSupported``; an engine declaring ``inline_async_calls`` overrides it."""
         raise NotSupported(f"{self.url}: this engine does not run calls inline on an event loop")
-
-    # -- dialect helpers -------------------------------------------------------
 
     def lock(self, name: str) -> None:
         """Take the cross-key lock ``name`` until the open transaction ends.
@@ -213,32 +276,13 @@ class EngineBase:
             raise InvalidRequest(f"lock({name!r}) outside a transaction would be released at once")
         self._take_lock(name)
 
+    @abstractmethod
     def _take_lock(self, name: str) -> None:
-        raise NotImplementedError
-
-    def explain(self, sql: str, params: Params = ()) -> Plan:
-        """The plan this engine would run ``sql`` (compiled by ``sql()``) with.
-
-        Never runs the statement. Where the engine prepares statements and
-        reuses their plans (PostgreSQL), this is the generic plan, the one
-        a hot statement ends up with; the planner is also told to avoid
-        sequential scans, so that a small test table shows the path a large
-        one would take (a statement no index serves still shows a scan).
-        """
-        raise NotImplementedError
+        """Take lock ``name`` in the open transaction (``lock`` checked there is one)."""
 
     def integrity_errors(self) -> list[str]:
         """Problems the engine finds in its own files (``[]``: none, or nothing it can check)."""
         return []
-
-    def catalog(self) -> list[tuple[str, ...]]:
-        """This store's schema objects (tables or columns, indexes, triggers, ...), sorted.
-
-        Rows of strings, engine-specific in content but stable: two stores
-        with the same prefix and schema give equal catalogs (used to check
-        that a fresh schema equals one built by every migration in turn).
-        """
-        raise NotImplementedError
 
     def next_value(self, name: str) -> int:
         """The next value of gap-free sequence ``name`` (see ``Migration.sequences``).
@@ -279,6 +323,7 @@ class EngineBase:
         return Transaction(self, read=True)
 
     def in_transaction(self) -> bool:
+        """``Engine.in_transaction``: the thread's block depth is above 0."""
         return self._local.depth > 0
 
     def _migration_lock(self) -> Transaction:
@@ -293,57 +338,59 @@ class EngineBase:
             state.doomed_level = state.depth
         return error
 
+    @abstractmethod
     def _tx_begin(self, read: bool, lock: str | None) -> None:
-        raise NotImplementedError
+        """Begin the outermost transaction (``read``: a read snapshot; ``lock``: also take that lock); raise if it
+        could not.
+        """
 
+    @abstractmethod
     def _tx_commit(self) -> None:
-        raise NotImplementedError
+        """Commit the outermost transaction; on failure roll it back and raise."""
 
+    @abstractmethod
     def _tx_rollback(self) -> None:
         """Roll back the transaction; never raises (best effort)."""
-        raise NotImplementedError
 
+    @abstractmethod
     def _tx_savepoint(self, name: str) -> None:
-        raise NotImplementedError
+        """Open savepoint ``name``; refused (raising the doom's error) in a doomed transaction."""
 
+    @abstractmethod
     def _tx_release(self, name: str) -> None:
-        raise NotImplementedError
+        """Release savepoint ``name``, keeping its work in the transaction."""
 
+    @abstractmethod
     def _tx_rollback_to(self, name: str) -> None:
         """Roll back to and release savepoint ``name``; never raises (best effort)."""
-        raise NotImplementedError
 
-    # The abstract statement API, declared for the type checker.
-    def one(self, sql: str, params: Params = ()) -> Row | None:
-        raise NotImplementedError
-
-    def all(self, sql: str, params: Params = ()) -> list[Row]:
-        raise NotImplementedError
-
-    def execute(self, sql: str, params: Params = ()) -> int:
-        raise NotImplementedError
-
-    def sql(self, statement: Statement | KeyLookup | Template) -> SQL:
+    def sql(self, statement: Statement | KeyLookup) -> SQL:
         """Compile a statement for this engine (cached by kind and text).
 
         ``statement`` is a ``Statement`` (``READ(...)``, ``WRITE(...)``,
-        ...) or a ``KeyLookup``; a bare template is of kind ``OPAQUE``. A template is one text
-        for every dialect, or a mapping from ``Dialect.name`` to the text
-        for that dialect.
+        ...) or a ``KeyLookup``; anything else (a bare ``str`` among them)
+        is refused with ``WrongType``: the engine decides how to run a
+        statement by its declared kind. A ``Statement``'s template is one
+        text for every dialect, or a mapping from ``Dialect.name`` to the
+        text for that dialect (``NotSupported`` when this engine's is
+        missing).
         """
         template: Template
-        if isinstance(statement, KeyLookup):
+        if isinstance(statement, Statement):
+            kind, template = statement.kind, statement.template
+        elif isinstance(statement, KeyLookup):
             kind = Kind.WRITE if statement.delete else Kind.READ
             template = self.dialect.key_lookup(statement)
-        elif isinstance(statement, Statement):
-            kind, template = statement.kind, statement.template
         else:
-            kind, template = Kind.OPAQUE, statement
+            raise WrongType(
+                "engine.sql() takes a declared statement (READ(...), WRITE(...), WRITE_ROWS(...), DDL(...)) "
+                f"or a KeyLookup, got {type(statement).__name__}: {str(statement)[:80]!r}"
+            )
         if not isinstance(template, str):
             try:
                 template = template[self.dialect.name]
             except KeyError:
-                raise NotImplementedError(f"no {self.dialect.name} text for statement {template!r}") from None
+                raise NotSupported(f"{self.url}: no {self.dialect.name} text for statement {template!r}") from None
         key = (kind, template)
         compiled = self._sql_cache.get(key)
         if compiled is None:
@@ -352,12 +399,29 @@ class EngineBase:
         return compiled
 
     def _compiled(self, sql: SQL) -> SQL:
-        """Hook: an engine attaches its per-statement companions to ``sql``."""
+        """Hook: an engine attaches its per-statement companions to ``sql``.
+
+        What it attaches may depend only on ``sql`` and on what
+        ``_statement_cache_key`` covers: compiled statements are shared by
+        the engines with equal keys.
+        """
         return sql
 
     def _prefix_for(self, kind: Kind) -> str:
         """Hook: the text ``{p}`` becomes in a statement of ``kind`` (a schema-qualified prefix, say)."""
         return self.prefix
+
+    def _statement_cache_key(self) -> Hashable | None:
+        """What this engine's compiled statements depend on besides the dialect, or ``None``.
+
+        Engines of one dialect whose keys are equal share compiled
+        statements (``Dialect.compiled_cache``), so a process opening many
+        stores compiles each statement once. The key must cover everything
+        ``_prefix_for`` and ``_compiled`` read (the engine's class, prefix,
+        mode). ``None`` (the default, for engines that do not say): this
+        engine compiles its own.
+        """
+        return None
 
     def now_ms(self) -> int:
         """The store's clock in integer milliseconds since the Unix epoch.

@@ -49,6 +49,18 @@ process that made them. After ``os.fork()`` the child gets a new pool on
 first use; the parent's is left alone (not closed, which would close the
 parent's sockets' server sessions).
 
+Poolers. Behind pgbouncer (or another pooler) in transaction mode each
+statement may run on a different server session. The first connect tells
+(``postgres_connect.behind_pooler``: the backend pid the pooler announced
+is not the server's), and the engine then prepares no statements
+(``prepare_threshold=None``), sets no session settings (``lock_timeout``,
+``plan_cache_mode``: give them to the role, ``ALTER ROLE ... SET``), waits by
+polling instead of ``LISTEN`` (the waiter re-checks every 50 ms), and
+accepts ``read_only=True`` only when the role's sessions are read-only by
+themselves. A session-mode pool is detected the same way (a client cannot
+tell the modes apart) and treated the same; connect to the server itself
+to keep ``LISTEN`` and prepared statements.
+
 The engine's other modules, one idea each: ``postgres_connect`` (opening:
 the URL, the probe connection, why a connect failed), ``postgres_dialect``
 (tokens, key lookups, the announce trigger, catalog queries),
@@ -65,8 +77,7 @@ import os
 import threading
 import time
 import weakref
-from asyncio import _get_running_loop as _running_loop
-from collections.abc import Iterable
+from collections.abc import Hashable, Iterable
 from typing import Any
 
 import psycopg
@@ -74,7 +85,7 @@ import psycopg_pool
 from psycopg import errors as pg_errors
 
 from .._validate import as_attempt_retention, as_busy_timeout, as_durability, as_pool_sizes
-from ..errors import ConfigurationError, DurastateError, InvalidRequest, StoreClosed, StoreUnavailable
+from ..errors import ConfigurationError, DurastateError, InvalidRequest, StoreClosed, StoreUnavailable, WrongType
 from .base import (
     READ,
     SQL,
@@ -91,6 +102,7 @@ from .base import (
     aborted_error,
 )
 from .capabilities import Capabilities
+from .loop import running_loop as _running_loop
 from .postgres_attempts import ATTEMPT_INSERT as ATTEMPT_INSERT
 from .postgres_attempts import ATTEMPT_PRUNE as ATTEMPT_PRUNE
 from .postgres_attempts import ATTEMPT_PRUNE_BATCH as ATTEMPT_PRUNE_BATCH
@@ -101,7 +113,7 @@ from .postgres_attempts import MAX_ATTEMPT_RETENTION as MAX_ATTEMPT_RETENTION
 from .postgres_attempts import MIN_ATTEMPT_RETENTION as MIN_ATTEMPT_RETENTION
 from .postgres_attempts import NOT_APPLIED, OPAQUE_WRITE, attempt_variant, fetch_counted, fetch_result, replay
 from .postgres_citus_sql import citus_statement
-from .postgres_connect import CONNECT_TIMEOUT, connect_failure, connect_options
+from .postgres_connect import CONNECT_TIMEOUT, behind_pooler, connect_failure, connect_options
 from .postgres_dialect import CATALOG, announce_ddl
 from .postgres_dialect import LOCK as LOCK
 from .postgres_dialect import POSTGRES_DIALECT as POSTGRES_DIALECT
@@ -238,6 +250,9 @@ class PostgresEngine(EngineBase):
         self._pool_lock = threading.Lock()
         self._pool: LifoPool | None = None
         self._probed = False
+        # Whether the URL reaches the server through a pooler (postgres_connect.behind_pooler), found by the
+        # first connect: no prepared statements, no session settings, no LISTEN (see "Poolers" in the docstring).
+        self.pooler = False
         self._compile_own_statements()
         _ENGINES.add(self)
         self._open_pool()
@@ -278,6 +293,12 @@ class PostgresEngine(EngineBase):
     def _configure(self, conn: psycopg.Connection[Any]) -> None:
         if self._server_clock:
             self._measure_clock_offset(conn)
+        if self.pooler:
+            # Each statement may run on another server session: no prepared statements (a name prepared on
+            # one session is unknown, or another statement, on the next), and no session settings (they would
+            # stay on whichever server session ran them, for other clients; see _probe for read_only).
+            conn.prepare_threshold = None
+            return
         conn.prepare_threshold = PREPARE_THRESHOLD
         conn.execute(f"SET lock_timeout = {int(self._busy_timeout * 1000)}")
         conn.execute("SET bytea_output = 'hex'")  # attempt replays decode it
@@ -329,12 +350,24 @@ class PostgresEngine(EngineBase):
         except psycopg.Error as exc:
             raise connect_failure(exc, where) from None
         try:
+            self.pooler = behind_pooler(conn)
             self._configure(conn)
-            row = conn.execute("SELECT current_schema(), current_setting('search_path')").fetchone()
+            row = conn.execute(
+                "SELECT current_schema(), current_setting('search_path'),"
+                " current_setting('default_transaction_read_only') = 'on'"
+            ).fetchone()
         except psycopg.Error as exc:
             raise translate_postgres_error(exc, f"{where}: configuring the session") from None
         finally:
             conn.close()
+        if self.pooler:
+            self.capabilities = self.capabilities.replace(listen_notify=False)  # waiters poll (wait_for_change)
+        if self.pooler and self.read_only and row is not None and not row[2]:
+            raise ConfigurationError(
+                f"{where}: read_only=True behind a connection pooler needs sessions that are read-only by"
+                " themselves (the store cannot SET it on sessions the pooler shares): connect as a role with"
+                " ALTER ROLE ... SET default_transaction_read_only = on, or connect to the server directly"
+            )
         if row is None or row[0] is None:
             path = "" if row is None else row[1]
             raise ConfigurationError(
@@ -432,6 +465,10 @@ class PostgresEngine(EngineBase):
         sql.companion = attempt_variant(sql, self._prefix_for(Kind.WRITE))
         return sql
 
+    def _statement_cache_key(self) -> Hashable:
+        """Shared compiled statements: by class, Citus mode and ``{p}`` per kind (all that ``_compiled`` reads)."""
+        return (type(self), self.citus, *(self._prefix_for(kind) for kind in Kind))
+
     def _run(self, sql: str, params: Params, fetch: int) -> Any:
         """Run one statement; ``fetch``: 0 rowcount, 1 one row, 2 all rows."""
         state = self._local
@@ -440,8 +477,8 @@ class PostgresEngine(EngineBase):
             return self._run_in_transaction(state, conn, sql, params, fetch)
         try:
             variant = sql.companion  # type: ignore[attr-defined]
-        except AttributeError:  # a plain str: undeclared
-            variant = OPAQUE_WRITE
+        except AttributeError:  # a plain str: no declared kind
+            raise WrongType(f"{self.url}: run statements compiled by engine.sql(), got {sql[:80]!r}") from None
         if variant is OPAQUE_WRITE:
             with self.transaction():
                 return self._run(sql, params, fetch)
@@ -541,7 +578,7 @@ class PostgresEngine(EngineBase):
     ) -> Any:
         self._check_open_transaction(state)
         try:
-            if state.attempt_pending and getattr(sql, "kind", Kind.OPAQUE) is not Kind.READ:
+            if state.attempt_pending and getattr(sql, "kind", None) is not Kind.READ:
                 self._record_transaction_attempt(state, conn)
             return fetch_result(conn.run(sql, params), fetch)
         except psycopg.Error as exc:
@@ -828,7 +865,8 @@ class PostgresEngine(EngineBase):
         name = self.channel(channel)
         state = self._local
         if capabilities.notify_in_transaction:
-            self.execute(f"NOTIFY {name}")
+            # Compiled per call, not cached: channels are unbounded (one per queue, session, ...).
+            self.execute(self._compiled(SQL(f"NOTIFY {name}", Kind.DDL)))
         elif state.depth:
             state.after_commit = state.after_commit | {name}
         else:
@@ -854,6 +892,11 @@ class PostgresEngine(EngineBase):
         instead of raising: the connection is discarded, and the caller's
         re-check (retried like every statement) reaches the new primary.
         """
+        if self.pooler:
+            # A LISTEN through a transaction-mode pooler lands on a server session the client leaves at once:
+            # nothing would ever arrive. The caller polls instead (queues, events: every 50 ms).
+            time.sleep(max(0.0, min(timeout, 0.05)))
+            return
         conn = self._borrow()
         name = self.channel(channel)
         try:

@@ -91,7 +91,7 @@ def attempt_variant(sql: SQL, prefix: str) -> str | None:
     """The attempt-recording variant of a write; ``None`` for a read.
 
     ``OPAQUE_WRITE`` for a statement that cannot be one attempt-recording
-    statement (DDL, undeclared): it runs in its own transaction instead,
+    statement (DDL, NOTIFY): it runs in its own transaction instead,
     whose commit ambiguity the attempt row resolves, at the price of a
     few more round trips. The variant takes the statement's parameters,
     then the attempt id and the store's time.
@@ -135,18 +135,21 @@ def _result_column_types(conn: psycopg.Connection[Any], variant: str) -> list[in
 
     The statement is prepared (never executed) under a throwaway name and
     described; psycopg's ``%s`` placeholders become ``$n`` for the server.
+    All in one transaction, so that behind a transaction-mode pooler the
+    three steps reach the same server session.
     """
     name = b"ds_describe_" + os.urandom(8).hex().encode()
     pgconn = conn.pgconn
-    # psycopg runs libpq non-blocking; its own generators drive the I/O.
-    pgconn.send_prepare(name, numbered(variant).encode())
-    (prepared,) = conn.wait(generators.execute(pgconn))
-    if prepared.status != psycopg.pq.ExecStatus.COMMAND_OK:
-        raise psycopg.OperationalError(prepared.get_error_message())
-    pgconn.send_describe_prepared(name)
-    (described,) = conn.wait(generators.execute(pgconn))
-    types = [described.ftype(i) for i in range(described.nfields)]
-    conn.execute(f"DEALLOCATE {name.decode()}")
+    with conn.transaction():
+        # psycopg runs libpq non-blocking; its own generators drive the I/O.
+        pgconn.send_prepare(name, numbered(variant).encode())
+        (prepared,) = conn.wait(generators.execute(pgconn))
+        if prepared.status != psycopg.pq.ExecStatus.COMMAND_OK:
+            raise psycopg.OperationalError(prepared.get_error_message())
+        pgconn.send_describe_prepared(name)
+        (described,) = conn.wait(generators.execute(pgconn))
+        types = [described.ftype(i) for i in range(described.nfields)]
+        conn.execute(f"DEALLOCATE {name.decode()}")
     return types
 
 

@@ -31,7 +31,7 @@ from psycopg.conninfo import conninfo_to_dict
 
 from ..errors import ConfigurationError, DurastateError, StoreUnavailable
 
-__all__ = ["connect_failure", "connect_options"]
+__all__ = ["behind_pooler", "connect_failure", "connect_options"]
 
 CONNECT_TIMEOUT = 10  # seconds, unless the URL says ``connect_timeout=``
 _SERVER_SEVERITIES = ("FATAL:", "ERROR:", "PANIC:")
@@ -81,3 +81,20 @@ def connect_failure(exc: psycopg.Error, where: str) -> DurastateError:
 
 def _first_line(exc: BaseException) -> str:
     return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+
+
+_BACKEND_PID = "SELECT pg_backend_pid()"
+
+
+def behind_pooler(conn: psycopg.Connection[Any]) -> bool:
+    """Whether ``conn`` reaches PostgreSQL through a connection pooler (pgbouncer, pgcat, Odyssey, ...).
+
+    A server tells its client the process id of the backend serving it
+    (BackendKeyData, for cancel requests) when the connection starts; a
+    pooler hands out its own key instead (pgbouncer: random bytes), since
+    its clients share backends. So the pid the connection was given and the
+    pid the server reports for this session differ behind a pooler, and
+    are equal on a direct connection.
+    """
+    row = conn.execute(_BACKEND_PID).fetchone()
+    return row is None or int(row[0]) != conn.info.backend_pid

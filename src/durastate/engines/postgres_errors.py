@@ -22,12 +22,11 @@ URL without ``target_session_attrs=read-write`` reached a standby),
 
 from __future__ import annotations
 
-from asyncio import _get_running_loop as _running_loop
-
 import psycopg
 import psycopg_pool
 
 from ..errors import ConfigurationError, Conflict, DurastateError, InvalidRequest, StoreClosed, StoreUnavailable
+from .loop import running_loop as _running_loop
 
 __all__ = ["connection_lost", "node_unusable", "translate_postgres_error"]
 

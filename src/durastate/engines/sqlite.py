@@ -45,9 +45,9 @@ import threading
 import time
 import uuid
 import weakref
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Hashable, Iterable
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 from .._validate import as_busy_timeout, as_durability
 from ..errors import ConfigurationError, DurastateError, InvalidRequest, StoreClosed, StoreUnavailable
@@ -55,6 +55,8 @@ from .base import SQL, Clock, EngineBase, Kind, Params, Plan, Row, TransactionSt
 from .capabilities import Capabilities
 from .space import SpaceReport
 from .sqlite_busy import Backoff, loop_thread_refusal
+from .sqlite_connections import SPARE_CONNECTIONS as SPARE_CONNECTIONS
+from .sqlite_connections import Connections
 from .sqlite_dialect import CATALOG, plan_of
 from .sqlite_dialect import SQLITE_DIALECT as SQLITE_DIALECT
 from .sqlite_errors import LockBusy as LockBusy
@@ -113,6 +115,9 @@ class _ThreadState(TransactionState):
     # Channels notify() was asked to wake inside the open transaction: woken
     # at its commit, dropped at its rollback.
     pending_notify: set[str] | None = None
+    # This thread holds its engine's writer gate (sqlite_connections): for its
+    # write transaction, or the one write statement it runs outside one.
+    writing: bool = False
 
 
 class _Refused(sqlite3.Error):
@@ -144,6 +149,9 @@ class _RefusingCursor:
 
 # Engines alive in this process, so the fork hook can reset them.
 _ENGINES: weakref.WeakSet[SqliteEngine] = weakref.WeakSet()
+_T = TypeVar("_T")
+# Statements that take SQLite's write lock outside a transaction: through the writer gate.
+_WRITES = (Kind.WRITE, Kind.WRITE_ROWS)
 # Connections inherited across fork: kept referenced forever, never closed.
 _FORK_ORPHANS: list[Any] = []
 
@@ -251,6 +259,12 @@ class SqliteEngine(EngineBase):
                     raise ConfigurationError(f"{self.url}: no store file there to open read-only")
                 # mode=ro: SQLite itself refuses every write on these connections.
                 self.path = f"{file_path.as_uri()}?mode=ro"
+                if not os.access(file_path.parent, os.W_OK) and not os.path.exists(f"{file_path}-wal"):
+                    # A WAL file is read through a -shm file SQLite must be able
+                    # to create; in a folder this process may not write, with
+                    # no WAL left (the last writer closed cleanly), SQLite
+                    # reads the file as it is: immutable, no locks, no -shm.
+                    self.path += "&immutable=1"
                 self._uri = True
             else:
                 try:
@@ -265,7 +279,7 @@ class SqliteEngine(EngineBase):
         self.capabilities = MEMORY_CAPABILITIES if self.is_memory else CAPABILITIES
         self._local = _ThreadState()
         self._lock = threading.Lock()
-        self._connections: dict[int, tuple[threading.Thread, sqlite3.Connection, threading.RLock]] = {}
+        self._connections = Connections()
         self._closed = False
         self.close_wait = CLOSE_WAIT
         self._changed: dict[str, threading.Condition] = {}
@@ -275,6 +289,10 @@ class SqliteEngine(EngineBase):
             self._anchor = self._new_connection()
         elif not read_only:  # a read-only store reads whatever journal mode the file has
             self._switch_to_wal()
+
+    def _statement_cache_key(self) -> Hashable:
+        """Shared compiled statements: by class and prefix (this engine attaches nothing to them)."""
+        return (type(self), self.prefix)
 
     # -- connections ---------------------------------------------------------
 
@@ -322,8 +340,11 @@ class SqliteEngine(EngineBase):
         conn = self._thread_connection()
 
         def switch() -> object:
-            # Before the first table or never (sqlite_space); a no-op on a file that has tables.
-            conn.execute(AUTO_VACUUM_INCREMENTAL)
+            # Before the first table or never (sqlite_space). Only on an empty
+            # file: on one that has pages it changes nothing, yet writes and
+            # syncs the header (15 ms of every open; bench/open.py).
+            if conn.execute("PRAGMA page_count").fetchone()[0] == 0:
+                conn.execute(AUTO_VACUUM_INCREMENTAL)
             return conn.execute("PRAGMA journal_mode=WAL").fetchone()
 
         try:
@@ -339,15 +360,16 @@ class SqliteEngine(EngineBase):
             return conn
         if self._closed:
             raise StoreClosed(f"{self.url}: store is closed")
-        conn = self._new_connection()
+        with self._lock:
+            conn = self._connections.adopt()  # an ended thread's, if any (sqlite_connections)
+        if conn is None:
+            conn = self._new_connection()
         guard = threading.RLock()
         with self._lock:
             if self._closed:
                 conn.close()
                 raise StoreClosed(f"{self.url}: store is closed")
-            self._reap_dead_threads()
-            current = threading.current_thread()
-            self._connections[id(current)] = (current, conn, guard)
+            self._connections.add(conn, guard)
         self._local.cursor = None  # a cursor of an earlier connection is no use
         self._local.guard = guard
         self._local.conn = conn
@@ -376,18 +398,11 @@ class SqliteEngine(EngineBase):
             except sqlite3.Error:
                 pass
 
-    def _reap_dead_threads(self) -> None:
-        """Close connections whose thread has ended (called under ``_lock``)."""
-        for key, (thread, conn, _guard) in list(self._connections.items()):
-            if not thread.is_alive():
-                del self._connections[key]
-                conn.close()
-
     def _forget_parent_connections(self) -> None:
         _FORK_ORPHANS.append((self._local, self._connections, self._anchor))
         self._local = _ThreadState()
         self._lock = threading.Lock()
-        self._connections = {}
+        self._connections = Connections()
         self._changed = {}
         if self.is_memory and not self._closed:
             self._anchor = self._new_connection()
@@ -403,6 +418,8 @@ class SqliteEngine(EngineBase):
 
     def one(self, sql: str, params: Params = ()) -> Row | None:
         state = self._local
+        if not state.depth and not state.writing and getattr(sql, "kind", None) in _WRITES:
+            return self._gated(self.one, sql, params)
         cursor = state.cursor or self._thread_cursor()
         guard = state.guard
         guard.acquire()
@@ -428,6 +445,8 @@ class SqliteEngine(EngineBase):
 
     def all(self, sql: str, params: Params = ()) -> list[Row]:
         state = self._local
+        if not state.depth and not state.writing and getattr(sql, "kind", None) in _WRITES:
+            return self._gated(self.all, sql, params)
         cursor = state.cursor or self._thread_cursor()
         guard = state.guard
         guard.acquire()
@@ -446,6 +465,8 @@ class SqliteEngine(EngineBase):
 
     def execute(self, sql: str, params: Params = ()) -> int:
         state = self._local
+        if not state.depth and not state.writing and getattr(sql, "kind", None) in _WRITES:
+            return self._gated(self.execute, sql, params)
         cursor = state.cursor or self._thread_cursor()
         with state.guard:
             if self._closed:
@@ -465,6 +486,8 @@ class SqliteEngine(EngineBase):
 
     def executemany(self, sql: str, rows: Iterable[Params]) -> None:
         state = self._local
+        if not state.depth and not state.writing and getattr(sql, "kind", None) in _WRITES:
+            return self._gated(self.executemany, sql, rows)
         outside = state.depth == 0
         if outside and not isinstance(rows, (list, tuple)):
             # Outside a transaction each row commits on its own, and a
@@ -532,27 +555,59 @@ class SqliteEngine(EngineBase):
         # A BEGIN refused for the lock is tried again (sqlite_busy), outside
         # the thread's guard and the fork gate.
         state = self._local
-        backoff: Backoff | None = None
-        while True:
-            cursor = state.cursor or self._thread_cursor()
-            _FORK_GATE.enter()
-            try:
-                with state.guard:
-                    if self._closed:
-                        raise self._refuse_closed()
-                    cursor.execute(_BEGIN_READ if read else _BEGIN_WRITE)
-                return
-            except sqlite3.Error as exc:
-                _FORK_GATE.leave()
-                if not self._waits_for(exc):
-                    raise translate_sqlite_error(exc, f"{self.url}: begin") from None
-                if backoff is None:
-                    backoff = Backoff(self._busy_timeout)
-                if not backoff.wait():
-                    raise translate_sqlite_error(exc, f"{self.url}: begin (past the busy timeout)") from None
-            except BaseException:
-                _FORK_GATE.leave()
-                raise
+        gated = not read and not state.writing
+        if gated:  # left at the transaction's end (_tx_end)
+            self._enter_writers(state)
+        try:
+            backoff: Backoff | None = None
+            while True:
+                cursor = state.cursor or self._thread_cursor()
+                _FORK_GATE.enter()
+                try:
+                    with state.guard:
+                        if self._closed:
+                            raise self._refuse_closed()
+                        cursor.execute(_BEGIN_READ if read else _BEGIN_WRITE)
+                    return
+                except sqlite3.Error as exc:
+                    _FORK_GATE.leave()
+                    if not self._waits_for(exc):
+                        raise translate_sqlite_error(exc, f"{self.url}: begin") from None
+                    if backoff is None:
+                        backoff = Backoff(self._busy_timeout)
+                    if not backoff.wait():
+                        raise translate_sqlite_error(exc, f"{self.url}: begin (past the busy timeout)") from None
+                except BaseException:
+                    _FORK_GATE.leave()
+                    raise
+        except BaseException:
+            if gated:
+                self._leave_writers(state)
+            raise
+
+    def _enter_writers(self, state: _ThreadState) -> None:
+        """Take the writer gate (``sqlite_connections``): wait up to the busy timeout, or not at all on a loop."""
+        gate = self._connections.writers
+        if not gate.enter(None):
+            refusal = loop_thread_refusal(self.url)
+            if refusal is not None:
+                raise refusal
+            if not gate.enter(self._busy_timeout):
+                raise LockBusy(f"{self.url}: database is locked (another thread of this process is writing)")
+        state.writing = True
+
+    def _leave_writers(self, state: _ThreadState) -> None:
+        state.writing = False
+        self._connections.writers.leave()
+
+    def _gated(self, run: Callable[..., _T], *args: Any) -> _T:
+        """``run(*args)``, a write statement outside a transaction, holding the writer gate."""
+        state = self._local
+        self._enter_writers(state)
+        try:
+            return run(*args)
+        finally:
+            self._leave_writers(state)
 
     def catalog(self) -> list[tuple[str, ...]]:
         """This prefix's schema objects as sorted rows (see ``Engine.catalog``)."""
@@ -575,6 +630,8 @@ class SqliteEngine(EngineBase):
         state = self._local
         if isinstance(state.cursor, _RefusingCursor):
             state.cursor = None
+        if state.writing:
+            self._leave_writers(state)
         # Not a commit in a finally: the transaction is over either way by
         # now; this only tells the fork gate so.
         _FORK_GATE.leave()
@@ -702,7 +759,7 @@ class SqliteEngine(EngineBase):
         if state.conn is None:
             return
         with self._lock:
-            self._connections.pop(id(threading.current_thread()), None)
+            self._connections.forget_current()
         with state.guard:  # close() may be closing it this moment
             self._close_own_connection()
 
@@ -818,8 +875,7 @@ class SqliteEngine(EngineBase):
             if self._closed:
                 return
             self._closed = True
-            connections = list(self._connections.values())
-            self._connections.clear()
+            connections = self._connections.take_all()
         deadline = time.monotonic() + self.close_wait
         for _thread, conn, guard in connections:
             if guard.acquire(timeout=max(0.0, deadline - time.monotonic())):

@@ -29,8 +29,8 @@ from __future__ import annotations
 
 import random
 import time
-from asyncio import _get_running_loop as _running_loop
 
+from .loop import running_loop as _running_loop
 from .sqlite_errors import LockBusy
 
 __all__ = ["FIRST", "LONGEST", "Backoff", "loop_thread_refusal"]

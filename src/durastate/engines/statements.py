@@ -16,13 +16,15 @@ SQL is written once per operation as a *template*: ``?`` placeholders and
 ``WRITE_ROWS`` changes rows and returns rows (``RETURNING``); ``DDL``
 changes the schema (or anything else an engine cannot run as one
 retry-safe statement). ``engine.sql(statement)`` compiles it for the
-engine (once: facets compile all their statements when they are created)
+engine (once per dialect, engine class and prefix: engines share them,
+and a store's facets compile theirs at the facet's first use)
 and returns an ``SQL``: the driver's text (a ``str``, so drivers use and
 cache it as is) that carries its ``kind``. The engine decides what to do by
 the kind and never looks at the text: PostgreSQL runs a read as it is and a
 write outside a transaction together with its attempt row (see
-``engines.postgres``). A plain ``str`` template passed to ``engine.sql`` is
-of kind ``OPAQUE``: run correctly whatever it does, at a higher price.
+``engines.postgres``). ``engine.sql`` takes nothing else: a plain ``str``
+is refused (``WrongType``), so every statement is declared where it is
+written.
 ``KeyLookup(...)`` asks the engine to write a lookup of many keys (one
 index probe per key) in its own best form.
 
@@ -40,7 +42,7 @@ from __future__ import annotations
 
 import enum
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -73,7 +75,6 @@ class Kind(enum.Enum):
     WRITE = "write"
     WRITE_ROWS = "write returning rows"
     DDL = "ddl"
-    OPAQUE = "undeclared"
 
 
 Template = str | Mapping[str, str]
@@ -215,10 +216,29 @@ class Dialect:
     # The template of a ``KeyLookup``.
     key_lookup: Callable[[KeyLookup], str] = field(default=lambda lookup: in_list_lookup(lookup))
 
+    # Per prefix, the keyword arguments ``compile`` formats with (built once).
+    _bound: dict[str, dict[str, object]] = field(default_factory=dict, init=False, repr=False, compare=False)
+    # Compiled statements by the key of the engines sharing them (``compiled_cache``).
+    _shared: dict[Hashable, dict[Any, Any]] = field(default_factory=dict, init=False, repr=False, compare=False)
+
     def compile(self, template: str, prefix: str) -> str:
-        tokens = {k: _BoundSpec(v.text, prefix) if isinstance(v, Spec) else v for k, v in self.tokens.items()}
-        text = template.format(p=prefix, **tokens)
+        tokens = self._bound.get(prefix)
+        if tokens is None:
+            bound = {k: _BoundSpec(v.text, prefix) if isinstance(v, Spec) else v for k, v in self.tokens.items()}
+            tokens = self._bound[prefix] = {"p": prefix, **bound}
+        text = template.format_map(tokens)
         if self.placeholder != "?":
             # Only PostgreSQL's psycopg needs this: '%' is its escape, '?' ours.
             text = text.replace("%", "%%").replace("?", self.placeholder)
         return text
+
+    def compiled_cache(self, key: Hashable) -> dict[Any, Any]:
+        """The cache of compiled statements shared by the engines of this dialect whose cache key is ``key``.
+
+        It lives as long as the dialect (a module constant, normally: the
+        process), one entry per distinct statement and key.
+        """
+        cache = self._shared.get(key)
+        if cache is None:
+            cache = self._shared.setdefault(key, {})
+        return cache

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .._listing import check_limit, distinct_params, distinct_sql, merge_distinct
@@ -47,6 +47,7 @@ from .statements import (
     PRUNE_DUE,
     PUT,
     PUT_IF_ABSENT,
+    PUT_MANY_IF_ABSENT,
     PUT_PERSISTENT,
     TAKE,
     delete_keys_sql,
@@ -56,12 +57,29 @@ from .statements import (
 )
 
 if TYPE_CHECKING:
-    from ..engines.base import Engine
+    from ..engines.base import SQL, Engine
 
 # Housekeeping in passing: every PRUNE_EVERY writes of this process, one
 # bounded sweep of up to PRUNE_BATCH expired values.
 PRUNE_EVERY = 256
 PRUNE_BATCH = 64
+
+
+class ByCount(dict[int, "SQL"]):
+    """Statements by key count, each compiled at its first use (a store uses few of the 128 counts).
+
+    A ``dict``: a count seen before is one C-level lookup, as a list index was.
+    """
+
+    __slots__ = ("_make",)
+
+    def __init__(self, make: Callable[[int], SQL]) -> None:
+        super().__init__()
+        self._make = make
+
+    def __missing__(self, count: int) -> SQL:
+        compiled = self[count] = self._make(count)
+        return compiled
 
 
 class KV:
@@ -100,8 +118,9 @@ class KV:
             (s, e, r): sql(scan_sql(s, e, r)) for s in (False, True) for e in (False, True) for r in (False, True)
         }
         self._delete_range = {(s, e): sql(delete_range_sql(s, e)) for s in (False, True) for e in (False, True)}
-        self._get_many = [""] + [sql(get_many_sql(n)) for n in range(1, KEY_CHUNK + 1)]
-        self._delete_keys = [""] + [sql(delete_keys_sql(n)) for n in range(1, KEY_CHUNK + 1)]
+        # By key count (1..KEY_CHUNK), compiled at the first call with that count.
+        self._get_many = ByCount(lambda n: sql(get_many_sql(n)))
+        self._delete_keys = ByCount(lambda n: sql(delete_keys_sql(n)))
         self._writes_until_prune = PRUNE_EVERY
 
     # -- helpers ---------------------------------------------------------------
@@ -268,10 +287,20 @@ class KV:
         items: Iterable[tuple[bytes, bytes]],
         *,
         ttl: float | None = None,
+        if_absent: bool = False,
     ) -> None:
-        """Upsert every ``(key, value)`` pair atomically (later duplicates win)."""
+        """Upsert every ``(key, value)`` pair atomically (later duplicates win).
+
+        ``if_absent=True`` stores only the pairs whose key holds no live
+        value (an expired one counts as absent, as in ``put_if_absent``) and
+        leaves the others as they are; of duplicates in ``items`` the first
+        wins. One statement per pair, no read: which pairs were stored is
+        not reported (``put_if_absent`` tells, one key at a time).
+        """
         scope = as_bytes("scope", scope)
         ns = as_bytes("ns", ns)
+        if not isinstance(if_absent, bool):
+            fail_type("if_absent", "a bool", if_absent)
         expires_at = self._deadline(ttl)
         key_room = self.max_key_size - len(scope) - len(ns)
         max_value = self.max_value_size
@@ -289,11 +318,15 @@ class KV:
             rows.append((scope, ns, key, self._value(f"items[{i}] value", item[1])))
         if not rows:
             return
+        engine = self._engine
         statement = self._put_persistent
-        if expires_at is not None:
+        if if_absent:
+            statement = engine.sql(PUT_MANY_IF_ABSENT)
+            now = engine.now_ms()
+            rows = [(*row, expires_at, now) for row in rows]
+        elif expires_at is not None:
             statement = self._put
             rows = [(*row, expires_at) for row in rows]
-        engine = self._engine
         if len(rows) == 1:
             engine.execute(statement, rows[0])
         else:

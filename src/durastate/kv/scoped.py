@@ -30,8 +30,10 @@ class ScopedKV:
     def put(self, ns: bytes, key: bytes, value: bytes, *, ttl: float | None = None) -> None:
         self._kv.put(self.scope_id, ns, key, value, ttl=ttl)
 
-    def put_many(self, ns: bytes, items: Iterable[tuple[bytes, bytes]], *, ttl: float | None = None) -> None:
-        self._kv.put_many(self.scope_id, ns, items, ttl=ttl)
+    def put_many(
+        self, ns: bytes, items: Iterable[tuple[bytes, bytes]], *, ttl: float | None = None, if_absent: bool = False
+    ) -> None:
+        self._kv.put_many(self.scope_id, ns, items, ttl=ttl, if_absent=if_absent)
 
     def scan(
         self,

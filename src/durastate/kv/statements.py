@@ -71,6 +71,13 @@ PUT_IF_ABSENT = WRITE_ROWS(
     " WHERE {p}kv.expires_at IS NOT NULL AND {p}kv.expires_at <= ?"
     " RETURNING 1"
 )
+# put_many(if_absent=True): PUT_IF_ABSENT without RETURNING, so a batch is
+# one executemany (the caller needs no per-row outcome).
+PUT_MANY_IF_ABSENT = WRITE(
+    "INSERT INTO {p}kv (scope, ns, key, value, expires_at) VALUES (?, ?, ?, ?, ?)"
+    " ON CONFLICT (scope, ns, key) DO UPDATE SET value = excluded.value, expires_at = excluded.expires_at"
+    " WHERE {p}kv.expires_at IS NOT NULL AND {p}kv.expires_at <= ?"
+)
 PRUNE = WRITE(
     "DELETE FROM {p}kv WHERE (scope, ns, key) IN (SELECT scope, ns, key FROM {p}kv WHERE expires_at <= ? LIMIT ?)"
 )

@@ -52,6 +52,7 @@ from .facet import DEFAULT_MAX_ATTEMPTS as DEFAULT_MAX_ATTEMPTS
 from .facet import DELETE_DEAD_ALL as DELETE_DEAD_ALL
 from .facet import DELETE_DEAD_ID as DELETE_DEAD_ID
 from .facet import DELETE_ID as DELETE_ID
+from .facet import HEAD_TIME as HEAD_TIME
 from .facet import MAX_NAME_SIZE as MAX_NAME_SIZE
 from .facet import NACK as NACK
 from .facet import PEEK as PEEK

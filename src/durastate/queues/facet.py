@@ -36,6 +36,11 @@ __all__ = ["QueueItem", "Claim", "DeadLetter", "QueueStats", "Queues", "SCHEMA",
 DEFAULT_MAX_ATTEMPTS = 5
 POLL_INTERVAL = 0.05
 _BURY_PER_TRANSACTION = 64
+# The claim index's lower bound per queue (Queues._floor): how far below the
+# earliest item it lies, and how long it is kept before it is read again.
+FLOOR_SLACK_MS = 1000
+FLOOR_REFRESH = 2.0
+_FLOORS_KEPT = 10_000
 
 SCHEMA = Schema(
     facet="queues",
@@ -65,8 +70,10 @@ SCHEMA = Schema(
 # -- statements ---------------------------------------------------------------
 
 PUSH = WRITE("INSERT INTO {p}queue (queue, payload, available_at, max_attempts, created_at) VALUES (?, ?, ?, ?, ?)")
+# ``available_at >= ?``: the queue's floor (see "Dead rows" in Queues._floor).
 _NEXT_ID = (
-    "SELECT id FROM {p}queue WHERE queue = ? AND available_at <= ? ORDER BY available_at, id LIMIT 1{skip_locked}"
+    "SELECT id FROM {p}queue WHERE queue = ? AND available_at <= ? AND available_at >= ?"
+    " ORDER BY available_at, id LIMIT 1{skip_locked}"
 )
 POP = WRITE_ROWS("DELETE FROM {p}queue WHERE id = (" + _NEXT_ID + ") RETURNING payload")
 # The fast path of claim: one statement takes the head unless it has used up
@@ -78,9 +85,11 @@ CLAIM = WRITE_ROWS(
     " RETURNING id, payload, attempts"
 )
 CLAIM_HEAD = READ(
-    "SELECT id, attempts, max_attempts FROM {p}queue WHERE queue = ? AND available_at <= ?"
+    "SELECT id, attempts, max_attempts FROM {p}queue WHERE queue = ? AND available_at <= ? AND available_at >= ?"
     " ORDER BY available_at, id LIMIT 1{skip_locked}"
 )
+# The earliest item of a queue, whatever its state: the floor's refresh (Queues._floor).
+HEAD_TIME = READ("SELECT available_at FROM {p}queue WHERE queue = ? ORDER BY available_at LIMIT 1")
 CLAIM_ID = WRITE_ROWS(
     "UPDATE {p}queue SET lease = ?, attempts = attempts + 1, available_at = ?"
     " WHERE id = ? RETURNING id, payload, attempts"
@@ -262,6 +271,8 @@ class Queues:
         self._pop = sql(POP)
         self._claim = sql(CLAIM)
         self._claim_head = sql(CLAIM_HEAD)
+        self._head_time = sql(HEAD_TIME)
+        self._floors: dict[bytes, tuple[int, float]] = {}
         self._claim_id = sql(CLAIM_ID)
         self._bury = sql(BURY)
         self._delete_id = sql(DELETE_ID)
@@ -338,7 +349,8 @@ class Queues:
         deadline = None if wait is None else self._wait_deadline(wait)
         engine = self._engine
         while True:
-            row = engine.one(self._pop, (queue, engine.now_ms()))
+            now = engine.now_ms()
+            row = engine.one(self._pop, (queue, now, self._floor(queue, now)))
             if row is not None:
                 payload: bytes = row[0]
                 return payload
@@ -364,14 +376,15 @@ class Queues:
         engine = self._engine
         token = os.urandom(16)
         now = engine.now_ms()
-        row = engine.one(self._claim, (token, now + lease_ms, queue, now))
+        floor = self._floor(queue, now)
+        row = engine.one(self._claim, (token, now + lease_ms, queue, now, floor))
         if row is None:
-            row = self._claim_past_exhausted(queue, token, now, lease_ms)
+            row = self._claim_past_exhausted(queue, token, now, floor, lease_ms)
             if row is None:
                 return None
         return Claim(self, queue, row[0], row[1], row[2], token, now + lease_ms, lease_ms)
 
-    def _claim_past_exhausted(self, queue: bytes, token: bytes, now: int, lease_ms: int) -> Any:
+    def _claim_past_exhausted(self, queue: bytes, token: bytes, now: int, floor: int, lease_ms: int) -> Any:
         """Slow path: bury heads that used up their attempts, then claim.
 
         Reached only when the fast statement found nothing: either the queue
@@ -381,7 +394,7 @@ class Queues:
         while True:
             with engine.transaction():
                 for _ in range(_BURY_PER_TRANSACTION):
-                    head = engine.one(self._claim_head, (queue, now))
+                    head = engine.one(self._claim_head, (queue, now, floor))
                     if head is None:
                         return None
                     item_id, attempts, max_attempts = head
@@ -389,6 +402,39 @@ class Queues:
                         return engine.one(self._claim_id, (token, now + lease_ms, item_id))
                     engine.execute(self._bury, (now, item_id))
                     engine.execute(self._delete_id, (item_id,))
+
+    def _floor(self, queue: bytes, now: int) -> int:
+        """A time below which ``queue`` has no item: the lower bound of every claim's and pop's index range.
+
+        Dead rows. On PostgreSQL an acked (deleted) or claimed (updated)
+        item leaves a dead row version behind, and its entry in the claim
+        index stays at the head of the queue's range until VACUUM removes
+        it, which it cannot while any session holds an older snapshot (a
+        transaction left idle, a long report). A claim scanning from the
+        head steps over every one of them: 200,000 settled items made a
+        claim 60x slower. The floor skips them: it is the earliest item's
+        ``available_at`` (``HEAD_TIME``, which does step over them, once)
+        less ``FLOOR_SLACK_MS``, kept per queue for ``FLOOR_REFRESH``
+        seconds. No item can appear below it meanwhile, except through
+        clocks (every later push, nack, lease or renew is due at its own
+        "now" or later; writers' clocks differ by less than the slack: on
+        PostgreSQL all use the server's) or a push committed more than the
+        slack after its own "now" (a long transaction): such an item waits
+        for the next refresh (at most ``FLOOR_REFRESH`` seconds) instead of
+        going first. A store clock that went back refreshes at once.
+        """
+        known = self._floors.get(queue)
+        tick = time.monotonic()
+        if known is not None:
+            floor, refreshed = known
+            if tick - refreshed < FLOOR_REFRESH and now >= floor + FLOOR_SLACK_MS:
+                return floor
+        row = self._engine.one(self._head_time, (queue,))
+        floor = (now if row is None else min(int(row[0]), now)) - FLOOR_SLACK_MS
+        if len(self._floors) >= _FLOORS_KEPT:
+            self._floors.clear()  # many queues: forget them all (each refreshes on its next claim)
+        self._floors[queue] = (floor, tick)
+        return floor
 
     def _wait_deadline(self, wait: float | None) -> float | None:
         if wait is None:

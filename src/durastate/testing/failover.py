@@ -26,17 +26,18 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import subprocess
 import sys
 import time
 import traceback
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 import durastate
 
-__all__ = ["LEASE", "Outcome", "check", "main", "read_log", "write_stall"]
+__all__ = ["LEASE", "Outcome", "Workers", "check", "main", "read_log", "woke_after", "write_stall", "writes_after"]
 
 LEASE = 2.0  # seconds a workload claim holds a queue item (an abandoned one comes back after this)
 WORK, WAKE = "work", "wake"  # the claim/ack queue and the waiter's queue
@@ -145,6 +146,9 @@ async def _queue(store: Any, call: Callable[..., Any], log: _Log, tag: str, i: i
     else:
         try:
             await call(job.ack)
+        except durastate.Conflict:
+            log("lease_lost", item=item)  # the stall outlasted the lease: not acknowledged, it comes back
+            return claims
         except durastate.DurastateError:
             log("ack_unknown", item=item)  # applied or not: the check accepts either
             raise
@@ -189,8 +193,11 @@ async def _waiter(store: Any, call: Callable[..., Any], log: _Log, stop: Path) -
         try:
             job = await call(store.queues.claim, WAKE, lease=LEASE, wait=1.0)
             if job is not None:
-                await call(job.ack)
                 log("woke", item=job.payload.decode())
+                try:
+                    await call(job.ack)
+                except durastate.Conflict:
+                    log("lease_lost", item=job.payload.decode())  # it comes back to a waiter
         except durastate.DurastateError as exc:
             log("error", what="waiter", error=type(exc).__name__, message=str(exc)[:300], where=_where(exc))
 
@@ -226,6 +233,81 @@ def main(argv: list[str]) -> None:
 
 
 # -- reading the logs and checking the store ---------------------------------------------
+
+
+class Workers:
+    """Workload processes (one per ``modes`` entry, tagged ``p0``, ``p1``, ...) and their logs under ``folder``.
+
+    ``prefix``: the command that runs ``main`` (default ``python -m
+    durastate.testing.failover``; a benchmark may run a patched one).
+    """
+
+    def __init__(self, url: str, folder: Path, modes: Sequence[str], prefix: Sequence[str] = ()) -> None:
+        self.stop_file = folder / "stop"
+        self.logs = {f"p{i}": folder / f"p{i}.jsonl" for i in range(len(modes))}
+        command = list(prefix) or [sys.executable, "-m", "durastate.testing.failover"]
+        self.processes = []
+        for (tag, log), mode in zip(self.logs.items(), modes, strict=True):
+            with open(folder / f"{tag}.stderr", "wb") as stderr:
+                self.processes.append(
+                    subprocess.Popen([*command, url, str(log), str(self.stop_file), mode, tag], stderr=stderr)
+                )
+        self.folder = folder
+
+    def lines(self) -> dict[str, list[dict[str, Any]]]:
+        return {tag: read_log(path) if path.exists() else [] for tag, path in self.logs.items()}
+
+    def all_lines(self) -> list[dict[str, Any]]:
+        return [line for tag_lines in self.lines().values() for line in tag_lines]
+
+    def wait_until(self, what: str, done: Callable[[list[dict[str, Any]]], bool], timeout: float = 60.0) -> None:
+        """Poll the logs (every 100 ms) until ``done(one process's lines)`` holds for every process.
+
+        ``AssertionError`` (with the logs' tails) when a process exited or ``timeout`` passed.
+        """
+        deadline = time.monotonic() + timeout
+        while True:
+            lines = self.lines()
+            if all(done(tag_lines) for tag_lines in lines.values()):
+                return
+            for p in self.processes:
+                assert p.poll() is None, f"a workload process exited ({p.returncode}): {self.stderr()}"
+            assert time.monotonic() < deadline, f"{what}: {self.summary(lines)}"
+            time.sleep(0.1)
+
+    def stop(self, timeout: float = 60.0) -> None:
+        """Ask every process to stop and wait; ``AssertionError`` if one failed or hung (then it is killed)."""
+        self.stop_file.touch()
+        for p in self.processes:
+            try:
+                p.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                raise AssertionError(f"a workload process did not stop: {self.stderr()}") from None
+            assert p.returncode == 0, f"a workload process failed ({p.returncode}): {self.stderr()}"
+
+    def kill(self) -> None:
+        for p in self.processes:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+
+    def stderr(self) -> str:
+        return " | ".join(path.read_text()[-2000:] for path in sorted(self.folder.glob("*.stderr")))
+
+    @staticmethod
+    def summary(lines: dict[str, list[dict[str, Any]]]) -> str:
+        return "; ".join(f"{tag}: {len(tl)} lines, last {tl[-3:] if tl else None}" for tag, tl in lines.items())
+
+
+def writes_after(t: float, count: int = 20) -> Callable[[list[dict[str, Any]]], bool]:
+    """For ``Workers.wait_until``: at least ``count`` writes acknowledged after ``t``."""
+    return lambda lines: sum(1 for line in lines if line["op"] in WRITES and line["t"] > t) >= count
+
+
+def woke_after(t: float) -> Callable[[list[dict[str, Any]]], bool]:
+    """For ``Workers.wait_until``: the waiter took an item after ``t``."""
+    return lambda lines: any(line["op"] == "woke" and line["t"] > t for line in lines)
 
 
 def read_log(path: Path) -> list[dict[str, Any]]:

@@ -115,6 +115,38 @@ def test_list_merges_namespaces_and_threads_newest_first(saver: DurastateSaver) 
     assert [t.config["configurable"]["checkpoint_id"] for t in limited] == every[:3]
 
 
+def test_namespaces_are_found_without_a_registry(saver: DurastateSaver, store: durastate.Store) -> None:
+    # Namespaces that extend one another, or hold the byte after the separator.
+    for ns in ["b", "", "a\x01", "a", "a:b|c"]:
+        chain(saver, "t", 1, ns=ns)
+    # A row of the registry earlier releases kept (and rewrote at every put) is ignored.
+    ThreadRows(store.kv, b"langgraph", "t").put_many([(b"nghost", b"")])
+    found = {t.config["configurable"]["checkpoint_ns"] for t in saver.list({"configurable": {"thread_id": "t"}})}
+    assert found == {"", "a", "a\x01", "a:b|c", "b"}
+    assert saver._namespaces(ThreadRows(store.kv, b"langgraph", "t")) == sorted(found)
+
+
+def test_versions_are_short_and_count_up_from_the_long_format(saver: DurastateSaver) -> None:
+    long = f"{41:032}.{0.25:016}"  # what this saver wrote before, and LangGraph's own savers write
+    short = saver.get_next_version(long, None)
+    assert short.startswith("000000000042.") and len(short) == 19 and short > long
+    following = saver.get_next_version(short, None)
+    assert following.startswith("000000000043.") and following > short
+    assert saver.get_next_version(None, None).startswith("000000000001.")
+    assert saver.get_next_version(7, None).startswith("000000000008.")  # type: ignore[arg-type]
+
+
+def test_put_writes_keeps_the_first_write_of_an_index_and_special_writes_replace(saver: DurastateSaver) -> None:
+    [config] = chain(saver, "w", 1)
+    saver.put_writes(config, [("a", 1), ("b", 2)], "task")
+    saver.put_writes(config, [("a", 10), ("c", 30)], "task")  # idx 0 and 1 are taken
+    saver.put_writes(config, [("__error__", "first")], "task")
+    saver.put_writes(config, [("__error__", "second")], "task")
+    stored = saver.get_tuple(config)
+    assert stored is not None
+    assert sorted(stored.pending_writes) == [("task", "__error__", "second"), ("task", "a", 1), ("task", "b", 2)]
+
+
 class Opaque:
     """Something msgpack cannot encode, so a pickle_fallback serializer pickles it."""
 

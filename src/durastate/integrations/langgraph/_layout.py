@@ -7,7 +7,9 @@ prefix; ``delete_thread`` is one range delete, and the threads are listed
 by skipping from one prefix to the next: no registry to keep). Relative
 keys start with a tag byte:
 
-* ``n`` + checkpoint_ns: the thread's namespaces (a registry, value empty);
+* ``n`` + checkpoint_ns: written by earlier releases (a namespace registry
+  rewritten at every put), now ignored: the namespaces are found by
+  skipping through the checkpoint keys (``namespaces``);
 * ``r`` + run_id: the thread holds checkpoints of that run;
 * ``c`` + checkpoint_ns + NUL + checkpoint_id: a checkpoint (its
   ``envelope``: parent id, the checkpoint without its non-primitive channel
@@ -40,8 +42,6 @@ if TYPE_CHECKING:
     from ...kv import KV
 
 THREADS_NS = b"threads"
-NAMESPACES = b"n"
-NAMESPACES_END = b"o"
 CHECKPOINT = b"c"
 CHECKPOINT_END = b"d"
 RUN = b"r"
@@ -114,9 +114,9 @@ class ThreadRows:
     def put(self, key: bytes, value: bytes) -> None:
         self._kv.put(self._scope, THREADS_NS, self._prefix + key, value)
 
-    def put_many(self, rows: Iterable[tuple[bytes, bytes]]) -> None:
+    def put_many(self, rows: Iterable[tuple[bytes, bytes]], *, if_absent: bool = False) -> None:
         prefix = self._prefix
-        self._kv.put_many(self._scope, THREADS_NS, [(prefix + key, value) for key, value in rows])
+        self._kv.put_many(self._scope, THREADS_NS, [(prefix + key, value) for key, value in rows], if_absent=if_absent)
 
     def scan(
         self, start: bytes = b"", end: bytes | None = None, *, reverse: bool = False, limit: int | None = None
@@ -168,6 +168,22 @@ def thread_ids(kv: KV, scope: bytes) -> Iterator[str]:
         thread = found[0].partition(SEP)[0]
         yield thread.decode()
         start = thread + AFTER
+
+
+def namespaces(thread: ThreadRows) -> Iterator[str]:
+    """The checkpoint namespaces of a thread, in key order: one indexed read per namespace (a skip scan).
+
+    A namespace ends at its NUL separator, which no namespace contains, so
+    ``CHECKPOINT + ns + AFTER`` is the first key past every row of ``ns``.
+    """
+    start = CHECKPOINT
+    while True:
+        found = next(thread.scan(start, CHECKPOINT_END, limit=1), None)
+        if found is None:
+            return
+        ns = found[0][1:].partition(SEP)[0]
+        yield ns.decode()
+        start = CHECKPOINT + ns + AFTER
 
 
 class Row(NamedTuple):

@@ -4,21 +4,29 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 
 import durastate
 from durastate.engines import registry
-from durastate.engines.base import DDL, Schema
-from durastate.errors import NotSupported
+from durastate.engines.base import DDL, READ, WRITE, Kind, Schema
+from durastate.errors import NotSupported, WrongType
 from durastate.store import SCHEMAS
 from durastate.testing import FakeClock
 
-__all__ = ["TestCapabilities", "TestFailedStatementInTransaction", "TestOpen", "TestRefusalsDoNotDoom", "TestSchema"]
+__all__ = [
+    "TestCapabilities",
+    "TestDeclaredStatements",
+    "TestFailedStatementInTransaction",
+    "TestOpen",
+    "TestRefusalsDoNotDoom",
+    "TestSchema",
+]
 
 # A statement that fails in the database itself on every engine (the facets
 # validate their input first, so they rarely reach a database error).
-_DUPLICATE_SCHEMA_ROW = "INSERT INTO {p}schema (facet, version) VALUES ('kv', 1)"
+_DUPLICATE_SCHEMA_ROW = WRITE("INSERT INTO {p}schema (facet, version) VALUES ('kv', 1)")
 
 
 def _fail_a_statement(store: durastate.Store) -> None:
@@ -96,6 +104,23 @@ class TestCapabilities:
     def test_max_concurrency_is_a_bound_or_none(self, store: durastate.Store) -> None:
         bound = store.engine.capabilities.max_concurrency
         assert bound is None or (isinstance(bound, int) and bound >= 1)
+
+
+class TestDeclaredStatements:
+    """``engine.sql`` compiles declared statements only: the engine runs a statement by its kind."""
+
+    @pytest.mark.parametrize(
+        "undeclared", ["SELECT 1 FROM {p}schema", {"sqlite": "SELECT 1", "postgresql": "SELECT 1"}, None]
+    )
+    def test_anything_but_a_statement_is_refused(self, store: durastate.Store, undeclared: Any) -> None:
+        with pytest.raises(WrongType, match="declared statement"):
+            store.engine.sql(undeclared)
+
+    def test_a_statement_keeps_its_kind(self, store: durastate.Store) -> None:
+        engine = store.engine
+        for declare, kind in ((READ, Kind.READ), (WRITE, Kind.WRITE), (DDL, Kind.DDL)):
+            assert engine.sql(declare("SELECT facet FROM {p}schema")).kind is kind
+        assert engine.one(engine.sql(READ("SELECT COUNT(*) FROM {p}schema")))[0] >= 1  # type: ignore[index]
 
 
 class TestOpen:

@@ -1,4 +1,4 @@
-"""Conformance: ``kv.take`` and ``kv.put_if_absent``, the one-statement read-and-delete and create-only put.
+"""Conformance: ``kv.take``, ``kv.put_if_absent`` and ``kv.put_many(if_absent=True)``: one-statement writes.
 
 Each is atomic on its own: of concurrent callers on one key exactly one
 takes the value / creates the key (checked with threads racing on the same
@@ -17,7 +17,7 @@ import durastate
 from durastate import InvalidRequest
 from durastate.testing.clock import FakeClock
 
-__all__ = ["TestKVPutIfAbsent", "TestKVTake"]
+__all__ = ["TestKVPutIfAbsent", "TestKVPutManyIfAbsent", "TestKVTake"]
 
 S, NS = b"scope", b"ns"
 
@@ -160,4 +160,45 @@ class TestKVPutIfAbsent:
         view = store.kv.scope(S)
         assert view.put_if_absent(NS, b"k", b"v") is True
         assert view.put_if_absent(NS, b"k", b"w") is False
+        assert view.get(NS, b"k") == b"v"
+
+
+class TestKVPutManyIfAbsent:
+    def test_stores_only_the_absent_keys(self, store: durastate.Store) -> None:
+        store.kv.put(S, NS, b"a", b"old")
+        store.kv.put_many(S, NS, [(b"a", b"new"), (b"b", b"new"), (b"c", b"new")], if_absent=True)
+        assert store.kv.get_many(S, NS, [b"a", b"b", b"c"]) == [b"old", b"new", b"new"]
+
+    def test_the_first_of_duplicates_wins(self, store: durastate.Store) -> None:
+        store.kv.put_many(S, NS, [(b"k", b"first"), (b"k", b"second")], if_absent=True)
+        assert store.kv.get(S, NS, b"k") == b"first"
+        store.kv.put_many(S, NS, [(b"one", b"only")], if_absent=True)  # the one-row path
+        store.kv.put_many(S, NS, [(b"one", b"again")], if_absent=True)
+        assert store.kv.get(S, NS, b"one") == b"only"
+
+    def test_an_expired_value_counts_as_absent_and_ttl_applies(self, store: durastate.Store, clock: FakeClock) -> None:
+        store.kv.put(S, NS, b"gone", b"old", ttl=5)
+        store.kv.put(S, NS, b"live", b"old", ttl=50)
+        clock.advance(10)
+        store.kv.put_many(S, NS, [(b"gone", b"new"), (b"live", b"new"), (b"fresh", b"new")], ttl=20, if_absent=True)
+        assert store.kv.get_many(S, NS, [b"gone", b"live", b"fresh"]) == [b"new", b"old", b"new"]
+        clock.advance(25)
+        assert store.kv.get_many(S, NS, [b"gone", b"live", b"fresh"]) == [None, b"old", None]
+
+    def test_all_or_nothing_inside_a_transaction(self, store: durastate.Store) -> None:
+        store.kv.put(S, NS, b"a", b"old")
+        with pytest.raises(RuntimeError), store.transaction():
+            store.kv.put_many(S, NS, [(b"a", b"new"), (b"b", b"new")], if_absent=True)
+            raise RuntimeError("roll back")
+        assert store.kv.get_many(S, NS, [b"a", b"b"]) == [b"old", None]
+
+    def test_a_non_bool_is_refused_and_writes_nothing(self, store: durastate.Store) -> None:
+        with pytest.raises(InvalidRequest, match="if_absent must be a bool"):
+            store.kv.put_many(S, NS, [(b"k", b"v")], if_absent="yes")  # type: ignore[arg-type]
+        assert store.kv.get(S, NS, b"k") is None
+
+    def test_scoped_view(self, store: durastate.Store) -> None:
+        view = store.kv.scope(S)
+        view.put_many(NS, [(b"k", b"v")], if_absent=True)
+        view.put_many(NS, [(b"k", b"w")], if_absent=True)
         assert view.get(NS, b"k") == b"v"

@@ -45,6 +45,7 @@ from typing import Any
 import pytest
 
 import durastate
+from durastate.engines.base import READ
 from durastate.errors import Conflict
 from durastate.store import SCHEMAS
 
@@ -340,7 +341,7 @@ def open_at_once(url: str, barrier: Any) -> list[tuple[str, int]]:
     with _opened(url) as store:
         store.kv.incr(SCOPE, b"openers", b"count")
         engine = store.engine
-        rows = engine.all(engine.sql("SELECT facet, version FROM {p}schema ORDER BY facet"))
+        rows = engine.all(engine.sql(READ("SELECT facet, version FROM {p}schema ORDER BY facet")))
     return [(str(facet), int(version)) for facet, version in rows]
 
 

@@ -17,6 +17,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import pytest
+
 import durastate
 from durastate.engines.base import DDL, KeyLookup, Plan, Statement
 
@@ -40,8 +42,15 @@ def analyze(store: durastate.Store) -> None:
 
 
 def plan_of(store: durastate.Store, statement: Statement | KeyLookup, params: Sequence[Any]) -> Plan:
+    """The plan of ``statement``; skips the test on a Citus coordinator (see below)."""
     engine = store.engine
-    return engine.explain(engine.sql(statement), tuple(params))
+    plan = engine.explain(engine.sql(statement), tuple(params))
+    if "Custom Scan (Citus" in plan.text:
+        # The coordinator's plan only routes the statement; the worker plans it
+        # with PostgreSQL's planner, whose plans these tests check on plain
+        # PostgreSQL in the same Citus statement mode (the "citus" parameter there).
+        pytest.skip("a Citus coordinator's plan routes the statement; the plan checks run on plain PostgreSQL")
+    return plan
 
 
 def assert_index_search(

@@ -14,6 +14,7 @@ from durastate import Conflict
 from durastate.documents import (
     Documents,
 )
+from durastate.engines.base import WRITE
 
 __all__ = []
 
@@ -28,7 +29,7 @@ def plant(store: durastate.Store, key: str, payload: bytes, revision: int = 1) -
     """Store ``payload`` at ``key`` bypassing the facet (as another program might)."""
     engine = store.engine
     engine.execute(
-        engine.sql("INSERT INTO {p}documents (key, payload, revision) VALUES (?, ?, ?)"),
+        engine.sql(WRITE("INSERT INTO {p}documents (key, payload, revision) VALUES (?, ?, ?)")),
         (key, payload, revision),
     )
 

@@ -333,15 +333,16 @@ class TestQueueIndexUse:
         assert_index_search(plan, store.engine.prefix + table, using=using)
 
     def test_claim(self, filled: durastate.Store) -> None:
-        self.check(filled, queues.CLAIM, (b"token", 10**12, b"q", 10**12), "queue", "queue", "available_at")
+        self.check(filled, queues.CLAIM, (b"token", 10**12, b"q", 10**12, 0), "queue", "queue", "available_at")
+        self.check(filled, queues.HEAD_TIME, (b"q",), "queue", "queue")
 
     def test_claim_slow_path(self, filled: durastate.Store) -> None:
-        self.check(filled, queues.CLAIM_HEAD, (b"q", 10**12), "queue", "queue", "available_at")
+        self.check(filled, queues.CLAIM_HEAD, (b"q", 10**12, 0), "queue", "queue", "available_at")
         self.check(filled, queues.CLAIM_ID, (b"token", 10**12, 1), "queue", "id")
         self.check(filled, queues.BURY, (10**12, 1), "queue", "id")
 
     def test_pop(self, filled: durastate.Store) -> None:
-        self.check(filled, queues.POP, (b"q", 10**12), "queue", "available_at")
+        self.check(filled, queues.POP, (b"q", 10**12, 0), "queue", "available_at")
 
     def test_ack_nack_renew(self, filled: durastate.Store) -> None:
         self.check(filled, queues.ACK, (1, b"token"), "queue", "id")

@@ -13,6 +13,7 @@ import pytest
 import durastate
 from durastate import Conflict, InvalidRequest, records
 from durastate._chord import MAX_DELTA_OPERATIONS
+from durastate.engines.base import READ
 from durastate.records import CHECKPOINT_EVERY, MAX_SAFE_INTEGER, Records
 
 from .common import (
@@ -86,7 +87,7 @@ class TestRecordsDocuments:
         )
         for i in range(20):
             r.commit([change(5, delta([set_op("n", i)])), change(6, delta([set_op(f"k{i}", i)]))])
-        count = store.engine.sql("SELECT count(*) FROM {p}rec_revision WHERE document_id = ?")
+        count = store.engine.sql(READ("SELECT count(*) FROM {p}rec_revision WHERE document_id = ?"))
         assert store.engine.one(count, (5,)) == (1,)
         assert store.engine.one(count, (6,)) == (1,)
         assert r.document(5) == {
@@ -239,7 +240,7 @@ class TestRecordsChordDeltas:
         got = r.document(5, seq)
         assert got is not None and got["value"] == {"n": MAX_DELTA_OPERATIONS} and got["deltasSinceBase"] == 1
         assert r.document(5)["value"] == {"n": MAX_DELTA_OPERATIONS, "after": True}  # type: ignore[index]
-        content = store.engine.sql("SELECT content FROM {p}rec_revision WHERE document_id = ? AND seq = ?")
+        content = store.engine.sql(READ("SELECT content FROM {p}rec_revision WHERE document_id = ? AND seq = ?"))
         row = store.engine.one(content, (5, seq))
         assert row is not None and orjson.loads(row[0]) == [["r", {"n": MAX_DELTA_OPERATIONS}]]
 
@@ -248,7 +249,7 @@ class TestRecordsChordDeltas:
         r.commit([conversation(1), create(doc_record(5, scope=conv_scope(1)), base({"n": 0}))])
         ops = [["s", ["n"], i] for i in range(MAX_DELTA_OPERATIONS)]
         seq = r.commit([change(5, delta(ops))])
-        content = store.engine.sql("SELECT content FROM {p}rec_revision WHERE document_id = ? AND seq = ?")
+        content = store.engine.sql(READ("SELECT content FROM {p}rec_revision WHERE document_id = ? AND seq = ?"))
         row = store.engine.one(content, (5, seq))
         assert row is not None and orjson.loads(row[0]) == ops
 

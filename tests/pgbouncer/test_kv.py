@@ -1,0 +1,1 @@
+from durastate.testing.conformance.kv import *  # noqa: F403

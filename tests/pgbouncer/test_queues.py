@@ -1,0 +1,1 @@
+from durastate.testing.conformance.queues import *  # noqa: F403

@@ -1,0 +1,1 @@
+from durastate.testing.conformance.records import *  # noqa: F403
