@@ -89,6 +89,10 @@ def main() -> None:
     parser.add_argument("--citus-url", help="also run durastate.citus.open on this Citus coordinator")
     parser.add_argument("--shards", type=int, default=128)
     parser.add_argument("--calls", type=int, default=300)
+    parser.add_argument("--no-map", action="store_true", help="skip the shard-map layout (a pool per shard)")
+    parser.add_argument(
+        "--reuse-prefix", help="open the logical shards an earlier run left under this prefix (kept afterwards)"
+    )
     args = parser.parse_args()
     n = args.shards
     tag = uuid.uuid4().hex[:8]
@@ -107,31 +111,38 @@ def main() -> None:
     layouts: dict[str, tuple[Any, float, float, str]] = {}
     dropped: list[tuple[str, str]] = []
     try:
-        prefix = f"b{tag}_"
+        prefix = args.reuse_prefix or f"b{tag}_"
         app = f"bench-schemas-{tag}"
         store, secs, kept = opened(
             "schemas-1", lambda: durastate.citus.open(with_app(args.url, app), shards=n, prefix=prefix)
         )
         layouts["schemas-1"] = (store, secs, kept, app)
-        dropped.append((args.url, prefix))
+        if not args.reuse_prefix:
+            dropped.append((args.url, prefix))
         if args.citus_url:
             capp = f"bench-citus-{tag}"
-            cprefix = f"c{tag}_"
+            cprefix = args.reuse_prefix or f"c{tag}_"
             store, secs, kept = opened(
                 "citus", lambda: durastate.citus.open(with_app(args.citus_url, capp), shards=n, prefix=cprefix)
             )
             layouts["citus"] = (store, secs, kept, capp)
-            dropped.append((args.citus_url, cprefix))
-        mapp = f"bench-map-{tag}"
-        names = shard_names("ds_", n)
-        urls = {}
-        for i, name in enumerate(names):
-            db_url = urlunsplit(urlsplit(args.url)._replace(path=f"/{databases[i % 4]}"))
-            with psycopg.connect(db_url, autocommit=True) as conn:
-                conn.execute(f"CREATE SCHEMA {name}")
-            urls[name] = with_app(db_url, mapp, name)
-        store, secs, kept = opened("map-4db", lambda: open_map(ShardMap("ds_", urls)))
-        layouts["map-4db"] = (store, secs, kept, mapp)
+            if not args.reuse_prefix:
+                dropped.append((args.citus_url, cprefix))
+        if not args.no_map:
+            mapp = f"bench-map-{tag}"
+            names = shard_names("ds_", n)
+            urls = {}
+            for i, name in enumerate(names):
+                db_url = urlunsplit(urlsplit(args.url)._replace(path=f"/{databases[i % 4]}"))
+                with psycopg.connect(db_url, autocommit=True) as conn:
+                    conn.execute(f"CREATE SCHEMA {name}")
+                urls[name] = with_app(db_url, mapp, name)
+            # No idle connection per shard (min_connections=0): with the default of 1, 128 shards take
+            # 128 server connections at open, more than a default server's max_connections (100).
+            store, secs, kept = opened(
+                "map-4db", lambda: open_map(ShardMap("ds_", urls), min_connections=0, max_connections=2)
+            )
+            layouts["map-4db"] = (store, secs, kept, mapp)
         papp = f"bench-plain-{tag}"
         pschema = f"bench_plain_{tag}"
         admin.execute(f"CREATE SCHEMA {pschema}")

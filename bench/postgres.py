@@ -139,6 +139,8 @@ class RawPsycopg:
         if self.with_attempts:
             variant = sql.companion  # type: ignore[attr-defined]  # the engine's attempt-recording variant
             assert variant is not None
+            if not isinstance(variant, str):  # a claim re-read by its lease token: it runs as it is
+                return self.conn().execute(sql, params).fetchall()
             self.prune_in_passing()
             return self.conn().execute(variant, (*params, os.urandom(16), int(time.time() * 1000))).fetchall()
         cur = self.conn().execute(sql, params)

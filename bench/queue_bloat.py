@@ -30,14 +30,15 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 
 import durastate
+from durastate.engines.base import READ, WRITE
 
 
 def settle_in_bulk(store: durastate.Store, queue: bytes, count: int) -> None:
     """``count`` items through ``queue``: inserted and deleted in batches, as push then ack leave them."""
     engine = store.engine
-    insert = engine.sql("INSERT INTO {p}queue (queue, payload, available_at, created_at) VALUES (?, ?, ?, ?)")
-    delete = engine.sql("DELETE FROM {p}queue WHERE queue = ? AND id <= ?")
-    last = engine.sql("SELECT max(id) FROM {p}queue WHERE queue = ?")
+    insert = engine.sql(WRITE("INSERT INTO {p}queue (queue, payload, available_at, created_at) VALUES (?, ?, ?, ?)"))
+    delete = engine.sql(WRITE("DELETE FROM {p}queue WHERE queue = ? AND id <= ?"))
+    last = engine.sql(READ("SELECT max(id) FROM {p}queue WHERE queue = ?"))
     now = engine.now_ms()
     batch = 10_000
     for start in range(0, count, batch):

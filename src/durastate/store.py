@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 
 __all__ = ["DEFAULT_PATH", "OpenOptions", "Store", "open"]
 
-DEFAULT_PATH = Path(".durastate") / "state.db"
+DEFAULT_PATH = Path(registry.DEFAULT_PATH)
 DEFAULT_MAX_VALUE_SIZE = 64 * 1024 * 1024
 DEFAULT_MAX_KEY_SIZE = 2048
 # What a store of every facet migrates (the engine's own schema first).

@@ -28,10 +28,18 @@ def test_a_store_behind_pgbouncer_knows_it_and_prepares_nothing(store_url: str) 
         assert direct.engine.pooler is False  # type: ignore[attr-defined]
 
 
-def test_a_read_only_store_behind_a_pooler_needs_read_only_sessions(store_url: str) -> None:
-    durastate.open(store_url).close()
-    with pytest.raises(durastate.ConfigurationError, match="default_transaction_read_only"):
-        durastate.open(store_url, read_only=True)
+def test_a_read_only_store_behind_a_pooler_refuses_writes_itself(store_url: str) -> None:
+    with durastate.open(store_url) as writer:
+        writer.kv.put(b"s", b"n", b"k", b"v")
+    with durastate.open(store_url, read_only=True) as store:
+        assert store.kv.get(b"s", b"n", b"k") == b"v"
+        with pytest.raises(durastate.ConfigurationError, match="read_only"):
+            store.kv.put(b"s", b"n", b"k", b"changed")
+        with pytest.raises(durastate.ConfigurationError, match="read_only"), store.transaction():
+            store.kv.put(b"s", b"n", b"k", b"changed")
+        with pytest.raises(durastate.ConfigurationError, match="read_only"):
+            store.queues.push("q", [b"a", b"b"])  # several rows: one executemany
+        assert store.kv.get(b"s", b"n", b"k") == b"v"
 
 
 def test_doctor_says_a_pooler_is_in_front(store_url: str) -> None:

@@ -14,6 +14,12 @@ Parse-only message arms the cut for the message that runs that prepared
 statement on the same connection, so "reply" still means after the server
 ran it. A statement already prepared on a connection never shows its text
 again: tests make sure the statement to cut runs on a new connection.
+
+``flights`` counts round trips: a client message that follows an answer
+from the server (on the same connection) starts a new flight. The server
+answers a pipeline only at its flush or sync, so statements the client
+sends without waiting for their answers are one flight, however many
+network writes carry them.
 """
 
 from __future__ import annotations
@@ -69,6 +75,7 @@ class CuttingProxy:
         self._marker: bytes | None = None
         self._mode = ""
         self.cuts = 0
+        self.flights = 0
         self._closed = False
         threading.Thread(target=self._accept, daemon=True).start()
 
@@ -122,6 +129,8 @@ class _Pair:
         self.swallow_reply = threading.Event()
         # A prepared statement whose text held the marker: cut where it runs.
         self.armed_name: bytes | None = None
+        # The server answered since the client last sent (the next send is a new flight).
+        self.answered = True
 
     def _cut(self) -> None:
         for s in (self.client, self.server):
@@ -132,6 +141,10 @@ class _Pair:
     def client_to_server(self) -> None:
         try:
             while chunk := self.client.recv(65536):
+                if self.answered:
+                    self.answered = False
+                    with self.proxy._lock:
+                        self.proxy.flights += 1
                 mode = self.proxy._take(self, chunk)
                 if mode == "request":
                     self._cut()
@@ -150,6 +163,7 @@ class _Pair:
                     # The server has answered: the statement ran to the end.
                     self._cut()
                     return
+                self.answered = True  # before the client can read it and answer back
                 self.client.sendall(chunk)
         except OSError:
             pass

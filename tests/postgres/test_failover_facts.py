@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
+import durastate
 from durastate.cli.app import cli
 from durastate.engines.postgres_health import SETTINGS, STANDBYS, failover_facts
 
@@ -69,6 +70,7 @@ def test_what_a_failover_can_lose(
 
 
 def test_doctor_reports_replication_on_the_real_server(pg_url: str) -> None:
+    durastate.open(pg_url).close()  # doctor opens stores read-only: create it first
     done = CliRunner().invoke(cli, ["doctor", "--url", pg_url, "--json"])
     assert done.exit_code == 0, done.output
     report = json.loads(done.output)

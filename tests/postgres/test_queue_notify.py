@@ -19,7 +19,7 @@ pytestmark = pytest.mark.timeout(120)
 def statements(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
     """Every statement text the engine's pooled connections run, in order, while recording."""
     recorded: list[str] = []
-    run, execute = PooledConnection.run, PooledConnection.execute
+    run, execute, send = PooledConnection.run, PooledConnection.execute, PooledConnection.send
 
     def recording_run(self: PooledConnection, query: str, params: Any = None) -> Any:
         recorded.append(str(query))
@@ -29,7 +29,12 @@ def statements(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
         recorded.append(str(query))
         return execute(self, query, params, **kwargs)
 
+    def recording_send(self: PooledConnection, query: str, params: Any = None) -> None:
+        recorded.append(str(query))
+        send(self, query, params)
+
     monkeypatch.setattr(PooledConnection, "run", recording_run)
+    monkeypatch.setattr(PooledConnection, "send", recording_send)
     monkeypatch.setattr(PooledConnection, "execute", recording_execute)
     yield recorded
 

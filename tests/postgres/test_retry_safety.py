@@ -225,3 +225,30 @@ def test_replayed_rows_keep_text_that_looks_like_bytea(store: durastate.Store, p
     row = engine.one(statement, ("\\xdeadbeef", b"\xde\xad", 7))
     assert proxy.cuts == 1
     assert row == ("\\xdeadbeef", b"\xde\xad", 7)
+
+
+@pytest.mark.parametrize("cut", ["reply", "request"])
+def test_a_claim_applies_once_and_its_retry_rereads_the_leased_item(
+    store: durastate.Store, proxy: CuttingProxy, cut: str
+) -> None:
+    """A claim keeps no copy of its row: its retry finds it again by the lease token it set."""
+    store.queues.push("jobs", [b"first", b"\x00second"])
+    getattr(proxy, f"drop_{cut}")(b"SET lease")
+    with on_new_connections(store):
+        claim = store.queues.claim("jobs", lease=60)
+    assert proxy.cuts == 1
+    assert claim is not None and (claim.payload, claim.attempts) == (b"first", 1)
+    claim.ack()  # the token the retry answered with is the one on the row
+    stats = store.queues.stats("jobs")
+    assert (stats.ready, stats.in_flight) == (1, 0)
+    assert store.queues.pop("jobs") == b"\x00second"
+
+
+def test_pop_replay_returns_the_popped_payload(store: durastate.Store, proxy: CuttingProxy) -> None:
+    """A destructive read's retry answers from the payload recorded in binary (the row is gone)."""
+    store.queues.push("jobs", [b"\x00\xffonly"])
+    proxy.drop_reply(b"DELETE FROM ds_queue WHERE id")
+    with on_new_connections(store):
+        assert store.queues.pop("jobs") == b"\x00\xffonly"
+    assert proxy.cuts == 1
+    assert store.queues.pop("jobs") is None

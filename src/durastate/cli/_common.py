@@ -30,6 +30,7 @@ import click
 import orjson
 
 import durastate
+from durastate.engines import registry
 from durastate.errors import DurastateError, InvalidRequest
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -73,20 +74,13 @@ def redact(url: str) -> str:
 
 
 def is_postgres(url: str | None) -> bool:
-    return bool(url) and str(url).startswith(("postgresql://", "postgres://"))
+    return url is not None and registry.scheme_of(url) in ("postgresql", "postgres")
 
 
 def sqlite_file(url: str | None) -> Path | None:
-    """The file a SQLite URL names, or None (PostgreSQL, memory)."""
-    if url is None:
-        return Path(".durastate") / "state.db"
-    if is_postgres(url) or url in ("memory:", ":memory:"):
-        return None
-    if url.startswith("sqlite://"):
-        return Path(url[len("sqlite://") :])
-    if url.startswith("sqlite:"):
-        return Path(url[len("sqlite:") :])
-    return Path(url)
+    """The file a SQLite URL names (the default store's for None), or None: the engine registry's parser."""
+    path = registry.file_of(url)
+    return None if path is None else Path(path)
 
 
 def open_store(

@@ -130,6 +130,7 @@ same keys in opposite orders can never wait for each other in a cycle.
 
 from __future__ import annotations
 
+from .._validate import prefix_successor as prefix_successor
 from .facet import BACKUP_KEYS as BACKUP_KEYS
 from .facet import CAS as CAS
 from .facet import COPY_TO as COPY_TO
@@ -161,7 +162,6 @@ from .facet import decode_document as decode_document
 from .facet import describe_prefix_sql as describe_prefix_sql
 from .facet import encode_document as encode_document
 from .facet import list_sql as list_sql
-from .facet import prefix_successor as prefix_successor
 
 __all__ = [
     "DEFAULT_HISTORY_LIMIT",

@@ -22,26 +22,7 @@ from . import history as history_sql
 if TYPE_CHECKING:
     from ..engines.base import Engine
 
-__all__ = [
-    "DEFAULT_HISTORY_LIMIT",
-    "DEFAULT_LIST_LIMIT",
-    "Document",
-    "DocumentInfo",
-    "DocumentPage",
-    "HistoryInfo",
-    "Documents",
-    "InvalidDocument",
-    "MAX_KEY_SIZE",
-    "PrefixInfo",
-    "RawDocument",
-    "Revision",
-    "RevisionPage",
-    "SCHEMA",
-    "UnreadableDocument",
-    "decode_document",
-    "encode_document",
-    "prefix_successor",
-]
+# The public names are the package's (durastate.documents.__all__).
 
 # Longest key in UTF-8 bytes. Keys lead the primary key index; PostgreSQL
 # refuses btree entries over ~2.7 kB, and ``clear`` appends a backup suffix

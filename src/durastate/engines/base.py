@@ -47,6 +47,7 @@ from .statements import (
     KeyLookup,
     Kind,
     Params,
+    Reread,
     Row,
     Spec,
     Statement,
@@ -81,6 +82,7 @@ __all__ = [
     "Params",
     "Plan",
     "PlanStep",
+    "Reread",
     "Row",
     "Schema",
     "Spec",
@@ -138,6 +140,17 @@ class Engine(ABC):
     @abstractmethod
     def executemany(self, sql: str, rows: Iterable[Params]) -> None:
         """Runs ``sql`` once per parameter row, all or nothing (outside a transaction too); returns nothing."""
+
+    def send(self, sql: str, params: Params = ()) -> None:
+        """Runs a write whose answer the caller does not need; returns nothing.
+
+        Inside a transaction an engine may send it with the transaction's
+        next round trip instead of waiting for it (PostgreSQL's pipeline);
+        a failure then dooms the transaction and is raised by the next
+        statement that waits for an answer, or by the commit. Elsewhere (and
+        by default) it is ``execute`` without the count.
+        """
+        self.execute(sql, params)
 
     @abstractmethod
     def transaction(self) -> AbstractContextManager[None]:
@@ -257,7 +270,9 @@ class EngineBase(Engine):
         # ``_statement_cache_key``): a process opening many stores compiles
         # each statement once.
         shared = self._statement_cache_key()
-        self._sql_cache: dict[tuple[Kind, str], SQL] = {} if shared is None else self.dialect.compiled_cache(shared)
+        self._sql_cache: dict[tuple[Kind, str, Reread | None], SQL] = (
+            {} if shared is None else self.dialect.compiled_cache(shared)
+        )
         self._next_value_sql = self.sql(NEXT_VALUE)
 
     no_limit: int | None = None
@@ -376,8 +391,9 @@ class EngineBase(Engine):
         missing).
         """
         template: Template
+        reread = None
         if isinstance(statement, Statement):
-            kind, template = statement.kind, statement.template
+            kind, template, reread = statement.kind, statement.template, statement.reread
         elif isinstance(statement, KeyLookup):
             kind = Kind.WRITE if statement.delete else Kind.READ
             template = self.dialect.key_lookup(statement)
@@ -391,10 +407,14 @@ class EngineBase(Engine):
                 template = template[self.dialect.name]
             except KeyError:
                 raise NotSupported(f"{self.url}: no {self.dialect.name} text for statement {template!r}") from None
-        key = (kind, template)
+        key = (kind, template, reread)
         compiled = self._sql_cache.get(key)
         if compiled is None:
-            compiled = self._compiled(SQL(self.dialect.compile(template, self._prefix_for(kind)), kind))
+            compiled = SQL(self.dialect.compile(template, self._prefix_for(kind)), kind)
+            if reread is not None:
+                read = SQL(self.dialect.compile(reread.template, self._prefix_for(Kind.READ)), Kind.READ)
+                compiled.reread = (read, reread.params)
+            compiled = self._compiled(compiled)
             self._sql_cache[key] = compiled
         return compiled
 

@@ -55,16 +55,19 @@ statement may run on a different server session. The first connect tells
 is not the server's), and the engine then prepares no statements
 (``prepare_threshold=None``), sets no session settings (``lock_timeout``,
 ``plan_cache_mode``: give them to the role, ``ALTER ROLE ... SET``), waits by
-polling instead of ``LISTEN`` (the waiter re-checks every 50 ms), and
-accepts ``read_only=True`` only when the role's sessions are read-only by
-themselves. A session-mode pool is detected the same way (a client cannot
-tell the modes apart) and treated the same; connect to the server itself
-to keep ``LISTEN`` and prepared statements.
+polling instead of ``LISTEN`` (the waiter re-checks every 50 ms), and a
+``read_only=True`` store refuses writes itself (by the statements' declared
+kinds) instead of setting ``default_transaction_read_only``. A
+session-mode pool is detected the same way (a client cannot tell the
+modes apart) and treated the same; connect to the server itself to keep
+``LISTEN`` and prepared statements.
 
 The engine's other modules, one idea each: ``postgres_connect`` (opening:
 the URL, the probe connection, why a connect failed), ``postgres_dialect``
 (tokens, key lookups, the announce trigger, catalog queries),
-``postgres_errors`` (SQLSTATE to durastate's errors), ``postgres_attempts``
+``postgres_errors`` (SQLSTATE to durastate's errors),
+``postgres_transaction`` (pipelined transactions: a transaction costs the
+round trips it must wait for), ``postgres_attempts``
 (the attempt rows that make a retried write apply once) and
 ``postgres_explain`` (generic plans). Their public names are re-exported
 here.
@@ -82,24 +85,20 @@ from typing import Any
 
 import psycopg
 import psycopg_pool
-from psycopg import errors as pg_errors
 
 from .._validate import as_attempt_retention, as_busy_timeout, as_durability, as_pool_sizes
-from ..errors import ConfigurationError, DurastateError, InvalidRequest, StoreClosed, StoreUnavailable, WrongType
+from ..errors import ConfigurationError, InvalidRequest, StoreClosed, StoreUnavailable, WrongType
 from .base import (
     READ,
     SQL,
     WRITE,
     Announce,
     Clock,
-    EngineBase,
     Kind,
     Params,
     Plan,
     Row,
     Schema,
-    TransactionState,
-    aborted_error,
 )
 from .capabilities import Capabilities
 from .loop import running_loop as _running_loop
@@ -121,8 +120,10 @@ from .postgres_errors import connection_lost as connection_lost
 from .postgres_errors import node_unusable
 from .postgres_errors import translate_postgres_error as translate_postgres_error
 from .postgres_explain import explain_plan
-from .postgres_pool import LifoPool, PooledConnection
+from .postgres_pool import SEND, LifoPool, PooledConnection
 from .postgres_space import reclaim as reclaim_tables
+from .postgres_transaction import NOTIFY_CHANNELS as NOTIFY_CHANNELS
+from .postgres_transaction import PipelinedTransactions, ThreadState, notify_on
 from .redact import redact_url
 from .space import SpaceReport
 
@@ -166,18 +167,6 @@ CAPABILITIES = Capabilities(
 CITUS_CAPABILITIES = CAPABILITIES.replace(triggers=False, notify_in_transaction=False)
 
 
-class _ThreadState(TransactionState):
-    conn: PooledConnection | None = None
-    # The open transaction's attempt id: pending until its first write.
-    attempt_pending: bool = False
-    attempt: bytes | None = None
-    # The statement that finds that attempt's row (the table of the engine
-    # that wrote it: a shard view's, see ``citus``).
-    attempt_lookup: str | None = None
-    # Citus mode: channels to NOTIFY once the transaction has committed.
-    after_commit: frozenset[str] = frozenset()
-
-
 # The machine's clock, read through this name so a test can skew one
 # engine's view of it (``PostgresEngine`` takes it at construction).
 local_time = time.time
@@ -190,7 +179,7 @@ SERVER_TIME = "SELECT extract(epoch FROM clock_timestamp())::float8"
 LOOP_LOCK_WAIT = 2.0
 
 
-class PostgresEngine(EngineBase):
+class PostgresEngine(PipelinedTransactions):
     """PostgreSQL behind the ``Engine`` contract (see the module docstring).
 
     Time: without an injected ``clock``, ``now_ms()`` is the database
@@ -206,7 +195,7 @@ class PostgresEngine(EngineBase):
 
     dialect = POSTGRES_DIALECT
     no_limit = POSTGRES_DIALECT.no_limit
-    _local: _ThreadState
+    _local: ThreadState
 
     def __init__(
         self,
@@ -245,7 +234,7 @@ class PostgresEngine(EngineBase):
         self._min = min_connections
         self._max = max_connections
         self.capabilities = (CITUS_CAPABILITIES if citus else CAPABILITIES).replace(max_concurrency=max_connections)
-        self._local = _ThreadState()
+        self._local = ThreadState()
         self._closed = False
         self._pool_lock = threading.Lock()
         self._pool: LifoPool | None = None
@@ -296,12 +285,11 @@ class PostgresEngine(EngineBase):
         if self.pooler:
             # Each statement may run on another server session: no prepared statements (a name prepared on
             # one session is unknown, or another statement, on the next), and no session settings (they would
-            # stay on whichever server session ran them, for other clients; see _probe for read_only).
+            # stay on whichever server session ran them, for other clients; read_only: _read_only_refusal).
             conn.prepare_threshold = None
             return
         conn.prepare_threshold = PREPARE_THRESHOLD
         conn.execute(f"SET lock_timeout = {int(self._busy_timeout * 1000)}")
-        conn.execute("SET bytea_output = 'hex'")  # attempt replays decode it
         # See the module docstring. Citus cannot plan a generic plan of a
         # data-modifying CTE with parameters (every write's attempt variant):
         # in its mode each execution is planned with its values.
@@ -352,22 +340,13 @@ class PostgresEngine(EngineBase):
         try:
             self.pooler = behind_pooler(conn)
             self._configure(conn)
-            row = conn.execute(
-                "SELECT current_schema(), current_setting('search_path'),"
-                " current_setting('default_transaction_read_only') = 'on'"
-            ).fetchone()
+            row = conn.execute("SELECT current_schema(), current_setting('search_path')").fetchone()
         except psycopg.Error as exc:
             raise translate_postgres_error(exc, f"{where}: configuring the session") from None
         finally:
             conn.close()
         if self.pooler:
             self.capabilities = self.capabilities.replace(listen_notify=False)  # waiters poll (wait_for_change)
-        if self.pooler and self.read_only and row is not None and not row[2]:
-            raise ConfigurationError(
-                f"{where}: read_only=True behind a connection pooler needs sessions that are read-only by"
-                " themselves (the store cannot SET it on sessions the pooler shares): connect as a role with"
-                " ALTER ROLE ... SET default_transaction_read_only = on, or connect to the server directly"
-            )
         if row is None or row[0] is None:
             path = "" if row is None else row[1]
             raise ConfigurationError(
@@ -380,7 +359,7 @@ class PostgresEngine(EngineBase):
         _FORK_ORPHANS.append((self._pool, self._local))
         self._pool = None
         self._pool_lock = threading.Lock()
-        self._local = _ThreadState()
+        self._local = ThreadState()
 
     def _borrow(self, timeout: float | None = None) -> PooledConnection:
         pool = self._pool or self._open_pool()
@@ -461,7 +440,9 @@ class PostgresEngine(EngineBase):
         an equivalent it can (``postgres_citus.citus_statement``).
         """
         if self.citus:
+            reread = sql.reread
             sql = SQL(citus_statement(sql, self._prefix_for(Kind.WRITE)), sql.kind)
+            sql.reread = reread
         sql.companion = attempt_variant(sql, self._prefix_for(Kind.WRITE))
         return sql
 
@@ -475,6 +456,8 @@ class PostgresEngine(EngineBase):
         conn = state.conn
         if conn is not None:
             return self._run_in_transaction(state, conn, sql, params, fetch)
+        if state.depth:  # a transaction whose connection was lost (``_flush``): doomed
+            self._check_open_transaction(state)
         try:
             variant = sql.companion  # type: ignore[attr-defined]
         except AttributeError:  # a plain str: no declared kind
@@ -482,10 +465,13 @@ class PostgresEngine(EngineBase):
         if variant is OPAQUE_WRITE:
             with self.transaction():
                 return self._run(sql, params, fetch)
-        if variant is not None:
+        if variant is not None and self.read_only and self.pooler:
+            raise self._read_only_refusal()
+        if type(variant) is str:
             return self._write_once(variant, params, fetch)
-        # A read. The first try is inlined (the common case pays no closure);
-        # a lost connection falls through to the retry loop.
+        # A read, or a write whose retry re-reads its rows (RereadWrite). The
+        # first try is inlined (the common case pays no closure); a lost
+        # connection falls through to the retry loop.
         began = time.monotonic()
         conn = self._borrow()
         try:
@@ -494,9 +480,11 @@ class PostgresEngine(EngineBase):
             if not self._unusable(exc, conn):
                 raise translate_postgres_error(exc, self.url) from None
             self._discard(conn)
+            failed = exc
         finally:
             self._give_back(conn)
-        return self._retrying(lambda c: fetch_result(c.run(sql, params), fetch), None, began)
+        rereading = None if variant is None else lambda c: variant.replay(c, params, fetch)
+        return self._retrying(lambda c: fetch_result(c.run(sql, params), fetch), rereading, began, failed=failed)
 
     def _write_once(self, variant: str, params: Params, fetch: int) -> Any:
         """Run an attempt-recording write; after a lost connection, replay or retry."""
@@ -513,15 +501,19 @@ class PostgresEngine(EngineBase):
             if not self._unusable(exc, conn):
                 raise translate_postgres_error(exc, self.url, read_only=self.read_only) from None
             self._discard(conn)
+            failed = exc
         finally:
             self._give_back(conn)
         return self._retrying(
             lambda c: fetch_counted(c.run(variant, (*params, attempt, self.now_ms())), fetch),
-            lambda c: replay(c, self._attempt_result, variant, attempt, fetch),
+            lambda c: replay(c, self._attempt_result, attempt, fetch),
             began,
+            failed=failed,
         )
 
-    def _retrying(self, run: Any, replay: Any, began: float | None = None, keep: bool = False) -> Any:
+    def _retrying(
+        self, run: Any, replay: Any, began: float | None = None, keep: bool = False, failed: Exception | None = None
+    ) -> Any:
         """``run(conn)`` on a pooled connection, retried while its node fails (see the module docstring).
 
         ``began``: the ``time.monotonic()`` of a first try already made (and
@@ -529,12 +521,16 @@ class PostgresEngine(EngineBase):
         write, ``replay(conn)`` looks for the first attempt's recorded
         outcome and returns it (``NOT_APPLIED`` if none). ``keep``: the
         caller keeps the connection ``run`` succeeded on (``run`` returns it).
+        ``failed``: the first try's error. Past the deadline the last error a
+        node gave is raised (a pool that found no connection in time only
+        when no node answered at all).
         """
         retried = began is not None
         window = max(self._busy_timeout, MIN_RETRY_DEADLINE)
         deadline = (time.monotonic() if began is None else began) + window
         pause = RETRY_FIRST_PAUSE
-        last: BaseException | None = None
+        node_error: Exception | None = failed  # the last error a node gave
+        pool_error: StoreUnavailable | None = None  # the last time no connection came in time
         while True:
             left = deadline - time.monotonic()
             if retried:
@@ -546,7 +542,7 @@ class PostgresEngine(EngineBase):
             try:
                 conn = self._borrow(max(left, 0.001))
             except StoreUnavailable as exc:  # nothing connected in time: keep trying until the deadline
-                last, retried = exc, True
+                pool_error, retried = exc, True
                 continue
             kept = False
             try:
@@ -561,59 +557,18 @@ class PostgresEngine(EngineBase):
                 if not self._unusable(exc, conn):
                     raise translate_postgres_error(exc, self.url, read_only=self.read_only) from None
                 self._discard(conn)
-                last, retried = exc, True
+                node_error, retried = exc, True
             finally:
                 if not kept:
                     self._give_back(conn)
         where = f"{self.url} (retried for {window:g} s)"
-        if last is None:
-            raise StoreUnavailable(f"{where}: the node kept failing")
-        if isinstance(last, DurastateError):
-            raise type(last)(f"{where}: {last}") from None
-        assert isinstance(last, Exception)
-        raise translate_postgres_error(last, where, read_only=self.read_only) from None
+        if node_error is not None:
+            raise translate_postgres_error(node_error, where, read_only=self.read_only) from None
+        raise StoreUnavailable(f"{pool_error or where} (retried for {window:g} s)") from None
 
-    def _run_in_transaction(
-        self, state: _ThreadState, conn: PooledConnection, sql: str, params: Params, fetch: int
-    ) -> Any:
-        self._check_open_transaction(state)
-        try:
-            if state.attempt_pending and getattr(sql, "kind", None) is not Kind.READ:
-                self._record_transaction_attempt(state, conn)
-            return fetch_result(conn.run(sql, params), fetch)
-        except psycopg.Error as exc:
-            raise self._failed(state, exc) from None
-
-    def _check_open_transaction(self, state: _ThreadState) -> None:
-        """Refuse a statement in a doomed transaction, or after ``close()``."""
-        if state.doomed is not None:
-            raise aborted_error(state.doomed)
-        if self._closed:
-            raise self._doom(StoreClosed(f"{self.url}: store closed inside the transaction"))
-
-    def _failed(self, state: _ThreadState, exc: psycopg.Error) -> DurastateError:
-        """Translate ``exc``; inside a transaction, also doom it (see ``base.Transaction``).
-
-        A connection whose node failed is closed here, so the rollback gives
-        the pool a closed connection to replace instead of one that still
-        reaches a dead or demoted node (``_discard``).
-        """
-        if state.doomed is not None and isinstance(exc, pg_errors.InFailedSqlTransaction):
-            return aborted_error(state.doomed)
-        if state.conn is not None and self._unusable(exc, state.conn):
-            self._discard(state.conn)
-        return self._doom(translate_postgres_error(exc, self.url, read_only=self.read_only))
-
-    def _record_transaction_attempt(self, state: _ThreadState, conn: PooledConnection) -> None:
-        """First write of a transaction: note its attempt id inside it.
-
-        If the connection drops during COMMIT, the row's presence tells
-        whether the transaction committed (see ``_tx_commit``).
-        """
-        state.attempt = os.urandom(16)
-        state.attempt_pending = False
-        state.attempt_lookup = self._attempt_result
-        conn.run(self._attempt_insert, (state.attempt, self.now_ms()))
+    def _read_only_refusal(self) -> ConfigurationError:
+        """A write on a ``read_only`` store behind a pooler, refused here: the server session is not ours to SET."""
+        return ConfigurationError(f"{self.url}: this store was opened read_only=True: writes are refused")
 
     def _prune_attempts(self, batch: int = ATTEMPT_PRUNE_BATCH) -> int:
         """Delete up to ``batch`` attempt rows older than the retention window."""
@@ -678,122 +633,6 @@ class PostgresEngine(EngineBase):
         count: int = self._run(sql, params, 0)
         return count
 
-    def executemany(self, sql: str, rows: Iterable[Params]) -> None:
-        """Many rows in one pipeline. Outside a transaction, atomically."""
-        batch = list(rows)
-        if self._local.conn is None:
-            with self.transaction():
-                self.executemany(sql, batch)
-            return
-        state = self._local
-        conn = state.conn
-        assert conn is not None
-        self._check_open_transaction(state)
-        try:
-            if state.attempt_pending:
-                self._record_transaction_attempt(state, conn)
-            with conn.cursor() as cur:
-                cur.executemany(sql, batch)
-        except psycopg.Error as exc:
-            raise self._failed(state, exc) from None
-
-    # -- transaction primitives (the state machine is base.Transaction) -------
-
-    def _tx_begin(self, read: bool, lock: str | None) -> None:
-        """``BEGIN`` on a borrowed connection the thread keeps until the end.
-
-        ``lock`` (migrations): an advisory lock per (schema, name), so
-        concurrent openers of the same tables migrate one after the other.
-        Its key (one bigint) is not ``engine.lock``'s (two ints): it is the
-        key every earlier version takes, so old and new processes opening
-        one database still migrate one at a time.
-        """
-        state = self._local
-
-        def begin(conn: PooledConnection) -> PooledConnection:
-            try:
-                conn.run("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY" if read else "BEGIN")
-                if lock is not None:
-                    conn.execute("SELECT pg_advisory_xact_lock(hashtext(current_schema() || %s))", (lock,))
-            except psycopg.Error:
-                try:
-                    conn.run("ROLLBACK")
-                except psycopg.Error:
-                    pass  # a broken connection: the pool replaces it
-                raise
-            return conn
-
-        # Nothing has happened yet: a BEGIN whose node failed is retried like a read.
-        conn: PooledConnection = self._retrying(begin, None, keep=True)
-        state.conn = conn
-        state.attempt = None
-        # Migrations run before the attempt table exists; they need no
-        # commit-ambiguity check anyway (they are idempotent by version).
-        state.attempt_pending = not read and lock is None
-
-    def _take_connection(self) -> tuple[PooledConnection, bytes | None]:
-        state = self._local
-        conn = state.conn
-        assert conn is not None
-        attempt = state.attempt
-        state.conn, state.attempt, state.attempt_pending = None, None, False
-        return conn, attempt
-
-    def _tx_commit(self) -> None:
-        state = self._local
-        lookup, channels = state.attempt_lookup, state.after_commit
-        state.attempt_lookup, state.after_commit = None, frozenset()
-        conn, attempt = self._take_connection()
-        try:
-            conn.run("COMMIT")
-        except psycopg.Error as commit_error:
-            if self._unusable(commit_error, conn):
-                self._discard(conn)
-            _discard_transaction(self, conn)
-            if attempt is not None and connection_lost(commit_error):
-                # The COMMIT may or may not have reached the server. The
-                # attempt row, written inside the transaction, says which.
-                if self._attempt_found(lookup or self._attempt_result, attempt):
-                    return  # its notifications are lost with the connection: waiters poll
-                raise StoreUnavailable(
-                    f"{self.url}: connection lost before the transaction committed; "
-                    "nothing was applied, the transaction can be retried"
-                ) from None
-            raise translate_postgres_error(commit_error, f"{self.url}: commit", read_only=self.read_only) from None
-        if channels:
-            _notify_on(conn, channels)
-        self._give_back(conn)
-
-    def _tx_rollback(self) -> None:
-        state = self._local
-        state.attempt_lookup, state.after_commit = None, frozenset()
-        conn, _attempt = self._take_connection()
-        _discard_transaction(self, conn)
-
-    def _tx_savepoint(self, name: str) -> None:
-        self._savepoint_statement(f"SAVEPOINT {name}")
-
-    def _tx_release(self, name: str) -> None:
-        self._savepoint_statement(f"RELEASE SAVEPOINT {name}")
-
-    def _savepoint_statement(self, statement: str) -> None:
-        state = self._local
-        assert state.conn is not None
-        self._check_open_transaction(state)
-        try:
-            state.conn.run(statement)
-        except psycopg.Error as exc:
-            raise self._failed(state, exc) from None
-
-    def _tx_rollback_to(self, name: str) -> None:
-        conn = self._local.conn
-        assert conn is not None
-        try:
-            conn.execute(f"ROLLBACK TO SAVEPOINT {name}")
-            conn.execute(f"RELEASE SAVEPOINT {name}")
-        except psycopg.Error:
-            pass  # a broken connection: the outer block fails on its next statement
-
     def release_connection(self) -> None:
         """Nothing to release: connections go back to the pool after each call."""
         if self._local.depth > 0:
@@ -820,6 +659,9 @@ class PostgresEngine(EngineBase):
         conn = self._borrow() if own else state.conn
         assert conn is not None
         try:
+            if state.piped:
+                conn = self._flush(state)
+                state.unflushed = True  # explain_plan's closing ROLLBACK TO goes out unawaited
             return explain_plan(conn, sql, params, in_transaction=not own)
         except psycopg.Error as exc:
             raise translate_postgres_error(exc, f"{self.url}: explain") from None
@@ -864,13 +706,29 @@ class PostgresEngine(EngineBase):
             return
         name = self.channel(channel)
         state = self._local
-        if capabilities.notify_in_transaction:
-            # Compiled per call, not cached: channels are unbounded (one per queue, session, ...).
-            self.execute(self._compiled(SQL(f"NOTIFY {name}", Kind.DDL)))
-        elif state.depth:
-            state.after_commit = state.after_commit | {name}
-        else:
-            self._send_notifies(frozenset((name,)))
+        if not capabilities.notify_in_transaction:
+            # Citus mode: after the commit, or now outside a transaction.
+            if state.depth:
+                state.after_commit = state.after_commit | {name}
+            else:
+                self._send_notifies(frozenset((name,)))
+            return
+        statement = f"NOTIFY {name}"
+        conn = state.conn
+        if conn is None and state.depth:  # a transaction whose connection was lost (``_flush``): doomed
+            self._check_open_transaction(state)
+        if conn is None:
+            # Outside a transaction: no attempt row, a NOTIFY sent twice wakes twice, harmlessly.
+            self._retrying(lambda c: c.run(statement), None)
+            return
+        self._check_open_transaction(state)
+        try:
+            if state.piped:
+                self._pipe(state, SEND, statement, None)  # with the commit's round trip
+            else:
+                conn.run(statement)
+        except psycopg.Error as exc:
+            raise self._failed(state, exc) from None
 
     def _send_notifies(self, channels: frozenset[str]) -> None:
         """Citus mode: NOTIFY ``channels`` now, outside any transaction (see ``notify``)."""
@@ -878,7 +736,7 @@ class PostgresEngine(EngineBase):
             return
         conn = self._borrow()
         try:
-            _notify_on(conn, channels)
+            notify_on(conn, channels)
         finally:
             self._give_back(conn)
 
@@ -926,29 +784,3 @@ class PostgresEngine(EngineBase):
             pool, self._pool = self._pool, None
         if pool is not None:
             pool.close()
-
-
-# One round trip for every channel a transaction woke (Citus mode).
-NOTIFY_CHANNELS = "SELECT pg_notify(c, '') FROM unnest(%s::text[]) AS c"
-
-
-def _notify_on(conn: PooledConnection, channels: frozenset[str]) -> None:
-    """Send ``channels``' notifications on ``conn`` (autocommit, so at once).
-
-    A hint only: waiters poll as well, so a notification lost with a
-    broken connection (after the commit it announces) costs them at most
-    one poll interval and is not an error of the write.
-    """
-    try:
-        conn.execute(NOTIFY_CHANNELS, (sorted(channels),))
-    except psycopg.Error:
-        pass
-
-
-def _discard_transaction(engine: PostgresEngine, conn: PooledConnection) -> None:
-    """Roll back (best effort) and return the connection to the pool."""
-    try:
-        conn.run("ROLLBACK")
-    except psycopg.Error:
-        pass  # a broken connection: the pool discards it on return
-    engine._give_back(conn)

@@ -4,14 +4,32 @@ Outside a transaction a statement may be retried when its connection is
 lost. A read is simply run again. A write (INSERT/UPDATE/DELETE) runs as
 its attempt-recording variant (``attempt_variant``): a data-modifying CTE
 that applies the write and, in the same statement, inserts an
-``{p}attempt`` row keyed by a random attempt id with the write's result
-(rows as JSON, or the row count). If the connection drops with the outcome
-unknown, the retry first looks the attempt id up (``replay``): found means
-the write committed and its recorded result is returned; absent means it
-did not, and it is run again. So no retry ever applies a write twice, and
-the normal path stays one round trip. A transaction records one attempt
-row with its first write, which answers the same question for a COMMIT
-whose connection dropped.
+``{p}attempt`` row keyed by a random attempt id with what a retry needs to
+answer as the first attempt would have, and no more. If the connection
+drops with the outcome unknown, the retry first looks the attempt id up
+(``replay``): found means the write committed and its recorded result is
+returned; absent means it did not, and it is run again. So no retry ever
+applies a write twice, and the normal path stays one round trip. A
+transaction records one attempt row with its first write (its id and
+time: a done marker), which answers the same question for a COMMIT whose
+connection dropped.
+
+What a row records, by the write's kind:
+
+* ``WRITE``: the row count (``result``, a JSON number).
+* ``WRITE_ROWS`` declaring a ``Reread`` (a claim, whose rows carry the
+  random lease token it set): no attempt row at all. The retry re-reads
+  the rows by the token; found means the claim committed and they are its
+  answer, none means it did not (or its lease was lost since, which a
+  holder that never heard of it cannot tell from an expired lease: the
+  item is claimable again either way), and it runs again.
+* any other ``WRITE_ROWS`` (the destructive reads ``pop``, ``drain``,
+  ``take``, whose rows are gone once they commit, and the rest): the rows
+  in PostgreSQL's binary form (``rows``, ``array_send`` of the rows: each
+  value in its type's binary form with its type id), so a payload is
+  stored once at its own size, never hex-spelled in JSON. Decoded by
+  ``decode_rows`` with psycopg's own binary loaders. A destructive read
+  cannot answer a retry with less: the only other copy is deleted.
 
 The ``{p}attempt`` table itself is ``engines.base.CORE_SCHEMA``'s; this
 module holds its statements, the retention window and the decoding of a
@@ -20,15 +38,15 @@ recorded result.
 
 from __future__ import annotations
 
-import os
+import struct
 from typing import Any
 
 import psycopg
-from psycopg import generators
+from psycopg.adapt import Transformer
+from psycopg.pq import Format
 
 from .. import _validate
 from .base import SQL, Kind
-from .postgres_dialect import numbered
 
 __all__ = [
     "ATTEMPT_INSERT",
@@ -41,7 +59,9 @@ __all__ = [
     "MIN_ATTEMPT_RETENTION",
     "NOT_APPLIED",
     "OPAQUE_WRITE",
+    "RereadWrite",
     "attempt_variant",
+    "decode_rows",
     "fetch_counted",
     "fetch_result",
     "replay",
@@ -63,7 +83,7 @@ ATTEMPT_PRUNE_EVERY = 256  # every 64 cost single writes 1-7 % CPU (bench-trees)
 ATTEMPT_PRUNE_BATCH = 1024
 
 ATTEMPT_INSERT = "INSERT INTO {p}attempt (id, created_at) VALUES (?, ?)"
-ATTEMPT_RESULT = "SELECT result FROM {p}attempt WHERE id = ?"
+ATTEMPT_RESULT = "SELECT result, rows FROM {p}attempt WHERE id = ?"
 # SKIP LOCKED: concurrent pruners take different rows instead of waiting on each other.
 # The shape is for the generic plan every statement runs: the oldest rows
 # by the age index (ORDER BY makes that index the only plan without a
@@ -87,27 +107,50 @@ NOT_APPLIED = object()
 OPAQUE_WRITE = "-- opaque write: run in a transaction --"
 
 
-def attempt_variant(sql: SQL, prefix: str) -> str | None:
+class RereadWrite:
+    """The companion of a write whose retry re-reads its rows (``statements.Reread``)."""
+
+    __slots__ = ("params", "sql")
+
+    def __init__(self, sql: SQL, params: tuple[int, ...]) -> None:
+        self.sql = sql
+        self.params = params
+
+    def replay(self, conn: psycopg.Connection[Any], params: Any, fetch: int) -> Any:
+        """The rows the first attempt returned, found again; ``NOT_APPLIED`` when there are none."""
+        rows = conn.execute(self.sql, [params[i] for i in self.params]).fetchall()
+        if not rows:
+            return NOT_APPLIED
+        if fetch == 0:
+            return len(rows)
+        return rows[0] if fetch == 1 else rows
+
+
+def attempt_variant(sql: SQL, prefix: str) -> str | RereadWrite | None:
     """The attempt-recording variant of a write; ``None`` for a read.
 
     ``OPAQUE_WRITE`` for a statement that cannot be one attempt-recording
     statement (DDL, NOTIFY): it runs in its own transaction instead,
     whose commit ambiguity the attempt row resolves, at the price of a
-    few more round trips. The variant takes the statement's parameters,
-    then the attempt id and the store's time.
+    few more round trips. A ``RereadWrite`` for a write that declares a ``Reread``: it
+    runs as it is. The variant takes the statement's parameters, then the
+    attempt id and the store's time.
     """
     kind = sql.kind
     if kind is Kind.READ:
         return None
     if kind is not Kind.WRITE and kind is not Kind.WRITE_ROWS:
         return OPAQUE_WRITE
-    returning = kind is Kind.WRITE_ROWS
-    body = sql if returning else sql + " RETURNING 1"
-    result = "COALESCE(json_agg(_ds_r), '[]'::json)" if returning else "to_json(count(*))"
-    final = "SELECT * FROM _ds_r" if returning else "SELECT count(*) FROM _ds_r"
+    if kind is Kind.WRITE_ROWS:
+        if sql.reread is not None:
+            return RereadWrite(*sql.reread)
+        return (
+            f"WITH _ds_r AS ({sql}), _ds_a AS (INSERT INTO {prefix}attempt (id, created_at, rows)"
+            " SELECT %s, %s, array_send(array_agg(_ds_r)) FROM _ds_r) SELECT * FROM _ds_r"
+        )
     return (
-        f"WITH _ds_r AS ({body}), _ds_a AS (INSERT INTO {prefix}attempt (id, created_at, result)"
-        f" SELECT %s, %s, {result} FROM _ds_r) {final}"
+        f"WITH _ds_r AS ({sql} RETURNING 1), _ds_a AS (INSERT INTO {prefix}attempt (id, created_at, result)"
+        " SELECT %s, %s, to_json(count(*)) FROM _ds_r) SELECT count(*) FROM _ds_r"
     )
 
 
@@ -127,54 +170,58 @@ def fetch_counted(cur: psycopg.Cursor[Any], fetch: int) -> Any:
     return fetch_result(cur, fetch)
 
 
-_BYTEA_OID = 17
+_INT = struct.Struct("!i")
+_TWO_INTS = struct.Struct("!ii")
 
 
-def _result_column_types(conn: psycopg.Connection[Any], variant: str) -> list[int]:
-    """Type OIDs of the columns ``variant`` returns, without running it.
+def decode_rows(conn: psycopg.Connection[Any], data: bytes | None) -> list[tuple[Any, ...]]:
+    """Rows recorded by ``array_send(array_agg(row))`` (``None``: no rows), as tuples.
 
-    The statement is prepared (never executed) under a throwaway name and
-    described; psycopg's ``%s`` placeholders become ``$n`` for the server.
-    All in one transaction, so that behind a transaction-mode pooler the
-    three steps reach the same server session.
+    The array's binary form: dimensions, a null flag, the element type,
+    (size, lower bound) per dimension, then each element as its length and
+    bytes; each element a record: its field count, then per field its type
+    id, length (-1: NULL) and bytes in that type's binary form, loaded with
+    the connection's own binary loaders (the same ones that load a result).
     """
-    name = b"ds_describe_" + os.urandom(8).hex().encode()
-    pgconn = conn.pgconn
-    with conn.transaction():
-        # psycopg runs libpq non-blocking; its own generators drive the I/O.
-        pgconn.send_prepare(name, numbered(variant).encode())
-        (prepared,) = conn.wait(generators.execute(pgconn))
-        if prepared.status != psycopg.pq.ExecStatus.COMMAND_OK:
-            raise psycopg.OperationalError(prepared.get_error_message())
-        pgconn.send_describe_prepared(name)
-        (described,) = conn.wait(generators.execute(pgconn))
-        types = [described.ftype(i) for i in range(described.nfields)]
-        conn.execute(f"DEALLOCATE {name.decode()}")
-    return types
+    if not data:
+        return []
+    view = memoryview(data)
+    (ndim,) = _INT.unpack_from(view, 0)
+    if ndim == 0:
+        return []
+    (count, _lower) = _TWO_INTS.unpack_from(view, 12)
+    at = 12 + 8 * ndim
+    loaders = Transformer(conn)
+    rows = []
+    for _ in range(count):
+        (length,) = _INT.unpack_from(view, at)
+        at += 4
+        end = at + length
+        (fields,) = _INT.unpack_from(view, at)
+        at += 4
+        row: list[Any] = []
+        for _ in range(fields):
+            oid, size = _TWO_INTS.unpack_from(view, at)
+            at += 8
+            if size < 0:
+                row.append(None)
+                continue
+            row.append(loaders.get_loader(oid, Format.BINARY).load(view[at : at + size]))
+            at += size
+        rows.append(tuple(row))
+        at = end
+    return rows
 
 
-def replay(conn: psycopg.Connection[Any], sql: str, variant: str, attempt: bytes, fetch: int) -> Any:
-    """The recorded outcome of ``attempt``, shaped like ``fetch_result``; or ``NOT_APPLIED``.
-
-    Rows were recorded with ``json_agg``, where BYTEA becomes a ``"\\x<hex>"``
-    string (``bytea_output = hex`` is set on every connection); the
-    statement's described column types say which strings to turn back into
-    bytes, so a TEXT value that happens to start with ``\\x`` stays text.
-    """
+def replay(conn: psycopg.Connection[Any], sql: str, attempt: bytes, fetch: int) -> Any:
+    """The recorded outcome of ``attempt``, shaped like ``fetch_result``; or ``NOT_APPLIED``."""
     row = conn.execute(sql, (attempt,)).fetchone()
     if row is None:
         return NOT_APPLIED
-    result = row[0]
+    result, data = row
     if fetch == 0:
-        return int(result)
-    is_bytea = [oid == _BYTEA_OID for oid in _result_column_types(conn, variant)] if result else []
-    rows = [
-        tuple(
-            bytes.fromhex(v[2:]) if bytea and isinstance(v, str) else v
-            for v, bytea in zip(item.values(), is_bytea, strict=True)
-        )
-        for item in result
-    ]
+        return len(decode_rows(conn, data)) if result is None else int(result)
+    rows = decode_rows(conn, data)
     if fetch == 1:
         return rows[0] if rows else None
     return rows

@@ -68,7 +68,10 @@ import psycopg_pool
 from psycopg.pq import TransactionStatus
 from psycopg_pool import base as _pool_base
 
-__all__ = ["LifoPool", "PooledConnection"]
+__all__ = ["MANY", "RUN", "SEND", "LifoPool", "PooledConnection", "resend_flight"]
+
+# How a statement of a recorded flight went out (``resend_flight``): PooledConnection.send, .send_many, .run.
+SEND, MANY, RUN = 0, 1, 2
 
 REFILL_FIRST_DELAY = 0.1  # seconds before the first reconnect after a failed connect
 REFILL_BACKOFF = 1.5
@@ -104,18 +107,147 @@ class PooledConnection(psycopg.Connection[Any]):
 
     Safe because a borrowed connection runs one statement at a time, for one
     thread, and every result is fetched before the next statement.
+
+    In pipeline mode (``start_pipeline`` .. ``end_pipeline``, the engine's
+    transactions) statements whose results nobody reads go out on a second
+    cursor (``send``, ``send_many``) without waiting; ``run`` then
+    ``flush`` waits for everything sent so far in one round trip. Two
+    cursors because psycopg attaches each pipelined result to the cursor
+    that sent it as the result arrives: a statement sent on the statement
+    cursor after a fire-and-forget one could otherwise be read with the
+    earlier one's result.
     """
 
     _statement_cursor: psycopg.Cursor[Any] | None = None
+    _send_cursor: psycopg.Cursor[Any] | None = None
     # Borrowed on an event loop's thread, with a short lock_timeout until given back (PostgresEngine).
     lock_wait_shortened = False
 
     def run(self, query: str, params: Any = None) -> psycopg.Cursor[Any]:
-        """``Connection.execute`` on this connection's statement cursor."""
+        """``Connection.execute`` on this connection's statement cursor (in a pipeline: sent, not awaited)."""
         cur = self._statement_cursor
         if cur is None:
             cur = self._statement_cursor = self.cursor()
         return cur.execute(query, params)
+
+    @property
+    def statement_cursor(self) -> psycopg.Cursor[Any]:
+        """The cursor ``run`` ran its last statement on."""
+        cur = self._statement_cursor
+        assert cur is not None
+        return cur
+
+    # -- pipeline mode (see the class docstring) ---------------------------------
+
+    def start_pipeline(self) -> None:
+        """Enter pipeline mode: from here statements are sent without waiting for their results."""
+        pipeline = psycopg.Pipeline(self)
+        self._pipeline = pipeline
+        pipeline.__enter__()
+
+    def send(self, query: str, params: Any = None) -> None:
+        """Send a statement whose result is not wanted (pipeline mode); a failure surfaces at the next flush."""
+        cur = self._send_cursor
+        if cur is None:
+            cur = self._send_cursor = self.cursor()
+        cur.execute(query, params)
+
+    def send_many(self, query: str, rows: list[Any]) -> None:
+        """``executemany`` riding the pipeline: sent, not awaited."""
+        cur = self._send_cursor
+        if cur is None:
+            cur = self._send_cursor = self.cursor()
+        cur.executemany(query, rows)
+
+    def flush(self) -> None:
+        """Wait for the results of everything sent so far (one round trip); raise the first failure."""
+        pipeline = self._pipeline
+        assert pipeline is not None
+        with self.lock:
+            try:
+                self.wait(pipeline._fetch_gen(flush=True))
+            finally:
+                self._maintain()
+
+    def sync(self) -> None:
+        """Sync the pipeline: after a failure the server skips everything up to a sync."""
+        pipeline = self._pipeline
+        assert pipeline is not None
+        try:
+            pipeline.sync()
+        finally:
+            with self.lock:
+                self._maintain()
+
+    def end_pipeline(self) -> None:
+        """Sync, collect every result and leave pipeline mode; raise the first failure.
+
+        Whatever happens, the connection leaves pipeline mode or is closed
+        (the pool discards a closed connection), so the pool never hands
+        out a connection still in a pipeline.
+        """
+        pipeline = self._pipeline
+        if pipeline is None:
+            return
+        try:
+            with self.lock:
+                try:
+                    self._sync_and_collect(pipeline)
+                finally:
+                    pipeline._exit(None)
+        finally:
+            self._pipeline = None
+            if self.pgconn.pipeline_status:
+                self.close()
+            elif not self.closed:
+                with self.lock:
+                    self._maintain()
+
+    def _maintain(self) -> None:
+        """Send the prepared-statement maintenance psycopg queued while it read pipelined results, now.
+
+        psycopg forgets its prepared statements when it reads a ROLLBACK (TO
+        SAVEPOINT), DROP or ALTER result and queues a ``DEALLOCATE ALL`` for
+        the server, which it sends after the next statement it runs. When
+        the result was read by a flush rather than by running a statement,
+        that next statement is prepared first (under a new name, after the
+        forgetting) and the ``DEALLOCATE ALL`` then drops it on the server:
+        its next run failed with "prepared statement ... does not exist".
+        Sending the maintenance right after the read keeps the order right.
+        """
+        prepared = self._prepared
+        if prepared._to_flush:
+            self.wait(prepared.maintain_gen(self))
+
+    def _sync_and_collect(self, pipeline: psycopg.Pipeline) -> None:
+        """Send a Sync and collect every result; raise the first failure.
+
+        Not ``Pipeline.__exit__``: it sends a Flush after the Sync, and a
+        server that read a message after its last Sync never arms
+        ``idle_session_timeout`` for the idle session. Every result is
+        collected even after a failure (leaving pipeline mode needs it), and
+        the failure raised is the first one, not the "pipeline aborted" of
+        the statements the server then skipped.
+        """
+        first: psycopg.Error | None = None
+        pipeline._enqueue_sync()
+        try:
+            self.wait(pipeline._communicate_gen())
+        except psycopg.Error as exc:
+            first = exc
+        try:
+            self.wait(pipeline._fetch_gen(flush=False))
+        except psycopg.Error as exc:
+            first = first or exc
+        if first is not None:
+            raise first
+
+    def abandon_pipeline(self) -> None:
+        """``end_pipeline``, its failure ignored (the transaction is being rolled back anyway)."""
+        try:
+            self.end_pipeline()
+        except psycopg.Error:
+            pass
 
 
 class LifoPool(psycopg_pool.ConnectionPool[PooledConnection]):
@@ -212,3 +344,28 @@ if _Attempt is not None:
         def update_delay(self, now: float) -> None:
             super().update_delay(now)
             self.delay = min(self.delay, REFILL_MAX_DELAY)
+
+
+def resend_flight(conn: PooledConnection, flight: list[tuple[int, str, Any]], *, end: bool = False) -> PooledConnection:
+    """Send a transaction's recorded first flight again on ``conn``, in a new pipeline, and wait for it.
+
+    ``end``: the flight ends with COMMIT: leave pipeline mode. Returns
+    ``conn``; on failure ``conn`` is out of pipeline mode (or closed).
+    """
+    conn.start_pipeline()
+    try:
+        for how, sql, params in flight:
+            if how == MANY:
+                conn.send_many(sql, params)
+            elif how == RUN:
+                conn.run(sql, params)
+            else:
+                conn.send(sql, params)
+        if end:
+            conn.end_pipeline()
+        else:
+            conn.flush()
+    except psycopg.Error:
+        conn.abandon_pipeline()
+        raise
+    return conn

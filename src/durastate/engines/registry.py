@@ -35,7 +35,7 @@ from .redact import redact_url
 if TYPE_CHECKING:
     from .base import Engine
 
-__all__ = ["EngineFactory", "create", "register", "registered", "scheme_of"]
+__all__ = ["DEFAULT_PATH", "EngineFactory", "create", "file_of", "register", "registered", "scheme_of"]
 
 EngineFactory = Callable[[str, dict[str, Any]], "Engine"]
 ENTRY_POINT_GROUP = "durastate.engines"
@@ -109,7 +109,23 @@ def create(url: str | os.PathLike[str] | None, options: dict[str, Any]) -> Engin
 # -- the built-in engines ----------------------------------------------------------
 
 _MEMORY_URLS = {"memory:", ":memory:", "sqlite://:memory:", "sqlite:///:memory:", "sqlite::memory:"}
+# The store ``durastate.open()`` (and every command without --url) opens.
 DEFAULT_PATH = os.path.join(".durastate", "state.db")
+
+
+def file_of(url: str | os.PathLike[str] | None) -> str | None:
+    """The SQLite file a store URL names (``DEFAULT_PATH`` for ``None``), or ``None`` when it names no file.
+
+    ``None`` for an in-memory store and for every other engine's scheme
+    (``postgresql://``, ``citus://``, a third party's): the one parser of
+    store URLs, shared by ``durastate.open`` and the command line.
+    ``InvalidRequest`` for a malformed SQLite URL, as ``open`` gives.
+    """
+    if url is None:
+        return DEFAULT_PATH
+    if scheme_of(url) != "sqlite":
+        return None
+    return sqlite_path(os.fspath(url))
 
 
 def sqlite_path(url: str) -> str | None:

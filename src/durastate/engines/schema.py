@@ -97,6 +97,10 @@ CORE_SCHEMA = Schema(
                 ),
             },
         ),
+        # A write's returned rows, in PostgreSQL's binary form (array_send of
+        # the rows): bytes stay bytes, where JSON spelled them in hex at
+        # twice their size (engines.postgres_attempts).
+        Migration(per_dialect={"postgresql": ("ALTER TABLE {p}attempt ADD COLUMN rows BYTEA",)}),
     ),
 )
 

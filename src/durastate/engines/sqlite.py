@@ -32,7 +32,11 @@ Closing (``close()``) never closes a connection under a statement another
 thread is running on it: each thread holds its connection's guard for every
 use of it, and ``close()`` waits for it (bounded, ``CLOSE_WAIT``).
 
-Beside this module: ``sqlite_dialect`` (tokens, the catalog query, plan
+Waiting for the write lock (``busy_timeout``): durastate's own retry loop,
+never on a thread running an event loop (``sqlite_busy``).
+
+Beside this module: ``sqlite_busy`` (the lock wait), ``sqlite_space``
+(``reclaim_space``), ``sqlite_dialect`` (tokens, the catalog query, plan
 reading) and ``sqlite_errors`` (result codes to durastate's errors,
 ``LockBusy``); their public names are re-exported here.
 """
@@ -54,7 +58,7 @@ from ..errors import ConfigurationError, DurastateError, InvalidRequest, StoreCl
 from .base import SQL, Clock, EngineBase, Kind, Params, Plan, Row, TransactionState, aborted_error
 from .capabilities import Capabilities
 from .space import SpaceReport
-from .sqlite_busy import Backoff, loop_thread_refusal
+from .sqlite_busy import Backoff, loop_thread_refusal, one_row_again, run_to_end_again
 from .sqlite_connections import SPARE_CONNECTIONS as SPARE_CONNECTIONS
 from .sqlite_connections import Connections
 from .sqlite_dialect import CATALOG, plan_of
@@ -77,22 +81,6 @@ _BEGIN_WRITE = "BEGIN IMMEDIATE"
 _COMMIT = "COMMIT"
 _ROLLBACK = "ROLLBACK"
 _SQLITE_BUSY_SNAPSHOT = 517
-
-
-def _one_row(cursor: sqlite3.Cursor, sql: str, params: Params) -> Row | None:
-    """``one()``'s statement run again after BUSY (its first try is inlined there)."""
-    row: Row | None = cursor.execute(sql, params).fetchone()
-    if row is not None:
-        cursor.fetchall()  # finish it: the shared cursor never keeps a statement active
-    return row
-
-
-def _run_to_end(cursor: sqlite3.Cursor, sql: str, params: Params) -> int:
-    """``execute()``'s statement run again after BUSY (its first try is inlined there)."""
-    cursor.execute(sql, params)
-    if cursor.description is not None:
-        cursor.fetchall()
-    return cursor.rowcount
 
 
 class _ThreadState(TransactionState):
@@ -436,7 +424,7 @@ class SqliteEngine(EngineBase):
                     self._drop_cursor(cursor)
                 return row
             except sqlite3.Error as exc:
-                return cast(Row | None, self._after_busy(exc, lambda: _one_row(cursor, sql, params)))
+                return cast(Row | None, self._after_busy(exc, lambda: one_row_again(cursor, sql, params)))
             except BaseException:
                 self._drop_cursor(cursor)
                 raise
@@ -479,7 +467,7 @@ class SqliteEngine(EngineBase):
                     cursor.fetchall()
                 return cursor.rowcount
             except sqlite3.Error as exc:
-                return cast(int, self._after_busy(exc, lambda: _run_to_end(cursor, sql, params)))
+                return cast(int, self._after_busy(exc, lambda: run_to_end_again(cursor, sql, params)))
             except BaseException:
                 self._drop_cursor(cursor)
                 raise

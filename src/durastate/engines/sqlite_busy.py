@@ -28,12 +28,17 @@ thread) takes that as its cue to run the call on a worker thread instead.
 from __future__ import annotations
 
 import random
+import sqlite3
 import time
+from collections.abc import Sequence
+from typing import Any
 
 from .loop import running_loop as _running_loop
 from .sqlite_errors import LockBusy
 
-__all__ = ["FIRST", "LONGEST", "Backoff", "loop_thread_refusal"]
+Row = tuple[Any, ...]
+
+__all__ = ["FIRST", "LONGEST", "Backoff", "loop_thread_refusal", "one_row_again", "run_to_end_again"]
 
 FIRST = 0.0005  # seconds: the first pause after BUSY
 LONGEST = 0.004  # seconds: the longest pause between two tries
@@ -69,3 +74,19 @@ class Backoff:
         self._pause = min(LONGEST, pause * 2)
         time.sleep(min(left, pause * random.uniform(0.5, 1.0)))
         return True
+
+
+def one_row_again(cursor: sqlite3.Cursor, sql: str, params: Sequence[Any]) -> Row | None:
+    """``one()``'s statement run again after BUSY (its first try is inlined there)."""
+    row: Row | None = cursor.execute(sql, params).fetchone()
+    if row is not None:
+        cursor.fetchall()  # finish it: the shared cursor never keeps a statement active
+    return row
+
+
+def run_to_end_again(cursor: sqlite3.Cursor, sql: str, params: Sequence[Any]) -> int:
+    """``execute()``'s statement run again after BUSY (its first try is inlined there)."""
+    cursor.execute(sql, params)
+    if cursor.description is not None:
+        cursor.fetchall()
+    return cursor.rowcount

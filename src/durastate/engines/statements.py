@@ -81,11 +81,29 @@ Template = str | Mapping[str, str]
 
 
 @dataclass(frozen=True, slots=True)
+class Reread:
+    """How to find again the rows a ``WRITE_ROWS`` statement returned, once it committed.
+
+    ``template`` is a read answering exactly the rows the write returned
+    (same columns, same order) as long as nobody else changed them;
+    ``params`` picks the write's parameters it binds, by position. A claim
+    names its rows by the random lease token it sets: a retry after a lost
+    connection re-reads them instead of the engine keeping a copy (see
+    ``engines.postgres_attempts``). No rows found means the write did not
+    happen (or its effect is already undone), and it runs again.
+    """
+
+    template: str
+    params: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class Statement:
     """A statement template and its kind, declared where the SQL is written."""
 
     kind: Kind
     template: Template
+    reread: Reread | None = None
 
 
 def READ(template: Template) -> Statement:
@@ -96,8 +114,8 @@ def WRITE(template: Template) -> Statement:
     return Statement(Kind.WRITE, template)
 
 
-def WRITE_ROWS(template: Template) -> Statement:
-    return Statement(Kind.WRITE_ROWS, template)
+def WRITE_ROWS(template: Template, *, reread: Reread | None = None) -> Statement:
+    return Statement(Kind.WRITE_ROWS, template, reread)
 
 
 def DDL(template: Template) -> Statement:
@@ -138,6 +156,8 @@ class SQL(str):
     kind: Kind
     # Set by an engine's ``_compiled`` hook, for that engine only.
     companion: Any
+    # The compiled ``Statement.reread`` (a READ) and its parameter positions.
+    reread: tuple[SQL, tuple[int, ...]] | None = None
 
     def __new__(cls, text: str, kind: Kind) -> SQL:
         compiled = super().__new__(cls, text)

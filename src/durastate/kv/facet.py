@@ -329,6 +329,11 @@ class KV:
             rows = [(*row, expires_at) for row in rows]
         if len(rows) == 1:
             engine.execute(statement, rows[0])
+        elif engine.in_transaction():
+            # The caller's transaction makes the batch atomic already (a failed
+            # statement dooms it): a savepoint of its own would cost two more
+            # statements (round trips on PostgreSQL) per call.
+            engine.executemany(statement, rows)
         else:
             with engine.transaction():
                 engine.executemany(statement, rows)

@@ -65,19 +65,15 @@ DELETE_ALL = WRITE("DELETE FROM {p}kv WHERE scope = ? AND ns = ?")
 # RETURNING yields a row only when the insert (or the replacement of an
 # expired row) happened.
 TAKE = WRITE_ROWS("DELETE FROM {p}kv WHERE scope = ? AND ns = ? AND key = ? RETURNING value, expires_at")
-PUT_IF_ABSENT = WRITE_ROWS(
-    "INSERT INTO {p}kv (scope, ns, key, value, expires_at) VALUES (?, ?, ?, ?, ?)"
-    " ON CONFLICT (scope, ns, key) DO UPDATE SET value = excluded.value, expires_at = excluded.expires_at"
-    " WHERE {p}kv.expires_at IS NOT NULL AND {p}kv.expires_at <= ?"
-    " RETURNING 1"
-)
-# put_many(if_absent=True): PUT_IF_ABSENT without RETURNING, so a batch is
-# one executemany (the caller needs no per-row outcome).
-PUT_MANY_IF_ABSENT = WRITE(
+_INSERT_IF_ABSENT = (
     "INSERT INTO {p}kv (scope, ns, key, value, expires_at) VALUES (?, ?, ?, ?, ?)"
     " ON CONFLICT (scope, ns, key) DO UPDATE SET value = excluded.value, expires_at = excluded.expires_at"
     " WHERE {p}kv.expires_at IS NOT NULL AND {p}kv.expires_at <= ?"
 )
+PUT_IF_ABSENT = WRITE_ROWS(_INSERT_IF_ABSENT + " RETURNING 1")
+# put_many(if_absent=True): the same without RETURNING, so a batch is one
+# executemany (the caller needs no per-row outcome).
+PUT_MANY_IF_ABSENT = WRITE(_INSERT_IF_ABSENT)
 PRUNE = WRITE(
     "DELETE FROM {p}kv WHERE (scope, ns, key) IN (SELECT scope, ns, key FROM {p}kv WHERE expires_at <= ? LIMIT ?)"
 )

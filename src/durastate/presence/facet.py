@@ -20,7 +20,7 @@ from ..errors import DurastateError
 if TYPE_CHECKING:
     from ..engines.base import Engine
 
-__all__ = ["SCHEMA", "Presence", "PresenceEntry"]
+# The public names are the package's (durastate.presence.__all__).
 
 _EXPIRY_INDEX = "CREATE INDEX {p}presence_expiry ON {p}presence (ns, expires_at)"
 

@@ -25,13 +25,13 @@ from .._validate import (
     shown,
 )
 from .._validate import MAX_NAME_SIZE as MAX_NAME_SIZE  # re-exported: the conformance suite tests the bound
-from ..engines.base import READ, WRITE, WRITE_ROWS, Announce, Migration, Schema
+from ..engines.base import READ, WRITE, WRITE_ROWS, Announce, Migration, Reread, Schema
 from ..errors import Conflict
 
 if TYPE_CHECKING:
     from ..engines.base import Engine
 
-__all__ = ["QueueItem", "Claim", "DeadLetter", "QueueStats", "Queues", "SCHEMA", "DEFAULT_MAX_ATTEMPTS"]
+# The public names are the package's (durastate.queues.__all__).
 
 DEFAULT_MAX_ATTEMPTS = 5
 POLL_INTERVAL = 0.05
@@ -78,11 +78,17 @@ _NEXT_ID = (
 POP = WRITE_ROWS("DELETE FROM {p}queue WHERE id = (" + _NEXT_ID + ") RETURNING payload")
 # The fast path of claim: one statement takes the head unless it has used up
 # its attempts (then claim falls back to CLAIM_HEAD + BURY in a transaction).
+# A retry after a lost connection finds the claimed row again by the
+# random lease token it set (on the claim index: queue, then the deadline
+# it set), so the engine keeps no copy of the payload (Reread).
 CLAIM = WRITE_ROWS(
     "UPDATE {p}queue SET lease = ?, attempts = attempts + 1, available_at = ?"
     " WHERE id = (" + _NEXT_ID + ")"
     " AND (max_attempts IS NULL OR attempts < max_attempts)"
-    " RETURNING id, payload, attempts"
+    " RETURNING id, payload, attempts",
+    reread=Reread(
+        "SELECT id, payload, attempts FROM {p}queue WHERE queue = ? AND available_at = ? AND lease = ?", (2, 1, 0)
+    ),
 )
 CLAIM_HEAD = READ(
     "SELECT id, attempts, max_attempts FROM {p}queue WHERE queue = ? AND available_at <= ? AND available_at >= ?"
@@ -477,8 +483,9 @@ class Queues:
                 raise Conflict(f"nack of {claim!r}: lease lost (the item was claimed again or is gone)")
             attempts, max_attempts = row
             if max_attempts is not None and attempts >= max_attempts:
-                engine.execute(self._bury, (now, claim.id))
-                engine.execute(self._delete_id, (claim.id,))
+                # Their answers decide nothing: they go out with the commit.
+                engine.send(self._bury, (now, claim.id))
+                engine.send(self._delete_id, (claim.id,))
             # Inside the transaction: sent at its commit, and no second
             # transaction (on PostgreSQL a NOTIFY of its own is one more
             # BEGIN/COMMIT round trip).

@@ -8,6 +8,9 @@ driver of their own.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+import durastate
 from durastate.engines.base import DDL, WRITE, Engine, Schema
 
 SHIFT_VERSION = WRITE("UPDATE {p}schema SET version = version + ? WHERE facet = ?")
@@ -31,3 +34,16 @@ def rewind(engine: Engine, schema: Schema, version: int, *undo: str) -> None:
         engine.execute(engine.sql(DDL(template)))
     changed = engine.execute(engine.sql(SET_VERSION), (version, schema.facet))
     assert changed == 1, f"no schema row for facet {schema.facet!r}"
+
+
+def migrate_again(store: durastate.Store, schema: Schema, reopen: Callable[[], durastate.Store]) -> durastate.Store:
+    """The store with ``schema``'s missing migrations run: by opening it anew, as the next process would.
+
+    An in-memory store lives only in its engine, so there the same engine
+    migrates again and the same store is returned.
+    """
+    if store.engine.capabilities.in_memory:
+        store.engine.migrate([schema])
+        return store
+    store.close()
+    return reopen()

@@ -24,7 +24,7 @@ from durastate.records import CHECKPOINT_EVERY, Records, RevisionPruned
 from durastate.records import SCHEMA as RECORDS_SCHEMA
 from durastate.testing.clock import FakeClock
 
-from ._schema_edits import rewind
+from ._schema_edits import migrate_again, rewind
 from .plans import STATISTICS, assert_index_search, plan_of, with_statistics
 from .records import (
     base,
@@ -327,11 +327,7 @@ class TestRecordsRetentionMigration:
         before = [full_history_doc(store.records, 5), *grow(store.records, 5, 3)]
         # The database as the previous version left it, then migrated again.
         rewind(store.engine, RECORDS_SCHEMA, 1, "ALTER TABLE {p}rec_revision DROP COLUMN written_at")
-        if store.engine.capabilities.in_memory:
-            store.engine.migrate([RECORDS_SCHEMA])
-        else:
-            store.close()
-            store = open_store(clock=clock)
+        store = migrate_again(store, RECORDS_SCHEMA, lambda: open_store(clock=clock))
         after = grow(store.records, 5, 2)
         assert store.records.prune_document_revisions(older_than=3600) == len(before)
         assert stored_seqs(store.records, 5) == after

@@ -18,7 +18,7 @@ from durastate._retention import BATCH
 from durastate.kv import SCHEMA as KV_SCHEMA
 from durastate.testing.clock import FakeClock
 
-from ._schema_edits import rewind
+from ._schema_edits import migrate_again, rewind
 
 __all__ = ["TestRetention", "TestRetentionPolicy", "TestRetentionMigration"]
 
@@ -233,11 +233,7 @@ class TestRetentionMigration:
         store.kv.append(S, N, K, b"before")
         # The database as the previous version left it, then migrated again.
         rewind(store.engine, KV_SCHEMA, 1, "ALTER TABLE {p}kv_log DROP COLUMN created_at")
-        if store.engine.capabilities.in_memory:
-            store.engine.migrate([KV_SCHEMA])
-        else:
-            store.close()
-            store = open_store(clock=clock)
+        store = migrate_again(store, KV_SCHEMA, lambda: open_store(clock=clock))
         store.kv.append(S, N, K, b"after")
         assert store.kv.trim_logs(3600) == 1
         assert _log(store) == [b"after"]

@@ -92,6 +92,27 @@ class TestKVGetPut:
         assert store.kv.get(b"s", b"n", b"k") == b"3"
         assert store.kv.get(b"s", b"n", b"j") == b"x"
 
+    def test_put_many_if_absent_keeps_live_values_and_the_first_of_duplicates(
+        self, store: durastate.Store, clock: FakeClock
+    ) -> None:
+        store.kv.put(b"s", b"n", b"live", b"old")
+        store.kv.put(b"s", b"n", b"expiring", b"old", ttl=1)
+        clock.advance(2)
+        items = [(b"live", b"new"), (b"expiring", b"new"), (b"fresh", b"first"), (b"fresh", b"second")]
+        store.kv.put_many(b"s", b"n", items, if_absent=True)
+        assert store.kv.get_many(b"s", b"n", [b"live", b"expiring", b"fresh"]) == [b"old", b"new", b"first"]
+
+    def test_put_many_if_absent_in_a_rolled_back_transaction_writes_nothing(self, store: durastate.Store) -> None:
+        with pytest.raises(RuntimeError), store.transaction():
+            store.kv.put_many(b"s", b"n", [(b"a", b"1"), (b"b", b"2")], if_absent=True)
+            raise RuntimeError("roll back")
+        assert store.kv.get_many(b"s", b"n", [b"a", b"b"]) == [None, None]
+
+    def test_put_many_if_absent_must_be_a_bool(self, store: durastate.Store) -> None:
+        with pytest.raises(InvalidRequest, match="if_absent"):
+            store.kv.put_many(b"s", b"n", [(b"a", b"1")], if_absent=1)  # type: ignore[arg-type]
+        assert store.kv.get(b"s", b"n", b"a") is None
+
     def test_put_many_of_nothing_writes_nothing(self, store: durastate.Store) -> None:
         store.kv.put_many(b"s", b"n", [])
         assert list(store.kv.scan(b"s", b"n")) == []

@@ -1,0 +1,430 @@
+"""The PostgreSQL engine's transactions: pipelined, so a transaction costs the round trips it must wait for.
+
+A transaction runs in psycopg's pipeline mode on the connection the thread
+keeps from ``BEGIN`` to its end. Nothing is awaited that nobody reads:
+``BEGIN`` and the transaction's attempt row go out with its first
+statement that needs an answer; ``executemany``, ``Engine.send`` (writes
+whose answers decide nothing), ``NOTIFY`` and ``SAVEPOINT`` go out with
+the next one, or with ``COMMIT``, whose sync answers them all. A
+transaction of writes nobody waits for (``put_many``, a multi-item
+``push``) is one round trip; each statement whose answer is read costs one
+more. A failure of an unawaited statement dooms the transaction as any
+failure does, and is raised by the next statement that waits, by the
+release of the savepoint it ran under (which then rolls back to it,
+containing it as if it had raised inside the block), or by the commit.
+
+Until the first answer nothing of the transaction can have committed, so
+everything sent until then (its *first flight*) is recorded, and sent again
+on another connection when the first answer finds the connection's node
+failed (a pooled connection the server had closed, a node that went
+read-only): the retry a ``BEGIN`` of its own used to get. A one-flight
+transaction (all of it unawaited, ``COMMIT`` included) whose connection
+drops is sent again unless its attempt row shows it committed.
+
+Migrations (``lock``) run one statement at a time, outside pipeline mode.
+``PostgresEngine`` mixes this class in; the connection handling
+(``_retrying``, ``_borrow``, ...) is the engine's.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterable
+from typing import Any
+
+import psycopg
+from psycopg import errors as pg_errors
+
+from ..errors import DurastateError, StoreClosed, StoreUnavailable
+from .base import EngineBase, Kind, Params, TransactionState, aborted_error
+from .postgres_attempts import fetch_result, replay
+from .postgres_errors import connection_lost, translate_postgres_error
+from .postgres_pool import MANY, RUN, SEND, PooledConnection, resend_flight
+
+__all__ = ["NOTIFY_CHANNELS", "PipelinedTransactions", "ThreadState", "notify_on"]
+
+_BEGIN_READ = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
+
+
+class ThreadState(TransactionState):
+    """One thread's open transaction on a PostgreSQL engine (``TransactionState`` plus its connection and pipeline)."""
+
+    conn: PooledConnection | None = None
+    # The open transaction's attempt id: pending until its first write.
+    attempt_pending: bool = False
+    attempt: bytes | None = None
+    # The transaction runs in pipeline mode (see "Round trips" in the module docstring).
+    piped: bool = False
+    # Statements sent in the pipeline whose outcome nobody has waited for yet.
+    unflushed: bool = False
+    # Everything sent before the transaction's first answered round trip
+    # (see ``PostgresEngine._flush``); None after it.
+    flight: list[tuple[int, str, Any]] | None = None
+    # The statement that finds that attempt's row (the table of the engine
+    # that wrote it: a shard view's, see ``citus``).
+    attempt_lookup: str | None = None
+    # Citus mode: channels to NOTIFY once the transaction has committed.
+    after_commit: frozenset[str] = frozenset()
+
+
+class PipelinedTransactions(EngineBase):
+    """Statements inside a transaction and the transaction primitives (see the module docstring)."""
+
+    _local: ThreadState
+    _attempt_insert: str
+    _attempt_result: str
+    pooler: bool
+
+    # The engine's own (PostgresEngine).
+    def _run(self, sql: str, params: Params, fetch: int) -> Any:
+        raise NotImplementedError
+
+    def _retrying(self, run: Any, replay: Any, began: float | None = None, keep: bool = False) -> Any:
+        raise NotImplementedError
+
+    def _unusable(self, exc: BaseException, conn: psycopg.Connection[Any] | None = None) -> bool:
+        raise NotImplementedError
+
+    def _discard(self, conn: PooledConnection) -> None:
+        raise NotImplementedError
+
+    def _give_back(self, conn: PooledConnection) -> None:
+        raise NotImplementedError
+
+    def _attempt_found(self, lookup: str, attempt: bytes) -> bool:
+        raise NotImplementedError
+
+    def _read_only_refusal(self) -> DurastateError:
+        raise NotImplementedError
+
+    def _run_in_transaction(
+        self, state: ThreadState, conn: PooledConnection, sql: str, params: Params, fetch: int
+    ) -> Any:
+        self._check_open_transaction(state)
+        if self.read_only and self.pooler and getattr(sql, "kind", None) is not Kind.READ:
+            raise self._doom(self._read_only_refusal())
+        try:
+            if state.attempt_pending and getattr(sql, "kind", None) is not Kind.READ:
+                self._record_transaction_attempt(state, conn)
+            if not state.piped:
+                return fetch_result(conn.run(sql, params), fetch)
+            # One round trip for this statement and everything sent before it.
+            if state.flight is not None:
+                state.flight.append((RUN, sql, params))
+            conn.run(sql, params)
+            return fetch_result(self._flush(state).statement_cursor, fetch)
+        except psycopg.Error as exc:
+            raise self._failed(state, exc) from None
+
+    def _pipe(self, state: ThreadState, how: int, sql: str, params: Any, *, unflushed: bool = True) -> None:
+        """Send ``sql`` in the transaction's pipeline without waiting (``how``: SEND or MANY)."""
+        conn = state.conn
+        assert conn is not None
+        if state.flight is not None:
+            state.flight.append((how, sql, params))
+        if unflushed:
+            state.unflushed = True
+        if how == MANY:
+            conn.send_many(sql, params)
+        else:
+            conn.send(sql, params)
+
+    def _flush(self, state: ThreadState) -> PooledConnection:
+        """Wait for everything sent so far; the connection it was answered on.
+
+        Until a transaction's first round trip is answered nothing of it
+        can have committed, so when that round trip finds the connection's
+        node failed (the pooled connection had died, the node went
+        read-only), the whole flight is sent again on another connection,
+        retried as a read is: the transaction goes on there.
+        """
+        conn = state.conn
+        assert conn is not None
+        try:
+            conn.flush()
+        except psycopg.Error as exc:
+            flight = state.flight
+            if flight is None or not self._unusable(exc, conn):
+                raise
+            conn.abandon_pipeline()
+            self._discard(conn)
+            self._give_back(conn)
+            state.conn = None  # the transaction has no connection until one answers
+            try:
+                conn = self._retrying(lambda c: resend_flight(c, flight), None, time.monotonic(), keep=True)
+            except DurastateError as error:
+                raise self._doom(error) from None
+            state.conn = conn
+        state.flight = None
+        state.unflushed = False
+        return conn
+
+    def send(self, sql: str, params: Params = ()) -> None:
+        """``Engine.send``: in a transaction, the statement goes out with the next round trip.
+
+        Its failure dooms the transaction and is raised by the next
+        statement that waits for an answer, or by the commit.
+        """
+        state = self._local
+        conn = state.conn
+        if conn is None or not state.piped:
+            self._run(sql, params, 0)
+            return
+        self._check_open_transaction(state)
+        if self.read_only and self.pooler and getattr(sql, "kind", None) is not Kind.READ:
+            raise self._doom(self._read_only_refusal())
+        try:
+            if state.attempt_pending and getattr(sql, "kind", None) is not Kind.READ:
+                self._record_transaction_attempt(state, conn)
+            self._pipe(state, SEND, sql, params)
+        except psycopg.Error as exc:
+            raise self._failed(state, exc) from None
+
+    def _check_open_transaction(self, state: ThreadState) -> None:
+        """Refuse a statement in a doomed transaction, or after ``close()``."""
+        if state.doomed is not None:
+            raise aborted_error(state.doomed)
+        if self._closed:
+            raise self._doom(StoreClosed(f"{self.url}: store closed inside the transaction"))
+
+    def _failed(self, state: ThreadState, exc: psycopg.Error) -> DurastateError:
+        """Translate ``exc``; inside a transaction, also doom it (see ``base.Transaction``).
+
+        A connection whose node failed is closed here, so the rollback gives
+        the pool a closed connection to replace instead of one that still
+        reaches a dead or demoted node (``_discard``).
+        """
+        if state.doomed is not None and isinstance(exc, pg_errors.InFailedSqlTransaction):
+            return aborted_error(state.doomed)
+        if state.conn is not None and self._unusable(exc, state.conn):
+            self._discard(state.conn)
+            # The server never saw a COMMIT: it rolled the transaction back (or refused its write).
+            return self._doom(
+                StoreUnavailable(
+                    f"{self.url}: {' '.join(str(exc).split())} (inside a transaction: nothing was applied,"
+                    " the transaction can be retried)"
+                )
+            )
+        return self._doom(translate_postgres_error(exc, self.url, read_only=self.read_only))
+
+    def _record_transaction_attempt(self, state: ThreadState, conn: PooledConnection) -> None:
+        """First write of a transaction: note its attempt id inside it.
+
+        If the connection drops during COMMIT, the row's presence tells
+        whether the transaction committed (see ``_tx_commit``).
+        """
+        state.attempt = os.urandom(16)
+        state.attempt_pending = False
+        state.attempt_lookup = self._attempt_result
+        if state.piped:
+            self._pipe(state, SEND, self._attempt_insert, (state.attempt, self.now_ms()), unflushed=False)
+        else:
+            conn.run(self._attempt_insert, (state.attempt, self.now_ms()))
+
+    def executemany(self, sql: str, rows: Iterable[Params]) -> None:
+        """Many rows in one pipeline. Outside a transaction, atomically."""
+        if self.read_only and self.pooler:
+            raise self._read_only_refusal()
+        batch = list(rows)
+        if self._local.conn is None:
+            with self.transaction():
+                self.executemany(sql, batch)
+            return
+        state = self._local
+        conn = state.conn
+        assert conn is not None
+        self._check_open_transaction(state)
+        try:
+            if state.attempt_pending:
+                self._record_transaction_attempt(state, conn)
+            if state.piped:
+                self._pipe(state, MANY, sql, batch)
+            else:
+                with conn.cursor() as cur:
+                    cur.executemany(sql, batch)
+        except psycopg.Error as exc:
+            raise self._failed(state, exc) from None
+
+    # -- transaction primitives (the state machine is base.Transaction) -------
+
+    def _tx_begin(self, read: bool, lock: str | None) -> None:
+        """``BEGIN`` on a borrowed connection the thread keeps until the end.
+
+        ``lock`` (migrations): an advisory lock per (schema, name), so
+        concurrent openers of the same tables migrate one after the other.
+        Its key (one bigint) is not ``engine.lock``'s (two ints): it is the
+        key every earlier version takes, so old and new processes opening
+        one database still migrate one at a time.
+        """
+        state = self._local
+        # Migrations (lock) run DDL one statement at a time; every other
+        # transaction is pipelined: BEGIN goes out with its first statement.
+        piped = lock is None
+        first = _BEGIN_READ if read else "BEGIN"
+
+        def begin(conn: PooledConnection) -> PooledConnection:
+            try:
+                if piped:
+                    conn.start_pipeline()
+                    conn.send(first)
+                    return conn
+                conn.run(first)
+                conn.execute("SELECT pg_advisory_xact_lock(hashtext(current_schema() || %s))", (lock,))
+            except psycopg.Error:
+                conn.abandon_pipeline()
+                try:
+                    conn.run("ROLLBACK")
+                except psycopg.Error:
+                    pass  # a broken connection: the pool replaces it
+                raise
+            return conn
+
+        # Nothing has happened yet: a BEGIN whose node failed is retried like a read.
+        conn: PooledConnection = self._retrying(begin, None, keep=True)
+        state.flight = [(SEND, first, None)] if piped else None
+        state.conn = conn
+        state.attempt = None
+        state.piped = piped
+        state.unflushed = False
+        # Migrations run before the attempt table exists; they need no
+        # commit-ambiguity check anyway (they are idempotent by version).
+        state.attempt_pending = not read and lock is None
+
+    def _take_connection(self) -> tuple[PooledConnection | None, bytes | None]:
+        state = self._local
+        conn = state.conn
+        attempt = state.attempt
+        state.conn, state.attempt, state.attempt_pending, state.flight = None, None, False, None
+        state.piped = state.unflushed = False
+        return conn, attempt
+
+    def _tx_commit(self) -> None:
+        state = self._local
+        piped, flight = state.piped, state.flight
+        lookup, channels = state.attempt_lookup or self._attempt_result, state.after_commit
+        state.attempt_lookup, state.after_commit = None, frozenset()
+        conn, attempt = self._take_connection()
+        assert conn is not None  # a transaction without one is doomed: it rolls back instead
+        try:
+            if piped:
+                # COMMIT goes out with whatever was sent since the last round
+                # trip; the sync answers them all (the first failure raises,
+                # and the server then skipped the COMMIT: rolled back below).
+                conn.send("COMMIT")
+                conn.end_pipeline()
+            else:
+                conn.run("COMMIT")
+        except psycopg.Error as commit_error:
+            unusable = self._unusable(commit_error, conn)
+            if unusable:
+                self._discard(conn)
+            _discard_transaction(self, conn)
+            if flight is not None and unusable:
+                # The whole transaction was this one flight: unless its attempt
+                # row says it committed, send it all again on another connection.
+                flight.append((SEND, "COMMIT", None))
+                committed = None if attempt is None else lambda c: replay(c, lookup, attempt, 0)
+                self._retrying(lambda c: resend_flight(c, flight, end=True), committed, time.monotonic())
+                return  # Citus mode: its notifications are lost with the connection (waiters poll)
+            if attempt is not None and connection_lost(commit_error):
+                # The COMMIT may or may not have reached the server. The
+                # attempt row, written inside the transaction, says which.
+                if self._attempt_found(lookup, attempt):
+                    return  # its notifications are lost with the connection: waiters poll
+                raise StoreUnavailable(
+                    f"{self.url}: connection lost before the transaction committed; "
+                    "nothing was applied, the transaction can be retried"
+                ) from None
+            if piped and not connection_lost(commit_error):
+                where = f"{self.url}: transaction rolled back: a statement inside it failed"
+                raise translate_postgres_error(commit_error, where, read_only=self.read_only) from None
+            raise translate_postgres_error(commit_error, f"{self.url}: commit", read_only=self.read_only) from None
+        if channels:
+            notify_on(conn, channels)
+        self._give_back(conn)
+
+    def _tx_rollback(self) -> None:
+        state = self._local
+        state.attempt_lookup, state.after_commit = None, frozenset()
+        conn, _attempt = self._take_connection()
+        if conn is not None:  # None: lost while its first flight was sent again (_flush)
+            _discard_transaction(self, conn)
+
+    def _tx_savepoint(self, name: str) -> None:
+        self._savepoint_statement(f"SAVEPOINT {name}")
+
+    def _tx_release(self, name: str) -> None:
+        self._savepoint_statement(f"RELEASE SAVEPOINT {name}", release=name)
+
+    def _savepoint_statement(self, statement: str, *, release: str | None = None) -> None:
+        state = self._local
+        self._check_open_transaction(state)
+        conn = state.conn
+        assert conn is not None
+        try:
+            if not state.piped:
+                conn.run(statement)
+                return
+            if release and state.unflushed:
+                # A failure sent unawaited inside the block surfaces here:
+                # the block rolls back to its savepoint, which contains it
+                # (as if the statement had raised inside the block).
+                try:
+                    self._flush(state)
+                except psycopg.Error as exc:
+                    if connection_lost(exc):
+                        raise
+                    self._tx_rollback_to(release)
+                    raise translate_postgres_error(exc, self.url) from None
+            self._pipe(state, SEND, statement, None, unflushed=False)
+        except psycopg.Error as exc:
+            raise self._failed(state, exc) from None
+
+    def _tx_rollback_to(self, name: str) -> None:
+        state = self._local
+        conn = state.conn
+        if conn is None:  # lost while its first flight was sent again: the transaction is doomed
+            return
+        try:
+            if state.piped:
+                state.flight = None  # answered: no longer a first flight to send again
+                try:
+                    conn.sync()  # after a failure the server skips everything up to a sync
+                except psycopg.Error:
+                    pass  # the failure being rolled back (or the connection: next statement says)
+                conn.send(f"ROLLBACK TO SAVEPOINT {name}")
+                conn.send(f"RELEASE SAVEPOINT {name}")
+                state.unflushed = True
+            else:
+                conn.execute(f"ROLLBACK TO SAVEPOINT {name}")
+                conn.execute(f"RELEASE SAVEPOINT {name}")
+        except psycopg.Error:
+            pass  # a broken connection: the outer block fails on its next statement
+
+
+# One round trip for every channel a transaction woke (Citus mode).
+NOTIFY_CHANNELS = "SELECT pg_notify(c, '') FROM unnest(%s::text[]) AS c"
+
+
+def notify_on(conn: PooledConnection, channels: frozenset[str]) -> None:
+    """Send ``channels``' notifications on ``conn`` (autocommit, so at once).
+
+    A hint only: waiters poll as well, so a notification lost with a
+    broken connection (after the commit it announces) costs them at most
+    one poll interval and is not an error of the write.
+    """
+    try:
+        conn.execute(NOTIFY_CHANNELS, (sorted(channels),))
+    except psycopg.Error:
+        pass
+
+
+def _discard_transaction(engine: PipelinedTransactions, conn: PooledConnection) -> None:
+    """Roll back (best effort) and return the connection to the pool."""
+    conn.abandon_pipeline()
+    try:
+        conn.run("ROLLBACK")
+    except psycopg.Error:
+        pass  # a broken connection: the pool discards it on return
+    engine._give_back(conn)

@@ -1,0 +1,126 @@
+"""How many network round trips a write costs on PostgreSQL (pipelined transactions).
+
+Counted on the wire by the relay (``CuttingProxy.flights``: a client
+message after an answer from the server starts a new round trip), on a
+store with one pooled connection. Each operation runs twice first, so its
+statements are prepared (a first run sends a statement's text in a round
+trip of its own) and the count is the steady state's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from urllib.parse import urlsplit, urlunsplit
+
+import pytest
+
+import durastate
+from durastate.engines.base import WRITE
+
+from .proxy import CuttingProxy
+
+pytestmark = pytest.mark.timeout(120)
+
+
+@pytest.fixture
+def relay(pg_url: str) -> Iterator[CuttingProxy]:
+    parts = urlsplit(pg_url)
+    proxy = CuttingProxy((parts.hostname or "127.0.0.1", parts.port or 5432))
+    yield proxy
+    proxy.close()
+
+
+@pytest.fixture
+def store(pg_url: str, relay: CuttingProxy) -> Iterator[durastate.Store]:
+    durastate.open(pg_url).close()  # migrate without the relay in the way
+    parts = urlsplit(pg_url)
+    netloc = parts.netloc.rsplit("@", 1)
+    user = netloc[0] + "@" if len(netloc) == 2 else ""
+    via_relay = urlunsplit(parts._replace(netloc=f"{user}127.0.0.1:{relay.port}"))
+    with durastate.open(via_relay, min_connections=1, max_connections=1) as s:
+        yield s
+
+
+def round_trips(relay: CuttingProxy, operation: Callable[[], object]) -> int:
+    for _ in range(2):
+        operation()
+    before = relay.flights
+    operation()
+    return relay.flights - before
+
+
+def test_put_many_of_many_pairs_is_one_round_trip(store: durastate.Store, relay: CuttingProxy) -> None:
+    pairs = [(b"k%d" % i, b"v") for i in range(20)]
+    assert round_trips(relay, lambda: store.kv.put_many(b"s", b"n", pairs)) == 1
+    assert round_trips(relay, lambda: store.kv.put_many(b"s", b"n", pairs, if_absent=True)) == 1
+
+
+def test_a_push_of_several_items_is_one_round_trip(store: durastate.Store, relay: CuttingProxy) -> None:
+    assert round_trips(relay, lambda: store.queues.push("jobs", [b"a", b"b", b"c"])) == 1
+
+
+@pytest.mark.parametrize("max_attempts", [5, 1], ids=["back-to-queue", "buried"])
+def test_a_nack_is_two_round_trips(store: durastate.Store, relay: CuttingProxy, max_attempts: int) -> None:
+    """The UPDATE's answer decides whether to bury; the bury, the NOTIFY and COMMIT go in one more."""
+    counts = []
+    for _ in range(3):
+        store.queues.push("jobs", [b"job"], max_attempts=max_attempts)
+        claim = store.queues.claim("jobs")
+        assert claim is not None
+        before = relay.flights
+        claim.nack()
+        counts.append(relay.flights - before)
+    assert counts[-1] == 2, counts
+    stats = store.queues.stats("jobs")
+    assert (stats.ready, stats.dead) == ((3, 0) if max_attempts == 5 else (0, 3))
+
+
+def test_a_transaction_saves_the_begin_and_the_attempt_row_round_trips(
+    store: durastate.Store, relay: CuttingProxy
+) -> None:
+    """BEGIN and the attempt row go out with the first statement: n statements + COMMIT."""
+
+    def two_puts() -> None:
+        with store.transaction():
+            store.kv.put(b"s", b"n", b"a", b"1")
+            store.kv.put(b"s", b"n", b"b", b"2")
+
+    assert round_trips(relay, two_puts) == 3
+
+
+def test_a_failure_sent_unawaited_fails_the_commit_and_applies_nothing(
+    store: durastate.Store, relay: CuttingProxy
+) -> None:
+    """A statement nobody waited for fails: the commit raises, and nothing of the transaction stays."""
+    store.kv.put(b"s", b"n", b"before", b"1")
+    bad = store.engine.sql(WRITE("INSERT INTO no_such_table VALUES (1)"))
+    with pytest.raises(durastate.InvalidRequest, match="no_such_table"), store.transaction():
+        store.kv.put(b"s", b"n", b"inside", b"1")
+        store.engine.send(bad)
+    assert store.kv.get(b"s", b"n", b"inside") is None
+    store.kv.put(b"s", b"n", b"after", b"1")  # the connection is usable again
+    assert store.kv.get_many(b"s", b"n", [b"before", b"after"]) == [b"1", b"1"]
+
+
+def test_a_failure_sent_unawaited_in_a_nested_block_is_contained_by_it(
+    store: durastate.Store, relay: CuttingProxy
+) -> None:
+    bad = store.engine.sql(WRITE("INSERT INTO no_such_table VALUES (1)"))
+    with store.transaction():
+        store.kv.put(b"s", b"n", b"outer", b"1")
+        with pytest.raises(durastate.InvalidRequest), store.transaction():
+            store.engine.send(bad)
+        store.kv.put(b"s", b"n", b"after", b"1")
+    assert store.kv.get_many(b"s", b"n", [b"outer", b"after"]) == [b"1", b"1"]
+
+
+def test_langgraph_put_writes_of_many_writes_is_one_round_trip(store: durastate.Store, relay: CuttingProxy) -> None:
+    pytest.importorskip("langgraph")
+    from durastate.integrations.langgraph import DurastateSaver
+
+    saver = DurastateSaver(store)
+    config = {"configurable": {"thread_id": "t", "checkpoint_ns": "", "checkpoint_id": "c1"}}
+    writes = [(f"channel{i}", {"value": i}) for i in range(8)]
+    assert round_trips(relay, lambda: saver.put_writes(config, writes, task_id="task")) == 1  # type: ignore[arg-type]
+    written = saver.get_tuple(config)
+    assert written is None  # writes without their checkpoint are not a checkpoint
