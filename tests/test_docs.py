@@ -35,8 +35,6 @@ def test_page_examples_run_twice_in_a_fresh_folder(
     capsys: pytest.CaptureFixture[str],
     postgres_url: str | None,
 ) -> None:
-    for module in [m for m in sys.modules if m.startswith("durastate.examples.")]:
-        monkeypatch.delitem(sys.modules, module)  # an example module a page imports starts fresh each run
     monkeypatch.chdir(tmp_path)
     run_page(page, lambda: capsys.readouterr().out)
     run_page(page, lambda: capsys.readouterr().out)

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
+import subprocess
+import sys
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Coroutine, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 
 @contextmanager
@@ -25,3 +29,27 @@ def store_url(argv: Sequence[str], name: str, description: str) -> Iterator[str]
         return
     with tempfile.TemporaryDirectory(prefix=f"durastate-{name}-") as folder:
         yield f"sqlite://{Path(folder) / name}.db"
+
+
+def two_processes(
+    argv: Sequence[str] | None,
+    name: str,
+    description: str,
+    first: Callable[[str], Coroutine[Any, Any, None]],
+    second: Callable[[str], Coroutine[Any, Any, None]],
+) -> None:
+    """Run ``first(url)`` here, then ``second(url)`` in a NEW Python process on the same store URL.
+
+    The URL is ``--url`` or a fresh SQLite file (``store_url``); the second process is this example run
+    again with the hidden ``--second-turn`` flag, so it shares nothing with the first but the store.
+    """
+    args = list(sys.argv[1:] if argv is None else argv)
+    if "--second-turn" in args:
+        args.remove("--second-turn")
+        with store_url(args, name, description) as url:
+            asyncio.run(second(url))
+        return
+    with store_url(args, name, description) as url:
+        asyncio.run(first(url))
+        again = [sys.executable, "-m", f"durastate.examples.{name}", "--second-turn", "--url", url]
+        subprocess.run(again, check=True)

@@ -13,18 +13,14 @@ Needs ``pip install 'durastate[openai-agents]'``.
 
 from __future__ import annotations
 
-import argparse
-import asyncio
-import subprocess
-import sys
-import tempfile
-from pathlib import Path
 from typing import Any
 
 from agents import Agent, Runner, function_tool, set_tracing_disabled
 from agents.testing import ScriptedModel, assistant_message, function_call
 
 from durastate.integrations.openai_agents import DurastateSession
+
+from ._url import two_processes
 
 SESSION_ID = "example-user-42"
 
@@ -66,19 +62,10 @@ async def second_turn(url: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description="An OpenAI Agents SDK conversation that survives its process.")
-    parser.add_argument("--url", help="a durastate URL (default: a temporary SQLite file)")
-    parser.add_argument("--second-turn", action="store_true", help=argparse.SUPPRESS)
-    args = parser.parse_args(argv)
     set_tracing_disabled(True)
-    if args.second_turn:
-        asyncio.run(second_turn(args.url))
-        return
-    with tempfile.TemporaryDirectory() as folder:
-        url = args.url or f"sqlite://{Path(folder, 'agents.db')}"
-        asyncio.run(first_turn(url))
-        again = [sys.executable, "-m", "durastate.examples.openai_agents", "--second-turn", "--url", url]
-        subprocess.run(again, check=True)
+    two_processes(
+        argv, "openai_agents", "An OpenAI Agents SDK conversation that survives its process.", first_turn, second_turn
+    )
 
 
 if __name__ == "__main__":

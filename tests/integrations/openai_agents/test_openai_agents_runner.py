@@ -12,12 +12,8 @@
 from __future__ import annotations
 
 import asyncio
-import multiprocessing
 import time
-import traceback
 from collections import Counter
-from collections.abc import Callable
-from multiprocessing.connection import Connection
 from multiprocessing.synchronize import Barrier
 from typing import Any
 
@@ -26,49 +22,13 @@ from agents.testing import ScriptedModel, assistant_message, function_call
 
 from durastate.integrations.openai_agents import DurastateSession
 
-SPAWN = multiprocessing.get_context("spawn")
-WORKER_TIMEOUT = 120.0
+from .._processes import SPAWN, WORKER_TIMEOUT, in_processes
 
 
 @function_tool
 def weather(city: str) -> str:
     """The weather in a city."""
     return f"sunny in {city}"
-
-
-def _report(sender: Connection, func: Callable[..., Any], args: tuple[Any, ...]) -> None:
-    try:
-        sender.send((True, func(*args)))
-    except BaseException:
-        sender.send((False, traceback.format_exc()))
-
-
-def _in_processes(*calls: tuple[Callable[..., Any], tuple[Any, ...]]) -> list[Any]:
-    """Run each ``func(*args)`` in its own spawned process; their results, in order.
-
-    A worker's exception fails the test with the worker's traceback; one that
-    does not answer within WORKER_TIMEOUT fails it as hung.
-    """
-    started = []
-    for func, args in calls:
-        receiver, sender = SPAWN.Pipe(duplex=False)
-        process = SPAWN.Process(target=_report, args=(sender, func, args))
-        process.start()
-        sender.close()
-        started.append((func.__name__, process, receiver))
-    results = []
-    try:
-        for name, _process, receiver in started:
-            assert receiver.poll(WORKER_TIMEOUT), f"worker {name} hung"
-            ok, value = receiver.recv()
-            assert ok, f"worker {name} failed:\n{value}"
-            results.append(value)
-    finally:
-        for _name, process, _receiver in started:
-            process.join(WORKER_TIMEOUT)
-            if process.is_alive():
-                process.kill()
-    return results
 
 
 def _agent(model: ScriptedModel) -> Agent[Any]:
@@ -115,7 +75,7 @@ def test_history_persists_and_resumes_in_a_new_process(shared_url: str) -> None:
     assert first[0] == {"role": "user", "content": "Weather in Oslo?"}
     assert first[2]["output"] == "sunny in Oslo"
 
-    [second] = _in_processes((_second_turn, (shared_url, "chat-1")))
+    [second] = in_processes((_second_turn, (shared_url, "chat-1")))
 
     assert second["output"] == "You asked about Oslo."
     # The new process's model saw the whole first turn, then the new question.
@@ -196,7 +156,7 @@ def test_concurrent_writers_and_a_popper_lose_nothing(shared_url: str) -> None:
     DurastateSession("shared", url=shared_url).close()
     start = SPAWN.Barrier(WRITERS + 1)
     # A worker's error (a lock timeout, say) fails the test with its traceback.
-    *_, popped = _in_processes(*[(_write, (shared_url, w, start)) for w in range(WRITERS)], (_pop, (shared_url, start)))
+    *_, popped = in_processes(*[(_write, (shared_url, w, start)) for w in range(WRITERS)], (_pop, (shared_url, start)))
 
     async def history() -> list[Any]:
         with DurastateSession("shared", url=shared_url) as session:

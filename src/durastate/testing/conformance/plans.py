@@ -44,7 +44,13 @@ def analyze(store: durastate.Store) -> None:
 def plan_of(store: durastate.Store, statement: Statement | KeyLookup, params: Sequence[Any]) -> Plan:
     """The plan of ``statement``; skips the test on a Citus coordinator (see below)."""
     engine = store.engine
-    plan = engine.explain(engine.sql(statement), tuple(params))
+    try:
+        plan = engine.explain(engine.sql(statement), tuple(params))
+    except durastate.errors.DurastateError as exc:
+        # Citus cannot EXPLAIN the generic plan of a data-modifying CTE (it plans each execution instead).
+        if "could not create distributed plan" in str(exc):
+            pytest.skip("a Citus coordinator cannot explain this statement's generic plan")
+        raise
     if '"Custom Plan Provider": "Citus' in plan.text:
         # The coordinator's plan only routes the statement; the worker plans it
         # with PostgreSQL's planner, whose plans these tests check on plain

@@ -1,0 +1,38 @@
+"""Google ADK on durastate: sessions, artifacts and memory (extra ``[adk]``).
+
+Built and tested against ``google-adk`` 2.13.0 (pinned in the ``test``
+extra). Two services, each a subclass of ADK's own base class, on any
+durastate URL (one SQLite file shared by several processes, or
+PostgreSQL)::
+
+    from google.adk.runners import Runner
+    from durastate.integrations.adk import DurastateSessionService
+
+    sessions = DurastateSessionService(url="sqlite:agents.db")
+    runner = Runner(app_name="app", agent=agent, session_service=sessions)
+
+* ``DurastateSessionService`` (``google.adk.sessions.BaseSessionService``):
+  sessions as documents whose revision compare-and-swap is the
+  ``StaleSessionError`` check, events in kv (``sessions``).
+* ``DurastateArtifactService`` (``google.adk.artifacts.BaseArtifactService``):
+  versioned artifacts in kv, a counter handing out versions (``artifacts``).
+
+``google.adk.memory.BaseMemoryService`` is not implemented yet.
+
+``docs/adk.md`` has the details; each module's docstring states its contract.
+"""
+
+from __future__ import annotations
+
+from ._common import ArtifactInputError, SessionExists, SessionNotFound, StaleSession
+from .artifacts import DurastateArtifactService
+from .sessions import DurastateSessionService
+
+__all__ = [
+    "ArtifactInputError",
+    "DurastateArtifactService",
+    "DurastateSessionService",
+    "SessionExists",
+    "SessionNotFound",
+    "StaleSession",
+]
