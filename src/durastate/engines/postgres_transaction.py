@@ -154,6 +154,10 @@ class PipelinedTransactions(EngineBase):
             try:
                 conn = self._retrying(lambda c: resend_flight(c, flight), None, time.monotonic(), keep=True)
             except DurastateError as error:
+                if isinstance(error, StoreUnavailable):  # no node took the flight: the server saw no COMMIT
+                    error = StoreUnavailable(
+                        f"{error} (inside a transaction: nothing was applied, the transaction can be retried)"
+                    )
                 raise self._doom(error) from None
             state.conn = conn
         state.flight = None
