@@ -59,12 +59,17 @@ def _backends(admin: psycopg.Connection[Any], name: str) -> int:
 
 
 def _terminate_all(admin: psycopg.Connection[Any], name: str) -> int:
-    """Terminate every backend of the store called ``name``; return how many, once they are gone."""
-    killed = admin.execute(
-        "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = %s", (name,)
-    ).fetchone()
-    _until(lambda: _backends(admin, name) == 0, f"the backends of {name} to exit")
-    return int(killed[0]) if killed else 0
+    """Terminate every backend of the store called ``name``; return how many, once those have exited.
+
+    It waits for the terminated backends themselves, not for the store to have none: the store's pool
+    reconnects within a fraction of a second, so its backend count may never be seen at zero.
+    """
+    mine = "SELECT pid FROM pg_stat_activity WHERE application_name = %s"
+    pids = [row[0] for row in admin.execute(mine, (name,)).fetchall()]
+    admin.execute("SELECT pg_terminate_backend(pid) FROM unnest(%s::int[]) AS pid", (pids,))
+    alive = "SELECT count(*) FROM pg_stat_activity WHERE pid = ANY(%s)"
+    _until(lambda: admin.execute(alive, (pids,)).fetchone()[0] == 0, f"the backends of {name} to exit")
+    return len(pids)
 
 
 def _until(ready: Callable[[], bool], what: str, timeout: float = 30.0) -> None:
