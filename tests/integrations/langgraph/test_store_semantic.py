@@ -101,12 +101,16 @@ def test_async_embedding_function_through_the_async_methods(store: durastate.Sto
     async def scenario() -> list[Any]:
         await memory.aput(("d",), "a", {"text": "fish"})
         await memory.aput(("d",), "b", {"text": "cat"})
-        return await memory.asearch(("d",), query="fish")
+        # A batch that writes runs in one transaction: its search reads the state before its put.
+        mixed = await memory.abatch([PutOp(("d",), "c", {"text": "fish cat"}), SearchOp(("d",), query="cat")])
+        return [mixed[1], await memory.asearch(("d",), query="fish")]
 
-    assert [item.key for item in asyncio.run(scenario())] == ["a", "b"]
+    before_put, after = asyncio.run(scenario())
+    assert [item.key for item in before_put] == ["b", "a"]
+    assert [item.key for item in after] == ["a", "c", "b"]
     with pytest.raises(durastate.InvalidRequest, match="async"):
-        memory.put(("d",), "c", {"text": "dog"})
-    assert memory.get(("d",), "c") is None
+        memory.put(("d",), "e", {"text": "dog"})
+    assert memory.get(("d",), "e") is None
 
 
 def test_changed_dims_refuse_search_until_items_are_put_again(store: durastate.Store) -> None:

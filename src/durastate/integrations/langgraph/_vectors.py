@@ -1,4 +1,4 @@
-"""Semantic search for ``DurastateStore``: the index configuration, what a put embeds, stored vectors, ranking.
+"""Semantic search for ``DurastateStore``: index configuration, what a put embeds, stored vectors, ranking.
 
 The configuration is LangGraph's ``IndexConfig`` (as ``InMemoryStore(index=)``
 and ``PostgresStore(index=)`` take it): ``embed`` (a LangChain
@@ -28,6 +28,8 @@ last bits of a sum).
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import math
 import operator
 import struct
@@ -179,17 +181,17 @@ def pack_vector(dims: int, vector: Any) -> bytes:
         raise InvalidRequest("the embedding function returned a value out of float32 range") from None
 
 
-def pack_row(dims: int, vectors: Mapping[str, bytes]) -> bytes:
+def pack_row(dims: int, vectors: Mapping[str, bytes | memoryview]) -> bytes:
     """A vectors row: header, then per field name its length, name and packed vector."""
-    parts = [HEADER.pack(FORMAT, dims)]
+    parts: list[bytes | memoryview] = [HEADER.pack(FORMAT, dims)]
     for name, packed in vectors.items():
         encoded = name.encode()
         parts += [NAME_LENGTH.pack(len(encoded)), encoded, packed]
     return b"".join(parts)
 
 
-def unpack_row(expected_dims: int, raw: bytes, *, strict: bool = True) -> dict[str, bytes]:
-    """Field name -> packed vector of a vectors row.
+def unpack_row(expected_dims: int, raw: bytes, *, strict: bool = True) -> dict[str, memoryview]:
+    """Field name -> packed vector of a vectors row (views of ``raw``, not copies).
 
     A row written with other dims (the index's ``dims`` changed) is refused,
     or with ``strict=False`` (a put replacing it) read as no vectors.
@@ -204,19 +206,20 @@ def unpack_row(expected_dims: int, raw: bytes, *, strict: bool = True) -> dict[s
             f"stored vectors have {dims} dims but the index has {expected_dims}: "
             "re-put the items (or use another store name) after changing dims"
         )
-    vectors: dict[str, bytes] = {}
+    vectors: dict[str, memoryview] = {}
+    view = memoryview(raw)
     at, width = HEADER.size, 4 * dims
     while at < len(raw):
         (length,) = NAME_LENGTH.unpack_from(raw, at)
         at += NAME_LENGTH.size
         name = raw[at : at + length].decode()
         at += length
-        vectors[name] = raw[at : at + width]
+        vectors[name] = view[at : at + width]
         at += width
     return vectors
 
 
-def cosine(query: Sequence[float], packed: Sequence[bytes], dims: int) -> list[float]:
+def cosine(query: Sequence[float], packed: Sequence[bytes | memoryview], dims: int) -> list[float]:
     """Cosine similarity of ``query`` and each packed vector, in float64; 0.0 where a norm is 0."""
     if not packed:
         return []
@@ -234,7 +237,8 @@ def cosine(query: Sequence[float], packed: Sequence[bytes], dims: int) -> list[f
     x_norm = math.sqrt(sum(map(operator.mul, query, query)))
     result = []
     for raw in packed:
-        y = array("f", raw)
+        y = array("f")
+        y.frombytes(raw)  # (array("f", view) would read a memoryview as a list of byte values)
         y_norm = math.sqrt(sum(map(operator.mul, y, y)))
         if x_norm == 0 or y_norm == 0:
             result.append(0.0)
@@ -246,25 +250,28 @@ def cosine(query: Sequence[float], packed: Sequence[bytes], dims: int) -> list[f
 def rank(
     query: Sequence[float],
     candidates: Sequence[Any],
-    vectors_of: Callable[[Any], Mapping[str, bytes] | None],
+    vectors_of: Callable[[Any], Iterable[bytes | memoryview]],
     dims: int,
     offset: int,
     limit: int,
 ) -> list[tuple[Any, float | None]]:
     """The page ``[offset:offset+limit]`` of ``candidates`` (in (namespace, key) order) ranked by ``query``."""
     owners: list[int] = []
-    packed: list[bytes] = []
+    packed: list[bytes | memoryview] = []
     for i, candidate in enumerate(candidates):
-        for vector in (vectors_of(candidate) or {}).values():
+        for vector in vectors_of(candidate):
             owners.append(i)
             packed.append(vector)
     best: dict[int, float] = {}
     for i, score in zip(owners, cosine(query, packed, dims), strict=True):
         if i not in best or score > best[i]:
             best[i] = score
-    # Stable sort on the index breaks equal scores in (namespace, key) order.
-    scored: list[tuple[Any, float | None]] = [
-        (candidates[i], best[i]) for i in sorted(best, key=lambda i: (-best[i], i))
-    ]
-    unscored: list[tuple[Any, float | None]] = [(c, None) for i, c in enumerate(candidates) if i not in best]
-    return (scored + unscored)[offset : offset + limit]
+    end = offset + limit
+    # The index breaks equal scores in (namespace, key) order; only the first `end` are needed.
+    top = heapq.nsmallest(end, best, key=lambda i: (-best[i], i))
+    page: list[tuple[Any, float | None]] = [(candidates[i], best[i]) for i in top[offset:]]
+    if len(top) < end:  # the page reaches past the scored items, into the unscored ones
+        unscored = (c for i, c in enumerate(candidates) if i not in best)
+        skip = max(0, offset - len(best))
+        page += [(c, None) for c in itertools.islice(unscored, skip, skip + end - max(offset, len(best)))]
+    return page

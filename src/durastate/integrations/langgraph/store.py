@@ -401,13 +401,23 @@ class DurastateStore(StoreBound, BaseStore):
             rows = (row for row in rows if _matches(orjson.loads(row[1])["value"], op.filter))
         found: list[tuple[tuple[bytes, bytes], float | None]] = []
         if op.query and self._index is not None:
-            candidates = list(rows)
-            stored = dict(self._kv.scan(self._scope, VECTORS, start=start, end=start + PAST)) if candidates else {}
+            # One snapshot for the items and their vectors.
+            with self._engine.read_transaction():
+                candidates = list(rows)
+                if not op.filter:
+                    stored = dict(self._kv.scan(self._scope, VECTORS, start=start, end=start + PAST))
+                else:  # the filter's survivors only: reading every vector in the range costs more
+                    keys = [kv_key for kv_key, _ in candidates]
+                    stored = {
+                        key: raw
+                        for key, raw in zip(keys, self._kv.get_many(self._scope, VECTORS, keys), strict=True)
+                        if raw is not None
+                    }
             dims = self._index.dims
 
-            def vectors_of(row: tuple[bytes, bytes]) -> dict[str, bytes] | None:
+            def vectors_of(row: tuple[bytes, bytes]) -> Iterable[memoryview]:
                 raw = stored.get(row[0])
-                return _vectors.unpack_row(dims, raw) if raw is not None else None
+                return _vectors.unpack_row(dims, raw).values() if raw is not None else ()
 
             found = _vectors.rank(queries[op.query], candidates, vectors_of, dims, op.offset, op.limit)
         else:
@@ -509,7 +519,9 @@ class DurastateStore(StoreBound, BaseStore):
             # Fields this put does not embed keep their vectors (LangGraph's stores do the same);
             # the row is rewritten anyway so that it expires with the item.
             old_vectors = kv.get(scope, VECTORS, kv_key)
-            vectors = _vectors.unpack_row(index.dims, old_vectors, strict=False) if old_vectors is not None else {}
+            vectors: dict[str, bytes | memoryview] = {}
+            if old_vectors is not None:
+                vectors.update(_vectors.unpack_row(index.dims, old_vectors, strict=False))
             for name, text in plan.texts.get(address, ()):
                 vectors[name] = documents[text]
             if vectors:
