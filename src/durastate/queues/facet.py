@@ -630,6 +630,7 @@ class Queues:
                 available_at=r[2] / 1000.0,
                 created_at=r[7] / 1000.0,
                 cursor=f"{int(r[2])}:{int(r[0])}",
+                lease_expired=bool(r[6]) and r[2] <= now,
             )
             for r in rows
         ]
@@ -691,3 +692,6 @@ class QueueItem:
     available_at: float
     created_at: float
     cursor: str  # pass as ``peek(after=)`` to continue after this item
+    # Claimed, never acked or nacked, and its lease ran out: the consumer died
+    # or is stuck. ``state`` is then ``"ready"`` (a claim takes it again).
+    lease_expired: bool = False

@@ -558,8 +558,13 @@ class TestQueueListing:
         ]
         assert items[1].available_at == pytest.approx(claim.lease_expires_at)
         assert q.stats("jobs").ready == 1  # peeking claimed nothing
-        clock.advance(31)  # the lease ran out: claimable again
-        assert q.peek("jobs")[1].state == "ready"
+        assert not any(i.lease_expired for i in items)
+        clock.advance(31)  # the lease ran out: claimable again, and flagged (its consumer never answered)
+        assert [(i.payload, i.state, i.lease_expired) for i in q.peek("jobs")] == [
+            (b"two", "ready", False),
+            (b"one", "ready", True),
+            (b"later", "delayed", False),
+        ]
 
     def test_peek_pages_by_cursor_and_keeps_last_error(self, store: durastate.Store, clock: FakeClock) -> None:
         q = store.queues
@@ -572,6 +577,8 @@ class TestQueueListing:
         rest = q.peek("jobs", after=page[-1].cursor)
         assert [i.payload for i in rest] == [b"3", b"4", b"0"]
         assert rest[-1].last_error == "smtp down" and rest[-1].max_attempts == 5 and rest[-1].state == "delayed"
+        clock.advance(101)
+        assert not q.peek("jobs")[-1].lease_expired  # nacked: released, not a lost lease
         assert q.peek("jobs", after=rest[-1].cursor) == []
         assert q.peek("nothing") == []
 
