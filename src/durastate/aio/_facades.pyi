@@ -38,7 +38,7 @@ from durastate.kv.facet import KV
 from durastate.kv.scoped import ScopedKV
 from durastate.presence.facet import Presence, PresenceEntry
 from durastate.queues import Claim, Queues
-from durastate.queues.facet import DeadLetter, QueueItem, QueueStats
+from durastate.queues.facet import DeadLetter, QueueBacklog, QueueItem, QueueStats
 from durastate.records.facet import Records
 
 class AsyncScopedKV(Facade):
@@ -171,6 +171,7 @@ class AsyncKV(Facade):
 class AsyncQueues(Facade):
     """Async facade of ``durastate.queues.facet.Queues``."""
     def __init__(self, sync: Queues, runner: AsyncRunner) -> None: ...
+    async def backlog(self, name: str | bytes, *, limit: int = 10000) -> QueueBacklog: ...
     async def claim(
         self, name: str | bytes, *, lease: float = 30.0, wait: float | None = None
     ) -> AsyncClaim | None: ...
