@@ -144,6 +144,7 @@ from .models import CompleteResult as CompleteResult
 from .models import DuplicateBatch as DuplicateBatch
 from .models import EventPage as EventPage
 from .models import FailResult as FailResult
+from .models import LaneBacklog as LaneBacklog
 from .models import RenewResult as RenewResult
 from .models import SessionPage as SessionPage
 from .models import SessionSummary as SessionSummary
