@@ -463,15 +463,51 @@ def demo(ctx: click.Context, url: str | None, prefix: str) -> None:
     help="Require this token (open the page once with ?token=...). Bound beyond loopback without one, "
     "a random token is made and printed. Env: DURASTATE_UI_TOKEN.",
 )
+@click.option(
+    "--allow-writes",
+    is_flag=True,
+    help="Offer redrive and purge of dead letters (each confirmed); without it the store is opened read-only.",
+)
+@click.option(
+    "--stale-after",
+    type=click.FloatRange(0, min_open=True),
+    default=60.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="Flag a queue or event lane whose oldest ready item has waited longer.",
+)
+@click.option(
+    "--backlog-over", type=click.IntRange(0), default=1000, show_default=True, help="Flag more ready items than this."
+)
+@click.option(
+    "--refresh",
+    type=click.FloatRange(0),
+    default=5.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="Refresh the overview's alerts this often (0: never).",
+)
 @url_option
 def ui(
-    host: str, port: int, page_size: int, allow_hosts: tuple[str, ...], token: str | None, url: str | None, prefix: str
+    host: str,
+    port: int,
+    page_size: int,
+    allow_hosts: tuple[str, ...],
+    token: str | None,
+    allow_writes: bool,
+    stale_after: float,
+    backlog_over: int,
+    refresh: float,
+    url: str | None,
+    prefix: str,
 ) -> None:
-    """Serve the read-only inspector web page (needs the [ui] extra)."""
+    """Serve the inspector web page (needs the [ui] extra): read-only unless --allow-writes."""
     try:
         import uvicorn
 
+        from ._common import open_store
         from .ui import create_app
+        from .ui.alerts import Thresholds
         from .ui.guard import is_loopback
     except ImportError as exc:
         raise click.ClickException(f"the inspector needs the [ui] extra: pip install 'durastate[ui]' ({exc})") from None
@@ -486,10 +522,20 @@ def ui(
             f"(open http://{shown}:{port}/?token={token} once)",
             err=True,
         )
-    store = open_for_reading(url, prefix)
+    store = open_store(url, prefix) if allow_writes else open_for_reading(url, prefix)
     try:
-        app = create_app(store, page_size=page_size, bound=host, allow_hosts=allow_hosts, token=token)
-        click.echo(f"durastate inspector on http://{shown}:{port}/ (read-only; Ctrl-C stops)", err=True)
+        app = create_app(
+            store,
+            page_size=page_size,
+            bound=host,
+            allow_hosts=allow_hosts,
+            token=token,
+            allow_writes=allow_writes,
+            thresholds=Thresholds(stale_after=stale_after, backlog_over=backlog_over),
+            refresh=refresh,
+        )
+        mode = "redrive and purge of dead letters allowed" if allow_writes else "read-only"
+        click.echo(f"durastate inspector on http://{shown}:{port}/ ({mode}; Ctrl-C stops)", err=True)
         uvicorn.run(app, host=host, port=port, log_level="warning")
     finally:
         store.close()
