@@ -68,7 +68,6 @@ def main(base: str) -> None:
                 counting = True
                 answer = client.get("/")
                 counting = False
-                after = rows(conn, schema)
                 page_counts = dict(counts)
                 counts.clear()
                 # The part the overview polls every few seconds (versions without it answer the whole page).
