@@ -355,3 +355,20 @@ def test_the_ui_command_opens_read_only_unless_writes_are_allowed(
     assert seen["read_only"] is not writes and seen["allow_writes"] is writes
     assert seen["thresholds"] == Thresholds(stale_after=30, backlog_over=7) and seen["refresh"] == 0
     assert ("redrive and purge of dead letters allowed" if writes else "read-only") in result.output
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"page_size": 0}, "page_size"),
+        ({"refresh": -1}, "refresh"),
+        ({"refresh": True}, "refresh"),
+        ({"thresholds": Thresholds(stale_after=0)}, "stale_after"),
+        ({"thresholds": Thresholds(backlog_over=-1)}, "backlog_over"),
+        ({"thresholds": {"stale_after": 1}}, "thresholds"),
+        ({"allow_writes": "yes"}, "allow_writes"),
+    ],
+)
+def test_create_app_refuses_bad_options(store: durastate.Store, options: dict[str, Any], message: str) -> None:
+    with pytest.raises(durastate.InvalidRequest, match=message):
+        create_app(store, **options)

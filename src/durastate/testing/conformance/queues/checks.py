@@ -341,6 +341,13 @@ class TestQueueIndexUse:
         self.check(filled, queues.CLAIM_ID, (b"token", 10**12, 1), "queue", "id")
         self.check(filled, queues.BURY, (10**12, 1), "queue", "id")
 
+    def test_backlog(self, filled: durastate.Store) -> None:
+        """Bounded by the claim index (no payloads), and the dead-letter count by its own index."""
+        plan = plan_of(filled, queues.BACKLOG, (b"q", b"q", 10**12, 10_000))
+        prefix = filled.engine.prefix
+        assert_index_search(plan, prefix + "queue", using=("queue",))
+        assert_index_search(plan, prefix + "queue_dead", using=("queue",))
+
     def test_pop(self, filled: durastate.Store) -> None:
         self.check(filled, queues.POP, (b"q", 10**12, 0), "queue", "available_at")
 
