@@ -1,0 +1,538 @@
+"""pydantic-ai conversations on durastate: ``DurastateConversationStore`` (extra ``[pydantic-ai]``).
+
+A ``pydantic_ai.conversation_store.ConversationStore`` on any durastate URL
+(one SQLite file shared by several processes, or PostgreSQL), built and
+tested against ``pydantic-ai-slim`` 2.78.0 (pinned in the ``test`` extra)::
+
+    from pydantic_ai.conversation import Conversation
+    from durastate.integrations.pydantic_ai import DurastateConversationStore
+
+    store = DurastateConversationStore(url="sqlite:agents.db")
+    conversation = await store.load("c1") or Conversation(conversation_id="c1")
+    result = await agent.run("hello", conversation=conversation)
+    await store.save(result)
+
+pydantic-ai's ``ConversationStore`` does the thinking (which messages are
+new, where a rewritten history branches, what a fork shares); a backend
+implements its storage primitives, all coroutines: ``read_record``,
+``read_records``, ``write_record`` (compare-and-swap on the record's
+``revision``, raising ``ConversationConflict``), ``write_details`` (title
+and metadata), ``delete_record``, ``read_entry`` and ``read_history`` (a
+history in a few statements instead of one ``read_entry`` per message).
+The framework's API is async only, so this class is too: each primitive
+runs its synchronous implementation through the store's ``AsyncCalls``
+(``durastate.integrations._common``), one read transaction or one write
+transaction with nothing changed before it.
+
+Storage, and why there. The issue pointed at the records facet (pi-durable's
+conversations, fork chains and entries), and the shape is close, but it
+does not fit: its ids are integers it mints while pydantic-ai mints
+``uuid7`` strings, its conversations and entries are insert-only (a
+pydantic-ai record is replaced on every save and deleted with
+``delete_record``, which should erase the messages no other conversation
+uses), and its commits serialise on one global sequence row, which
+pydantic-ai does not need. So:
+
+* A conversation's **record** is a document (the documents facet) at
+  ``pydantic-ai/c/<conversation_id>``: the ``ConversationRecord`` as
+  pydantic's JSON, plus the bookkeeping below. The compare-and-swap on the
+  record's ``revision`` is the documents facet's ``expect=`` on the
+  document's own revision, inside the write's transaction, so two writers
+  of one conversation cannot both pass the check (on PostgreSQL the
+  conditional ``UPDATE`` re-checks the row after the other writer's
+  commit): one wins, the other gets ``ConversationConflict`` and nothing of
+  its write is stored.
+* **Entries** are kv values (scope ``b"pydantic-ai"``) laid out in *lines*:
+  a line is a run of entries, each the parent of the next, in one
+  namespace (``b"l"`` + the line's name) keyed by its position (8 bytes,
+  big-endian; position 0 holds where the line hangs off: the location of
+  its first entry's parent, empty for a root). A save that extends a
+  conversation's own line at its tip appends to it; a save after a branch
+  point, or after an entry of another conversation (a fork), starts a new
+  line. So a history is a reverse key scan per line it crosses (one for a
+  conversation never branched or forked), not one read per message. An
+  index (namespace ``b"i"``) maps each entry id to its location for
+  ``read_entry`` and for finding a history's head.
+* A line belongs to the conversation that wrote it (its name starts with
+  the conversation's ``uid``, a random id minted when the record is created,
+  so a conversation deleted and created again never shares the old lines).
+
+Deleting. ``delete_record`` deletes the record and, when no other
+conversation's history uses them, its lines and their index rows, in the
+same transaction: the messages are gone. A conversation whose entries
+another one uses (a fork, or a fork's fork, through its head, a branch it
+left or a line hanging off them) is *referenced*: then its lines stay,
+under a tombstone (``pydantic-ai/o/<uid>``), until the last conversation
+referencing it is deleted, which deletes them too (and so on up the fork
+chain). ``InMemoryConversationStore`` is finer: it keeps only the entries
+still reachable. pydantic-ai leaves this to the backend ("each backend
+documents what it does"): here, the entries a deleted conversation wrote are
+deleted at once if nothing shares them, else all of them with the last
+conversation that shares any. References are taken, and lines released,
+under one engine lock (``pydantic-ai``), so a fork of a conversation being
+deleted either keeps its entries or gets ``ConversationConflict``.
+
+JSON, no pickle: records through pydantic (``TypeAdapter`` of
+``ConversationRecord``), entries as pydantic-ai's own JSON for
+``ConversationEntry`` (messages as ``ModelMessagesTypeAdapter`` writes
+them). What cannot be encoded (a tool argument or metadata value pydantic
+cannot serialise, NaN and infinities, which pydantic would write as
+``null``) is refused with ``durastate.InvalidRequest`` before anything is
+written.
+
+Where it follows ``InMemoryConversationStore`` (a differential test runs
+both through the same calls): every result, ``ConversationConflict`` for a
+stale or missing ``expected_revision``, a record that exists when it is
+``None``, or a ``head_id`` no entry has; ``write_record`` keeps the stored
+``title`` and ``metadata``; ``write_details`` keeps ``revision`` and
+``updated_at``; ``read_records`` newest ``updated_at`` first; a missing
+entry raises ``KeyError`` (here ``EntryNotFound``, also ``durastate.NotFound``).
+Where it differs, on purpose: the entries kept after a delete (above); a
+save whose first new entry's parent is gone (released by a concurrent
+delete) raises ``ConversationConflict`` (InMemory stores it dangling);
+arguments of the wrong type or a negative ``limit`` raise
+``durastate.InvalidRequest``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import secrets
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import orjson
+
+from .. import store as _store
+from .._json import has_non_finite
+from .._validate import fail, fail_type
+from ..errors import Conflict, InvalidRequest, NotFound
+from ._common import StoreHolder
+
+try:
+    from pydantic import TypeAdapter
+    from pydantic_core import PydanticSerializationError
+    from pydantic_ai.conversation_store import (
+        ConversationConflict,
+        ConversationDetails,
+        ConversationEntry,
+        ConversationRecord,
+        ConversationStore,
+    )
+except ImportError as exc:  # pragma: no cover - exercised by a subprocess test
+    raise ImportError(
+        f"durastate.integrations.pydantic_ai needs pydantic-ai: pip install 'durastate[pydantic-ai]' ({exc})"
+    ) from exc
+
+__all__ = ["DurastateConversationStore", "EntryNotFound", "RevisionConflict", "SCOPE"]
+
+SCOPE = b"pydantic-ai"  # kv scope of the entries, the index and the references
+INDEX = b"i"  # entry id -> location
+LINE = b"l"  # + line name: position -> entry JSON; position 0: the line's parent location
+REFS = b"r"  # + uid: the uids of conversations using that conversation's lines -> b""
+RECORDS = "pydantic-ai/c/"  # + conversation id: the record document
+TOMBSTONES = "pydantic-ai/o/"  # + uid: a deleted conversation whose lines others still use
+LOCK = "pydantic-ai"  # taken by every write that adds a reference or releases lines
+HEADER = (0).to_bytes(8, "big")
+
+_RECORD = TypeAdapter(ConversationRecord)
+_ENTRY = TypeAdapter(ConversationEntry)
+
+
+class EntryNotFound(NotFound, KeyError):
+    """``read_entry`` / ``read_history`` of an entry id the store does not have.
+
+    A ``KeyError`` (as ``InMemoryConversationStore`` raises, and the
+    ``LookupError`` pydantic-ai's ``ConversationStore`` catches) and a
+    ``durastate.NotFound``.
+    """
+
+    def __str__(self) -> str:  # KeyError's str() is the repr of its argument
+        return str(self.args[0]) if self.args else ""
+
+
+class RevisionConflict(ConversationConflict, Conflict):
+    """pydantic-ai's ``ConversationConflict`` that is also a ``durastate.Conflict``.
+
+    The conversation was saved, replaced or deleted since it was read (or
+    exists, when ``expected_revision`` is ``None``), or the entry a write
+    names was released by a concurrent delete. Nothing was written: load it
+    again and decide.
+    """
+
+
+def _position(n: int) -> bytes:
+    return n.to_bytes(8, "big")  # big-endian: keys sort in position order
+
+
+def _location(line: str, position: int) -> bytes:
+    return f"{line}/{position}".encode()
+
+
+def _split(location: bytes) -> tuple[str, int]:
+    line, _, position = location.decode().rpartition("/")
+    return line, int(position)
+
+
+def _owner(line: str) -> str:
+    return line.partition(".")[0]
+
+
+def _refuse(what: str, exc: Exception | str) -> InvalidRequest:
+    return InvalidRequest(f"{what} cannot be stored as JSON: {exc}")
+
+
+def _record_data(record: ConversationRecord) -> dict[str, Any]:
+    """The record as JSON values; ``InvalidRequest`` for what JSON cannot hold (nothing is written then)."""
+    try:
+        data: dict[str, Any] = _RECORD.dump_python(record, mode="json")
+    except (PydanticSerializationError, TypeError, ValueError) as exc:
+        raise _refuse("the conversation record", exc) from None
+    # mode="json" writes NaN and infinities as None: only the floats the caller gave can hide one.
+    if has_non_finite(_RECORD.dump_python(record)):
+        raise _refuse("the conversation record", "it contains NaN or an infinity")
+    return data
+
+
+def _entry_json(entry: ConversationEntry) -> bytes:
+    """The entry as pydantic-ai's JSON; refusals as for records."""
+    try:
+        blob = _ENTRY.dump_json(entry)
+    except (PydanticSerializationError, TypeError, ValueError) as exc:
+        raise _refuse(f"entry {entry.id!r}", exc) from None
+    if b"null" in blob and has_non_finite(_ENTRY.dump_python(entry)):
+        raise _refuse(f"entry {entry.id!r}", "it contains NaN or an infinity")
+    return blob
+
+
+def _text(label: str, value: Any) -> str:
+    if not isinstance(value, str):
+        fail_type(label, "a str", value)
+    return str.__str__(value)
+
+
+def _limit(limit: Any) -> int | None:
+    if limit is None:
+        return None
+    if isinstance(limit, bool) or not isinstance(limit, int):
+        fail_type("limit", "an int or None", limit)
+    if limit < 0:
+        fail(f"limit must be >= 0, got {limit}")
+    return int(limit)
+
+
+class DurastateConversationStore(StoreHolder, ConversationStore):
+    """pydantic-ai's ``ConversationStore`` on a durastate store (contract: the module docstring).
+
+    ``DurastateConversationStore(url=...)`` opens (and on ``close()`` closes)
+    its own store; ``store=`` borrows one you opened (``close()`` leaves it
+    open). With neither, durastate's default store ``./.durastate/state.db``.
+    Task-, thread- and process-safe: any number of these, in any number of
+    processes, may share one SQLite file or PostgreSQL database.
+    """
+
+    def __init__(self, *, url: str | None = None, store: _store.Store | None = None) -> None:
+        super().__init__(url, store, name="durastate-pydantic-ai")
+
+    def __repr__(self) -> str:
+        return f"<DurastateConversationStore on {self.store.url}{' (closed)' if self._aio.runner.closed else ''}>"
+
+    # -- pydantic-ai's storage primitives ------------------------------------------------
+
+    async def read_record(self, conversation_id: str) -> ConversationRecord | None:
+        """The conversation's record, or ``None`` if the store does not have it."""
+        return await self._aio.call(self._read_record_sync, conversation_id)
+
+    async def read_records(self, *, scope: str | None = None, limit: int | None = None) -> Sequence[ConversationRecord]:
+        """The records (those with ``scope``, if given), newest ``updated_at`` first, at most ``limit``."""
+        return await self._aio.call(self._read_records_sync, scope, limit)
+
+    async def write_record(
+        self,
+        record: ConversationRecord,
+        *,
+        new_entries: Sequence[ConversationEntry] = (),
+        expected_revision: str | None,
+    ) -> None:
+        """Store ``record`` and ``new_entries`` together if the stored revision is ``expected_revision``.
+
+        ``ConversationConflict`` (``RevisionConflict``) otherwise, or when
+        ``record.head_id`` (or the parent of the first new entry) names an
+        entry the store does not have; nothing is written then.
+        """
+        await self._aio.call(self._write_record_sync, record, new_entries, expected_revision)
+
+    async def write_details(
+        self,
+        conversation_id: str,
+        details: ConversationDetails,
+        *,
+        expected_revision: str,
+        expected: ConversationDetails | None = None,
+    ) -> ConversationRecord:
+        """Replace ``title`` / ``metadata`` if the record has ``expected_revision`` and the ``expected`` values."""
+        return await self._aio.call(self._write_details_sync, conversation_id, details, expected_revision, expected)
+
+    async def delete_record(self, conversation_id: str, *, expected_revision: str) -> None:
+        """Delete the record (and its entries, unless another conversation uses them: module docstring)."""
+        await self._aio.call(self._delete_record_sync, conversation_id, expected_revision)
+
+    async def read_entry(self, entry_id: str) -> ConversationEntry:
+        """The entry with this id (``EntryNotFound``, a ``KeyError``, if there is none)."""
+        return await self._aio.call(self._read_entry_sync, entry_id)
+
+    async def read_history(self, head_id: str | None, *, limit: int | None = None) -> list[ConversationEntry]:
+        """The entries from the first up to ``head_id``, oldest first; only the last ``limit`` if given."""
+        return await self._aio.call(self._read_history_sync, head_id, limit)
+
+    # -- reading ---------------------------------------------------------------------
+
+    @staticmethod
+    def _key(conversation_id: Any) -> str:
+        return RECORDS + _text("conversation_id", conversation_id)
+
+    def _read_record_sync(self, conversation_id: Any) -> ConversationRecord | None:
+        found = self.store.documents.read(self._key(conversation_id))
+        return None if found is None else _RECORD.validate_python(found.data["record"])
+
+    def _read_records_sync(self, scope: Any, limit: Any) -> list[ConversationRecord]:
+        if scope is not None:
+            scope = _text("scope", scope)
+        limit = _limit(limit)
+        documents = self.store.documents
+        records: list[ConversationRecord] = []
+        with self.store.engine.read_transaction():
+            for key in list(documents.iter_keys(RECORDS)):
+                found = documents.read(key)
+                if found is not None and (scope is None or found.data["record"]["scope"] == scope):
+                    records.append(_RECORD.validate_python(found.data["record"]))
+        records.sort(key=lambda record: record.updated_at, reverse=True)
+        return records if limit is None else records[:limit]
+
+    def _locate(self, entry_id: str) -> bytes | None:
+        return self.store.kv.get(SCOPE, INDEX, entry_id.encode())
+
+    def _read_entry_sync(self, entry_id: Any) -> ConversationEntry:
+        entry_id = _text("entry_id", entry_id)
+        kv = self.store.kv
+        with self.store.engine.read_transaction():
+            location = self._locate(entry_id)
+            blob = None
+            if location is not None:
+                line, position = _split(location)
+                blob = kv.get(SCOPE, LINE + line.encode(), _position(position))
+        if blob is None:
+            raise EntryNotFound(entry_id)
+        return _ENTRY.validate_json(blob)
+
+    def _read_history_sync(self, head_id: Any, limit: Any) -> list[ConversationEntry]:
+        limit = _limit(limit)
+        if head_id is None or limit == 0:
+            return []
+        head_id = _text("head_id", head_id)
+        blobs: list[bytes] = []
+        kv = self.store.kv
+        with self.store.engine.read_transaction():
+            location: bytes | None = self._locate(head_id)
+            if location is None:
+                raise EntryNotFound(head_id)
+            while location:
+                line, position = _split(location)
+                want = None if limit is None else limit - len(blobs)
+                # Newest first down to the line's header, which says where the line hangs off.
+                rows = kv.scan(
+                    SCOPE,
+                    LINE + line.encode(),
+                    end=_position(position + 1),
+                    reverse=True,
+                    limit=None if want is None else want + 1,
+                )
+                location = None
+                for key, blob in rows:
+                    if key == HEADER:
+                        location = blob
+                    elif want is None or len(blobs) < limit:  # type: ignore[operator]
+                        blobs.append(blob)
+                if limit is not None and len(blobs) >= limit:
+                    break
+        blobs.reverse()
+        return [_ENTRY.validate_json(blob) for blob in blobs]
+
+    # -- writing ---------------------------------------------------------------------
+
+    def _write_record_sync(self, record: Any, new_entries: Any, expected_revision: Any) -> None:
+        if not isinstance(record, ConversationRecord):
+            fail_type("record", "a pydantic_ai ConversationRecord", record)
+        conversation_id = _text("record.conversation_id", record.conversation_id)
+        if expected_revision is not None:
+            expected_revision = _text("expected_revision", expected_revision)
+        if isinstance(new_entries, (str, bytes)) or not isinstance(new_entries, Iterable):
+            fail_type("new_entries", "a sequence of ConversationEntry", new_entries)
+        entries = list(new_entries)
+        for i, entry in enumerate(entries):
+            if not isinstance(entry, ConversationEntry):
+                fail_type(f"new_entries[{i}]", "a ConversationEntry", entry)
+            _text(f"new_entries[{i}].id", entry.id)
+            if i and entry.parent_id != entries[i - 1].id:
+                fail(f"new_entries[{i}] must follow new_entries[{i - 1}] (its parent_id is {entry.parent_id!r})")
+        data = _record_data(record)
+        blobs = [_entry_json(entry) for entry in entries]
+
+        documents = self.store.documents
+        kv = self.store.kv
+        key = RECORDS + conversation_id
+        with self.store.transaction():
+            found = documents.read(key)
+            stored: dict[str, Any] | None = None if found is None else found.data
+            if (None if stored is None else stored["record"]["revision"]) != expected_revision:
+                raise RevisionConflict(conversation_id)
+            if stored is None:
+                uid, lines, refs, old_head, old_branches = secrets.token_hex(8), [], [], None, set()
+            else:
+                uid, lines, refs, old_head = stored["uid"], stored["lines"], stored["refs"], stored["head"]
+                old_branches = set(stored["record"]["branches"])
+                # A save never changes what write_details set (pydantic-ai's contract).
+                data["title"] = stored["record"]["title"]
+                data["metadata"] = stored["record"]["metadata"]
+
+            def located(entry_id: str) -> bytes:
+                if old_head is not None and old_head[0] == entry_id:
+                    return str(old_head[1]).encode()
+                location = self._locate(entry_id)
+                if location is None:  # never stored, or released by a concurrent delete
+                    raise RevisionConflict(conversation_id)
+                return location
+
+            uses: set[str] = set()  # the other conversations whose lines this write starts to use
+            placed: dict[str, bytes] = {}
+            if entries:
+                parent = entries[0].parent_id
+                header = b""
+                line, start = "", 1
+                if parent is not None:
+                    parent_at = located(parent)
+                    parent_line, parent_position = _split(parent_at)
+                    owner = _owner(parent_line)
+                    index = int(parent_line.partition(".")[2])
+                    if owner == uid and lines[index] == parent_position:
+                        line, start = parent_line, parent_position + 1  # extend our own line at its tip
+                    else:
+                        header = parent_at
+                        if owner != uid:
+                            uses.add(owner)
+                if not line:
+                    line = f"{uid}.{len(lines)}"
+                    lines = [*lines, 0]
+                rows = [(_position(start + i), blob) for i, blob in enumerate(blobs)]
+                if header or start == 1:
+                    rows.insert(0, (HEADER, header))
+                placed = {entry.id: _location(line, start + i) for i, entry in enumerate(entries)}
+                lines = list(lines)
+                lines[int(line.partition(".")[2])] = start + len(entries) - 1
+            head = record.head_id
+            head_at = None
+            if head is not None:
+                head_at = placed.get(head) or located(_text("record.head_id", head))
+                if _owner(_split(head_at)[0]) != uid:
+                    uses.add(_owner(_split(head_at)[0]))
+            for tip in record.branches:
+                if tip not in old_branches and tip not in placed:
+                    tip_at = self._locate(_text("record.branches[]", tip))
+                    if tip_at is not None and _owner(_split(tip_at)[0]) != uid:
+                        uses.add(_owner(_split(tip_at)[0]))
+            uses -= {uid, *refs}
+            if uses:
+                # Under the lock no delete releases lines: check that what we
+                # point into is still there, then record that we use it.
+                self.store.engine.lock(LOCK)
+                if entries and entries[0].parent_id is not None and self._locate(entries[0].parent_id) is None:
+                    raise RevisionConflict(conversation_id)
+                if head is not None and head not in placed and self._locate(head) is None:
+                    raise RevisionConflict(conversation_id)
+                for owner in sorted(uses):
+                    kv.put(SCOPE, REFS + owner.encode(), uid.encode(), b"")
+                refs = sorted({*refs, *uses})
+            if entries:
+                kv.put_many(SCOPE, LINE + line.encode(), rows)
+                kv.put_many(SCOPE, INDEX, [(entry.id.encode(), placed[entry.id]) for entry in entries])
+            document = {
+                "record": data,
+                "uid": uid,
+                "lines": lines,
+                "refs": refs,
+                "head": None if head_at is None else [head, head_at.decode()],
+            }
+            try:
+                documents.write(key, document, expect=0 if found is None else found.revision)
+            except Conflict:
+                raise RevisionConflict(conversation_id) from None
+
+    def _write_details_sync(self, conversation_id: Any, details: Any, expected_revision: Any, expected: Any) -> Any:
+        key = self._key(conversation_id)
+        expected_revision = _text("expected_revision", expected_revision)
+        for label, given in (("details", details), ("expected", expected)):
+            if given is None and label == "expected":
+                continue
+            if not isinstance(given, dict):
+                fail_type(label, "a dict", given)
+            unknown = set(given) - {"title", "metadata"}
+            if unknown:
+                raise NotImplementedError(f"{label} has keys this store does not keep: {sorted(unknown)}")
+        changed = dataclasses.replace(ConversationRecord(conversation_id="-", head_id=None), **details)
+        data = _record_data(changed)
+        documents = self.store.documents
+        with self.store.transaction():
+            found = documents.read(key)
+            if found is None or found.data["record"]["revision"] != expected_revision:
+                raise RevisionConflict(conversation_id)
+            stored = _RECORD.validate_python(found.data["record"])
+            if expected and any(getattr(stored, name) != value for name, value in expected.items()):
+                raise RevisionConflict(conversation_id)
+            document = found.data
+            for name in details:
+                document["record"][name] = data[name]
+            try:
+                documents.write(key, document, expect=found.revision)
+            except Conflict:
+                raise RevisionConflict(conversation_id) from None
+        return _RECORD.validate_python(document["record"])
+
+    def _delete_record_sync(self, conversation_id: Any, expected_revision: Any) -> None:
+        key = self._key(conversation_id)
+        expected_revision = _text("expected_revision", expected_revision)
+        documents = self.store.documents
+        with self.store.transaction():
+            found = documents.read(key)
+            if found is None or found.data["record"]["revision"] != expected_revision:
+                raise RevisionConflict(conversation_id)
+            try:
+                documents.delete(key, expect=found.revision)
+            except Conflict:
+                raise RevisionConflict(conversation_id) from None
+            self.store.engine.lock(LOCK)
+            self._release(found.data["uid"], len(found.data["lines"]), found.data["refs"])
+
+    def _release(self, uid: str, line_count: int, refs: list[str]) -> None:
+        """Delete a dead conversation's lines unless others use them; then those it used, if dead and unused.
+
+        Under the lock, inside the delete's transaction.
+        """
+        kv = self.store.kv
+        documents = self.store.documents
+        dead = [(uid, line_count, refs)]
+        while dead:
+            uid, line_count, refs = dead.pop()
+            if next(kv.scan(SCOPE, REFS + uid.encode(), limit=1), None) is not None:
+                documents.write(TOMBSTONES + uid, {"lines": line_count, "refs": refs})
+                continue
+            documents.delete(TOMBSTONES + uid)
+            for index in range(line_count):
+                rows = kv.drain(SCOPE, LINE + f"{uid}.{index}".encode())
+                ids = [orjson.loads(blob)["id"].encode() for position, blob in rows if position != HEADER]
+                if ids:
+                    kv.delete(SCOPE, INDEX, ids)
+            for used in refs:
+                kv.delete(SCOPE, REFS + used.encode(), [uid.encode()])
+                tombstone = documents.read(TOMBSTONES + used)
+                if tombstone is not None:
+                    dead.append((used, tombstone.data["lines"], tombstone.data["refs"]))
