@@ -111,7 +111,6 @@ from ._common import StoreHolder
 
 try:
     from pydantic import TypeAdapter
-    from pydantic_core import PydanticSerializationError
     from pydantic_ai.conversation_store import (
         ConversationConflict,
         ConversationDetails,
@@ -119,6 +118,8 @@ try:
         ConversationRecord,
         ConversationStore,
     )
+    from pydantic_ai.messages import ModelMessagesTypeAdapter
+    from pydantic_core import PydanticSerializationError
 except ImportError as exc:  # pragma: no cover - exercised by a subprocess test
     raise ImportError(
         f"durastate.integrations.pydantic_ai needs pydantic-ai: pip install 'durastate[pydantic-ai]' ({exc})"
@@ -136,7 +137,6 @@ LOCK = "pydantic-ai"  # taken by every write that adds a reference or releases l
 HEADER = (0).to_bytes(8, "big")
 
 _RECORD = TypeAdapter(ConversationRecord)
-_ENTRY = TypeAdapter(ConversationEntry)
 
 
 class EntryNotFound(NotFound, KeyError):
@@ -195,14 +195,40 @@ def _record_data(record: ConversationRecord) -> dict[str, Any]:
 
 
 def _entry_json(entry: ConversationEntry) -> bytes:
-    """The entry as pydantic-ai's JSON; refusals as for records."""
+    """The entry as stored: its id, parent and kind as JSON, a newline, its message as pydantic-ai's JSON.
+
+    The message goes through ``ModelMessagesTypeAdapter`` (bytes in base64,
+    as pydantic-ai dumps a history), so a history decodes in one call
+    (``_entries``). Compact JSON holds no raw newline, so the first one
+    splits the two. Refusals as for records.
+    """
     try:
-        blob = _ENTRY.dump_json(entry)
+        message = ModelMessagesTypeAdapter.dump_json([entry.message])[1:-1]
     except (PydanticSerializationError, TypeError, ValueError) as exc:
         raise _refuse(f"entry {entry.id!r}", exc) from None
-    if b"null" in blob and has_non_finite(_ENTRY.dump_python(entry)):
+    if b"null" in message and has_non_finite(ModelMessagesTypeAdapter.dump_python([entry.message])):
         raise _refuse(f"entry {entry.id!r}", "it contains NaN or an infinity")
-    return blob
+    meta = orjson.dumps({"id": entry.id, "parent_id": entry.parent_id, "kind": entry.kind})
+    return meta + b"\n" + message
+
+
+def _entries(blobs: Sequence[bytes]) -> list[ConversationEntry]:
+    """Stored entries back, their messages decoded in one ``ModelMessagesTypeAdapter`` call."""
+    metas: list[Any] = []
+    messages: list[bytes] = []
+    for blob in blobs:
+        meta, _, message = blob.partition(b"\n")
+        metas.append(orjson.loads(meta))
+        messages.append(message)
+    decoded = ModelMessagesTypeAdapter.validate_json(b"[" + b",".join(messages) + b"]")
+    return [
+        ConversationEntry(id=meta["id"], parent_id=meta["parent_id"], message=message, kind=meta["kind"])
+        for meta, message in zip(metas, decoded, strict=True)
+    ]
+
+
+def _entry_id(blob: bytes) -> bytes:
+    return str(orjson.loads(blob.partition(b"\n")[0])["id"]).encode()
 
 
 def _text(label: str, value: Any) -> str:
@@ -323,7 +349,7 @@ class DurastateConversationStore(StoreHolder, ConversationStore):
                 blob = kv.get(SCOPE, LINE + line.encode(), _position(position))
         if blob is None:
             raise EntryNotFound(entry_id)
-        return _ENTRY.validate_json(blob)
+        return _entries([blob])[0]
 
     def _read_history_sync(self, head_id: Any, limit: Any) -> list[ConversationEntry]:
         limit = _limit(limit)
@@ -336,27 +362,23 @@ class DurastateConversationStore(StoreHolder, ConversationStore):
             location: bytes | None = self._locate(head_id)
             if location is None:
                 raise EntryNotFound(head_id)
-            while location:
+            while location and (limit is None or len(blobs) < limit):
                 line, position = _split(location)
                 want = None if limit is None else limit - len(blobs)
-                # Newest first down to the line's header, which says where the line hangs off.
-                rows = kv.scan(
-                    SCOPE,
-                    LINE + line.encode(),
-                    end=_position(position + 1),
-                    reverse=True,
-                    limit=None if want is None else want + 1,
+                # Newest first down to the line's header (one row more), which says where the line hangs off.
+                rows = list(
+                    kv.scan(
+                        SCOPE,
+                        LINE + line.encode(),
+                        end=_position(position + 1),
+                        reverse=True,
+                        limit=None if want is None else want + 1,
+                    )
                 )
-                location = None
-                for key, blob in rows:
-                    if key == HEADER:
-                        location = blob
-                    elif want is None or len(blobs) < limit:  # type: ignore[operator]
-                        blobs.append(blob)
-                if limit is not None and len(blobs) >= limit:
-                    break
+                location = rows[-1][1] if rows and rows[-1][0] == HEADER else None
+                blobs.extend(blob for key, blob in rows[:want] if key != HEADER)
         blobs.reverse()
-        return [_ENTRY.validate_json(blob) for blob in blobs]
+        return _entries(blobs)
 
     # -- writing ---------------------------------------------------------------------
 
@@ -528,7 +550,7 @@ class DurastateConversationStore(StoreHolder, ConversationStore):
             documents.delete(TOMBSTONES + uid)
             for index in range(line_count):
                 rows = kv.drain(SCOPE, LINE + f"{uid}.{index}".encode())
-                ids = [orjson.loads(blob)["id"].encode() for position, blob in rows if position != HEADER]
+                ids = [_entry_id(blob) for position, blob in rows if position != HEADER]
                 if ids:
                     kv.delete(SCOPE, INDEX, ids)
             for used in refs:
