@@ -2,11 +2,11 @@
 
     python -m durastate.examples.pydantic_ai [--url URL]
 
-Process 1 runs turn 1 (the agent calls a tool, then answers) and saves the
+Process 1 (a child of this one) runs turn 1 (the agent calls a tool, then answers) and saves the
 conversation to ``DurastateConversationStore``; then it starts turn 2 and is
 killed (SIGKILL) in the middle of it, after the tool ran and before the
-save. Process 2, a NEW Python process on the same store, loads the
-conversation: turn 1 is all there, nothing of the killed turn is, so it runs
+save. Process 2 (this one, which never ran the agent before) loads the
+conversation from the same store: turn 1 is all there, nothing of the killed turn is, so it runs
 turn 2 again and the model is handed the whole of turn 1 as history. Then
 two copies of the conversation race to save: the one loaded first is
 refused with pydantic-ai's ``ConversationConflict``. No network and no API
@@ -50,7 +50,9 @@ def _script(die_after_tool: bool) -> FunctionModel:
             if die_after_tool:
                 print("[process 1] killed in the middle of turn 2", flush=True)
                 os.kill(os.getpid(), signal.SIGKILL)
-            turns = sum(1 for message in messages if message.kind == "response" and message.parts[0].part_kind == "text")
+            turns = sum(
+                1 for message in messages if message.kind == "response" and message.parts[0].part_kind == "text"
+            )
             return ModelResponse(parts=[TextPart(f"Sunny in Oslo (answer {turns + 1}).")])
         print(f"[model] handed {len(messages)} messages", flush=True)
         return ModelResponse(parts=[ToolCallPart("weather", {"city": "Oslo"})])
@@ -78,9 +80,9 @@ async def _first(url: str) -> None:
         result = await _agent(die_after_tool=False).run("Weather in Oslo?", conversation=conversation)
         stored = await store.save(result)
         print(f"[process 1] turn 1: {result.output!r}; {len(stored)} messages saved", flush=True)
-        conversation = await store.load(CONVERSATION)
-        assert conversation is not None
-        await _agent(die_after_tool=True).run("And tomorrow?", conversation=conversation)
+        reloaded = await store.load(CONVERSATION)
+        assert reloaded is not None
+        await _agent(die_after_tool=True).run("And tomorrow?", conversation=reloaded)
         print("[process 1] never reached")
 
 
@@ -118,15 +120,12 @@ def main(argv: Sequence[str] | None = None) -> None:
         if phase == "first":
             asyncio.run(_first(url))
             return
-        if phase == "second":
-            asyncio.run(_second(url))
-            return
         print(f"store: {url}", flush=True)
         me = [sys.executable, "-m", f"durastate.examples.{NAME}", "--url", url, PHASE]
         killed = subprocess.run([*me, "first"], check=False)
         if killed.returncode != -signal.SIGKILL:
             sys.exit(f"process 1 ended with {killed.returncode}, not killed")
-        subprocess.run([*me, "second"], check=True)
+        asyncio.run(_second(url))  # this process never ran turn 1: all it has is the store
         print("OK: turn 1 survived the kill, turn 2 ran again in a new process, the stale save was refused")
 
 

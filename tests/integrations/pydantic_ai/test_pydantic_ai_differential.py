@@ -160,7 +160,9 @@ class Run:
 
     def agree(self, step: int, op: Any, outcomes: dict[str, tuple[str, Any]], view: Callable[[Any], Any]) -> None:
         seen = {label: (kind, view(value) if kind == "ok" else value) for label, (kind, value) in outcomes.items()}
-        assert seen["durastate"] == seen["reference"], f"step {step} {op}: {seen['durastate']!r} != {seen['reference']!r}"
+        assert seen["durastate"] == seen["reference"], (
+            f"step {step} {op}: {seen['durastate']!r} != {seen['reference']!r}"
+        )
 
     def note_entries(self, entries: Any) -> None:
         for entry in entries or ():
@@ -196,7 +198,10 @@ class Run:
             if which == 3 and stored is not None and stored.messages:
                 # The stored history with its last message replaced, carrying the stored revision
                 # without pydantic-ai's marks (as if it was serialized): the save compares and branches.
-                rewritten = [*copy.deepcopy(stored.messages[:-1]), ModelResponse(parts=[TextPart("edited")], timestamp=STAMP)]
+                rewritten = [
+                    *copy.deepcopy(stored.messages[:-1]),
+                    ModelResponse(parts=[TextPart("edited")], timestamp=STAMP),
+                ]
                 return Conversation(conversation_id=name, messages=rewritten, revision=stored.revision)
             return Conversation(conversation_id=name)
 

@@ -1,4 +1,4 @@
-"""``python -m durastate.examples.pydantic_ai`` runs, offline, on each shared engine: a real agent run, killed and resumed."""
+"""``python -m durastate.examples.pydantic_ai`` runs offline on both shared engines: an agent killed, then resumed."""
 
 from __future__ import annotations
 

@@ -80,24 +80,22 @@ def test_values_are_json_not_pickles(conversations: DurastateConversationStore) 
     assert loaded.messages == expected
 
 
-@pytest.mark.parametrize(
-    "bad",
-    [
-        ModelResponse(parts=[ToolCallPart("f", {"handle": object()})]),  # pydantic cannot serialise it
-        ModelResponse(parts=[ToolCallPart("f", {"x": math.nan})]),  # pydantic would write null
-        ModelResponse(parts=[ToolCallPart("f", {"x": [math.inf]})]),
-    ],
-)
-def test_what_json_cannot_hold_is_refused_and_nothing_is_written(
-    conversations: DurastateConversationStore, bad: Any
-) -> None:
+UNENCODABLE = [
+    ModelResponse(parts=[ToolCallPart("f", {"handle": object()})]),  # pydantic cannot serialise it
+    ModelResponse(parts=[ToolCallPart("f", {"x": math.nan})]),  # pydantic would write null
+    ModelResponse(parts=[ToolCallPart("f", {"x": [math.inf]})]),
+]
+
+
+def test_what_json_cannot_hold_is_refused_and_nothing_is_written(conversations: DurastateConversationStore) -> None:
     before = saved(conversations, "c", 1)
     rows = stored_rows(conversations)
-    before.messages.append(bad)
-    with pytest.raises(InvalidRequest, match="cannot be stored as JSON"):
-        run(conversations.save(before))
-    assert stored_rows(conversations) == rows
-    assert run(conversations.read_record("c")).revision == before.revision
+    for bad in UNENCODABLE:
+        attempt = Conversation(conversation_id="c", messages=[*before.messages, bad], revision=before.revision)
+        with pytest.raises(InvalidRequest, match="cannot be stored as JSON"):
+            run(conversations.save(attempt))
+        assert stored_rows(conversations) == rows
+        assert run(conversations.read_record("c")).revision == before.revision
 
 
 def test_metadata_json_cannot_hold_is_refused(conversations: DurastateConversationStore) -> None:
@@ -139,30 +137,30 @@ def test_a_write_naming_an_entry_nobody_has_is_refused(conversations: DurastateC
     assert stored_rows(conversations) == ([], [])
 
 
-@pytest.mark.parametrize(
-    ("call", "error"),
-    [
-        (lambda s: s.write_record("record", expected_revision=None), WrongType),
-        (lambda s: s.write_record(ConversationRecord(conversation_id=1, head_id=None), expected_revision=None), WrongType),
-        (lambda s: s.write_record(ConversationRecord(conversation_id="c", head_id=None), new_entries=[1], expected_revision=None), WrongType),
-        (lambda s: s.write_record(ConversationRecord(conversation_id="c", head_id=None), expected_revision=3), WrongType),
-        (lambda s: s.read_record(None), WrongType),
-        (lambda s: s.read_entry(7), WrongType),
-        (lambda s: s.read_history("x", limit=-1), InvalidRequest),
-        (lambda s: s.read_history("x", limit="2"), WrongType),
-        (lambda s: s.read_records(limit=-1), InvalidRequest),
-        (lambda s: s.read_records(scope=3), WrongType),
-        (lambda s: s.delete_record("c", expected_revision=None), WrongType),
-        (lambda s: s.write_details("c", {"title": "t"}, expected_revision=None), WrongType),
-        (lambda s: s.write_details("c", "title", expected_revision="r"), WrongType),
-    ],
-)  # fmt: skip
-def test_wrong_arguments_are_refused_and_change_nothing(
-    conversations: DurastateConversationStore, call: Any, error: type[Exception]
-) -> None:
-    with pytest.raises(error):
-        run(call(conversations))
-    assert stored_rows(conversations) == ([], [])
+EMPTY = ConversationRecord(conversation_id="c", head_id=None)
+WRONG_CALLS = [
+    (lambda s: s.write_record("record", expected_revision=None), WrongType),
+    (lambda s: s.write_record(ConversationRecord(conversation_id=1, head_id=None), expected_revision=None), WrongType),
+    (lambda s: s.write_record(EMPTY, new_entries=[1], expected_revision=None), WrongType),
+    (lambda s: s.write_record(EMPTY, new_entries="ab", expected_revision=None), WrongType),
+    (lambda s: s.write_record(EMPTY, expected_revision=3), WrongType),
+    (lambda s: s.read_record(None), WrongType),
+    (lambda s: s.read_entry(7), WrongType),
+    (lambda s: s.read_history("x", limit=-1), InvalidRequest),
+    (lambda s: s.read_history("x", limit="2"), WrongType),
+    (lambda s: s.read_records(limit=-1), InvalidRequest),
+    (lambda s: s.read_records(scope=3), WrongType),
+    (lambda s: s.delete_record("c", expected_revision=None), WrongType),
+    (lambda s: s.write_details("c", {"title": "t"}, expected_revision=None), WrongType),
+    (lambda s: s.write_details("c", "title", expected_revision="r"), WrongType),
+]
+
+
+def test_wrong_arguments_are_refused_and_change_nothing(conversations: DurastateConversationStore) -> None:
+    for number, (call, error) in enumerate(WRONG_CALLS):
+        with pytest.raises(error):
+            run(call(conversations))
+        assert stored_rows(conversations) == ([], []), number
 
 
 def test_new_entries_must_form_one_chain(conversations: DurastateConversationStore) -> None:
