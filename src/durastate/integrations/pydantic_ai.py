@@ -98,13 +98,14 @@ from __future__ import annotations
 
 import dataclasses
 import secrets
+import threading
+from collections import OrderedDict
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import orjson
 
 from .. import store as _store
-from .._json import has_non_finite
 from .._validate import fail, fail_type
 from ..errors import Conflict, InvalidRequest, NotFound
 from ._common import StoreHolder
@@ -119,7 +120,8 @@ try:
         ConversationStore,
     )
     from pydantic_ai.messages import ModelMessagesTypeAdapter
-    from pydantic_core import PydanticSerializationError
+    from pydantic_core import PydanticSerializationError, SchemaSerializer
+    from pydantic_core.core_schema import CoreConfig
 except ImportError as exc:  # pragma: no cover - exercised by a subprocess test
     raise ImportError(
         f"durastate.integrations.pydantic_ai needs pydantic-ai: pip install 'durastate[pydantic-ai]' ({exc})"
@@ -128,15 +130,26 @@ except ImportError as exc:  # pragma: no cover - exercised by a subprocess test
 __all__ = ["DurastateConversationStore", "EntryNotFound", "RevisionConflict", "SCOPE"]
 
 SCOPE = b"pydantic-ai"  # kv scope of the entries, the index and the references
-INDEX = b"i"  # entry id -> location
-LINE = b"l"  # + line name: position -> entry JSON; position 0: the line's parent location
+ENTRIES = b"e"  # the namespace of the index and the lines (one put_many writes both)
+INDEX = b"i"  # key prefix: + entry id -> the entry's location
+LINE = b"l"  # key prefix: + line name + b"/" + position -> entry JSON; position 0: the line's parent location
 REFS = b"r"  # + uid: the uids of conversations using that conversation's lines -> b""
 RECORDS = "pydantic-ai/c/"  # + conversation id: the record document
 TOMBSTONES = "pydantic-ai/o/"  # + uid: a deleted conversation whose lines others still use
 LOCK = "pydantic-ai"  # taken by every write that adds a reference or releases lines
-HEADER = (0).to_bytes(8, "big")
 
 _RECORD = TypeAdapter(ConversationRecord)
+ModelMessagesTypeAdapter.rebuild()  # built lazily by pydantic-ai; its schema is needed now
+# pydantic's JSON with NaN and infinities written as the bare tokens NaN / Infinity
+# (not as null, pydantic's default): orjson refuses those tokens, so reading the JSON
+# back is the check. Bytes in base64, as ModelMessagesTypeAdapter writes them.
+_JSON_CONFIG = CoreConfig(ser_json_bytes="base64", ser_json_inf_nan="constants")
+_RECORD_JSON = SchemaSerializer(_RECORD.core_schema, _JSON_CONFIG)
+_MESSAGES_JSON = SchemaSerializer(ModelMessagesTypeAdapter.core_schema, _JSON_CONFIG)
+# Entries per store whose location is remembered (a location never changes).
+PLACES = 4096
+# Record documents per store remembered as the revision to expect on the next write.
+RECORDS_KEPT = 1024
 
 
 class EntryNotFound(NotFound, KeyError):
@@ -165,6 +178,15 @@ def _position(n: int) -> bytes:
     return n.to_bytes(8, "big")  # big-endian: keys sort in position order
 
 
+def _line_key(line: str, position: int) -> bytes:
+    # A line name is hex, "." and digits: never "/", so one line's keys are no other line's prefix.
+    return LINE + line.encode() + b"/" + _position(position)
+
+
+def _index_key(entry_id: str) -> bytes:
+    return INDEX + entry_id.encode()
+
+
 def _location(line: str, position: int) -> bytes:
     return f"{line}/{position}".encode()
 
@@ -185,29 +207,33 @@ def _refuse(what: str, exc: Exception | str) -> InvalidRequest:
 def _record_data(record: ConversationRecord) -> dict[str, Any]:
     """The record as JSON values; ``InvalidRequest`` for what JSON cannot hold (nothing is written then)."""
     try:
-        data: dict[str, Any] = _RECORD.dump_python(record, mode="json")
+        blob = _RECORD_JSON.to_json(record)
     except (PydanticSerializationError, TypeError, ValueError) as exc:
         raise _refuse("the conversation record", exc) from None
-    # mode="json" writes NaN and infinities as None: only the floats the caller gave can hide one.
-    if has_non_finite(_RECORD.dump_python(record)):
-        raise _refuse("the conversation record", "it contains NaN or an infinity")
+    try:
+        data: dict[str, Any] = orjson.loads(blob)
+    except orjson.JSONDecodeError:
+        raise _refuse("the conversation record", "it contains NaN or an infinity") from None
     return data
 
 
 def _entry_json(entry: ConversationEntry) -> bytes:
     """The entry as stored: its id, parent and kind as JSON, a newline, its message as pydantic-ai's JSON.
 
-    The message goes through ``ModelMessagesTypeAdapter`` (bytes in base64,
-    as pydantic-ai dumps a history), so a history decodes in one call
-    (``_entries``). Compact JSON holds no raw newline, so the first one
-    splits the two. Refusals as for records.
+    The message is written as ``ModelMessagesTypeAdapter`` writes it (bytes
+    in base64), so a history decodes in one call (``_entries``). Compact
+    JSON holds no raw newline, so the first one splits the two. Refusals as
+    for records.
     """
     try:
-        message = ModelMessagesTypeAdapter.dump_json([entry.message])[1:-1]
+        message = _MESSAGES_JSON.to_json([entry.message])[1:-1]
     except (PydanticSerializationError, TypeError, ValueError) as exc:
         raise _refuse(f"entry {entry.id!r}", exc) from None
-    if b"null" in message and has_non_finite(ModelMessagesTypeAdapter.dump_python([entry.message])):
-        raise _refuse(f"entry {entry.id!r}", "it contains NaN or an infinity")
+    if b"NaN" in message or b"Infinity" in message:  # maybe only inside a string: parse to be sure
+        try:
+            orjson.loads(message)
+        except orjson.JSONDecodeError:
+            raise _refuse(f"entry {entry.id!r}", "it contains NaN or an infinity") from None
     meta = orjson.dumps({"id": entry.id, "parent_id": entry.parent_id, "kind": entry.kind})
     return meta + b"\n" + message
 
@@ -227,8 +253,8 @@ def _entries(blobs: Sequence[bytes]) -> list[ConversationEntry]:
     ]
 
 
-def _entry_id(blob: bytes) -> bytes:
-    return str(orjson.loads(blob.partition(b"\n")[0])["id"]).encode()
+def _entry_id(blob: bytes) -> str:
+    return str(orjson.loads(blob.partition(b"\n")[0])["id"])
 
 
 def _text(label: str, value: Any) -> str:
@@ -247,6 +273,41 @@ def _limit(limit: Any) -> int | None:
     return int(limit)
 
 
+K = TypeVar("K")
+V = TypeVar("V")
+
+
+class _Remembered(Generic[K, V]):
+    """A bounded, thread-safe memo (least recently stored first out), for facts re-checked where they matter.
+
+    Two are kept per store (see "Statements per call" in the module docstring):
+    entry locations (a location never changes; a line released by a delete
+    reads as missing) and record documents with their revision, the
+    revision a write expects (its compare-and-swap finds it stale, and the
+    write then reads the record and starts over).
+    """
+
+    def __init__(self, size: int) -> None:
+        self._size = size
+        self._items: OrderedDict[K, V] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: K) -> V | None:
+        with self._lock:
+            return self._items.get(key)
+
+    def put(self, key: K, value: V) -> None:
+        with self._lock:
+            self._items[key] = value
+            self._items.move_to_end(key)
+            if len(self._items) > self._size:
+                self._items.popitem(last=False)
+
+    def drop(self, key: K) -> None:
+        with self._lock:
+            self._items.pop(key, None)
+
+
 class DurastateConversationStore(StoreHolder, ConversationStore):
     """pydantic-ai's ``ConversationStore`` on a durastate store (contract: the module docstring).
 
@@ -259,6 +320,8 @@ class DurastateConversationStore(StoreHolder, ConversationStore):
 
     def __init__(self, *, url: str | None = None, store: _store.Store | None = None) -> None:
         super().__init__(url, store, name="durastate-pydantic-ai")
+        self._places = _Remembered[str, bytes](PLACES)
+        self._documents = _Remembered[str, tuple[int, dict[str, Any]]](RECORDS_KEPT)
 
     def __repr__(self) -> str:
         return f"<DurastateConversationStore on {self.store.url}{' (closed)' if self._aio.runner.closed else ''}>"
@@ -318,8 +381,20 @@ class DurastateConversationStore(StoreHolder, ConversationStore):
         return RECORDS + _text("conversation_id", conversation_id)
 
     def _read_record_sync(self, conversation_id: Any) -> ConversationRecord | None:
-        found = self.store.documents.read(self._key(conversation_id))
-        return None if found is None else _RECORD.validate_python(found.data["record"])
+        key = self._key(conversation_id)
+        found = self.store.documents.read(key)
+        if found is None:
+            self._documents.drop(key)
+            return None
+        self._remember(key, found.revision, found.data)
+        return _RECORD.validate_python(found.data["record"])
+
+    def _remember(self, key: str, revision: int, document: dict[str, Any]) -> None:
+        """A record document just read or written: the revision its next write expects, where its head is."""
+        self._documents.put(key, (revision, document))
+        if document["head"] is not None:
+            head_id, location = document["head"]
+            self._places.put(head_id, location.encode())
 
     def _read_records_sync(self, scope: Any, limit: Any) -> list[ConversationRecord]:
         if scope is not None:
@@ -336,18 +411,24 @@ class DurastateConversationStore(StoreHolder, ConversationStore):
         return records if limit is None else records[:limit]
 
     def _locate(self, entry_id: str) -> bytes | None:
-        return self.store.kv.get(SCOPE, INDEX, entry_id.encode())
+        """Where the entry is (the index: not the memo), remembered."""
+        location = self.store.kv.get(SCOPE, ENTRIES, _index_key(entry_id))
+        if location is not None:
+            self._places.put(entry_id, location)
+        return location
+
+    def _place(self, entry_id: str) -> bytes | None:
+        """Where the entry is or was: the memo, else the index. Its line may since have been released."""
+        return self._places.get(entry_id) or self._locate(entry_id)
 
     def _read_entry_sync(self, entry_id: Any) -> ConversationEntry:
         entry_id = _text("entry_id", entry_id)
-        kv = self.store.kv
-        with self.store.engine.read_transaction():
-            location = self._locate(entry_id)
-            blob = None
-            if location is not None:
-                line, position = _split(location)
-                blob = kv.get(SCOPE, LINE + line.encode(), _position(position))
-        if blob is None:
+        location = self._place(entry_id)
+        blob = None
+        if location is not None:
+            line, position = _split(location)
+            blob = self.store.kv.get(SCOPE, ENTRIES, _line_key(line, position))
+        if blob is None:  # never stored, or its line was released by a delete
             raise EntryNotFound(entry_id)
         return _entries([blob])[0]
 
@@ -358,25 +439,30 @@ class DurastateConversationStore(StoreHolder, ConversationStore):
         head_id = _text("head_id", head_id)
         blobs: list[bytes] = []
         kv = self.store.kv
-        with self.store.engine.read_transaction():
-            location: bytes | None = self._locate(head_id)
-            if location is None:
-                raise EntryNotFound(head_id)
-            while location and (limit is None or len(blobs) < limit):
-                line, position = _split(location)
-                want = None if limit is None else limit - len(blobs)
-                # Newest first down to the line's header (one row more), which says where the line hangs off.
-                rows = list(
-                    kv.scan(
-                        SCOPE,
-                        LINE + line.encode(),
-                        end=_position(position + 1),
-                        reverse=True,
-                        limit=None if want is None else want + 1,
-                    )
+        # No snapshot needed: a line only grows past what is read here, or is
+        # released whole (one statement), which reads as no rows at all.
+        location: bytes | None = self._place(head_id)
+        if location is None:
+            raise EntryNotFound(head_id)
+        while location and (limit is None or len(blobs) < limit):
+            line, position = _split(location)
+            want = None if limit is None else limit - len(blobs)
+            # Newest first down to the line's header (one row more), which says where the line hangs off.
+            header = _line_key(line, 0)
+            rows = list(
+                kv.scan(
+                    SCOPE,
+                    ENTRIES,
+                    start=header,
+                    end=_line_key(line, position + 1),
+                    reverse=True,
+                    limit=None if want is None else want + 1,
                 )
-                location = rows[-1][1] if rows and rows[-1][0] == HEADER else None
-                blobs.extend(blob for key, blob in rows[:want] if key != HEADER)
+            )
+            if not rows or rows[0][0] != _line_key(line, position):
+                raise EntryNotFound(head_id)  # released since it was located
+            location = rows[-1][1] if rows[-1][0] == header else None
+            blobs.extend(blob for key, blob in rows[:want] if key != header)
         blobs.reverse()
         return _entries(blobs)
 
@@ -400,94 +486,126 @@ class DurastateConversationStore(StoreHolder, ConversationStore):
         data = _record_data(record)
         blobs = [_entry_json(entry) for entry in entries]
 
-        documents = self.store.documents
-        kv = self.store.kv
         key = RECORDS + conversation_id
         with self.store.transaction():
-            found = documents.read(key)
-            stored: dict[str, Any] | None = None if found is None else found.data
-            if (None if stored is None else stored["record"]["revision"]) != expected_revision:
+            guess = self._documents.get(key)
+            done = None
+            if guess is not None:
+                try:
+                    done = self._write_on(key, *guess, record, data, entries, blobs, expected_revision)
+                except RevisionConflict:
+                    pass  # maybe decided on a stale memo: nothing was written; read the record and decide again
+            if done is None:
+                found = self.store.documents.read(key)
+                revision, stored = (0, None) if found is None else (found.revision, found.data)
+                done = self._write_on(key, revision, stored, record, data, entries, blobs, expected_revision)
+        # Committed: only now remembered (a rolled-back write must leave no memo behind).
+        written, document, placed = done
+        for entry_id, location in placed.items():
+            self._places.put(entry_id, location)
+        self._remember(key, written, document)
+
+    def _write_on(
+        self,
+        key: str,
+        revision: int,
+        stored: dict[str, Any] | None,
+        record: ConversationRecord,
+        data: dict[str, Any],
+        entries: list[ConversationEntry],
+        blobs: list[bytes],
+        expected_revision: str | None,
+    ) -> tuple[int, dict[str, Any], dict[str, bytes]]:
+        """The write, on the record document ``stored`` at ``revision`` (0: absent), inside the caller's transaction.
+
+        Writes nothing before the record's compare-and-swap succeeds, so a
+        ``RevisionConflict`` leaves nothing behind. Returns what to remember
+        once committed: the document's new revision, the document, where the
+        new entries went.
+        """
+        conversation_id = record.conversation_id
+        kv = self.store.kv
+        if (None if stored is None else stored["record"]["revision"]) != expected_revision:
+            raise RevisionConflict(conversation_id)
+        if stored is None:
+            uid, lines, refs, old_branches = secrets.token_hex(8), [], [], set()
+        else:
+            uid, lines, refs = stored["uid"], list(stored["lines"]), stored["refs"]
+            old_branches = set(stored["record"]["branches"])
+            # A save never changes what write_details set (pydantic-ai's contract).
+            data["title"] = stored["record"]["title"]
+            data["metadata"] = stored["record"]["metadata"]
+
+        def located(entry_id: str) -> bytes:
+            location = self._place(entry_id)
+            if location is None:  # never stored, or released by a concurrent delete
                 raise RevisionConflict(conversation_id)
-            if stored is None:
-                uid, lines, refs, old_head, old_branches = secrets.token_hex(8), [], [], None, set()
-            else:
-                uid, lines, refs, old_head = stored["uid"], stored["lines"], stored["refs"], stored["head"]
-                old_branches = set(stored["record"]["branches"])
-                # A save never changes what write_details set (pydantic-ai's contract).
-                data["title"] = stored["record"]["title"]
-                data["metadata"] = stored["record"]["metadata"]
+            return location
 
-            def located(entry_id: str) -> bytes:
-                if old_head is not None and old_head[0] == entry_id:
-                    return str(old_head[1]).encode()
-                location = self._locate(entry_id)
-                if location is None:  # never stored, or released by a concurrent delete
+        uses: set[str] = set()  # the other conversations whose lines this write starts to use
+        placed: dict[str, bytes] = {}
+        rows: list[tuple[bytes, bytes]] = []
+        line = ""
+        if entries:
+            parent = entries[0].parent_id
+            header = b""
+            start = 1
+            if parent is not None:
+                parent_at = located(parent)
+                parent_line, parent_position = _split(parent_at)
+                owner, _, index = parent_line.partition(".")
+                if owner == uid and lines[int(index)] == parent_position:
+                    line, start = parent_line, parent_position + 1  # extend our own line at its tip
+                else:
+                    header = parent_at
+                    if owner != uid:
+                        uses.add(owner)
+            if not line:
+                line = f"{uid}.{len(lines)}"
+                lines.append(0)
+                rows.append((_line_key(line, 0), header))
+            rows.extend((_line_key(line, start + i), blob) for i, blob in enumerate(blobs))
+            placed = {entry.id: _location(line, start + i) for i, entry in enumerate(entries)}
+            lines[int(line.partition(".")[2])] = start + len(entries) - 1
+        head = record.head_id
+        head_at = None
+        if head is not None:
+            head_at = placed.get(head) or located(_text("record.head_id", head))
+            uses.add(_owner(_split(head_at)[0]))
+        for tip in record.branches:
+            if tip not in old_branches and tip not in placed:
+                tip_at = self._place(_text("record.branches[]", tip))
+                if tip_at is not None:
+                    uses.add(_owner(_split(tip_at)[0]))
+        uses -= {uid, *refs}
+        if uses:
+            # Under the lock no delete releases lines: check (in the index,
+            # not the memo) that what we point into is still there.
+            self.store.engine.lock(LOCK)
+            parent = entries[0].parent_id if entries else None
+            for entry_id in (parent, None if head in placed else head):
+                if entry_id is not None and self._locate(entry_id) is None:
                     raise RevisionConflict(conversation_id)
-                return location
-
-            uses: set[str] = set()  # the other conversations whose lines this write starts to use
-            placed: dict[str, bytes] = {}
-            if entries:
-                parent = entries[0].parent_id
-                header = b""
-                line, start = "", 1
-                if parent is not None:
-                    parent_at = located(parent)
-                    parent_line, parent_position = _split(parent_at)
-                    owner = _owner(parent_line)
-                    index = int(parent_line.partition(".")[2])
-                    if owner == uid and lines[index] == parent_position:
-                        line, start = parent_line, parent_position + 1  # extend our own line at its tip
-                    else:
-                        header = parent_at
-                        if owner != uid:
-                            uses.add(owner)
-                if not line:
-                    line = f"{uid}.{len(lines)}"
-                    lines = [*lines, 0]
-                rows = [(_position(start + i), blob) for i, blob in enumerate(blobs)]
-                if header or start == 1:
-                    rows.insert(0, (HEADER, header))
-                placed = {entry.id: _location(line, start + i) for i, entry in enumerate(entries)}
-                lines = list(lines)
-                lines[int(line.partition(".")[2])] = start + len(entries) - 1
-            head = record.head_id
-            head_at = None
-            if head is not None:
-                head_at = placed.get(head) or located(_text("record.head_id", head))
-                if _owner(_split(head_at)[0]) != uid:
-                    uses.add(_owner(_split(head_at)[0]))
-            for tip in record.branches:
-                if tip not in old_branches and tip not in placed:
-                    tip_at = self._locate(_text("record.branches[]", tip))
-                    if tip_at is not None and _owner(_split(tip_at)[0]) != uid:
-                        uses.add(_owner(_split(tip_at)[0]))
-            uses -= {uid, *refs}
-            if uses:
-                # Under the lock no delete releases lines: check that what we
-                # point into is still there, then record that we use it.
-                self.store.engine.lock(LOCK)
-                if entries and entries[0].parent_id is not None and self._locate(entries[0].parent_id) is None:
-                    raise RevisionConflict(conversation_id)
-                if head is not None and head not in placed and self._locate(head) is None:
-                    raise RevisionConflict(conversation_id)
-                for owner in sorted(uses):
-                    kv.put(SCOPE, REFS + owner.encode(), uid.encode(), b"")
-                refs = sorted({*refs, *uses})
-            if entries:
-                kv.put_many(SCOPE, LINE + line.encode(), rows)
-                kv.put_many(SCOPE, INDEX, [(entry.id.encode(), placed[entry.id]) for entry in entries])
-            document = {
-                "record": data,
-                "uid": uid,
-                "lines": lines,
-                "refs": refs,
-                "head": None if head_at is None else [head, head_at.decode()],
-            }
-            try:
-                documents.write(key, document, expect=0 if found is None else found.revision)
-            except Conflict:
-                raise RevisionConflict(conversation_id) from None
+            refs = sorted({*refs, *uses})
+        document = {
+            "record": data,
+            "uid": uid,
+            "lines": lines,
+            "refs": refs,
+            "head": None if head_at is None else [head, head_at.decode()],
+        }
+        try:
+            written = self.store.documents.write(key, document, expect=revision)
+        except Conflict:
+            self._documents.drop(key)
+            raise RevisionConflict(conversation_id) from None
+        # The compare-and-swap passed: from here on this write is the record's.
+        for owner in sorted(uses):
+            kv.put(SCOPE, REFS + owner.encode(), uid.encode(), b"")
+        if entries:
+            rows.extend((_index_key(entry.id), placed[entry.id]) for entry in entries)
+            kv.put_many(SCOPE, ENTRIES, rows)
+        return written, document, placed
 
     def _write_details_sync(self, conversation_id: Any, details: Any, expected_revision: Any, expected: Any) -> Any:
         key = self._key(conversation_id)
@@ -514,9 +632,10 @@ class DurastateConversationStore(StoreHolder, ConversationStore):
             for name in details:
                 document["record"][name] = data[name]
             try:
-                documents.write(key, document, expect=found.revision)
+                written = documents.write(key, document, expect=found.revision)
             except Conflict:
                 raise RevisionConflict(conversation_id) from None
+        self._remember(key, written, document)
         return _RECORD.validate_python(document["record"])
 
     def _delete_record_sync(self, conversation_id: Any, expected_revision: Any) -> None:
@@ -527,6 +646,7 @@ class DurastateConversationStore(StoreHolder, ConversationStore):
             found = documents.read(key)
             if found is None or found.data["record"]["revision"] != expected_revision:
                 raise RevisionConflict(conversation_id)
+            self._documents.drop(key)
             try:
                 documents.delete(key, expect=found.revision)
             except Conflict:
@@ -549,10 +669,13 @@ class DurastateConversationStore(StoreHolder, ConversationStore):
                 continue
             documents.delete(TOMBSTONES + uid)
             for index in range(line_count):
-                rows = kv.drain(SCOPE, LINE + f"{uid}.{index}".encode())
-                ids = [_entry_id(blob) for position, blob in rows if position != HEADER]
+                line = f"{uid}.{index}"
+                start, end = _line_key(line, 0), LINE + line.encode() + b"0"  # "0" follows "/"
+                ids = [_index_key(_entry_id(blob)) for key, blob in kv.scan(SCOPE, ENTRIES, start=start, end=end)
+                       if key != start]  # fmt: skip
+                kv.delete(SCOPE, ENTRIES, start=start, end=end)
                 if ids:
-                    kv.delete(SCOPE, INDEX, ids)
+                    kv.delete(SCOPE, ENTRIES, ids)
             for used in refs:
                 kv.delete(SCOPE, REFS + used.encode(), [uid.encode()])
                 tombstone = documents.read(TOMBSTONES + used)

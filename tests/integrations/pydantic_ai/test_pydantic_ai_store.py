@@ -69,9 +69,13 @@ def test_values_are_json_not_pickles(conversations: DurastateConversationStore) 
     store = conversations.store
     record = store.documents.read("pydantic-ai/c/c")
     assert record is not None and record.data["record"]["conversation_id"] == "c"
-    (line,) = [ns for ns in store.kv.namespaces(module.SCOPE) if ns.startswith(module.LINE)]
-    for key, blob in store.kv.scan(module.SCOPE, line):
-        if key != module.HEADER:
+    rows = list(store.kv.scan(module.SCOPE, module.ENTRIES))
+    assert store.kv.namespaces(module.SCOPE) == [module.ENTRIES]
+    index = [value for key, value in rows if key.startswith(module.INDEX)]
+    lines = [(key, value) for key, value in rows if key.startswith(module.LINE)]
+    assert len(index) == 3 and len(lines) == 4  # three entries and the line's header
+    for key, blob in lines:
+        if not key.endswith(bytes(8)):
             meta, _, message = blob.partition(b"\n")
             assert set(orjson.loads(meta)) == {"id", "parent_id", "kind"}
             orjson.loads(message)  # JSON, nothing else
