@@ -24,9 +24,10 @@ Ops, through the ``ConversationStore`` primitives pydantic-ai calls:
 
 Method: one untimed warm-up round, then ``--rounds`` rounds; in each round
 every op runs ``--calls`` times per contender, back to back, in an order
-that alternates from round to round. Reported: median time per call and the
-median (and range) of the per-round ratios sqlite3 / durastate (> 1:
-durastate faster). The machine is shared and noisy: read ratios, not times.
+that alternates from round to round. Reported, in wall time and in CPU time
+(everything runs on this one thread): median time per call and the median
+(and range) of the per-round ratios sqlite3 / durastate (> 1: durastate
+faster). The machine is shared and noisy: read ratios, not times.
 """
 
 from __future__ import annotations
@@ -181,11 +182,12 @@ class Writer:
         self.revision, self.head = record.revision, record.head_id
 
 
-async def _calls(op: Callable[[], Awaitable[Any]], calls: int) -> float:
-    started = time.perf_counter()
+async def _calls(op: Callable[[], Awaitable[Any]], calls: int) -> tuple[float, float]:
+    """(wall, CPU) seconds per call: CPU time is the steadier measure on a loaded machine (all runs in this thread)."""
+    started, cpu = time.perf_counter(), time.process_time()
     for _ in range(calls):
         await op()
-    return (time.perf_counter() - started) / calls
+    return (time.perf_counter() - started) / calls, (time.process_time() - cpu) / calls
 
 
 async def main(rounds: int, calls: int, durability: str) -> None:
@@ -210,27 +212,32 @@ async def main(rounds: int, calls: int, durability: str) -> None:
             f"read_history ({HISTORY} entries)": lambda name: lambda: contenders[name].read_history(heads[name]),
             "read_history (limit=10)": lambda name: lambda: contenders[name].read_history(heads[name], limit=10),
         }
-        results: dict[str, dict[str, list[float]]] = {op: {name: [] for name in contenders} for op in ops}
+        results: dict[str, dict[str, dict[str, list[float]]]] = {
+            clock: {op: {name: [] for name in contenders} for op in ops} for clock in ("wall", "CPU")
+        }
         names = list(contenders)
         for round_number in range(rounds + 1):
             order = names if round_number % 2 else names[::-1]
             for op, make in ops.items():
                 for name in order:
-                    per_call = await _calls(make(name), calls)
+                    wall, cpu = await _calls(make(name), calls)
                     if round_number:  # round 0 warms up
-                        results[op][name].append(per_call)
+                        results["wall"][op][name].append(wall)
+                        results["CPU"][op][name].append(cpu)
         print(
             f"## SQLite, durability={durability!r} ({rounds} rounds x {calls} calls;"
             " ratio = sqlite3 / durastate, > 1: durastate faster)"
         )
-        print(f"{'op':<34} {'durastate':>12} {'sqlite3':>12} {'ratio (median, range)':>26}")
-        for op, by_name in results.items():
-            ratios = [b / a for a, b in zip(by_name["durastate"], by_name["sqlite3"], strict=True)]
-            print(
-                f"{op:<34} {statistics.median(by_name['durastate']) * 1e6:>10.1f}us"
-                f" {statistics.median(by_name['sqlite3']) * 1e6:>10.1f}us"
-                f" {statistics.median(ratios):>10.2f}x ({min(ratios):.2f}-{max(ratios):.2f})"
-            )
+        for clock, by_op in results.items():
+            print(f"\n{clock} time per call")
+            print(f"{'op':<34} {'durastate':>12} {'sqlite3':>12} {'ratio (median, range)':>26}")
+            for op, by_name in by_op.items():
+                ratios = [b / a for a, b in zip(by_name["durastate"], by_name["sqlite3"], strict=True)]
+                print(
+                    f"{op:<34} {statistics.median(by_name['durastate']) * 1e6:>10.1f}us"
+                    f" {statistics.median(by_name['sqlite3']) * 1e6:>10.1f}us"
+                    f" {statistics.median(ratios):>10.2f}x ({min(ratios):.2f}-{max(ratios):.2f})"
+                )
         plain.close()
         ours.close()
         ours.store.close()

@@ -72,6 +72,20 @@ conversation that shares any. References are taken, and lines released,
 under one engine lock (``pydantic-ai``), so a fork of a conversation being
 deleted either keeps its entries or gets ``ConversationConflict``.
 
+Statements per call. A save (``write_record``) is one transaction: the
+record's compare-and-swap, then one ``put_many`` of the new entries, their
+index rows and a new line's header (references, rarely, besides). The
+record document is not read first when this store object remembers it
+(from the ``read_record`` pydantic-ai's ``save`` makes first, or its own
+last write): the compare-and-swap on the remembered revision is the check,
+and a stale memo only costs a read and a second try, nothing written by the
+first. ``read_history`` is one reverse scan per line crossed, plus an index
+lookup unless the head's location is remembered (it is after
+``read_record``); it needs no snapshot, since a line only grows past what is
+read or is released whole, which reads as missing (``EntryNotFound``, the
+``LookupError`` pydantic-ai retries on). Memos are per object and bounded
+(``PLACES``, ``RECORDS_KEPT``).
+
 JSON, no pickle: records through pydantic (``TypeAdapter`` of
 ``ConversationRecord``), entries as pydantic-ai's own JSON for
 ``ConversationEntry`` (messages as ``ModelMessagesTypeAdapter`` writes
