@@ -179,3 +179,87 @@ def test_refusals_change_nothing(store: durastate.Store, call: Any, message: str
             assert [m.id for m in found.memories] == ["e"]
 
     asyncio.run(main())
+
+
+# -- add_memory: ADK's in-memory service has none, so no reference; its contract, checked directly.
+
+
+def _said(event_id: str, text: str) -> Event:
+    return Event(id=event_id, author="user", content=types.Content(role="user", parts=[types.Part(text=text)]))
+
+
+def test_explicit_memories_are_searched_with_the_events(store: durastate.Store) -> None:
+    from google.adk.memory.memory_entry import MemoryEntry
+    from google.adk.platform import uuid as platform_uuid
+
+    where = {"app_name": "app", "user_id": "u"}
+    fact = MemoryEntry(
+        id="m1",
+        content=types.Content(parts=[types.Part(text="Ann likes green tea")]),
+        author="notes",
+        timestamp="2026-01-02T03:04:05",
+        custom_metadata={"source": "form", "n": 1},
+    )
+    anonymous = MemoryEntry(content=types.Content(parts=[types.Part(text="tea at five")]))
+
+    async def main() -> None:
+        async with DurastateMemoryService(store=store) as memory:
+            await memory.add_session_to_memory(
+                Session(id="a", app_name="app", user_id="u", events=[_said("e1", "tea")])
+            )
+            platform_uuid.set_id_provider(lambda: "generated")
+            try:
+                await memory.add_memory(memories=[fact, anonymous], **where)
+            finally:
+                platform_uuid.reset_id_provider()
+            await memory.add_session_to_memory(
+                Session(id="b", app_name="app", user_id="u", events=[_said("e2", "tea")])
+            )
+            found = (await memory.search_memory(query="tea", **where)).memories
+            # Equal counts in memory order: session a, the explicit memories, session b.
+            assert [m.id for m in found] == ["e1", "m1", "generated", "e2"]
+            assert found[1].model_dump() == fact.model_dump()
+            assert found[2].timestamp is None and found[2].author is None
+            assert (await memory.search_memory(query="green tea", **where)).memories[0].id == "m1"
+
+            replaced = fact.model_copy(update={"content": types.Content(parts=[types.Part(text="Ann likes coffee")])})
+            await memory.add_memory(memories=[replaced], **where)  # the same id: replaced in place
+            assert [m.id for m in (await memory.search_memory(query="tea", **where)).memories] == [
+                "e1",
+                "generated",
+                "e2",
+            ]
+            assert [m.id for m in (await memory.search_memory(query="coffee", **where)).memories] == ["m1"]
+
+            await memory.delete_memory(memory_id="m1", **where)
+            assert (await memory.search_memory(query="coffee", **where)).memories == []
+            await memory.add_memory(memories=[replaced], **where)  # explicit: stored again
+            assert [m.id for m in (await memory.search_memory(query="coffee", **where)).memories] == ["m1"]
+
+    asyncio.run(main())
+
+
+def test_refused_explicit_memories_change_nothing(store: durastate.Store) -> None:
+    from google.adk.memory.memory_entry import MemoryEntry
+
+    class Opaque:
+        pass
+
+    where = {"app_name": "app", "user_id": "u"}
+    good = MemoryEntry(id="ok", content=types.Content(parts=[types.Part(text="kept words")]))
+    bad_metadata = MemoryEntry(
+        id="bad", content=types.Content(parts=[types.Part(text="kept")]), custom_metadata={"o": Opaque()}
+    )
+
+    async def main() -> None:
+        async with DurastateMemoryService(store=store) as memory:
+            for memories, message in [
+                ([good, {"id": "x"}], "MemoryEntry"),
+                ([good, bad_metadata], "cannot be stored as JSON"),
+                ("text", "memories"),
+            ]:
+                with pytest.raises(durastate.InvalidRequest, match=message):
+                    await memory.add_memory(memories=memories, **where)
+            assert (await memory.search_memory(query="kept", **where)).memories == []
+
+    asyncio.run(main())

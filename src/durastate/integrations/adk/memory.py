@@ -25,8 +25,16 @@ keyword search over the events of a user's sessions.
   with that id from every session of the user's memory and keeps later adds
   from bringing it back; an id memory does not hold is not remembered, and
   ``None`` or ``""`` does nothing.
-* ``add_memory`` is not offered (ADK's in-memory service does not offer it
-  either: ADK's base class raises ``NotImplementedError``).
+* ``add_memory(app_name=, user_id=, memories=)`` (ADK's in-memory service
+  has none; Vertex AI's Memory Bank has): explicit ``MemoryEntry`` items,
+  searched with the events by the words of their text parts and returned
+  as given (content, author, timestamp string, custom metadata). An entry
+  without an id gets one (ADK's ``platform.uuid``); adding an id the user's
+  explicit memories hold replaces that entry in place. Explicit memories
+  rank, on equal counts, after the sessions added before the first of them
+  and before those added after (they are one more "session" of the user);
+  ``delete_memory`` removes them too. An explicit add is never skipped for
+  a deleted id (the caller asked for it); events with that id still are.
 
 Storage: the kv facet, scope ``b"adk-memory"``, one namespace per user
 (``<app>/<user>``, segments escaped as in ``_common``). A session's memory is
@@ -56,19 +64,21 @@ import orjson
 from google.adk.events.event import Event
 from google.adk.memory.base_memory_service import BaseMemoryService, SearchMemoryResponse
 from google.adk.memory.memory_entry import MemoryEntry
+from google.adk.platform.uuid import new_uuid
 from google.adk.sessions.session import Session
 from google.genai import types
 
 from ... import store as _store
 from ..._validate import fail_type
 from .._common import StoreHolder
-from ._common import dump_model, name, segment
+from ._common import dump_model, json_safe, name, segment
 
 __all__ = ["SCOPE", "DurastateMemoryService"]
 
 SCOPE = b"adk-memory"
 SESSION = b"s/"
 DELETED = b"d/"
+EXPLICIT = b"s0"  # add_memory's entries: a row placed as a session is, listed with them (just past b"s/...")
 NEXT = b"next"  # the next session place; session and deletion keys hold a "/" so never meet it
 UNKNOWN_SESSION = "__unknown_session_id__"  # ADK's name for events added without a session id
 MAX_RESULTS = 10  # what ADK's in-memory service returns at most
@@ -151,6 +161,34 @@ class DurastateMemoryService(StoreHolder, BaseMemoryService):
         entries = self._entries(events)
         await self._aio.call(self._put_session, ns, session_id or UNKNOWN_SESSION, entries, False)
 
+    async def add_memory(
+        self,
+        *,
+        app_name: str,
+        user_id: str,
+        memories: Sequence[MemoryEntry],
+        custom_metadata: Mapping[str, object] | None = None,
+    ) -> None:
+        """Store explicit memories, searchable with the events (see the module docstring)."""
+        ns = self._namespace(app_name, user_id)
+        if custom_metadata is not None and not isinstance(custom_metadata, Mapping):
+            fail_type("custom_metadata", "a mapping or None", custom_metadata)
+        if isinstance(memories, (str, bytes)) or not isinstance(memories, Sequence):
+            fail_type("memories", "a sequence of google.adk.memory.MemoryEntry", memories)
+        entries = []
+        for memory in memories:
+            if not isinstance(memory, MemoryEntry):
+                fail_type("memories", "google.adk.memory.MemoryEntry objects", memory)
+            memory_id = new_uuid() if memory.id is None else name("MemoryEntry.id", memory.id)
+            if memory.timestamp is not None:
+                name("MemoryEntry.timestamp", memory.timestamp)
+            entry = self._entry(memory_id, memory.author, memory.content)
+            entry["at"] = memory.timestamp
+            if memory.custom_metadata:
+                entry["metadata"] = json_safe(f"the custom_metadata of memory {memory_id!r}", memory.custom_metadata)
+            entries.append(entry)
+        await self._aio.call(self._put_explicit, ns, entries)
+
     async def search_memory(self, *, app_name: str, user_id: str, query: str) -> SearchMemoryResponse:
         """At most ten memories, those sharing the most words with ``query`` first."""
         ns = self._namespace(app_name, user_id)
@@ -162,7 +200,9 @@ class DurastateMemoryService(StoreHolder, BaseMemoryService):
                     id=entry["id"],
                     content=types.Content.model_validate(entry["content"]),
                     author=entry["author"],
-                    timestamp=datetime.fromtimestamp(entry["timestamp"]).isoformat(),
+                    # ADK formats an event's time when it searches (local time, as there).
+                    timestamp=entry["at"] if "at" in entry else datetime.fromtimestamp(entry["timestamp"]).isoformat(),
+                    custom_metadata=entry.get("metadata", {}),
                 )
                 for entry in found
             ]
@@ -183,28 +223,32 @@ class DurastateMemoryService(StoreHolder, BaseMemoryService):
     def _namespace(app: Any, user: Any) -> bytes:
         return f"{segment(name('app_name', app))}/{segment(name('user_id', user))}".encode()
 
-    @staticmethod
-    def _entries(events: Sequence[Any]) -> list[dict[str, Any]]:
+    @classmethod
+    def _entries(cls, events: Sequence[Any]) -> list[dict[str, Any]]:
         """The stored form of the events memory keeps (those with content parts), checked before any write."""
         entries = []
         for event in events:
             if not isinstance(event, Event):
                 fail_type("events", "google.adk.events.Event objects", event)
-            content = event.content
-            if not content or not content.parts:
-                continue
-            text = " ".join(part.text for part in content.parts if part.text)
-            entry: dict[str, Any] = {
-                "id": event.id,
-                "author": event.author,
-                "timestamp": event.timestamp,
-                "content": orjson.loads(dump_model(f"the content of event {event.id!r}", content)),
-                "words": sorted(_event_words(text)),
-            }
-            if not text.isascii():
-                entry["lower"] = unicodedata.normalize("NFC", text).lower()
-            entries.append(entry)
+            if event.content and event.content.parts:
+                entry = cls._entry(event.id, event.author, event.content)
+                entry["timestamp"] = event.timestamp
+                entries.append(entry)
         return entries
+
+    @staticmethod
+    def _entry(memory_id: str, author: str | None, content: types.Content) -> dict[str, Any]:
+        """An entry's id, author, content (ADK's JSON) and the words it is searched by."""
+        text = " ".join(part.text for part in content.parts or () if part.text)
+        entry: dict[str, Any] = {
+            "id": memory_id,
+            "author": author,
+            "content": orjson.loads(dump_model(f"the content of memory {memory_id!r}", content)),
+            "words": sorted(_event_words(text)),
+        }
+        if not text.isascii():
+            entry["lower"] = unicodedata.normalize("NFC", text).lower()
+        return entry
 
     # -- one transaction each ---------------------------------------------------------
 
@@ -230,9 +274,26 @@ class DurastateMemoryService(StoreHolder, BaseMemoryService):
                         held.add(entry["id"])
             kv.put(SCOPE, ns, key, orjson.dumps(stored))
 
+    def _put_explicit(self, ns: bytes, entries: list[dict[str, Any]]) -> None:
+        kv = self.store.kv
+        with self.store.transaction():
+            raw = kv.get(SCOPE, ns, EXPLICIT)
+            stored: dict[str, Any] = (
+                {"place": kv.incr(SCOPE, ns, NEXT), "entries": []} if raw is None else orjson.loads(raw)
+            )
+            listed: list[dict[str, Any]] = stored["entries"]
+            where = {entry["id"]: i for i, entry in enumerate(listed)}
+            for entry in entries:
+                if entry["id"] in where:
+                    listed[where[entry["id"]]] = entry
+                else:
+                    where[entry["id"]] = len(listed)
+                    listed.append(entry)
+            kv.put(SCOPE, ns, EXPLICIT, orjson.dumps(stored))
+
     def _sessions(self, ns: bytes) -> list[tuple[bytes, dict[str, Any]]]:
         """The user's session rows, in the order they were first added."""
-        rows = [(key, orjson.loads(raw)) for key, raw in self.store.kv.scan(SCOPE, ns, start=SESSION, end=b"s0")]
+        rows = [(key, orjson.loads(raw)) for key, raw in self.store.kv.scan(SCOPE, ns, start=SESSION, end=b"s1")]
         rows.sort(key=lambda row: int(row[1]["place"]))
         return rows
 
