@@ -8,6 +8,7 @@ PostgreSQL facts from the catalog of the store's schema.
 from __future__ import annotations
 
 import os
+import urllib.parse
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,7 @@ import durastate
 from durastate.engines.base import READ, Engine
 from durastate.engines.postgres_health import failover_facts
 from durastate.facets import FACETS
+from durastate.store import SCHEMAS
 
 from ._common import redact
 from .dump import count_rows, facet_tables, table_shape
@@ -50,11 +52,43 @@ def facet_of(table: str) -> str:
     return FACET_OF.get(table, table)
 
 
+# PRAGMA synchronous and auto_vacuum answer numbers; shown by name.
+SYNCHRONOUS_NAMES = {0: "OFF", 1: "NORMAL", 2: "FULL", 3: "EXTRA"}
+AUTO_VACUUM_NAMES = {0: "NONE", 1: "FULL", 2: "INCREMENTAL"}
+FREE_PAGES_WARN = 0.25  # of the file: a maintain() would give the space back
+
+
+@dataclass(frozen=True)
+class Check:
+    """One thing ``doctor`` checked: ``verdict`` ``ok``, ``warning`` or ``problem``; ``detail``: what was seen."""
+
+    check: str
+    verdict: str
+    detail: str
+
+
 @dataclass
 class Health:
+    """Facts (what ``info`` prints), the checks made and their verdicts (what ``doctor`` prints)."""
+
     facts: dict[str, Any] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
+    checks: list[Check] = field(default_factory=list)
+
+    def check(self, name: str, verdict: str, detail: str) -> None:
+        """Record a check; a warning or problem also goes to ``warnings``/``problems``."""
+        self.checks.append(Check(name, verdict, detail))
+        if verdict == "warning":
+            self.warnings.append(detail)
+        elif verdict == "problem":
+            self.problems.append(detail)
+
+    @property
+    def verdict(self) -> str:
+        """``problem`` when any check found one, else ``warning`` when any warned, else ``ok``."""
+        verdicts = {c.verdict for c in self.checks}
+        return "problem" if "problem" in verdicts else "warning" if "warning" in verdicts else "ok"
 
 
 def filesystem_type(path: Path) -> str | None:
@@ -86,6 +120,12 @@ def health(store: durastate.Store, *, check: str = "quick") -> Health:
     h.facts["prefix"] = engine.prefix
     h.facts["durastate"] = durastate.__version__ if hasattr(durastate, "__version__") else "?"
     h.facts["schema"] = {str(f): int(v) for f, v in engine.all(engine.sql(READ_SCHEMA_VERSIONS))}
+    expected = {s.facet: s.version for s in SCHEMAS}
+    behind = {f: v for f, v in h.facts["schema"].items() if f in expected and v < expected[f]}
+    if behind:
+        h.check("schema", "warning", f"older schema versions {behind}: open the store writable once to migrate")
+    else:
+        h.check("schema", "ok", "every facet's schema is this durastate's")
     if engine.dialect.name == "sqlite":
         _sqlite_health(store, engine, h, check)
     else:
@@ -93,13 +133,39 @@ def health(store: durastate.Store, *, check: str = "quick") -> Health:
     return h
 
 
+def database_file(path: str) -> Path:
+    """The file a SQLite engine's ``path`` names: a plain path, or a ``file:`` URI (read-only stores)."""
+    if path.startswith("file:"):
+        return Path(urllib.parse.unquote(urllib.parse.urlsplit(path).path))
+    return Path(path)
+
+
 def _sqlite_health(store: durastate.Store, engine: Engine, h: Health, check: str) -> None:
     for name in SQLITE_PRAGMAS:
         row = engine.one(engine.sql(READ(f"PRAGMA {name}")))
         h.facts[name] = None if row is None else row[0]
+    for name, names in (("synchronous", SYNCHRONOUS_NAMES), ("auto_vacuum", AUTO_VACUUM_NAMES)):
+        if isinstance(h.facts.get(name), int):
+            h.facts[name] = names.get(h.facts[name], h.facts[name])
+    journal = str(h.facts.get("journal_mode", "")).lower()
+    if journal == "wal" or getattr(engine, "is_memory", False):
+        h.check("journal mode", "ok", f"journal_mode {journal}")
+    else:
+        h.check(
+            "journal mode", "warning", f"journal_mode {journal}: readers and the writer block each other without WAL"
+        )
+    if h.facts.get("synchronous") == "OFF":
+        h.check("durability", "warning", "synchronous OFF: a power loss can corrupt the file")
+    else:
+        h.check("durability", "ok", f"synchronous {h.facts.get('synchronous')}")
+    pages, free = h.facts.get("page_count") or 0, h.facts.get("freelist_count") or 0
+    if pages and free / pages > FREE_PAGES_WARN:
+        h.check("free pages", "warning", f"{free} of {pages} pages are free: `durastate maintain` gives them back")
+    else:
+        h.check("free pages", "ok", f"{free} of {pages} pages free")
     path = getattr(engine, "path", None)
     if path and not getattr(engine, "is_memory", False):
-        db = Path(path)
+        db = database_file(str(path))
         wal = db.with_name(db.name + "-wal")
         h.facts["file"] = str(db)
         h.facts["file_bytes"] = db.stat().st_size if db.exists() else 0
@@ -107,17 +173,27 @@ def _sqlite_health(store: durastate.Store, engine: Engine, h: Health, check: str
         fs = filesystem_type(db)
         h.facts["filesystem"] = fs
         if fs in NETWORK_FILESYSTEMS:
-            h.warnings.append(
+            h.check(
+                "filesystem",
+                "warning",
                 f"{db} is on a network filesystem ({fs}): SQLite's WAL needs shared memory that "
-                "network filesystems do not provide; use a local disk or PostgreSQL"
+                "network filesystems do not provide; use a local disk or PostgreSQL",
             )
+        else:
+            h.check("filesystem", "ok", f"{fs or 'unknown'} (local)")
         if h.facts["wal_bytes"] > WAL_WARN_BYTES:
-            h.warnings.append(
+            h.check(
+                "WAL size",
+                "warning",
                 f"the WAL is {h.facts['wal_bytes'] // (1024 * 1024)} MiB: checkpoints are not keeping up "
-                "(a reader holding a long transaction?); run `durastate maintain`"
+                "(a reader holding a long transaction?); run `durastate maintain`",
             )
+        else:
+            h.check("WAL size", "ok", f"{h.facts['wal_bytes']:,} bytes")
         if not os.access(db, os.W_OK):
-            h.warnings.append(f"{db} is not writable by this user")
+            h.check("writable", "warning", f"{db} is not writable by this user")
+        else:
+            h.check("writable", "ok", f"{db} is writable by this user")
     if check == "none":
         h.facts["integrity"] = "not checked (durastate doctor checks it)"
         return
@@ -126,8 +202,11 @@ def _sqlite_health(store: durastate.Store, engine: Engine, h: Health, check: str
     result = [line for r in engine.all(engine.sql(statement)) for line in str(r[0]).splitlines()]
     shown = result[:10] + ([f"... and {len(result) - 10} more"] if len(result) > 10 else [])
     h.facts["integrity"] = "ok" if result == ["ok"] else shown
+    name = "integrity (PRAGMA integrity_check)" if check == "full" else "integrity (PRAGMA quick_check)"
     if result != ["ok"]:
-        h.problems.append("integrity check failed: " + "; ".join(result[:5]))
+        h.check(name, "problem", "integrity check failed: " + "; ".join(result[:5]))
+    else:
+        h.check(name, "ok", "every page and index entry checked")
 
 
 def _postgres_health(engine: Engine, h: Health) -> None:
@@ -137,15 +216,23 @@ def _postgres_health(engine: Engine, h: Health) -> None:
     attempts = engine.one(engine.sql(PG_ATTEMPT_ROWS))
     h.facts["attempt_rows"] = 0 if attempts is None else int(attempts[0])
     if h.facts["attempt_rows"] > ATTEMPT_WARN_ROWS:
-        h.warnings.append(
+        h.check(
+            "attempt table",
+            "warning",
             f"the attempt table holds {h.facts['attempt_rows']:,} rows; the engine prunes rows older than an "
-            "hour as it writes, so this means a very high write rate or a stopped clock"
+            "hour as it writes, so this means a very high write rate or a stopped clock",
         )
+    else:
+        h.check("attempt table", "ok", f"{h.facts['attempt_rows']:,} rows")
     h.facts["integrity"] = "ok (the server checks its own pages)"
+    h.check("integrity", "ok", "the server checks its own pages")
     # What a failover can lose: replication, recovery, a pooler (engines.postgres_health).
     facts, warnings = failover_facts(engine)
     h.facts.update(facts)
-    h.warnings.extend(warnings)
+    for warning in warnings:
+        h.check("failover", "warning", warning)
+    if not warnings:
+        h.check("failover", "ok", f"standbys: {facts.get('standbys')}")
 
 
 def table_bytes(engine: Engine, table: str, *, scan: bool = True) -> int | None:
