@@ -310,7 +310,7 @@ def to_json(value: Any) -> Any:
 
 def print_json(data: Any) -> None:
     """``data`` as one indented JSON document on stdout, safe on a terminal (``_format.json_text``)."""
-    click.echo(json_text(to_json(data), indent=True))
+    _Chunked(sys.stdout).write(json_text(to_json(data), indent=True) + "\n")
 
 
 def cell(value: Any) -> str:
@@ -355,7 +355,39 @@ def print_table(rows: Sequence[dict[str, Any]], columns: Sequence[str], *, title
         table.add_column(c, overflow="fold")
     for r in cells:
         table.add_row(*(Text(v) for v in r))
-    Console(soft_wrap=False, width=None if sys.stdout.isatty() else 200).print(table)
+    console = _console(Console)(file=_Chunked(sys.stdout), soft_wrap=False, width=None if sys.stdout.isatty() else 200)
+    console.print(table)
+
+
+def _console(base: Any) -> Any:
+    """rich's Console, but a closed stdout raises ``BrokenPipeError`` (rich itself exits) so every
+    command ends the same way on EPIPE (``Cli.invoke``)."""
+
+    class PipeConsole(base):  # type: ignore[misc]
+        def on_broken_pipe(self) -> None:
+            raise BrokenPipeError
+
+    return PipeConsole
+
+
+class _Chunked:
+    """``stream`` written 64 KiB at a time: rich writes a whole table at once, and one large write to a
+    pipe whose reader left (``| head``) ends in a short write that Python does not report; the next
+    chunk's write raises ``BrokenPipeError``."""
+
+    CHUNK = 64 * 1024
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        for start in range(0, len(text), self.CHUNK):
+            self._stream.write(text[start : start + self.CHUNK])
+            self._stream.flush()
+        return len(text)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
 
 
 T = TypeVar("T")

@@ -806,7 +806,11 @@ def records_documents(
     prefix: str,
     as_json: bool,
 ) -> None:
-    """List the versioned documents of one scope (the session, --conversation ID or --task ID) by id."""
+    """List the versioned documents of one scope (the session, --conversation ID or --task ID) by id.
+
+    Each with its kind, key (for keyed documents) and the commit that created
+    it; `durastate records document ID` prints one's value.
+    """
     if conversation is not None and task is not None:
         raise click.UsageError("--conversation and --task name two scopes: pick one")
     if conversation is not None:
@@ -818,22 +822,15 @@ def records_documents(
     query: dict[str, Any] = {"scope": scope}
     if kind is not None:
         query["kind"] = kind
-    if at_seq is not None:
-        query["at"] = at_seq
+    query["at"] = "current" if at_seq is None else at_seq
     cursor = None if after is None else {"after": after, "order": "ascending"}
     with store_from(url, prefix, read_only=True) as store:
         page = store.records.scan_documents(query, limit, cursor)
     rows = [
-        {
-            "id": d.get("id"),
-            "kind": d.get("kind"),
-            "key": (d.get("address") or {}).get("key", d.get("key")),
-            "version": d.get("version"),
-            "value": d.get("value"),
-        }
+        {"id": d.get("id"), "kind": d.get("kind"), "key": d.get("key"), "created_seq": d.get("createdAt"), "record": d}
         for d in page["items"]
     ]
-    emit_page(rows, _after(page), as_json, ["id", "kind", "key", "version", "value"])
+    emit_page(rows, _after(page), as_json, ["id", "kind", "key", "created_seq"])
 
 
 @records.command("document")
