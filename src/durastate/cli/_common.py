@@ -462,7 +462,7 @@ class Progress:
 
     def __init__(self, label: str, total_rows: int | None, *, enabled: bool | None = None, unit: str = "rows") -> None:
         self.label = label
-        self.unit = unit
+        self.unit = unit  # what is counted: "rows", or "pages" for a file backup
         self.total = total_rows
         self.rows = 0
         self.bytes = 0
@@ -486,7 +486,7 @@ class Progress:
                 TextColumn("{task.description}"),
                 BarColumn(),
                 MofNCompleteColumn(),
-                TextColumn(f"{unit}  {{task.fields[rate]}}"),
+                TextColumn(unit + "  {task.fields[rate]}"),
                 TimeElapsedColumn(),
                 transient=False,
                 console=_stderr_console(),
@@ -505,7 +505,7 @@ class Progress:
         if self._bar is not None:
             elapsed = max(time.monotonic() - self._started, 1e-6)
             rate = f"{self.rows / elapsed:,.0f} {self.unit}/s  {human_bytes(self.bytes / elapsed)}/s"
-            self._bar.update(self._task, completed=self.rows, rate=rate)
+            self._bar.update(self._task, completed=self.rows, total=self.total, rate=rate)
 
     def step(self, name: str, rows: int) -> None:
         """Stage ``name`` is done, having handled ``rows`` rows (counted in as ``advance`` does)."""

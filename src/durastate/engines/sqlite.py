@@ -68,6 +68,7 @@ from .sqlite_errors import is_busy
 from .sqlite_errors import translate_sqlite_error as translate_sqlite_error
 from .sqlite_fork import ForkGate
 from .sqlite_space import AUTO_VACUUM_INCREMENTAL, reclaim
+from .sqlite_tools import SqliteTools
 
 # Seconds close() waits, in all, for statements other threads are running
 # (milliseconds, normally). One that is still running after it (waiting for
@@ -228,8 +229,10 @@ class SqliteEngine(EngineBase):
             self.url = "memory:"
             self._uri = True
             self.is_memory = True
+            self.file: Path | None = None  # the store's file (None in memory)
         else:
             file_path = Path(path).expanduser().absolute()
+            self.file = file_path
             self.url = f"sqlite://{file_path}"  # sqlite:///abs/path.db
             try:
                 # A name no file can have fails here, before anything is created:
@@ -596,6 +599,10 @@ class SqliteEngine(EngineBase):
             return run(*args)
         finally:
             self._leave_writers(state)
+
+    @property
+    def tools(self) -> SqliteTools:
+        return SqliteTools(self)
 
     def catalog(self) -> list[tuple[str, ...]]:
         """This prefix's schema objects as sorted rows (see ``Engine.catalog``)."""
