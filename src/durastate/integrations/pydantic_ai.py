@@ -69,8 +69,9 @@ still reachable. pydantic-ai leaves this to the backend ("each backend
 documents what it does"): here, the entries a deleted conversation wrote are
 deleted at once if nothing shares them, else all of them with the last
 conversation that shares any. References are taken, and lines released,
-under one engine lock (``pydantic-ai``), so a fork of a conversation being
-deleted either keeps its entries or gets ``ConversationConflict``.
+under one lock (the documents facet's ``documents.lock()``, held to the
+end of the transaction), so a fork of a conversation being deleted either
+keeps its entries or gets ``ConversationConflict``.
 
 Statements per call. A save (``write_record``) is one transaction: the
 record's compare-and-swap, then one ``put_many`` of the new entries, their
@@ -150,7 +151,6 @@ LINE = b"l"  # key prefix: + line name + b"/" + position -> entry JSON; position
 REFS = b"r"  # + uid: the uids of conversations using that conversation's lines -> b""
 RECORDS = "pydantic-ai/c/"  # + conversation id: the record document
 TOMBSTONES = "pydantic-ai/o/"  # + uid: a deleted conversation whose lines others still use
-LOCK = "pydantic-ai"  # taken by every write that adds a reference or releases lines
 
 _RECORD = TypeAdapter(ConversationRecord)
 ModelMessagesTypeAdapter.rebuild()  # built lazily by pydantic-ai; its schema is needed now
@@ -595,7 +595,7 @@ class DurastateConversationStore(StoreHolder, ConversationStore):
         if uses:
             # Under the lock no delete releases lines: check (in the index,
             # not the memo) that what we point into is still there.
-            self.store.engine.lock(LOCK)
+            self._lock()
             parent = entries[0].parent_id if entries else None
             for entry_id in (parent, None if head in placed else head):
                 if entry_id is not None and self._locate(entry_id) is None:
@@ -657,6 +657,10 @@ class DurastateConversationStore(StoreHolder, ConversationStore):
         expected_revision = _text("expected_revision", expected_revision)
         documents = self.store.documents
         with self.store.transaction():
+            # The documents facet's lock, which a write adding a reference takes
+            # too (and every document write, on PostgreSQL): one lock, so no
+            # order of taking two can deadlock.
+            self._lock()
             found = documents.read(key)
             if found is None or found.data["record"]["revision"] != expected_revision:
                 raise RevisionConflict(conversation_id)
@@ -665,8 +669,12 @@ class DurastateConversationStore(StoreHolder, ConversationStore):
                 documents.delete(key, expect=found.revision)
             except Conflict:
                 raise RevisionConflict(conversation_id) from None
-            self.store.engine.lock(LOCK)
             self._release(found.data["uid"], len(found.data["lines"]), found.data["refs"])
+
+    def _lock(self) -> None:
+        """Take the documents facet's lock until the caller's transaction ends (see "Deleting")."""
+        with self.store.documents.lock():
+            pass  # the lock is the transaction's: it outlives this block (a savepoint)
 
     def _release(self, uid: str, line_count: int, refs: list[str]) -> None:
         """Delete a dead conversation's lines unless others use them; then those it used, if dead and unused.
