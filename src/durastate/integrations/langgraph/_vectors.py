@@ -84,9 +84,10 @@ def index_spec(index: Any) -> IndexSpec:
     distance = index.get("distance_type", "cosine")
     if distance != "cosine":
         raise InvalidRequest(f"index distance_type must be 'cosine', got {distance!r}")
-    fields = index.get("fields")
-    if fields is None:
-        fields = ["$"]
+    # As LangGraph's stores read it: none or empty is the whole value, one str is one field.
+    fields = index.get("fields") or ["$"]
+    if isinstance(fields, str):
+        fields = [fields]
     if isinstance(fields, str) or not isinstance(fields, Sequence) or not all(isinstance(f, str) for f in fields):
         raise InvalidRequest(f"index fields must be a list of str paths, got {fields!r}")
     embed = index.get("embed")
