@@ -163,6 +163,8 @@ ModelMessagesTypeAdapter.rebuild()  # built lazily by pydantic-ai; its schema is
 _JSON_CONFIG = CoreConfig(ser_json_bytes="base64", ser_json_inf_nan="constants")
 _RECORD_JSON = SchemaSerializer(_RECORD.core_schema, _JSON_CONFIG)
 _MESSAGES_JSON = SchemaSerializer(ModelMessagesTypeAdapter.core_schema, _JSON_CONFIG)
+# The layout of the record documents and entry rows; a later layout reads this one or migrates it.
+FORMAT = 1
 # Entries per store whose location is remembered (a location never changes).
 PLACES = 4096
 # Record documents per store remembered as the revision to expect on the next write.
@@ -605,6 +607,7 @@ class DurastateConversationStore(StoreHolder, ConversationStore):
                     raise RevisionConflict(conversation_id)
             refs = sorted({*refs, *uses})
         document = {
+            "format": FORMAT,
             "record": data,
             "uid": uid,
             "lines": lines,
