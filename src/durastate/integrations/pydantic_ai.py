@@ -85,7 +85,10 @@ lookup unless the head's location is remembered (it is after
 ``read_record``); it needs no snapshot, since a line only grows past what is
 read or is released whole, which reads as missing (``EntryNotFound``, the
 ``LookupError`` pydantic-ai retries on). Memos are per object and bounded
-(``PLACES``, ``RECORDS_KEPT``).
+(``PLACES``, ``RECORDS_KEPT``). ``read_records`` (``list_conversations``)
+reads every record of the store, one read each, and sorts them: fine for
+hundreds of conversations, not for millions (no index by ``updated_at`` or
+``scope`` yet).
 
 JSON, no pickle: records through pydantic (``TypeAdapter`` of
 ``ConversationRecord``), entries as pydantic-ai's own JSON for
