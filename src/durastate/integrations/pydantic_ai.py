@@ -478,9 +478,16 @@ class DurastateConversationStore(StoreHolder, ConversationStore):
                     limit=None if want is None else want + 1,
                 )
             )
-            if not rows or rows[0][0] != _line_key(line, position):
-                raise EntryNotFound(head_id)  # released since it was located
-            location = rows[-1][1] if rows[-1][0] == header else None
+            reached = bool(rows) and rows[-1][0] == header
+            if (
+                not rows
+                or rows[0][0] != _line_key(line, position)
+                # no header, yet the scan was not cut short by the limit
+                or (not reached and (want is None or len(rows) <= want))
+            ):
+                # Released since it was located (whole, or between two pages of a long line).
+                raise EntryNotFound(head_id)
+            location = rows[-1][1] if reached else None
             blobs.extend(blob for key, blob in rows[:want] if key != header)
         blobs.reverse()
         return _entries(blobs)
