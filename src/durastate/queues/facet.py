@@ -26,6 +26,7 @@ from .._validate import (
 )
 from .._validate import MAX_NAME_SIZE as MAX_NAME_SIZE  # re-exported: the conformance suite tests the bound
 from ..engines.base import READ, WRITE, WRITE_ROWS, Announce, Migration, Reread, Schema
+from ..engines.watch import ChangeWatch
 from ..errors import Conflict
 
 if TYPE_CHECKING:
@@ -352,16 +353,21 @@ class Queues:
         block up to that many seconds for one to arrive.
         """
         queue = _queue_name(name)
-        deadline = None if wait is None else self._wait_deadline(wait)
+        deadline = self._wait_deadline(wait)
         engine = self._engine
-        while True:
-            now = engine.now_ms()
-            row = engine.one(self._pop, (queue, now, self._floor(queue, now)))
-            if row is not None:
-                payload: bytes = row[0]
-                return payload
-            if not self._pause(queue, deadline):
-                return None
+        watch = None if deadline is None else self._watch(queue)
+        try:
+            while True:
+                now = engine.now_ms()
+                row = engine.one(self._pop, (queue, now, self._floor(queue, now)))
+                if row is not None:
+                    payload: bytes = row[0]
+                    return payload
+                if watch is None or deadline is None or not watch.wait_until(deadline):
+                    return None
+        finally:
+            if watch is not None:
+                watch.close()
 
     def claim(self, name: str | bytes, *, lease: float = 30.0, wait: float | None = None) -> Claim | None:
         """Lease the next available item for ``lease`` seconds, or return ``None``.
@@ -370,13 +376,18 @@ class Queues:
         """
         queue = _queue_name(name)
         lease_ms = _duration_ms("lease", lease, allow_zero=False)
-        deadline = None if wait is None else self._wait_deadline(wait)
-        while True:
-            claim = self._claim_once(queue, lease_ms)
-            if claim is not None:
-                return claim
-            if not self._pause(queue, deadline):
-                return None
+        deadline = self._wait_deadline(wait)
+        watch = None if deadline is None else self._watch(queue)
+        try:
+            while True:
+                claim = self._claim_once(queue, lease_ms)
+                if claim is not None:
+                    return claim
+                if watch is None or deadline is None or not watch.wait_until(deadline):
+                    return None
+        finally:
+            if watch is not None:
+                watch.close()
 
     def _claim_once(self, queue: bytes, lease_ms: int) -> Claim | None:
         engine = self._engine
@@ -443,22 +454,25 @@ class Queues:
         return floor
 
     def _wait_deadline(self, wait: float | None) -> float | None:
+        """The ``time.monotonic()`` a ``wait=`` ends at; ``None``: no waiting (``None`` or 0)."""
         if wait is None:
             return None
         seconds = as_seconds("wait", wait, allow_zero=True)
-        if seconds and self._engine.in_transaction():
+        if not seconds:
+            return None
+        if self._engine.in_transaction():
             fail("wait= would hold the transaction's write lock while sleeping; claim outside the transaction")
         return time.monotonic() + seconds
 
-    def _pause(self, queue: bytes, deadline: float | None) -> bool:
-        """Sleep until woken or the next poll; False when the wait is over."""
-        if deadline is None:
-            return False
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            return False
-        self._engine.wait_for_change(self._channel(queue), min(remaining, POLL_INTERVAL))
-        return True
+    def _watch(self, name: str | bytes) -> ChangeWatch:
+        """The watch a waiter on queue ``name`` registers before its first try (``engines.watch``).
+
+        Woken by pushes, nacks and released claims of that queue (their
+        ``notify``); where the engine cannot hear other processes' (SQLite,
+        a PostgreSQL pooler) it polls every ``POLL_INTERVAL`` seconds. Also
+        the async facade's (``durastate.aio``).
+        """
+        return self._engine.watch(self._channel(_queue_name(name)), POLL_INTERVAL)
 
     # -- settling a claim ------------------------------------------------------
 
