@@ -41,9 +41,7 @@ LISTENERS = (
     "SELECT pid FROM pg_stat_activity WHERE application_name = %s"
     " AND (query LIKE 'LISTEN %%' OR query LIKE 'UNLISTEN %%')"
 )
-ACTIVITY = (
-    "SELECT pid, query_start, state_change, state FROM pg_stat_activity WHERE application_name = %s ORDER BY pid"
-)
+ACTIVITY = "SELECT pid, query_start, state_change, state FROM pg_stat_activity WHERE application_name = %s ORDER BY pid"
 
 
 def _named(url: str, name: str) -> str:
@@ -352,8 +350,10 @@ def test_a_forked_child_listens_on_its_own_connection(pg_url: str, admin: Any, n
         engine = store.engine
         assert isinstance(engine, PostgresEngine)
         assert store.queues.pop("parent", wait=0.01) is None  # the parent's listener exists
-        assert engine._listener is not None
-        parent_pid = engine._listener.backend_pid
+        listener = engine._listener
+        assert listener is not None
+        _until(lambda: listener.backend_pid is not None, "the parent's listener to connect")
+        parent_pid = listener.backend_pid
         read, write = os.pipe()
         child = os.fork()
         if child == 0:  # pragma: no cover - the child reports through the pipe
@@ -410,3 +410,24 @@ def test_channels_past_the_kept_bound_are_unlistened(
         store.queues.push("many-0", [b"again"])
         thread.join(FAILURE_DEADLINE)
         assert results == [b"again"]
+
+
+def test_waiters_take_items_that_come_due_without_a_notification(pg_url: str) -> None:
+    """A delayed push and a lapsed lease make an item available with no NOTIFY then: waiters look again."""
+
+    async def scenario() -> None:
+        async with await aio.open(pg_url) as astore:
+            store = astore._store
+            store.queues.push("delayed-sync", [b"later"], delay=0.2)
+            await astore.queues.push("delayed-async", [b"later"], delay=0.2)
+            store.queues.push("leased", [b"leased"])
+            assert store.queues.claim("leased", lease=0.2) is not None  # then never acked: the lease runs out
+            results: list[Any] = []
+            thread = _thread(lambda: store.queues.pop("delayed-sync", wait=LONG_WAIT), results)
+            popped = await asyncio.wait_for(astore.queues.pop("delayed-async", wait=LONG_WAIT), FAILURE_DEADLINE)
+            reclaimed = await asyncio.wait_for(astore.queues.claim("leased", wait=LONG_WAIT), FAILURE_DEADLINE)
+            await asyncio.to_thread(thread.join, FAILURE_DEADLINE)
+            assert results == [b"later"] and popped == b"later"
+            assert reclaimed is not None and reclaimed.payload == b"leased" and reclaimed.attempts == 2
+
+    asyncio.run(scenario())

@@ -78,6 +78,9 @@ class Method:
     wrap: str | None = None
     # WAIT: watch(sync_facet, *args, **kwargs), the ChangeWatch the sync method's own wait registers (required).
     watch: Callable[..., ChangeWatch] | None = None
+    # WAIT: look_again_at(sync_facet, watch, deadline, *args, **kwargs), run on a worker after an empty try:
+    # the time.monotonic() to try again at unless woken (None: at the deadline).
+    look_again_at: Callable[..., float] | None = None
 
 
 @dataclass(frozen=True)
@@ -383,6 +386,7 @@ def _make_wait(
     undo_spec: Callable[[Any, Any], object] | None,
     wrap: Callable[..., Any] | None,
     make_watch: Callable[..., ChangeWatch],
+    look_again_at: Callable[..., float] | None,
 ) -> Any:
     attempt = _make_call(name, undo_spec, wrap)
 
@@ -396,8 +400,15 @@ def _make_wait(
         try:
             while True:
                 result = await attempt(self, *args, **kwargs)
-                if result is not None or not await watch.wait_until_async(deadline):
+                if result is not None:
                     return result
+                look_at = deadline
+                if look_again_at is not None:
+                    look_at = await runner_for(self._runner).call(
+                        look_again_at, (self._sync, watch, deadline, *args), kwargs
+                    )
+                if not await watch.wait_until_async(look_at) and look_at >= deadline:
+                    return None
         finally:
             watch.close()
 
@@ -458,7 +469,7 @@ def build_facades(specs: list[FacadeSpec]) -> dict[str, type[Facade]]:
             elif declared.kind == WAIT:
                 if declared.watch is None:
                     raise TypeError(f"{spec.name}.{name}: a WAIT method declares its watch")
-                function = _make_wait(name, declared.undo, wrap, declared.watch)
+                function = _make_wait(name, declared.undo, wrap, declared.watch, declared.look_again_at)
             elif declared.kind == PLAIN:
                 function = _make_plain(name, wrap)
             elif declared.kind == ITER:

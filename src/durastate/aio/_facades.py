@@ -34,6 +34,13 @@ def watch_queue(queues: Queues, name: str | bytes, /, *_args: Any, **_kwargs: An
     return queues._watch(name)
 
 
+def queue_look_again_at(
+    queues: Queues, watch: ChangeWatch, deadline: float, name: str | bytes, /, *_args: Any, **_kwargs: Any
+) -> float:
+    """When a waiter on queue ``name`` tries again unless woken (the sync methods' own rule)."""
+    return queues._look_again_at(name, watch, deadline)
+
+
 def release_event_claims(events: Events, result: Any) -> None:
     """End the leases a cancelled ``claim_available``/``claim_any`` took (ready again at once)."""
     claimed = result.events if hasattr(result, "events") else result
@@ -54,8 +61,10 @@ def release_event_claims(events: Events, result: Any) -> None:
 FACET_METHODS: dict[str, dict[str, Method]] = {
     "kv": {"scan": Method(ITER), "log": Method(ITER), "scope": Method(PLAIN, wrap="AsyncScopedKV")},
     "queues": {
-        "claim": Method(WAIT, undo=release_queue_claim, wrap="AsyncClaim", watch=watch_queue),
-        "pop": Method(WAIT, watch=watch_queue),
+        "claim": Method(
+            WAIT, undo=release_queue_claim, wrap="AsyncClaim", watch=watch_queue, look_again_at=queue_look_again_at
+        ),
+        "pop": Method(WAIT, watch=watch_queue, look_again_at=queue_look_again_at),
     },
     "documents": {"lock": Method(CONTEXT), "iter_keys": Method(ITER)},
     "events": {

@@ -47,6 +47,7 @@ from collections.abc import Callable
 from typing import Any
 
 import psycopg
+from psycopg.pq.abc import PGconn
 
 from .watch import ChangeWatch
 
@@ -296,15 +297,21 @@ class Listener:
                     woken = list(self._watches.get(channel, ()))
                 for watch in woken:  # their checks may predate the LISTEN: look again
                     watch.fire()
+            # A notification that came in with a statement's answer is in libpq's buffer, not the socket's:
+            # select() would not see it. Parse and dispatch what is buffered first.
+            self._dispatch_buffered(pgconn)
             readable, _, _ = select.select([pgconn.socket, self._wake_read], [], [])
             if self._wake_read in readable:
                 self._drain_pipe()
             if pgconn.socket in readable:
                 pgconn.consume_input()  # raises once the connection is lost
-                while (notify := pgconn.notifies()) is not None:
-                    self._dispatch(notify.relname.decode())
+                self._dispatch_buffered(pgconn)
                 if pgconn.status != psycopg.pq.ConnStatus.OK:
                     raise psycopg.OperationalError("the listening connection was lost")
+
+    def _dispatch_buffered(self, pgconn: PGconn) -> None:
+        while (notify := pgconn.notifies()) is not None:
+            self._dispatch(notify.relname.decode())
 
     def _dispatch(self, channel: str) -> None:
         with self._lock:

@@ -40,6 +40,8 @@ _BURY_PER_TRANSACTION = 64
 # The claim index's lower bound per queue (Queues._floor): how far below the
 # earliest item it lies, and how long it is kept before it is read again.
 FLOOR_SLACK_MS = 1000
+# Seconds a waiter adds to the head's due time before looking again (the clock is read in whole ms).
+DUE_MARGIN = 0.001
 FLOOR_REFRESH = 2.0
 _FLOORS_KEPT = 10_000
 
@@ -363,7 +365,10 @@ class Queues:
                 if row is not None:
                     payload: bytes = row[0]
                     return payload
-                if watch is None or deadline is None or not watch.wait_until(deadline):
+                if watch is None or deadline is None:
+                    return None
+                look_at = self._look_again_at(name, watch, deadline)
+                if not watch.wait_until(look_at) and look_at >= deadline:
                     return None
         finally:
             if watch is not None:
@@ -383,7 +388,10 @@ class Queues:
                 claim = self._claim_once(queue, lease_ms)
                 if claim is not None:
                     return claim
-                if watch is None or deadline is None or not watch.wait_until(deadline):
+                if watch is None or deadline is None:
+                    return None
+                look_at = self._look_again_at(name, watch, deadline)
+                if not watch.wait_until(look_at) and look_at >= deadline:
                     return None
         finally:
             if watch is not None:
@@ -473,6 +481,27 @@ class Queues:
         the async facade's (``durastate.aio``).
         """
         return self._engine.watch(self._channel(_queue_name(name)), POLL_INTERVAL)
+
+    def _look_again_at(self, name: str | bytes, watch: ChangeWatch, deadline: float) -> float:
+        """After an empty try: the ``time.monotonic()`` to try again at unless woken before (at most ``deadline``).
+
+        An item can become available without a notification: a delayed
+        push or a nack's delay comes due, a lease runs out, or the pusher's
+        clock ran ahead of this waiter's. A ``reliable`` watch (which would
+        otherwise sleep until ``deadline``) looks again when the queue's
+        head comes due (``HEAD_TIME``, one statement), or after
+        ``POLL_INTERVAL`` if the head is due already but was not taken
+        (another transaction holds it). A polling watch answers every
+        ``POLL_INTERVAL`` anyway. Also the async facade's.
+        """
+        if not watch.reliable:
+            return deadline
+        engine = self._engine
+        row = engine.one(self._head_time, (_queue_name(name),))
+        if row is None:
+            return deadline
+        due_in = (int(row[0]) - engine.now_ms()) / 1000
+        return min(deadline, time.monotonic() + (due_in + DUE_MARGIN if due_in > 0 else POLL_INTERVAL))
 
     # -- settling a claim ------------------------------------------------------
 
