@@ -153,9 +153,9 @@ def run_all(url: str, wakes: int) -> dict[tuple[str, str], list[float]]:
         store.queues.push("warm-up", [b""])  # migrated before the waiters open
         procs: dict[tuple[str, str], Any] = {}
         for flavour, path in kinds:
+            command = [sys.executable, __file__, "--role", "waiter", "--url", url, "--path", path]
             procs[(flavour, path)] = subprocess.Popen(
-                [sys.executable, __file__, "--role", "waiter", "--url", url, "--path", path]
-                + ["--flavour", flavour, "--wakes", str(wakes)],
+                [*command, "--flavour", flavour, "--wakes", str(wakes)],
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 text=True,
