@@ -49,6 +49,11 @@ process that made them. After ``os.fork()`` the child gets a new pool on
 first use; the parent's is left alone (not closed, which would close the
 parent's sockets' server sessions).
 
+Waiters. Every waiter (``watch``: queue waits, event streams, sync or
+async) is woken through one listening connection per engine, outside the
+pool (``postgres_listen``); an idle store sends no statement. Fork: a
+child gets its own at its first wait, as it gets its own pool.
+
 Poolers. Behind pgbouncer (or another pooler) in transaction mode each
 statement may run on a different server session. The first connect tells
 (``postgres_connect.behind_pooler``: the backend pid the pooler announced
@@ -69,8 +74,8 @@ the URL, the probe connection, why a connect failed), ``postgres_dialect``
 ``postgres_transaction`` (pipelined transactions: a transaction costs the
 round trips it must wait for), ``postgres_attempts``
 (the attempt rows that make a retried write apply once) and
-``postgres_explain`` (generic plans). Their public names are re-exported
-here.
+``postgres_explain`` (generic plans) and ``postgres_listen`` (the
+listening connection). Their public names are re-exported here.
 """
 
 from __future__ import annotations
