@@ -120,10 +120,11 @@ def open(
     existing, current store for reading only (every write is refused with
     ``ConfigurationError``; a file the process may not write works).
     ``facets``: the names of the facets this store uses (``None``, the
-    default: all of ``durastate.facets.FACET_NAMES``). Only their tables are
-    created and migrated (and, with ``read_only``, only theirs need to be
-    current); ``store.<other facet>`` raises ``ConfigurationError``. Opening
-    the same database later with more facets creates the others then.
+    default: all of ``durastate.facets.FACET_NAMES``; with ``read_only``, all
+    those the database has). Only their tables are created and migrated (and,
+    with ``read_only``, only theirs need to be current); ``store.<other
+    facet>`` raises ``ConfigurationError``. Opening the same database later
+    with more facets creates the others then.
     """
     engine, finish = _open_parts(
         url,
@@ -197,16 +198,31 @@ def _open_parts(
     engine = _make_engine(url, options)
 
     def finish(engine: Engine) -> Store:
-        return _store_on(engine, max_value_size, max_key_size, retention, facet_list)
+        return _store_on(engine, max_value_size, max_key_size, retention, facet_list, all_facets=facets is None)
 
     return engine, finish
 
 
 def _store_on(
-    engine: Engine, max_value_size: int, max_key_size: int | None, retention: Retention, facets: tuple[Facet, ...]
+    engine: Engine,
+    max_value_size: int,
+    max_key_size: int | None,
+    retention: Retention,
+    facets: tuple[Facet, ...],
+    *,
+    all_facets: bool = False,
 ) -> Store:
-    """Migrate ``engine`` for ``facets`` and make its ``Store``; the engine is closed if that fails."""
+    """Migrate ``engine`` for ``facets`` and make its ``Store``; the engine is closed if that fails.
+
+    ``all_facets`` (``open()`` was not given ``facets``) on a read-only
+    engine: the store hands out the facets the database has, since it could
+    not create the others (a store made with ``facets=["kv"]`` opens
+    read-only as a kv store, not as an error).
+    """
     try:
+        if all_facets and engine.read_only:
+            present = engine.schema_versions()
+            facets = tuple(facet for facet in facets if facet.schema.facet in present) or facets
         index_limit = engine.dialect.max_index_key
         if max_key_size is None:
             max_key_size = index_limit if index_limit is not None else max_value_size

@@ -48,8 +48,10 @@ def _run(binary: str, *args: str) -> subprocess.CompletedProcess[str]:
         )
 
 
-def dump_dom(binary: str, url: str) -> str:
-    done = _run(binary, "--dump-dom", url)
+def dump_dom(binary: str, url: str, budget_ms: int | None = None) -> str:
+    """The DOM after load; with ``budget_ms``, after that much virtual time (timers, htmx polling) has run."""
+    extra = () if budget_ms is None else (f"--virtual-time-budget={budget_ms}",)
+    done = _run(binary, *extra, "--dump-dom", url)
     assert done.returncode == 0 and "<html" in done.stdout, f"chromium --dump-dom {url}: {done.stderr[-500:]}"
     return done.stdout
 

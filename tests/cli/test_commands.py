@@ -213,7 +213,7 @@ def test_export_import_and_backup(run: Run, filled: tuple[str, Sample], tmp_path
     target = tmp_path / "backup.db"
     done = run("backup", str(target), "--json")
     result = json.loads(done.stdout)
-    if result["kind"] == "sqlite":
+    if result["kind"] == "file":
         with durastate.open(target) as b:
             assert b.kv.get(b"run-1", b"cfg", b"model") == filled[1].kv_values[(b"run-1", b"cfg", b"model")]
     else:

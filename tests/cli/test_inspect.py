@@ -8,6 +8,7 @@ import pytest
 
 import durastate
 from durastate.cli import inspect
+from durastate.engines import postgres_tools, sqlite_tools
 from durastate.engines.base import DDL
 from durastate.testing.sample import fill
 
@@ -17,18 +18,18 @@ from .conftest import run_cli
 def test_bounded_count_is_exact_below_the_cap_and_marked_above(
     shared_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(inspect, "COUNT_CAP", {"sqlite": 10, "postgresql": 10})
     with durastate.open(shared_url) as store:
+        tools = store.engine.tools
+        monkeypatch.setattr(type(tools), "count_cap", 10)
         store.kv.put_many(b"s", b"n", [(b"%03d" % i, b"v") for i in range(50)])
         store.kv.put(b"t", b"n", b"k", b"v")
-        assert inspect.bounded_count(store.engine, "kv_counter") == (0, True)
+        assert tools.bounded_count("kv_counter") == (0, True)
         store.kv.incr(b"s", b"n", b"c")
-        assert inspect.bounded_count(store.engine, "kv_counter") == (1, True)
+        assert tools.bounded_count("kv_counter") == (1, True)
+        assert tools.bounded_count("kv") == (10, False)  # a lower bound (no estimate yet)
         if store.engine.dialect.name == "postgresql":
             store.engine.execute(store.engine.sql(DDL("ANALYZE {p}kv")))
-            assert inspect.bounded_count(store.engine, "kv") == (51, False)  # the planner's estimate
-        else:
-            assert inspect.bounded_count(store.engine, "kv") == (10, False)  # a lower bound
+            assert tools.bounded_count("kv") == (51, False)  # the planner's estimate
         tables = {t["table"]: t for t in inspect.table_stats(store, scan=False)}
         assert tables["kv"]["exact"] is False and tables["kv_counter"]["exact"] is True
         assert {t["table"]: t["rows"] for t in inspect.table_stats(store)}["kv"] == 51  # stats counts exactly
@@ -38,8 +39,8 @@ def test_warnings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     with durastate.open(tmp_path / "s.db") as store:
         fill(store)
         assert inspect.health(store).warnings == []
-        monkeypatch.setattr(inspect, "filesystem_type", lambda path: "nfs4")
-        monkeypatch.setattr(inspect, "WAL_WARN_BYTES", -1)
+        monkeypatch.setattr(sqlite_tools, "filesystem_type", lambda path: "nfs4")
+        monkeypatch.setattr(sqlite_tools, "WAL_WARN_BYTES", -1)
         warnings = inspect.health(store).warnings
     assert any("network filesystem (nfs4)" in w for w in warnings)
     assert any("checkpoints are not keeping up" in w for w in warnings)
@@ -50,7 +51,7 @@ def test_attempt_table_warning_on_postgres(shared_url: str, monkeypatch: pytest.
         fill(store)
         if store.engine.dialect.name != "postgresql":
             pytest.skip("the attempt table exists on PostgreSQL only")
-        monkeypatch.setattr(inspect, "ATTEMPT_WARN_ROWS", 0)
+        monkeypatch.setattr(postgres_tools, "ATTEMPT_WARN_ROWS", 0)
         h = inspect.health(store)
     assert h.facts["attempt_rows"] > 0
     assert any("attempt table" in w for w in h.warnings)

@@ -14,6 +14,7 @@ import pytest
 
 import durastate
 from durastate.cli import app as cli_app
+from durastate.engines import sqlite_tools
 from durastate.testing.sample import fill
 
 from .conftest import run_cli
@@ -68,10 +69,10 @@ def test_writes_during_the_copy_restart_it_then_it_finishes_in_one_step(
                 writer.kv.incr(b"live", b"stats", b"rows")
             writes[0] += 1
 
-        monkeypatch.setattr(cli_app, "BACKUP_STEP", 8)
+        monkeypatch.setattr(sqlite_tools, "BACKUP_STEP", 8)
         monkeypatch.setattr(cli_app.Progress, "advance", write_between_steps)
-        result = cli_app.sqlite_backup(source, tmp_path / "copy.db", quiet=True)
-    assert result.restarts > cli_app.BACKUP_RESTARTS and result.one_step
+        result = cli_app.file_backup(store, tmp_path / "copy.db", quiet=True)
+    assert result.restarts > sqlite_tools.BACKUP_RESTARTS and result.one_step
     with durastate.open(tmp_path / "copy.db") as copy:
         rows = sum(1 for _ in copy.kv.scan(b"live", b"rows"))
         assert copy.kv.counter(b"live", b"stats", b"rows") == rows
@@ -87,8 +88,8 @@ def test_interrupted_backup_leaves_nothing(tmp_path: Path, monkeypatch: pytest.M
         raise KeyboardInterrupt
 
     monkeypatch.setattr(cli_app.Progress, "advance", interrupt)
-    with pytest.raises(KeyboardInterrupt):
-        cli_app.sqlite_backup(source, tmp_path / "copy.db", quiet=True)
+    with pytest.raises(KeyboardInterrupt), durastate.open(source, read_only=True) as store:
+        cli_app.file_backup(store, tmp_path / "copy.db", quiet=True)
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
         p.name for p in tmp_path.iterdir() if p.name.startswith("live.db")
     )

@@ -14,11 +14,16 @@ skip, and the reason is repeated loudly in the terminal summary.
 
 from __future__ import annotations
 
+import contextlib
+import datetime
+import functools
+import http.server
 import io
 import os
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -59,13 +64,13 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-@pytest.fixture
-def inspector(filled: tuple[str, Sample]) -> Iterator[str]:
-    url, _ = filled
+@contextlib.contextmanager
+def serve(url: str, *args: str) -> Iterator[str]:
+    """``durastate ui`` over ``url`` with ``args`` on a free port, until the block ends; yields its base URL."""
     port = _free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("DURASTATE_")}
     server = subprocess.Popen(
-        [sys.executable, "-m", "durastate.cli", "ui", "--url", url, "--port", str(port), "--page-size", "3"],
+        [sys.executable, "-m", "durastate.cli", "ui", "--url", url, "--port", str(port), *args],
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -91,17 +96,26 @@ def inspector(filled: tuple[str, Sample]) -> Iterator[str]:
         server.wait(timeout=30)
 
 
+@pytest.fixture
+def inspector(filled: tuple[str, Sample]) -> Iterator[str]:
+    with serve(filled[0], "--page-size", "3") as base:
+        yield base
+
+
 def pages(sample: Sample, second_page_cursor: str) -> dict[str, str]:
     fork = next(c for c, p in sample.conversations.items() if p is not None)
     return {
         "overview": "/",
         "kv": "/kv?scope=run-1&ns=cfg&key=params&view=json",
+        "kv-hex": "/kv?scope=run-1&ns=blobs&key=" + quote("hex:00ff62696e"),
+        "kv-log": "/kv?scope=run-1&ns=log&log=stream",
         "queues": "/queues",
         "queue": "/queues/emails",
         "queue-leased": "/queues/emails?after=" + quote(second_page_cursor),
         "queue-dead": "/queues/fragile",
         "events": "/events",
         "session": "/events/chat-1",
+        "dead-events": "/dead-letters/events",
         "documents": "/documents",
         "document": "/documents/" + quote("runs/1"),
         "records": "/records",
@@ -129,6 +143,14 @@ def test_every_page_in_chromium(chromium: str, inspector: str, filled: tuple[str
     if not url.startswith("postgresql"):
         assert "not checked" in facts  # a page load never reads the whole file (doctor does)
 
+    # The sample's dead letters are flagged, as words and signs (not colour alone).
+    alerts = [" ".join(r) for r in overview.by_id("alerts").rows()]
+    assert "⚠ DEAD LETTERS queue fragile 1 dead letter" in alerts
+    assert "⚠ DEAD LETTERS lane (no lane) 1 dead letter" in alerts
+    lines = {(r[0], r[1]): r[2:] for r in overview.by_id("backlog").rows()}
+    assert lines[("queue", "emails")][0] == "3" and lines[("queue", "fragile")][3] == "1 ⚠"
+    assert overview.by_id("live").attrs["hx-trigger"] == "every 5s"
+
     kv = doms["kv"]
     tree = kv.by_id("scope-tree").text()
     # Paged at 3: the first three scopes, and a link to more.
@@ -138,7 +160,18 @@ def test_every_page_in_chromium(chromium: str, inspector: str, filled: tuple[str
     assert [r[0] for r in kv.by_id("kv-rows").rows()] == ["model", "params"]
     assert '"temperature": 0.2' in kv.by_id("value").text()
 
-    queues = {r[0]: [int(x) for x in r[1:]] for r in doms["queues"].by_id("queues").rows()}
+    hexed = doms["kv-hex"].by_id("value")
+    assert hexed.attrs["class"] == "hex"  # binary opens as hex by itself
+    # One row: offset, 16 bytes in two groups of 8, the ASCII column (the parser reads spans apart).
+    row = [n.text() for n in hexed.children] + [hexed.text()]
+    assert row[:2] == ["00000000", "|................|"] and "00 01 02 03 04 05 06 07 08 09 0a 0b 0c 0d 0e 0f" in row[2]
+    entries = doms["kv-log"].by_id("log-entries").rows()
+    assert [(r[2], r[3]) for r in entries] == [("started", "raw"), ("step-1", "raw")]
+    assert int(entries[0][0]) < int(entries[1][0])  # ordinals, in order
+    assert doms["kv-log"].by_id("kv-logs").rows() == [["stream"]]
+
+    queues = {r[0]: [int(x.rstrip(" ⚠")) for x in r[1:]] for r in doms["queues"].by_id("queues").rows()}
+    assert [r[4] for r in doms["queues"].by_id("queues").rows()] == ["0", "1 ⚠"]  # dead letters flagged
     assert queues == {q: [c["ready"], c["in_flight"], c["delayed"], c["dead"]] for q, c in sample.queues.items()}
     items = doms["queue"].by_id("items").rows()
     assert [r[1] for r in items] == ["ready", "ready", "ready"]  # page of 3, in delivery order
@@ -152,9 +185,13 @@ def test_every_page_in_chromium(chromium: str, inspector: str, filled: tuple[str
     sessions = [r[0] for r in doms["events"].by_id("sessions").rows()]
     assert sessions == sample.sessions
     timeline = {r[1]: r[4] for r in doms["session"].by_id("timeline").rows()}
-    assert timeline == {"m1": "processed", "m2": "pending", "t1": "dead"}  # the first page of 3
+    assert timeline == {"m1": "processed", "m2": "pending", "t1": "dead ⚠"}  # the first page of 3; flagged
     assert "search backend down" in doms["session"].by_id("timeline").text()
     assert doms["session"].by_id("snapshots").rows()[0][0] == "transcript"
+    stamps = [n for n in doms["session"].by_id("timeline").walk() if n.tag == "time"]
+    assert stamps and all(datetime.datetime.fromisoformat(n.attrs["datetime"] or "").tzinfo for n in stamps)
+    [dead_event] = doms["dead-events"].by_id("dead-events").rows()
+    assert dead_event[:2] == ["chat-1", "3"] and "search backend down" in dead_event[7]
 
     listed = doms["documents"].by_id("documents").rows()
     assert {r[0]: int(r[1]) for r in listed} == sample.documents
@@ -220,6 +257,83 @@ def test_no_endpoint_writes(inspector: str, filled: tuple[str, Sample]) -> None:
             with pytest.raises(urllib.error.HTTPError) as refused:
                 urllib.request.urlopen(request, timeout=10)
             assert refused.value.code == 405, (method, path)
+    for action in ("queue-redrive", "queue-purge", "events-redrive"):  # no --allow-writes: no action routes
+        request = urllib.request.Request(inspector + "/actions/" + action, data=b"target=fragile", method="POST")
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(request, timeout=10)
+        assert refused.value.code == 404, action
+
+
+@pytest.mark.slow
+def test_overview_refreshes_itself_and_pauses_in_chromium(
+    chromium: str, filled: tuple[str, Sample], tmp_path: Path
+) -> None:
+    """htmx polls the alerts (the swapped-in part says it came from a poll); opened paused, it does not."""
+    url, _ = filled
+    with serve(url, "--refresh", "1") as base:
+        polled = parse(dump_dom(chromium, base + "/", budget_ms=5000))
+        assert polled.by_id("live").attrs["data-source"] == "poll"
+        assert "DEAD LETTERS" in polled.by_id("alerts").text()  # the polled part is the whole alerts part
+        paused = parse(dump_dom(chromium, base + "/#paused", budget_ms=5000))
+        assert paused.by_id("live").attrs["data-source"] == "page"
+        assert paused.by_id("pause").attrs["aria-pressed"] == "true" and "resume" in paused.by_id("pause").text()
+        assert paused.by_id("refresh-note").text() == "refresh paused"
+
+
+@pytest.mark.slow
+def test_actions_are_offered_and_confirmed_in_chromium(
+    chromium: str, filled: tuple[str, Sample], tmp_path: Path
+) -> None:
+    """With --allow-writes the dead letters carry redrive/purge links, each to a confirm page with a form."""
+    url, _ = filled
+    with serve(url, "--allow-writes", "--page-size", "3") as base:
+        queue = parse(dump_dom(chromium, base + "/queues/fragile"))
+        assert queue.by_id("purge-all").attrs["href"] == "/confirm?action=queue-purge&target=fragile"
+        assert "writes allowed" in queue.text()
+        confirm = parse(dump_dom(chromium, base + "/confirm?action=queue-purge&target=fragile"))
+        assert "deletes 1 dead letter for good" in confirm.by_id("what").text()
+        form = confirm.by_id("confirm-form")
+        assert (form.attrs["method"], form.attrs["action"]) == ("post", "/actions/queue-purge")
+        update = os.environ.get("DURASTATE_UPDATE_SCREENSHOTS") == "1" and url.startswith("sqlite")
+        target = DOCS if update else tmp_path
+        shots = {"confirm": "/confirm?action=queue-purge&target=fragile", "queue-writes": "/queues/fragile"}
+        for name, path in shots.items():
+            shot = target / f"{name}.png"
+            screenshot(chromium, base + path, shot)
+            assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    with durastate.open(url) as store:
+        assert store.queues.stats("fragile").dead == 1  # looking wrote nothing
+
+
+@pytest.mark.slow
+def test_a_cross_site_form_cannot_act_even_with_a_leaked_token(
+    chromium: str, filled: tuple[str, Sample], tmp_path: Path
+) -> None:
+    """A page on another origin auto-submits the purge form, with a valid CSRF token copied from a confirm page:
+    Chromium sends its Origin and Sec-Fetch-Site, the inspector refuses (403) and nothing is purged."""
+    url, _ = filled
+    with serve(url, "--allow-writes") as base:
+        with urllib.request.urlopen(base + "/confirm?action=queue-purge&target=fragile", timeout=10) as r:
+            confirm = parse(r.read().decode())
+        fields = {n.attrs["name"]: n.attrs["value"] for n in confirm.by_id("confirm-form").walk() if n.tag == "input"}
+        inputs = "".join(f'<input type="hidden" name="{k}" value="{v}">' for k, v in fields.items())
+        (tmp_path / "attack.html").write_text(
+            f'<!doctype html><html><body><form method="post" action="{base}/actions/queue-purge">{inputs}</form>'
+            "<script>document.forms[0].submit()</script></body></html>"
+        )
+        attacker = http.server.ThreadingHTTPServer(
+            ("127.0.0.1", 0), functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(tmp_path))
+        )
+        thread = threading.Thread(target=attacker.serve_forever, daemon=True)
+        thread.start()
+        try:
+            landed = dump_dom(chromium, f"http://127.0.0.1:{attacker.server_address[1]}/attack.html", budget_ms=3000)
+        finally:
+            attacker.shutdown()
+            thread.join(timeout=10)
+    assert "refused: a cross-site request" in landed  # the form was posted, and answered with the refusal
+    with durastate.open(url) as store:
+        assert store.queues.stats("fragile").dead == 1
 
 
 def test_missing_things_are_404_and_bad_input_400(inspector: str) -> None:

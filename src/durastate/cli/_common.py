@@ -280,8 +280,9 @@ class Progress:
     rules): the bar's label with rich, a plain line on the terminal without.
     """
 
-    def __init__(self, label: str, total_rows: int | None, *, enabled: bool | None = None) -> None:
+    def __init__(self, label: str, total_rows: int | None, *, enabled: bool | None = None, unit: str = "rows") -> None:
         self.label = label
+        self.unit = unit  # what is counted: "rows", or "pages" for a file backup
         self.total = total_rows
         self.rows = 0
         self.bytes = 0
@@ -305,7 +306,7 @@ class Progress:
                 TextColumn("{task.description}"),
                 BarColumn(),
                 MofNCompleteColumn(),
-                TextColumn("rows  {task.fields[rate]}"),
+                TextColumn(unit + "  {task.fields[rate]}"),
                 TimeElapsedColumn(),
                 transient=False,
                 console=_stderr_console(),
@@ -323,8 +324,8 @@ class Progress:
         self.bytes += nbytes
         if self._bar is not None:
             elapsed = max(time.monotonic() - self._started, 1e-6)
-            rate = f"{self.rows / elapsed:,.0f} rows/s  {human_bytes(self.bytes / elapsed)}/s"
-            self._bar.update(self._task, completed=self.rows, rate=rate)
+            rate = f"{self.rows / elapsed:,.0f} {self.unit}/s  {human_bytes(self.bytes / elapsed)}/s"
+            self._bar.update(self._task, completed=self.rows, total=self.total, rate=rate)
 
     def step(self, name: str, rows: int) -> None:
         """Stage ``name`` is done, having handled ``rows`` rows (counted in as ``advance`` does)."""
@@ -341,8 +342,8 @@ class Progress:
     def summary(self) -> str:
         elapsed = max(time.monotonic() - self._started, 1e-6)
         return (
-            f"{self.label}: {self.rows:,} rows, {human_bytes(self.bytes)} in {elapsed:.2f} s "
-            f"({self.rows / elapsed:,.0f} rows/s, {human_bytes(self.bytes / elapsed)}/s)"
+            f"{self.label}: {self.rows:,} {self.unit}, {human_bytes(self.bytes)} in {elapsed:.2f} s "
+            f"({self.rows / elapsed:,.0f} {self.unit}/s, {human_bytes(self.bytes / elapsed)}/s)"
         )
 
 

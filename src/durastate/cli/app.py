@@ -13,16 +13,16 @@ import gzip
 import os
 import re
 import secrets
-import sqlite3
 import sys
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, TypeVar
 
 import click
 
 import durastate
+from durastate.engines.tools import BackupResult
+from durastate.errors import NotSupported
 
 from . import browse, dump, shards
 from ._common import (
@@ -31,7 +31,6 @@ from ._common import (
     emit,
     errors_as_exit_1,
     human_bytes,
-    is_postgres,
     json_option,
     open_for_reading,
     print_json,
@@ -241,75 +240,21 @@ def _import(source: str, quiet: bool, url: str | None, prefix: str) -> tuple[dic
     return counts, store.url
 
 
-class _TooManyRestarts(Exception):
-    pass
+def file_backup(store: durastate.Store, dest: Path, quiet: bool) -> BackupResult:
+    """``store.engine.tools.backup`` into ``dest`` with a progress bar (pages); ``NotSupported`` where the engine
+    has no file copy."""
+    progress = Progress("backup", None, enabled=None if not quiet else False, unit="pages")
+    with progress:
 
+        def step(done: int, total: int, page_size: int) -> None:
+            progress.total = total
+            # After a restart ``done`` drops back, and so does the bar.
+            progress.advance(done - progress.rows, (done - progress.rows) * page_size)
 
-@dataclass(frozen=True)
-class BackupResult:
-    pages: int  # pages of the source when the backup started
-    restarts: int  # how often other connections' writes restarted the stepwise copy
-    one_step: bool  # whether it finished with a single-step copy after too many restarts
-
-
-def sqlite_backup(source: Path, dest: Path, quiet: bool) -> BackupResult:
-    """Copy a live SQLite file with the online backup API.
-
-    Copies ``BACKUP_STEP`` pages a step so progress can be shown; writes by
-    other connections restart a stepwise backup, so after a few restarts it
-    finishes in one step (a single read snapshot; WAL writers go on).
-    """
-    tmp = temporary_sibling(dest)
-    # A plain (read-write) connection: a read-only one cannot open a WAL file
-    # whose -shm is missing; the backup only ever reads from it.
-    src = sqlite3.connect(source.resolve().as_uri(), uri=True)
-    try:
-        total = int(src.execute("PRAGMA page_count").fetchone()[0])
-        page_size = int(src.execute("PRAGMA page_size").fetchone()[0])
-        progress = Progress("backup", total, enabled=None if not quiet else False)
-        state = {"remaining": total + 1, "restarts": 0}
-
-        def step(status: int, remaining: int, pages: int) -> None:
-            if remaining > state["remaining"]:
-                state["restarts"] += 1
-                if state["restarts"] > BACKUP_RESTARTS:
-                    raise _TooManyRestarts
-            done = pages - remaining  # after a restart this drops back, and so does the bar
-            progress.advance(done - progress.rows, max(0, done - progress.rows) * page_size)
-            state["remaining"] = remaining
-
-        try:
-            with progress:
-                dst = sqlite3.connect(tmp)
-                try:
-                    one_step = False
-                    try:
-                        src.backup(dst, pages=BACKUP_STEP, progress=step)
-                    except _TooManyRestarts:
-                        one_step = True
-                        src.backup(dst, pages=-1)
-                    check = dst.execute("PRAGMA quick_check").fetchone()[0]
-                    if check != "ok":
-                        raise click.ClickException(f"the copy failed its integrity check: {check}")
-                    dst.execute("PRAGMA journal_mode=WAL")
-                finally:
-                    dst.close()
-            os.chmod(tmp, 0o600)
-            os.replace(tmp, dest)
-        except BaseException:
-            for leftover in (tmp, tmp.with_name(tmp.name + "-wal"), tmp.with_name(tmp.name + "-shm")):
-                with contextlib.suppress(FileNotFoundError):
-                    leftover.unlink()
-            raise
-        if not quiet:
-            click.echo(progress.summary(), err=True)
-        return BackupResult(total, state["restarts"], one_step)
-    finally:
-        src.close()
-
-
-BACKUP_STEP = 1024
-BACKUP_RESTARTS = 3
+        copied = store.engine.tools.backup(dest, step)
+    if not quiet:
+        click.echo(progress.summary(), err=True)
+    return copied
 
 
 @cli.command()
@@ -326,22 +271,18 @@ def backup(dest: str, quiet: bool, url: str | None, prefix: str, as_json: bool) 
     """
     if Path(dest).exists():
         raise click.ClickException(f"{dest} exists; pick a new name")
-    path = sqlite_file(url)
-    if path is None or is_postgres(url):
-        with store_from(url, prefix, read_only=True) as store:
-            if store.engine.dialect.name != "postgresql":
-                raise click.ClickException("an in-memory store cannot be backed up")
-            counts = _export_to(store, dest, quiet)
-        click.echo("PostgreSQL: wrote a portable export; for a physical backup use pg_dump", err=True)
-        result: dict[str, Any] = {"dest": dest, "kind": "export", "rows": sum(counts.values())}
-    else:
-        if not path.exists():
-            raise click.ClickException(f"no store at {path}")
+    with store_from(url, prefix, read_only=True) as store:
+        if store.engine.capabilities.in_memory:
+            raise click.ClickException("an in-memory store cannot be backed up")
         try:
-            copied = sqlite_backup(path, Path(dest), quiet)
-        except sqlite3.Error as exc:
-            raise click.ClickException(f"backup of {path} to {dest} failed: {exc}") from None
-        result = {"dest": dest, "kind": "sqlite", **dataclasses.asdict(copied)}
+            copied = file_backup(store, Path(dest), quiet)
+            result: dict[str, Any] = {"dest": dest, "kind": "file", **dataclasses.asdict(copied)}
+        except NotSupported:  # a server: its rows, portable (import them with `durastate import`)
+            counts = _export_to(store, dest, quiet)
+            click.echo(
+                "wrote a portable export; for a physical backup of a server use its own tools (pg_dump)", err=True
+            )
+            result = {"dest": dest, "kind": "export", "rows": sum(counts.values())}
     if as_json:
         print_json(result)
     else:
@@ -522,15 +463,51 @@ def demo(ctx: click.Context, url: str | None, prefix: str) -> None:
     help="Require this token (open the page once with ?token=...). Bound beyond loopback without one, "
     "a random token is made and printed. Env: DURASTATE_UI_TOKEN.",
 )
+@click.option(
+    "--allow-writes",
+    is_flag=True,
+    help="Offer redrive and purge of dead letters (each confirmed); without it the store is opened read-only.",
+)
+@click.option(
+    "--stale-after",
+    type=click.FloatRange(0, min_open=True),
+    default=60.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="Flag a queue or event lane whose oldest ready item has waited longer.",
+)
+@click.option(
+    "--backlog-over", type=click.IntRange(0), default=1000, show_default=True, help="Flag more ready items than this."
+)
+@click.option(
+    "--refresh",
+    type=click.FloatRange(0),
+    default=5.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="Refresh the overview's alerts this often (0: never).",
+)
 @url_option
 def ui(
-    host: str, port: int, page_size: int, allow_hosts: tuple[str, ...], token: str | None, url: str | None, prefix: str
+    host: str,
+    port: int,
+    page_size: int,
+    allow_hosts: tuple[str, ...],
+    token: str | None,
+    allow_writes: bool,
+    stale_after: float,
+    backlog_over: int,
+    refresh: float,
+    url: str | None,
+    prefix: str,
 ) -> None:
-    """Serve the read-only inspector web page (needs the [ui] extra)."""
+    """Serve the inspector web page (needs the [ui] extra): read-only unless --allow-writes."""
     try:
         import uvicorn
 
+        from ._common import open_store
         from .ui import create_app
+        from .ui.alerts import Thresholds
         from .ui.guard import is_loopback
     except ImportError as exc:
         raise click.ClickException(f"the inspector needs the [ui] extra: pip install 'durastate[ui]' ({exc})") from None
@@ -545,10 +522,20 @@ def ui(
             f"(open http://{shown}:{port}/?token={token} once)",
             err=True,
         )
-    store = open_for_reading(url, prefix)
+    store = open_store(url, prefix) if allow_writes else open_for_reading(url, prefix)
     try:
-        app = create_app(store, page_size=page_size, bound=host, allow_hosts=allow_hosts, token=token)
-        click.echo(f"durastate inspector on http://{shown}:{port}/ (read-only; Ctrl-C stops)", err=True)
+        app = create_app(
+            store,
+            page_size=page_size,
+            bound=host,
+            allow_hosts=allow_hosts,
+            token=token,
+            allow_writes=allow_writes,
+            thresholds=Thresholds(stale_after=stale_after, backlog_over=backlog_over),
+            refresh=refresh,
+        )
+        mode = "redrive and purge of dead letters allowed" if allow_writes else "read-only"
+        click.echo(f"durastate inspector on http://{shown}:{port}/ ({mode}; Ctrl-C stops)", err=True)
         uvicorn.run(app, host=host, port=port, log_level="warning")
     finally:
         store.close()

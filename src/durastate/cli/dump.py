@@ -32,81 +32,30 @@ id (a new push on the imported store gets the next id after it).
 from __future__ import annotations
 
 import base64
-import re
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
 from typing import IO, Any
 
 import orjson
 
 import durastate
-from durastate.engines.base import READ, SQL, WRITE, WRITE_ROWS, Engine, Kind, Statement
+from durastate.engines.base import READ, SQL, WRITE, Engine, Kind, Statement
+from durastate.engines.tools import TableShape
 from durastate.errors import InvalidRequest
-from durastate.store import SCHEMAS
+from durastate.facets import FACETS
 
 FORMAT = "durastate-export"
 VERSION = 1
 PAGE_ROWS = 1000
 
-# Core tables that are not facet data: the schema versions (written by
-# migrate), retry bookkeeping (PostgreSQL), the sequences (own section).
-_NOT_DUMPED = {"schema", "attempt", "sequence"}
-_TABLE_RE = re.compile(r"CREATE TABLE \{p\}(\w+) \(")
 
-# -- catalog statements (read-only) --------------------------------------------
-
-TABLE_COLUMNS = READ(
-    {
-        "sqlite": "SELECT name, pk FROM pragma_table_info(?) ORDER BY cid",
-        "postgresql": (
-            "SELECT a.attname, COALESCE((SELECT k.n FROM unnest(i.indkey) WITH ORDINALITY AS k(attnum, n)"
-            " WHERE k.attnum = a.attnum), 0)"
-            " FROM pg_catalog.pg_attribute a"
-            " LEFT JOIN pg_catalog.pg_index i ON i.indrelid = a.attrelid AND i.indisprimary"
-            " WHERE a.attrelid = to_regclass(?) AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum"
-        ),
-    }
-)
-READ_SEQUENCES = READ("SELECT name, value FROM {p}sequence")
-# SQLite hands out kv log ordinals by AUTOINCREMENT, kept in sqlite_sequence.
-SQLITE_AUTOINCREMENT = READ("SELECT seq FROM sqlite_sequence WHERE name = ?")
-SET_SQLITE_AUTOINCREMENT = WRITE("UPDATE sqlite_sequence SET seq = ? WHERE name = ?")
-ADD_SQLITE_AUTOINCREMENT = WRITE("INSERT INTO sqlite_sequence (name, seq) VALUES (?, ?)")
-SET_SEQUENCE = WRITE("UPDATE {p}sequence SET value = ? WHERE name = ?")
-# PostgreSQL identity columns (queue ids) continue after the imported rows.
-RESET_IDENTITY = "SELECT setval(pg_get_serial_sequence(?, 'id'), COALESCE(MAX(id), 0) + 1, false) FROM {p}{table}"
-IDENTITY_TABLES = ("queue", "queue_dead")
-
-
-def facet_tables() -> list[str]:
-    """Every facet table name (without prefix), in schema order, from the facets' SCHEMA."""
-    names: list[str] = []
-    for schema in SCHEMAS:
-        for migration in schema.migrations:
-            texts = list(migration.statements) + [t for d in migration.per_dialect.values() for t in d]
-            for text in texts:
-                m = _TABLE_RE.match(text)
-                if m and m.group(1) not in _NOT_DUMPED and m.group(1) not in names:
-                    names.append(m.group(1))
-    return names
-
-
-@dataclass(frozen=True)
-class TableShape:
-    name: str
-    columns: tuple[str, ...]
-    key: tuple[str, ...]  # primary key columns, in key order
+def facet_tables(store: durastate.Store) -> list[str]:
+    """The tables (without prefix) of the store's facets, in registry order (``durastate.facets``)."""
+    return [table for facet in FACETS if facet.name in store.facets for table in facet.tables]
 
 
 def table_shape(engine: Engine, table: str) -> TableShape:
-    rows = engine.all(engine.sql(TABLE_COLUMNS), (engine.prefix + table,))
-    if not rows:
-        raise InvalidRequest(f"table {engine.prefix}{table} not found")
-    columns = tuple(str(r[0]) for r in rows)
-    key = tuple(str(name) for name, pos in sorted((r for r in rows if r[1]), key=lambda r: int(r[1])))
-    if not key:
-        raise InvalidRequest(f"table {engine.prefix}{table} has no primary key; cannot page it")
-    return TableShape(table, columns, key)
+    """The table's columns and primary key, from the engine's catalog (``engine.tools``)."""
+    return engine.tools.table_shape(table)
 
 
 def _page_sql(shape: TableShape, after: bool) -> Statement:
@@ -133,17 +82,12 @@ def iter_rows(engine: Engine, shape: TableShape) -> Iterator[dict[str, Any]]:
 
 
 def count_rows(engine: Engine, table: str) -> int:
-    row = engine.one(engine.sql(READ(f"SELECT COUNT(*) FROM {{p}}{table}")))
-    return 0 if row is None else int(row[0])
+    return engine.tools.count_rows(table)
 
 
 def sequences(engine: Engine) -> dict[str, int]:
-    """The store's sequences under engine-neutral names."""
-    values = {str(n): int(v) for n, v in engine.all(engine.sql(READ_SEQUENCES))}
-    if engine.dialect.name == "sqlite":
-        row = engine.one(engine.sql(SQLITE_AUTOINCREMENT), (engine.prefix + "kv_log",))
-        values["kv_log"] = 0 if row is None else int(row[0])
-    return values
+    """The store's sequences under engine-neutral names (``engine.tools.sequences``)."""
+    return engine.tools.sequences()
 
 
 def _encode(value: Any) -> Any:
@@ -172,7 +116,7 @@ def export_store(store: durastate.Store, out: IO[bytes], tick: Tick | None = Non
         return len(data)
 
     with engine.read_transaction():
-        versions = _schema_versions()
+        versions = _schema_versions(store)
         line(
             {
                 "format": FORMAT,
@@ -183,7 +127,7 @@ def export_store(store: durastate.Store, out: IO[bytes], tick: Tick | None = Non
                 "exported_at_ms": engine.now_ms(),
             }
         )
-        for table in facet_tables():
+        for table in facet_tables(store):
             shape = table_shape(engine, table)
             n = count_rows(engine, table)  # same snapshot as the rows
             line({"table": table, "columns": list(shape.columns), "rows": n})
@@ -201,16 +145,17 @@ def export_store(store: durastate.Store, out: IO[bytes], tick: Tick | None = Non
 
 def total_rows(store: durastate.Store) -> int:
     engine = store.engine
-    return sum(count_rows(engine, t) for t in facet_tables())
+    return sum(count_rows(engine, t) for t in facet_tables(store))
 
 
-def _schema_versions() -> dict[str, int]:
-    return {s.facet: s.version for s in SCHEMAS}
+def _schema_versions(store: durastate.Store) -> dict[str, int]:
+    """The schema version of each of the store's facets (a dump is read back only by the same versions)."""
+    return {facet.schema.facet: facet.schema.version for facet in FACETS if facet.name in store.facets}
 
 
 def is_empty(store: durastate.Store) -> bool:
     engine = store.engine
-    if any(count_rows(engine, t) for t in facet_tables()):
+    if any(count_rows(engine, t) for t in facet_tables(store)):
         return False
     return not any(sequences(engine).values())
 
@@ -244,12 +189,13 @@ def import_store(store: durastate.Store, source: IO[bytes], tick: Tick | None = 
         raise InvalidRequest('not a durastate export (the first line has no "format": "durastate-export")')
     if header.get("version") != VERSION:
         raise InvalidRequest(f"export format version {header.get('version')!r}; this durastate reads {VERSION}")
-    if header.get("schema") != _schema_versions():
+    versions = _schema_versions(store)
+    if header.get("schema") != versions:
         raise InvalidRequest(
-            f"the export's schema versions {header.get('schema')} differ from this durastate's "
-            f"{_schema_versions()}: import with the durastate version that exported it"
+            f"the export's schema versions {header.get('schema')} differ from this store's {versions}: "
+            "import with the durastate version that exported it, into a store of the same facets"
         )
-    known = set(facet_tables())
+    known = set(facet_tables(store))
     counts: dict[str, int] = {}
     with engine.transaction():
         if not is_empty(store):
@@ -307,7 +253,7 @@ def import_store(store: durastate.Store, source: IO[bytes], tick: Tick | None = 
                 if shape is not None and counts[shape.name] != expected:
                     raise InvalidRequest(f"table {shape.name}: {counts[shape.name]} rows, header said {expected}")
                 shape = None
-                _restore_sequences(engine, obj["sequences"])
+                engine.tools.restore_sequences(_sequence_values(obj["sequences"]))
             elif "end" in obj:
                 if int(obj["end"].get("rows", -1)) != sum(counts.values()):
                     raise InvalidRequest("the end line's row count does not match the rows read")
@@ -316,23 +262,18 @@ def import_store(store: durastate.Store, source: IO[bytes], tick: Tick | None = 
                 raise InvalidRequest(f"unexpected line {sorted(obj)}")
         if not ended:
             raise InvalidRequest("the export is truncated (no end line): nothing was imported")
-        if engine.dialect.name == "postgresql":
-            for table in IDENTITY_TABLES:
-                engine.one(engine.sql(WRITE_ROWS(RESET_IDENTITY.replace("{table}", table))), (engine.prefix + table,))
+        engine.tools.after_import(tuple(counts))
     return counts
 
 
-def _restore_sequences(engine: Engine, values: dict[str, Any]) -> None:
-    for name, value in values.items():
-        value = int(value)
-        if name == "kv_log" and engine.dialect.name == "sqlite":
-            table = engine.prefix + "kv_log"
-            if not engine.execute(engine.sql(SET_SQLITE_AUTOINCREMENT), (value, table)) and value:
-                engine.execute(engine.sql(ADD_SQLITE_AUTOINCREMENT), (table, value))
-        elif not engine.execute(engine.sql(SET_SEQUENCE), (value, name)) and value:
-            raise InvalidRequest(f"unknown sequence {name!r} in the export")
+def _sequence_values(values: Any) -> dict[str, int]:
+    if not isinstance(values, dict) or not all(
+        isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in values.values()
+    ):
+        raise InvalidRequest(f"the sequences line must map names to counts >= 0, got {values!r:.200}")
+    return {str(name): value for name, value in values.items()}
 
 
 def table_rows(store: durastate.Store) -> Iterable[tuple[str, int]]:
     engine = store.engine
-    return [(t, count_rows(engine, t)) for t in facet_tables()]
+    return [(t, count_rows(engine, t)) for t in facet_tables(store)]

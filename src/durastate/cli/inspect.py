@@ -7,30 +7,18 @@ PostgreSQL facts from the catalog of the store's schema.
 
 from __future__ import annotations
 
-import os
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import durastate
-from durastate.engines.base import READ, Engine
-from durastate.engines.postgres_health import failover_facts
+from durastate.engines.base import READ
+from durastate.engines.tools import Health
 from durastate.facets import FACETS
 
 from ._common import redact
-from .dump import count_rows, facet_tables, table_shape
+from .dump import facet_tables
 
 # Facet of each table (the table names' stems), from the facet registry.
 FACET_OF = {table: facet.name for facet in FACETS for table in facet.tables}
-
-READ_SCHEMA_VERSIONS = READ("SELECT facet, version FROM {p}schema ORDER BY facet")
-SQLITE_PRAGMAS = ("page_size", "page_count", "freelist_count", "journal_mode", "synchronous", "auto_vacuum")
-SQLITE_TABLE_BYTES = READ("SELECT SUM(pgsize) FROM dbstat WHERE name = ? OR tbl_name = ?")
-SQLITE_QUICK_CHECK = READ("PRAGMA quick_check")
-SQLITE_INTEGRITY_CHECK = READ("PRAGMA integrity_check")
-PG_VERSION = READ("SELECT current_setting('server_version'), current_schema(), pg_database_size(current_database())")
-PG_TABLE_BYTES = READ("SELECT pg_total_relation_size(to_regclass(?))")
-PG_ATTEMPT_ROWS = READ("SELECT COUNT(*) FROM {p}attempt")
 
 # Top groups per facet for ``stats``: (label, table, group expression, bytes expression).
 GROUPS = {
@@ -41,43 +29,16 @@ GROUPS = {
     "presence namespaces": ("presence", "ns", "length(value)"),
 }
 
-NETWORK_FILESYSTEMS = {"nfs", "nfs4", "cifs", "smb3", "smbfs", "fuse.sshfs", "9p", "afs", "ceph", "glusterfs", "lustre"}
-WAL_WARN_BYTES = 64 * 1024 * 1024
-ATTEMPT_WARN_ROWS = 100_000
-
 
 def facet_of(table: str) -> str:
     return FACET_OF.get(table, table)
 
 
-@dataclass
-class Health:
-    facts: dict[str, Any] = field(default_factory=dict)
-    warnings: list[str] = field(default_factory=list)
-    problems: list[str] = field(default_factory=list)
-
-
-def filesystem_type(path: Path) -> str | None:
-    """The type of the filesystem ``path`` is on (Linux /proc/mounts), or None."""
-    try:
-        mounts = Path("/proc/mounts").read_text().splitlines()
-    except OSError:
-        return None
-    best, kind = "", None
-    target = str(path.resolve())
-    for line in mounts:
-        parts = line.split()
-        inside = len(parts) >= 3 and (target == parts[1] or target.startswith(parts[1].rstrip("/") + "/"))
-        if inside and len(parts[1]) >= len(best):
-            best, kind = parts[1], parts[2]
-    return kind
-
-
 def health(store: durastate.Store, *, check: str = "quick") -> Health:
-    """Engine facts, schema versions, an integrity check, warnings.
+    """The store's facts (engine, URL, prefix, versions), the engine's own (``engine.tools.health``), warnings.
 
-    ``check``: ``"quick"`` (SQLite ``quick_check``), ``"full"``
-    (``integrity_check``) or ``"none"``; both checks read the whole file.
+    ``check``: ``"quick"``, ``"full"`` or ``"none"``; what each checks is the
+    engine's (SQLite's ``quick_check`` and ``integrity_check`` read the whole file).
     """
     engine = store.engine
     h = Health()
@@ -85,128 +46,28 @@ def health(store: durastate.Store, *, check: str = "quick") -> Health:
     h.facts["url"] = redact(store.url)
     h.facts["prefix"] = engine.prefix
     h.facts["durastate"] = durastate.__version__ if hasattr(durastate, "__version__") else "?"
-    h.facts["schema"] = {str(f): int(v) for f, v in engine.all(engine.sql(READ_SCHEMA_VERSIONS))}
-    if engine.dialect.name == "sqlite":
-        _sqlite_health(store, engine, h, check)
-    else:
-        _postgres_health(engine, h)
+    h.facts["schema"] = dict(sorted(engine.schema_versions().items()))
+    own = engine.tools.health(check=check)
+    h.facts.update(own.facts)
+    h.warnings.extend(own.warnings)
+    h.problems.extend(own.problems)
     return h
 
 
-def _sqlite_health(store: durastate.Store, engine: Engine, h: Health, check: str) -> None:
-    for name in SQLITE_PRAGMAS:
-        row = engine.one(engine.sql(READ(f"PRAGMA {name}")))
-        h.facts[name] = None if row is None else row[0]
-    path = getattr(engine, "path", None)
-    if path and not getattr(engine, "is_memory", False):
-        db = Path(path)
-        wal = db.with_name(db.name + "-wal")
-        h.facts["file"] = str(db)
-        h.facts["file_bytes"] = db.stat().st_size if db.exists() else 0
-        h.facts["wal_bytes"] = wal.stat().st_size if wal.exists() else 0
-        fs = filesystem_type(db)
-        h.facts["filesystem"] = fs
-        if fs in NETWORK_FILESYSTEMS:
-            h.warnings.append(
-                f"{db} is on a network filesystem ({fs}): SQLite's WAL needs shared memory that "
-                "network filesystems do not provide; use a local disk or PostgreSQL"
-            )
-        if h.facts["wal_bytes"] > WAL_WARN_BYTES:
-            h.warnings.append(
-                f"the WAL is {h.facts['wal_bytes'] // (1024 * 1024)} MiB: checkpoints are not keeping up "
-                "(a reader holding a long transaction?); run `durastate maintain`"
-            )
-        if not os.access(db, os.W_OK):
-            h.warnings.append(f"{db} is not writable by this user")
-    if check == "none":
-        h.facts["integrity"] = "not checked (durastate doctor checks it)"
-        return
-    statement = SQLITE_INTEGRITY_CHECK if check == "full" else SQLITE_QUICK_CHECK
-    # One row per problem, or one row holding several lines: count lines.
-    result = [line for r in engine.all(engine.sql(statement)) for line in str(r[0]).splitlines()]
-    shown = result[:10] + ([f"... and {len(result) - 10} more"] if len(result) > 10 else [])
-    h.facts["integrity"] = "ok" if result == ["ok"] else shown
-    if result != ["ok"]:
-        h.problems.append("integrity check failed: " + "; ".join(result[:5]))
-
-
-def _postgres_health(engine: Engine, h: Health) -> None:
-    row = engine.one(engine.sql(PG_VERSION))
-    assert row is not None
-    h.facts["server_version"], h.facts["schema_name"], h.facts["database_bytes"] = row[0], row[1], int(row[2])
-    attempts = engine.one(engine.sql(PG_ATTEMPT_ROWS))
-    h.facts["attempt_rows"] = 0 if attempts is None else int(attempts[0])
-    if h.facts["attempt_rows"] > ATTEMPT_WARN_ROWS:
-        h.warnings.append(
-            f"the attempt table holds {h.facts['attempt_rows']:,} rows; the engine prunes rows older than an "
-            "hour as it writes, so this means a very high write rate or a stopped clock"
-        )
-    h.facts["integrity"] = "ok (the server checks its own pages)"
-    # What a failover can lose: replication, recovery, a pooler (engines.postgres_health).
-    facts, warnings = failover_facts(engine)
-    h.facts.update(facts)
-    h.warnings.extend(warnings)
-
-
-def table_bytes(engine: Engine, table: str, *, scan: bool = True) -> int | None:
-    """Bytes a table takes: its pages (SQLite dbstat; PostgreSQL relation size).
-
-    A SQLite built without the dbstat table answers the stored data's
-    length instead, by reading the whole table (only when ``scan``; else None).
-    """
-    name = engine.prefix + table
-    try:
-        if engine.dialect.name == "sqlite":
-            row = engine.one(engine.sql(SQLITE_TABLE_BYTES), (name, name))
-        else:
-            row = engine.one(engine.sql(PG_TABLE_BYTES), (name,))
-    except durastate.DurastateError:
-        if not scan:
-            return None
-        columns = table_shape(engine, table).columns
-        total = " + ".join(f"COALESCE(length({c}), 0)" for c in columns)
-        row = engine.one(engine.sql(READ(f"SELECT SUM({total}) FROM {{p}}{table}")))
-    return 0 if row is None or row[0] is None else int(row[0])
-
-
-# Bounded counting for pages: at most CAP rows are read per table.
-CAPPED_COUNT = "SELECT COUNT(*) FROM (SELECT 1 FROM {p}{table} LIMIT ?) AS capped"
-PG_ESTIMATE = READ("SELECT reltuples FROM pg_catalog.pg_class WHERE oid = to_regclass(?)")
-# SQLite counts from its b-tree pages quickly; PostgreSQL reads every row
-# (MVCC) and has its planner's estimate for the rest.
-COUNT_CAP = {"sqlite": 1_000_000, "postgresql": 10_000}
-
-
-def bounded_count(engine: Engine, table: str) -> tuple[int, bool]:
-    """``(rows, exact)``: exact up to the engine's ``COUNT_CAP``; beyond it
-    PostgreSQL's planner estimate (``reltuples``, when the table was
-    analyzed) or the cap itself (a lower bound)."""
-    cap = COUNT_CAP[engine.dialect.name]
-    row = engine.one(engine.sql(READ(CAPPED_COUNT.replace("{table}", table))), (cap + 1,))
-    n = 0 if row is None else int(row[0])
-    if n <= cap:
-        return n, True
-    if engine.dialect.name == "postgresql":
-        estimate = engine.one(engine.sql(PG_ESTIMATE), (engine.prefix + table,))
-        if estimate is not None and estimate[0] is not None and float(estimate[0]) > cap:
-            return int(estimate[0]), False
-    return cap, False
-
-
 def table_stats(store: durastate.Store, *, scan: bool = True) -> list[dict[str, Any]]:
-    """Rows and bytes per facet table.
+    """Rows and bytes per facet table of the store.
 
     ``scan=True`` (``durastate stats``): exact counts, and data lengths where
     the engine cannot size a table otherwise. ``scan=False`` (the inspector's
-    overview): bounded work per table, counts exact up to ``COUNT_CAP``
-    (``"exact": False`` marks an estimate or a lower bound).
+    overview): bounded work per table, counts exact up to the engine's
+    ``tools.count_cap`` (``"exact": False`` marks an estimate or a lower bound).
     """
-    engine = store.engine
+    tools = store.engine.tools
     stats = []
-    for t in facet_tables():
-        rows, exact = (count_rows(engine, t), True) if scan else bounded_count(engine, t)
+    for t in facet_tables(store):
+        rows, exact = (tools.count_rows(t), True) if scan else tools.bounded_count(t)
         stats.append(
-            {"facet": facet_of(t), "table": t, "rows": rows, "exact": exact, "bytes": table_bytes(engine, t, scan=scan)}
+            {"facet": facet_of(t), "table": t, "rows": rows, "exact": exact, "bytes": tools.table_bytes(t, scan=scan)}
         )
     return stats
 

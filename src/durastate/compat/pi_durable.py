@@ -84,7 +84,6 @@ from typing import Any, NotRequired, TypedDict, TypeVar
 from .. import store as _store
 from .._aio import AsyncRunner
 from ..engines.base import DDL, Engine, Statement, validate_prefix
-from ..engines.sqlite import SqliteEngine
 from ..errors import Conflict, DurastateError, InvalidRequest, NotFound, StoreClosed, StoreUnavailable
 from ..records import MAX_SAFE_INTEGER, Records
 from ._bridge import bridged
@@ -109,8 +108,6 @@ _SQLITE_PREFIX = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 # Run on each pool thread's SQLite connection before its first call.
 WAL_AUTOCHECKPOINT = "PRAGMA wal_autocheckpoint = {pages}"
-# Run once when the storage closes: leave an empty WAL behind, as pi-durable does.
-WAL_TRUNCATE = DDL("PRAGMA wal_checkpoint(TRUNCATE)")
 
 
 class StorageRequestError(Exception):
@@ -184,9 +181,10 @@ class _ThreadSetup:
         return call
 
 
-def _unavailable(exc: StoreUnavailable, on_sqlite: bool) -> StoreUnavailable:
-    """On SQLite, an error pi-durable's callers catch as ``sqlite3.OperationalError``."""
-    return SqliteUnavailable(str(exc)) if on_sqlite else exc
+def _unavailable(exc: StoreUnavailable) -> StoreUnavailable:
+    """An error pi-durable's callers catch as ``sqlite3.OperationalError`` (and ours as ``StoreUnavailable``),
+    whatever engine is under the storage: their code was written against SQLite's."""
+    return SqliteUnavailable(str(exc))
 
 
 def _closed() -> RuntimeError:
@@ -203,8 +201,8 @@ class SqliteStorage:
     def __init__(self, store: _store.Store, runner: AsyncRunner, wal_auto_checkpoint_pages: int | None = None) -> None:
         self._store = store
         engine = store.engine
-        self._on_sqlite = isinstance(engine, SqliteEngine)
-        self._file = isinstance(engine, SqliteEngine) and not engine.is_memory
+        # A store in one file has a WAL to tune and to leave empty (engines.tools).
+        self._file = engine.tools.file is not None
         self._records: Any = store.records
         if self._file and wal_auto_checkpoint_pages is not None:
             pragma = DDL(WAL_AUTOCHECKPOINT.format(pages=wal_auto_checkpoint_pages))
@@ -247,7 +245,7 @@ class SqliteStorage:
         except StoreClosed as exc:
             raise _closed() from exc
         except StoreUnavailable as exc:
-            raise _unavailable(exc, self._on_sqlite) from exc
+            raise _unavailable(exc) from exc
         except (InvalidRequest, NotFound) as exc:
             if commit:
                 raise InvalidCommit(str(exc)) from exc
@@ -363,10 +361,9 @@ class SqliteStorage:
         """Truncate the WAL (SQLite file), then close the store."""
         if self._file:
             try:
-                engine = self._store.engine
-                engine.one(engine.sql(WAL_TRUNCATE))
+                self._store.engine.tools.checkpoint()
             except DurastateError:
-                pass  # busy (another process reading) or already closed: closing matters more
+                pass  # already closed: closing matters more
         self._store.close()
 
     @property

@@ -55,6 +55,7 @@ from .statements import (
     in_list_lookup,
     validate_prefix,
 )
+from .tools import EngineTools
 from .transaction import Transaction, TransactionState, aborted_error
 from .watch import ChangeWatch, PolledWatch
 
@@ -184,6 +185,18 @@ class Engine(ABC):
         """Returns the problems the engine finds in its own storage (``[]``: none, or nothing it can check); repairs
         nothing.
         """
+
+    @abstractmethod
+    def schema_versions(self) -> dict[str, int]:
+        """Returns each schema's version in the database (``{}``: not a durastate store yet); only reads."""
+
+    @property
+    def tools(self) -> EngineTools:
+        """Returns the operators' questions about this store (``engines.tools``): table shapes, sizes, bounded
+        counts, health, sequences. The default answers what durastate's own tables tell and raises ``NotSupported``
+        for the rest; an engine returns its own subclass.
+        """
+        return EngineTools(self)
 
     @abstractmethod
     def next_value(self, name: str) -> int:
@@ -463,6 +476,9 @@ class EngineBase(Engine):
             except (OverflowError, ValueError):  # inf, nan
                 pass
         raise InvalidRequest(f"the store's clock returned {seconds!r}; it must return seconds since the epoch")
+
+    def schema_versions(self) -> dict[str, int]:
+        return self._read_versions() or {}
 
     def _read_versions(self) -> dict[str, int] | None:
         exists = self.one(self.sql(READ(self.dialect.table_exists)), (SCHEMA_TABLE.format(p=self.prefix),))

@@ -128,6 +128,7 @@ from .postgres_explain import explain_plan
 from .postgres_listen import Listener, connect_listener
 from .postgres_pool import SEND, LifoPool, PooledConnection
 from .postgres_space import reclaim as reclaim_tables
+from .postgres_tools import PostgresTools
 from .postgres_transaction import NOTIFY_CHANNELS as NOTIFY_CHANNELS
 from .postgres_transaction import PipelinedTransactions, ThreadState, notify_on
 from .redact import redact_url
@@ -650,6 +651,10 @@ class PostgresEngine(PipelinedTransactions):
             raise InvalidRequest("release_connection() inside a transaction would abandon it")
 
     # -- schema objects, plans and locks ----------------------------------------
+
+    @property
+    def tools(self) -> PostgresTools:
+        return PostgresTools(self)
 
     def catalog(self) -> list[tuple[str, ...]]:
         """This prefix's schema objects as sorted rows (see ``Engine.catalog``)."""

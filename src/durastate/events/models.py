@@ -124,6 +124,25 @@ class SessionSummary:
 
 
 @dataclass(frozen=True)
+class LaneBacklog:
+    """What waits in one lane across every session (``Events.lane_backlog``); times: epoch ms.
+
+    ``lane`` is ``None`` for events appended without one. ``ready``:
+    claimable now (not processed, not dead-lettered, due, first of its lane
+    in its session, unclaimed or its claim ran out); ``expired_claims``: of
+    those, the ones claimed by a holder that never completed or failed them
+    in time; ``oldest_ready_at``: when the longest-waiting ready event became
+    claimable (``None`` when nothing is ready); ``dead``: dead-lettered.
+    """
+
+    lane: str | None
+    ready: int
+    expired_claims: int
+    oldest_ready_at: int | None
+    dead: int
+
+
+@dataclass(frozen=True)
 class SessionPage:
     sessions: tuple[SessionSummary, ...]
     cursor: str | None  # pass back for the next page; None at the end

@@ -275,6 +275,21 @@ LIST_SESSIONS = READ(
     " FROM {p}event WHERE session_id >= ? AND (? = 0 OR session_id < ?) AND (? = 0 OR session_id > ?)"
     " GROUP BY session_id ORDER BY session_id LIMIT ?"
 )
+# Backlog per lane across every session (Events.lane_backlog), for alerts:
+# over the oldest ``?`` ready events only (event_due, in due order), so an
+# inspector polling it costs O(that bound) however deep the backlog is. A
+# ready event still naming a holder is one whose claim ran out (a claim
+# moves due_at to its expiry; complete and fail clear the holder).
+LANE_READY = READ(
+    "SELECT lane, COUNT(*) AS ready, MIN(due_at) AS oldest_due,"
+    " SUM(CASE WHEN claim_holder IS NULL THEN 0 ELSE 1 END) AS expired_claims"
+    " FROM (SELECT lane, due_at, claim_holder FROM {p}event WHERE " + _READY + " AND due_at <= ?"
+    " ORDER BY due_at, session_id, idx LIMIT ?) r GROUP BY lane"
+)
+# Dead letters per lane, over at most ``?`` of them (event_dead).
+LANE_DEAD = READ(
+    "SELECT lane, COUNT(*) AS dead FROM (SELECT lane FROM {p}event WHERE failed_at IS NOT NULL LIMIT ?) d GROUP BY lane"
+)
 DEAD_IN_SESSION = READ(
     "SELECT " + COLUMNS + " FROM {p}event WHERE session_id = ? AND failed_at IS NOT NULL AND idx > ?"
     " ORDER BY idx LIMIT ?"

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from .._retention import BATCH
 from .._validate import INT64_MAX, as_int64, as_list, fail, positive, prefix_successor, text
-from .models import EventPage, SessionPage, SessionSummary, SnapshotInfo, StoredEvent
+from .models import EventPage, LaneBacklog, SessionPage, SessionSummary, SnapshotInfo, StoredEvent
 from .rows import SessionColumn as S
 from .rows import event_from_row
 from .statements import (
@@ -22,6 +22,8 @@ from .statements import (
     DELETE_SESSION_EVENTS,
     DELETE_SESSION_ROW,
     DELETE_SESSION_SNAPSHOTS,
+    LANE_DEAD,
+    LANE_READY,
     LIST_SESSIONS,
     LIST_SNAPSHOTS,
     PRUNE,
@@ -56,6 +58,8 @@ class Upkeep:
         self._redrive_one = sql(REDRIVE_ONE)
         self._redrive_session = sql(REDRIVE_SESSION)
         self._snapshot_floors = sql(SNAPSHOT_FLOORS)
+        self._lane_ready = sql(LANE_READY)
+        self._lane_dead = sql(LANE_DEAD)
         self._prune = sql(PRUNE)
         self._raise_floor = sql(RAISE_FLOOR)
         self._delete_session_batch = sql(DELETE_SESSION_BATCH)
@@ -125,6 +129,34 @@ class Upkeep:
             SnapshotInfo(reducer, int(up_to_index), int(updated_at))
             for reducer, up_to_index, updated_at in self._engine.all(self._list_snapshots, (session,))
         ]
+
+    def lane_backlog(self, *, limit: int = 10_000) -> tuple[list[LaneBacklog], bool]:
+        """Per lane, across every session: ready events, expired claims, the oldest ready, dead letters.
+
+        Counts over the ``limit`` longest-waiting ready events and ``limit``
+        dead letters at most (1..10000000), so the answer costs the same
+        whatever the backlog (the flag is True when either bound was reached:
+        the counts are then lower bounds, while ``oldest_ready_at`` is exact).
+        Lanes in order, ``None`` (no lane) first.
+        """
+        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 10_000_000:
+            fail(f"limit must be an int from 1 to 10000000, got {limit!r}")
+        engine = self._engine
+        lanes: dict[str | None, list[int | None]] = {}
+        ready_rows = engine.all(self._lane_ready, (engine.now_ms(), limit))
+        for lane, ready, oldest, expired in ready_rows:
+            lanes[lane] = [int(ready), int(expired), int(oldest), 0]
+        dead_rows = engine.all(self._lane_dead, (limit,))
+        for lane, dead in dead_rows:
+            lanes.setdefault(lane, [0, 0, None, 0])[3] = int(dead)
+        capped = sum(int(r[1]) for r in ready_rows) >= limit or sum(int(r[1]) for r in dead_rows) >= limit
+        backlog = [
+            LaneBacklog(lane, int(ready or 0), int(expired or 0), oldest, int(dead or 0))
+            for lane, (ready, expired, oldest, dead) in sorted(
+                lanes.items(), key=lambda kv: (kv[0] is not None, kv[0] or "")
+            )
+        ]
+        return backlog, capped
 
     # -- dead letters, retention -------------------------------------------------
 

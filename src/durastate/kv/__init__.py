@@ -55,6 +55,7 @@ from .statements import CLEAR_VALUES as CLEAR_VALUES
 from .statements import COUNTER_ADD as COUNTER_ADD
 from .statements import COUNTER_DELETE as COUNTER_DELETE
 from .statements import COUNTER_GET as COUNTER_GET
+from .statements import COUNTER_PAGE as COUNTER_PAGE
 from .statements import COUNTER_SET as COUNTER_SET
 from .statements import DELETE_ALL as DELETE_ALL
 from .statements import DRAIN as DRAIN

@@ -32,6 +32,7 @@ from .statements import (
     COUNTER_ADD,
     COUNTER_DELETE,
     COUNTER_GET,
+    COUNTER_PAGE,
     COUNTER_SET,
     DELETE_ALL,
     DRAIN,
@@ -659,6 +660,44 @@ class KV:
         statements = self._list_namespaces[bound is not None]
         params = distinct_params((scope,), bound, limit)
         return merge_distinct(([bytes(r[0]) for r in self._engine.all(s, params)] for s in statements), limit)
+
+    def log_keys(self, scope: bytes, ns: bytes, *, after: bytes | None = None, limit: int = 100) -> list[bytes]:
+        """The keys of ``ns`` that hold a log (one entry or more), in bytes order.
+
+        At most ``limit`` (1..10000) keys, all greater than ``after``; page on
+        by passing the last one back. One index seek per key listed (the
+        entries themselves are not read: ``log`` reads them). Not a snapshot.
+        """
+        scope, ns = as_bytes("scope", scope), as_bytes("ns", ns)
+        bound = None if after is None else as_bytes("after", after)
+        limit = check_limit(limit)
+        rows = self._engine.all(self._list_log_keys[bound is not None], distinct_params((scope, ns), bound, limit))
+        return [bytes(r[0]) for r in rows]
+
+    def counters(
+        self, scope: bytes, ns: bytes, *, after: bytes | None = None, limit: int = 100
+    ) -> list[tuple[bytes, int]]:
+        """``(key, value)`` of the counters of ``ns``, in key order.
+
+        At most ``limit`` (1..10000), all with a key greater than ``after``;
+        page on by passing the last key back. Not a snapshot.
+        """
+        scope, ns = as_bytes("scope", scope), as_bytes("ns", ns)
+        limit = check_limit(limit)
+        engine = self._engine
+        if after is None:
+            rows = engine.all(self._counter_page[False], (scope, ns, limit))
+        else:
+            rows = engine.all(self._counter_page[True], (scope, ns, as_bytes("after", after), limit))
+        return [(bytes(r[0]), int(r[1])) for r in rows]
+
+    @functools.cached_property
+    def _list_log_keys(self) -> dict[bool, str]:
+        return {a: self._engine.sql(distinct_sql("kv_log", "key", ("scope", "ns"), after=a)) for a in (False, True)}
+
+    @functools.cached_property
+    def _counter_page(self) -> dict[bool, str]:
+        return {a: self._engine.sql(COUNTER_PAGE[a]) for a in (False, True)}
 
     @functools.cached_property
     def _list_scopes(self) -> dict[bool, list[str]]:

@@ -92,3 +92,9 @@ class ScopedKV:
 
     def namespaces(self, *, after: bytes | None = None, limit: int = 100) -> list[bytes]:
         return self._kv.namespaces(self.scope_id, after=after, limit=limit)
+
+    def log_keys(self, ns: bytes, *, after: bytes | None = None, limit: int = 100) -> list[bytes]:
+        return self._kv.log_keys(self.scope_id, ns, after=after, limit=limit)
+
+    def counters(self, ns: bytes, *, after: bytes | None = None, limit: int = 100) -> list[tuple[bytes, int]]:
+        return self._kv.counters(self.scope_id, ns, after=after, limit=limit)

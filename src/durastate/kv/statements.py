@@ -103,6 +103,12 @@ LOG_TRIM_KEY = WRITE(
     " AND id < ? AND (created_at IS NULL OR created_at < ?) ORDER BY id LIMIT ?)"
 )
 
+# A page of a namespace's counters in key order (the primary key), for
+# listings (kv.counters): keyset-paged by the last key.
+COUNTER_PAGE = {
+    False: READ("SELECT key, n FROM {p}kv_counter WHERE scope = ? AND ns = ? ORDER BY key LIMIT ?"),
+    True: READ("SELECT key, n FROM {p}kv_counter WHERE scope = ? AND ns = ? AND key > ? ORDER BY key LIMIT ?"),
+}
 COUNTER_GET = READ("SELECT n FROM {p}kv_counter WHERE scope = ? AND ns = ? AND key = ?")
 # The WHERE bounds (the range the old value must lie in for old + delta to
 # fit in int64, computed from the delta) make an overflowing add return no

@@ -42,6 +42,7 @@ a queue's items in delivery order with their state, claiming nothing.
 from __future__ import annotations
 
 from .facet import ACK as ACK
+from .facet import BACKLOG as BACKLOG
 from .facet import BURY as BURY
 from .facet import CLAIM as CLAIM
 from .facet import CLAIM_HEAD as CLAIM_HEAD
@@ -69,8 +70,9 @@ from .facet import SCHEMA as SCHEMA
 from .facet import STATS as STATS
 from .facet import Claim as Claim
 from .facet import DeadLetter as DeadLetter
+from .facet import QueueBacklog as QueueBacklog
 from .facet import QueueItem as QueueItem
 from .facet import Queues as Queues
 from .facet import QueueStats as QueueStats
 
-__all__ = ["QueueItem", "Claim", "DeadLetter", "QueueStats", "Queues", "SCHEMA", "DEFAULT_MAX_ATTEMPTS"]
+__all__ = ["QueueBacklog", "QueueItem", "Claim", "DeadLetter", "QueueStats", "Queues", "SCHEMA", "DEFAULT_MAX_ATTEMPTS"]

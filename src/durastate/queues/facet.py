@@ -134,6 +134,14 @@ PEEK_READY = READ(
     "SELECT payload FROM {p}queue WHERE queue = ? AND available_at <= ?"
     " AND (max_attempts IS NULL OR attempts < max_attempts) ORDER BY available_at, id LIMIT ?"
 )
+# Queues.backlog: the longest-waiting ``?`` claimable items on the claim index
+# (no payloads read), and the dead-letter count: one statement, bounded.
+BACKLOG = READ(
+    "SELECT COUNT(*), MIN(available_at), COALESCE(SUM(CASE WHEN lease IS NULL THEN 0 ELSE 1 END), 0),"
+    " (SELECT COUNT(*) FROM {p}queue_dead WHERE queue = ?)"
+    " FROM (SELECT available_at, lease FROM {p}queue WHERE queue = ? AND available_at <= ?"
+    " ORDER BY available_at, id LIMIT ?) r"
+)
 DEAD_PAGE = READ(
     "SELECT id, payload, attempts, last_error, created_at, died_at FROM {p}queue_dead"
     " WHERE queue = ? AND id > ? ORDER BY id LIMIT ?"
@@ -202,6 +210,25 @@ class QueueStats:
     in_flight: int  # claimed, lease running
     delayed: int  # pushed with a delay or nacked with one, not yet due
     dead: int  # in the dead letters
+
+
+@dataclass(frozen=True)
+class QueueBacklog:
+    """What waits in one queue (``Queues.backlog``); times: seconds since the epoch.
+
+    ``ready`` counts claimable items (at most the ``limit`` asked for:
+    ``capped`` says it was reached); ``expired_leases``: of those, items
+    claimed and never acked or nacked before their lease ran out (their
+    consumer died or hangs); ``oldest_ready_at``: since when the
+    longest-waiting one has been claimable (``None``: nothing ready);
+    ``dead``: the dead-letter count (exact).
+    """
+
+    ready: int
+    expired_leases: int
+    oldest_ready_at: float | None
+    dead: int
+    capped: bool
 
 
 @dataclass(frozen=True)
@@ -290,6 +317,7 @@ class Queues:
         self._renew_sql = sql(RENEW)
         self._clear = sql(CLEAR)
         self._stats = sql(STATS)
+        self._backlog = sql(BACKLOG)
         self._dead_page = sql(DEAD_PAGE)
         self._redrive_all = sql(REDRIVE_ALL)
         self._delete_dead_all = sql(DELETE_DEAD_ALL)
@@ -556,6 +584,28 @@ class Queues:
         assert row is not None  # an aggregate always answers one row
         return QueueStats(ready=int(row[0]), in_flight=int(row[1]), delayed=int(row[2]), dead=int(row[3]))
 
+    def backlog(self, name: str | bytes, *, limit: int = 10_000) -> QueueBacklog:
+        """How far behind the consumers of the queue are: see ``QueueBacklog``.
+
+        Reads at most ``limit`` (1..10000000) ready items, on the claim index
+        and without their payloads, so polling it costs the same however
+        long the queue grows; ``stats`` counts everything exactly.
+        """
+        queue = _queue_name(name)
+        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 10_000_000:
+            fail(f"limit must be an int from 1 to 10000000, got {shown(limit)}")
+        engine = self._engine
+        row = engine.one(self._backlog, (queue, queue, engine.now_ms(), limit))
+        assert row is not None  # an aggregate always answers one row
+        ready = int(row[0])
+        return QueueBacklog(
+            ready=ready,
+            expired_leases=int(row[2]),
+            oldest_ready_at=None if row[1] is None else row[1] / 1000.0,
+            dead=int(row[3]),
+            capped=ready >= limit,
+        )
+
     def peek_ready(self, name: str | bytes, *, limit: int | None = 100) -> list[bytes]:
         """Payloads of the next ``limit`` items a claim or pop would take now, in that order.
 
@@ -673,6 +723,7 @@ class Queues:
                 available_at=r[2] / 1000.0,
                 created_at=r[7] / 1000.0,
                 cursor=f"{int(r[2])}:{int(r[0])}",
+                lease_expired=bool(r[6]) and r[2] <= now,
             )
             for r in rows
         ]
@@ -734,3 +785,6 @@ class QueueItem:
     available_at: float
     created_at: float
     cursor: str  # pass as ``peek(after=)`` to continue after this item
+    # Claimed, never acked or nacked, and its lease ran out: the consumer died
+    # or is stuck. ``state`` is then ``"ready"`` (a claim takes it again).
+    lease_expired: bool = False

@@ -2,25 +2,27 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import orjson
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import Response
+from starlette.responses import PlainTextResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
 import durastate
-from durastate.errors import DurastateError
+from durastate.errors import DurastateError, InvalidRequest
 
 from .._common import human_bytes, parse_bytes, redact, show_bytes
 from ..inspect import facet_stats, health, table_stats
 from ..revisions import change_summary, diff_lines, history_view
+from . import actions, render
+from .alerts import FLAG_LABELS, Thresholds, collect
 from .guard import Guard, allowed_hosts
 
 HERE = Path(__file__).parent
@@ -31,21 +33,34 @@ def _pretty(value: Any) -> str:
     return orjson.dumps(value, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS).decode()
 
 
-def render_bytes(value: bytes, view: str) -> str:
-    if view == "hex":
-        return " ".join(value[i : i + 16].hex(" ") for i in range(0, len(value), 16))
-    if view == "json":
-        try:
-            return _pretty(orjson.loads(value))
-        except orjson.JSONDecodeError:
-            return "(not JSON)"
-    return value.decode("utf-8", "backslashreplace")
+def raw(value: bytes, name: str) -> Response:
+    """The whole of a stored value as a download, never drawn by the browser."""
+    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in name)[:80] or "value"
+    return Response(
+        bytes(value),
+        media_type="application/octet-stream",
+        headers={"Content-Disposition": f'attachment; filename="{safe}.bin"'},
+    )
 
 
-def ms_time(ms: int | float | None) -> str:
-    if ms is None:
-        return ""
-    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ms / 1000))
+def _check_options(page_size: Any, thresholds: Any, refresh: Any, allow_writes: Any) -> None:
+    """Refuse options no inspector can run with (``InvalidRequest``), before anything is built."""
+    if isinstance(page_size, bool) or not isinstance(page_size, int) or not 1 <= page_size <= 10_000:
+        raise InvalidRequest(f"page_size must be an int from 1 to 10000, got {page_size!r}")
+    if not isinstance(thresholds, Thresholds):
+        raise InvalidRequest(f"thresholds must be an alerts.Thresholds, got {type(thresholds).__name__}")
+    if not (isinstance(thresholds.stale_after, (int, float)) and thresholds.stale_after > 0):
+        raise InvalidRequest(f"stale_after must be a number of seconds > 0, got {thresholds.stale_after!r}")
+    if (
+        isinstance(thresholds.backlog_over, bool)
+        or not isinstance(thresholds.backlog_over, int)
+        or thresholds.backlog_over < 0
+    ):
+        raise InvalidRequest(f"backlog_over must be an int >= 0, got {thresholds.backlog_over!r}")
+    if isinstance(refresh, bool) or not isinstance(refresh, (int, float)) or not 0 <= refresh <= 86_400:
+        raise InvalidRequest(f"refresh must be seconds from 0 (off) to 86400, got {refresh!r}")
+    if not isinstance(allow_writes, bool):
+        raise InvalidRequest(f"allow_writes must be True or False, got {allow_writes!r}")
 
 
 def create_app(
@@ -55,18 +70,37 @@ def create_app(
     bound: str = "127.0.0.1",
     allow_hosts: Iterable[str] = (),
     token: str | None = None,
+    allow_writes: bool = False,
+    thresholds: Thresholds = Thresholds(),
+    refresh: float = 5.0,
 ) -> Guard:
     """The inspector over ``store`` (which the caller owns and closes), behind its ``Guard``.
 
     ``bound`` is the address the server listens on and ``allow_hosts`` the further ``Host`` names it
     answers (see ``guard.allowed_hosts``); with ``token``, every request must carry it (``guard.Guard``).
+    ``allow_writes`` adds the dead-letter actions (``actions``; the caller opens ``store`` writable for
+    them, read-only otherwise); ``thresholds`` are what the overview flags (``alerts``); ``refresh``:
+    seconds between the overview's refreshes (0: none).
     """
+    _check_options(page_size, thresholds, refresh, allow_writes)
+    hosts = allowed_hosts(bound, allow_hosts)
+    csrf = actions.Csrf(token)
     templates = Jinja2Templates(directory=str(HERE / "templates"))
-    templates.env.filters["b"] = show_bytes
-    templates.env.filters["t"] = ms_time
-    templates.env.filters["pretty"] = _pretty
-    templates.env.filters["size"] = lambda n: "" if n is None else human_bytes(n)
-    templates.env.globals["url"] = redact(store.url)
+    env = templates.env
+    env.finalize = render.scrub  # set before any template compiles: every {{ }} passes through it
+    env.filters["b"] = show_bytes
+    env.filters["t"] = render.when
+    env.filters["ts"] = render.when_s
+    env.filters["age"] = render.age
+    env.filters["pretty"] = _pretty
+    env.filters["jsontext"] = render.json_text
+    env.filters["preview"] = render.preview
+    env.filters["clip"] = render.clip
+    env.filters["size"] = lambda n: "" if n is None else human_bytes(n)
+    env.filters["q"] = lambda text: quote(text, safe="")
+    env.globals["url"] = redact(store.url)
+    env.globals["writes"] = allow_writes
+    env.globals["flag_labels"] = FLAG_LABELS
 
     def page(request: Request, template: str, status: int = 200, **context: Any) -> Response:
         nav = template.split(".")[0]
@@ -79,9 +113,27 @@ def create_app(
             return default
 
     def overview(request: Request) -> Response:
+        lines, alerts, more_queues = collect(store, thresholds)
+        live: dict[str, Any] = {
+            "lines": lines,
+            "alerts": alerts,
+            "more_queues": more_queues,
+            "limits": thresholds,
+            "refresh": refresh,
+            "refreshed": store.engine.now_ms(),
+        }
+        if request.headers.get("HX-Request") and request.query_params.get("part") == "live":
+            # The polled part only: no table statistics, no health facts.
+            return page(request, "overview_live.html", source="poll", **live)
         tables = table_stats(store, scan=False)  # no full-table reads for a page
         return page(
-            request, "overview.html", health=health(store, check="none"), facets=facet_stats(tables), tables=tables
+            request,
+            "overview.html",
+            health=health(store, check="none"),
+            facets=facet_stats(tables),
+            tables=tables,
+            source="page",
+            **live,
         )
 
     def kv(request: Request) -> Response:
@@ -90,7 +142,7 @@ def create_app(
         scopes = store.kv.scopes(after=None if after is None else parse_bytes(after), limit=page_size)
         scope = q.get("scope")
         ns = q.get("ns")
-        context: dict[str, Any] = {"scopes": scopes, "scope": scope, "ns": ns, "view": q.get("view", "text")}
+        context: dict[str, Any] = {"scopes": scopes, "scope": scope, "ns": ns, "view": q.get("view", "auto")}
         context["next_scopes"] = show_bytes(scopes[-1]) if len(scopes) == page_size else None
         if scope is not None:
             ns_after = q.get("ns_after")
@@ -106,19 +158,71 @@ def create_app(
             from ..browse import bytes_successor
 
             hi = bytes_successor(prefix) if prefix else None
-            rows = list(store.kv.scan(parse_bytes(scope), parse_bytes(ns), start=lo, end=hi, limit=page_size + 1))
-            context["rows"] = [(k, v[:120]) for k, v in rows[:page_size]]
+            scope_b, ns_b = parse_bytes(scope), parse_bytes(ns)
+            rows = list(store.kv.scan(scope_b, ns_b, start=lo, end=hi, limit=page_size + 1))
+            context["rows"] = [(k, v[: render.PREVIEW + 1]) for k, v in rows[:page_size]]
             context["prefix"] = q.get("prefix", "")
             context["next_key"] = show_bytes(rows[page_size][0]) if len(rows) > page_size else None
+            # Logs and counters live beside the values: a namespace may hold only those.
+            logs_after, counters_after = q.get("logs_after"), q.get("counters_after")
+            log_keys = store.kv.log_keys(
+                scope_b, ns_b, after=None if logs_after is None else parse_bytes(logs_after), limit=page_size
+            )
+            context["log_keys"] = log_keys
+            context["next_logs"] = show_bytes(log_keys[-1]) if len(log_keys) == page_size else None
+            counters = store.kv.counters(
+                scope_b, ns_b, after=None if counters_after is None else parse_bytes(counters_after), limit=page_size
+            )
+            context["counters"] = counters
+            context["next_counters"] = show_bytes(counters[-1][0]) if len(counters) == page_size else None
             key = q.get("key")
             if key is not None:
-                value = store.kv.get(parse_bytes(scope), parse_bytes(ns), parse_bytes(key))
+                value = store.kv.get(scope_b, ns_b, parse_bytes(key))
                 context["key"] = key
-                context["value"] = None if value is None else render_bytes(value, context["view"])
-                context["value_size"] = None if value is None else len(value)
+                context["value"] = None if value is None else render.value_view(value, context["view"])
+            log = q.get("log")
+            if log is not None:
+                after_entry = number(request, "entry_after")
+                entries = list(store.kv.log(scope_b, ns_b, parse_bytes(log), after=after_entry, limit=page_size + 1))
+                context["log"] = log
+                context["entries"] = [(n, v[: render.PREVIEW + 1], len(v)) for n, v in entries[:page_size]]
+                context["next_entry"] = entries[page_size - 1][0] if len(entries) > page_size else None
         if request.headers.get("HX-Request") and q.get("part") == "tree":
             return page(request, "kv_tree.html", **context)
         return page(request, "kv.html", **context)
+
+    def raw_kv(request: Request) -> Response:
+        q = request.query_params
+        address = (parse_bytes(q["scope"]), parse_bytes(q["ns"]), parse_bytes(q["key"]))
+        if "entry" in q:  # one log entry, by its ordinal
+            ordinal = number(request, "entry")
+            found = list(store.kv.log(*address, after=ordinal - 1, limit=1))
+            if not found or found[0][0] != ordinal:
+                return PlainTextResponse("no such log entry\n", status_code=404)
+            return raw(found[0][1], f"{q['key']}-{ordinal}")
+        value = store.kv.get(*address)
+        if value is None:
+            return PlainTextResponse("no live value\n", status_code=404)
+        return raw(value, q["key"])
+
+    def raw_queue(request: Request) -> Response:
+        name = parse_bytes(request.path_params["name"])
+        ident = number(request, "id")
+        if "cursor" in request.query_params:  # an item: the cursor just before it
+            items = store.queues.peek(name, after=request.query_params["cursor"], limit=1)
+            if items and items[0].id == ident:
+                return raw(items[0].payload, f"item-{ident}")
+        else:
+            dead = store.queues.dead_letters(name, after=ident - 1, limit=1)
+            if dead and dead[0].id == ident:
+                return raw(dead[0].payload, f"dead-{ident}")
+        return PlainTextResponse("no such item (taken or moved since)\n", status_code=404)
+
+    def raw_document(request: Request) -> Response:
+        found = store.documents.read_raw(request.path_params["key"])
+        if found is None:
+            return PlainTextResponse("no such document\n", status_code=404)
+        return raw(found.payload, request.path_params["key"])
 
     def queues(request: Request) -> Response:
         after = request.query_params.get("after")
@@ -141,7 +245,7 @@ def create_app(
             now_ms=store.engine.now_ms(),
             next=items[-1].cursor if len(items) == page_size else None,
             next_dead=dead[-1].id if len(dead) == page_size else None,
-            render=render_bytes,
+            done=request.query_params.get("done"),
         )
 
     def sessions(request: Request) -> Response:
@@ -162,6 +266,18 @@ def create_app(
             snapshots=store.events.list_snapshots(session_id),
             now_ms=store.engine.now_ms(),
             next=events.events[-1].index if len(events.events) == page_size else None,
+            done=request.query_params.get("done"),
+        )
+
+    def dead_events(request: Request) -> Response:
+        q = request.query_params
+        after = (q["after_session"], number(request, "after_index")) if "after_session" in q else None
+        dead = store.events.dead_letters(after=after, limit=page_size)
+        return page(
+            request,
+            "dead_events.html",
+            dead=dead,
+            next=(dead[-1].session_id, dead[-1].index) if len(dead) == page_size else None,
         )
 
     def documents(request: Request) -> Response:
@@ -180,13 +296,15 @@ def create_app(
 
     def document(request: Request) -> Response:
         key = request.path_params["key"]
-        raw = store.documents.read_raw(key)
-        if raw is None:
+        stored = store.documents.read_raw(key)
+        if stored is None:
             return page(request, "missing.html", what=f"document {key!r}", status=404)
         try:
-            body = _pretty(orjson.loads(raw.payload))
+            body = _pretty(orjson.loads(stored.payload))
         except orjson.JSONDecodeError:
-            body = bytes(raw.payload).decode("utf-8", "backslashreplace")
+            body = bytes(stored.payload).decode("utf-8", "backslashreplace")
+        size = len(stored.payload)
+        body = render.clip(body)
         before = number(request, "before") or None
         history = history_view(store.documents, key, limit=page_size, before=before)
         backups = [d for d in store.documents.list(key + ".bak", limit=page_size).items]
@@ -194,8 +312,9 @@ def create_app(
             request,
             "document.html",
             key=key,
-            revision=raw.revision,
+            revision=stored.revision,
             body=body,
+            size=size,
             history=history,
             recorded=store.documents.describe_history(key),
             summary=change_summary,
@@ -272,6 +391,40 @@ def create_app(
         more = start + page_size if start + page_size < len(entries) else None
         return page(request, "presence_ns.html", ns=ns, entries=shown, total=len(entries), next=more)
 
+    def confirm(request: Request) -> Response:
+        q = request.query_params
+        action = actions.ACTIONS.get(q.get("action", ""))
+        if action is None:
+            return page(request, "missing.html", what=f"action {q.get('action')!r}", status=404)
+        target, item = q.get("target", ""), q.get("id", "")
+        count = actions.pending(store, action, target, actions.item_id(item))
+        return page(
+            request,
+            "confirm.html",
+            action=action,
+            target=target,
+            item=item,
+            count=count,
+            csrf=csrf.issue(action.name, target, item),
+            back=actions.back_to(action, target),
+        )
+
+    async def act(request: Request) -> Response:
+        action = actions.ACTIONS.get(request.path_params["action"])
+        if action is None:
+            return PlainTextResponse("no such action\n", status_code=404)
+        headers = {k.lower(): v for k, v in request.headers.items()}
+        why = actions.same_origin(headers, hosts)
+        if why is not None:
+            return PlainTextResponse(f"refused: a cross-site request ({why}); nothing was done\n", status_code=403)
+        form = actions.parse_form(await request.body())
+        target, item = form.get("target", ""), form.get("id", "")
+        if not csrf.valid(form.get("csrf", ""), action.name, target, item):
+            return PlainTextResponse("refused: missing or wrong CSRF token; nothing was done\n", status_code=403)
+        done = actions.run(store, action, target, actions.item_id(item))
+        verb = "purged" if action.danger else "redrove"
+        return RedirectResponse(f"{actions.back_to(action, target)}?done={quote(f'{verb} {done}')}", status_code=303)
+
     async def error(request: Request, exc: Exception) -> Response:
         return templates.TemplateResponse(
             request, "missing.html", {"nav": "", "what": f"{type(exc).__name__}: {exc}"}, status_code=400
@@ -284,6 +437,7 @@ def create_app(
         Route("/queues/{name:path}", queue),
         Route("/events", sessions),
         Route("/events/{session:path}", session),
+        Route("/dead-letters/events", dead_events),
         Route("/documents", documents),
         Route("/documents/{key:path}", document),
         Route("/records", records),
@@ -291,7 +445,13 @@ def create_app(
         Route("/records/documents/{id:int}", record_document),
         Route("/presence", presence),
         Route("/presence/{ns:path}", presence_ns),
+        Route("/raw/kv", raw_kv),
+        Route("/raw/queues/{name:path}", raw_queue),
+        Route("/raw/documents/{key:path}", raw_document),
         Mount("/static", StaticFiles(directory=str(HERE / "static")), name="static"),
     ]
-    app = Starlette(routes=routes, exception_handlers={DurastateError: error, ValueError: error})
-    return Guard(app, hosts=allowed_hosts(bound, allow_hosts), token=token)
+    if allow_writes:  # without the flag these routes do not exist: a POST anywhere is 404 or 405
+        routes[-1:-1] = [Route("/confirm", confirm), Route("/actions/{action}", act, methods=["POST"])]
+    handlers = {DurastateError: error, ValueError: error, KeyError: error}
+    app = Starlette(routes=routes, exception_handlers=handlers)
+    return Guard(app, hosts=hosts, token=token)

@@ -14,6 +14,7 @@ import durastate
 from durastate import InvalidRequest
 from durastate.events import (
     DuplicateBatch,
+    LaneBacklog,
     StoredEvent,
     SupersededAttempt,
     UnknownEvent,
@@ -276,6 +277,38 @@ class TestEventsDeadLetters:
         assert store.events.redrive("s2") == 2
         assert [e.index for e in store.events.claim_available("s2", "w", ttl_ms=5).events] == [1, 2]
         assert [(e.session_id, e.index) for e in store.events.dead_letters()] == [("s1", 1)]
+
+    def test_lane_backlog_counts_ready_expired_and_dead_per_lane(
+        self, store: durastate.Store, clock: FakeClock
+    ) -> None:
+        events = store.events
+        assert events.lane_backlog() == ([], False)
+        start = now_ms(clock)
+        events.append("s1", [ev(lane="tools"), ev(lane="tools"), ev()])  # the second tools event waits its turn
+        clock.advance(2)
+        events.append("s2", [ev(lane="tools"), ev(lane="mail")])
+        backlog, capped = events.lane_backlog()
+        assert not capped
+        assert [(b.lane, b.ready, b.expired_claims, b.oldest_ready_at, b.dead) for b in backlog] == [
+            (None, 1, 0, start, 0),
+            ("mail", 1, 0, start + 2000, 0),
+            ("tools", 2, 0, start, 0),
+        ]
+        claimed = events.claim_available("s2", "w", ttl_ms=1000).events
+        dead = next(e for e in claimed if e.lane == "mail")
+        events.fail_attempt("s2", dead.index, dead.attempt_count, "boom", 1)  # mail: dead-lettered
+        clock.advance(5)  # the tools claim in s2 ran out: ready again, flagged
+        backlog, _ = events.lane_backlog()
+        by_lane = {b.lane: (b.ready, b.expired_claims, b.dead) for b in backlog}
+        assert by_lane == {None: (1, 0, 0), "mail": (0, 0, 1), "tools": (2, 1, 0)}
+        assert next(b for b in backlog if b.lane == "mail").oldest_ready_at is None
+        assert events.lane_backlog(limit=1) == (
+            [LaneBacklog("mail", 0, 0, None, 1), LaneBacklog("tools", 1, 0, start, 0)],  # s1's first, in due order
+            True,
+        )
+        for bad in (0, -1, True, "5", 10_000_001):
+            with pytest.raises(InvalidRequest, match="limit"):
+                events.lane_backlog(limit=bad)  # type: ignore[arg-type]
 
 
 class TestEventsPrune:

@@ -453,6 +453,12 @@ class TestKVIndexUse:
         plan = plan_of(filled, kv.COUNTER_GET, (b"s", b"n", b"k"))
         assert_index_search(plan, self.table(filled, "kv_counter"), using=("scope", "ns", "key"))
 
+    def test_counter_page(self, filled: durastate.Store) -> None:
+        plan = plan_of(filled, kv.COUNTER_PAGE[True], (b"s", b"n", b"k", PAGE_SIZE))
+        assert_index_search(plan, self.table(filled, "kv_counter"), using=("scope", "ns", "key"))
+        plan = plan_of(filled, kv.COUNTER_PAGE[False], (b"s", b"n", PAGE_SIZE))
+        assert_index_search(plan, self.table(filled, "kv_counter"), using=("scope", "ns"))
+
     def test_drain_and_delete(self, filled: durastate.Store) -> None:
         kv_table = self.table(filled, "kv")
         assert_index_search(plan_of(filled, kv.DRAIN, (b"s", b"n")), kv_table, using=("scope", "ns"))
@@ -536,3 +542,33 @@ class TestKVListing:
             store.kv.scopes(after="text")  # type: ignore[arg-type]
         with pytest.raises(InvalidRequest, match="scope"):
             store.kv.namespaces("text")  # type: ignore[arg-type]
+
+    def test_log_keys_and_counters_of_a_namespace(self, store: durastate.Store) -> None:
+        kv = store.kv
+        for key in (b"b", b"\xff", b"", b"a"):
+            kv.append(b"s", b"logs", key, b"entry")
+            kv.append(b"s", b"logs", key, b"entry 2")  # a key with two entries is listed once
+            kv.incr(b"s", b"cnt", key, len(key) + 1)
+        kv.append(b"s", b"other", b"z", b"v")
+        kv.put(b"s", b"logs", b"value-only", b"v")  # values are not logs
+        assert kv.log_keys(b"s", b"logs") == [b"", b"a", b"b", b"\xff"]
+        assert kv.log_keys(b"s", b"logs", after=b"a", limit=1) == [b"b"]
+        assert kv.log_keys(b"s", b"absent") == []
+        assert kv.counters(b"s", b"cnt") == [(b"", 1), (b"a", 2), (b"b", 2), (b"\xff", 2)]
+        assert kv.counters(b"s", b"cnt", after=b"a", limit=2) == [(b"b", 2), (b"\xff", 2)]
+        assert kv.scope(b"s").counters(b"cnt", limit=1) == [(b"", 1)]
+        assert kv.scope(b"s").log_keys(b"logs", after=b"b") == [b"\xff"]
+        kv.delete(b"s", b"logs", all=True)  # deletes values, not logs
+        assert kv.log_keys(b"s", b"logs", limit=2) == [b"", b"a"]
+        kv.delete_counter(b"s", b"cnt", b"")
+        assert [k for k, _ in kv.counters(b"s", b"cnt")] == [b"a", b"b", b"\xff"]
+
+    @pytest.mark.parametrize("limit", [0, 10_001, True, None])
+    def test_log_keys_and_counters_refuse_bad_input(self, store: durastate.Store, limit: Any) -> None:
+        for listing in (store.kv.log_keys, store.kv.counters):
+            with pytest.raises(InvalidRequest, match="limit"):
+                listing(b"s", b"n", limit=limit)
+            with pytest.raises(InvalidRequest, match="ns"):
+                listing(b"s", "text")  # type: ignore[arg-type]
+            with pytest.raises(InvalidRequest, match="after"):
+                listing(b"s", b"n", after="text")  # type: ignore[arg-type]

@@ -18,7 +18,7 @@ import durastate
 from durastate import Conflict, InvalidRequest, StoreClosed, queues
 from durastate.engines.base import Statement
 from durastate.engines.watch import ChangeWatch
-from durastate.queues import Claim
+from durastate.queues import Claim, QueueBacklog
 from durastate.testing.clock import FakeClock
 
 from ..kv import expect_invalid
@@ -353,6 +353,13 @@ class TestQueueIndexUse:
         self.check(filled, queues.CLAIM_ID, (b"token", 10**12, 1), "queue", "id")
         self.check(filled, queues.BURY, (10**12, 1), "queue", "id")
 
+    def test_backlog(self, filled: durastate.Store) -> None:
+        """Bounded by the claim index (no payloads), and the dead-letter count by its own index."""
+        plan = plan_of(filled, queues.BACKLOG, (b"q", b"q", 10**12, 10_000))
+        prefix = filled.engine.prefix
+        assert_index_search(plan, prefix + "queue", using=("queue",))
+        assert_index_search(plan, prefix + "queue_dead", using=("queue",))
+
     def test_pop(self, filled: durastate.Store) -> None:
         self.check(filled, queues.POP, (b"q", 10**12, 0), "queue", "available_at")
 
@@ -570,8 +577,43 @@ class TestQueueListing:
         ]
         assert items[1].available_at == pytest.approx(claim.lease_expires_at)
         assert q.stats("jobs").ready == 1  # peeking claimed nothing
-        clock.advance(31)  # the lease ran out: claimable again
-        assert q.peek("jobs")[1].state == "ready"
+        assert not any(i.lease_expired for i in items)
+        clock.advance(31)  # the lease ran out: claimable again, and flagged (its consumer never answered)
+        assert [(i.payload, i.state, i.lease_expired) for i in q.peek("jobs")] == [
+            (b"two", "ready", False),
+            (b"one", "ready", True),
+            (b"later", "delayed", False),
+        ]
+
+    def test_backlog_counts_ready_expired_leases_and_dead(self, store: durastate.Store, clock: FakeClock) -> None:
+        q = store.queues
+        assert q.backlog("jobs") == QueueBacklog(0, 0, None, 0, False)
+        first = clock()
+        q.push("jobs", [b"a", b"b", b"c"])
+        clock.advance(1)
+        q.push("jobs", [b"later"], delay=60)
+        assert q.backlog("jobs") == QueueBacklog(3, 0, first, 0, False)
+        lost = q.claim("jobs", lease=5)
+        assert lost is not None
+        failed = q.claim("jobs", lease=5)
+        assert failed is not None
+        failed.nack(error="boom")  # ready again at once, not a lost lease
+        assert q.backlog("jobs") == QueueBacklog(2, 0, first, 0, False)
+        clock.advance(10)  # the first claim's lease ran out unanswered
+        backlog = q.backlog("jobs")
+        assert (backlog.ready, backlog.expired_leases, backlog.dead) == (3, 1, 0)
+        assert backlog.oldest_ready_at == pytest.approx(first)
+        assert q.backlog("jobs", limit=2) == QueueBacklog(2, 0, first, 0, True)
+        q.push("other", [b"fragile"], max_attempts=1)
+        doomed = q.claim("other", lease=5)
+        assert doomed is not None
+        doomed.nack(error="boom")  # its last attempt: dead-lettered
+        assert q.backlog("other") == QueueBacklog(0, 0, None, 1, False)
+        for bad in (0, -1, True, "5", 10_000_001):
+            with pytest.raises(InvalidRequest, match="limit"):
+                q.backlog("jobs", limit=bad)  # type: ignore[arg-type]
+        with pytest.raises(InvalidRequest, match="name"):
+            q.backlog("")
 
     def test_peek_pages_by_cursor_and_keeps_last_error(self, store: durastate.Store, clock: FakeClock) -> None:
         q = store.queues
@@ -584,6 +626,8 @@ class TestQueueListing:
         rest = q.peek("jobs", after=page[-1].cursor)
         assert [i.payload for i in rest] == [b"3", b"4", b"0"]
         assert rest[-1].last_error == "smtp down" and rest[-1].max_attempts == 5 and rest[-1].state == "delayed"
+        clock.advance(101)
+        assert not q.peek("jobs")[-1].lease_expired  # nacked: released, not a lost lease
         assert q.peek("jobs", after=rest[-1].cursor) == []
         assert q.peek("nothing") == []
 
