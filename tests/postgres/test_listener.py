@@ -259,12 +259,23 @@ def test_an_idle_store_with_waiters_sends_no_statement(
         assert sorted(r.payload for r in results if not isinstance(r, list)) == [b"0", b"1", b"2", b"3"]
 
 
+def _gate_reconnects(monkeypatch: pytest.MonkeyPatch, listener: Any) -> tuple[threading.Event, threading.Event]:
+    """``(gate, reconnecting)``: the listener's next connects wait for ``gate``; ``reconnecting`` once one does."""
+    gate, reconnecting = threading.Event(), threading.Event()
+    connect = listener._connect
+
+    def gated_connect() -> psycopg.Connection[Any]:
+        reconnecting.set()
+        gate.wait(FAILURE_DEADLINE)
+        return connect()
+
+    monkeypatch.setattr(listener, "_connect", gated_connect)
+    return gate, reconnecting
+
+
 def test_waiters_survive_their_listening_backend_being_terminated(
     pg_url: str, admin: Any, name: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    gate = threading.Event()  # closed: the listener cannot reconnect
-    reconnecting = threading.Event()
-
     async def scenario() -> None:
         async with await aio.open(_named(pg_url, name)) as astore:
             store = astore._store
@@ -283,27 +294,25 @@ def test_waiters_survive_their_listening_backend_being_terminated(
             await asyncio.to_thread(_until, lambda: waiting.all_idle(4), "every waiter to wait")
             listener = engine._listener
             assert listener is not None
-            connect = listener._connect
-
-            def gated_connect() -> psycopg.Connection[Any]:
-                reconnecting.set()
-                gate.wait(FAILURE_DEADLINE)
-                return connect()
-
-            monkeypatch.setattr(listener, "_connect", gated_connect)
+            gate, reconnecting = _gate_reconnects(monkeypatch, listener)
             (pid,) = _listener_pids(admin, name)
             admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
             await asyncio.to_thread(reconnecting.wait, FAILURE_DEADLINE)
             assert reconnecting.is_set()
-            # Committed while no connection listens: no notification reaches this store.
+            # Committed while no connection listens: no notification reaches this store. The waiters,
+            # woken by the loss, poll until the listener is back, and find the items.
             store.queues.push("missed-sync", [b"missed sync"])
             store.queues.push("missed-async", [b"missed async"])
-            gate.set()
-            # The listener is back; catching up, the waiters found the missed items.
             await asyncio.wait_for(tasks[0], FAILURE_DEADLINE)
-            await asyncio.to_thread(_until, lambda: len(results) == 1, "the sync waiter to catch up")
+            await asyncio.to_thread(_until, lambda: len(results) == 1, "the sync waiter to poll")
+            assert not gate.is_set() and listener.connects == 1
+            gate.set()
+            later = {engine.channel("queue:" + f"later-{kind}".encode().hex()) for kind in ("sync", "async")}
+            await asyncio.to_thread(
+                _until, lambda: all(listener.listening(c) for c in later), "the listener to listen again"
+            )
             assert len(_listener_pids(admin, name)) == 1 and listener.connects == 2
-            # Still listening: later commits wake the others.
+            # Listening again: later commits wake the others.
             await astore.queues.push("later-async", [b"later async"])
             store.queues.push("later-sync", [b"later sync"])
             await asyncio.wait_for(tasks[1], FAILURE_DEADLINE)
@@ -314,6 +323,31 @@ def test_waiters_survive_their_listening_backend_being_terminated(
             assert [t.result() for t in tasks] == [b"missed async", b"later async"]
 
     asyncio.run(scenario())
+
+
+def test_a_reconnected_listener_wakes_every_watch_once_to_catch_up(
+    pg_url: str, admin: Any, name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with durastate.open(_named(pg_url, name)) as store:
+        engine = store.engine
+        assert isinstance(engine, PostgresEngine)
+        with engine.watch("catch-up", LONG_WAIT) as watch:
+            listener = engine._listener
+            assert listener is not None
+            channel = engine.channel("catch-up")
+            _until(lambda: listener.listening(channel), "the LISTEN")
+            assert watch.wait(FAILURE_DEADLINE)  # woken once by its LISTEN
+            assert not watch.wait(0)  # and nothing since
+            gate, reconnecting = _gate_reconnects(monkeypatch, listener)
+            (pid,) = _listener_pids(admin, name)
+            admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+            assert reconnecting.wait(FAILURE_DEADLINE)
+            assert watch.wait(0)  # woken by the loss: unheard now, it polls
+            assert watch.wait(0.01)  # a poll's answer: look again
+            gate.set()
+            _until(lambda: listener.listening(channel), "the LISTEN again")
+            assert watch.wait(FAILURE_DEADLINE)  # woken by the new LISTEN: whatever was missed, look again
+            assert not watch.wait(0)  # once
 
 
 def test_closing_the_store_ends_its_waiters_and_its_listener(

@@ -767,7 +767,7 @@ class PostgresEngine(PipelinedTransactions):
         """
         if self.pooler:
             return super().watch(channel, poll)
-        return self._listening().watch(self.channel(channel))
+        return self._listening().watch(self.channel(channel), poll)
 
     def _listening(self) -> Listener:
         listener = self._listener

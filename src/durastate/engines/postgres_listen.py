@@ -19,10 +19,15 @@ next check catches up):
 * A channel already listened stays listened while it has watches: a
   notification for it after the registration is dispatched to the watch.
 * The connection lost (the server restarted, failed over, or a
-  ``pg_terminate_backend``): the thread reconnects (pausing
-  ``RECONNECT_FIRST_PAUSE`` doubling to ``RECONNECT_MAX_PAUSE`` between
-  tries), ``LISTEN``s every wanted channel again, and that wakes every watch
-  once, so each catches up on a commit made while it was away.
+  ``pg_terminate_backend``): every watch is woken, and until its channel is
+  listened again it polls (its wait answers "look again" every ``poll``
+  seconds, as a waiter without a listener does), so a listener that cannot
+  come back (a server out of connection slots) never leaves a waiter
+  deaf. The thread reconnects (pausing ``RECONNECT_FIRST_PAUSE`` doubling to
+  ``RECONNECT_MAX_PAUSE`` between tries), ``LISTEN``s every wanted channel
+  again, and that wakes every watch once more, so each catches up on a
+  commit made between its last poll and the ``LISTEN``. A watch whose
+  channel's first ``LISTEN`` is still on its way polls the same way.
 * ``close()``: the thread stops, its connection is closed, and every watch
   is woken; its caller's next check raises ``StoreClosed``.
 
@@ -85,8 +90,9 @@ class ListenWatch(ChangeWatch):
 
     reliable = True
 
-    def __init__(self, listener: Listener | None, channel: str) -> None:
+    def __init__(self, listener: Listener | None, channel: str, poll: float) -> None:
         self.channel = channel
+        self._poll = poll
         self._listener = listener
         self._fired = threading.Event()
         # A coroutine's wake-up while it awaits (set by wait_async), called from the listener's thread.
@@ -99,16 +105,25 @@ class ListenWatch(ChangeWatch):
         if wake is not None:
             wake()
 
+    def _heard(self) -> bool:
+        """Whether the listener listens on the channel now; if not (lost, not yet back), the waiter polls."""
+        listener = self._listener
+        return listener is not None and listener.listening(self.channel)
+
     def wait(self, timeout: float) -> bool:
-        if self._fired.wait(max(0.0, timeout)):
+        heard = self._heard()
+        if self._fired.wait(max(0.0, timeout if heard else min(timeout, self._poll))):
             # Cleared before the caller's check: a notification from now on fires again.
             self._fired.clear()
             return True
-        return False
+        return not heard
 
     async def wait_async(self, timeout: float) -> bool:
         import asyncio  # already imported: a coroutine is running
 
+        heard = self._heard()
+        if not heard:
+            timeout = min(timeout, self._poll)
         if not self._fired.is_set():
             loop = asyncio.get_running_loop()
             woken = loop.create_future()
@@ -129,7 +144,7 @@ class ListenWatch(ChangeWatch):
                     await asyncio.wait_for(woken, max(0.0, timeout))
             except TimeoutError:
                 if not self._fired.is_set():
-                    return False
+                    return not heard
             finally:
                 self._wake = None
         self._fired.clear()
@@ -169,9 +184,9 @@ class Listener:
 
     # -- the waiters' side --------------------------------------------------
 
-    def watch(self, channel: str) -> ListenWatch:
-        """A watch on ``channel`` (a valid identifier), registered now."""
-        watch = ListenWatch(self, channel)
+    def watch(self, channel: str, poll: float) -> ListenWatch:
+        """A watch on ``channel`` (a valid identifier), registered now; polling every ``poll`` s while unheard."""
+        watch = ListenWatch(self, channel, poll)
         with self._lock:
             if self._closed:
                 watch._listener = None
@@ -187,6 +202,10 @@ class Listener:
         if not ready:
             self._poke()
         return watch
+
+    def listening(self, channel: str) -> bool:
+        """Whether ``channel`` is LISTENed on the connection now (a lost one is found out at its next read)."""
+        return channel in self._listening
 
     def release(self, watch: ListenWatch) -> None:
         """Forget ``watch``; past ``KEPT_CHANNELS`` channels, the oldest unwatched ones are dropped."""
@@ -255,9 +274,12 @@ class Listener:
                 finally:
                     with self._lock:
                         self._listening.clear()
+                        woken = [w for ws in self._watches.values() for w in ws]
                     self.backend_pid = None
                     if conn is not None:
                         conn.close()
+                for watch in woken:  # unheard now: they poll until the channels are listened again
+                    watch.fire()
                 if self._closed:
                     break
                 self._sleep(pause)
