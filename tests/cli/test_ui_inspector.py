@@ -236,7 +236,8 @@ def test_event_timelines_carry_zoned_timestamps(store: durastate.Store, clock: F
     moment = datetime.datetime.fromisoformat(stamp.attrs["datetime"] or "")
     assert moment.tzinfo is not None
     assert moment.timestamp() == pytest.approx(clock(), abs=0.001)
-    assert stamp.text() == (stamp.attrs["datetime"] or "").replace("T", " ")
+    assert stamp.text() == moment.strftime("%Y-%m-%d %H:%M:%S ") + moment.isoformat()[-6:]  # the offset shown too
+    assert stamp.attrs["title"] == stamp.attrs["datetime"]
 
 
 def test_without_allow_writes_there_is_nothing_to_post_to(store: durastate.Store) -> None:

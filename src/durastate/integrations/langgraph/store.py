@@ -50,7 +50,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -114,19 +114,30 @@ def _datetime(ms: int) -> datetime:
     return datetime.fromtimestamp(ms / 1000, tz=UTC)
 
 
-def _matches(value: Any, wanted: Any) -> bool:
-    """LangGraph's filter semantics: operators, nested dicts partially, lists element-wise."""
+def _predicate(wanted: Any) -> Callable[[Any], bool]:
+    """LangGraph's filter semantics, compiled once per search into a test of a stored value.
+
+    Operators (``$eq`` ...), nested dicts partially, lists element-wise,
+    anything else by equality. The stored value is decoded JSON: its objects
+    are ``dict`` and its arrays ``list``, which is all the test looks for.
+    """
     if isinstance(wanted, Mapping):
         if any(isinstance(k, str) and k.startswith("$") for k in wanted):
-            return all(_operator(value, op, operand) for op, operand in wanted.items())
-        return isinstance(value, Mapping) and all(_matches(value.get(k), v) for k, v in wanted.items())
+            operators = list(wanted.items())
+            return lambda value: all(_operator(value, op, operand) for op, operand in operators)
+        fields = [(k, _predicate(v)) for k, v in wanted.items()]
+        if len(fields) == 1:  # the common filter: one field
+            [(key, test)] = fields
+            return lambda value: type(value) is dict and test(value.get(key))
+        return lambda value: type(value) is dict and all(test(value.get(k)) for k, test in fields)
     if isinstance(wanted, (list, tuple)):
-        return (
-            isinstance(value, (list, tuple))
-            and len(value) == len(wanted)
-            and all(_matches(v, w) for v, w in zip(value, wanted, strict=True))
+        items = [_predicate(w) for w in wanted]
+        return lambda value: (
+            type(value) is list
+            and len(value) == len(items)
+            and all(test(v) for test, v in zip(items, value, strict=True))
         )
-    return bool(value == wanted)
+    return lambda value: bool(value == wanted)
 
 
 def _operator(value: Any, op: str, operand: Any) -> bool:
@@ -398,7 +409,8 @@ class DurastateStore(StoreBound, BaseStore):
         start = _encode_namespace(tuple(op.namespace_prefix))
         rows: Iterator[tuple[bytes, bytes]] = iter(self._kv.scan(self._scope, ITEMS, start=start, end=start + PAST))
         if op.filter:
-            rows = (row for row in rows if _matches(orjson.loads(row[1])["value"], op.filter))
+            matches = _predicate(op.filter)
+            rows = (row for row in rows if matches(orjson.loads(row[1])["value"]))
         found: list[tuple[tuple[bytes, bytes], float | None]] = []
         if op.query and self._index is not None:
             # One snapshot for the items and their vectors.
