@@ -170,7 +170,8 @@ def test_every_page_in_chromium(chromium: str, inspector: str, filled: tuple[str
     assert int(entries[0][0]) < int(entries[1][0])  # ordinals, in order
     assert doms["kv-log"].by_id("kv-logs").rows() == [["stream"]]
 
-    queues = {r[0]: [int(x) for x in r[1:]] for r in doms["queues"].by_id("queues").rows()}
+    queues = {r[0]: [int(x.rstrip(" ⚠")) for x in r[1:]] for r in doms["queues"].by_id("queues").rows()}
+    assert [r[4] for r in doms["queues"].by_id("queues").rows()] == ["0", "1 ⚠"]  # dead letters flagged
     assert queues == {q: [c["ready"], c["in_flight"], c["delayed"], c["dead"]] for q, c in sample.queues.items()}
     items = doms["queue"].by_id("items").rows()
     assert [r[1] for r in items] == ["ready", "ready", "ready"]  # page of 3, in delivery order

@@ -42,17 +42,19 @@ pydantic-ai does not need. So:
   conditional ``UPDATE`` re-checks the row after the other writer's
   commit): one wins, the other gets ``ConversationConflict`` and nothing of
   its write is stored.
-* **Entries** are kv values (scope ``b"pydantic-ai"``) laid out in *lines*:
-  a line is a run of entries, each the parent of the next, in one
-  namespace (``b"l"`` + the line's name) keyed by its position (8 bytes,
-  big-endian; position 0 holds where the line hangs off: the location of
-  its first entry's parent, empty for a root). A save that extends a
-  conversation's own line at its tip appends to it; a save after a branch
-  point, or after an entry of another conversation (a fork), starts a new
-  line. So a history is a reverse key scan per line it crosses (one for a
-  conversation never branched or forked), not one read per message. An
-  index (namespace ``b"i"``) maps each entry id to its location for
-  ``read_entry`` and for finding a history's head.
+* **Entries** are kv values (scope ``b"pydantic-ai"``, namespace ``b"e"``)
+  laid out in *lines*: a line is a run of entries, each the parent of the
+  next, under keys ``b"l"`` + the line's name + ``b"/"`` + its position (8
+  bytes, big-endian; position 0 holds where the line hangs off: the
+  location of its first entry's parent, empty for a root). A save that
+  extends a conversation's own line at its tip appends to it; a save after
+  a branch point, or after an entry of another conversation (a fork),
+  starts a new line. So a history is a reverse key scan per line it crosses
+  (one for a conversation never branched or forked), not one read per
+  message. An index in the same namespace (``b"i"`` + entry id -> location)
+  serves ``read_entry`` and finds a history's head; sharing the namespace
+  lets one ``put_many`` write a save's entries and their index rows.
+  References live in namespace ``b"r"`` + the used conversation's ``uid``.
 * A line belongs to the conversation that wrote it (its name starts with
   the conversation's ``uid``, a random id minted when the record is created,
   so a conversation deleted and created again never shares the old lines).
@@ -69,8 +71,9 @@ still reachable. pydantic-ai leaves this to the backend ("each backend
 documents what it does"): here, the entries a deleted conversation wrote are
 deleted at once if nothing shares them, else all of them with the last
 conversation that shares any. References are taken, and lines released,
-under one engine lock (``pydantic-ai``), so a fork of a conversation being
-deleted either keeps its entries or gets ``ConversationConflict``.
+under one lock (the documents facet's ``documents.lock()``, held to the
+end of the transaction), so a fork of a conversation being deleted either
+keeps its entries or gets ``ConversationConflict``.
 
 Statements per call. A save (``write_record``) is one transaction: the
 record's compare-and-swap, then one ``put_many`` of the new entries, their
@@ -84,7 +87,10 @@ lookup unless the head's location is remembered (it is after
 ``read_record``); it needs no snapshot, since a line only grows past what is
 read or is released whole, which reads as missing (``EntryNotFound``, the
 ``LookupError`` pydantic-ai retries on). Memos are per object and bounded
-(``PLACES``, ``RECORDS_KEPT``).
+(``PLACES``, ``RECORDS_KEPT``). ``read_records`` (``list_conversations``)
+reads every record of the store, one read each, and sorts them: fine for
+hundreds of conversations, not for millions (no index by ``updated_at`` or
+``scope`` yet).
 
 JSON, no pickle: records through pydantic (``TypeAdapter`` of
 ``ConversationRecord``), entries as pydantic-ai's own JSON for
@@ -150,7 +156,6 @@ LINE = b"l"  # key prefix: + line name + b"/" + position -> entry JSON; position
 REFS = b"r"  # + uid: the uids of conversations using that conversation's lines -> b""
 RECORDS = "pydantic-ai/c/"  # + conversation id: the record document
 TOMBSTONES = "pydantic-ai/o/"  # + uid: a deleted conversation whose lines others still use
-LOCK = "pydantic-ai"  # taken by every write that adds a reference or releases lines
 
 _RECORD = TypeAdapter(ConversationRecord)
 ModelMessagesTypeAdapter.rebuild()  # built lazily by pydantic-ai; its schema is needed now
@@ -160,6 +165,8 @@ ModelMessagesTypeAdapter.rebuild()  # built lazily by pydantic-ai; its schema is
 _JSON_CONFIG = CoreConfig(ser_json_bytes="base64", ser_json_inf_nan="constants")
 _RECORD_JSON = SchemaSerializer(_RECORD.core_schema, _JSON_CONFIG)
 _MESSAGES_JSON = SchemaSerializer(ModelMessagesTypeAdapter.core_schema, _JSON_CONFIG)
+# The layout of the record documents and entry rows; a later layout reads this one or migrates it.
+FORMAT = 1
 # Entries per store whose location is remembered (a location never changes).
 PLACES = 4096
 # Record documents per store remembered as the revision to expect on the next write.
@@ -473,9 +480,16 @@ class DurastateConversationStore(StoreHolder, ConversationStore):
                     limit=None if want is None else want + 1,
                 )
             )
-            if not rows or rows[0][0] != _line_key(line, position):
-                raise EntryNotFound(head_id)  # released since it was located
-            location = rows[-1][1] if rows[-1][0] == header else None
+            reached = bool(rows) and rows[-1][0] == header
+            if (
+                not rows
+                or rows[0][0] != _line_key(line, position)
+                # no header, yet the scan was not cut short by the limit
+                or (not reached and (want is None or len(rows) <= want))
+            ):
+                # Released since it was located (whole, or between two pages of a long line).
+                raise EntryNotFound(head_id)
+            location = rows[-1][1] if reached else None
             blobs.extend(blob for key, blob in rows[:want] if key != header)
         blobs.reverse()
         return _entries(blobs)
@@ -595,13 +609,14 @@ class DurastateConversationStore(StoreHolder, ConversationStore):
         if uses:
             # Under the lock no delete releases lines: check (in the index,
             # not the memo) that what we point into is still there.
-            self.store.engine.lock(LOCK)
+            self._lock()
             parent = entries[0].parent_id if entries else None
             for entry_id in (parent, None if head in placed else head):
                 if entry_id is not None and self._locate(entry_id) is None:
                     raise RevisionConflict(conversation_id)
             refs = sorted({*refs, *uses})
         document = {
+            "format": FORMAT,
             "record": data,
             "uid": uid,
             "lines": lines,
@@ -657,6 +672,10 @@ class DurastateConversationStore(StoreHolder, ConversationStore):
         expected_revision = _text("expected_revision", expected_revision)
         documents = self.store.documents
         with self.store.transaction():
+            # The documents facet's lock, which a write adding a reference takes
+            # too (and every document write, on PostgreSQL): one lock, so no
+            # order of taking two can deadlock.
+            self._lock()
             found = documents.read(key)
             if found is None or found.data["record"]["revision"] != expected_revision:
                 raise RevisionConflict(conversation_id)
@@ -665,8 +684,12 @@ class DurastateConversationStore(StoreHolder, ConversationStore):
                 documents.delete(key, expect=found.revision)
             except Conflict:
                 raise RevisionConflict(conversation_id) from None
-            self.store.engine.lock(LOCK)
             self._release(found.data["uid"], len(found.data["lines"]), found.data["refs"])
+
+    def _lock(self) -> None:
+        """Take the documents facet's lock until the caller's transaction ends (see "Deleting")."""
+        with self.store.documents.lock():
+            pass  # the lock is the transaction's: it outlives this block (a savepoint)
 
     def _release(self, uid: str, line_count: int, refs: list[str]) -> None:
         """Delete a dead conversation's lines unless others use them; then those it used, if dead and unused.

@@ -130,7 +130,7 @@ def test_changed_dims_refuse_search_until_items_are_put_again(store: durastate.S
         ({"embed": Counting(), "dims": 0}, "dims"),
         ({"embed": Counting(), "dims": True}, "dims"),
         ({"dims": 3}, "needs embed"),
-        ({"embed": Counting(), "dims": 3, "fields": "text"}, "fields"),
+        ({"embed": Counting(), "dims": 3, "fields": {"text": 1}}, "fields"),
         ({"embed": Counting(), "dims": 3, "fields": ["text", 3]}, "fields"),
         ({"embed": Counting(), "dims": 3, "distance_type": "l2"}, "cosine"),
         ({"embed": Counting(), "dims": 3, "dim": 3}, "unknown IndexConfig"),
@@ -174,3 +174,13 @@ def test_bad_embeddings_are_refused_and_change_nothing(store: durastate.Store, v
     with pytest.raises(durastate.InvalidRequest, match=message):
         memory.put(("d",), "a", {"text": "cat"})
     assert memory.get(("d",), "a") is None
+
+
+def test_fields_read_as_langgraph_reads_them(store: durastate.Store) -> None:
+    # One str is one field; an empty list is the whole value (LangGraph's default, "$").
+    one = DurastateStore(store, index={"embed": Counting(), "dims": 3, "fields": "text"}, name="one")
+    one.put(("d",), "a", {"text": "cat", "other": "dog"})
+    assert one.search(("d",), query="cat")[0].score == 1.0
+    whole = DurastateStore(store, index={"embed": Counting(), "dims": 3, "fields": []}, name="whole")
+    whole.put(("d",), "a", {"text": "cat", "other": "dog"})
+    assert whole.search(("d",), query="cat")[0].score == pytest.approx(0.5**0.5)

@@ -248,3 +248,77 @@ def test_a_save_never_undoes_a_title(conversations: DurastateConversationStore) 
     with pytest.raises(ConversationConflict):
         run(conversations.update("c", title="Other", expected_title=None))
     assert run(conversations.read_record("c")).title == "Weather"
+
+
+def test_a_fork_racing_a_delete_keeps_its_history_or_fails_cleanly(shared_url: str) -> None:
+    """Fork and delete of one conversation at once, from two threads with stores of their own.
+
+    The fork either wins (then its history stays readable after the delete,
+    its entries kept for it) or is refused (``UserError``: gone before it
+    read; ``ConversationConflict``: the entries were released before it
+    wrote). Never a fork whose history is missing. Deleting every fork at
+    the end leaves nothing.
+    """
+    import threading
+
+    from pydantic_ai.exceptions import UserError
+
+    outcomes: list[str] = []
+    with DurastateConversationStore(url=shared_url) as setup:
+        for round_number in range(6):
+            saved(setup, "a", 2)
+            barrier = threading.Barrier(2)
+
+            def fork(n: int = round_number, barrier: threading.Barrier = barrier) -> None:
+                with DurastateConversationStore(url=shared_url) as store:
+                    barrier.wait(timeout=60)
+                    try:
+                        run(store.fork("a", new_conversation_id=f"f{n}"))
+                        outcomes.append("forked")
+                    except (UserError, ConversationConflict) as exc:
+                        outcomes.append(type(exc).__name__)
+
+            def delete(barrier: threading.Barrier = barrier) -> None:
+                with DurastateConversationStore(url=shared_url) as store:
+                    barrier.wait(timeout=60)
+                    run(store.delete("a"))
+
+            threads = [threading.Thread(target=fork), threading.Thread(target=delete)]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join(timeout=120)
+            assert run(setup.load("a")) is None
+            forked = run(setup.load(f"f{round_number}"))
+            if outcomes[-1] == "forked":
+                assert [m.parts[0].content for m in forked.messages] == ["q0", "a0", "q1", "a1"]
+            else:
+                assert forked is None
+        for round_number in range(6):
+            run(setup.delete(f"f{round_number}"))
+        assert stored_rows(setup) == ([], [])
+    assert len(outcomes) == 6
+
+
+def test_a_history_longer_than_a_scan_page_reads_whole(conversations: DurastateConversationStore) -> None:
+    entries: list[ConversationEntry] = []
+    for n in range(600):  # more than one page of the kv scan (PAGE_SIZE 512)
+        entries.append(ConversationEntry(parent_id=entries[-1].id if entries else None, message=turn(n)[n % 2]))
+    record = ConversationRecord(conversation_id="long", head_id=entries[-1].id)
+    run(conversations.write_record(record, new_entries=entries, expected_revision=None))
+    assert run(conversations.read_history(entries[-1].id)) == entries
+    assert run(conversations.read_history(entries[-1].id, limit=550)) == entries[-550:]
+    assert run(conversations.read_history(entries[99].id, limit=3)) == entries[97:100]
+
+
+def test_a_history_released_after_it_was_located_reads_as_missing(shared_url: str) -> None:
+    """A location a store remembers outlives a delete made elsewhere: the read says so, never comes back empty."""
+    with DurastateConversationStore(url=shared_url) as reader, DurastateConversationStore(url=shared_url) as other:
+        saved(reader, "c", 2)
+        record = run(reader.read_record("c"))  # remembers where the head is
+        run(other.delete("c"))
+        with pytest.raises(EntryNotFound):
+            run(reader.read_history(record.head_id))
+        with pytest.raises(EntryNotFound):
+            run(reader.read_entry(record.head_id))
+        assert run(reader.load("c")) is None

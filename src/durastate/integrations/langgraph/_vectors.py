@@ -28,6 +28,7 @@ last bits of a sum).
 
 from __future__ import annotations
 
+import functools
 import heapq
 import itertools
 import math
@@ -42,12 +43,6 @@ from langgraph.store.base import get_text_at_path, tokenize_path
 
 from ...errors import InvalidRequest
 
-_numpy: Any
-try:  # NumPy is optional: LangGraph's InMemoryStore also uses it when present.
-    import numpy as _numpy
-except ImportError:  # pragma: no cover - exercised where NumPy is absent
-    _numpy = None
-
 VECTORS = b"vectors"
 FORMAT = 1
 HEADER = struct.Struct("<BI")
@@ -55,7 +50,17 @@ NAME_LENGTH = struct.Struct("<H")
 INDEX_KEYS = {"embed", "dims", "fields", "distance_type", "ann_index_config"}
 
 # Tests set this to False to check the plain-Python scoring against NumPy's.
-use_numpy = _numpy is not None
+use_numpy = True
+
+
+@functools.cache
+def _numpy() -> Any:
+    """NumPy if it is installed (optional, as for LangGraph's InMemoryStore), imported at the first search."""
+    try:
+        import numpy
+    except ImportError:  # pragma: no cover - exercised where NumPy is absent
+        return None
+    return numpy
 
 
 @dataclass(frozen=True)
@@ -84,9 +89,10 @@ def index_spec(index: Any) -> IndexSpec:
     distance = index.get("distance_type", "cosine")
     if distance != "cosine":
         raise InvalidRequest(f"index distance_type must be 'cosine', got {distance!r}")
-    fields = index.get("fields")
-    if fields is None:
-        fields = ["$"]
+    # As LangGraph's stores read it: none or empty is the whole value, one str is one field.
+    fields = index.get("fields") or ["$"]
+    if isinstance(fields, str):
+        fields = [fields]
     if isinstance(fields, str) or not isinstance(fields, Sequence) or not all(isinstance(f, str) for f in fields):
         raise InvalidRequest(f"index fields must be a list of str paths, got {fields!r}")
     embed = index.get("embed")
@@ -223,8 +229,8 @@ def cosine(query: Sequence[float], packed: Sequence[bytes | memoryview], dims: i
     """Cosine similarity of ``query`` and each packed vector, in float64; 0.0 where a norm is 0."""
     if not packed:
         return []
-    if use_numpy and _numpy is not None:
-        np = _numpy
+    np = _numpy() if use_numpy else None
+    if np is not None:
         matrix = np.frombuffer(b"".join(packed), dtype="<f4").reshape(len(packed), dims).astype(np.float64)
         x = np.asarray(query, dtype=np.float64)
         x_norm = float(np.linalg.norm(x))
