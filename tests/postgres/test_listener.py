@@ -465,3 +465,19 @@ def test_waiters_take_items_that_come_due_without_a_notification(pg_url: str) ->
             assert reclaimed is not None and reclaimed.payload == b"leased" and reclaimed.attempts == 2
 
     asyncio.run(scenario())
+
+
+def test_a_store_dropped_without_close_stops_its_listener(pg_url: str, admin: Any, name: str) -> None:
+    import gc
+
+    store = durastate.open(_named(pg_url, name))
+    assert store.queues.pop("dropped", wait=0.001) is None
+    engine = store.engine
+    assert isinstance(engine, PostgresEngine) and engine._listener is not None
+    thread = engine._listener._thread
+    assert thread is not None
+    del store, engine
+    gc.collect()
+    thread.join(FAILURE_DEADLINE)
+    assert not thread.is_alive()
+    _until(lambda: not _listener_pids(admin, name), "the listening backend to end")

@@ -783,6 +783,8 @@ class PostgresEngine(PipelinedTransactions):
                     self._listener = listener = Listener(
                         lambda: connect_listener(conninfo, options), f"durastate-listen-{id(self):x}"
                     )
+                    # A store dropped without close() does not leave its thread and connection behind.
+                    weakref.finalize(self, listener.close).atexit = False
         return listener
 
     def wait_for_change(self, channel: str, timeout: float) -> None:

@@ -175,6 +175,7 @@ class Listener:
         self._listening: set[str] = set()
         self._closed = False
         self._thread: threading.Thread | None = None
+        self._pid = os.getpid()  # a forked child's copy is the parent's: never touched there
         self._wake_read, self._wake_write = os.pipe()
         os.set_blocking(self._wake_write, False)
         # The listening connection's server process id while connected (tests, operators).
@@ -225,7 +226,9 @@ class Listener:
             self._poke()
 
     def close(self) -> None:
-        """Stop the thread, close the connection, wake every watch. Idempotent."""
+        """Stop the thread, close the connection, wake every watch. Idempotent; nothing in a forked child."""
+        if os.getpid() != self._pid:
+            return
         with self._lock:
             if self._closed:
                 return
