@@ -3,8 +3,9 @@
 Fills a fresh schema with ``durastate.testing.sample.fill``, opens the store
 the way ``durastate ui`` does (``open_for_reading`` where the code has it,
 else the plain ``open_store`` of older versions), renders ``/`` once to warm
-up and once measured, and counts every statement psycopg sends during the
-measured request by its first word, plus the rows of every table before and
+up and once measured, then the part the overview polls (``/?part=live``),
+and counts every statement psycopg sends during each measured request by
+its first word, plus the rows of every table before and
 after (the attempt table's among them).
 
     .venv/bin/python bench/inspector_statements.py postgresql://postgres@127.0.0.1:5432/postgres
@@ -67,14 +68,23 @@ def main(base: str) -> None:
                 counting = True
                 answer = client.get("/")
                 counting = False
-                after = rows(conn, schema)
+                page_counts = dict(counts)
+                counts.clear()
+                # The part the overview polls every few seconds (versions without it answer the whole page).
+                counting = True
+                polled = client.get("/?part=live", headers={"HX-Request": "true"})
+                counting = False
+                polled_after = rows(conn, schema)
             assert answer.status_code == 200, answer.text[-500:]
+            assert polled.status_code == 200, polled.text[-500:]
         finally:
             store.close()
-        changed = {t: after[t] - before[t] for t in after if after[t] != before.get(t)}
+        changed = {t: polled_after[t] - before[t] for t in polled_after if polled_after[t] != before.get(t)}
         print(f"durastate {durastate.__file__}")
-        print(f"statements: {sum(counts.values())} ({', '.join(f'{n} {k}' for k, n in counts.most_common())})")
-        print(f"rows written by the request: {changed or 'none'}")
+        for label, counted in (("overview page", page_counts), ("polled alerts (/?part=live)", dict(counts))):
+            kinds = ", ".join(f"{n} {k}" for k, n in sorted(counted.items(), key=lambda kv: -kv[1]))
+            print(f"{label}: {sum(counted.values())} statements ({kinds})")
+        print(f"rows written by the requests: {changed or 'none'}")
     finally:
         postgres_server.drop_schema(base, schema)
 

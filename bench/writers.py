@@ -30,6 +30,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 
 import durastate
+from durastate.engines import sqlite_busy
 
 BUSY_TIMEOUT = 30.0
 VALUE = b"v" * 100
@@ -63,7 +64,7 @@ def _raw_connection(path: str) -> sqlite3.Connection:
 
 
 def _setup(contender: str, path: str) -> None:
-    if contender == "durastate":
+    if contender.startswith("durastate"):
         durastate.open(path, busy_timeout=BUSY_TIMEOUT).close()
         return
     conn = _raw_connection(path)
@@ -76,7 +77,9 @@ def _setup(contender: str, path: str) -> None:
 def _worker(contender: str, workload: str, path: str, ops: int, index: int, barrier: Any, out: Any) -> None:
     latencies: list[float] = []
     clock = time.perf_counter
-    if contender == "durastate":
+    if contender.startswith("durastate"):
+        # "durastate-own-loop": waits in durastate's retry loop instead of SQLite's busy handler.
+        sqlite_busy.WAIT_IN_SQLITE = contender == "durastate"
         store = durastate.open(path, busy_timeout=BUSY_TIMEOUT)
         put, queues = store.kv.put, store.queues
         scope = b"s%d" % index
@@ -149,26 +152,30 @@ def main() -> None:
     parser.add_argument("--ops", type=int, default=2000)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--workload", choices=("put", "queue"), default="put")
+    parser.add_argument("--own-loop", action="store_true", help="also run durastate waiting in its own retry loop")
     args = parser.parse_args()
     print(f"SQLite {sqlite3.sqlite_version}, {os.cpu_count()} CPUs, workload {args.workload}, {args.ops} ops/process")
     for processes in [int(p) for p in args.processes.split(",")]:
-        rows: dict[str, list[dict[str, float]]] = {"durastate": [], "raw": []}
-        ratios = []
+        contenders = ["durastate", "raw", *(["durastate-own-loop"] if args.own_loop else [])]
+        rows: dict[str, list[dict[str, float]]] = {c: [] for c in contenders}
+        ratios: dict[str, list[float]] = {c: [] for c in contenders if c != "raw"}
         for round_number in range(args.rounds):
-            order = ("durastate", "raw") if round_number % 2 == 0 else ("raw", "durastate")
+            order = contenders[round_number % len(contenders) :] + contenders[: round_number % len(contenders)]
             measured = {c: run_once(c, args.workload, processes, args.ops) for c in order}
             for contender, row in measured.items():
                 rows[contender].append(row)
-            ratios.append(measured["durastate"]["ops_per_s"] / measured["raw"]["ops_per_s"])
+            for contender in ratios:
+                ratios[contender].append(measured[contender]["ops_per_s"] / measured["raw"]["ops_per_s"])
         for contender, measured_rows in rows.items():
             cells = "  ".join(
                 f"{key} {statistics.median(r[key] for r in measured_rows):9.2f}" for key in measured_rows[0]
             )
-            print(f"{processes:3d} processes  {contender:9s}  {cells}")
-        print(
-            f"{processes:3d} processes  durastate/raw throughput: median {statistics.median(ratios):.2f}x "
-            f"(rounds: {', '.join(f'{r:.2f}' for r in ratios)})"
-        )
+            print(f"{processes:3d} processes  {contender:18s}  {cells}")
+        for contender, values in ratios.items():
+            print(
+                f"{processes:3d} processes  {contender}/raw throughput: median {statistics.median(values):.2f}x "
+                f"(rounds: {', '.join(f'{r:.2f}' for r in values)})"
+            )
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ import asyncio
 import subprocess
 import sys
 import threading
+from pathlib import Path
 
 import pytest
 
@@ -173,3 +174,27 @@ def test_a_forked_child_wakes_its_loops_with_a_waker_thread_of_its_own() -> None
         [sys.executable, "-c", _WAKER_AFTER_FORK], capture_output=True, text=True, timeout=120, check=True
     )
     assert done.stdout.split() == ["child", "0"]
+
+
+@pytest.mark.parametrize("durability", ["normal", "full"])
+def test_calls_leave_the_loop_thread_where_each_commit_waits_for_an_fsync(tmp_path: Path, durability: str) -> None:
+    """At durability="full" a commit's fsync would stall the loop: calls run on a worker; at "normal", inline."""
+    import durastate
+    import durastate.aio
+
+    async def main() -> set[int]:
+        threads: set[int] = set()
+        async with durastate.aio.open(tmp_path / "s.db", durability=durability) as store:
+
+            def put_and_note(sync: durastate.Store, key: bytes) -> None:
+                threads.add(threading.get_ident())
+                sync.kv.put(b"s", b"n", key, b"v")
+
+            for i in range(5):
+                await store.transact(put_and_note, b"k%d" % i)
+            assert await store.kv.get(b"s", b"n", b"k4") == b"v"
+        return threads
+
+    loop_thread = threading.get_ident()  # asyncio.run runs the loop on this thread
+    threads = asyncio.run(main())
+    assert (loop_thread in threads) is (durability == "normal")

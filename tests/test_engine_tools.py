@@ -109,5 +109,5 @@ def test_a_store_made_with_some_facets_opens_read_only_with_those(tmp_path: Path
         assert [t["table"] for t in inspect.table_stats(store)] == ["kv", "kv_log", "kv_counter"]
         with pytest.raises(durastate.ConfigurationError, match="facets"):
             store.queues  # noqa: B018
-    with pytest.raises(durastate.ConfigurationError, match="older than|missing"):
+    with pytest.raises(durastate.ConfigurationError, match=r"older than|missing"):
         durastate.open(path, read_only=True, facets=["queues"])  # asked for by name: must be there

@@ -5,7 +5,7 @@ and pi-durable adapters) call them through one ``AsyncRunner`` per store.
 
 Where a call runs:
 
-* **SQLite file stores: inline, on the event loop's thread**, on that
+* **SQLite file stores at ``durability="normal"``: inline, on the event loop's thread**, on that
   thread's own connection (``no_wait_changes``). An uncontended call costs
   what the sync call costs. Two coroutines share the loop thread's
   connection safely: a facet call never awaits, so calls on one loop never
@@ -20,10 +20,14 @@ Where a call runs:
   lock. A sync call made on the loop's thread gets the same refusal, with
   a message saying why (it would stall the loop); once no loop runs on the
   thread (after ``asyncio.run`` returned), its calls wait as sync calls do.
-* **PostgreSQL and ``memory:`` stores: on a worker thread** (one per pool
-  connection on PostgreSQL): a network round trip must not block the loop,
-  and a ``memory:`` database has no WAL (its ``COMMIT`` can be refused after
-  changes were made, so the inline rule above would not be safe).
+* **PostgreSQL, ``memory:`` and ``durability="full"`` stores: on a worker
+  thread** (one per pool connection on PostgreSQL): a network round trip
+  must not block the loop; a ``memory:`` database has no WAL (its ``COMMIT``
+  can be refused after changes were made, so the inline rule above would
+  not be safe); at ``durability="full"`` every commit waits for an fsync,
+  milliseconds in which the loop would run nothing else (the engine
+  declares ``inline_async_calls=False`` then; aiosqlite, under
+  AsyncSqliteSaver, likewise runs every call on its own thread).
 
 Cancellation: an inline call cannot be interrupted (it never awaits), so it
 completes. A call on a worker thread keeps running when its awaiting

@@ -16,11 +16,14 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import functools
+import http.server
 import io
 import os
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -167,7 +170,8 @@ def test_every_page_in_chromium(chromium: str, inspector: str, filled: tuple[str
     assert int(entries[0][0]) < int(entries[1][0])  # ordinals, in order
     assert doms["kv-log"].by_id("kv-logs").rows() == [["stream"]]
 
-    queues = {r[0]: [int(x) for x in r[1:]] for r in doms["queues"].by_id("queues").rows()}
+    queues = {r[0]: [int(x.rstrip(" ⚠")) for x in r[1:]] for r in doms["queues"].by_id("queues").rows()}
+    assert [r[4] for r in doms["queues"].by_id("queues").rows()] == ["0", "1 ⚠"]  # dead letters flagged
     assert queues == {q: [c["ready"], c["in_flight"], c["delayed"], c["dead"]] for q, c in sample.queues.items()}
     items = doms["queue"].by_id("items").rows()
     assert [r[1] for r in items] == ["ready", "ready", "ready"]  # page of 3, in delivery order
@@ -299,6 +303,37 @@ def test_actions_are_offered_and_confirmed_in_chromium(
             assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     with durastate.open(url) as store:
         assert store.queues.stats("fragile").dead == 1  # looking wrote nothing
+
+
+@pytest.mark.slow
+def test_a_cross_site_form_cannot_act_even_with_a_leaked_token(
+    chromium: str, filled: tuple[str, Sample], tmp_path: Path
+) -> None:
+    """A page on another origin auto-submits the purge form, with a valid CSRF token copied from a confirm page:
+    Chromium sends its Origin and Sec-Fetch-Site, the inspector refuses (403) and nothing is purged."""
+    url, _ = filled
+    with serve(url, "--allow-writes") as base:
+        with urllib.request.urlopen(base + "/confirm?action=queue-purge&target=fragile", timeout=10) as r:
+            confirm = parse(r.read().decode())
+        fields = {n.attrs["name"]: n.attrs["value"] for n in confirm.by_id("confirm-form").walk() if n.tag == "input"}
+        inputs = "".join(f'<input type="hidden" name="{k}" value="{v}">' for k, v in fields.items())
+        (tmp_path / "attack.html").write_text(
+            f'<!doctype html><html><body><form method="post" action="{base}/actions/queue-purge">{inputs}</form>'
+            "<script>document.forms[0].submit()</script></body></html>"
+        )
+        attacker = http.server.ThreadingHTTPServer(
+            ("127.0.0.1", 0), functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(tmp_path))
+        )
+        thread = threading.Thread(target=attacker.serve_forever, daemon=True)
+        thread.start()
+        try:
+            landed = dump_dom(chromium, f"http://127.0.0.1:{attacker.server_address[1]}/attack.html", budget_ms=3000)
+        finally:
+            attacker.shutdown()
+            thread.join(timeout=10)
+    assert "refused: a cross-site request" in landed  # the form was posted, and answered with the refusal
+    with durastate.open(url) as store:
+        assert store.queues.stats("fragile").dead == 1
 
 
 def test_missing_things_are_404_and_bad_input_400(inspector: str) -> None:

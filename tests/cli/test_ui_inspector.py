@@ -236,7 +236,8 @@ def test_event_timelines_carry_zoned_timestamps(store: durastate.Store, clock: F
     moment = datetime.datetime.fromisoformat(stamp.attrs["datetime"] or "")
     assert moment.tzinfo is not None
     assert moment.timestamp() == pytest.approx(clock(), abs=0.001)
-    assert stamp.text() == (stamp.attrs["datetime"] or "").replace("T", " ")
+    assert stamp.text() == moment.strftime("%Y-%m-%d %H:%M:%S ") + moment.isoformat()[-6:]  # the offset shown too
+    assert stamp.attrs["title"] == stamp.attrs["datetime"]
 
 
 def test_without_allow_writes_there_is_nothing_to_post_to(store: durastate.Store) -> None:
@@ -355,3 +356,20 @@ def test_the_ui_command_opens_read_only_unless_writes_are_allowed(
     assert seen["read_only"] is not writes and seen["allow_writes"] is writes
     assert seen["thresholds"] == Thresholds(stale_after=30, backlog_over=7) and seen["refresh"] == 0
     assert ("redrive and purge of dead letters allowed" if writes else "read-only") in result.output
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"page_size": 0}, "page_size"),
+        ({"refresh": -1}, "refresh"),
+        ({"refresh": True}, "refresh"),
+        ({"thresholds": Thresholds(stale_after=0)}, "stale_after"),
+        ({"thresholds": Thresholds(backlog_over=-1)}, "backlog_over"),
+        ({"thresholds": {"stale_after": 1}}, "thresholds"),
+        ({"allow_writes": "yes"}, "allow_writes"),
+    ],
+)
+def test_create_app_refuses_bad_options(store: durastate.Store, options: dict[str, Any], message: str) -> None:
+    with pytest.raises(durastate.InvalidRequest, match=message):
+        create_app(store, **options)

@@ -8,8 +8,16 @@ import sys
 import pytest
 
 
-@pytest.mark.parametrize(("module", "framework"), [("eventsourcing", "eventsourcing"), ("huey", "huey")])
-def test_missing_framework_names_the_extra(module: str, framework: str) -> None:
+@pytest.mark.parametrize(
+    ("module", "framework", "extra"),
+    [
+        ("eventsourcing", "eventsourcing", "eventsourcing"),
+        ("huey", "huey", "huey"),
+        ("agent_framework", "agent_framework", "agent-framework"),
+        ("strands", "strands", "strands"),
+    ],
+)
+def test_missing_framework_names_the_extra(module: str, framework: str, extra: str) -> None:
     code = (
         "import sys\n"
         f"sys.modules[{framework!r}] = None  # as if it were not installed\n"
@@ -20,10 +28,11 @@ def test_missing_framework_names_the_extra(module: str, framework: str) -> None:
         "    print(exc)\n"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
-    assert f"pip install 'durastate[{module}]'" in result.stdout, result.stdout + result.stderr
+    assert f"pip install 'durastate[{extra}]'" in result.stdout, result.stdout + result.stderr
 
 
 def test_importing_durastate_imports_no_framework() -> None:
-    code = "import sys, durastate, durastate.integrations; print(sorted({'eventsourcing', 'huey'} & set(sys.modules)))"
+    frameworks = "{'eventsourcing', 'huey', 'agent_framework', 'strands'}"
+    code = f"import sys, durastate, durastate.integrations; print(sorted({frameworks} & set(sys.modules)))"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
     assert result.stdout.strip() == "[]"

@@ -51,7 +51,8 @@ would). ``queues.pop`` is at-most-once: a pop cancelled after it took its
 item loses it, exactly as a consumer dying after ``pop`` would. A
 cancelled ``transact`` rolls back unless it had already committed; a
 cancelled ``async with`` block rolls back. A wait (``wait=``) holds nothing
-while it waits (it polls every 50 ms on the loop), so cancelling it is
+while it waits (on PostgreSQL the store's listening connection wakes it on
+the loop; elsewhere it polls every 50 ms on the loop), so cancelling it is
 always clean. ``await store.close()`` waits until no worker thread is
 inside a call before closing the connections.
 

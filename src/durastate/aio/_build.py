@@ -21,10 +21,13 @@ than return a value are driven:
   parking thread, and leaving the iterator (``aclose()``) or closing the
   store sets ``stop``.
 * ``WAIT``: the sync method takes ``wait=`` seconds and answers ``None``
-  when nothing is there (``queues.claim``/``pop``); the facade calls it
-  without ``wait`` and, while it answers ``None`` and time is left, sleeps
-  on the loop for ``POLL_INTERVAL`` between tries: nothing is held while
-  waiting, so cancelling a wait is always clean.
+  when nothing is there (``queues.claim``/``pop``); the facade registers
+  the method's change watch first (``Method.watch``, ``engines.watch``),
+  calls it without ``wait`` and, while it answers ``None`` and time is
+  left, awaits the watch on the loop (no thread, no connection is held:
+  PostgreSQL's listener wakes it with ``call_soon_threadsafe``; elsewhere
+  the watch polls every 50 ms, as the sync method does), so cancelling a
+  wait is always clean.
 * ``CONTEXT``: the sync method returns a context manager holding a
   transaction (``documents.lock``); the facade method returns an async
   context manager that runs it on a thread pinned to the block (see
@@ -49,6 +52,7 @@ from typing import Any, Generic, TypeVar
 from .._aio import AsyncRunner, Undo
 from .._validate import as_seconds
 from ..engines.sqlite import LockBusy
+from ..engines.watch import ChangeWatch
 from ..errors import StoreClosed
 
 T = TypeVar("T")
@@ -60,7 +64,6 @@ STREAM = "stream"
 WAIT = "wait"
 CONTEXT = "context"
 
-POLL_INTERVAL = 0.05  # seconds between tries of a WAIT method (the sync facets poll as often)
 ITER_BATCH = 512  # items one worker hop takes from an ITER iterator
 
 
@@ -73,6 +76,11 @@ class Method:
     undo: Callable[[Any, Any], object] | None = None
     # Name of the facade class (in the same registry) to wrap the result in.
     wrap: str | None = None
+    # WAIT: watch(sync_facet, *args, **kwargs), the ChangeWatch the sync method's own wait registers (required).
+    watch: Callable[..., ChangeWatch] | None = None
+    # WAIT: look_again_at(sync_facet, watch, deadline, *args, **kwargs), run on a worker after an empty try:
+    # the time.monotonic() to try again at unless woken (None: at the deadline).
+    look_again_at: Callable[..., float] | None = None
 
 
 @dataclass(frozen=True)
@@ -373,19 +381,36 @@ def _make_call(name: str, undo_spec: Callable[[Any, Any], object] | None, wrap: 
     return call_and_wrap
 
 
-def _make_wait(name: str, undo_spec: Callable[[Any, Any], object] | None, wrap: Callable[..., Any] | None) -> Any:
+def _make_wait(
+    name: str,
+    undo_spec: Callable[[Any, Any], object] | None,
+    wrap: Callable[..., Any] | None,
+    make_watch: Callable[..., ChangeWatch],
+    look_again_at: Callable[..., float] | None,
+) -> Any:
     attempt = _make_call(name, undo_spec, wrap)
 
     async def wait_for(self: Facade, /, *args: Any, wait: float | None = None, **kwargs: Any) -> Any:
-        deadline = None if wait is None else time.monotonic() + as_seconds("wait", wait, allow_zero=True)
-        while True:
-            result = await attempt(self, *args, **kwargs)
-            if result is not None or deadline is None:
-                return result
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                return None
-            await asyncio.sleep(min(remaining, POLL_INTERVAL))
+        seconds = None if wait is None else as_seconds("wait", wait, allow_zero=True)
+        if not seconds:
+            return await attempt(self, *args, **kwargs)
+        deadline = time.monotonic() + seconds
+        # Registered before the first try: a change between a try and the wait wakes the wait.
+        watch = make_watch(self._sync, *args, **kwargs)
+        try:
+            while True:
+                result = await attempt(self, *args, **kwargs)
+                if result is not None:
+                    return result
+                look_at = deadline
+                if look_again_at is not None:
+                    look_at = await runner_for(self._runner).call(
+                        look_again_at, (self._sync, watch, deadline, *args), kwargs
+                    )
+                if not await watch.wait_until_async(look_at) and look_at >= deadline:
+                    return None
+        finally:
+            watch.close()
 
     return wait_for
 
@@ -442,7 +467,9 @@ def build_facades(specs: list[FacadeSpec]) -> dict[str, type[Facade]]:
             if declared.kind == CALL:
                 function = _make_call(name, declared.undo, wrap)
             elif declared.kind == WAIT:
-                function = _make_wait(name, declared.undo, wrap)
+                if declared.watch is None:
+                    raise TypeError(f"{spec.name}.{name}: a WAIT method declares its watch")
+                function = _make_wait(name, declared.undo, wrap, declared.watch, declared.look_again_at)
             elif declared.kind == PLAIN:
                 function = _make_plain(name, wrap)
             elif declared.kind == ITER:

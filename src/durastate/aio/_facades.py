@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..engines.watch import ChangeWatch
 from ..errors import DurastateError
 from ..events import Events
 from ..facets import FACETS, Facet
@@ -26,6 +27,18 @@ def release_queue_claim(_queues: Queues, claim: Claim | None) -> None:
     """A cancelled ``claim``'s item is claimable again at once (the delivery counts, as a crash's would)."""
     if claim is not None:
         claim.renew(0.001)
+
+
+def watch_queue(queues: Queues, name: str | bytes, /, *_args: Any, **_kwargs: Any) -> ChangeWatch:
+    """The change watch ``claim``/``pop`` on queue ``name`` wait on (the sync methods' own)."""
+    return queues._watch(name)
+
+
+def queue_look_again_at(
+    queues: Queues, watch: ChangeWatch, deadline: float, name: str | bytes, /, *_args: Any, **_kwargs: Any
+) -> float:
+    """When a waiter on queue ``name`` tries again unless woken (the sync methods' own rule)."""
+    return queues._look_again_at(name, watch, deadline)
 
 
 def release_event_claims(events: Events, result: Any) -> None:
@@ -47,7 +60,12 @@ def release_event_claims(events: Events, result: Any) -> None:
 # Per facet (durastate.facets.FACETS, by name): its methods that are not plain calls.
 FACET_METHODS: dict[str, dict[str, Method]] = {
     "kv": {"scan": Method(ITER), "log": Method(ITER), "scope": Method(PLAIN, wrap="AsyncScopedKV")},
-    "queues": {"claim": Method(WAIT, undo=release_queue_claim, wrap="AsyncClaim"), "pop": Method(WAIT)},
+    "queues": {
+        "claim": Method(
+            WAIT, undo=release_queue_claim, wrap="AsyncClaim", watch=watch_queue, look_again_at=queue_look_again_at
+        ),
+        "pop": Method(WAIT, watch=watch_queue, look_again_at=queue_look_again_at),
+    },
     "documents": {"lock": Method(CONTEXT), "iter_keys": Method(ITER)},
     "events": {
         "stream": Method(STREAM),

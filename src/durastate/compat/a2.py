@@ -100,6 +100,7 @@ from .. import events as _events
 from .. import store as _store
 from .._aio import AsyncRunner, Undo
 from ..aio._facades import release_event_claims
+from ..engines.watch import ChangeWatch
 from ..errors import DurastateError, InvalidRequest, StoreClosed
 from ..events import FailResult, RenewResult, Snapshot  # the same shape here: no times, no events
 from ..presence import PresenceEntry
@@ -480,30 +481,48 @@ class A2Store:
         return self._stream(session_id, start_after or 0)
 
     async def _stream(self, session_id: str, after: int) -> AsyncIterator[StoredEvent]:
-        engine = self._store.engine
-        channel = self._events.channel(session_id)
-        while True:
-            try:
-                batch = await self._call(self._events.read_after, session_id, after)
-            except A2Error as exc:
-                if isinstance(exc.__cause__, StoreClosed) or self._runner.closed:
+        # Registered before the first read: an append between a read and the wait wakes the wait.
+        try:
+            watch = self._store.engine.watch(self._events.channel(session_id), _events.POLL_INTERVAL)
+        except StoreClosed:
+            return
+        try:
+            while True:
+                try:
+                    batch = await self._call(self._events.read_after, session_id, after)
+                except A2Error as exc:
+                    if isinstance(exc.__cause__, StoreClosed) or self._runner.closed:
+                        return
+                    raise
+                except StoreClosed:
                     return
-                raise
-            except StoreClosed:
-                return
-            for e in batch:
-                after = e.index
-                yield _stored(e)
-            if batch:
-                continue
-            if self._runner.closed:
-                return
-            # Wait on a parking thread, not a worker: a parked stream must
-            # not occupy one of the threads other calls run on.
-            try:
-                await self._runner.park(engine.wait_for_change, channel, _events.POLL_INTERVAL)
-            except StoreClosed:
-                return
+                for e in batch:
+                    after = e.index
+                    yield _stored(e)
+                if batch:
+                    continue
+                if not await self._until_changed(watch):
+                    return
+        finally:
+            watch.close()
+
+    async def _until_changed(self, watch: ChangeWatch) -> bool:
+        """Wait until ``watch`` says look again; ``False`` once the store's runner is closed."""
+        if watch.reliable:
+            # PostgreSQL's listener wakes this coroutine on its loop: no thread waits, no statement polls.
+            while not await watch.wait_async(_events.POLL_INTERVAL):
+                if self._runner.closed:
+                    return False
+            return not self._runner.closed
+        if self._runner.closed:
+            return False
+        # A polling watch (SQLite: woken at once by this process's appends) waits on a parking thread, not
+        # a worker: a parked stream must not occupy one of the threads other calls run on.
+        try:
+            await self._runner.park(watch.wait, _events.POLL_INTERVAL)
+        except StoreClosed:
+            return False
+        return True
 
     def close(self) -> None:
         """Close the store (idempotent). Streams end; later calls raise ``A2Error``."""

@@ -57,6 +57,7 @@ from .statements import (
 )
 from .tools import EngineTools
 from .transaction import Transaction, TransactionState, aborted_error
+from .watch import ChangeWatch, PolledWatch
 
 __all__ = [
     "CORE_SCHEMA",
@@ -212,6 +213,12 @@ class Engine(ABC):
         """Returns after a ``notify(channel)`` (other processes' too where ``capabilities.listen_notify``) or
         ``timeout`` seconds; a hint only.
         """
+
+    def watch(self, channel: str, poll: float) -> ChangeWatch:
+        """Returns a watch on ``channel`` registered now, before the caller's check (``engines.watch``); this
+        default polls through ``wait_for_change`` every ``poll`` seconds.
+        """
+        return PolledWatch(self, channel, poll)
 
     @abstractmethod
     def notify(self, channel: str, *, announced: bool = False) -> None:

@@ -49,6 +49,11 @@ process that made them. After ``os.fork()`` the child gets a new pool on
 first use; the parent's is left alone (not closed, which would close the
 parent's sockets' server sessions).
 
+Waiters. Every waiter (``watch``: queue waits, event streams, sync or
+async) is woken through one listening connection per engine, outside the
+pool (``postgres_listen``); an idle store sends no statement. Fork: a
+child gets its own at its first wait, as it gets its own pool.
+
 Poolers. Behind pgbouncer (or another pooler) in transaction mode each
 statement may run on a different server session. The first connect tells
 (``postgres_connect.behind_pooler``: the backend pid the pooler announced
@@ -69,8 +74,8 @@ the URL, the probe connection, why a connect failed), ``postgres_dialect``
 ``postgres_transaction`` (pipelined transactions: a transaction costs the
 round trips it must wait for), ``postgres_attempts``
 (the attempt rows that make a retried write apply once) and
-``postgres_explain`` (generic plans). Their public names are re-exported
-here.
+``postgres_explain`` (generic plans) and ``postgres_listen`` (the
+listening connection). Their public names are re-exported here.
 """
 
 from __future__ import annotations
@@ -112,7 +117,7 @@ from .postgres_attempts import MAX_ATTEMPT_RETENTION as MAX_ATTEMPT_RETENTION
 from .postgres_attempts import MIN_ATTEMPT_RETENTION as MIN_ATTEMPT_RETENTION
 from .postgres_attempts import NOT_APPLIED, OPAQUE_WRITE, attempt_variant, fetch_counted, fetch_result, replay
 from .postgres_citus_sql import citus_statement
-from .postgres_connect import CONNECT_TIMEOUT, behind_pooler, connect_failure, connect_options
+from .postgres_connect import CONNECT_TIMEOUT, behind_pooler, connect_failure, connect_options, listen_options
 from .postgres_dialect import CATALOG, announce_ddl
 from .postgres_dialect import LOCK as LOCK
 from .postgres_dialect import POSTGRES_DIALECT as POSTGRES_DIALECT
@@ -120,6 +125,7 @@ from .postgres_errors import connection_lost as connection_lost
 from .postgres_errors import node_unusable
 from .postgres_errors import translate_postgres_error as translate_postgres_error
 from .postgres_explain import explain_plan
+from .postgres_listen import Listener, connect_listener
 from .postgres_pool import SEND, LifoPool, PooledConnection
 from .postgres_space import reclaim as reclaim_tables
 from .postgres_tools import PostgresTools
@@ -127,6 +133,7 @@ from .postgres_transaction import NOTIFY_CHANNELS as NOTIFY_CHANNELS
 from .postgres_transaction import PipelinedTransactions, ThreadState, notify_on
 from .redact import redact_url
 from .space import SpaceReport
+from .watch import ChangeWatch
 
 PREPARE_THRESHOLD = 0
 # A statement outside a transaction whose node failed is tried again, pausing RETRY_FIRST_PAUSE seconds before
@@ -243,6 +250,8 @@ class PostgresEngine(PipelinedTransactions):
         # Whether the URL reaches the server through a pooler (postgres_connect.behind_pooler), found by the
         # first connect: no prepared statements, no session settings, no LISTEN (see "Poolers" in the docstring).
         self.pooler = False
+        # The listening connection shared by every waiter (postgres_listen), made at the first wait.
+        self._listener: Listener | None = None
         self._compile_own_statements()
         _ENGINES.add(self)
         self._open_pool()
@@ -357,8 +366,10 @@ class PostgresEngine(PipelinedTransactions):
         self._probed = True
 
     def _forget_parent_pool(self) -> None:
-        _FORK_ORPHANS.append((self._pool, self._local))
+        # The parent's listener too: its thread is not in this process, its socket is the parent's session.
+        _FORK_ORPHANS.append((self._pool, self._local, self._listener))
         self._pool = None
+        self._listener = None
         self._pool_lock = threading.Lock()
         self._local = ThreadState()
 
@@ -745,34 +756,51 @@ class PostgresEngine(PipelinedTransactions):
         finally:
             self._give_back(conn)
 
-    def wait_for_change(self, channel: str, timeout: float) -> None:
-        """Block until a ``NOTIFY`` on ``channel`` or ``timeout`` seconds.
+    def watch(self, channel: str, poll: float) -> ChangeWatch:
+        """A watch on ``channel`` (``engines.watch``), served by the store's one listening connection.
 
-        A hint only: callers re-check the database afterwards and poll, so a
-        notification lost between their check and our ``LISTEN`` costs at
-        most one poll interval. So a listening connection that is lost (its
-        server died, failed over, or dropped it as idle) returns early
-        instead of raising: the connection is discarded, and the caller's
-        re-check (retried like every statement) reaches the new primary.
+        See ``postgres_listen``: the connection is the store's own, outside
+        the pool, made at the first watch; a waiter holds no pooled
+        connection while it waits, and an idle waiter sends no statement.
+        Behind a pooler (no ``LISTEN``: ``capabilities.listen_notify`` is
+        off) the watch polls every ``poll`` seconds instead.
+        """
+        if self.pooler:
+            return super().watch(channel, poll)
+        return self._listening().watch(self.channel(channel), poll)
+
+    def _listening(self) -> Listener:
+        listener = self._listener
+        if listener is None:
+            with self._pool_lock:
+                if self._closed:
+                    raise StoreClosed(f"{self.url}: store is closed")
+                listener = self._listener
+                if listener is None:
+                    # Autocommit, with TCP keepalives, named (postgres_connect.listen_options).
+                    options = listen_options(self._conninfo, connect_options(self._conninfo, self.url))
+                    conninfo = self._conninfo
+                    self._listener = listener = Listener(
+                        lambda: connect_listener(conninfo, options), f"durastate-listen-{id(self):x}"
+                    )
+                    # A store dropped without close() does not leave its thread and connection behind.
+                    weakref.finalize(self, listener.close).atexit = False
+        return listener
+
+    def wait_for_change(self, channel: str, timeout: float) -> None:
+        """Block until a ``NOTIFY`` on ``channel`` or ``timeout`` seconds; a hint only.
+
+        The watch is registered here, after the caller's check: a waiter
+        that must not miss a change registers first (``watch``). Behind a
+        pooler: a sleep of at most 50 ms (the caller polls).
         """
         if self.pooler:
             # A LISTEN through a transaction-mode pooler lands on a server session the client leaves at once:
             # nothing would ever arrive. The caller polls instead (queues, events: every 50 ms).
             time.sleep(max(0.0, min(timeout, 0.05)))
             return
-        conn = self._borrow()
-        name = self.channel(channel)
-        try:
-            conn.execute(f"LISTEN {name}")
-            for _ in conn.notifies(timeout=timeout, stop_after=1):
-                break
-            conn.execute(f"UNLISTEN {name}")
-        except psycopg.Error as exc:
-            if not self._unusable(exc, conn):
-                raise translate_postgres_error(exc, self.url) from None
-            self._discard(conn)
-        finally:
-            self._give_back(conn)
+        with self.watch(channel, timeout) as watch:
+            watch.wait(timeout)
 
     # -- lifecycle -----------------------------------------------------------
 
@@ -787,5 +815,8 @@ class PostgresEngine(PipelinedTransactions):
                 return
             self._closed = True
             pool, self._pool = self._pool, None
+            listener, self._listener = self._listener, None
+        if listener is not None:
+            listener.close()  # wakes the waiters: their next check raises StoreClosed
         if pool is not None:
             pool.close()

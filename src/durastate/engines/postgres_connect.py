@@ -31,7 +31,7 @@ from psycopg.conninfo import conninfo_to_dict
 
 from ..errors import ConfigurationError, DurastateError, StoreUnavailable
 
-__all__ = ["behind_pooler", "connect_failure", "connect_options"]
+__all__ = ["behind_pooler", "connect_failure", "connect_options", "listen_options"]
 
 CONNECT_TIMEOUT = 10  # seconds, unless the URL says ``connect_timeout=``
 _SERVER_SEVERITIES = ("FATAL:", "ERROR:", "PANIC:")
@@ -62,6 +62,29 @@ def connect_options(url: str, where: str) -> dict[str, Any]:
     if "connect_timeout" not in params:
         options["connect_timeout"] = CONNECT_TIMEOUT
     return options
+
+
+# The listening connection (postgres_listen) idles for hours: TCP keepalives find it dead when the network
+# drops it silently (a statement never goes out to find out). Seconds; the URL's own settings win.
+LISTEN_KEEPALIVES = {"keepalives": 1, "keepalives_idle": 30, "keepalives_interval": 10, "keepalives_count": 3}
+LISTEN_APPLICATION_NAME = "durastate listener"
+
+
+def listen_options(url: str, options: dict[str, Any]) -> dict[str, Any]:
+    """``options`` for the store's listening connection: keepalives and a name, unless the URL sets them.
+
+    The name (``application_name``, ``LISTEN_APPLICATION_NAME``) tells
+    operators which backend is a store's listener; a URL that names its
+    sessions names the listener the same, as the rest of the store's.
+    """
+    params = conninfo_to_dict(url)  # connect_options checked it parses
+    listen = dict(options)
+    for key, value in LISTEN_KEEPALIVES.items():
+        if key not in params:
+            listen[key] = value
+    if "application_name" not in params:
+        listen["application_name"] = LISTEN_APPLICATION_NAME
+    return listen
 
 
 def connect_failure(exc: psycopg.Error, where: str) -> DurastateError:

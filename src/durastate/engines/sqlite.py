@@ -50,11 +50,13 @@ import time
 import uuid
 import weakref
 from collections.abc import Callable, Hashable, Iterable
+from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
 from .._validate import as_busy_timeout, as_durability
 from ..errors import ConfigurationError, DurastateError, InvalidRequest, StoreClosed, StoreUnavailable
+from . import sqlite_busy
 from .base import SQL, Clock, EngineBase, Kind, Params, Plan, Row, TransactionState, aborted_error
 from .capabilities import Capabilities
 from .space import SpaceReport
@@ -268,6 +270,10 @@ class SqliteEngine(EngineBase):
                 self._uri = False
             self.is_memory = False
         self.capabilities = MEMORY_CAPABILITIES if self.is_memory else CAPABILITIES
+        if durability == "full":
+            # Each commit waits for an fsync (milliseconds): never on an event
+            # loop's thread, where it would stall every coroutine (durastate._aio).
+            self.capabilities = self.capabilities.replace(inline_async_calls=False)
         self._local = _ThreadState()
         self._lock = threading.Lock()
         self._connections = Connections()
@@ -457,7 +463,21 @@ class SqliteEngine(EngineBase):
     def execute(self, sql: str, params: Params = ()) -> int:
         state = self._local
         if not state.depth and not state.writing and getattr(sql, "kind", None) in _WRITES:
-            return self._gated(self.execute, sql, params)
+            # A write outside a transaction holds the writer gate for its one
+            # statement: taken here when free (the hot path of single
+            # writes), else waited for in _gated.
+            gate = self._connections.writers
+            if not gate.enter(None):
+                return self._gated(self.execute, sql, params)
+            state.writing = True
+            try:
+                return self._execute(state, sql, params)
+            finally:
+                state.writing = False
+                gate.leave()
+        return self._execute(state, sql, params)
+
+    def _execute(self, state: _ThreadState, sql: str, params: Params) -> int:
         cursor = state.cursor or self._thread_cursor()
         with state.guard:
             if self._closed:
@@ -564,6 +584,18 @@ class SqliteEngine(EngineBase):
                     _FORK_GATE.leave()
                     if not self._waits_for(exc):
                         raise translate_sqlite_error(exc, f"{self.url}: begin") from None
+                    if sqlite_busy.WAIT_IN_SQLITE:
+                        _FORK_GATE.enter()
+                        try:
+                            with state.guard:
+                                self._in_sqlites_handler(partial(cursor.execute, _BEGIN_READ if read else _BEGIN_WRITE))
+                            return
+                        except sqlite3.Error as again:
+                            _FORK_GATE.leave()
+                            raise translate_sqlite_error(again, f"{self.url}: begin (past the busy timeout)") from None
+                        except BaseException:
+                            _FORK_GATE.leave()
+                            raise
                     if backoff is None:
                         backoff = Backoff(self._busy_timeout)
                     if not backoff.wait():
@@ -760,6 +792,21 @@ class SqliteEngine(EngineBase):
 
     # -- waiting for the lock (sqlite_busy) --------------------------------------
 
+    def _in_sqlites_handler(self, attempt: Callable[[], _T]) -> _T:
+        """``attempt()`` once more with SQLite's own busy handler waiting up to the busy timeout (``sqlite_busy``).
+
+        The thread's connection runs with ``busy_timeout = 0`` so that a
+        held lock is seen at once (a loop thread is refused, not stalled);
+        off a loop thread, once seen, the wait is SQLite's, as it is for
+        every other SQLite program contending for the file.
+        """
+        conn = (self._local.cursor or self._thread_cursor()).connection
+        conn.execute(f"PRAGMA busy_timeout = {int(self._busy_timeout * 1000)}")
+        try:
+            return attempt()
+        finally:
+            conn.execute("PRAGMA busy_timeout = 0")
+
     def _waits_for(self, exc: sqlite3.Error) -> bool:
         """Whether a statement refused with ``exc`` is tried again after a pause.
 
@@ -784,6 +831,11 @@ class SqliteEngine(EngineBase):
         """
         if not self._waits_for(exc):
             raise self._failed(exc) from None
+        if sqlite_busy.WAIT_IN_SQLITE:
+            try:
+                return self._in_sqlites_handler(attempt)
+            except sqlite3.Error as again:
+                raise self._failed(again) from None
         backoff = Backoff(self._busy_timeout)
         while backoff.wait():
             if self._closed:

@@ -177,6 +177,8 @@ from .statements import GET_EVENT as GET_EVENT
 from .statements import GET_EVENT_LOCKED as GET_EVENT_LOCKED
 from .statements import HAS_PENDING as HAS_PENDING
 from .statements import INSERT_EVENT as INSERT_EVENT
+from .statements import LANE_DEAD as LANE_DEAD
+from .statements import LANE_READY as LANE_READY
 from .statements import LAST_INDEX as LAST_INDEX
 from .statements import LAST_OF_SESSION as LAST_OF_SESSION
 from .statements import LIST_SESSIONS as LIST_SESSIONS

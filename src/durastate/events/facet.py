@@ -683,7 +683,11 @@ class Events(Upkeep):
 
         Runs until the generator is closed (``close()``, or leaving a
         ``for`` loop) or ``stop`` is set. Raises ``StoreClosed`` once the
-        store is closed.
+        store is closed. While caught up it waits for the session's appends
+        (``engines.watch``): ``stop`` is looked at every ``poll_interval``
+        seconds; the session is read again then too where the engine cannot
+        hear other processes' appends (SQLite, a PostgreSQL pooler), and
+        only when woken where it can (PostgreSQL's listener).
         """
         session = text("session_id", session_id)
         after = 0 if start_after is None else as_int64("start_after", start_after)
@@ -699,20 +703,24 @@ class Events(Upkeep):
         self, session: str, after: int, stop: threading.Event | None, poll_interval: float
     ) -> Generator[StoredEvent, None, None]:
         engine = self._engine
-        channel = self.channel(session)
-        while True:
-            rows = engine.all(self._read_range, (session, after, INT64_MAX, PAGE_SIZE))
-            for row in rows:
-                event = event_from_row(row)
-                after = event.index
-                yield event
-            if rows:
-                continue
-            if stop is not None and stop.is_set():
-                return
-            engine.wait_for_change(channel, poll_interval)
-            if stop is not None and stop.is_set():
-                return
+        # Registered before the first read: an append between a read and the wait wakes the wait.
+        with engine.watch(self.channel(session), poll_interval) as watch:
+            while True:
+                rows = engine.all(self._read_range, (session, after, INT64_MAX, PAGE_SIZE))
+                for row in rows:
+                    event = event_from_row(row)
+                    after = event.index
+                    yield event
+                if rows:
+                    continue
+                # Read again once woken (or polled); a reliable watch's quiet timeout only looks at ``stop``.
+                while True:
+                    if stop is not None and stop.is_set():
+                        return
+                    if watch.wait(poll_interval):
+                        break
+                if stop is not None and stop.is_set():
+                    return
 
     def read_after(self, session_id: str, after_index: int, limit: int = PAGE_SIZE) -> list[StoredEvent]:
         """One page of a stream: up to ``limit`` events after ``after_index``."""

@@ -7,7 +7,8 @@ missing framework raises ``ImportError`` naming the extra to install):
 ``langchain`` (``[langchain]``), ``eventsourcing`` (``[eventsourcing]``,
 ``PERSISTENCE_MODULE=durastate.integrations.eventsourcing``) and ``huey``
 (``[huey]``: ``DurastateHuey``, whose dequeued tasks are leased, not
-deleted). Each is tested against the framework's own suite for third-party
+deleted), ``adk`` (``[adk]``) and ``pydantic_ai`` (``[pydantic-ai]``:
+``DurastateConversationStore``). Each is tested against the framework's own suite for third-party
 backends (or a differential test), on SQLite and PostgreSQL. Their async
 methods run the sync implementation through ``durastate.aio``'s runner
 (``_common``): inline on the event loop's thread on a SQLite file, on worker

@@ -30,8 +30,10 @@ All of this composes with ``store.transaction()``: acking a claim in the
 same transaction as the writes it caused makes the effect exactly-once.
 
 ``wait=`` on ``claim``/``pop`` blocks up to that many seconds for an item:
-pushes from this process wake the waiter at once, pushes from other
-processes are seen by polling every ``POLL_INTERVAL`` seconds (no faster).
+pushes from this process wake the waiter at once; pushes from other
+processes wake it at once on PostgreSQL (the store's listening connection,
+``engines.postgres_listen``), and are seen by polling every
+``POLL_INTERVAL`` seconds elsewhere (SQLite, PostgreSQL behind a pooler).
 
 Inspection (read-only): ``names()`` lists queues, ``peek(name)`` pages through
 a queue's items in delivery order with their state, claiming nothing.

@@ -26,6 +26,7 @@ from .._validate import (
 )
 from .._validate import MAX_NAME_SIZE as MAX_NAME_SIZE  # re-exported: the conformance suite tests the bound
 from ..engines.base import READ, WRITE, WRITE_ROWS, Announce, Migration, Reread, Schema
+from ..engines.watch import ChangeWatch
 from ..errors import Conflict
 
 if TYPE_CHECKING:
@@ -39,6 +40,8 @@ _BURY_PER_TRANSACTION = 64
 # The claim index's lower bound per queue (Queues._floor): how far below the
 # earliest item it lies, and how long it is kept before it is read again.
 FLOOR_SLACK_MS = 1000
+# Seconds a waiter adds to the head's due time before looking again (the clock is read in whole ms).
+DUE_MARGIN = 0.001
 FLOOR_REFRESH = 2.0
 _FLOORS_KEPT = 10_000
 
@@ -380,16 +383,24 @@ class Queues:
         block up to that many seconds for one to arrive.
         """
         queue = _queue_name(name)
-        deadline = None if wait is None else self._wait_deadline(wait)
+        deadline = self._wait_deadline(wait)
         engine = self._engine
-        while True:
-            now = engine.now_ms()
-            row = engine.one(self._pop, (queue, now, self._floor(queue, now)))
-            if row is not None:
-                payload: bytes = row[0]
-                return payload
-            if not self._pause(queue, deadline):
-                return None
+        watch = None if deadline is None else self._watch(queue)
+        try:
+            while True:
+                now = engine.now_ms()
+                row = engine.one(self._pop, (queue, now, self._floor(queue, now)))
+                if row is not None:
+                    payload: bytes = row[0]
+                    return payload
+                if watch is None or deadline is None:
+                    return None
+                look_at = self._look_again_at(name, watch, deadline)
+                if not watch.wait_until(look_at) and look_at >= deadline:
+                    return None
+        finally:
+            if watch is not None:
+                watch.close()
 
     def claim(self, name: str | bytes, *, lease: float = 30.0, wait: float | None = None) -> Claim | None:
         """Lease the next available item for ``lease`` seconds, or return ``None``.
@@ -398,13 +409,21 @@ class Queues:
         """
         queue = _queue_name(name)
         lease_ms = _duration_ms("lease", lease, allow_zero=False)
-        deadline = None if wait is None else self._wait_deadline(wait)
-        while True:
-            claim = self._claim_once(queue, lease_ms)
-            if claim is not None:
-                return claim
-            if not self._pause(queue, deadline):
-                return None
+        deadline = self._wait_deadline(wait)
+        watch = None if deadline is None else self._watch(queue)
+        try:
+            while True:
+                claim = self._claim_once(queue, lease_ms)
+                if claim is not None:
+                    return claim
+                if watch is None or deadline is None:
+                    return None
+                look_at = self._look_again_at(name, watch, deadline)
+                if not watch.wait_until(look_at) and look_at >= deadline:
+                    return None
+        finally:
+            if watch is not None:
+                watch.close()
 
     def _claim_once(self, queue: bytes, lease_ms: int) -> Claim | None:
         engine = self._engine
@@ -471,22 +490,46 @@ class Queues:
         return floor
 
     def _wait_deadline(self, wait: float | None) -> float | None:
+        """The ``time.monotonic()`` a ``wait=`` ends at; ``None``: no waiting (``None`` or 0)."""
         if wait is None:
             return None
         seconds = as_seconds("wait", wait, allow_zero=True)
-        if seconds and self._engine.in_transaction():
+        if not seconds:
+            return None
+        if self._engine.in_transaction():
             fail("wait= would hold the transaction's write lock while sleeping; claim outside the transaction")
         return time.monotonic() + seconds
 
-    def _pause(self, queue: bytes, deadline: float | None) -> bool:
-        """Sleep until woken or the next poll; False when the wait is over."""
-        if deadline is None:
-            return False
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            return False
-        self._engine.wait_for_change(self._channel(queue), min(remaining, POLL_INTERVAL))
-        return True
+    def _watch(self, name: str | bytes) -> ChangeWatch:
+        """The watch a waiter on queue ``name`` registers before its first try (``engines.watch``).
+
+        Woken by pushes, nacks and released claims of that queue (their
+        ``notify``); where the engine cannot hear other processes' (SQLite,
+        a PostgreSQL pooler) it polls every ``POLL_INTERVAL`` seconds. Also
+        the async facade's (``durastate.aio``).
+        """
+        return self._engine.watch(self._channel(_queue_name(name)), POLL_INTERVAL)
+
+    def _look_again_at(self, name: str | bytes, watch: ChangeWatch, deadline: float) -> float:
+        """After an empty try: the ``time.monotonic()`` to try again at unless woken before (at most ``deadline``).
+
+        An item can become available without a notification: a delayed
+        push or a nack's delay comes due, a lease runs out, or the pusher's
+        clock ran ahead of this waiter's. A ``reliable`` watch (which would
+        otherwise sleep until ``deadline``) looks again when the queue's
+        head comes due (``HEAD_TIME``, one statement), or after
+        ``POLL_INTERVAL`` if the head is due already but was not taken
+        (another transaction holds it). A polling watch answers every
+        ``POLL_INTERVAL`` anyway. Also the async facade's.
+        """
+        if not watch.reliable:
+            return deadline
+        engine = self._engine
+        row = engine.one(self._head_time, (_queue_name(name),))
+        if row is None:
+            return deadline
+        due_in = (int(row[0]) - engine.now_ms()) / 1000
+        return min(deadline, time.monotonic() + (due_in + DUE_MARGIN if due_in > 0 else POLL_INTERVAL))
 
     # -- settling a claim ------------------------------------------------------
 

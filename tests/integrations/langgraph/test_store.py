@@ -125,3 +125,34 @@ def test_from_url_owns_its_store(tmp_path: object) -> None:
     with DurastateStore.from_url(url) as memory:
         assert memory.get(("x",), "k").value == {"kept": True}  # type: ignore[union-attr]
     assert memory.store.closed
+
+
+@pytest.mark.parametrize(
+    "filter",
+    [
+        {"tags": ["a", "b"]},
+        {"tags": ["a"]},
+        {"meta": {"n": 1}},
+        {"meta": {"n": {"$gte": 1}}},
+        {"meta": {"n": 1, "s": "x"}},
+        {"tags": ["a", "b"], "meta": {"s": "x"}},
+        {"pairs": [{"k": 1}, {"k": 2}]},
+        {"missing": None},
+        {"meta": "x"},
+    ],
+)
+def test_filters_on_lists_and_nested_values_match_inmemorystore(memory: DurastateStore, filter: dict) -> None:
+    from langgraph.store.memory import InMemoryStore
+
+    reference = InMemoryStore()
+    values = [
+        {"tags": ["a", "b"], "meta": {"n": 1, "s": "x"}, "pairs": [{"k": 1, "o": 0}, {"k": 2}]},
+        {"tags": ["a"], "meta": {"n": 2, "s": "y"}, "pairs": [{"k": 1}]},
+        {"tags": ["b", "a"], "meta": {"n": 0}, "missing": None},
+        {"tags": "a", "meta": ["n"]},
+    ]
+    for i, value in enumerate(values):
+        for store in (memory, reference):
+            store.put(("f",), f"k{i}", value)
+    expected = sorted(item.key for item in reference.search(("f",), filter=filter))
+    assert [item.key for item in memory.search(("f",), filter=filter)] == expected

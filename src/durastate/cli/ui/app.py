@@ -16,7 +16,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
 import durastate
-from durastate.errors import DurastateError
+from durastate.errors import DurastateError, InvalidRequest
 
 from .._common import human_bytes, parse_bytes, redact, show_bytes
 from ..inspect import facet_stats, health, table_stats
@@ -43,6 +43,26 @@ def raw(value: bytes, name: str) -> Response:
     )
 
 
+def _check_options(page_size: Any, thresholds: Any, refresh: Any, allow_writes: Any) -> None:
+    """Refuse options no inspector can run with (``InvalidRequest``), before anything is built."""
+    if isinstance(page_size, bool) or not isinstance(page_size, int) or not 1 <= page_size <= 10_000:
+        raise InvalidRequest(f"page_size must be an int from 1 to 10000, got {page_size!r}")
+    if not isinstance(thresholds, Thresholds):
+        raise InvalidRequest(f"thresholds must be an alerts.Thresholds, got {type(thresholds).__name__}")
+    if not (isinstance(thresholds.stale_after, (int, float)) and thresholds.stale_after > 0):
+        raise InvalidRequest(f"stale_after must be a number of seconds > 0, got {thresholds.stale_after!r}")
+    if (
+        isinstance(thresholds.backlog_over, bool)
+        or not isinstance(thresholds.backlog_over, int)
+        or thresholds.backlog_over < 0
+    ):
+        raise InvalidRequest(f"backlog_over must be an int >= 0, got {thresholds.backlog_over!r}")
+    if isinstance(refresh, bool) or not isinstance(refresh, (int, float)) or not 0 <= refresh <= 86_400:
+        raise InvalidRequest(f"refresh must be seconds from 0 (off) to 86400, got {refresh!r}")
+    if not isinstance(allow_writes, bool):
+        raise InvalidRequest(f"allow_writes must be True or False, got {allow_writes!r}")
+
+
 def create_app(
     store: durastate.Store,
     *,
@@ -62,6 +82,7 @@ def create_app(
     them, read-only otherwise); ``thresholds`` are what the overview flags (``alerts``); ``refresh``:
     seconds between the overview's refreshes (0: none).
     """
+    _check_options(page_size, thresholds, refresh, allow_writes)
     hosts = allowed_hosts(bound, allow_hosts)
     csrf = actions.Csrf(token)
     templates = Jinja2Templates(directory=str(HERE / "templates"))

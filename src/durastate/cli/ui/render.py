@@ -133,12 +133,14 @@ def iso(ms: int | float) -> str:
 
 
 def when(ms: int | float | None) -> Markup:
-    """``<time datetime="ISO">`` for epoch ms (``""`` for None): the zone is in both the attribute and the text."""
+    """``<time datetime="ISO">`` for epoch ms (``""`` for None): the zone offset is in the attribute and the text
+    (``2026-12-05 02:01:12 +00:00``)."""
     if ms is None:
         return Markup("")
     stamp = iso(ms)
-    shown = stamp.replace("T", " ", 1)
-    return Markup('<time datetime="{}">{}</time>').format(stamp, shown)
+    # Shown to the second, with the offset; the attribute (and the tooltip) keep the milliseconds.
+    shown = f"{stamp[:10]} {stamp[11:19]} {stamp[23:]}"
+    return Markup('<time datetime="{}" title="{}">{}</time>').format(stamp, stamp, shown)
 
 
 def when_s(seconds: float | None) -> Markup:

@@ -1,7 +1,7 @@
 """Google ADK on durastate: sessions, artifacts and memory (extra ``[adk]``).
 
 Built and tested against ``google-adk`` 2.13.0 (pinned in the ``test``
-extra). Two services, each a subclass of ADK's own base class, on any
+extra). Three services, each a subclass of ADK's own base class, on any
 durastate URL (one SQLite file shared by several processes, or
 PostgreSQL)::
 
@@ -17,7 +17,9 @@ PostgreSQL)::
 * ``DurastateArtifactService`` (``google.adk.artifacts.BaseArtifactService``):
   versioned artifacts in kv, a counter handing out versions (``artifacts``).
 
-``google.adk.memory.BaseMemoryService`` is not implemented yet.
+* ``DurastateMemoryService`` (``google.adk.memory.BaseMemoryService``):
+  ADK's in-memory keyword search over the events of a user's sessions, kept
+  in kv (``memory``).
 
 ``docs/adk.md`` has the details; each module's docstring states its contract.
 """
@@ -26,11 +28,13 @@ from __future__ import annotations
 
 from ._common import ArtifactInputError, SessionExists, SessionNotFound, StaleSession
 from .artifacts import DurastateArtifactService
+from .memory import DurastateMemoryService
 from .sessions import DurastateSessionService
 
 __all__ = [
     "ArtifactInputError",
     "DurastateArtifactService",
+    "DurastateMemoryService",
     "DurastateSessionService",
     "SessionExists",
     "SessionNotFound",

@@ -3,7 +3,8 @@
 ``DurastateSaver`` is a ``BaseCheckpointSaver`` (sync and async, every
 optional capability: ``delete_for_runs``, ``copy_thread``, ``prune``);
 ``DurastateStore`` is a ``BaseStore`` (get/put/delete/search/list_namespaces
-with filters, limit/offset and TTL; no vector search). Both run on any
+with filters, limit/offset and TTL; semantic search with LangGraph's
+``index=`` configuration, as ``InMemoryStore(index=)``). Both run on any
 durastate URL: one SQLite file or PostgreSQL::
 
     from durastate.integrations.langgraph import DurastateSaver

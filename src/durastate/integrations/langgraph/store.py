@@ -14,8 +14,21 @@ Semantics (those of LangGraph's stores; where they differ, PostgresStore's):
 * ``search``: items under a namespace prefix in (namespace, key) order,
   ``filter`` as in InMemoryStore/PostgresStore (nested dicts partially,
   lists element-wise, ``$eq $ne $gt $gte $lt $lte``), then
-  ``offset``/``limit``. A ``query`` (semantic search) is refused with
-  ``InvalidRequest``: this store has no vector index.
+  ``offset``/``limit``. With ``index=`` (LangGraph's ``IndexConfig``), a
+  ``query`` ranks the filtered items by cosine similarity to the query's
+  embedding, as InMemoryStore does (``_vectors`` says how; equal scores in
+  (namespace, key) order, unembedded items last with score ``None``,
+  ``offset`` counted over that whole order). Without ``index=`` a
+  ``query`` is refused with ``InvalidRequest`` (LangGraph's stores ignore
+  it and list unranked items: a silent misconfiguration).
+* Embedding: a batch's puts embed their fields (the index's ``fields``, or
+  the put's ``index=`` list; ``index=False`` none) and its searches their
+  queries, before anything is read or written, each distinct text once
+  (``embed_documents``; queries ``embed_query``, ``aembed_*`` from
+  ``abatch``). A field embedded again replaces its vector; fields a put
+  does not embed keep the vector they had (as in InMemoryStore and
+  PostgresStore); deleting the item deletes its vectors, which expire and
+  are refreshed with it.
 * ``list_namespaces``: namespaces that hold at least one live item
   (InMemoryStore also lists namespaces it merely looked up), sorted,
   ``prefix``/``suffix`` conditions with ``*`` wildcards, ``max_depth``
@@ -35,8 +48,10 @@ Semantics (those of LangGraph's stores; where they differ, PostgresStore's):
 
 from __future__ import annotations
 
+import asyncio
 import os
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -44,6 +59,7 @@ import orjson
 from langgraph.store.base import (
     BaseStore,
     GetOp,
+    IndexConfig,
     InvalidNamespaceError,
     Item,
     ListNamespacesOp,
@@ -59,7 +75,9 @@ from langgraph.store.base import (
 
 from ...errors import InvalidRequest
 from ...store import Store
+from . import _vectors
 from ._bound import StoreBound
+from ._vectors import VECTORS, Embedding, IndexSpec
 
 __all__ = ["DurastateStore"]
 
@@ -96,19 +114,30 @@ def _datetime(ms: int) -> datetime:
     return datetime.fromtimestamp(ms / 1000, tz=UTC)
 
 
-def _matches(value: Any, wanted: Any) -> bool:
-    """LangGraph's filter semantics: operators, nested dicts partially, lists element-wise."""
+def _predicate(wanted: Any) -> Callable[[Any], bool]:
+    """LangGraph's filter semantics, compiled once per search into a test of a stored value.
+
+    Operators (``$eq`` ...), nested dicts partially, lists element-wise,
+    anything else by equality. The stored value is decoded JSON: its objects
+    are ``dict`` and its arrays ``list``, which is all the test looks for.
+    """
     if isinstance(wanted, Mapping):
         if any(isinstance(k, str) and k.startswith("$") for k in wanted):
-            return all(_operator(value, op, operand) for op, operand in wanted.items())
-        return isinstance(value, Mapping) and all(_matches(value.get(k), v) for k, v in wanted.items())
+            operators = list(wanted.items())
+            return lambda value: all(_operator(value, op, operand) for op, operand in operators)
+        fields = [(k, _predicate(v)) for k, v in wanted.items()]
+        if len(fields) == 1:  # the common filter: one field
+            [(key, test)] = fields
+            return lambda value: type(value) is dict and test(value.get(key))
+        return lambda value: type(value) is dict and all(test(value.get(k)) for k, test in fields)
     if isinstance(wanted, (list, tuple)):
-        return (
-            isinstance(value, (list, tuple))
-            and len(value) == len(wanted)
-            and all(_matches(v, w) for v, w in zip(value, wanted, strict=True))
+        items = [_predicate(w) for w in wanted]
+        return lambda value: (
+            type(value) is list
+            and len(value) == len(items)
+            and all(test(v) for test, v in zip(items, value, strict=True))
         )
-    return bool(value == wanted)
+    return lambda value: bool(value == wanted)
 
 
 def _operator(value: Any, op: str, operand: Any) -> bool:
@@ -150,19 +179,41 @@ def _condition_matches(condition: MatchCondition, namespace: tuple[str, ...]) ->
     return all(want == "*" or want == got for want, got in zip(path, part, strict=True))
 
 
+@dataclass
+class _Plan:
+    """A checked batch: its writes (the last op per address), the texts they embed, what to embed."""
+
+    writes: dict[tuple[tuple[str, ...], str], PutOp] = field(default_factory=dict)
+    texts: dict[tuple[tuple[str, ...], str], list[tuple[str, str]]] = field(default_factory=dict)
+    embedding: Embedding | None = None
+    # (document text -> packed vector, query -> vector), once embedded.
+    embedded: tuple[dict[str, bytes], dict[str, list[float]]] = field(default_factory=lambda: ({}, {}))
+
+
 class DurastateStore(StoreBound, BaseStore):
-    """A LangGraph ``BaseStore`` (sync and async) on a durastate store; no vector search.
+    """A LangGraph ``BaseStore`` (sync and async) on a durastate store, with optional semantic search.
 
     ``DurastateStore(store)`` uses an open store (the caller closes it);
     ``DurastateStore.from_url(url, **open_options)`` opens one and closes it
     with this store. ``ttl`` is LangGraph's ``TTLConfig`` (``default_ttl``
-    in minutes, ``refresh_on_read``). ``name`` is the kv scope.
+    in minutes, ``refresh_on_read``). ``index`` is LangGraph's
+    ``IndexConfig`` (``embed``, ``dims``, ``fields``), as
+    ``InMemoryStore(index=)`` takes it; without it ``search(query=)`` is
+    refused. ``name`` is the kv scope.
     """
 
     supports_ttl = True
 
-    def __init__(self, store: Store, *, ttl: TTLConfig | None = None, name: str = "langgraph_store") -> None:
+    def __init__(
+        self,
+        store: Store,
+        *,
+        ttl: TTLConfig | None = None,
+        index: IndexConfig | None = None,
+        name: str = "langgraph_store",
+    ) -> None:
         self._bind(store, name, "langgraph-store")
+        self._index: IndexSpec | None = _vectors.index_spec(index) if index is not None else None
         if ttl is not None:
             if not isinstance(ttl, Mapping):
                 raise InvalidRequest(f"ttl must be a TTLConfig dict, got {type(ttl).__name__}")
@@ -173,6 +224,8 @@ class DurastateStore(StoreBound, BaseStore):
             if default is not None:
                 self._minutes("default_ttl", default)
         self.ttl_config = ttl
+        # BaseStore's put() reads index_config to tell whether index= means anything.
+        self.index_config = self._index.config if self._index is not None else None
         self._kv = store.kv
         self._engine = store.engine
         self._scope = name.encode()
@@ -183,18 +236,58 @@ class DurastateStore(StoreBound, BaseStore):
         url: str | os.PathLike[str] | None = None,
         *,
         ttl: TTLConfig | None = None,
+        index: IndexConfig | None = None,
         name: str = "langgraph_store",
         **open_options: Any,
     ) -> DurastateStore:
         """Open ``url`` (any ``durastate.open`` URL and options); closing this store closes it."""
-        return cls.opened(url, open_options, ttl=ttl, name=name)
+        return cls.opened(url, open_options, ttl=ttl, index=index, name=name)
 
     # -- batch -------------------------------------------------------------------
 
     def batch(self, ops: Iterable[Op]) -> list[Result]:
-        """Run the ops: reads on the state before the batch, then its writes, atomically."""
+        """Run the ops: reads on the state before the batch, then its writes, atomically.
+
+        Texts are embedded first (``embed_documents``/``embed_query``), outside
+        any transaction; a batch refused or whose embedding fails changes nothing.
+        """
         ops = list(ops)
-        writes: dict[tuple[tuple[str, ...], str], PutOp] = {}
+        plan = self._plan(ops)
+        if plan.embedding is not None and self._index is not None:
+            embeddings, embedding = self._index.embeddings, plan.embedding
+            if self._index.async_only:
+                raise InvalidRequest(
+                    "the index's embed is an async function: call the async methods (aput, asearch, abatch), "
+                    "or give a sync function or an Embeddings"
+                )
+            documents = embeddings.embed_documents(embedding.documents) if embedding.documents else []
+            queries = [embeddings.embed_query(query) for query in embedding.queries]
+            plan.embedded = embedding.finish(self._index, documents, queries)
+        return self._run(ops, plan)
+
+    async def abatch(self, ops: Iterable[Op]) -> list[Result]:
+        """``batch`` from async code: texts embedded with ``aembed_*``, then the ops (see ``_bound``).
+
+        The ops run in one transaction when the batch puts or deletes; a batch
+        of reads only is a plain call: it takes no write lock (a TTL refresh
+        at its end is one transaction of its own).
+        """
+        ops = list(ops)
+        plan = self._plan(ops)
+        if plan.embedding is not None and self._index is not None:
+            embeddings, embedding = self._index.embeddings, plan.embedding
+            documents = await embeddings.aembed_documents(embedding.documents) if embedding.documents else []
+            queries = await asyncio.gather(*(embeddings.aembed_query(query) for query in embedding.queries))
+            plan.embedded = embedding.finish(self._index, documents, queries)
+        if plan.writes:
+            return await self._aio.transact(self._run, ops, plan)
+        return await self._aio.call(self._run, ops, plan)
+
+    def _plan(self, ops: list[Op]) -> _Plan:
+        """Check every op (``InvalidRequest`` before anything runs); the writes and the texts to embed."""
+        plan = _Plan()
+        documents: dict[str, None] = {}
+        queries: dict[str, None] = {}
         for op in ops:
             if not isinstance(op, (GetOp, SearchOp, ListNamespacesOp, PutOp)):
                 raise InvalidRequest(f"unknown store operation {type(op).__name__}")
@@ -204,44 +297,54 @@ class DurastateStore(StoreBound, BaseStore):
                 raise InvalidNamespace(str(exc)) from None
             if isinstance(op, PutOp):
                 self._check_put(op)
-                writes[(tuple(op.namespace), op.key)] = op
+                address = (tuple(op.namespace), op.key)
+                plan.writes[address] = op
+                plan.texts.pop(address, None)
+                if self._index is not None and op.value is not None:
+                    fields = _vectors.put_fields(self._index, op.index)
+                    try:
+                        plan.texts[address] = _vectors.texts_of(op.value, fields)
+                    except (TypeError, ValueError) as exc:
+                        raise InvalidRequest(f"value of {op.namespace}/{op.key!r} is not JSON: {exc}") from None
             elif isinstance(op, SearchOp):
-                if op.query is not None:
+                if op.query is not None and not isinstance(op.query, str):
+                    raise InvalidRequest(f"search query must be a str, got {type(op.query).__name__}")
+                if op.query and self._index is None:
                     raise InvalidRequest(
-                        "DurastateStore has no vector index: semantic search (query=...) is not supported; "
-                        "search by namespace prefix and filter instead"
+                        "DurastateStore has no vector index: semantic search (query=...) needs "
+                        "DurastateStore(..., index={'embed': ..., 'dims': ...}); "
+                        "or search by namespace prefix and filter"
                     )
                 _check_filter(op.filter)
                 self._check_page(op.limit, op.offset)
+                if op.query:
+                    queries[op.query] = None
             elif isinstance(op, ListNamespacesOp):
                 self._check_page(op.limit, op.offset)
+        for texts in plan.texts.values():
+            documents.update((text, None) for _, text in texts)
+        if documents or queries:
+            plan.embedding = Embedding(documents=list(documents), queries=list(queries))
+        return plan
+
+    def _run(self, ops: list[Op], plan: _Plan) -> list[Result]:
+        """The checked ops with their texts embedded: reads first, then the writes in one transaction."""
         refresh: list[tuple[bytes, bytes, float]] = []
         results: list[Result] = []
         for op in ops:
             if isinstance(op, GetOp):
                 results.append(self._get(op, refresh))
             elif isinstance(op, SearchOp):
-                results.append(self._search(op, refresh))
+                results.append(self._search(op, refresh, plan.embedded[1]))
             elif isinstance(op, ListNamespacesOp):
                 results.append(self._list_namespaces(op))
             else:
                 results.append(None)
-        if refresh or writes:
+        if refresh or plan.writes:
             with self.store.transaction():
                 self._refresh(refresh)
-                self._apply(writes.values())
+                self._apply(plan)
         return results
-
-    async def abatch(self, ops: Iterable[Op]) -> list[Result]:
-        """``batch`` from async code (see ``_bound``): in one transaction when it puts or deletes.
-
-        A batch of reads only is a plain call: it takes no write lock (a TTL
-        refresh at its end is one transaction of its own).
-        """
-        ops = list(ops)
-        if any(isinstance(op, PutOp) for op in ops):
-            return await self._aio.transact(self.batch, ops)
-        return await self._aio.call(self.batch, ops)
 
     # -- validation ----------------------------------------------------------------
 
@@ -300,29 +403,56 @@ class DurastateStore(StoreBound, BaseStore):
             return None
         return self._item(kv_key, raw, refresh, self._wants_refresh(op.refresh_ttl))
 
-    def _search(self, op: SearchOp, refresh: list[tuple[bytes, bytes, float]]) -> list[SearchItem]:
+    def _search(
+        self, op: SearchOp, refresh: list[tuple[bytes, bytes, float]], queries: Mapping[str, list[float]]
+    ) -> list[SearchItem]:
         start = _encode_namespace(tuple(op.namespace_prefix))
         rows: Iterator[tuple[bytes, bytes]] = iter(self._kv.scan(self._scope, ITEMS, start=start, end=start + PAST))
         if op.filter:
-            rows = (row for row in rows if _matches(orjson.loads(row[1])["value"], op.filter))
-        found = []
-        for i, (kv_key, raw) in enumerate(rows):
-            if i >= op.offset + op.limit:
-                break
-            if i >= op.offset:
-                found.append((kv_key, raw))
+            matches = _predicate(op.filter)
+            rows = (row for row in rows if matches(orjson.loads(row[1])["value"]))
+        found: list[tuple[tuple[bytes, bytes], float | None]] = []
+        if op.query and self._index is not None:
+            # One snapshot for the items and their vectors.
+            with self._engine.read_transaction():
+                candidates = list(rows)
+                if not op.filter:
+                    stored = dict(self._kv.scan(self._scope, VECTORS, start=start, end=start + PAST))
+                else:  # the filter's survivors only: reading every vector in the range costs more
+                    keys = [kv_key for kv_key, _ in candidates]
+                    stored = {
+                        key: raw
+                        for key, raw in zip(keys, self._kv.get_many(self._scope, VECTORS, keys), strict=True)
+                        if raw is not None
+                    }
+            dims = self._index.dims
+
+            def vectors_of(row: tuple[bytes, bytes]) -> Iterable[memoryview]:
+                raw = stored.get(row[0])
+                return _vectors.unpack_row(dims, raw).values() if raw is not None else ()
+
+            found = _vectors.rank(queries[op.query], candidates, vectors_of, dims, op.offset, op.limit)
+        else:
+            for i, row in enumerate(rows):
+                if i >= op.offset + op.limit:
+                    break
+                if i >= op.offset:
+                    found.append((row, None))
         wants_refresh = self._wants_refresh(op.refresh_ttl)
-        items = [self._item(kv_key, raw, refresh, wants_refresh) for kv_key, raw in found]
-        return [
-            SearchItem(
-                namespace=item.namespace,
-                key=item.key,
-                value=item.value,
-                created_at=item.created_at,
-                updated_at=item.updated_at,
+        results = []
+        for (kv_key, raw), score in found:
+            item = self._item(kv_key, raw, refresh, wants_refresh)
+            results.append(
+                SearchItem(
+                    namespace=item.namespace,
+                    key=item.key,
+                    value=item.value,
+                    created_at=item.created_at,
+                    updated_at=item.updated_at,
+                    score=score,
+                )
             )
-            for item in items
-        ]
+        return results
 
     def _list_namespaces(self, op: ListNamespacesOp) -> list[tuple[str, ...]]:
         conditions = list(op.match_conditions or ())
@@ -368,25 +498,43 @@ class DurastateStore(StoreBound, BaseStore):
     # -- writes --------------------------------------------------------------------
 
     def _refresh(self, refresh: list[tuple[bytes, bytes, float]]) -> None:
-        """Restart the TTL of items read, unless they changed since (a newer put wins)."""
+        """Restart the TTL of items read (and of their vectors), unless they changed since (a newer put wins)."""
         kv, scope = self._kv, self._scope
         for kv_key, raw, minutes in refresh:
             if kv.get(scope, ITEMS, kv_key) == raw:
                 kv.put(scope, ITEMS, kv_key, raw, ttl=minutes * 60)
+                vectors = kv.get(scope, VECTORS, kv_key)
+                if vectors is not None:
+                    kv.put(scope, VECTORS, kv_key, vectors, ttl=minutes * 60)
 
-    def _apply(self, ops: Iterable[PutOp]) -> None:
-        kv, scope = self._kv, self._scope
+    def _apply(self, plan: _Plan) -> None:
+        kv, scope, index = self._kv, self._scope, self._index
+        documents = plan.embedded[0]
         now = self._engine.now_ms()
-        for op in ops:
-            kv_key = _encode_namespace(tuple(op.namespace)) + ITEM + op.key.encode()
+        for address, op in plan.writes.items():
+            kv_key = _encode_namespace(address[0]) + ITEM + op.key.encode()
             if op.value is None:
                 kv.delete(scope, ITEMS, keys=[kv_key])
+                kv.delete(scope, VECTORS, keys=[kv_key])
                 continue
             ttl = op.ttl  # BaseStore.put already put the default_ttl into the op
+            seconds = ttl * 60 if ttl is not None else None
             old = kv.get(scope, ITEMS, kv_key)
             created = orjson.loads(old)["created_at"] if old is not None else now
             try:
                 raw = orjson.dumps({"value": dict(op.value), "created_at": created, "updated_at": now, "ttl": ttl})
             except TypeError as exc:
                 raise InvalidRequest(f"value of {op.namespace}/{op.key!r} is not JSON: {exc}") from None
-            kv.put(scope, ITEMS, kv_key, raw, ttl=ttl * 60 if ttl is not None else None)
+            kv.put(scope, ITEMS, kv_key, raw, ttl=seconds)
+            if index is None:
+                continue
+            # Fields this put does not embed keep their vectors (LangGraph's stores do the same);
+            # the row is rewritten anyway so that it expires with the item.
+            old_vectors = kv.get(scope, VECTORS, kv_key)
+            vectors: dict[str, bytes | memoryview] = {}
+            if old_vectors is not None:
+                vectors.update(_vectors.unpack_row(index.dims, old_vectors, strict=False))
+            for name, text in plan.texts.get(address, ()):
+                vectors[name] = documents[text]
+            if vectors:
+                kv.put(scope, VECTORS, kv_key, _vectors.pack_row(index.dims, vectors), ttl=seconds)

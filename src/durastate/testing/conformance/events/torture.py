@@ -253,6 +253,14 @@ class TestEventsIndexUse:
     def test_claim_any_uses_the_due_index(self, filled: durastate.Store) -> None:
         self.check(filled, events.CLAIM_ANY_CANDIDATES, (10**12, 10), "due_at")
 
+    def test_lane_backlog_uses_the_due_and_dead_indexes(self, filled: durastate.Store) -> None:
+        # Grouped by lane after the bounded read: a sort of at most ``limit`` rows is the cost.
+        self.check(filled, events.LANE_READY, (10**12, 10_000), "due_at", sorts=True)
+        # The dead letters walk their partial index (it holds dead rows only), however many events are processed.
+        plan = plan_of(filled, events.LANE_DEAD, (10_000,))
+        reads = plan.reads(filled.engine.prefix + "event")
+        assert reads and all((step.index or "").endswith("event_dead") for step in reads), plan.text
+
     def test_reads(self, filled: durastate.Store) -> None:
         self.check(filled, events.GET_EVENT, ("a", 3), "session_id", "idx")
         self.check(filled, events.READ_RANGE, ("a", 10, 20, 5), "session_id", "idx")

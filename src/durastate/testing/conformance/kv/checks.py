@@ -453,6 +453,12 @@ class TestKVIndexUse:
         plan = plan_of(filled, kv.COUNTER_GET, (b"s", b"n", b"k"))
         assert_index_search(plan, self.table(filled, "kv_counter"), using=("scope", "ns", "key"))
 
+    def test_counter_page(self, filled: durastate.Store) -> None:
+        plan = plan_of(filled, kv.COUNTER_PAGE[True], (b"s", b"n", b"k", PAGE_SIZE))
+        assert_index_search(plan, self.table(filled, "kv_counter"), using=("scope", "ns", "key"))
+        plan = plan_of(filled, kv.COUNTER_PAGE[False], (b"s", b"n", PAGE_SIZE))
+        assert_index_search(plan, self.table(filled, "kv_counter"), using=("scope", "ns"))
+
     def test_drain_and_delete(self, filled: durastate.Store) -> None:
         kv_table = self.table(filled, "kv")
         assert_index_search(plan_of(filled, kv.DRAIN, (b"s", b"n")), kv_table, using=("scope", "ns"))

@@ -17,6 +17,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 import durastate
 from durastate import Conflict, InvalidRequest, StoreClosed, queues
 from durastate.engines.base import Statement
+from durastate.engines.watch import ChangeWatch
 from durastate.queues import Claim, QueueBacklog
 from durastate.testing.clock import FakeClock
 
@@ -41,13 +42,24 @@ class _Waiter:
         self.waiting = threading.Event()
         self.result: list[Any] = []
         self.error: list[BaseException] = []
-        original = store.engine.wait_for_change
+        original = store.engine.watch
+        waiting = self.waiting
 
-        def spy(channel: str, timeout: float) -> None:
-            self.waiting.set()
-            original(channel, timeout)
+        class Spy(ChangeWatch):
+            """The engine's watch, telling the test when the waiter waits on it."""
 
-        monkeypatch.setattr(store.engine, "wait_for_change", spy)
+            def __init__(self, watch: ChangeWatch) -> None:
+                self.inner = watch
+                self.reliable = watch.reliable
+
+            def wait(self, timeout: float) -> bool:
+                waiting.set()
+                return self.inner.wait(timeout)
+
+            def close(self) -> None:
+                self.inner.close()
+
+        monkeypatch.setattr(store.engine, "watch", lambda channel, poll: Spy(original(channel, poll)))
 
         def run() -> None:
             try:
@@ -340,6 +352,13 @@ class TestQueueIndexUse:
         self.check(filled, queues.CLAIM_HEAD, (b"q", 10**12, 0), "queue", "queue", "available_at")
         self.check(filled, queues.CLAIM_ID, (b"token", 10**12, 1), "queue", "id")
         self.check(filled, queues.BURY, (10**12, 1), "queue", "id")
+
+    def test_backlog(self, filled: durastate.Store) -> None:
+        """Bounded by the claim index (no payloads), and the dead-letter count by its own index."""
+        plan = plan_of(filled, queues.BACKLOG, (b"q", b"q", 10**12, 10_000))
+        prefix = filled.engine.prefix
+        assert_index_search(plan, prefix + "queue", using=("queue",))
+        assert_index_search(plan, prefix + "queue_dead", using=("queue",))
 
     def test_pop(self, filled: durastate.Store) -> None:
         self.check(filled, queues.POP, (b"q", 10**12, 0), "queue", "available_at")

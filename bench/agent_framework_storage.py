@@ -1,0 +1,218 @@
+"""Agent Framework on durastate vs the framework's own file backends, side by side.
+
+    .venv/bin/python bench/agent_framework_storage.py [--rounds 7] [--calls 200] [--postgres-url URL]
+        [--durability normal|full]
+
+(Not ``bench/agent_framework.py``: a script named after the package shadows
+it when run, and ruff's isort would count the package as first-party.)
+
+Contenders, in one temporary folder, driven through the framework's async
+methods from one event loop:
+
+* ``durastate``: ``DurastateCheckpointStorage`` / ``DurastateHistoryProvider``
+  on a SQLite file, ``--durability normal`` by default (WAL, no fsync per
+  commit: the file backends do not fsync either); ``full`` fsyncs each commit;
+* ``file``: the framework's ``FileCheckpointStorage`` (a JSON file per
+  checkpoint, written to a temporary file and renamed, no fsync) and
+  ``FileHistoryProvider`` (a JSON Lines file per session, no fsync);
+* with ``--postgres-url``, ``durastate-pg``: the same classes on that server
+  (a fresh schema). The framework ships no SQL backend (its Azure PostgreSQL
+  sample pickles checkpoints), so its file backends are the peer there too.
+
+The checkpoint is a real one: the latest of a two-agent workflow
+(writer -> reviewer with scripted clients), about 4 KB of JSON holding
+``Message`` objects and the agents' sessions. Ops: ``save`` (a new id each
+call), ``load`` (one of 50 stored), ``get_latest`` (of a workflow with 50
+checkpoints), history ``save_messages`` (a user and an assistant message
+appended to a session) and ``get_messages`` (of a 40-message session).
+
+Method: one untimed warm-up round, then ``--rounds`` rounds; in each round
+every op runs ``--calls`` times per contender, back to back, in an order that
+alternates from round to round. Reported, in wall time and in the process's
+CPU time (all its threads: the file backends read and write on
+``asyncio.to_thread`` workers): median time per call, and per peer the median
+of the per-round ratios peer / durastate (> 1: durastate faster) with their
+range. The machine is shared and noisy: read ratios.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import dataclasses
+import itertools
+import logging
+import statistics
+import tempfile
+import time
+import uuid
+import warnings
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from agent_framework import (
+    Agent,
+    BaseChatClient,
+    ChatResponse,
+    FileCheckpointStorage,
+    FileHistoryProvider,
+    InMemoryCheckpointStorage,
+    Message,
+    WorkflowBuilder,
+    WorkflowCheckpoint,
+)
+
+import durastate
+from durastate.integrations.agent_framework import DurastateCheckpointStorage, DurastateHistoryProvider
+from durastate.testing import postgres_server
+
+STORED = 50
+
+
+class _Scripted(BaseChatClient):  # type: ignore[misc]
+    def __init__(self, name: str) -> None:
+        super().__init__()
+        self.name = name
+
+    async def _inner_get_response(self, *, messages: Any, stream: bool, options: Any, **kwargs: Any) -> Any:
+        return ChatResponse(messages=[Message(role="assistant", contents=[f"{self.name}: {messages[-1].text}" * 4])])
+
+
+async def _real_checkpoint() -> WorkflowCheckpoint:
+    storage = InMemoryCheckpointStorage()
+    writer, reviewer = Agent(client=_Scripted("writer"), name="w"), Agent(client=_Scripted("reviewer"), name="r")
+    workflow = WorkflowBuilder(start_executor=writer, checkpoint_storage=storage, name="bench").add_edge(
+        writer, reviewer
+    )
+    await workflow.build().run("a topic to write about, with a few words more")
+    latest = await storage.get_latest(workflow_name="bench")
+    assert latest is not None
+    return latest
+
+
+async def _ops(checkpoints: Any, history: Any, template: WorkflowCheckpoint) -> dict[str, Callable[[], Awaitable[Any]]]:
+    def fresh(workflow: str) -> WorkflowCheckpoint:
+        return dataclasses.replace(template, workflow_name=workflow, checkpoint_id=str(uuid.uuid4()))
+
+    stored = [await checkpoints.save(fresh("stored")) for _ in range(STORED)]
+    cycle = itertools.cycle(stored)
+    session = f"s-{uuid.uuid4()}"
+    for n in range(20):
+        await history.save_messages(
+            session, [Message(role="user", contents=[f"q{n}"]), Message(role="assistant", contents=[f"a{n}"])]
+        )
+    counter = itertools.count()
+
+    async def save() -> None:
+        await checkpoints.save(fresh("saved"))
+
+    async def load() -> None:
+        await checkpoints.load(next(cycle))
+
+    async def latest() -> None:
+        await checkpoints.get_latest(workflow_name="stored")
+
+    async def append() -> None:
+        n = next(counter)
+        turn = [Message(role="user", contents=[f"question {n}"]), Message(role="assistant", contents=[f"answer {n}"])]
+        await history.save_messages("appended", turn)
+
+    async def read() -> None:
+        await history.get_messages(session)
+
+    return {
+        "checkpoint save": save,
+        "checkpoint load": load,
+        "checkpoint get_latest (50)": latest,
+        "history save_messages (2)": append,
+        "history get_messages (40)": read,
+    }
+
+
+async def _time(op: Callable[[], Awaitable[Any]], calls: int) -> tuple[float, float]:
+    """(wall, CPU) seconds per call; CPU is the whole process's (the file backends' worker threads included)."""
+    wall, cpu = time.perf_counter(), time.process_time()
+    for _ in range(calls):
+        await op()
+    return (time.perf_counter() - wall) / calls, (time.process_time() - cpu) / calls
+
+
+async def race(
+    title: str, contenders: dict[str, tuple[Any, Any]], template: WorkflowCheckpoint, rounds: int, calls: int
+) -> None:
+    ops = {label: await _ops(c, h, template) for label, (c, h) in contenders.items()}
+    names = list(next(iter(ops.values())))
+    labels = list(contenders)
+    times: dict[tuple[str, str], list[tuple[float, float]]] = {(op, label): [] for op in names for label in labels}
+    for round_number in range(rounds + 1):
+        order = labels if round_number % 2 else labels[::-1]
+        for op in names:
+            for label in order:
+                took = await _time(ops[label][op], calls)
+                if round_number:  # round 0 warms up
+                    times[op, label].append(took)
+    print(f"\n## {title} ({rounds} rounds x {calls} calls; ratio = peer / durastate, > 1: durastate faster)")
+    ours, peers = labels[0], labels[1:]
+    for kind, at in (("wall", 0), ("CPU", 1)):
+        print(f"\n{kind} time per call\n")
+        header = f"{'op':30}" + "".join(f"{label + ' us':>16}" for label in labels)
+        print(header + "".join(f"{'vs ' + p:>24}" for p in peers))
+        for op in names:
+            line = f"{op:30}" + "".join(
+                f"{statistics.median(t[at] for t in times[op, label]) * 1e6:16.0f}" for label in labels
+            )
+            for peer in peers:
+                ratios = [p[at] / d[at] for p, d in zip(times[op, peer], times[op, ours], strict=True)]
+                line += f"{statistics.median(ratios):10.2f} ({min(ratios):.2f}-{max(ratios):.2f})"
+            print(line)
+
+
+async def main(rounds: int, calls: int, postgres_url: str | None, durability: str) -> None:
+    warnings.filterwarnings("ignore")
+    logging.getLogger("agent_framework").setLevel(logging.ERROR)
+    template = await _real_checkpoint()
+    with tempfile.TemporaryDirectory() as folder:
+        store = durastate.open(Path(folder, "durastate.db"), durability=durability)
+        file_contenders = (
+            FileCheckpointStorage(Path(folder, "checkpoints")),
+            FileHistoryProvider(Path(folder, "history")),
+        )
+        contenders = {
+            "durastate": (DurastateCheckpointStorage(store=store), DurastateHistoryProvider(store=store)),
+            "file": file_contenders,
+        }
+        try:
+            await race(
+                f"SQLite file (durability={durability!r}) vs the framework's files", contenders, template, rounds, calls
+            )
+        finally:
+            for storage in contenders["durastate"]:
+                await storage.aclose()
+            store.close()
+        if postgres_url is None:
+            return
+        url, schema = postgres_server.create_schema(postgres_url)
+        try:
+            with durastate.open(url) as pg:
+                contenders = {
+                    "durastate-pg": (DurastateCheckpointStorage(store=pg), DurastateHistoryProvider(store=pg)),
+                    "file": file_contenders,
+                }
+                try:
+                    await race("PostgreSQL vs the framework's files", contenders, template, rounds, calls)
+                finally:
+                    for storage in contenders["durastate-pg"]:
+                        await storage.aclose()
+        finally:
+            postgres_server.drop_schema(postgres_url, schema)
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--calls", type=int, default=200)
+    parser.add_argument("--postgres-url", default=None)
+    parser.add_argument("--durability", choices=["normal", "full"], default="normal")
+    args = parser.parse_args()
+    asyncio.run(main(args.rounds, args.calls, args.postgres_url, args.durability))

@@ -1,0 +1,204 @@
+"""Semantic search side by side: ``DurastateStore(index=)``, LangGraph's ``InMemoryStore`` and ``PostgresStore``.
+
+Run it with ``.venv/bin/python bench/langgraph_search.py`` (``--help`` for the options).
+
+Contenders, each loaded with the same ``--items`` items (default 10,000,
+spread over 10 namespaces ``("docs", "n0")`` ... ``("docs", "n9")``, each
+value ``{"text": ..., "kind": "a" | "b" | "c" | "d"}``) and the same index
+configuration (``dims`` = ``--dims``, ``fields=["text"]``, one deterministic
+embedding function: a pseudo-random unit vector per text, seeded by the
+text):
+
+* ``InMemoryStore``: LangGraph's reference (NumPy when installed, as here);
+* ``durastate sqlite``: ``DurastateStore.from_url(<file>, index=)``;
+* ``durastate postgres``: ``DurastateStore.from_url(<url>, index=)`` in a
+  fresh schema (exact search: vectors read and scored in Python);
+* ``PostgresStore``: langgraph-checkpoint-postgres with pgvector (skipped,
+  and said so, when the server has no ``vector`` extension), in a fresh
+  schema, one autocommit connection as ``from_conn_string`` makes it.
+
+Ops: ``search``: ``search(("docs",), query=..., limit=10)`` over all items;
+``search+filter``: the same with ``filter={"kind": "a"}`` (a quarter of the
+items); ``search ns``: ``search(("docs", "n3"), query=..., limit=10)``
+(a tenth). Queries cycle through 50 texts (embedding one query costs the
+same on every side).
+
+Method: one untimed warm-up round, then ``--rounds`` rounds of ``--calls``
+searches per op and contender, the contender order rotating each round.
+The table shows each contender's median searches/s and the median of the
+per-round ratios contender / InMemoryStore (paired, so drift on a shared
+machine cancels), with their range.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import os
+import platform
+import random
+import sqlite3
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
+from typing import Any
+
+# Run as a script, this file's folder comes first on sys.path, and bench/langgraph.py
+# would shadow the langgraph package measured here.
+_here = Path(__file__).resolve().parent
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _here]
+
+from langgraph.store.base import BaseStore, PutOp  # noqa: E402
+from langgraph.store.memory import InMemoryStore  # noqa: E402
+
+from durastate.integrations.langgraph import DurastateStore  # noqa: E402
+
+NAMESPACES = [("docs", f"n{i}") for i in range(10)]
+KINDS = ["a", "b", "c", "d"]
+OPS = ["search", "search+filter", "search ns"]
+
+
+def embedder(dims: int) -> Callable[[list[str]], list[list[float]]]:
+    def embed(texts: list[str]) -> list[list[float]]:
+        vectors = []
+        for text in texts:
+            rng = random.Random(text)
+            v = [rng.gauss(0.0, 1.0) for _ in range(dims)]
+            norm = sum(x * x for x in v) ** 0.5
+            vectors.append([x / norm for x in v])
+        return vectors
+
+    return embed
+
+
+def load(store: BaseStore, items: int) -> None:
+    ops = [
+        PutOp(NAMESPACES[i % len(NAMESPACES)], f"item-{i:06d}", {"text": f"document {i}", "kind": KINDS[i % 4]})
+        for i in range(items)
+    ]
+    for start in range(0, len(ops), 500):
+        store.batch(ops[start : start + 500])
+
+
+def searches(store: BaseStore, calls: int) -> dict[str, Callable[[], None]]:
+    queries = [f"query {i}" for i in range(50)]
+
+    def run(prefix: tuple[str, ...], filter: dict[str, Any] | None) -> Callable[[], None]:
+        def go() -> None:
+            for i in range(calls):
+                found = store.search(prefix, query=queries[i % len(queries)], filter=filter, limit=10)
+                assert len(found) == 10 and found[0].score is not None
+
+        return go
+
+    return {
+        "search": run(("docs",), None),
+        "search+filter": run(("docs",), {"kind": "a"}),
+        "search ns": run(("docs", "n3"), None),
+    }
+
+
+def timed(run: Callable[[], None]) -> float:
+    gc.collect()
+    gc.disable()
+    try:
+        start = time.perf_counter()
+        run()
+        return max(time.perf_counter() - start, 1e-9)
+    finally:
+        gc.enable()
+
+
+@contextmanager
+def postgres_store(base_url: str, index: dict[str, Any]) -> Iterator[BaseStore | str]:
+    """LangGraph's PostgresStore in a fresh schema, or why not."""
+    try:
+        from langgraph.store.postgres import PostgresStore
+    except ImportError as exc:
+        yield f"langgraph-checkpoint-postgres not installed ({exc})"
+        return
+    import psycopg
+
+    from durastate.testing import postgres_server
+
+    with psycopg.connect(base_url, autocommit=True) as conn:
+        if conn.execute("SELECT 1 FROM pg_available_extensions WHERE name = 'vector'").fetchone() is None:
+            yield "the server has no pgvector extension"
+            return
+    url, schema = postgres_server.create_schema(base_url)
+    try:
+        with PostgresStore.from_conn_string(url, index=index) as store:  # type: ignore[arg-type]
+            store.setup()
+            yield store
+    finally:
+        postgres_server.drop_schema(base_url, schema)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--items", type=int, default=10_000)
+    parser.add_argument("--dims", type=int, default=256)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--calls", type=int, default=10, help="searches per op, contender and round")
+    parser.add_argument("--ops", nargs="*", default=OPS, choices=OPS)
+    parser.add_argument(
+        "--postgres-url",
+        default=os.environ.get("DURASTATE_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/postgres"),
+    )
+    args = parser.parse_args()
+    from durastate.testing import postgres_server
+
+    index = {"dims": args.dims, "embed": embedder(args.dims), "fields": ["text"]}
+    print(f"# bench/langgraph_search.py {' '.join(sys.argv[1:])}")
+    print(f"python {platform.python_version()}, sqlite {sqlite3.sqlite_version}, {platform.platform()}")
+    print(
+        f"items={args.items} dims={args.dims} rounds={args.rounds} calls={args.calls}; load average {os.getloadavg()}"
+    )
+    with ExitStack() as stack:
+        folder = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="durastate-bench-search-")))
+        contenders: dict[str, BaseStore] = {"InMemoryStore": InMemoryStore(index=index)}  # type: ignore[arg-type]
+        contenders["durastate sqlite"] = stack.enter_context(
+            DurastateStore.from_url(folder / "search.db", index=index)  # type: ignore[arg-type]
+        )
+        url, schema = postgres_server.create_schema(args.postgres_url)
+        stack.callback(postgres_server.drop_schema, args.postgres_url, schema)
+        contenders["durastate postgres"] = stack.enter_context(DurastateStore.from_url(url, index=index))  # type: ignore[arg-type]
+        theirs = stack.enter_context(postgres_store(args.postgres_url, index))
+        if isinstance(theirs, str):
+            print(f"PostgresStore skipped: {theirs}")
+        else:
+            contenders["PostgresStore (pgvector)"] = theirs
+        for name, store in contenders.items():
+            start = time.perf_counter()
+            load(store, args.items)
+            print(f"loaded {name} in {time.perf_counter() - start:.1f} s")
+        print()
+        runs = {name: searches(store, args.calls) for name, store in contenders.items()}
+        names = list(contenders)
+        rates: dict[str, dict[str, list[float]]] = {op: {name: [] for name in names} for op in args.ops}
+        for round_no in range(args.rounds + 1):
+            order = names[round_no % len(names) :] + names[: round_no % len(names)]
+            for op in args.ops:
+                for name in order:
+                    seconds = timed(runs[name][op])
+                    if round_no:  # round 0 warms up
+                        rates[op][name].append(args.calls / seconds)
+        print("| op | contender | searches/s | ratio to InMemoryStore (range) |")
+        print("|---|---|---|---|")
+        for op in args.ops:
+            base = rates[op]["InMemoryStore"]
+            for name in names:
+                ratios = [ours / theirs for ours, theirs in zip(rates[op][name], base, strict=True)]
+                print(
+                    f"| {op} | {name} | {statistics.median(rates[op][name]):,.1f} | "
+                    f"{statistics.median(ratios):.2f}x ({min(ratios):.2f}-{max(ratios):.2f}) |"
+                )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
