@@ -329,7 +329,8 @@ def test_claims_show_a_duration_with_its_unit(filled: tuple[str, Sample]) -> Non
 
 
 def test_formatting_rules() -> None:
-    assert [human_duration(s) for s in (0.25, 1.5, 59, 180, 5400, 3 * 86400, -2)] == [
+    assert [human_duration(s) for s in (0.00008, 0.25, 1.5, 59, 180, 5400, 3 * 86400, -2)] == [
+        "80 µs",
         "250 ms",
         "1.5 s",
         "59 s",

@@ -177,10 +177,12 @@ def table_time(ms: float | None) -> str:
 
 
 def human_duration(seconds: float | None) -> str:
-    """A duration with its unit: ``850 ms``, ``1.5 s``, ``3 min``, ``2.5 h``, ``4 d`` (negative: ``-1.5 s``)."""
+    """A duration with its unit: ``80 µs``, ``850 ms``, ``1.5 s``, ``3 min``, ``2.5 h``, ``4 d`` (or ``-1.5 s``)."""
     if seconds is None:
         return ""
     sign, s = ("-", -seconds) if seconds < 0 else ("", seconds)
+    if s < 0.001:
+        return f"{sign}{s * 1_000_000:.0f} µs"
     if s < 1:
         return f"{sign}{s * 1000:.0f} ms"
     for limit, unit, size in ((60, "s", 1), (3600, "min", 60), (86400, "h", 3600)):

@@ -30,6 +30,7 @@ from . import browse, dump, shards
 from ._common import (
     EXIT_BROKEN_PIPE,
     EXIT_CODES,
+    Duration,
     Name,
     NotFound,
     PortInUse,
@@ -39,6 +40,7 @@ from ._common import (
     emit,
     errors_as_exit_1,
     human_bytes,
+    human_duration,
     json_option,
     open_for_reading,
     print_json,
@@ -470,12 +472,17 @@ def maintain(
         click.echo("dry run: nothing was deleted; these are the rows each rule would delete now")
     for key, value in report.items():
         if key == "policy":
-            value = ", ".join(f"{k}={v}" for k, v in value.items() if v is not None) or "defaults"
+            value = ", ".join(f"{k}={_policy_value(k, v)}" for k, v in value.items() if v is not None) or "defaults"
         elif key == "bytes_returned" and isinstance(value, int):
             value = human_bytes(value)
         elif key == "bytes_returned":
             value = "not measured (dry run)"
         click.echo(f"{key}: {value}")
+
+
+def _policy_value(name: str, value: Any) -> str:
+    """A retention setting as maintain prints it: ages with their unit (``kv_log_max_age=3 d``)."""
+    return human_duration(value) if name.endswith("_age") and isinstance(value, (int, float)) else str(value)
 
 
 # -- bench / demo / ui ------------------------------------------------------------
@@ -498,7 +505,8 @@ def bench(ops: int, url: str | None, prefix: str, as_json: bool) -> None:
     from .quickbench import run_bench
 
     rows = run_bench(url, prefix, ops)
-    emit(rows, as_json, columns=["operation", "ops", "seconds", "ops_per_s", "us_per_op"])
+    shown = [{**r, "time": Duration(r["seconds"])} for r in rows]
+    emit(rows, as_json, shown, columns=["operation", "ops", "time", "ops_per_s", "us_per_op"])
 
 
 @cli.command()
