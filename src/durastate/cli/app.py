@@ -609,7 +609,6 @@ def ui(
             f"(open http://{shown}:{port}/?token={token} once)",
             err=True,
         )
-    listener = _listen(host, port)
     store = open_store(url, prefix) if allow_writes else open_for_reading(url, prefix)
     try:
         app = create_app(
@@ -623,19 +622,31 @@ def ui(
             refresh=refresh,
         )
         mode = "redrive and purge of dead letters allowed" if allow_writes else "read-only"
-        port = listener.getsockname()[1]
         click.echo(f"durastate inspector on http://{shown}:{port}/ ({mode}; Ctrl-C stops)", err=True)
-        uvicorn.Server(uvicorn.Config(app, log_level="warning")).run(sockets=[listener])
+        try:
+            uvicorn.run(app, host=host, port=port, log_level="warning")
+        except SystemExit as exc:
+            # uvicorn exits 3 whenever its server cannot start (its own log line says why); a taken
+            # port is the common case and has its own exit code.
+            if exc.code == UVICORN_STARTUP_FAILURE:
+                _check_port(host, port)
+                raise click.ClickException("the inspector's server could not start (see above)") from None
+            raise
     finally:
-        listener.close()
         store.close()
 
 
-def _listen(host: str, port: int) -> socket.socket:
-    """A listening socket on ``host:port`` for the server, bound here so a taken port is ``PortInUse`` (exit 4)."""
+UVICORN_STARTUP_FAILURE = 3
+
+
+def _check_port(host: str, port: int) -> None:
+    """``PortInUse`` (exit 4) when ``host:port`` cannot be bound because it is taken; another failure to bind
+    is an error (exit 1); a port that binds returns. Port 0 (any free port) is not checked."""
+    if port == 0:
+        return
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     try:
-        return socket.create_server((host, port), family=family)
+        socket.create_server((host, port), family=family).close()
     except OSError as exc:
         if exc.errno == errno.EADDRINUSE:
             raise PortInUse(f"port {port} on {host} is in use: pick another with --port") from None
