@@ -19,7 +19,7 @@ import pytest
 
 import durastate.citus
 from durastate.citus import CitusStore, shard_names
-from durastate.errors import ConfigurationError, DurastateError, InvalidRequest
+from durastate.errors import ConfigurationError, DurastateError, InvalidRequest, StoreUnavailable
 from durastate.testing import plugin, postgres_server
 
 pytestmark = pytest.mark.timeout(300)
@@ -409,7 +409,8 @@ def test_killed_between_prepare_and_commit_prepared_is_whole_after_recovery(
 ) -> None:
     """A transaction over shards on both workers stopped after both workers PREPAREd and the coordinator
     wrote its commit record, before COMMIT PREPARED; then either the coordinator's backend is SIGKILLed
-    (the coordinator restarts; the client's commit fails) or one worker's session is SIGKILLed (that
+    (the coordinator restarts; the client's commit fails, saying its outcome is unknown until recovery,
+    never that nothing was applied) or one worker's session is SIGKILLed (that
     worker restarts; COMMIT PREPARED reaches only the other worker). Before Citus's 2PC recovery the
     writes on a worker whose transaction is still prepared are invisible; after
     ``recover_prepared_transactions()`` every write is there on both workers, and nothing stays prepared."""
@@ -468,7 +469,10 @@ def test_killed_between_prepare_and_commit_prepared_is_whole_after_recovery(
         if dies == "coordinator":
             os.kill(backend[0], signal.SIGKILL)  # the coordinator restarts: no COMMIT PREPARED is ever sent
             committer.join(120)
-            assert isinstance(outcome[0], DurastateError), outcome
+            # Not "nothing was applied": the attempt row is prepared (invisible) on a worker, and the
+            # coordinator's two-phase commit log says the transaction is in doubt until recovery.
+            assert isinstance(outcome[0], StoreUnavailable), outcome
+            assert "outcome is unknown" in str(outcome[0]) and "nothing was applied" not in str(outcome[0])
             _until("the coordinator to restart", lambda: _checkpointer(citus_base) not in (None, coordinator_was))
             unfinished = list(workers.values())
         else:
