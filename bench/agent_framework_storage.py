@@ -28,9 +28,11 @@ appended to a session) and ``get_messages`` (of a 40-message session).
 
 Method: one untimed warm-up round, then ``--rounds`` rounds; in each round
 every op runs ``--calls`` times per contender, back to back, in an order that
-alternates from round to round. Reported: median wall time per call, and per
-peer the median of the per-round ratios peer / durastate (> 1: durastate
-faster) with their range. The machine is shared and noisy: read ratios.
+alternates from round to round. Reported, in wall time and in the process's
+CPU time (all its threads: the file backends read and write on
+``asyncio.to_thread`` workers): median time per call, and per peer the median
+of the per-round ratios peer / durastate (> 1: durastate faster) with their
+range. The machine is shared and noisy: read ratios.
 """
 
 from __future__ import annotations
@@ -128,11 +130,12 @@ async def _ops(checkpoints: Any, history: Any, template: WorkflowCheckpoint) -> 
     }
 
 
-async def _time(op: Callable[[], Awaitable[Any]], calls: int) -> float:
-    wall = time.perf_counter()
+async def _time(op: Callable[[], Awaitable[Any]], calls: int) -> tuple[float, float]:
+    """(wall, CPU) seconds per call; CPU is the whole process's (the file backends' worker threads included)."""
+    wall, cpu = time.perf_counter(), time.process_time()
     for _ in range(calls):
         await op()
-    return (time.perf_counter() - wall) / calls
+    return (time.perf_counter() - wall) / calls, (time.process_time() - cpu) / calls
 
 
 async def race(
@@ -141,7 +144,7 @@ async def race(
     ops = {label: await _ops(c, h, template) for label, (c, h) in contenders.items()}
     names = list(next(iter(ops.values())))
     labels = list(contenders)
-    times: dict[tuple[str, str], list[float]] = {(op, label): [] for op in names for label in labels}
+    times: dict[tuple[str, str], list[tuple[float, float]]] = {(op, label): [] for op in names for label in labels}
     for round_number in range(rounds + 1):
         order = labels if round_number % 2 else labels[::-1]
         for op in names:
@@ -149,18 +152,20 @@ async def race(
                 took = await _time(ops[label][op], calls)
                 if round_number:  # round 0 warms up
                     times[op, label].append(took)
-    print(f"\n## {title} ({rounds} rounds x {calls} calls; ratio = peer / durastate, > 1: durastate faster)\n")
-    ours = labels[0]
-    peers = labels[1:]
-    print(
-        f"{'op':30}" + "".join(f"{label + ' us':>16}" for label in labels) + "".join(f"{'vs ' + p:>24}" for p in peers)
-    )
-    for op in names:
-        line = f"{op:30}" + "".join(f"{statistics.median(times[op, label]) * 1e6:16.0f}" for label in labels)
-        for peer in peers:
-            ratios = [p / d for p, d in zip(times[op, peer], times[op, ours], strict=True)]
-            line += f"{statistics.median(ratios):10.2f} ({min(ratios):.2f}-{max(ratios):.2f})"
-        print(line)
+    print(f"\n## {title} ({rounds} rounds x {calls} calls; ratio = peer / durastate, > 1: durastate faster)")
+    ours, peers = labels[0], labels[1:]
+    for kind, at in (("wall", 0), ("CPU", 1)):
+        print(f"\n{kind} time per call\n")
+        header = f"{'op':30}" + "".join(f"{label + ' us':>16}" for label in labels)
+        print(header + "".join(f"{'vs ' + p:>24}" for p in peers))
+        for op in names:
+            line = f"{op:30}" + "".join(
+                f"{statistics.median(t[at] for t in times[op, label]) * 1e6:16.0f}" for label in labels
+            )
+            for peer in peers:
+                ratios = [p[at] / d[at] for p, d in zip(times[op, peer], times[op, ours], strict=True)]
+                line += f"{statistics.median(ratios):10.2f} ({min(ratios):.2f}-{max(ratios):.2f})"
+            print(line)
 
 
 async def main(rounds: int, calls: int, postgres_url: str | None, durability: str) -> None:

@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import durastate
 from durastate.testing.sample import Sample
@@ -19,8 +20,15 @@ from durastate.testing.sample import Sample
 from .conftest import Run, run_cli
 
 
-def as_json(run: Run, *args: str) -> object:
+def as_json(run: Run, *args: str) -> Any:
     return json.loads(run(*args, "--json").stdout)
+
+
+def items(run: Run, *args: str) -> Any:
+    """The items of a listing's one page (asserting it is the last)."""
+    page = as_json(run, *args)
+    assert page["next"] is None, page
+    return page["items"]
 
 
 def test_info_and_doctor(run: Run, filled: tuple[str, Sample]) -> None:
@@ -48,9 +56,11 @@ def test_stats_counts_rows_per_facet(run: Run, filled: tuple[str, Sample]) -> No
 
 def test_kv_ls_get_scan(run: Run, filled: tuple[str, Sample]) -> None:
     _, sample = filled
-    assert as_json(run, "kv", "ls") == [s.decode() for s in sample.kv_scopes]
-    namespaces = as_json(run, "kv", "ls", "run-1")
+    assert [s["scope"] for s in items(run, "kv", "ls")] == [s.decode() for s in sample.kv_scopes]
+    namespaces = items(run, "kv", "ls", "run-1")
     assert [n["namespace"] for n in namespaces] == ["blobs", "cfg", "log", "stats"]  # values, logs, counters
+    held = {n["namespace"]: (n["values"], n["log_entries"], n["counters"]) for n in namespaces}
+    assert held["log"] == (0, 2, 0) and held["stats"] == (0, 0, 1) and held["cfg"][1:] == (0, 0)
     assert (
         run("kv", "get", "run-1", "cfg", "model").stdout.strip()
         == sample.kv_values[(b"run-1", b"cfg", b"model")].decode()
@@ -60,57 +70,60 @@ def test_kv_ls_get_scan(run: Run, filled: tuple[str, Sample]) -> None:
     assert got["value"] == binary.hex()
     parsed = as_json(run, "kv", "get", "run-1", "cfg", "params", "--format", "json")
     assert parsed["value"] == json.loads(sample.kv_values[(b"run-1", b"cfg", b"params")])
-    scanned = as_json(run, "kv", "scan", "run-1", "cfg", "--prefix", "p")
+    scanned = items(run, "kv", "scan", "run-1", "cfg", "--prefix", "p")
     assert [r["key"] for r in scanned] == ["params"]
-    blobs = as_json(run, "kv", "scan", "run-1", "blobs")
+    blobs = items(run, "kv", "scan", "run-1", "blobs")
     assert blobs[0]["key"] == "hex:00ff62696e"  # not UTF-8: shown in the form arguments take
     missing = run("kv", "get", "run-1", "cfg", "nope", ok=False)
-    assert missing.returncode == 1 and "no value" in missing.stderr
+    assert missing.returncode == 3 and "no value" in missing.stderr
 
 
 def test_queue_commands(run: Run, filled: tuple[str, Sample]) -> None:
     _, sample = filled
     listed = {
-        q["queue"]: {k: q[k] for k in ("ready", "in_flight", "delayed", "dead")} for q in as_json(run, "queue", "ls")
+        q["queue"]: {k: q[k] for k in ("ready", "in_flight", "delayed", "dead")} for q in items(run, "queue", "ls")
     }
     assert listed == sample.queues
     assert as_json(run, "queue", "stats", "emails")["ready"] == sample.queues["emails"]["ready"]
-    states = [i["state"] for i in as_json(run, "queue", "peek", "emails")]
+    states = [i["state"] for i in items(run, "queue", "peek", "emails")]
     assert states.count("leased") == 1 and states.count("delayed") == 1
-    [dead] = as_json(run, "queue", "dead", "fragile")
+    [dead] = items(run, "queue", "dead", "fragile")
     assert dead["last_error"] == "smtp timeout" and dead["payload"] == '{"job": 7}'
-    assert as_json(run, "queue", "redrive", "fragile") == {"moved": 1}
+    refused = run("queue", "redrive", "fragile", ok=False)  # a write, and no terminal to confirm on
+    assert refused.returncode == 2 and "--yes" in refused.stderr
+    assert as_json(run, "queue", "stats", "fragile")["dead"] == 1
+    assert as_json(run, "queue", "redrive", "fragile", "--yes") == {"moved": 1}
     assert as_json(run, "queue", "stats", "fragile")["ready"] == 1
 
 
 def test_events_commands(run: Run, filled: tuple[str, Sample]) -> None:
     _, sample = filled
-    sessions = as_json(run, "events", "sessions")
-    assert [s["session"] for s in sessions["sessions"]] == sample.sessions
-    events = as_json(run, "events", "read", "chat-1")
+    sessions = items(run, "events", "sessions")
+    assert [s["session"] for s in sessions] == sample.sessions
+    events = items(run, "events", "read", "chat-1")
     assert {e["id"]: e["state"] for e in events} == {
         "m1": "processed",
         "m2": "pending",
         "t1": "dead",
         "r1": "processed",
     }
-    assert as_json(run, "events", "claims", "chat-1") == []  # m1 completed, t1 dead-lettered: no live claim
+    assert items(run, "events", "claims", "chat-1") == []  # m1 completed, t1 dead-lettered: no live claim
     url, _ = filled
     with durastate.open(url) as store:
         claimed = store.events.claim_available("chat-2", holder="worker-z", ttl_ms=600_000)
-    [claim] = as_json(run, "events", "claims", "chat-2")
+    [claim] = items(run, "events", "claims", "chat-2")
     assert (claim["id"], claim["holder"], claim["expired"]) == ("x1", "worker-z", False)
     assert claim["attempts"] == claimed.events[0].attempt_count == 1
-    assert 0 < claim["lease_left_s"] <= 600
+    assert 0 < claim["lease_left"] <= 600  # seconds in JSON; "10 min" in the table
 
 
 def test_docs_commands(run: Run, filled: tuple[str, Sample]) -> None:
     _, sample = filled
-    listed = as_json(run, "docs", "ls")
-    assert {d["key"]: d["revision"] for d in listed["documents"]} == sample.documents
+    listed = items(run, "docs", "ls")
+    assert {d["key"]: d["revision"] for d in listed} == sample.documents
     shown = as_json(run, "docs", "show", "runs/1")
     assert shown["revision"] == sample.documents["runs/1"] and shown["data"]["state"] == "running"
-    assert run("docs", "show", "absent", ok=False).returncode == 1
+    assert run("docs", "show", "absent", ok=False).returncode == 3
 
 
 def test_docs_history(run: Run, filled: tuple[str, Sample]) -> None:
@@ -123,10 +136,10 @@ def test_docs_history(run: Run, filled: tuple[str, Sample]) -> None:
         (n, writes[n - 1]) for n in range(len(writes), 0, -1)
     ]
     assert [r["since"] for r in history["revisions"]] == [*range(len(writes) - 1, 0, -1), None]
-    assert history["cursor"] is None and history["backups"] == []
+    assert history["next"] is None and history["backups"] == []
     # Paged newest first: one revision a page, the next page below the cursor.
     first = as_json(run, "docs", "history", "runs/1", "--limit", "1")
-    assert [r["revision"] for r in first["revisions"]] == [3] and first["cursor"] == 3  # type: ignore[index]
+    assert [r["revision"] for r in first["revisions"]] == [3] and first["next"] == 3  # type: ignore[index]
     assert first["revisions"][0]["since"] == 2  # type: ignore[index]  # diffed even at a page's end
     second = as_json(run, "docs", "history", "runs/1", "--limit", "1", "--before", "3")
     assert [r["revision"] for r in second["revisions"]] == [2]  # type: ignore[index]
@@ -139,7 +152,7 @@ def test_docs_history(run: Run, filled: tuple[str, Sample]) -> None:
     assert cleared["revision"] is None and cleared["revisions"] == []  # type: ignore[index]
     assert [b["key"] for b in cleared["backups"]] == ["scratch.bak"]  # type: ignore[index]
     absent = run("docs", "history", "absent", ok=False)
-    assert absent.returncode == 1 and "no document 'absent'" in absent.stderr
+    assert absent.returncode == 3 and "no document 'absent'" in absent.stderr
 
 
 def test_docs_history_of_a_store_that_does_not_record(shared_url: str) -> None:
@@ -153,15 +166,15 @@ def test_docs_history_of_a_store_that_does_not_record(shared_url: str) -> None:
 
 def test_records_commands(run: Run, filled: tuple[str, Sample]) -> None:
     _, sample = filled
-    convs = as_json(run, "records", "conversations")
-    assert {c["id"]: c["parent"] for c in convs["conversations"]} == sample.conversations
+    convs = items(run, "records", "conversations")
+    assert {c["id"]: c["parent"] for c in convs} == sample.conversations
     fork = next(c for c, parent in sample.conversations.items() if parent is not None)
     root = sample.conversations[fork]
-    entries = as_json(run, "records", "entries", str(fork))
+    entries = items(run, "records", "entries", str(fork))
     # The fork sees its own entries and its parent's up to the fork point only.
-    visible = {e["id"] for e in entries["entries"]}
+    visible = {e["id"] for e in entries}
     assert visible == {*sample.entries[fork], sample.entries[root][0]}
-    revisions = as_json(run, "records", "document", str(sample.record_document), "--revisions")
+    revisions = items(run, "records", "document", str(sample.record_document), "--revisions")
     assert [r["seq"] for r in revisions] == sample.record_document_seqs
     first = json.loads(
         run("records", "document", str(sample.record_document), "--at", str(sample.record_document_seqs[0])).stdout
@@ -171,8 +184,8 @@ def test_records_commands(run: Run, filled: tuple[str, Sample]) -> None:
 
 def test_presence_commands(run: Run, filled: tuple[str, Sample]) -> None:
     _, sample = filled
-    assert as_json(run, "presence") == list(sample.presence)
-    fields = as_json(run, "presence", "room-1")
+    assert [n["namespace"] for n in items(run, "presence")] == list(sample.presence)
+    fields = items(run, "presence", "room-1")
     assert sorted({f["participant"] for f in fields}) == sample.presence["room-1"]
 
 
@@ -221,13 +234,13 @@ def test_export_import_and_backup(run: Run, filled: tuple[str, Sample], tmp_path
     assert not [p for p in tmp_path.iterdir() if ".partial-" in p.name]
 
 
-def test_usage_error_exits_2_and_missing_store_exits_1(tmp_path: Path, run: Run) -> None:
+def test_usage_error_exits_2_and_missing_store_exits_3(tmp_path: Path, run: Run) -> None:
     assert run_cli(None, "kv", "get").returncode == 2
     bad_hex = run("kv", "get", "hex:zz", "ns", "key", ok=False)
     assert bad_hex.returncode == 2 and "hex digits" in bad_hex.stderr
     assert run_cli(None, "no-such-command").returncode == 2
     missing = run_cli(str(tmp_path / "nope.db"), "info")
-    assert missing.returncode == 1 and "no store" in missing.stderr
+    assert missing.returncode == 3 and "no store" in missing.stderr
     assert not (tmp_path / "nope.db").exists()
 
 

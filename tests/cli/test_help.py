@@ -14,6 +14,7 @@ import pytest
 from click.testing import CliRunner
 
 from durastate.cli import cli
+from durastate.cli._common import EXIT_CODES
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "cli.md"
 # Commands that print no data of their own: a web server and the demo's own report.
@@ -40,6 +41,7 @@ def test_the_tree_has_the_commands_the_issue_lists() -> None:
         "kv ls", "kv get", "kv scan", "queue ls", "queue stats", "queue peek", "queue dead", "queue redrive",
         "events sessions", "events read", "events claims", "docs ls", "docs show", "docs history",
         "records conversations", "records entries", "records document", "presence",
+        "kv log", "kv counter", "events dead", "events redrive", "records documents",
     }  # fmt: skip
     assert wanted <= names
 
@@ -76,5 +78,10 @@ def test_ui_binds_loopback_by_default() -> None:
 
 
 def test_top_level_help_documents_the_exit_codes() -> None:
-    text = CliRunner().invoke(cli, ["--help"], terminal_width=200).output
-    assert "0 ok, 1 error, 2 usage error" in text
+    text = " ".join(CliRunner().invoke(cli, ["--help"], terminal_width=200).output.split())
+    for code, meaning in EXIT_CODES:
+        assert f"{code} {meaning}" in text
+    docs = " ".join(DOCS.read_text().split())
+    for code, _ in EXIT_CODES:
+        assert f"| `{code}` |" in docs, f"exit code {code} is not in docs/cli.md's table"
+    assert "docs/cli.md" in text and "documentation site" in text

@@ -43,6 +43,16 @@ COMMANDS = (
     ("queue", "peek", "emails"),
     ("queue", "dead", "fragile"),
     ("events", "sessions"),
+    ("kv", "get", "run-1", "cfg", "model"),
+    ("kv", "scan", "run-1", "cfg"),
+    ("kv", "log", "run-1", "log"),
+    ("kv", "log", "run-1", "log", "stream"),
+    ("kv", "counter", "run-1", "stats"),
+    ("events", "read", "chat-1"),
+    ("events", "dead"),
+    ("docs", "ls"),
+    ("records", "documents"),
+    ("presence",),
 )
 
 

@@ -37,7 +37,16 @@ def test_example_without_arguments_uses_a_fresh_file(example: str) -> None:
     assert "sqlite:///" in result.stdout.splitlines()[0]
 
 
-EXAMPLES = ["eventsourcing", "huey", "langchain", "langgraph", "openai_agents", "pydantic_ai", "agent_framework"]
+EXAMPLES = [
+    "eventsourcing",
+    "huey",
+    "langchain",
+    "langgraph",
+    "openai_agents",
+    "pydantic_ai",
+    "agent_framework",
+    "strands",
+]
 
 
 @pytest.mark.parametrize("example", EXAMPLES)

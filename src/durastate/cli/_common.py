@@ -1,18 +1,20 @@
-"""What every ``durastate`` command shares: options, opening, output, progress.
+"""What every ``durastate`` command shares: options, opening, output, exit codes, progress.
 
 * ``--url`` (env ``DURASTATE_URL``) on every command that opens a store; a
-  SQLite path that does not exist is an error for every command but
-  ``import`` and ``demo`` (a typo must not create an empty store).
+  SQLite path that does not exist is "not found" (exit 3) for every command
+  but ``import`` and ``demo`` (a typo must not create an empty store); a
+  URL scheme no engine serves is a usage error naming the served ones.
 * ``--json`` on every command that prints data: one JSON document on
-  stdout. Bytes (kv scopes, keys, values; queue names and payloads) are
-  printed as text when they are valid UTF-8 and do not start with
-  ``hex:``, else as ``hex:`` followed by their hex digits; arguments take
-  the same form (``hex:00ff`` is the two bytes 0x00 0xff).
+  stdout; a listing is ``{"items": [...], "next": cursor-or-null}``.
+* Bytes, text and time follow ``durastate.cli._format``: escaped in tables
+  and plain output, lossless (``hex:`` when not UTF-8) in JSON and in
+  arguments, ISO-8601 with offset in JSON.
 * Tables use rich when it is installed (``pip install 'durastate[cli]'``)
   and aligned plain text otherwise; progress goes to stderr, only when it
   is a terminal.
-* Exit codes: 0 ok, 1 an error (durastate's, a file, a refused import),
-  2 a usage error (click's).
+* Exit codes (``EXIT_CODES``, printed by ``durastate --help``): 0 ok, 1 an
+  error, 2 a usage error, 3 not found, 4 port in use, 141 output closed
+  early (a reader such as ``head`` stopped reading: quiet, as git).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import shlex
 import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -31,13 +34,57 @@ import orjson
 
 import durastate
 from durastate.engines import registry
-from durastate.errors import DurastateError, InvalidRequest
+from durastate.errors import DurastateError
+
+from ._format import (
+    BytesSyntaxError,
+    decode_bytes,
+    encode_bytes,
+    escape,
+    human_bytes,
+    human_duration,
+    iso_time,
+    json_text,
+    jsonable,
+    show_name,
+    show_value,
+    table_time,
+)
+
+__all__ = ["BytesSyntaxError", "human_bytes", "human_duration", "iso_time"]
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+EXIT_OK = 0
+EXIT_ERROR = 1
+EXIT_USAGE = 2
+EXIT_NOT_FOUND = 3
+EXIT_PORT_IN_USE = 4
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE: what a shell reports for git or cat cut short by `| head`
+EXIT_CODES = (
+    (EXIT_OK, "ok"),
+    (EXIT_ERROR, "an error (the store's, a file's, a refused import, a doctor problem)"),
+    (EXIT_USAGE, "a usage error (unknown command or option, bad argument, unsupported --url scheme)"),
+    (EXIT_NOT_FOUND, "not found (the store, key, document, session or file named does not exist)"),
+    (EXIT_PORT_IN_USE, "port in use (durastate ui)"),
+    (EXIT_BROKEN_PIPE, "the output was closed early (e.g. by `| head`), ended quietly"),
+)
 
 URL_HELP = (
     "Store URL: a SQLite path, sqlite:///abs/path.db, or postgresql://user@host/db (default: ./.durastate/state.db)."
 )
+
+
+class NotFound(click.ClickException):
+    """What the command was asked to show does not exist (exit code 3)."""
+
+    exit_code = EXIT_NOT_FOUND
+
+
+class PortInUse(click.ClickException):
+    """``durastate ui`` cannot listen: the port is taken (exit code 4)."""
+
+    exit_code = EXIT_PORT_IN_USE
 
 
 def url_option(func: F) -> F:
@@ -56,7 +103,7 @@ def url_option(func: F) -> F:
 
 
 def data_command(func: F) -> F:
-    """``--url``, ``--table-prefix`` and ``--json`` on a command, and its errors as exit code 1."""
+    """``--url``, ``--table-prefix`` and ``--json`` on a command, and its errors as exit codes."""
     return url_option(json_option(errors_as_exit_1(func)))
 
 
@@ -77,6 +124,25 @@ def is_postgres(url: str | None) -> bool:
     return url is not None and registry.scheme_of(url) in ("postgresql", "postgres")
 
 
+def check_scheme(url: str | None) -> None:
+    """A usage error (exit 2) for a URL whose scheme no engine serves, naming those that are served."""
+    try:
+        scheme = registry.scheme_of(url)
+        served = registry.registered()
+        if scheme in served:
+            return
+        registry.create(url, {})  # loads an entry point's engine, or names the known schemes
+    except DurastateError as exc:
+        if "scheme" not in str(exc):
+            raise
+        known = ", ".join(f"{s}:" for s in registry.registered())
+        raise click.BadParameter(
+            f"{redact(escape(str(url)))}: the URL scheme {escape(scheme)!r} is not supported; "
+            f"supported: {known} (or a path to a SQLite file)",
+            param_hint="--url",
+        ) from None
+
+
 def sqlite_file(url: str | None) -> Path | None:
     """The file a SQLite URL names (the default store's for None), or None: the engine registry's parser."""
     path = registry.file_of(url)
@@ -95,13 +161,14 @@ def open_store(
 
     ``read_only``: for the commands that only show (``open_for_reading``).
     """
+    check_scheme(url)
     path = sqlite_file(url)
     if path is not None and not create and not path.exists():
-        raise click.ClickException(f"no store at {path} (pass --url or set DURASTATE_URL)")
+        raise NotFound(f"no store at {escape(str(path))} (pass --url or set DURASTATE_URL)")
     try:
         return durastate.open(url, prefix=prefix, retention=retention, read_only=read_only)
     except DurastateError as exc:
-        raise click.ClickException(str(exc)) from None
+        raise click.ClickException(escape(str(exc))) from None
 
 
 def open_for_reading(url: str | None, prefix: str) -> durastate.Store:
@@ -132,60 +199,63 @@ def store_from(
 
 
 def errors_as_exit_1(func: F) -> F:
-    """Report durastate errors as ``error: ...`` with exit code 1 (not a traceback)."""
+    """Report errors as ``Error: ...`` with their exit code (not a traceback), every message escaped.
+
+    durastate's ``NotFound`` exits 3, a bad ``hex:`` argument 2, any other
+    durastate error or OSError 1. A closed stdout (``BrokenPipeError``) goes
+    on to the group, which exits quietly (``Cli.invoke``).
+    """
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return func(*args, **kwargs)
+        except BrokenPipeError:
+            raise
+        except click.ClickException as exc:
+            # click types ``message`` as final; the escaped text replaces it before click prints it.
+            object.__setattr__(exc, "message", escape(exc.message))
+            raise
         except BytesSyntaxError as exc:
-            raise click.UsageError(str(exc)) from None
+            raise click.UsageError(escape(str(exc))) from None
+        except durastate.NotFound as exc:
+            raise NotFound(escape(f"{type(exc).__name__}: {exc}")) from None
         except DurastateError as exc:
-            raise click.ClickException(f"{type(exc).__name__}: {exc}") from None
+            raise click.ClickException(escape(f"{type(exc).__name__}: {exc}")) from None
         except OSError as exc:
-            raise click.ClickException(str(exc)) from None
+            raise click.ClickException(escape(str(exc))) from None
 
     return wrapper  # type: ignore[return-value]
 
 
-# -- bytes on the command line ------------------------------------------------
+def quiet_broken_pipe() -> None:
+    """After stdout's reader went away: point stdout at /dev/null so the exit flush is silent."""
+    with contextlib.suppress(OSError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
 
 
-class BytesSyntaxError(InvalidRequest):
-    """A ``hex:`` argument that is not hex (a usage error: exit code 2)."""
+# -- bytes on the command line (the rules are durastate.cli._format's) ---------------
 
-
-def parse_bytes(text: str) -> bytes:
-    """A command-line bytes argument: UTF-8 text, or ``hex:`` + hex digits."""
-    if text.startswith("hex:"):
-        try:
-            return bytes.fromhex(text[4:])
-        except ValueError:
-            raise BytesSyntaxError(f"{text!r}: hex: must be followed by pairs of hex digits") from None
-    return text.encode("utf-8", "surrogateescape")
-
-
-def show_bytes(value: bytes) -> str:
-    """Bytes as text when that is unambiguous, else ``hex:...`` (``parse_bytes`` reads it back)."""
-    try:
-        text = value.decode("utf-8")
-    except UnicodeDecodeError:
-        return "hex:" + value.hex()
-    if text.startswith("hex:") or not text.isprintable():
-        return "hex:" + value.hex()
-    return text
+parse_bytes = decode_bytes
+show_bytes = show_name  # kept for callers that import the older name
 
 
 def render_value(value: bytes, fmt: str) -> Any:
-    """A stored value as ``text`` (UTF-8, escapes for bad bytes), ``hex`` or ``json`` (parsed)."""
+    """A stored value as ``text`` (the bytes, shown by ``emit``), ``hex`` (digits) or ``json`` (parsed).
+
+    ``json`` of a value that is not JSON gives the bytes back (shown as text
+    or in their lossless form), so one odd value does not fail a listing.
+    """
     if fmt == "hex":
         return value.hex()
     if fmt == "json":
         try:
             return orjson.loads(value)
         except orjson.JSONDecodeError:
-            raise click.ClickException("value is not JSON (use --format text or hex)") from None
-    return value.decode("utf-8", "backslashreplace")
+            return value
+    return value
 
 
 FORMAT_OPTION = click.option(
@@ -194,63 +264,175 @@ FORMAT_OPTION = click.option(
     type=click.Choice(["text", "hex", "json"]),
     default="text",
     show_default=True,
-    help="How values are shown.",
+    help="How values are shown (text: escaped in tables, lossless in --json).",
 )
 
 
 # -- output -------------------------------------------------------------------
 
 
-def json_default(value: Any) -> Any:
-    if isinstance(value, (bytes, bytearray, memoryview)):
-        return show_bytes(bytes(value))
-    if isinstance(value, (set, frozenset, tuple)):
-        return list(value)
-    raise TypeError(f"cannot print {type(value).__name__} as JSON")
+class Name(bytes):
+    """Bytes that name something (a key, scope, queue): tables show them in argument form (``show_name``)."""
+
+
+class Time(int):
+    """Epoch milliseconds: ISO-8601 with offset in JSON, ``table_time`` in tables."""
+
+
+class Duration(float):
+    """Seconds: a number in JSON, with a unit in tables (``human_duration``)."""
+
+
+class Size(int):
+    """Bytes counted: a number in JSON, humanised in tables (``human_bytes``)."""
+
+
+def name(value: bytes | None) -> Name | None:
+    return None if value is None else Name(value)
+
+
+def at(ms: float | None) -> Time | None:
+    return None if ms is None else Time(round(ms))
+
+
+def to_json(value: Any) -> Any:
+    """``value`` ready for JSON: bytes in their lossless form, times as ISO-8601 (at any depth)."""
+    if isinstance(value, Time):
+        return iso_time(value)
+    if isinstance(value, (Duration, Size)):
+        return float(value) if isinstance(value, Duration) else int(value)
+    if isinstance(value, dict):
+        return {(encode_bytes(k) if isinstance(k, bytes) else k): to_json(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return [to_json(v) for v in value]
+    return jsonable(value)
 
 
 def print_json(data: Any) -> None:
-    text = orjson.dumps(data, default=json_default, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS)
-    click.echo(text.decode())
+    """``data`` as one indented JSON document on stdout, safe on a terminal (``_format.json_text``)."""
+    _Chunked(sys.stdout).write(json_text(to_json(data), indent=True) + "\n")
 
 
 def cell(value: Any) -> str:
+    """One table cell, never carrying a control character."""
     if value is None:
         return ""
+    if isinstance(value, Name):
+        return show_name(bytes(value))
     if isinstance(value, (bytes, bytearray, memoryview)):
-        return show_bytes(bytes(value))
+        return show_value(bytes(value))
+    if isinstance(value, Time):
+        return table_time(value)
+    if isinstance(value, Duration):
+        return human_duration(value)
+    if isinstance(value, Size):
+        return human_bytes(value)
+    if isinstance(value, bool):
+        return "yes" if value else "no"
     if isinstance(value, (dict, list)):
-        return orjson.dumps(value, default=json_default).decode()
-    return str(value)
+        return escape(json_text(to_json(value)))
+    return escape(str(value))
 
 
 def print_table(rows: Sequence[dict[str, Any]], columns: Sequence[str], *, title: str | None = None) -> None:
-    """``rows`` as a table of ``columns`` (rich if installed, else aligned text)."""
+    """``rows`` as a table of ``columns`` (rich if installed, else aligned text); every cell escaped."""
     cells = [[cell(row.get(c)) for c in columns] for row in rows]
     try:
         from rich.console import Console
         from rich.table import Table
+        from rich.text import Text
     except ImportError:
         if title:
-            click.echo(title)
+            click.echo(escape(title))
         widths = [max([len(c), *(min(len(r[i]), 80) for r in cells)]) for i, c in enumerate(columns)]
         click.echo("  ".join(c.upper().ljust(w) for c, w in zip(columns, widths, strict=True)).rstrip())
         for r in cells:
             click.echo("  ".join(v[:80].ljust(w) for v, w in zip(r, widths, strict=True)).rstrip())
         return
-    table = Table(title=title, show_lines=False, header_style="bold")
+    # Text, not str: rich would read "[red]" in stored data as its markup.
+    table = Table(title=None if title is None else Text(escape(title)), show_lines=False, header_style="bold")
     for c in columns:
         table.add_column(c, overflow="fold")
     for r in cells:
-        table.add_row(*r)
-    Console(soft_wrap=False, width=None if sys.stdout.isatty() else 200).print(table)
+        table.add_row(*(Text(v) for v in r))
+    console = _console(Console)(file=_Chunked(sys.stdout), soft_wrap=False, width=None if sys.stdout.isatty() else 200)
+    console.print(table)
 
 
-def emit_page(name: str, rows: Sequence[dict[str, Any]], cursor: Any, as_json: bool, columns: Sequence[str]) -> None:
-    """A page of ``rows``: ``{name: rows, "cursor": cursor}`` with ``--json``, else a table and a hint."""
-    emit({name: rows, "cursor": cursor}, as_json, rows, columns)
-    if cursor is not None and not as_json:
-        click.echo(f"more: --cursor {cursor}" if isinstance(cursor, str) else f"more: --after {cursor}", err=True)
+def _console(base: Any) -> Any:
+    """rich's Console, but a closed stdout raises ``BrokenPipeError`` (rich itself exits) so every
+    command ends the same way on EPIPE (``Cli.invoke``)."""
+
+    class PipeConsole(base):  # type: ignore[misc]
+        def on_broken_pipe(self) -> None:
+            raise BrokenPipeError
+
+    return PipeConsole
+
+
+class _Chunked:
+    """``stream`` written 64 KiB at a time: rich writes a whole table at once, and one large write to a
+    pipe whose reader left (``| head``) ends in a short write that Python does not report; the next
+    chunk's write raises ``BrokenPipeError``."""
+
+    CHUNK = 64 * 1024
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        for start in range(0, len(text), self.CHUNK):
+            self._stream.write(text[start : start + self.CHUNK])
+            self._stream.flush()
+        return len(text)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+T = TypeVar("T")
+
+
+def take_page(
+    fetch: Callable[[Any, int], list[T]], after: Any, limit: int, cursor_of: Callable[[T], Any]
+) -> tuple[list[T], Any]:
+    """Up to ``limit`` items after ``after`` and the cursor of the next page (None at the end).
+
+    ``fetch(after, n)`` reads ``n`` items after a cursor. A full page costs
+    one more read of one item, so "more" is never a guess.
+    """
+    items = fetch(after, limit)
+    if len(items) < limit:
+        return items, None
+    last = cursor_of(items[-1])
+    return items, (last if fetch(last, 1) else None)
+
+
+def emit_page(
+    rows: Sequence[dict[str, Any]],
+    next_cursor: Any,
+    as_json: bool,
+    columns: Sequence[str],
+    *,
+    flag: str = "--after",
+    title: str | None = None,
+) -> None:
+    """A page: ``{"items": rows, "next": cursor}`` with ``--json``; else a table and, when there is more,
+    a hint on stderr: ``more: --after CURSOR`` (quoted for a POSIX shell)."""
+    if as_json:
+        print_json({"items": list(rows), "next": _cursor_json(next_cursor)})
+        return
+    print_table(rows, columns, title=title)
+    if next_cursor is not None:
+        click.echo(f"more: {flag} {shlex.quote(_cursor_shown(next_cursor))}", err=True)
+
+
+def _cursor_json(cursor: Any) -> Any:
+    return encode_bytes(cursor) if isinstance(cursor, bytes) else cursor
+
+
+def _cursor_shown(cursor: Any) -> str:
+    return show_name(cursor) if isinstance(cursor, bytes) else escape(str(cursor))
 
 
 def emit(data: Any, as_json: bool, rows: Sequence[dict[str, Any]] | None = None, columns: Sequence[str] = ()) -> None:
@@ -262,10 +444,8 @@ def emit(data: Any, as_json: bool, rows: Sequence[dict[str, Any]] | None = None,
 
 
 def ms_time(ms: int | None) -> str:
-    """Epoch milliseconds as local ``YYYY-mm-dd HH:MM:SS``."""
-    if ms is None:
-        return ""
-    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ms / 1000))
+    """Epoch milliseconds for a table (``_format.table_time``)."""
+    return table_time(ms)
 
 
 # -- progress -----------------------------------------------------------------
@@ -333,7 +513,7 @@ class Progress:
         if self._bar is not None:
             self._bar.update(self._task, description=f"{self.label}: {name}")
         elif self._plain:
-            click.echo(f"{self.label}: {name} {rows:,} rows ({self.rows:,} so far)", err=True)
+            click.echo(f"{self.label}: {name} {rows:,} {self.unit} ({self.rows:,} so far)", err=True)
 
     def __exit__(self, *exc: object) -> None:
         if self._bar is not None:
@@ -342,7 +522,7 @@ class Progress:
     def summary(self) -> str:
         elapsed = max(time.monotonic() - self._started, 1e-6)
         return (
-            f"{self.label}: {self.rows:,} {self.unit}, {human_bytes(self.bytes)} in {elapsed:.2f} s "
+            f"{self.label}: {self.rows:,} {self.unit}, {human_bytes(self.bytes)} in {human_duration(elapsed)} "
             f"({self.rows / elapsed:,.0f} {self.unit}/s, {human_bytes(self.bytes / elapsed)}/s)"
         )
 
@@ -351,14 +531,6 @@ def _stderr_console() -> Any:
     from rich.console import Console
 
     return Console(stderr=True)
-
-
-def human_bytes(n: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if abs(n) < 1024 or unit == "GiB":
-            return f"{n:,.0f} {unit}" if unit == "B" else f"{n:,.1f} {unit}"
-        n /= 1024
-    return f"{n:,.1f} GiB"  # pragma: no cover
 
 
 def temporary_sibling(dest: Path) -> Path:

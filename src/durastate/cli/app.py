@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import errno
 import gzip
 import os
 import re
 import secrets
+import socket
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -26,30 +28,59 @@ from durastate.errors import NotSupported
 
 from . import browse, dump, shards
 from ._common import (
+    EXIT_BROKEN_PIPE,
+    EXIT_CODES,
+    Duration,
+    Name,
+    NotFound,
+    PortInUse,
     Progress,
+    Size,
     data_command,
     emit,
     errors_as_exit_1,
     human_bytes,
+    human_duration,
     json_option,
     open_for_reading,
     print_json,
     print_table,
+    quiet_broken_pipe,
+    redact,
     sqlite_file,
     store_from,
     temporary_sibling,
     url_option,
 )
+from ._format import escape
+from .checks import Check, checks, named, verdict
 from .inspect import facet_stats, health, table_stats, top_groups
 
+DOCS = (
+    "the documentation site's CLI page (docs/cli.md of the source distribution and repository; "
+    "`mkdocs serve` there shows the site)"
+)
 EPILOG = (
-    "Every command takes --url (or DURASTATE_URL) and, where it prints data, --json. "
-    "Exit codes: 0 ok, 1 error, 2 usage error. Bytes arguments are UTF-8 text or hex:<digits>. "
-    "Each command explains itself with --help; the full reference is docs/cli.md in the source repository."
+    "Every command takes --url (or DURASTATE_URL) and, where it prints data, --json; listings page with "
+    "--limit and --after (the cursor a page ends with). Bytes arguments are UTF-8 text or hex:<digits>, the "
+    "form --json prints. Stored text is shown with control characters escaped.\n\n"
+    "Exit codes: " + "; ".join(f"{code} {meaning}" for code, meaning in EXIT_CODES) + ".\n\n"
+    f"Each command explains itself with --help; the full reference is {DOCS}."
 )
 
 
-@click.group(epilog=EPILOG, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
+class Cli(click.Group):
+    """The command group: a stdout closed by its reader (``| head``) ends the command quietly."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except BrokenPipeError:
+            quiet_broken_pipe()
+            ctx.exit(EXIT_BROKEN_PIPE)
+
+
+@click.group(cls=Cli, epilog=EPILOG, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
 @click.version_option(durastate.__version__, prog_name="durastate")
 def cli() -> None:
     """Inspect, back up, move and maintain a durastate store."""
@@ -68,20 +99,21 @@ for group in (browse.kv, browse.queue, browse.events, browse.docs, browse.record
 
 
 def _print_health(h: Any, as_json: bool) -> None:
+    facts = named(h.facts)
     if as_json:
-        print_json({**h.facts, "warnings": h.warnings, "problems": h.problems})
+        print_json({**facts, "warnings": h.warnings, "problems": h.problems})
         return
-    width = max(len(k) for k in h.facts)
-    for key, value in h.facts.items():
+    width = max(len(k) for k in facts)
+    for key, value in facts.items():
         if key.endswith("_bytes") and isinstance(value, int):
             value = f"{value:,} ({human_bytes(value)})"
         elif isinstance(value, dict):
             value = ", ".join(f"{k} {v}" for k, v in value.items())
-        click.echo(f"{key.ljust(width)}  {value}")
+        click.echo(f"{key.ljust(width)}  {escape(str(value))}")
     for w in h.warnings:
-        click.echo(f"warning: {w}")
+        click.echo(f"warning: {escape(w)}")
     for p in h.problems:
-        click.echo(f"PROBLEM: {p}")
+        click.echo(f"PROBLEM: {escape(p)}")
 
 
 @cli.command()
@@ -95,22 +127,42 @@ def info(url: str | None, prefix: str, as_json: bool) -> None:
 @cli.command()
 @data_command
 def doctor(url: str | None, prefix: str, as_json: bool) -> None:
-    """Like info with the full integrity check; exit 1 when a problem is found."""
+    """Check the store and give a verdict per check: ok, warning or problem; exit 1 when a problem is found.
+
+    Checks: the store opens, schema versions, the full integrity check
+    (SQLite PRAGMA integrity_check), and per engine: SQLite's journal mode,
+    durability (synchronous), free pages, filesystem, WAL size, whether the
+    file is writable; PostgreSQL's attempt table and what a failover can
+    lose. Warnings alone exit 0. The facts behind them: durastate info.
+    """
     path = sqlite_file(url)
     if path is not None and path.exists():
         try:
             durastate.open(url, prefix=prefix, read_only=True).close()
         except durastate.StoreCorrupt as exc:
             # So damaged that it cannot even be opened: that is the finding.
-            click.echo(f"PROBLEM: integrity check failed: {exc}")
+            failed = Check("store opens", "problem", f"integrity check failed: {exc}")
+            _print_checks([failed], "problem", as_json)
             sys.exit(1)
         except durastate.DurastateError:
             pass  # reported as usual by store_from below
     with store_from(url, prefix, read_only=True) as store:
         h = health(store, check="full")
-    _print_health(h, as_json)
+    found = [Check("store opens", "ok", redact(store.url)), *checks(h)]
+    _print_checks(found, verdict(found), as_json)
     if h.problems:
         sys.exit(1)
+
+
+VERDICT_SUMMARY = {"ok": "healthy", "warning": "usable, with warnings", "problem": "PROBLEM found"}
+
+
+def _print_checks(checks: list[Check], verdict: str, as_json: bool) -> None:
+    if as_json:
+        print_json({"verdict": verdict, "checks": [dataclasses.asdict(c) for c in checks]})
+        return
+    print_table([dataclasses.asdict(c) for c in checks], ["check", "verdict", "detail"])
+    click.echo(f"verdict: {VERDICT_SUMMARY[verdict]}")
 
 
 @cli.command()
@@ -125,11 +177,16 @@ def stats(top: int, url: str | None, prefix: str, as_json: bool) -> None:
     if as_json:
         print_json({"facets": facets, "tables": tables, "top": groups})
         return
-    print_table(facets, ["facet", "rows", "bytes"], title="facets")
-    print_table(tables, ["facet", "table", "rows", "bytes"], title="tables")
+
+    def sized(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return [{**r, "size": None if r["bytes"] is None else Size(r["bytes"])} for r in rows]
+
+    print_table(sized(facets), ["facet", "rows", "size"], title="facets")
+    print_table(sized(tables), ["facet", "table", "rows", "size"], title="tables")
     for label, rows in groups.items():
         if rows:
-            print_table(rows, ["name", "rows", "bytes"], title=label)
+            named = [{**r, "name": Name(r["name"]) if isinstance(r["name"], bytes) else r["name"]} for r in rows]
+            print_table(sized(named), ["name", "rows", "size"], title=label)
 
 
 TOKEN_RE = re.compile(r"[A-Za-z0-9._~-]+")
@@ -151,7 +208,8 @@ def _atomic_output(dest: str) -> Iterator[IO[bytes]]:
     target = Path(dest)
     tmp = temporary_sibling(target)
     try:
-        with open(tmp, "xb") as raw:
+        # Created 0600, as the store and its backups: an export holds all of the store's data.
+        with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb") as raw:
             out: IO[bytes] = gzip.GzipFile(fileobj=raw, mode="wb") if target.suffix == ".gz" else raw  # type: ignore[assignment]
             yield out
             if out is not raw:
@@ -229,7 +287,7 @@ def _import(source: str, quiet: bool, url: str | None, prefix: str) -> tuple[dic
         else:
             path = Path(source)
             if not path.exists():
-                raise click.ClickException(f"no such file: {source}")
+                raise NotFound(f"no such file: {escape(source)}")
             opener: Any = gzip.open if path.suffix == ".gz" else open
             stream = stack.enter_context(opener(path, "rb"))
         store = stack.enter_context(store_from(url, prefix, create=True))
@@ -285,8 +343,10 @@ def backup(dest: str, quiet: bool, url: str | None, prefix: str, as_json: bool) 
             result = {"dest": dest, "kind": "export", "rows": sum(counts.values())}
     if as_json:
         print_json(result)
+    elif result["kind"] == "file":
+        click.echo(f"backed up {result['pages']:,} pages to {escape(dest)}")
     else:
-        click.echo(f"backed up to {dest}")
+        click.echo(f"exported {result['rows']:,} rows to {escape(dest)}")
 
 
 # -- maintain -----------------------------------------------------------------
@@ -342,6 +402,11 @@ def seconds_option(name: str, help: str) -> Callable[[Decorated], Decorated]:
     "Drop records' full-history document revisions older than this (with --record-revisions: only past the last N).",
 )
 @click.option("--vacuum", is_flag=True, help="Also VACUUM (SQLite: rewrites the file; PostgreSQL: VACUUM ANALYZE).")
+@click.option(
+    "--dry-run",
+    is_flag=True,
+    help="Say what each rule would delete and keep nothing (the rules run in one transaction, rolled back).",
+)
 @QUIET
 @data_command
 def maintain(
@@ -357,6 +422,7 @@ def maintain(
     record_revisions: int | None,
     record_revisions_older_than: float | None,
     vacuum: bool,
+    dry_run: bool,
     quiet: bool,
     url: str | None,
     prefix: str,
@@ -368,9 +434,15 @@ def maintain(
     past their window, and on SQLite the freed pages and the WAL given back. Each flag
     turns on one rule of durastate.Retention. Bounded commits: Ctrl-C keeps
     what is done, --max-rows bounds a run, running it again resumes.
+    --dry-run counts what each rule would delete, exactly, and keeps
+    nothing: the rules run in one transaction that is rolled back (it holds
+    the write lock meanwhile; --max-rows keeps it short).
     """
+    from .maintenance import dry_run as dry_maintenance
     from .maintenance import policy, run_maintenance
 
+    if dry_run and vacuum:
+        raise click.UsageError("--dry-run does not vacuum: drop --vacuum")
     if document_history_older_than is not None and document_history is None:
         raise click.UsageError("--document-history-older-than needs --document-history N")
     retention = policy(
@@ -387,16 +459,30 @@ def maintain(
     with store_from(url, prefix, retention=retention) as store:
         progress = Progress("maintain", None, enabled=None if not quiet else False)
         with progress:
-            report = run_maintenance(store, max_rows=max_rows, vacuum=vacuum, step=progress.step, url=url)
+            if dry_run:
+                report = dry_maintenance(store, max_rows=max_rows, step=progress.step)
+            else:
+                report = run_maintenance(store, max_rows=max_rows, vacuum=vacuum, step=progress.step, url=url)
     if not quiet:
         click.echo(progress.summary(), err=True)
     if as_json:
         print_json(report)
         return
+    if dry_run:
+        click.echo("dry run: nothing was deleted; these are the rows each rule would delete now")
     for key, value in report.items():
         if key == "policy":
-            value = ", ".join(f"{k}={v}" for k, v in value.items() if v is not None) or "defaults"
+            value = ", ".join(f"{k}={_policy_value(k, v)}" for k, v in value.items() if v is not None) or "defaults"
+        elif key == "bytes_returned" and isinstance(value, int):
+            value = human_bytes(value)
+        elif key == "bytes_returned":
+            value = "not measured (dry run)"
         click.echo(f"{key}: {value}")
+
+
+def _policy_value(name: str, value: Any) -> str:
+    """A retention setting as maintain prints it: ages with their unit (``kv_log_max_age=3 d``)."""
+    return human_duration(value) if name.endswith("_age") and isinstance(value, (int, float)) else str(value)
 
 
 # -- bench / demo / ui ------------------------------------------------------------
@@ -419,7 +505,8 @@ def bench(ops: int, url: str | None, prefix: str, as_json: bool) -> None:
     from .quickbench import run_bench
 
     rows = run_bench(url, prefix, ops)
-    emit(rows, as_json, columns=["operation", "ops", "seconds", "ops_per_s", "us_per_op"])
+    shown = [{**r, "time": Duration(r["seconds"])} for r in rows]
+    emit(rows, as_json, shown, columns=["operation", "ops", "time", "ops_per_s", "us_per_op"])
 
 
 @cli.command()
@@ -536,6 +623,31 @@ def ui(
         )
         mode = "redrive and purge of dead letters allowed" if allow_writes else "read-only"
         click.echo(f"durastate inspector on http://{shown}:{port}/ ({mode}; Ctrl-C stops)", err=True)
-        uvicorn.run(app, host=host, port=port, log_level="warning")
+        try:
+            uvicorn.run(app, host=host, port=port, log_level="warning")
+        except SystemExit as exc:
+            # uvicorn exits 3 whenever its server cannot start (its own log line says why); a taken
+            # port is the common case and has its own exit code.
+            if exc.code == UVICORN_STARTUP_FAILURE:
+                _check_port(host, port)
+                raise click.ClickException("the inspector's server could not start (see above)") from None
+            raise
     finally:
         store.close()
+
+
+UVICORN_STARTUP_FAILURE = 3
+
+
+def _check_port(host: str, port: int) -> None:
+    """``PortInUse`` (exit 4) when ``host:port`` cannot be bound because it is taken; another failure to bind
+    is an error (exit 1); a port that binds returns. Port 0 (any free port) is not checked."""
+    if port == 0:
+        return
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    try:
+        socket.create_server((host, port), family=family).close()
+    except OSError as exc:
+        if exc.errno == errno.EADDRINUSE:
+            raise PortInUse(f"port {port} on {host} is in use: pick another with --port") from None
+        raise click.ClickException(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None

@@ -1,32 +1,56 @@
 """Browsing commands: ``kv``, ``queue``, ``events``, ``docs``, ``records``, ``presence``.
 
-All read through the public facet API; the one command that writes is
-``queue redrive`` (it moves dead letters back, as ``Queues.redrive``).
+All read through the public facet API (kv logs and counters of a
+namespace through ``cli.kvlisting``) on a store opened read-only; the two
+commands that write are ``queue redrive`` and ``events redrive`` (they make
+dead letters claimable again), and they ask first (``--yes`` skips asking).
+
+Every listing pages the same way: ``--limit N`` and ``--after CURSOR``,
+where CURSOR is what the previous page ended with (a hint line on stderr,
+``"next"`` in JSON); ``--json`` prints ``{"items": [...], "next": ...}``.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import sys
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import click
+import orjson
 
+from . import kvlisting
 from ._common import (
     FORMAT_OPTION,
+    Duration,
+    Name,
+    NotFound,
+    Size,
+    at,
+    cell,
     data_command,
     emit,
     emit_page,
-    ms_time,
     parse_bytes,
     print_json,
     print_table,
     render_value,
     show_bytes,
     store_from,
+    take_page,
 )
+from ._format import escape, human_bytes, show_value
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 LIMIT = click.option(
-    "--limit", type=click.IntRange(1, 10_000), default=100, show_default=True, help="At most this many."
+    "--limit", type=click.IntRange(1, 10_000), default=100, show_default=True, help="At most this many (a page)."
 )
+
+
+def after_option(help: str, type: Any = None) -> Callable[[F], F]:
+    """``--after CURSOR``: where the previous page ended."""
+    return click.option("--after", default=None, type=type, metavar="CURSOR", help=help)
 
 
 def bytes_successor(prefix: bytes) -> bytes | None:
@@ -37,40 +61,60 @@ def bytes_successor(prefix: bytes) -> bytes | None:
     return trimmed[:-1] + bytes([trimmed[-1] + 1])
 
 
+def confirm_write(what: str, yes: bool) -> None:
+    """Ask before a write (``--yes`` skips); without a terminal to ask on, refuse (exit 2) unless ``--yes``."""
+    if yes:
+        return
+    if not sys.stdin.isatty():
+        raise click.UsageError(f"this would {what}; pass --yes to do it without a terminal to confirm on")
+    click.confirm(f"{what[0].upper()}{what[1:]}?", abort=True, err=True)
+
+
+YES = click.option("--yes", "-y", is_flag=True, help="Do it without asking.")
+
+
 # -- kv -----------------------------------------------------------------------
 
 
 @click.group()
 def kv() -> None:
-    """Browse key/value data: scopes, namespaces, values."""
+    """Browse key/value data: scopes, namespaces, values, logs, counters."""
 
 
 @kv.command("ls")
 @click.argument("scope", required=False)
-@click.option("--after", default=None, help="List names after this one (paging).")
+@after_option("Names after this one: the cursor the previous page printed.")
 @LIMIT
 @data_command
 def kv_ls(scope: str | None, after: str | None, limit: int, url: str | None, prefix: str, as_json: bool) -> None:
-    """List scopes, or the namespaces of SCOPE with their live value counts (counted up to 100000)."""
+    """List scopes, or the namespaces of SCOPE with what each holds: live values, log entries, counters.
+
+    Counts are exact up to 100000 (then shown as 100000+).
+    """
+    bound = None if after is None else parse_bytes(after)
     with store_from(url, prefix, read_only=True) as store:
-        bound = None if after is None else parse_bytes(after)
         if scope is None:
-            names = store.kv.scopes(after=bound, limit=limit)
-            emit([show_bytes(n) for n in names], as_json, [{"scope": show_bytes(n)} for n in names], ["scope"])
+            names, more = take_page(lambda a, n: store.kv.scopes(after=a, limit=n), bound, limit, lambda n: n)
+            emit_page([{"scope": Name(n)} for n in names], more, as_json, ["scope"])
             return
         s = parse_bytes(scope)
-        spaces = store.kv.namespaces(s, after=bound, limit=limit)
-        rows = [{"namespace": show_bytes(ns), "values": _count_values(store, s, ns)} for ns in spaces]
-        emit(rows, as_json, columns=["namespace", "values"])
+        spaces, more = take_page(lambda a, n: store.kv.namespaces(s, after=a, limit=n), bound, limit, lambda n: n)
+        rows = []
+        for ns in spaces:
+            held = kvlisting.holdings(store.engine, s, ns)
+            rows.append(
+                {
+                    "namespace": Name(ns),
+                    "values": held.shown(held.values),
+                    "log_entries": held.shown(held.log_entries),
+                    "counters": held.shown(held.counters),
+                }
+            )
+    emit_page(rows, more, as_json, ["namespace", "values", "log_entries", "counters"])
 
 
-COUNT_CAP = 100_000
-
-
-def _count_values(store: Any, scope: bytes, ns: bytes) -> int | str:
-    """Live values of a namespace, counted up to ``COUNT_CAP`` (then "100000+")."""
-    n = sum(1 for _ in store.kv.scan(scope, ns, limit=COUNT_CAP + 1))
-    return n if n <= COUNT_CAP else f"{COUNT_CAP}+"
+def _address(scope: str, ns: str, key: str) -> tuple[bytes, bytes, bytes]:
+    return parse_bytes(scope), parse_bytes(ns), parse_bytes(key)
 
 
 @kv.command("get")
@@ -80,14 +124,27 @@ def _count_values(store: Any, scope: bytes, ns: bytes) -> int | str:
 @FORMAT_OPTION
 @data_command
 def kv_get(scope: str, ns: str, key: str, fmt: str, url: str | None, prefix: str, as_json: bool) -> None:
-    """Print one value (exit 1 when the key has no live value)."""
+    """Print one value (exit 3 when the key has no live value; a log or counter there is named).
+
+    Text is printed with control characters escaped (line breaks and tabs
+    kept); --format hex or --json give the exact bytes.
+    """
+    s, n, k = _address(scope, ns, key)
     with store_from(url, prefix, read_only=True) as store:
-        value = store.kv.get(parse_bytes(scope), parse_bytes(ns), parse_bytes(key))
-    if value is None:
-        raise click.ClickException(f"no value at {scope} / {ns} / {key}")
+        value = store.kv.get(s, n, k)
+        if value is None:
+            other = []
+            if kvlisting.has_log(store.engine, s, n, k):
+                other.append("a log (durastate kv log SCOPE NS KEY)")
+            if kvlisting.counter(store.engine, s, n, k) is not None:
+                other.append("a counter (durastate kv counter SCOPE NS KEY)")
+            where = f"{escape(scope)} / {escape(ns)} / {escape(key)}"
+            raise NotFound(f"no value at {where}" + (f"; it holds {' and '.join(other)}" if other else ""))
     shown = render_value(value, fmt)
     if as_json:
-        print_json({"key": key, "value": shown, "size": len(value)})
+        print_json({"scope": s, "ns": n, "key": k, "value": shown, "size": len(value)})
+    elif isinstance(shown, bytes):
+        click.echo(show_value(shown, keep_newlines=True))
     elif fmt == "json":
         print_json(shown)
     else:
@@ -101,6 +158,7 @@ def kv_get(scope: str, ns: str, key: str, fmt: str, url: str | None, prefix: str
 @click.option("--start", default=None, help="First key (inclusive).")
 @click.option("--end", default=None, help="Last key (exclusive).")
 @click.option("--reverse", is_flag=True, help="Descending key order.")
+@after_option("Keys after this one in the scan's order: the cursor the previous page printed.")
 @LIMIT
 @FORMAT_OPTION
 @data_command
@@ -111,6 +169,7 @@ def kv_scan(
     start: str | None,
     end: str | None,
     reverse: bool,
+    after: str | None,
     limit: int,
     fmt: str,
     url: str | None,
@@ -124,21 +183,111 @@ def kv_scan(
         if lo is not None or hi is not None:
             raise click.UsageError("--prefix cannot be combined with --start/--end")
         lo, hi = parse_bytes(key_prefix), bytes_successor(parse_bytes(key_prefix))
+    s, n = parse_bytes(scope), parse_bytes(ns)
     with store_from(url, prefix, read_only=True) as store:
-        rows = [
-            {"key": show_bytes(k), "value": render_value(v, fmt) if fmt != "json" else _json_or_text(v), "size": len(v)}
-            for k, v in store.kv.scan(
-                parse_bytes(scope), parse_bytes(ns), start=lo, end=hi, reverse=reverse, limit=limit
+
+        def fetch(last: bytes | None, want: int) -> list[tuple[bytes, bytes]]:
+            start_at, end_at = lo, hi
+            if last is not None and reverse:
+                end_at = last if end_at is None else min(end_at, last)
+            elif last is not None:
+                start_at = last + b"\x00"  # the smallest key after it
+            return list(store.kv.scan(s, n, start=start_at, end=end_at, reverse=reverse, limit=want))
+
+        pairs, more = take_page(fetch, None if after is None else parse_bytes(after), limit, lambda kv: kv[0])
+    rows = [{"key": Name(k), "value": render_value(v, fmt), "size": len(v)} for k, v in pairs]
+    emit_page(rows, more, as_json, ["key", "value", "size"])
+
+
+@kv.command("log")
+@click.argument("scope")
+@click.argument("ns")
+@click.argument("key", required=False)
+@after_option("Without KEY: log keys after this one; with KEY: entries after this ordinal.")
+@LIMIT
+@FORMAT_OPTION
+@data_command
+def kv_log(
+    scope: str,
+    ns: str,
+    key: str | None,
+    after: str | None,
+    limit: int,
+    fmt: str,
+    url: str | None,
+    prefix: str,
+    as_json: bool,
+) -> None:
+    """List the logs of a namespace (entries, ordinals, last append), or the entries of the log KEY.
+
+    Exit 3 when KEY has no log entries.
+    """
+    s, n = parse_bytes(scope), parse_bytes(ns)
+    with store_from(url, prefix, read_only=True) as store:
+        engine = store.engine
+        if key is None:
+            logs, more = take_page(
+                lambda a, want: kvlisting.log_keys(engine, s, n, b"" if a is None else a, want),
+                None if after is None else parse_bytes(after),
+                limit,
+                lambda log: log.key,
             )
-        ]
-    emit(rows, as_json, columns=["key", "value", "size"])
+            rows = [
+                {
+                    "key": Name(g.key),
+                    "entries": g.entries,
+                    "first": g.first,
+                    "last": g.last,
+                    "last_append": at(g.last_at),
+                }
+                for g in logs
+            ]
+            emit_page(rows, more, as_json, ["key", "entries", "first", "last", "last_append"])
+            return
+        k = parse_bytes(key)
+        try:
+            start = 0 if after is None else int(after)
+        except ValueError:
+            raise click.BadParameter("an entry cursor is an ordinal (a number)", param_hint="--after") from None
+        entries, more = take_page(
+            lambda a, want: kvlisting.log_entries(engine, s, n, k, a, want), start, limit, lambda e: e[0]
+        )
+        if not entries and after is None:
+            raise NotFound(f"no log at {escape(scope)} / {escape(ns)} / {escape(key)}")
+    rows = [{"ordinal": o, "appended": at(t), "value": render_value(v, fmt), "size": len(v)} for o, v, t in entries]
+    emit_page(rows, more, as_json, ["ordinal", "appended", "value", "size"])
 
 
-def _json_or_text(value: bytes) -> Any:
-    try:
-        return render_value(value, "json")
-    except click.ClickException:
-        return value.decode("utf-8", "backslashreplace")
+@kv.command("counter")
+@click.argument("scope")
+@click.argument("ns")
+@click.argument("key", required=False)
+@after_option("Counters after this key: the cursor the previous page printed.")
+@LIMIT
+@data_command
+def kv_counter(
+    scope: str, ns: str, key: str | None, after: str | None, limit: int, url: str | None, prefix: str, as_json: bool
+) -> None:
+    """List the counters of a namespace with their values, or print the counter KEY (exit 3 when absent)."""
+    s, n = parse_bytes(scope), parse_bytes(ns)
+    with store_from(url, prefix, read_only=True) as store:
+        engine = store.engine
+        if key is not None:
+            value = kvlisting.counter(engine, s, n, parse_bytes(key))
+            if value is None:
+                raise NotFound(f"no counter at {escape(scope)} / {escape(ns)} / {escape(key)}")
+            if as_json:
+                print_json({"scope": s, "ns": n, "key": parse_bytes(key), "value": value})
+            else:
+                click.echo(str(value))
+            return
+        found, more = take_page(
+            lambda a, want: kvlisting.counters(engine, s, n, b"" if a is None else a, want),
+            None if after is None else parse_bytes(after),
+            limit,
+            lambda c: c[0],
+        )
+    emit_page([{"key": Name(k), "value": v} for k, v in found], more, as_json, ["key", "value"])
 
 
 # -- queues -------------------------------------------------------------------
@@ -149,10 +298,10 @@ def queue() -> None:
     """Inspect queues: names, counts, items, dead letters; re-drive dead letters."""
 
 
-def _stats_row(store: Any, name: bytes) -> dict[str, Any]:
-    stats = store.queues.stats(name)
+def _stats_row(store: Any, queue_name: bytes) -> dict[str, Any]:
+    stats = store.queues.stats(queue_name)
     return {
-        "queue": show_bytes(name),
+        "queue": Name(queue_name),
         "ready": stats.ready,
         "in_flight": stats.in_flight,
         "delayed": stats.delayed,
@@ -160,89 +309,109 @@ def _stats_row(store: Any, name: bytes) -> dict[str, Any]:
     }
 
 
+QUEUE_COLUMNS = ["queue", "ready", "in_flight", "delayed", "dead"]
+
+
 @queue.command("ls")
-@click.option("--after", default=None, help="List names after this one (paging).")
+@after_option("Queues after this name: the cursor the previous page printed.")
 @LIMIT
 @data_command
 def queue_ls(after: str | None, limit: int, url: str | None, prefix: str, as_json: bool) -> None:
     """List queues with their counts."""
     with store_from(url, prefix, read_only=True) as store:
-        names = store.queues.names(after=None if after is None else parse_bytes(after), limit=limit)
-        rows = [_stats_row(store, n) for n in names]
-    emit(rows, as_json, columns=["queue", "ready", "in_flight", "delayed", "dead"])
+        names, more = take_page(
+            lambda a, n: store.queues.names(after=a, limit=n),
+            None if after is None else parse_bytes(after),
+            limit,
+            lambda q: q,
+        )
+        rows = [_stats_row(store, q) for q in names]
+    emit_page(rows, more, as_json, QUEUE_COLUMNS)
 
 
 @queue.command("stats")
 @click.argument("name")
 @data_command
 def queue_stats(name: str, url: str | None, prefix: str, as_json: bool) -> None:
-    """Counts of one queue: ready, in flight, delayed, dead."""
+    """Counts of one queue: ready, in flight, delayed, dead (all 0 for a queue never used)."""
     with store_from(url, prefix, read_only=True) as store:
         row = _stats_row(store, parse_bytes(name))
-    emit(row, as_json, [row], ["queue", "ready", "in_flight", "delayed", "dead"])
+    emit(row, as_json, [row], QUEUE_COLUMNS)
 
 
 @queue.command("peek")
 @click.argument("name")
-@click.option("--after", default=None, help="The cursor of the last item of the previous page.")
+@after_option("Items after this one: the cursor the previous page printed.")
 @LIMIT
 @FORMAT_OPTION
 @data_command
 def queue_peek(name: str, after: str | None, limit: int, fmt: str, url: str | None, prefix: str, as_json: bool) -> None:
     """List items in delivery order (ready, then leased and delayed by due time) without claiming any."""
+    q = parse_bytes(name)
     with store_from(url, prefix, read_only=True) as store:
-        items = store.queues.peek(parse_bytes(name), after=after, limit=limit)
+        items, more = take_page(lambda a, n: store.queues.peek(q, after=a, limit=n), after, limit, lambda i: i.cursor)
     rows = [
         {
             "id": i.id,
             "state": i.state,
             "attempts": i.attempts,
             "max_attempts": i.max_attempts,
-            "due": ms_time(int(i.available_at * 1000)),
+            "due": at(i.available_at * 1000),
+            "pushed": at(i.created_at * 1000),
             "last_error": i.last_error,
-            "payload": _json_or_text(i.payload) if fmt == "json" else render_value(i.payload, fmt),
+            "payload": render_value(i.payload, fmt),
             "cursor": i.cursor,
         }
         for i in items
     ]
-    emit(rows, as_json, columns=["id", "state", "attempts", "max_attempts", "due", "last_error", "payload"])
+    emit_page(rows, more, as_json, ["id", "state", "attempts", "max_attempts", "due", "last_error", "payload"])
 
 
 @queue.command("dead")
 @click.argument("name")
-@click.option("--after", type=int, default=0, help="Dead letters with id greater than this (paging).")
+@after_option("Dead letters with an id greater than this (the cursor the previous page printed).", type=int)
 @LIMIT
 @FORMAT_OPTION
 @data_command
-def queue_dead(name: str, after: int, limit: int, fmt: str, url: str | None, prefix: str, as_json: bool) -> None:
+def queue_dead(name: str, after: int | None, limit: int, fmt: str, url: str | None, prefix: str, as_json: bool) -> None:
     """List dead letters: items that used up their attempts."""
+    q = parse_bytes(name)
     with store_from(url, prefix, read_only=True) as store:
-        dead = store.queues.dead_letters(parse_bytes(name), after=after, limit=limit)
+        dead, more = take_page(
+            lambda a, n: store.queues.dead_letters(q, after=a or 0, limit=n), after, limit, lambda d: d.id
+        )
     rows = [
         {
             "id": d.id,
             "attempts": d.attempts,
             "last_error": d.last_error,
-            "died": ms_time(int(d.died_at * 1000)),
-            "payload": _json_or_text(d.payload) if fmt == "json" else render_value(d.payload, fmt),
+            "died": at(d.died_at * 1000),
+            "payload": render_value(d.payload, fmt),
         }
         for d in dead
     ]
-    emit(rows, as_json, columns=["id", "attempts", "last_error", "died", "payload"])
+    emit_page(rows, more, as_json, ["id", "attempts", "last_error", "died", "payload"])
 
 
 @queue.command("redrive")
 @click.argument("name")
 @click.option("--id", "ids", type=int, multiple=True, help="Only this dead letter (repeatable); default: all.")
+@YES
 @data_command
-def queue_redrive(name: str, ids: tuple[int, ...], url: str | None, prefix: str, as_json: bool) -> None:
-    """Move dead letters back into the queue with fresh attempts."""
+def queue_redrive(name: str, ids: tuple[int, ...], yes: bool, url: str | None, prefix: str, as_json: bool) -> None:
+    """Move dead letters back into the queue with fresh attempts (asks first; --yes does not)."""
+    q = parse_bytes(name)
     with store_from(url, prefix) as store:
-        moved = store.queues.redrive(parse_bytes(name), list(ids) if ids else None)
+        count = len(set(ids)) if ids else store.queues.stats(q).dead
+        if count == 0:
+            moved = 0
+        else:
+            confirm_write(f"re-drive {'up to ' if ids else ''}{count} dead letter(s) of queue {show_bytes(q)}", yes)
+            moved = store.queues.redrive(q, list(ids) if ids else None)
     if as_json:
         print_json({"moved": moved})
     else:
-        click.echo(f"re-drove {moved} dead letter(s) of {name}")
+        click.echo(f"re-drove {moved} dead letter(s) of {show_bytes(q)}")
 
 
 # -- events -------------------------------------------------------------------
@@ -250,20 +419,21 @@ def queue_redrive(name: str, ids: tuple[int, ...], url: str | None, prefix: str,
 
 @click.group()
 def events() -> None:
-    """Inspect event sessions: sessions, events, live claims."""
+    """Inspect event sessions: sessions, events, live claims, dead letters; re-drive dead letters."""
 
 
 @events.command("sessions")
 @click.option("--prefix", "id_prefix", default="", help="Only session ids starting with this.")
-@click.option("--cursor", default=None, help="The cursor a previous page printed.")
+@after_option("Sessions after this id: the cursor the previous page printed.")
+@click.option("--cursor", default=None, hidden=True, help="Older name of --after.")
 @LIMIT
 @data_command
 def events_sessions(
-    id_prefix: str, cursor: str | None, limit: int, url: str | None, prefix: str, as_json: bool
+    id_prefix: str, after: str | None, cursor: str | None, limit: int, url: str | None, prefix: str, as_json: bool
 ) -> None:
     """List sessions with event, pending and dead-lettered counts."""
     with store_from(url, prefix, read_only=True) as store:
-        page = store.events.list_sessions(id_prefix, limit=limit, cursor=cursor)
+        page = store.events.list_sessions(id_prefix, limit=limit, cursor=after or cursor)
     rows = [
         {
             "session": s.session_id,
@@ -272,17 +442,12 @@ def events_sessions(
             "dead": s.failed_count,
             "attempts": s.attempt_count,
             "failures": s.failure_count,
-            "updated": ms_time(s.updated_at),
+            "first_event": at(s.first_event_at),
+            "updated": at(s.updated_at),
         }
         for s in page.sessions
     ]
-    emit_page(
-        "sessions",
-        rows,
-        page.cursor,
-        as_json,
-        ["session", "events", "pending", "dead", "attempts", "failures", "updated"],
-    )
+    emit_page(rows, page.cursor, as_json, ["session", "events", "pending", "dead", "attempts", "failures", "updated"])
 
 
 def _event_row(e: Any) -> dict[str, Any]:
@@ -295,59 +460,155 @@ def _event_row(e: Any) -> dict[str, Any]:
     else:
         state = "pending"
     return {
+        "session": e.session_id,
         "index": e.index,
         "id": e.id,
         "type": e.type,
         "lane": e.lane,
         "state": state,
+        "created": at(e.created_at),
+        "processed": at(e.processed_at),
+        "failed": at(e.failed_at),
         "attempts": e.attempt_count,
         "failures": e.failure_count,
         "holder": e.claim_holder,
-        "claim_expires": ms_time(e.claim_expires_at),
+        "claim_expires": at(e.claim_expires_at),
         "last_error": e.last_error,
         "cause": None if e.cause is None else f"{e.cause.index}#{e.cause.attempt}",
         "payload": e.payload,
     }
 
 
+def _session_exists(store: Any, session: str) -> bool:
+    page = store.events.list_sessions(session, limit=1)
+    return bool(page.sessions) and page.sessions[0].session_id == session
+
+
 @events.command("read")
 @click.argument("session")
-@click.option("--after", type=int, default=0, help="Events after this index (paging).")
+@after_option("Events after this index: the cursor the previous page printed.", type=int)
 @LIMIT
 @data_command
-def events_read(session: str, after: int, limit: int, url: str | None, prefix: str, as_json: bool) -> None:
-    """List a session's events in index order with their processing state."""
+def events_read(session: str, after: int | None, limit: int, url: str | None, prefix: str, as_json: bool) -> None:
+    """List a session's events in index order with their processing state (exit 3 for an unknown session)."""
     with store_from(url, prefix, read_only=True) as store:
-        page = store.events.read_events(session, after_index=after, limit=limit)
-    rows = [_event_row(e) for e in page.events]
-    emit(
-        rows, as_json, columns=["index", "id", "type", "lane", "state", "attempts", "failures", "last_error", "payload"]
+        found, more = take_page(
+            lambda a, n: list(store.events.read_events(session, after_index=a or 0, limit=n).events),
+            after,
+            limit,
+            lambda e: e.index,
+        )
+        if not found and after is None and not _session_exists(store, session):
+            raise NotFound(f"no event session {escape(session)!r}")
+    rows = [_event_row(e) for e in found]
+    emit_page(
+        rows,
+        more,
+        as_json,
+        ["index", "id", "type", "lane", "state", "created", "attempts", "failures", "last_error", "payload"],
     )
 
 
 @events.command("claims")
 @click.argument("session")
+@after_option("Claims on events after this index: the cursor the previous page printed.", type=int)
+@LIMIT
 @data_command
-def events_claims(session: str, url: str | None, prefix: str, as_json: bool) -> None:
-    """List the session's unprocessed events that hold a claim, with holder and expiry."""
-    rows: list[dict[str, Any]] = []
+def events_claims(session: str, after: int | None, limit: int, url: str | None, prefix: str, as_json: bool) -> None:
+    """List the session's unprocessed events that hold a claim, with holder, expiry and lease left."""
     with store_from(url, prefix, read_only=True) as store:
         now = store.engine.now_ms()
-        after = 0
-        while True:
-            page = store.events.read_events(session, after_index=after, limit=1000)
-            for e in page.events:
-                if e.claim_holder is not None and e.processed_at is None:
-                    row = _event_row(e)
-                    row["lease_left_s"] = round(((e.claim_expires_at or 0) - now) / 1000, 1)
-                    row["expired"] = (e.claim_expires_at or 0) <= now
-                    rows.append(row)
-            if len(page.events) < 1000:
-                break
-            after = page.events[-1].index
-    emit(
-        rows, as_json, columns=["index", "id", "type", "holder", "claim_expires", "lease_left_s", "expired", "attempts"]
+
+        def fetch(last: int | None, want: int) -> list[Any]:
+            claims: list[Any] = []
+            index = last or 0
+            while len(claims) < want:
+                page = store.events.read_events(session, after_index=index, limit=1000)
+                for e in page.events:
+                    if e.claim_holder is not None and e.processed_at is None and len(claims) < want:
+                        claims.append(e)
+                if len(page.events) < 1000:
+                    break
+                index = page.events[-1].index
+            return claims
+
+        found, more = take_page(fetch, after, limit, lambda e: e.index)
+    rows = []
+    for e in found:
+        row = _event_row(e)
+        row["lease_left"] = Duration(((e.claim_expires_at or 0) - now) / 1000)
+        row["expired"] = (e.claim_expires_at or 0) <= now
+        rows.append(row)
+    emit_page(
+        rows, more, as_json, ["index", "id", "type", "holder", "claim_expires", "lease_left", "expired", "attempts"]
     )
+
+
+def _dead_cursor(text: str | None, session: str | None) -> Any:
+    """``--after`` of ``events dead``: an index (one session) or ``INDEX:SESSION`` (every session)."""
+    if text is None:
+        return None
+    head, sep, rest = text.partition(":")
+    try:
+        index = int(head)
+    except ValueError:
+        index = -1
+    if index < 0 or (session is None) != bool(sep):
+        form = "an event index" if session is not None else "INDEX:SESSION (as the previous page printed)"
+        raise click.BadParameter(f"the cursor is {form}", param_hint="--after")
+    return index if session is not None else (rest, index)
+
+
+@events.command("dead")
+@click.argument("session", required=False)
+@after_option("The cursor the previous page printed (an index; INDEX:SESSION without SESSION).")
+@LIMIT
+@data_command
+def events_dead(
+    session: str | None, after: str | None, limit: int, url: str | None, prefix: str, as_json: bool
+) -> None:
+    """List dead-lettered events (their failures used up) of SESSION, or of every session."""
+    start = _dead_cursor(after, session)
+
+    def cursor_of(e: Any) -> Any:
+        return e.index if session is not None else (e.session_id, e.index)
+
+    with store_from(url, prefix, read_only=True) as store:
+        found, more = take_page(
+            lambda a, n: store.events.dead_letters(session, after=a, limit=n), start, limit, cursor_of
+        )
+    shown_next = more if more is None or session is not None else f"{more[1]}:{more[0]}"
+    rows = [_event_row(e) for e in found]
+    emit_page(
+        rows, shown_next, as_json, ["session", "index", "id", "type", "failures", "failed", "last_error", "payload"]
+    )
+
+
+@events.command("redrive")
+@click.argument("session")
+@click.option("--index", "indexes", type=int, multiple=True, help="Only this event (repeatable); default: all.")
+@YES
+@data_command
+def events_redrive(
+    session: str, indexes: tuple[int, ...], yes: bool, url: str | None, prefix: str, as_json: bool
+) -> None:
+    """Make a session's dead-lettered events claimable again with a fresh failure count (asks first)."""
+    with store_from(url, prefix) as store:
+        if indexes:
+            count = len(set(indexes))
+        else:
+            page = store.events.list_sessions(session, limit=1)
+            count = page.sessions[0].failed_count if _session_exists(store, session) else 0
+        moved = 0
+        if count:
+            confirm_write(
+                f"re-drive {'up to ' if indexes else ''}{count} dead event(s) of session {escape(session)}", yes
+            )
+            moved = store.events.redrive(session, list(indexes) if indexes else None)
+    if as_json:
+        print_json({"moved": moved})
+    else:
+        click.echo(f"re-drove {moved} dead event(s) of {escape(session)}")
 
 
 # -- documents ----------------------------------------------------------------
@@ -360,31 +621,41 @@ def docs() -> None:
 
 @docs.command("ls")
 @click.option("--prefix", "key_prefix", default="", help="Only keys starting with this.")
-@click.option("--cursor", default=None, help="The cursor a previous page printed.")
+@after_option("The cursor the previous page printed.")
+@click.option("--cursor", default=None, hidden=True, help="Older name of --after.")
 @LIMIT
 @data_command
-def docs_ls(key_prefix: str, cursor: str | None, limit: int, url: str | None, prefix: str, as_json: bool) -> None:
+def docs_ls(
+    key_prefix: str, after: str | None, cursor: str | None, limit: int, url: str | None, prefix: str, as_json: bool
+) -> None:
     """List documents (key, revision, size) in key order."""
     with store_from(url, prefix, read_only=True) as store:
-        page = store.documents.list(key_prefix, limit=limit, cursor=cursor)
-    rows = [{"key": d.key, "revision": d.revision, "size": d.size} for d in page.items]
-    emit_page("documents", rows, page.cursor, as_json, ["key", "revision", "size"])
+        page = store.documents.list(key_prefix, limit=limit, cursor=after or cursor)
+    rows = [{"key": d.key, "revision": d.revision, "size": Size(d.size)} for d in page.items]
+    emit_page(rows, page.cursor, as_json, ["key", "revision", "size"])
+
+
+def _json_or_bytes(value: bytes) -> Any:
+    try:
+        return orjson.loads(value)
+    except orjson.JSONDecodeError:
+        return value
 
 
 @docs.command("show")
 @click.argument("key")
 @data_command
 def docs_show(key: str, url: str | None, prefix: str, as_json: bool) -> None:
-    """Print a document's JSON and revision (exit 1 when absent)."""
+    """Print a document's JSON and revision (exit 3 when absent)."""
     with store_from(url, prefix, read_only=True) as store:
         raw = store.documents.read_raw(key)
     if raw is None:
-        raise click.ClickException(f"no document {key!r}")
-    data = _json_or_text(bytes(raw.payload))
+        raise NotFound(f"no document {escape(key)!r}")
+    data = _json_or_bytes(bytes(raw.payload))
     if as_json:
         print_json({"key": key, "revision": raw.revision, "data": data})
     else:
-        click.echo(f"# {key}  revision {raw.revision}")
+        click.echo(f"# {escape(key)}  revision {raw.revision}")
         print_json(data)
 
 
@@ -405,7 +676,7 @@ def docs_history(
     the recorded one before it (--diff prints it). Revisions are recorded by
     stores opened with Retention(document_history=N) (see durastate.retention);
     without that only the current revision exists. Backups: KEY.bak, KEY.bak.N.
-    Exit 1 when there is no such document, history or backup.
+    Exit 3 when there is no such document, history or backup.
     """
     from .revisions import change_summary, history_view
 
@@ -413,43 +684,43 @@ def docs_history(
         current = store.documents.describe(key)
         view = history_view(store.documents, key, limit=limit, before=before)
         backups = [
-            {"key": d.key, "revision": d.revision, "size": d.size}
+            {"key": d.key, "revision": d.revision, "size": Size(d.size)}
             for d in store.documents.list(key + ".bak", limit=1000).items
             if _is_backup_of(d.key, key)
         ]
     if current is None and not view.items and not backups:
-        raise click.ClickException(f"no document {key!r}")
+        raise NotFound(f"no document {escape(key)!r}")
     if as_json:
         print_json(
             {
                 "key": key,
                 "revision": None if current is None else current.revision,
                 "revisions": [item.as_json(with_diff) for item in view.items],
-                "cursor": view.cursor,
+                "next": view.cursor,
                 "backups": backups,
             }
         )
         return
     state = "absent" if current is None else f"revision {current.revision}, {current.size} bytes"
-    click.echo(f"# {key}  ({state})")
+    click.echo(f"# {escape(key)}  ({state})")
     if not view.items:
         click.echo("no recorded revisions (stores record them with Retention(document_history=N))")
     elif with_diff:
         for item in view.items:
-            click.echo(f"## revision {item.revision}  {ms_time(item.written_at_ms)}  {item.size} bytes")
+            click.echo(f"## revision {item.revision}  {cell(at(item.written_at_ms))}  {human_bytes(item.size)}")
             for line in item.diff:
-                click.echo(line)
+                click.echo(escape(line))
     else:
         rows = [
             {
                 "revision": item.revision,
-                "written": ms_time(item.written_at_ms),
-                "bytes": item.size,
+                "written": at(item.written_at_ms),
+                "size": Size(item.size),
                 "changes": change_summary(item),
             }
             for item in view.items
         ]
-        print_table(rows, ["revision", "written", "bytes", "changes"])
+        print_table(rows, ["revision", "written", "size", "changes"])
     if view.cursor is not None:
         click.echo(f"more: --before {view.cursor}", err=True)
     if backups:
@@ -477,7 +748,7 @@ def _after(page: dict[str, Any]) -> int | None:
 
 
 @records.command("conversations")
-@click.option("--after", type=int, default=None, help="Conversations with id greater than this (paging).")
+@after_option("Conversations with an id greater than this (the cursor the previous page printed).", type=int)
 @LIMIT
 @data_command
 def records_conversations(after: int | None, limit: int, url: str | None, prefix: str, as_json: bool) -> None:
@@ -494,12 +765,12 @@ def records_conversations(after: int | None, limit: int, url: str | None, prefix
         }
         for c in page["items"]
     ]
-    emit_page("conversations", rows, _after(page), as_json, ["id", "parent", "forked_at", "owner"])
+    emit_page(rows, _after(page), as_json, ["id", "parent", "forked_at", "owner"])
 
 
 @records.command("entries")
 @click.argument("conversation", type=int)
-@click.option("--after", type=int, default=None, help="Entries older than this id (paging, newest first).")
+@after_option("Entries older than this id (the cursor the previous page printed; newest first).", type=int)
 @LIMIT
 @data_command
 def records_entries(
@@ -513,7 +784,53 @@ def records_entries(
         {"id": e["id"], "conversation": e.get("conversationId"), "role": e.get("role"), "entry": e}
         for e in page["items"]
     ]
-    emit_page("entries", rows, _after(page), as_json, ["id", "conversation", "role", "entry"])
+    emit_page(rows, _after(page), as_json, ["id", "conversation", "role", "entry"])
+
+
+@records.command("documents")
+@click.option("--conversation", type=int, default=None, help="Documents of this conversation.")
+@click.option("--task", type=int, default=None, help="Documents of this task.")
+@click.option("--kind", default=None, help="Only documents of this kind.")
+@click.option("--at", "at_seq", type=int, default=None, help="Alive as of this commit sequence (default: now).")
+@after_option("Documents with an id greater than this (the cursor the previous page printed).", type=int)
+@LIMIT
+@data_command
+def records_documents(
+    conversation: int | None,
+    task: int | None,
+    kind: str | None,
+    at_seq: int | None,
+    after: int | None,
+    limit: int,
+    url: str | None,
+    prefix: str,
+    as_json: bool,
+) -> None:
+    """List the versioned documents of one scope (the session, --conversation ID or --task ID) by id.
+
+    Each with its kind, key (for keyed documents) and the commit that created
+    it; `durastate records document ID` prints one's value.
+    """
+    if conversation is not None and task is not None:
+        raise click.UsageError("--conversation and --task name two scopes: pick one")
+    if conversation is not None:
+        scope: dict[str, Any] = {"kind": "conversation", "conversationId": conversation}
+    elif task is not None:
+        scope = {"kind": "task", "taskId": task}
+    else:
+        scope = {"kind": "session"}
+    query: dict[str, Any] = {"scope": scope}
+    if kind is not None:
+        query["kind"] = kind
+    query["at"] = "current" if at_seq is None else at_seq
+    cursor = None if after is None else {"after": after, "order": "ascending"}
+    with store_from(url, prefix, read_only=True) as store:
+        page = store.records.scan_documents(query, limit, cursor)
+    rows = [
+        {"id": d.get("id"), "kind": d.get("kind"), "key": d.get("key"), "created_seq": d.get("createdAt"), "record": d}
+        for d in page["items"]
+    ]
+    emit_page(rows, _after(page), as_json, ["id", "kind", "key", "created_seq"])
 
 
 @records.command("document")
@@ -522,15 +839,17 @@ def records_entries(
 @click.option("--revisions", is_flag=True, help="List the stored revisions instead of the value.")
 @data_command
 def records_document(id: int, at: int | None, revisions: bool, url: str | None, prefix: str, as_json: bool) -> None:
-    """Print a versioned document (current, or --at a commit), or its --revisions."""
+    """Print a versioned document (current, or --at a commit), or its --revisions (exit 3 when absent)."""
     with store_from(url, prefix, read_only=True) as store:
         if revisions:
             rows = store.records.document_revisions(id)
-            emit(rows, as_json, columns=["seq", "kind", "version", "depth"])
+            if not rows:
+                raise NotFound(f"no document {id}")
+            emit_page(rows, None, as_json, ["seq", "kind", "version", "depth"])
             return
         doc = store.records.document(id, "current" if at is None else at)
     if doc is None:
-        raise click.ClickException(f"no document {id} alive {'now' if at is None else f'at {at}'}")
+        raise NotFound(f"no document {id} alive {'now' if at is None else f'at {at}'}")
     print_json(doc)
 
 
@@ -539,15 +858,15 @@ def records_document(id: int, at: int | None, revisions: bool, url: str | None, 
 
 @click.command()
 @click.argument("ns", required=False)
-@click.option("--after", default=None, help="List namespaces after this one (paging).")
+@after_option("Namespaces after this one: the cursor the previous page printed.")
 @LIMIT
 @data_command
 def presence(ns: str | None, after: str | None, limit: int, url: str | None, prefix: str, as_json: bool) -> None:
-    """List presence namespaces, or the live fields of NS."""
+    """List presence namespaces, or the live fields of NS (all of them: one namespace is read at once)."""
     with store_from(url, prefix, read_only=True) as store:
         if ns is None:
-            names = store.presence.namespaces(after=after, limit=limit)
-            emit(names, as_json, [{"namespace": n} for n in names], ["namespace"])
+            names, more = take_page(lambda a, n: store.presence.namespaces(after=a, limit=n), after, limit, lambda n: n)
+            emit_page([{"namespace": n} for n in names], more, as_json, ["namespace"])
             return
         entries = store.presence.peek(ns)  # read() would sweep expired fields: a write
     rows = [
@@ -556,9 +875,9 @@ def presence(ns: str | None, after: str | None, limit: int, url: str | None, pre
             "field": p.field,
             "value": p.value,
             "seen": p.seen,
-            "at": ms_time(p.at),
-            "expires": ms_time(p.expires_at),
+            "at": at(p.at),
+            "expires": at(p.expires_at),
         }
         for p in entries
     ]
-    emit(rows, as_json, columns=["participant", "field", "value", "seen", "at", "expires"])
+    emit_page(rows, None, as_json, ["participant", "field", "value", "seen", "at", "expires"])

@@ -21,6 +21,7 @@ from collections.abc import Callable
 from typing import Any
 
 import durastate
+from durastate import retention as retention_rules
 
 Step = Callable[[str, int], None]
 
@@ -61,9 +62,43 @@ def run_maintenance(
     freed pages and the WAL, truncated; ``--vacuum`` its thorough pass.
     """
     report = store.maintain(max_rows=max_rows, progress=step, vacuum=vacuum)
+    return _result(store, report, vacuum)
+
+
+def _result(store: durastate.Store, report: Any, vacuum: bool) -> dict[str, Any]:
     result: dict[str, Any] = dataclasses.asdict(report)
     result["total"] = report.total()
     if vacuum:
         result["vacuum"] = "ok" if report.finished else "not run (the retention rules did not finish)"
     result["policy"] = dataclasses.asdict(store.retention)
+    return result
+
+
+class _RolledBack(Exception):
+    """Carries a dry run's report out of the transaction it rolls back."""
+
+    def __init__(self, report: Any) -> None:
+        super().__init__("dry run")
+        self.report = report
+
+
+def dry_run(store: durastate.Store, *, max_rows: int | None, step: Step) -> dict[str, Any]:
+    """What ``run_maintenance`` would delete, rule by rule, with nothing kept: the same rules in one
+    transaction that is rolled back.
+
+    Exact (the counts are the rows the rules found and deleted inside the
+    transaction) at a price: the transaction holds the store's write lock
+    (SQLite) or the deleted rows' locks (PostgreSQL) while it runs, so other
+    writers wait for it; with ``--max-rows`` it stays short. Space is not
+    given back and not measured (``bytes_returned`` is None); ``--vacuum``
+    is not run.
+    """
+    try:
+        with store.engine.transaction():
+            raise _RolledBack(retention_rules.maintain(store, store.retention, max_rows=max_rows, progress=step))
+    except _RolledBack as done:
+        report = done.report
+    result = _result(store, report, vacuum=False)
+    result["bytes_returned"] = None
+    result["dry_run"] = True
     return result

@@ -24,7 +24,7 @@ from durastate.engines.redact import redact_url
 from durastate.shard_map import ShardMap, shard_names
 
 from . import dump
-from ._common import errors_as_exit_1, json_option
+from ._common import NotFound, errors_as_exit_1, json_option
 
 __all__ = ["shards"]
 
@@ -108,7 +108,7 @@ def move(map_path: str, shard: str, server: str, as_json: bool) -> None:
     """Move logical SHARD of MAP to SERVER (export, import, check, switch the map). Stop its writers first."""
     the_map = ShardMap.load(map_path)
     if shard not in the_map.shards:
-        raise click.ClickException(f"no logical shard {shard!r} in {map_path}")
+        raise NotFound(f"no logical shard {shard!r} in {map_path}")
     source, target = the_map.shards[shard], shard_url(server, shard)
     if source == target:
         raise click.ClickException(f"{shard} is already on {server}")

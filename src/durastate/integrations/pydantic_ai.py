@@ -42,17 +42,19 @@ pydantic-ai does not need. So:
   conditional ``UPDATE`` re-checks the row after the other writer's
   commit): one wins, the other gets ``ConversationConflict`` and nothing of
   its write is stored.
-* **Entries** are kv values (scope ``b"pydantic-ai"``) laid out in *lines*:
-  a line is a run of entries, each the parent of the next, in one
-  namespace (``b"l"`` + the line's name) keyed by its position (8 bytes,
-  big-endian; position 0 holds where the line hangs off: the location of
-  its first entry's parent, empty for a root). A save that extends a
-  conversation's own line at its tip appends to it; a save after a branch
-  point, or after an entry of another conversation (a fork), starts a new
-  line. So a history is a reverse key scan per line it crosses (one for a
-  conversation never branched or forked), not one read per message. An
-  index (namespace ``b"i"``) maps each entry id to its location for
-  ``read_entry`` and for finding a history's head.
+* **Entries** are kv values (scope ``b"pydantic-ai"``, namespace ``b"e"``)
+  laid out in *lines*: a line is a run of entries, each the parent of the
+  next, under keys ``b"l"`` + the line's name + ``b"/"`` + its position (8
+  bytes, big-endian; position 0 holds where the line hangs off: the
+  location of its first entry's parent, empty for a root). A save that
+  extends a conversation's own line at its tip appends to it; a save after
+  a branch point, or after an entry of another conversation (a fork),
+  starts a new line. So a history is a reverse key scan per line it crosses
+  (one for a conversation never branched or forked), not one read per
+  message. An index in the same namespace (``b"i"`` + entry id -> location)
+  serves ``read_entry`` and finds a history's head; sharing the namespace
+  lets one ``put_many`` write a save's entries and their index rows.
+  References live in namespace ``b"r"`` + the used conversation's ``uid``.
 * A line belongs to the conversation that wrote it (its name starts with
   the conversation's ``uid``, a random id minted when the record is created,
   so a conversation deleted and created again never shares the old lines).
@@ -478,9 +480,16 @@ class DurastateConversationStore(StoreHolder, ConversationStore):
                     limit=None if want is None else want + 1,
                 )
             )
-            if not rows or rows[0][0] != _line_key(line, position):
-                raise EntryNotFound(head_id)  # released since it was located
-            location = rows[-1][1] if rows[-1][0] == header else None
+            reached = bool(rows) and rows[-1][0] == header
+            if (
+                not rows
+                or rows[0][0] != _line_key(line, position)
+                # no header, yet the scan was not cut short by the limit
+                or (not reached and (want is None or len(rows) <= want))
+            ):
+                # Released since it was located (whole, or between two pages of a long line).
+                raise EntryNotFound(head_id)
+            location = rows[-1][1] if reached else None
             blobs.extend(blob for key, blob in rows[:want] if key != header)
         blobs.reverse()
         return _entries(blobs)

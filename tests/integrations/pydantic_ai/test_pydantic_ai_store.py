@@ -298,3 +298,27 @@ def test_a_fork_racing_a_delete_keeps_its_history_or_fails_cleanly(shared_url: s
             run(setup.delete(f"f{round_number}"))
         assert stored_rows(setup) == ([], [])
     assert len(outcomes) == 6
+
+
+def test_a_history_longer_than_a_scan_page_reads_whole(conversations: DurastateConversationStore) -> None:
+    entries: list[ConversationEntry] = []
+    for n in range(600):  # more than one page of the kv scan (PAGE_SIZE 512)
+        entries.append(ConversationEntry(parent_id=entries[-1].id if entries else None, message=turn(n)[n % 2]))
+    record = ConversationRecord(conversation_id="long", head_id=entries[-1].id)
+    run(conversations.write_record(record, new_entries=entries, expected_revision=None))
+    assert run(conversations.read_history(entries[-1].id)) == entries
+    assert run(conversations.read_history(entries[-1].id, limit=550)) == entries[-550:]
+    assert run(conversations.read_history(entries[99].id, limit=3)) == entries[97:100]
+
+
+def test_a_history_released_after_it_was_located_reads_as_missing(shared_url: str) -> None:
+    """A location a store remembers outlives a delete made elsewhere: the read says so, never comes back empty."""
+    with DurastateConversationStore(url=shared_url) as reader, DurastateConversationStore(url=shared_url) as other:
+        saved(reader, "c", 2)
+        record = run(reader.read_record("c"))  # remembers where the head is
+        run(other.delete("c"))
+        with pytest.raises(EntryNotFound):
+            run(reader.read_history(record.head_id))
+        with pytest.raises(EntryNotFound):
+            run(reader.read_entry(record.head_id))
+        assert run(reader.load("c")) is None

@@ -1,0 +1,168 @@
+"""Strands on durastate vs Strands' own file backends, side by side.
+
+    .venv/bin/python bench/strands_sessions.py [--rounds 7] [--calls 200] [--postgres-url URL]
+        [--durability normal|full]
+
+(Not ``bench/strands.py``: a script named after the package shadows it when
+run.)
+
+Contenders, in one temporary folder:
+
+* ``durastate``: ``DurastateSessionRepository`` and ``DurastateStorage`` on a
+  SQLite file, ``--durability normal`` by default (WAL, no fsync per commit:
+  the file backends do not fsync either); ``full`` fsyncs each commit;
+* ``file``: Strands' ``FileSessionManager`` (its repository half: a JSON file
+  per message, written to a temporary file and renamed) and
+  ``LocalFileStorage`` (a file per key);
+* with ``--postgres-url``, ``durastate-pg``: the same classes on that server
+  (a fresh schema), against the same file backends (Strands ships no SQL one).
+
+Ops (the repository is synchronous, as Strands calls it; the storage is
+async): ``create_message`` (a new id each call, a ~300-byte message),
+``list_messages`` of a 40-message agent (all of them, and a page of 10 at
+offset 30: what restoring an agent reads), ``read_message``, storage
+``write`` and ``read`` of a ~1 KB value, storage ``list`` of a 50-key prefix.
+
+Method: one untimed warm-up round, then ``--rounds`` rounds; in each round
+every op runs ``--calls`` times per contender, back to back, in an order that
+alternates from round to round. Reported, in wall time and in the process's
+CPU time: median time per call, and per peer the median of the per-round
+ratios peer / durastate (> 1: durastate faster) with their range. The
+machine is shared and noisy: read ratios.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import itertools
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from strands.session import FileSessionManager
+from strands.storage import LocalFileStorage
+from strands.types.session import SessionAgent, SessionMessage
+
+import durastate
+from durastate.integrations.strands import DurastateSessionRepository, DurastateStorage
+from durastate.testing import postgres_server
+
+TEXT = "a sentence of a conversation, long enough to look like one. " * 5
+
+
+def _message(n: int) -> SessionMessage:
+    return SessionMessage(message={"role": "user", "content": [{"text": f"{n}: {TEXT}"}]}, message_id=n)
+
+
+def _ops(repo: Any, storage: Any, loop: asyncio.AbstractEventLoop) -> dict[str, Callable[[], Any]]:
+    for agent in ("reader", "writer"):
+        repo.create_agent("bench", SessionAgent(agent_id=agent, state={}, conversation_manager_state={}))
+    for n in range(40):
+        repo.create_message("bench", "reader", _message(n))
+    for n in range(50):
+        loop.run_until_complete(storage.write(f"listed/{n:03}.json", TEXT.encode()))
+    ids = itertools.count()
+    value = (TEXT * 4).encode()
+    keys = itertools.cycle(f"kv/{n}" for n in range(50))
+
+    def write() -> None:
+        loop.run_until_complete(storage.write(next(keys), value))
+
+    def read() -> None:
+        loop.run_until_complete(storage.read(next(keys)))
+
+    def listing() -> None:
+        loop.run_until_complete(storage.list("listed/"))
+
+    return {
+        "create_message": lambda: repo.create_message("bench", "writer", _message(next(ids))),
+        "list_messages (40)": lambda: repo.list_messages("bench", "reader"),
+        "list_messages (10 at 30)": lambda: repo.list_messages("bench", "reader", limit=10, offset=30),
+        "read_message": lambda: repo.read_message("bench", "reader", 17),
+        "storage write (1 KB)": write,
+        "storage read (1 KB)": read,
+        "storage list (50)": listing,
+    }
+
+
+def _time(op: Callable[[], Any], calls: int) -> tuple[float, float]:
+    wall, cpu = time.perf_counter(), time.process_time()
+    for _ in range(calls):
+        op()
+    return (time.perf_counter() - wall) / calls, (time.process_time() - cpu) / calls
+
+
+def race(title: str, contenders: dict[str, tuple[Any, Any]], rounds: int, calls: int) -> None:
+    loop = asyncio.new_event_loop()
+    ops = {label: _ops(repo, storage, loop) for label, (repo, storage) in contenders.items()}
+    names = list(next(iter(ops.values())))
+    labels = list(contenders)
+    times: dict[tuple[str, str], list[tuple[float, float]]] = {(op, label): [] for op in names for label in labels}
+    for round_number in range(rounds + 1):
+        order = labels if round_number % 2 else labels[::-1]
+        for op in names:
+            for label in order:
+                took = _time(ops[label][op], calls)
+                if round_number:  # round 0 warms up
+                    times[op, label].append(took)
+    loop.close()
+    print(f"\n## {title} ({rounds} rounds x {calls} calls; ratio = peer / durastate, > 1: durastate faster)")
+    ours, peers = labels[0], labels[1:]
+    for kind, at in (("wall", 0), ("CPU", 1)):
+        print(f"\n{kind} time per call\n")
+        header = f"{'op':28}" + "".join(f"{label + ' us':>16}" for label in labels)
+        print(header + "".join(f"{'vs ' + p:>24}" for p in peers))
+        for op in names:
+            line = f"{op:28}" + "".join(
+                f"{statistics.median(t[at] for t in times[op, label]) * 1e6:16.0f}" for label in labels
+            )
+            for peer in peers:
+                ratios = [p[at] / d[at] for p, d in zip(times[op, peer], times[op, ours], strict=True)]
+                line += f"{statistics.median(ratios):10.2f} ({min(ratios):.2f}-{max(ratios):.2f})"
+            print(line)
+
+
+def main(rounds: int, calls: int, postgres_url: str | None, durability: str) -> None:
+    with tempfile.TemporaryDirectory() as folder:
+        files = (
+            FileSessionManager("bench", storage_dir=str(Path(folder, "sessions"))),
+            LocalFileStorage(str(Path(folder, "kv"))),
+        )
+        with durastate.open(Path(folder, "durastate.db"), durability=durability) as store:
+            repo = DurastateSessionRepository(store=store)
+            repo.create_session(files[0].session)
+            race(
+                f"SQLite file (durability={durability!r}) vs Strands' files",
+                {"durastate": (repo, DurastateStorage(store=store)), "file": files},
+                rounds,
+                calls,
+            )
+        if postgres_url is None:
+            return
+        url, schema = postgres_server.create_schema(postgres_url)
+        try:
+            with durastate.open(url) as pg:
+                repo = DurastateSessionRepository(store=pg)
+                repo.create_session(files[0].session)
+                race(
+                    "PostgreSQL vs Strands' files",
+                    {"durastate-pg": (repo, DurastateStorage(store=pg)), "file": files},
+                    rounds,
+                    calls,
+                )
+        finally:
+            postgres_server.drop_schema(postgres_url, schema)
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--calls", type=int, default=200)
+    parser.add_argument("--postgres-url", default=None)
+    parser.add_argument("--durability", choices=["normal", "full"], default="normal")
+    args = parser.parse_args()
+    main(args.rounds, args.calls, args.postgres_url, args.durability)
