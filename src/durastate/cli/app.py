@@ -142,14 +142,14 @@ def doctor(url: str | None, prefix: str, as_json: bool) -> None:
         except durastate.StoreCorrupt as exc:
             # So damaged that it cannot even be opened: that is the finding.
             failed = Check("store opens", "problem", f"integrity check failed: {exc}")
-            _print_checks([failed], "problem", as_json)
+            _print_checks([failed], "problem", as_json, {})
             sys.exit(1)
         except durastate.DurastateError:
             pass  # reported as usual by store_from below
     with store_from(url, prefix, read_only=True) as store:
         h = health(store, check="full")
     found = [Check("store opens", "ok", redact(store.url)), *checks(h)]
-    _print_checks(found, verdict(found), as_json)
+    _print_checks(found, verdict(found), as_json, {**named(h.facts), "warnings": h.warnings, "problems": h.problems})
     if h.problems:
         sys.exit(1)
 
@@ -157,9 +157,10 @@ def doctor(url: str | None, prefix: str, as_json: bool) -> None:
 VERDICT_SUMMARY = {"ok": "healthy", "warning": "usable, with warnings", "problem": "PROBLEM found"}
 
 
-def _print_checks(checks: list[Check], verdict: str, as_json: bool) -> None:
+def _print_checks(checks: list[Check], verdict: str, as_json: bool, facts: dict[str, Any]) -> None:
+    """The checks as a table and a verdict line; ``--json`` adds the facts (``info``'s) for scripts."""
     if as_json:
-        print_json({"verdict": verdict, "checks": [dataclasses.asdict(c) for c in checks]})
+        print_json({"verdict": verdict, "checks": [dataclasses.asdict(c) for c in checks], **facts})
         return
     print_table([dataclasses.asdict(c) for c in checks], ["check", "verdict", "detail"])
     click.echo(f"verdict: {VERDICT_SUMMARY[verdict]}")
