@@ -44,7 +44,7 @@ from urllib.parse import parse_qsl, quote, urlsplit
 import durastate
 from durastate.errors import InvalidRequest
 
-from .._common import parse_bytes
+from .._format import decode_bytes
 from .guard import host_name
 
 MAX_FORM = 64 * 1024  # bytes of a form body read at most
@@ -129,7 +129,7 @@ def item_id(text: str) -> int | None:
 def pending(store: durastate.Store, action: Action, target: str, ident: int | None) -> int:
     """How many dead letters the action would touch now (for the confirm page)."""
     if action.facet == "queue":
-        name = parse_bytes(target)
+        name = decode_bytes(target)
         if ident is None:
             return store.queues.stats(name).dead
         letters = store.queues.dead_letters(name, after=ident - 1, limit=1)
@@ -150,9 +150,9 @@ def run(store: durastate.Store, action: Action, target: str, ident: int | None) 
     """Do it through the facet's public API; how many dead letters moved or went."""
     ids = None if ident is None else [ident]
     if action.name == "queue-redrive":
-        return store.queues.redrive(parse_bytes(target), ids)
+        return store.queues.redrive(decode_bytes(target), ids)
     if action.name == "queue-purge":
-        return store.queues.delete_dead(parse_bytes(target), ids)
+        return store.queues.delete_dead(decode_bytes(target), ids)
     return store.events.redrive(target, ids)
 
 

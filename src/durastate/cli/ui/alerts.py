@@ -15,7 +15,7 @@ from urllib.parse import quote
 
 import durastate
 
-from .._common import show_bytes
+from .._format import show_name
 from .render import age
 
 MAX_QUEUES = 200  # queues looked at on the overview (the queues page lists them all)
@@ -33,7 +33,7 @@ class Line:
     """One queue or event lane on the overview, and what about it is flagged."""
 
     kind: str  # "queue" or "lane"
-    name: str  # as shown (a queue name through show_bytes; a lane, or "(no lane)")
+    name: str  # as shown (a queue name through show_name; a lane, or "(no lane)")
     link: str  # the page to act from
     ready: int
     capped: bool  # ready counted up to BACKLOG_CAP
@@ -77,7 +77,7 @@ def collect(store: durastate.Store, limits: Thresholds) -> tuple[list[Line], lis
     names = store.queues.names(limit=MAX_QUEUES + 1)
     for name in names[:MAX_QUEUES]:
         b = store.queues.backlog(name, limit=BACKLOG_CAP)
-        shown = show_bytes(name)
+        shown = show_name(name)
         lines.append(
             Line(
                 "queue",

@@ -18,7 +18,8 @@ from starlette.templating import Jinja2Templates
 import durastate
 from durastate.errors import DurastateError, InvalidRequest
 
-from .._common import human_bytes, parse_bytes, redact, show_bytes
+from .._common import redact
+from .._format import decode_bytes, human_bytes, show_name
 from ..inspect import facet_stats, health, table_stats
 from ..revisions import change_summary, diff_lines, history_view
 from . import actions, render
@@ -88,7 +89,7 @@ def create_app(
     templates = Jinja2Templates(directory=str(HERE / "templates"))
     env = templates.env
     env.finalize = render.scrub  # set before any template compiles: every {{ }} passes through it
-    env.filters["b"] = show_bytes
+    env.filters["b"] = show_name
     env.filters["t"] = render.when
     env.filters["ts"] = render.when_s
     env.filters["age"] = render.age
@@ -139,51 +140,51 @@ def create_app(
     def kv(request: Request) -> Response:
         q = request.query_params
         after = q.get("after")
-        scopes = store.kv.scopes(after=None if after is None else parse_bytes(after), limit=page_size)
+        scopes = store.kv.scopes(after=None if after is None else decode_bytes(after), limit=page_size)
         scope = q.get("scope")
         ns = q.get("ns")
         context: dict[str, Any] = {"scopes": scopes, "scope": scope, "ns": ns, "view": q.get("view", "auto")}
-        context["next_scopes"] = show_bytes(scopes[-1]) if len(scopes) == page_size else None
+        context["next_scopes"] = show_name(scopes[-1]) if len(scopes) == page_size else None
         if scope is not None:
             ns_after = q.get("ns_after")
             spaces = store.kv.namespaces(
-                parse_bytes(scope), after=None if ns_after is None else parse_bytes(ns_after), limit=page_size
+                decode_bytes(scope), after=None if ns_after is None else decode_bytes(ns_after), limit=page_size
             )
             context["namespaces"] = spaces
-            context["next_ns"] = show_bytes(spaces[-1]) if len(spaces) == page_size else None
+            context["next_ns"] = show_name(spaces[-1]) if len(spaces) == page_size else None
         if scope is not None and ns is not None:
-            prefix = parse_bytes(q.get("prefix", ""))
+            prefix = decode_bytes(q.get("prefix", ""))
             start = q.get("start")
-            lo = parse_bytes(start) if start else (prefix or None)
+            lo = decode_bytes(start) if start else (prefix or None)
             from ..browse import bytes_successor
 
             hi = bytes_successor(prefix) if prefix else None
-            scope_b, ns_b = parse_bytes(scope), parse_bytes(ns)
+            scope_b, ns_b = decode_bytes(scope), decode_bytes(ns)
             rows = list(store.kv.scan(scope_b, ns_b, start=lo, end=hi, limit=page_size + 1))
             context["rows"] = [(k, v[: render.PREVIEW + 1]) for k, v in rows[:page_size]]
             context["prefix"] = q.get("prefix", "")
-            context["next_key"] = show_bytes(rows[page_size][0]) if len(rows) > page_size else None
+            context["next_key"] = show_name(rows[page_size][0]) if len(rows) > page_size else None
             # Logs and counters live beside the values: a namespace may hold only those.
             logs_after, counters_after = q.get("logs_after"), q.get("counters_after")
             log_keys = store.kv.log_keys(
-                scope_b, ns_b, after=None if logs_after is None else parse_bytes(logs_after), limit=page_size
+                scope_b, ns_b, after=None if logs_after is None else decode_bytes(logs_after), limit=page_size
             )
             context["log_keys"] = log_keys
-            context["next_logs"] = show_bytes(log_keys[-1]) if len(log_keys) == page_size else None
+            context["next_logs"] = show_name(log_keys[-1]) if len(log_keys) == page_size else None
             counters = store.kv.counters(
-                scope_b, ns_b, after=None if counters_after is None else parse_bytes(counters_after), limit=page_size
+                scope_b, ns_b, after=None if counters_after is None else decode_bytes(counters_after), limit=page_size
             )
             context["counters"] = counters
-            context["next_counters"] = show_bytes(counters[-1][0]) if len(counters) == page_size else None
+            context["next_counters"] = show_name(counters[-1][0]) if len(counters) == page_size else None
             key = q.get("key")
             if key is not None:
-                value = store.kv.get(scope_b, ns_b, parse_bytes(key))
+                value = store.kv.get(scope_b, ns_b, decode_bytes(key))
                 context["key"] = key
                 context["value"] = None if value is None else render.value_view(value, context["view"])
             log = q.get("log")
             if log is not None:
                 after_entry = number(request, "entry_after")
-                entries = list(store.kv.log(scope_b, ns_b, parse_bytes(log), after=after_entry, limit=page_size + 1))
+                entries = list(store.kv.log(scope_b, ns_b, decode_bytes(log), after=after_entry, limit=page_size + 1))
                 context["log"] = log
                 context["entries"] = [(n, v[: render.PREVIEW + 1], len(v)) for n, v in entries[:page_size]]
                 context["next_entry"] = entries[page_size - 1][0] if len(entries) > page_size else None
@@ -193,7 +194,7 @@ def create_app(
 
     def raw_kv(request: Request) -> Response:
         q = request.query_params
-        address = (parse_bytes(q["scope"]), parse_bytes(q["ns"]), parse_bytes(q["key"]))
+        address = (decode_bytes(q["scope"]), decode_bytes(q["ns"]), decode_bytes(q["key"]))
         if "entry" in q:  # one log entry, by its ordinal
             ordinal = number(request, "entry")
             found = list(store.kv.log(*address, after=ordinal - 1, limit=1))
@@ -206,7 +207,7 @@ def create_app(
         return raw(value, q["key"])
 
     def raw_queue(request: Request) -> Response:
-        name = parse_bytes(request.path_params["name"])
+        name = decode_bytes(request.path_params["name"])
         ident = number(request, "id")
         if "cursor" in request.query_params:  # an item: the cursor just before it
             items = store.queues.peek(name, after=request.query_params["cursor"], limit=1)
@@ -226,12 +227,12 @@ def create_app(
 
     def queues(request: Request) -> Response:
         after = request.query_params.get("after")
-        names = store.queues.names(after=None if after is None else parse_bytes(after), limit=page_size)
+        names = store.queues.names(after=None if after is None else decode_bytes(after), limit=page_size)
         rows = [(n, store.queues.stats(n)) for n in names]
-        return page(request, "queues.html", rows=rows, next=show_bytes(names[-1]) if len(names) == page_size else None)
+        return page(request, "queues.html", rows=rows, next=show_name(names[-1]) if len(names) == page_size else None)
 
     def queue(request: Request) -> Response:
-        name = parse_bytes(request.path_params["name"])
+        name = decode_bytes(request.path_params["name"])
         items = store.queues.peek(name, after=request.query_params.get("after"), limit=page_size)
         dead_after = number(request, "dead_after")
         dead = store.queues.dead_letters(name, after=dead_after, limit=page_size)

@@ -1,10 +1,13 @@
 """How the inspector shows stored bytes, times and ages in HTML (pure functions, no store access).
 
 * **Nothing unprintable reaches the page.** ``scrub`` is the template
-  environment's ``finalize``: every ``{{ ... }}`` string has its control
-  characters (C0 but tab, line feed and carriage return; DEL; C1) written as
-  ``\\xNN`` before Jinja escapes it, so a NUL or an ESC from a stored value,
-  key, error text or event payload never becomes a byte of the HTML.
+  environment's ``finalize``: every ``{{ ... }}`` string goes through the
+  CLI's ``_format.escape`` (line feeds and tabs kept) before Jinja escapes
+  it, so a NUL or an ESC, a bidirectional override or an invisible format
+  character from a stored value, key, error text or event payload never
+  reaches the HTML as such: the page shows ``\\x00``, ``\\u202e``, ...
+  exactly as the command line does. Times and durations are the CLI's too
+  (``table_time``, ``iso_time``, ``human_duration``).
 * **Binary is shown as hex by itself.** A value that is not UTF-8, or is
   but holds control bytes, opens in the hex view (``is_binary``): rows of
   16 bytes with the offset and an ASCII column, as ``hexdump -C`` prints.
@@ -15,7 +18,6 @@
 
 from __future__ import annotations
 
-import datetime
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -23,25 +25,26 @@ from typing import Any
 import orjson
 from markupsafe import Markup
 
+from .._format import escape, human_duration, iso_time, show_value, table_time
+
 SHOWN = 4096  # bytes of a value drawn on its page (the rest: the raw download)
 PREVIEW = 120  # bytes of a value in a table cell
 TEXT_SHOWN = 16_384  # characters of a JSON rendering (event payloads, documents) drawn on a page
 
-# C0 controls except \t \n \r, DEL, C1 controls.
-_CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
 _CONTROL_BYTE = re.compile(b"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 
 
 def scrub(value: Any) -> Any:
-    """``value`` with control characters as ``\\xNN`` when it is a plain string (Jinja's ``finalize``).
+    """``value`` made safe to show when it is a plain string (Jinja's ``finalize``): ``_format.escape``,
+    line feeds and tabs kept (a traceback's lines, pretty JSON).
 
     ``Markup`` (already escaped HTML built by the filters below) passes as is;
     other objects pass to Jinja, which turns them into strings with ``str``
-    and escapes them: their text cannot hold a control character unless
-    their ``__str__`` makes one, which no value the pages print does.
+    and escapes them: no value the pages print makes a control character
+    from ``__str__``.
     """
     if isinstance(value, str) and not isinstance(value, Markup):
-        return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", value)
+        return escape(value, keep_newlines=True)
     return value
 
 
@@ -99,7 +102,7 @@ def value_view(value: bytes, view: str = "auto", limit: int = SHOWN) -> ValueVie
             return ValueView("json", len(value), len(value), clip(text), [], binary)
     if mode == "hex":
         return ValueView("hex", len(value), len(head), "", hex_rows(head), binary)
-    return ValueView("text", len(value), len(head), head.decode("utf-8", "backslashreplace"), [], binary)
+    return ValueView("text", len(value), len(head), show_value(head, keep_newlines=True), [], binary)
 
 
 def preview(value: bytes, limit: int = PREVIEW) -> str:
@@ -110,7 +113,7 @@ def preview(value: bytes, limit: int = PREVIEW) -> str:
     if is_binary(head):
         short = value[: limit // 3]
         return "hex " + short.hex(" ") + ("…" if len(value) > len(short) else "")
-    return head.decode("utf-8", "backslashreplace") + more
+    return show_value(head) + more
 
 
 def clip(text: str, limit: int = TEXT_SHOWN) -> str:
@@ -126,21 +129,12 @@ def json_text(value: Any, limit: int = PREVIEW * 4) -> str:
     return text if len(text) <= limit else text[:limit] + "…"
 
 
-def iso(ms: int | float) -> str:
-    """Epoch ms as ISO-8601 in this machine's zone, with its offset, to the millisecond."""
-    moment = datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.UTC).astimezone()
-    return moment.isoformat(timespec="milliseconds")
-
-
 def when(ms: int | float | None) -> Markup:
-    """``<time datetime="ISO">`` for epoch ms (``""`` for None): the zone offset is in the attribute and the text
-    (``2026-12-05 02:01:12 +00:00``)."""
+    """``<time datetime="ISO">`` for epoch ms (``""`` for None): ISO-8601 with the zone offset in the attribute
+    (``iso_time``), the command line's table form in the text (``2026-12-05 02:01:12.345 +00:00``)."""
     if ms is None:
         return Markup("")
-    stamp = iso(ms)
-    # Shown to the second, with the offset; the attribute (and the tooltip) keep the milliseconds.
-    shown = f"{stamp[:10]} {stamp[11:19]} {stamp[23:]}"
-    return Markup('<time datetime="{}" title="{}">{}</time>').format(stamp, stamp, shown)
+    return Markup('<time datetime="{}">{}</time>').format(iso_time(ms), table_time(ms))
 
 
 def when_s(seconds: float | None) -> Markup:
@@ -149,14 +143,5 @@ def when_s(seconds: float | None) -> Markup:
 
 
 def age(seconds: float | None) -> str:
-    """A duration in the largest two units: ``45 s``, ``3 min 12 s``, ``2 h 5 min``, ``3 d 4 h``."""
-    if seconds is None:
-        return ""
-    whole = max(0, int(seconds))
-    days, rest = divmod(whole, 86_400)
-    hours, rest = divmod(rest, 3600)
-    minutes, secs = divmod(rest, 60)
-    parts = [(days, "d"), (hours, "h"), (minutes, "min"), (secs, "s")]
-    first = next((i for i, (n, _) in enumerate(parts) if n), len(parts) - 1)
-    shown = [f"{n} {unit}" for n, unit in parts[first : first + 2] if n]
-    return " ".join(shown) if shown else "0 s"
+    """A duration with its unit, as the command line shows them (``human_duration``: ``45 s``, ``3 min``)."""
+    return human_duration(None if seconds is None else max(0.0, seconds))
