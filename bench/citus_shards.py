@@ -8,9 +8,16 @@ Layouts, side by side in one run (each a fresh set of schemas, dropped afterward
 * ``schemas-1``: ``durastate.citus.open(url, shards=N)``: N logical shards
   as N schemas behind ONE engine (one pool): the Citus client model, here on
   plain PostgreSQL (``--citus-url``: on the Citus coordinator);
+* ``schemas-4db``: the same N logical shards spread over four databases,
+  N/4 schemas in each behind one engine per database (four
+  ``durastate.citus.open(db, shards=N/4)`` on plain PostgreSQL, their
+  schema stores named by the N logical shard names in one
+  ``ShardedStore``): the router over several servers with one pool per
+  server (no cross-database atomicity);
 * ``map-4db``: ``durastate.shard_map``: N logical shards as N schemas
   spread over four databases, one store (one pool) per shard: the router
-  without Citus;
+  without Citus (``--map-url``: on another server, e.g. one whose
+  ``max_connections`` is above N);
 * ``plain``: one ``durastate.open`` store (one shard), the baseline.
 
 Figures:
@@ -41,7 +48,7 @@ import psycopg
 import durastate
 import durastate.citus
 from durastate.shard_map import ShardMap, open_map, shard_names
-from durastate.sharding import rendezvous_owner
+from durastate.sharding import ShardedStore, rendezvous_owner
 
 
 def with_app(url: str, app: str, schema: str | None = None) -> str:
@@ -90,6 +97,7 @@ def main() -> None:
     parser.add_argument("--shards", type=int, default=128)
     parser.add_argument("--calls", type=int, default=300)
     parser.add_argument("--no-map", action="store_true", help="skip the shard-map layout (a pool per shard)")
+    parser.add_argument("--map-url", help="the server of the shard-map layout's four databases (default: --url)")
     parser.add_argument(
         "--reuse-prefix", help="open the logical shards an earlier run left under this prefix (kept afterwards)"
     )
@@ -105,9 +113,13 @@ def main() -> None:
         print(f"| {count} | {high:.3f} | {low:.3f} | {us:.1f} |")
 
     admin = psycopg.connect(args.url, autocommit=True)
+    map_url = args.map_url or args.url
+    map_admin = psycopg.connect(map_url, autocommit=True)
     databases = [f"bench_shards_{tag}_{i}" for i in range(4)]
     for db in databases:
         admin.execute(f"CREATE DATABASE {db}")
+        if not args.no_map and map_url != args.url:
+            map_admin.execute(f"CREATE DATABASE {db}")
     layouts: dict[str, tuple[Any, float, float, str]] = {}
     dropped: list[tuple[str, str]] = []
     try:
@@ -128,12 +140,22 @@ def main() -> None:
             layouts["citus"] = (store, secs, kept, capp)
             if not args.reuse_prefix:
                 dropped.append((args.citus_url, cprefix))
+        # Logical shard i lives in database i % 4 (in both four-database layouts).
+        names = shard_names("ds_", n)
+        fapp = f"bench-schemas4-{tag}"
+        db_urls = [urlunsplit(urlsplit(args.url)._replace(path=f"/{db}")) for db in databases]
+
+        def four_engines() -> ShardedStore:
+            engines = [durastate.citus.open(with_app(url, fapp), shards=n // 4, prefix=f"f{tag}_") for url in db_urls]
+            return ShardedStore({name: engines[i % 4].stores[i // 4] for i, name in enumerate(names)})
+
+        store, secs, kept = opened("schemas-4db", four_engines)
+        layouts["schemas-4db"] = (store, secs, kept, fapp)
         if not args.no_map:
             mapp = f"bench-map-{tag}"
-            names = shard_names("ds_", n)
             urls = {}
             for i, name in enumerate(names):
-                db_url = urlunsplit(urlsplit(args.url)._replace(path=f"/{databases[i % 4]}"))
+                db_url = urlunsplit(urlsplit(map_url)._replace(path=f"/{databases[i % 4]}"))
                 with psycopg.connect(db_url, autocommit=True) as conn:
                     conn.execute(f"CREATE SCHEMA {name}")
                 urls[name] = with_app(db_url, mapp, name)
@@ -148,6 +170,14 @@ def main() -> None:
         admin.execute(f"CREATE SCHEMA {pschema}")
         store, secs, kept = opened("plain", lambda: durastate.open(with_app(args.url, papp, pschema)))
         layouts["plain"] = (store, secs, kept, papp)
+        if "map-4db" in layouts and map_url != args.url:
+            # The map's own baseline: one store on its server, in its first database (another database
+            # of that server may be a Citus coordinator's, where a new schema becomes a distributed one).
+            first = urlunsplit(urlsplit(map_url)._replace(path=f"/{databases[0]}"))
+            with psycopg.connect(first, autocommit=True) as conn:
+                conn.execute(f"CREATE SCHEMA {pschema}")
+            store, secs, kept = opened("plain-map", lambda: durastate.open(with_app(first, papp + "m", pschema)))
+            layouts["plain-map"] = (store, secs, kept, papp + "m")
 
         # per-operation cost against one shard, the layouts taking turns call by call
         key = b"tenant-7"
@@ -163,25 +193,32 @@ def main() -> None:
                 times[label].append(time.perf_counter() - started)
         print(f"\n## {n} logical shards: cost per kv put+get on one shard, client memory and connections\n")
         print(
-            "| layout | shards | put+get ms (median) | vs plain | open s | Python KiB kept | KiB/shard"
+            "| layout | shards | put+get ms (median) | vs plain (same server) | open s | Python KiB kept | KiB/shard"
             " | server connections | connections/shard |"
         )
         print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
-        base = statistics.median(times["plain"])
+        bases = {label: statistics.median(times[label]) for label in ("plain", "plain-map") if label in times}
         for label, (_store, secs, kept, app) in layouts.items():
-            shards = 1 if label == "plain" else n
+            shards = 1 if label.startswith("plain") else n
             median = statistics.median(times[label])
             conns = connections(admin, app)
             if label == "citus" and args.citus_url:
                 with psycopg.connect(args.citus_url, autocommit=True) as cadmin:
                     conns = connections(cadmin, app)
+            on_map_server = label in ("map-4db", "plain-map")
+            if on_map_server:
+                conns = connections(map_admin, app)
+            base = bases["plain-map"] if on_map_server and "plain-map" in bases else bases["plain"]
             print(
                 f"| {label} | {shards} | {median * 1e3:.2f} | {median / base:.2f} | {secs:.1f} | {kept / 1024:,.0f}"
                 f" | {kept / 1024 / shards:,.0f} | {conns} | {conns / shards:.2f} |"
             )
     finally:
-        for store, *_rest in layouts.values():
+        for label, (store, *_rest) in layouts.items():
             store.close()
+            if label == "schemas-4db":  # the router closes the schema stores, not their four engines
+                for engine in {id(s.engine._coordinator): s.engine._coordinator for s in store.stores}.values():
+                    engine.close()
         for url, prefix in dropped:
             with psycopg.connect(url, autocommit=True) as conn:
                 for (schema,) in conn.execute(
@@ -192,7 +229,10 @@ def main() -> None:
         admin.execute(f"DROP SCHEMA IF EXISTS bench_plain_{tag} CASCADE")
         for db in databases:
             admin.execute(f"DROP DATABASE IF EXISTS {db} WITH (FORCE)")
+            if map_url != args.url:
+                map_admin.execute(f"DROP DATABASE IF EXISTS {db} WITH (FORCE)")
         admin.close()
+        map_admin.close()
 
 
 if __name__ == "__main__":

@@ -18,6 +18,9 @@ holding the item, the push's own commit round trip included.
 Paths, each in its own waiter process, interleaved round by round:
 
 * ``listen``: the store's listening connection (``engines.postgres_listen``).
+* ``raw`` (sync only): the floor, what a hand-written waiter gets: a
+  psycopg connection of its own, ``LISTEN``ing for the whole run, waiting
+  in ``notifies()``, then a ``pop`` without ``wait``.
 * ``poll``: the path before it, rebuilt here: the waiter re-checks every
   50 ms; sync waiters ``LISTEN`` and ``UNLISTEN`` on a pooled connection in
   each 50 ms cycle, async waiters sleep 50 ms on the loop between checks.
@@ -39,6 +42,8 @@ import subprocess
 import sys
 import time
 from typing import Any
+
+import psycopg
 
 import durastate
 from durastate import aio
@@ -81,7 +86,21 @@ def waiter(url: str, path: str, flavour: str, wakes: int) -> None:
         assert payload is not None, f"a pop timed out ({path}, {flavour}, after {len(latencies)})"
         latencies.append(time.monotonic() - struct.unpack("d", payload)[0])
 
-    if flavour == "sync":
+    if path == "raw":
+        # The floor: a connection of its own LISTENing for the whole run, psycopg's notifies(), then a pop.
+        with durastate.open(url) as store, psycopg.connect(url, autocommit=True) as conn:
+            engine = store.engine
+            assert isinstance(engine, PostgresEngine)
+            conn.execute(f"LISTEN {engine.channel('queue:' + _queue(flavour, path).encode().hex())}")
+            for _ in range(wakes):
+                print("ready", flush=True)
+                payload = store.queues.pop(_queue(flavour, path))
+                while payload is None:
+                    for _ in conn.notifies(timeout=WAIT, stop_after=1):
+                        break
+                    payload = store.queues.pop(_queue(flavour, path))
+                took(payload)
+    elif flavour == "sync":
         with durastate.open(url) as store:
             engine = store.engine
             assert isinstance(engine, PostgresEngine)
@@ -135,7 +154,9 @@ def main() -> None:
         postgres_server.drop_schema(base, schema)
     print(f"{'flavour':8} {'path':7} {'median ms':>10} {'p99 ms':>8} {'max ms':>8}")
     for flavour in ("sync", "async"):
-        for path in ("poll", "listen"):
+        for path in ("raw", "poll", "listen"):
+            if (flavour, path) not in results:
+                continue
             values = [v * 1000 for v in results[(flavour, path)]]
             print(
                 f"{flavour:8} {path:7} {statistics.median(values):10.2f} {_percentile(values, 0.99):8.2f}"
@@ -143,12 +164,14 @@ def main() -> None:
             )
         ratio = statistics.median(results[(flavour, "poll")]) / statistics.median(results[(flavour, "listen")])
         print(f"{flavour:8} median poll/listen: {ratio:.1f}x")
+    floor = statistics.median(results[("sync", "raw")]) / statistics.median(results[("sync", "listen")])
+    print(f"sync     median raw/listen: {floor:.2f}x")
     print(f"load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
 
 def run_all(url: str, wakes: int) -> dict[tuple[str, str], list[float]]:
     """Every path and flavour's waiter process, fed one push at a time, round-robin."""
-    kinds = [(flavour, path) for flavour in ("sync", "async") for path in ("poll", "listen")]
+    kinds = [("sync", "raw")] + [(flavour, path) for flavour in ("sync", "async") for path in ("poll", "listen")]
     with durastate.open(url) as store:
         store.queues.push("warm-up", [b""])  # migrated before the waiters open
         procs: dict[tuple[str, str], Any] = {}

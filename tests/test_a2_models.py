@@ -39,6 +39,8 @@ MIRRORS: dict[type, type] = {
 }
 # Types a2 hands out as they are (re-exported: nothing to drift).
 SHARED = {ev.RenewResult, ev.FailResult, ev.Snapshot}
+# Results of events methods the a2 seed has no counterpart for (operators' listings): a2 hands none out.
+NOT_IN_A2 = {ev.LaneBacklog}
 
 
 def result_types() -> list[type]:
@@ -57,7 +59,8 @@ def field_names(cls: type) -> list[str]:
 def test_every_events_result_type_is_mirrored_or_shared() -> None:
     found = set(result_types())
     assert found >= {ev.StoredEvent, ev.SessionSummary}  # the scan works
-    assert found - set(MIRRORS) - SHARED == set(), "an events result type a2 neither mirrors nor re-exports"
+    assert found - set(MIRRORS) - SHARED - NOT_IN_A2 == set(), "an events result type a2 neither mirrors nor re-exports"
+    assert not any(hasattr(a2, cls.__name__) for cls in NOT_IN_A2)
 
 
 def test_shared_types_are_the_same_objects() -> None:

@@ -19,7 +19,7 @@ import pytest
 
 import durastate.citus
 from durastate.citus import CitusStore, shard_names
-from durastate.errors import ConfigurationError, DurastateError, InvalidRequest
+from durastate.errors import ConfigurationError, DurastateError, InvalidRequest, StoreUnavailable
 from durastate.testing import plugin, postgres_server
 
 pytestmark = pytest.mark.timeout(300)
@@ -344,3 +344,180 @@ def test_live_move_of_a_shard_under_load_loses_and_repeats_nothing(
     assert len(committed) == counts["records"] == shard.records.last_seq()  # type: ignore[arg-type]
     assert all(shard.records.conversation(ident) is not None for ident in committed)  # type: ignore[union-attr]
     print(f"live move: ops when the move returned {moved_at}, ops in all {counts}")
+
+
+# -- killed between PREPARE TRANSACTION and COMMIT PREPARED ------------------------------
+
+# The failpoint: a coordinator whose synchronous_standby_names names a standby that never
+# connects makes a commit with synchronous_commit = on wait (wait_event 'SyncRep') after its
+# commit record is written and before the transaction's commit callbacks run. For a Citus
+# transaction over two workers that is exactly between PREPARE TRANSACTION (the pre-commit
+# callback, done on both workers) and COMMIT PREPARED (the commit callback, not sent yet).
+# Every other session on the coordinator commits with synchronous_commit = local meanwhile, and
+# the maintenance daemon's 2PC recovery is off so that the test runs it itself.
+_FAILPOINT = {
+    "synchronous_standby_names": "durastate_failpoint",
+    "synchronous_commit": "local",
+    "citus.recover_2pc_interval": "-1",
+}
+_PREPARED = "SELECT gid FROM pg_prepared_xacts WHERE gid LIKE 'citus\\_%%'"
+
+
+def _until(what: str, check: Callable[[], Any], seconds: float = 60) -> Any:
+    """Poll ``check`` until it returns something truthy (a condition, never a fixed delay)."""
+    import time
+
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            found = check()
+        except psycopg.OperationalError:  # a restarting server: not yet
+            found = None
+        if found:
+            return found
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+
+
+def _settings_are(url: str, wanted: dict[str, str]) -> bool:
+    with psycopg.connect(url, autocommit=True, connect_timeout=2) as conn:
+        return all(conn.execute(f"SHOW {name}").fetchone() == (value,) for name, value in wanted.items())
+
+
+def _configure_coordinator(url: str, settings: dict[str, str] | None) -> None:
+    """ALTER SYSTEM the failpoint on (``settings``) or off (None), and wait until new sessions see it."""
+    names = list(_FAILPOINT)
+    with psycopg.connect(url, autocommit=True) as admin:
+        for name in names:
+            if settings is None:
+                admin.execute(f"ALTER SYSTEM RESET {name}")
+            else:
+                admin.execute(f"ALTER SYSTEM SET {name} = '{settings[name]}'")
+        admin.execute("SELECT pg_reload_conf()")
+    wanted = settings or {"synchronous_standby_names": ""}
+    _until("the coordinator's configuration", lambda: _settings_are(url, wanted))
+
+
+def _prepared_on(url: str) -> list[str]:
+    with psycopg.connect(url, autocommit=True, connect_timeout=2) as conn:
+        return [r[0] for r in conn.execute(_PREPARED).fetchall()]
+
+
+@pytest.mark.parametrize("dies", ["coordinator", "worker"])
+def test_killed_between_prepare_and_commit_prepared_is_whole_after_recovery(
+    dies: str, citus_base: str, open_sharded: Callable[..., CitusStore]
+) -> None:
+    """A transaction over shards on both workers stopped after both workers PREPAREd and the coordinator
+    wrote its commit record, before COMMIT PREPARED; then either the coordinator's backend is SIGKILLed
+    (the coordinator restarts; the client's commit fails, saying its outcome is unknown until recovery,
+    never that nothing was applied) or one worker's session is SIGKILLed (that
+    worker restarts; COMMIT PREPARED reaches only the other worker). Before Citus's 2PC recovery the
+    writes on a worker whose transaction is still prepared are invisible; after
+    ``recover_prepared_transactions()`` every write is there on both workers, and nothing stays prepared."""
+    import os
+    import signal
+    import threading
+    from urllib.parse import urlsplit, urlunsplit
+
+    with psycopg.connect(citus_base, autocommit=True) as admin:
+        if admin.execute("SHOW synchronous_standby_names").fetchone() != ("",):
+            pytest.skip("the coordinator already has synchronous standbys configured")
+    _configure_coordinator(citus_base, _FAILPOINT)
+    try:
+        store = open_sharded(citus_base, shards=SHARDS)
+        prefix = store.coordinator.prefix
+        with psycopg.connect(citus_base, autocommit=True) as admin:
+            placed = _placements(admin, store.names, prefix + "kv")
+        nodes = sorted({(host, port) for host, port, _ in placed.values()})
+        if len(nodes) < 2 or nodes[0][0] not in ("127.0.0.1", "localhost"):
+            pytest.skip("needs the shards on two workers on this machine (backends are killed with a signal)")
+        workers = {
+            node: urlunsplit(urlsplit(citus_base)._replace(netloc=f"postgres@{node[0]}:{node[1]}")) for node in nodes
+        }
+        for url in workers.values():
+            assert _prepared_on(url) == [], "no Citus transaction is left prepared from before"
+        shard_on = {node: next(s for s in store.names if placed[s][:2] == node) for node in nodes}
+        keys = {node: next(k for k in SCOPES if store.names[store.shard_of(k)] == shard_on[node]) for node in nodes}
+        backend: list[int] = []
+        outcome: list[BaseException | None] = []
+
+        def commit() -> None:
+            try:
+                with store.transaction(keys[nodes[0]]):
+                    for key in keys.values():
+                        store.kv.put(key, b"ns", b"k", b"whole")
+                    conn = store.coordinator._local.conn
+                    assert conn is not None
+                    conn.execute("SET LOCAL synchronous_commit = on")  # this commit alone waits (the failpoint)
+                    backend.append(conn.info.backend_pid)
+                outcome.append(None)
+            except BaseException as exc:  # reported by the test's thread
+                outcome.append(exc)
+
+        committer = threading.Thread(target=commit)
+        committer.start()
+
+        def waiting_at_failpoint() -> bool:
+            with psycopg.connect(citus_base, autocommit=True) as conn:
+                row = conn.execute("SELECT wait_event FROM pg_stat_activity WHERE pid = %s", (backend[0],)).fetchone()
+            return row == ("SyncRep",)
+
+        _until("the commit to wait after PREPARE", lambda: backend and waiting_at_failpoint())
+        coordinator_was = _checkpointer(citus_base)
+        for url in workers.values():  # both workers hold the transaction PREPAREd
+            assert len(_prepared_on(url)) == 1
+        if dies == "coordinator":
+            os.kill(backend[0], signal.SIGKILL)  # the coordinator restarts: no COMMIT PREPARED is ever sent
+            committer.join(120)
+            # Not "nothing was applied": the attempt row is prepared (invisible) on a worker, and the
+            # coordinator's two-phase commit log says the transaction is in doubt until recovery.
+            assert isinstance(outcome[0], StoreUnavailable), outcome
+            assert "outcome is unknown" in str(outcome[0]) and "nothing was applied" not in str(outcome[0])
+            _until("the coordinator to restart", lambda: _checkpointer(citus_base) not in (None, coordinator_was))
+            unfinished = list(workers.values())
+        else:
+            victim = workers[nodes[1]]
+            pids = _until("the victim worker's session", lambda: _worker_sessions(victim))
+            victim_was = _checkpointer(victim)
+            for pid in pids:
+                os.kill(pid, signal.SIGKILL)  # the worker restarts; its PREPAREd transaction survives
+            _until("the victim worker to restart", lambda: _checkpointer(victim) not in (None, victim_was))
+            with psycopg.connect(citus_base, autocommit=True) as admin:
+                admin.execute("SELECT pg_cancel_backend(%s::int)", (backend[0],))  # end the wait: committed locally
+            committer.join(120)
+            assert outcome == [None], "the coordinator committed; COMMIT PREPARED failed on one worker only"
+            assert _prepared_on(workers[nodes[0]]) == []
+            unfinished = [victim]
+        reader = open_sharded(citus_base)  # fresh connections (the coordinator may have restarted)
+        for node, key in keys.items():  # before recovery: what is still prepared is invisible
+            expected = None if workers[node] in unfinished else b"whole"
+            assert reader.kv.get(key, b"ns", b"k") == expected
+        for url in unfinished:
+            assert len(_prepared_on(url)) == 1
+        with psycopg.connect(citus_base, autocommit=True) as admin:
+            recovered = admin.execute("SELECT recover_prepared_transactions()").fetchone()
+        assert recovered == (len(unfinished),)
+        assert [reader.kv.get(key, b"ns", b"k") for key in keys.values()] == [b"whole", b"whole"]
+        assert [_prepared_on(url) for url in workers.values()] == [[], []]
+    finally:
+        _configure_coordinator(citus_base, None)
+
+
+def _checkpointer(url: str) -> int | None:
+    """The server's checkpointer pid: a crash restart starts a new one."""
+    try:
+        with psycopg.connect(url, autocommit=True, connect_timeout=2) as conn:
+            row = conn.execute("SELECT pid FROM pg_stat_activity WHERE backend_type = 'checkpointer'").fetchone()
+    except psycopg.OperationalError:
+        return None
+    return None if row is None else int(row[0])
+
+
+def _worker_sessions(worker_url: str) -> list[int]:
+    """The worker's sessions opened by the coordinator (Citus names them citus_internal...)."""
+    with psycopg.connect(worker_url, autocommit=True, connect_timeout=2) as conn:
+        rows = conn.execute(
+            "SELECT pid FROM pg_stat_activity"
+            " WHERE application_name LIKE 'citus_internal%%' AND pid <> pg_backend_pid()"
+        ).fetchall()
+    return [r[0] for r in rows]

@@ -388,3 +388,22 @@ def test_listings_merge_over_every_shard(
     assert [i.payload for i in router.queues.peek("tenant-07")] == [b"job"]
     assert router.presence.namespaces(after="tenant-09") == ["tenant-10", "tenant-11"]
     assert [p.participant for p in router.presence.peek("tenant-02")] == ["alice"]
+
+
+def test_lane_backlog_sums_every_shard_and_queue_backlog_routes(
+    shard_urls: list[str], open_shards: Callable[[list[str]], ShardedStore]
+) -> None:
+    router = open_shards(shard_urls[:3])
+    sessions = [f"s{i}" for i in range(12)]
+    assert len({router.shard_of(s) for s in sessions}) > 1
+    for i, session in enumerate(sessions):
+        router.events.append(session, [{"type": "t", "lane": "tools" if i % 2 else None}])
+    merged, capped = router.events.lane_backlog()
+    per_shard = [store.events.lane_backlog()[0] for store in router.stores]
+    assert not capped
+    assert [(b.lane, b.ready, b.dead) for b in merged] == [(None, 6, 0), ("tools", 6, 0)]
+    for backlog in merged:
+        starts = [b.oldest_ready_at for shard in per_shard for b in shard if b.lane == backlog.lane]
+        assert backlog.oldest_ready_at == min(s for s in starts if s is not None)
+    router.queues.push("q-1", [b"a", b"b"])
+    assert router.queues.backlog("q-1") == router.store_for("q-1").queues.backlog("q-1")

@@ -43,7 +43,8 @@ a shard) are that store's business: the router cannot see them.
 
 Reads that have no single shard key fan out and merge: ``documents.list``,
 ``iter_keys`` and ``describe(prefix=)``, ``events.list_sessions``,
-``events.dead_letters()`` without a session, ``events.prune`` and
+``events.dead_letters()`` without a session, ``events.lane_backlog``
+(summed per lane), ``events.prune`` and
 ``events.claim_any`` (which visits the shards in turn, starting from a
 different one each call, until it has ``limit`` events). Their results are
 in the same order and use the same cursors as on one store.
@@ -51,9 +52,17 @@ in the same order and use the same cursors as on one store.
 Why records are not sharded: a pi-durable commit is one atomic batch that
 may touch several conversations, forks copy documents across conversation
 trees, ids are minted from one store-wide counter and point-in-time reads
-use one store-wide commit sequence. Splitting any of those over shards
-would break the contract, so ``router.records`` refuses with this reason;
+use one store-wide commit sequence. Their calls name ids and sequence
+numbers, never a key a router could hash (``conversation(id)`` does not
+say which shard owns ``id``). Splitting them over shards would break the
+contract, so ``router.records`` refuses with this reason;
 shard records by tenant yourself with ``router.store_for(tenant).records``.
+On Citus (``durastate.citus``) the reason stands even though a transaction
+may write several shards atomically: each logical shard is a schema with
+its own id counter and commit sequence, so two shards mint the same ids
+and their commit numbers share no order. ``store_for(tenant).records`` is
+a whole records store in that tenant's schema, and its commits may join a
+transaction that writes the tenant's other facets (or other shards).
 Their retention is per store too: each store's ``maintain()`` (its own
 ``Retention``) or ``store.records.prune_document_revisions(...)``.
 
@@ -81,7 +90,7 @@ from ._validate import as_bytes, as_name, fail
 from .documents import DEFAULT_LIST_LIMIT, DocumentInfo, DocumentPage, Documents, PrefixInfo
 from .errors import InvalidRequest
 from .events import Events as EventsFacet
-from .events import SessionPage, StoredEvent
+from .events import LaneBacklog, SessionPage, StoredEvent
 from .facets import FACET_NAMES
 from .kv import KV, ScopedKV
 from .presence import Presence
@@ -289,6 +298,8 @@ class ShardedKV(_ShardedFacet):
     set_counter = _kv_write(KV.set_counter)
     delete_counter = _kv_write(KV.delete_counter)
     namespaces = _kv_read(KV.namespaces)
+    log_keys = _kv_read(KV.log_keys)
+    counters = _kv_read(KV.counters)
 
     def scopes(self, *, after: bytes | None = None, limit: int = 100) -> list[bytes]:
         """As ``KV.scopes``, merged over every shard in bytes order (same paging)."""
@@ -334,6 +345,7 @@ class ShardedQueues(_ShardedFacet):
     redrive = _queue_write(Queues.redrive)
     delete_dead = _queue_write(Queues.delete_dead)
     peek_ready = _queue_read(Queues.peek_ready)
+    backlog = _queue_read(Queues.backlog)
 
     def names(self, *, after: str | bytes | None = None, limit: int = 100) -> list[bytes]:
         """As ``Queues.names``, merged over every shard in bytes order (same paging)."""
@@ -501,6 +513,34 @@ class ShardedEvents(_ShardedFacet):
         lists = [store.events.dead_letters(after=after, limit=limit) for store in self._router.stores]
         return list(itertools.islice(heapq.merge(*lists, key=lambda e: (e.session_id, e.index)), limit))
 
+    def lane_backlog(self, *, limit: int = 10_000) -> tuple[list[LaneBacklog], bool]:
+        """As ``Events.lane_backlog``, summed per lane over every shard (each shard counts up to ``limit``).
+
+        ``ready``, ``expired_claims`` and ``dead`` are the shards' sums,
+        ``oldest_ready_at`` the earliest of theirs; the flag is True when
+        any shard reached ``limit`` (its counts are then lower bounds).
+        """
+        lanes: dict[str | None, list[LaneBacklog]] = {}
+        capped = False
+        for store in self._router.stores:
+            found, shard_capped = store.events.lane_backlog(limit=limit)
+            capped = capped or shard_capped
+            for entry in found:
+                lanes.setdefault(entry.lane, []).append(entry)
+        merged = []
+        for lane, entries in sorted(lanes.items(), key=lambda item: (item[0] is not None, item[0] or "")):
+            oldest = [e.oldest_ready_at for e in entries if e.oldest_ready_at is not None]
+            merged.append(
+                LaneBacklog(
+                    lane,
+                    sum(e.ready for e in entries),
+                    sum(e.expired_claims for e in entries),
+                    min(oldest) if oldest else None,
+                    sum(e.dead for e in entries),
+                )
+            )
+        return merged, capped
+
     def prune(self, **options: Any) -> int:
         """``Events.prune`` on every shard (same options); the total deleted."""
         for shard in range(len(self._router.stores)):
@@ -540,8 +580,11 @@ ROUTERS: dict[str, type[_ShardedFacet] | str] = {
     "queues": ShardedQueues,
     "documents": ShardedDocuments,
     "records": (
-        "records are not sharded: a commit batch may span conversations, forks copy documents across "
-        "trees, and ids and the commit sequence are store-wide; use router.store_for(tenant).records"
+        "records are not sharded: their calls name record ids and commit sequence numbers, never a shard key "
+        "(an id does not say which shard owns it), and each shard mints its own ids and numbers its own commits "
+        "(one counter and one sequence per store, per schema on Citus too), so ids collide across shards and "
+        "point-in-time reads and forks across shards have no common order; keep a tenant's records in one "
+        "shard: router.store_for(tenant).records"
     ),
     "events": ShardedEvents,
     "presence": ShardedPresence,

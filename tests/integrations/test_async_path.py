@@ -137,7 +137,7 @@ def test_uncontended_calls_run_inline_on_a_sqlite_file_and_on_workers_on_postgre
         (saver, "put_writes"),
         (saver, "get_tuple"),
         (saver, "list"),
-        (memory, "batch"),
+        (memory, "_run"),  # what batch and abatch run, after embedding
         (session, "_add_items"),
         (session, "_get_items"),
         (byte_store, "mset"),

@@ -67,7 +67,7 @@ EXIT_CODES = (
     (EXIT_USAGE, "a usage error (unknown command or option, bad argument, unsupported --url scheme)"),
     (EXIT_NOT_FOUND, "not found (the store, key, document, session or file named does not exist)"),
     (EXIT_PORT_IN_USE, "port in use (durastate ui)"),
-    (EXIT_BROKEN_PIPE, "the output was closed early (e.g. by `| head`): nothing printed"),
+    (EXIT_BROKEN_PIPE, "the output was closed early (e.g. by `| head`), ended quietly"),
 )
 
 URL_HELP = (

@@ -58,19 +58,23 @@ __all__ = [
 
 HEX_PREFIX = "hex:"
 
-# Characters a terminal acts on or that hide or reorder text; see the module docstring.
-_UNSAFE = re.compile(
-    "["
-    "\x00-\x1f\x7f-\x9f"  # C0, DEL, C1
-    "\u00ad\u061c\u180e"  # soft hyphen, Arabic letter mark, Mongolian vowel separator
-    "\u200b\u200e\u200f"  # zero width space, LRM, RLM (ZWNJ/ZWJ 200c/200d are kept)
-    "\u2028-\u202e"  # line/paragraph separators, bidi embeddings and overrides
-    "\u2060-\u206f"  # word joiner, invisible operators, bidi isolates, deprecated format
-    "\ufeff\ufff9-\ufffb"  # BOM / zero width no-break space, interlinear annotation
-    "\ud800-\udfff"  # surrogates: undecodable bytes (surrogateescape) or lone ones
-    "\U000e0000-\U000e007f"  # tag characters
-    "]"
+# Characters a terminal acts on or that hide or reorder text (first, last code point); see the module docstring.
+_UNSAFE_RANGES = (
+    (0x00, 0x1F),  # C0
+    (0x7F, 0x9F),  # DEL, C1
+    (0xAD, 0xAD),  # soft hyphen
+    (0x61C, 0x61C),  # Arabic letter mark
+    (0x180E, 0x180E),  # Mongolian vowel separator
+    (0x200B, 0x200B),  # zero width space (ZWNJ/ZWJ 200c/200d are kept)
+    (0x200E, 0x200F),  # LRM, RLM
+    (0x2028, 0x202E),  # line/paragraph separators, bidi embeddings and overrides
+    (0x2060, 0x206F),  # word joiner, invisible operators, bidi isolates, deprecated format
+    (0xFEFF, 0xFEFF),  # BOM / zero width no-break space
+    (0xFFF9, 0xFFFB),  # interlinear annotation
+    (0xD800, 0xDFFF),  # surrogates: undecodable bytes (surrogateescape) or lone ones
+    (0xE0000, 0xE007F),  # tag characters
 )
+_UNSAFE = re.compile("[" + "".join(f"{re.escape(chr(a))}-{re.escape(chr(b))}" for a, b in _UNSAFE_RANGES) + "]")
 _NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 
 
@@ -87,6 +91,11 @@ def _escaped(char: str) -> str:
     return f"\\U{point:08x}"
 
 
+# Every unsafe code point (about 2,300) and its escape, for str.translate.
+_ESCAPES = {point: _escaped(chr(point)) for first, last in _UNSAFE_RANGES for point in range(first, last + 1)}
+_KEEP_LINES = {point: text for point, text in _ESCAPES.items() if chr(point) not in "\n\t"}
+
+
 def escape(text: str, *, keep_newlines: bool = False) -> str:
     """``text`` with every unsafe character escaped (module docstring); newline and tab kept if asked.
 
@@ -96,9 +105,9 @@ def escape(text: str, *, keep_newlines: bool = False) -> str:
     """
     if text.isascii() and text.isprintable():
         return text  # the common case, at C speed
-    if keep_newlines:
-        return _UNSAFE.sub(lambda m: m.group() if m.group() in "\n\t" else _escaped(m.group()), text)
-    return _UNSAFE.sub(lambda m: _escaped(m.group()), text)
+    # str.translate runs in C: a 1 MiB value of random bytes (half of them escaped) takes ~0.2 s,
+    # where a regex with a Python callback per match took ten times that.
+    return text.translate(_KEEP_LINES if keep_newlines else _ESCAPES)
 
 
 def show_value(value: bytes, *, keep_newlines: bool = False) -> str:
@@ -177,10 +186,12 @@ def table_time(ms: float | None) -> str:
 
 
 def human_duration(seconds: float | None) -> str:
-    """A duration with its unit: ``850 ms``, ``1.5 s``, ``3 min``, ``2.5 h``, ``4 d`` (negative: ``-1.5 s``)."""
+    """A duration with its unit: ``80 µs``, ``850 ms``, ``1.5 s``, ``3 min``, ``2.5 h``, ``4 d`` (or ``-1.5 s``)."""
     if seconds is None:
         return ""
     sign, s = ("-", -seconds) if seconds < 0 else ("", seconds)
+    if s < 0.001:
+        return f"{sign}{s * 1_000_000:.0f} µs"
     if s < 1:
         return f"{sign}{s * 1000:.0f} ms"
     for limit, unit, size in ((60, "s", 1), (3600, "min", 60), (86400, "h", 3600)):
@@ -210,7 +221,9 @@ def human_bytes(n: float | None) -> str:
 
 # What orjson leaves unescaped that a terminal acts on: C1 controls and the
 # invisible/bidi characters above (orjson escapes C0 itself).
-_UNSAFE_IN_JSON = re.compile(_UNSAFE.pattern.replace("\x00-\x1f\x7f-\x9f", "\x7f-\x9f"))
+_UNSAFE_IN_JSON = re.compile(
+    "[" + "".join(f"{re.escape(chr(a))}-{re.escape(chr(b))}" for a, b in _UNSAFE_RANGES if a >= 0x7F) + "]"
+)
 
 
 def _json_escape(char: str) -> str:

@@ -30,6 +30,7 @@ from . import browse, dump, shards
 from ._common import (
     EXIT_BROKEN_PIPE,
     EXIT_CODES,
+    Duration,
     Name,
     NotFound,
     PortInUse,
@@ -39,6 +40,7 @@ from ._common import (
     emit,
     errors_as_exit_1,
     human_bytes,
+    human_duration,
     json_option,
     open_for_reading,
     print_json,
@@ -140,14 +142,14 @@ def doctor(url: str | None, prefix: str, as_json: bool) -> None:
         except durastate.StoreCorrupt as exc:
             # So damaged that it cannot even be opened: that is the finding.
             failed = Check("store opens", "problem", f"integrity check failed: {exc}")
-            _print_checks([failed], "problem", as_json)
+            _print_checks([failed], "problem", as_json, {})
             sys.exit(1)
         except durastate.DurastateError:
             pass  # reported as usual by store_from below
     with store_from(url, prefix, read_only=True) as store:
         h = health(store, check="full")
     found = [Check("store opens", "ok", redact(store.url)), *checks(h)]
-    _print_checks(found, verdict(found), as_json)
+    _print_checks(found, verdict(found), as_json, {**named(h.facts), "warnings": h.warnings, "problems": h.problems})
     if h.problems:
         sys.exit(1)
 
@@ -155,9 +157,10 @@ def doctor(url: str | None, prefix: str, as_json: bool) -> None:
 VERDICT_SUMMARY = {"ok": "healthy", "warning": "usable, with warnings", "problem": "PROBLEM found"}
 
 
-def _print_checks(checks: list[Check], verdict: str, as_json: bool) -> None:
+def _print_checks(checks: list[Check], verdict: str, as_json: bool, facts: dict[str, Any]) -> None:
+    """The checks as a table and a verdict line; ``--json`` adds the facts (``info``'s) for scripts."""
     if as_json:
-        print_json({"verdict": verdict, "checks": [dataclasses.asdict(c) for c in checks]})
+        print_json({"verdict": verdict, "checks": [dataclasses.asdict(c) for c in checks], **facts})
         return
     print_table([dataclasses.asdict(c) for c in checks], ["check", "verdict", "detail"])
     click.echo(f"verdict: {VERDICT_SUMMARY[verdict]}")
@@ -470,12 +473,17 @@ def maintain(
         click.echo("dry run: nothing was deleted; these are the rows each rule would delete now")
     for key, value in report.items():
         if key == "policy":
-            value = ", ".join(f"{k}={v}" for k, v in value.items() if v is not None) or "defaults"
+            value = ", ".join(f"{k}={_policy_value(k, v)}" for k, v in value.items() if v is not None) or "defaults"
         elif key == "bytes_returned" and isinstance(value, int):
             value = human_bytes(value)
         elif key == "bytes_returned":
             value = "not measured (dry run)"
         click.echo(f"{key}: {value}")
+
+
+def _policy_value(name: str, value: Any) -> str:
+    """A retention setting as maintain prints it: ages with their unit (``kv_log_max_age=3 d``)."""
+    return human_duration(value) if name.endswith("_age") and isinstance(value, (int, float)) else str(value)
 
 
 # -- bench / demo / ui ------------------------------------------------------------
@@ -498,7 +506,8 @@ def bench(ops: int, url: str | None, prefix: str, as_json: bool) -> None:
     from .quickbench import run_bench
 
     rows = run_bench(url, prefix, ops)
-    emit(rows, as_json, columns=["operation", "ops", "seconds", "ops_per_s", "us_per_op"])
+    shown = [{**r, "time": Duration(r["seconds"])} for r in rows]
+    emit(rows, as_json, shown, columns=["operation", "ops", "time", "ops_per_s", "us_per_op"])
 
 
 @cli.command()
@@ -601,7 +610,6 @@ def ui(
             f"(open http://{shown}:{port}/?token={token} once)",
             err=True,
         )
-    listener = _listen(host, port)
     store = open_store(url, prefix) if allow_writes else open_for_reading(url, prefix)
     try:
         app = create_app(
@@ -615,19 +623,31 @@ def ui(
             refresh=refresh,
         )
         mode = "redrive and purge of dead letters allowed" if allow_writes else "read-only"
-        port = listener.getsockname()[1]
         click.echo(f"durastate inspector on http://{shown}:{port}/ ({mode}; Ctrl-C stops)", err=True)
-        uvicorn.Server(uvicorn.Config(app, log_level="warning")).run(sockets=[listener])
+        try:
+            uvicorn.run(app, host=host, port=port, log_level="warning")
+        except SystemExit as exc:
+            # uvicorn exits 3 whenever its server cannot start (its own log line says why); a taken
+            # port is the common case and has its own exit code.
+            if exc.code == UVICORN_STARTUP_FAILURE:
+                _check_port(host, port)
+                raise click.ClickException("the inspector's server could not start (see above)") from None
+            raise
     finally:
-        listener.close()
         store.close()
 
 
-def _listen(host: str, port: int) -> socket.socket:
-    """A listening socket on ``host:port`` for the server, bound here so a taken port is ``PortInUse`` (exit 4)."""
+UVICORN_STARTUP_FAILURE = 3
+
+
+def _check_port(host: str, port: int) -> None:
+    """``PortInUse`` (exit 4) when ``host:port`` cannot be bound because it is taken; another failure to bind
+    is an error (exit 1); a port that binds returns. Port 0 (any free port) is not checked."""
+    if port == 0:
+        return
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     try:
-        return socket.create_server((host, port), family=family)
+        socket.create_server((host, port), family=family).close()
     except OSError as exc:
         if exc.errno == errno.EADDRINUSE:
             raise PortInUse(f"port {port} on {host} is in use: pick another with --port") from None

@@ -104,7 +104,7 @@ def _ok_detail(name: str, facts: dict[str, Any]) -> str:
         return f"{facts['file']} is writable by this user"
     if name == "attempt table":
         return f"{facts['attempt_rows']:,} rows"
-    return f"standbys: {facts.get('standbys')}"
+    return f"synchronous_commit {facts.get('synchronous_commit')}, standbys: {facts.get('standbys')}"
 
 
 def verdict(found: list[Check]) -> str:

@@ -16,6 +16,8 @@ import orjson
 
 from durastate.documents import RevisionPage
 
+from ._format import iso_time
+
 PRETTY = orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS
 
 
@@ -44,6 +46,7 @@ class Shown:
         out: dict[str, Any] = {
             "revision": self.revision,
             "written_at_ms": self.written_at_ms,
+            "written_at": iso_time(self.written_at_ms),
             "size": self.size,
             "since": self.since,
             "data": self.data,

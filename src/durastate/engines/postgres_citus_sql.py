@@ -27,6 +27,8 @@ __all__ = [
     "CITUS_INSTALLED",
     "CREATE_SHARD_TABLE",
     "DISTRIBUTED_SCHEMAS",
+    "HAS_2PC_LOG",
+    "PENDING_2PC",
     "READ_SHARD_COUNT",
     "RECORD_SHARD_COUNT",
     "SHARDS_LOCK",
@@ -90,6 +92,12 @@ def citus_statement(text: str, prefix: str) -> str:
 # Whether the server is a Citus node (no row: plain PostgreSQL, where the
 # logical shards are plain schemas of one server).
 CITUS_INSTALLED = "SELECT 1 FROM pg_catalog.pg_extension WHERE extname = 'citus'"
+# A lost COMMIT (postgres_transaction, "Citus"): whether the coordinator keeps a
+# two-phase commit log, and whether it holds a committed two-phase commit begun
+# by backend %s that 2PC recovery has not settled yet (one row per prepared
+# worker part; gid citus_<group>_<initiator pid>_<transaction>_<connection>).
+HAS_2PC_LOG = "SELECT to_regclass('pg_catalog.pg_dist_transaction') IS NOT NULL"
+PENDING_2PC = "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_dist_transaction WHERE gid ~ ('^citus_[0-9]+_' || %s || '_'))"
 # First openers wait for each other (coordinator-local, like every advisory lock on Citus).
 SHARDS_LOCK = "SELECT pg_advisory_xact_lock(hashtext('durastate-logical-shards:' || current_schema() || %s))"
 CREATE_SHARD_TABLE = (

@@ -21,6 +21,21 @@ read-only): the retry a ``BEGIN`` of its own used to get. A one-flight
 transaction (all of it unawaited, ``COMMIT`` included) whose connection
 drops is sent again unless its attempt row shows it committed.
 
+Citus. A transaction that wrote shards on two workers commits in two
+phases (PREPARE on the workers, the coordinator's commit, COMMIT
+PREPARED). If the connection drops after the coordinator committed and
+before COMMIT PREPARED reached every worker, the attempt row (in a
+shard's schema, on a worker) stays invisible until Citus's 2PC recovery
+commits it: "not found" then does not mean "not applied". So in the Citus
+mode a lost COMMIT whose attempt row is not found is only taken as not
+applied (raised as retryable, or its one flight sent again) when the
+coordinator's ``pg_dist_transaction`` holds no two-phase commit of the
+lost backend's awaiting recovery; otherwise its outcome is unknown until
+recovery ran, and that is what is raised (``IN_DOUBT``). A row left by an
+earlier, completed two-phase commit of the same backend (recovery removes
+them every ``citus.recover_2pc_interval``) also makes it unknown: the
+check errs on the side of not applying a write twice.
+
 Migrations (``lock``) run one statement at a time, outside pipeline mode.
 ``PostgresEngine`` mixes this class in; the connection handling
 (``_retrying``, ``_borrow``, ...) is the engine's.
@@ -38,7 +53,8 @@ from psycopg import errors as pg_errors
 
 from ..errors import DurastateError, StoreClosed, StoreUnavailable
 from .base import EngineBase, Kind, Params, TransactionState, aborted_error
-from .postgres_attempts import fetch_result, replay
+from .postgres_attempts import NOT_APPLIED, fetch_result, replay
+from .postgres_citus_sql import HAS_2PC_LOG, PENDING_2PC
 from .postgres_errors import connection_lost, translate_postgres_error
 from .postgres_pool import MANY, RUN, SEND, PooledConnection, resend_flight
 
@@ -68,6 +84,22 @@ class ThreadState(TransactionState):
     after_commit: frozenset[str] = frozenset()
 
 
+IN_DOUBT = (
+    "connection lost during the COMMIT of a transaction that Citus commits in two phases: it is committed"
+    " or not as Citus's 2PC recovery finds it (recover_prepared_transactions(), run every"
+    " citus.recover_2pc_interval); until then its outcome is unknown: read what it wrote before retrying it"
+)
+
+
+def two_phase_pending(conn: psycopg.Connection[Any], pid: int) -> bool:
+    """Whether the coordinator holds a committed two-phase commit of backend ``pid`` awaiting recovery."""
+    row = conn.execute(HAS_2PC_LOG).fetchone()
+    if row is None or not row[0]:
+        return False  # not a Citus coordinator: no two-phase commit
+    row = conn.execute(PENDING_2PC, (str(pid),)).fetchone()
+    return bool(row and row[0])
+
+
 class PipelinedTransactions(EngineBase):
     """Statements inside a transaction and the transaction primitives (see the module docstring)."""
 
@@ -75,6 +107,7 @@ class PipelinedTransactions(EngineBase):
     _attempt_insert: str
     _attempt_result: str
     pooler: bool
+    citus: bool
 
     # The engine's own (PostgresEngine).
     def _run(self, sql: str, params: Params, fetch: int) -> Any:
@@ -310,6 +343,8 @@ class PipelinedTransactions(EngineBase):
         state.attempt_lookup, state.after_commit = None, frozenset()
         conn, attempt = self._take_connection()
         assert conn is not None  # a transaction without one is doomed: it rolls back instead
+        # Citus: the backend whose two-phase commits to look for if the COMMIT is lost (module docstring).
+        pid = conn.info.backend_pid if self.citus and attempt is not None else 0
         try:
             if piped:
                 # COMMIT goes out with whatever was sent since the last round
@@ -328,7 +363,7 @@ class PipelinedTransactions(EngineBase):
                 # The whole transaction was this one flight: unless its attempt
                 # row says it committed, send it all again on another connection.
                 flight.append((SEND, "COMMIT", None))
-                committed = None if attempt is None else lambda c: replay(c, lookup, attempt, 0)
+                committed = None if attempt is None else lambda c: self._commit_outcome(c, lookup, attempt, pid)
                 self._retrying(lambda c: resend_flight(c, flight, end=True), committed, time.monotonic())
                 return  # Citus mode: its notifications are lost with the connection (waiters poll)
             if attempt is not None and connection_lost(commit_error):
@@ -336,6 +371,8 @@ class PipelinedTransactions(EngineBase):
                 # attempt row, written inside the transaction, says which.
                 if self._attempt_found(lookup, attempt):
                     return  # its notifications are lost with the connection: waiters poll
+                if pid and self._retrying(lambda c: two_phase_pending(c, pid), None):
+                    raise StoreUnavailable(f"{self.url}: {IN_DOUBT}") from None
                 raise StoreUnavailable(
                     f"{self.url}: connection lost before the transaction committed; "
                     "nothing was applied, the transaction can be retried"
@@ -347,6 +384,13 @@ class PipelinedTransactions(EngineBase):
         if channels:
             notify_on(conn, channels)
         self._give_back(conn)
+
+    def _commit_outcome(self, conn: PooledConnection, lookup: str, attempt: bytes, pid: int) -> Any:
+        """``replay`` of a lost one-flight transaction's attempt; in doubt on Citus, raised (module docstring)."""
+        outcome = replay(conn, lookup, attempt, 0)
+        if outcome is NOT_APPLIED and pid and two_phase_pending(conn, pid):
+            raise StoreUnavailable(f"{self.url}: {IN_DOUBT}")
+        return outcome
 
     def _tx_rollback(self) -> None:
         state = self._local

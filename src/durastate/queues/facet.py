@@ -40,10 +40,10 @@ _BURY_PER_TRANSACTION = 64
 # The claim index's lower bound per queue (Queues._floor): how far below the
 # earliest item it lies, and how long it is kept before it is read again.
 FLOOR_SLACK_MS = 1000
-# Seconds a waiter adds to the head's due time before looking again (the clock is read in whole ms).
-DUE_MARGIN = 0.001
 FLOOR_REFRESH = 2.0
 _FLOORS_KEPT = 10_000
+# Seconds a waiter adds to the head's due time before looking again (the clock is read in whole ms).
+DUE_MARGIN = 0.001
 
 SCHEMA = Schema(
     facet="queues",

@@ -2,11 +2,10 @@
 
 * Four processes save checkpoints of one workflow at once, and re-save a
   shared set of ids under two workflows: every checkpoint is kept, each id
-  is listed under exactly one workflow (the one whose save committed last)
-  and loads whole.
-* Four processes append to ONE conversation history through
-  ``DurastateHistoryProvider``: every message is stored once, each batch in
-  one piece, each writer's batches in the order it wrote them.
+  is listed under exactly one workflow (the one its last committed save
+  named) and loads whole. Meanwhile they append to ONE conversation history
+  through ``DurastateHistoryProvider``: every message is stored once, each
+  turn in one piece, each writer's turns in the order it wrote them.
 * A two-agent workflow (writer -> reviewer, scripted chat clients, no
   network) checkpointing to durastate is killed with SIGKILL while the
   reviewer runs; a new process resumes it from the latest checkpoint alone:
@@ -40,18 +39,18 @@ SHARED_IDS = [f"shared-{n}" for n in range(6)]
 # the write lock, which durastate refuses to do on an event loop's thread (four processes open at once).
 
 
-def _checkpoint_writer(url: str, writer: int) -> list[str]:
-    storage = DurastateCheckpointStorage(url)
+def _writer(url: str, writer: int) -> list[str]:
+    """Save checkpoints (new ids, and shared ids under alternating workflows) and append history turns."""
+    storage, history = DurastateCheckpointStorage(url), DurastateHistoryProvider(url)
 
     async def main() -> list[str]:
-        async with storage:
+        async with storage, history:
             saved = []
             for n in range(PER_WRITER):
                 checkpoint = WorkflowCheckpoint(
                     workflow_name="busy", graph_signature_hash="h", state={"writer": writer, "n": n}
                 )
                 saved.append(await storage.save(checkpoint))
-                # Every writer also re-saves the shared ids, alternating workflows.
                 shared = WorkflowCheckpoint(
                     workflow_name=f"flip-{(writer + n) % 2}",
                     graph_signature_hash="h",
@@ -59,16 +58,21 @@ def _checkpoint_writer(url: str, writer: int) -> list[str]:
                     state={"writer": writer, "n": n},
                 )
                 await storage.save(shared)
+                turn = [
+                    Message(role="user", contents=[f"q{writer}-{n}"], message_id=f"q{writer}-{n}"),
+                    Message(role="assistant", contents=[f"a{writer}-{n}"], message_id=f"a{writer}-{n}"),
+                ]
+                await history.save_messages("shared", turn)
             return saved
 
     return asyncio.run(main())
 
 
-def test_checkpoints_from_several_processes_are_all_kept(shared_url: str) -> None:
-    saved = in_processes(*[(_checkpoint_writer, (shared_url, w)) for w in range(WRITERS)])
+def test_checkpoints_and_history_from_several_processes_are_all_kept(shared_url: str) -> None:
+    saved = in_processes(*[(_writer, (shared_url, w)) for w in range(WRITERS)])
 
     async def check() -> None:
-        async with DurastateCheckpointStorage(shared_url) as storage:
+        async with DurastateCheckpointStorage(shared_url) as storage, DurastateHistoryProvider(shared_url) as history:
             ids = await storage.list_checkpoint_ids(workflow_name="busy")
             assert sorted(ids) == sorted(i for batch in saved for i in batch)
             for checkpoint in await storage.list_checkpoints(workflow_name="busy"):
@@ -81,37 +85,13 @@ def test_checkpoints_from_several_processes_are_all_kept(shared_url: str) -> Non
             for checkpoint in listed:
                 assert await storage.load(checkpoint.checkpoint_id) == checkpoint
                 assert checkpoint.workflow_name == f"flip-{sum(checkpoint.state.values()) % 2}"
-
-    asyncio.run(check())
-
-
-def _history_writer(url: str, writer: int) -> None:
-    history = DurastateHistoryProvider(url)
-
-    async def main() -> None:
-        async with history:
-            for n in range(PER_WRITER):
-                batch = [
-                    Message(role="user", contents=[f"q{writer}-{n}"], message_id=f"q{writer}-{n}"),
-                    Message(role="assistant", contents=[f"a{writer}-{n}"], message_id=f"a{writer}-{n}"),
-                ]
-                await history.save_messages("shared", batch)
-
-    asyncio.run(main())
-
-
-def test_history_from_several_processes_keeps_every_message_once(shared_url: str) -> None:
-    in_processes(*[(_history_writer, (shared_url, w)) for w in range(WRITERS)])
-
-    async def check() -> None:
-        async with DurastateHistoryProvider(shared_url) as history:
-            ids = [m.message_id for m in await history.get_messages("shared")]
-        assert len(ids) == WRITERS * PER_WRITER * 2
-        assert len(set(ids)) == len(ids)
-        for i in range(0, len(ids), 2):  # a batch is never split by another writer's
-            assert ids[i] is not None and ids[i + 1] == "a" + ids[i][1:]
+            messages = [m.message_id for m in await history.get_messages("shared")]
+        assert len(messages) == WRITERS * PER_WRITER * 2
+        assert len(set(messages)) == len(messages)
+        for i in range(0, len(messages), 2):  # a turn is never split by another writer's
+            assert messages[i] is not None and messages[i + 1] == "a" + messages[i][1:]
         for writer in range(WRITERS):
-            mine = [i for i in ids if i is not None and i.startswith(f"q{writer}-")]
+            mine = [i for i in messages if i is not None and i.startswith(f"q{writer}-")]
             assert mine == [f"q{writer}-{n}" for n in range(PER_WRITER)]
 
     asyncio.run(check())

@@ -10,6 +10,9 @@
   and ``DurastateSessionManager`` answers turn 1, then is killed with SIGKILL
   while its model runs turn 2; a new process restores the agent from
   durastate alone (turn 1 and the unanswered question) and answers it.
+* Strands' own ``SnapshotSessionManager`` persisting through
+  ``DurastateStorage``: an agent snapshotted in one process is restored in
+  another.
 """
 
 from __future__ import annotations
@@ -25,10 +28,16 @@ from typing import Any
 import pytest
 from strands import Agent
 from strands.models.model import Model
+from strands.session import SnapshotSessionManager
 from strands.types.session import Session, SessionAgent, SessionMessage, SessionType
 
 import durastate
-from durastate.integrations.strands import DurastateSessionManager, DurastateSessionRepository, SessionExists
+from durastate.integrations.strands import (
+    DurastateSessionManager,
+    DurastateSessionRepository,
+    DurastateStorage,
+    SessionExists,
+)
 
 from .._processes import SPAWN, WORKER_TIMEOUT, in_processes
 
@@ -169,3 +178,23 @@ def test_a_call_from_an_event_loop_waits_for_another_writer(tmp_path: Any) -> No
     assert [m.message_id for m in repo.list_messages("busy", "a")] == [0]
     repo.close()
     holder.close()
+
+
+def _snapshot_turn(url: str, answer: str, question: str) -> dict[str, Any]:
+    storage = DurastateStorage(url)
+    model = ScriptedModel([answer])
+    agent = Agent(model=model, session_manager=SnapshotSessionManager("snap", storage=storage), agent_id="helper",
+                  callback_handler=None)  # fmt: skip
+    restored = len(agent.messages)
+    agent(question)
+    storage.close()
+    return {"restored": restored, "seen": model.seen}
+
+
+def test_the_snapshot_session_manager_restores_an_agent_from_durastate_storage(shared_url: str) -> None:
+    """Strands' own SnapshotSessionManager, persisting through DurastateStorage, across two processes."""
+    first = _snapshot_turn(shared_url, "Hello Ann.", "My name is Ann.")
+    assert first["restored"] == 0
+    [second] = in_processes((_snapshot_turn, (shared_url, "You are Ann.", "Who am I?")))
+    assert second["restored"] == 2
+    assert second["seen"] == [["My name is Ann.", "Hello Ann.", "Who am I?"]]

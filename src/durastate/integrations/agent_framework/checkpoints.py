@@ -56,7 +56,9 @@ order, the in-memory one's first-save order: the protocol promises none).
 A stored checkpoint this process cannot decode (its class is no longer
 allowed or not imported) is skipped by the listings with a warning, as
 ``FileCheckpointStorage`` skips such files; ``load`` raises
-``UndecodableCheckpoint``.
+``UndecodableCheckpoint``, and so does ``get_latest`` when the latest one is
+such a checkpoint (it chooses from the index without decoding the others;
+the file storage would return an older, decodable one).
 
 Stricter than the framework storages (refused with ``InvalidCheckpoint``,
 nothing written): a ``checkpoint`` that is not a ``WorkflowCheckpoint``; a

@@ -71,8 +71,12 @@ class TestFacetSelection:
         open_shared(facets=["kv"]).kv.put(b"s", b"n", b"k", b"v")
         reader = open_shared(facets=["kv"], read_only=True)
         assert reader.kv.get(b"s", b"n", b"k") == b"v"
+        # Not naming any: the facets the database has (a read-only store cannot create the others).
+        everything = open_shared(read_only=True)
+        assert everything.facets == ("kv",)
+        assert everything.kv.get(b"s", b"n", b"k") == b"v"
         with pytest.raises(durastate.ConfigurationError, match="opened read_only, but its schema"):
-            open_shared(read_only=True)  # every facet: the others are missing
+            open_shared(facets=["kv", "queues"], read_only=True)  # named, and missing
 
     @pytest.mark.parametrize(
         ("facets", "message"),

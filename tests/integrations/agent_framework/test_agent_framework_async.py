@@ -1,0 +1,82 @@
+"""The async path of the Agent Framework classes: a cancelled save or history append is carried to its end.
+
+``FileCheckpointStorage`` waits out a write it started before the caller
+sees its cancellation; ``DurastateCheckpointStorage.save`` and
+``DurastateHistoryProvider.save_messages`` do the same (``to_the_end``): a
+call waiting on a worker thread for another connection's lock (SQLite's
+write lock, PostgreSQL's lock on the checkpoint id or the session) is
+cancelled, keeps running, commits, and only then raises ``CancelledError``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+
+import pytest
+from agent_framework import Message, WorkflowCheckpoint
+
+import durastate
+from durastate.integrations.agent_framework import DurastateCheckpointStorage, DurastateHistoryProvider
+
+from ..test_async_path import Blocker, busy, on_a_worker
+
+
+@pytest.fixture
+def shared_store(shared_url: str) -> Iterator[durastate.Store]:
+    with durastate.open(shared_url) as store:
+        yield store
+
+
+def test_a_cancelled_save_on_a_worker_is_stored_before_the_cancellation_arrives(shared_store: durastate.Store) -> None:
+    storage = DurastateCheckpointStorage(store=shared_store)
+    checkpoint = WorkflowCheckpoint(workflow_name="w", graph_signature_hash="h", checkpoint_id="c", state={"k": 1})
+    blocker = Blocker(
+        shared_store, lambda: shared_store.engine.lock(f"durastate-agent-framework-checkpoint:{b'c'.hex()}")
+    )
+
+    async def main() -> None:
+        blocker.start()
+        try:
+            task = asyncio.create_task(storage.save(checkpoint))
+            await on_a_worker(storage)
+            task.cancel()
+            for _ in range(20):
+                await asyncio.sleep(0)
+            assert not task.done()  # the write's outcome first
+        finally:
+            await asyncio.to_thread(blocker.release)
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert busy(storage) == 0
+        assert (await storage.load("c")).state == {"k": 1}
+
+    asyncio.run(main())
+    storage.close()
+
+
+def test_a_cancelled_save_messages_on_a_worker_is_stored_before_the_cancellation_arrives(
+    shared_store: durastate.Store,
+) -> None:
+    history = DurastateHistoryProvider(store=shared_store)
+    turn = [Message(role="user", contents=["q"]), Message(role="assistant", contents=["a"])]
+    blocker = Blocker(shared_store, lambda: shared_store.engine.lock(f"durastate-agent-framework-history:{b's'.hex()}"))
+
+    async def main() -> None:
+        blocker.start()
+        try:
+            task = asyncio.create_task(history.save_messages("s", turn))
+            await on_a_worker(history)
+            task.cancel()
+            for _ in range(20):
+                await asyncio.sleep(0)
+            assert not task.done()
+        finally:
+            await asyncio.to_thread(blocker.release)
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert busy(history) == 0
+        assert [m.text for m in await history.get_messages("s")] == ["q", "a"]
+
+    asyncio.run(main())
+    history.close()
