@@ -192,6 +192,10 @@ def test_binary_opens_as_hex_rows_and_nul_never_reaches_the_page(store: durastat
     assert text.by_id("value").attrs["class"] == "wrap" and "héllo" in text.by_id("value").text()
     forced = browser.get("/kv?scope=s&ns=n&key=bin&view=text")  # asked for text: control bytes as escapes
     assert "\\x00\\x01hello \\x1b[31mred" in html(forced).by_id("value").text()
+    store.kv.put(b"s", b"n", b"trojan", "ok\u202eevil\u200b".encode())  # an override, a zero width space
+    trojan = browser.get("/kv?scope=s&ns=n&key=trojan")
+    assert "\u202e" not in trojan.text and "\u200b" not in trojan.text
+    assert html(trojan).by_id("value").text() == "ok\\u202eevil\\u200b"  # shown as the CLI shows it
     listing = browser.get("/kv?scope=s&ns=n")
     cells = html(listing).by_id("kv-rows").rows()
     assert ["hex:6b006579", "v"] in cells  # the key with a NUL, shown the CLI's way
