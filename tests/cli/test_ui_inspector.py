@@ -354,7 +354,9 @@ def test_the_ui_command_opens_read_only_unless_writes_are_allowed(
         return object()
 
     monkeypatch.setattr(ui_package, "create_app", fake_create_app)
-    monkeypatch.setattr(uvicorn.Server, "run", lambda server, sockets=None: None)  # serve nothing
+    # Serve nothing, whichever uvicorn entry the command uses.
+    monkeypatch.setattr(uvicorn, "run", lambda app, **kwargs: None)
+    monkeypatch.setattr(uvicorn.Server, "run", lambda server, sockets=None: None)
     args = ["ui", "--url", url, "--port", "0", "--stale-after", "30", "--backlog-over", "7", "--refresh", "0"]
     result = CliRunner().invoke(cli, args + (["--allow-writes"] if writes else []))
     assert result.exit_code == 0, result.output
