@@ -163,6 +163,9 @@ class Holder:
     store: _store.Store
     _aio: AsyncCalls
     _owns_store: bool
+    # Set by close()/aclose(): the subclass's calls refuse from then on (its
+    # own check, with its own name in the message), even on a borrowed store.
+    _closed: bool = False
 
     def _hold(self, store: _store.Store, *, owned: bool, name: str) -> None:
         self.store = store
@@ -170,18 +173,20 @@ class Holder:
         self._aio = AsyncCalls(store, name)
 
     def close(self) -> None:
-        """Wait for calls on worker threads, refuse new ones; close the store if this object opened it.
+        """Refuse further calls, wait for those on worker threads; close the store if this object opened it.
 
         Idempotent; a borrowed store stays open. From an event loop's thread
         prefer ``await aclose()``, which waits for the workers without
         blocking the loop.
         """
+        self._closed = True
         self._aio.close()
         if self._owns_store:
             self.store.close()
 
     async def aclose(self) -> None:
         """``close()`` for async code: the wait for worker threads does not block the loop."""
+        self._closed = True
         await self._aio.aclose()
         if self._owns_store:
             self.store.close()

@@ -179,20 +179,6 @@ class DurastateSession(StoreHolder, SessionABC):
 
     # -- lifecycle -------------------------------------------------------------
 
-    def close(self) -> None:
-        """Refuse further calls, wait for those on worker threads; close the store if this session opened it.
-
-        Idempotent. From async code prefer ``await aclose()`` (the wait does
-        not block the loop).
-        """
-        self._closed = True
-        super().close()
-
-    async def aclose(self) -> None:
-        """``close()`` without blocking the event loop."""
-        self._closed = True
-        await super().aclose()
-
     def __repr__(self) -> str:
         return f"<DurastateSession {self.session_id!r} on {self.store.url}{' (closed)' if self._closed else ''}>"
 

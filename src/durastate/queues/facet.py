@@ -5,9 +5,9 @@ from __future__ import annotations
 import functools
 import os
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from .._listing import check_limit, distinct_params, distinct_sql, merge_distinct
 from .._retention import as_age_ms, trim_oldest
@@ -28,6 +28,8 @@ from .._validate import MAX_NAME_SIZE as MAX_NAME_SIZE  # re-exported: the confo
 from ..engines.base import READ, WRITE, WRITE_ROWS, Announce, Migration, Reread, Schema
 from ..engines.watch import ChangeWatch
 from ..errors import Conflict
+
+_Found = TypeVar("_Found")
 
 if TYPE_CHECKING:
     from ..engines.base import Engine
@@ -383,24 +385,14 @@ class Queues:
         block up to that many seconds for one to arrive.
         """
         queue = _queue_name(name)
-        deadline = self._wait_deadline(wait)
         engine = self._engine
-        watch = None if deadline is None else self._watch(queue)
-        try:
-            while True:
-                now = engine.now_ms()
-                row = engine.one(self._pop, (queue, now, self._floor(queue, now)))
-                if row is not None:
-                    payload: bytes = row[0]
-                    return payload
-                if watch is None or deadline is None:
-                    return None
-                look_at = self._look_again_at(name, watch, deadline)
-                if not watch.wait_until(look_at) and look_at >= deadline:
-                    return None
-        finally:
-            if watch is not None:
-                watch.close()
+
+        def pop_once() -> bytes | None:
+            now = engine.now_ms()
+            row = engine.one(self._pop, (queue, now, self._floor(queue, now)))
+            return None if row is None else bytes(row[0])
+
+        return self._until_found(name, queue, self._wait_deadline(wait), pop_once)
 
     def claim(self, name: str | bytes, *, lease: float = 30.0, wait: float | None = None) -> Claim | None:
         """Lease the next available item for ``lease`` seconds, or return ``None``.
@@ -410,12 +402,22 @@ class Queues:
         queue = _queue_name(name)
         lease_ms = _duration_ms("lease", lease, allow_zero=False)
         deadline = self._wait_deadline(wait)
+        return self._until_found(name, queue, deadline, functools.partial(self._claim_once, queue, lease_ms))
+
+    def _until_found(
+        self, name: str | bytes, queue: bytes, deadline: float | None, attempt: Callable[[], _Found | None]
+    ) -> _Found | None:
+        """``attempt()`` until it finds something; with a ``deadline``, waiting for the queue's changes between tries.
+
+        The watch is registered before the first try, so a push committed
+        between a try and the wait is not missed (``engines.watch``).
+        """
         watch = None if deadline is None else self._watch(queue)
         try:
             while True:
-                claim = self._claim_once(queue, lease_ms)
-                if claim is not None:
-                    return claim
+                found = attempt()
+                if found is not None:
+                    return found
                 if watch is None or deadline is None:
                     return None
                 look_at = self._look_again_at(name, watch, deadline)

@@ -165,16 +165,6 @@ class DurastateCheckpointStorage(StoreHolder):
 
     # -- lifecycle -------------------------------------------------------------
 
-    def close(self) -> None:
-        """Refuse further calls, wait for those on worker threads; close the store if this storage opened it."""
-        self._closed = True
-        super().close()
-
-    async def aclose(self) -> None:
-        """``close()`` without blocking the event loop."""
-        self._closed = True
-        await super().aclose()
-
     def __repr__(self) -> str:
         return f"<DurastateCheckpointStorage on {self.store.url}{' (closed)' if self._closed else ''}>"
 

@@ -109,16 +109,6 @@ class DurastateStorage(StoreHolder):
 
     # -- lifecycle -------------------------------------------------------------
 
-    def close(self) -> None:
-        """Refuse further calls; close the store if this storage opened it (a ``namespace`` view never does)."""
-        self._closed = True
-        super().close()
-
-    async def aclose(self) -> None:
-        """``close()`` without blocking the event loop."""
-        self._closed = True
-        await super().aclose()
-
     def __repr__(self) -> str:
         view = f" under {self._prefix!r}" if self._prefix else ""
         return f"<DurastateStorage on {self.store.url}{view}{' (closed)' if self._closed else ''}>"
