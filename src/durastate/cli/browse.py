@@ -282,7 +282,7 @@ def kv_counter(
                 click.echo(str(value))
             return
         found, more = take_page(
-            lambda a, want: kvlisting.counters(engine, s, n, b"" if a is None else a, want),
+            lambda a, want: store.kv.counters(s, n, after=a, limit=want),
             None if after is None else parse_bytes(after),
             limit,
             lambda c: c[0],

@@ -1,12 +1,13 @@
 """What a kv namespace holds besides values: its logs and counters, for ``kv ls``, ``kv log``, ``kv counter``.
 
-The kv facet lists scopes and namespaces (``KV.scopes``/``namespaces``)
-and reads one log or counter by key; it has no call that lists the log
-keys or counters of a namespace, which an inspector needs and a program
-does not. So these few read-only statements sit here, next to the
-commands, in the ``inspect`` module's manner: both engines share the SQL
-(bytes compare bytewise on SQLite BLOB and PostgreSQL bytea alike), and
-every count is capped so a huge namespace costs a bounded read.
+The kv facet lists a namespace's counters (``KV.counters``, which ``kv
+counter`` pages through) and its log keys (``KV.log_keys``, keys only);
+what the CLI shows beyond that (how many values, entries and counters a
+namespace holds, each log's entry count, first and last ordinal and last
+append time, whether a key holds a log or a counter at all) is here, next
+to the commands, in the ``inspect`` module's manner: both engines share
+the SQL (bytes compare bytewise on SQLite BLOB and PostgreSQL bytea
+alike), and every count is capped so a huge namespace costs a bounded read.
 """
 
 from __future__ import annotations
@@ -32,7 +33,6 @@ LOG_KEYS = READ(
 LOG_ENTRY_TIMES = READ(
     "SELECT id, value, created_at FROM {p}kv_log WHERE scope = ? AND ns = ? AND key = ? AND id > ? ORDER BY id LIMIT ?"
 )
-COUNTER_PAGE = READ("SELECT key, n FROM {p}kv_counter WHERE scope = ? AND ns = ? AND key > ? ORDER BY key LIMIT ?")
 COUNTER_ONE = READ("SELECT n FROM {p}kv_counter WHERE scope = ? AND ns = ? AND key = ?")
 HAS_LOG = READ("SELECT 1 FROM {p}kv_log WHERE scope = ? AND ns = ? AND key = ? LIMIT 1")
 
@@ -90,11 +90,6 @@ def log_entries(
 
 def has_log(engine: Engine, scope: bytes, ns: bytes, key: bytes) -> bool:
     return engine.one(engine.sql(HAS_LOG), (scope, ns, key)) is not None
-
-
-def counters(engine: Engine, scope: bytes, ns: bytes, after: bytes, limit: int) -> list[tuple[bytes, int]]:
-    """``(key, value)`` of the counters of a namespace after ``after``, in bytes order."""
-    return [(bytes(k), int(n)) for k, n in engine.all(engine.sql(COUNTER_PAGE), (scope, ns, after, limit))]
 
 
 def counter(engine: Engine, scope: bytes, ns: bytes, key: bytes) -> int | None:
