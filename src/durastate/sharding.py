@@ -467,6 +467,7 @@ class ShardedEvents(_ShardedFacet):
     fail_attempt = _event_write(EventsFacet.fail_attempt)
     put_snapshot = _event_write(EventsFacet.put_snapshot)
     redrive = _event_write(EventsFacet.redrive)
+    discard = _event_write(EventsFacet.discard)
     delete_session = _event_write(EventsFacet.delete_session)
 
     def prune_sessions(self, settled_for_ms: int, *, limit: int | None = None) -> int:

@@ -257,7 +257,8 @@ def test_no_endpoint_writes(inspector: str, filled: tuple[str, Sample]) -> None:
             with pytest.raises(urllib.error.HTTPError) as refused:
                 urllib.request.urlopen(request, timeout=10)
             assert refused.value.code == 405, (method, path)
-    for action in ("queue-redrive", "queue-purge", "events-redrive"):  # no --allow-writes: no action routes
+    # No --allow-writes: no action routes.
+    for action in ("queue-redrive", "queue-purge", "events-redrive", "events-purge"):
         request = urllib.request.Request(inspector + "/actions/" + action, data=b"target=fragile", method="POST")
         with pytest.raises(urllib.error.HTTPError) as refused:
             urllib.request.urlopen(request, timeout=10)

@@ -251,7 +251,7 @@ def test_without_allow_writes_there_is_nothing_to_post_to(store: durastate.Store
     assert claim is not None
     claim.nack(error="e")
     browser = client(store)
-    for path in ("/actions/queue-redrive", "/actions/queue-purge", "/actions/events-redrive"):
+    for path in ("/actions/queue-redrive", "/actions/queue-purge", "/actions/events-redrive", "/actions/events-purge"):
         assert browser.post(path, data={"target": "jobs"}).status_code == 404
     assert browser.get("/confirm?action=queue-purge&target=jobs").status_code == 404
     assert browser.post("/queues/jobs").status_code == 405
@@ -311,7 +311,7 @@ def test_redrive_and_purge_are_confirmed_and_refuse_cross_site_posts(store: dura
     assert "Nothing to do" in gone.text and "disabled" in gone.text
 
 
-def test_event_dead_letters_are_redriven(store: durastate.Store) -> None:
+def test_event_dead_letters_are_redriven_and_purged(store: durastate.Store) -> None:
     store.events.append("s", [{"type": "t", "payload": 1}, {"type": "t", "payload": 2}])
     for event in store.events.claim_available("s", "w", ttl_ms=1000).events:
         store.events.fail_attempt("s", event.index, event.attempt_count, "boom", 1)
@@ -321,7 +321,13 @@ def test_event_dead_letters_are_redriven(store: durastate.Store) -> None:
     fields = _confirm(browser, "action=events-redrive&target=s&id=2")
     assert browser.post("/actions/events-redrive", data=fields).headers["location"] == "/events/s?done=redrove%201"
     assert [e.index for e in store.events.dead_letters("s")] == [1]
-    assert browser.post("/actions/events-purge", data=fields).status_code == 404  # the facet offers no purge
+    assert browser.post("/actions/events-purge", data=fields).status_code == 403  # that token was for a redrive
+    assert "/confirm?action=events-purge&target=s&id=1" in browser.get("/events/s").text
+    purge = _confirm(browser, "action=events-purge&target=s&id=1")
+    assert browser.post("/actions/events-purge", data=purge).headers["location"] == "/events/s?done=purged%201"
+    assert store.events.dead_letters("s") == []
+    purged = store.events.get("s", 1)
+    assert purged is not None and purged.processed_at is not None and purged.processed_by_attempt is None
 
 
 def test_a_token_guarded_inspector_binds_csrf_to_its_token(store: durastate.Store) -> None:

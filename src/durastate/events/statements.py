@@ -302,6 +302,14 @@ REDRIVE_ONE = WRITE(
     "UPDATE {p}event SET failed_at = NULL, failure_count = 0, due_at = ?"
     " WHERE session_id = ? AND idx = ? AND failed_at IS NOT NULL"
 )
+# A dead-lettered event settled without processing (``discard``): processed
+# by no attempt, with no returned events; it keeps its failure count and
+# last error. Its lane (returned) then moves on, as on a completion.
+DISCARD_DEAD = WRITE_ROWS(
+    "UPDATE {p}event SET processed_at = ?, processed_by_attempt = NULL, returned_event_ids = '[]', failed_at = NULL,"
+    " lane_ready = 0, claim_holder = NULL, claim_expires_at = NULL"
+    " WHERE session_id = ? AND idx = ? AND failed_at IS NOT NULL RETURNING lane"
+)
 REDRIVE_SESSION = WRITE(
     "UPDATE {p}event SET failed_at = NULL, failure_count = 0, due_at = ? WHERE session_id = ? AND failed_at IS NOT NULL"
 )

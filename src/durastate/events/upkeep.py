@@ -22,6 +22,7 @@ from .statements import (
     DELETE_SESSION_EVENTS,
     DELETE_SESSION_ROW,
     DELETE_SESSION_SNAPSHOTS,
+    DISCARD_DEAD,
     LANE_DEAD,
     LANE_READY,
     LIST_SESSIONS,
@@ -49,6 +50,7 @@ class Upkeep:
     _last_index: SQL
     _read_range: SQL
     _lock_session: SQL
+    _promote_lane: SQL
 
     def _init_upkeep(self, sql: Callable[[Statement], SQL]) -> None:
         self._list_snapshots = sql(LIST_SNAPSHOTS)
@@ -57,6 +59,7 @@ class Upkeep:
         self._dead_all = sql(DEAD_ALL)
         self._redrive_one = sql(REDRIVE_ONE)
         self._redrive_session = sql(REDRIVE_SESSION)
+        self._discard_dead = sql(DISCARD_DEAD)
         self._snapshot_floors = sql(SNAPSHOT_FLOORS)
         self._lane_ready = sql(LANE_READY)
         self._lane_dead = sql(LANE_DEAD)
@@ -195,6 +198,43 @@ class Upkeep:
             else:
                 moved = sum(engine.execute(self._redrive_one, (now, session, i)) for i in dict.fromkeys(wanted))
         return moved
+
+    def discard(self, session_id: str, indexes: Iterable[int] | None = None) -> int:
+        """Settle dead-lettered events without processing them (an operator's purge); return how many.
+
+        ``indexes`` (``None``: every dead letter of the session) that are not
+        dead letters are left alone. A discarded event stays in the session's
+        log (indexes never move): it reads as processed by no attempt
+        (``processed_by_attempt`` None) with no returned events, keeping its
+        failure count and last error, and the next event of its lane becomes
+        claimable, as after a completion. An attempt of it that reports later
+        is ``superseded``.
+        """
+        session = text("session_id", session_id)
+        wanted = None if indexes is None else [as_int64("indexes[]", i) for i in as_list("indexes", indexes)]
+        engine = self._engine
+        now = engine.now_ms()
+        with engine.transaction():
+            if wanted is None:
+                wanted = [int(e.index) for e in self._all_dead_letters(session)]
+            lanes: set[str] = set()
+            discarded = 0
+            for index in dict.fromkeys(wanted):
+                for row in engine.all(self._discard_dead, (now, session, index)):
+                    discarded += 1
+                    if row[0] is not None:
+                        lanes.add(str(row[0]))
+            for lane in sorted(lanes):
+                engine.execute(self._promote_lane, (now, session, session, lane))
+        return discarded
+
+    def _all_dead_letters(self, session: str) -> list[StoredEvent]:
+        found: list[StoredEvent] = []
+        while True:
+            page = self.dead_letters(session, after=found[-1].index if found else None, limit=1000)
+            found += page
+            if len(page) < 1000:
+                return found
 
     def delete_session(self, session_id: str) -> int:
         """Delete the session: its events (dead letters included) and snapshots; return how many events went.

@@ -1,11 +1,11 @@
 """The inspector's writes, only with ``durastate ui --allow-writes``: redrive and purge dead letters.
 
 What exists: redrive (all, or one) and purge (all, or one) of a queue's
-dead letters (``queues.redrive`` / ``queues.delete_dead``), and redrive of
-an event session's dead letters (``events.redrive``; the events facet has
-no way to drop a dead-lettered event short of deleting its session, so the
-inspector offers none). Without the flag these routes do not exist (404)
-and the store is opened read-only.
+dead letters (``queues.redrive`` / ``queues.delete_dead``) and of an event
+session's (``events.redrive`` / ``events.discard``: an event stays in its
+session's log, so purging one settles it unprocessed and its lane moves
+on). Without the flag these routes do not exist (404) and the store is
+opened read-only.
 
 Each action is two requests:
 
@@ -66,6 +66,7 @@ ACTIONS = {
         Action("queue-redrive", "queue", "Redrive", False),
         Action("queue-purge", "queue", "Purge", True),
         Action("events-redrive", "events", "Redrive", False),
+        Action("events-purge", "events", "Purge", True),
     )
 }
 
@@ -153,6 +154,8 @@ def run(store: durastate.Store, action: Action, target: str, ident: int | None) 
         return store.queues.redrive(decode_bytes(target), ids)
     if action.name == "queue-purge":
         return store.queues.delete_dead(decode_bytes(target), ids)
+    if action.name == "events-purge":
+        return store.events.discard(target, ids)
     return store.events.redrive(target, ids)
 
 

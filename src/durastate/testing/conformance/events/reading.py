@@ -278,6 +278,29 @@ class TestEventsDeadLetters:
         assert [e.index for e in store.events.claim_available("s2", "w", ttl_ms=5).events] == [1, 2]
         assert [(e.session_id, e.index) for e in store.events.dead_letters()] == [("s1", 1)]
 
+    def test_discarded_dead_letters_settle_and_their_lane_moves_on(self, store: durastate.Store) -> None:
+        events = store.events
+        events.append("s1", [ev(lane="tools"), ev(lane="tools"), ev(), ev()])
+        claimed = events.claim_available("s1", "w", ttl_ms=1000).events
+        assert [e.index for e in claimed] == [1, 3, 4]  # the second tools event waits behind the first
+        for e in claimed:
+            assert events.fail_attempt("s1", e.index, e.attempt_count, "boom", 1).outcome == "dead_lettered"
+        head = claimed[0]
+        assert [e.index for e in events.dead_letters("s1")] == [1, 3, 4]
+        with pytest.raises(InvalidRequest):
+            events.discard("s1", ["one"])  # type: ignore[list-item]
+        assert [e.index for e in events.dead_letters("s1")] == [1, 3, 4]  # the refused call changed nothing
+        assert events.discard("s1", [1, 2, 9]) == 1  # 2 is not dead, 9 does not exist
+        discarded = events.get("s1", 1)
+        assert discarded is not None
+        assert discarded.processed_at is not None and discarded.processed_by_attempt is None
+        assert discarded.failure_count == 1
+        assert [e.index for e in events.claim_available("s1", "w", ttl_ms=1000).events] == [2]  # the lane moved on
+        assert events.complete_attempt("s1", 1, head.attempt_count).outcome == "superseded"
+        assert events.discard("s1") == 2
+        assert events.dead_letters("s1") == []
+        assert events.discard("s1") == 0
+
     def test_lane_backlog_counts_ready_expired_and_dead_per_lane(
         self, store: durastate.Store, clock: FakeClock
     ) -> None:
