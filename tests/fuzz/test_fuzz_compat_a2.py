@@ -127,12 +127,18 @@ async def _park(*args: Any) -> Any:
     raise _Parked
 
 
+# How long a fuzzed stream may wait for an event that will not come. On SQLite
+# a stream waits on the runner's parking thread (``_park`` ends it at once);
+# on PostgreSQL the listener wakes it on the loop, with no park to patch.
+STREAM_WAIT = 0.2
+
+
 async def _stream(s: A2Store, t: Target, kw: dict[str, Any]) -> Any:
     it = s.stream(**kw)
     try:
         for _ in range(3):
-            await it.__anext__()
-    except (_Parked, StopAsyncIteration):
+            await asyncio.wait_for(it.__anext__(), STREAM_WAIT)
+    except (_Parked, StopAsyncIteration, TimeoutError):
         pass
     finally:
         await it.aclose()
