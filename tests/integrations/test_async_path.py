@@ -95,6 +95,33 @@ async def on_a_worker(holder: Holder) -> None:
     raise AssertionError("the call never reached a worker thread")
 
 
+class HeldAfter:
+    """Hold a worker inside its transaction, after ``target.name`` returned, until ``release()``.
+
+    On PostgreSQL a transaction's writes travel with its COMMIT in one
+    flight (the engine pipelines them), so a write blocked by a row lock
+    waits inside the commit, after the last chance to roll back. Holding
+    the worker after the call returns makes "cancelled before the commit"
+    a fact of the test, not a race with the worker's speed.
+    """
+
+    def __init__(self, target: Any, name: str) -> None:
+        self._returned = threading.Event()
+        self._release = threading.Event()
+        real = getattr(target, name)
+
+        def held(*args: Any, **kwargs: Any) -> Any:
+            result = real(*args, **kwargs)
+            self._returned.set()
+            assert self._release.wait(30), "the test never released the held call"
+            return result
+
+        setattr(target, name, held)
+
+    def release(self) -> None:
+        self._release.set()
+
+
 def checkpoint_args(thread: str, step: int = 1) -> tuple[Any, Any, Any, Any]:
     """``put`` arguments: a first checkpoint of ``thread`` with one stored channel value."""
     checkpoint = create_checkpoint(empty_checkpoint(), None, step)
@@ -191,6 +218,7 @@ def test_a_cancelled_aput_rolls_back(shared_store: durastate.Store) -> None:
 
     async def main() -> None:
         blocker.start()
+        held = HeldAfter(saver, "put")
         try:
             task = asyncio.create_task(saver.aput(*checkpoint_args("t")))
             await on_a_worker(saver)
@@ -198,6 +226,7 @@ def test_a_cancelled_aput_rolls_back(shared_store: durastate.Store) -> None:
             with pytest.raises(asyncio.CancelledError):
                 await task
         finally:
+            held.release()
             await asyncio.to_thread(blocker.release)
         await asyncio.to_thread(saver._aio.runner.wait_idle)  # it ran after the blocker, then rolled back
         assert thread_rows(shared_store, "t") == []
@@ -217,6 +246,7 @@ def test_a_cancelled_aput_writes_rolls_back(shared_store: durastate.Store) -> No
 
     async def main() -> None:
         blocker.start()
+        held = HeldAfter(saver, "put_writes")
         try:
             task = asyncio.create_task(saver.aput_writes(config, writes, "task"))
             await on_a_worker(saver)
@@ -224,6 +254,7 @@ def test_a_cancelled_aput_writes_rolls_back(shared_store: durastate.Store) -> No
             with pytest.raises(asyncio.CancelledError):
                 await task
         finally:
+            held.release()
             await asyncio.to_thread(blocker.release)
         await asyncio.to_thread(saver._aio.runner.wait_idle)
         assert thread_rows(shared_store, "t") == before
@@ -240,6 +271,7 @@ def test_a_cancelled_langchain_write_rolls_back(shared_store: durastate.Store) -
 
     async def main() -> None:
         blocker.start()
+        held = HeldAfter(byte_store, "mset")
         try:
             task = asyncio.create_task(byte_store.amset([("a", b"1"), ("b", b"2")]))
             await on_a_worker(byte_store)
@@ -247,6 +279,7 @@ def test_a_cancelled_langchain_write_rolls_back(shared_store: durastate.Store) -
             with pytest.raises(asyncio.CancelledError):
                 await task
         finally:
+            held.release()
             await asyncio.to_thread(blocker.release)
         await asyncio.to_thread(byte_store._aio.runner.wait_idle)
         assert await byte_store.amget(["a", "b"]) == [None, None]

@@ -49,7 +49,10 @@ either committed or did nothing. A cancelled ``queues.claim`` or
 released at once (the delivery counts as an attempt, as a crashed worker's
 would). ``queues.pop`` is at-most-once: a pop cancelled after it took its
 item loses it, exactly as a consumer dying after ``pop`` would. A
-cancelled ``transact`` rolls back unless it had already committed; a
+cancelled ``transact`` rolls back unless its commit had begun (on
+PostgreSQL a transaction's writes travel with its COMMIT in one flight, so a
+write waiting for another transaction's row lock waits inside the commit:
+cancelling it then does not undo it, it commits once the lock is free); a
 cancelled ``async with`` block rolls back. A wait (``wait=``) holds nothing
 while it waits (on PostgreSQL the store's listening connection wakes it on
 the loop; elsewhere it polls every 50 ms on the loop), so cancelling it is
