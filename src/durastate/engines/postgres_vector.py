@@ -69,17 +69,20 @@ STALE = READ(
     " AND t.digest = decode(md5(v.value), 'hex'))"
 )
 DELETE_OWNERS = WRITE("DELETE FROM {table} WHERE scope = ? AND ns = ? AND key = ANY(?)")
+# ON CONFLICT: a fill (``ensure``'s answer) racing a writer of the same owner
+# must not fail on the writer's rows; the last to write a field wins.
 INSERT_VECTORS = WRITE(
     "INSERT INTO {table} (scope, ns, key, field, digest, embedding)"
     " SELECT ?, ?, u.key, u.field, u.digest, CAST(u.embedding AS {vector})"
     " FROM unnest(?::bytea[], ?::text[], ?::bytea[], ?::text[]) AS u(key, field, digest, embedding)"
+    " ON CONFLICT (scope, ns, key, field) DO UPDATE SET digest = excluded.digest, embedding = excluded.embedding"
 )
 # Transaction-local (is_local): they end with the search's read transaction.
 SEARCH_SETTINGS = READ(
     "SELECT set_config('hnsw.ef_search', ?, true), set_config('hnsw.iterative_scan', 'strict_order', true)"
 )
 _NEAREST = (
-    "SELECT key FROM {table} WHERE scope = ? AND ns = ? AND key >= ?{below}"
+    "SELECT key, field FROM {table} WHERE scope = ? AND ns = ? AND key >= ?{below}"
     " ORDER BY embedding OPERATOR({op}) CAST(? AS {vector}) LIMIT ?"
 )
 NEAREST = {False: READ(_NEAREST.replace("{below}", "")), True: READ(_NEAREST.replace("{below}", " AND key < ?"))}
@@ -172,7 +175,7 @@ class PostgresVectors(VectorIndexes):
 
     def nearest(
         self, table: VectorTable, query: Sequence[float], *, start: bytes, end: bytes | None, limit: int
-    ) -> list[bytes]:
+    ) -> list[tuple[bytes, str]]:
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
             raise InvalidRequest(f"limit must be an int >= 1, got {limit!r}")
         if len(query) != table.dims:
@@ -186,4 +189,4 @@ class PostgresVectors(VectorIndexes):
         with nullcontext() if engine.in_transaction() else engine.read_transaction():
             engine.one(settings, (str(max(EF_SEARCH_MIN, min(EF_SEARCH_MAX, limit))),))
             rows = engine.all(nearest, params)
-        return [bytes(row[0]) for row in rows]
+        return [(bytes(row[0]), str(row[1])) for row in rows]

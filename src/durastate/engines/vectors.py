@@ -46,7 +46,7 @@ __all__ = ["DISTANCES", "Owner", "VectorIndexes", "VectorTable"]
 DISTANCES = ("cosine", "l2", "inner_product")
 
 # (kv key, digest of the kv row's value, [(field name, packed float32 vector)]).
-Owner = tuple[bytes, bytes, Sequence[tuple[str, bytes]]]
+Owner = tuple[bytes, bytes, Sequence[tuple[str, bytes | memoryview]]]
 
 
 @dataclass(frozen=True)
@@ -108,8 +108,8 @@ class VectorIndexes:
 
     def nearest(
         self, table: VectorTable, query: Sequence[float], *, start: bytes, end: bytes | None, limit: int
-    ) -> list[bytes]:
-        """The owners' keys of up to ``limit`` vectors with ``start <= key < end``, nearest to ``query`` first.
+    ) -> list[tuple[bytes, str]]:
+        """``(key, field)`` of up to ``limit`` vectors with ``start <= key < end``, nearest to ``query`` first.
 
         One entry per vector: an owner with several fields may come more than
         once. Fewer than ``limit`` entries: the range holds no more vectors

@@ -132,7 +132,7 @@ def test_changed_dims_refuse_search_until_items_are_put_again(store: durastate.S
         ({"dims": 3}, "needs embed"),
         ({"embed": Counting(), "dims": 3, "fields": {"text": 1}}, "fields"),
         ({"embed": Counting(), "dims": 3, "fields": ["text", 3]}, "fields"),
-        ({"embed": Counting(), "dims": 3, "distance_type": "l2"}, "cosine"),
+        ({"embed": Counting(), "dims": 3, "distance_type": "hamming"}, "distance_type"),
         ({"embed": Counting(), "dims": 3, "dim": 3}, "unknown IndexConfig"),
     ],
 )
