@@ -39,9 +39,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import statistics
 import tempfile
-import time
 import uuid
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -54,6 +52,7 @@ from google.adk.sessions.sqlite_session_service import SqliteSessionService
 from google.genai import types
 
 import durastate
+from _race import arace
 from durastate.integrations.adk import DurastateSessionService
 from durastate.testing import postgres_server
 
@@ -96,41 +95,8 @@ async def _ops(service: Any) -> dict[str, Callable[[], Awaitable[Any]]]:
     }
 
 
-async def _time(op: Callable[[], Awaitable[Any]], calls: int) -> tuple[float, float]:
-    """(wall, CPU) seconds per call; CPU is the whole process's (aiosqlite's and psycopg's threads included)."""
-    wall, cpu = time.perf_counter(), time.process_time()
-    for _ in range(calls):
-        await op()
-    return (time.perf_counter() - wall) / calls, (time.process_time() - cpu) / calls
-
-
 async def race(title: str, services: dict[str, Any], rounds: int, calls: int) -> None:
-    ops = {label: await _ops(service) for label, service in services.items()}
-    names = list(next(iter(ops.values())))
-    labels = list(services)
-    times: dict[tuple[str, str], list[tuple[float, float]]] = {(op, label): [] for op in names for label in labels}
-    for round_number in range(rounds + 1):
-        order = labels if round_number % 2 else labels[::-1]
-        for op in names:
-            for label in order:
-                took = await _time(ops[label][op], calls)
-                if round_number:  # round 0 warms up
-                    times[op, label].append(took)
-    print(f"\n## {title} ({rounds} rounds x {calls} calls; ratio = peer / durastate, > 1: durastate faster)")
-    for kind, at in (("wall", 0), ("CPU", 1)):
-        print(f"\n{kind} time per call\n")
-        peers = labels[1:]
-        header = f"{'op':28}" + "".join(f"{label + ' us':>16}" for label in labels)
-        header += "".join(f"{'vs ' + peer:>28}" for peer in peers)
-        print(header)
-        for op in names:
-            line = f"{op:28}"
-            line += "".join(f"{statistics.median(t[at] for t in times[op, label]) * 1e6:16.0f}" for label in labels)
-            for peer in peers:
-                pairs = zip(times[op, peer], times[op, "durastate"], strict=True)
-                ratios = [p[at] / d[at] for p, d in pairs]
-                line += f"{statistics.median(ratios):14.2f} ({min(ratios):.2f}-{max(ratios):.2f})"
-            print(line)
+    await arace(title, {label: await _ops(service) for label, service in services.items()}, rounds, calls)
 
 
 async def main(rounds: int, calls: int, postgres_url: str | None) -> None:
