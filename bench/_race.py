@@ -2,6 +2,8 @@
 
 Import it from a bench script run as ``python bench/NAME.py`` (the script's
 folder is then first on ``sys.path``): ``from _race import race, arace``.
+``arguments`` parses the options every such bench takes; ``postgres_schema``
+gives a race on PostgreSQL a schema of its own.
 
 Each contender offers the same ops (a label -> {op name -> callable}); the
 first contender is durastate, the rest are its peers. Every round times
@@ -15,13 +17,41 @@ of a backend (aiosqlite's, psycopg's, a file backend's) are counted.
 
 from __future__ import annotations
 
+import argparse
 import statistics
 import time
 from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
+
+from durastate.testing import postgres_server
 
 Took = tuple[float, float]  # (wall, CPU) seconds per call
 Times = dict[tuple[str, str], list[Took]]
+
+
+def arguments(doc: str, *, durability: bool = True) -> argparse.Namespace:
+    """``--rounds``, ``--calls``, ``--postgres-url`` (also race there) and, with ``durability``, ``--durability``.
+
+    The description is the first paragraph of ``doc`` (the bench's docstring).
+    """
+    parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--calls", type=int, default=200)
+    parser.add_argument("--postgres-url", default=None, help="also race on this PostgreSQL server (a schema each)")
+    if durability:
+        parser.add_argument("--durability", choices=["normal", "full"], default="normal")
+    return parser.parse_args()
+
+
+@contextmanager
+def postgres_schema(base_url: str) -> Iterator[tuple[str, str]]:
+    """(URL bound to a fresh schema of the server at ``base_url``, its name); the schema is dropped on leaving."""
+    url, schema = postgres_server.create_schema(base_url)
+    try:
+        yield url, schema
+    finally:
+        postgres_server.drop_schema(base_url, schema)
 
 
 def time_calls(op: Callable[[], Any], calls: int) -> Took:

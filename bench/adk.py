@@ -37,7 +37,6 @@ not times.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import tempfile
 import uuid
@@ -52,9 +51,8 @@ from google.adk.sessions.sqlite_session_service import SqliteSessionService
 from google.genai import types
 
 import durastate
-from _race import arace
+from _race import arace, arguments, postgres_schema
 from durastate.integrations.adk import DurastateSessionService
-from durastate.testing import postgres_server
 
 HISTORY = 50
 APP, USER = "bench", "user"
@@ -116,9 +114,7 @@ async def main(rounds: int, calls: int, postgres_url: str | None) -> None:
             store.close()
     if postgres_url is None:
         return
-    ours_url, ours_schema = postgres_server.create_schema(postgres_url)
-    _peer_url, peer_schema = postgres_server.create_schema(postgres_url)
-    try:
+    with postgres_schema(postgres_url) as (ours_url, _), postgres_schema(postgres_url) as (_, peer_schema):
         pg_store = durastate.open(ours_url)
         # The peer's tables in their own schema: search_path through libpq options.
         options = {"connect_args": {"options": f"-csearch_path={peer_schema}"}}
@@ -130,15 +126,8 @@ async def main(rounds: int, calls: int, postgres_url: str | None) -> None:
             await services["durastate"].aclose()
             await peer.close()
             pg_store.close()
-    finally:
-        postgres_server.drop_schema(postgres_url, ours_schema)
-        postgres_server.drop_schema(postgres_url, peer_schema)
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--rounds", type=int, default=7)
-    parser.add_argument("--calls", type=int, default=200)
-    parser.add_argument("--postgres-url", help="also race on this PostgreSQL server (a schema each)")
-    args = parser.parse_args()
+    args = arguments(__doc__, durability=False)
     asyncio.run(main(args.rounds, args.calls, args.postgres_url))

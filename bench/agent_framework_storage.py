@@ -37,7 +37,6 @@ range. The machine is shared and noisy: read ratios.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import dataclasses
 import itertools
@@ -62,9 +61,8 @@ from agent_framework import (
 )
 
 import durastate
-from _race import arace
+from _race import arace, arguments, postgres_schema
 from durastate.integrations.agent_framework import DurastateCheckpointStorage, DurastateHistoryProvider
-from durastate.testing import postgres_server
 
 STORED = 50
 
@@ -159,27 +157,18 @@ async def main(rounds: int, calls: int, postgres_url: str | None, durability: st
             store.close()
         if postgres_url is None:
             return
-        url, schema = postgres_server.create_schema(postgres_url)
-        try:
-            with durastate.open(url) as pg:
-                contenders = {
-                    "durastate-pg": (DurastateCheckpointStorage(store=pg), DurastateHistoryProvider(store=pg)),
-                    "file": file_contenders,
-                }
-                try:
-                    await race("PostgreSQL vs the framework's files", contenders, template, rounds, calls)
-                finally:
-                    for storage in contenders["durastate-pg"]:
-                        await storage.aclose()
-        finally:
-            postgres_server.drop_schema(postgres_url, schema)
+        with postgres_schema(postgres_url) as (url, _), durastate.open(url) as pg:
+            contenders = {
+                "durastate-pg": (DurastateCheckpointStorage(store=pg), DurastateHistoryProvider(store=pg)),
+                "file": file_contenders,
+            }
+            try:
+                await race("PostgreSQL vs the framework's files", contenders, template, rounds, calls)
+            finally:
+                for storage in contenders["durastate-pg"]:
+                    await storage.aclose()
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--rounds", type=int, default=7)
-    parser.add_argument("--calls", type=int, default=200)
-    parser.add_argument("--postgres-url", default=None)
-    parser.add_argument("--durability", choices=["normal", "full"], default="normal")
-    args = parser.parse_args()
+    args = arguments(__doc__)
     asyncio.run(main(args.rounds, args.calls, args.postgres_url, args.durability))

@@ -33,7 +33,6 @@ machine is shared and noisy: read ratios.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import itertools
 import tempfile
@@ -46,9 +45,9 @@ from strands.storage import LocalFileStorage
 from strands.types.session import SessionAgent, SessionMessage
 
 import durastate
+from _race import arguments, postgres_schema
 from _race import race as run_race
 from durastate.integrations.strands import DurastateSessionRepository, DurastateStorage
-from durastate.testing import postgres_server
 
 TEXT = "a sentence of a conversation, long enough to look like one. " * 5
 
@@ -115,26 +114,17 @@ def main(rounds: int, calls: int, postgres_url: str | None, durability: str) -> 
             )
         if postgres_url is None:
             return
-        url, schema = postgres_server.create_schema(postgres_url)
-        try:
-            with durastate.open(url) as pg:
-                repo = DurastateSessionRepository(store=pg)
-                repo.create_session(files[0].session)
-                race(
-                    "PostgreSQL vs Strands' files",
-                    {"durastate-pg": (repo, DurastateStorage(store=pg)), "file": files},
-                    rounds,
-                    calls,
-                )
-        finally:
-            postgres_server.drop_schema(postgres_url, schema)
+        with postgres_schema(postgres_url) as (url, _), durastate.open(url) as pg:
+            repo = DurastateSessionRepository(store=pg)
+            repo.create_session(files[0].session)
+            race(
+                "PostgreSQL vs Strands' files",
+                {"durastate-pg": (repo, DurastateStorage(store=pg)), "file": files},
+                rounds,
+                calls,
+            )
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--rounds", type=int, default=7)
-    parser.add_argument("--calls", type=int, default=200)
-    parser.add_argument("--postgres-url", default=None)
-    parser.add_argument("--durability", choices=["normal", "full"], default="normal")
-    args = parser.parse_args()
+    args = arguments(__doc__)
     main(args.rounds, args.calls, args.postgres_url, args.durability)

@@ -24,3 +24,17 @@ def example_output(name: str, url: str) -> str:
     result = run_example(name, "--url", url)
     assert result.returncode == 0, f"example {name} failed:\n{result.stdout}\n{result.stderr}"
     return result.stdout
+
+
+def rerun_example(name: str, url: str, *expected: str) -> list[str]:
+    """Run the example ``name`` twice on the store at ``url`` (a rerun starts over); both stdouts.
+
+    Each run must exit 0 and print every line of ``expected`` (as a substring of its output).
+    """
+    outputs = []
+    for _ in range(2):
+        stdout = example_output(name, url)
+        for line in expected:
+            assert line in stdout, f"example {name} did not print {line!r}:\n{stdout}"
+        outputs.append(stdout)
+    return outputs

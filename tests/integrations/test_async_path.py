@@ -21,7 +21,7 @@ import concurrent.futures
 import subprocess
 import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -42,12 +42,6 @@ from durastate.integrations.openai_agents import LAST_ORDINAL_KEY, SCOPE, Durast
 from durastate.testing.locking import WriteLockHolder
 
 from ._async_calls import Blocker, busy, cancel_rolls_back, cancel_waits_for_the_outcome, on_a_worker
-
-
-@pytest.fixture
-def shared_store(shared_url: str) -> Iterator[durastate.Store]:
-    with durastate.open(shared_url) as store:
-        yield store
 
 
 def checkpoint_args(thread: str, step: int = 1) -> tuple[Any, Any, Any, Any]:

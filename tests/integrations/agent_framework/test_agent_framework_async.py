@@ -11,21 +11,13 @@ cancelled, keeps running, commits, and only then raises ``CancelledError``.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 
-import pytest
 from agent_framework import Message, WorkflowCheckpoint
 
 import durastate
 from durastate.integrations.agent_framework import DurastateCheckpointStorage, DurastateHistoryProvider
 
 from .._async_calls import Blocker, cancel_waits_for_the_outcome
-
-
-@pytest.fixture
-def shared_store(shared_url: str) -> Iterator[durastate.Store]:
-    with durastate.open(shared_url) as store:
-        yield store
 
 
 def test_a_cancelled_save_on_a_worker_is_stored_before_the_cancellation_arrives(shared_store: durastate.Store) -> None:
