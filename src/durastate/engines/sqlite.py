@@ -60,7 +60,7 @@ from . import sqlite_busy
 from .base import SQL, Clock, EngineBase, Kind, Params, Plan, Row, TransactionState, aborted_error
 from .capabilities import Capabilities
 from .space import SpaceReport
-from .sqlite_busy import Backoff, loop_thread_refusal, one_row_again, run_to_end_again
+from .sqlite_busy import Backoff, all_rows_again, loop_thread_refusal, one_row_again, run_to_end_again
 from .sqlite_connections import SPARE_CONNECTIONS as SPARE_CONNECTIONS
 from .sqlite_connections import Connections
 from .sqlite_dialect import CATALOG, plan_of
@@ -277,6 +277,7 @@ class SqliteEngine(EngineBase):
         self._local = _ThreadState()
         self._lock = threading.Lock()
         self._connections = Connections()
+        self._writer_lock = self._connections.writers.lock
         self._closed = False
         self.close_wait = CLOSE_WAIT
         self._changed: dict[str, threading.Condition] = {}
@@ -400,6 +401,7 @@ class SqliteEngine(EngineBase):
         self._local = _ThreadState()
         self._lock = threading.Lock()
         self._connections = Connections()
+        self._writer_lock = self._connections.writers.lock
         self._changed = {}
         if self.is_memory and not self._closed:
             self._anchor = self._new_connection()
@@ -433,7 +435,7 @@ class SqliteEngine(EngineBase):
                     self._drop_cursor(cursor)
                 return row
             except sqlite3.Error as exc:
-                return cast(Row | None, self._after_busy(exc, lambda: one_row_again(cursor, sql, params)))
+                return cast(Row | None, self._after_busy(exc, partial(one_row_again, cursor, sql, params)))
             except BaseException:
                 self._drop_cursor(cursor)
                 raise
@@ -453,7 +455,7 @@ class SqliteEngine(EngineBase):
             try:
                 return cursor.execute(sql, params).fetchall()
             except sqlite3.Error as exc:
-                return cast(list[Row], self._after_busy(exc, lambda: cursor.execute(sql, params).fetchall()))
+                return cast(list[Row], self._after_busy(exc, partial(all_rows_again, cursor, sql, params)))
             except BaseException:
                 self._drop_cursor(cursor)
                 raise
@@ -462,20 +464,21 @@ class SqliteEngine(EngineBase):
 
     def execute(self, sql: str, params: Params = ()) -> int:
         state = self._local
-        if not state.depth and not state.writing and getattr(sql, "kind", None) in _WRITES:
-            # A write outside a transaction holds the writer gate for its one
-            # statement: taken here when free (the hot path of single
-            # writes), else waited for in _gated.
-            gate = self._connections.writers
-            if not gate.enter(None):
-                return self._gated(self.execute, sql, params)
-            state.writing = True
-            try:
-                return self._execute(state, sql, params)
-            finally:
-                state.writing = False
-                gate.leave()
-        return self._execute(state, sql, params)
+        if state.depth or state.writing or getattr(sql, "kind", None) not in _WRITES:
+            return self._execute(state, sql, params)
+        # A write outside a transaction holds the writer gate for its one
+        # statement: taken here when free (the hot path of single writes:
+        # the gate's lock itself, no holder recorded, since a thread cannot
+        # end inside this call), else waited for in _gated.
+        gate = self._writer_lock
+        if not gate.acquire(False):
+            return self._gated(self.execute, sql, params)
+        state.writing = True
+        try:
+            return self._execute(state, sql, params)
+        finally:
+            state.writing = False
+            gate.release()
 
     def _execute(self, state: _ThreadState, sql: str, params: Params) -> int:
         cursor = state.cursor or self._thread_cursor()
@@ -490,7 +493,9 @@ class SqliteEngine(EngineBase):
                     cursor.fetchall()
                 return cursor.rowcount
             except sqlite3.Error as exc:
-                return cast(int, self._after_busy(exc, lambda: run_to_end_again(cursor, sql, params)))
+                # partial, not a lambda: a closure would make cells of the
+                # arguments on every call, refused or not.
+                return cast(int, self._after_busy(exc, partial(run_to_end_again, cursor, sql, params)))
             except BaseException:
                 self._drop_cursor(cursor)
                 raise
@@ -517,7 +522,7 @@ class SqliteEngine(EngineBase):
             except sqlite3.Error as exc:
                 if changes != cursor.connection.total_changes:
                     raise self._failed(exc) from None  # rows committed before the refusal: not again
-                self._after_busy(exc, lambda: cursor.executemany(sql, rows))
+                self._after_busy(exc, partial(cursor.executemany, sql, rows))
             except BaseException:
                 self._drop_cursor(cursor)
                 raise
