@@ -464,41 +464,41 @@ class SqliteEngine(EngineBase):
 
     def execute(self, sql: str, params: Params = ()) -> int:
         state = self._local
-        if state.depth or state.writing or getattr(sql, "kind", None) not in _WRITES:
-            return self._execute(state, sql, params)
-        # A write outside a transaction holds the writer gate for its one
-        # statement: taken here when free (the hot path of single writes:
-        # the gate's lock itself, no holder recorded, since a thread cannot
-        # end inside this call), else waited for in _gated.
-        gate = self._writer_lock
-        if not gate.acquire(False):
-            return self._gated(self.execute, sql, params)
-        state.writing = True
+        gate = None
+        if not (state.depth or state.writing) and getattr(sql, "kind", None) in _WRITES:
+            # A write outside a transaction holds the writer gate for its one
+            # statement: taken here when free (the hot path of single writes:
+            # the gate's lock itself, no holder recorded, since a thread
+            # cannot end inside this call), else waited for in _gated. One
+            # frame for both cases: a call level is a measurable share of a
+            # single write's CPU (bench/put_cpu.py).
+            gate = self._writer_lock
+            if not gate.acquire(False):
+                return self._gated(self.execute, sql, params)
+            state.writing = True
         try:
-            return self._execute(state, sql, params)
+            cursor = state.cursor or self._thread_cursor()
+            with state.guard:
+                if self._closed:
+                    raise self._refuse_closed()
+                try:
+                    cursor.execute(sql, params)
+                    if cursor.description is not None:
+                        # It returns rows (RETURNING, SELECT): run it to completion,
+                        # or it would stay active on the shared cursor.
+                        cursor.fetchall()
+                    return cursor.rowcount
+                except sqlite3.Error as exc:
+                    # partial, not a lambda: a closure would make cells of the
+                    # arguments on every call, refused or not.
+                    return cast(int, self._after_busy(exc, partial(run_to_end_again, cursor, sql, params)))
+                except BaseException:
+                    self._drop_cursor(cursor)
+                    raise
         finally:
-            state.writing = False
-            gate.release()
-
-    def _execute(self, state: _ThreadState, sql: str, params: Params) -> int:
-        cursor = state.cursor or self._thread_cursor()
-        with state.guard:
-            if self._closed:
-                raise self._refuse_closed()
-            try:
-                cursor.execute(sql, params)
-                if cursor.description is not None:
-                    # It returns rows (RETURNING, SELECT): run it to completion,
-                    # or it would stay active on the shared cursor.
-                    cursor.fetchall()
-                return cursor.rowcount
-            except sqlite3.Error as exc:
-                # partial, not a lambda: a closure would make cells of the
-                # arguments on every call, refused or not.
-                return cast(int, self._after_busy(exc, partial(run_to_end_again, cursor, sql, params)))
-            except BaseException:
-                self._drop_cursor(cursor)
-                raise
+            if gate is not None:
+                state.writing = False
+                gate.release()
 
     def executemany(self, sql: str, rows: Iterable[Params]) -> None:
         state = self._local
