@@ -1,7 +1,7 @@
 """Agent Framework on durastate vs the framework's own file backends, side by side.
 
     .venv/bin/python bench/agent_framework_storage.py [--rounds 7] [--calls 200] [--postgres-url URL]
-        [--durability normal|full]
+        [--durability normal|full] [--pg-synchronous-commit on|off]
 
 (Not ``bench/agent_framework.py``: a script named after the package shadows
 it when run, and ruff's isort would count the package as first-party.)
@@ -18,6 +18,9 @@ methods from one event loop:
 * with ``--postgres-url``, ``durastate-pg``: the same classes on that server
   (a fresh schema). The framework ships no SQL backend (its Azure PostgreSQL
   sample pickles checkpoints), so its file backends are the peer there too.
+  ``--pg-synchronous-commit off`` sets that session option: a commit returns
+  before its WAL is flushed, the durability of a file written without fsync
+  (``on``, the server's default, waits for the flush).
 
 The checkpoint is a real one: the latest of a two-agent workflow
 (writer -> reviewer with scripted clients), about 4 KB of JSON holding
@@ -50,6 +53,7 @@ import warnings
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from agent_framework import (
     Agent,
@@ -168,7 +172,19 @@ async def race(
             print(line)
 
 
-async def main(rounds: int, calls: int, postgres_url: str | None, durability: str) -> None:
+def with_synchronous_commit(url: str, value: str) -> str:
+    """``url`` with ``-csynchronous_commit=<value>`` added to its sessions' options (a session setting:
+    the server's configuration is left alone)."""
+    parts = urlsplit(url)
+    query = parse_qsl(parts.query)
+    options = " ".join([v for k, v in query if k == "options"] + [f"-csynchronous_commit={value}"])
+    kept = [(k, v) for k, v in query if k != "options"]
+    return urlunsplit(parts._replace(query=urlencode([*kept, ("options", options)])))
+
+
+async def main(
+    rounds: int, calls: int, postgres_url: str | None, durability: str, synchronous_commit: str = "on"
+) -> None:
     warnings.filterwarnings("ignore")
     logging.getLogger("agent_framework").setLevel(logging.ERROR)
     template = await _real_checkpoint()
@@ -193,6 +209,7 @@ async def main(rounds: int, calls: int, postgres_url: str | None, durability: st
         if postgres_url is None:
             return
         url, schema = postgres_server.create_schema(postgres_url)
+        url = with_synchronous_commit(url, synchronous_commit)
         try:
             with durastate.open(url) as pg:
                 contenders = {
@@ -200,7 +217,13 @@ async def main(rounds: int, calls: int, postgres_url: str | None, durability: st
                     "file": file_contenders,
                 }
                 try:
-                    await race("PostgreSQL vs the framework's files", contenders, template, rounds, calls)
+                    await race(
+                        f"PostgreSQL (synchronous_commit={synchronous_commit}) vs the framework's files",
+                        contenders,
+                        template,
+                        rounds,
+                        calls,
+                    )
                 finally:
                     for storage in contenders["durastate-pg"]:
                         await storage.aclose()
@@ -214,5 +237,6 @@ if __name__ == "__main__":
     parser.add_argument("--calls", type=int, default=200)
     parser.add_argument("--postgres-url", default=None)
     parser.add_argument("--durability", choices=["normal", "full"], default="normal")
+    parser.add_argument("--pg-synchronous-commit", choices=["on", "off"], default="on")
     args = parser.parse_args()
-    asyncio.run(main(args.rounds, args.calls, args.postgres_url, args.durability))
+    asyncio.run(main(args.rounds, args.calls, args.postgres_url, args.durability, args.pg_synchronous_commit))

@@ -1,7 +1,7 @@
 """Strands on durastate vs Strands' own file backends, side by side.
 
     .venv/bin/python bench/strands_sessions.py [--rounds 7] [--calls 200] [--postgres-url URL]
-        [--durability normal|full]
+        [--durability normal|full] [--pg-synchronous-commit on|off]
 
 (Not ``bench/strands.py``: a script named after the package shadows it when
 run.)
@@ -16,6 +16,9 @@ Contenders, in one temporary folder:
   ``LocalFileStorage`` (a file per key);
 * with ``--postgres-url``, ``durastate-pg``: the same classes on that server
   (a fresh schema), against the same file backends (Strands ships no SQL one).
+  ``--pg-synchronous-commit off`` sets that session option: a commit returns
+  before its WAL is flushed, the durability of a file written without fsync
+  (``on``, the server's default, waits for the flush).
 
 Ops (the repository is synchronous, as Strands calls it; the storage is
 async): ``create_message`` (a new id each call, a ~300-byte message),
@@ -42,6 +45,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from strands.session import FileSessionManager
 from strands.storage import LocalFileStorage
@@ -126,7 +130,17 @@ def race(title: str, contenders: dict[str, tuple[Any, Any]], rounds: int, calls:
             print(line)
 
 
-def main(rounds: int, calls: int, postgres_url: str | None, durability: str) -> None:
+def with_synchronous_commit(url: str, value: str) -> str:
+    """``url`` with ``-csynchronous_commit=<value>`` added to its sessions' options (a session setting:
+    the server's configuration is left alone)."""
+    parts = urlsplit(url)
+    query = parse_qsl(parts.query)
+    options = " ".join([v for k, v in query if k == "options"] + [f"-csynchronous_commit={value}"])
+    kept = [(k, v) for k, v in query if k != "options"]
+    return urlunsplit(parts._replace(query=urlencode([*kept, ("options", options)])))
+
+
+def main(rounds: int, calls: int, postgres_url: str | None, durability: str, synchronous_commit: str = "on") -> None:
     with tempfile.TemporaryDirectory() as folder:
         files = (
             FileSessionManager("bench", storage_dir=str(Path(folder, "sessions"))),
@@ -144,12 +158,13 @@ def main(rounds: int, calls: int, postgres_url: str | None, durability: str) -> 
         if postgres_url is None:
             return
         url, schema = postgres_server.create_schema(postgres_url)
+        url = with_synchronous_commit(url, synchronous_commit)
         try:
             with durastate.open(url) as pg:
                 repo = DurastateSessionRepository(store=pg)
                 repo.create_session(files[0].session)
                 race(
-                    "PostgreSQL vs Strands' files",
+                    f"PostgreSQL (synchronous_commit={synchronous_commit}) vs Strands' files",
                     {"durastate-pg": (repo, DurastateStorage(store=pg)), "file": files},
                     rounds,
                     calls,
@@ -164,5 +179,6 @@ if __name__ == "__main__":
     parser.add_argument("--calls", type=int, default=200)
     parser.add_argument("--postgres-url", default=None)
     parser.add_argument("--durability", choices=["normal", "full"], default="normal")
+    parser.add_argument("--pg-synchronous-commit", choices=["on", "off"], default="on")
     args = parser.parse_args()
-    main(args.rounds, args.calls, args.postgres_url, args.durability)
+    main(args.rounds, args.calls, args.postgres_url, args.durability, args.pg_synchronous_commit)
