@@ -53,7 +53,7 @@ import warnings
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
 from agent_framework import (
     Agent,
@@ -179,7 +179,7 @@ def with_synchronous_commit(url: str, value: str) -> str:
     query = parse_qsl(parts.query)
     options = " ".join([v for k, v in query if k == "options"] + [f"-csynchronous_commit={value}"])
     kept = [(k, v) for k, v in query if k != "options"]
-    return urlunsplit(parts._replace(query=urlencode([*kept, ("options", options)])))
+    return urlunsplit(parts._replace(query=urlencode([*kept, ("options", options)], quote_via=quote)))
 
 
 async def main(

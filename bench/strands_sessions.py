@@ -45,7 +45,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
 from strands.session import FileSessionManager
 from strands.storage import LocalFileStorage
@@ -137,7 +137,7 @@ def with_synchronous_commit(url: str, value: str) -> str:
     query = parse_qsl(parts.query)
     options = " ".join([v for k, v in query if k == "options"] + [f"-csynchronous_commit={value}"])
     kept = [(k, v) for k, v in query if k != "options"]
-    return urlunsplit(parts._replace(query=urlencode([*kept, ("options", options)])))
+    return urlunsplit(parts._replace(query=urlencode([*kept, ("options", options)], quote_via=quote)))
 
 
 def main(rounds: int, calls: int, postgres_url: str | None, durability: str, synchronous_commit: str = "on") -> None:
