@@ -8,8 +8,9 @@ Contenders, per engine, on fresh databases of their own:
   own ``SQLiteApplicationRecorder`` (``eventsourcing.sqlite``) and
   ``PostgresApplicationRecorder`` (``eventsourcing.postgres``), both built
   by their factories with default settings;
-* huey: ``DurastateStorage`` (leasing dequeue, settled with an ack like
-  ``DurastateHuey.execute`` does; and with ``lease=None``, huey's own
+* huey: ``DurastateStorage`` (leasing dequeue, settled like
+  ``DurastateHuey.execute`` does: ``ack_later``, so each dequeue commits the
+  previous task's ack with its claim; and with ``lease=None``, huey's own
   destructive dequeue) against huey's ``SqliteStorage`` and
   ``PostgresStorage`` (``blocking=False``, destructive dequeue).
 
@@ -87,7 +88,9 @@ def huey_ops(storage: Any, destructive: Any) -> dict[str, Op]:
         assert storage.dequeue() == PAYLOAD
         claim = storage.take_claim() if isinstance(storage, DurastateStorage) else None
         if claim is not None:
-            claim.ack()  # what DurastateHuey.execute does when the task ran
+            # What DurastateHuey.execute does when the task ran: the ack is
+            # committed by the next dequeue, in one transaction with its claim.
+            storage.ack_later(claim)
 
     def cycle_destructive(i: int) -> None:
         destructive.enqueue(PAYLOAD)
