@@ -14,7 +14,7 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 import durastate
 from durastate.integrations.langgraph import DurastateSaver
-from durastate.integrations.langgraph._layout import ThreadRows
+from durastate.integrations.langgraph._layout import CHECKPOINT, CHECKPOINT_END, ThreadRows, rows_ascending
 
 
 @pytest.fixture
@@ -46,8 +46,10 @@ def chain(
     return configs
 
 
-def value_rows(store: durastate.Store, thread: str) -> list[bytes]:
-    return [key for key, _ in ThreadRows(store.kv, b"langgraph", thread).scan() if b"\x00v" in key]
+def value_rows(store: durastate.Store, thread: str) -> list[tuple[str, str]]:
+    """(checkpoint id, channel) of every stored value: in a checkpoint's envelope or a value row."""
+    rows = ThreadRows(store.kv, b"langgraph", thread).scan(CHECKPOINT, CHECKPOINT_END)
+    return [(row.checkpoint_id, channel) for row in rows_ascending(thread, rows) for channel in {**row.values, **row.inline}]
 
 
 def test_each_value_is_stored_once_per_version(saver: DurastateSaver, store: durastate.Store) -> None:
