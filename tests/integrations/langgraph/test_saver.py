@@ -49,7 +49,9 @@ def chain(
 def value_rows(store: durastate.Store, thread: str) -> list[tuple[str, str]]:
     """(checkpoint id, channel) of every stored value: in a checkpoint's envelope or a value row."""
     rows = ThreadRows(store.kv, b"langgraph", thread).scan(CHECKPOINT, CHECKPOINT_END)
-    return [(row.checkpoint_id, channel) for row in rows_ascending(thread, rows) for channel in {**row.values, **row.inline}]
+    return [
+        (row.checkpoint_id, channel) for row in rows_ascending(thread, rows) for channel in {**row.values, **row.inline}
+    ]
 
 
 def test_each_value_is_stored_once_per_version(saver: DurastateSaver, store: durastate.Store) -> None:

@@ -446,7 +446,7 @@ class DurastateSaver(StoreBound, BaseCheckpointSaver[str]):
         for row, skeleton in zip(rows, skeletons, strict=True):
             values = skeleton["channel_values"]
             versions = skeleton["channel_versions"]
-            for channel, (version, value_type, value_bytes) in row.inline.items():
+            for channel, (_, value_type, value_bytes) in row.inline.items():
                 if channel in versions and channel not in values:
                     values[channel] = loads((value_type, value_bytes))
             for channel, stored in row.values.items():
