@@ -92,9 +92,14 @@ def value_key(ns: bytes, checkpoint_id: str, channel: str) -> bytes:
     return checkpoint_key(ns, checkpoint_id) + SEP + VALUE + channel.encode()
 
 
-def write_key(head: bytes, task_path: bytes, task_id: bytes, idx: int) -> bytes:
-    """``head`` is the checkpoint's key."""
-    return head + SEP + WRITE + task_path + SEP + task_id + SEP + b"%010d" % (idx + IDX_OFFSET)
+def task_key(head: bytes, task_path: bytes, task_id: bytes) -> bytes:
+    """The start of a task's write keys (``head`` is the checkpoint's key); ``write_key`` ends one."""
+    return head + SEP + WRITE + task_path + SEP + task_id + SEP
+
+
+def write_key(task: bytes, idx: int) -> bytes:
+    """A pending write's key: its task's (``task_key``) and the fixed-width idx."""
+    return task + b"%010d" % (idx + IDX_OFFSET)
 
 
 class ThreadRows:

@@ -83,6 +83,7 @@ from ._layout import (
     pack,
     rows_ascending,
     rows_descending,
+    task_key,
     text,
     thread_ids,
     unpack,
@@ -288,17 +289,18 @@ class DurastateSaver(StoreBound, BaseCheckpointSaver[str]):
         thread_id, _, ns, checkpoint_id = self._address(config)
         if checkpoint_id is None:
             raise InvalidRequest("put_writes needs config['configurable']['checkpoint_id']")
-        head = checkpoint_key(ns, checkpoint_id)
-        task, path = text("task_id", task_id), text("task_path", task_path)
+        task = task_key(checkpoint_key(ns, checkpoint_id), text("task_path", task_path), text("task_id", task_id))
         dumps = self.serde.dumps_typed
         rows = []
+        special = True
         for i, (channel, value) in enumerate(writes):
-            idx = WRITES_IDX_MAP.get(channel, i)
-            rows.append((write_key(head, path, task, idx), pack((task_id, task_path, channel, idx, *dumps(value)))))
+            idx = WRITES_IDX_MAP.get(channel)
+            if idx is None:
+                idx, special = i, False
+            rows.append((write_key(task, idx), pack((task_id, task_path, channel, idx, *dumps(value)))))
         if rows:
             # As LangGraph's savers: a batch of special writes only replaces,
             # any other batch keeps what is stored (one statement either way).
-            special = all(channel in WRITES_IDX_MAP for channel, _ in writes)
             self._thread(thread_id).put_many(rows, if_absent=not special)
 
     # -- read ------------------------------------------------------------------
