@@ -4,8 +4,9 @@ All rows live in one kv scope (``name``, default ``b"langgraph"``) and
 namespace, each thread one key range, laid out as ``_layout`` describes (a
 checkpoint, the channel values it introduced and its pending writes form
 one key range; a value is stored once per version, by the checkpoint that
-introduced it). A put is one ``kv.put_many`` (one commit); checkpoint ids
-are uuid6 strings, so key order is creation order.
+introduced it). A put is one row, one statement (plus a run marker the
+first time this saver puts a run in a thread); checkpoint ids are uuid6
+strings, so key order is creation order.
 
 Values are LangGraph's serializer's output (``JsonPlusSerializer`` unless
 ``serde=`` says otherwise; pickle is never unpickled unless a serializer
@@ -29,6 +30,11 @@ Edge cases and choices:
 * Thread ids are ``str(thread_id)``; a NUL character in a thread id,
   checkpoint namespace, checkpoint id, channel, task id or task path is
   refused with ``InvalidRequest``.
+* Run markers: a put skips the marker of a (thread, run) this saver has
+  committed before; any delete of this saver forgets them. A run still
+  putting into a thread that another saver or process deletes (the thread,
+  or the run) leaves checkpoints that ``delete_for_runs`` of that run no
+  longer finds (``delete_thread`` does).
 * Checkpoints written by format ``v < 4`` savers (pending sends kept in the
   parent's writes) never exist in a durastate store, so no migration of
   them is attempted.
