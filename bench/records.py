@@ -56,8 +56,9 @@ from pathlib import Path
 from typing import Any
 
 import durastate
+from _raw_records import fork_scan
 from durastate.engines.base import NEXT_VALUE, READ
-from durastate.records import COMMIT_SEQUENCE, INSERT_ENTRY, MAX_CHAIN_DEPTH, MAX_SAFE_INTEGER, Records
+from durastate.records import COMMIT_SEQUENCE, INSERT_ENTRY, Records
 
 SEQUENCE = (COMMIT_SEQUENCE,)
 
@@ -306,17 +307,7 @@ def bench_engine(
             r.scan_entries({"conversationId": leaf}, 50)
 
         def raw_scan() -> None:
-            import orjson
-
-            chain = raw.all(r._chain, (leaf, MAX_CHAIN_DEPTH))
-            rows: list[Any] = []
-            upper = MAX_SAFE_INTEGER
-            for conv_id, parent_id, parent_at in chain:
-                rows += raw.all(r._entries["DESC"], (conv_id, -1, upper, 51 - len(rows)))
-                if len(rows) > 50 or parent_id is None:
-                    break
-                upper = min(upper, parent_at)
-            [orjson.loads(record) for _, record in rows[:50]]
+            fork_scan(raw, r, leaf)
 
         results.append(
             compare("scan-fork-10", {"durastate": ds_scan, "raw": raw_scan}, max(1, calls // 4), rounds, clock)

@@ -28,10 +28,11 @@ from typing import Any
 import orjson
 
 import durastate
+from _raw_records import fork_scan
 from durastate._validate import prefix_successor
 from durastate.engines.base import NEXT_VALUE
 from durastate.events.rows import EventColumn as C
-from durastate.records import MAX_CHAIN_DEPTH, MAX_SAFE_INTEGER
+from durastate.records import MAX_SAFE_INTEGER
 from events import Raw as RawEvents  # bench/events.py: the events facet's statements, bare
 from scale_load import Bulk, copies
 
@@ -530,15 +531,7 @@ def records_ops(ctx: Context) -> Ops:
         raw.tx(body)
 
     def raw_scan() -> list[Any]:
-        chain = raw.all(r._chain, (leaf, MAX_CHAIN_DEPTH))
-        rows: list[Any] = []
-        upper = MAX_SAFE_INTEGER
-        for conv_id, parent_id, parent_at in chain:
-            rows += raw.all(r._entries["DESC"], (conv_id, -1, upper, 51 - len(rows)))
-            if len(rows) > 50 or parent_id is None:
-                break
-            upper = min(upper, parent_at)
-        return [orjson.loads(record) for _, record in rows[:50]]
+        return fork_scan(raw, r, leaf)
 
     def raw_document() -> Any:
         rows = raw.all(r._materialize_sql, (MAX_SAFE_INTEGER, MAX_SAFE_INTEGER, MAX_SAFE_INTEGER + 1, DOC_ID))
