@@ -81,11 +81,24 @@ INSERT_VECTORS = WRITE(
 SEARCH_SETTINGS = READ(
     "SELECT set_config('hnsw.ef_search', ?, true), set_config('hnsw.iterative_scan', 'strict_order', true)"
 )
-_NEAREST = (
-    "SELECT key, field FROM {table} WHERE scope = ? AND ns = ? AND key >= ?{below}"
-    " ORDER BY embedding OPERATOR({op}) CAST(? AS {vector}) LIMIT ?"
+# How a search runs. The table holds one (scope, ns): a search of all of it has no condition, and
+# walks the HNSW index. A key range (a namespace) holding at most RANGE_SCAN_MAX vectors is scored
+# exactly, in C, by the range scan and a top-N sort ("+ 0" keeps the planner off the HNSW index,
+# which would visit the whole graph to find a narrow range's few rows); a wider range walks the index,
+# filtering by key, and is scored exactly when the walk gives up (hnsw.max_scan_tuples) short of the
+# rows asked for. The choice is made here, not by the planner: the engine's sessions use generic
+# plans, which guess a range's size.
+RANGE_SCAN_MAX = 5000
+_ORDER = " ORDER BY embedding OPERATOR({op}) CAST(? AS {vector}) LIMIT ?"
+_RANGE = " WHERE key >= ? AND key < ?"
+NEAREST_ALL = READ("SELECT key, field FROM {table}" + _ORDER)
+NEAREST_INDEXED = READ("SELECT key, field FROM {table}" + _RANGE + _ORDER)
+NEAREST_SCANNED = READ(
+    "SELECT key, field FROM {table}" + _RANGE + " ORDER BY (embedding OPERATOR({op}) CAST(? AS {vector})) + 0 LIMIT ?"
 )
-NEAREST = {False: READ(_NEAREST.replace("{below}", "")), True: READ(_NEAREST.replace("{below}", " AND key < ?"))}
+RANGE_COUNT = READ("SELECT count(*) FROM (SELECT 1 FROM {table}" + _RANGE + " LIMIT ?) AS capped")
+# Past every key: kv keys of a range search are bounded by the caller's end, or by this.
+PAST_KEYS = b"\xff" * 64
 
 
 def vector_schema(conn: Any) -> str | None:
@@ -181,12 +194,26 @@ class PostgresVectors(VectorIndexes):
         if len(query) != table.dims:
             raise InvalidRequest(f"a query of {len(query)} dims in an index of {table.dims}")
         engine = self.engine
-        nearest = engine.sql(self._bind(NEAREST[end is not None], table))
-        settings = engine.sql(self._bind(SEARCH_SETTINGS, table))
         text = "[" + ",".join(repr(float(x)) for x in query) + "]"
-        params: tuple[Any, ...] = (table.scope, table.ns, start, *(() if end is None else (end,)), text, limit)
+
+        def run(statement: Statement, *params: Any) -> list[tuple[bytes, str]]:
+            rows = engine.all(engine.sql(self._bind(statement, table)), params)
+            return [(bytes(row[0]), str(row[1])) for row in rows]
+
         # The settings are transaction-local: a search outside one gets its own.
         with nullcontext() if engine.in_transaction() else engine.read_transaction():
-            engine.one(settings, (str(max(EF_SEARCH_MIN, min(EF_SEARCH_MAX, limit))),))
-            rows = engine.all(nearest, params)
-        return [(bytes(row[0]), str(row[1])) for row in rows]
+            if not start and end is None:
+                engine.one(engine.sql(self._bind(SEARCH_SETTINGS, table)), (str(self._ef_search(limit)),))
+                return run(NEAREST_ALL, text, limit)
+            bounds = (start, PAST_KEYS if end is None else end)
+            counted = engine.one(engine.sql(self._bind(RANGE_COUNT, table)), (*bounds, RANGE_SCAN_MAX + 1))
+            if counted is not None and int(counted[0]) > RANGE_SCAN_MAX:
+                engine.one(engine.sql(self._bind(SEARCH_SETTINGS, table)), (str(self._ef_search(limit)),))
+                found = run(NEAREST_INDEXED, *bounds, text, limit)
+                if len(found) == limit:
+                    return found
+            return run(NEAREST_SCANNED, *bounds, text, limit)
+
+    @staticmethod
+    def _ef_search(limit: int) -> int:
+        return max(EF_SEARCH_MIN, min(EF_SEARCH_MAX, limit))

@@ -31,6 +31,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import durastate
+from durastate.engines import postgres_vector
 from durastate.engines.statements import READ
 from durastate.engines.vectors import VectorTable
 from durastate.integrations.langgraph import DurastateStore, _ann
@@ -200,9 +201,12 @@ def durastate_put(namespace: tuple[str, ...], key: str, value: dict[str, Any]) -
     return PutOp(namespace, key, value)
 
 
+@pytest.mark.parametrize("ranges", ["scanned", "indexed"])
 def test_the_index_answers_and_matches_on_a_fixed_sequence(
-    pg_store: durastate.Store, monkeypatch: pytest.MonkeyPatch
+    pg_store: durastate.Store, monkeypatch: pytest.MonkeyPatch, ranges: str
 ) -> None:
+    if ranges == "indexed":  # namespaces walk the HNSW index (filtered by key) instead of a range scan
+        monkeypatch.setattr(postgres_vector, "RANGE_SCAN_MAX", 0)
     answered = Answered(monkeypatch)
     index: dict[str, Any] = {"embed": embed, "dims": DIMS, "fields": ["text"]}
     ours = DurastateStore(pg_store, index=index)  # type: ignore[arg-type]
