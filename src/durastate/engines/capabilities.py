@@ -63,6 +63,10 @@ class Capabilities:
     # together (``durastate.citus``: the shards are schemas behind one
     # coordinator connection). False: ``ShardedStore`` refuses cross-shard writes.
     cross_shard_transactions: bool = False
+    # ``engine.vectors`` keeps nearest-neighbour indexes in the database
+    # (``engines.vectors``: PostgreSQL with the pgvector extension installed
+    # in the database when the engine opened). False: callers search exactly.
+    vector_index: bool = False
 
     def replace(self, **changes: Any) -> Capabilities:
         """A copy with ``changes`` applied (an engine mode that turns features off)."""
