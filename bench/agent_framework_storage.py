@@ -1,7 +1,7 @@
 """Agent Framework on durastate vs the framework's own file backends, side by side.
 
     .venv/bin/python bench/agent_framework_storage.py [--rounds 7] [--calls 200] [--postgres-url URL]
-        [--durability normal|full]
+        [--durability normal|full] [--pg-synchronous-commit on|off]
 
 (Not ``bench/agent_framework.py``: a script named after the package shadows
 it when run, and ruff's isort would count the package as first-party.)
@@ -18,6 +18,9 @@ methods from one event loop:
 * with ``--postgres-url``, ``durastate-pg``: the same classes on that server
   (a fresh schema). The framework ships no SQL backend (its Azure PostgreSQL
   sample pickles checkpoints), so its file backends are the peer there too.
+  ``--pg-synchronous-commit off`` sets that session option: a commit returns
+  before its WAL is flushed, the durability of a file written without fsync
+  (``on``, the server's default, waits for the flush).
 
 The checkpoint is a real one: the latest of a two-agent workflow
 (writer -> reviewer with scripted clients), about 4 KB of JSON holding
@@ -37,14 +40,11 @@ range. The machine is shared and noisy: read ratios.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import dataclasses
 import itertools
 import logging
-import statistics
 import tempfile
-import time
 import uuid
 import warnings
 from collections.abc import Awaitable, Callable
@@ -64,8 +64,8 @@ from agent_framework import (
 )
 
 import durastate
+from _race import arace, arguments, postgres_schema
 from durastate.integrations.agent_framework import DurastateCheckpointStorage, DurastateHistoryProvider
-from durastate.testing import postgres_server
 
 STORED = 50
 
@@ -130,45 +130,15 @@ async def _ops(checkpoints: Any, history: Any, template: WorkflowCheckpoint) -> 
     }
 
 
-async def _time(op: Callable[[], Awaitable[Any]], calls: int) -> tuple[float, float]:
-    """(wall, CPU) seconds per call; CPU is the whole process's (the file backends' worker threads included)."""
-    wall, cpu = time.perf_counter(), time.process_time()
-    for _ in range(calls):
-        await op()
-    return (time.perf_counter() - wall) / calls, (time.process_time() - cpu) / calls
-
-
 async def race(
     title: str, contenders: dict[str, tuple[Any, Any]], template: WorkflowCheckpoint, rounds: int, calls: int
 ) -> None:
-    ops = {label: await _ops(c, h, template) for label, (c, h) in contenders.items()}
-    names = list(next(iter(ops.values())))
-    labels = list(contenders)
-    times: dict[tuple[str, str], list[tuple[float, float]]] = {(op, label): [] for op in names for label in labels}
-    for round_number in range(rounds + 1):
-        order = labels if round_number % 2 else labels[::-1]
-        for op in names:
-            for label in order:
-                took = await _time(ops[label][op], calls)
-                if round_number:  # round 0 warms up
-                    times[op, label].append(took)
-    print(f"\n## {title} ({rounds} rounds x {calls} calls; ratio = peer / durastate, > 1: durastate faster)")
-    ours, peers = labels[0], labels[1:]
-    for kind, at in (("wall", 0), ("CPU", 1)):
-        print(f"\n{kind} time per call\n")
-        header = f"{'op':30}" + "".join(f"{label + ' us':>16}" for label in labels)
-        print(header + "".join(f"{'vs ' + p:>24}" for p in peers))
-        for op in names:
-            line = f"{op:30}" + "".join(
-                f"{statistics.median(t[at] for t in times[op, label]) * 1e6:16.0f}" for label in labels
-            )
-            for peer in peers:
-                ratios = [p[at] / d[at] for p, d in zip(times[op, peer], times[op, ours], strict=True)]
-                line += f"{statistics.median(ratios):10.2f} ({min(ratios):.2f}-{max(ratios):.2f})"
-            print(line)
+    await arace(title, {label: await _ops(c, h, template) for label, (c, h) in contenders.items()}, rounds, calls)
 
 
-async def main(rounds: int, calls: int, postgres_url: str | None, durability: str) -> None:
+async def main(
+    rounds: int, calls: int, postgres_url: str | None, durability: str, synchronous_commit: str = "on"
+) -> None:
     warnings.filterwarnings("ignore")
     logging.getLogger("agent_framework").setLevel(logging.ERROR)
     template = await _real_checkpoint()
@@ -192,27 +162,27 @@ async def main(rounds: int, calls: int, postgres_url: str | None, durability: st
             store.close()
         if postgres_url is None:
             return
-        url, schema = postgres_server.create_schema(postgres_url)
-        try:
-            with durastate.open(url) as pg:
-                contenders = {
-                    "durastate-pg": (DurastateCheckpointStorage(store=pg), DurastateHistoryProvider(store=pg)),
-                    "file": file_contenders,
-                }
-                try:
-                    await race("PostgreSQL vs the framework's files", contenders, template, rounds, calls)
-                finally:
-                    for storage in contenders["durastate-pg"]:
-                        await storage.aclose()
-        finally:
-            postgres_server.drop_schema(postgres_url, schema)
+        with (
+            postgres_schema(postgres_url, synchronous_commit=synchronous_commit) as (url, _),
+            durastate.open(url) as pg,
+        ):
+            contenders = {
+                "durastate-pg": (DurastateCheckpointStorage(store=pg), DurastateHistoryProvider(store=pg)),
+                "file": file_contenders,
+            }
+            try:
+                await race(
+                    f"PostgreSQL (synchronous_commit={synchronous_commit}) vs the framework's files",
+                    contenders,
+                    template,
+                    rounds,
+                    calls,
+                )
+            finally:
+                for storage in contenders["durastate-pg"]:
+                    await storage.aclose()
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--rounds", type=int, default=7)
-    parser.add_argument("--calls", type=int, default=200)
-    parser.add_argument("--postgres-url", default=None)
-    parser.add_argument("--durability", choices=["normal", "full"], default="normal")
-    args = parser.parse_args()
-    asyncio.run(main(args.rounds, args.calls, args.postgres_url, args.durability))
+    args = arguments(__doc__, synchronous_commit=True)
+    asyncio.run(main(args.rounds, args.calls, args.postgres_url, args.durability, args.pg_synchronous_commit))

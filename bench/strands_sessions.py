@@ -1,7 +1,7 @@
 """Strands on durastate vs Strands' own file backends, side by side.
 
     .venv/bin/python bench/strands_sessions.py [--rounds 7] [--calls 200] [--postgres-url URL]
-        [--durability normal|full]
+        [--durability normal|full] [--pg-synchronous-commit on|off]
 
 (Not ``bench/strands.py``: a script named after the package shadows it when
 run.)
@@ -16,6 +16,9 @@ Contenders, in one temporary folder:
   ``LocalFileStorage`` (a file per key);
 * with ``--postgres-url``, ``durastate-pg``: the same classes on that server
   (a fresh schema), against the same file backends (Strands ships no SQL one).
+  ``--pg-synchronous-commit off`` sets that session option: a commit returns
+  before its WAL is flushed, the durability of a file written without fsync
+  (``on``, the server's default, waits for the flush).
 
 Ops (the repository is synchronous, as Strands calls it; the storage is
 async): ``create_message`` (a new id each call, a ~300-byte message),
@@ -33,12 +36,9 @@ machine is shared and noisy: read ratios.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import itertools
-import statistics
 import tempfile
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -48,8 +48,9 @@ from strands.storage import LocalFileStorage
 from strands.types.session import SessionAgent, SessionMessage
 
 import durastate
+from _race import arguments, postgres_schema
+from _race import race as run_race
 from durastate.integrations.strands import DurastateSessionRepository, DurastateStorage
-from durastate.testing import postgres_server
 
 TEXT = "a sentence of a conversation, long enough to look like one. " * 5
 
@@ -89,44 +90,17 @@ def _ops(repo: Any, storage: Any, loop: asyncio.AbstractEventLoop) -> dict[str, 
     }
 
 
-def _time(op: Callable[[], Any], calls: int) -> tuple[float, float]:
-    wall, cpu = time.perf_counter(), time.process_time()
-    for _ in range(calls):
-        op()
-    return (time.perf_counter() - wall) / calls, (time.process_time() - cpu) / calls
-
-
 def race(title: str, contenders: dict[str, tuple[Any, Any]], rounds: int, calls: int) -> None:
     loop = asyncio.new_event_loop()
-    ops = {label: _ops(repo, storage, loop) for label, (repo, storage) in contenders.items()}
-    names = list(next(iter(ops.values())))
-    labels = list(contenders)
-    times: dict[tuple[str, str], list[tuple[float, float]]] = {(op, label): [] for op in names for label in labels}
-    for round_number in range(rounds + 1):
-        order = labels if round_number % 2 else labels[::-1]
-        for op in names:
-            for label in order:
-                took = _time(ops[label][op], calls)
-                if round_number:  # round 0 warms up
-                    times[op, label].append(took)
-    loop.close()
-    print(f"\n## {title} ({rounds} rounds x {calls} calls; ratio = peer / durastate, > 1: durastate faster)")
-    ours, peers = labels[0], labels[1:]
-    for kind, at in (("wall", 0), ("CPU", 1)):
-        print(f"\n{kind} time per call\n")
-        header = f"{'op':28}" + "".join(f"{label + ' us':>16}" for label in labels)
-        print(header + "".join(f"{'vs ' + p:>24}" for p in peers))
-        for op in names:
-            line = f"{op:28}" + "".join(
-                f"{statistics.median(t[at] for t in times[op, label]) * 1e6:16.0f}" for label in labels
-            )
-            for peer in peers:
-                ratios = [p[at] / d[at] for p, d in zip(times[op, peer], times[op, ours], strict=True)]
-                line += f"{statistics.median(ratios):10.2f} ({min(ratios):.2f}-{max(ratios):.2f})"
-            print(line)
+    try:
+        run_race(
+            title, {label: _ops(repo, storage, loop) for label, (repo, storage) in contenders.items()}, rounds, calls
+        )
+    finally:
+        loop.close()
 
 
-def main(rounds: int, calls: int, postgres_url: str | None, durability: str) -> None:
+def main(rounds: int, calls: int, postgres_url: str | None, durability: str, synchronous_commit: str = "on") -> None:
     with tempfile.TemporaryDirectory() as folder:
         files = (
             FileSessionManager("bench", storage_dir=str(Path(folder, "sessions"))),
@@ -143,26 +117,20 @@ def main(rounds: int, calls: int, postgres_url: str | None, durability: str) -> 
             )
         if postgres_url is None:
             return
-        url, schema = postgres_server.create_schema(postgres_url)
-        try:
-            with durastate.open(url) as pg:
-                repo = DurastateSessionRepository(store=pg)
-                repo.create_session(files[0].session)
-                race(
-                    "PostgreSQL vs Strands' files",
-                    {"durastate-pg": (repo, DurastateStorage(store=pg)), "file": files},
-                    rounds,
-                    calls,
-                )
-        finally:
-            postgres_server.drop_schema(postgres_url, schema)
+        with (
+            postgres_schema(postgres_url, synchronous_commit=synchronous_commit) as (url, _),
+            durastate.open(url) as pg,
+        ):
+            repo = DurastateSessionRepository(store=pg)
+            repo.create_session(files[0].session)
+            race(
+                f"PostgreSQL (synchronous_commit={synchronous_commit}) vs Strands' files",
+                {"durastate-pg": (repo, DurastateStorage(store=pg)), "file": files},
+                rounds,
+                calls,
+            )
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--rounds", type=int, default=7)
-    parser.add_argument("--calls", type=int, default=200)
-    parser.add_argument("--postgres-url", default=None)
-    parser.add_argument("--durability", choices=["normal", "full"], default="normal")
-    args = parser.parse_args()
-    main(args.rounds, args.calls, args.postgres_url, args.durability)
+    args = arguments(__doc__, synchronous_commit=True)
+    main(args.rounds, args.calls, args.postgres_url, args.durability, args.pg_synchronous_commit)

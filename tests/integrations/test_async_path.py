@@ -8,9 +8,10 @@ to its end (the SDK's rule) and raises the cancellation only once nothing of
 it is running. A borrowed store stays open when the integration closes; an
 owned one closes after the workers are done.
 
-A ``Blocker`` is another connection's open transaction holding what the call
-needs: SQLite's write lock, or PostgreSQL row locks on the keys the call
-writes. Calls then wait on a worker thread, where they are cancelled.
+A ``Blocker`` (``_async_calls``) is another connection's open transaction
+holding what the call needs: SQLite's write lock, or PostgreSQL row locks on
+the keys the call writes. Calls then wait on a worker thread, where they are
+cancelled.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import concurrent.futures
 import subprocess
 import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -40,86 +41,7 @@ from durastate.integrations.langgraph._layout import ThreadRows
 from durastate.integrations.openai_agents import LAST_ORDINAL_KEY, SCOPE, DurastateSession
 from durastate.testing.locking import WriteLockHolder
 
-
-class _RollBack(Exception):
-    pass
-
-
-class Blocker:
-    """``write()`` inside a transaction on a thread of its own, held open until ``release()``, then rolled back."""
-
-    def __init__(self, store: durastate.Store, write: Callable[[], object]) -> None:
-        self._store = store
-        self._write = write
-        self._held = threading.Event()
-        self._release = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="blocker")
-
-    def _run(self) -> None:
-        try:
-            with self._store.transaction():
-                self._write()
-                self._held.set()
-                self._release.wait(60)
-                raise _RollBack
-        except _RollBack:
-            pass
-
-    def start(self) -> Blocker:
-        self._thread.start()
-        assert self._held.wait(30), "the blocker could not take its locks"
-        return self
-
-    def release(self) -> None:
-        self._release.set()
-        self._thread.join(30)
-
-
-@pytest.fixture
-def shared_store(shared_url: str) -> Iterator[durastate.Store]:
-    with durastate.open(shared_url) as store:
-        yield store
-
-
-def busy(holder: Holder) -> int:
-    """Calls of ``holder`` inside (or queued for) a worker thread right now."""
-    return holder._aio.runner._busy
-
-
-async def on_a_worker(holder: Holder) -> None:
-    """Return once a call of ``holder`` has been handed to a worker thread."""
-    for _ in range(30_000):
-        if busy(holder):
-            return
-        await asyncio.sleep(0.001)
-    raise AssertionError("the call never reached a worker thread")
-
-
-class HeldAfter:
-    """Hold a worker inside its transaction, after ``target.name`` returned, until ``release()``.
-
-    On PostgreSQL a transaction's writes travel with its COMMIT in one
-    flight (the engine pipelines them), so a write blocked by a row lock
-    waits inside the commit, after the last chance to roll back. Holding
-    the worker after the call returns makes "cancelled before the commit"
-    a fact of the test, not a race with the worker's speed.
-    """
-
-    def __init__(self, target: Any, name: str) -> None:
-        self._returned = threading.Event()
-        self._release = threading.Event()
-        real = getattr(target, name)
-
-        def held(*args: Any, **kwargs: Any) -> Any:
-            result = real(*args, **kwargs)
-            self._returned.set()
-            assert self._release.wait(30), "the test never released the held call"
-            return result
-
-        setattr(target, name, held)
-
-    def release(self) -> None:
-        self._release.set()
+from ._async_calls import Blocker, busy, cancel_rolls_back, cancel_waits_for_the_outcome, on_a_worker
 
 
 def checkpoint_args(thread: str, step: int = 1) -> tuple[Any, Any, Any, Any]:
@@ -217,18 +139,7 @@ def test_a_cancelled_aput_rolls_back(shared_store: durastate.Store) -> None:
     blocker = Blocker(shared_store, lambda: saver.put(*checkpoint_args("t", step=2)))
 
     async def main() -> None:
-        blocker.start()
-        held = HeldAfter(saver, "put")
-        try:
-            task = asyncio.create_task(saver.aput(*checkpoint_args("t")))
-            await on_a_worker(saver)
-            task.cancel()
-            with pytest.raises(asyncio.CancelledError):
-                await task
-        finally:
-            held.release()
-            await asyncio.to_thread(blocker.release)
-        await asyncio.to_thread(saver._aio.runner.wait_idle)  # it ran after the blocker, then rolled back
+        await cancel_rolls_back(blocker, saver, "put", lambda: saver.aput(*checkpoint_args("t")))
         assert thread_rows(shared_store, "t") == []
         config = await saver.aput(*checkpoint_args("t"))  # nothing left locked
         assert (await saver.aget_tuple(config)) is not None
@@ -245,18 +156,7 @@ def test_a_cancelled_aput_writes_rolls_back(shared_store: durastate.Store) -> No
     blocker = Blocker(shared_store, lambda: saver.put_writes(config, writes, "task"))
 
     async def main() -> None:
-        blocker.start()
-        held = HeldAfter(saver, "put_writes")
-        try:
-            task = asyncio.create_task(saver.aput_writes(config, writes, "task"))
-            await on_a_worker(saver)
-            task.cancel()
-            with pytest.raises(asyncio.CancelledError):
-                await task
-        finally:
-            held.release()
-            await asyncio.to_thread(blocker.release)
-        await asyncio.to_thread(saver._aio.runner.wait_idle)
+        await cancel_rolls_back(blocker, saver, "put_writes", lambda: saver.aput_writes(config, writes, "task"))
         assert thread_rows(shared_store, "t") == before
         found = await saver.aget_tuple(config)
         assert found is not None and found.pending_writes == []
@@ -270,18 +170,7 @@ def test_a_cancelled_langchain_write_rolls_back(shared_store: durastate.Store) -
     blocker = Blocker(shared_store, lambda: byte_store.mset([("a", b"blocker")]))
 
     async def main() -> None:
-        blocker.start()
-        held = HeldAfter(byte_store, "mset")
-        try:
-            task = asyncio.create_task(byte_store.amset([("a", b"1"), ("b", b"2")]))
-            await on_a_worker(byte_store)
-            task.cancel()
-            with pytest.raises(asyncio.CancelledError):
-                await task
-        finally:
-            held.release()
-            await asyncio.to_thread(blocker.release)
-        await asyncio.to_thread(byte_store._aio.runner.wait_idle)
+        await cancel_rolls_back(blocker, byte_store, "mset", lambda: byte_store.amset([("a", b"1"), ("b", b"2")]))
         assert await byte_store.amget(["a", "b"]) == [None, None]
 
     asyncio.run(main())
@@ -297,20 +186,8 @@ def test_a_cancelled_add_items_on_a_worker_writes_its_batch_before_the_cancellat
     blocker = Blocker(shared_store, lambda: shared_store.kv.incr(SCOPE, b"s", LAST_ORDINAL_KEY, 1))
 
     async def main() -> None:
-        blocker.start()
-        try:
-            task = asyncio.create_task(session.add_items(batch))
-            await on_a_worker(session)
-            task.cancel()
-            for _ in range(20):
-                await asyncio.sleep(0)
-            assert not task.done()  # the SDK's rule: the mutation's outcome first
-        finally:
-            await asyncio.to_thread(blocker.release)
-        with pytest.raises(asyncio.CancelledError):
-            await task
-        # Settled: nothing of it still running, all of the batch there.
-        assert busy(session) == 0
+        # The SDK's rule: the mutation's outcome first; settled, all of the batch is there.
+        await cancel_waits_for_the_outcome(blocker, session, lambda: session.add_items(batch))
         assert session._get_items(None) == batch
 
     asyncio.run(main())
@@ -479,26 +356,14 @@ def test_a_sync_call_after_an_async_one_on_the_same_thread_still_waits_for_the_l
 CANCEL_ROUNDS = {"sqlite-file": 300, "postgres": 40}
 
 _CANCEL_AND_CLOSE = """
-import asyncio, random, sqlite3, sys, threading
+import asyncio, sys
 from langgraph.checkpoint.base import create_checkpoint, empty_checkpoint
 from durastate.integrations.langchain import DurastateByteStore
 from durastate.integrations.langgraph import DurastateSaver
 from durastate.integrations.openai_agents import DurastateSession
+from durastate.testing.cancel_close import cancel_then_close
 
 url, rounds = sys.argv[1], int(sys.argv[2])
-path = url[len("sqlite://"):] if url.startswith("sqlite://") else None
-random.seed(7)
-
-def hold_lock():
-    if path is None or random.random() < 0.5:
-        return None
-    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-    conn.execute("BEGIN IMMEDIATE")
-    return conn
-
-def let_go_soon(conn):
-    if conn is not None:
-        threading.Timer(random.random() / 500, lambda: (conn.execute("ROLLBACK"), conn.close())).start()
 
 def put_args(n):
     checkpoint = create_checkpoint(empty_checkpoint(), None, 1)
@@ -506,30 +371,21 @@ def put_args(n):
     checkpoint["channel_versions"] = {"m": "1"}
     return {"configurable": {"thread_id": str(n), "checkpoint_ns": ""}}, checkpoint, {}, {"m": "1"}
 
-async def main():
-    for r in range(rounds):
-        saver = DurastateSaver.from_url(url)
-        session = DurastateSession("s", url=url)
-        byte_store = DurastateByteStore(url)
-        lock = hold_lock()
-        calls = [
-            lambda n: saver.aput(*put_args(n)),
-            lambda n: saver.aget_tuple(put_args(n)[0]),
-            lambda n: session.add_items([{"n": n}]),
-            lambda n: byte_store.amset([(str(n), b"v")]),
-        ]
-        tasks = [asyncio.create_task(call(r * 100 + i)) for i, call in enumerate(calls * 2)]
-        for _ in range(random.randint(0, 3)):
-            await asyncio.sleep(0)
-        for task in tasks:
-            task.cancel()
-        let_go_soon(lock)
-        for holder in (saver, session, byte_store):
-            await holder.aclose()
-        await asyncio.gather(*tasks, return_exceptions=True)
-    print("survived", rounds)
+async def open_holders():
+    return DurastateSaver.from_url(url), DurastateSession("s", url=url), DurastateByteStore(url)
 
-asyncio.run(main())
+async def close(holders):
+    for holder in holders:
+        await holder.aclose()
+
+calls = [
+    lambda h, n: h[0].aput(*put_args(n)),
+    lambda h, n: h[0].aget_tuple(put_args(n)[0]),
+    lambda h, n: h[1].add_items([{"n": n}]),
+    lambda h, n: h[2].amset([(str(n), b"v")]),
+]
+asyncio.run(cancel_then_close(url, rounds, open_holders, calls, close, copies=2))
+print("survived", rounds)
 """
 
 

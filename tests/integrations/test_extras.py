@@ -15,6 +15,8 @@ import pytest
         ("huey", "huey", "huey"),
         ("agent_framework", "agent_framework", "agent-framework"),
         ("strands", "strands", "strands"),
+        ("adk", "google.adk", "adk"),
+        ("pydantic_ai", "pydantic_ai", "pydantic-ai"),
     ],
 )
 def test_missing_framework_names_the_extra(module: str, framework: str, extra: str) -> None:
@@ -32,7 +34,7 @@ def test_missing_framework_names_the_extra(module: str, framework: str, extra: s
 
 
 def test_importing_durastate_imports_no_framework() -> None:
-    frameworks = "{'eventsourcing', 'huey', 'agent_framework', 'strands'}"
+    frameworks = "{'eventsourcing', 'huey', 'agent_framework', 'strands', 'google.adk', 'pydantic_ai'}"
     code = f"import sys, durastate, durastate.integrations; print(sorted({frameworks} & set(sys.modules)))"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
     assert result.stdout.strip() == "[]"

@@ -58,6 +58,7 @@ from .statements import (
 )
 from .tools import EngineTools
 from .transaction import Transaction, TransactionState, aborted_error
+from .vectors import VectorIndexes
 from .watch import ChangeWatch, PolledWatch
 
 __all__ = [
@@ -227,6 +228,13 @@ class Engine(ABC):
         for the rest; an engine returns its own subclass.
         """
         return EngineTools(self)
+
+    @property
+    def vectors(self) -> VectorIndexes:
+        """Returns the engine's nearest-neighbour indexes over kv rows (``engines.vectors``), where
+        ``capabilities.vector_index`` says it keeps them; the default refuses every call with ``NotSupported``.
+        """
+        return VectorIndexes(self)
 
     @abstractmethod
     def next_value(self, name: str) -> int:

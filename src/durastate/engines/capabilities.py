@@ -70,6 +70,10 @@ class Capabilities:
     # prefers them there. False: every statement is answered at once (a
     # local engine), so reading an answer costs nothing extra.
     deferred_answers: bool = False
+    # ``engine.vectors`` keeps nearest-neighbour indexes in the database
+    # (``engines.vectors``: PostgreSQL with the pgvector extension installed
+    # in the database when the engine opened). False: callers search exactly.
+    vector_index: bool = False
 
     def replace(self, **changes: Any) -> Capabilities:
         """A copy with ``changes`` applied (an engine mode that turns features off)."""

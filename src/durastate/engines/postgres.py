@@ -131,6 +131,7 @@ from .postgres_space import reclaim as reclaim_tables
 from .postgres_tools import PostgresTools
 from .postgres_transaction import NOTIFY_CHANNELS as NOTIFY_CHANNELS
 from .postgres_transaction import PipelinedTransactions, ThreadState, notify_on
+from .postgres_vector import PostgresVectors, vector_schema
 from .redact import redact_url
 from .space import SpaceReport
 from .watch import ChangeWatch
@@ -249,6 +250,7 @@ class PostgresEngine(PipelinedTransactions):
         self._pool_lock = threading.Lock()
         self._pool: LifoPool | None = None
         self._probed = False
+        self._vector_schema: str | None = None  # where pgvector is installed, found by _probe
         # Whether the URL reaches the server through a pooler (postgres_connect.behind_pooler), found by the
         # first connect: no prepared statements, no session settings, no LISTEN (see "Poolers" in the docstring).
         self.pooler = False
@@ -354,12 +356,15 @@ class PostgresEngine(PipelinedTransactions):
             self.pooler = behind_pooler(conn)
             self._configure(conn)
             row = conn.execute("SELECT current_schema(), current_setting('search_path')").fetchone()
+            self._vector_schema = None if self.citus else vector_schema(conn)
         except psycopg.Error as exc:
             raise translate_postgres_error(exc, f"{where}: configuring the session") from None
         finally:
             conn.close()
         if self.pooler:
             self.capabilities = self.capabilities.replace(listen_notify=False)  # waiters poll (wait_for_change)
+        if self._vector_schema is not None:  # pgvector installed (engines.postgres_vector; not in Citus mode)
+            self.capabilities = self.capabilities.replace(vector_index=True)
         if row is None or row[0] is None:
             path = "" if row is None else row[1]
             raise ConfigurationError(
@@ -658,6 +663,10 @@ class PostgresEngine(PipelinedTransactions):
     @property
     def tools(self) -> PostgresTools:
         return PostgresTools(self)
+
+    @property
+    def vectors(self) -> PostgresVectors:
+        return PostgresVectors(self, self._vector_schema)
 
     def catalog(self) -> list[tuple[str, ...]]:
         """This prefix's schema objects as sorted rows (see ``Engine.catalog``)."""

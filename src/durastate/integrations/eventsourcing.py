@@ -22,9 +22,9 @@ Every recorder of one application shares the kv scope
   versions are signed 64-bit, encoded so bytes order equals numeric order).
   ``select_events`` is one ordered range scan.
 * ``ns=b"notifications"``: one value per notification id (8 bytes, big
-  endian) pointing at its event row and carrying the topic, so topic
-  filters never read event state; a page of notifications is one scan plus
-  one batched ``get_many``. The state is stored once.
+  endian) holding the whole event again (its event key, topic and state),
+  so a page of notifications is one ordered range scan, as
+  ``select_events`` is: the state is stored twice (see "Layouts" below).
 * counters ``(b"sequence", purpose)``: the last notification id handed out;
   ``(b"tracking", upstream application name)``: the highest tracked id.
 
@@ -40,6 +40,21 @@ an existing ``(originator_id, version)``) runs after the counter is locked,
 so on PostgreSQL's READ COMMITTED it sees every insert committed before it.
 Tracking rows use the same pattern: a zero increment locks the upstream
 application's counter before the "is this id higher?" check.
+
+Layouts of a notification row. Since 2026-12-05 (layout 2) its value is
+``b"\\x00\\x00"`` (the marker), the event key's length (2 bytes), the
+event key, the topic's length (4 bytes), the topic and the state. Before,
+(layout 1) it was the event key's length, the event key and the topic: a
+pointer, whose state a page read from the event row in a second statement
+(``get_many``). An event key is never empty, so a layout-1 row never starts
+with two zero bytes. Both layouts are read, also mixed in one page (a
+store written before keeps working and needs no migration; its old rows
+cost the second statement, new ones do not). Layout 2 doubles the bytes
+stored per event for one statement per page instead of two: on PostgreSQL
+a page was 0.53x of eventsourcing's own recorder with two round trips
+(bench/RESULTS-integrations.md, Stop 14). Keeping the state only in the
+notification row instead would have made ``select_events`` (every load of
+an aggregate) two statements.
 
 Why kv: the ``events`` facet is a2's session model (claims, leases, JSON
 payloads, idempotent replay of duplicate ids: a duplicate must be an error
@@ -120,7 +135,12 @@ _ID = struct.Struct(">Q")
 _EVENT_HEAD = struct.Struct(">QI")  # notification id, topic length; then topic, state
 _TOPIC_LENGTH = struct.Struct(">I")
 _POINTER_HEAD = struct.Struct(">H")  # event key length
+# A layout-2 notification row starts with this (see "Layouts" in the module docstring).
+_INLINE = b"\x00\x00"
+_INLINE_HEAD = len(_INLINE) + _POINTER_HEAD.size
 _VERSION_BIAS = 2**63
+# A str id's bytes: its event key (b"s", 2-byte length, id, 8-byte version) must fit a 2-byte length.
+_MAX_STR_ID = 0xFFFF - 11
 # Greater than any 8-byte version suffix: the exclusive end of one originator's keys.
 _AFTER_ALL_VERSIONS = b"\xff" * 9
 _SELECT_PAGE = 500
@@ -142,8 +162,8 @@ def _originator_key(originator_id: Any) -> bytes:
         return b"u" + originator_id.bytes
     if isinstance(originator_id, str):
         raw = originator_id.encode("utf-8")
-        if len(raw) > 0xFFFF:
-            raise InvalidRequest(f"originator_id is {len(raw)} bytes of UTF-8; at most 65535 are stored")
+        if len(raw) > _MAX_STR_ID:
+            raise InvalidRequest(f"originator_id is {len(raw)} bytes of UTF-8; at most {_MAX_STR_ID} are stored")
         return b"s" + _POINTER_HEAD.pack(len(raw)) + raw
     raise InvalidRequest(f"originator_id must be a UUID or str, got {type(originator_id).__name__}")
 
@@ -168,8 +188,8 @@ def _int64(name: str, value: Any) -> int:
     return int(value)
 
 
-def _event_fields(key: bytes, value: bytes, originators: dict[bytes, UUID | str]) -> tuple[UUID | str, int, str, bytes]:
-    """``(originator_id, version, topic, state)`` of an event row.
+def _key_fields(key: bytes, originators: dict[bytes, UUID | str]) -> tuple[UUID | str, int]:
+    """``(originator_id, version)`` of an event key.
 
     ``originators`` memoises decoded ids by key prefix: a page of events
     usually repeats a few originators, and building a UUID is the costliest
@@ -180,10 +200,16 @@ def _event_fields(key: bytes, value: bytes, originators: dict[bytes, UUID | str]
     if originator_id is None:
         originator_id = originators[prefix] = _originator_id(key)[0]
     (version,) = _ID.unpack_from(key, len(prefix))
+    return originator_id, version - _VERSION_BIAS
+
+
+def _event_fields(key: bytes, value: bytes, originators: dict[bytes, UUID | str]) -> tuple[UUID | str, int, str, bytes]:
+    """``(originator_id, version, topic, state)`` of an event row (see ``_key_fields``)."""
+    originator_id, version = _key_fields(key, originators)
     _, topic_length = _EVENT_HEAD.unpack_from(value)
     start = _EVENT_HEAD.size
     topic = value[start : start + topic_length].decode("utf-8")
-    return originator_id, version - _VERSION_BIAS, topic, value[start + topic_length :]
+    return originator_id, version, topic, value[start + topic_length :]
 
 
 class _DurastateRecorder:
@@ -220,8 +246,8 @@ class DurastateAggregateRecorder(_DurastateRecorder, AggregateRecorder):
         ids = self._insert(stored_events, None)
         return ids if self._with_notifications else None
 
-    def _rows(self, stored_events: Sequence[StoredEvent]) -> list[tuple[bytes, str, bytes]]:
-        """(event key, topic, value without its notification id) per event; validated."""
+    def _rows(self, stored_events: Sequence[StoredEvent]) -> list[tuple[bytes, bytes]]:
+        """(event key, event value without its notification id) per event; validated."""
         if not isinstance(stored_events, (list, tuple)):
             raise InvalidRequest(f"stored_events must be a list, got {type(stored_events).__name__}")
         rows = []
@@ -237,12 +263,12 @@ class DurastateAggregateRecorder(_DurastateRecorder, AggregateRecorder):
                 raise InvalidRequest(f"stored_events[{i}].originator_version may be at most {INT64_MAX - 1}")
             key = _originator_key(event.originator_id) + _version_bytes(version)
             topic = event.topic.encode("utf-8")
-            rows.append((key, event.topic, _TOPIC_LENGTH.pack(len(topic)) + topic + event.state))
+            rows.append((key, _TOPIC_LENGTH.pack(len(topic)) + topic + event.state))
         return rows
 
     def _insert(self, stored_events: Sequence[StoredEvent], tracking: Tracking | None) -> list[int]:
         rows = self._rows(stored_events)
-        keys = [key for key, _, _ in rows]
+        keys = [key for key, _ in rows]
         if len(set(keys)) != len(keys):
             raise IntegrityError("the batch holds the same (originator_id, originator_version) twice")
         kv = self.store.kv
@@ -264,15 +290,15 @@ class DurastateAggregateRecorder(_DurastateRecorder, AggregateRecorder):
                 )
             ids = list(range(last - len(rows) + 1, last + 1))
             kv.put_many(
-                scope, self._events_ns, [(key, _ID.pack(i) + rest) for i, (key, _, rest) in zip(ids, rows, strict=True)]
+                scope, self._events_ns, [(key, _ID.pack(i) + rest) for i, (key, rest) in zip(ids, rows, strict=True)]
             )
             if self._with_notifications:
                 kv.put_many(
                     scope,
                     _NOTIFICATIONS,
                     [
-                        (_ID.pack(i), _POINTER_HEAD.pack(len(key)) + key + topic.encode("utf-8"))
-                        for i, (key, topic, _) in zip(ids, rows, strict=True)
+                        (_ID.pack(i), _INLINE + _POINTER_HEAD.pack(len(key)) + key + rest)
+                        for i, (key, rest) in zip(ids, rows, strict=True)
                     ],
                 )
         with self._inserted:
@@ -357,30 +383,52 @@ class DurastateApplicationRecorder(DurastateAggregateRecorder, ApplicationRecord
             end = _ID.pack(stop + 1)
         wanted = frozenset(topics)
         kv = self.store.kv
-        pointers: list[tuple[int, bytes, str]] = []
+        notifications: list[Notification | None] = []
+        # Layout-1 rows (module docstring): (position in the page, id, event key).
+        pointers: list[tuple[int, int, bytes]] = []
+        originators: dict[bytes, UUID | str] = {}
+        topic_names: dict[bytes, str] = {}  # a page repeats a few topics: decode each once
         with _translated():
             pairs = kv.scan(
                 self._scope, _NOTIFICATIONS, start=_ID.pack(max(low, 0)), end=end, limit=None if wanted else limit
             )
             for id_bytes, value in pairs:
-                (key_length,) = _POINTER_HEAD.unpack_from(value)
-                key_end = _POINTER_HEAD.size + key_length
-                topic = value[key_end:].decode("utf-8")
+                if value[:2] == _INLINE:
+                    (key_length,) = _POINTER_HEAD.unpack_from(value, len(_INLINE))
+                    key_end = _INLINE_HEAD + key_length
+                    (topic_length,) = _TOPIC_LENGTH.unpack_from(value, key_end)
+                    topic_start = key_end + _TOPIC_LENGTH.size
+                    state_start = topic_start + topic_length
+                    raw_topic = value[topic_start:state_start]
+                else:
+                    (key_length,) = _POINTER_HEAD.unpack_from(value)
+                    key_end = _POINTER_HEAD.size + key_length
+                    raw_topic = value[key_end:]
+                    state_start = 0
+                topic = topic_names.get(raw_topic)
+                if topic is None:
+                    topic = topic_names[raw_topic] = raw_topic.decode("utf-8")
                 if wanted and topic not in wanted:
                     continue
-                pointers.append((_ID.unpack(id_bytes)[0], value[_POINTER_HEAD.size : key_end], topic))
-                if len(pointers) == limit:
+                key = value[key_end - key_length : key_end]
+                (notification_id,) = _ID.unpack(id_bytes)
+                if state_start:
+                    originator_id, version = _key_fields(key, originators)
+                    notifications.append(
+                        Notification(originator_id, version, topic, value[state_start:], notification_id)
+                    )
+                else:
+                    pointers.append((len(notifications), notification_id, key))
+                    notifications.append(None)
+                if len(notifications) == limit:
                     break
-            if not pointers:
-                return []
-            values = kv.get_many(self._scope, self._events_ns, [key for _, key, _ in pointers])
-        notifications = []
-        originators: dict[bytes, UUID | str] = {}
-        for (notification_id, key, _), row in zip(pointers, values, strict=True):
-            if row is None:  # pragma: no cover - both rows commit together
-                raise OperationalError(f"notification {notification_id} points at a missing event row")
-            notifications.append(Notification(*_event_fields(key, row, originators), id=notification_id))
-        return notifications
+            if pointers:
+                rows = kv.get_many(self._scope, self._events_ns, [key for _, _, key in pointers])
+                for (position, notification_id, key), row in zip(pointers, rows, strict=True):
+                    if row is None:  # pragma: no cover - both rows commit together
+                        raise OperationalError(f"notification {notification_id} points at a missing event row")
+                    notifications[position] = Notification(*_event_fields(key, row, originators), id=notification_id)
+        return cast(list[Notification], notifications)
 
     def max_notification_id(self) -> int | None:
         with _translated():

@@ -23,7 +23,9 @@ seconds (default 300) and ``DurastateHuey.execute`` settles the claim when
 huey is done with the task:
 
 * the task ran (succeeded, or failed and huey handled it: stored the error,
-  re-enqueued a retry), was revoked, expired or cancelled: ``ack`` (gone);
+  re-enqueued a retry), was revoked, expired or cancelled: ``ack`` (gone),
+  committed with the worker's next dequeue (see "Acks ride on the next
+  dequeue" below);
 * it was not ready yet (an ETA in the future): moved to the schedule and
   acked **in one transaction**;
 * huey reported it interrupted (the consumer's SIGINT) or ``execute`` raised:
@@ -41,6 +43,23 @@ that cannot be deserialised is nacked, so it reaches the dead letters after
 (a task that finished just before its process died runs again), where
 huey's own storages give at-most-once. ``lease=None`` restores huey's
 destructive dequeue exactly.
+
+Acks ride on the next dequeue. A settled task's ack is not a commit of its
+own: ``execute`` hands it to ``storage.ack_later``, and the same thread's
+next ``storage.dequeue()`` commits it in one transaction with the next
+claim (huey's worker calls ``dequeue`` as soon as ``execute`` returns, also
+when the queue is empty). So a task costs two commits, the enqueue and the
+claim, as on huey's own storages (enqueue, destructive dequeue), instead of
+three; on SQLite with ``durability="full"`` and on PostgreSQL each commit
+waits for a flush to disk, which is most of a task's queue cost. A waiting
+ack is also committed by the worker's shutdown (an ``on_shutdown`` hook, in
+the worker's thread), ``DurastateHuey.close()``, ``storage.close()`` and
+``storage.flush_acks()``, and its lease is renewed like a running task's
+meanwhile. If the process dies before it commits, the task runs again once
+its lease is out: the at-least-once guarantee below, with the same window
+as an ack of its own (from the end of the task to the next commit). If the
+dequeue's transaction fails, its acks wait for the next one; an ack whose
+lease was lost meanwhile is logged, and the claim goes ahead.
 
 Calling ``storage.dequeue()`` directly (outside ``DurastateHuey``) claims the
 message too; nobody settles it, so it comes back after the lease.
@@ -201,8 +220,19 @@ class DurastateStorage(BaseStorage):  # type: ignore[misc]
         self._dequeue_queues: list[bytes] = []
         self._dequeue_queues_read = -math.inf
         self._last_claim = threading.local()
+        # ack_later's claims by thread ident; the pid tells a forked child
+        # that they are its parent's (not its own to commit).
+        self._pending: dict[int, list[Claim]] = {}
+        self._pending_lock = threading.Lock()
+        self._pending_pid = os.getpid()
 
     def close(self) -> bool:
+        """Commit every thread's waiting acks (``ack_later``), then close the store if this storage opened it."""
+        if not self.store.closed:
+            try:
+                self.flush_acks(all_threads=True)
+            except DurastateError as exc:  # their tasks come back after the lease: at-least-once
+                logger.warning("could not commit the acks of finished tasks at close: %s", exc)
         if self._owns_store and not self.store.closed:
             self.store.close()
             return True
@@ -234,19 +264,113 @@ class DurastateStorage(BaseStorage):  # type: ignore[misc]
         self.store.queues.push(self._queue_prefix + key, [payload], max_attempts=self.max_attempts)
 
     def dequeue(self) -> bytes | None:
-        queues = self.store.queues
+        """The next message (highest priority first), or ``None``; with a lease, claimed (see the module docstring).
+
+        This thread's acks waiting in ``ack_later`` are committed in the same
+        transaction as the claim, before it. If the transaction fails they
+        stay waiting (nothing was committed) and the error propagates.
+        """
         self._last_claim.claim = None
-        for queue in self._queues_for_dequeue():
-            if self.lease is None:
+        queues = self.store.queues
+        if self.lease is None:
+            for queue in self._queues_for_dequeue():
                 data = queues.pop(queue)
                 if data is not None:
                     return data
-                continue
-            claim = queues.claim(queue, lease=self.lease)
+            return None
+        pending = self._take_pending(threading.get_ident())
+        if not pending:
+            claim = self._claim_next()
+        else:
+            try:
+                with self.store.transaction():
+                    _ack_all(pending)
+                    claim = self._claim_next()
+            except BaseException:
+                self._give_back(threading.get_ident(), pending)
+                raise
+        if claim is None:
+            return None
+        self._last_claim.claim = claim
+        return claim.payload
+
+    def _claim_next(self) -> Claim | None:
+        assert self.lease is not None
+        for queue in self._queues_for_dequeue():
+            claim = self.store.queues.claim(queue, lease=self.lease)
             if claim is not None:
-                self._last_claim.claim = claim
-                return claim.payload
+                return claim
         return None
+
+    def ack_later(self, claim: Claim) -> None:
+        """Ack ``claim`` with this thread's next ``dequeue`` (one commit for both), or ``flush_acks``/``close``.
+
+        What ``DurastateHuey.execute`` does with a task that ran; see
+        "Acks ride on the next dequeue" in the module docstring.
+        """
+        if not isinstance(claim, Claim):
+            raise InvalidRequest(f"claim must be a durastate Claim, got {type(claim).__name__}")
+        with self._pending_lock:
+            self._forget_parents_acks()
+            self._pending.setdefault(threading.get_ident(), []).append(claim)
+
+    def flush_acks(self, *, all_threads: bool = False) -> int:
+        """Commit the acks ``ack_later`` keeps (this thread's; ``all_threads``: every thread's), in one transaction.
+
+        Returns how many were committed or found lost (a lost lease is logged,
+        not raised). If the transaction fails, they stay waiting.
+        """
+        if not isinstance(all_threads, bool):
+            raise InvalidRequest(f"all_threads must be a bool, got {type(all_threads).__name__}")
+        owner = None if all_threads else threading.get_ident()
+        pending = self._take_pending(owner)
+        if not pending:
+            return 0
+        try:
+            with self.store.transaction():
+                _ack_all(pending)
+        except BaseException:
+            self._give_back(threading.get_ident() if owner is None else owner, pending)
+            raise
+        return len(pending)
+
+    def pending_acks(self) -> list[Claim]:
+        """Claims whose ack waits for a ``dequeue`` or ``flush_acks`` (every thread's), oldest first per thread."""
+        with self._pending_lock:
+            self._forget_parents_acks()
+            return [claim for claims in self._pending.values() for claim in claims]
+
+    def forget_ack(self, claim: Claim) -> bool:
+        """Drop ``claim`` from the waiting acks (its lease was lost); whether it was waiting."""
+        with self._pending_lock:
+            for claims in self._pending.values():
+                for i, waiting in enumerate(claims):
+                    if waiting is claim:
+                        del claims[i]
+                        return True
+        return False
+
+    def _take_pending(self, owner: int | None) -> list[Claim]:
+        """Remove and return the waiting acks of thread ``owner`` (``None``: every thread)."""
+        if not self._pending:  # the common case, without the lock: nothing waits
+            return []
+        with self._pending_lock:
+            self._forget_parents_acks()
+            if owner is not None:
+                return self._pending.pop(owner, [])
+            taken = [claim for claims in self._pending.values() for claim in claims]
+            self._pending.clear()
+            return taken
+
+    def _give_back(self, owner: int, claims: list[Claim]) -> None:
+        with self._pending_lock:
+            self._pending[owner] = claims + self._pending.get(owner, [])
+
+    def _forget_parents_acks(self) -> None:
+        """In a forked child, the parent's waiting acks are the parent's to commit."""
+        if self._pending_pid != os.getpid():
+            self._pending.clear()
+            self._pending_pid = os.getpid()
 
     def take_claim(self) -> Claim | None:
         """The claim of this thread's last ``dequeue`` (once), for whoever settles it."""
@@ -377,11 +501,18 @@ class DurastateStorage(BaseStorage):  # type: ignore[misc]
         self.store.kv.clear(self._counters_scope)
 
 
-class _LeaseKeeper:
-    """Renews the leases of tasks being executed, every ``lease / 3`` seconds, from one daemon thread."""
+def _ack_all(claims: list[Claim]) -> None:
+    """Ack each claim; a lease lost meanwhile is logged (huey already did the work), not raised."""
+    for claim in claims:
+        _settle(claim, ack=True, error="")
 
-    def __init__(self, lease: float) -> None:
+
+class _LeaseKeeper:
+    """Renews the leases of running tasks and waiting acks every ``lease / 3`` seconds, from one daemon thread."""
+
+    def __init__(self, lease: float, storage: Any = None) -> None:
         self.interval = lease / 3
+        self._storage = storage if isinstance(storage, DurastateStorage) else None
         self._held: dict[int, Claim] = {}
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -419,6 +550,18 @@ class _LeaseKeeper:
                     logger.warning("lease of %r was lost (taken over after it ran out); it may run twice", claim)
             except DurastateError as exc:  # the store is busy or down: try again next round
                 logger.warning("could not renew the lease of %r: %s", claim, exc)
+        if self._storage is not None:
+            self._renew_waiting_acks(self._storage)
+
+    def _renew_waiting_acks(self, storage: DurastateStorage) -> None:
+        for claim in storage.pending_acks():
+            try:
+                claim.renew()
+            except Conflict:
+                if storage.forget_ack(claim):  # still waiting: not merely committed meanwhile
+                    logger.warning("lease of %r was lost before its ack was committed; it may run twice", claim)
+            except DurastateError as exc:
+                logger.warning("could not renew the lease of %r (its ack waits): %s", claim, exc)
 
     def close(self) -> None:
         self._stop.set()
@@ -443,8 +586,11 @@ class DurastateHuey(Huey):  # type: ignore[misc]
             raise InvalidRequest("DurastateHuey always uses DurastateStorage; use huey.Huey for another storage_class")
         super().__init__(name, url=url, **options)
         lease = getattr(self.storage, "lease", None)  # MemoryStorage in immediate mode has none
-        self._leases = _LeaseKeeper(lease if lease is not None else DEFAULT_LEASE)
+        self._leases = _LeaseKeeper(lease if lease is not None else DEFAULT_LEASE, self.storage)
         self._interrupted = threading.local()
+        if isinstance(self.storage, DurastateStorage):
+            # huey's worker runs its shutdown hooks in its own thread when it stops: its waiting ack goes out.
+            self.on_shutdown(name="durastate: commit waiting acks")(self.storage.flush_acks)
 
     def dequeue(self) -> Any:
         storage = self.storage
@@ -482,15 +628,19 @@ class DurastateHuey(Huey):  # type: ignore[misc]
             self._leases.release(key)
             _settle(claim, ack=False, error=f"execute raised {exc!r}"[:1000])
             raise
-        self._leases.release(key)
-        interrupted = getattr(self._interrupted, "flag", False)
-        _settle(claim, ack=not interrupted, error="interrupted (consumer shutting down)")
+        if getattr(self._interrupted, "flag", False):
+            self._leases.release(key)
+            _settle(claim, ack=False, error="interrupted (consumer shutting down)")
+        else:
+            # Waiting in the storage before it leaves the keeper: its lease is renewed all along.
+            self.storage.ack_later(claim)
+            self._leases.release(key)
         return value
 
     def close(self) -> None:
-        """Stop renewing leases and close the store (if this huey opened it)."""
-        self._leases.close()
+        """Commit the waiting acks, stop renewing leases and close the store (if this huey opened it)."""
         self.storage.close()
+        self._leases.close()
 
     def _emit(self, signal: str, task: Any, *args: Any, **kwargs: Any) -> Any:
         if signal == SIGNAL_INTERRUPTED:

@@ -20,12 +20,14 @@ from google.adk.artifacts import InMemoryArtifactService, artifact_util
 from google.adk.errors.input_validation_error import InputValidationError
 from google.adk.platform import time as platform_time
 from google.genai import types
-from hypothesis import HealthCheck, example, given, settings
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 import durastate
 from durastate.errors import InvalidRequest
 from durastate.integrations.adk import DurastateArtifactService
+
+from .._differential import differential
 
 APPS = ["app", "a/b"]
 USERS = ["u1", "u%2F"]
@@ -149,15 +151,7 @@ async def _run(ours: DurastateArtifactService, ops: list[Any]) -> None:
             assert got == expected, f"step {step} {op}: durastate {got} != in-memory {expected}"
 
 
-@pytest.fixture
-def shared_store(shared_url: str) -> Any:
-    with durastate.open(shared_url) as store:
-        yield store
-
-
-@settings(
-    max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
-)
+@differential(30)
 @given(ops=operations)
 # Always tried: a rewind tombstone loads as absent; references are followed, within scope only.
 @example(ops=[("save", COMMON[0], artifact_util._new_rewind_tombstone(), None), ("load_last", COMMON[0], None)])

@@ -21,11 +21,13 @@ from google.adk.events.event import Event
 from google.adk.memory import InMemoryMemoryService
 from google.adk.sessions.session import Session
 from google.genai import types
-from hypothesis import HealthCheck, example, given, settings
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 import durastate
 from durastate.integrations.adk import DurastateMemoryService
+
+from .._differential import differential
 
 TEXTS = [
     "the cat sat",
@@ -105,9 +107,7 @@ async def _run(ours: DurastateMemoryService, ops: list[Any]) -> None:
             assert got == expected, f"step {step} {op}"
 
 
-@settings(
-    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
-)
+@differential(40)
 @given(ops=operations)
 # A re-added session keeps its place; a deleted id stays out of later adds; mixed scripts match.
 @example(

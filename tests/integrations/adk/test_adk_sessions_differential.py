@@ -28,7 +28,6 @@ import shutil
 import tempfile
 from typing import Any
 
-import pytest
 from google.adk.errors._stale_session_error import StaleSessionError
 from google.adk.errors.already_exists_error import AlreadyExistsError
 from google.adk.errors.session_not_found_error import SessionNotFoundError
@@ -39,12 +38,14 @@ from google.adk.sessions import DatabaseSessionService, InMemorySessionService
 from google.adk.sessions.base_session_service import GetSessionConfig
 from google.adk.sessions.sqlite_session_service import SqliteSessionService
 from google.genai import types
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 import durastate
 from durastate.errors import Conflict, NotFound
 from durastate.integrations.adk import DurastateSessionService
+
+from .._differential import differential
 
 APPS = ["app", "o/p"]
 USERS = ["u1", "u/2"]
@@ -272,12 +273,6 @@ _prefixes = (f"x{n}-" for n in itertools.count())
 _FAST_DIR = "/dev/shm" if os.path.isdir("/dev/shm") else None
 
 
-@pytest.fixture
-def shared_store(shared_url: str) -> Any:
-    with durastate.open(shared_url) as store:
-        yield store
-
-
 def _compare(store: durastate.Store, ops: list[Any]) -> None:
     folder = tempfile.mkdtemp(prefix="adk-diff-", dir=_FAST_DIR)
 
@@ -299,9 +294,7 @@ def _compare(store: durastate.Store, ops: list[Any]) -> None:
         shutil.rmtree(folder, ignore_errors=True)
 
 
-@settings(
-    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
-)
+@differential(25)
 @given(ops=operations)
 def test_random_sequences_match_adk_services(shared_store: durastate.Store, ops: list[Any]) -> None:
     _compare(shared_store, ops)

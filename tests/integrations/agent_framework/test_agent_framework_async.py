@@ -11,21 +11,13 @@ cancelled, keeps running, commits, and only then raises ``CancelledError``.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 
-import pytest
 from agent_framework import Message, WorkflowCheckpoint
 
 import durastate
 from durastate.integrations.agent_framework import DurastateCheckpointStorage, DurastateHistoryProvider
 
-from ..test_async_path import Blocker, busy, on_a_worker
-
-
-@pytest.fixture
-def shared_store(shared_url: str) -> Iterator[durastate.Store]:
-    with durastate.open(shared_url) as store:
-        yield store
+from .._async_calls import Blocker, cancel_waits_for_the_outcome
 
 
 def test_a_cancelled_save_on_a_worker_is_stored_before_the_cancellation_arrives(shared_store: durastate.Store) -> None:
@@ -36,19 +28,7 @@ def test_a_cancelled_save_on_a_worker_is_stored_before_the_cancellation_arrives(
     )
 
     async def main() -> None:
-        blocker.start()
-        try:
-            task = asyncio.create_task(storage.save(checkpoint))
-            await on_a_worker(storage)
-            task.cancel()
-            for _ in range(20):
-                await asyncio.sleep(0)
-            assert not task.done()  # the write's outcome first
-        finally:
-            await asyncio.to_thread(blocker.release)
-        with pytest.raises(asyncio.CancelledError):
-            await task
-        assert busy(storage) == 0
+        await cancel_waits_for_the_outcome(blocker, storage, lambda: storage.save(checkpoint))
         assert (await storage.load("c")).state == {"k": 1}
 
     asyncio.run(main())
@@ -63,19 +43,7 @@ def test_a_cancelled_save_messages_on_a_worker_is_stored_before_the_cancellation
     blocker = Blocker(shared_store, lambda: shared_store.engine.lock(f"durastate-agent-framework-history:{b's'.hex()}"))
 
     async def main() -> None:
-        blocker.start()
-        try:
-            task = asyncio.create_task(history.save_messages("s", turn))
-            await on_a_worker(history)
-            task.cancel()
-            for _ in range(20):
-                await asyncio.sleep(0)
-            assert not task.done()
-        finally:
-            await asyncio.to_thread(blocker.release)
-        with pytest.raises(asyncio.CancelledError):
-            await task
-        assert busy(history) == 0
+        await cancel_waits_for_the_outcome(blocker, history, lambda: history.save_messages("s", turn))
         assert [m.text for m in await history.get_messages("s")] == ["q", "a"]
 
     asyncio.run(main())

@@ -26,10 +26,8 @@ import datetime as dt
 import itertools
 import tempfile
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
-import pytest
 from agent_framework import (
     FileCheckpointStorage,
     InMemoryCheckpointStorage,
@@ -37,11 +35,13 @@ from agent_framework import (
     WorkflowCheckpoint,
     WorkflowCheckpointException,
 )
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 import durastate
 from durastate.integrations.agent_framework import DurastateCheckpointStorage
+
+from .._differential import differential
 
 
 @dataclasses.dataclass
@@ -172,15 +172,7 @@ class Runs:
 _prefixes = (f"x{n}-" for n in itertools.count())
 
 
-@pytest.fixture
-def shared_store(shared_url: str) -> Iterator[durastate.Store]:
-    with durastate.open(shared_url) as store:
-        yield store
-
-
-@settings(
-    max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
-)
+@differential(30)
 @given(ops=operations)
 def test_random_sequences_match_the_framework_storages(shared_store: durastate.Store, ops: list[Any]) -> None:
     async def main() -> None:

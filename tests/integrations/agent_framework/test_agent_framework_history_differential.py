@@ -16,17 +16,18 @@ from __future__ import annotations
 import asyncio
 import itertools
 import tempfile
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from agent_framework import FileHistoryProvider, InMemoryHistoryProvider, Message
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 import durastate
 from durastate.errors import InvalidRequest
 from durastate.integrations.agent_framework import DurastateHistoryProvider
+
+from .._differential import differential
 
 pytestmark = pytest.mark.filterwarnings("ignore::agent_framework._feature_stage.ExperimentalWarning")
 
@@ -57,12 +58,6 @@ def view(messages: list[Message]) -> list[dict[str, Any]]:
 _prefixes = (f"x{n}-" for n in itertools.count())
 
 
-@pytest.fixture
-def shared_store(shared_url: str) -> Iterator[durastate.Store]:
-    with durastate.open(shared_url) as store:
-        yield store
-
-
 async def _run(store: durastate.Store, ops: list[Any], skip_excluded: bool) -> None:
     prefix = next(_prefixes)
     with tempfile.TemporaryDirectory(prefix="af-history-") as folder:
@@ -89,9 +84,7 @@ async def _run(store: durastate.Store, ops: list[Any], skip_excluded: bool) -> N
             await ours.aclose()
 
 
-@settings(
-    max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
-)
+@differential(30)
 @given(ops=operations, skip_excluded=st.booleans())
 def test_random_sequences_match_the_framework_providers(
     shared_store: durastate.Store, ops: list[Any], skip_excluded: bool

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import multiprocessing
+import struct
 import threading
-from uuid import uuid4
+from uuid import UUID, uuid4
 
 import pytest
 from eventsourcing.application import Application
 from eventsourcing.domain import Aggregate, event
-from eventsourcing.persistence import InfrastructureFactory, InterfaceError, StoredEvent, Tracking
+from eventsourcing.persistence import InfrastructureFactory, IntegrityError, InterfaceError, StoredEvent, Tracking
 
 import durastate
 from durastate import InvalidRequest
@@ -157,3 +158,55 @@ def test_closed_store_raises_eventsourcings_interface_error(open_store: object) 
     with pytest.raises(InterfaceError) as caught:
         recorder.max_notification_id()
     assert isinstance(caught.value.__cause__, durastate.StoreClosed)
+
+
+def _layout_1_rows(store: durastate.Store, application: str, events: list[StoredEvent]) -> None:
+    """Write ``events`` as the recorder did before 2026-12-05 (notification rows pointing at event rows).
+
+    Spelled out byte by byte here, not through the module's helpers: the old
+    layout is a frozen format that stores written then still hold.
+    """
+    scope = b"eventsourcing/" + application.encode()
+    kv = store.kv
+    with store.transaction():
+        last = kv.incr(scope, b"sequence", b"events", len(events))
+        for notification_id, event in enumerate(events, start=last - len(events) + 1):
+            assert isinstance(event.originator_id, UUID)
+            key = b"u" + event.originator_id.bytes + struct.pack(">Q", event.originator_version + 2**63)
+            topic = event.topic.encode()
+            value = struct.pack(">QI", notification_id, len(topic)) + topic + event.state
+            kv.put(scope, b"events/events", key, value)
+            kv.put(
+                scope, b"notifications", struct.pack(">Q", notification_id), struct.pack(">H", len(key)) + key + topic
+            )
+
+
+def test_a_store_written_with_the_old_layout_reads_and_grows(store: durastate.Store) -> None:
+    """Layout-1 rows (state only in the event row) and layout-2 rows (state inline) in one log, pages mixing both."""
+    old, new = uuid4(), uuid4()
+    _layout_1_rows(store, "shop", [StoredEvent(old, 1, "placed", b"o1"), StoredEvent(old, 2, "shipped", b"o2")])
+    recorder = DurastateApplicationRecorder(store, application="shop")
+    assert recorder.max_notification_id() == 2
+    assert recorder.insert_events([StoredEvent(new, 1, "placed", b"n1"), StoredEvent(old, 3, "shipped", b"o3")]) == [
+        3,
+        4,
+    ]
+
+    page = recorder.select_notifications(start=None, limit=10)
+    assert [(n.id, n.originator_id, n.originator_version, n.topic, n.state) for n in page] == [
+        (1, old, 1, "placed", b"o1"),
+        (2, old, 2, "shipped", b"o2"),
+        (3, new, 1, "placed", b"n1"),
+        (4, old, 3, "shipped", b"o3"),
+    ]
+    assert [n.id for n in recorder.select_notifications(start=2, limit=2)] == [2, 3]
+    assert [n.state for n in recorder.select_notifications(start=1, limit=10, topics=["shipped"])] == [b"o2", b"o3"]
+    assert [n.state for n in recorder.select_notifications(start=1, limit=1, topics=["placed"], stop=1)] == [b"o1"]
+    assert [e.state for e in recorder.select_events(old)] == [b"o1", b"o2", b"o3"]
+    with pytest.raises(IntegrityError, match="version 2"):
+        recorder.insert_events([StoredEvent(old, 2, "shipped", b"again")])
+
+    # New notification rows carry the state themselves: a page needs no second read.
+    scope = b"eventsourcing/shop"
+    inline = store.kv.get(scope, b"notifications", struct.pack(">Q", 3))
+    assert inline is not None and inline.startswith(b"\x00\x00") and inline.endswith(b"placedn1")

@@ -11,6 +11,7 @@ import datetime
 import multiprocessing
 import os
 import signal
+import threading
 import time
 from collections.abc import Iterator
 
@@ -42,7 +43,7 @@ def _in_queue(huey: DurastateHuey) -> int:
 
 
 class TestSettling:
-    def test_executed_task_is_acked(self, app: DurastateHuey, clock: FakeClock) -> None:
+    def test_executed_task_is_acked_with_the_next_dequeue(self, app: DurastateHuey, clock: FakeClock) -> None:
         @app.task()
         def add(a: int, b: int) -> int:
             return a + b
@@ -52,9 +53,94 @@ class TestSettling:
         assert _in_queue(app) == 1  # leased, not deleted
         app.execute(task)
         assert result.get() == 5
-        assert _in_queue(app) == 0
+        assert len(app.storage.pending_acks()) == 1 and _in_queue(app) == 1  # the ack waits for the next dequeue
+        assert app.dequeue() is None  # which commits it, although it finds nothing
+        assert app.storage.pending_acks() == [] and _in_queue(app) == 0
         clock.advance(3600)
         assert app.dequeue() is None
+
+    def test_waiting_ack_is_committed_with_the_next_claim(self, app: DurastateHuey) -> None:
+        @app.task()
+        def echo(n: int) -> int:
+            return n
+
+        first, second = echo(1), echo(2)
+        app.execute(app.dequeue())
+        task = app.dequeue()  # acks the first and claims the second, one transaction
+        assert task is not None and task.id == second.id
+        assert first.get() == 1 and app.storage.pending_acks() == [] and _in_queue(app) == 1
+
+    def test_waiting_ack_stays_when_the_dequeue_fails(
+        self, app: DurastateHuey, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        @app.task()
+        def echo(n: int) -> int:
+            return n
+
+        echo(1)
+        app.execute(app.dequeue())
+        waiting = app.storage.pending_acks()
+        with monkeypatch.context() as patched:
+            patched.setattr(app.storage, "_claim_next", lambda: (_ for _ in ()).throw(OSError("store down")))
+            with pytest.raises(OSError, match="store down"):
+                app.dequeue()
+        assert app.storage.pending_acks() == waiting and _in_queue(app) == 1  # the ack rolled back with the claim
+        assert app.dequeue() is None and _in_queue(app) == 0
+
+    def test_waiting_ack_keeps_its_lease(self, app: DurastateHuey, store: durastate.Store, clock: FakeClock) -> None:
+        other = DurastateHuey("leases", store=store, lease=30, utc=False)
+        app.storage.enqueue(app.serialize_task(app.task()(lambda: None).s()))
+        app.execute(app.dequeue())
+        clock.advance(20)
+        app._leases.renew_all()  # what the keeper thread does every lease / 3 seconds
+        clock.advance(20)
+        assert other.storage.dequeue() is None  # 40 s after the claim, still held while its ack waits
+        assert app.storage.flush_acks() == 1
+        clock.advance(3600)
+        assert other.storage.dequeue() is None and _in_queue(app) == 0
+
+    def test_waiting_ack_never_committed_runs_the_task_again(
+        self, app: DurastateHuey, store: durastate.Store, clock: FakeClock, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        """A process that dies before its ack commits: at-least-once, like a death just before an ack of its own."""
+        runs = []
+
+        @app.task(name="count")
+        def count() -> None:
+            runs.append(1)
+
+        count()
+        app.execute(app.dequeue())
+        other = DurastateHuey("leases", store=store, lease=30, utc=False)
+        other.task(name="count")(count.func)
+        clock.advance(30)
+        again = other.dequeue()  # the first process is gone as far as the store can tell
+        assert again is not None
+        other.execute(again)
+        other.close()
+        assert len(runs) == 2 and _in_queue(app) == 0
+        assert app.storage.flush_acks() == 1  # too late: the lease was lost; logged, not raised
+        assert "lost before it was settled" in caplog.text
+
+    def test_worker_shutdown_and_close_commit_waiting_acks(self, app: DurastateHuey) -> None:
+        from huey.consumer import Worker
+
+        @app.task()
+        def echo(n: int) -> int:
+            return n
+
+        echo(1)
+        app.execute(app.dequeue())
+        Worker(app, threading.Event(), 0.1, 1.0, 2.0).shutdown()  # runs huey's shutdown hooks
+        assert _in_queue(app) == 0
+
+        echo(2)
+        worker = threading.Thread(target=lambda: app.execute(app.dequeue()))
+        worker.start()
+        worker.join(timeout=60)
+        assert _in_queue(app) == 1 and len(app.storage.pending_acks()) == 1
+        app.close()  # every thread's waiting acks
+        assert _in_queue(app) == 0
 
     def test_unsettled_message_comes_back_after_the_lease(self, app: DurastateHuey, clock: FakeClock) -> None:
         app.storage.enqueue(b"message")
@@ -103,6 +189,7 @@ class TestSettling:
         again = app.dequeue()  # no lease wait: it was nacked
         assert again is not None
         app.execute(again)
+        assert app.dequeue() is None  # commits the waiting ack
         assert len(runs) == 2 and _in_queue(app) == 0
 
     def test_execute_that_raises_nacks(self, app: DurastateHuey, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -176,6 +263,13 @@ class TestInput:
             app.storage.enqueue(b"x", priority)
         assert app.storage.queue_size() == 0
 
+    def test_bad_ack_arguments_are_refused(self, app: DurastateHuey) -> None:
+        with pytest.raises(InvalidRequest, match="claim must be a durastate Claim"):
+            app.storage.ack_later(b"message")  # type: ignore[arg-type]
+        with pytest.raises(InvalidRequest, match="all_threads must be a bool"):
+            app.storage.flush_acks(all_threads="yes")  # type: ignore[arg-type]
+        assert app.storage.pending_acks() == []
+
     def test_bad_keys_and_values_are_refused(self, app: DurastateHuey) -> None:
         storage = app.storage
         with pytest.raises(InvalidRequest, match="key"):
@@ -242,8 +336,6 @@ def test_schedule_is_read_once_by_racing_readers(store: durastate.Store) -> None
     base = datetime.datetime(2000, 1, 1)
     for i in range(50):
         first.add_to_schedule(b"%d" % i, base + datetime.timedelta(seconds=i))
-    import threading
-
     got: list[bytes] = []
     lock = threading.Lock()
     barrier = threading.Barrier(2)

@@ -132,7 +132,7 @@ def test_changed_dims_refuse_search_until_items_are_put_again(store: durastate.S
         ({"dims": 3}, "needs embed"),
         ({"embed": Counting(), "dims": 3, "fields": {"text": 1}}, "fields"),
         ({"embed": Counting(), "dims": 3, "fields": ["text", 3]}, "fields"),
-        ({"embed": Counting(), "dims": 3, "distance_type": "l2"}, "cosine"),
+        ({"embed": Counting(), "dims": 3, "distance_type": "hamming"}, "distance_type"),
         ({"embed": Counting(), "dims": 3, "dim": 3}, "unknown IndexConfig"),
     ],
 )
@@ -184,3 +184,32 @@ def test_fields_read_as_langgraph_reads_them(store: durastate.Store) -> None:
     whole = DurastateStore(store, index={"embed": Counting(), "dims": 3, "fields": []}, name="whole")
     whole.put(("d",), "a", {"text": "cat", "other": "dog"})
     assert whole.search(("d",), query="cat")[0].score == pytest.approx(0.5**0.5)
+
+
+def test_vector_index_option_is_checked(store: durastate.Store, embed: Counting) -> None:
+    with pytest.raises(durastate.InvalidRequest, match="vector_index must be"):
+        DurastateStore(store, index={"embed": embed, "dims": 3}, vector_index="yes")  # type: ignore[arg-type]
+    with pytest.raises(durastate.InvalidRequest, match="needs index="):
+        DurastateStore(store, vector_index=True)
+    if not store.engine.capabilities.vector_index:
+        with pytest.raises(durastate.NotSupported, match="keeps no vector index"):
+            DurastateStore(store, index={"embed": embed, "dims": 3}, vector_index=True)
+
+
+@pytest.mark.parametrize("distance", ["l2", "inner_product"])
+def test_other_distances_score_as_postgresstore(store: durastate.Store, distance: str) -> None:
+    def embed(texts: list[str]) -> list[list[float]]:
+        return [[float(len(text)), 1.0, 0.0] for text in texts]
+
+    memory = DurastateStore(store, index={"embed": embed, "dims": 3, "fields": ["text"], "distance_type": distance})
+    memory.put(("a",), "short", {"text": "ab"})
+    memory.put(("a",), "long", {"text": "abcdef"})
+    # The query "abc" embeds as [3, 1, 0].
+    found = {item.key: item.score for item in memory.search(("a",), query="abc")}
+    if distance == "l2":  # PostgresStore: -(embedding <-> query), nearest first
+        assert found == {"short": pytest.approx(-1.0), "long": pytest.approx(-3.0)}
+    else:  # PostgresStore: -(embedding <#> query), the inner product
+        assert found == {"long": pytest.approx(6 * 3 + 1.0), "short": pytest.approx(2 * 3 + 1.0)}
+    assert [item.key for item in memory.search(("a",), query="abc")] == (
+        ["short", "long"] if distance == "l2" else ["long", "short"]
+    )

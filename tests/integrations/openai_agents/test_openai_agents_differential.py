@@ -13,7 +13,6 @@ import asyncio
 import itertools
 from typing import Any
 
-import pytest
 from agents.memory import SQLiteSession
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -66,12 +65,6 @@ def _compare(store: durastate.Store, ops: list[tuple[str, Any]], default_limit: 
             ours.close()
 
     asyncio.run(main())
-
-
-@pytest.fixture
-def shared_store(shared_url: str) -> Any:
-    with durastate.open(shared_url) as store:
-        yield store
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

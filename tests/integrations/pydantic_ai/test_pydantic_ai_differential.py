@@ -36,7 +36,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 from pydantic_ai import conversation_store as pai_store
 from pydantic_ai.conversation import Conversation
@@ -54,6 +54,8 @@ from pydantic_ai.usage import RunUsage
 import durastate
 from durastate.integrations import pydantic_ai as ours_module
 from durastate.integrations.pydantic_ai import DurastateConversationStore
+
+from .._differential import differential
 
 CIDS = ["c1", "c2", "f/1", "f2"]
 SCOPES = [None, "ann", "bob"]
@@ -363,9 +365,7 @@ def _empty(conversations: DurastateConversationStore) -> None:
         store.documents.delete(key)
 
 
-@settings(
-    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
-)
+@differential(40)
 @given(ops=operations)
 def test_same_results_as_in_memory_store(conversations: DurastateConversationStore, ids: Ids, ops: list[Any]) -> None:
     _empty(conversations)

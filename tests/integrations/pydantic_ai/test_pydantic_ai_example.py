@@ -2,19 +2,15 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import pytest
+
+from .._examples import example_output
 
 pytestmark = pytest.mark.multiprocess
 
 
 def test_the_conversation_survives_a_killed_process(shared_url: str) -> None:
-    command = [sys.executable, "-m", "durastate.examples.pydantic_ai", "--url", shared_url]
-    result = subprocess.run(command, capture_output=True, text=True, timeout=180, check=False)
-    assert result.returncode == 0, result.stdout + result.stderr
-    lines = result.stdout.splitlines()
+    lines = example_output("pydantic_ai", shared_url).splitlines()
     assert "[process 1] turn 1: 'Sunny in Oslo (answer 1).'; 4 messages saved" in lines
     assert "[process 1] killed in the middle of turn 2" in lines
     assert "[process 1] never reached" not in lines

@@ -14,11 +14,10 @@ from __future__ import annotations
 
 import itertools
 import tempfile
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 from strands.session import FileSessionManager
 from strands.types.exceptions import SessionException
@@ -27,6 +26,8 @@ from strands.types.session import Session, SessionAgent, SessionMessage, Session
 import durastate
 from durastate.errors import InvalidRequest
 from durastate.integrations.strands import DurastateSessionManager, DurastateSessionRepository, SessionExists
+
+from .._differential import differential
 
 SESSIONS = ["s1", "s 2"]
 AGENTS = ["a", "b-ü"]
@@ -127,15 +128,7 @@ def _call(repo: Any, op: tuple[Any, ...], prefix: str) -> tuple[str, Any]:
 _prefixes = (f"x{n}-" for n in itertools.count())
 
 
-@pytest.fixture
-def shared_store(shared_url: str) -> Iterator[durastate.Store]:
-    with durastate.open(shared_url) as store:
-        yield store
-
-
-@settings(
-    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
-)
+@differential(40)
 @given(ops=operations)
 def test_random_sequences_match_the_file_session_manager(shared_store: durastate.Store, ops: list[Any]) -> None:
     prefix = next(_prefixes)

@@ -16,11 +16,10 @@ from __future__ import annotations
 import asyncio
 import itertools
 import tempfile
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 from strands.storage import InMemoryStorage, LocalFileStorage
 from strands.types.exceptions import StorageError
@@ -28,6 +27,8 @@ from strands.types.exceptions import StorageError
 import durastate
 from durastate.errors import InvalidRequest
 from durastate.integrations.strands import DurastateStorage, InvalidStorageKey
+
+from .._differential import differential
 
 KEYS = ["a", "a/b", "/a//b/", "a/b/c.md", "ab", "b", "é/x", "", "a/../b", "c\\d", "notes/cat dog.txt"]
 PREFIXES = ["", "a", "a/", "/a", "b", "é", "x/../y", "notes/"]
@@ -78,12 +79,6 @@ async def _call(storage: Any, op: tuple[Any, ...], views: list[tuple[str, ...]])
 _prefixes = (f"run{n}" for n in itertools.count())
 
 
-@pytest.fixture
-def shared_store(shared_url: str) -> Iterator[durastate.Store]:
-    with durastate.open(shared_url) as store:
-        yield store
-
-
 async def _agree(store: durastate.Store, ops: list[Any], views: list[tuple[str, ...]], file: bool) -> None:
     with tempfile.TemporaryDirectory(prefix="strands-storage-") as folder:
         ours = DurastateStorage(store=store)
@@ -101,9 +96,7 @@ async def _agree(store: durastate.Store, ops: list[Any], views: list[tuple[str, 
             await ours.aclose()
 
 
-SETTINGS = settings(
-    max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
-)
+SETTINGS = differential(30)
 
 
 @SETTINGS

@@ -17,7 +17,8 @@ the vector as little-endian float32 (4 bytes a dimension, half of what a
 float64 list costs, and what pgvector stores).
 
 Ranking (InMemoryStore's): the cosine similarity of the query's vector and
-each stored vector (0.0 when either has norm 0), an item's score the best of
+each stored vector (0.0 when either has norm 0; with ``distance_type`` l2
+or inner_product, PostgresStore's scores: minus the distance, the product), an item's score the best of
 its fields' (max pooling), items by score descending, equal scores in
 (namespace, key) order; items with no vector follow the scored ones with
 score ``None``, in (namespace, key) order; then ``offset``/``limit``.
@@ -41,6 +42,7 @@ from typing import Any
 
 from langgraph.store.base import get_text_at_path, tokenize_path
 
+from ...engines.vectors import DISTANCES
 from ...errors import InvalidRequest
 
 VECTORS = b"vectors"
@@ -69,6 +71,7 @@ class IndexSpec:
 
     embeddings: Any  # langchain_core.embeddings.Embeddings
     dims: int
+    distance: str  # "cosine", "l2" or "inner_product" (LangGraph's distance_type)
     fields: tuple[tuple[str, str | list[str]], ...]
     config: Mapping[str, Any]
     # An async function has no sync twin: LangGraph's wrapper would raise ValueError from a sync call.
@@ -85,10 +88,10 @@ def index_spec(index: Any) -> IndexSpec:
     dims = index.get("dims")
     if isinstance(dims, bool) or not isinstance(dims, int) or dims < 1:
         raise InvalidRequest(f"index dims must be an int >= 1, got {dims!r}")
-    # PostgresStore's other metrics would rank differently; only cosine (its default) is offered.
+    # PostgresStore's metrics and scores (InMemoryStore knows only cosine, PostgresStore's default).
     distance = index.get("distance_type", "cosine")
-    if distance != "cosine":
-        raise InvalidRequest(f"index distance_type must be 'cosine', got {distance!r}")
+    if distance not in DISTANCES:
+        raise InvalidRequest(f"index distance_type must be one of {list(DISTANCES)}, got {distance!r}")
     # As LangGraph's stores read it: none or empty is the whole value, one str is one field.
     fields = index.get("fields") or ["$"]
     if isinstance(fields, str):
@@ -109,6 +112,7 @@ def index_spec(index: Any) -> IndexSpec:
         embeddings=embeddings,
         async_only=isinstance(embeddings, EmbeddingsLambda) and getattr(embeddings, "func", None) is None,
         dims=dims,
+        distance=distance,
         fields=tuple(_field(path, config=True) for path in fields),
         config=dict(index),
     )
@@ -253,6 +257,33 @@ def cosine(query: Sequence[float], packed: Sequence[bytes | memoryview], dims: i
     return result
 
 
+def similarity(distance: str, query: Sequence[float], packed: Sequence[bytes | memoryview], dims: int) -> list[float]:
+    """Scores of the packed vectors for ``query``, higher is nearer, as PostgresStore scores them.
+
+    cosine: the cosine similarity (``cosine``); l2: minus the Euclidean
+    distance; inner_product: the inner product. In float64.
+    """
+    if distance == "cosine":
+        return cosine(query, packed, dims)
+    if not packed:
+        return []
+    np = _numpy() if use_numpy else None
+    if np is not None:
+        matrix = np.frombuffer(b"".join(packed), dtype="<f4").reshape(len(packed), dims).astype(np.float64)
+        x = np.asarray(query, dtype=np.float64)
+        scores = -np.linalg.norm(matrix - x, axis=1) if distance == "l2" else matrix @ x
+        return [float(s) for s in scores.tolist()]
+    result = []
+    for raw in packed:
+        y = array("f")
+        y.frombytes(raw)
+        if distance == "l2":
+            result.append(-math.sqrt(sum((a - b) * (a - b) for a, b in zip(y, query, strict=True))))
+        else:
+            result.append(sum(map(operator.mul, y, query)))
+    return result
+
+
 def rank(
     query: Sequence[float],
     candidates: Sequence[Any],
@@ -260,6 +291,7 @@ def rank(
     dims: int,
     offset: int,
     limit: int,
+    distance: str = "cosine",
 ) -> list[tuple[Any, float | None]]:
     """The page ``[offset:offset+limit]`` of ``candidates`` (in (namespace, key) order) ranked by ``query``."""
     owners: list[int] = []
@@ -269,7 +301,7 @@ def rank(
             owners.append(i)
             packed.append(vector)
     best: dict[int, float] = {}
-    for i, score in zip(owners, cosine(query, packed, dims), strict=True):
+    for i, score in zip(owners, similarity(distance, query, packed, dims), strict=True):
         if i not in best or score > best[i]:
             best[i] = score
     end = offset + limit

@@ -49,8 +49,9 @@ Semantics (those of LangGraph's stores; where they differ, PostgresStore's):
 from __future__ import annotations
 
 import asyncio
+import math
 import os
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -73,9 +74,11 @@ from langgraph.store.base import (
     validate_op_namespace,
 )
 
+from ...engines.vectors import Owner
 from ...errors import InvalidRequest
 from ...store import Store
 from . import _vectors
+from ._ann import AnnIndex
 from ._bound import StoreBound
 from ._vectors import VECTORS, Embedding, IndexSpec
 
@@ -211,9 +214,14 @@ class DurastateStore(StoreBound, BaseStore):
         ttl: TTLConfig | None = None,
         index: IndexConfig | None = None,
         name: str = "langgraph_store",
+        vector_index: bool | None = None,
     ) -> None:
         self._bind(store, name, "langgraph-store")
         self._index: IndexSpec | None = _vectors.index_spec(index) if index is not None else None
+        if vector_index is not None and not isinstance(vector_index, bool):
+            raise InvalidRequest(f"vector_index must be None, True or False, got {vector_index!r}")
+        if vector_index and self._index is None:
+            raise InvalidRequest("vector_index=True needs index= (LangGraph's IndexConfig: embed, dims)")
         if ttl is not None:
             if not isinstance(ttl, Mapping):
                 raise InvalidRequest(f"ttl must be a TTLConfig dict, got {type(ttl).__name__}")
@@ -229,6 +237,8 @@ class DurastateStore(StoreBound, BaseStore):
         self._kv = store.kv
         self._engine = store.engine
         self._scope = name.encode()
+        # The engine's vector index (``_ann``): None without index=; inactive where the engine has none.
+        self._ann = AnnIndex(store, self._scope, ITEMS, self._index, vector_index) if self._index is not None else None
 
     @classmethod
     def from_url(
@@ -238,10 +248,11 @@ class DurastateStore(StoreBound, BaseStore):
         ttl: TTLConfig | None = None,
         index: IndexConfig | None = None,
         name: str = "langgraph_store",
+        vector_index: bool | None = None,
         **open_options: Any,
     ) -> DurastateStore:
         """Open ``url`` (any ``durastate.open`` URL and options); closing this store closes it."""
-        return cls.opened(url, open_options, ttl=ttl, index=index, name=name)
+        return cls.opened(url, open_options, ttl=ttl, index=index, name=name, vector_index=vector_index)
 
     # -- batch -------------------------------------------------------------------
 
@@ -263,6 +274,8 @@ class DurastateStore(StoreBound, BaseStore):
             documents = embeddings.embed_documents(embedding.documents) if embedding.documents else []
             queries = [embeddings.embed_query(query) for query in embedding.queries]
             plan.embedded = embedding.finish(self._index, documents, queries)
+        if self._ann is not None and self._ann.active is None:
+            self._ann.ready()
         return self._run(ops, plan)
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
@@ -279,6 +292,8 @@ class DurastateStore(StoreBound, BaseStore):
             documents = await embeddings.aembed_documents(embedding.documents) if embedding.documents else []
             queries = await asyncio.gather(*(embeddings.aembed_query(query) for query in embedding.queries))
             plan.embedded = embedding.finish(self._index, documents, queries)
+        if self._ann is not None and self._ann.active is None:
+            await self._aio.call(self._ann.ready)
         if plan.writes:
             return await self._aio.transact(self._run, ops, plan)
         return await self._aio.call(self._run, ops, plan)
@@ -408,13 +423,23 @@ class DurastateStore(StoreBound, BaseStore):
     ) -> list[SearchItem]:
         start = _encode_namespace(tuple(op.namespace_prefix))
         rows: Iterator[tuple[bytes, bytes]] = iter(self._kv.scan(self._scope, ITEMS, start=start, end=start + PAST))
+        accept: Callable[[bytes], bool] | None = None
         if op.filter:
             matches = _predicate(op.filter)
-            rows = (row for row in rows if matches(orjson.loads(row[1])["value"]))
+
+            def accept(raw: bytes) -> bool:
+                return matches(orjson.loads(raw)["value"])
+
+            rows = (row for row in rows if accept(row[1]))
         found: list[tuple[tuple[bytes, bytes], float | None]] = []
         if op.query and self._index is not None:
+            query = queries[op.query]
             # One snapshot for the items and their vectors.
             with self._engine.read_transaction():
+                if self._ann is not None and self._ann.active and all(map(math.isfinite, query)):
+                    ranked = self._ann.search(query, start, start + PAST, op.offset, op.limit, accept)
+                    if ranked is not None:
+                        return self._search_items(ranked, op, refresh)
                 candidates = list(rows)
                 if not op.filter:
                     stored = dict(self._kv.scan(self._scope, VECTORS, start=start, end=start + PAST))
@@ -431,13 +456,21 @@ class DurastateStore(StoreBound, BaseStore):
                 raw = stored.get(row[0])
                 return _vectors.unpack_row(dims, raw).values() if raw is not None else ()
 
-            found = _vectors.rank(queries[op.query], candidates, vectors_of, dims, op.offset, op.limit)
+            found = _vectors.rank(query, candidates, vectors_of, dims, op.offset, op.limit, self._index.distance)
         else:
             for i, row in enumerate(rows):
                 if i >= op.offset + op.limit:
                     break
                 if i >= op.offset:
                     found.append((row, None))
+        return self._search_items(found, op, refresh)
+
+    def _search_items(
+        self,
+        found: Sequence[tuple[tuple[bytes, bytes], float | None]],
+        op: SearchOp,
+        refresh: list[tuple[bytes, bytes, float]],
+    ) -> list[SearchItem]:
         wants_refresh = self._wants_refresh(op.refresh_ttl)
         results = []
         for (kv_key, raw), score in found:
@@ -511,6 +544,9 @@ class DurastateStore(StoreBound, BaseStore):
         kv, scope, index = self._kv, self._scope, self._index
         documents = plan.embedded[0]
         now = self._engine.now_ms()
+        # Vectors rows written, for the engine's index (``_ann``), in this transaction.
+        indexed: list[Owner] = []
+        ann = self._ann if self._ann is not None and self._ann.active else None
         for address, op in plan.writes.items():
             kv_key = _encode_namespace(address[0]) + ITEM + op.key.encode()
             if op.value is None:
@@ -537,4 +573,9 @@ class DurastateStore(StoreBound, BaseStore):
             for name, text in plan.texts.get(address, ()):
                 vectors[name] = documents[text]
             if vectors:
-                kv.put(scope, VECTORS, kv_key, _vectors.pack_row(index.dims, vectors), ttl=seconds)
+                row = _vectors.pack_row(index.dims, vectors)
+                kv.put(scope, VECTORS, kv_key, row, ttl=seconds)
+                if ann is not None and row != old_vectors:
+                    indexed.append(ann.owner(kv_key, row))
+        if ann is not None:
+            ann.replace(indexed)

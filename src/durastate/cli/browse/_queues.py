@@ -1,0 +1,144 @@
+"""``durastate queue``: queue names, counts, items and dead letters; ``queue redrive`` writes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from .._common import (
+    FORMAT_OPTION,
+    Name,
+    at,
+    data_command,
+    emit,
+    emit_page,
+    parse_bytes,
+    print_json,
+    render_value,
+    show_bytes,
+    store_from,
+    take_page,
+)
+from ._shared import LIMIT, YES, after_option, confirm_write
+
+
+@click.group()
+def queue() -> None:
+    """Inspect queues: names, counts, items, dead letters; re-drive dead letters."""
+
+
+def _stats_row(store: Any, queue_name: bytes) -> dict[str, Any]:
+    stats = store.queues.stats(queue_name)
+    return {
+        "queue": Name(queue_name),
+        "ready": stats.ready,
+        "in_flight": stats.in_flight,
+        "delayed": stats.delayed,
+        "dead": stats.dead,
+    }
+
+
+QUEUE_COLUMNS = ["queue", "ready", "in_flight", "delayed", "dead"]
+
+
+@queue.command("ls")
+@after_option("Queues after this name: the cursor the previous page printed.")
+@LIMIT
+@data_command
+def queue_ls(after: str | None, limit: int, url: str | None, prefix: str, as_json: bool) -> None:
+    """List queues with their counts."""
+    with store_from(url, prefix, read_only=True) as store:
+        names, more = take_page(
+            lambda a, n: store.queues.names(after=a, limit=n),
+            None if after is None else parse_bytes(after),
+            limit,
+            lambda q: q,
+        )
+        rows = [_stats_row(store, q) for q in names]
+    emit_page(rows, more, as_json, QUEUE_COLUMNS)
+
+
+@queue.command("stats")
+@click.argument("name")
+@data_command
+def queue_stats(name: str, url: str | None, prefix: str, as_json: bool) -> None:
+    """Counts of one queue: ready, in flight, delayed, dead (all 0 for a queue never used)."""
+    with store_from(url, prefix, read_only=True) as store:
+        row = _stats_row(store, parse_bytes(name))
+    emit(row, as_json, [row], QUEUE_COLUMNS)
+
+
+@queue.command("peek")
+@click.argument("name")
+@after_option("Items after this one: the cursor the previous page printed.")
+@LIMIT
+@FORMAT_OPTION
+@data_command
+def queue_peek(name: str, after: str | None, limit: int, fmt: str, url: str | None, prefix: str, as_json: bool) -> None:
+    """List items in delivery order (ready, then leased and delayed by due time) without claiming any."""
+    q = parse_bytes(name)
+    with store_from(url, prefix, read_only=True) as store:
+        items, more = take_page(lambda a, n: store.queues.peek(q, after=a, limit=n), after, limit, lambda i: i.cursor)
+    rows = [
+        {
+            "id": i.id,
+            "state": i.state,
+            "attempts": i.attempts,
+            "max_attempts": i.max_attempts,
+            "due": at(i.available_at * 1000),
+            "pushed": at(i.created_at * 1000),
+            "last_error": i.last_error,
+            "payload": render_value(i.payload, fmt),
+            "cursor": i.cursor,
+        }
+        for i in items
+    ]
+    emit_page(rows, more, as_json, ["id", "state", "attempts", "max_attempts", "due", "last_error", "payload"])
+
+
+@queue.command("dead")
+@click.argument("name")
+@after_option("Dead letters with an id greater than this (the cursor the previous page printed).", type=int)
+@LIMIT
+@FORMAT_OPTION
+@data_command
+def queue_dead(name: str, after: int | None, limit: int, fmt: str, url: str | None, prefix: str, as_json: bool) -> None:
+    """List dead letters: items that used up their attempts."""
+    q = parse_bytes(name)
+    with store_from(url, prefix, read_only=True) as store:
+        dead, more = take_page(
+            lambda a, n: store.queues.dead_letters(q, after=a or 0, limit=n), after, limit, lambda d: d.id
+        )
+    rows = [
+        {
+            "id": d.id,
+            "attempts": d.attempts,
+            "last_error": d.last_error,
+            "died": at(d.died_at * 1000),
+            "payload": render_value(d.payload, fmt),
+        }
+        for d in dead
+    ]
+    emit_page(rows, more, as_json, ["id", "attempts", "last_error", "died", "payload"])
+
+
+@queue.command("redrive")
+@click.argument("name")
+@click.option("--id", "ids", type=int, multiple=True, help="Only this dead letter (repeatable); default: all.")
+@YES
+@data_command
+def queue_redrive(name: str, ids: tuple[int, ...], yes: bool, url: str | None, prefix: str, as_json: bool) -> None:
+    """Move dead letters back into the queue with fresh attempts (asks first; --yes does not)."""
+    q = parse_bytes(name)
+    with store_from(url, prefix) as store:
+        count = len(set(ids)) if ids else store.queues.stats(q).dead
+        if count == 0:
+            moved = 0
+        else:
+            confirm_write(f"re-drive {'up to ' if ids else ''}{count} dead letter(s) of queue {show_bytes(q)}", yes)
+            moved = store.queues.redrive(q, list(ids) if ids else None)
+    if as_json:
+        print_json({"moved": moved})
+    else:
+        click.echo(f"re-drove {moved} dead letter(s) of {show_bytes(q)}")

@@ -1,0 +1,155 @@
+"""``DurastateStore``'s searches through the engine's vector index (``engine.vectors``), when it keeps one.
+
+The kv vectors rows (``_vectors``) stay the source of truth; the engine's
+index (pgvector on PostgreSQL, ``engines.postgres_vector``) is a copy of
+them, written in the transaction that writes the rows, and deleted with
+them by the engine. At first use the store asks the engine to create the
+index and fills in what it lacks or holds stale (a store written before,
+by a writer that opted out, an import).
+
+A search asks the index for candidates, nearest first, then scores them
+exactly as the exact search does (from the kv rows, in float64), so scores
+and the order of equal scores are the exact search's. The page is taken
+from the candidates only when it is settled: it is full and its last score
+is above the score of the farthest vector fetched (an item not fetched
+scores at most that, in an exact index), and, for cosine, above 0 (the
+index cannot rank a zero vector, which scores 0). Otherwise four times as
+many are fetched, up to ``FETCH_MAX``; past that, or when the index runs
+out of vectors in the range (a small namespace), the exact search answers.
+The index being approximate, an item it misses can be missing from a page
+(``tests/integrations/langgraph/test_store_pgvector.py`` measures recall).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+
+from ...engines.vectors import Owner, VectorTable, value_digest
+from ...errors import InvalidRequest, NotSupported
+from ...store import Store
+from . import _vectors
+from ._vectors import VECTORS, IndexSpec
+
+# How many vectors a search fetches from the index at most before the exact search answers instead.
+FETCH_MAX = 4000
+# Owners filled per transaction at first use.
+FILL_BATCH = 500
+
+
+class AnnIndex:
+    """One store's use of ``engine.vectors``: created and filled at first use (``ready``), then kept and searched."""
+
+    def __init__(self, store: Store, scope: bytes, items: bytes, spec: IndexSpec, wanted: bool | None) -> None:
+        engine = store.engine
+        self._store = store
+        self._scope = scope
+        self._items = items
+        self._dims = spec.dims
+        self._table = VectorTable(scope=scope, ns=VECTORS, dims=spec.dims, distance=spec.distance)
+        reason = None
+        if not engine.capabilities.vector_index:
+            reason = f"{engine.url}: the engine keeps no vector index (on PostgreSQL: CREATE EXTENSION vector)"
+        elif spec.dims > engine.vectors.max_dims:
+            reason = (
+                f"the engine's vector index holds at most {engine.vectors.max_dims} dims, the index has {spec.dims}"
+            )
+        if reason is not None and wanted:
+            raise NotSupported(f"vector_index=True: {reason}")
+        # None: not created and filled yet; then True (in use) or False (exact search).
+        self.active: bool | None = None if reason is None and wanted is not False else False
+        self._lock = threading.Lock()
+
+    def ready(self) -> None:
+        """Create the index and fill in what it lacks, once (outside any transaction)."""
+        if self.active is not None:
+            return
+        with self._lock:
+            if self.active is not None:
+                return
+            vectors, kv = self._store.engine.vectors, self._store.kv
+            stale = [key for key, _ in vectors.ensure(self._table)]
+            for at in range(0, len(stale), FILL_BATCH):
+                keys = stale[at : at + FILL_BATCH]
+                with self._store.transaction():
+                    # The rows as they are now: a writer may have changed them since ensure() read them.
+                    rows = [(k, raw) for k, raw in zip(keys, kv.get_many(self._scope, VECTORS, keys), strict=True)]
+                    try:
+                        owners = [self.owner(k, raw) for k, raw in rows if raw is not None]
+                    except InvalidRequest:
+                        # Vectors of other dims (dims changed): the exact search says so at each search.
+                        self.active = False
+                        return
+                    vectors.replace(self._table, owners)
+            self.active = True
+
+    def owner(self, key: bytes, raw: bytes) -> Owner:
+        """What the index holds for a vectors row: its fields' vectors, marked with the row's digest."""
+        return key, value_digest(raw), list(_vectors.unpack_row(self._dims, raw).items())
+
+    def replace(self, owners: Sequence[Owner]) -> None:
+        """Inside the write transaction that wrote the owners' vectors rows."""
+        if owners:
+            self._store.engine.vectors.replace(self._table, owners)
+
+    def search(
+        self,
+        query: Sequence[float],
+        start: bytes,
+        end: bytes,
+        offset: int,
+        limit: int,
+        accept: Callable[[bytes], bool] | None,
+    ) -> list[tuple[tuple[bytes, bytes], float]] | None:
+        """The page ``[offset:offset+limit]`` of the items in ``[start, end)`` ranked by ``query``, or None.
+
+        ``accept(item row)``: the search's filter (None: every item). Call it
+        inside a read transaction (one snapshot). None: the page is not
+        settled from the candidates (see the module docstring); the caller
+        runs the exact search.
+        """
+        need = offset + limit
+        if need == 0:
+            return []
+        kv, scope, dims, distance = self._store.kv, self._scope, self._dims, self._table.distance
+        fetch = max(2 * need, need + 10)
+        vectors = self._store.engine.vectors
+        # Every item's key starts with a namespace label: the empty prefix is the whole table.
+        bound_end = None if start == b"" else end
+        while fetch <= FETCH_MAX:
+            found = vectors.nearest(self._table, query, start=start, end=bound_end, limit=fetch)
+            if len(found) < fetch:
+                return None  # every vector of the range fetched: the exact search reads no more
+            keys = list(dict.fromkeys(key for key, _ in found))
+            items = kv.get_many(scope, self._items, keys)
+            rows = dict(zip(keys, kv.get_many(scope, VECTORS, keys), strict=True))
+            last_key, last_field = found[-1]
+            last_row = rows[last_key]
+            farthest = _vectors.unpack_row(dims, last_row).get(last_field) if last_row is not None else None
+            if farthest is None:  # deleted since the index answered (another snapshot): ask again
+                fetch *= 4
+                continue
+            candidates: list[tuple[bytes, bytes]] = []
+            packed: list[bytes | memoryview] = [farthest]
+            owners: list[int] = []
+            for key, item in zip(keys, items, strict=True):
+                raw = rows[key]
+                if item is None or raw is None or (accept is not None and not accept(item)):
+                    continue
+                for vector in _vectors.unpack_row(dims, raw).values():
+                    owners.append(len(candidates))
+                    packed.append(vector)
+                candidates.append((key, item))
+            scores = _vectors.similarity(distance, query, packed, dims)
+            bound = scores[0]
+            best: dict[int, float] = {}
+            for i, score in zip(owners, scores[1:], strict=True):
+                if i not in best or score > best[i]:
+                    best[i] = score
+            ranked = sorted(best, key=lambda i: (-best[i], candidates[i][0]))
+            if len(ranked) >= need:
+                last = best[ranked[need - 1]]
+                if last > bound and (distance != "cosine" or last > 0):
+                    return [(candidates[i], best[i]) for i in ranked[offset:need]]
+            fetch *= 4
+        return None
