@@ -52,7 +52,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import statistics
 import subprocess
 import sys
@@ -65,6 +64,7 @@ from pathlib import Path
 from typing import Any
 
 import durastate
+from _postgres import postgres_url
 from a2_style import A2StyleStore
 from durastate import aio
 from durastate._chord import apply as chord_apply
@@ -470,10 +470,7 @@ async def pi_durable_versus_seed(folder: Path, rounds: int, ops: int) -> bool:
 def _postgres_url(args: argparse.Namespace) -> str | None:
     if args.no_postgres:
         return None
-    url = (
-        args.postgres or os.environ.get("DURASTATE_BENCH_POSTGRES_URL") or os.environ.get("DURASTATE_TEST_POSTGRES_URL")
-    )
-    url = url or "postgresql://postgres@127.0.0.1:5432/postgres"
+    url = postgres_url(args.postgres)
     try:
         durastate.open(url, min_connections=0, max_connections=1, busy_timeout=2).close()
     except durastate.DurastateError as exc:

@@ -19,7 +19,9 @@ peers' default (``synchronous=FULL``); ``--durability normal`` shows
 durastate's own default.
 
 Each round times every operation for every contender (the order of the
-contenders alternates by round); the figure is the median over rounds of
+contenders alternates by round; ``--block N`` alternates them every N
+calls within the round instead, so both see the same load on a busy
+machine); the figure is the median over rounds of
 the per-round ratio durastate / peer (> 1: durastate faster). PostgreSQL
 runs when ``--postgres-url`` or ``DURASTATE_TEST_POSTGRES_URL`` names a
 server; each contender gets a fresh schema there, dropped at the end.
@@ -34,8 +36,8 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Callable, Iterator
-from contextlib import ExitStack, contextmanager
+from collections.abc import Callable
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -44,6 +46,7 @@ from eventsourcing.persistence import InfrastructureFactory, StoredEvent
 from huey.storage import PostgresStorage, SqliteStorage
 
 import durastate
+from _race import postgres_schema
 from durastate.integrations.eventsourcing import DurastateApplicationRecorder
 from durastate.integrations.huey import DurastateStorage
 
@@ -90,7 +93,13 @@ def huey_ops(storage: Any, destructive: Any) -> dict[str, Op]:
         if claim is not None:
             # What DurastateHuey.execute does when the task ran: the ack is
             # committed by the next dequeue, in one transaction with its claim.
-            storage.ack_later(claim)
+            # (Code from before ack_later acked at once: kept so this script
+            # measures it side by side.)
+            settle = getattr(storage, "ack_later", None)
+            if settle is not None:
+                settle(claim)
+            else:
+                claim.ack()
 
     def cycle_destructive(i: int) -> None:
         destructive.enqueue(PAYLOAD)
@@ -107,17 +116,6 @@ def huey_ops(storage: Any, destructive: Any) -> dict[str, Op]:
         "huey enqueue+dequeue, lease=None": cycle_destructive,
         "huey put+pop result": result,
     }
-
-
-@contextmanager
-def postgres_schema(base_url: str) -> Iterator[tuple[str, str]]:
-    from durastate.testing import postgres_server
-
-    url, schema = postgres_server.create_schema(base_url)
-    try:
-        yield url, schema
-    finally:
-        postgres_server.drop_schema(base_url, schema)
 
 
 def contenders(
@@ -183,6 +181,29 @@ def _analyze(urls: list[str], peer_schema: str) -> None:
                 conn.execute(f'ANALYZE "{schema}"."{table}"')
 
 
+def rates(fns: dict[str, Op], ops: int, block: int) -> dict[str, float]:
+    """Calls per second of each contender over ``ops`` calls, run in alternating blocks of ``block`` calls.
+
+    Short blocks put both contenders under the same load: on a shared
+    machine the load moves within a round, and whole-round timings then
+    compare different loads.
+    """
+    spent = dict.fromkeys(fns, 0.0)
+    order = list(fns)
+    done = 0
+    while done < ops:
+        n = min(block, ops - done)
+        for name in order:
+            fn = fns[name]
+            start = time.perf_counter()
+            for i in range(done, done + n):
+                fn(i)
+            spent[name] += time.perf_counter() - start
+        order.reverse()
+        done += n
+    return {name: ops / seconds for name, seconds in spent.items()}
+
+
 def rate(fn: Op, ops: int) -> float:
     start = time.perf_counter()
     for i in range(ops):
@@ -190,7 +211,15 @@ def rate(fn: Op, ops: int) -> float:
     return ops / (time.perf_counter() - start)
 
 
-def run(engine: str, rounds: int, ops: int, pg_url: str | None, durability: str, analyze: bool = False) -> None:
+def run(
+    engine: str,
+    rounds: int,
+    ops: int,
+    pg_url: str | None,
+    durability: str,
+    analyze: bool = False,
+    block: int | None = None,
+) -> None:
     with tempfile.TemporaryDirectory(prefix="durastate-bench-") as folder, ExitStack() as stack:
         groups = contenders(engine, stack, Path(folder), pg_url, durability, analyze)
         rows = []
@@ -199,7 +228,10 @@ def run(engine: str, rounds: int, ops: int, pg_url: str | None, durability: str,
                 ratios, ours_rates, peer_rates = [], [], []
                 for r in range(rounds):
                     order = ("durastate", "peer") if r % 2 == 0 else ("peer", "durastate")
-                    got = {name: rate(group[name][op], ops) for name in order}
+                    if block is None:
+                        got = {name: rate(group[name][op], ops) for name in order}
+                    else:
+                        got = rates({name: group[name][op] for name in order}, ops, block)
                     ours_rates.append(got["durastate"])
                     peer_rates.append(got["peer"])
                     ratios.append(got["durastate"] / got["peer"])
@@ -208,6 +240,7 @@ def run(engine: str, rounds: int, ops: int, pg_url: str | None, durability: str,
                 )
         setting = f", durastate durability={durability!r}" if engine == "sqlite" else ""
         setting += ", tables ANALYZEd after setup" if analyze and engine == "postgres" else ""
+        setting += f", alternating blocks of {block} calls" if block is not None else ""
         print(f"\n## {engine}: durastate vs the framework's own backend ({rounds} rounds x {ops} calls{setting})\n")
         print(f"{'op':32} {'durastate/s':>12} {'peer/s':>10} {'ds/peer':>8}")
         for op, ours, peer, ratio in rows:
@@ -230,11 +263,19 @@ def main() -> int:
         action="store_true",
         help="PostgreSQL: ANALYZE the tables after setup, as autovacuum would (default: fresh tables, no statistics)",
     )
+    parser.add_argument(
+        "--block",
+        type=int,
+        default=None,
+        help="alternate the contenders every BLOCK calls within a round (default: each runs its whole round in turn)",
+    )
     args = parser.parse_args()
+    if args.block is not None and args.block < 1:
+        parser.error("--block must be >= 1")
     print(f"# python {sys.version.split()[0]}, {os.cpu_count()} cpus, durastate {durastate.__version__}")
-    run("sqlite", args.rounds, args.ops, None, args.durability)
+    run("sqlite", args.rounds, args.ops, None, args.durability, block=args.block)
     if args.postgres_url:
-        run("postgres", args.rounds, args.ops, args.postgres_url, args.durability, args.analyze)
+        run("postgres", args.rounds, args.ops, args.postgres_url, args.durability, args.analyze, args.block)
     else:
         print("\n(PostgreSQL skipped: no --postgres-url / DURASTATE_TEST_POSTGRES_URL)")
     return 0

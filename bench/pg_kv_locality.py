@@ -56,6 +56,7 @@ from typing import Any
 import psycopg
 
 import durastate
+from _postgres import postgres_url
 from durastate.testing.postgres_server import create_schema, drop_schema
 from pg_cpu import ServerCPU, process_ns, with_application_name
 from pg_kv_plans import explain
@@ -256,9 +257,7 @@ def main() -> None:
     parser.add_argument("--phases", default="analysed,vacuumed,covering")
     parser.add_argument(
         "--url",
-        default=os.environ.get("DURASTATE_BENCH_POSTGRES_URL")
-        or os.environ.get("DURASTATE_TEST_POSTGRES_URL")
-        or "postgresql://postgres@127.0.0.1:5432/postgres",
+        default=postgres_url(),
     )
     args = parser.parse_args()
     sizes = sorted(int(s) for s in args.sizes.split(","))

@@ -42,7 +42,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import random
 import re
 import statistics
@@ -52,6 +51,7 @@ from typing import Any
 import psycopg
 
 import durastate
+from _postgres import postgres_url
 from durastate.testing.postgres_server import create_schema, drop_schema
 from scale_load import Bulk
 from scale_workloads import NS, SCOPE, Context, Raw, kv_key, load_kv
@@ -194,9 +194,7 @@ def main() -> None:
     parser.add_argument("--first", type=int, default=12, help="first calls timed on a fresh table (default 12)")
     parser.add_argument(
         "--url",
-        default=os.environ.get("DURASTATE_BENCH_POSTGRES_URL")
-        or os.environ.get("DURASTATE_TEST_POSTGRES_URL")
-        or "postgresql://postgres@127.0.0.1:5432/postgres",
+        default=postgres_url(),
     )
     args = parser.parse_args()
     print(f"bench/pg_kv_plans.py --sizes {args.sizes} --samples {args.samples}")

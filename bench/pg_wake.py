@@ -46,12 +46,12 @@ from typing import Any
 import psycopg
 
 import durastate
+from _postgres import postgres_url
 from durastate import aio
 from durastate.engines.postgres import PostgresEngine
 from durastate.engines.watch import ChangeWatch, PolledWatch
 from durastate.testing import postgres_server
 
-DEFAULT_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
 WAIT = 30.0  # a pop's wait=: never reached
 
 
@@ -138,12 +138,7 @@ def main() -> None:
     parser.add_argument("--path", default="listen", help=argparse.SUPPRESS)
     parser.add_argument("--flavour", default="sync", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    base = (
-        args.url
-        or os.environ.get("DURASTATE_BENCH_POSTGRES_URL")
-        or os.environ.get("DURASTATE_TEST_POSTGRES_URL")
-        or DEFAULT_URL
-    )
+    base = postgres_url(args.url)
     if args.role == "waiter":
         waiter(base, args.path, args.flavour, args.wakes)
         return

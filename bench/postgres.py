@@ -74,6 +74,7 @@ from typing import Any
 import psycopg
 
 import durastate
+from _postgres import postgres_url
 from durastate.engines.postgres import ATTEMPT_PRUNE_BATCH, ATTEMPT_PRUNE_EVERY, PREPARE_THRESHOLD, PostgresEngine
 from durastate.testing.postgres_server import create_schema, drop_schema
 from pg_cpu import ServerCPU, WaitSampler, spent_ns, with_application_name
@@ -88,14 +89,6 @@ WORKER_COUNTS = (1, 4, 16)
 OPS = ("put 1", "get 1", "put 100", "get 100", "scan 100", "append", "log scan 100", "counter add", "push 1", "pop")
 
 Worker = Callable[[int, int], None]  # (worker index, call index) -> None
-
-
-def _default_url() -> str:
-    return (
-        os.environ.get("DURASTATE_BENCH_POSTGRES_URL")
-        or os.environ.get("DURASTATE_TEST_POSTGRES_URL")
-        or "postgresql://postgres@127.0.0.1:5432/postgres"
-    )
 
 
 class RawPsycopg:
@@ -466,7 +459,7 @@ def pool_rotation(meter: Meter, by_workers: dict[int, dict[str, Worker]], top: i
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--url", default=_default_url())
+    parser.add_argument("--url", default=postgres_url())
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--ops", type=int, default=200, help="calls per worker per run")
     parser.add_argument("--only", action="append", help="run only these ops (repeatable)")

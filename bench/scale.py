@@ -62,6 +62,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import durastate
+from _postgres import postgres_url
 from durastate.testing.postgres_server import create_schema, drop_schema
 from pg_cpu import ServerCPU, with_application_name
 from scale_load import Bulk
@@ -271,9 +272,7 @@ def main() -> None:
     parser.add_argument("--pg-stats", choices=("analyze", "none"), default="analyze")
     parser.add_argument(
         "--url",
-        default=os.environ.get("DURASTATE_BENCH_POSTGRES_URL")
-        or os.environ.get("DURASTATE_TEST_POSTGRES_URL")
-        or "postgresql://postgres@127.0.0.1:5432/postgres",
+        default=postgres_url(),
     )
     args = parser.parse_args()
     sizes = sorted(int(s) for s in args.sizes.split(","))

@@ -7,7 +7,7 @@ a child process: a crash is an exit code, a test failure. On a SQLite file,
 every other round holds the write lock from another connection while the
 calls start, so they are on worker threads (waiting for it) when they are
 cancelled and the store is closed; the lock is let go from a timer thread
-while ``close()`` waits.
+while ``close()`` waits (the rounds: ``durastate.testing.cancel_close``).
 """
 
 from __future__ import annotations
@@ -21,38 +21,12 @@ import pytest
 ROUNDS = {"sqlite-file": 300, "sqlite-memory": 300, "postgres": 40}
 
 _COMMON = """
-import asyncio, random, sqlite3, sys, threading
+import asyncio, sys
+from durastate.testing.cancel_close import cancel_then_close
 url, rounds = sys.argv[1], int(sys.argv[2])
-path = url[len("sqlite://"):] if url.startswith("sqlite://") else None
-random.seed(7)
 
-def hold_lock():
-    if path is None or random.random() < 0.5:
-        return None
-    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-    conn.execute("BEGIN IMMEDIATE")
-    return conn
-
-def let_go_soon(conn):
-    if conn is None:
-        return
-    def release():
-        conn.execute("ROLLBACK")
-        conn.close()
-    threading.Timer(random.random() / 500, release).start()
-
-async def cancel_and_close(open_store, calls, close):
-    for r in range(rounds):
-        store = await open_store()
-        lock = hold_lock()
-        tasks = [asyncio.create_task(call(store, r * 100 + i)) for i, call in enumerate(calls * 3)]
-        for _ in range(random.randint(0, 3)):
-            await asyncio.sleep(0)
-        for task in tasks:
-            task.cancel()
-        let_go_soon(lock)
-        await close(store)
-        await asyncio.gather(*tasks, return_exceptions=True)
+def cancel_and_close(open_store, calls, close):
+    asyncio.run(cancel_then_close(url, rounds, open_store, calls, close))
     print("survived", rounds)
 """
 
@@ -68,7 +42,7 @@ async def read(s, n):
 async def mint(s, n):
     await s.mint_id()
 
-asyncio.run(cancel_and_close(lambda: SqliteStorage.open(url), [commit, read, mint], lambda s: s.close()))
+cancel_and_close(lambda: SqliteStorage.open(url), [commit, read, mint], lambda s: s.close())
 """
 
 _A2 = """
@@ -89,7 +63,7 @@ async def read(s, n):
 async def close(s):
     s.close()
 
-asyncio.run(cancel_and_close(open_store, [append, claim, read], close))
+cancel_and_close(open_store, [append, claim, read], close)
 """
 
 _AIO = """
@@ -104,7 +78,7 @@ async def claim(s, n):
 async def transact(s, n):
     await s.transact(lambda st: st.kv.incr(b"s", b"c", b"n"))
 
-asyncio.run(cancel_and_close(lambda: aio.open(url), [put, claim, transact], lambda s: s.close()))
+cancel_and_close(lambda: aio.open(url), [put, claim, transact], lambda s: s.close())
 """
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import multiprocessing
+import signal
 import traceback
 from collections.abc import Callable
 from multiprocessing.connection import Connection
@@ -45,3 +46,19 @@ def in_processes(*calls: tuple[Callable[..., Any], tuple[Any, ...]]) -> list[Any
             if process.is_alive():
                 process.kill()
     return results
+
+
+def killed_in_a_process(func: Callable[..., Any], *args: Any) -> None:
+    """Run ``func(*args)`` in a spawned process that is to kill itself (SIGKILL) partway through.
+
+    Fails the test unless it died so: an exception, a clean exit or no end
+    within WORKER_TIMEOUT (the process is then killed) all fail it.
+    """
+    process = SPAWN.Process(target=func, args=args)
+    process.start()
+    process.join(WORKER_TIMEOUT)
+    if process.is_alive():
+        process.kill()
+        process.join()
+        raise AssertionError(f"{func.__name__} never killed itself")
+    assert process.exitcode == -signal.SIGKILL, f"{func.__name__} ended with exit code {process.exitcode}, not killed"

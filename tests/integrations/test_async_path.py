@@ -356,26 +356,14 @@ def test_a_sync_call_after_an_async_one_on_the_same_thread_still_waits_for_the_l
 CANCEL_ROUNDS = {"sqlite-file": 300, "postgres": 40}
 
 _CANCEL_AND_CLOSE = """
-import asyncio, random, sqlite3, sys, threading
+import asyncio, sys
 from langgraph.checkpoint.base import create_checkpoint, empty_checkpoint
 from durastate.integrations.langchain import DurastateByteStore
 from durastate.integrations.langgraph import DurastateSaver
 from durastate.integrations.openai_agents import DurastateSession
+from durastate.testing.cancel_close import cancel_then_close
 
 url, rounds = sys.argv[1], int(sys.argv[2])
-path = url[len("sqlite://"):] if url.startswith("sqlite://") else None
-random.seed(7)
-
-def hold_lock():
-    if path is None or random.random() < 0.5:
-        return None
-    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-    conn.execute("BEGIN IMMEDIATE")
-    return conn
-
-def let_go_soon(conn):
-    if conn is not None:
-        threading.Timer(random.random() / 500, lambda: (conn.execute("ROLLBACK"), conn.close())).start()
 
 def put_args(n):
     checkpoint = create_checkpoint(empty_checkpoint(), None, 1)
@@ -383,30 +371,21 @@ def put_args(n):
     checkpoint["channel_versions"] = {"m": "1"}
     return {"configurable": {"thread_id": str(n), "checkpoint_ns": ""}}, checkpoint, {}, {"m": "1"}
 
-async def main():
-    for r in range(rounds):
-        saver = DurastateSaver.from_url(url)
-        session = DurastateSession("s", url=url)
-        byte_store = DurastateByteStore(url)
-        lock = hold_lock()
-        calls = [
-            lambda n: saver.aput(*put_args(n)),
-            lambda n: saver.aget_tuple(put_args(n)[0]),
-            lambda n: session.add_items([{"n": n}]),
-            lambda n: byte_store.amset([(str(n), b"v")]),
-        ]
-        tasks = [asyncio.create_task(call(r * 100 + i)) for i, call in enumerate(calls * 2)]
-        for _ in range(random.randint(0, 3)):
-            await asyncio.sleep(0)
-        for task in tasks:
-            task.cancel()
-        let_go_soon(lock)
-        for holder in (saver, session, byte_store):
-            await holder.aclose()
-        await asyncio.gather(*tasks, return_exceptions=True)
-    print("survived", rounds)
+async def open_holders():
+    return DurastateSaver.from_url(url), DurastateSession("s", url=url), DurastateByteStore(url)
 
-asyncio.run(main())
+async def close(holders):
+    for holder in holders:
+        await holder.aclose()
+
+calls = [
+    lambda h, n: h[0].aput(*put_args(n)),
+    lambda h, n: h[0].aget_tuple(put_args(n)[0]),
+    lambda h, n: h[1].add_items([{"n": n}]),
+    lambda h, n: h[2].amset([(str(n), b"v")]),
+]
+asyncio.run(cancel_then_close(url, rounds, open_holders, calls, close, copies=2))
+print("survived", rounds)
 """
 
 

@@ -172,8 +172,10 @@ CAPABILITIES = Capabilities(
     in_memory=False,
     inline_async_calls=False,
     write_attempts=True,
+    deferred_answers=True,
 )
-CITUS_CAPABILITIES = CAPABILITIES.replace(triggers=False, notify_in_transaction=False)
+# deferred_answers off: next_value_later answers at once there (PipelinedTransactions.next_value_later).
+CITUS_CAPABILITIES = CAPABILITIES.replace(triggers=False, notify_in_transaction=False, deferred_answers=False)
 
 
 # The machine's clock, read through this name so a test can skew one
@@ -266,6 +268,7 @@ class PostgresEngine(PipelinedTransactions):
         self._attempt_insert = self.sql(WRITE(ATTEMPT_INSERT))
         self._attempt_result = self.sql(READ(ATTEMPT_RESULT))
         self._attempt_prune = self.sql(WRITE(ATTEMPT_PRUNE))
+        self._compile_transaction_statements()
 
     # -- the pool ----------------------------------------------------------------
 

@@ -38,7 +38,7 @@ from pydantic import Field
 
 from durastate.integrations.adk import DurastateSessionService
 
-from .._processes import SPAWN, WORKER_TIMEOUT, in_processes
+from .._processes import SPAWN, WORKER_TIMEOUT, in_processes, killed_in_a_process
 
 pytestmark = [pytest.mark.multiprocess, pytest.mark.filterwarnings("ignore::UserWarning")]
 
@@ -198,10 +198,7 @@ def _resume(url: str) -> dict[str, Any]:
 
 
 def test_an_agent_run_killed_mid_invocation_resumes_in_a_new_process(shared_url: str) -> None:
-    killed = SPAWN.Process(target=_first_turn, args=(shared_url,))
-    killed.start()
-    killed.join(WORKER_TIMEOUT)
-    assert killed.exitcode == -signal.SIGKILL
+    killed_in_a_process(_first_turn, shared_url)
 
     [resumed] = in_processes((_resume, (shared_url,)))
 

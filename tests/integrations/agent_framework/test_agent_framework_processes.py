@@ -26,7 +26,7 @@ from agent_framework import Agent, BaseChatClient, ChatResponse, Message, Workfl
 import durastate
 from durastate.integrations.agent_framework import DurastateCheckpointStorage, DurastateHistoryProvider
 
-from .._processes import SPAWN, WORKER_TIMEOUT, in_processes
+from .._processes import in_processes, killed_in_a_process
 
 pytestmark = [pytest.mark.multiprocess, pytest.mark.filterwarnings("ignore::UserWarning")]
 
@@ -146,10 +146,7 @@ def _resume(url: str) -> dict[str, Any]:
 
 
 def test_a_killed_workflow_resumes_in_a_new_process(shared_url: str) -> None:
-    process = SPAWN.Process(target=_run_until_killed, args=(shared_url,))
-    process.start()
-    process.join(WORKER_TIMEOUT)
-    assert process.exitcode == -signal.SIGKILL
+    killed_in_a_process(_run_until_killed, shared_url)
 
     with durastate.open(shared_url) as store:  # the killed run left its checkpoints, whole
         assert list(store.kv.scan(b"agent-framework", b"wpair"))

@@ -14,7 +14,16 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 import durastate
 from durastate.integrations.langgraph import DurastateSaver
-from durastate.integrations.langgraph._layout import ThreadRows
+from durastate.integrations.langgraph._layout import (
+    CHECKPOINT,
+    CHECKPOINT_END,
+    RUN,
+    ThreadRows,
+    checkpoint_key,
+    pack,
+    rows_ascending,
+    value_key,
+)
 
 
 @pytest.fixture
@@ -46,8 +55,12 @@ def chain(
     return configs
 
 
-def value_rows(store: durastate.Store, thread: str) -> list[bytes]:
-    return [key for key, _ in ThreadRows(store.kv, b"langgraph", thread).scan() if b"\x00v" in key]
+def value_rows(store: durastate.Store, thread: str) -> list[tuple[str, str]]:
+    """(checkpoint id, channel) of every stored value: in a checkpoint's envelope or a value row."""
+    rows = ThreadRows(store.kv, b"langgraph", thread).scan(CHECKPOINT, CHECKPOINT_END)
+    return [
+        (row.checkpoint_id, channel) for row in rows_ascending(thread, rows) for channel in {**row.values, **row.inline}
+    ]
 
 
 def test_each_value_is_stored_once_per_version(saver: DurastateSaver, store: durastate.Store) -> None:
@@ -203,3 +216,102 @@ def test_async_context_closes_a_store_it_opened(tmp_path: Any) -> None:
     assert saver.store.closed
     with pytest.raises(durastate.StoreClosed):
         asyncio.run(saver.aget_tuple({"configurable": {"thread_id": "t", "checkpoint_ns": ""}}))
+
+
+def put_in_the_old_layout(
+    store: durastate.Store, thread: str, parent_id: str | None, checkpoint: Any, run_id: str, homes: dict[str, str]
+) -> dict[str, Any]:
+    """A checkpoint as savers before the values moved into the envelope stored it: an 8-field
+    envelope, a value row per non-primitive channel value not kept by an ancestor (``homes``), a run marker."""
+    serde = JsonPlusSerializer()
+    rows = ThreadRows(store.kv, b"langgraph", thread)
+    values = checkpoint["channel_values"]
+    skeleton = {**checkpoint, "channel_values": {c: v for c, v in values.items() if isinstance(v, int)}}
+    metadata = {"source": "loop", "step": len(values), "run_id": run_id}
+    head = checkpoint_key(b"", checkpoint["id"])
+    envelope = pack((parent_id, *serde.dumps_typed(skeleton), *serde.dumps_typed(metadata), run_id, False, homes))
+    stored = [(RUN + run_id.encode(), b""), (head, envelope)]
+    for channel, value in values.items():
+        if not isinstance(value, int) and channel not in homes:
+            version = str(checkpoint["channel_versions"][channel])
+            stored.append((value_key(b"", checkpoint["id"], channel), pack((version, *serde.dumps_typed(value)))))
+    rows.put_many(stored)
+    return {"configurable": {"thread_id": thread, "checkpoint_ns": "", "checkpoint_id": checkpoint["id"]}}
+
+
+def test_checkpoints_of_the_old_layout_read_inherit_and_prune(saver: DurastateSaver, store: durastate.Store) -> None:
+    first = create_checkpoint(empty_checkpoint(), None, 0)
+    first["channel_values"] = {"docs": ["doc 0"], "notes": {"set": "once"}, "step": 0}
+    first["channel_versions"] = {"docs": "1", "notes": "1", "step": "1"}
+    old0 = put_in_the_old_layout(store, "old", None, first, "run-a", {})
+    second = create_checkpoint(first, None, 1)
+    second["channel_values"] = {"docs": ["doc 1"], "notes": {"set": "once"}, "step": 1}
+    second["channel_versions"] = {"docs": "2", "notes": "1", "step": "2"}
+    old1 = put_in_the_old_layout(store, "old", first["id"], second, "run-a", {"notes": first["id"]})
+    # A put of today's saver on top: notes is inherited, its home an old checkpoint's value row.
+    third = create_checkpoint(second, None, 2)
+    third["channel_values"] = {"docs": ["doc 2"], "notes": {"set": "once"}, "step": 2}
+    third["channel_versions"] = {"docs": "3", "notes": "1", "step": "3"}
+    new2 = saver.put(old1, third, {"source": "loop", "step": 2, "run_id": "run-b"}, {"docs": "3", "step": "3"})
+    expected = [{"docs": [f"doc {step}"], "notes": {"set": "once"}, "step": step} for step in range(3)]
+    for config, values in zip([old0, old1, new2], expected, strict=True):
+        stored = saver.get_tuple(config)
+        assert stored is not None and stored.checkpoint["channel_values"] == values
+    listed = [t.checkpoint["channel_values"] for t in saver.list({"configurable": {"thread_id": "old"}})]
+    assert listed == expected[::-1]
+    # The old checkpoints go; their value moves to the survivor, which still reads it.
+    saver.prune(["old"])
+    survivor = saver.get_tuple({"configurable": {"thread_id": "old", "checkpoint_ns": ""}})
+    assert survivor is not None and survivor.checkpoint["channel_values"] == expected[2]
+    assert sorted(channel for _, channel in value_rows(store, "old")) == ["docs", "notes"]
+
+
+def test_delete_for_runs_finds_runs_marked_by_the_old_layout(saver: DurastateSaver, store: durastate.Store) -> None:
+    checkpoint = create_checkpoint(empty_checkpoint(), None, 0)
+    checkpoint["channel_values"] = {"docs": ["doc 0"]}
+    checkpoint["channel_versions"] = {"docs": "1"}
+    put_in_the_old_layout(store, "old", None, checkpoint, "run-old", {})
+    chain(saver, "new", 2, run_id="run-new")
+    saver.delete_for_runs(["run-old"])
+    assert list(saver.list({"configurable": {"thread_id": "old"}})) == []
+    assert len(list(saver.list({"configurable": {"thread_id": "new"}}))) == 2
+
+
+def test_a_put_writes_its_run_marker_again_after_a_delete(saver: DurastateSaver, store: durastate.Store) -> None:
+    # The saver skips markers it committed; a delete must make it write them again.
+    configs = chain(saver, "t", 2, run_id="same")
+    saver.delete_thread("t")
+    configs = chain(saver, "t", 2, run_id="same")
+    saver.delete_for_runs(["same-1"])
+    assert [t.config for t in saver.list({"configurable": {"thread_id": "t"}})] == [configs[0]]
+    saver.delete_for_runs(["same-0"])
+    assert list(saver.list({"configurable": {"thread_id": "t"}})) == []
+
+
+def one_run(saver: DurastateSaver, thread: str, steps: int, run_id: str) -> list[dict[str, Any]]:
+    config: dict[str, Any] = {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
+    checkpoint = empty_checkpoint()
+    configs = []
+    for step in range(steps):
+        checkpoint = create_checkpoint(checkpoint, None, step)
+        checkpoint["channel_values"] = {"docs": [f"doc {step}"]}
+        checkpoint["channel_versions"] = {"docs": str(step + 1)}
+        config = saver.put(config, checkpoint, {"step": step, "run_id": run_id}, {"docs": str(step + 1)})
+        configs.append(config)
+    return configs
+
+
+def test_a_put_is_one_row_and_a_run_is_marked_once(saver: DurastateSaver, store: durastate.Store) -> None:
+    one_run(saver, "t", 3, "r")
+    keys = [key for key, _ in ThreadRows(store.kv, b"langgraph", "t").scan()]
+    assert sorted(key[:1] for key in keys) == [b"c", b"c", b"c", b"r"]
+
+
+def test_a_marker_rolled_back_is_written_again(saver: DurastateSaver, store: durastate.Store) -> None:
+    with pytest.raises(RuntimeError), store.transaction():
+        one_run(saver, "t", 1, "r")
+        raise RuntimeError("roll back")
+    configs = one_run(saver, "t", 2, "r")
+    assert [t.config for t in saver.list({"configurable": {"thread_id": "t"}})] == configs[::-1]
+    saver.delete_for_runs(["r"])
+    assert list(saver.list({"configurable": {"thread_id": "t"}})) == []

@@ -39,7 +39,7 @@ from durastate.integrations.strands import (
     SessionExists,
 )
 
-from .._processes import SPAWN, WORKER_TIMEOUT, in_processes
+from .._processes import SPAWN, WORKER_TIMEOUT, in_processes, killed_in_a_process
 
 pytestmark = pytest.mark.multiprocess
 
@@ -134,10 +134,7 @@ def _resumed_agent(url: str) -> dict[str, Any]:
 
 
 def test_a_killed_agent_resumes_in_a_new_process(shared_url: str) -> None:
-    process = SPAWN.Process(target=_killed_agent, args=(shared_url,))
-    process.start()
-    process.join(WORKER_TIMEOUT)
-    assert process.exitcode == -signal.SIGKILL
+    killed_in_a_process(_killed_agent, shared_url)
 
     [resumed] = in_processes((_resumed_agent, (shared_url,)))
     assert resumed["restored"] == ["My name is Ann.", "Hello Ann.", "What is my name?"]

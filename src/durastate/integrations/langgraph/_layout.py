@@ -13,20 +13,26 @@ keys start with a tag byte:
 * ``r`` + run_id: the thread holds checkpoints of that run;
 * ``c`` + checkpoint_ns + NUL + checkpoint_id: a checkpoint (its
   ``envelope``: parent id, the checkpoint without its non-primitive channel
-  values, metadata, run id, and ``homes``, see below);
-* that key + NUL + ``v`` + channel: a channel value the checkpoint
-  introduced (its version, serializer type and bytes);
+  values, metadata, run id, ``homes``, see below, and the channel values
+  the checkpoint introduced, each as (version, serializer type, bytes));
+* that key + NUL + ``v`` + channel: a channel value kept in a row of its
+  own (its version, serializer type and bytes): what releases before the
+  values moved into the envelope wrote for every value, and what ``prune``
+  and ``delete_for_runs`` still write when they move a value to a
+  survivor. Both places are read, so stores written before stay readable;
 * that key + NUL + ``w`` + task_path + NUL + task_id + NUL + idx: a pending
   write (idx fixed-width, so key order is ``writes_sort_key`` order).
 
 So a checkpoint, the values it introduced and its writes are one key
-range: ``get_tuple`` is one range scan, ``list`` one reverse scan. A value
-is stored once, by the checkpoint whose put introduced that version; a
-later checkpoint that still uses it (its channel is not in
-``new_versions``) records ``homes[channel] = id of that checkpoint``,
-inherited from its parent at put time. Deleting a checkpoint that is some
-survivor's home first moves the value to the survivor (``prune``,
-``delete_for_runs``); ``delete_thread`` needs no care.
+range: ``get_tuple`` is one range scan, ``list`` one reverse scan, and a
+put is one row (one statement, no transaction) plus, for a run the saver
+has not yet marked in the thread, the run marker. A value is stored once,
+by the checkpoint whose put introduced that version; a later checkpoint
+that still uses it (its channel is not in ``new_versions``) records
+``homes[channel] = id of that checkpoint``, inherited from its parent at
+put time. Deleting a checkpoint that is some survivor's home first moves
+the value to the survivor (``prune``, ``delete_for_runs``); ``delete_thread``
+needs no care.
 """
 
 from __future__ import annotations
@@ -86,9 +92,14 @@ def value_key(ns: bytes, checkpoint_id: str, channel: str) -> bytes:
     return checkpoint_key(ns, checkpoint_id) + SEP + VALUE + channel.encode()
 
 
-def write_key(head: bytes, task_path: bytes, task_id: bytes, idx: int) -> bytes:
-    """``head`` is the checkpoint's key."""
-    return head + SEP + WRITE + task_path + SEP + task_id + SEP + b"%010d" % (idx + IDX_OFFSET)
+def task_key(head: bytes, task_path: bytes, task_id: bytes) -> bytes:
+    """The start of a task's write keys (``head`` is the checkpoint's key); ``write_key`` ends one."""
+    return head + SEP + WRITE + task_path + SEP + task_id + SEP
+
+
+def write_key(task: bytes, idx: int) -> bytes:
+    """A pending write's key: its task's (``task_key``) and the fixed-width idx."""
+    return task + b"%010d" % (idx + IDX_OFFSET)
 
 
 class ThreadRows:
@@ -198,7 +209,10 @@ class Row(NamedTuple):
     run_id: str | None
     delta: bool
     homes: dict[str, str]
+    # Value rows (packed (version, type, bytes)) and values in the envelope
+    # ([version, type, bytes]), by channel.
     values: dict[str, bytes]
+    inline: dict[str, list[Any]]
     writes: list[bytes]
 
 
@@ -209,13 +223,21 @@ def envelope(
     run_id: str | None,
     delta: bool,
     homes: Mapping[str, str],
+    inline: Mapping[str, tuple[str, str, bytes] | list[Any]],
 ) -> bytes:
-    return pack((parent_id, *checkpoint, *metadata, run_id, delta, dict(homes)))
+    """A checkpoint row's value; ``inline``: channel -> (version, serializer type, bytes)."""
+    return pack((parent_id, *checkpoint, *metadata, run_id, delta, homes, inline))
 
 
 def with_homes(row: Row, homes: Mapping[str, str]) -> bytes:
     """The row's envelope with other homes (after values moved)."""
-    return envelope(row.parent_id, row.checkpoint, row.metadata, row.run_id, row.delta, homes)
+    return envelope(row.parent_id, row.checkpoint, row.metadata, row.run_id, row.delta, homes, row.inline)
+
+
+def inline_value(envelope_bytes: bytes, channel: str) -> list[Any] | None:
+    """The [version, type, bytes] a checkpoint row keeps for ``channel`` in its envelope, if any."""
+    fields = unpack(envelope_bytes)
+    return fields[8].get(channel) if len(fields) > 8 else None
 
 
 def decode(
@@ -226,7 +248,9 @@ def decode(
     values: dict[str, bytes],
     writes: list[bytes],
 ) -> Row:
-    parent_id, cp_type, cp_bytes, md_type, md_bytes, run_id, delta, homes = unpack(value)
+    fields = unpack(value)
+    # Envelopes written before the values moved into them have 8 fields.
+    parent_id, cp_type, cp_bytes, md_type, md_bytes, run_id, delta, homes = fields[:8]
     return Row(
         checkpoint_id.decode(),
         thread_id,
@@ -238,6 +262,7 @@ def decode(
         delta,
         homes,
         values,
+        fields[8] if len(fields) > 8 else {},
         writes,
     )
 

@@ -4,8 +4,9 @@ All rows live in one kv scope (``name``, default ``b"langgraph"``) and
 namespace, each thread one key range, laid out as ``_layout`` describes (a
 checkpoint, the channel values it introduced and its pending writes form
 one key range; a value is stored once per version, by the checkpoint that
-introduced it). A put is one ``kv.put_many`` (one commit); checkpoint ids
-are uuid6 strings, so key order is creation order.
+introduced it). A put is one row, one statement (plus a run marker the
+first time this saver puts a run in a thread); checkpoint ids are uuid6
+strings, so key order is creation order.
 
 Values are LangGraph's serializer's output (``JsonPlusSerializer`` unless
 ``serde=`` says otherwise; pickle is never unpickled unless a serializer
@@ -29,6 +30,11 @@ Edge cases and choices:
 * Thread ids are ``str(thread_id)``; a NUL character in a thread id,
   checkpoint namespace, checkpoint id, channel, task id or task path is
   refused with ``InvalidRequest``.
+* Run markers: a put skips the marker of a (thread, run) this saver has
+  committed before; any delete of this saver forgets them. A run still
+  putting into a thread that another saver or process deletes (the thread,
+  or the run) leaves checkpoints that ``delete_for_runs`` of that run no
+  longer finds (``delete_thread`` does).
 * Checkpoints written by format ``v < 4`` savers (pending sends kept in the
   parent's writes) never exist in a durastate store, so no migration of
   them is attempted.
@@ -77,11 +83,13 @@ from ._layout import (
     checkpoint_key,
     contains,
     envelope,
+    inline_value,
     is_primitive,
     namespaces,
     pack,
     rows_ascending,
     rows_descending,
+    task_key,
     text,
     thread_ids,
     unpack,
@@ -101,6 +109,8 @@ MAX_PAGE = 512
 LIST_BATCH = 64
 DELTA_COUNTERS = "counters_since_delta_snapshot"
 PRUNE_STRATEGIES = ("keep_latest", "delete")
+# (thread, run) pairs remembered as marked, at most: past it, forget them all.
+MAX_MARKED = 4096
 
 
 class DurastateSaver(StoreBound, BaseCheckpointSaver[str]):
@@ -119,6 +129,10 @@ class DurastateSaver(StoreBound, BaseCheckpointSaver[str]):
         self.name = name
         self._kv = store.kv
         self._scope = name.encode()
+        # (thread, run) pairs whose run marker this saver has committed: a put
+        # of a marked run writes only its checkpoint row. Forgotten whenever
+        # this saver deletes (delete_thread, delete_for_runs, prune).
+        self._marked: dict[tuple[str, str], None] = {}
 
     @classmethod
     def from_url(
@@ -185,6 +199,24 @@ class DurastateSaver(StoreBound, BaseCheckpointSaver[str]):
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
         """Store ``checkpoint`` (a child of ``config``'s checkpoint, if any); return its config."""
+        stored, marked = self._put(config, checkpoint, metadata, new_versions)
+        if marked is not None and not self.store.engine.in_transaction():
+            self._mark(marked)  # committed: an enclosing transaction could still roll it back
+        return stored
+
+    def _put(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> tuple[RunnableConfig, tuple[str, str] | None]:
+        """``put``, and the (thread, run) whose marker it wrote, if it wrote one.
+
+        One row (the envelope with the values this checkpoint introduced) in
+        one statement, and a run marker the first time this saver puts a
+        checkpoint of a run in a thread.
+        """
         thread_id, checkpoint_ns, ns, parent_id = self._address(config)
         if not isinstance(checkpoint, Mapping) or not isinstance(checkpoint.get("id"), str):
             raise InvalidRequest("checkpoint must be a Checkpoint dict with a str 'id'")
@@ -192,21 +224,29 @@ class DurastateSaver(StoreBound, BaseCheckpointSaver[str]):
         text("checkpoint id", checkpoint_id)
         if not isinstance(new_versions, Mapping):
             raise InvalidRequest(f"new_versions must be a dict, got {type(new_versions).__name__}")
-        serde = self.serde
+        dumps = self.serde.dumps_typed
+        primitives: dict[str, Any] = {}
+        stored_here: dict[str, Any] = {}
+        for channel, value in checkpoint["channel_values"].items():
+            if is_primitive(value):
+                primitives[channel] = value
+            else:
+                text("channel", channel)
+                stored_here[channel] = value
         skeleton = dict(checkpoint)
-        inline = dict(checkpoint["channel_values"])
-        skeleton["channel_values"] = inline
+        skeleton["channel_values"] = primitives
         versions = checkpoint["channel_versions"]
-        stored_here = {c: inline.pop(c) for c in [c for c, v in inline.items() if not is_primitive(v)]}
-        for channel in stored_here:
-            text("channel", channel)
         # Values whose version is not new here live with an ancestor: find
         # which one through the parent (the fallback stores them here).
         inherited = [c for c in stored_here if c not in new_versions]
         homes: dict[str, str] = {}
         thread = self._thread(thread_id)
+        stored_metadata = get_serializable_checkpoint_metadata(config, metadata)
+        run_id = stored_metadata.get("run_id")
+        run_id = str(run_id) if run_id is not None else None
+        marked = (thread_id, run_id) if run_id is not None and (thread_id, run_id) not in self._marked else None
         # Reading the parent and writing must see one state: a transaction then
-        # (else put_many's own is enough).
+        # (else the one statement, or put_many's own transaction, is enough).
         with self.store.transaction() if inherited else _NO_TRANSACTION:
             if inherited and parent_id is not None:
                 found = thread.get(checkpoint_key(ns, parent_id))
@@ -217,35 +257,32 @@ class DurastateSaver(StoreBound, BaseCheckpointSaver[str]):
                         if channel in parent_versions and parent_versions[channel] == versions.get(channel):
                             homes[channel] = parent.homes.get(channel, parent_id)
                             del stored_here[channel]
-            rows = [
-                (
-                    value_key(ns, checkpoint_id, channel),
-                    pack((str(versions.get(channel, "")), *serde.dumps_typed(value))),
-                )
-                for channel, value in stored_here.items()
-            ]
-            stored_metadata = get_serializable_checkpoint_metadata(config, metadata)
-            run_id = stored_metadata.get("run_id")
-            run_id = str(run_id) if run_id is not None else None
-            if run_id is not None:
-                rows.append((RUN + run_id.encode(), b""))
-            rows.append(
-                (
-                    checkpoint_key(ns, checkpoint_id),
-                    envelope(
-                        parent_id,
-                        serde.dumps_typed(skeleton),
-                        serde.dumps_typed(stored_metadata),
-                        run_id,
-                        DELTA_COUNTERS in stored_metadata,
-                        homes,
-                    ),
-                )
+            row = (
+                checkpoint_key(ns, checkpoint_id),
+                envelope(
+                    parent_id,
+                    dumps(skeleton),
+                    dumps(stored_metadata),
+                    run_id,
+                    DELTA_COUNTERS in stored_metadata,
+                    homes,
+                    {c: (str(versions.get(c, "")), *dumps(v)) for c, v in stored_here.items()},
+                ),
             )
-            thread.put_many(rows)
-        return {
+            if marked is not None:
+                thread.put_many([(RUN + marked[1].encode(), b""), row])
+            else:
+                thread.put(*row)
+        stored: RunnableConfig = {
             "configurable": {"thread_id": thread_id, "checkpoint_ns": checkpoint_ns, "checkpoint_id": checkpoint_id}
         }
+        return stored, marked
+
+    def _mark(self, marked: tuple[str, str]) -> None:
+        """Remember that a (thread, run) marker is committed, so later puts of that run skip it."""
+        if len(self._marked) >= MAX_MARKED:
+            self._marked.clear()
+        self._marked[marked] = None
 
     def put_writes(
         self,
@@ -258,17 +295,18 @@ class DurastateSaver(StoreBound, BaseCheckpointSaver[str]):
         thread_id, _, ns, checkpoint_id = self._address(config)
         if checkpoint_id is None:
             raise InvalidRequest("put_writes needs config['configurable']['checkpoint_id']")
-        head = checkpoint_key(ns, checkpoint_id)
-        task, path = text("task_id", task_id), text("task_path", task_path)
+        task = task_key(checkpoint_key(ns, checkpoint_id), text("task_path", task_path), text("task_id", task_id))
         dumps = self.serde.dumps_typed
         rows = []
+        special = True
         for i, (channel, value) in enumerate(writes):
-            idx = WRITES_IDX_MAP.get(channel, i)
-            rows.append((write_key(head, path, task, idx), pack((task_id, task_path, channel, idx, *dumps(value)))))
+            idx = WRITES_IDX_MAP.get(channel)
+            if idx is None:
+                idx, special = i, False
+            rows.append((write_key(task, idx), pack((task_id, task_path, channel, idx, *dumps(value)))))
         if rows:
             # As LangGraph's savers: a batch of special writes only replaces,
             # any other batch keeps what is stored (one statement either way).
-            special = all(channel in WRITES_IDX_MAP for channel, _ in writes)
             self._thread(thread_id).put_many(rows, if_absent=not special)
 
     # -- read ------------------------------------------------------------------
@@ -399,12 +437,15 @@ class DurastateSaver(StoreBound, BaseCheckpointSaver[str]):
         self, thread_id: str, rows: builtins.list[Row], loads: Callable[[tuple[str, bytes]], Any]
     ) -> builtins.list[CheckpointTuple]:
         skeletons = [loads(row.checkpoint) for row in rows]
+        # A value kept by another checkpoint (its home) is in that checkpoint's
+        # envelope, or in a value row of its own (older puts, moved values).
         elsewhere: dict[bytes, None] = {}
         for row, skeleton in zip(rows, skeletons, strict=True):
             ns = row.checkpoint_ns.encode()
             for channel, home in row.homes.items():
                 if channel in skeleton["channel_versions"]:
                     elsewhere[value_key(ns, home, channel)] = None
+                    elsewhere[checkpoint_key(ns, home)] = None
         far: dict[bytes, bytes | None] = {}
         if elsewhere:
             keys = builtins.list(elsewhere)
@@ -413,16 +454,25 @@ class DurastateSaver(StoreBound, BaseCheckpointSaver[str]):
         for row, skeleton in zip(rows, skeletons, strict=True):
             values = skeleton["channel_values"]
             versions = skeleton["channel_versions"]
+            for channel, (_, value_type, value_bytes) in row.inline.items():
+                if channel in versions and channel not in values:
+                    values[channel] = loads((value_type, value_bytes))
             for channel, stored in row.values.items():
                 version, value_type, value_bytes = unpack(stored)
                 # A checkpoint put again under its id may have left a value it no longer has.
                 if channel in versions and version == str(versions[channel]) and channel not in values:
                     values[channel] = loads((value_type, value_bytes))
             for channel, home in row.homes.items():
-                stored_far = far.get(value_key(row.checkpoint_ns.encode(), home, channel))
-                if stored_far is not None and channel in versions:
-                    _, value_type, value_bytes = unpack(stored_far)
-                    values[channel] = loads((value_type, value_bytes))
+                if channel not in versions:
+                    continue
+                ns = row.checkpoint_ns.encode()
+                stored_far = far.get(value_key(ns, home, channel))
+                found = unpack(stored_far) if stored_far is not None else None
+                home_row = far.get(checkpoint_key(ns, home))
+                if found is None and home_row is not None:
+                    found = inline_value(home_row, channel)
+                if found is not None:
+                    values[channel] = loads((found[1], found[2]))
             configurable = {"thread_id": thread_id, "checkpoint_ns": row.checkpoint_ns}
             parent = (
                 {"configurable": {**configurable, "checkpoint_id": row.parent_id}}
@@ -449,7 +499,10 @@ class DurastateSaver(StoreBound, BaseCheckpointSaver[str]):
     def delete_thread(self, thread_id: str) -> None:
         """Delete every checkpoint, value and write of ``thread_id`` (all namespaces)."""
         thread_id = str(thread_id)
-        self._thread(thread_id).delete_range()
+        try:
+            self._thread(thread_id).delete_range()
+        finally:
+            self._marked.clear()
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         """Copy every checkpoint and write of one thread onto another (which keeps its own)."""
@@ -473,6 +526,12 @@ class DurastateSaver(StoreBound, BaseCheckpointSaver[str]):
         if not runs:
             return
         markers = [RUN + run.encode() for run in sorted(runs)]
+        try:
+            self._delete_runs(runs, markers)
+        finally:
+            self._marked.clear()
+
+    def _delete_runs(self, runs: set[str], markers: builtins.list[bytes]) -> None:
         with self.store.transaction():
             for thread_id in self._threads():
                 thread = self._thread(thread_id)
@@ -492,6 +551,12 @@ class DurastateSaver(StoreBound, BaseCheckpointSaver[str]):
         if isinstance(thread_ids, (str, bytes)) or not isinstance(thread_ids, Iterable):
             raise InvalidRequest(f"thread_ids must be a list of str, got {type(thread_ids).__name__}")
         threads = builtins.list(dict.fromkeys(str(t) for t in thread_ids))
+        try:
+            self._prune(threads, strategy)
+        finally:
+            self._marked.clear()
+
+    def _prune(self, threads: builtins.list[str], strategy: str) -> None:
         with self.store.transaction():
             if strategy == "delete":
                 for thread_id in threads:
@@ -530,6 +595,7 @@ class DurastateSaver(StoreBound, BaseCheckpointSaver[str]):
         if not doomed:
             return
         moved: dict[tuple[str, str, str], str] = {}  # (ns, old home, channel) -> new home
+        by_id = {(row.checkpoint_ns, row.checkpoint_id): row for row in rows}
         for row in rows:  # ascending: the oldest survivor first
             if (row.checkpoint_ns, row.checkpoint_id) in doomed:
                 continue
@@ -540,7 +606,7 @@ class DurastateSaver(StoreBound, BaseCheckpointSaver[str]):
                     continue
                 new_home = moved.get((row.checkpoint_ns, home, channel))
                 if new_home is None:
-                    stored = thread.get(value_key(ns, home, channel))
+                    stored = _stored_value(by_id.get((row.checkpoint_ns, home)), channel)
                     if stored is not None:
                         thread.put(value_key(ns, row.checkpoint_id, channel), stored)
                     moved[(row.checkpoint_ns, home, channel)] = row.checkpoint_id
@@ -602,7 +668,10 @@ class DurastateSaver(StoreBound, BaseCheckpointSaver[str]):
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
-        return await self._aio.transact(self.put, config, checkpoint, metadata, new_versions)
+        stored, marked = await self._aio.transact(self._put, config, checkpoint, metadata, new_versions)
+        if marked is not None:
+            self._mark(marked)  # transact returned: committed
+        return stored
 
     async def aput_writes(
         self,
@@ -642,3 +711,13 @@ _NO_TRANSACTION = _NoTransaction()
 def rows_ascending_one(thread_id: str, checkpoint_ns: str, checkpoint_id: str, value: bytes) -> Row:
     """A checkpoint row alone (no values or writes) from its envelope."""
     return next(rows_ascending(thread_id, [(checkpoint_key(checkpoint_ns.encode(), checkpoint_id), value)]))
+
+
+def _stored_value(home: Row | None, channel: str) -> bytes | None:
+    """The value row's bytes for ``channel`` as ``home`` keeps it (in its envelope or a row of its own)."""
+    if home is None:
+        return None
+    inline = home.inline.get(channel)
+    if inline is not None:
+        return pack(tuple(inline))
+    return home.values.get(channel)
