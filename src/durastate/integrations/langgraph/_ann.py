@@ -16,8 +16,10 @@ scores at most that, in an exact index), and, for cosine, above 0 (the
 index cannot rank a zero vector, which scores 0). Otherwise four times as
 many are fetched, up to ``FETCH_MAX``; past that, or when the index runs
 out of vectors in the range (a small namespace), the exact search answers.
-The index being approximate, an item it misses can be missing from a page
-(``tests/integrations/langgraph/test_store_pgvector.py`` measures recall).
+The engine answers small ranges exactly (pgvector: a scan in C) and walks
+its approximate index for big ones, where an item the walk misses can be
+missing from a page (``tests/integrations/langgraph/test_store_pgvector.py``
+and ``bench/langgraph_search.py`` measure recall).
 """
 
 from __future__ import annotations
