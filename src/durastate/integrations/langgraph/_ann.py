@@ -52,6 +52,8 @@ class AnnIndex:
         reason = None
         if not engine.capabilities.vector_index:
             reason = f"{engine.url}: the engine keeps no vector index (on PostgreSQL: CREATE EXTENSION vector)"
+        elif engine.read_only:  # the index is created and filled at first use: that writes
+            reason = f"{engine.url}: opened read_only"
         elif spec.dims > engine.vectors.max_dims:
             reason = (
                 f"the engine's vector index holds at most {engine.vectors.max_dims} dims, the index has {spec.dims}"
