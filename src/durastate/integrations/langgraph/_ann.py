@@ -72,7 +72,7 @@ class AnnIndex:
             if self.active is not None:
                 return
             vectors, kv = self._store.engine.vectors, self._store.kv
-            stale = [key for key, _ in vectors.ensure(self._table)]
+            stale = vectors.ensure(self._table)
             for at in range(0, len(stale), FILL_BATCH):
                 keys = stale[at : at + FILL_BATCH]
                 with self._store.transaction():
