@@ -224,7 +224,7 @@ def bench_engine(
     results = []
     try:
         r.commit([{"type": "conversation", "value": {"id": 1}}])
-        raw.once([(r._claim_ids[1], [1, "conversation"])])
+        raw.once([(r._commits.claim_ids[1], [1, "conversation"])])
         # raw and raw+seq share one table and one id counter, so both append
         # at its end (as durastate does): disjoint ranges made the lower one
         # insert mid-tree once the other had written above it.
@@ -242,7 +242,7 @@ def bench_engine(
                 import orjson
 
                 params = [x for v in values for x in (v["id"], 1, 0, 1, orjson.dumps(v))]
-                raw.once([(r._insert_entries[size], params)])
+                raw.once([(r._commits.insert_entries[size], params)])
 
             def raw_seq_commit(size: int = size) -> None:
                 ids = raw_seq_ids.take(size)
@@ -252,7 +252,10 @@ def bench_engine(
                 raw.seq_batch(
                     next_seq,
                     lambda seq: [
-                        (r._insert_entries[size], [x for v in values for x in (v["id"], 1, 0, seq, orjson.dumps(v))])
+                        (
+                            r._commits.insert_entries[size],
+                            [x for v in values for x in (v["id"], 1, 0, seq, orjson.dumps(v))],
+                        )
                     ],
                 )
 

@@ -510,7 +510,7 @@ def records_ops(ctx: Context) -> Ops:
             raw.attempt(cur)
             (seq,) = cur.execute(next_seq, ("records",)).fetchone()
             # The facet's one statement for an entry (its row claims its id).
-            cur.execute(r._insert_entries[1], (id, 1, 0, seq, data))
+            cur.execute(r._commits.insert_entries[1], (id, 1, 0, seq, data))
 
         raw.tx(body)
 
