@@ -23,6 +23,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
+from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
 from durastate.testing import postgres_server
 
@@ -30,8 +31,9 @@ Took = tuple[float, float]  # (wall, CPU) seconds per call
 Times = dict[tuple[str, str], list[Took]]
 
 
-def arguments(doc: str, *, durability: bool = True) -> argparse.Namespace:
-    """``--rounds``, ``--calls``, ``--postgres-url`` (also race there) and, with ``durability``, ``--durability``.
+def arguments(doc: str, *, durability: bool = True, synchronous_commit: bool = False) -> argparse.Namespace:
+    """``--rounds``, ``--calls``, ``--postgres-url`` (also race there) and, with ``durability``, ``--durability``;
+    with ``synchronous_commit``, ``--pg-synchronous-commit on|off`` (for ``postgres_schema``).
 
     The description is the first paragraph of ``doc`` (the bench's docstring).
     """
@@ -41,13 +43,38 @@ def arguments(doc: str, *, durability: bool = True) -> argparse.Namespace:
     parser.add_argument("--postgres-url", default=None, help="also race on this PostgreSQL server (a schema each)")
     if durability:
         parser.add_argument("--durability", choices=["normal", "full"], default="normal")
+    if synchronous_commit:
+        parser.add_argument(
+            "--pg-synchronous-commit",
+            choices=["on", "off"],
+            default="on",
+            help="off: PostgreSQL commits return before their WAL is flushed (a file without fsync's durability)",
+        )
     return parser.parse_args()
 
 
+def with_synchronous_commit(url: str, value: str) -> str:
+    """``url`` with ``-csynchronous_commit=<value>`` added to its sessions' options.
+
+    A session setting: the server's configuration is left alone. The space
+    between options is ``%20`` (libpq does not read ``+`` as a space).
+    """
+    parts = urlsplit(url)
+    query = parse_qsl(parts.query)
+    options = " ".join([v for k, v in query if k == "options"] + [f"-csynchronous_commit={value}"])
+    kept = [(k, v) for k, v in query if k != "options"]
+    return urlunsplit(parts._replace(query=urlencode([*kept, ("options", options)], quote_via=quote)))
+
+
 @contextmanager
-def postgres_schema(base_url: str) -> Iterator[tuple[str, str]]:
-    """(URL bound to a fresh schema of the server at ``base_url``, its name); the schema is dropped on leaving."""
+def postgres_schema(base_url: str, *, synchronous_commit: str | None = None) -> Iterator[tuple[str, str]]:
+    """(URL bound to a fresh schema of the server at ``base_url``, its name); the schema is dropped on leaving.
+
+    ``synchronous_commit`` (``"on"``/``"off"``): the URL's sessions set it (``None``: the server's setting).
+    """
     url, schema = postgres_server.create_schema(base_url)
+    if synchronous_commit is not None:
+        url = with_synchronous_commit(url, synchronous_commit)
     try:
         yield url, schema
     finally:

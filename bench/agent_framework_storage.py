@@ -1,7 +1,7 @@
 """Agent Framework on durastate vs the framework's own file backends, side by side.
 
     .venv/bin/python bench/agent_framework_storage.py [--rounds 7] [--calls 200] [--postgres-url URL]
-        [--durability normal|full]
+        [--durability normal|full] [--pg-synchronous-commit on|off]
 
 (Not ``bench/agent_framework.py``: a script named after the package shadows
 it when run, and ruff's isort would count the package as first-party.)
@@ -18,6 +18,9 @@ methods from one event loop:
 * with ``--postgres-url``, ``durastate-pg``: the same classes on that server
   (a fresh schema). The framework ships no SQL backend (its Azure PostgreSQL
   sample pickles checkpoints), so its file backends are the peer there too.
+  ``--pg-synchronous-commit off`` sets that session option: a commit returns
+  before its WAL is flushed, the durability of a file written without fsync
+  (``on``, the server's default, waits for the flush).
 
 The checkpoint is a real one: the latest of a two-agent workflow
 (writer -> reviewer with scripted clients), about 4 KB of JSON holding
@@ -133,7 +136,9 @@ async def race(
     await arace(title, {label: await _ops(c, h, template) for label, (c, h) in contenders.items()}, rounds, calls)
 
 
-async def main(rounds: int, calls: int, postgres_url: str | None, durability: str) -> None:
+async def main(
+    rounds: int, calls: int, postgres_url: str | None, durability: str, synchronous_commit: str = "on"
+) -> None:
     warnings.filterwarnings("ignore")
     logging.getLogger("agent_framework").setLevel(logging.ERROR)
     template = await _real_checkpoint()
@@ -157,18 +162,27 @@ async def main(rounds: int, calls: int, postgres_url: str | None, durability: st
             store.close()
         if postgres_url is None:
             return
-        with postgres_schema(postgres_url) as (url, _), durastate.open(url) as pg:
+        with (
+            postgres_schema(postgres_url, synchronous_commit=synchronous_commit) as (url, _),
+            durastate.open(url) as pg,
+        ):
             contenders = {
                 "durastate-pg": (DurastateCheckpointStorage(store=pg), DurastateHistoryProvider(store=pg)),
                 "file": file_contenders,
             }
             try:
-                await race("PostgreSQL vs the framework's files", contenders, template, rounds, calls)
+                await race(
+                    f"PostgreSQL (synchronous_commit={synchronous_commit}) vs the framework's files",
+                    contenders,
+                    template,
+                    rounds,
+                    calls,
+                )
             finally:
                 for storage in contenders["durastate-pg"]:
                     await storage.aclose()
 
 
 if __name__ == "__main__":
-    args = arguments(__doc__)
-    asyncio.run(main(args.rounds, args.calls, args.postgres_url, args.durability))
+    args = arguments(__doc__, synchronous_commit=True)
+    asyncio.run(main(args.rounds, args.calls, args.postgres_url, args.durability, args.pg_synchronous_commit))

@@ -36,8 +36,8 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Callable, Iterator
-from contextlib import ExitStack, contextmanager
+from collections.abc import Callable
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -46,6 +46,7 @@ from eventsourcing.persistence import InfrastructureFactory, StoredEvent
 from huey.storage import PostgresStorage, SqliteStorage
 
 import durastate
+from _race import postgres_schema
 from durastate.integrations.eventsourcing import DurastateApplicationRecorder
 from durastate.integrations.huey import DurastateStorage
 
@@ -115,17 +116,6 @@ def huey_ops(storage: Any, destructive: Any) -> dict[str, Op]:
         "huey enqueue+dequeue, lease=None": cycle_destructive,
         "huey put+pop result": result,
     }
-
-
-@contextmanager
-def postgres_schema(base_url: str) -> Iterator[tuple[str, str]]:
-    from durastate.testing import postgres_server
-
-    url, schema = postgres_server.create_schema(base_url)
-    try:
-        yield url, schema
-    finally:
-        postgres_server.drop_schema(base_url, schema)
 
 
 def contenders(

@@ -11,11 +11,25 @@ text):
 
 * ``InMemoryStore``: LangGraph's reference (NumPy when installed, as here);
 * ``durastate sqlite``: ``DurastateStore.from_url(<file>, index=)``;
-* ``durastate postgres``: ``DurastateStore.from_url(<url>, index=)`` in a
-  fresh schema (exact search: vectors read and scored in Python);
+* ``durastate postgres exact``: ``DurastateStore.from_url(<url>, index=,
+  vector_index=False)`` in a fresh schema (exact search: vectors read and
+  scored in Python);
+* ``durastate postgres pgvector``: ``DurastateStore.from_url(<url>,
+  index=)`` in a fresh schema, where the database has pgvector installed
+  (its HNSW index proposes candidates, scored exactly in Python; skipped,
+  and said so, when the engine does not declare ``vector_index``). At
+  10,000 x 256 dims the engine scores the candidates exactly by a scan in
+  C instead of walking the index (``engines.postgres_vector``,
+  ``SCAN_MAX_VALUES``); ``durastate postgres hnsw walk`` is the same store
+  with that limit at 0, so every search walks the index (approximate);
 * ``PostgresStore``: langgraph-checkpoint-postgres with pgvector (skipped,
   and said so, when the server has no ``vector`` extension), in a fresh
-  schema, one autocommit connection as ``from_conn_string`` makes it.
+  schema, one autocommit connection as ``from_conn_string`` makes it
+  (``setup()`` creates its HNSW index, pgvector's defaults, as ours).
+
+Before timing, every contender's pages are checked against the exact
+search's (``durastate sqlite``): the share of identical pages and the recall
+of the top 10 are printed (both approximate contenders use HNSW).
 
 Ops: ``search``: ``search(("docs",), query=..., limit=10)`` over all items;
 ``search+filter``: the same with ``filter={"kind": "a"}`` (a quarter of the
@@ -26,8 +40,8 @@ same on every side).
 Method: one untimed warm-up round, then ``--rounds`` rounds of ``--calls``
 searches per op and contender, the contender order rotating each round.
 The table shows each contender's median searches/s and the median of the
-per-round ratios contender / InMemoryStore (paired, so drift on a shared
-machine cancels), with their range.
+per-round ratios contender / InMemoryStore and contender / PostgresStore
+(paired, so drift on a shared machine cancels), with their range.
 """
 
 from __future__ import annotations
@@ -84,7 +98,7 @@ def load(store: BaseStore, items: int) -> None:
         store.batch(ops[start : start + 500])
 
 
-def searches(store: BaseStore, calls: int) -> dict[str, Callable[[], None]]:
+def searches(store: Any, calls: int) -> dict[str, Callable[[], None]]:
     queries = [f"query {i}" for i in range(50)]
 
     def run(prefix: tuple[str, ...], filter: dict[str, Any] | None) -> Callable[[], None]:
@@ -100,6 +114,39 @@ def searches(store: BaseStore, calls: int) -> dict[str, Callable[[], None]]:
         "search+filter": run(("docs",), {"kind": "a"}),
         "search ns": run(("docs", "n3"), None),
     }
+
+
+class Walking:
+    """A DurastateStore whose searches walk the engine's HNSW index whatever the size (no exact scan)."""
+
+    def __init__(self, store: BaseStore) -> None:
+        self.store = store
+
+    def search(self, *args: Any, **kwargs: Any) -> Any:
+        from durastate.engines import postgres_vector
+
+        saved = postgres_vector.SCAN_MAX_VALUES
+        postgres_vector.SCAN_MAX_VALUES = 0
+        try:
+            return self.store.search(*args, **kwargs)
+        finally:
+            postgres_vector.SCAN_MAX_VALUES = saved
+
+
+def agreement(contenders: dict[str, Any], reference: str, queries: int = 20) -> None:
+    """Each contender's pages against the reference's: identical pages and recall of the top 10."""
+    cases = [
+        (prefix, f"query {i}", filter)
+        for i in range(queries)
+        for prefix, filter in ((("docs",), None), (("docs",), {"kind": "a"}), (("docs", "n3"), None))
+    ]
+    want = [[i.key for i in contenders[reference].search(p, query=q, filter=f, limit=10)] for p, q, f in cases]
+    for name, store in contenders.items():
+        got = [[i.key for i in store.search(p, query=q, filter=f, limit=10)] for p, q, f in cases]
+        same = sum(g == w for g, w in zip(got, want, strict=True))
+        found = sum(len(set(g) & set(w)) for g, w in zip(got, want, strict=True))
+        total = sum(len(w) for w in want)
+        print(f"{name}: {same}/{len(cases)} pages identical to {reference}'s, recall@10 {found / total:.3f}")
 
 
 def timed(run: Callable[[], None]) -> float:
@@ -129,7 +176,13 @@ def postgres_store(base_url: str, index: dict[str, Any]) -> Iterator[BaseStore |
         if conn.execute("SELECT 1 FROM pg_available_extensions WHERE name = 'vector'").fetchone() is None:
             yield "the server has no pgvector extension"
             return
+        installed = conn.execute(
+            "SELECT n.nspname FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace"
+            " WHERE e.extname = 'vector'"
+        ).fetchone()
     url, schema = postgres_server.create_schema(base_url)
+    if installed is not None:  # PostgresStore names the type unqualified: its schema goes on the search_path
+        url = postgres_server.with_search_path(base_url, f"{schema},{installed[0]}")
     try:
         with PostgresStore.from_conn_string(url, index=index) as store:  # type: ignore[arg-type]
             store.setup()
@@ -160,13 +213,22 @@ def main() -> int:
     )
     with ExitStack() as stack:
         folder = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="durastate-bench-search-")))
-        contenders: dict[str, BaseStore] = {"InMemoryStore": InMemoryStore(index=index)}  # type: ignore[arg-type]
+        contenders: dict[str, Any] = {"InMemoryStore": InMemoryStore(index=index)}  # type: ignore[arg-type]
         contenders["durastate sqlite"] = stack.enter_context(
             DurastateStore.from_url(folder / "search.db", index=index)  # type: ignore[arg-type]
         )
         url, schema = postgres_server.create_schema(args.postgres_url)
         stack.callback(postgres_server.drop_schema, args.postgres_url, schema)
-        contenders["durastate postgres"] = stack.enter_context(DurastateStore.from_url(url, index=index))  # type: ignore[arg-type]
+        contenders["durastate postgres exact"] = stack.enter_context(
+            DurastateStore.from_url(url, index=index, vector_index=False)  # type: ignore[arg-type]
+        )
+        url, schema = postgres_server.create_schema(args.postgres_url)
+        stack.callback(postgres_server.drop_schema, args.postgres_url, schema)
+        ours = stack.enter_context(DurastateStore.from_url(url, index=index))  # type: ignore[arg-type]
+        if ours.store.engine.capabilities.vector_index:
+            contenders["durastate postgres pgvector"] = ours
+        else:
+            print("durastate postgres pgvector skipped: the database has no vector extension (CREATE EXTENSION vector)")
         theirs = stack.enter_context(postgres_store(args.postgres_url, index))
         if isinstance(theirs, str):
             print(f"PostgresStore skipped: {theirs}")
@@ -176,6 +238,10 @@ def main() -> int:
             start = time.perf_counter()
             load(store, args.items)
             print(f"loaded {name} in {time.perf_counter() - start:.1f} s")
+        if "durastate postgres pgvector" in contenders:
+            contenders["durastate postgres hnsw walk"] = Walking(contenders["durastate postgres pgvector"])
+        print()
+        agreement(contenders, "durastate sqlite")
         print()
         runs = {name: searches(store, args.calls) for name, store in contenders.items()}
         names = list(contenders)
@@ -187,16 +253,16 @@ def main() -> int:
                     seconds = timed(runs[name][op])
                     if round_no:  # round 0 warms up
                         rates[op][name].append(args.calls / seconds)
-        print("| op | contender | searches/s | ratio to InMemoryStore (range) |")
-        print("|---|---|---|---|")
+        anchors = [a for a in ("InMemoryStore", "PostgresStore (pgvector)") if a in names]
+        print("| op | contender | searches/s | " + " | ".join(f"ratio to {a} (range)" for a in anchors) + " |")
+        print("|---|---|---|" + "---|" * len(anchors))
         for op in args.ops:
-            base = rates[op]["InMemoryStore"]
             for name in names:
-                ratios = [ours / theirs for ours, theirs in zip(rates[op][name], base, strict=True)]
-                print(
-                    f"| {op} | {name} | {statistics.median(rates[op][name]):,.1f} | "
-                    f"{statistics.median(ratios):.2f}x ({min(ratios):.2f}-{max(ratios):.2f}) |"
-                )
+                cells = []
+                for anchor in anchors:
+                    ratios = [o / t for o, t in zip(rates[op][name], rates[op][anchor], strict=True)]
+                    cells.append(f"{statistics.median(ratios):.2f}x ({min(ratios):.2f}-{max(ratios):.2f})")
+                print(f"| {op} | {name} | {statistics.median(rates[op][name]):,.1f} | " + " | ".join(cells) + " |")
     return 0
 
 

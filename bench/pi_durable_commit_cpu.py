@@ -59,8 +59,12 @@ async def main(rounds: int, ops: int) -> bool:
     # The raw floor: a durastate-migrated file, driven by plain sqlite3 with the facet's statement texts.
     raw_store = durastate.open(folder / "raw.db")
     next_seq = raw_store.engine.sql(NEXT_VALUE)
-    # None on a tree from before records schema 3 (PYTHONPATH=old/src): no raw column then.
-    insert_entries = getattr(raw_store.records, "_insert_entries", None)
+    # None on a tree from before records schema 3 (PYTHONPATH=old/src): no raw column then. The
+    # statements moved to records.commit.Commits later; older trees kept them on the facet.
+    records = raw_store.records
+    insert_entries = getattr(getattr(records, "_commits", records), "insert_entries", None) or getattr(
+        records, "_insert_entries", None
+    )
     raw_store.close()
     raw = sqlite3.connect(folder / "raw.db", isolation_level=None, check_same_thread=False, cached_statements=512)
     raw.execute("PRAGMA journal_mode=WAL")

@@ -56,7 +56,7 @@ from pathlib import Path
 from typing import Any
 
 import durastate
-from _raw_records import fork_scan
+from _records_common import entry_value, fork_chain, fork_scan
 from durastate.engines.base import NEXT_VALUE, READ
 from durastate.records import COMMIT_SEQUENCE, INSERT_ENTRY, Records
 
@@ -65,10 +65,6 @@ SEQUENCE = (COMMIT_SEQUENCE,)
 PG_DEFAULT = "postgresql://postgres@127.0.0.1:5432/postgres"
 COMMIT_TARGET = 0.8
 DOC_TARGET = 0.5  # within 2x of the 0-delta read
-
-
-def entry_value(id: int, conversation_id: int) -> dict[str, Any]:
-    return {"id": id, "conversationId": conversation_id, "role": "user", "text": "x" * 80}
 
 
 class Ids:
@@ -228,7 +224,7 @@ def bench_engine(
     results = []
     try:
         r.commit([{"type": "conversation", "value": {"id": 1}}])
-        raw.once([(r._claim_ids[1], [1, "conversation"])])
+        raw.once([(r._commits.claim_ids[1], [1, "conversation"])])
         # raw and raw+seq share one table and one id counter, so both append
         # at its end (as durastate does): disjoint ranges made the lower one
         # insert mid-tree once the other had written above it.
@@ -246,7 +242,7 @@ def bench_engine(
                 import orjson
 
                 params = [x for v in values for x in (v["id"], 1, 0, 1, orjson.dumps(v))]
-                raw.once([(r._insert_entries[size], params)])
+                raw.once([(r._commits.insert_entries[size], params)])
 
             def raw_seq_commit(size: int = size) -> None:
                 ids = raw_seq_ids.take(size)
@@ -256,7 +252,10 @@ def bench_engine(
                 raw.seq_batch(
                     next_seq,
                     lambda seq: [
-                        (r._insert_entries[size], [x for v in values for x in (v["id"], 1, 0, seq, orjson.dumps(v))])
+                        (
+                            r._commits.insert_entries[size],
+                            [x for v in values for x in (v["id"], 1, 0, seq, orjson.dumps(v))],
+                        )
                     ],
                 )
 
@@ -266,19 +265,7 @@ def bench_engine(
             )
 
         # A 10-deep fork chain, 5 entries per conversation, forked at each last entry.
-        chain_ids = Ids(10_000_000)
-        parent: tuple[int, int] | None = None
-        for _ in range(10):
-            conv, *entries = chain_ids.take(6)
-            value: dict[str, Any] = {"id": conv}
-            if parent is not None:
-                value["parent"] = {"conversationId": parent[0], "at": parent[1]}
-            writes = [{"type": "conversation", "value": value}]
-            writes += [{"type": "entry", "value": entry_value(i, conv)} for i in entries]
-            r.commit(writes)
-            parent = (conv, entries[-1])
-        assert parent is not None
-        leaf = parent[0]
+        leaf = fork_chain(r)
         # The raw contender reads the same data: copy the chain's rows.
         conv_rows = store.engine.all(
             store.engine.sql(

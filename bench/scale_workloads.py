@@ -28,7 +28,7 @@ from typing import Any
 import orjson
 
 import durastate
-from _raw_records import fork_scan
+from _records_common import CHAIN_BASE, entry_value, fork_chain, fork_scan
 from durastate._validate import prefix_successor
 from durastate.engines.base import NEXT_VALUE
 from durastate.events.rows import EventColumn as C
@@ -420,13 +420,8 @@ def events_many_ops(ctx: Context) -> Ops:
 # -- records -------------------------------------------------------------------
 
 FILLER_BASE = 100_000_000
-CHAIN_BASE = 10_000_000
 DOC_ID = 20_000_000
 REVISIONS = 1000
-
-
-def entry_value(id: int, conversation_id: int) -> dict[str, Any]:
-    return {"id": id, "conversationId": conversation_id, "role": "user", "text": "x" * 80}
 
 
 def load_records(ctx: Context) -> None:
@@ -438,18 +433,7 @@ def load_records(ctx: Context) -> None:
     """
     r = ctx.store.records
     r.commit([{"type": "conversation", "value": {"id": 1}}])
-    parent: tuple[int, int] | None = None
-    next_id = CHAIN_BASE
-    for _ in range(10):
-        conv, entries = next_id, list(range(next_id + 1, next_id + 6))
-        next_id += 6
-        value: dict[str, Any] = {"id": conv}
-        if parent is not None:
-            value["parent"] = {"conversationId": parent[0], "at": parent[1]}
-        writes = [{"type": "conversation", "value": value}]
-        writes += [{"type": "entry", "value": entry_value(i, conv)} for i in entries]
-        r.commit(writes)
-        parent = (conv, entries[-1])
+    fork_chain(r)
     body = {f"field{i}": {"n": i, "text": "y" * 40} for i in range(20)}
     r.commit(
         [
@@ -526,7 +510,7 @@ def records_ops(ctx: Context) -> Ops:
             raw.attempt(cur)
             (seq,) = cur.execute(next_seq, ("records",)).fetchone()
             # The facet's one statement for an entry (its row claims its id).
-            cur.execute(r._insert_entries[1], (id, 1, 0, seq, data))
+            cur.execute(r._commits.insert_entries[1], (id, 1, 0, seq, data))
 
         raw.tx(body)
 

@@ -1,7 +1,7 @@
 """Strands on durastate vs Strands' own file backends, side by side.
 
     .venv/bin/python bench/strands_sessions.py [--rounds 7] [--calls 200] [--postgres-url URL]
-        [--durability normal|full]
+        [--durability normal|full] [--pg-synchronous-commit on|off]
 
 (Not ``bench/strands.py``: a script named after the package shadows it when
 run.)
@@ -16,6 +16,9 @@ Contenders, in one temporary folder:
   ``LocalFileStorage`` (a file per key);
 * with ``--postgres-url``, ``durastate-pg``: the same classes on that server
   (a fresh schema), against the same file backends (Strands ships no SQL one).
+  ``--pg-synchronous-commit off`` sets that session option: a commit returns
+  before its WAL is flushed, the durability of a file written without fsync
+  (``on``, the server's default, waits for the flush).
 
 Ops (the repository is synchronous, as Strands calls it; the storage is
 async): ``create_message`` (a new id each call, a ~300-byte message),
@@ -97,7 +100,7 @@ def race(title: str, contenders: dict[str, tuple[Any, Any]], rounds: int, calls:
         loop.close()
 
 
-def main(rounds: int, calls: int, postgres_url: str | None, durability: str) -> None:
+def main(rounds: int, calls: int, postgres_url: str | None, durability: str, synchronous_commit: str = "on") -> None:
     with tempfile.TemporaryDirectory() as folder:
         files = (
             FileSessionManager("bench", storage_dir=str(Path(folder, "sessions"))),
@@ -114,11 +117,14 @@ def main(rounds: int, calls: int, postgres_url: str | None, durability: str) -> 
             )
         if postgres_url is None:
             return
-        with postgres_schema(postgres_url) as (url, _), durastate.open(url) as pg:
+        with (
+            postgres_schema(postgres_url, synchronous_commit=synchronous_commit) as (url, _),
+            durastate.open(url) as pg,
+        ):
             repo = DurastateSessionRepository(store=pg)
             repo.create_session(files[0].session)
             race(
-                "PostgreSQL vs Strands' files",
+                f"PostgreSQL (synchronous_commit={synchronous_commit}) vs Strands' files",
                 {"durastate-pg": (repo, DurastateStorage(store=pg)), "file": files},
                 rounds,
                 calls,
@@ -126,5 +132,5 @@ def main(rounds: int, calls: int, postgres_url: str | None, durability: str) -> 
 
 
 if __name__ == "__main__":
-    args = arguments(__doc__)
-    main(args.rounds, args.calls, args.postgres_url, args.durability)
+    args = arguments(__doc__, synchronous_commit=True)
+    main(args.rounds, args.calls, args.postgres_url, args.durability, args.pg_synchronous_commit)

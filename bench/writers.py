@@ -1,6 +1,7 @@
 """Many writer processes on one SQLite file: durastate against raw ``sqlite3``, side by side (issue 26, pain 10).
 
     .venv/bin/python bench/writers.py [--processes 4,16] [--ops 2000] [--rounds 3] [--workload put|queue]
+    DURASTATE_BENCH_SRC=/other/checkout/src .venv/bin/python bench/writers.py ...   (that tree's durastate)
 
 Each of N processes (forked, started together on a barrier) does ``--ops``
 writes of its own keys: ``put``: ``kv.put`` of a distinct key (raw: the
@@ -9,7 +10,10 @@ busy timeout and pragmas: WAL, ``synchronous=NORMAL``); ``queue``: push
 one item, claim one, ack it (raw: the same three statements durastate's
 queue runs, each its own short transaction). Reported per contender:
 throughput (all processes' writes / wall time), per-write latency p50,
-p99 and max, and durastate's throughput as a ratio of raw's. The two run
+p99 and max, CPU time per write (user + system, all processes: the
+load-independent part; with more processes than cores the throughput is
+about cores / CPU per write), and durastate's throughput as a ratio of
+raw's. The two run
 alternately, ``--rounds`` times each, on fresh files; the verdict is the
 median of the per-round ratios.
 """
@@ -27,7 +31,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
+# DURASTATE_BENCH_SRC: another tree's src/ (say, main's, to run before and after a change back to back).
+sys.path.insert(0, os.environ.get("DURASTATE_BENCH_SRC") or str(Path(__file__).resolve().parent.parent / "src"))
 
 import durastate
 from durastate.engines import sqlite_busy
@@ -77,6 +82,7 @@ def _setup(contender: str, path: str) -> None:
 def _worker(contender: str, workload: str, path: str, ops: int, index: int, barrier: Any, out: Any) -> None:
     latencies: list[float] = []
     clock = time.perf_counter
+    cpu_start = 0.0
     if contender.startswith("durastate"):
         # "durastate-own-loop": waits in durastate's retry loop instead of SQLite's busy handler.
         sqlite_busy.WAIT_IN_SQLITE = contender == "durastate"
@@ -85,6 +91,7 @@ def _worker(contender: str, workload: str, path: str, ops: int, index: int, barr
         scope = b"s%d" % index
         store.kv.get(scope, b"ns", b"warm")
         barrier.wait()
+        cpu_start = time.process_time()
         for i in range(ops):
             start = clock()
             if workload == "put":
@@ -95,12 +102,14 @@ def _worker(contender: str, workload: str, path: str, ops: int, index: int, barr
                 if claim is not None:
                     claim.ack()
             latencies.append(clock() - start)
+        cpu = time.process_time() - cpu_start
         store.close()
     else:
         conn = _raw_connection(path)
         scope = b"s%d" % index
         conn.execute("SELECT 1 FROM kv LIMIT 1").fetchall()
         barrier.wait()
+        cpu_start = time.process_time()
         for i in range(ops):
             start = clock()
             if workload == "put":
@@ -112,8 +121,9 @@ def _worker(contender: str, workload: str, path: str, ops: int, index: int, barr
                 if row is not None:
                     conn.execute(RAW_ACK, (row[0],))
             latencies.append(clock() - start)
+        cpu = time.process_time() - cpu_start
         conn.close()
-    out.send(latencies)
+    out.send((latencies, cpu))
     out.close()
 
 
@@ -133,8 +143,10 @@ def run_once(contender: str, workload: str, processes: int, ops: int) -> dict[st
             procs.append(proc)
         barrier.wait()
         start = time.perf_counter()
-        latencies = [lat for receiver in pipes for lat in receiver.recv()]
+        results = [receiver.recv() for receiver in pipes]
         wall = time.perf_counter() - start
+        latencies = [lat for lats, _cpu in results for lat in lats]
+        cpu = sum(cpu for _lats, cpu in results)
         for proc in procs:
             proc.join()
     latencies.sort()
@@ -143,6 +155,7 @@ def run_once(contender: str, workload: str, processes: int, ops: int) -> dict[st
         "p50_ms": latencies[len(latencies) // 2] * 1000,
         "p99_ms": latencies[int(len(latencies) * 0.99)] * 1000,
         "max_ms": latencies[-1] * 1000,
+        "cpu_us_per_op": cpu / len(latencies) * 1e6,
     }
 
 
@@ -154,7 +167,10 @@ def main() -> None:
     parser.add_argument("--workload", choices=("put", "queue"), default="put")
     parser.add_argument("--own-loop", action="store_true", help="also run durastate waiting in its own retry loop")
     args = parser.parse_args()
-    print(f"SQLite {sqlite3.sqlite_version}, {os.cpu_count()} CPUs, workload {args.workload}, {args.ops} ops/process")
+    print(
+        f"SQLite {sqlite3.sqlite_version}, {os.cpu_count()} CPUs, workload {args.workload}, {args.ops} ops/process,"
+        f" durastate from {Path(durastate.__file__).parent.parent}"
+    )
     for processes in [int(p) for p in args.processes.split(",")]:
         contenders = ["durastate", "raw", *(["durastate-own-loop"] if args.own_loop else [])]
         rows: dict[str, list[dict[str, float]]] = {c: [] for c in contenders}

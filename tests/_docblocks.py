@@ -9,7 +9,7 @@ file to save, not code to run (docs/third-party-engine.md; its own test runs tho
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -19,6 +19,7 @@ import durastate
 FENCE = re.compile(r"^```(\w*)\n(.*?)^```", re.S | re.M)
 # `print(...)   # expected output` (the comment is the whole printed line).
 PRINT_WITH_OUTPUT = re.compile(r"^\s*print\(.*\)\s+#\s?(.*?)\s*$")
+PageRunner = Callable[[Path], dict[str, object]]  # what the page_runner fixture gives
 
 
 def code_blocks(page: Path) -> list[tuple[str, int, str]]:
@@ -76,3 +77,16 @@ def postgres_url(monkeypatch: pytest.MonkeyPatch) -> Iterator[str | None]:
         yield url
     finally:
         postgres_server.drop_schema(base, schema)
+
+
+@pytest.fixture
+def page_runner(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], postgres_url: str | None
+) -> PageRunner:
+    """``run(page)`` runs a page as a reader would and returns its namespace (see ``run_page``).
+
+    In a fresh folder (``tmp_path``, made the working directory), with
+    ``POSTGRES_URL`` set when there is a server (``postgres_url``).
+    """
+    monkeypatch.chdir(tmp_path)
+    return lambda page: run_page(page, lambda: capsys.readouterr().out)

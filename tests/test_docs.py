@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from _docblocks import postgres_url, run_page, runnable_blocks
+from _docblocks import PageRunner, page_runner, postgres_url, runnable_blocks
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
@@ -28,26 +28,15 @@ def test_pages_with_examples_are_found() -> None:
 
 
 @pytest.mark.parametrize("page", PAGES, ids=[p.relative_to(DOCS).as_posix() for p in PAGES])
-def test_page_examples_run_twice_in_a_fresh_folder(
-    page: Path,
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
-    postgres_url: str | None,
-) -> None:
-    monkeypatch.chdir(tmp_path)
-    run_page(page, lambda: capsys.readouterr().out)
-    run_page(page, lambda: capsys.readouterr().out)
+def test_page_examples_run_twice_in_a_fresh_folder(page: Path, page_runner: PageRunner) -> None:
+    page_runner(page)
+    page_runner(page)
 
 
 def test_the_opening_page_uses_the_default_path_and_postgres_when_there_is_one(
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
-    postgres_url: str | None,
+    tmp_path: Path, page_runner: PageRunner, postgres_url: str | None
 ) -> None:
-    monkeypatch.chdir(tmp_path)
-    namespace = run_page(DOCS / "guide" / "opening.md", lambda: capsys.readouterr().out)
+    namespace = page_runner(DOCS / "guide" / "opening.md")
     assert (tmp_path / ".durastate" / "state.db").exists(), "durastate.open() did not use the default path"
     assert namespace.get("pg_url") == postgres_url
 
@@ -67,4 +56,4 @@ def test_site_builds_strict(tmp_path: Path) -> None:
     assert (tmp_path / "site" / "guide" / "kv" / "index.html").exists()
 
 
-__all__ = ["postgres_url"]  # the fixture, imported for pytest to find
+__all__ = ["page_runner", "postgres_url"]  # the fixtures, imported for pytest to find

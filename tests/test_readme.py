@@ -13,9 +13,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-import pytest
-
-from _docblocks import FENCE, postgres_url, run_page, runnable_blocks
+from _docblocks import FENCE, PageRunner, page_runner, postgres_url, runnable_blocks
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
@@ -44,15 +42,9 @@ def test_paths_named_in_the_readme_exist() -> None:
     assert missing == []
 
 
-def test_readme_python_blocks_run_in_order(
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
-    postgres_url: str | None,
-) -> None:
-    monkeypatch.chdir(tmp_path)
+def test_readme_python_blocks_run_in_order(page_runner: PageRunner) -> None:
     assert runnable_blocks(README), "the README lost its example"
-    run_page(README, lambda: capsys.readouterr().out)
+    page_runner(README)
 
 
-__all__ = ["postgres_url"]  # the fixture, imported for pytest to find
+__all__ = ["page_runner", "postgres_url"]  # the fixtures, imported for pytest to find

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import durastate
@@ -543,6 +543,35 @@ def check_refusal(
         return
     changed = changed_tables(before, dump())
     assert not changed, f"{label:.400} was refused ({type(exc).__name__}: {exc!s:.200}) but changed {changed}"
+
+
+def fuzz_calls(
+    dialect: str,
+    name: str,
+    draw: st.SearchStrategy[dict[str, Any]],
+    dump: Callable[[], Snapshot],
+    call: Callable[[dict[str, Any]], object],
+    refused: Callable[[str, Exception, Snapshot], None],
+) -> None:
+    """``call(kwargs)`` for every ``kwargs`` hypothesis draws (materialized), outcomes counted under ``name``.
+
+    A call that raises goes to ``refused(label, exc, before)``, ``before``
+    being the dump taken just before the call: it fails the test unless the
+    error is a documented refusal that changed nothing (``check_refusal``).
+    """
+    counting(dialect, name)
+
+    @fuzz_settings(dialect)
+    @given(kwargs=draw)
+    def example(kwargs: dict[str, Any]) -> None:
+        before = dump()
+        try:
+            call(materialize(kwargs))
+            outcome(None)
+        except Exception as exc:
+            refused(shown(name, kwargs), exc, before)
+
+    example()
 
 
 def shown(name: str, kwargs: dict[str, Any]) -> str:

@@ -34,7 +34,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import given
 from hypothesis import strategies as st
 
 from durastate.compat import a2
@@ -46,19 +45,16 @@ from ._machinery import (
     INT64,
     JSON,
     PLAIN_JSON,
+    Snapshot,
     Target,
     check_refusal,
-    counting,
     dumping,
-    fuzz_settings,
+    fuzz_calls,
     fuzz_target,
-    materialize,
     mostly,
     mutated,
     one_wrong,
-    outcome,
     public_methods,
-    shown,
 )
 
 __all__ = ["fuzz_target"]
@@ -392,23 +388,21 @@ def test_a2_refuses_only_as_documented_and_refusals_change_nothing(
     if not dump().get("ds_event"):
         loop.run_until_complete(_fill(store))
     monkeypatch.setattr(store._runner, "park", _park)
-    counting(fuzz_target.dialect, entry.name)
 
-    @fuzz_settings(fuzz_target.dialect)
-    @given(kwargs=entry.draw)
-    def call(kwargs: dict[str, Any]) -> None:
-        before = dump()
-        try:
-            loop.run_until_complete(entry.call(store, fuzz_target, materialize(kwargs)))
-            outcome(None)
-        except Exception as exc:
-            label = shown(entry.name, kwargs)
-            check_refusal(label, exc, before, dump, ALLOWED)
-            problem = _code_problem(exc)
-            assert problem is None, f"{label:.400} {problem}"
+    def refused(label: str, exc: Exception, before: Snapshot) -> None:
+        check_refusal(label, exc, before, dump, ALLOWED)
+        problem = _code_problem(exc)
+        assert problem is None, f"{label:.400} {problem}"
 
     try:
-        call()
+        fuzz_calls(
+            fuzz_target.dialect,
+            entry.name,
+            entry.draw,
+            dump,
+            lambda kwargs: loop.run_until_complete(entry.call(store, fuzz_target, kwargs)),
+            refused,
+        )
     finally:
         store.close()
         loop.close()

@@ -32,7 +32,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import given
 from hypothesis import strategies as st
 
 from durastate.compat.functualize import SQLiteStatePlugin, SQLiteSubstrate, SubstrateUnreadableError
@@ -43,14 +42,10 @@ from ._machinery import (
     JSON,
     Target,
     check_refusal,
-    counting,
     dumping,
-    fuzz_settings,
+    fuzz_calls,
     fuzz_target,
-    materialize,
-    outcome,
     public_methods,
-    shown,
 )
 
 __all__ = ["fuzz_target"]
@@ -227,20 +222,14 @@ def test_functualize_refuses_only_as_documented_and_refusals_change_nothing(
 ) -> None:
     monkeypatch.chdir(tmp_path)  # relative paths land here
     dump = dumping(fuzz_target.dump, entry.name in OPENERS)
-
-    counting(fuzz_target.dialect, entry.name)
-
-    @fuzz_settings(fuzz_target.dialect)
-    @given(kwargs=entry.draw)
-    def call(kwargs: dict[str, Any]) -> None:
-        before = dump()
-        try:
-            entry.call(substrate, fuzz_target, materialize(kwargs))
-            outcome(None)
-        except Exception as exc:
-            check_refusal(shown(entry.name, kwargs), exc, before, dump, entry.allowed)
-
-    call()
+    fuzz_calls(
+        fuzz_target.dialect,
+        entry.name,
+        entry.draw,
+        dump,
+        lambda kwargs: entry.call(substrate, fuzz_target, kwargs),
+        lambda label, exc, before: check_refusal(label, exc, before, dump, entry.allowed),
+    )
 
 
 def test_every_public_entry_point_is_fuzzed() -> None:

@@ -32,7 +32,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import given
 from hypothesis import strategies as st
 
 from durastate.compat.pi_durable import SqliteStorage, StorageRequestError, validate_sqlite_prefix
@@ -57,16 +56,12 @@ from ._machinery import (
     JSON,
     Target,
     check_refusal,
-    counting,
     dumping,
-    fuzz_settings,
+    fuzz_calls,
     fuzz_target,
-    materialize,
     mutated,
     one_wrong,
-    outcome,
     public_methods,
-    shown,
 )
 
 __all__ = ["fuzz_target"]
@@ -322,23 +317,19 @@ def test_pi_durable_refuses_only_as_documented_and_refusals_change_nothing(
     dump = dumping(filled.dump, entry.name in OPENERS)
     loop = asyncio.new_event_loop()
     storage = loop.run_until_complete(SqliteStorage.open(filled.url))
-    counting(filled.dialect, entry.name)
-
-    @fuzz_settings(filled.dialect)
-    @given(kwargs=entry.draw)
-    def call(kwargs: dict[str, Any]) -> None:
-        before = dump()
-        try:
-            loop.run_until_complete(entry.call(storage, filled, materialize(kwargs)))
-            outcome(None)
-        except Exception as exc:
-            check_refusal(shown(entry.name, kwargs), exc, before, dump, entry.allowed)
 
     async def close() -> None:
         await storage.close(CTX)
 
     try:
-        call()
+        fuzz_calls(
+            filled.dialect,
+            entry.name,
+            entry.draw,
+            dump,
+            lambda kwargs: loop.run_until_complete(entry.call(storage, filled, kwargs)),
+            lambda label, exc, before: check_refusal(label, exc, before, dump, entry.allowed),
+        )
     finally:
         loop.run_until_complete(close())
         loop.close()

@@ -32,7 +32,6 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
-from hypothesis import given
 from hypothesis import strategies as st
 
 import durastate
@@ -49,18 +48,15 @@ from durastate.compat.vgi import (
 from ._machinery import (
     HOSTILE,
     INT64,
+    Snapshot,
     Target,
     arguments,
     check_refusal,
-    counting,
     dumping,
     for_hint,
-    fuzz_settings,
+    fuzz_calls,
     fuzz_target,
-    materialize,
-    outcome,
     public_methods,
-    shown,
 )
 
 __all__ = ["fuzz_target"]
@@ -321,29 +317,22 @@ def test_vgi_refuses_only_as_documented_and_refusals_change_nothing(
     monkeypatch.chdir(tmp_path)  # relative paths the constructors are given land here
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))  # FunctionStorage(None)'s default folder
     dump = dumping(backends.target.dump, entry.name in OPENERS)
+    as_raised = SEED_RAISES.get(entry.name.split(".")[-1], ())
 
-    counting(backends.target.dialect, entry.name)
+    def refused(label: str, exc: Exception, before: Snapshot) -> None:
+        check_refusal(
+            label,
+            exc,
+            before,
+            dump,
+            entry.allowed,
+            as_raised=as_raised,
+            may_change=entry.may_change and isinstance(exc, as_raised),
+        )
 
-    @fuzz_settings(backends.target.dialect)
-    @given(kwargs=entry.draw)
-    def call(kwargs: dict[str, Any]) -> None:
-        before = dump()
-        try:
-            entry.call(backends, materialize(kwargs))
-            outcome(None)
-        except Exception as exc:
-            as_raised = SEED_RAISES.get(entry.name.split(".")[-1], ())
-            check_refusal(
-                shown(entry.name, kwargs),
-                exc,
-                before,
-                dump,
-                entry.allowed,
-                as_raised=as_raised,
-                may_change=entry.may_change and isinstance(exc, as_raised),
-            )
-
-    call()
+    fuzz_calls(
+        backends.target.dialect, entry.name, entry.draw, dump, lambda kwargs: entry.call(backends, kwargs), refused
+    )
 
 
 def test_every_public_entry_point_is_fuzzed() -> None:

@@ -22,7 +22,6 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from hypothesis import given
 
 import durastate
 
@@ -30,12 +29,8 @@ from ._machinery import (
     Target,
     arguments,
     check_refusal,
-    counting,
-    fuzz_settings,
+    fuzz_calls,
     fuzz_target,
-    materialize,
-    outcome,
-    shown,
 )
 
 __all__ = ["fuzz_target"]  # the fixture, imported to be found
@@ -103,18 +98,11 @@ def test_only_documented_errors_and_refusals_change_nothing(
     bound = getattr(getattr(facet_store, facet), method)
     strategy = arguments(getattr(type(getattr(facet_store, facet)), method))
 
-    counting(fuzz_target.dialect, f"{facet}.{method}")
-
-    @fuzz_settings(fuzz_target.dialect)
-    @given(kwargs=strategy)
-    def call(kwargs: dict[str, Any]) -> None:
-        before = fuzz_target.dump()
-        try:
-            _consume(bound(**materialize(kwargs)))
-            outcome(None)
-        except Exception as exc:
-            check_refusal(
-                shown(f"{facet}.{method}", kwargs), exc, before, fuzz_target.dump, (durastate.DurastateError,)
-            )
-
-    call()
+    fuzz_calls(
+        fuzz_target.dialect,
+        f"{facet}.{method}",
+        strategy,
+        fuzz_target.dump,
+        lambda kwargs: _consume(bound(**kwargs)),
+        lambda label, exc, before: check_refusal(label, exc, before, fuzz_target.dump, (durastate.DurastateError,)),
+    )

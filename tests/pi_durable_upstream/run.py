@@ -121,7 +121,8 @@ def start(
     env = {
         **os.environ,
         "PI_SHIM_STORAGE": mode,
-        "PYTHONPATH": os.pathsep.join([str(tests), str(HERE)]),
+        # This checkout's durastate first (a worktree tests its own code, not the installed one).
+        "PYTHONPATH": os.pathsep.join([str(REPO / "src"), str(tests), str(HERE)]),
         "PYTHONDONTWRITEBYTECODE": "1",
     }
     if mode == "durastate-postgres":

@@ -127,6 +127,24 @@ def test_put_many_transaction_commit_lost_is_resolved(store: durastate.Store, pr
     assert store.kv.get_many(b"s", b"n", [b"a", b"b"]) == [b"1", b"2"]
 
 
+@pytest.mark.parametrize("cut", ["reply", "request"])
+def test_a_records_commit_in_one_flight_applies_once_and_returns_its_sequence(
+    store: durastate.Store, proxy: CuttingProxy, cut: str
+) -> None:
+    """The whole commit is one flight: lost after the server committed, the attempt row answers with the
+    sequence it got; lost before, the flight is sent again on another connection."""
+    records = store.records
+    before = records.commit([{"type": "entry", "value": {"id": 5000, "conversationId": 1}}])
+    getattr(proxy, f"drop_{cut}")(b"COMMIT")
+    with on_new_connections(store):
+        seq = records.commit([{"type": "entry", "value": {"id": 5001, "conversationId": 1}}])
+    assert proxy.cuts == 1
+    assert seq == before + 1 == records.last_seq()
+    entry = records.entry(5001)
+    assert entry is not None and entry["commitSeq"] == seq
+    assert records.commit([{"type": "entry", "value": {"id": 5002, "conversationId": 1}}]) == seq + 1
+
+
 def test_transaction_commit_lost_is_resolved(store: durastate.Store, proxy: CuttingProxy) -> None:
     proxy.drop_reply(b"COMMIT")
     with on_new_connections(store), store.transaction():

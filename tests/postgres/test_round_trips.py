@@ -124,3 +124,52 @@ def test_langgraph_put_writes_of_many_writes_is_one_round_trip(store: durastate.
     assert round_trips(relay, lambda: saver.put_writes(config, writes, task_id="task")) == 1  # type: ignore[arg-type]
     written = saver.get_tuple(config)
     assert written is None  # writes without their checkpoint are not a checkpoint
+
+
+def _entry(id: int, conversation: int = 1) -> dict[str, object]:
+    return {"type": "entry", "value": {"id": id, "conversationId": conversation, "kind": "message"}}
+
+
+def test_a_records_commit_is_one_round_trip(store: durastate.Store, relay: CuttingProxy) -> None:
+    """BEGIN, the sequence (recorded in the attempt row), the id check, the writes and COMMIT: one flight."""
+    records = store.records
+    ids = iter(range(10_000, 20_000))
+    seqs: list[int] = []
+
+    def one_entry() -> None:
+        seqs.append(records.commit([_entry(next(ids))]))
+
+    def several_entries() -> None:
+        seqs.append(records.commit([_entry(next(ids)) for _ in range(5)]))
+
+    def task(id: int, status: str) -> dict[str, object]:
+        value = {"id": id, "conversationId": 1, "kind": "k", "state": {"status": status}}
+        return {"type": "task", "value": {**value, "abortRequested": False, "background": False}}
+
+    def entries_and_records() -> None:
+        task_id = next(ids)
+        seqs.append(
+            records.commit(
+                [{"type": "conversation", "value": {"id": next(ids)}}, _entry(next(ids)), task(task_id, "a")]
+            )
+        )
+        # An upsert of the same task: its id is held by a task, which the check lets through.
+        seqs.append(records.commit([task(task_id, "b")]))
+
+    assert round_trips(relay, one_entry) == 1
+    assert round_trips(relay, several_entries) == 1
+    assert round_trips(relay, entries_and_records) == 2  # two commits
+    assert seqs == list(range(seqs[0], seqs[0] + len(seqs)))  # each got its own, gap-free
+    entry = records.entry(10_000)
+    assert entry is not None and entry["commitSeq"] == seqs[0]
+
+
+def test_a_records_commit_that_collides_takes_the_precise_path(store: durastate.Store, relay: CuttingProxy) -> None:
+    """The one-flight check fails, rolls back, and the precise path words the refusal; nothing is written."""
+    records = store.records
+    before = records.commit([_entry(30_000)])
+    with pytest.raises(durastate.Conflict, match="ID 30000 already belongs to entry"):
+        records.commit([_entry(30_001), _entry(30_000)])
+    assert records.entry(30_001) is None
+    assert records.last_seq() == before
+    assert records.commit([_entry(30_001)]) == before + 1  # gap-free after the refusal

@@ -20,6 +20,7 @@ from contextlib import AbstractContextManager
 
 from ..errors import ConfigurationError, DurastateError, InvalidRequest, NotSupported, SchemaTooNew, WrongType
 from .capabilities import Capabilities
+from .deferred import Later, RequirementFailed
 from .plans import Plan, PlanStep
 from .schema import (
     _CREATE_SCHEMA_TABLE,
@@ -81,11 +82,13 @@ __all__ = [
     "EngineBase",
     "KeyLookup",
     "Kind",
+    "Later",
     "Migration",
     "Params",
     "Plan",
     "PlanStep",
     "Reread",
+    "RequirementFailed",
     "Row",
     "Schema",
     "Spec",
@@ -154,6 +157,33 @@ class Engine(ABC):
         by default) it is ``execute`` without the count.
         """
         self.execute(sql, params)
+
+    def require(self, sql: str, params: Params = (), message: str = "a requirement of the transaction") -> None:
+        """Fails the transaction unless ``sql`` answers true; returns nothing (``engines.deferred``).
+
+        ``sql`` is a READ answering at most one row whose one column is
+        true when the requirement holds (no row: it does not). Where answers
+        are deferred (``capabilities.deferred_answers``) it is sent with the
+        transaction's next round trip and its failure raised then, by the
+        next statement that waits, the release of a savepoint around it, or
+        the commit; elsewhere (and by default) it is read at once. The
+        failure is ``RequirementFailed`` naming ``message``; let it leave the
+        block, which rolls back.
+        """
+        row = self.one(sql, params)
+        if row is None or not row[0]:
+            raise RequirementFailed(f"{self.url}: requirement failed: {message}")
+
+    def next_value_later(self, name: str) -> Later:
+        """Returns the next value of sequence ``name`` as a ``Later`` (``engines.deferred``).
+
+        Where answers are deferred (``capabilities.deferred_answers``),
+        inside a transaction, the value arrives with the transaction's next
+        round trip, and a statement that needs it reads it in SQL; elsewhere
+        (and by default) it is ``next_value``'s, read at once. An unknown
+        sequence raises ``DurastateError``, at once or when ``value`` is read.
+        """
+        return Later(self.next_value(name))
 
     @abstractmethod
     def transaction(self) -> AbstractContextManager[None]:

@@ -63,6 +63,13 @@ class Capabilities:
     # together (``durastate.citus``: the shards are schemas behind one
     # coordinator connection). False: ``ShardedStore`` refuses cross-shard writes.
     cross_shard_transactions: bool = False
+    # Inside a transaction, statements whose answers nobody waits for go out
+    # together with the next one that is waited for (PostgreSQL's pipeline):
+    # ``send``, ``require`` and ``next_value_later`` cost no round trip of
+    # their own, each answer read costs one. A caller with the choice
+    # prefers them there. False: every statement is answered at once (a
+    # local engine), so reading an answer costs nothing extra.
+    deferred_answers: bool = False
     # ``engine.vectors`` keeps nearest-neighbour indexes in the database
     # (``engines.vectors``: PostgreSQL with the pgvector extension installed
     # in the database when the engine opened). False: callers search exactly.

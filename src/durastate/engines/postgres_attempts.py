@@ -12,7 +12,10 @@ returned; absent means it did not, and it is run again. So no retry ever
 applies a write twice, and the normal path stays one round trip. A
 transaction records one attempt row with its first write (its id and
 time: a done marker), which answers the same question for a COMMIT whose
-connection dropped.
+connection dropped. A transaction that takes a sequence value without
+waiting for it (``Engine.next_value_later``) records the value in that row
+(``result``), in the statement that takes it: a retry that finds the
+transaction committed answers with the value it got.
 
 What a row records, by the write's kind:
 
@@ -57,6 +60,7 @@ __all__ = [
     "ATTEMPT_RETENTION",
     "MAX_ATTEMPT_RETENTION",
     "MIN_ATTEMPT_RETENTION",
+    "NEXT_VALUE_RECORDED",
     "NOT_APPLIED",
     "OPAQUE_WRITE",
     "RereadWrite",
@@ -84,6 +88,20 @@ ATTEMPT_PRUNE_BATCH = 1024
 
 ATTEMPT_INSERT = "INSERT INTO {p}attempt (id, created_at) VALUES (?, ?)"
 ATTEMPT_RESULT = "SELECT result, rows FROM {p}attempt WHERE id = ?"
+# ``next_value_later`` in a pipelined transaction: the sequence's next value
+# (the row lock held to the end, as ``NEXT_VALUE``), written into the
+# transaction's attempt row too. By whether that row is yet to be written
+# (the transaction's first write) or was: inserted with it, or updated. The
+# row is written even when no sequence has the name (its value is NULL):
+# it still answers whether the transaction committed.
+NEXT_VALUE_RECORDED = {
+    True: "WITH s AS (UPDATE {p}sequence SET value = value + 1 WHERE name = ? RETURNING value),"
+    " a AS (INSERT INTO {p}attempt (id, created_at, result) VALUES (?, ?, (SELECT to_json(value) FROM s)))"
+    " SELECT value FROM s",
+    False: "WITH s AS (UPDATE {p}sequence SET value = value + 1 WHERE name = ? RETURNING value),"
+    " a AS (UPDATE {p}attempt t SET result = (SELECT to_json(value) FROM s) WHERE t.id = ?)"
+    " SELECT value FROM s",
+}
 # SKIP LOCKED: concurrent pruners take different rows instead of waiting on each other.
 # The shape is for the generic plan every statement runs: the oldest rows
 # by the age index (ORDER BY makes that index the only plan without a

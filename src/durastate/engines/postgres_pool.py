@@ -68,10 +68,11 @@ import psycopg_pool
 from psycopg.pq import TransactionStatus
 from psycopg_pool import base as _pool_base
 
-__all__ = ["MANY", "RUN", "SEND", "LifoPool", "PooledConnection", "resend_flight"]
+__all__ = ["MANY", "RUN", "SEND", "VALUE", "LifoPool", "PooledConnection", "resend_flight"]
 
-# How a statement of a recorded flight went out (``resend_flight``): PooledConnection.send, .send_many, .run.
-SEND, MANY, RUN = 0, 1, 2
+# How a statement of a recorded flight went out (``resend_flight``): PooledConnection.send, .send_many, .run,
+# .send_value.
+SEND, MANY, RUN, VALUE = 0, 1, 2, 3
 
 REFILL_FIRST_DELAY = 0.1  # seconds before the first reconnect after a failed connect
 REFILL_BACKOFF = 1.5
@@ -115,11 +116,14 @@ class PooledConnection(psycopg.Connection[Any]):
     cursors because psycopg attaches each pipelined result to the cursor
     that sent it as the result arrives: a statement sent on the statement
     cursor after a fire-and-forget one could otherwise be read with the
-    earlier one's result.
+    earlier one's result. A third (``send_value``) carries a statement whose
+    one row is read after the flush or the pipeline's end (a sequence value
+    sent unawaited: ``Engine.next_value_later``), one at a time.
     """
 
     _statement_cursor: psycopg.Cursor[Any] | None = None
     _send_cursor: psycopg.Cursor[Any] | None = None
+    _value_cursor: psycopg.Cursor[Any] | None = None
     # Borrowed on an event loop's thread, with a short lock_timeout until given back (PostgresEngine).
     lock_wait_shortened = False
 
@@ -158,6 +162,19 @@ class PooledConnection(psycopg.Connection[Any]):
         if cur is None:
             cur = self._send_cursor = self.cursor()
         cur.executemany(query, rows)
+
+    def send_value(self, query: str, params: Any = None) -> None:
+        """Send a statement whose row ``value_row`` reads once answered (pipeline mode); one at a time."""
+        cur = self._value_cursor
+        if cur is None:
+            cur = self._value_cursor = self.cursor()
+        cur.execute(query, params)
+
+    def value_row(self) -> Any:
+        """The row of the last ``send_value`` statement (after a flush or ``end_pipeline``); None for none."""
+        cur = self._value_cursor
+        assert cur is not None
+        return cur.fetchone()
 
     def flush(self) -> None:
         """Wait for the results of everything sent so far (one round trip); raise the first failure."""
@@ -359,6 +376,8 @@ def resend_flight(conn: PooledConnection, flight: list[tuple[int, str, Any]], *,
                 conn.send_many(sql, params)
             elif how == RUN:
                 conn.run(sql, params)
+            elif how == VALUE:
+                conn.send_value(sql, params)
             else:
                 conn.send(sql, params)
         if end:

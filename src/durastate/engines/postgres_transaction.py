@@ -52,11 +52,11 @@ import psycopg
 from psycopg import errors as pg_errors
 
 from ..errors import DurastateError, StoreClosed, StoreUnavailable
-from .base import EngineBase, Kind, Params, TransactionState, aborted_error
-from .postgres_attempts import NOT_APPLIED, fetch_result, replay
+from .base import WRITE_ROWS, EngineBase, Kind, Later, Params, RequirementFailed, TransactionState, aborted_error
+from .postgres_attempts import NEXT_VALUE_RECORDED, NOT_APPLIED, fetch_result
 from .postgres_citus_sql import HAS_2PC_LOG, PENDING_2PC
 from .postgres_errors import connection_lost, translate_postgres_error
-from .postgres_pool import MANY, RUN, SEND, PooledConnection, resend_flight
+from .postgres_pool import MANY, RUN, SEND, VALUE, PooledConnection, resend_flight
 
 __all__ = ["NOTIFY_CHANNELS", "PipelinedTransactions", "ThreadState", "notify_on"]
 
@@ -82,6 +82,23 @@ class ThreadState(TransactionState):
     attempt_lookup: str | None = None
     # Citus mode: channels to NOTIFY once the transaction has committed.
     after_commit: frozenset[str] = frozenset()
+    # A ``next_value_later`` whose answer has not been read yet, and the
+    # block depth it was sent at (a rollback to a savepoint above undoes it).
+    pending_value: Later | None = None
+    pending_depth: int = 0
+    # The messages of the ``require`` statements sent since the last answer.
+    requirements: tuple[str, ...] = ()
+
+
+# ``require`` in a pipelined transaction: the server fails the statement (and
+# so the transaction) when the requirement does not hold. Division by zero
+# (SQLSTATE 22012), because PostgreSQL has no function that raises and a
+# function of durastate's own would be a schema change; the divisor is not a
+# constant (it depends on the rows read), so the planner cannot fold it and
+# fail every run. No other durastate statement divides: a 22012 while
+# requirements are unanswered is theirs (``_requirement_failed``).
+REQUIREMENT = "SELECT 1 / CASE WHEN ({sql}) THEN 1 ELSE 0 END"
+_DIVISION_BY_ZERO = "22012"
 
 
 IN_DOUBT = (
@@ -106,8 +123,15 @@ class PipelinedTransactions(EngineBase):
     _local: ThreadState
     _attempt_insert: str
     _attempt_result: str
+    # NEXT_VALUE_RECORDED compiled, and REQUIREMENT around each required statement (_compile_transaction_statements).
+    _next_value_recorded: dict[bool, str]
+    _requirements: dict[str, str]
     pooler: bool
     citus: bool
+
+    def _compile_transaction_statements(self) -> None:
+        self._next_value_recorded = {first: self.sql(WRITE_ROWS(text)) for first, text in NEXT_VALUE_RECORDED.items()}
+        self._requirements = {}
 
     # The engine's own (PostgresEngine).
     def _run(self, sql: str, params: Params, fetch: int) -> Any:
@@ -151,7 +175,7 @@ class PipelinedTransactions(EngineBase):
             raise self._failed(state, exc) from None
 
     def _pipe(self, state: ThreadState, how: int, sql: str, params: Any, *, unflushed: bool = True) -> None:
-        """Send ``sql`` in the transaction's pipeline without waiting (``how``: SEND or MANY)."""
+        """Send ``sql`` in the transaction's pipeline without waiting (``how``: SEND, MANY or VALUE)."""
         conn = state.conn
         assert conn is not None
         if state.flight is not None:
@@ -160,6 +184,8 @@ class PipelinedTransactions(EngineBase):
             state.unflushed = True
         if how == MANY:
             conn.send_many(sql, params)
+        elif how == VALUE:
+            conn.send_value(sql, params)
         else:
             conn.send(sql, params)
 
@@ -195,7 +221,88 @@ class PipelinedTransactions(EngineBase):
             state.conn = conn
         state.flight = None
         state.unflushed = False
+        state.requirements = ()
+        if state.pending_value is not None:
+            _resolve(state.pending_value, conn.value_row())
+            state.pending_value = None
         return conn
+
+    def require(self, sql: str, params: Params = (), message: str = "a requirement of the transaction") -> None:
+        """``Engine.require``: in a transaction, sent with the next round trip (``REQUIREMENT``)."""
+        state = self._local
+        if state.conn is None or not state.piped:
+            super().require(sql, params, message)
+            return
+        self._check_open_transaction(state)
+        wrapped = self._requirement_sql(sql)
+        try:
+            self._pipe(state, SEND, wrapped, params)
+        except psycopg.Error as exc:
+            raise self._failed(state, exc) from None
+        state.requirements = (*state.requirements, message)
+
+    def _requirement_sql(self, sql: str) -> str:
+        wrapped = self._requirements.get(sql)
+        if wrapped is None:
+            # Compiled already: its placeholders and escapes are psycopg's; the text is the facet's, never a caller's.
+            wrapped = self._requirements[sql] = REQUIREMENT.format(sql=sql)
+        return wrapped
+
+    def _requirement_failed(self, requirements: tuple[str, ...], exc: BaseException) -> RequirementFailed | None:
+        """The ``RequirementFailed`` that ``exc`` is, when requirements were unanswered (see ``REQUIREMENT``)."""
+        if requirements and getattr(exc, "sqlstate", None) == _DIVISION_BY_ZERO:
+            return RequirementFailed(f"{self.url}: requirement failed: {' or '.join(dict.fromkeys(requirements))}")
+        return None
+
+    def next_value_later(self, name: str) -> Later:
+        """``Engine.next_value_later``: in a pipelined write transaction, sent with the next round trip.
+
+        The statement also writes the value into the transaction's attempt
+        row (``NEXT_VALUE_RECORDED``), so a COMMIT whose connection dropped,
+        found committed by that row, still answers the value. One value is
+        awaited at a time: a second call while one is unanswered waits for
+        the first (one round trip). Citus mode: read at once (the attempt
+        row there is a shard's, looked up through its own view).
+        """
+        state = self._local
+        conn = state.conn
+        if conn is None or not state.piped or self.citus or (state.attempt is None and not state.attempt_pending):
+            return super().next_value_later(name)  # outside a pipelined write transaction: at once
+        self._check_open_transaction(state)
+        if self.read_only and self.pooler:
+            raise self._doom(self._read_only_refusal())
+        if state.pending_value is not None:
+            self._wait_for_answers(state)
+        later = Later(wait=lambda: self._await_value(later))
+        statements = self._next_value_recorded
+        try:
+            if state.attempt_pending:
+                state.attempt = os.urandom(16)
+                state.attempt_pending = False
+                state.attempt_lookup = self._attempt_result
+                self._pipe(state, VALUE, statements[True], (name, state.attempt, self.now_ms()))
+            else:
+                self._pipe(state, VALUE, statements[False], (name, state.attempt))
+        except psycopg.Error as exc:
+            raise self._failed(state, exc) from None
+        state.pending_value, state.pending_depth = later, state.depth
+        return later
+
+    def _await_value(self, later: Later) -> None:
+        """``Later.value`` read before its answer came: wait for it now, in its transaction."""
+        state = self._local
+        conn = state.conn
+        if state.pending_value is not later or conn is None or not state.depth:
+            return  # not this thread's, or its transaction is over: it stays unanswered
+        self._wait_for_answers(state)
+
+    def _wait_for_answers(self, state: ThreadState) -> None:
+        """One round trip for everything sent so far (its failure dooms the transaction)."""
+        self._check_open_transaction(state)
+        try:
+            self._flush(state)
+        except psycopg.Error as exc:
+            raise self._failed(state, exc) from None
 
     def send(self, sql: str, params: Params = ()) -> None:
         """``Engine.send``: in a transaction, the statement goes out with the next round trip.
@@ -234,6 +341,10 @@ class PipelinedTransactions(EngineBase):
         """
         if state.doomed is not None and isinstance(exc, pg_errors.InFailedSqlTransaction):
             return aborted_error(state.doomed)
+        failed = self._requirement_failed(state.requirements, exc)
+        if failed is not None:
+            state.requirements = ()
+            return self._doom(failed)
         if state.conn is not None and self._unusable(exc, state.conn):
             self._discard(state.conn)
             # The server never saw a COMMIT: it rolled the transaction back (or refused its write).
@@ -334,12 +445,14 @@ class PipelinedTransactions(EngineBase):
         attempt = state.attempt
         state.conn, state.attempt, state.attempt_pending, state.flight = None, None, False, None
         state.piped = state.unflushed = False
+        state.pending_value, state.requirements = None, ()
         return conn, attempt
 
     def _tx_commit(self) -> None:
         state = self._local
         piped, flight = state.piped, state.flight
         lookup, channels = state.attempt_lookup or self._attempt_result, state.after_commit
+        pending, requirements = state.pending_value, state.requirements
         state.attempt_lookup, state.after_commit = None, frozenset()
         conn, attempt = self._take_connection()
         assert conn is not None  # a transaction without one is doomed: it rolls back instead
@@ -352,6 +465,8 @@ class PipelinedTransactions(EngineBase):
                 # and the server then skipped the COMMIT: rolled back below).
                 conn.send("COMMIT")
                 conn.end_pipeline()
+                if pending is not None:
+                    _resolve(pending, conn.value_row())
             else:
                 conn.run("COMMIT")
         except psycopg.Error as commit_error:
@@ -363,13 +478,19 @@ class PipelinedTransactions(EngineBase):
                 # The whole transaction was this one flight: unless its attempt
                 # row says it committed, send it all again on another connection.
                 flight.append((SEND, "COMMIT", None))
-                committed = None if attempt is None else lambda c: self._commit_outcome(c, lookup, attempt, pid)
-                self._retrying(lambda c: resend_flight(c, flight, end=True), committed, time.monotonic())
+                committed = (
+                    None if attempt is None else lambda c: self._commit_outcome(c, lookup, attempt, pid, pending)
+                )
+                self._retrying(lambda c: _resend_transaction(c, flight, pending), committed, time.monotonic())
                 return  # Citus mode: its notifications are lost with the connection (waiters poll)
             if attempt is not None and connection_lost(commit_error):
                 # The COMMIT may or may not have reached the server. The
-                # attempt row, written inside the transaction, says which.
-                if self._attempt_found(lookup, attempt):
+                # attempt row, written inside the transaction, says which
+                # (and holds a value the transaction took unawaited).
+                row = self._retrying(lambda c: c.run(lookup, (attempt,)).fetchone(), None)
+                if row is not None:
+                    if pending is not None:
+                        _resolve(pending, (row[0],))
                     return  # its notifications are lost with the connection: waiters poll
                 if pid and self._retrying(lambda c: two_phase_pending(c, pid), None):
                     raise StoreUnavailable(f"{self.url}: {IN_DOUBT}") from None
@@ -378,6 +499,9 @@ class PipelinedTransactions(EngineBase):
                     "nothing was applied, the transaction can be retried"
                 ) from None
             if piped and not connection_lost(commit_error):
+                failed = self._requirement_failed(requirements, commit_error)
+                if failed is not None:
+                    raise failed from None
                 where = f"{self.url}: transaction rolled back: a statement inside it failed"
                 raise translate_postgres_error(commit_error, where, read_only=self.read_only) from None
             raise translate_postgres_error(commit_error, f"{self.url}: commit", read_only=self.read_only) from None
@@ -385,12 +509,22 @@ class PipelinedTransactions(EngineBase):
             notify_on(conn, channels)
         self._give_back(conn)
 
-    def _commit_outcome(self, conn: PooledConnection, lookup: str, attempt: bytes, pid: int) -> Any:
-        """``replay`` of a lost one-flight transaction's attempt; in doubt on Citus, raised (module docstring)."""
-        outcome = replay(conn, lookup, attempt, 0)
-        if outcome is NOT_APPLIED and pid and two_phase_pending(conn, pid):
-            raise StoreUnavailable(f"{self.url}: {IN_DOUBT}")
-        return outcome
+    def _commit_outcome(
+        self, conn: PooledConnection, lookup: str, attempt: bytes, pid: int, pending: Later | None
+    ) -> Any:
+        """``replay`` of a lost one-flight transaction's attempt; in doubt on Citus, raised (module docstring).
+
+        Found, it answers ``pending`` (a ``next_value_later`` of the
+        transaction) with the value the attempt row recorded.
+        """
+        row = conn.run(lookup, (attempt,)).fetchone()
+        if row is None:
+            if pid and two_phase_pending(conn, pid):
+                raise StoreUnavailable(f"{self.url}: {IN_DOUBT}")
+            return NOT_APPLIED
+        if pending is not None:
+            _resolve(pending, (row[0],))
+        return True
 
     def _tx_rollback(self) -> None:
         state = self._local
@@ -418,13 +552,16 @@ class PipelinedTransactions(EngineBase):
                 # A failure sent unawaited inside the block surfaces here:
                 # the block rolls back to its savepoint, which contains it
                 # (as if the statement had raised inside the block).
+                requirements = state.requirements
                 try:
                     self._flush(state)
                 except psycopg.Error as exc:
                     if connection_lost(exc):
                         raise
                     self._tx_rollback_to(release)
-                    raise translate_postgres_error(exc, self.url) from None
+                    raise self._requirement_failed(requirements, exc) or translate_postgres_error(
+                        exc, self.url
+                    ) from None
             self._pipe(state, SEND, statement, None, unflushed=False)
         except psycopg.Error as exc:
             raise self._failed(state, exc) from None
@@ -434,6 +571,11 @@ class PipelinedTransactions(EngineBase):
         conn = state.conn
         if conn is None:  # lost while its first flight was sent again: the transaction is doomed
             return
+        state.requirements = ()
+        pending = state.pending_value
+        if pending is not None and state.pending_depth > state.depth:
+            pending.fail("the value's statement was rolled back with the block that sent it")
+            state.pending_value = pending = None
         try:
             if state.piped:
                 state.flight = None  # answered: no longer a first flight to send again
@@ -441,6 +583,12 @@ class PipelinedTransactions(EngineBase):
                     conn.sync()  # after a failure the server skips everything up to a sync
                 except psycopg.Error:
                     pass  # the failure being rolled back (or the connection: next statement says)
+                if pending is not None:  # sent before the block, so answered before its failure
+                    state.pending_value = None
+                    try:
+                        _resolve(pending, conn.value_row())
+                    except psycopg.Error:
+                        pending.fail("the value's answer was lost with a failure after it")
                 conn.send(f"ROLLBACK TO SAVEPOINT {name}")
                 conn.send(f"RELEASE SAVEPOINT {name}")
                 state.unflushed = True
@@ -466,6 +614,21 @@ def notify_on(conn: PooledConnection, channels: frozenset[str]) -> None:
         conn.execute(NOTIFY_CHANNELS, (sorted(channels),))
     except psycopg.Error:
         pass
+
+
+def _resolve(pending: Later, row: Any) -> None:
+    """Answer ``pending`` with the value in ``row`` (a ``NEXT_VALUE_RECORDED`` row, or an attempt row's result)."""
+    if row is None or row[0] is None:
+        pending.fail("no sequence has that name (no migration created it)")
+    else:
+        pending.set(int(row[0]))
+
+
+def _resend_transaction(conn: PooledConnection, flight: list[tuple[int, str, Any]], pending: Later | None) -> None:
+    """A lost one-flight transaction sent again on ``conn``, to its COMMIT; answers ``pending`` from there."""
+    resend_flight(conn, flight, end=True)
+    if pending is not None:
+        _resolve(pending, conn.value_row())
 
 
 def _discard_transaction(engine: PipelinedTransactions, conn: PooledConnection) -> None:

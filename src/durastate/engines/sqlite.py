@@ -32,10 +32,15 @@ Closing (``close()``) never closes a connection under a statement another
 thread is running on it: each thread holds its connection's guard for every
 use of it, and ``close()`` waits for it (bounded, ``CLOSE_WAIT``).
 
-Waiting for the write lock (``busy_timeout``): durastate's own retry loop,
-never on a thread running an event loop (``sqlite_busy``).
+Waiting for the write lock (``busy_timeout``): a lock is seen at once,
+then waited for by SQLite's own handler, never on a thread running an
+event loop (``sqlite_busy``).
 
-Beside this module: ``sqlite_busy`` (the lock wait), ``sqlite_space``
+Beside this module: ``sqlite_transaction`` (the transaction primitives,
+the writer gate, the lock wait, the per-thread state; ``SqliteEngine``
+mixes it in), ``sqlite_busy`` (the lock wait's pieces),
+``sqlite_connections`` (each thread's connection, the spares, the writer
+gate), ``sqlite_fork`` (the fork gate), ``sqlite_space``
 (``reclaim_space``), ``sqlite_dialect`` (tokens, the catalog query, plan
 reading) and ``sqlite_errors`` (result codes to durastate's errors,
 ``LockBusy``); their public names are re-exported here.
@@ -48,19 +53,17 @@ import sqlite3
 import threading
 import time
 import uuid
-import weakref
 from collections.abc import Callable, Hashable, Iterable
 from functools import partial
 from pathlib import Path
-from typing import Any, TypeVar, cast
+from typing import Any, cast
 
 from .._validate import as_busy_timeout, as_durability
 from ..errors import ConfigurationError, DurastateError, InvalidRequest, StoreClosed, StoreUnavailable
-from . import sqlite_busy
-from .base import SQL, Clock, EngineBase, Kind, Params, Plan, Row, TransactionState, aborted_error
+from .base import SQL, Clock, Kind, Params, Plan, Row
 from .capabilities import Capabilities
 from .space import SpaceReport
-from .sqlite_busy import Backoff, loop_thread_refusal, one_row_again, run_to_end_again
+from .sqlite_busy import Backoff, all_rows_again, one_row_again, run_to_end_again
 from .sqlite_connections import SPARE_CONNECTIONS as SPARE_CONNECTIONS
 from .sqlite_connections import Connections
 from .sqlite_dialect import CATALOG, plan_of
@@ -68,9 +71,10 @@ from .sqlite_dialect import SQLITE_DIALECT as SQLITE_DIALECT
 from .sqlite_errors import LockBusy as LockBusy
 from .sqlite_errors import is_busy
 from .sqlite_errors import translate_sqlite_error as translate_sqlite_error
-from .sqlite_fork import ForkGate
 from .sqlite_space import AUTO_VACUUM_INCREMENTAL, reclaim
 from .sqlite_tools import SqliteTools
+from .sqlite_transaction import ENGINES, RefusingCursor, SqliteTransactions, ThreadState
+from .sqlite_transaction import FORK_GATE as _FORK_GATE
 
 # Seconds close() waits, in all, for statements other threads are running
 # (milliseconds, normally). One that is still running after it (waiting for
@@ -78,87 +82,17 @@ from .sqlite_tools import SqliteTools
 # at its next call, which is refused, or when its transaction ends.
 CLOSE_WAIT = 5.0
 
-# Transaction control, run on the thread's cached cursor (see _tx_begin).
-_BEGIN_READ = "BEGIN"
-_BEGIN_WRITE = "BEGIN IMMEDIATE"
-_COMMIT = "COMMIT"
-_ROLLBACK = "ROLLBACK"
-_SQLITE_BUSY_SNAPSHOT = 517
-
-
-class _ThreadState(TransactionState):
-    conn: sqlite3.Connection | None = None
-    # A cursor of ``conn`` reused by one()/all()/execute()/executemany():
-    # saves creating one per statement (a measurable share of a point read
-    # or write). Those methods always finish its statement (run it to
-    # completion, or close the cursor), so it never holds a statement (or
-    # an autocommit write's lock) open between calls. While the open
-    # transaction is doomed it is a ``_RefusingCursor`` instead (typed as
-    # a cursor: the statement methods only ever call its execute methods).
-    cursor: sqlite3.Cursor | None = None
-    # Held by this thread for every use of ``conn`` (each statement, BEGIN,
-    # COMMIT, ...) and by ``close()`` while it closes ``conn``: a connection
-    # is never closed under a statement another thread is running on it
-    # (that freed it under SQLite and crashed the process). Reentrant, so a
-    # callback that runs inside a statement (a generator feeding
-    # executemany) cannot deadlock its own thread. Set with ``conn``.
-    guard: threading.RLock
-    # Channels notify() was asked to wake inside the open transaction: woken
-    # at its commit, dropped at its rollback.
-    pending_notify: set[str] | None = None
-    # This thread holds its engine's writer gate (sqlite_connections): for its
-    # write transaction, or the one write statement it runs outside one.
-    writing: bool = False
-
-
-class _Refused(sqlite3.Error):
-    """Raised by ``_RefusingCursor``: the transaction is doomed."""
-
-    def __init__(self, doomed: DurastateError) -> None:
-        super().__init__(str(doomed))
-        self.doomed = doomed
-
-
-class _RefusingCursor:
-    """Stands in for the thread's cursor while its transaction is doomed.
-
-    PostgreSQL refuses every statement of an aborted transaction; SQLite
-    would run them. Swapping the cursor makes SQLite refuse them too at no
-    cost to the statement path (which reads the cursor anyway).
-    """
-
-    __slots__ = ("doomed",)
-
-    def __init__(self, doomed: DurastateError) -> None:
-        self.doomed = doomed
-
-    def execute(self, sql: str, params: Any = ()) -> sqlite3.Cursor:
-        raise _Refused(self.doomed)
-
-    executemany = execute
-
-
-# Engines alive in this process, so the fork hook can reset them.
-_ENGINES: weakref.WeakSet[SqliteEngine] = weakref.WeakSet()
-_T = TypeVar("_T")
 # Statements that take SQLite's write lock outside a transaction: through the writer gate.
 _WRITES = (Kind.WRITE, Kind.WRITE_ROWS)
 # Connections inherited across fork: kept referenced forever, never closed.
 _FORK_ORPHANS: list[Any] = []
 
 
-def _own_transactions() -> int:
-    """Outermost transactions the calling thread has open (a fork from inside them cannot wait for them)."""
-    return sum(1 for engine in list(_ENGINES) if engine._local.depth > 0)
-
-
-_FORK_GATE = ForkGate(_own_transactions)
-
-
 def _after_fork_in_child() -> None:
     _FORK_GATE.after_fork_in_child()
-    for engine in list(_ENGINES):
-        engine._forget_parent_connections()
+    for engine in list(ENGINES):
+        if isinstance(engine, SqliteEngine):
+            engine._forget_parent_connections()
 
 
 os.register_at_fork(
@@ -201,12 +135,12 @@ def create_private_file(path: Path) -> None:
     os.close(fd)
 
 
-class SqliteEngine(EngineBase):
+class SqliteEngine(SqliteTransactions):
     """SQLite behind the ``Engine`` contract (see the module docstring)."""
 
     dialect = SQLITE_DIALECT
     no_limit = SQLITE_DIALECT.no_limit
-    _local: _ThreadState
+    _local: ThreadState
 
     def __init__(
         self,
@@ -274,13 +208,14 @@ class SqliteEngine(EngineBase):
             # Each commit waits for an fsync (milliseconds): never on an event
             # loop's thread, where it would stall every coroutine (durastate._aio).
             self.capabilities = self.capabilities.replace(inline_async_calls=False)
-        self._local = _ThreadState()
+        self._local = ThreadState()
         self._lock = threading.Lock()
         self._connections = Connections()
+        self._writer_lock = self._connections.writers.lock
         self._closed = False
         self.close_wait = CLOSE_WAIT
         self._changed: dict[str, threading.Condition] = {}
-        _ENGINES.add(self)
+        ENGINES.add(self)
         if self.is_memory:
             # The memdb database lives as long as one connection to it does.
             self._anchor = self._new_connection()
@@ -389,7 +324,7 @@ class SqliteEngine(EngineBase):
         """
         if self._local.cursor is cursor:
             self._local.cursor = None
-        if not isinstance(cursor, _RefusingCursor):
+        if not isinstance(cursor, RefusingCursor):
             try:
                 cursor.close()
             except sqlite3.Error:
@@ -397,9 +332,10 @@ class SqliteEngine(EngineBase):
 
     def _forget_parent_connections(self) -> None:
         _FORK_ORPHANS.append((self._local, self._connections, self._anchor))
-        self._local = _ThreadState()
+        self._local = ThreadState()
         self._lock = threading.Lock()
         self._connections = Connections()
+        self._writer_lock = self._connections.writers.lock
         self._changed = {}
         if self.is_memory and not self._closed:
             self._anchor = self._new_connection()
@@ -409,7 +345,7 @@ class SqliteEngine(EngineBase):
     # The thread's connection or cursor is read inline (``... or
     # self._thread_...()``) rather than through a helper: these four methods
     # are every facet call's path to the driver. Each runs its statement
-    # holding the thread's guard (see _ThreadState), and refuses it once the
+    # holding the thread's guard (see ThreadState), and refuses it once the
     # store is closed: close() may have left this thread's connection open
     # (a statement still running when its wait ran out), never usable.
 
@@ -433,7 +369,7 @@ class SqliteEngine(EngineBase):
                     self._drop_cursor(cursor)
                 return row
             except sqlite3.Error as exc:
-                return cast(Row | None, self._after_busy(exc, lambda: one_row_again(cursor, sql, params)))
+                return cast(Row | None, self._after_busy(exc, partial(one_row_again, cursor, sql, params)))
             except BaseException:
                 self._drop_cursor(cursor)
                 raise
@@ -453,7 +389,7 @@ class SqliteEngine(EngineBase):
             try:
                 return cursor.execute(sql, params).fetchall()
             except sqlite3.Error as exc:
-                return cast(list[Row], self._after_busy(exc, lambda: cursor.execute(sql, params).fetchall()))
+                return cast(list[Row], self._after_busy(exc, partial(all_rows_again, cursor, sql, params)))
             except BaseException:
                 self._drop_cursor(cursor)
                 raise
@@ -462,38 +398,41 @@ class SqliteEngine(EngineBase):
 
     def execute(self, sql: str, params: Params = ()) -> int:
         state = self._local
-        if not state.depth and not state.writing and getattr(sql, "kind", None) in _WRITES:
+        gate = None
+        if not (state.depth or state.writing) and getattr(sql, "kind", None) in _WRITES:
             # A write outside a transaction holds the writer gate for its one
-            # statement: taken here when free (the hot path of single
-            # writes), else waited for in _gated.
-            gate = self._connections.writers
-            if not gate.enter(None):
+            # statement: taken here when free (the hot path of single writes:
+            # the gate's lock itself, no holder recorded, since a thread
+            # cannot end inside this call), else waited for in _gated. One
+            # frame for both cases: a call level is a measurable share of a
+            # single write's CPU (bench/put_cpu.py).
+            gate = self._writer_lock
+            if not gate.acquire(False):
                 return self._gated(self.execute, sql, params)
             state.writing = True
-            try:
-                return self._execute(state, sql, params)
-            finally:
+        try:
+            cursor = state.cursor or self._thread_cursor()
+            with state.guard:
+                if self._closed:
+                    raise self._refuse_closed()
+                try:
+                    cursor.execute(sql, params)
+                    if cursor.description is not None:
+                        # It returns rows (RETURNING, SELECT): run it to completion,
+                        # or it would stay active on the shared cursor.
+                        cursor.fetchall()
+                    return cursor.rowcount
+                except sqlite3.Error as exc:
+                    # partial, not a lambda: a closure would make cells of the
+                    # arguments on every call, refused or not.
+                    return cast(int, self._after_busy(exc, partial(run_to_end_again, cursor, sql, params)))
+                except BaseException:
+                    self._drop_cursor(cursor)
+                    raise
+        finally:
+            if gate is not None:
                 state.writing = False
-                gate.leave()
-        return self._execute(state, sql, params)
-
-    def _execute(self, state: _ThreadState, sql: str, params: Params) -> int:
-        cursor = state.cursor or self._thread_cursor()
-        with state.guard:
-            if self._closed:
-                raise self._refuse_closed()
-            try:
-                cursor.execute(sql, params)
-                if cursor.description is not None:
-                    # It returns rows (RETURNING, SELECT): run it to completion,
-                    # or it would stay active on the shared cursor.
-                    cursor.fetchall()
-                return cursor.rowcount
-            except sqlite3.Error as exc:
-                return cast(int, self._after_busy(exc, lambda: run_to_end_again(cursor, sql, params)))
-            except BaseException:
-                self._drop_cursor(cursor)
-                raise
+                gate.release()
 
     def executemany(self, sql: str, rows: Iterable[Params]) -> None:
         state = self._local
@@ -517,7 +456,7 @@ class SqliteEngine(EngineBase):
             except sqlite3.Error as exc:
                 if changes != cursor.connection.total_changes:
                     raise self._failed(exc) from None  # rows committed before the refusal: not again
-                self._after_busy(exc, lambda: cursor.executemany(sql, rows))
+                self._after_busy(exc, partial(cursor.executemany, sql, rows))
             except BaseException:
                 self._drop_cursor(cursor)
                 raise
@@ -539,99 +478,6 @@ class SqliteEngine(EngineBase):
         self._close_own_connection()
         return self._doom(StoreClosed(f"{self.url}: store is closed"))
 
-    def _failed(self, exc: sqlite3.Error) -> DurastateError:
-        """Translate ``exc``; inside a transaction, also doom it (see ``base.Transaction``)."""
-        if isinstance(exc, _Refused):
-            return aborted_error(exc.doomed)
-        return self._doom(translate_sqlite_error(exc, self.url))
-
-    def _doom(self, error: DurastateError) -> DurastateError:
-        state = self._local
-        if state.depth and state.doomed is None:
-            state.doomed = error
-            state.doomed_level = state.depth
-            state.cursor = cast(sqlite3.Cursor, _RefusingCursor(error))
-        return error
-
-    # -- transaction primitives (the state machine is base.Transaction) -------
-
-    def _tx_begin(self, read: bool, lock: str | None) -> None:
-        # ``lock`` (the migration lock) needs nothing more: BEGIN IMMEDIATE
-        # takes the database's one write lock, which excludes every writer.
-        # BEGIN, COMMIT, ROLLBACK and savepoints run on the thread's cached
-        # cursor, as statements do: ``Connection.execute`` would create (and
-        # register with the connection) a new cursor for each of them, a
-        # measurable share of a short transaction. At depth 0 the cursor is
-        # never a ``_RefusingCursor`` (``_tx_end`` puts the real one back).
-        # A BEGIN refused for the lock is tried again (sqlite_busy), outside
-        # the thread's guard and the fork gate.
-        state = self._local
-        gated = not read and not state.writing
-        if gated:  # left at the transaction's end (_tx_end)
-            self._enter_writers(state)
-        try:
-            backoff: Backoff | None = None
-            while True:
-                cursor = state.cursor or self._thread_cursor()
-                _FORK_GATE.enter()
-                try:
-                    with state.guard:
-                        if self._closed:
-                            raise self._refuse_closed()
-                        cursor.execute(_BEGIN_READ if read else _BEGIN_WRITE)
-                    return
-                except sqlite3.Error as exc:
-                    _FORK_GATE.leave()
-                    if not self._waits_for(exc):
-                        raise translate_sqlite_error(exc, f"{self.url}: begin") from None
-                    if sqlite_busy.WAIT_IN_SQLITE:
-                        _FORK_GATE.enter()
-                        try:
-                            with state.guard:
-                                self._in_sqlites_handler(partial(cursor.execute, _BEGIN_READ if read else _BEGIN_WRITE))
-                            return
-                        except sqlite3.Error as again:
-                            _FORK_GATE.leave()
-                            raise translate_sqlite_error(again, f"{self.url}: begin (past the busy timeout)") from None
-                        except BaseException:
-                            _FORK_GATE.leave()
-                            raise
-                    if backoff is None:
-                        backoff = Backoff(self._busy_timeout)
-                    if not backoff.wait():
-                        raise translate_sqlite_error(exc, f"{self.url}: begin (past the busy timeout)") from None
-                except BaseException:
-                    _FORK_GATE.leave()
-                    raise
-        except BaseException:
-            if gated:
-                self._leave_writers(state)
-            raise
-
-    def _enter_writers(self, state: _ThreadState) -> None:
-        """Take the writer gate (``sqlite_connections``): wait up to the busy timeout, or not at all on a loop."""
-        gate = self._connections.writers
-        if not gate.enter(None):
-            refusal = loop_thread_refusal(self.url)
-            if refusal is not None:
-                raise refusal
-            if not gate.enter(self._busy_timeout):
-                raise LockBusy(f"{self.url}: database is locked (another thread of this process is writing)")
-        state.writing = True
-
-    def _leave_writers(self, state: _ThreadState) -> None:
-        state.writing = False
-        self._connections.writers.leave()
-
-    def _gated(self, run: Callable[..., _T], *args: Any) -> _T:
-        """``run(*args)``, a write statement outside a transaction, holding the writer gate."""
-        state = self._local
-        self._enter_writers(state)
-        try:
-            return run(*args)
-        finally:
-            self._leave_writers(state)
-
     @property
     def tools(self) -> SqliteTools:
         return SqliteTools(self)
@@ -649,96 +495,6 @@ class SqliteEngine(EngineBase):
     def explain(self, sql: str, params: Params = ()) -> Plan:
         rows = self.all(SQL("EXPLAIN QUERY PLAN " + sql, Kind.READ), params)
         return plan_of([str(row[3]) for row in rows])
-
-    def _take_lock(self, name: str) -> None:
-        """Nothing to take: the transaction's BEGIN IMMEDIATE holds the one write lock."""
-
-    def _tx_end(self) -> None:
-        state = self._local
-        if isinstance(state.cursor, _RefusingCursor):
-            state.cursor = None
-        if state.writing:
-            self._leave_writers(state)
-        # Not a commit in a finally: the transaction is over either way by
-        # now; this only tells the fork gate so.
-        _FORK_GATE.leave()
-
-    def _tx_commit(self) -> None:
-        # Only called when the transaction is not doomed, so the cursor is
-        # the real one (a stray ``_RefusingCursor`` would refuse the COMMIT:
-        # the transaction then rolls back, which is safe).
-        state = self._local
-        try:
-            with state.guard:
-                (state.cursor or self._thread_cursor()).execute(_COMMIT)
-        except sqlite3.Error as commit_error:
-            self._tx_rollback()
-            raise translate_sqlite_error(commit_error, f"{self.url}: commit") from None
-        except BaseException:
-            # An interruption (or StoreClosed from a connection close() took)
-            # around the COMMIT: roll back whatever is still open (nothing,
-            # when the COMMIT ran) so the fork gate and the connection are
-            # left as after any other end of the transaction.
-            self._tx_rollback()
-            raise
-        self._tx_end()
-        pending = state.pending_notify
-        if pending is not None:
-            state.pending_notify = None
-            for channel in pending:
-                self.notify(channel)
-
-    def _tx_rollback(self) -> None:
-        state = self._local
-        state.pending_notify = None
-        conn = state.conn
-        if conn is not None:
-            with state.guard:
-                cursor = state.cursor
-                try:
-                    if cursor is None or isinstance(cursor, _RefusingCursor):
-                        conn.execute(_ROLLBACK)
-                    else:
-                        cursor.execute(_ROLLBACK)
-                except sqlite3.Error:
-                    pass  # connection closed: SQLite rolled back already
-                if self._closed:
-                    self._close_own_connection()  # in case close() left it open
-        self._tx_end()
-
-    def _tx_savepoint(self, name: str) -> None:
-        self._savepoint_statement(f"SAVEPOINT {name}")
-
-    def _tx_release(self, name: str) -> None:
-        self._savepoint_statement(f"RELEASE {name}")
-
-    def _savepoint_statement(self, statement: str) -> None:
-        # A doomed transaction's cursor refuses the statement: the block is
-        # refused with the doom's error, as a statement would be.
-        state = self._local
-        cursor = state.cursor or self._thread_cursor()
-        with state.guard:
-            if self._closed:
-                raise self._refuse_closed()
-            try:
-                cursor.execute(statement)
-            except sqlite3.Error as exc:
-                raise self._failed(exc) from None
-
-    def _tx_rollback_to(self, name: str) -> None:
-        state = self._local
-        conn = state.conn
-        if conn is not None:
-            with state.guard:
-                # conn.execute, not the cursor: it is a _RefusingCursor when
-                # the rollback undoes a failure (the usual reason to get here).
-                try:
-                    conn.execute(f"ROLLBACK TO {name}")
-                    conn.execute(f"RELEASE {name}")
-                except sqlite3.Error:
-                    pass
-        if isinstance(state.cursor, _RefusingCursor) and state.doomed_level > state.depth:
-            state.cursor = None
 
     # -- change notification (in-process; other processes are polled) -------
 
@@ -789,64 +545,6 @@ class SqliteEngine(EngineBase):
             self._connections.forget_current()
         with state.guard:  # close() may be closing it this moment
             self._close_own_connection()
-
-    # -- waiting for the lock (sqlite_busy) --------------------------------------
-
-    def _in_sqlites_handler(self, attempt: Callable[[], _T]) -> _T:
-        """``attempt()`` once more with SQLite's own busy handler waiting up to the busy timeout (``sqlite_busy``).
-
-        The thread's connection runs with ``busy_timeout = 0`` so that a
-        held lock is seen at once (a loop thread is refused, not stalled);
-        off a loop thread, once seen, the wait is SQLite's, as it is for
-        every other SQLite program contending for the file.
-        """
-        conn = (self._local.cursor or self._thread_cursor()).connection
-        conn.execute(f"PRAGMA busy_timeout = {int(self._busy_timeout * 1000)}")
-        try:
-            return attempt()
-        finally:
-            conn.execute("PRAGMA busy_timeout = 0")
-
-    def _waits_for(self, exc: sqlite3.Error) -> bool:
-        """Whether a statement refused with ``exc`` is tried again after a pause.
-
-        True for BUSY on a file store (never BUSY_SNAPSHOT: a read
-        transaction's snapshot stays stale however long it waits). On a
-        thread running an event loop, raises the ``LockBusy`` that says why
-        it does not wait (``sqlite_busy.loop_thread_refusal``).
-        """
-        if self.is_memory or not is_busy(exc) or exc.sqlite_errorcode == _SQLITE_BUSY_SNAPSHOT:
-            return False
-        refusal = loop_thread_refusal(self.url)
-        if refusal is not None:
-            raise self._doom(refusal)
-        return True
-
-    def _after_busy(self, exc: sqlite3.Error, attempt: Callable[[], object]) -> object:
-        """Run ``attempt`` (the refused statement) again after pauses until it is not refused for the lock.
-
-        Called holding the thread's guard, from the statement method whose
-        statement SQLite refused with ``exc``; anything but BUSY is raised
-        translated, as is BUSY once the busy timeout has passed.
-        """
-        if not self._waits_for(exc):
-            raise self._failed(exc) from None
-        if sqlite_busy.WAIT_IN_SQLITE:
-            try:
-                return self._in_sqlites_handler(attempt)
-            except sqlite3.Error as again:
-                raise self._failed(again) from None
-        backoff = Backoff(self._busy_timeout)
-        while backoff.wait():
-            if self._closed:
-                raise self._refuse_closed()
-            try:
-                return attempt()
-            except sqlite3.Error as again:
-                if not is_busy(again):
-                    raise self._failed(again) from None
-                exc = again
-        raise self._failed(exc) from None
 
     def no_wait_changes(self) -> int:
         """The rows this thread's connection has modified so far (``total_changes``).

@@ -42,7 +42,7 @@ from .sqlite_errors import LockBusy
 
 Row = tuple[Any, ...]
 
-__all__ = ["FIRST", "LONGEST", "Backoff", "loop_thread_refusal", "one_row_again", "run_to_end_again"]
+__all__ = ["FIRST", "LONGEST", "Backoff", "all_rows_again", "loop_thread_refusal", "one_row_again", "run_to_end_again"]
 
 # Off a loop thread, a statement refused for the lock is tried once more with
 # SQLite's own busy handler waiting (True), or in durastate's loop below (False).
@@ -89,6 +89,11 @@ def one_row_again(cursor: sqlite3.Cursor, sql: str, params: Sequence[Any]) -> Ro
     if row is not None:
         cursor.fetchall()  # finish it: the shared cursor never keeps a statement active
     return row
+
+
+def all_rows_again(cursor: sqlite3.Cursor, sql: str, params: Sequence[Any]) -> list[Row]:
+    """``all()``'s statement run again after BUSY (its first try is inlined there)."""
+    return cursor.execute(sql, params).fetchall()
 
 
 def run_to_end_again(cursor: sqlite3.Cursor, sql: str, params: Sequence[Any]) -> int:

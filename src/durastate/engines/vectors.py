@@ -111,7 +111,7 @@ class VectorIndexes:
     ) -> list[tuple[bytes, str]]:
         """``(key, field)`` of up to ``limit`` vectors with ``start <= key < end``, nearest to ``query`` first.
 
-        One entry per vector: an owner with several fields may come more than
+        ``start=b""``, ``end=None``: no bound. One entry per vector: an owner with several fields may come more than
         once. Fewer than ``limit`` entries: the range holds no more vectors
         the index can rank (cosine cannot rank a zero vector).
         """

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from itertools import chain
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from .. import _chord
@@ -11,6 +10,7 @@ from .._retention import BATCH, as_age_ms, as_keep
 from .._validate import INT64_MAX
 from .._validate import as_limit as as_row_limit
 from ..errors import Conflict, DurastateError, NotFound
+from .commit import LOOKUP_SIZES, Commits
 from .inputs import (
     MAX_SAFE_INTEGER,
     apply_ops,
@@ -31,7 +31,7 @@ from .inputs import (
     reject,
     scan_order,
 )
-from .models import Address, Content, DocAction, Plan, RevisionPruned
+from .models import Address, Content, DocAction, RevisionPruned
 from .rows import Revision, chain_from_rows, page_of, revision_from_row
 from .statements import (
     CHAIN,
@@ -44,8 +44,6 @@ from .statements import (
     DROP_REVISIONS,
     DROP_STATE,
     ENTRIES,
-    ENTRY_WIDTH,
-    EXACT_CLAIM,
     FIND_DOCUMENT,
     FIRST_MINTED_ID,
     GET_CONVERSATION,
@@ -54,8 +52,6 @@ from .statements import (
     GET_SUBMISSION,
     GET_TASK,
     HEAD_MARKER,
-    ID_CHUNK,
-    INSERT_CONVERSATION,
     INSERT_DOCUMENT,
     INSERT_REVISION,
     LAST_SEQ,
@@ -74,12 +70,8 @@ from .statements import (
     SUBMISSION_BY_REQUEST,
     SUBMISSION_FILTERS,
     TASK_FILTERS,
-    UPSERT_SUBMISSION,
-    UPSERT_TASK,
-    claim_sql,
     filter_combos,
     ids_sql,
-    insert_entries_sql,
     scan_sql,
 )
 
@@ -95,9 +87,6 @@ class Records:
         sql = engine.sql
         self._last_seq = sql(LAST_SEQ)
         self._mint = sql(MINT_ID)
-        self._insert_conversation = sql(INSERT_CONVERSATION)
-        self._upsert_task = sql(UPSERT_TASK)
-        self._upsert_submission = sql(UPSERT_SUBMISSION)
         self._insert_document = sql(INSERT_DOCUMENT)
         self._retire_document = sql(RETIRE_DOCUMENT)
         self._insert_revision = sql(INSERT_REVISION)
@@ -125,14 +114,8 @@ class Records:
         self._set_state = sql(SET_STATE)
         self._delete_revisions_before = sql(DELETE_REVISIONS_BEFORE)
         self._oldest_revision = sql(OLDEST_REVISION)
-        sizes = [1 << n for n in range(ID_CHUNK.bit_length()) if 1 << n <= ID_CHUNK]
-        self._id_types = {n: sql(ids_sql("rec_id", "id, type", n)) for n in sizes}
-        self._entry_ids = {n: sql(ids_sql("rec_entry", "id, 'entry'", n)) for n in sizes}
-        self._entry_seqs = {n: sql(ids_sql("rec_entry", "id, commit_seq", n)) for n in sizes}
-        claim_sizes = sorted({*sizes, *range(1, EXACT_CLAIM + 1)})
-        self._claim_ids = {n: sql(claim_sql(n)) for n in claim_sizes}
-        self._insert_entries = {n: sql(insert_entries_sql(n)) for n in claim_sizes}
-        self._document_records = {n: sql(ids_sql("rec_document", "id, record", n)) for n in sizes}
+        self._commits = Commits(engine)
+        self._document_records = {n: sql(ids_sql("rec_document", "id, record", n)) for n in LOOKUP_SIZES}
         self._scans = {
             table: {
                 (combo, desc): sql(scan_sql(table, combo, desc))
@@ -153,21 +136,23 @@ class Records:
 
         Sequences are global, gap-free and increasing in commit order.
         ``InvalidRequest`` for a malformed batch, ``Conflict`` for one that
-        collides with stored state; either way nothing is written.
+        collides with stored state; either way nothing is written. Where
+        answers are deferred (PostgreSQL) a batch without documents goes in
+        one round trip (``commit.Commits.in_one_flight``).
         """
         plan = plan_commit(writes)
+        commits = self._commits
+        if commits.one_flight and not plan.documents:
+            done = commits.in_one_flight(plan)
+            if done is not None:
+                return done
         engine = self._engine
         with engine.transaction():
             seq = engine.next_value(COMMIT_SEQUENCE)
             if plan.claims:
-                self._claim_and_check_ids(plan, seq)  # writes the entries too
+                commits.claim_and_check_ids(plan, seq)  # writes the entries too
             revisions = self._check_documents(plan.documents) if plan.documents else []
-            if plan.conversations:
-                engine.executemany(self._insert_conversation, plan.conversations)
-            if plan.tasks:
-                engine.executemany(self._upsert_task, plan.tasks)
-            if plan.submissions:
-                engine.executemany(self._upsert_submission, plan.submissions)
+            commits.write_rows(plan)
             if plan.documents:
                 self._apply_documents(revisions, seq)
         return seq
@@ -193,92 +178,6 @@ class Records:
         row = self._engine.one(self._last_seq)
         return 0 if row is None else int(row[0])
 
-    def _lookup(self, statements: Mapping[int, str], ids: Sequence[int]) -> list[Any]:
-        rows: list[Any] = []
-        unique = list(dict.fromkeys(ids))
-        for start in range(0, len(unique), ID_CHUNK):
-            chunk = unique[start : start + ID_CHUNK]
-            size = 1 << (len(chunk) - 1).bit_length()
-            rows.extend(self._engine.all(statements[size], chunk + [chunk[-1]] * (size - len(chunk))))
-        return rows
-
-    def _claim_and_check_ids(self, plan: Plan, seq: int) -> None:
-        """Claim the batch's ids, write its entries and apply the seed's ``_check_global_ids``.
-
-        One id, one record type, across ``rec_id`` (every type but entry)
-        and ``rec_entry`` (an entry's row is its claim). Both are
-        ``INSERT ... ON CONFLICT DO NOTHING`` statements that skip an id the
-        other table holds, the ``rec_id`` claims first, so an entry skips an
-        id this batch claimed for another type. The claims name the ids they
-        took (RETURNING); the entry insert only counts its rows. When every
-        id was taken (all new, each written once) there is nothing to
-        check; otherwise the entries this commit wrote are the rows carrying
-        its ``seq``, and only the ids not taken are looked up. A refusal
-        raises inside the commit's transaction, which rolls everything back
-        (no statement fails, so nothing is doomed).
-        """
-        typed = plan.typed
-        engine = self._engine
-        taken: list[Any] = []
-        if typed:
-            for statement, params in self._chunks(self._claim_ids, list(chain.from_iterable(typed)), 2):
-                taken += engine.all(statement, params)
-        entries = plan.entries
-        written = 0
-        if entries:
-            entries[3::ENTRY_WIDTH] = [seq] * (len(entries) // ENTRY_WIDTH)  # each row's commit_seq
-            for statement, params in self._chunks(self._insert_entries, entries, ENTRY_WIDTH):
-                written += engine.execute(statement, params)
-        claims = plan.claims
-        if len(taken) + written == len(claims):
-            return  # every id new and written once: nothing to check
-        took = {int(row[0]) for row in taken}
-        if written:
-            entry_ids = entries[0::ENTRY_WIDTH]
-            took.update(int(i) for i, row_seq in self._lookup(self._entry_seqs, entry_ids) if row_seq == seq)
-        before = [id for id in dict.fromkeys(id for id, _table in claims) if id not in took]
-        existing: dict[int, str] = {}
-        if before:
-            for statements in (self._id_types, self._entry_ids):
-                existing.update((int(i), str(t)) for i, t in self._lookup(statements, before))
-        claimed: dict[int, str] = {}
-        for id, table in claims:
-            have = existing.get(id)
-            earlier = claimed.get(id)
-            if table in ("conversation", "entry", "document"):
-                if have is not None:
-                    reject(f"ID {id} already belongs to {have}")
-                if earlier is not None:
-                    reject(f"ID {id} is written more than once")
-            else:
-                if have is not None and have != table:
-                    reject(f"ID {id} already belongs to {have}")
-                if earlier is not None and earlier != table:
-                    reject(f"ID {id} is written as two record types")
-            claimed[id] = table
-
-    @staticmethod
-    def _chunks(statements: Mapping[int, str], params: list[Any], width: int) -> list[tuple[str, list[Any]]]:
-        """A multi-row write (``claim_sql``/``insert_entries_sql``) over ``params``, as (statement, params) pairs.
-
-        ``params`` holds the rows' values one row after another, ``width``
-        each. At most ``EXACT_CLAIM`` rows go in one statement of exactly
-        that many (the common commits: no padding for SQL to skip); more go
-        in chunks of ``ID_CHUNK``, padded to a power of two with the chunk's
-        last row (which DO NOTHING skips, and which no row count includes).
-        """
-        count = len(params) // width
-        if count <= EXACT_CLAIM:
-            return [(statements[count], params)]
-        out = []
-        step = ID_CHUNK * width
-        for start in range(0, len(params), step):
-            chunk = params[start : start + step]
-            rows = len(chunk) // width
-            size = rows if rows <= EXACT_CLAIM else 1 << (rows - 1).bit_length()
-            out.append((statements[size], chunk + chunk[-width:] * (size - rows)))
-        return out
-
     def _check_documents(self, actions: dict[int, DocAction]) -> list[tuple[DocAction, Any, Revision | None]]:
         """The seed's ``_check_document_actions`` and copy checks, before any write.
 
@@ -286,7 +185,7 @@ class Records:
         revision row (or None), for ``_apply_documents``.
         """
         engine = self._engine
-        stored = {int(i): loads(r) for i, r in self._lookup(self._document_records, list(actions))}
+        stored = {int(i): loads(r) for i, r in self._commits.lookup(self._document_records, list(actions))}
         live_counts: dict[Address, int] = {}
         out: list[tuple[DocAction, Any, Revision | None]] = []
         for id, action in actions.items():

@@ -192,14 +192,22 @@ def ids_sql(table: str, columns: str, count: int) -> Statement:
     return READ(f"SELECT {columns} FROM {{p}}{table} WHERE id IN (" + ", ".join("?" * count) + ")")
 
 
-def claim_sql(count: int) -> Statement:
+def claim_sql(count: int, *, checked: bool = False) -> Statement:
     """Claim ``count`` ids of types other than entry in ``rec_id``; RETURNING names the ids it took.
 
     An id it does not return was claimed before (by an earlier commit, or
     by an entry: it skips an id ``rec_entry`` holds): only those are looked
     up, to tell an upsert of the same type from a conflict. Padding repeats
     the last row, which DO NOTHING skips on both engines.
+
+    ``checked``: the ids were found free by ``ids_free_sql`` in the same
+    transaction (``commit.Commits.in_one_flight``): the claims only, no
+    answer (DO NOTHING keeps an upserted record's claim and skips padding).
     """
+    if checked:
+        return WRITE(
+            "INSERT INTO {p}rec_id (id, type) VALUES " + ", ".join(["(?, ?)"] * count) + " ON CONFLICT (id) DO NOTHING"
+        )
     return WRITE_ROWS(
         "INSERT INTO {p}rec_id (id, type) SELECT v.column1, v.column2 FROM (VALUES "
         + ", ".join(["(?, ?)"] * count)
@@ -208,7 +216,24 @@ def claim_sql(count: int) -> Statement:
     )
 
 
-def insert_entries_sql(count: int) -> Statement:
+def ids_free_sql(count: int) -> Statement:
+    """Whether ``count`` (id, type) claims are all free: a requirement (``engine.require``) of a one-flight commit.
+
+    An id is free when neither table holds it, or when ``rec_id`` holds it
+    for a record of the same type and that type is upserted (task,
+    submission): exactly when the precise path would refuse none of them
+    (a batch naming an id twice never gets here). Padding repeats a row.
+    """
+    return READ(
+        "SELECT NOT EXISTS (SELECT 1 FROM (VALUES "
+        + ", ".join(["(?, ?)"] * count)
+        + ") v WHERE EXISTS (SELECT 1 FROM {p}rec_entry e WHERE e.id = v.column1)"
+        " OR EXISTS (SELECT 1 FROM {p}rec_id i WHERE i.id = v.column1"
+        " AND (i.type <> v.column2 OR v.column2 NOT IN ('task', 'submission'))))"
+    )
+
+
+def insert_entries_sql(count: int, *, checked: bool = False) -> Statement:
     """Insert ``count`` entry rows, each only if its id is free; its row count is how many were written.
 
     The entry's own primary key claims its id (DO NOTHING skips an entry
@@ -219,7 +244,22 @@ def insert_entries_sql(count: int) -> Statement:
     of a one-entry commit's ~27 (``bench/pi_durable_commit_cpu.py``), and
     the ids written are only needed when the count falls short, where
     the commit's own ``commit_seq`` on the rows tells them apart.
+
+    ``checked``: the ids were found free by ``ids_free_sql`` in the same
+    transaction (``commit.Commits.in_one_flight``), and each row is (id,
+    conversation_id, head, record): ``commit_seq`` is the value the commit
+    took from the sequence, read here (its row is locked by this
+    transaction until the end), so nobody waits for it before sending this.
     """
+    if checked:
+        return WRITE(
+            "INSERT INTO {p}rec_entry (id, conversation_id, head, commit_seq, record)"
+            " SELECT v.column1, v.column2, v.column3, (SELECT value FROM {p}sequence WHERE name = '"
+            + COMMIT_SEQUENCE
+            + "'), v.column4 FROM (VALUES "
+            + ", ".join(["(?, ?, ?, ?)"] * count)
+            + ") v ON CONFLICT (id) DO NOTHING"
+        )
     return WRITE(
         "INSERT INTO {p}rec_entry (id, conversation_id, head, commit_seq, record)"
         " SELECT v.column1, v.column2, v.column3, v.column4, v.column5 FROM (VALUES "

@@ -10,7 +10,7 @@ import pytest
 
 import durastate
 from durastate.engines import registry
-from durastate.engines.base import DDL, READ, WRITE, Kind, Schema
+from durastate.engines.base import DDL, READ, WRITE, Kind, RequirementFailed, Schema
 from durastate.errors import NotSupported, WrongType
 from durastate.store import SCHEMAS
 from durastate.testing import FakeClock
@@ -18,6 +18,7 @@ from durastate.testing import FakeClock
 __all__ = [
     "TestCapabilities",
     "TestDeclaredStatements",
+    "TestDeferredAnswers",
     "TestFailedStatementInTransaction",
     "TestOpen",
     "TestRefusalsDoNotDoom",
@@ -72,6 +73,77 @@ class TestFailedStatementInTransaction:
         with store.transaction():
             store.kv.put(b"s", b"n", b"k", b"v")
         assert store.kv.get(b"s", b"n", b"k") == b"v"
+
+
+# The records facet's commit sequence, which every store has (engine.next_value's own tests use it too).
+_SEQUENCE = "records"
+_IS_ONE = READ("SELECT ? = 1")
+
+
+class TestDeferredAnswers:
+    """``next_value_later`` and ``require`` (``engines.deferred``) mean the same on every engine.
+
+    Where answers are deferred they go out with the transaction's next
+    round trip; the outcome a caller sees is the same as where they are read
+    at once.
+    """
+
+    def test_a_later_value_is_the_next_value(self, store: durastate.Store) -> None:
+        engine = store.engine
+        first = engine.next_value(_SEQUENCE)
+        with store.transaction():
+            later = engine.next_value_later(_SEQUENCE)
+            store.kv.put(b"s", b"n", b"k", b"v")
+        assert later.value == first + 1
+        with store.transaction():
+            a = engine.next_value_later(_SEQUENCE)
+            b = engine.next_value_later(_SEQUENCE)  # a second one while the first may be unanswered
+            assert a.value == first + 2  # read inside the transaction: waited for then
+        assert b.value == first + 3
+        assert engine.next_value_later(_SEQUENCE).value == first + 4  # outside a transaction: at once
+
+    def test_a_rolled_back_later_value_is_handed_out_again(self, store: durastate.Store) -> None:
+        engine = store.engine
+        first = engine.next_value(_SEQUENCE)
+        with pytest.raises(ZeroDivisionError), store.transaction():
+            engine.next_value_later(_SEQUENCE)
+            raise ZeroDivisionError
+        assert engine.next_value(_SEQUENCE) == first + 1
+
+    def test_an_unknown_sequence_raises_at_once_or_when_read(self, store: durastate.Store) -> None:
+        engine = store.engine
+        with pytest.raises(durastate.DurastateError, match="sequence"), store.transaction():
+            engine.next_value_later("no_such_sequence").value  # noqa: B018
+
+    def test_a_requirement_that_holds_lets_the_transaction_commit(self, store: durastate.Store) -> None:
+        engine = store.engine
+        with store.transaction():
+            engine.require(engine.sql(_IS_ONE), (1,), "one is one")
+            store.kv.put(b"s", b"n", b"k", b"v")
+        assert store.kv.get(b"s", b"n", b"k") == b"v"
+
+    def test_a_requirement_that_fails_rolls_the_transaction_back(self, store: durastate.Store) -> None:
+        engine = store.engine
+        first = engine.next_value(_SEQUENCE)
+        with pytest.raises(RequirementFailed, match="two is one"), store.transaction():
+            engine.next_value_later(_SEQUENCE)
+            store.kv.put(b"s", b"n", b"k", b"v")
+            engine.require(engine.sql(_IS_ONE), (2,), "two is one")
+            store.kv.put(b"s", b"n", b"k2", b"v")
+        assert store.kv.get_many(b"s", b"n", [b"k", b"k2"]) == [None, None]
+        assert engine.next_value(_SEQUENCE) == first + 1
+
+    def test_a_failed_requirement_in_a_nested_block_is_contained_by_it(self, store: durastate.Store) -> None:
+        engine = store.engine
+        first = engine.next_value(_SEQUENCE)
+        with store.transaction():
+            later = engine.next_value_later(_SEQUENCE)
+            with pytest.raises(RequirementFailed), store.transaction():
+                store.kv.put(b"s", b"n", b"inside", b"v")
+                engine.require(engine.sql(_IS_ONE), (2,), "two is one")
+            store.kv.put(b"s", b"n", b"after", b"v")
+        assert later.value == first + 1
+        assert store.kv.get_many(b"s", b"n", [b"inside", b"after"]) == [None, b"v"]
 
 
 class TestCapabilities:

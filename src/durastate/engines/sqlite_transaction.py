@@ -1,0 +1,379 @@
+"""The SQLite engine's transactions, its writer gate, and waiting for the write lock.
+
+Split from ``sqlite.py``, whose ``SqliteEngine`` mixes ``SqliteTransactions``
+in; the connections and statements are the engine's (``_thread_cursor``,
+``_refuse_closed``, ``_close_own_connection``, ``notify``).
+
+* The transaction primitives (the state machine is ``base.Transaction``):
+  ``BEGIN IMMEDIATE`` for a write transaction, so it takes the write lock
+  up front; savepoints for nested blocks; a doomed transaction's cursor is
+  a ``RefusingCursor``, so SQLite refuses its statements as PostgreSQL
+  would.
+* The writer gate (``sqlite_connections.WriterGate``): a write transaction
+  holds it from its ``BEGIN`` to its end (``_enter_writers``,
+  ``_tx_end``); a write statement outside one holds it for that statement
+  (``_gated``; the engine's ``execute`` takes it inline).
+* Waiting for the lock (``sqlite_busy``): ``_after_busy`` for a statement
+  SQLite refused with BUSY, the loop in ``_tx_begin`` for a ``BEGIN``.
+* The fork gate (``sqlite_fork``): every outermost transaction enters it
+  at its ``BEGIN`` and leaves it at its end; ``sqlite.py`` registers its
+  fork hooks with ``ENGINES``.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import weakref
+from collections.abc import Callable
+from functools import partial
+from typing import Any, TypeVar, cast
+
+from ..errors import DurastateError
+from . import sqlite_busy
+from .base import EngineBase, TransactionState, aborted_error
+from .sqlite_busy import Backoff, loop_thread_refusal
+from .sqlite_connections import Connections
+from .sqlite_errors import LockBusy, is_busy, translate_sqlite_error
+from .sqlite_fork import ForkGate
+
+__all__ = ["ENGINES", "FORK_GATE", "Refused", "RefusingCursor", "SqliteTransactions", "ThreadState"]
+
+# Transaction control, run on the thread's cached cursor (see _tx_begin).
+_BEGIN_READ = "BEGIN"
+_BEGIN_WRITE = "BEGIN IMMEDIATE"
+_COMMIT = "COMMIT"
+_ROLLBACK = "ROLLBACK"
+_SQLITE_BUSY_SNAPSHOT = 517
+
+
+class ThreadState(TransactionState):
+    """One thread's state on a SQLite engine: ``TransactionState`` plus its connection, cursor and guard."""
+
+    conn: sqlite3.Connection | None = None
+    # A cursor of ``conn`` reused by one()/all()/execute()/executemany():
+    # saves creating one per statement (a measurable share of a point read
+    # or write). Those methods always finish its statement (run it to
+    # completion, or close the cursor), so it never holds a statement (or
+    # an autocommit write's lock) open between calls. While the open
+    # transaction is doomed it is a ``RefusingCursor`` instead (typed as
+    # a cursor: the statement methods only ever call its execute methods).
+    cursor: sqlite3.Cursor | None = None
+    # Held by this thread for every use of ``conn`` (each statement, BEGIN,
+    # COMMIT, ...) and by ``close()`` while it closes ``conn``: a connection
+    # is never closed under a statement another thread is running on it
+    # (that freed it under SQLite and crashed the process). Reentrant, so a
+    # callback that runs inside a statement (a generator feeding
+    # executemany) cannot deadlock its own thread. Set with ``conn``.
+    guard: threading.RLock
+    # Channels notify() was asked to wake inside the open transaction: woken
+    # at its commit, dropped at its rollback.
+    pending_notify: set[str] | None = None
+    # This thread holds its engine's writer gate (sqlite_connections): for its
+    # write transaction, or the one write statement it runs outside one.
+    writing: bool = False
+
+
+class Refused(sqlite3.Error):
+    """Raised by ``RefusingCursor``: the transaction is doomed."""
+
+    def __init__(self, doomed: DurastateError) -> None:
+        super().__init__(str(doomed))
+        self.doomed = doomed
+
+
+class RefusingCursor:
+    """Stands in for the thread's cursor while its transaction is doomed.
+
+    PostgreSQL refuses every statement of an aborted transaction; SQLite
+    would run them. Swapping the cursor makes SQLite refuse them too at no
+    cost to the statement path (which reads the cursor anyway).
+    """
+
+    __slots__ = ("doomed",)
+
+    def __init__(self, doomed: DurastateError) -> None:
+        self.doomed = doomed
+
+    def execute(self, sql: str, params: Any = ()) -> sqlite3.Cursor:
+        raise Refused(self.doomed)
+
+    executemany = execute
+
+
+_T = TypeVar("_T")
+# Engines alive in this process: the fork gate counts their open
+# transactions, and sqlite.py's fork hook resets them in the child.
+ENGINES: weakref.WeakSet[SqliteTransactions] = weakref.WeakSet()
+
+
+def _own_transactions() -> int:
+    """Outermost transactions the calling thread has open (a fork from inside them cannot wait for them)."""
+    return sum(1 for engine in list(ENGINES) if engine._local.depth > 0)
+
+
+FORK_GATE = ForkGate(_own_transactions)
+
+
+class SqliteTransactions(EngineBase):
+    """Transaction primitives, the writer gate and the lock wait (see the module docstring)."""
+
+    _local: ThreadState
+    _connections: Connections
+    _busy_timeout: float
+    _closed: bool
+    url: str
+    is_memory: bool
+
+    # The engine's own (SqliteEngine).
+    def _thread_cursor(self) -> sqlite3.Cursor:
+        raise NotImplementedError
+
+    def _refuse_closed(self) -> DurastateError:
+        raise NotImplementedError
+
+    def _close_own_connection(self) -> None:
+        raise NotImplementedError
+
+    # -- a failed statement dooms its transaction ------------------------------
+
+    def _failed(self, exc: sqlite3.Error) -> DurastateError:
+        """Translate ``exc``; inside a transaction, also doom it (see ``base.Transaction``)."""
+        if isinstance(exc, Refused):
+            return aborted_error(exc.doomed)
+        return self._doom(translate_sqlite_error(exc, self.url))
+
+    def _doom(self, error: DurastateError) -> DurastateError:
+        state = self._local
+        if state.depth and state.doomed is None:
+            state.doomed = error
+            state.doomed_level = state.depth
+            state.cursor = cast(sqlite3.Cursor, RefusingCursor(error))
+        return error
+
+    # -- transaction primitives (the state machine is base.Transaction) -------
+
+    def _tx_begin(self, read: bool, lock: str | None) -> None:
+        # ``lock`` (the migration lock) needs nothing more: BEGIN IMMEDIATE
+        # takes the database's one write lock, which excludes every writer.
+        # BEGIN, COMMIT, ROLLBACK and savepoints run on the thread's cached
+        # cursor, as statements do: ``Connection.execute`` would create (and
+        # register with the connection) a new cursor for each of them, a
+        # measurable share of a short transaction. At depth 0 the cursor is
+        # never a ``RefusingCursor`` (``_tx_end`` puts the real one back).
+        # A BEGIN refused for the lock is tried again (sqlite_busy), outside
+        # the thread's guard and the fork gate.
+        state = self._local
+        gated = not read and not state.writing
+        if gated:  # left at the transaction's end (_tx_end)
+            self._enter_writers(state)
+        try:
+            backoff: Backoff | None = None
+            while True:
+                cursor = state.cursor or self._thread_cursor()
+                FORK_GATE.enter()
+                try:
+                    with state.guard:
+                        if self._closed:
+                            raise self._refuse_closed()
+                        cursor.execute(_BEGIN_READ if read else _BEGIN_WRITE)
+                    return
+                except sqlite3.Error as exc:
+                    FORK_GATE.leave()
+                    if not self._waits_for(exc):
+                        raise translate_sqlite_error(exc, f"{self.url}: begin") from None
+                    if sqlite_busy.WAIT_IN_SQLITE:
+                        FORK_GATE.enter()
+                        try:
+                            with state.guard:
+                                self._in_sqlites_handler(partial(cursor.execute, _BEGIN_READ if read else _BEGIN_WRITE))
+                            return
+                        except sqlite3.Error as again:
+                            FORK_GATE.leave()
+                            raise translate_sqlite_error(again, f"{self.url}: begin (past the busy timeout)") from None
+                        except BaseException:
+                            FORK_GATE.leave()
+                            raise
+                    if backoff is None:
+                        backoff = Backoff(self._busy_timeout)
+                    if not backoff.wait():
+                        raise translate_sqlite_error(exc, f"{self.url}: begin (past the busy timeout)") from None
+                except BaseException:
+                    FORK_GATE.leave()
+                    raise
+        except BaseException:
+            if gated:
+                self._leave_writers(state)
+            raise
+
+    def _enter_writers(self, state: ThreadState) -> None:
+        """Take the writer gate (``sqlite_connections``): wait up to the busy timeout, or not at all on a loop."""
+        gate = self._connections.writers
+        if not gate.enter(None):
+            refusal = loop_thread_refusal(self.url)
+            if refusal is not None:
+                raise refusal
+            if not gate.enter(self._busy_timeout):
+                raise LockBusy(f"{self.url}: database is locked (another thread of this process is writing)")
+        state.writing = True
+
+    def _leave_writers(self, state: ThreadState) -> None:
+        state.writing = False
+        self._connections.writers.leave()
+
+    def _gated(self, run: Callable[..., _T], *args: Any) -> _T:
+        """``run(*args)``, a write statement outside a transaction, holding the writer gate."""
+        state = self._local
+        self._enter_writers(state)
+        try:
+            return run(*args)
+        finally:
+            self._leave_writers(state)
+
+    def _take_lock(self, name: str) -> None:
+        """Nothing to take: the transaction's BEGIN IMMEDIATE holds the one write lock."""
+
+    def _tx_end(self) -> None:
+        state = self._local
+        if isinstance(state.cursor, RefusingCursor):
+            state.cursor = None
+        if state.writing:
+            self._leave_writers(state)
+        # Not a commit in a finally: the transaction is over either way by
+        # now; this only tells the fork gate so.
+        FORK_GATE.leave()
+
+    def _tx_commit(self) -> None:
+        # Only called when the transaction is not doomed, so the cursor is
+        # the real one (a stray ``RefusingCursor`` would refuse the COMMIT:
+        # the transaction then rolls back, which is safe).
+        state = self._local
+        try:
+            with state.guard:
+                (state.cursor or self._thread_cursor()).execute(_COMMIT)
+        except sqlite3.Error as commit_error:
+            self._tx_rollback()
+            raise translate_sqlite_error(commit_error, f"{self.url}: commit") from None
+        except BaseException:
+            # An interruption (or StoreClosed from a connection close() took)
+            # around the COMMIT: roll back whatever is still open (nothing,
+            # when the COMMIT ran) so the fork gate and the connection are
+            # left as after any other end of the transaction.
+            self._tx_rollback()
+            raise
+        self._tx_end()
+        pending = state.pending_notify
+        if pending is not None:
+            state.pending_notify = None
+            for channel in pending:
+                self.notify(channel)
+
+    def _tx_rollback(self) -> None:
+        state = self._local
+        state.pending_notify = None
+        conn = state.conn
+        if conn is not None:
+            with state.guard:
+                cursor = state.cursor
+                try:
+                    if cursor is None or isinstance(cursor, RefusingCursor):
+                        conn.execute(_ROLLBACK)
+                    else:
+                        cursor.execute(_ROLLBACK)
+                except sqlite3.Error:
+                    pass  # connection closed: SQLite rolled back already
+                if self._closed:
+                    self._close_own_connection()  # in case close() left it open
+        self._tx_end()
+
+    def _tx_savepoint(self, name: str) -> None:
+        self._savepoint_statement(f"SAVEPOINT {name}")
+
+    def _tx_release(self, name: str) -> None:
+        self._savepoint_statement(f"RELEASE {name}")
+
+    def _savepoint_statement(self, statement: str) -> None:
+        # A doomed transaction's cursor refuses the statement: the block is
+        # refused with the doom's error, as a statement would be.
+        state = self._local
+        cursor = state.cursor or self._thread_cursor()
+        with state.guard:
+            if self._closed:
+                raise self._refuse_closed()
+            try:
+                cursor.execute(statement)
+            except sqlite3.Error as exc:
+                raise self._failed(exc) from None
+
+    def _tx_rollback_to(self, name: str) -> None:
+        state = self._local
+        conn = state.conn
+        if conn is not None:
+            with state.guard:
+                # conn.execute, not the cursor: it is a RefusingCursor when
+                # the rollback undoes a failure (the usual reason to get here).
+                try:
+                    conn.execute(f"ROLLBACK TO {name}")
+                    conn.execute(f"RELEASE {name}")
+                except sqlite3.Error:
+                    pass
+        if isinstance(state.cursor, RefusingCursor) and state.doomed_level > state.depth:
+            state.cursor = None
+
+    # -- waiting for the lock (sqlite_busy) --------------------------------------
+
+    def _in_sqlites_handler(self, attempt: Callable[[], _T]) -> _T:
+        """``attempt()`` once more with SQLite's own busy handler waiting up to the busy timeout (``sqlite_busy``).
+
+        The thread's connection runs with ``busy_timeout = 0`` so that a
+        held lock is seen at once (a loop thread is refused, not stalled);
+        off a loop thread, once seen, the wait is SQLite's, as it is for
+        every other SQLite program contending for the file.
+        """
+        conn = (self._local.cursor or self._thread_cursor()).connection
+        conn.execute(f"PRAGMA busy_timeout = {int(self._busy_timeout * 1000)}")
+        try:
+            return attempt()
+        finally:
+            conn.execute("PRAGMA busy_timeout = 0")
+
+    def _waits_for(self, exc: sqlite3.Error) -> bool:
+        """Whether a statement refused with ``exc`` is tried again after a pause.
+
+        True for BUSY on a file store (never BUSY_SNAPSHOT: a read
+        transaction's snapshot stays stale however long it waits). On a
+        thread running an event loop, raises the ``LockBusy`` that says why
+        it does not wait (``sqlite_busy.loop_thread_refusal``).
+        """
+        if self.is_memory or not is_busy(exc) or exc.sqlite_errorcode == _SQLITE_BUSY_SNAPSHOT:
+            return False
+        refusal = loop_thread_refusal(self.url)
+        if refusal is not None:
+            raise self._doom(refusal)
+        return True
+
+    def _after_busy(self, exc: sqlite3.Error, attempt: Callable[[], object]) -> object:
+        """Run ``attempt`` (the refused statement) again after pauses until it is not refused for the lock.
+
+        Called holding the thread's guard, from the statement method whose
+        statement SQLite refused with ``exc``; anything but BUSY is raised
+        translated, as is BUSY once the busy timeout has passed.
+        """
+        if not self._waits_for(exc):
+            raise self._failed(exc) from None
+        if sqlite_busy.WAIT_IN_SQLITE:
+            try:
+                return self._in_sqlites_handler(attempt)
+            except sqlite3.Error as again:
+                raise self._failed(again) from None
+        backoff = Backoff(self._busy_timeout)
+        while backoff.wait():
+            if self._closed:
+                raise self._refuse_closed()
+            try:
+                return attempt()
+            except sqlite3.Error as again:
+                if not is_busy(again):
+                    raise self._failed(again) from None
+                exc = again
+        raise self._failed(exc) from None
