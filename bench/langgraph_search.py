@@ -17,7 +17,11 @@ text):
 * ``durastate postgres pgvector``: ``DurastateStore.from_url(<url>,
   index=)`` in a fresh schema, where the database has pgvector installed
   (its HNSW index proposes candidates, scored exactly in Python; skipped,
-  and said so, when the engine does not declare ``vector_index``);
+  and said so, when the engine does not declare ``vector_index``). At
+  10,000 x 256 dims the engine scores the candidates exactly by a scan in
+  C instead of walking the index (``engines.postgres_vector``,
+  ``SCAN_MAX_VALUES``); ``durastate postgres hnsw walk`` is the same store
+  with that limit at 0, so every search walks the index (approximate);
 * ``PostgresStore``: langgraph-checkpoint-postgres with pgvector (skipped,
   and said so, when the server has no ``vector`` extension), in a fresh
   schema, one autocommit connection as ``from_conn_string`` makes it
@@ -94,7 +98,7 @@ def load(store: BaseStore, items: int) -> None:
         store.batch(ops[start : start + 500])
 
 
-def searches(store: BaseStore, calls: int) -> dict[str, Callable[[], None]]:
+def searches(store: Any, calls: int) -> dict[str, Callable[[], None]]:
     queries = [f"query {i}" for i in range(50)]
 
     def run(prefix: tuple[str, ...], filter: dict[str, Any] | None) -> Callable[[], None]:
@@ -112,7 +116,24 @@ def searches(store: BaseStore, calls: int) -> dict[str, Callable[[], None]]:
     }
 
 
-def agreement(contenders: dict[str, BaseStore], reference: str, queries: int = 20) -> None:
+class Walking:
+    """A DurastateStore whose searches walk the engine's HNSW index whatever the size (no exact scan)."""
+
+    def __init__(self, store: BaseStore) -> None:
+        self.store = store
+
+    def search(self, *args: Any, **kwargs: Any) -> Any:
+        from durastate.engines import postgres_vector
+
+        saved = postgres_vector.SCAN_MAX_VALUES
+        postgres_vector.SCAN_MAX_VALUES = 0
+        try:
+            return self.store.search(*args, **kwargs)
+        finally:
+            postgres_vector.SCAN_MAX_VALUES = saved
+
+
+def agreement(contenders: dict[str, Any], reference: str, queries: int = 20) -> None:
     """Each contender's pages against the reference's: identical pages and recall of the top 10."""
     cases = [
         (prefix, f"query {i}", filter)
@@ -192,7 +213,7 @@ def main() -> int:
     )
     with ExitStack() as stack:
         folder = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="durastate-bench-search-")))
-        contenders: dict[str, BaseStore] = {"InMemoryStore": InMemoryStore(index=index)}  # type: ignore[arg-type]
+        contenders: dict[str, Any] = {"InMemoryStore": InMemoryStore(index=index)}  # type: ignore[arg-type]
         contenders["durastate sqlite"] = stack.enter_context(
             DurastateStore.from_url(folder / "search.db", index=index)  # type: ignore[arg-type]
         )
@@ -217,6 +238,8 @@ def main() -> int:
             start = time.perf_counter()
             load(store, args.items)
             print(f"loaded {name} in {time.perf_counter() - start:.1f} s")
+        if "durastate postgres pgvector" in contenders:
+            contenders["durastate postgres hnsw walk"] = Walking(contenders["durastate postgres pgvector"])
         print()
         agreement(contenders, "durastate sqlite")
         print()

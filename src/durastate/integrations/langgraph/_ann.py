@@ -112,7 +112,8 @@ class AnnIndex:
         if need == 0:
             return []
         kv, scope, dims, distance = self._store.kv, self._scope, self._dims, self._table.distance
-        fetch = max(2 * need, need + 10)
+        # A filter drops candidates: start wider (an exact scan costs the same for 20 rows or 200).
+        fetch = max(2 * need, need + 10) if accept is None else max(8 * need, 100)
         vectors = self._store.engine.vectors
         # Every item's key starts with a namespace label: the empty prefix is the whole table.
         bound_end = None if start == b"" else end
