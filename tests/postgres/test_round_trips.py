@@ -173,3 +173,20 @@ def test_a_records_commit_that_collides_takes_the_precise_path(store: durastate.
     assert records.entry(30_001) is None
     assert records.last_seq() == before
     assert records.commit([_entry(30_001)]) == before + 1  # gap-free after the refusal
+
+
+def test_a_records_commit_that_collides_inside_a_transaction_is_contained(
+    store: durastate.Store, relay: CuttingProxy
+) -> None:
+    """Inside the caller's transaction the failed check rolls back to the commit's savepoint only."""
+    records = store.records
+    records.commit([_entry(31_000)])
+    with store.transaction():
+        store.kv.put(b"s", b"n", b"outer", b"1")
+        with pytest.raises(durastate.Conflict, match="ID 31000 already belongs to entry"):
+            records.commit([_entry(31_001), _entry(31_000)])
+        seq = records.commit([_entry(31_002)])
+    assert store.kv.get(b"s", b"n", b"outer") == b"1"
+    assert records.entry(31_001) is None
+    entry = records.entry(31_002)
+    assert entry is not None and entry["commitSeq"] == seq == records.last_seq()

@@ -74,13 +74,13 @@ the URL, the probe connection, why a connect failed), ``postgres_dialect``
 ``postgres_transaction`` (pipelined transactions: a transaction costs the
 round trips it must wait for), ``postgres_attempts``
 (the attempt rows that make a retried write apply once) and
-``postgres_explain`` (generic plans) and ``postgres_listen`` (the
-listening connection). Their public names are re-exported here.
+``postgres_explain`` (generic plans), ``postgres_listen`` (the
+listening connection) and ``postgres_notify`` (``notify``, ``watch``,
+``wait_for_change`` over it). Their public names are re-exported here.
 """
 
 from __future__ import annotations
 
-import hashlib
 import os
 import threading
 import time
@@ -117,7 +117,7 @@ from .postgres_attempts import MAX_ATTEMPT_RETENTION as MAX_ATTEMPT_RETENTION
 from .postgres_attempts import MIN_ATTEMPT_RETENTION as MIN_ATTEMPT_RETENTION
 from .postgres_attempts import NOT_APPLIED, OPAQUE_WRITE, attempt_variant, fetch_counted, fetch_result, replay
 from .postgres_citus_sql import citus_statement
-from .postgres_connect import CONNECT_TIMEOUT, behind_pooler, connect_failure, connect_options, listen_options
+from .postgres_connect import CONNECT_TIMEOUT, behind_pooler, connect_failure, connect_options
 from .postgres_dialect import CATALOG, announce_ddl
 from .postgres_dialect import LOCK as LOCK
 from .postgres_dialect import POSTGRES_DIALECT as POSTGRES_DIALECT
@@ -125,16 +125,16 @@ from .postgres_errors import connection_lost as connection_lost
 from .postgres_errors import node_unusable
 from .postgres_errors import translate_postgres_error as translate_postgres_error
 from .postgres_explain import explain_plan
-from .postgres_listen import Listener, connect_listener
-from .postgres_pool import SEND, LifoPool, PooledConnection
+from .postgres_listen import Listener
+from .postgres_notify import ChangeNotifications
+from .postgres_pool import LifoPool, PooledConnection
 from .postgres_space import reclaim as reclaim_tables
 from .postgres_tools import PostgresTools
 from .postgres_transaction import NOTIFY_CHANNELS as NOTIFY_CHANNELS
-from .postgres_transaction import PipelinedTransactions, ThreadState, notify_on
+from .postgres_transaction import ThreadState
 from .postgres_vector import PostgresVectors, vector_schema
 from .redact import redact_url
 from .space import SpaceReport
-from .watch import ChangeWatch
 
 PREPARE_THRESHOLD = 0
 # A statement outside a transaction whose node failed is tried again, pausing RETRY_FIRST_PAUSE seconds before
@@ -190,7 +190,7 @@ SERVER_TIME = "SELECT extract(epoch FROM clock_timestamp())::float8"
 LOOP_LOCK_WAIT = 2.0
 
 
-class PostgresEngine(PipelinedTransactions):
+class PostgresEngine(ChangeNotifications):
     """PostgreSQL behind the ``Engine`` contract (see the module docstring).
 
     Time: without an injected ``clock``, ``now_ms()`` is the database
@@ -703,116 +703,6 @@ class PostgresEngine(PipelinedTransactions):
     def _announce_ddl(self, announce: Announce) -> tuple[str, ...]:
         # Citus refuses triggers on distributed tables: the client announces (``notify``).
         return announce_ddl(announce) if self.capabilities.triggers else ()
-
-    # -- change notification ---------------------------------------------------
-
-    def channel(self, name: str) -> str:
-        """A valid LISTEN/NOTIFY channel identifier for ``name``.
-
-        SQL computes the same name (``'ds_' || left(md5(prefix || ':' ||
-        name), 24)``) where a trigger announces writes itself.
-        """
-        digest = hashlib.md5(f"{self.prefix}:{name}".encode(), usedforsecurity=False).hexdigest()[:24]
-        return f"ds_{digest}"
-
-    def notify(self, channel: str, *, announced: bool = False) -> None:
-        """``NOTIFY`` the channel; delivered by the server at commit, never early.
-
-        ``announced=True`` means a trigger on the written table has already
-        queued the notification in the same statement: nothing to send.
-
-        Citus mode (capabilities ``triggers`` and ``notify_in_transaction``
-        off): every notification is the client's, and none is sent inside a
-        transaction (Citus refuses to PREPARE, i.e. to commit across nodes,
-        a transaction that ran NOTIFY): a transaction's are sent, in one
-        statement, on its connection right after its COMMIT succeeds, on the
-        coordinator, where listeners are; a rolled-back transaction sends
-        none. Outside a transaction the write has committed already.
-        """
-        capabilities = self.capabilities
-        if announced and capabilities.triggers:
-            return
-        name = self.channel(channel)
-        state = self._local
-        if not capabilities.notify_in_transaction:
-            # Citus mode: after the commit, or now outside a transaction.
-            if state.depth:
-                state.after_commit = state.after_commit | {name}
-            else:
-                self._send_notifies(frozenset((name,)))
-            return
-        statement = f"NOTIFY {name}"
-        conn = state.conn
-        if conn is None and state.depth:  # a transaction whose connection was lost (``_flush``): doomed
-            self._check_open_transaction(state)
-        if conn is None:
-            # Outside a transaction: no attempt row, a NOTIFY sent twice wakes twice, harmlessly.
-            self._retrying(lambda c: c.run(statement), None)
-            return
-        self._check_open_transaction(state)
-        try:
-            if state.piped:
-                self._pipe(state, SEND, statement, None)  # with the commit's round trip
-            else:
-                conn.run(statement)
-        except psycopg.Error as exc:
-            raise self._failed(state, exc) from None
-
-    def _send_notifies(self, channels: frozenset[str]) -> None:
-        """Citus mode: NOTIFY ``channels`` now, outside any transaction (see ``notify``)."""
-        if not channels:
-            return
-        conn = self._borrow()
-        try:
-            notify_on(conn, channels)
-        finally:
-            self._give_back(conn)
-
-    def watch(self, channel: str, poll: float) -> ChangeWatch:
-        """A watch on ``channel`` (``engines.watch``), served by the store's one listening connection.
-
-        See ``postgres_listen``: the connection is the store's own, outside
-        the pool, made at the first watch; a waiter holds no pooled
-        connection while it waits, and an idle waiter sends no statement.
-        Behind a pooler (no ``LISTEN``: ``capabilities.listen_notify`` is
-        off) the watch polls every ``poll`` seconds instead.
-        """
-        if self.pooler:
-            return super().watch(channel, poll)
-        return self._listening().watch(self.channel(channel), poll)
-
-    def _listening(self) -> Listener:
-        listener = self._listener
-        if listener is None:
-            with self._pool_lock:
-                if self._closed:
-                    raise StoreClosed(f"{self.url}: store is closed")
-                listener = self._listener
-                if listener is None:
-                    # Autocommit, with TCP keepalives, named (postgres_connect.listen_options).
-                    options = listen_options(self._conninfo, connect_options(self._conninfo, self.url))
-                    conninfo = self._conninfo
-                    self._listener = listener = Listener(
-                        lambda: connect_listener(conninfo, options), f"durastate-listen-{id(self):x}"
-                    )
-                    # A store dropped without close() does not leave its thread and connection behind.
-                    weakref.finalize(self, listener.close).atexit = False
-        return listener
-
-    def wait_for_change(self, channel: str, timeout: float) -> None:
-        """Block until a ``NOTIFY`` on ``channel`` or ``timeout`` seconds; a hint only.
-
-        The watch is registered here, after the caller's check: a waiter
-        that must not miss a change registers first (``watch``). Behind a
-        pooler: a sleep of at most 50 ms (the caller polls).
-        """
-        if self.pooler:
-            # A LISTEN through a transaction-mode pooler lands on a server session the client leaves at once:
-            # nothing would ever arrive. The caller polls instead (queues, events: every 50 ms).
-            time.sleep(max(0.0, min(timeout, 0.05)))
-            return
-        with self.watch(channel, timeout) as watch:
-            watch.wait(timeout)
 
     # -- lifecycle -----------------------------------------------------------
 

@@ -13,13 +13,22 @@ failure does, and is raised by the next statement that waits, by the
 release of the savepoint it ran under (which then rolls back to it,
 containing it as if it had raised inside the block), or by the commit.
 
+Two more statements go out unawaited (``engines.deferred``): a sequence
+value (``next_value_later``: its answer is read at the next flush or the
+commit, and the statement also writes it into the transaction's attempt
+row) and a requirement (``require``: ``REQUIREMENT``, which fails the
+transaction when it does not hold). So a transaction that needs a fresh
+sequence value and a check, such as a records commit, is still one flight.
+
 Until the first answer nothing of the transaction can have committed, so
 everything sent until then (its *first flight*) is recorded, and sent again
 on another connection when the first answer finds the connection's node
 failed (a pooled connection the server had closed, a node that went
 read-only): the retry a ``BEGIN`` of its own used to get. A one-flight
 transaction (all of it unawaited, ``COMMIT`` included) whose connection
-drops is sent again unless its attempt row shows it committed.
+drops is sent again unless its attempt row shows it committed; a value
+it took unawaited comes from that row, or from the answer of the flight
+sent again.
 
 Citus. A transaction that wrote shards on two workers commits in two
 phases (PREPARE on the workers, the coordinator's commit, COMMIT

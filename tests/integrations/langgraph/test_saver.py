@@ -22,7 +22,9 @@ from durastate.integrations.langgraph._layout import (
     checkpoint_key,
     pack,
     rows_ascending,
+    task_key,
     value_key,
+    write_key,
 )
 
 
@@ -235,6 +237,9 @@ def put_in_the_old_layout(
         if not isinstance(value, int) and channel not in homes:
             version = str(checkpoint["channel_versions"][channel])
             stored.append((value_key(b"", checkpoint["id"], channel), pack((version, *serde.dumps_typed(value)))))
+    # A pending write as they stored it: task id, task path, channel, idx, type, bytes.
+    write = pack(("task", "path", "docs", 0, *serde.dumps_typed(f"write of {checkpoint['id']}")))
+    stored.append((write_key(task_key(head, b"path", b"task"), 0), write))
     rows.put_many(stored)
     return {"configurable": {"thread_id": thread, "checkpoint_ns": "", "checkpoint_id": checkpoint["id"]}}
 
@@ -254,9 +259,12 @@ def test_checkpoints_of_the_old_layout_read_inherit_and_prune(saver: DurastateSa
     third["channel_versions"] = {"docs": "3", "notes": "1", "step": "3"}
     new2 = saver.put(old1, third, {"source": "loop", "step": 2, "run_id": "run-b"}, {"docs": "3", "step": "3"})
     expected = [{"docs": [f"doc {step}"], "notes": {"set": "once"}, "step": step} for step in range(3)]
+    saver.put_writes(new2, [("docs", "new write")], "task", "path")
     for config, values in zip([old0, old1, new2], expected, strict=True):
         stored = saver.get_tuple(config)
         assert stored is not None and stored.checkpoint["channel_values"] == values
+        written = "new write" if config is new2 else f"write of {config['configurable']['checkpoint_id']}"
+        assert stored.pending_writes == [("task", "docs", written)]
     listed = [t.checkpoint["channel_values"] for t in saver.list({"configurable": {"thread_id": "old"}})]
     assert listed == expected[::-1]
     # The old checkpoints go; their value moves to the survivor, which still reads it.

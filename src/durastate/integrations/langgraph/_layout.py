@@ -21,7 +21,9 @@ keys start with a tag byte:
   and ``delete_for_runs`` still write when they move a value to a
   survivor. Both places are read, so stores written before stay readable;
 * that key + NUL + ``w`` + task_path + NUL + task_id + NUL + idx: a pending
-  write (idx fixed-width, so key order is ``writes_sort_key`` order).
+  write (idx fixed-width, so key order is ``writes_sort_key`` order): its
+  channel, serializer type and bytes (earlier releases also stored the task
+  id, task path and idx the key holds; both forms are read).
 
 So a checkpoint, the values it introduced and its writes are one key
 range: ``get_tuple`` is one range scan, ``list`` one reverse scan, and a
@@ -213,7 +215,8 @@ class Row(NamedTuple):
     # ([version, type, bytes]), by channel.
     values: dict[str, bytes]
     inline: dict[str, list[Any]]
-    writes: list[bytes]
+    # (the key's tail from the ``w`` tag, value) of each pending write.
+    writes: list[tuple[bytes, bytes]]
 
 
 def envelope(
@@ -246,7 +249,7 @@ def decode(
     checkpoint_id: bytes,
     value: bytes,
     values: dict[str, bytes],
-    writes: list[bytes],
+    writes: list[tuple[bytes, bytes]],
 ) -> Row:
     fields = unpack(value)
     # Envelopes written before the values moved into them have 8 fields.
@@ -278,14 +281,14 @@ def rows_descending(
     """
     owner = b""
     values: dict[str, bytes] = {}
-    writes: list[bytes] = []
+    writes: list[tuple[bytes, bytes]] = []
     for key, value in rows:
         checkpoint_id, is_part, part = key[skip:].partition(SEP)
         if is_part:
             if checkpoint_id != owner:
                 owner, values, writes = checkpoint_id, {}, []
             if part[:1] == WRITE:
-                writes.append(value)
+                writes.append((part, value))
             else:
                 values[part[1:].decode()] = value
             continue
@@ -301,7 +304,7 @@ def rows_ascending(thread_id: str, rows: Iterable[tuple[bytes, bytes]]) -> Itera
     """Checkpoints from a forward scan of a thread's checkpoint range (any namespaces)."""
     current: tuple[str, bytes, bytes] | None = None
     values: dict[str, bytes] = {}
-    writes: list[bytes] = []
+    writes: list[tuple[bytes, bytes]] = []
     for key, value in rows:
         checkpoint_ns, _, rest = key[1:].partition(SEP)
         checkpoint_id, is_part, part = rest.partition(SEP)
@@ -311,11 +314,21 @@ def rows_ascending(thread_id: str, rows: Iterable[tuple[bytes, bytes]]) -> Itera
             current, values, writes = (checkpoint_ns.decode(), checkpoint_id, value), {}, []
         elif current is not None and current[1] == checkpoint_id and current[0] == checkpoint_ns.decode():
             if part[:1] == WRITE:
-                writes.append(value)
+                writes.append((part, value))
             else:
                 values[part[1:].decode()] = value
     if current is not None:
         yield decode(thread_id, current[0], current[1], current[2], values, writes)
+
+
+def pending_write(part: bytes, stored: bytes) -> tuple[str, str, str, bytes]:
+    """(task_id, channel, serializer type, bytes) of a write row (``part``: its key's tail from ``w``)."""
+    fields = unpack(stored)
+    if len(fields) == 3:
+        channel, value_type, value_bytes = fields
+        return part.split(SEP, 2)[1].decode(), channel, value_type, value_bytes
+    task_id, _, channel, _, value_type, value_bytes = fields  # written by earlier releases
+    return task_id, channel, value_type, value_bytes
 
 
 def contains(document: Any, wanted: Any) -> bool:

@@ -87,6 +87,7 @@ from ._layout import (
     is_primitive,
     namespaces,
     pack,
+    pending_write,
     rows_ascending,
     rows_descending,
     task_key,
@@ -303,7 +304,7 @@ class DurastateSaver(StoreBound, BaseCheckpointSaver[str]):
             idx = WRITES_IDX_MAP.get(channel)
             if idx is None:
                 idx, special = i, False
-            rows.append((write_key(task, idx), pack((task_id, task_path, channel, idx, *dumps(value)))))
+            rows.append((write_key(task, idx), pack((channel, *dumps(value)))))
         if rows:
             # As LangGraph's savers: a batch of special writes only replaces,
             # any other batch keeps what is stored (one statement either way).
@@ -480,8 +481,8 @@ class DurastateSaver(StoreBound, BaseCheckpointSaver[str]):
                 else None
             )
             writes: builtins.list[PendingWrite] = []
-            for stored in row.writes:
-                task_id, _, channel, _, value_type, value_bytes = unpack(stored)
+            for part, stored in row.writes:
+                task_id, channel, value_type, value_bytes = pending_write(part, stored)
                 writes.append((task_id, channel, loads((value_type, value_bytes))))
             result.append(
                 CheckpointTuple(
