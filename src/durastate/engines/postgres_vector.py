@@ -64,7 +64,7 @@ CREATE_TABLE = DDL(
 CREATE_INDEX = DDL("CREATE INDEX IF NOT EXISTS {table}_ann ON {table} USING hnsw (embedding {ops})")
 # Live kv rows whose vectors the table lacks or holds from another value.
 STALE = READ(
-    "SELECT v.key, v.value FROM {{p}}kv v WHERE v.scope = ? AND v.ns = ?"
+    "SELECT v.key FROM {{p}}kv v WHERE v.scope = ? AND v.ns = ?"
     " AND (v.expires_at IS NULL OR v.expires_at > ?)"
     " AND NOT EXISTS (SELECT 1 FROM {table} t WHERE t.scope = v.scope AND t.ns = v.ns AND t.key = v.key"
     " AND t.digest = decode(md5(v.value), 'hex'))"
@@ -91,15 +91,20 @@ SEARCH_SETTINGS = READ(
 # capped count, not by the planner: the engine's sessions use generic plans, which guess a range's size.
 SCAN_MAX_VALUES = 5_000_000
 _ORDER = " ORDER BY embedding OPERATOR({op}) CAST(? AS {vector}) LIMIT ?"
-_RANGE = " WHERE key >= ? AND key < ?"
+_SCANNED = " ORDER BY (embedding OPERATOR({op}) CAST(? AS {vector})) + 0 LIMIT ?"
 NEAREST_ALL = READ("SELECT key, field FROM {table}" + _ORDER)
-NEAREST_INDEXED = READ("SELECT key, field FROM {table}" + _RANGE + _ORDER)
-NEAREST_SCANNED = READ(
-    "SELECT key, field FROM {table}" + _RANGE + " ORDER BY (embedding OPERATOR({op}) CAST(? AS {vector})) + 0 LIMIT ?"
-)
-RANGE_COUNT = READ("SELECT count(*) FROM (SELECT 1 FROM {table}" + _RANGE + " LIMIT ?) AS capped")
-# Past every key: kv keys of a range search are bounded by the caller's end, or by this.
-PAST_KEYS = b"\xff" * 64
+# By whether the range has an upper bound: (start,) or (start, end), then the query and limit.
+_RANGE = {False: " WHERE key >= ?", True: " WHERE key >= ? AND key < ?"}
+NEAREST_INDEXED = {
+    bounded: READ("SELECT key, field FROM {table}" + where + _ORDER) for bounded, where in _RANGE.items()
+}
+NEAREST_SCANNED = {
+    bounded: READ("SELECT key, field FROM {table}" + where + _SCANNED) for bounded, where in _RANGE.items()
+}
+RANGE_COUNT = {
+    bounded: READ("SELECT count(*) FROM (SELECT 1 FROM {table}" + where + " LIMIT ?) AS capped")
+    for bounded, where in _RANGE.items()
+}
 
 
 def vector_schema(conn: Any) -> str | None:
@@ -154,7 +159,7 @@ class PostgresVectors(VectorIndexes):
         )
         return Statement(statement.kind, text)
 
-    def ensure(self, table: VectorTable) -> list[tuple[bytes, bytes]]:
+    def ensure(self, table: VectorTable) -> list[bytes]:
         engine = self.engine
         create = [engine.sql(self._bind(s, table)) for s in (CREATE_TABLE, CREATE_INDEX)]
         stale = engine.sql(self._bind(STALE, table))
@@ -163,7 +168,7 @@ class PostgresVectors(VectorIndexes):
             for statement in create:
                 engine.execute(statement)
         rows = engine.all(stale, (table.scope, table.ns, engine.now_ms()))
-        return [(bytes(key), bytes(value)) for key, value in rows]
+        return [bytes(row[0]) for row in rows]
 
     def replace(self, table: VectorTable, owners: Sequence[Owner]) -> None:
         engine = self.engine
@@ -203,17 +208,18 @@ class PostgresVectors(VectorIndexes):
 
         # The settings are transaction-local: a search outside one gets its own.
         with nullcontext() if engine.in_transaction() else engine.read_transaction():
-            bounds = (start, PAST_KEYS if end is None else end)
+            bounded = end is not None
+            bounds = (start,) if end is None else (start, end)
             scan_max = SCAN_MAX_VALUES // table.dims
-            counted = engine.one(engine.sql(self._bind(RANGE_COUNT, table)), (*bounds, scan_max + 1))
+            counted = engine.one(engine.sql(self._bind(RANGE_COUNT[bounded], table)), (*bounds, scan_max + 1))
             if counted is not None and int(counted[0]) > scan_max:
                 engine.one(engine.sql(self._bind(SEARCH_SETTINGS, table)), (str(self._ef_search(limit)),))
                 if not start and end is None:
                     return run(NEAREST_ALL, text, limit)
-                found = run(NEAREST_INDEXED, *bounds, text, limit)
+                found = run(NEAREST_INDEXED[bounded], *bounds, text, limit)
                 if len(found) == limit:
                     return found
-            return run(NEAREST_SCANNED, *bounds, text, limit)
+            return run(NEAREST_SCANNED[bounded], *bounds, text, limit)
 
     @staticmethod
     def _ef_search(limit: int) -> int:

@@ -9,9 +9,9 @@ always fall back to reading the kv rows and scoring them itself.
 Contract of an engine that declares ``capabilities.vector_index``:
 
 * ``ensure(table)`` creates the index if it is missing (idempotent, safe
-  against concurrent callers) and returns the owners whose vectors it does
-  not hold, or holds from another version of the kv row: what the caller
-  must ``replace`` before searching (a store written without the index, an
+  against concurrent callers) and returns the keys of the owners whose
+  vectors it does not hold, or holds from another version of the kv row:
+  what the caller must ``replace`` before searching (a store written without the index, an
   import, a writer that opted out).
 * ``replace(table, owners)``, inside the caller's write transaction and
   after the owners' kv rows are written: each owner's vectors become exactly
@@ -98,8 +98,8 @@ class VectorIndexes:
             "(capabilities.vector_index is False): search the vectors exactly"
         )
 
-    def ensure(self, table: VectorTable) -> list[tuple[bytes, bytes]]:
-        """Create the index if missing; the ``(key, value)`` kv rows whose vectors it lacks or holds stale."""
+    def ensure(self, table: VectorTable) -> list[bytes]:
+        """Create the index if missing; the keys of the live kv rows whose vectors it lacks or holds stale."""
         raise self._unsupported()
 
     def replace(self, table: VectorTable, owners: Sequence[Owner]) -> None:

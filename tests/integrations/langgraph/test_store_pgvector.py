@@ -121,6 +121,21 @@ def test_the_engine_declares_the_index_and_the_store_uses_it(pg_store: durastate
     assert exact._ann is not None and exact._ann.active is False
 
 
+def test_a_read_only_store_searches_exactly(pg_base: str) -> None:
+    url, schema = postgres_server.create_schema(pg_base)
+    index: dict[str, Any] = {"embed": embed, "dims": DIMS, "fields": ["text"]}
+    try:
+        with DurastateStore.from_url(url, index=index) as writer:  # type: ignore[arg-type]
+            writer.put(("a",), "k1", {"text": "w1"})
+        with DurastateStore.from_url(url, index=index, read_only=True) as reader:  # type: ignore[arg-type]
+            assert reader._ann is not None and reader._ann.active is False
+            assert [i.key for i in reader.search(("a",), query="w1")] == ["k1"]
+            with pytest.raises(durastate.NotSupported, match="read_only"):
+                DurastateStore(reader.store, index=index, vector_index=True)  # type: ignore[arg-type]
+    finally:
+        postgres_server.drop_schema(pg_base, schema)
+
+
 def test_vector_index_true_where_the_engine_has_none(pg_store: durastate.Store) -> None:
     with pytest.raises(durastate.NotSupported, match="at most 2000 dims"):
         DurastateStore(pg_store, index={"embed": embed, "dims": 2001}, vector_index=True)

@@ -16,8 +16,10 @@ scores at most that, in an exact index), and, for cosine, above 0 (the
 index cannot rank a zero vector, which scores 0). Otherwise four times as
 many are fetched, up to ``FETCH_MAX``; past that, or when the index runs
 out of vectors in the range (a small namespace), the exact search answers.
-The index being approximate, an item it misses can be missing from a page
-(``tests/integrations/langgraph/test_store_pgvector.py`` measures recall).
+The engine answers small ranges exactly (pgvector: a scan in C) and walks
+its approximate index for big ones, where an item the walk misses can be
+missing from a page (``tests/integrations/langgraph/test_store_pgvector.py``
+and ``bench/langgraph_search.py`` measure recall).
 """
 
 from __future__ import annotations
@@ -50,6 +52,8 @@ class AnnIndex:
         reason = None
         if not engine.capabilities.vector_index:
             reason = f"{engine.url}: the engine keeps no vector index (on PostgreSQL: CREATE EXTENSION vector)"
+        elif engine.read_only:  # the index is created and filled at first use: that writes
+            reason = f"{engine.url}: opened read_only"
         elif spec.dims > engine.vectors.max_dims:
             reason = (
                 f"the engine's vector index holds at most {engine.vectors.max_dims} dims, the index has {spec.dims}"
@@ -68,7 +72,7 @@ class AnnIndex:
             if self.active is not None:
                 return
             vectors, kv = self._store.engine.vectors, self._store.kv
-            stale = [key for key, _ in vectors.ensure(self._table)]
+            stale = vectors.ensure(self._table)
             for at in range(0, len(stale), FILL_BATCH):
                 keys = stale[at : at + FILL_BATCH]
                 with self._store.transaction():

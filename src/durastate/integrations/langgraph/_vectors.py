@@ -18,8 +18,8 @@ float64 list costs, and what pgvector stores).
 
 Ranking (InMemoryStore's): the cosine similarity of the query's vector and
 each stored vector (0.0 when either has norm 0; with ``distance_type`` l2
-or inner_product, PostgresStore's scores: minus the distance, the product), an item's score the best of
-its fields' (max pooling), items by score descending, equal scores in
+or inner_product, PostgresStore's scores: minus the Euclidean distance, the
+inner product), an item's score the best of its fields' (max pooling), items by score descending, equal scores in
 (namespace, key) order; items with no vector follow the scored ones with
 score ``None``, in (namespace, key) order; then ``offset``/``limit``.
 Scores are computed in float64 from the stored float32 values (NumPy when
