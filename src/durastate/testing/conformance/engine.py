@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import struct
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -11,6 +12,7 @@ import pytest
 import durastate
 from durastate.engines import registry
 from durastate.engines.base import DDL, READ, WRITE, Kind, RequirementFailed, Schema
+from durastate.engines.vectors import VectorTable, value_digest
 from durastate.errors import NotSupported, WrongType
 from durastate.store import SCHEMAS
 from durastate.testing import FakeClock
@@ -176,6 +178,22 @@ class TestCapabilities:
     def test_max_concurrency_is_a_bound_or_none(self, store: durastate.Store) -> None:
         bound = store.engine.capabilities.max_concurrency
         assert bound is None or (isinstance(bound, int) and bound >= 1)
+
+    def test_vector_index_means_engine_vectors_keeps_one(self, store: durastate.Store) -> None:
+        table = VectorTable(scope=b"s", ns=b"vectors", dims=2, distance="cosine")
+        vectors = store.engine.vectors
+        if not store.engine.capabilities.vector_index:
+            with pytest.raises(NotSupported):
+                vectors.ensure(table)
+            return
+        assert vectors.ensure(table) == []
+        with store.transaction():
+            store.kv.put(b"s", b"vectors", b"k", b"row")
+            vectors.replace(table, [(b"k", value_digest(b"row"), [("f", struct.pack("<2f", 1.0, 0.0))])])
+        assert vectors.nearest(table, [1.0, 0.0], start=b"", end=None, limit=3) == [(b"k", "f")]
+        assert vectors.ensure(table) == []  # the digest is the kv row's: nothing stale
+        store.kv.delete(b"s", b"vectors", keys=[b"k"])  # the kv row's vectors go with it
+        assert vectors.nearest(table, [1.0, 0.0], start=b"", end=None, limit=3) == []
 
 
 class TestDeclaredStatements:
