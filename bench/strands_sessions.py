@@ -100,6 +100,13 @@ def race(title: str, contenders: dict[str, tuple[Any, Any]], rounds: int, calls:
         loop.close()
 
 
+def race_store(title: str, label: str, store: Any, files: tuple[Any, Any], rounds: int, calls: int) -> None:
+    """Race durastate's repository and storage on ``store`` against Strands' files (one session each)."""
+    repo = DurastateSessionRepository(store=store)
+    repo.create_session(files[0].session)
+    race(title, {label: (repo, DurastateStorage(store=store)), "file": files}, rounds, calls)
+
+
 def main(rounds: int, calls: int, postgres_url: str | None, durability: str, synchronous_commit: str = "on") -> None:
     with tempfile.TemporaryDirectory() as folder:
         files = (
@@ -107,13 +114,8 @@ def main(rounds: int, calls: int, postgres_url: str | None, durability: str, syn
             LocalFileStorage(str(Path(folder, "kv"))),
         )
         with durastate.open(Path(folder, "durastate.db"), durability=durability) as store:
-            repo = DurastateSessionRepository(store=store)
-            repo.create_session(files[0].session)
-            race(
-                f"SQLite file (durability={durability!r}) vs Strands' files",
-                {"durastate": (repo, DurastateStorage(store=store)), "file": files},
-                rounds,
-                calls,
+            race_store(
+                f"SQLite file (durability={durability!r}) vs Strands' files", "durastate", store, files, rounds, calls
             )
         if postgres_url is None:
             return
@@ -121,14 +123,8 @@ def main(rounds: int, calls: int, postgres_url: str | None, durability: str, syn
             postgres_schema(postgres_url, synchronous_commit=synchronous_commit) as (url, _),
             durastate.open(url) as pg,
         ):
-            repo = DurastateSessionRepository(store=pg)
-            repo.create_session(files[0].session)
-            race(
-                f"PostgreSQL (synchronous_commit={synchronous_commit}) vs Strands' files",
-                {"durastate-pg": (repo, DurastateStorage(store=pg)), "file": files},
-                rounds,
-                calls,
-            )
+            title = f"PostgreSQL (synchronous_commit={synchronous_commit}) vs Strands' files"
+            race_store(title, "durastate-pg", pg, files, rounds, calls)
 
 
 if __name__ == "__main__":

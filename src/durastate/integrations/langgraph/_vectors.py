@@ -229,14 +229,19 @@ def unpack_row(expected_dims: int, raw: bytes, *, strict: bool = True) -> dict[s
     return vectors
 
 
+def _as_float64(np: Any, query: Sequence[float], packed: Sequence[bytes | memoryview], dims: int) -> tuple[Any, Any]:
+    """The packed float32 vectors as one float64 matrix (a row each) and ``query`` as a float64 vector."""
+    matrix = np.frombuffer(b"".join(packed), dtype="<f4").reshape(len(packed), dims).astype(np.float64)
+    return matrix, np.asarray(query, dtype=np.float64)
+
+
 def cosine(query: Sequence[float], packed: Sequence[bytes | memoryview], dims: int) -> list[float]:
     """Cosine similarity of ``query`` and each packed vector, in float64; 0.0 where a norm is 0."""
     if not packed:
         return []
     np = _numpy() if use_numpy else None
     if np is not None:
-        matrix = np.frombuffer(b"".join(packed), dtype="<f4").reshape(len(packed), dims).astype(np.float64)
-        x = np.asarray(query, dtype=np.float64)
+        matrix, x = _as_float64(np, query, packed, dims)
         x_norm = float(np.linalg.norm(x))
         norms = np.linalg.norm(matrix, axis=1)
         scores = np.zeros(len(packed), dtype=np.float64)
@@ -269,8 +274,7 @@ def similarity(distance: str, query: Sequence[float], packed: Sequence[bytes | m
         return []
     np = _numpy() if use_numpy else None
     if np is not None:
-        matrix = np.frombuffer(b"".join(packed), dtype="<f4").reshape(len(packed), dims).astype(np.float64)
-        x = np.asarray(query, dtype=np.float64)
+        matrix, x = _as_float64(np, query, packed, dims)
         scores = -np.linalg.norm(matrix - x, axis=1) if distance == "l2" else matrix @ x
         return [float(s) for s in scores.tolist()]
     result = []
