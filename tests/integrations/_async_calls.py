@@ -96,6 +96,11 @@ class HeldAfter:
     def release(self) -> None:
         self._release.set()
 
+    @property
+    def ran(self) -> bool:
+        """Whether the held method ran and returned (a test naming a method the call no longer runs holds nothing)."""
+        return self._returned.is_set()
+
 
 async def cancel_rolls_back(blocker: Blocker, holder: Any, held: str, call: Callable[[], Awaitable[Any]]) -> None:
     """Cancel ``call()`` while it waits behind ``blocker`` on a worker of ``holder``: it raises CancelledError at once.
@@ -116,6 +121,7 @@ async def cancel_rolls_back(blocker: Blocker, holder: Any, held: str, call: Call
         holding.release()
         await asyncio.to_thread(blocker.release)
     await asyncio.to_thread(holder._aio.runner.wait_idle)
+    assert holding.ran, f"the call never ran {held}: nothing held it before its commit"
 
 
 async def cancel_waits_for_the_outcome(blocker: Blocker, holder: Holder, call: Callable[[], Awaitable[Any]]) -> None:

@@ -82,7 +82,7 @@ def test_uncontended_calls_run_inline_on_a_sqlite_file_and_on_workers_on_postgre
     session, byte_store = DurastateSession("s", store=shared_store), DurastateByteStore(store=shared_store)
     threads: list[threading.Thread] = []
     for target, name in [
-        (saver, "put"),
+        (saver, "_put"),  # what put and aput run
         (saver, "put_writes"),
         (saver, "get_tuple"),
         (saver, "list"),
@@ -139,7 +139,7 @@ def test_a_cancelled_aput_rolls_back(shared_store: durastate.Store) -> None:
     blocker = Blocker(shared_store, lambda: saver.put(*checkpoint_args("t", step=2)))
 
     async def main() -> None:
-        await cancel_rolls_back(blocker, saver, "put", lambda: saver.aput(*checkpoint_args("t")))
+        await cancel_rolls_back(blocker, saver, "_put", lambda: saver.aput(*checkpoint_args("t")))
         assert thread_rows(shared_store, "t") == []
         config = await saver.aput(*checkpoint_args("t"))  # nothing left locked
         assert (await saver.aget_tuple(config)) is not None
