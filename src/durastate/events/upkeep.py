@@ -188,8 +188,7 @@ class Upkeep:
 
     def redrive(self, session_id: str, indexes: Iterable[int] | None = None) -> int:
         """Make dead-lettered events claimable again (fresh failure count); return how many."""
-        session = text("session_id", session_id)
-        wanted = None if indexes is None else [as_int64("indexes[]", i) for i in as_list("indexes", indexes)]
+        session, wanted = _dead_letter_selection(session_id, indexes)
         engine = self._engine
         now = engine.now_ms()
         with engine.transaction():
@@ -210,8 +209,7 @@ class Upkeep:
         claimable, as after a completion. An attempt of it that reports later
         is ``superseded``.
         """
-        session = text("session_id", session_id)
-        wanted = None if indexes is None else [as_int64("indexes[]", i) for i in as_list("indexes", indexes)]
+        session, wanted = _dead_letter_selection(session_id, indexes)
         engine = self._engine
         now = engine.now_ms()
         with engine.transaction():
@@ -340,3 +338,10 @@ class Upkeep:
                 if deleted < batch:
                     break
         return total
+
+
+def _dead_letter_selection(session_id: str, indexes: Iterable[int] | None) -> tuple[str, list[int] | None]:
+    """``redrive``'s and ``discard``'s arguments checked: the session id and the event indexes (``None``: all)."""
+    session = text("session_id", session_id)
+    wanted = None if indexes is None else [as_int64("indexes[]", i) for i in as_list("indexes", indexes)]
+    return session, wanted
