@@ -17,7 +17,6 @@ finds its schema's table whatever the calling session's path.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable
 from typing import Any
 
@@ -36,6 +35,7 @@ from .postgres_citus_sql import (
     create_schema,
 )
 from .postgres_errors import translate_postgres_error
+from .postgres_notify import channel_identifier
 
 __all__ = ["SchemaEngine", "citus_url", "logical_shards"]
 
@@ -99,8 +99,7 @@ class SchemaEngine(PostgresEngine):
 
     def channel(self, name: str) -> str:
         """As ``PostgresEngine.channel``, for this schema's tables (shards never share a channel)."""
-        digest = hashlib.md5(f"{self._qualified}:{name}".encode(), usedforsecurity=False).hexdigest()[:24]
-        return f"ds_{digest}"
+        return channel_identifier(self._qualified, name)
 
     def _take_lock(self, name: str) -> None:
         self.one(self._lock_sql, (name, self._qualified))

@@ -22,7 +22,15 @@ from .postgres_pool import SEND, PooledConnection
 from .postgres_transaction import PipelinedTransactions, notify_on
 from .watch import ChangeWatch
 
-__all__ = ["ChangeNotifications"]
+__all__ = ["ChangeNotifications", "channel_identifier"]
+
+
+def channel_identifier(namespace: str, name: str) -> str:
+    """``'ds_'`` and 24 hex digits of md5(``namespace:name``): a LISTEN identifier for any ``str`` (lone
+    surrogates included, through ``surrogatepass``).
+    """
+    key = f"{namespace}:{name}".encode("utf-8", "surrogatepass")
+    return "ds_" + hashlib.md5(key, usedforsecurity=False).hexdigest()[:24]
 
 
 class ChangeNotifications(PipelinedTransactions):
@@ -40,10 +48,12 @@ class ChangeNotifications(PipelinedTransactions):
         """A valid LISTEN/NOTIFY channel identifier for ``name``.
 
         SQL computes the same name (``'ds_' || left(md5(prefix || ':' ||
-        name), 24)``) where a trigger announces writes itself.
+        name), 24)``) where a trigger announces writes itself. Any ``str``
+        names a channel: a name with lone surrogates (which no row can hold,
+        so no trigger computes it) still gets one, so a waiter on it waits
+        instead of failing before the facet refuses the name.
         """
-        digest = hashlib.md5(f"{self.prefix}:{name}".encode(), usedforsecurity=False).hexdigest()[:24]
-        return f"ds_{digest}"
+        return channel_identifier(self.prefix, name)
 
     def notify(self, channel: str, *, announced: bool = False) -> None:
         """``NOTIFY`` the channel; delivered by the server at commit, never early.

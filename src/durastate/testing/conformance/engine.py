@@ -19,6 +19,7 @@ from durastate.testing import FakeClock
 
 __all__ = [
     "TestCapabilities",
+    "TestChangeChannels",
     "TestDeclaredStatements",
     "TestDeferredAnswers",
     "TestFailedStatementInTransaction",
@@ -194,6 +195,19 @@ class TestCapabilities:
         assert vectors.ensure(table) == []  # the digest is the kv row's: nothing stale
         store.kv.delete(b"s", b"vectors", keys=[b"k"])  # the kv row's vectors go with it
         assert vectors.nearest(table, [1.0, 0.0], start=b"", end=None, limit=3) == []
+
+
+class TestChangeChannels:
+    """Any ``str`` names a channel; the engine maps it to what its database accepts."""
+
+    @pytest.mark.parametrize("name", ["events:s", "events:\ud800", "events:\udfff\ud800", "q:" + "\u00e9" * 400])
+    def test_a_watch_on_any_name_hears_a_committed_notify(self, store: durastate.Store, name: str) -> None:
+        engine = store.engine
+        with engine.watch(name, 0.01) as watch:
+            with store.transaction():
+                engine.notify(name)
+            if watch.reliable:  # a polled watch answers True at its next poll whatever happened
+                assert watch.wait(30.0)
 
 
 class TestDeclaredStatements:
