@@ -262,6 +262,41 @@ def test_a_claim_applies_once_and_its_retry_rereads_the_leased_item(
     assert store.queues.pop("jobs") == b"\x00second"
 
 
+@pytest.mark.parametrize("cut", ["reply", "request"])
+def test_an_ack_then_claim_applies_once_and_its_retry_rereads_the_claim(
+    store: durastate.Store, proxy: CuttingProxy, cut: str
+) -> None:
+    """One statement acks and claims: its retry finds the claim by its lease token, the ack done once."""
+    store.queues.push("jobs", [b"done", b"next", b"later"])
+    done = store.queues.claim("jobs", lease=60)
+    assert done is not None
+    getattr(proxy, f"drop_{cut}")(b"WITH acked AS")
+    with on_new_connections(store):
+        acked, claim = store.queues._ack_then_claim(done, "jobs", lease=60)
+    assert proxy.cuts == 1
+    assert acked and claim is not None and (claim.payload, claim.attempts) == (b"next", 1)
+    stats = store.queues.stats("jobs")
+    assert (stats.ready, stats.in_flight) == (1, 1)  # "done" gone, "next" claimed once, "later" untouched
+    claim.ack()  # the token the retry answered with is the one on the row
+    assert store.queues.pop("jobs") == b"later"
+
+
+@pytest.mark.parametrize("cut", ["reply", "request"])
+def test_an_ack_then_claim_of_an_empty_queue_answers_the_ack_after_a_retry(
+    store: durastate.Store, proxy: CuttingProxy, cut: str
+) -> None:
+    """No claim to re-read: the statement runs again, and finds the acked item gone (done), not lost."""
+    store.queues.push("jobs", [b"only"])
+    done = store.queues.claim("jobs", lease=60)
+    assert done is not None
+    getattr(proxy, f"drop_{cut}")(b"WITH acked AS")
+    with on_new_connections(store):
+        assert store.queues._ack_then_claim(done, "jobs", lease=60) == (True, None)
+    assert proxy.cuts == 1
+    stats = store.queues.stats("jobs")
+    assert (stats.ready, stats.in_flight, stats.delayed) == (0, 0, 0)
+
+
 def test_pop_replay_returns_the_popped_payload(store: durastate.Store, proxy: CuttingProxy) -> None:
     """A destructive read's retry answers from the payload recorded in binary (the row is gone)."""
     store.queues.push("jobs", [b"\x00\xffonly"])

@@ -173,9 +173,13 @@ CAPABILITIES = Capabilities(
     inline_async_calls=False,
     write_attempts=True,
     deferred_answers=True,
+    write_ctes=True,
 )
 # deferred_answers off: next_value_later answers at once there (PipelinedTransactions.next_value_later).
-CITUS_CAPABILITIES = CAPABILITIES.replace(triggers=False, notify_in_transaction=False, deferred_answers=False)
+# write_ctes off: a facet's several-writes statement is not checked against Citus's planner; a transaction is.
+CITUS_CAPABILITIES = CAPABILITIES.replace(
+    triggers=False, notify_in_transaction=False, deferred_answers=False, write_ctes=False
+)
 
 
 # The machine's clock, read through this name so a test can skew one

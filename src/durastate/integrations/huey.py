@@ -283,9 +283,12 @@ class DurastateStorage(BaseStorage):  # type: ignore[misc]
             claim = self._claim_next()
         else:
             try:
-                with self.store.transaction():
-                    _ack_all(pending)
-                    claim = self._claim_next()
+                if len(pending) == 1:
+                    claim = self._ack_then_claim_next(pending[0])
+                else:
+                    with self.store.transaction():
+                        _ack_all(pending)
+                        claim = self._claim_next()
             except BaseException:
                 self._give_back(threading.get_ident(), pending)
                 raise
@@ -297,6 +300,29 @@ class DurastateStorage(BaseStorage):  # type: ignore[misc]
     def _claim_next(self) -> Claim | None:
         assert self.lease is not None
         for queue in self._queues_for_dequeue():
+            claim = self.store.queues.claim(queue, lease=self.lease)
+            if claim is not None:
+                return claim
+        return None
+
+    def _ack_then_claim_next(self, done: Claim) -> Claim | None:
+        """``_claim_next`` with ``done``'s ack in the first queue's claim (``Queues._ack_then_claim``).
+
+        On PostgreSQL the ack and the claim are one statement (one round trip,
+        no transaction); the common case of huey's worker: one finished task
+        per dequeue.
+        """
+        assert self.lease is not None
+        queues = self._queues_for_dequeue()
+        if not queues:
+            _ack_all([done])
+            return None
+        acked, claim = self.store.queues._ack_then_claim(done, queues[0], lease=self.lease)
+        if not acked:
+            _lease_lost(done)
+        if claim is not None:
+            return claim
+        for queue in queues[1:]:
             claim = self.store.queues.claim(queue, lease=self.lease)
             if claim is not None:
                 return claim
@@ -656,4 +682,8 @@ def _settle(claim: Claim, *, ack: bool, error: str) -> None:
         else:
             claim.nack(error=error)
     except Conflict:
-        logger.warning("lease of %r was lost before it was settled; another consumer may run it again", claim)
+        _lease_lost(claim)
+
+
+def _lease_lost(claim: Claim) -> None:
+    logger.warning("lease of %r was lost before it was settled; another consumer may run it again", claim)
