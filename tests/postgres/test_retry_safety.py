@@ -23,7 +23,7 @@ import psycopg
 import pytest
 
 import durastate
-from durastate.engines.base import DDL, WRITE_ROWS
+from durastate.engines.base import DDL, READ, WRITE_ROWS
 from durastate.engines.postgres import PostgresEngine
 
 from .proxy import CuttingProxy
@@ -260,6 +260,25 @@ def test_a_claim_applies_once_and_its_retry_rereads_the_leased_item(
     stats = store.queues.stats("jobs")
     assert (stats.ready, stats.in_flight) == (1, 0)
     assert store.queues.pop("jobs") == b"\x00second"
+
+
+@pytest.mark.parametrize("ttl", [None, 60.0], ids=["persistent", "ttl"])
+@pytest.mark.parametrize("cut", ["reply", "request"])
+def test_a_put_is_run_again_without_an_attempt_row(
+    store: durastate.Store, proxy: CuttingProxy, cut: str, ttl: float | None
+) -> None:
+    """An upsert of given values is idempotent: its retry runs it again, the key holds the value once."""
+    engine = store.engine
+    attempts = engine.sql(READ("SELECT count(*) FROM {p}attempt"))
+    store.kv.put(b"s", b"n", b"k", b"old")
+    before = engine.one(attempts)
+    getattr(proxy, f"drop_{cut}")(b"INSERT INTO ds_kv (scope")
+    with on_new_connections(store):
+        store.kv.put(b"s", b"n", b"k", b"new", ttl=ttl)
+    assert proxy.cuts == 1
+    assert store.kv.get(b"s", b"n", b"k") == b"new"
+    assert [key for key, _ in store.kv.scan(b"s", b"n")] == [b"k"]
+    assert engine.one(attempts) == before  # no attempt row: neither the put nor its retry wrote one
 
 
 @pytest.mark.parametrize("cut", ["reply", "request"])

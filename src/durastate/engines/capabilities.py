@@ -76,9 +76,9 @@ class Capabilities:
     vector_index: bool = False
     # A WITH clause may hold INSERT/UPDATE/DELETE (PostgreSQL's data-modifying
     # common table expressions), so several writes run as one statement: one
-    # round trip, no transaction. A facet with the choice then sends a
-    # statement written for it (a ``Statement`` whose template maps this
-    # engine's dialect). False: it runs the writes in a transaction.
+    # round trip, no transaction. A facet with the choice then compiles and
+    # sends a statement written that way. False: it runs the writes in a
+    # transaction.
     write_ctes: bool = False
 
     def replace(self, **changes: Any) -> Capabilities:

@@ -493,7 +493,7 @@ class PostgresEngine(ChangeNotifications):
             raise self._read_only_refusal()
         if type(variant) is str:
             return self._write_once(variant, params, fetch)
-        # A read, or a write whose retry re-reads its rows (RereadWrite). The
+        # A read, a write whose retry re-reads its rows (RereadWrite) or runs it again (RUN_AGAIN). The
         # first try is inlined (the common case pays no closure); a lost
         # connection falls through to the retry loop.
         began = time.monotonic()
@@ -502,7 +502,7 @@ class PostgresEngine(ChangeNotifications):
             return fetch_result(conn.run(sql, params), fetch)
         except psycopg.Error as exc:
             if not self._unusable(exc, conn):
-                raise translate_postgres_error(exc, self.url) from None
+                raise translate_postgres_error(exc, self.url, read_only=self.read_only) from None
             self._discard(conn)
             failed = exc
         finally:

@@ -113,7 +113,7 @@ BURY = WRITE(
 )
 DELETE_ID = WRITE("DELETE FROM {p}queue WHERE id = ?")
 ACK = WRITE("DELETE FROM {p}queue WHERE id = ? AND lease = ?")
-# Queues._ack_then_claim on an engine with ``write_ctes`` (PostgreSQL): the
+# Queues._ack_then_claim on an engine with ``write_ctes`` (compiled only there): the
 # ack and the next claim as one autocommitted statement, one round trip with
 # no transaction and no attempt row (the claim part is CLAIM, with the acked
 # id left out: an expired lease still carrying our token must not be claimed
@@ -124,16 +124,14 @@ ACK = WRITE("DELETE FROM {p}queue WHERE id = ? AND lease = ?")
 # or the claim found no item, and the statement runs again (an ack that did
 # commit finds its item gone: done, the same answer).
 ACK_THEN_CLAIM = WRITE_ROWS(
-    {
-        "postgresql": "WITH acked AS (DELETE FROM {p}queue WHERE id = ? AND lease = ? RETURNING id),"
-        " claimed AS (UPDATE {p}queue SET lease = ?, attempts = attempts + 1, available_at = ?"
-        " WHERE id = (SELECT id FROM {p}queue WHERE queue = ? AND available_at <= ? AND available_at >= ?"
-        " AND id <> ? ORDER BY available_at, id LIMIT 1 FOR UPDATE SKIP LOCKED)"
-        " AND (max_attempts IS NULL OR attempts < max_attempts)"
-        " RETURNING id, payload, attempts)"
-        " SELECT EXISTS (SELECT 1 FROM acked) OR NOT EXISTS (SELECT 1 FROM {p}queue WHERE id = ?),"
-        " claimed.id, claimed.payload, claimed.attempts FROM (SELECT 1) AS one LEFT JOIN claimed ON true"
-    },
+    "WITH acked AS (DELETE FROM {p}queue WHERE id = ? AND lease = ? RETURNING id),"
+    " claimed AS (UPDATE {p}queue SET lease = ?, attempts = attempts + 1, available_at = ?"
+    " WHERE id = (SELECT id FROM {p}queue WHERE queue = ? AND available_at <= ? AND available_at >= ?"
+    " AND id <> ? ORDER BY available_at, id LIMIT 1{skip_locked})"
+    " AND (max_attempts IS NULL OR attempts < max_attempts)"
+    " RETURNING id, payload, attempts)"
+    " SELECT EXISTS (SELECT 1 FROM acked) OR NOT EXISTS (SELECT 1 FROM {p}queue WHERE id = ?),"
+    " claimed.id, claimed.payload, claimed.attempts FROM (SELECT 1) AS one LEFT JOIN claimed ON true",
     reread=Reread(
         "SELECT NOT EXISTS (SELECT 1 FROM {p}queue WHERE id = ?), id, payload, attempts FROM {p}queue"
         " WHERE queue = ? AND available_at = ? AND lease = ?",
