@@ -46,11 +46,13 @@ destructive dequeue exactly.
 
 Acks ride on the next dequeue. A settled task's ack is not a commit of its
 own: ``execute`` hands it to ``storage.ack_later``, and the same thread's
-next ``storage.dequeue()`` commits it in one transaction with the next
-claim (huey's worker calls ``dequeue`` as soon as ``execute`` returns, also
-when the queue is empty). So a task costs two commits, the enqueue and the
-claim, as on huey's own storages (enqueue, destructive dequeue), instead of
-three; on SQLite with ``durability="full"`` and on PostgreSQL each commit
+next ``storage.dequeue()`` commits it with the next claim (huey's worker
+calls ``dequeue`` as soon as ``execute`` returns, also when the queue is
+empty): one ack waiting goes in ``Queues._ack_then_claim`` with the claim
+of the highest priority (on PostgreSQL one statement: one round trip, no
+transaction), several in one transaction with the claim. So a task costs
+two commits, the enqueue and the claim, as on huey's own storages
+(enqueue, destructive dequeue), instead of three; on SQLite with ``durability="full"`` and on PostgreSQL each commit
 waits for a flush to disk, which is most of a task's queue cost. A waiting
 ack is also committed by the worker's shutdown (an ``on_shutdown`` hook, in
 the worker's thread), ``DurastateHuey.close()``, ``storage.close()`` and
@@ -58,8 +60,9 @@ the worker's thread), ``DurastateHuey.close()``, ``storage.close()`` and
 meanwhile. If the process dies before it commits, the task runs again once
 its lease is out: the at-least-once guarantee below, with the same window
 as an ack of its own (from the end of the task to the next commit). If the
-dequeue's transaction fails, its acks wait for the next one; an ack whose
-lease was lost meanwhile is logged, and the claim goes ahead.
+dequeue fails, its acks wait for the next one (nothing of it committed); an
+ack whose lease was lost meanwhile is logged, and the claim goes ahead (an
+item another consumer has already finished counts as acked by the dequeue).
 
 Calling ``storage.dequeue()`` directly (outside ``DurastateHuey``) claims the
 message too; nobody settles it, so it comes back after the lease.
