@@ -346,7 +346,7 @@ def raw_claim_ack_throughput(
             raw.bind(w)
         token = os.urandom(16)
         now = int(time.time() * 1000)
-        rows = raw.write(queues._claim, (token, now + 60_000, queue, now))
+        rows = raw.write(queues._claim, (token, now + 60_000, queue, now, queues._floor(queue, now)))
         assert rows, "the queue ran dry"
         raw.write(queues._ack_sql, (rows[0][0], token))
 
