@@ -21,7 +21,7 @@ import pytest
 import durastate
 from durastate.engines.base import READ
 from durastate.engines.sqlite import LockBusy, SqliteEngine
-from durastate.testing.locking import WriteLockHolder
+from durastate.testing.locking import WriteLockHolder, lock_released_later
 
 BUSY_TIMEOUT_MS = 20_000
 
@@ -48,20 +48,9 @@ def _busy_timeout_ms(store: durastate.Store) -> int:
 
 def _put_past_a_held_lock(store: durastate.Store, key: bytes) -> None:
     """``kv.put`` while another connection holds the write lock, released once the put is under way."""
-    holder = WriteLockHolder(_file(store)).start()
-    releasing = threading.Event()
-
-    def release() -> None:
-        releasing.set()  # before the lock goes: a put that waited for it ends after this
-        holder.release()
-
-    releaser = threading.Timer(0.2, release)
-    releaser.start()
-    try:
+    with lock_released_later(_file(store)) as released:
         store.kv.put(b"s", b"n", key, b"v")
-        assert releasing.is_set()
-    finally:
-        releaser.join()
+        assert released.is_set()
 
 
 def test_after_its_first_wait_the_connection_waits_without_a_refusal(
