@@ -13,11 +13,13 @@ per (kv key, field): the digest of the kv value the vectors came from, and
 the ``vector(dims)``. Its ``(scope, ns, key)`` references the owning kv
 row with ``ON DELETE CASCADE``: deleting the row, or the TTL sweep purging
 it, deletes its vectors in the same statement, whoever deletes it. An HNSW
-index (pgvector's defaults: m 16, ef_construction 64) with the operator
-class of the distance orders a search. It is approximate; a search raises
+index (pgvector's defaults: m 16, ef_construction 64, or the table's
+``HnswParams``; none for ``hnsw=None``) with the operator class of the
+distance orders a search. It is approximate; a search raises
 ``hnsw.ef_search`` to the rows it asks for (at most 1000) and turns on
 pgvector's iterative scan (0.8+; an unknown setting on older versions), so
-a key range filters the index walk instead of emptying its result.
+a key range and ``nearest_rows``' conditions filter the index walk instead
+of emptying its result.
 """
 
 from __future__ import annotations
@@ -96,13 +98,19 @@ SEARCH_SETTINGS = READ(
 # pgvector's iterative scan), and is scanned exactly when the walk gives up (hnsw.max_scan_tuples)
 # short of the rows asked for. The choice is made here, not by the planner (the engine's sessions use
 # generic plans, which guess a range's size), without counting first (a count reads every row's heap
-# tuple, as the scan does): a table whose size on disk cannot hold more vectors (TABLE_BYTES) is
+# tuple, as the scan does): a table whose size on disk cannot hold more vectors (_GATED) is
 # scanned; in a bigger one the scan reads at most SCAN_MAX_VALUES + 1 rows of the range and says how
 # many it read ("capped", one statement), and the walk runs when that is more.
 SCAN_MAX_VALUES = 5_000_000
-# The main, TOAST and map forks' bytes: a stored vector takes at least 4 * dims + 8 of them (compressed
-# vectors could take fewer: then a big table is scanned, exact but slower, never walked when small).
-TABLE_BYTES = READ("SELECT pg_table_size('{table}')")
+# "gated": the scan, run only when the table's bytes (pg_table_size: main, TOAST and map forks) are at
+# most the last parameter, else one row of NULLs (a one-time filter skips the scan): one round trip. A
+# stored vector takes at least 4 * dims + 8 bytes (compressed vectors could take fewer: then a big table
+# is scanned, exact but slower; a small one is never walked).
+_GATED = (
+    "WITH size AS MATERIALIZED (SELECT pg_table_size('{table}') AS bytes)"
+    " SELECT * FROM ({select}) AS found WHERE (SELECT bytes FROM size) <= ?"
+    " UNION ALL SELECT NULL, NULL{nulls}, NULL FROM size WHERE bytes > ?"
+)
 # By whether the range has a lower bound, an upper bound: the WHERE clause (start, then end).
 _RANGE = {
     (False, False): "",
@@ -303,9 +311,12 @@ class PostgresVectors(VectorIndexes):
             tail = (table.scope, table.ns, now, table.scope, sibling, now, *_condition_params(conditions))
         shape = None if sibling is None else tuple((c.op, _kind(c.operand), len(c.path)) for c in conditions)
 
-        def run(mode: str, *cap_and_first: int | None) -> list[tuple[Any, ...]]:
+        def run(mode: str, *numbers: int | None) -> list[tuple[Any, ...]]:
+            # The cap and first LIMIT before the rows' parameters; the gate's bytes after the limit.
             sql = engine.sql(self._bind(_statement(mode, bounded, shape), table))
-            return engine.all(sql, (text, *bounds, *cap_and_first, *tail, limit))
+            if mode == "gated":
+                return engine.all(sql, (text, *bounds, numbers[0], *tail, limit, numbers[1], numbers[1]))
+            return engine.all(sql, (text, *bounds, *numbers, *tail, limit))
 
         def scan(found: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
             # Short, with rows: the first LIMIT may have cut rows the laterals or conditions then dropped
@@ -317,9 +328,10 @@ class PostgresVectors(VectorIndexes):
             scan_max = SCAN_MAX_VALUES // table.dims
             if table.hnsw is None:
                 return scan(run("scan", first))
-            stored = engine.one(engine.sql(self._bind(TABLE_BYTES, table)))
-            if stored is None or int(stored[0]) // (4 * table.dims + 8) <= scan_max:
-                return scan(run("scan", first))
+            # The scan, unless the table's bytes could hold more than scan_max vectors (a last row, key NULL).
+            found = run("gated", first, scan_max * (4 * table.dims + 8))
+            if not found or found[-1][0] is not None:
+                return scan(found)
             found = run("capped", scan_max + 1, first)
             if found and found[-1][0] is None and int(found[-1][-1]) <= scan_max:
                 return scan(found[:-1])
@@ -357,10 +369,10 @@ def _exact(condition: JsonCondition) -> bool:
 
 @functools.lru_cache(maxsize=256)
 def _statement(mode: str, bounded: tuple[bool, bool], shape: tuple[tuple[str, str, int], ...] | None) -> Statement:
-    """A search's statement: ``mode`` (walk, scan, capped), a range, and without rows (``shape`` None) or
+    """A search's statement: ``mode`` (walk, scan, gated, capped), a range, and without rows (``shape`` None) or
     with the owner's and sibling's rows and conditions of that shape."""
     where_range = _RANGE[bounded]
-    inner = _IN_ORDER[mode].replace("{range}", where_range)
+    inner = _IN_ORDER["scan" if mode == "gated" else mode].replace("{range}", where_range)
     if shape is None:
         select = "SELECT s.key, s.field, s.distance FROM (" + inner + ") AS s ORDER BY s.distance LIMIT ?"
     else:
@@ -379,7 +391,10 @@ def _statement(mode: str, bounded: tuple[bool, bool], shape: tuple[tuple[str, st
             + where
             + " ORDER BY s.distance LIMIT ?"
         )
+    nulls = "" if shape is None else ", NULL, NULL"
+    if mode == "gated":
+        return READ(_GATED.replace("{select}", select).replace("{nulls}", nulls))
     if mode != "capped":
         return READ(select)
-    count = _CAPPED_COUNT.replace("{nulls}", "" if shape is None else ", NULL, NULL")
+    count = _CAPPED_COUNT.replace("{nulls}", nulls)
     return READ(_CAPPED.replace("{range}", where_range) + "SELECT * FROM (" + select + ") AS found" + count)

@@ -244,8 +244,10 @@ def test_index_search_matches_the_exact_search(
             want = exact.search(prefix, query=query, filter=filter, limit=limit, offset=offset)
             assert shape(got) == shape(want), f"step {step}: {op}"
             searches += 1
-    # The index answered (measured: every search of these sequences; the seed alone has 240 vectors).
-    assert answered.by_index * 2 >= searches, (answered.by_index, answered.exact)
+    # The index answered most searches (the seed alone has 240 vectors). A selective filter's page that
+    # reaches past the scored items goes to the exact search (which lists unscored ones): a sequence of
+    # one or two such searches may have none answered by the index.
+    assert answered.by_index * 2 >= searches or searches <= 2, (answered.by_index, answered.exact)
 
 
 def durastate_put(namespace: tuple[str, ...], key: str, value: dict[str, Any]) -> Any:

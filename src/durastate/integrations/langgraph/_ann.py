@@ -7,19 +7,25 @@ them by the engine. At first use the store asks the engine to create the
 index and fills in what it lacks or holds stale (a store written before,
 by a writer that opted out, an import).
 
-A search asks the index for candidates, nearest first, then scores them
-exactly as the exact search does (from the kv rows, in float64), so scores
-and the order of equal scores are the exact search's. The page is taken
-from the candidates only when it is settled: it is full and its last score
+A search asks the index for candidates, nearest first, in the prefix's key
+range and passing what the engine can test of the filter
+(``_filter.conditions``, in the engine's SQL), each with its item and
+vectors rows (``engine.vectors.nearest_rows``: one statement). It scores
+them exactly as the exact search does (from the kv rows, in float64), so
+scores and the order of equal scores are the exact search's, and tests each
+item with the filter's own semantics (``_filter.predicate``). The page is
+taken from the candidates when it is settled: it is full and its last score
 is above the score of the farthest vector fetched (an item not fetched
 scores at most that, in an exact index), and, for cosine, above 0 (the
-index cannot rank a zero vector, which scores 0). Otherwise four times as
-many are fetched, up to ``FETCH_MAX``; past that, or when the index runs
-out of vectors in the range (a small namespace), the exact search answers.
-The engine answers small ranges exactly (pgvector: a scan in C) and walks
-its approximate index for big ones, where an item the walk misses can be
-missing from a page (``tests/integrations/langgraph/test_store_pgvector.py``
-and ``bench/langgraph_search.py`` measure recall).
+index cannot rank a zero vector, which scores 0); or the engine returned
+fewer than asked, so every matching vector of the range is a candidate.
+Otherwise four times as many are fetched, up to ``FETCH_MAX``; past that, or
+when the page reaches items with no vector (score None, listed by the exact
+search), the exact search answers. The engine answers small ranges exactly
+(pgvector: a scan in C) and walks its approximate index for big ones, where
+an item the walk misses can be missing from a page
+(``tests/integrations/langgraph/test_store_pgvector.py`` and
+``bench/langgraph_search.py`` measure recall).
 """
 
 from __future__ import annotations
