@@ -263,7 +263,7 @@ class PostgresVectors(VectorIndexes):
     def nearest(
         self, table: VectorTable, query: Sequence[float], *, start: bytes, end: bytes | None, limit: int
     ) -> list[tuple[bytes, str]]:
-        rows = self._search(table, query, start, end, limit, None, (), limit)
+        rows = self._search(table, query, (start, end), limit, None, (), limit)
         return [(bytes(row[0]), str(row[1])) for row in rows]
 
     def nearest_rows(
@@ -282,21 +282,24 @@ class PostgresVectors(VectorIndexes):
         conditions = tuple(c for c in where if _exact(c))
         # A filter drops rows after the scan's first LIMIT: ask it for more than the page (then, if short, all).
         first = max(4 * limit, 100) if conditions else limit
-        rows = self._search(table, query, start, end, limit, sibling, conditions, first)
+        rows = self._search(table, query, (start, end), limit, sibling, conditions, first)
         return [Neighbour(bytes(r[0]), str(r[1]), bytes(r[2]), bytes(r[3])) for r in rows]
 
     def _search(
         self,
         table: VectorTable,
         query: Sequence[float],
-        start: bytes,
-        end: bytes | None,
+        span: tuple[bytes, bytes | None],
         limit: int,
         sibling: bytes | None,
         conditions: tuple[JsonCondition, ...],
         first: int,
     ) -> list[tuple[Any, ...]]:
-        """Walk the index or scan (see SCAN_MAX_VALUES): rows (key, field, [owner, sibling,] distance)."""
+        """Walk the index or scan (see SCAN_MAX_VALUES): rows (key, field, [owner, sibling,] distance).
+
+        ``span``: the key range (start, end); ``sibling`` None: the vectors alone (``nearest``).
+        """
+        start, end = span
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
             raise InvalidRequest(f"limit must be an int >= 1, got {limit!r}")
         if len(query) != table.dims:
