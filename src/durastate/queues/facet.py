@@ -25,9 +25,35 @@ from .._validate import (
     shown,
 )
 from .._validate import MAX_NAME_SIZE as MAX_NAME_SIZE  # re-exported: the conformance suite tests the bound
-from ..engines.base import READ, WRITE, WRITE_ROWS, Announce, Migration, Reread, Schema
+from ..engines.base import READ
 from ..engines.watch import ChangeWatch
 from ..errors import Conflict
+from .statements import (
+    ACK,
+    ACK_THEN_CLAIM,
+    BACKLOG,
+    BURY,
+    CLAIM,
+    CLAIM_HEAD,
+    CLAIM_ID,
+    CLEAR,
+    DEAD_DELETE_THROUGH,
+    DEAD_OLDEST,
+    DEAD_PAGE,
+    DELETE_DEAD_ALL,
+    DELETE_DEAD_ID,
+    DELETE_ID,
+    HEAD_TIME,
+    ITEM_PRESENT,
+    NACK,
+    PEEK_READY,
+    POP,
+    PUSH,
+    REDRIVE_ALL,
+    REDRIVE_ID,
+    RENEW,
+    STATS,
+)
 
 _Found = TypeVar("_Found")
 
@@ -46,124 +72,6 @@ FLOOR_REFRESH = 2.0
 _FLOORS_KEPT = 10_000
 # Seconds a waiter adds to the head's due time before looking again (the clock is read in whole ms).
 DUE_MARGIN = 0.001
-
-SCHEMA = Schema(
-    facet="queues",
-    migrations=(
-        Migration(
-            statements=(
-                "CREATE TABLE {p}queue ("
-                " id {id_pk}, queue {blob} NOT NULL, payload {blob} NOT NULL,"
-                " available_at {int64} NOT NULL, attempts {int64} NOT NULL DEFAULT 0,"
-                " max_attempts {int64}, lease {blob}, last_error {text},"
-                " created_at {int64} NOT NULL)",
-                "CREATE INDEX {p}queue_next ON {p}queue (queue, available_at, id)",
-                "CREATE TABLE {p}queue_dead ("
-                " id {id_pk}, queue {blob} NOT NULL, payload {blob} NOT NULL,"
-                " attempts {int64} NOT NULL, max_attempts {int64}, last_error {text},"
-                " created_at {int64} NOT NULL, died_at {int64} NOT NULL)",
-                "CREATE INDEX {p}queue_dead_queue ON {p}queue_dead (queue, id)",
-            ),
-        ),
-        # New items wake waiters on channel("queue:" + name.hex()) by
-        # themselves where the engine can (announced at commit), so a push
-        # costs no extra round trip.
-        Migration(announce=(Announce(table="queue", key="queue", channel="queue:", key_is_bytes=True),)),
-    ),
-)
-
-# -- statements ---------------------------------------------------------------
-
-PUSH = WRITE("INSERT INTO {p}queue (queue, payload, available_at, max_attempts, created_at) VALUES (?, ?, ?, ?, ?)")
-# ``available_at >= ?``: the queue's floor (see "Dead rows" in Queues._floor).
-_NEXT_ID = (
-    "SELECT id FROM {p}queue WHERE queue = ? AND available_at <= ? AND available_at >= ?"
-    " ORDER BY available_at, id LIMIT 1{skip_locked}"
-)
-POP = WRITE_ROWS("DELETE FROM {p}queue WHERE id = (" + _NEXT_ID + ") RETURNING payload")
-# The fast path of claim: one statement takes the head unless it has used up
-# its attempts (then claim falls back to CLAIM_HEAD + BURY in a transaction).
-# A retry after a lost connection finds the claimed row again by the
-# random lease token it set (on the claim index: queue, then the deadline
-# it set), so the engine keeps no copy of the payload (Reread).
-CLAIM = WRITE_ROWS(
-    "UPDATE {p}queue SET lease = ?, attempts = attempts + 1, available_at = ?"
-    " WHERE id = (" + _NEXT_ID + ")"
-    " AND (max_attempts IS NULL OR attempts < max_attempts)"
-    " RETURNING id, payload, attempts",
-    reread=Reread(
-        "SELECT id, payload, attempts FROM {p}queue WHERE queue = ? AND available_at = ? AND lease = ?", (2, 1, 0)
-    ),
-)
-CLAIM_HEAD = READ(
-    "SELECT id, attempts, max_attempts FROM {p}queue WHERE queue = ? AND available_at <= ? AND available_at >= ?"
-    " ORDER BY available_at, id LIMIT 1{skip_locked}"
-)
-# The earliest item of a queue, whatever its state: the floor's refresh (Queues._floor).
-HEAD_TIME = READ("SELECT available_at FROM {p}queue WHERE queue = ? ORDER BY available_at LIMIT 1")
-CLAIM_ID = WRITE_ROWS(
-    "UPDATE {p}queue SET lease = ?, attempts = attempts + 1, available_at = ?"
-    " WHERE id = ? RETURNING id, payload, attempts"
-)
-BURY = WRITE(
-    "INSERT INTO {p}queue_dead"
-    " (queue, payload, attempts, max_attempts, last_error, created_at, died_at)"
-    " SELECT queue, payload, attempts, max_attempts, last_error, created_at, ?"
-    " FROM {p}queue WHERE id = ?"
-)
-DELETE_ID = WRITE("DELETE FROM {p}queue WHERE id = ?")
-ACK = WRITE("DELETE FROM {p}queue WHERE id = ? AND lease = ?")
-NACK = WRITE_ROWS(
-    "UPDATE {p}queue SET lease = NULL, available_at = ?, last_error = ?"
-    " WHERE id = ? AND lease = ? RETURNING attempts, max_attempts"
-)
-RENEW = WRITE("UPDATE {p}queue SET available_at = ? WHERE id = ? AND lease = ?")
-CLEAR = WRITE("DELETE FROM {p}queue WHERE queue = ?")
-# One statement, so the four counts are one consistent snapshot without a
-# transaction (on SQLite that would take the write lock for a mere read).
-STATS = READ(
-    "SELECT"
-    " COALESCE(SUM(CASE WHEN available_at <= ? THEN 1 ELSE 0 END), 0),"
-    " COALESCE(SUM(CASE WHEN available_at > ? AND lease IS NOT NULL THEN 1 ELSE 0 END), 0),"
-    " COALESCE(SUM(CASE WHEN available_at > ? AND lease IS NULL THEN 1 ELSE 0 END), 0),"
-    " (SELECT COUNT(*) FROM {p}queue_dead WHERE queue = ?)"
-    " FROM {p}queue WHERE queue = ?"
-)
-# Queues.peek_ready: the items a claim would hand out now, in claim order, on the
-# claim index. Exhausted items (a lapsed lease with no attempts left) are
-# left out: the next claim buries them instead of delivering them.
-PEEK_READY = READ(
-    "SELECT payload FROM {p}queue WHERE queue = ? AND available_at <= ?"
-    " AND (max_attempts IS NULL OR attempts < max_attempts) ORDER BY available_at, id LIMIT ?"
-)
-# Queues.backlog: the longest-waiting ``?`` claimable items on the claim index
-# (no payloads read), and the dead-letter count: one statement, bounded.
-BACKLOG = READ(
-    "SELECT COUNT(*), MIN(available_at), COALESCE(SUM(CASE WHEN lease IS NULL THEN 0 ELSE 1 END), 0),"
-    " (SELECT COUNT(*) FROM {p}queue_dead WHERE queue = ?)"
-    " FROM (SELECT available_at, lease FROM {p}queue WHERE queue = ? AND available_at <= ?"
-    " ORDER BY available_at, id LIMIT ?) r"
-)
-DEAD_PAGE = READ(
-    "SELECT id, payload, attempts, last_error, created_at, died_at FROM {p}queue_dead"
-    " WHERE queue = ? AND id > ? ORDER BY id LIMIT ?"
-)
-REDRIVE_ALL = WRITE(
-    "INSERT INTO {p}queue (queue, payload, available_at, attempts, max_attempts, created_at)"
-    " SELECT queue, payload, ?, 0, max_attempts, created_at FROM {p}queue_dead"
-    " WHERE queue = ? ORDER BY id"
-)
-DELETE_DEAD_ALL = WRITE("DELETE FROM {p}queue_dead WHERE queue = ?")
-REDRIVE_ID = WRITE(
-    "INSERT INTO {p}queue (queue, payload, available_at, attempts, max_attempts, created_at)"
-    " SELECT queue, payload, ?, 0, max_attempts, created_at FROM {p}queue_dead"
-    " WHERE queue = ? AND id = ?"
-)
-DELETE_DEAD_ID = WRITE("DELETE FROM {p}queue_dead WHERE queue = ? AND id = ?")
-# Retention: dead letters are buried in id order, so the oldest come first by
-# primary key (see durastate._retention.trim_oldest).
-DEAD_OLDEST = READ("SELECT id, died_at FROM {p}queue_dead ORDER BY id LIMIT ?")
-DEAD_DELETE_THROUGH = WRITE("DELETE FROM {p}queue_dead WHERE id <= ? AND died_at < ?")
 
 
 def _queue_name(name: Any) -> bytes:
@@ -315,6 +223,8 @@ class Queues:
         self._bury = sql(BURY)
         self._delete_id = sql(DELETE_ID)
         self._ack_sql = sql(ACK)
+        self._item_present = sql(ITEM_PRESENT)
+        self._ack_then_claim_sql = sql(ACK_THEN_CLAIM) if engine.capabilities.write_ctes else None
         self._nack_sql = sql(NACK)
         self._renew_sql = sql(RENEW)
         self._clear = sql(CLEAR)
@@ -538,6 +448,52 @@ class Queues:
     def _ack(self, claim: Claim) -> None:
         if self._engine.execute(self._ack_sql, (claim.id, claim._token)) != 1:
             raise Conflict(f"ack of {claim!r}: lease lost (the item was claimed again or is gone)")
+
+    def _ack_then_claim(self, done: Claim, name: str | bytes, *, lease: float = 30.0) -> tuple[bool, Claim | None]:
+        """Ack ``done``, then claim the next item of queue ``name`` for ``lease`` seconds; (acked, the claim or None).
+
+        For an integration that settles a finished item as it asks for the
+        next one (huey's worker): one statement on an engine with
+        ``write_ctes`` (PostgreSQL: one round trip, no transaction), one
+        transaction elsewhere; the ack never commits after the claim.
+        ``acked`` is False when the lease of ``done`` was lost and its item
+        is still queued (claimed again, or due again); an item already gone
+        counts as acked, so a retry after a lost connection, which finds the
+        item its first attempt deleted gone, answers the same. Where the
+        claim is not made by the one statement (the queue is empty, or its
+        head used up its attempts: buried first), the ack has committed
+        before the claim's own statements run. Never waits for an item.
+        """
+        if not isinstance(done, Claim) or done._queues is not self:
+            fail_type("done", "a Claim of this store's queues", done)
+        queue = _queue_name(name)
+        lease_ms = _duration_ms("lease", lease, allow_zero=False)
+        engine = self._engine
+        statement = self._ack_then_claim_sql
+        if statement is None:
+            with engine.transaction():
+                acked = self._acked(done)
+                return acked, self._claim_once(queue, lease_ms)
+        token = os.urandom(16)
+        now = engine.now_ms()
+        floor = self._floor(queue, now)
+        until = now + lease_ms
+        row = engine.one(statement, (done.id, done._token, token, until, queue, now, floor, done.id, done.id))
+        assert row is not None  # the statement answers one row, claimed or not
+        acked = bool(row[0])
+        if row[1] is None:
+            row = self._claim_past_exhausted(queue, token, now, floor, lease_ms)
+            if row is None:
+                return acked, None
+            return acked, Claim(self, queue, row[0], row[1], row[2], token, until, lease_ms)
+        return acked, Claim(self, queue, row[1], row[2], row[3], token, until, lease_ms)
+
+    def _acked(self, claim: Claim) -> bool:
+        """Ack ``claim``: whether its item is gone now (deleted here, or already), not raising for a lost lease."""
+        engine = self._engine
+        return engine.execute(self._ack_sql, (claim.id, claim._token)) == 1 or (
+            engine.one(self._item_present, (claim.id,)) is None
+        )
 
     def _nack(self, claim: Claim, delay: float, error: str | None) -> None:
         delay_ms = _duration_ms("delay", delay, allow_zero=True)
