@@ -46,17 +46,23 @@ SCHEMA = Schema(
 # -- statements ---------------------------------------------------------------
 
 GET = READ("SELECT value, expires_at FROM {p}kv WHERE scope = ? AND ns = ? AND key = ?")
+# Idempotent: run again after it committed, the row holds the same value and
+# deadline (the deadline is a bound value, computed once per call) and the
+# count is 1 again, so a retry after a lost connection runs it again and
+# PostgreSQL keeps no attempt row for it (engines.postgres_attempts).
 PUT = WRITE(
     "INSERT INTO {p}kv (scope, ns, key, value, expires_at) VALUES (?, ?, ?, ?, ?)"
     " ON CONFLICT (scope, ns, key) DO UPDATE"
-    " SET value = excluded.value, expires_at = excluded.expires_at"
+    " SET value = excluded.value, expires_at = excluded.expires_at",
+    idempotent=True,
 )
 # The common no-ttl put: the same upsert with a literal NULL deadline, which
 # SQLite writes measurably faster (~7 % on a batch) than a bound NULL.
 PUT_PERSISTENT = WRITE(
     "INSERT INTO {p}kv (scope, ns, key, value, expires_at) VALUES (?, ?, ?, ?, NULL)"
     " ON CONFLICT (scope, ns, key) DO UPDATE"
-    " SET value = excluded.value, expires_at = NULL"
+    " SET value = excluded.value, expires_at = NULL",
+    idempotent=True,
 )
 DRAIN = WRITE_ROWS("DELETE FROM {p}kv WHERE scope = ? AND ns = ? RETURNING key, value, expires_at")
 DELETE_ALL = WRITE("DELETE FROM {p}kv WHERE scope = ? AND ns = ?")
@@ -143,7 +149,9 @@ def put_many_sql(count: int, *, deadline: bool, if_absent: bool) -> Statement:
     that would update one row twice. ``deadline``: each pair binds its
     ``expires_at`` (else a literal NULL, as ``PUT_PERSISTENT``).
     ``if_absent``: a live stored value is kept (``_INSERT_IF_ABSENT``'s
-    condition, ``now`` bound once, last).
+    condition, ``now`` bound once, last). The plain upserts are idempotent
+    as ``PUT`` is; the ``if_absent`` one is not declared so (as
+    ``PUT_IF_ABSENT``): it keeps its attempt row on PostgreSQL.
     """
     row = "(?, ?, ?, ?, ?)" if deadline or if_absent else "(?, ?, ?, ?, NULL)"
     text = "INSERT INTO {p}kv (scope, ns, key, value, expires_at) VALUES " + ", ".join([row] * count)
@@ -156,7 +164,7 @@ def put_many_sql(count: int, *, deadline: bool, if_absent: bool) -> Statement:
         text += " ON CONFLICT (scope, ns, key) DO UPDATE SET value = excluded.value, expires_at = excluded.expires_at"
     else:
         text += " ON CONFLICT (scope, ns, key) DO UPDATE SET value = excluded.value, expires_at = NULL"
-    return WRITE(text)
+    return WRITE(text, idempotent=not if_absent)
 
 
 def delete_keys_sql(count: int) -> KeyLookup:
