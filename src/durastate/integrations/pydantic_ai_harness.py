@@ -66,23 +66,18 @@ from .. import store as _store
 from .._validate import fail, fail_type, positive, text
 from ..errors import Conflict
 from ._common import StoreHolder
-from .pydantic_ai_harness_steps import DurastateStepStore
+from .pydantic_ai_harness_steps import DurastateStepStore  # first: without the harness, its ImportError says why
 
-try:
-    from pydantic_ai_harness.memory import (
-        MemoryConflictError,
-        MemoryFile,
-        MemoryMutation,
-        MemoryOperation,
-        MemoryOperationConflictError,
-        MemorySearchResult,
-    )
-    from pydantic_ai_harness.memory._store import lexical_search, validate_store_path
-except ImportError as exc:  # pragma: no cover - exercised only without the extra
-    raise ImportError(
-        "durastate.integrations.pydantic_ai_harness needs pydantic-ai-harness: "
-        f"pip install 'durastate[pydantic-ai]' ({exc})"
-    ) from exc
+# isort: split
+from pydantic_ai_harness.memory import (
+    MemoryConflictError,
+    MemoryFile,
+    MemoryMutation,
+    MemoryOperation,
+    MemoryOperationConflictError,
+    MemorySearchResult,
+)
+from pydantic_ai_harness.memory._store import lexical_search, validate_store_path
 
 __all__ = ["DurastateMemoryStore", "DurastateStepStore", "OperationReused", "VersionConflict"]
 
