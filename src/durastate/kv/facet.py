@@ -271,10 +271,12 @@ class KV:
             scope, ns, key = self._address(scope, ns, key)
         if type(value) is not bytes or len(value) > self.max_value_size:
             value = self._value("value", value)
+        # send: nobody reads the count, so inside a PostgreSQL transaction the
+        # write goes out with the next round trip (the commit's) instead of one of its own.
         if ttl is None:
-            self._engine.execute(self._put_persistent, (scope, ns, key, value))
+            self._engine.send(self._put_persistent, (scope, ns, key, value))
         else:
-            self._engine.execute(self._put, (scope, ns, key, value, self._deadline(ttl)))
+            self._engine.send(self._put, (scope, ns, key, value, self._deadline(ttl)))
         # _after_write, inlined: put is the hottest write.
         self._writes_until_prune -= 1
         if self._writes_until_prune <= 0:
@@ -329,7 +331,7 @@ class KV:
             statement = self._put
             rows = [(*row, expires_at) for row in rows]
         if len(rows) == 1:
-            engine.execute(statement, rows[0])
+            engine.send(statement, rows[0])
         elif engine.in_transaction():
             # The caller's transaction makes the batch atomic already (a failed
             # statement dooms it): a savepoint of its own would cost two more
