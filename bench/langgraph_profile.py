@@ -38,7 +38,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -290,17 +290,27 @@ def renice(pids: list[int]) -> None:
                 pass
 
 
-def measure(loop: asyncio.AbstractEventLoop, side: Side, runs: int, server: pg_cpu.ServerCPU, check: Any) -> None:
-    pids = server.pids(side.app)
+def sampled(server: pg_cpu.ServerCPU, app: str, work: Callable[[], object], n: int) -> dict[str, float]:
+    """Run ``work``; wall, CPU by thread class, server CPU (of ``app``'s sessions) and switches, each over ``n``."""
+    pids = server.pids(app)
     renice(pids)
-    side.log.reset()
     s0, t0, w0 = server.ns_of(pids), threads(), time.perf_counter()
-    for _ in range(runs):
-        loop.run_until_complete(one_run(side.graph, check))
-    w1, t1, s1 = time.perf_counter(), threads(), server.ns_of(server.pids(side.app))
-    row = {k: v / runs for k, v in thread_delta(t0, t1).items()}
-    row["server"] = pg_cpu.spent_ns(s0, s1) / runs
-    row["wall"] = (w1 - w0) * 1e9 / runs
+    work()
+    w1, t1, s1 = time.perf_counter(), threads(), server.ns_of(server.pids(app))
+    row = {k: v / n for k, v in thread_delta(t0, t1).items()}
+    row["server"] = pg_cpu.spent_ns(s0, s1) / n
+    row["wall"] = (w1 - w0) * 1e9 / n
+    return row
+
+
+def measure(loop: asyncio.AbstractEventLoop, side: Side, runs: int, server: pg_cpu.ServerCPU, check: Any) -> None:
+    side.log.reset()
+
+    def work() -> None:
+        for _ in range(runs):
+            loop.run_until_complete(one_run(side.graph, check))
+
+    row = sampled(server, side.app, work, runs)
     for name, times in side.log.times.items():
         row[f"n {name}"] = len(times) / runs
         row[f"us {name}"] = statistics.median(times) * 1e6 if times else 0.0
@@ -379,33 +389,39 @@ async def busy_loop(stop: asyncio.Event, slice_s: float) -> int:
     return slices
 
 
+def side_by_side(
+    args: argparse.Namespace, bench: Any, loop: asyncio.AbstractEventLoop, savers: list[tuple[str, Any, str]]
+) -> Iterator[tuple[int, str, str, str, Callable[[], Awaitable[None]]]]:
+    """(round, op, side, application name, one call) for every op and side, the side order alternating by round."""
+    ops = {name: loop.run_until_complete(call_ops(saver, bench.Chat)) for name, saver, _ in savers}
+    for round_no in range(args.rounds + 1):
+        for op in ops[savers[0][0]]:
+            for name, _, app in savers if round_no % 2 == 0 else savers[::-1]:
+                yield round_no, op, name, app, ops[name][op]
+
+
 def busy(
     args: argparse.Namespace, bench: Any, loop: asyncio.AbstractEventLoop, savers: list[tuple[str, Any, str]]
 ) -> None:
     """Each call, back to back from one coroutine, while another keeps the loop busy: wall per call."""
-    ops = {name: loop.run_until_complete(call_ops(saver, bench.Chat)) for name, saver, _ in savers}
     walls: dict[tuple[str, str], list[float]] = {}
-    for round_no in range(args.rounds + 1):
-        for op in ops[savers[0][0]]:
-            order = savers if round_no % 2 == 0 else savers[::-1]
-            for name, _, _ in order:
-                run = ops[name][op]
+    for round_no, op, name, _, run in side_by_side(args, bench, loop, savers):
 
-                async def many(run: Callable[[], Awaitable[None]] = run) -> float:
-                    stop = asyncio.Event()
-                    burner = asyncio.ensure_future(busy_loop(stop, args.busy / 1e3))
-                    await asyncio.sleep(0)
-                    start = time.perf_counter()
-                    for _ in range(args.calls):
-                        await run()
-                    took = time.perf_counter() - start
-                    stop.set()
-                    await burner
-                    return took
+        async def many(run: Callable[[], Awaitable[None]] = run) -> float:
+            stop = asyncio.Event()
+            burner = asyncio.ensure_future(busy_loop(stop, args.busy / 1e3))
+            await asyncio.sleep(0)
+            start = time.perf_counter()
+            for _ in range(args.calls):
+                await run()
+            took = time.perf_counter() - start
+            stop.set()
+            await burner
+            return took
 
-                took = loop.run_until_complete(many())
-                if round_no:
-                    walls.setdefault((op, name), []).append(took * 1e6 / args.calls)
+        took = loop.run_until_complete(many())
+        if round_no:  # round 0 warms up
+            walls.setdefault((op, name), []).append(took * 1e6 / args.calls)
     print(f"\n| each call, the loop busy in {args.busy:g} ms slices | side | wall us per call, median (range) |")
     print("|---|---|---|")
     for (op, name), found in walls.items():
@@ -420,28 +436,16 @@ def alone(
     server: pg_cpu.ServerCPU,
 ) -> None:
     """Each call alone, back to back from one coroutine: wall and CPU per call, by thread, and switches."""
-    ops = {name: loop.run_until_complete(call_ops(saver, bench.Chat)) for name, saver, _ in savers}
     rows: dict[tuple[str, str], list[dict[str, float]]] = {}
-    for round_no in range(args.rounds + 1):
-        for op in ops[savers[0][0]]:
-            order = savers if round_no % 2 == 0 else savers[::-1]
-            for name, _, app in order:
-                run = ops[name][op]
+    for round_no, op, name, app, run in side_by_side(args, bench, loop, savers):
 
-                async def many(run: Callable[[], Awaitable[None]] = run) -> None:
-                    for _ in range(args.calls):
-                        await run()
+        async def many(run: Callable[[], Awaitable[None]] = run) -> None:
+            for _ in range(args.calls):
+                await run()
 
-                pids = server.pids(app)
-                renice(pids)
-                s0, t0, w0 = server.ns_of(pids), threads(), time.perf_counter()
-                loop.run_until_complete(many())
-                w1, t1, s1 = time.perf_counter(), threads(), server.ns_of(server.pids(app))
-                if round_no:  # round 0 warms up
-                    row = {k: v / args.calls for k, v in thread_delta(t0, t1).items()}
-                    row["server"] = pg_cpu.spent_ns(s0, s1) / args.calls
-                    row["wall"] = (w1 - w0) * 1e9 / args.calls
-                    rows.setdefault((op, name), []).append(row)
+        row = sampled(server, app, lambda many=many: loop.run_until_complete(many()), args.calls)
+        if round_no:  # round 0 warms up
+            rows.setdefault((op, name), []).append(row)
     keys = ["wall", "loop", "durastate workers", "other threads", "server", "switches"]
     keys += [f"switches, {k}" for k in ("loop", "durastate workers", "other threads")]
     print("\n| each call alone, per call (median of rounds) | side | " + " | ".join(keys) + " |")
@@ -450,7 +454,7 @@ def alone(
         cells = []
         for key in keys:
             med = statistics.median(r[key] for r in found)
-            cells.append(f"{med:.1f}" if key == "switches" else f"{med / 1e3:.0f} us")
+            cells.append(f"{med:.1f}" if key.startswith("switches") else f"{med / 1e3:.0f} us")
         print(f"| {op} | {name} | " + " | ".join(cells) + " |")
 
 
