@@ -166,6 +166,30 @@ def test_an_open_stream_ends_when_the_store_closes(store_url: str) -> None:
     assert asyncio.run(main()) == ["a"]
 
 
+STREAMS = 300  # more than a pool of threads for waiting streams (it was 256) would serve
+
+
+def test_waiting_streams_hold_no_thread_and_each_is_woken(store_url: str) -> None:
+    """300 streams wait on quiet sessions without a thread each; an append to the last one still reaches it."""
+
+    async def body(s: aio.AsyncStore) -> None:
+        threads_before = threading.active_count()
+        streams = [s.events.stream(f"quiet-{i}") for i in range(STREAMS)]
+        nexts = [asyncio.ensure_future(stream.__anext__()) for stream in streams]
+        await asyncio.sleep(0)  # every stream takes its first step (read, then wait)
+        await s.events.append(f"quiet-{STREAMS - 1}", [{"id": "last", "type": "t", "payload": 0}])
+        event = await asyncio.wait_for(nexts[-1], 60)
+        assert event.id == "last"
+        assert threading.active_count() < threads_before + 20  # the runner's workers at most, not a thread each
+        assert not any(n.done() for n in nexts[:-1])
+        for n in nexts[:-1]:
+            n.cancel()
+        for stream in streams:
+            await stream.aclose()
+
+    run(store_url, body)
+
+
 def test_transact_commits_and_rolls_back(store_url: str) -> None:
     async def body(s: aio.AsyncStore) -> None:
         def move(store: durastate.Store, amount: int) -> int:

@@ -48,7 +48,6 @@ import queue
 import threading
 import weakref
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, cast
 
 from .engines.sqlite import LockBusy
@@ -61,7 +60,6 @@ P = ParamSpec("P")
 T = TypeVar("T")
 
 DEFAULT_WORKERS = 8
-PARKING_THREADS = 256  # at most this many streams wait at once per store
 
 Undo = Callable[[Any], object]
 
@@ -327,9 +325,7 @@ class AsyncRunner:
         self._idle = threading.Condition()
         # Calls of pinned runners count (and are refused after close) at _root.
         self._pinned_idle: list[AsyncRunner] = []
-        self._parking: ThreadPoolExecutor | None = None
         self._inbox: _Inbox | None = None  # the last loop's (a call from another loop makes its own)
-        self._stops: weakref.WeakSet[threading.Event] = weakref.WeakSet()
         # Transaction blocks open on this store (durastate.aio): while none
         # is, a call need not look for the block its task is in.
         self.blocks_open = 0
@@ -427,25 +423,13 @@ class AsyncRunner:
             root._leave()
             raise
 
-    def _submit(self, fn: Callable[..., T], *args: Any, executor: ThreadPoolExecutor) -> Future[T]:
-        root = self._enter()
-        try:
-            future = executor.submit(fn, *args)
-        except BaseException:
-            root._leave()
-            raise
-        # Done when it finished, or was cancelled before it started: either
-        # way no thread is inside it any more.
-        future.add_done_callback(root._leave)
-        return future
-
     def _leave(self, _future: object = None) -> None:
         with self._idle:
             self._busy -= 1
             if self._busy == 0:
                 self._idle.notify_all()
 
-    # -- pinned threads (transactions that span awaits) and parked calls ---------
+    # -- pinned threads (transactions that span awaits) ---------------------------
 
     def pinned(self) -> AsyncRunner:
         """A runner with one thread of its own, for a block of calls on one connection.
@@ -467,16 +451,6 @@ class AsyncRunner:
                 return
         pinned._workers.shutdown(wait=False)
 
-    async def park(self, fn: Callable[..., T], /, *args: Any) -> T:
-        """Run a call that may block for long (a stream's wait) on a thread of its own."""
-        if self._parking is None:
-            self._parking = ThreadPoolExecutor(max_workers=PARKING_THREADS, thread_name_prefix=f"{self._name}-park")
-        return await asyncio.wrap_future(self._submit(fn, *args, executor=self._parking))
-
-    def track_stop(self, stop: threading.Event) -> None:
-        """``close()`` sets ``stop`` (a stream's), so a parked call ends before the store closes."""
-        self._stops.add(stop)
-
     # -- closing ---------------------------------------------------------------
 
     def close(self, *, wait: bool = True) -> None:
@@ -491,8 +465,6 @@ class AsyncRunner:
             self._closed = True
             self.no_wait = None
             busy = self._busy
-        for stop in list(self._stops):
-            stop.set()
         return busy
 
     def _shutdown(self, wait: bool) -> None:
@@ -500,8 +472,6 @@ class AsyncRunner:
             pinned, self._pinned_idle = self._pinned_idle, []
         for workers in [self._workers, *(p._workers for p in pinned)]:
             workers.shutdown(wait)
-        if self._parking is not None:
-            self._parking.shutdown(wait=wait)
 
     def wait_idle(self) -> None:
         """Block until no call is inside (or queued for) a worker."""

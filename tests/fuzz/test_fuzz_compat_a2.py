@@ -38,6 +38,7 @@ from hypothesis import strategies as st
 
 from durastate.compat import a2
 from durastate.compat.a2 import A2Error, A2Store
+from durastate.engines.watch import ChangeWatch
 from durastate.errors import StoreClosed, StoreUnavailable
 
 from ._machinery import (
@@ -119,22 +120,22 @@ class _Parked(Exception):
     """Raised where the stream would wait for new events (the fuzz stops it there)."""
 
 
-async def _park(*args: Any) -> Any:
-    raise _Parked
+class _NoWait(ChangeWatch):
+    """The store's change watch for fuzzed streams: a stream that would wait raises ``_Parked`` instead."""
 
+    def wait(self, timeout: float) -> bool:
+        raise _Parked
 
-# How long a fuzzed stream may wait for an event that will not come. On SQLite
-# a stream waits on the runner's parking thread (``_park`` ends it at once);
-# on PostgreSQL the listener wakes it on the loop, with no park to patch.
-STREAM_WAIT = 0.2
+    async def wait_async(self, timeout: float) -> bool:
+        raise _Parked
 
 
 async def _stream(s: A2Store, t: Target, kw: dict[str, Any]) -> Any:
     it = s.stream(**kw)
     try:
         for _ in range(3):
-            await asyncio.wait_for(it.__anext__(), STREAM_WAIT)
-    except (_Parked, StopAsyncIteration, TimeoutError):
+            await it.__anext__()
+    except (_Parked, StopAsyncIteration):
         pass
     finally:
         await it.aclose()
@@ -387,7 +388,7 @@ def test_a2_refuses_only_as_documented_and_refusals_change_nothing(
     store = a2.open_store(fuzz_target.url, ids=_fresh_ids)
     if not dump().get("ds_event"):
         loop.run_until_complete(_fill(store))
-    monkeypatch.setattr(store._runner, "park", _park)
+    monkeypatch.setattr(store._store.engine, "watch", lambda channel, poll: _NoWait())
 
     def refused(label: str, exc: Exception, before: Snapshot) -> None:
         check_refusal(label, exc, before, dump, ALLOWED)

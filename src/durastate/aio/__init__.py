@@ -62,8 +62,8 @@ inside a call before closing the connections.
 Iterators: ``kv.scan``/``kv.log``/``documents.iter_keys`` return async
 iterators (pages read as they are consumed; argument errors surface at the
 first step); ``events.stream`` is an async iterator that waits for new
-events on a parking thread and ends at ``aclose()`` or when the store
-closes.
+events on the loop (no thread is held while it waits) and ends at
+``aclose()`` or when the store closes.
 """
 
 from __future__ import annotations

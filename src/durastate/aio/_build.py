@@ -17,9 +17,11 @@ than return a value are driven:
   SQLite, a page per worker hop otherwise. The first page is read at the
   first step, so argument errors surface there.
 * ``STREAM``: the sync method is a blocking generator taking a
-  ``threading.Event`` ``stop`` (``events.stream``); each step runs on a
-  parking thread, and leaving the iterator (``aclose()``) or closing the
-  store sets ``stop``.
+  ``threading.Event`` ``stop`` (``events.stream``) made of a ``Tail``
+  (``durastate._tail``), which ``Method.tail`` gives; the facade follows
+  the same ``Tail`` (``FollowedTail``): each read on the store's runner,
+  each wait awaited on the loop (no thread held), ending at ``aclose()`` or
+  when the store is closed.
 * ``WAIT``: the sync method takes ``wait=`` seconds and answers ``None``
   when nothing is there (``queues.claim``/``pop``); the facade registers
   the method's change watch first (``Method.watch``, ``engines.watch``),
@@ -38,7 +40,6 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-import threading
 import time
 import weakref
 from collections import deque
@@ -50,6 +51,7 @@ from types import TracebackType
 from typing import Any, Generic, TypeVar
 
 from .._aio import AsyncRunner, Undo
+from .._tail import Tail
 from .._validate import as_seconds
 from ..engines.sqlite import LockBusy
 from ..engines.watch import ChangeWatch
@@ -81,6 +83,8 @@ class Method:
     # WAIT: look_again_at(sync_facet, watch, deadline, *args, **kwargs), run on a worker after an empty try
     # when the watch is reliable: the time.monotonic() to try again at unless woken (None: at the deadline).
     look_again_at: Callable[..., float] | None = None
+    # STREAM: tail(sync_facet, *args, **kwargs), the sync stream's Tail for the same arguments (required).
+    tail: Callable[..., Tail[Any, Any]] | None = None
 
 
 @dataclass(frozen=True)
@@ -277,42 +281,67 @@ class PagedIterator:
             close()
 
 
-class BlockingStream:
-    """``async for`` over a blocking sync generator with a ``stop`` event (``STREAM``)."""
+class FollowedTail:
+    """``async for`` over a ``Tail`` (``STREAM``); see the module docstring.
 
-    def __init__(self, runner: AsyncRunner, make: Callable[[threading.Event], Iterator[Any]]) -> None:
+    The ``Tail`` is made (its arguments checked) at the first step, and its
+    watch registered then, before the first read. A read cancelled midway
+    changes nothing (the cursor moves only with items handed out). Ends at
+    ``aclose()`` (looked at every ``poll_interval`` seconds while waiting)
+    or once the store is closed.
+    """
+
+    def __init__(self, runner: AsyncRunner, make: Callable[[], Tail[Any, Any]]) -> None:
         self._runner = runner
-        self._stop = threading.Event()
-        self._make: Callable[[threading.Event], Iterator[Any]] | None = make
-        self._it: Iterator[Any] | None = None
-        runner.track_stop(self._stop)
-        weakref.finalize(self, self._stop.set)
+        self._make: Callable[[], Tail[Any, Any]] | None = make
+        self._tail: Tail[Any, Any] | None = None
+        self._watch: ChangeWatch | None = None
+        self._cursor: Any = None
+        self._buffer: deque[Any] = deque()
+        self._done = False
 
-    def __aiter__(self) -> BlockingStream:
+    def __aiter__(self) -> FollowedTail:
         return self
 
     async def __anext__(self) -> Any:
-        if self._stop.is_set():
-            raise StopAsyncIteration
-        if self._it is None:
+        if self._buffer:
+            return self._buffer.popleft()
+        tail = self._tail
+        if tail is None:
+            if self._done:
+                raise StopAsyncIteration
             make, self._make = self._make, None
             assert make is not None
-            self._it = await self._runner.call(make, (self._stop,), {})
-        try:
-            more, item = await self._runner.park(_next_or_end, self._it)
-        except StoreClosed:
-            self._stop.set()
-            raise StopAsyncIteration from None
-        except asyncio.CancelledError:
-            self._stop.set()  # the parked step ends within one poll interval
-            raise
-        if not more:
-            self._stop.set()
-            raise StopAsyncIteration
-        return item
+            tail = make()
+            try:
+                self._watch = tail.watch()
+            except StoreClosed:
+                self._done = True
+                raise StopAsyncIteration from None
+            weakref.finalize(self, self._watch.close)  # a stream dropped without aclose() stops watching
+            self._tail, self._cursor = tail, tail.start
+        watch = self._watch
+        assert watch is not None
+        while not self._done:
+            try:
+                items, cursor = await self._runner.call(tail.read_after, (self._cursor,), {})
+            except StoreClosed:
+                await self.aclose()
+                break
+            if items:
+                self._cursor = cursor
+                self._buffer.extend(items)
+                return self._buffer.popleft()
+            while not await watch.wait_async(tail.poll_interval):
+                if self._done:
+                    break
+        raise StopAsyncIteration
 
     async def aclose(self) -> None:
-        self._stop.set()
+        self._done = True
+        self._buffer.clear()
+        if self._watch is not None:
+            self._watch.close()
 
 
 # -- building facade classes ------------------------------------------------------------
@@ -431,10 +460,10 @@ def _make_iter(name: str) -> Any:
     return paged
 
 
-def _make_stream(name: str) -> Any:
+def _make_stream(make_tail: Callable[..., Tail[Any, Any]]) -> Any:
     def stream(self: Facade, /, *args: Any, **kwargs: Any) -> AsyncIterator[Any]:
-        method = getattr(self._sync, name)
-        return BlockingStream(self._runner, lambda stop: method(*args, stop=stop, **kwargs))
+        sync = self._sync
+        return FollowedTail(self._runner, lambda: make_tail(sync, *args, **kwargs))
 
     return stream
 
@@ -475,7 +504,9 @@ def build_facades(specs: list[FacadeSpec]) -> dict[str, type[Facade]]:
             elif declared.kind == ITER:
                 function = _make_iter(name)
             elif declared.kind == STREAM:
-                function = _make_stream(name)
+                if declared.tail is None:
+                    raise TypeError(f"{spec.name}.{name}: a STREAM method declares its tail")
+                function = _make_stream(declared.tail)
             elif declared.kind == CONTEXT:
                 function = _make_context(name)
             else:

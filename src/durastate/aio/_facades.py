@@ -14,9 +14,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from .._tail import Tail
 from ..engines.watch import ChangeWatch
 from ..errors import DurastateError
-from ..events import Events
+from ..events import Events, StoredEvent
 from ..facets import FACETS, Facet
 from ..kv import ScopedKV
 from ..queues import Claim, Queues
@@ -39,6 +40,11 @@ def queue_look_again_at(
 ) -> float:
     """When a waiter on queue ``name`` tries again unless woken (the sync methods' own rule)."""
     return queues._look_again_at(name, watch, deadline)
+
+
+def events_tail(events: Events, /, *args: Any, **kwargs: Any) -> Tail[StoredEvent, int]:
+    """The ``Tail`` the sync ``events.stream`` follows for the same arguments."""
+    return events._tail(*args, **kwargs)
 
 
 def release_event_claims(events: Events, result: Any) -> None:
@@ -68,7 +74,7 @@ FACET_METHODS: dict[str, dict[str, Method]] = {
     },
     "documents": {"lock": Method(CONTEXT), "iter_keys": Method(ITER)},
     "events": {
-        "stream": Method(STREAM),
+        "stream": Method(STREAM, tail=events_tail),
         "channel": Method(PLAIN),
         "claim_available": Method(undo=release_event_claims),
         "claim_any": Method(undo=release_event_claims),

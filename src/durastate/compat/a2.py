@@ -94,14 +94,14 @@ from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import Any, NoReturn, Protocol, TypeVar
 
 from .. import events as _events
 from .. import store as _store
 from .._aio import AsyncRunner, Undo
+from ..aio._build import FollowedTail
 from ..aio._facades import release_event_claims
-from ..engines.watch import ChangeWatch
-from ..errors import DurastateError, InvalidRequest, StoreClosed
+from ..errors import DurastateError, InvalidRequest
 from ..events import FailResult, RenewResult, Snapshot  # the same shape here: no times, no events
 from ..presence import PresenceEntry
 
@@ -145,6 +145,17 @@ class A2Error(Exception):
         super().__init__(f"{code}: {message}")
         self.code = code
         self.message = message
+
+
+def _raise_as_seed(exc: DurastateError) -> NoReturn:
+    """Raise ``exc`` as the seed would (see the module docstring's "Errors")."""
+    if isinstance(exc, _events.DuplicateBatch):
+        raise A2Error("PARTIAL_DUPLICATE_BATCH", str(exc)) from None
+    if isinstance(exc, _events.SupersededAttempt):
+        raise A2Error("SUPERSEDED_ATTEMPT", str(exc)) from None
+    if isinstance(exc, (_events.UnknownEvent, InvalidRequest)):
+        raise TypeError(str(exc)) from None
+    raise A2Error("STORE_UNAVAILABLE", "store operation failed") from exc
 
 
 class Clock(Protocol):
@@ -360,16 +371,8 @@ class A2Store:
     async def _call(self, fn: Callable[..., T], *args: Any, _undo: Undo | None = None, **kwargs: Any) -> T:
         try:
             return await self._runner.call(fn, args, kwargs, _undo)
-        except (A2Error, TypeError):
-            raise
-        except _events.DuplicateBatch as exc:
-            raise A2Error("PARTIAL_DUPLICATE_BATCH", str(exc)) from None
-        except _events.SupersededAttempt as exc:
-            raise A2Error("SUPERSEDED_ATTEMPT", str(exc)) from None
-        except (_events.UnknownEvent, InvalidRequest) as exc:
-            raise TypeError(str(exc)) from None
         except DurastateError as exc:
-            raise A2Error("STORE_UNAVAILABLE", "store operation failed") from exc
+            _raise_as_seed(exc)
 
     # -- events ----------------------------------------------------------------
 
@@ -481,48 +484,19 @@ class A2Store:
         return self._stream(session_id, start_after or 0)
 
     async def _stream(self, session_id: str, after: int) -> AsyncIterator[StoredEvent]:
-        # Registered before the first read: an append between a read and the wait wakes the wait.
-        try:
-            watch = self._store.engine.watch(self._events.channel(session_id), _events.POLL_INTERVAL)
-        except StoreClosed:
-            return
+        # The async facade's stream (durastate.aio): reads on the runner, waits on the loop, no thread held.
+        events = FollowedTail(self._runner, lambda: self._events._tail(session_id, after))
         try:
             while True:
                 try:
-                    batch = await self._call(self._events.read_after, session_id, after)
-                except A2Error as exc:
-                    if isinstance(exc.__cause__, StoreClosed) or self._runner.closed:
-                        return
-                    raise
-                except StoreClosed:
+                    event = await events.__anext__()
+                except StopAsyncIteration:
                     return
-                for e in batch:
-                    after = e.index
-                    yield _stored(e)
-                if batch:
-                    continue
-                if not await self._until_changed(watch):
-                    return
+                except DurastateError as exc:
+                    _raise_as_seed(exc)
+                yield _stored(event)
         finally:
-            watch.close()
-
-    async def _until_changed(self, watch: ChangeWatch) -> bool:
-        """Wait until ``watch`` says look again; ``False`` once the store's runner is closed."""
-        if watch.reliable:
-            # PostgreSQL's listener wakes this coroutine on its loop: no thread waits, no statement polls.
-            while not await watch.wait_async(_events.POLL_INTERVAL):
-                if self._runner.closed:
-                    return False
-            return not self._runner.closed
-        if self._runner.closed:
-            return False
-        # A polling watch (SQLite: woken at once by this process's appends) waits on a parking thread, not
-        # a worker: a parked stream must not occupy one of the threads other calls run on.
-        try:
-            await self._runner.park(watch.wait, _events.POLL_INTERVAL)
-        except StoreClosed:
-            return False
-        return True
+            await events.aclose()
 
     def close(self) -> None:
         """Close the store (idempotent). Streams end; later calls raise ``A2Error``."""

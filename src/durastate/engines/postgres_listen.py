@@ -54,7 +54,7 @@ from typing import Any
 import psycopg
 from psycopg.pq.abc import PGconn
 
-from .watch import ChangeWatch
+from .watch import FiredWatch, forget
 
 __all__ = ["KEPT_CHANNELS", "ListenWatch", "Listener", "connect_listener"]
 
@@ -85,70 +85,24 @@ def connect_listener(conninfo: str, options: dict[str, Any]) -> psycopg.Connecti
     return conn
 
 
-class ListenWatch(ChangeWatch):
+class ListenWatch(FiredWatch):
     """A watch woken by its ``Listener`` (see the module docstring); ``reliable``."""
 
     reliable = True
 
     def __init__(self, listener: Listener | None, channel: str, poll: float) -> None:
+        super().__init__(poll)
         self.channel = channel
-        self._poll = poll
         self._listener = listener
-        self._fired = threading.Event()
-        # A coroutine's wake-up while it awaits (set by wait_async), called from the listener's thread.
-        self._wake: Callable[[], None] | None = None
-
-    def fire(self) -> None:
-        """Wake the waiter (any thread): its next wait returns ``True``."""
-        self._fired.set()
-        wake = self._wake
-        if wake is not None:
-            wake()
 
     def _heard(self) -> bool:
         """Whether the listener listens on the channel now; if not (lost, not yet back), the waiter polls."""
         listener = self._listener
         return listener is not None and listener.listening(self.channel)
 
-    def wait(self, timeout: float) -> bool:
+    def _quiet(self, timeout: float) -> tuple[float, bool]:
         heard = self._heard()
-        if self._fired.wait(max(0.0, timeout if heard else min(timeout, self._poll))):
-            # Cleared before the caller's check: a notification from now on fires again.
-            self._fired.clear()
-            return True
-        return not heard
-
-    async def wait_async(self, timeout: float) -> bool:
-        import asyncio  # already imported: a coroutine is running
-
-        heard = self._heard()
-        if not heard:
-            timeout = min(timeout, self._poll)
-        if not self._fired.is_set():
-            loop = asyncio.get_running_loop()
-            woken = loop.create_future()
-
-            def settle() -> None:
-                if not woken.done():
-                    woken.set_result(None)
-
-            def wake() -> None:
-                try:
-                    loop.call_soon_threadsafe(settle)
-                except RuntimeError:  # the loop was closed meanwhile: nobody is waiting
-                    pass
-
-            self._wake = wake
-            try:
-                if not self._fired.is_set():  # fired before _wake was set: nothing to wait for
-                    await asyncio.wait_for(woken, max(0.0, timeout))
-            except TimeoutError:
-                if not self._fired.is_set():
-                    return not heard
-            finally:
-                self._wake = None
-        self._fired.clear()
-        return True
+        return (timeout if heard else min(timeout, self._poll)), not heard
 
     def close(self) -> None:
         listener, self._listener = self._listener, None
@@ -211,11 +165,7 @@ class Listener:
     def release(self, watch: ListenWatch) -> None:
         """Forget ``watch``; past ``KEPT_CHANNELS`` channels, the oldest unwatched ones are dropped."""
         with self._lock:
-            watches = self._watches.get(watch.channel)
-            if watches is not None:
-                watches.discard(watch)
-                if not watches:
-                    del self._watches[watch.channel]
+            forget(self._watches, watch.channel, watch)
             excess = len(self._wanted) - KEPT_CHANNELS
             dropped = False
             if excess > 0:

@@ -75,6 +75,7 @@ from .sqlite_space import AUTO_VACUUM_INCREMENTAL, reclaim
 from .sqlite_tools import SqliteTools
 from .sqlite_transaction import ENGINES, RefusingCursor, SqliteTransactions, ThreadState
 from .sqlite_transaction import FORK_GATE as _FORK_GATE
+from .watch import ChangeWatch, LocalChannels
 
 # Seconds close() waits, in all, for statements other threads are running
 # (milliseconds, normally). One that is still running after it (waiting for
@@ -215,6 +216,7 @@ class SqliteEngine(SqliteTransactions):
         self._closed = False
         self.close_wait = CLOSE_WAIT
         self._changed: dict[str, threading.Condition] = {}
+        self._channels = LocalChannels()
         ENGINES.add(self)
         if self.is_memory:
             # The memdb database lives as long as one connection to it does.
@@ -337,6 +339,7 @@ class SqliteEngine(SqliteTransactions):
         self._connections = Connections()
         self._writer_lock = self._connections.writers.lock
         self._changed = {}
+        self._channels = LocalChannels()
         if self.is_memory and not self._closed:
             self._anchor = self._new_connection()
 
@@ -520,10 +523,18 @@ class SqliteEngine(SqliteTransactions):
                 state.pending_notify = pending = set()
             pending.add(channel)
             return
+        self._channels.fire(channel)
         cond = self._changed.get(channel)
         if cond is not None:
             with cond:
                 cond.notify_all()
+
+    def watch(self, channel: str, poll: float) -> ChangeWatch:
+        """A watch on ``channel`` (``engines.watch``) woken at once by ``notify`` in this process, from any
+        thread, sync or async (no thread is held while a coroutine waits); it answers "look again" every
+        ``poll`` seconds too, since other processes' commits are not heard.
+        """
+        return self._channels.watch(channel, poll)
 
     def wait_for_change(self, channel: str, timeout: float) -> None:
         """Block until ``notify(channel)`` in this process or ``timeout``."""
@@ -631,6 +642,7 @@ class SqliteEngine(SqliteTransactions):
         if self._anchor is not None:
             self._anchor.close()
             self._anchor = None
+        self._channels.close()
         for cond in list(self._changed.values()):
             with cond:
                 cond.notify_all()

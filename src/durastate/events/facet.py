@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import orjson
 
 from .._json import dump_json
+from .._tail import Tail, follow
 from .._validate import (
     INT64_MAX,
     PAGE_SIZE,
@@ -689,6 +690,12 @@ class Events(Upkeep):
         hear other processes' appends (SQLite, a PostgreSQL pooler), and
         only when woken where it can (PostgreSQL's listener).
         """
+        return follow(self._tail(session_id, start_after, poll_interval), stop)
+
+    def _tail(
+        self, session_id: str, start_after: int | None = None, poll_interval: float = POLL_INTERVAL
+    ) -> Tail[StoredEvent, int]:
+        """``stream``'s arguments checked, as a ``Tail`` (``durastate._tail``): the async facade follows it too."""
         session = text("session_id", session_id)
         after = 0 if start_after is None else as_int64("start_after", start_after)
         if (
@@ -697,30 +704,15 @@ class Events(Upkeep):
             or not (0 < poll_interval <= POLL_INTERVAL)
         ):
             fail(f"poll_interval must be > 0 and <= {POLL_INTERVAL} seconds, got {poll_interval!r}")
-        return self._stream(session, after, stop, float(poll_interval))
+        engine, read_range = self._engine, self._read_range
 
-    def _stream(
-        self, session: str, after: int, stop: threading.Event | None, poll_interval: float
-    ) -> Generator[StoredEvent, None, None]:
-        engine = self._engine
-        # Registered before the first read: an append between a read and the wait wakes the wait.
-        with engine.watch(self.channel(session), poll_interval) as watch:
-            while True:
-                rows = engine.all(self._read_range, (session, after, INT64_MAX, PAGE_SIZE))
-                for row in rows:
-                    event = event_from_row(row)
-                    after = event.index
-                    yield event
-                if rows:
-                    continue
-                # Read again once woken (or polled); a reliable watch's quiet timeout only looks at ``stop``.
-                while True:
-                    if stop is not None and stop.is_set():
-                        return
-                    if watch.wait(poll_interval):
-                        break
-                if stop is not None and stop.is_set():
-                    return
+        def read_after(cursor: int) -> tuple[list[StoredEvent], int]:
+            events = [event_from_row(row) for row in engine.all(read_range, (session, cursor, INT64_MAX, PAGE_SIZE))]
+            return events, (events[-1].index if events else cursor)
+
+        channel = self.channel(session)
+        interval = float(poll_interval)
+        return Tail(lambda: engine.watch(channel, interval), read_after, after, interval)
 
     def read_after(self, session_id: str, after_index: int, limit: int = PAGE_SIZE) -> list[StoredEvent]:
         """One page of a stream: up to ``limit`` events after ``after_index``."""

@@ -72,8 +72,14 @@ Edge cases and decisions:
 * Tracking ids must be ints >= 1 (notification ids start at 1); anything
   else is refused with ``durastate.InvalidRequest``, as are wrongly typed
   stored events and originator ids longer than the store's key limit.
-* ``subscribe()`` polls (``SUBSCRIPTION_POLL_INTERVAL``), and is woken at
-  once by inserts made through the same recorder object.
+* ``subscribe()`` waits on the store's change channel for the application
+  (``Engine.watch``; every insert notifies it in its transaction, as
+  eventsourcing's own PostgreSQL recorder does): on PostgreSQL a
+  subscriber in any process wakes on the commit's NOTIFY and an idle one
+  sends no statement; on SQLite inserts in this process wake it at once
+  and other processes' are found by polling every
+  ``SUBSCRIPTION_POLL_INTERVAL`` seconds. ``stop()`` ends a waiting
+  iteration within that interval.
 * durastate's ``StoreUnavailable`` / ``StoreClosed`` surface as
   eventsourcing's ``OperationalError`` / ``InterfaceError`` (the durastate
   error is the ``__cause__``), so code written for eventsourcing's own
@@ -83,7 +89,6 @@ Edge cases and decisions:
 from __future__ import annotations
 
 import struct
-import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, cast
@@ -237,10 +242,8 @@ class DurastateAggregateRecorder(_DurastateRecorder, AggregateRecorder):
         self.purpose = purpose
         self._events_ns = b"events/" + purpose.encode("utf-8")
         self._sequence_key = purpose.encode("utf-8")
-        # Wakes this object's subscriptions; the generation tells a waiter
-        # whether an insert committed since it last read.
-        self._inserted = threading.Condition()
-        self._generation = 0
+        # The engine channel every insert notifies and subscriptions watch.
+        self.channel = "eventsourcing:" + (self._scope + b"\x00" + self._sequence_key).hex()
 
     def insert_events(self, stored_events: Sequence[StoredEvent], **kwargs: Any) -> Sequence[int] | None:
         ids = self._insert(stored_events, None)
@@ -289,6 +292,8 @@ class DurastateAggregateRecorder(_DurastateRecorder, AggregateRecorder):
                     f"{f' (and {len(taken) - 1} more of the batch)' if len(taken) > 1 else ''}; nothing was written"
                 )
             ids = list(range(last - len(rows) + 1, last + 1))
+            if self._with_notifications:
+                self.store.engine.notify(self.channel)  # delivered at the commit, never after a rollback
             kv.put_many(
                 scope, self._events_ns, [(key, _ID.pack(i) + rest) for i, (key, rest) in zip(ids, rows, strict=True)]
             )
@@ -301,9 +306,6 @@ class DurastateAggregateRecorder(_DurastateRecorder, AggregateRecorder):
                         for i, (key, rest) in zip(ids, rows, strict=True)
                     ],
                 )
-        with self._inserted:
-            self._generation += 1
-            self._inserted.notify_all()
         return ids
 
     def _existing(self, keys: list[bytes]) -> list[bytes]:
@@ -440,17 +442,19 @@ class DurastateApplicationRecorder(DurastateAggregateRecorder, ApplicationRecord
 
 
 class DurastateSubscription(Subscription[DurastateApplicationRecorder]):
-    """Notifications after ``gt``, then new ones as they commit (polling; see the module docstring)."""
+    """Notifications after ``gt``, then new ones as they commit (see the module docstring)."""
 
     def __init__(self, recorder: DurastateApplicationRecorder, gt: int | None = None, topics: Sequence[str] = ()):
         super().__init__(recorder=recorder, gt=gt, topics=topics)
         self._buffer: list[Notification] = []
         self._position = 0
+        # Registered before the first read: a commit between a read and the wait wakes the wait.
+        with _translated():
+            self._watch = recorder.store.engine.watch(recorder.channel, SUBSCRIPTION_POLL_INTERVAL)
 
     def stop(self) -> None:
         super().stop()
-        with self._recorder._inserted:
-            self._recorder._inserted.notify_all()
+        self._watch.close()  # a wait in progress returns within SUBSCRIPTION_POLL_INTERVAL
 
     def __next__(self) -> Notification:
         recorder = self._recorder
@@ -459,8 +463,6 @@ class DurastateSubscription(Subscription[DurastateApplicationRecorder]):
                 notification = self._buffer[self._position]
                 self._position += 1
                 return notification
-            with recorder._inserted:
-                generation = recorder._generation
             page = recorder.select_notifications(
                 start=self._last_notification_id or 0,
                 limit=_SELECT_PAGE,
@@ -471,9 +473,10 @@ class DurastateSubscription(Subscription[DurastateApplicationRecorder]):
                 self._buffer, self._position = list(page), 0
                 self._last_notification_id = page[-1].id
                 continue
-            with recorder._inserted:
-                if recorder._generation == generation and not self._has_been_stopped:
-                    recorder._inserted.wait(SUBSCRIPTION_POLL_INTERVAL)
+            # False: nothing was notified (a listening watch): wait on without reading again.
+            while not self._has_been_stopped and not self._watch.wait(SUBSCRIPTION_POLL_INTERVAL):
+                pass
+        self._watch.close()
         raise StopIteration
 
 

@@ -210,3 +210,68 @@ def test_a_store_written_with_the_old_layout_reads_and_grows(store: durastate.St
     scope = b"eventsourcing/shop"
     inline = store.kv.get(scope, b"notifications", struct.pack(">Q", 3))
     assert inline is not None and inline.startswith(b"\x00\x00") and inline.endswith(b"placedn1")
+
+
+def _count_calls(monkeypatch: pytest.MonkeyPatch, target: object, name: str) -> list[object]:
+    """Each call of ``target.name`` appends its result to the returned list (the call itself runs unchanged)."""
+    original = getattr(target, name)
+    calls: list[object] = []
+
+    def counted(*args: object, **kwargs: object) -> object:
+        result = original(*args, **kwargs)
+        calls.append(result)
+        return result
+
+    monkeypatch.setattr(target, name, counted)
+    return calls
+
+
+def test_a_waiting_subscription_reads_again_only_when_an_insert_commits(
+    open_shared: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On an engine that hears commits (PostgreSQL's LISTEN) an idle subscriber runs no query, and an insert
+    through another store wakes it; where the watch polls (SQLite) it reads at each poll instead.
+    """
+    store, writer = open_shared(), open_shared()  # type: ignore[operator]
+    recorder = DurastateApplicationRecorder(store, application="tail")
+    selects = _count_calls(monkeypatch, recorder, "select_notifications")
+    subscription = recorder.subscribe(gt=0)
+    waits = _count_calls(monkeypatch, subscription._watch, "wait")
+    received: list[bytes] = []
+    reader = threading.Thread(target=lambda: received.append(next(subscription).state))
+    reader.start()
+
+    def settled(count: int) -> bool:  # the last ``count`` waits heard nothing, or (polling) there were ``count``
+        return len(waits) >= count and (not subscription._watch.reliable or not any(waits[-count:]))
+
+    while not settled(3) and reader.is_alive():
+        threading.Event().wait(0.01)
+    reads_before, waits_before = len(selects), len(waits)
+    while len(waits) < waits_before + 3 and reader.is_alive():
+        threading.Event().wait(0.01)
+    if subscription._watch.reliable:
+        # Waits of SUBSCRIPTION_POLL_INTERVAL that heard nothing, and not one query among them.
+        assert not any(waits[waits_before:]) and len(selects) == reads_before
+    else:
+        assert len(selects) > reads_before  # a polled watch answers "look again" at each poll
+    DurastateApplicationRecorder(writer, application="tail").insert_events([StoredEvent(uuid4(), 1, "t", b"new")])
+    reader.join(60)
+    assert received == [b"new"]
+    subscription.stop()
+
+
+def test_stop_ends_a_waiting_iteration(store: durastate.Store) -> None:
+    recorder = DurastateApplicationRecorder(store)
+    subscription = recorder.subscribe()
+    ended: list[str] = []
+
+    def iterate() -> None:
+        for _ in subscription:
+            ended.append("a notification arrived")
+        ended.append("stopped")
+
+    reader = threading.Thread(target=iterate)
+    reader.start()
+    subscription.stop()
+    reader.join(60)
+    assert ended == ["stopped"]
