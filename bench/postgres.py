@@ -132,8 +132,9 @@ class RawPsycopg:
         if self.with_attempts:
             variant = sql.companion  # type: ignore[attr-defined]  # the engine's attempt-recording variant
             assert variant is not None
-            if not isinstance(variant, str):  # a claim re-read by its lease token: it runs as it is
-                return self.conn().execute(sql, params).fetchall()
+            if not isinstance(variant, str):  # a claim re-read by its lease token, an idempotent put: as it is
+                cur = self.conn().execute(sql, params)
+                return cur.fetchall() if cur.description is not None else cur.rowcount
             self.prune_in_passing()
             return self.conn().execute(variant, (*params, os.urandom(16), int(time.time() * 1000))).fetchall()
         cur = self.conn().execute(sql, params)
@@ -214,6 +215,11 @@ def _raw_ops(raw: RawPsycopg, store: durastate.Store) -> dict[str, Worker]:
         now = int(time.time() * 1000)
         raw.write(queues._push, (f"q{w}".encode(), VALUE, now, 5, now))
 
+    def pop(w: int, i: int) -> None:
+        # The queue's floor as the facet reads it (Queues._floor: a bound below its earliest item).
+        queue, now = f"pre{w}".encode(), int(time.time() * 1000)
+        raw.write(queues._pop, (queue, now, queues._floor(queue, now)))
+
     _ = no_limit
     # incr binds the int64 overflow guard (old value range) when its
     # statement has one; bind the same values as durastate does for +1.
@@ -233,7 +239,7 @@ def _raw_ops(raw: RawPsycopg, store: durastate.Store) -> dict[str, Worker]:
         "log scan 100": lambda w, i: raw.read(kv._log_page, (SCOPE, NS, b"preloaded", (i * 17) % 1000, 100)),
         "counter add": lambda w, i: raw.write(kv._counter_add, (SCOPE, NS, f"c{w}".encode(), 1, *counter_bounds)),
         "push 1": push,
-        "pop": lambda w, i: raw.write(queues._pop, (f"pre{w}".encode(), int(time.time() * 1000))),
+        "pop": pop,
     }
 
 
@@ -340,7 +346,7 @@ def raw_claim_ack_throughput(
             raw.bind(w)
         token = os.urandom(16)
         now = int(time.time() * 1000)
-        rows = raw.write(queues._claim, (token, now + 60_000, queue, now))
+        rows = raw.write(queues._claim, (token, now + 60_000, queue, now, queues._floor(queue, now)))
         assert rows, "the queue ran dry"
         raw.write(queues._ack_sql, (rows[0][0], token))
 

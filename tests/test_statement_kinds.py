@@ -51,3 +51,22 @@ def test_argument_tokens_take_their_argument() -> None:
         POSTGRES_DIALECT.compile(template, "ds_")
         == "INSERT INTO ds_t (id, n) VALUES (ds_next_value('t_seq'), %s) FOR UPDATE OF x"
     )
+
+
+def test_only_a_bool_declares_a_write_idempotent() -> None:
+    from durastate.engines.base import WRITE
+
+    assert WRITE("DELETE FROM {p}kv", idempotent=True).idempotent
+    assert not WRITE("DELETE FROM {p}kv").idempotent
+    with pytest.raises(durastate.WrongType, match="idempotent must be a bool"):
+        WRITE("DELETE FROM {p}kv", idempotent="yes")  # type: ignore[arg-type]
+
+
+def test_an_idempotent_write_compiles_apart_from_the_same_text_undeclared() -> None:
+    """Compiled statements are cached by text: the declaration is part of the key."""
+    from durastate.engines.base import WRITE
+
+    with durastate.open("memory:") as store:
+        plain = store.engine.sql(WRITE("DELETE FROM {p}kv WHERE scope = ?"))
+        idempotent = store.engine.sql(WRITE("DELETE FROM {p}kv WHERE scope = ?", idempotent=True))
+    assert (plain.idempotent, idempotent.idempotent) == (False, True)

@@ -30,10 +30,10 @@ def _attempts(pg_url: str) -> list[tuple[int, str]]:
     return [(int(created), text) for created, text in rows]
 
 
-def _put_keys(store: durastate.Store, stem: bytes, count: int) -> None:
-    """``count`` writes outside a transaction: one attempt row each."""
+def _incr_keys(store: durastate.Store, stem: bytes, count: int) -> None:
+    """``count`` writes outside a transaction: one attempt row each (a put, idempotent, records none)."""
     for i in range(count):
-        store.kv.put(b"s", b"n", stem + b"%d" % i, b"v")
+        store.kv.incr(b"s", b"n", stem + b"%d" % i, 1)
 
 
 def test_a_drained_value_is_gone_from_the_bookkeeping_after_the_window(pg_url: str) -> None:
@@ -55,9 +55,9 @@ def test_a_drained_value_is_gone_from_the_bookkeeping_after_the_window(pg_url: s
 def test_maintain_prunes_in_batches_within_its_budget(pg_url: str) -> None:
     clock = FakeClock()
     with durastate.open(pg_url, clock=clock) as store:
-        _put_keys(store, b"k", 2 * postgres.ATTEMPT_PRUNE_BATCH)  # more than a prune in passing removes
+        _incr_keys(store, b"k", 2 * postgres.ATTEMPT_PRUNE_BATCH)  # more than a prune in passing removes
         clock.advance(postgres.ATTEMPT_RETENTION + 1)
-        store.kv.put(b"s", b"n", b"fresh", b"v")  # inside the window: kept
+        store.kv.incr(b"s", b"n", b"fresh", 1)  # inside the window: kept
         first = store.maintain(max_rows=100)
         assert first.engine_bookkeeping <= 100 and not first.finished
         rest = store.maintain()
@@ -68,17 +68,17 @@ def test_maintain_prunes_in_batches_within_its_budget(pg_url: str) -> None:
 def test_writes_prune_expired_rows_in_passing(pg_url: str) -> None:
     clock = FakeClock()
     with durastate.open(pg_url, clock=clock) as store:
-        _put_keys(store, b"old", 500)
+        _incr_keys(store, b"old", 500)
         clock.advance(postgres.ATTEMPT_RETENTION + 1)
         cutoff = store.engine.now_ms() - int(postgres.ATTEMPT_RETENTION * 1000)
-        _put_keys(store, b"new", 4 * postgres.ATTEMPT_PRUNE_EVERY)  # 4 batches of ATTEMPT_PRUNE_BATCH >= 500 rows
+        _incr_keys(store, b"new", 4 * postgres.ATTEMPT_PRUNE_EVERY)  # 4 batches of ATTEMPT_PRUNE_BATCH >= 500 rows
         assert [created for created, _ in _attempts(pg_url) if created < cutoff] == []
 
 
 def test_opening_a_store_prunes_an_idle_stores_leftovers(pg_url: str) -> None:
     clock = FakeClock()
     with durastate.open(pg_url, clock=clock) as store:
-        _put_keys(store, b"k", 10)
+        _incr_keys(store, b"k", 10)
     assert len(_attempts(pg_url)) == 10
     clock.advance(postgres.ATTEMPT_RETENTION + 1)
     with durastate.open(pg_url, clock=clock):
@@ -105,7 +105,7 @@ def test_the_window_is_configurable_and_validated(pg_url: str) -> None:
 def test_open_sets_the_window(pg_url: str) -> None:
     clock = FakeClock()
     with durastate.open(pg_url, clock=clock, attempt_retention=10) as store:
-        store.kv.put(b"s", b"n", b"k", b"v")
+        store.kv.incr(b"s", b"n", b"k", 1)
         clock.advance(5)
         assert store.engine.prune_bookkeeping() == 0
         clock.advance(6)

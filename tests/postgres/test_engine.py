@@ -262,7 +262,7 @@ def test_reads_record_no_attempt_row(pg_url: str) -> None:
             assert store.kv.get(b"s", b"n", b"k") == b"v"
             assert store.presence.read("room") != []
         assert _attempt_rows(pg_url) == written
-        store.kv.put(b"s", b"n", b"k2", b"v")
+        store.kv.incr(b"s", b"n", b"k2", 1)
         assert _attempt_rows(pg_url) == written + 1
 
 

@@ -23,7 +23,7 @@ import psycopg
 import pytest
 
 import durastate
-from durastate.engines.base import DDL, WRITE_ROWS
+from durastate.engines.base import DDL, READ, WRITE_ROWS
 from durastate.engines.postgres import PostgresEngine
 
 from .proxy import CuttingProxy
@@ -260,6 +260,60 @@ def test_a_claim_applies_once_and_its_retry_rereads_the_leased_item(
     stats = store.queues.stats("jobs")
     assert (stats.ready, stats.in_flight) == (1, 0)
     assert store.queues.pop("jobs") == b"\x00second"
+
+
+@pytest.mark.parametrize("ttl", [None, 60.0], ids=["persistent", "ttl"])
+@pytest.mark.parametrize("cut", ["reply", "request"])
+def test_a_put_is_run_again_without_an_attempt_row(
+    store: durastate.Store, proxy: CuttingProxy, cut: str, ttl: float | None
+) -> None:
+    """An upsert of given values is idempotent: its retry runs it again, the key holds the value once."""
+    engine = store.engine
+    attempts = engine.sql(READ("SELECT count(*) FROM {p}attempt"))
+    store.kv.put(b"s", b"n", b"k", b"old")
+    before = engine.one(attempts)
+    getattr(proxy, f"drop_{cut}")(b"INSERT INTO ds_kv (scope")
+    with on_new_connections(store):
+        store.kv.put(b"s", b"n", b"k", b"new", ttl=ttl)
+    assert proxy.cuts == 1
+    assert store.kv.get(b"s", b"n", b"k") == b"new"
+    assert [key for key, _ in store.kv.scan(b"s", b"n")] == [b"k"]
+    assert engine.one(attempts) == before  # no attempt row: neither the put nor its retry wrote one
+
+
+@pytest.mark.parametrize("cut", ["reply", "request"])
+def test_an_ack_then_claim_applies_once_and_its_retry_rereads_the_claim(
+    store: durastate.Store, proxy: CuttingProxy, cut: str
+) -> None:
+    """One statement acks and claims: its retry finds the claim by its lease token, the ack done once."""
+    store.queues.push("jobs", [b"done", b"next", b"later"])
+    done = store.queues.claim("jobs", lease=60)
+    assert done is not None
+    getattr(proxy, f"drop_{cut}")(b"WITH acked AS")
+    with on_new_connections(store):
+        acked, claim = store.queues._ack_then_claim(done, "jobs", lease=60)
+    assert proxy.cuts == 1
+    assert acked and claim is not None and (claim.payload, claim.attempts) == (b"next", 1)
+    stats = store.queues.stats("jobs")
+    assert (stats.ready, stats.in_flight) == (1, 1)  # "done" gone, "next" claimed once, "later" untouched
+    claim.ack()  # the token the retry answered with is the one on the row
+    assert store.queues.pop("jobs") == b"later"
+
+
+@pytest.mark.parametrize("cut", ["reply", "request"])
+def test_an_ack_then_claim_of_an_empty_queue_answers_the_ack_after_a_retry(
+    store: durastate.Store, proxy: CuttingProxy, cut: str
+) -> None:
+    """No claim to re-read: the statement runs again, and finds the acked item gone (done), not lost."""
+    store.queues.push("jobs", [b"only"])
+    done = store.queues.claim("jobs", lease=60)
+    assert done is not None
+    getattr(proxy, f"drop_{cut}")(b"WITH acked AS")
+    with on_new_connections(store):
+        assert store.queues._ack_then_claim(done, "jobs", lease=60) == (True, None)
+    assert proxy.cuts == 1
+    stats = store.queues.stats("jobs")
+    assert (stats.ready, stats.in_flight, stats.delayed) == (0, 0, 0)
 
 
 def test_pop_replay_returns_the_popped_payload(store: durastate.Store, proxy: CuttingProxy) -> None:

@@ -328,7 +328,7 @@ class EngineBase(Engine):
         # ``_statement_cache_key``): a process opening many stores compiles
         # each statement once.
         shared = self._statement_cache_key()
-        self._sql_cache: dict[tuple[Kind, str, Reread | None], SQL] = (
+        self._sql_cache: dict[tuple[Kind, str, Reread | None, bool], SQL] = (
             {} if shared is None else self.dialect.compiled_cache(shared)
         )
         self._next_value_sql = self.sql(NEXT_VALUE)
@@ -450,8 +450,10 @@ class EngineBase(Engine):
         """
         template: Template
         reread = None
+        idempotent = False
         if isinstance(statement, Statement):
             kind, template, reread = statement.kind, statement.template, statement.reread
+            idempotent = statement.idempotent
         elif isinstance(statement, KeyLookup):
             kind = Kind.WRITE if statement.delete else Kind.READ
             template = self.dialect.key_lookup(statement)
@@ -465,10 +467,11 @@ class EngineBase(Engine):
                 template = template[self.dialect.name]
             except KeyError:
                 raise NotSupported(f"{self.url}: no {self.dialect.name} text for statement {template!r}") from None
-        key = (kind, template, reread)
+        key = (kind, template, reread, idempotent)
         compiled = self._sql_cache.get(key)
         if compiled is None:
             compiled = SQL(self.dialect.compile(template, self._prefix_for(kind)), kind)
+            compiled.idempotent = idempotent
             if reread is not None:
                 read = SQL(self.dialect.compile(reread.template, self._prefix_for(Kind.READ)), Kind.READ)
                 compiled.reread = (read, reread.params)

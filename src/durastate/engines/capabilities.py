@@ -74,6 +74,12 @@ class Capabilities:
     # (``engines.vectors``: PostgreSQL with the pgvector extension installed
     # in the database when the engine opened). False: callers search exactly.
     vector_index: bool = False
+    # A WITH clause may hold INSERT/UPDATE/DELETE (PostgreSQL's data-modifying
+    # common table expressions), so several writes run as one statement: one
+    # round trip, no transaction. A facet with the choice then compiles and
+    # sends a statement written that way. False: it runs the writes in a
+    # transaction.
+    write_ctes: bool = False
 
     def replace(self, **changes: Any) -> Capabilities:
         """A copy with ``changes`` applied (an engine mode that turns features off)."""

@@ -173,9 +173,13 @@ CAPABILITIES = Capabilities(
     inline_async_calls=False,
     write_attempts=True,
     deferred_answers=True,
+    write_ctes=True,
 )
 # deferred_answers off: next_value_later answers at once there (PipelinedTransactions.next_value_later).
-CITUS_CAPABILITIES = CAPABILITIES.replace(triggers=False, notify_in_transaction=False, deferred_answers=False)
+# write_ctes off: a facet's several-writes statement is not checked against Citus's planner; a transaction is.
+CITUS_CAPABILITIES = CAPABILITIES.replace(
+    triggers=False, notify_in_transaction=False, deferred_answers=False, write_ctes=False
+)
 
 
 # The machine's clock, read through this name so a test can skew one
@@ -489,7 +493,7 @@ class PostgresEngine(ChangeNotifications):
             raise self._read_only_refusal()
         if type(variant) is str:
             return self._write_once(variant, params, fetch)
-        # A read, or a write whose retry re-reads its rows (RereadWrite). The
+        # A read, a write whose retry re-reads its rows (RereadWrite) or runs it again (RUN_AGAIN). The
         # first try is inlined (the common case pays no closure); a lost
         # connection falls through to the retry loop.
         began = time.monotonic()
@@ -498,7 +502,7 @@ class PostgresEngine(ChangeNotifications):
             return fetch_result(conn.run(sql, params), fetch)
         except psycopg.Error as exc:
             if not self._unusable(exc, conn):
-                raise translate_postgres_error(exc, self.url) from None
+                raise translate_postgres_error(exc, self.url, read_only=self.read_only) from None
             self._discard(conn)
             failed = exc
         finally:

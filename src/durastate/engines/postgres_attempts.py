@@ -20,6 +20,9 @@ transaction committed answers with the value it got.
 What a row records, by the write's kind:
 
 * ``WRITE``: the row count (``result``, a JSON number).
+* ``WRITE`` declared ``idempotent`` (an upsert of given values, ``kv.put``):
+  no attempt row at all. Its retry runs it again: if the first run
+  committed, the second changes nothing more and counts the same rows.
 * ``WRITE_ROWS`` declaring a ``Reread`` (a claim, whose rows carry the
   random lease token it set): no attempt row at all. The retry re-reads
   the rows by the token; found means the claim committed and they are its
@@ -63,6 +66,7 @@ __all__ = [
     "NEXT_VALUE_RECORDED",
     "NOT_APPLIED",
     "OPAQUE_WRITE",
+    "RUN_AGAIN",
     "RereadWrite",
     "attempt_variant",
     "decode_rows",
@@ -144,14 +148,27 @@ class RereadWrite:
         return rows[0] if fetch == 1 else rows
 
 
-def attempt_variant(sql: SQL, prefix: str) -> str | RereadWrite | None:
+class RunAgain:
+    """The companion of an idempotent write (``WRITE(idempotent=True)``): its retry runs it again."""
+
+    __slots__ = ()
+
+    def replay(self, conn: psycopg.Connection[Any], params: Any, fetch: int) -> Any:
+        """Nothing to look up: running it again is the answer (``NOT_APPLIED``)."""
+        return NOT_APPLIED
+
+
+RUN_AGAIN = RunAgain()
+
+
+def attempt_variant(sql: SQL, prefix: str) -> str | RereadWrite | RunAgain | None:
     """The attempt-recording variant of a write; ``None`` for a read.
 
     ``OPAQUE_WRITE`` for a statement that cannot be one attempt-recording
     statement (DDL, NOTIFY): it runs in its own transaction instead,
     whose commit ambiguity the attempt row resolves, at the price of a
-    few more round trips. A ``RereadWrite`` for a write that declares a ``Reread``: it
-    runs as it is. The variant takes the statement's parameters, then the
+    few more round trips. A ``RereadWrite`` for a write that declares a ``Reread``, and
+    ``RUN_AGAIN`` for one declared idempotent: it runs as it is. The variant takes the statement's parameters, then the
     attempt id and the store's time.
     """
     kind = sql.kind
@@ -159,6 +176,8 @@ def attempt_variant(sql: SQL, prefix: str) -> str | RereadWrite | None:
         return None
     if kind is not Kind.WRITE and kind is not Kind.WRITE_ROWS:
         return OPAQUE_WRITE
+    if sql.idempotent:
+        return RUN_AGAIN
     if kind is Kind.WRITE_ROWS:
         if sql.reread is not None:
             return RereadWrite(*sql.reread)

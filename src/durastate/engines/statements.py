@@ -46,7 +46,7 @@ from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import ConfigurationError
+from ..errors import ConfigurationError, WrongType
 
 Row = tuple[Any, ...]
 Params = Sequence[Any]
@@ -104,14 +104,32 @@ class Statement:
     kind: Kind
     template: Template
     reread: Reread | None = None
+    # A WRITE whose second run, after the first committed, leaves the same
+    # rows and returns the same answer (an upsert of given values): a retry
+    # after a lost connection may simply run it again (see ``WRITE``).
+    idempotent: bool = False
 
 
 def READ(template: Template) -> Statement:
     return Statement(Kind.READ, template)
 
 
-def WRITE(template: Template) -> Statement:
-    return Statement(Kind.WRITE, template)
+def WRITE(template: Template, *, idempotent: bool = False) -> Statement:
+    """A write; ``idempotent=True`` declares that running it twice is running it once.
+
+    That is: run again after it committed, it changes nothing more and its
+    row count is the same (an upsert of given values, whatever the row held
+    before). An engine that retries writes after a lost connection
+    (PostgreSQL) then keeps no attempt row for it and runs it again. The
+    one difference a caller could see: a write of the same rows committed
+    by someone else between the first run and the retry is overwritten,
+    as if this write had come last, which it may have (its call had not
+    returned). Never declare it of a write whose result depends on what
+    it changed (a counter, an append, a delete that reports what it found).
+    """
+    if not isinstance(idempotent, bool):
+        raise WrongType(f"idempotent must be a bool, got {type(idempotent).__name__}")
+    return Statement(Kind.WRITE, template, idempotent=idempotent)
 
 
 def WRITE_ROWS(template: Template, *, reread: Reread | None = None) -> Statement:
@@ -158,6 +176,8 @@ class SQL(str):
     companion: Any
     # The compiled ``Statement.reread`` (a READ) and its parameter positions.
     reread: tuple[SQL, tuple[int, ...]] | None = None
+    # ``Statement.idempotent``: a retry may run it again.
+    idempotent: bool = False
 
     def __new__(cls, text: str, kind: Kind) -> SQL:
         compiled = super().__new__(cls, text)

@@ -46,11 +46,13 @@ destructive dequeue exactly.
 
 Acks ride on the next dequeue. A settled task's ack is not a commit of its
 own: ``execute`` hands it to ``storage.ack_later``, and the same thread's
-next ``storage.dequeue()`` commits it in one transaction with the next
-claim (huey's worker calls ``dequeue`` as soon as ``execute`` returns, also
-when the queue is empty). So a task costs two commits, the enqueue and the
-claim, as on huey's own storages (enqueue, destructive dequeue), instead of
-three; on SQLite with ``durability="full"`` and on PostgreSQL each commit
+next ``storage.dequeue()`` commits it with the next claim (huey's worker
+calls ``dequeue`` as soon as ``execute`` returns, also when the queue is
+empty): one ack waiting goes in ``Queues._ack_then_claim`` with the claim
+of the highest priority (on PostgreSQL one statement: one round trip, no
+transaction), several in one transaction with the claim. So a task costs
+two commits, the enqueue and the claim, as on huey's own storages
+(enqueue, destructive dequeue), instead of three; on SQLite with ``durability="full"`` and on PostgreSQL each commit
 waits for a flush to disk, which is most of a task's queue cost. A waiting
 ack is also committed by the worker's shutdown (an ``on_shutdown`` hook, in
 the worker's thread), ``DurastateHuey.close()``, ``storage.close()`` and
@@ -58,8 +60,9 @@ the worker's thread), ``DurastateHuey.close()``, ``storage.close()`` and
 meanwhile. If the process dies before it commits, the task runs again once
 its lease is out: the at-least-once guarantee below, with the same window
 as an ack of its own (from the end of the task to the next commit). If the
-dequeue's transaction fails, its acks wait for the next one; an ack whose
-lease was lost meanwhile is logged, and the claim goes ahead.
+dequeue fails, its acks wait for the next one (nothing of it committed); an
+ack whose lease was lost meanwhile is logged, and the claim goes ahead (an
+item another consumer has already finished counts as acked by the dequeue).
 
 Calling ``storage.dequeue()`` directly (outside ``DurastateHuey``) claims the
 message too; nobody settles it, so it comes back after the lease.
@@ -283,9 +286,12 @@ class DurastateStorage(BaseStorage):  # type: ignore[misc]
             claim = self._claim_next()
         else:
             try:
-                with self.store.transaction():
-                    _ack_all(pending)
-                    claim = self._claim_next()
+                if len(pending) == 1:
+                    claim = self._ack_then_claim_next(pending[0])
+                else:
+                    with self.store.transaction():
+                        _ack_all(pending)
+                        claim = self._claim_next()
             except BaseException:
                 self._give_back(threading.get_ident(), pending)
                 raise
@@ -297,6 +303,29 @@ class DurastateStorage(BaseStorage):  # type: ignore[misc]
     def _claim_next(self) -> Claim | None:
         assert self.lease is not None
         for queue in self._queues_for_dequeue():
+            claim = self.store.queues.claim(queue, lease=self.lease)
+            if claim is not None:
+                return claim
+        return None
+
+    def _ack_then_claim_next(self, done: Claim) -> Claim | None:
+        """``_claim_next`` with ``done``'s ack in the first queue's claim (``Queues._ack_then_claim``).
+
+        On PostgreSQL the ack and the claim are one statement (one round trip,
+        no transaction); the common case of huey's worker: one finished task
+        per dequeue.
+        """
+        assert self.lease is not None
+        queues = self._queues_for_dequeue()
+        if not queues:
+            _ack_all([done])
+            return None
+        acked, claim = self.store.queues._ack_then_claim(done, queues[0], lease=self.lease)
+        if not acked:
+            _lease_lost(done)
+        if claim is not None:
+            return claim
+        for queue in queues[1:]:
             claim = self.store.queues.claim(queue, lease=self.lease)
             if claim is not None:
                 return claim
@@ -656,4 +685,8 @@ def _settle(claim: Claim, *, ack: bool, error: str) -> None:
         else:
             claim.nack(error=error)
     except Conflict:
-        logger.warning("lease of %r was lost before it was settled; another consumer may run it again", claim)
+        _lease_lost(claim)
+
+
+def _lease_lost(claim: Claim) -> None:
+    logger.warning("lease of %r was lost before it was settled; another consumer may run it again", claim)

@@ -46,17 +46,23 @@ SCHEMA = Schema(
 # -- statements ---------------------------------------------------------------
 
 GET = READ("SELECT value, expires_at FROM {p}kv WHERE scope = ? AND ns = ? AND key = ?")
+# Idempotent: run again after it committed, the row holds the same value and
+# deadline (the deadline is a bound value, computed once per call) and the
+# count is 1 again, so a retry after a lost connection runs it again and
+# PostgreSQL keeps no attempt row for it (engines.postgres_attempts).
 PUT = WRITE(
     "INSERT INTO {p}kv (scope, ns, key, value, expires_at) VALUES (?, ?, ?, ?, ?)"
     " ON CONFLICT (scope, ns, key) DO UPDATE"
-    " SET value = excluded.value, expires_at = excluded.expires_at"
+    " SET value = excluded.value, expires_at = excluded.expires_at",
+    idempotent=True,
 )
 # The common no-ttl put: the same upsert with a literal NULL deadline, which
 # SQLite writes measurably faster (~7 % on a batch) than a bound NULL.
 PUT_PERSISTENT = WRITE(
     "INSERT INTO {p}kv (scope, ns, key, value, expires_at) VALUES (?, ?, ?, ?, NULL)"
     " ON CONFLICT (scope, ns, key) DO UPDATE"
-    " SET value = excluded.value, expires_at = NULL"
+    " SET value = excluded.value, expires_at = NULL",
+    idempotent=True,
 )
 DRAIN = WRITE_ROWS("DELETE FROM {p}kv WHERE scope = ? AND ns = ? RETURNING key, value, expires_at")
 DELETE_ALL = WRITE("DELETE FROM {p}kv WHERE scope = ? AND ns = ?")

@@ -113,6 +113,33 @@ BURY = WRITE(
 )
 DELETE_ID = WRITE("DELETE FROM {p}queue WHERE id = ?")
 ACK = WRITE("DELETE FROM {p}queue WHERE id = ? AND lease = ?")
+# Queues._ack_then_claim on an engine with ``write_ctes`` (compiled only there): the
+# ack and the next claim as one autocommitted statement, one round trip with
+# no transaction and no attempt row (the claim part is CLAIM, with the acked
+# id left out: an expired lease still carrying our token must not be claimed
+# by the statement that deletes it). Its first column says whether the ack
+# is done: deleted now, or gone already. A retry after a lost connection
+# re-reads the claimed row by its lease token (the ack committed with it; its
+# item is gone unless its lease was lost); no row found: nothing committed,
+# or the claim found no item, and the statement runs again (an ack that did
+# commit finds its item gone: done, the same answer).
+ACK_THEN_CLAIM = WRITE_ROWS(
+    "WITH acked AS (DELETE FROM {p}queue WHERE id = ? AND lease = ? RETURNING id),"
+    " claimed AS (UPDATE {p}queue SET lease = ?, attempts = attempts + 1, available_at = ?"
+    " WHERE id = (SELECT id FROM {p}queue WHERE queue = ? AND available_at <= ? AND available_at >= ?"
+    " AND id <> ? ORDER BY available_at, id LIMIT 1{skip_locked})"
+    " AND (max_attempts IS NULL OR attempts < max_attempts)"
+    " RETURNING id, payload, attempts)"
+    " SELECT EXISTS (SELECT 1 FROM acked) OR NOT EXISTS (SELECT 1 FROM {p}queue WHERE id = ?),"
+    " claimed.id, claimed.payload, claimed.attempts FROM (SELECT 1) AS one LEFT JOIN claimed ON true",
+    reread=Reread(
+        "SELECT NOT EXISTS (SELECT 1 FROM {p}queue WHERE id = ?), id, payload, attempts FROM {p}queue"
+        " WHERE queue = ? AND available_at = ? AND lease = ?",
+        (8, 4, 3, 2),
+    ),
+)
+# Whether an item is still in its queue (an ack that deleted nothing: lease lost, or already gone).
+ITEM_PRESENT = READ("SELECT 1 FROM {p}queue WHERE id = ?")
 NACK = WRITE_ROWS(
     "UPDATE {p}queue SET lease = NULL, available_at = ?, last_error = ?"
     " WHERE id = ? AND lease = ? RETURNING attempts, max_attempts"
@@ -315,6 +342,8 @@ class Queues:
         self._bury = sql(BURY)
         self._delete_id = sql(DELETE_ID)
         self._ack_sql = sql(ACK)
+        self._item_present = sql(ITEM_PRESENT)
+        self._ack_then_claim_sql = sql(ACK_THEN_CLAIM) if engine.capabilities.write_ctes else None
         self._nack_sql = sql(NACK)
         self._renew_sql = sql(RENEW)
         self._clear = sql(CLEAR)
@@ -538,6 +567,52 @@ class Queues:
     def _ack(self, claim: Claim) -> None:
         if self._engine.execute(self._ack_sql, (claim.id, claim._token)) != 1:
             raise Conflict(f"ack of {claim!r}: lease lost (the item was claimed again or is gone)")
+
+    def _ack_then_claim(self, done: Claim, name: str | bytes, *, lease: float = 30.0) -> tuple[bool, Claim | None]:
+        """Ack ``done``, then claim the next item of queue ``name`` for ``lease`` seconds; (acked, the claim or None).
+
+        For an integration that settles a finished item as it asks for the
+        next one (huey's worker): one statement on an engine with
+        ``write_ctes`` (PostgreSQL: one round trip, no transaction), one
+        transaction elsewhere; the ack never commits after the claim.
+        ``acked`` is False when the lease of ``done`` was lost and its item
+        is still queued (claimed again, or due again); an item already gone
+        counts as acked, so a retry after a lost connection, which finds the
+        item its first attempt deleted gone, answers the same. Where the
+        claim is not made by the one statement (the queue is empty, or its
+        head used up its attempts: buried first), the ack has committed
+        before the claim's own statements run. Never waits for an item.
+        """
+        if not isinstance(done, Claim) or done._queues is not self:
+            fail_type("done", "a Claim of this store's queues", done)
+        queue = _queue_name(name)
+        lease_ms = _duration_ms("lease", lease, allow_zero=False)
+        engine = self._engine
+        statement = self._ack_then_claim_sql
+        if statement is None:
+            with engine.transaction():
+                acked = self._acked(done)
+                return acked, self._claim_once(queue, lease_ms)
+        token = os.urandom(16)
+        now = engine.now_ms()
+        floor = self._floor(queue, now)
+        until = now + lease_ms
+        row = engine.one(statement, (done.id, done._token, token, until, queue, now, floor, done.id, done.id))
+        assert row is not None  # the statement answers one row, claimed or not
+        acked = bool(row[0])
+        if row[1] is None:
+            row = self._claim_past_exhausted(queue, token, now, floor, lease_ms)
+            if row is None:
+                return acked, None
+            return acked, Claim(self, queue, row[0], row[1], row[2], token, until, lease_ms)
+        return acked, Claim(self, queue, row[1], row[2], row[3], token, until, lease_ms)
+
+    def _acked(self, claim: Claim) -> bool:
+        """Ack ``claim``: whether its item is gone now (deleted here, or already), not raising for a lost lease."""
+        engine = self._engine
+        return engine.execute(self._ack_sql, (claim.id, claim._token)) == 1 or (
+            engine.one(self._item_present, (claim.id,)) is None
+        )
 
     def _nack(self, claim: Claim, delay: float, error: str | None) -> None:
         delay_ms = _duration_ms("delay", delay, allow_zero=True)

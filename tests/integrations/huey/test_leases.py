@@ -70,22 +70,49 @@ class TestSettling:
         assert task is not None and task.id == second.id
         assert first.get() == 1 and app.storage.pending_acks() == [] and _in_queue(app) == 1
 
+    @pytest.mark.parametrize("acks", [1, 2], ids=["one-ack", "two-acks"])
     def test_waiting_ack_stays_when_the_dequeue_fails(
-        self, app: DurastateHuey, monkeypatch: pytest.MonkeyPatch
+        self, app: DurastateHuey, monkeypatch: pytest.MonkeyPatch, acks: int
     ) -> None:
+        """One waiting ack goes with the claim in ``Queues._ack_then_claim``; several in a transaction with it."""
+
         @app.task()
+        def echo(n: int) -> int:
+            return n
+
+        for n in range(acks):
+            echo(n)
+        tasks = [app.dequeue() for _ in range(acks)]
+        for task in tasks:
+            app.execute(task)
+        waiting = app.storage.pending_acks()
+        assert len(waiting) == acks
+        with monkeypatch.context() as patched:
+            down = lambda *args, **kwargs: (_ for _ in ()).throw(OSError("store down"))  # noqa: E731
+            patched.setattr(app.storage.store.queues, "claim", down)
+            patched.setattr(app.storage.store.queues, "_ack_then_claim", down)
+            with pytest.raises(OSError, match="store down"):
+                app.dequeue()
+        assert app.storage.pending_acks() == waiting and _in_queue(app) == acks  # the acks rolled back with the claim
+        assert app.dequeue() is None and _in_queue(app) == 0
+
+    def test_a_lost_lease_found_by_the_next_dequeue_is_logged_and_the_claim_goes_ahead(
+        self, app: DurastateHuey, store: durastate.Store, clock: FakeClock, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        @app.task(name="echo")
         def echo(n: int) -> int:
             return n
 
         echo(1)
         app.execute(app.dequeue())
-        waiting = app.storage.pending_acks()
-        with monkeypatch.context() as patched:
-            patched.setattr(app.storage, "_claim_next", lambda: (_ for _ in ()).throw(OSError("store down")))
-            with pytest.raises(OSError, match="store down"):
-                app.dequeue()
-        assert app.storage.pending_acks() == waiting and _in_queue(app) == 1  # the ack rolled back with the claim
-        assert app.dequeue() is None and _in_queue(app) == 0
+        other = DurastateHuey("leases", store=store, lease=30, utc=False)
+        clock.advance(30)
+        assert other.storage.dequeue() is not None  # the first process is gone as far as the store can tell
+        second = echo(2)
+        task = app.dequeue()  # commits the late ack: its lease was lost, the item is the other's now
+        assert task is not None and task.id == second.id
+        assert "lost before it was settled" in caplog.text
+        assert app.storage.pending_acks() == [] and _in_queue(app) == 2  # the other's claim and ours
 
     def test_waiting_ack_keeps_its_lease(self, app: DurastateHuey, store: durastate.Store, clock: FakeClock) -> None:
         other = DurastateHuey("leases", store=store, lease=30, utc=False)

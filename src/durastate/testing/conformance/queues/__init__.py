@@ -10,7 +10,8 @@ with sleeps; their only real-time bound is a generous failure deadline.
 
 from __future__ import annotations
 
-from . import checks, delivery
+from . import ack_then_claim, checks, delivery
+from .ack_then_claim import *  # noqa: F403
 from .checks import *  # noqa: F403
 from .common import FAILURE_DEADLINE as FAILURE_DEADLINE
 from .common import claim as claim
@@ -19,4 +20,4 @@ from .common import pop_all as pop_all
 from .common import stats as stats
 from .delivery import *  # noqa: F403
 
-__all__ = [*delivery.__all__, *checks.__all__]
+__all__ = [*delivery.__all__, *checks.__all__, *ack_then_claim.__all__]
