@@ -37,6 +37,13 @@ items); ``search ns``: ``search(("docs", "n3"), query=..., limit=10)``
 (a tenth). Queries cycle through 50 texts (embedding one query costs the
 same on every side).
 
+``--contenders`` picks some (the exact ones take minutes a round at 100,000
+items); the page check's reference is then the first exact contender
+picked, else the first. ``--explain`` prints, after loading, the query
+plans (EXPLAIN ANALYZE, tables as loaded: no ANALYZE) of the pgvector
+store's and PostgresStore's statements for each op
+(``bench/langgraph_search_plans.py``).
+
 Method: one untimed warm-up round, then ``--rounds`` rounds of ``--calls``
 searches per op and contender, the contender order rotating each round.
 The table shows each contender's median searches/s and the median of the
@@ -74,6 +81,15 @@ from durastate.integrations.langgraph import DurastateStore  # noqa: E402
 NAMESPACES = [("docs", f"n{i}") for i in range(10)]
 KINDS = ["a", "b", "c", "d"]
 OPS = ["search", "search+filter", "search ns"]
+CONTENDERS = [
+    "InMemoryStore",
+    "durastate sqlite",
+    "durastate postgres exact",
+    "durastate postgres pgvector",
+    "PostgresStore (pgvector)",
+    "durastate postgres hnsw walk",
+]
+SHAPES = {"search": (("docs",), None), "search+filter": (("docs",), {"kind": "a"}), "search ns": (("docs", "n3"), None)}
 
 
 def embedder(dims: int) -> Callable[[list[str]], list[list[float]]]:
@@ -109,11 +125,7 @@ def searches(store: Any, calls: int) -> dict[str, Callable[[], None]]:
 
         return go
 
-    return {
-        "search": run(("docs",), None),
-        "search+filter": run(("docs",), {"kind": "a"}),
-        "search ns": run(("docs", "n3"), None),
-    }
+    return {op: run(prefix, filter) for op, (prefix, filter) in SHAPES.items()}
 
 
 class Walking:
@@ -135,11 +147,7 @@ class Walking:
 
 def agreement(contenders: dict[str, Any], reference: str, queries: int = 20) -> None:
     """Each contender's pages against the reference's: identical pages and recall of the top 10."""
-    cases = [
-        (prefix, f"query {i}", filter)
-        for i in range(queries)
-        for prefix, filter in ((("docs",), None), (("docs",), {"kind": "a"}), (("docs", "n3"), None))
-    ]
+    cases = [(prefix, f"query {i}", filter) for i in range(queries) for prefix, filter in SHAPES.values()]
     want = [[i.key for i in contenders[reference].search(p, query=q, filter=f, limit=10)] for p, q, f in cases]
     for name, store in contenders.items():
         got = [[i.key for i in store.search(p, query=q, filter=f, limit=10)] for p, q, f in cases]
@@ -147,6 +155,29 @@ def agreement(contenders: dict[str, Any], reference: str, queries: int = 20) -> 
         found = sum(len(set(g) & set(w)) for g, w in zip(got, want, strict=True))
         total = sum(len(w) for w in want)
         print(f"{name}: {same}/{len(cases)} pages identical to {reference}'s, recall@10 {found / total:.3f}")
+
+
+def explain(contenders: dict[str, Any], ours_url: str, ops: list[str]) -> None:
+    """Print the query plans of the pgvector contenders for each op (bench/langgraph_search_plans.py)."""
+    import importlib.util
+
+    # This folder is off sys.path (see above): load the helper by its path.
+    spec = importlib.util.spec_from_file_location("langgraph_search_plans", _here / "langgraph_search_plans.py")
+    assert spec is not None and spec.loader is not None
+    plans = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(plans)
+    durastate_plans, postgres_store_plan = plans.durastate_plans, plans.postgres_store_plan
+    for op in ops:
+        prefix, filter = SHAPES[op]
+        if "durastate postgres pgvector" in contenders:
+            print(f"plan, {op}, durastate postgres pgvector (generic plans):")
+            for line in durastate_plans(contenders["durastate postgres pgvector"], ours_url, prefix, "query 7", filter):
+                print("   ", line)
+        if "PostgresStore (pgvector)" in contenders:
+            print(f"plan, {op}, PostgresStore (pgvector):")
+            for line in postgres_store_plan(contenders["PostgresStore (pgvector)"], prefix, "query 7", filter):
+                print("   ", line)
+        print()
 
 
 def timed(run: Callable[[], None]) -> float:
@@ -198,6 +229,8 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--calls", type=int, default=10, help="searches per op, contender and round")
     parser.add_argument("--ops", nargs="*", default=OPS, choices=OPS)
+    parser.add_argument("--contenders", nargs="*", default=CONTENDERS, choices=CONTENDERS)
+    parser.add_argument("--explain", action="store_true", help="print the pgvector contenders' query plans")
     parser.add_argument(
         "--postgres-url",
         default=os.environ.get("DURASTATE_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/postgres"),
@@ -211,37 +244,50 @@ def main() -> int:
     print(
         f"items={args.items} dims={args.dims} rounds={args.rounds} calls={args.calls}; load average {os.getloadavg()}"
     )
+    wanted = set(args.contenders)
     with ExitStack() as stack:
         folder = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="durastate-bench-search-")))
-        contenders: dict[str, Any] = {"InMemoryStore": InMemoryStore(index=index)}  # type: ignore[arg-type]
-        contenders["durastate sqlite"] = stack.enter_context(
-            DurastateStore.from_url(folder / "search.db", index=index)  # type: ignore[arg-type]
-        )
-        url, schema = postgres_server.create_schema(args.postgres_url)
-        stack.callback(postgres_server.drop_schema, args.postgres_url, schema)
-        contenders["durastate postgres exact"] = stack.enter_context(
-            DurastateStore.from_url(url, index=index, vector_index=False)  # type: ignore[arg-type]
-        )
-        url, schema = postgres_server.create_schema(args.postgres_url)
-        stack.callback(postgres_server.drop_schema, args.postgres_url, schema)
-        ours = stack.enter_context(DurastateStore.from_url(url, index=index))  # type: ignore[arg-type]
-        if ours.store.engine.capabilities.vector_index:
-            contenders["durastate postgres pgvector"] = ours
-        else:
-            print("durastate postgres pgvector skipped: the database has no vector extension (CREATE EXTENSION vector)")
-        theirs = stack.enter_context(postgres_store(args.postgres_url, index))
-        if isinstance(theirs, str):
-            print(f"PostgresStore skipped: {theirs}")
-        else:
-            contenders["PostgresStore (pgvector)"] = theirs
+        contenders: dict[str, Any] = {}
+        if "InMemoryStore" in wanted:
+            contenders["InMemoryStore"] = InMemoryStore(index=index)  # type: ignore[arg-type]
+        if "durastate sqlite" in wanted:
+            contenders["durastate sqlite"] = stack.enter_context(
+                DurastateStore.from_url(folder / "search.db", index=index)  # type: ignore[arg-type]
+            )
+        if "durastate postgres exact" in wanted:
+            url, schema = postgres_server.create_schema(args.postgres_url)
+            stack.callback(postgres_server.drop_schema, args.postgres_url, schema)
+            contenders["durastate postgres exact"] = stack.enter_context(
+                DurastateStore.from_url(url, index=index, vector_index=False)  # type: ignore[arg-type]
+            )
+        ours_url = ""
+        if wanted & {"durastate postgres pgvector", "durastate postgres hnsw walk"}:
+            ours_url, schema = postgres_server.create_schema(args.postgres_url)
+            stack.callback(postgres_server.drop_schema, args.postgres_url, schema)
+            ours = stack.enter_context(DurastateStore.from_url(ours_url, index=index))  # type: ignore[arg-type]
+            if ours.store.engine.capabilities.vector_index:
+                contenders["durastate postgres pgvector"] = ours
+            else:
+                print("durastate postgres pgvector skipped: the database has no vector extension")
+        if "PostgresStore (pgvector)" in wanted:
+            theirs = stack.enter_context(postgres_store(args.postgres_url, index))
+            if isinstance(theirs, str):
+                print(f"PostgresStore skipped: {theirs}")
+            else:
+                contenders["PostgresStore (pgvector)"] = theirs
         for name, store in contenders.items():
             start = time.perf_counter()
             load(store, args.items)
             print(f"loaded {name} in {time.perf_counter() - start:.1f} s")
-        if "durastate postgres pgvector" in contenders:
+        if "durastate postgres pgvector" in contenders and "durastate postgres hnsw walk" in wanted:
             contenders["durastate postgres hnsw walk"] = Walking(contenders["durastate postgres pgvector"])
+        if "durastate postgres pgvector" in contenders and "durastate postgres pgvector" not in wanted:
+            del contenders["durastate postgres pgvector"]  # loaded for the walk only
         print()
-        agreement(contenders, "durastate sqlite")
+        if args.explain:
+            explain(contenders, ours_url, args.ops)
+        exact = [n for n in contenders if n in ("durastate sqlite", "durastate postgres exact", "InMemoryStore")]
+        agreement(contenders, (exact or list(contenders))[0])
         print()
         runs = {name: searches(store, args.calls) for name, store in contenders.items()}
         names = list(contenders)

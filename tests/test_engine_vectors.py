@@ -13,7 +13,7 @@ import struct
 import pytest
 
 import durastate
-from durastate.engines.vectors import VectorTable
+from durastate.engines.vectors import HnswParams, JsonCondition, VectorTable
 
 TABLE = VectorTable(scope=b"scope", ns=b"vectors", dims=3, distance="cosine")
 
@@ -78,3 +78,78 @@ def test_declared_indexes_follow_their_kv_rows(
     assert vectors.nearest(TABLE, near, start=b"", end=None, limit=5) == [(b"k2", "a")]
     with pytest.raises(durastate.InvalidRequest, match="dims"):
         vectors.nearest(TABLE, [1.0], start=b"", end=None, limit=5)
+
+
+def test_hnsw_params_are_validated() -> None:
+    assert HnswParams() == HnswParams(m=16, ef_construction=64) and HnswParams().default
+    for bad in ({"m": 1}, {"m": 101}, {"ef_construction": 3}, {"m": 40, "ef_construction": 64}, {"m": True}):
+        with pytest.raises(durastate.InvalidRequest, match="HNSW"):
+            HnswParams(**bad)  # type: ignore[arg-type]
+    with pytest.raises(durastate.InvalidRequest, match="op"):
+        JsonCondition(("a",), "like", "x")
+    with pytest.raises(durastate.InvalidRequest, match="operand"):
+        JsonCondition(("a",), "gt", "x")
+    with pytest.raises(durastate.InvalidRequest, match="path"):
+        JsonCondition((), "eq", "x")
+
+
+# Sibling rows (JSON) and what each condition must pass; "k*" keys own one vector each.
+SIBLINGS = {
+    b"k1": {"s": "x", "n": 1, "o": {"k": "x"}},
+    b"k2": {"s": "y", "n": True, "o": {"k": None}},
+    b"k3": {"s": "x\x00", "n": 2.5, "o": []},
+    b"k4": {"s": None, "n": "3"},
+    b"k5": {"n": False, "o": {"k": "y"}},
+}
+CONDITIONS = [
+    (JsonCondition(("v", "s"), "eq", "x"), {b"k1"}),
+    (JsonCondition(("v", "s"), "eq", "x\x00"), set(SIBLINGS)),  # inexact after NUL: not tested, all pass
+    (JsonCondition(("v", "s"), "eq", None), {b"k4", b"k5"}),
+    (JsonCondition(("v", "s"), "ne", "x"), {b"k2", b"k3", b"k4", b"k5"}),
+    (JsonCondition(("v", "s"), "ne", None), {b"k1", b"k2", b"k3"}),
+    (JsonCondition(("v", "n"), "eq", 1.0), {b"k1", b"k2"}),
+    (JsonCondition(("v", "n"), "eq", 0.0), {b"k5"}),
+    (JsonCondition(("v", "n"), "gt", 1.0), {b"k3", b"k4"}),  # "3": a string passes (the caller decides)
+    (JsonCondition(("v", "n"), "le", 1.0), {b"k1", b"k2", b"k4", b"k5"}),
+    (JsonCondition(("v", "o", "k"), "eq", "x"), {b"k1"}),
+    (JsonCondition(("v", "o", "k"), "eq", None), {b"k2"}),  # k3's o is a list, k4 has none: not objects
+]
+
+
+def test_nearest_rows_filters_on_the_sibling_row(store: durastate.Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    if not store.engine.capabilities.vector_index:
+        with pytest.raises(durastate.NotSupported, match="vector_index"):
+            store.engine.vectors.nearest_rows(TABLE, [1.0, 0.0, 0.0], start=b"", end=None, limit=1, sibling=b"items")
+        return
+    import orjson
+
+    vectors, kv = store.engine.vectors, store.kv
+    vectors.ensure(TABLE)
+    with store.transaction():
+        for i, (key, value) in enumerate(SIBLINGS.items()):
+            kv.put(b"scope", b"vectors", key, b"row")
+            kv.put(b"scope", b"items", key, orjson.dumps({"v": value}))
+            vectors.replace(TABLE, [(key, b"d", [("f", packed(1.0, 0.1 * i, 0.0))])])
+        kv.put(b"scope", b"vectors", b"k6", b"row")  # no sibling row: never found
+        vectors.replace(TABLE, [(b"k6", b"d", [("f", packed(1.0, 0.0, 0.0))])])
+    near = [1.0, 0.0, 0.0]
+    found = vectors.nearest_rows(TABLE, near, start=b"", end=None, limit=10, sibling=b"items")
+    assert [n.key for n in found] == list(SIBLINGS)  # nearest first; k6 (no sibling) left out
+    assert found[0].owner == b"row" and orjson.loads(found[0].sibling) == {"v": SIBLINGS[b"k1"]}
+    for walk in (False, True):
+        if walk:  # the HNSW walk (iterative scan) instead of the exact scan
+            from durastate.engines import postgres_vector
+
+            monkeypatch.setattr(postgres_vector, "SCAN_MAX_VALUES", 0)
+        for condition, wanted in CONDITIONS:
+            got = vectors.nearest_rows(TABLE, near, start=b"", end=None, limit=10, sibling=b"items", where=[condition])
+            assert {n.key for n in got} == wanted, (condition, walk)
+        # A page of 1 past rows the filter drops: still filled.
+        where = [JsonCondition(("v", "s"), "eq", None)]
+        assert [
+            n.key
+            for n in vectors.nearest_rows(TABLE, near, start=b"", end=None, limit=1, sibling=b"items", where=where)
+        ] == [b"k4"]
+        assert [
+            n.key for n in vectors.nearest_rows(TABLE, near, start=b"k2", end=b"k5", limit=5, sibling=b"items")
+        ] == [b"k2", b"k3", b"k4"]

@@ -13,15 +13,18 @@ per (kv key, field): the digest of the kv value the vectors came from, and
 the ``vector(dims)``. Its ``(scope, ns, key)`` references the owning kv
 row with ``ON DELETE CASCADE``: deleting the row, or the TTL sweep purging
 it, deletes its vectors in the same statement, whoever deletes it. An HNSW
-index (pgvector's defaults: m 16, ef_construction 64) with the operator
-class of the distance orders a search. It is approximate; a search raises
+index (pgvector's defaults: m 16, ef_construction 64, or the table's
+``HnswParams``; none for ``hnsw=None``) with the operator class of the
+distance orders a search. It is approximate; a search raises
 ``hnsw.ef_search`` to the rows it asks for (at most 1000) and turns on
 pgvector's iterative scan (0.8+; an unknown setting on older versions), so
-a key range filters the index walk instead of emptying its result.
+a key range and ``nearest_rows``' conditions filter the index walk instead
+of emptying its result.
 """
 
 from __future__ import annotations
 
+import functools
 from array import array
 from collections.abc import Sequence
 from contextlib import nullcontext
@@ -29,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import InvalidRequest
 from .statements import DDL, READ, WRITE, Statement
-from .vectors import Owner, VectorIndexes, VectorTable
+from .vectors import HnswParams, JsonCondition, Neighbour, Owner, VectorIndexes, VectorTable
 
 if TYPE_CHECKING:
     from .postgres import PostgresEngine
@@ -61,7 +64,13 @@ CREATE_TABLE = DDL(
     " PRIMARY KEY (scope, ns, key, field),"
     " FOREIGN KEY (scope, ns, key) REFERENCES {{p}}kv (scope, ns, key) ON DELETE CASCADE)"
 )
+# pgvector's default parameters (m 16, ef_construction 64) are the index {table}_ann, as first created;
+# others are their own index, {table}_ann_m<m>_ef<ef_construction>.
 CREATE_INDEX = DDL("CREATE INDEX IF NOT EXISTS {table}_ann ON {table} USING hnsw (embedding {ops})")
+CREATE_INDEX_WITH = DDL(
+    "CREATE INDEX IF NOT EXISTS {table}_ann_m{m}_ef{ef_construction} ON {table} USING hnsw (embedding {ops})"
+    " WITH (m = {m}, ef_construction = {ef_construction})"
+)
 # Live kv rows whose vectors the table lacks or holds from another value.
 STALE = READ(
     "SELECT v.key FROM {{p}}kv v WHERE v.scope = ? AND v.ns = ?"
@@ -84,27 +93,80 @@ SEARCH_SETTINGS = READ(
 )
 # How a search runs. A key range (the whole table, or a namespace) holding at most SCAN_MAX_VALUES
 # values (vectors x dims: 20,000 vectors of 256 dims, 3,333 of 1536) is scored exactly, in C, by a
-# scan and a top-N sort ("+ 0" keeps the planner off the HNSW index): about as fast as the index at
-# that size, and exact. A bigger one walks the HNSW index (the whole table: no condition, it holds one
-# scope; a namespace: filtered by key, with pgvector's iterative scan), and is scanned exactly when
-# the walk gives up (hnsw.max_scan_tuples) short of the rows asked for. The choice is made here, by a
-# capped count, not by the planner: the engine's sessions use generic plans, which guess a range's size.
+# scan and a sort ("+ 0" keeps the planner off the HNSW index): about as fast as the index at
+# that size, and exact. A bigger one walks the HNSW index (filtered by key range and conditions, with
+# pgvector's iterative scan), and is scanned exactly when the walk gives up (hnsw.max_scan_tuples)
+# short of the rows asked for. The choice is made here, not by the planner (the engine's sessions use
+# generic plans, which guess a range's size), without counting first (a count reads every row's heap
+# tuple, as the scan does): a table whose size on disk cannot hold more vectors (_GATED) is
+# scanned; in a bigger one the scan reads at most SCAN_MAX_VALUES + 1 rows of the range and says how
+# many it read ("capped", one statement), and the walk runs when that is more.
 SCAN_MAX_VALUES = 5_000_000
-_ORDER = " ORDER BY embedding OPERATOR({op}) CAST(? AS {vector}) LIMIT ?"
-_SCANNED = " ORDER BY (embedding OPERATOR({op}) CAST(? AS {vector})) + 0 LIMIT ?"
-NEAREST_ALL = READ("SELECT key, field FROM {table}" + _ORDER)
-# By whether the range has an upper bound: (start,) or (start, end), then the query and limit.
-_RANGE = {False: " WHERE key >= ?", True: " WHERE key >= ? AND key < ?"}
-NEAREST_INDEXED = {
-    bounded: READ("SELECT key, field FROM {table}" + where + _ORDER) for bounded, where in _RANGE.items()
+# "gated": the scan, run only when the table's bytes (pg_table_size: main, TOAST and map forks) are at
+# most the last parameter, else one row of NULLs (a one-time filter skips the scan): one round trip. A
+# stored vector takes at least 4 * dims + 8 bytes (compressed vectors could take fewer: then a big table
+# is scanned, exact but slower; a small one is never walked).
+_GATED = (
+    "WITH size AS MATERIALIZED (SELECT pg_table_size('{table}') AS bytes)"
+    " SELECT * FROM ({select}) AS found WHERE (SELECT bytes FROM size) <= ?"
+    " UNION ALL SELECT NULL, NULL{nulls}, NULL FROM size WHERE bytes > ?"
+)
+# By whether the range has a lower bound, an upper bound: the WHERE clause (start, then end).
+_RANGE = {
+    (False, False): "",
+    (True, False): " WHERE key >= ?",
+    (True, True): " WHERE key >= ? AND key < ?",
+    (False, True): " WHERE key < ?",
 }
-NEAREST_SCANNED = {
-    bounded: READ("SELECT key, field FROM {table}" + where + _SCANNED) for bounded, where in _RANGE.items()
+_DISTANCE = "embedding OPERATOR({op}) CAST(? AS {vector})"
+# The walk orders by the distance itself (the HNSW index's order); the scan by "+ 0", which no index has.
+_ORDERS = {"walk": _DISTANCE, "scan": f"({_DISTANCE}) + 0"}
+# The range's vectors in distance order, then the first LIMIT (NULL: all; the walk has none: the outer
+# LIMIT stops the index walk). "capped": the scan over the range's first rows (LIMIT ?), materialized
+# so that a last row (key NULL) can say how many it read. Parameters: the query, the range, [the cap],
+# [the first LIMIT].
+_IN_ORDER = {
+    "walk": "SELECT key, field, " + _ORDERS["walk"] + " AS distance FROM {table}{range} ORDER BY distance",
+    "scan": "SELECT key, field, " + _ORDERS["scan"] + " AS distance FROM {table}{range} ORDER BY distance LIMIT ?",
+    "capped": "SELECT key, field, distance FROM capped ORDER BY distance LIMIT ?",
 }
-RANGE_COUNT = {
-    bounded: READ("SELECT count(*) FROM (SELECT 1 FROM {table}" + where + " LIMIT ?) AS capped")
-    for bounded, where in _RANGE.items()
+_CAPPED = (
+    "WITH capped AS MATERIALIZED (SELECT key, field, " + _ORDERS["scan"] + " AS distance FROM {table}{range} LIMIT ?) "
+)
+_CAPPED_COUNT = " UNION ALL SELECT NULL, NULL{nulls}, CAST(count(*) AS float8) FROM capped"
+# nearest_rows: each vector with its owner's live kv row and its sibling's (LATERAL ... LIMIT 1: one
+# primary-key probe per vector, only as many as the outer LIMIT pulls), the conditions on the sibling's
+# value as jsonb. Parameters after the vectors': scope, owner ns, now, scope, sibling ns, now, the
+# conditions', the limit.
+_LIVE_ROW = (
+    " CROSS JOIN LATERAL (SELECT value{doc} FROM {{p}}kv WHERE scope = ? AND ns = ? AND key = s.key"
+    " AND (expires_at IS NULL OR expires_at > ?) LIMIT 1) AS {alias}"
+)
+# jsonb refuses the escape \u0000 (NUL) that JSON allows: it is read as \ufffd (what that does to a
+# condition: _exact). Only the rows the outer LIMIT pulls are parsed.
+_DOC = ", CAST(replace(convert_from(value, 'UTF8'), '\\u0000', '\\ufffd') AS jsonb) AS doc"
+_AT = "(i.doc #> CAST(? AS text[]))"
+_NUMBER = (
+    f"(CASE jsonb_typeof({_AT}) WHEN 'number' THEN CAST({_AT} AS float8)"
+    f" WHEN 'boolean' THEN CASE WHEN {_AT} = 'true'::jsonb THEN 1.0 ELSE 0.0 END END)"
+)
+# By (op, operand kind): a JsonCondition's SQL; its parameters are the path (once per _AT), then the
+# operand (the last "?", when the operand is not None).
+_CONDITION = {
+    ("eq", "str"): f"{_AT} = to_jsonb(CAST(? AS text))",
+    ("eq", "null"): f"({_AT} IS NULL OR {_AT} = 'null'::jsonb)",
+    ("eq", "float"): f"{_NUMBER} = CAST(? AS float8)",
+    ("ne", "str"): f"{_AT} IS DISTINCT FROM to_jsonb(CAST(? AS text))",
+    ("ne", "null"): f"({_AT} IS NOT NULL AND {_AT} <> 'null'::jsonb)",
+    **{
+        (op, "float"): f"(jsonb_typeof({_AT}) = 'string' OR {_NUMBER} {sign} CAST(? AS float8))"
+        for op, sign in (("lt", "<"), ("le", "<="), ("gt", ">"), ("ge", ">="))
+    },
 }
+# Each proper prefix of a condition's path must be an object (else "#>" would index an array).
+_IS_OBJECT = f"jsonb_typeof({_AT}) = 'object'"
+# Text that, in a path key or a str operand, makes a condition inexact once NUL is read as \ufffd.
+_INEXACT = ("\x00", "\\u0000", "\ufffd", "\\ufffd")
 
 
 def vector_schema(conn: Any) -> str | None:
@@ -150,18 +212,24 @@ class PostgresVectors(VectorIndexes):
             raise InvalidRequest(f"a pgvector HNSW index holds at most {MAX_DIMS} dims, the index has {table.dims}")
         schema = _quoted(self._schema)
         assert isinstance(statement.template, str)
+        hnsw = table.hnsw or HnswParams()
         text = statement.template.format(
             table="{p}vec_" + table.name,
             vector=f"{schema}.vector",
             ops=f"{schema}.{OPCLASS[table.distance]}",
             op=f"{schema}.{OPERATOR[table.distance]}",
             dims=table.dims,
+            m=hnsw.m,
+            ef_construction=hnsw.ef_construction,
         )
         return Statement(statement.kind, text)
 
     def ensure(self, table: VectorTable) -> list[bytes]:
         engine = self.engine
-        create = [engine.sql(self._bind(s, table)) for s in (CREATE_TABLE, CREATE_INDEX)]
+        statements = [CREATE_TABLE]
+        if table.hnsw is not None:
+            statements.append(CREATE_INDEX if table.hnsw.default else CREATE_INDEX_WITH)
+        create = [engine.sql(self._bind(s, table)) for s in statements]
         stale = engine.sql(self._bind(STALE, table))
         # The migration lock: concurrent openers create the table one after the other.
         with engine._migration_lock():
@@ -195,32 +263,141 @@ class PostgresVectors(VectorIndexes):
     def nearest(
         self, table: VectorTable, query: Sequence[float], *, start: bytes, end: bytes | None, limit: int
     ) -> list[tuple[bytes, str]]:
+        rows = self._search(table, query, (start, end), limit, None, (), limit)
+        return [(bytes(row[0]), str(row[1])) for row in rows]
+
+    def nearest_rows(
+        self,
+        table: VectorTable,
+        query: Sequence[float],
+        *,
+        start: bytes,
+        end: bytes | None,
+        limit: int,
+        sibling: bytes,
+        where: Sequence[JsonCondition] = (),
+    ) -> list[Neighbour]:
+        if not isinstance(sibling, bytes):
+            raise InvalidRequest(f"sibling must be a kv namespace (bytes), got {type(sibling).__name__}")
+        conditions = tuple(c for c in where if _exact(c))
+        # A filter drops rows after the scan's first LIMIT: ask it for more than the page (then, if short, all).
+        first = max(4 * limit, 100) if conditions else limit
+        rows = self._search(table, query, (start, end), limit, sibling, conditions, first)
+        return [Neighbour(bytes(r[0]), str(r[1]), bytes(r[2]), bytes(r[3])) for r in rows]
+
+    def _search(
+        self,
+        table: VectorTable,
+        query: Sequence[float],
+        span: tuple[bytes, bytes | None],
+        limit: int,
+        sibling: bytes | None,
+        conditions: tuple[JsonCondition, ...],
+        first: int,
+    ) -> list[tuple[Any, ...]]:
+        """Walk the index or scan (see SCAN_MAX_VALUES): rows (key, field, [owner, sibling,] distance).
+
+        ``span``: the key range (start, end); ``sibling`` None: the vectors alone (``nearest``).
+        """
+        start, end = span
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
             raise InvalidRequest(f"limit must be an int >= 1, got {limit!r}")
         if len(query) != table.dims:
             raise InvalidRequest(f"a query of {len(query)} dims in an index of {table.dims}")
         engine = self.engine
         text = "[" + ",".join(repr(float(x)) for x in query) + "]"
+        bounded = (bool(start), end is not None)
+        bounds = tuple(b for b in (start or None, end) if b is not None)
+        tail: tuple[Any, ...] = ()
+        if sibling is not None:
+            now = engine.now_ms()
+            tail = (table.scope, table.ns, now, table.scope, sibling, now, *_condition_params(conditions))
+        shape = None if sibling is None else tuple((c.op, _kind(c.operand), len(c.path)) for c in conditions)
 
-        def run(statement: Statement, *params: Any) -> list[tuple[bytes, str]]:
-            rows = engine.all(engine.sql(self._bind(statement, table)), params)
-            return [(bytes(row[0]), str(row[1])) for row in rows]
+        def run(mode: str, *numbers: int | None) -> list[tuple[Any, ...]]:
+            # The cap and first LIMIT before the rows' parameters; the gate's bytes after the limit.
+            sql = engine.sql(self._bind(_statement(mode, bounded, shape), table))
+            if mode == "gated":
+                return engine.all(sql, (text, *bounds, numbers[0], *tail, limit, numbers[1], numbers[1]))
+            return engine.all(sql, (text, *bounds, *numbers, *tail, limit))
+
+        def scan(found: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+            # Short, with rows: the first LIMIT may have cut rows the laterals or conditions then dropped
+            # (a filter, an expired item); every vector of the range then. Without: the range ran out.
+            return found if len(found) == limit or sibling is None else run("scan", None)
 
         # The settings are transaction-local: a search outside one gets its own.
         with nullcontext() if engine.in_transaction() else engine.read_transaction():
-            bounded = end is not None
-            bounds = (start,) if end is None else (start, end)
             scan_max = SCAN_MAX_VALUES // table.dims
-            counted = engine.one(engine.sql(self._bind(RANGE_COUNT[bounded], table)), (*bounds, scan_max + 1))
-            if counted is not None and int(counted[0]) > scan_max:
-                engine.one(engine.sql(self._bind(SEARCH_SETTINGS, table)), (str(self._ef_search(limit)),))
-                if not start and end is None:
-                    return run(NEAREST_ALL, text, limit)
-                found = run(NEAREST_INDEXED[bounded], *bounds, text, limit)
-                if len(found) == limit:
-                    return found
-            return run(NEAREST_SCANNED[bounded], *bounds, text, limit)
+            if table.hnsw is None:
+                return scan(run("scan", first))
+            # The scan, unless the table's bytes could hold more than scan_max vectors (a last row, key NULL).
+            found = run("gated", first, scan_max * (4 * table.dims + 8))
+            if not found or found[-1][0] is not None:
+                return scan(found)
+            found = run("capped", scan_max + 1, first)
+            if found and found[-1][0] is None and int(found[-1][-1]) <= scan_max:
+                return scan(found[:-1])
+            engine.one(engine.sql(self._bind(SEARCH_SETTINGS, table)), (str(self._ef_search(limit)),))
+            found = run("walk")
+            return found if len(found) == limit else run("scan", None)
 
     @staticmethod
     def _ef_search(limit: int) -> int:
         return max(EF_SEARCH_MIN, min(EF_SEARCH_MAX, limit))
+
+
+def _condition_params(conditions: Sequence[JsonCondition]) -> list[Any]:
+    """The parameters of the conditions' SQL (``_statement``): each prefix of the path, the path, the operand."""
+    params: list[Any] = []
+    for condition in conditions:
+        path = list(condition.path)
+        params += [path[:depth] for depth in range(1, len(path))]
+        sql = _CONDITION[condition.op, _kind(condition.operand)]
+        params += [path] * (sql.count("?") - (condition.operand is not None))
+        if condition.operand is not None:
+            params.append(condition.operand)
+    return params
+
+
+def _kind(operand: str | float | None) -> str:
+    return "null" if operand is None else "str" if isinstance(operand, str) else "float"
+
+
+def _exact(condition: JsonCondition) -> bool:
+    """Whether the SQL evaluates ``condition`` as specified (else it is left out: rows it rejects pass)."""
+    texts = [*condition.path, condition.operand] if isinstance(condition.operand, str) else condition.path
+    return not any(bad in text for text in texts for bad in _INEXACT)
+
+
+@functools.lru_cache(maxsize=256)
+def _statement(mode: str, bounded: tuple[bool, bool], shape: tuple[tuple[str, str, int], ...] | None) -> Statement:
+    """A search's statement: ``mode`` (walk, scan, gated, capped), a range, and without rows (``shape`` None) or
+    with the owner's and sibling's rows and conditions of that shape."""
+    where_range = _RANGE[bounded]
+    inner = _IN_ORDER["scan" if mode == "gated" else mode].replace("{range}", where_range)
+    if shape is None:
+        select = "SELECT s.key, s.field, s.distance FROM (" + inner + ") AS s ORDER BY s.distance LIMIT ?"
+    else:
+        owner = _LIVE_ROW.replace("{doc}", "").replace("{alias}", "o")
+        sibling = _LIVE_ROW.replace("{doc}", _DOC if shape else "").replace("{alias}", "i")
+        tests = []
+        for op, kind, depth in shape:
+            tests += [_IS_OBJECT] * (depth - 1) + [_CONDITION[op, kind]]
+        where = " WHERE " + " AND ".join(tests) if tests else ""
+        select = (
+            "SELECT s.key, s.field, o.value, i.value, s.distance FROM ("
+            + inner
+            + ") AS s"
+            + owner
+            + sibling
+            + where
+            + " ORDER BY s.distance LIMIT ?"
+        )
+    nulls = "" if shape is None else ", NULL, NULL"
+    if mode == "gated":
+        return READ(_GATED.replace("{select}", select).replace("{nulls}", nulls))
+    if mode != "capped":
+        return READ(select)
+    count = _CAPPED_COUNT.replace("{nulls}", nulls)
+    return READ(_CAPPED.replace("{range}", where_range) + "SELECT * FROM (" + select + ") AS found" + count)

@@ -41,38 +41,38 @@ a queue's items in delivery order with their state, claiming nothing.
 
 from __future__ import annotations
 
-from .facet import ACK as ACK
-from .facet import BACKLOG as BACKLOG
-from .facet import BURY as BURY
-from .facet import CLAIM as CLAIM
-from .facet import CLAIM_HEAD as CLAIM_HEAD
-from .facet import CLAIM_ID as CLAIM_ID
-from .facet import CLEAR as CLEAR
-from .facet import DEAD_DELETE_THROUGH as DEAD_DELETE_THROUGH
-from .facet import DEAD_OLDEST as DEAD_OLDEST
-from .facet import DEAD_PAGE as DEAD_PAGE
 from .facet import DEFAULT_MAX_ATTEMPTS as DEFAULT_MAX_ATTEMPTS
-from .facet import DELETE_DEAD_ALL as DELETE_DEAD_ALL
-from .facet import DELETE_DEAD_ID as DELETE_DEAD_ID
-from .facet import DELETE_ID as DELETE_ID
-from .facet import HEAD_TIME as HEAD_TIME
 from .facet import MAX_NAME_SIZE as MAX_NAME_SIZE
-from .facet import NACK as NACK
 from .facet import PEEK as PEEK
-from .facet import PEEK_READY as PEEK_READY
 from .facet import POLL_INTERVAL as POLL_INTERVAL
-from .facet import POP as POP
-from .facet import PUSH as PUSH
-from .facet import REDRIVE_ALL as REDRIVE_ALL
-from .facet import REDRIVE_ID as REDRIVE_ID
-from .facet import RENEW as RENEW
-from .facet import SCHEMA as SCHEMA
-from .facet import STATS as STATS
 from .facet import Claim as Claim
 from .facet import DeadLetter as DeadLetter
 from .facet import QueueBacklog as QueueBacklog
 from .facet import QueueItem as QueueItem
 from .facet import Queues as Queues
 from .facet import QueueStats as QueueStats
+from .statements import ACK as ACK
+from .statements import BACKLOG as BACKLOG
+from .statements import BURY as BURY
+from .statements import CLAIM as CLAIM
+from .statements import CLAIM_HEAD as CLAIM_HEAD
+from .statements import CLAIM_ID as CLAIM_ID
+from .statements import CLEAR as CLEAR
+from .statements import DEAD_DELETE_THROUGH as DEAD_DELETE_THROUGH
+from .statements import DEAD_OLDEST as DEAD_OLDEST
+from .statements import DEAD_PAGE as DEAD_PAGE
+from .statements import DELETE_DEAD_ALL as DELETE_DEAD_ALL
+from .statements import DELETE_DEAD_ID as DELETE_DEAD_ID
+from .statements import DELETE_ID as DELETE_ID
+from .statements import HEAD_TIME as HEAD_TIME
+from .statements import NACK as NACK
+from .statements import PEEK_READY as PEEK_READY
+from .statements import POP as POP
+from .statements import PUSH as PUSH
+from .statements import REDRIVE_ALL as REDRIVE_ALL
+from .statements import REDRIVE_ID as REDRIVE_ID
+from .statements import RENEW as RENEW
+from .statements import SCHEMA as SCHEMA
+from .statements import STATS as STATS
 
 __all__ = ["QueueBacklog", "QueueItem", "Claim", "DeadLetter", "QueueStats", "Queues", "SCHEMA", "DEFAULT_MAX_ATTEMPTS"]

@@ -323,3 +323,16 @@ def test_a_marker_rolled_back_is_written_again(saver: DurastateSaver, store: dur
     assert [t.config for t in saver.list({"configurable": {"thread_id": "t"}})] == configs[::-1]
     saver.delete_for_runs(["r"])
     assert list(saver.list({"configurable": {"thread_id": "t"}})) == []
+
+
+def test_a_run_another_saver_deletes_while_it_is_put_is_found_by_the_next_delete(open_shared: Any) -> None:
+    """Two savers, as two processes would have: one puts run r (its marker once), the other deletes r
+    between two of those puts; the next delete_for_runs still finds the later checkpoint.
+    """
+    putting, deleting = DurastateSaver(open_shared()), DurastateSaver(open_shared())
+    one_run(putting, "t", 1, "r")
+    deleting.delete_for_runs(["r"])
+    assert list(deleting.list({"configurable": {"thread_id": "t"}})) == []
+    one_run(putting, "t", 2, "r")  # the putting saver remembers r as marked: no marker written
+    deleting.delete_for_runs(["r"])
+    assert list(deleting.list({"configurable": {"thread_id": "t"}})) == []

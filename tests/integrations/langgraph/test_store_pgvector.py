@@ -144,6 +144,41 @@ def test_vector_index_true_where_the_engine_has_none(pg_store: durastate.Store) 
     assert wide._ann is not None and wide._ann.active is False
 
 
+# LangGraph's filter semantics, tested in the vector search's SQL (engines.postgres_vector) and again
+# in Python: strings (one with NUL, which jsonb cannot hold), null and missing, booleans (True == 1),
+# floats, string operands of ordering operators, nested objects, lists (Python only).
+FILTERS = [
+    None,
+    {"n": 1},
+    {"n": {"$gte": 1}},
+    {"n": True},
+    {"n": 1.0},
+    {"n": {"$gt": 0, "$lte": 1}},
+    {"n": {"$lt": "2"}},
+    {"kind": "x"},
+    {"kind": "x\x00"},
+    {"kind": None},
+    {"kind": {"$ne": "x"}},
+    {"kind": {"$ne": None}},
+    {"kind": {"$eq": "y"}, "n": {"$lt": 2}},
+    {"flag": False},
+    {"f": 2.5},
+    {"meta": {"k": "x"}},
+    {"meta": {"k": None}},
+    {"notes": ["w1", "w2"]},
+]
+
+
+def extra(i: int) -> dict[str, Any]:
+    """Fields the filters read, varied by i (some missing)."""
+    fields: dict[str, Any] = {"kind": ["x", "y", "x\x00", None, "1"][i % 5], "flag": i % 3 == 0}
+    if i % 4:
+        fields["f"] = [1.0, 2.5, -0.5][i % 3]
+    if i % 7 < 5:
+        fields["meta"] = {"k": ["x", "y", None][i % 3]} if i % 7 else {}
+    return fields
+
+
 operations = st.one_of(
     st.tuples(
         st.just("put"),
@@ -157,7 +192,7 @@ operations = st.one_of(
         st.just("search"),
         st.sampled_from([(), ("a",), ("b",)]),
         st.sampled_from(WORDS),
-        st.sampled_from([None, {"n": 1}, {"n": {"$gte": 1}}]),
+        st.sampled_from(FILTERS),
         st.integers(1, 6),
         st.integers(0, 4),
     ),
@@ -186,7 +221,7 @@ def test_index_search_matches_the_exact_search(
         (
             ("a",) if i % 2 else ("b",),
             f"k{i:02d}",
-            {"text": rng.choice(WORDS), "notes": rng.sample(WORDS, 2), "n": i % 3},
+            {"text": rng.choice(WORDS), "notes": rng.sample(WORDS, 2), "n": i % 3, **extra(i)},
         )
         for i in range(80)
     ]
@@ -197,6 +232,7 @@ def test_index_search_matches_the_exact_search(
         if op[0] == "put":
             _, namespace, key, words, n_value = op
             value = {"text": words[0], "notes": words[1:], "n": n_value} if words else {"n": n_value}
+            value.update(extra(len(words) + n_value + step))
             for store in (ours, exact):
                 store.put(namespace, key, value)
         elif op[0] == "delete":
@@ -208,8 +244,10 @@ def test_index_search_matches_the_exact_search(
             want = exact.search(prefix, query=query, filter=filter, limit=limit, offset=offset)
             assert shape(got) == shape(want), f"step {step}: {op}"
             searches += 1
-    # The index answered (measured: every search of these sequences; the seed alone has 240 vectors).
-    assert answered.by_index * 2 >= searches, (answered.by_index, answered.exact)
+    # The index answered most searches (the seed alone has 240 vectors). A selective filter's page that
+    # reaches past the scored items goes to the exact search (which lists unscored ones): a sequence of
+    # one or two such searches may have none answered by the index.
+    assert answered.by_index * 2 >= searches or searches <= 2, (answered.by_index, answered.exact)
 
 
 def durastate_put(namespace: tuple[str, ...], key: str, value: dict[str, Any]) -> Any:

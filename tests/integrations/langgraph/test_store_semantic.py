@@ -213,3 +213,31 @@ def test_other_distances_score_as_postgresstore(store: durastate.Store, distance
     assert [item.key for item in memory.search(("a",), query="abc")] == (
         ["short", "long"] if distance == "l2" else ["long", "short"]
     )
+
+
+def test_ann_index_config_is_honoured_or_refused(store: durastate.Store, embed: Counting) -> None:
+    """PostgresStore's ann_index_config: hnsw parameters and "flat" are honoured, the rest refused, on every engine."""
+    from durastate.engines.vectors import HnswParams
+
+    def config(ann: Any) -> dict[str, Any]:
+        return {"embed": embed, "dims": 3, "ann_index_config": ann}
+
+    tuned = DurastateStore(store, index=config({"kind": "hnsw", "m": 8, "ef_construction": 32}), name="tuned")  # type: ignore[arg-type]
+    assert tuned._index is not None and tuned._index.hnsw == HnswParams(m=8, ef_construction=32)
+    flat = DurastateStore(store, index=config({"kind": "flat", "vector_type": "vector"}), name="flat")  # type: ignore[arg-type]
+    assert flat._index is not None and flat._index.hnsw is None
+    flat.put(("d",), "a", {"text": "cat"})
+    assert [i.key for i in flat.search(("d",), query="cat")] == ["a"]
+    refused = [
+        ({"kind": "ivfflat", "nlist": 100}, "ivfflat"),
+        ({"vector_type": "halfvec"}, "halfvec"),
+        ({"kind": "hnsw", "nlist": 100}, "got also"),
+        ({"kind": "flat", "m": 8}, "got also"),
+        ({"kind": "diskann"}, "kind must be"),
+        ({"m": 1}, "m must be"),
+        ({"m": 40, "ef_construction": 64}, "at least 2 \\* m"),
+        ("hnsw", "must be a dict"),
+    ]
+    for ann, message in refused:
+        with pytest.raises(durastate.InvalidRequest, match=message):
+            DurastateStore(store, index=config(ann))  # type: ignore[arg-type]

@@ -71,6 +71,12 @@ values = st.fixed_dictionaries(
         "items": st.lists(st.sampled_from(WORDS[:4]), max_size=3, unique=True).map(
             lambda texts: [{"text": text} for text in texts]
         ),
+        # Filtered on (on PostgreSQL with pgvector, in the vector search's SQL): strings (one with NUL,
+        # which jsonb cannot hold), null, booleans (True == 1), floats, a nested object.
+        "kind": st.sampled_from(["x", "y", "1", "x\x00", None]),
+        "flag": st.booleans(),
+        "f": st.sampled_from([1.0, 2.5, -0.5]),
+        "meta": st.fixed_dictionaries({}, optional={"k": st.sampled_from(["x", "y", None])}),
     },
 )
 put_indexes = st.sampled_from([None, None, None, False, ["text"], ["items[*].text"], ["n"]])
@@ -78,6 +84,27 @@ filters = st.one_of(
     st.none(),
     st.integers(0, 3).map(lambda n: {"n": n}),
     st.integers(0, 3).map(lambda n: {"n": {"$gte": n}}),
+    st.sampled_from(
+        [
+            {"kind": "x"},
+            {"kind": "x\x00"},
+            {"kind": None},
+            {"kind": {"$ne": "x"}},
+            {"kind": {"$eq": "y"}, "n": {"$lt": 3}},
+            {"kind": {"$ne": None}},
+            {"flag": True},
+            {"flag": 0},
+            {"n": True},
+            {"n": 1.0},
+            {"n": {"$gt": 0, "$lte": 2}},
+            {"n": {"$lt": "2"}},
+            {"f": 2.5},
+            {"meta": {"k": "x"}},
+            {"meta": {"k": None}},
+            {"meta": {}},
+            {"items": [{"text": "cat"}]},
+        ]
+    ),
 )
 operations = st.one_of(
     st.tuples(st.just("put"), namespaces, keys, values, put_indexes),

@@ -7,19 +7,25 @@ them by the engine. At first use the store asks the engine to create the
 index and fills in what it lacks or holds stale (a store written before,
 by a writer that opted out, an import).
 
-A search asks the index for candidates, nearest first, then scores them
-exactly as the exact search does (from the kv rows, in float64), so scores
-and the order of equal scores are the exact search's. The page is taken
-from the candidates only when it is settled: it is full and its last score
+A search asks the index for candidates, nearest first, in the prefix's key
+range and passing what the engine can test of the filter
+(``_filter.conditions``, in the engine's SQL), each with its item and
+vectors rows (``engine.vectors.nearest_rows``: one statement). It scores
+them exactly as the exact search does (from the kv rows, in float64), so
+scores and the order of equal scores are the exact search's, and tests each
+item with the filter's own semantics (``_filter.predicate``). The page is
+taken from the candidates when it is settled: it is full and its last score
 is above the score of the farthest vector fetched (an item not fetched
 scores at most that, in an exact index), and, for cosine, above 0 (the
-index cannot rank a zero vector, which scores 0). Otherwise four times as
-many are fetched, up to ``FETCH_MAX``; past that, or when the index runs
-out of vectors in the range (a small namespace), the exact search answers.
-The engine answers small ranges exactly (pgvector: a scan in C) and walks
-its approximate index for big ones, where an item the walk misses can be
-missing from a page (``tests/integrations/langgraph/test_store_pgvector.py``
-and ``bench/langgraph_search.py`` measure recall).
+index cannot rank a zero vector, which scores 0); or the engine returned
+fewer than asked, so every matching vector of the range is a candidate.
+Otherwise four times as many are fetched, up to ``FETCH_MAX``; past that, or
+when the page reaches items with no vector (score None, listed by the exact
+search), the exact search answers. The engine answers small ranges exactly
+(pgvector: a scan in C) and walks its approximate index for big ones, where
+an item the walk misses can be missing from a page
+(``tests/integrations/langgraph/test_store_pgvector.py`` and
+``bench/langgraph_search.py`` measure recall).
 """
 
 from __future__ import annotations
@@ -27,7 +33,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Sequence
 
-from ...engines.vectors import Owner, VectorTable, value_digest
+from ...engines.vectors import JsonCondition, Owner, VectorTable, value_digest
 from ...errors import InvalidRequest, NotSupported
 from ...store import Store
 from . import _vectors
@@ -48,7 +54,7 @@ class AnnIndex:
         self._scope = scope
         self._items = items
         self._dims = spec.dims
-        self._table = VectorTable(scope=scope, ns=VECTORS, dims=spec.dims, distance=spec.distance)
+        self._table = VectorTable(scope=scope, ns=VECTORS, dims=spec.dims, distance=spec.distance, hnsw=spec.hnsw)
         reason = None
         if not engine.capabilities.vector_index:
             reason = f"{engine.url}: the engine keeps no vector index (on PostgreSQL: CREATE EXTENSION vector)"
@@ -104,57 +110,66 @@ class AnnIndex:
         offset: int,
         limit: int,
         accept: Callable[[bytes], bool] | None,
+        where: Sequence[JsonCondition] = (),
     ) -> list[tuple[tuple[bytes, bytes], float]] | None:
         """The page ``[offset:offset+limit]`` of the items in ``[start, end)`` ranked by ``query``, or None.
 
-        ``accept(item row)``: the search's filter (None: every item). Call it
-        inside a read transaction (one snapshot). None: the page is not
-        settled from the candidates (see the module docstring); the caller
-        runs the exact search.
+        ``accept(item row)``: the search's filter (None: every item), which
+        decides; ``where``: what of it the engine tests while it ranks (every
+        item ``accept`` takes must meet it). Call it inside a read
+        transaction (one snapshot). None: the page is not settled from the
+        candidates (see the module docstring); the caller runs the exact search.
         """
         need = offset + limit
         if need == 0:
             return []
-        kv, scope, dims, distance = self._store.kv, self._scope, self._dims, self._table.distance
-        # A filter drops candidates: start wider (an exact scan costs the same for 20 rows or 200).
-        fetch = max(2 * need, need + 10) if accept is None else max(8 * need, 100)
+        dims, distance = self._dims, self._table.distance
+        # A filter the engine cannot test drops candidates: start wider (a scan costs the same for 20 rows or 200).
+        fetch = max(2 * need, need + 10) if accept is None or where else max(8 * need, 100)
         vectors = self._store.engine.vectors
         # Every item's key starts with a namespace label: the empty prefix is the whole table.
         bound_end = None if start == b"" else end
         while fetch <= FETCH_MAX:
-            found = vectors.nearest(self._table, query, start=start, end=bound_end, limit=fetch)
-            if len(found) < fetch:
-                return None  # every vector of the range fetched: the exact search reads no more
-            keys = list(dict.fromkeys(key for key, _ in found))
-            items = kv.get_many(scope, self._items, keys)
-            rows = dict(zip(keys, kv.get_many(scope, VECTORS, keys), strict=True))
-            last_key, last_field = found[-1]
-            last_row = rows[last_key]
-            farthest = _vectors.unpack_row(dims, last_row).get(last_field) if last_row is not None else None
-            if farthest is None:  # deleted since the index answered (another snapshot): ask again
-                fetch *= 4
-                continue
+            found = vectors.nearest_rows(
+                self._table, query, start=start, end=bound_end, limit=fetch, sibling=self._items, where=where
+            )
+            # Fewer than asked: every vector of the range that the engine's filter passes is here.
+            complete = len(found) < fetch
             candidates: list[tuple[bytes, bytes]] = []
-            packed: list[bytes | memoryview] = [farthest]
+            packed: list[bytes | memoryview] = []
             owners: list[int] = []
-            for key, item in zip(keys, items, strict=True):
-                raw = rows[key]
-                if item is None or raw is None or (accept is not None and not accept(item)):
+            seen: set[bytes] = set()
+            for key, _, owner, item in found:
+                if key in seen:
                     continue
-                for vector in _vectors.unpack_row(dims, raw).values():
+                seen.add(key)
+                if accept is not None and not accept(item):
+                    continue
+                for vector in _vectors.unpack_row(dims, owner).values():
                     owners.append(len(candidates))
                     packed.append(vector)
                 candidates.append((key, item))
-            scores = _vectors.similarity(distance, query, packed, dims)
-            bound = scores[0]
+            last = found[-1] if found else None
+            farthest = _vectors.unpack_row(dims, last.owner).get(last.field) if last is not None else None
+            if farthest is None and not complete:  # the index holds a field the row no longer has: ask again
+                fetch *= 4
+                continue
+            scores = _vectors.similarity(
+                distance, query, [*packed, *([farthest] if farthest is not None else [])], dims
+            )
             best: dict[int, float] = {}
-            for i, score in zip(owners, scores[1:], strict=True):
+            for i, score in zip(owners, scores, strict=False):
                 if i not in best or score > best[i]:
                     best[i] = score
             ranked = sorted(best, key=lambda i: (-best[i], candidates[i][0]))
             if len(ranked) >= need:
-                last = best[ranked[need - 1]]
-                if last > bound and (distance != "cosine" or last > 0):
-                    return [(candidates[i], best[i]) for i in ranked[offset:need]]
+                page = [(candidates[i], best[i]) for i in ranked[offset:need]]
+                if complete:
+                    return page  # every scored item of the range is a candidate
+                worst = best[ranked[need - 1]]
+                if worst > scores[-1] and (distance != "cosine" or worst > 0):
+                    return page
+            elif complete:
+                return None  # the page reaches the unscored items: the exact search lists them
             fetch *= 4
         return None

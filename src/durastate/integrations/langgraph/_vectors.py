@@ -42,7 +42,7 @@ from typing import Any
 
 from langgraph.store.base import get_text_at_path, tokenize_path
 
-from ...engines.vectors import DISTANCES
+from ...engines.vectors import DISTANCES, HnswParams
 from ...errors import InvalidRequest
 
 VECTORS = b"vectors"
@@ -74,6 +74,8 @@ class IndexSpec:
     distance: str  # "cosine", "l2" or "inner_product" (LangGraph's distance_type)
     fields: tuple[tuple[str, str | list[str]], ...]
     config: Mapping[str, Any]
+    # ann_index_config: the engine's HNSW parameters, or None for "flat" (exact search, no ANN index).
+    hnsw: HnswParams | None
     # An async function has no sync twin: LangGraph's wrapper would raise ValueError from a sync call.
     async_only: bool
 
@@ -115,6 +117,46 @@ def index_spec(index: Any) -> IndexSpec:
         distance=distance,
         fields=tuple(_field(path, config=True) for path in fields),
         config=dict(index),
+        hnsw=ann_index(index.get("ann_index_config")),
+    )
+
+
+def ann_index(config: Any) -> HnswParams | None:
+    """PostgresStore's ``ann_index_config`` as the engine's index: HNSW parameters, or None for ``"flat"``.
+
+    ``kind`` ``"hnsw"`` (the default; ``m``, ``ef_construction``) or
+    ``"flat"`` (no approximate index: every search exact); ``vector_type``
+    ``"vector"``. ``"ivfflat"``, ``"halfvec"`` and unknown keys are refused
+    (``InvalidRequest``): durastate's index is HNSW over float32 vectors.
+    Checked on every engine, so a configuration means the same on SQLite
+    (where no index is kept and the search is exact) and on PostgreSQL.
+    """
+    if config is None:
+        return HnswParams()
+    if not isinstance(config, Mapping):
+        raise InvalidRequest(f"ann_index_config must be a dict, got {type(config).__name__}")
+    kind = config.get("kind", "hnsw")
+    vector_type = config.get("vector_type", "vector")
+    if kind == "ivfflat":
+        raise InvalidRequest(
+            "ann_index_config kind 'ivfflat' is not supported: durastate's vector index is HNSW;"
+            " use kind 'hnsw' (m, ef_construction) or 'flat' (exact search)"
+        )
+    if kind not in ("hnsw", "flat"):
+        raise InvalidRequest(f"ann_index_config kind must be 'hnsw' or 'flat', got {kind!r}")
+    if vector_type != "vector":
+        raise InvalidRequest(
+            f"ann_index_config vector_type {vector_type!r} is not supported: durastate stores and indexes"
+            " float32 vectors ('vector')"
+        )
+    allowed = {"kind", "vector_type"} | ({"m", "ef_construction"} if kind == "hnsw" else set())
+    unknown = set(config) - allowed
+    if unknown:
+        raise InvalidRequest(f"ann_index_config of kind {kind!r} takes {sorted(allowed)}, got also {sorted(unknown)}")
+    if kind == "flat":
+        return None
+    return HnswParams(
+        m=config.get("m", HnswParams.m), ef_construction=config.get("ef_construction", HnswParams.ef_construction)
     )
 
 

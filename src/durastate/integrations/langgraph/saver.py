@@ -31,10 +31,14 @@ Edge cases and choices:
   checkpoint namespace, checkpoint id, channel, task id or task path is
   refused with ``InvalidRequest``.
 * Run markers: a put skips the marker of a (thread, run) this saver has
-  committed before; any delete of this saver forgets them. A run still
-  putting into a thread that another saver or process deletes (the thread,
-  or the run) leaves checkpoints that ``delete_for_runs`` of that run no
-  longer finds (``delete_thread`` does).
+  committed before; any delete of this saver forgets them.
+  ``delete_for_runs`` deletes a run's checkpoints but keeps its markers, so
+  a saver in another process still putting that run (its marker skipped)
+  leaves checkpoints the next ``delete_for_runs`` finds. A run still
+  putting into a thread that another saver deletes whole
+  (``delete_thread``, ``prune(strategy="delete")``) leaves checkpoints
+  that ``delete_for_runs`` of that run no longer finds (``delete_thread``
+  does).
 * Checkpoints written by format ``v < 4`` savers (pending sends kept in the
   parent's writes) never exist in a durastate store, so no migration of
   them is attempted.
@@ -539,11 +543,11 @@ class DurastateSaver(StoreBound, BaseCheckpointSaver[str]):
                 present = thread.get_many(markers)
                 marked = [key for key, found in zip(markers, present, strict=True) if found is not None]
                 if marked:
+                    # The markers stay: another saver may be putting the run still, its marker skipped.
                     rows = self._thread_rows(thread_id)
                     self._delete_rows(
                         thread, rows, {(r.checkpoint_ns, r.checkpoint_id) for r in rows if r.run_id in runs}
                     )
-                    thread.delete(marked)
 
     def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         """``keep_latest``: only each namespace's newest checkpoint survives; ``delete``: the threads go."""

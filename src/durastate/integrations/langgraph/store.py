@@ -80,6 +80,8 @@ from ...store import Store
 from . import _vectors
 from ._ann import AnnIndex
 from ._bound import StoreBound
+from ._filter import check_filter, predicate
+from ._filter import conditions as filter_conditions
 from ._vectors import VECTORS, Embedding, IndexSpec
 
 __all__ = ["DurastateStore"]
@@ -91,7 +93,6 @@ ITEM = b"\x01"
 # Past every key that starts with an encoded namespace (the byte after one is
 # ITEM or LABEL).
 PAST = b"\x03"
-OPERATORS = {"$eq", "$ne", "$gt", "$gte", "$lt", "$lte"}
 
 
 class InvalidNamespace(InvalidRequest, InvalidNamespaceError):
@@ -115,63 +116,6 @@ def _decode_namespace(key: bytes) -> tuple[tuple[str, ...], str]:
 
 def _datetime(ms: int) -> datetime:
     return datetime.fromtimestamp(ms / 1000, tz=UTC)
-
-
-def _predicate(wanted: Any) -> Callable[[Any], bool]:
-    """LangGraph's filter semantics, compiled once per search into a test of a stored value.
-
-    Operators (``$eq`` ...), nested dicts partially, lists element-wise,
-    anything else by equality. The stored value is decoded JSON: its objects
-    are ``dict`` and its arrays ``list``, which is all the test looks for.
-    """
-    if isinstance(wanted, Mapping):
-        if any(isinstance(k, str) and k.startswith("$") for k in wanted):
-            operators = list(wanted.items())
-            return lambda value: all(_operator(value, op, operand) for op, operand in operators)
-        fields = [(k, _predicate(v)) for k, v in wanted.items()]
-        if len(fields) == 1:  # the common filter: one field
-            [(key, test)] = fields
-            return lambda value: type(value) is dict and test(value.get(key))
-        return lambda value: type(value) is dict and all(test(value.get(k)) for k, test in fields)
-    if isinstance(wanted, (list, tuple)):
-        items = [_predicate(w) for w in wanted]
-        return lambda value: (
-            type(value) is list
-            and len(value) == len(items)
-            and all(test(v) for test, v in zip(items, value, strict=True))
-        )
-    return lambda value: bool(value == wanted)
-
-
-def _operator(value: Any, op: str, operand: Any) -> bool:
-    if op == "$eq":
-        return bool(value == operand)
-    if op == "$ne":
-        return bool(value != operand)
-    try:
-        left, right = float(value), float(operand)
-    except (TypeError, ValueError):
-        return False
-    if op == "$gt":
-        return left > right
-    if op == "$gte":
-        return left >= right
-    if op == "$lt":
-        return left < right
-    return left <= right  # "$lte", checked by _check_filter
-
-
-def _check_filter(filter: Any) -> None:
-    if filter is None:
-        return
-    if not isinstance(filter, Mapping):
-        raise InvalidRequest(f"search filter must be a dict, got {type(filter).__name__}")
-    for value in filter.values():
-        if isinstance(value, Mapping):
-            unknown = {k for k in value if isinstance(k, str) and k.startswith("$")} - OPERATORS
-            if unknown:
-                raise InvalidRequest(f"unknown filter operator(s) {sorted(unknown)}; supported: {sorted(OPERATORS)}")
-            _check_filter({k: v for k, v in value.items() if not (isinstance(k, str) and k.startswith("$"))})
 
 
 def _condition_matches(condition: MatchCondition, namespace: tuple[str, ...]) -> bool:
@@ -330,7 +274,7 @@ class DurastateStore(StoreBound, BaseStore):
                         "DurastateStore(..., index={'embed': ..., 'dims': ...}); "
                         "or search by namespace prefix and filter"
                     )
-                _check_filter(op.filter)
+                check_filter(op.filter)
                 self._check_page(op.limit, op.offset)
                 if op.query:
                     queries[op.query] = None
@@ -422,25 +366,30 @@ class DurastateStore(StoreBound, BaseStore):
         self, op: SearchOp, refresh: list[tuple[bytes, bytes, float]], queries: Mapping[str, list[float]]
     ) -> list[SearchItem]:
         start = _encode_namespace(tuple(op.namespace_prefix))
-        rows: Iterator[tuple[bytes, bytes]] = iter(self._kv.scan(self._scope, ITEMS, start=start, end=start + PAST))
         accept: Callable[[bytes], bool] | None = None
         if op.filter:
-            matches = _predicate(op.filter)
+            matches = predicate(op.filter)
 
             def accept(raw: bytes) -> bool:
                 return matches(orjson.loads(raw)["value"])
 
-            rows = (row for row in rows if accept(row[1]))
+        def items() -> Iterator[tuple[bytes, bytes]]:
+            """The items under the prefix that pass the filter, in (namespace, key) order (read when called)."""
+            rows = self._kv.scan(self._scope, ITEMS, start=start, end=start + PAST)
+            return rows if accept is None else (row for row in rows if accept(row[1]))
+
         found: list[tuple[tuple[bytes, bytes], float | None]] = []
         if op.query and self._index is not None:
             query = queries[op.query]
             # One snapshot for the items and their vectors.
             with self._engine.read_transaction():
                 if self._ann is not None and self._ann.active and all(map(math.isfinite, query)):
-                    ranked = self._ann.search(query, start, start + PAST, op.offset, op.limit, accept)
+                    # The stored JSON is {"value": <the item's value>, ...}: the filter's keys are under "value".
+                    where = filter_conditions(op.filter, ("value",))
+                    ranked = self._ann.search(query, start, start + PAST, op.offset, op.limit, accept, where)
                     if ranked is not None:
                         return self._search_items(ranked, op, refresh)
-                candidates = list(rows)
+                candidates = list(items())
                 if not op.filter:
                     stored = dict(self._kv.scan(self._scope, VECTORS, start=start, end=start + PAST))
                 else:  # the filter's survivors only: reading every vector in the range costs more
@@ -458,7 +407,7 @@ class DurastateStore(StoreBound, BaseStore):
 
             found = _vectors.rank(query, candidates, vectors_of, dims, op.offset, op.limit, self._index.distance)
         else:
-            for i, row in enumerate(rows):
+            for i, row in enumerate(items()):
                 if i >= op.offset + op.limit:
                     break
                 if i >= op.offset:
