@@ -17,6 +17,7 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Hashable, Iterable
 from contextlib import AbstractContextManager
+from typing import Any
 
 from ..errors import ConfigurationError, DurastateError, InvalidRequest, NotSupported, SchemaTooNew, WrongType
 from .capabilities import Capabilities
@@ -57,7 +58,7 @@ from .statements import (
     validate_prefix,
 )
 from .tools import EngineTools
-from .transaction import Transaction, TransactionState, aborted_error
+from .transaction import PerThread, SharedState, Transaction, TransactionFields, TransactionState, aborted_error
 from .vectors import VectorIndexes
 from .watch import ChangeWatch, PolledWatch
 
@@ -85,6 +86,7 @@ __all__ = [
     "Later",
     "Migration",
     "Params",
+    "PerThread",
     "Plan",
     "PlanStep",
     "Reread",
@@ -95,6 +97,7 @@ __all__ = [
     "Statement",
     "Template",
     "Transaction",
+    "TransactionFields",
     "TransactionState",
     "aborted_error",
     "in_list_lookup",
@@ -310,13 +313,25 @@ class EngineBase(Engine):
     ``close``/``closed``, the lock primitive ``_take_lock`` and the
     transaction primitives ``_tx_begin``/``_tx_commit``/``_tx_rollback``/
     ``_tx_savepoint``/``_tx_release``/``_tx_rollback_to``; they set
-    ``_local`` to a ``TransactionState`` (subclass), ``_closed`` and
+    ``_local`` to a ``TransactionState`` (subclass; or ``_tls`` to a
+    ``PerThread`` of ``TransactionFields``, which is faster), ``_closed`` and
     ``capabilities``, and call ``_doom(error)`` when a statement fails
     inside a transaction.
     """
 
-    _local: TransactionState
+    _tls: PerThread[Any] | SharedState
     _closed: bool
+
+    @property
+    def _local(self) -> TransactionFields:
+        """The calling thread's transaction state (hot paths read ``self._tls.state`` themselves)."""
+        state: TransactionFields = self._tls.state
+        return state
+
+    @_local.setter
+    def _local(self, state: TransactionFields) -> None:
+        # An engine keeping its state in a threading.local of its own (TransactionState).
+        self._tls = SharedState(state)
 
     def __init__(self, *, prefix: str, clock: Clock | None, read_only: bool = False) -> None:
         self.prefix = validate_prefix(prefix)
@@ -397,7 +412,8 @@ class EngineBase(Engine):
 
     def in_transaction(self) -> bool:
         """``Engine.in_transaction``: the thread's block depth is above 0."""
-        return self._local.depth > 0
+        depth: int = self._tls.state.depth
+        return depth > 0
 
     def _migration_lock(self) -> Transaction:
         """A transaction that excludes concurrent migrators of this prefix."""
@@ -405,7 +421,7 @@ class EngineBase(Engine):
 
     def _doom(self, error: DurastateError) -> DurastateError:
         """Record ``error`` (a statement failed) against the open transaction, if any."""
-        state = self._local
+        state = self._tls.state
         if state.depth and state.doomed is None:
             state.doomed = error
             state.doomed_level = state.depth
