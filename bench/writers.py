@@ -12,8 +12,10 @@ queue runs, each its own short transaction). Reported per contender:
 throughput (all processes' writes / wall time), per-write latency p50,
 p99 and max, CPU time per write (user + system, all processes: the
 load-independent part; with more processes than cores the throughput is
-about cores / CPU per write), and durastate's throughput as a ratio of
-raw's. The two run
+about cores / CPU per write), sleeps per write (voluntary context
+switches: a wait in SQLite's busy handler, an fsync of a checkpoint;
+steadier than throughput on a shared machine), and durastate's
+throughput as a ratio of raw's. The two run
 alternately, ``--rounds`` times each, on fresh files; the verdict is the
 median of the per-round ratios.
 """
@@ -23,6 +25,7 @@ from __future__ import annotations
 import argparse
 import multiprocessing
 import os
+import resource
 import sqlite3
 import statistics
 import sys
@@ -91,6 +94,7 @@ def _worker(contender: str, workload: str, path: str, ops: int, index: int, barr
         scope = b"s%d" % index
         store.kv.get(scope, b"ns", b"warm")
         barrier.wait()
+        sleeps_start = resource.getrusage(resource.RUSAGE_SELF).ru_nvcsw
         cpu_start = time.process_time()
         for i in range(ops):
             start = clock()
@@ -103,12 +107,14 @@ def _worker(contender: str, workload: str, path: str, ops: int, index: int, barr
                     claim.ack()
             latencies.append(clock() - start)
         cpu = time.process_time() - cpu_start
+        sleeps = resource.getrusage(resource.RUSAGE_SELF).ru_nvcsw - sleeps_start
         store.close()
     else:
         conn = _raw_connection(path)
         scope = b"s%d" % index
         conn.execute("SELECT 1 FROM kv LIMIT 1").fetchall()
         barrier.wait()
+        sleeps_start = resource.getrusage(resource.RUSAGE_SELF).ru_nvcsw
         cpu_start = time.process_time()
         for i in range(ops):
             start = clock()
@@ -122,8 +128,9 @@ def _worker(contender: str, workload: str, path: str, ops: int, index: int, barr
                     conn.execute(RAW_ACK, (row[0],))
             latencies.append(clock() - start)
         cpu = time.process_time() - cpu_start
+        sleeps = resource.getrusage(resource.RUSAGE_SELF).ru_nvcsw - sleeps_start
         conn.close()
-    out.send((latencies, cpu))
+    out.send((latencies, cpu, sleeps))
     out.close()
 
 
@@ -145,8 +152,9 @@ def run_once(contender: str, workload: str, processes: int, ops: int) -> dict[st
         start = time.perf_counter()
         results = [receiver.recv() for receiver in pipes]
         wall = time.perf_counter() - start
-        latencies = [lat for lats, _cpu in results for lat in lats]
-        cpu = sum(cpu for _lats, cpu in results)
+        latencies = [lat for lats, _cpu, _sleeps in results for lat in lats]
+        cpu = sum(cpu for _lats, cpu, _sleeps in results)
+        sleeps = sum(sleeps for _lats, _cpu, sleeps in results)
         for proc in procs:
             proc.join()
     latencies.sort()
@@ -156,6 +164,7 @@ def run_once(contender: str, workload: str, processes: int, ops: int) -> dict[st
         "p99_ms": latencies[int(len(latencies) * 0.99)] * 1000,
         "max_ms": latencies[-1] * 1000,
         "cpu_us_per_op": cpu / len(latencies) * 1e6,
+        "sleeps_per_op": sleeps / len(latencies),
     }
 
 
@@ -175,6 +184,7 @@ def main() -> None:
         contenders = ["durastate", "raw", *(["durastate-own-loop"] if args.own_loop else [])]
         rows: dict[str, list[dict[str, float]]] = {c: [] for c in contenders}
         ratios: dict[str, list[float]] = {c: [] for c in contenders if c != "raw"}
+        cpu_ratios: dict[str, list[float]] = {c: [] for c in ratios}
         for round_number in range(args.rounds):
             order = contenders[round_number % len(contenders) :] + contenders[: round_number % len(contenders)]
             measured = {c: run_once(c, args.workload, processes, args.ops) for c in order}
@@ -182,15 +192,19 @@ def main() -> None:
                 rows[contender].append(row)
             for contender in ratios:
                 ratios[contender].append(measured[contender]["ops_per_s"] / measured["raw"]["ops_per_s"])
+                cpu_ratios[contender].append(measured["raw"]["cpu_us_per_op"] / measured[contender]["cpu_us_per_op"])
         for contender, measured_rows in rows.items():
+            formats = {key: "6.3f" if key == "sleeps_per_op" else "9.2f" for key in measured_rows[0]}
             cells = "  ".join(
-                f"{key} {statistics.median(r[key] for r in measured_rows):9.2f}" for key in measured_rows[0]
+                f"{key} {statistics.median(r[key] for r in measured_rows):{spec}}" for key, spec in formats.items()
             )
             print(f"{processes:3d} processes  {contender:18s}  {cells}")
         for contender, values in ratios.items():
+            cpu = cpu_ratios[contender]
             print(
                 f"{processes:3d} processes  {contender}/raw throughput: median {statistics.median(values):.2f}x "
-                f"(rounds: {', '.join(f'{r:.2f}' for r in values)})"
+                f"(rounds: {', '.join(f'{r:.2f}' for r in values)}); raw/{contender} CPU per write: median"
+                f" {statistics.median(cpu):.2f}x (rounds: {', '.join(f'{r:.2f}' for r in cpu)})"
             )
 
 

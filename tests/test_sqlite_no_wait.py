@@ -26,7 +26,7 @@ from durastate import aio
 from durastate._aio import AsyncRunner
 from durastate.engines.base import DDL, READ, WRITE
 from durastate.engines.sqlite import LockBusy, SqliteEngine
-from durastate.testing.locking import WriteLockHolder
+from durastate.testing.locking import WriteLockHolder, lock_released_later
 
 
 @pytest.fixture
@@ -95,20 +95,9 @@ def test_a_sync_write_after_the_loop_ended_waits_for_the_lock_and_lands_once(
         await astore.kv.put(b"s", b"n", b"warm", b"v")  # leaves this thread's connection at timeout 0
 
     asyncio.run(inline_call())
-    holder = WriteLockHolder(path).start()
-    releasing = threading.Event()
-
-    def release() -> None:
-        releasing.set()  # before the lock goes: a write that waited for it ends after this
-        holder.release()
-
-    releaser = threading.Timer(0.2, release)
-    releaser.start()
-    try:
+    with lock_released_later(path) as released:
         write(store)  # refused at once, then run again with the store's busy timeout: waits for the holder
-        assert releasing.is_set()
-    finally:
-        releaser.join()
+        assert released.is_set()
     assert landed_once(store)
 
 

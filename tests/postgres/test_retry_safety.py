@@ -25,6 +25,7 @@ import pytest
 import durastate
 from durastate.engines.base import DDL, READ, WRITE_ROWS
 from durastate.engines.postgres import PostgresEngine
+from durastate.kv.statements import PUT_CHUNK
 
 from .proxy import CuttingProxy
 
@@ -119,12 +120,29 @@ def test_queue_push_applies_once(store: durastate.Store, proxy: CuttingProxy, cu
     assert store.queues.pop("jobs") is None
 
 
+@pytest.mark.parametrize("if_absent", [False, True], ids=["upsert", "if-absent"])
+@pytest.mark.parametrize("cut", ["reply", "request"])
+def test_put_many_in_one_statement_applies_once(
+    store: durastate.Store, proxy: CuttingProxy, cut: str, if_absent: bool
+) -> None:
+    """A batch within ``PUT_CHUNK`` is one statement outside a transaction: an attempt-recorded write."""
+    store.kv.put(b"s", b"n", b"kept", b"old")
+    getattr(proxy, f"drop_{cut}")(b"ds_kv (scope, ns, key, value, expires_at) VALUES")
+    with on_new_connections(store):
+        store.kv.put_many(b"s", b"n", [(b"a", b"1"), (b"b", b"2"), (b"kept", b"new")], if_absent=if_absent)
+    assert proxy.cuts == 1
+    kept = b"old" if if_absent else b"new"
+    assert store.kv.get_many(b"s", b"n", [b"a", b"b", b"kept"]) == [b"1", b"2", kept]
+
+
 def test_put_many_transaction_commit_lost_is_resolved(store: durastate.Store, proxy: CuttingProxy) -> None:
+    """A batch past ``PUT_CHUNK`` is several statements in a transaction."""
+    pairs = [(b"k%04d" % i, b"v") for i in range(PUT_CHUNK + 1)]
     proxy.drop_reply(b"COMMIT")
     with on_new_connections(store):
-        store.kv.put_many(b"s", b"n", [(b"a", b"1"), (b"b", b"2")])  # returns: it did commit
+        store.kv.put_many(b"s", b"n", pairs)  # returns: it did commit
     assert proxy.cuts == 1
-    assert store.kv.get_many(b"s", b"n", [b"a", b"b"]) == [b"1", b"2"]
+    assert store.kv.get_many(b"s", b"n", [pairs[0][0], pairs[-1][0]]) == [b"v", b"v"]
 
 
 @pytest.mark.parametrize("cut", ["reply", "request"])

@@ -17,6 +17,7 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Hashable, Iterable
 from contextlib import AbstractContextManager
+from typing import Any
 
 from ..errors import ConfigurationError, DurastateError, InvalidRequest, NotSupported, SchemaTooNew, WrongType
 from .capabilities import Capabilities
@@ -57,7 +58,7 @@ from .statements import (
     validate_prefix,
 )
 from .tools import EngineTools
-from .transaction import Transaction, TransactionState, aborted_error
+from .transaction import PerThread, SharedState, Transaction, TransactionFields, TransactionState, aborted_error
 from .vectors import VectorIndexes
 from .watch import ChangeWatch, PolledWatch
 
@@ -85,6 +86,7 @@ __all__ = [
     "Later",
     "Migration",
     "Params",
+    "PerThread",
     "Plan",
     "PlanStep",
     "Reread",
@@ -95,6 +97,7 @@ __all__ = [
     "Statement",
     "Template",
     "Transaction",
+    "TransactionFields",
     "TransactionState",
     "aborted_error",
     "in_list_lookup",
@@ -203,6 +206,15 @@ class Engine(ABC):
     def lock(self, name: str) -> None:
         """Takes the cross-key lock ``name`` until the open transaction ends; ``InvalidRequest`` outside one."""
 
+    def lock_later(self, name: str) -> None:
+        """Takes lock ``name`` as ``lock`` does, but where answers are deferred (``capabilities.deferred_answers``)
+        sent with the transaction's next round trip instead of waited for (``engines.deferred``): the statements
+        sent after it run once it is granted, the caller goes on before. For a writer whose decisions all come
+        from statements after the lock; one that decides on nothing read (or on a lock held) uses ``lock``. By
+        default ``lock``.
+        """
+        self.lock(name)
+
     @abstractmethod
     def catalog(self) -> list[tuple[str, ...]]:
         """Returns this prefix's schema objects as sorted rows of strings, equal for equal schemas; writes nothing."""
@@ -310,13 +322,25 @@ class EngineBase(Engine):
     ``close``/``closed``, the lock primitive ``_take_lock`` and the
     transaction primitives ``_tx_begin``/``_tx_commit``/``_tx_rollback``/
     ``_tx_savepoint``/``_tx_release``/``_tx_rollback_to``; they set
-    ``_local`` to a ``TransactionState`` (subclass), ``_closed`` and
+    ``_local`` to a ``TransactionState`` (subclass; or ``_tls`` to a
+    ``PerThread`` of ``TransactionFields``, which is faster), ``_closed`` and
     ``capabilities``, and call ``_doom(error)`` when a statement fails
     inside a transaction.
     """
 
-    _local: TransactionState
+    _tls: PerThread[Any] | SharedState
     _closed: bool
+
+    @property
+    def _local(self) -> TransactionFields:
+        """The calling thread's transaction state (hot paths read ``self._tls.state`` themselves)."""
+        state: TransactionFields = self._tls.state
+        return state
+
+    @_local.setter
+    def _local(self, state: TransactionFields) -> None:
+        # An engine keeping its state in a threading.local of its own (TransactionState).
+        self._tls = SharedState(state)
 
     def __init__(self, *, prefix: str, clock: Clock | None, read_only: bool = False) -> None:
         self.prefix = validate_prefix(prefix)
@@ -345,13 +369,27 @@ class EngineBase(Engine):
         For writers that must exclude each other beyond the rows they touch
         (say, every writer of one facet). Refused outside a transaction.
         """
+        self._lock_in_transaction("lock", name)
+
+    def lock_later(self, name: str) -> None:
+        """``Engine.lock_later``: ``lock``, sent with the next round trip where the engine defers answers."""
+        self._lock_in_transaction("lock_later", name)
+
+    def _lock_in_transaction(self, call: str, name: str) -> None:
         if not self.in_transaction():
-            raise InvalidRequest(f"lock({name!r}) outside a transaction would be released at once")
-        self._take_lock(name)
+            raise InvalidRequest(f"{call}({name!r}) outside a transaction would be released at once")
+        if call == "lock":
+            self._take_lock(name)
+        else:
+            self._take_lock_later(name)
 
     @abstractmethod
     def _take_lock(self, name: str) -> None:
         """Take lock ``name`` in the open transaction (``lock`` checked there is one)."""
+
+    def _take_lock_later(self, name: str) -> None:
+        """``lock_later``'s lock (checked: in a transaction); where every answer comes at once, ``_take_lock``."""
+        self._take_lock(name)
 
     def integrity_errors(self) -> list[str]:
         """Problems the engine finds in its own files (``[]``: none, or nothing it can check)."""
@@ -397,7 +435,8 @@ class EngineBase(Engine):
 
     def in_transaction(self) -> bool:
         """``Engine.in_transaction``: the thread's block depth is above 0."""
-        return self._local.depth > 0
+        depth: int = self._tls.state.depth
+        return depth > 0
 
     def _migration_lock(self) -> Transaction:
         """A transaction that excludes concurrent migrators of this prefix."""
@@ -405,7 +444,7 @@ class EngineBase(Engine):
 
     def _doom(self, error: DurastateError) -> DurastateError:
         """Record ``error`` (a statement failed) against the open transaction, if any."""
-        state = self._local
+        state = self._tls.state
         if state.depth and state.doomed is None:
             state.doomed = error
             state.doomed_level = state.depth

@@ -101,6 +101,7 @@ from .base import (
     Clock,
     Kind,
     Params,
+    PerThread,
     Plan,
     Row,
     Schema,
@@ -210,7 +211,7 @@ class PostgresEngine(ChangeNotifications):
 
     dialect = POSTGRES_DIALECT
     no_limit = POSTGRES_DIALECT.no_limit
-    _local: ThreadState
+    _tls: PerThread[ThreadState]
 
     def __init__(
         self,
@@ -249,7 +250,7 @@ class PostgresEngine(ChangeNotifications):
         self._min = min_connections
         self._max = max_connections
         self.capabilities = (CITUS_CAPABILITIES if citus else CAPABILITIES).replace(max_concurrency=max_connections)
-        self._local = ThreadState()
+        self._tls = PerThread(ThreadState)
         self._closed = False
         self._pool_lock = threading.Lock()
         self._pool: LifoPool | None = None
@@ -379,11 +380,11 @@ class PostgresEngine(ChangeNotifications):
 
     def _forget_parent_pool(self) -> None:
         # The parent's listener too: its thread is not in this process, its socket is the parent's session.
-        _FORK_ORPHANS.append((self._pool, self._local, self._listener))
+        _FORK_ORPHANS.append((self._pool, self._tls, self._listener))
         self._pool = None
         self._listener = None
         self._pool_lock = threading.Lock()
-        self._local = ThreadState()
+        self._tls = PerThread(ThreadState)
 
     def _borrow(self, timeout: float | None = None) -> PooledConnection:
         pool = self._pool or self._open_pool()
@@ -476,7 +477,7 @@ class PostgresEngine(ChangeNotifications):
 
     def _run(self, sql: str, params: Params, fetch: int) -> Any:
         """Run one statement; ``fetch``: 0 rowcount, 1 one row, 2 all rows."""
-        state = self._local
+        state = self._tls.state
         conn = state.conn
         if conn is not None:
             return self._run_in_transaction(state, conn, sql, params, fetch)
@@ -619,7 +620,7 @@ class PostgresEngine(ChangeNotifications):
 
     def reclaim_space(self, *, full: bool = False) -> SpaceReport:
         """``VACUUM (ANALYZE)`` of the prefix's tables when ``full`` (``postgres_space``)."""
-        if self._local.depth > 0:
+        if self._tls.state.depth > 0:
             raise InvalidRequest("reclaim_space() inside a transaction: VACUUM cannot run in one")
         if self.read_only or not full:
             return SpaceReport()
@@ -659,7 +660,7 @@ class PostgresEngine(ChangeNotifications):
 
     def release_connection(self) -> None:
         """Nothing to release: connections go back to the pool after each call."""
-        if self._local.depth > 0:
+        if self._tls.state.depth > 0:
             raise InvalidRequest("release_connection() inside a transaction would abandon it")
 
     # -- schema objects, plans and locks ----------------------------------------
@@ -686,7 +687,7 @@ class PostgresEngine(ChangeNotifications):
         and its ``EXECUTE`` explained. All inside a transaction (or a
         savepoint of the caller's) that is rolled back.
         """
-        state = self._local
+        state = self._tls.state
         own = state.conn is None
         conn = self._borrow() if own else state.conn
         assert conn is not None
@@ -701,8 +702,15 @@ class PostgresEngine(ChangeNotifications):
             if own:
                 self._give_back(conn)
 
+    def _lock_params(self, name: str) -> tuple[str, str]:
+        return name, self.prefix
+
     def _take_lock(self, name: str) -> None:
-        self.one(self._lock_sql, (name, self.prefix))
+        self.one(self._lock_sql, self._lock_params(name))
+
+    def _take_lock_later(self, name: str) -> None:
+        # In the pipeline the server runs it before anything sent after it; outside one, at once.
+        self.send(self._lock_sql, self._lock_params(name))
 
     def _announce_ddl(self, announce: Announce) -> tuple[str, ...]:
         # Citus refuses triggers on distributed tables: the client announces (``notify``).

@@ -67,7 +67,7 @@ class SchemaEngine(PostgresEngine):
     # transaction, closed flag, clock offset.
     _pool = _delegated("_pool")
     _pool_lock = _delegated("_pool_lock")
-    _local = _delegated("_local")
+    _tls = _delegated("_tls")
     _closed = _delegated("_closed")
     _probed = _delegated("_probed")
     _clock_offset = _delegated("_clock_offset")
@@ -101,8 +101,8 @@ class SchemaEngine(PostgresEngine):
         """As ``PostgresEngine.channel``, for this schema's tables (shards never share a channel)."""
         return channel_identifier(self._qualified, name)
 
-    def _take_lock(self, name: str) -> None:
-        self.one(self._lock_sql, (name, self._qualified))
+    def _lock_params(self, name: str) -> tuple[str, str]:
+        return name, self._qualified
 
     def _read_versions(self) -> dict[str, int] | None:
         if self.one(self._versions_exist, (self.schema, self.prefix + "schema")) is None:
@@ -113,7 +113,7 @@ class SchemaEngine(PostgresEngine):
         """``PostgresEngine._tx_begin``; a migration's transaction also works in the schema (its DDL is unqualified)."""
         super()._tx_begin(read, lock)
         if lock is not None:
-            conn = self._local.conn
+            conn = self._tls.state.conn
             assert conn is not None
             conn.execute(_SEARCH_PATH, (f'"{self.schema}"',))
 
@@ -127,7 +127,7 @@ class SchemaEngine(PostgresEngine):
     def catalog(self) -> list[tuple[str, ...]]:
         """``PostgresEngine.catalog`` of this schema."""
         with self.read_transaction():
-            conn = self._local.conn
+            conn = self._tls.state.conn
             assert conn is not None
             conn.execute(_SEARCH_PATH, (f'"{self.schema}"',))
             return super().catalog()

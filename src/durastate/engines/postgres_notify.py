@@ -73,7 +73,7 @@ class ChangeNotifications(PipelinedTransactions):
         if announced and capabilities.triggers:
             return
         name = self.channel(channel)
-        state = self._local
+        state = self._tls.state
         if not capabilities.notify_in_transaction:
             # Citus mode: after the commit, or now outside a transaction.
             if state.depth:

@@ -61,7 +61,17 @@ import psycopg
 from psycopg import errors as pg_errors
 
 from ..errors import DurastateError, StoreClosed, StoreUnavailable
-from .base import WRITE_ROWS, EngineBase, Kind, Later, Params, RequirementFailed, TransactionState, aborted_error
+from .base import (
+    WRITE_ROWS,
+    EngineBase,
+    Kind,
+    Later,
+    Params,
+    PerThread,
+    RequirementFailed,
+    TransactionFields,
+    aborted_error,
+)
 from .postgres_attempts import NEXT_VALUE_RECORDED, NOT_APPLIED, fetch_result
 from .postgres_citus_sql import HAS_2PC_LOG, PENDING_2PC
 from .postgres_errors import connection_lost, translate_postgres_error
@@ -72,8 +82,8 @@ __all__ = ["NOTIFY_CHANNELS", "PipelinedTransactions", "ThreadState", "notify_on
 _BEGIN_READ = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
 
 
-class ThreadState(TransactionState):
-    """One thread's open transaction on a PostgreSQL engine (``TransactionState`` plus its connection and pipeline)."""
+class ThreadState(TransactionFields):
+    """One thread's open transaction on a PostgreSQL engine (``TransactionFields`` plus its connection and pipeline)."""
 
     conn: PooledConnection | None = None
     # The open transaction's attempt id: pending until its first write.
@@ -129,7 +139,8 @@ def two_phase_pending(conn: psycopg.Connection[Any], pid: int) -> bool:
 class PipelinedTransactions(EngineBase):
     """Statements inside a transaction and the transaction primitives (see the module docstring)."""
 
-    _local: ThreadState
+    _tls: PerThread[ThreadState]
+
     _attempt_insert: str
     _attempt_result: str
     # NEXT_VALUE_RECORDED compiled, and REQUIREMENT around each required statement (_compile_transaction_statements).
@@ -238,7 +249,7 @@ class PipelinedTransactions(EngineBase):
 
     def require(self, sql: str, params: Params = (), message: str = "a requirement of the transaction") -> None:
         """``Engine.require``: in a transaction, sent with the next round trip (``REQUIREMENT``)."""
-        state = self._local
+        state = self._tls.state
         if state.conn is None or not state.piped:
             super().require(sql, params, message)
             return
@@ -273,7 +284,7 @@ class PipelinedTransactions(EngineBase):
         the first (one round trip). Citus mode: read at once (the attempt
         row there is a shard's, looked up through its own view).
         """
-        state = self._local
+        state = self._tls.state
         conn = state.conn
         if conn is None or not state.piped or self.citus or (state.attempt is None and not state.attempt_pending):
             return super().next_value_later(name)  # outside a pipelined write transaction: at once
@@ -299,7 +310,7 @@ class PipelinedTransactions(EngineBase):
 
     def _await_value(self, later: Later) -> None:
         """``Later.value`` read before its answer came: wait for it now, in its transaction."""
-        state = self._local
+        state = self._tls.state
         conn = state.conn
         if state.pending_value is not later or conn is None or not state.depth:
             return  # not this thread's, or its transaction is over: it stays unanswered
@@ -319,7 +330,7 @@ class PipelinedTransactions(EngineBase):
         Its failure dooms the transaction and is raised by the next
         statement that waits for an answer, or by the commit.
         """
-        state = self._local
+        state = self._tls.state
         conn = state.conn
         if conn is None or not state.piped:
             self._run(sql, params, 0)
@@ -384,11 +395,11 @@ class PipelinedTransactions(EngineBase):
         if self.read_only and self.pooler:
             raise self._read_only_refusal()
         batch = list(rows)
-        if self._local.conn is None:
+        if self._tls.state.conn is None:
             with self.transaction():
                 self.executemany(sql, batch)
             return
-        state = self._local
+        state = self._tls.state
         conn = state.conn
         assert conn is not None
         self._check_open_transaction(state)
@@ -414,7 +425,7 @@ class PipelinedTransactions(EngineBase):
         key every earlier version takes, so old and new processes opening
         one database still migrate one at a time.
         """
-        state = self._local
+        state = self._tls.state
         # Migrations (lock) run DDL one statement at a time; every other
         # transaction is pipelined: BEGIN goes out with its first statement.
         piped = lock is None
@@ -449,7 +460,7 @@ class PipelinedTransactions(EngineBase):
         state.attempt_pending = not read and lock is None
 
     def _take_connection(self) -> tuple[PooledConnection | None, bytes | None]:
-        state = self._local
+        state = self._tls.state
         conn = state.conn
         attempt = state.attempt
         state.conn, state.attempt, state.attempt_pending, state.flight = None, None, False, None
@@ -458,7 +469,7 @@ class PipelinedTransactions(EngineBase):
         return conn, attempt
 
     def _tx_commit(self) -> None:
-        state = self._local
+        state = self._tls.state
         piped, flight = state.piped, state.flight
         lookup, channels = state.attempt_lookup or self._attempt_result, state.after_commit
         pending, requirements = state.pending_value, state.requirements
@@ -536,7 +547,7 @@ class PipelinedTransactions(EngineBase):
         return True
 
     def _tx_rollback(self) -> None:
-        state = self._local
+        state = self._tls.state
         state.attempt_lookup, state.after_commit = None, frozenset()
         conn, _attempt = self._take_connection()
         if conn is not None:  # None: lost while its first flight was sent again (_flush)
@@ -549,7 +560,7 @@ class PipelinedTransactions(EngineBase):
         self._savepoint_statement(f"RELEASE SAVEPOINT {name}", release=name)
 
     def _savepoint_statement(self, statement: str, *, release: str | None = None) -> None:
-        state = self._local
+        state = self._tls.state
         self._check_open_transaction(state)
         conn = state.conn
         assert conn is not None
@@ -576,7 +587,7 @@ class PipelinedTransactions(EngineBase):
             raise self._failed(state, exc) from None
 
     def _tx_rollback_to(self, name: str) -> None:
-        state = self._local
+        state = self._tls.state
         conn = state.conn
         if conn is None:  # lost while its first flight was sent again: the transaction is doomed
             return

@@ -60,8 +60,9 @@ from typing import Any, cast
 
 from .._validate import as_busy_timeout, as_durability
 from ..errors import ConfigurationError, DurastateError, InvalidRequest, StoreClosed, StoreUnavailable
-from .base import SQL, Clock, Kind, Params, Plan, Row
+from .base import SQL, Clock, Kind, Params, PerThread, Plan, Row
 from .capabilities import Capabilities
+from .loop import running_loop
 from .space import SpaceReport
 from .sqlite_busy import Backoff, all_rows_again, one_row_again, run_to_end_again
 from .sqlite_connections import SPARE_CONNECTIONS as SPARE_CONNECTIONS
@@ -73,7 +74,7 @@ from .sqlite_errors import is_busy
 from .sqlite_errors import translate_sqlite_error as translate_sqlite_error
 from .sqlite_space import AUTO_VACUUM_INCREMENTAL, reclaim
 from .sqlite_tools import SqliteTools
-from .sqlite_transaction import ENGINES, RefusingCursor, SqliteTransactions, ThreadState
+from .sqlite_transaction import ENGINES, NO_LOCK_WAIT, RefusingCursor, SqliteTransactions, ThreadState
 from .sqlite_transaction import FORK_GATE as _FORK_GATE
 from .watch import ChangeWatch, LocalChannels
 
@@ -141,7 +142,7 @@ class SqliteEngine(SqliteTransactions):
 
     dialect = SQLITE_DIALECT
     no_limit = SQLITE_DIALECT.no_limit
-    _local: ThreadState
+    _tls: PerThread[ThreadState]
 
     def __init__(
         self,
@@ -209,7 +210,7 @@ class SqliteEngine(SqliteTransactions):
             # Each commit waits for an fsync (milliseconds): never on an event
             # loop's thread, where it would stall every coroutine (durastate._aio).
             self.capabilities = self.capabilities.replace(inline_async_calls=False)
-        self._local = ThreadState()
+        self._tls = PerThread(ThreadState)
         self._lock = threading.Lock()
         self._connections = Connections()
         self._writer_lock = self._connections.writers.lock
@@ -289,7 +290,8 @@ class SqliteEngine(SqliteTransactions):
             raise StoreUnavailable(f"{self.url}: could not enable WAL (journal_mode stayed {mode!r})")
 
     def _thread_connection(self) -> sqlite3.Connection:
-        conn = self._local.conn
+        state = self._tls.state
+        conn = state.conn
         if conn is not None:
             return conn
         if self._closed:
@@ -298,22 +300,27 @@ class SqliteEngine(SqliteTransactions):
             conn = self._connections.adopt()  # an ended thread's, if any (sqlite_connections)
         if conn is None:
             conn = self._new_connection()
+        elif not self.is_memory:
+            # An ended thread's connection may have waited for locks (ThreadState.lock_wait).
+            conn.execute(NO_LOCK_WAIT)
         guard = threading.RLock()
         with self._lock:
             if self._closed:
                 conn.close()
                 raise StoreClosed(f"{self.url}: store is closed")
             self._connections.add(conn, guard)
-        self._local.cursor = None  # a cursor of an earlier connection is no use
-        self._local.guard = guard
-        self._local.conn = conn
+        state.cursor = None  # a cursor of an earlier connection is no use
+        state.lock_wait = False
+        state.guard = guard
+        state.conn = conn
         return conn
 
     def _thread_cursor(self) -> sqlite3.Cursor:
-        cursor = self._local.cursor
+        state = self._tls.state
+        cursor = state.cursor
         if cursor is None:
             cursor = self._thread_connection().cursor()
-            self._local.cursor = cursor
+            state.cursor = cursor
         return cursor
 
     def _drop_cursor(self, cursor: sqlite3.Cursor) -> None:
@@ -324,8 +331,9 @@ class SqliteEngine(SqliteTransactions):
         it active on the shared cursor, holding its snapshot or write lock
         until this thread's next call.
         """
-        if self._local.cursor is cursor:
-            self._local.cursor = None
+        state = self._tls.state
+        if state.cursor is cursor:
+            state.cursor = None
         if not isinstance(cursor, RefusingCursor):
             try:
                 cursor.close()
@@ -333,8 +341,8 @@ class SqliteEngine(SqliteTransactions):
                 pass
 
     def _forget_parent_connections(self) -> None:
-        _FORK_ORPHANS.append((self._local, self._connections, self._anchor))
-        self._local = ThreadState()
+        _FORK_ORPHANS.append((self._tls, self._connections, self._anchor))
+        self._tls = PerThread(ThreadState)
         self._lock = threading.Lock()
         self._connections = Connections()
         self._writer_lock = self._connections.writers.lock
@@ -353,7 +361,9 @@ class SqliteEngine(SqliteTransactions):
     # (a statement still running when its wait ran out), never usable.
 
     def one(self, sql: str, params: Params = ()) -> Row | None:
-        state = self._local
+        state = self._tls.state
+        if state.lock_wait and running_loop() is not None:
+            self._loop_started()
         if not state.depth and not state.writing and getattr(sql, "kind", None) in _WRITES:
             return self._gated(self.one, sql, params)
         cursor = state.cursor or self._thread_cursor()
@@ -380,7 +390,9 @@ class SqliteEngine(SqliteTransactions):
             guard.release()
 
     def all(self, sql: str, params: Params = ()) -> list[Row]:
-        state = self._local
+        state = self._tls.state
+        if state.lock_wait and running_loop() is not None:
+            self._loop_started()
         if not state.depth and not state.writing and getattr(sql, "kind", None) in _WRITES:
             return self._gated(self.all, sql, params)
         cursor = state.cursor or self._thread_cursor()
@@ -400,7 +412,9 @@ class SqliteEngine(SqliteTransactions):
             guard.release()
 
     def execute(self, sql: str, params: Params = ()) -> int:
-        state = self._local
+        state = self._tls.state
+        if state.lock_wait and running_loop() is not None:
+            self._loop_started()
         gate = None
         if not (state.depth or state.writing) and getattr(sql, "kind", None) in _WRITES:
             # A write outside a transaction holds the writer gate for its one
@@ -438,7 +452,9 @@ class SqliteEngine(SqliteTransactions):
                 gate.release()
 
     def executemany(self, sql: str, rows: Iterable[Params]) -> None:
-        state = self._local
+        state = self._tls.state
+        if state.lock_wait and running_loop() is not None:
+            self._loop_started()
         if not state.depth and not state.writing and getattr(sql, "kind", None) in _WRITES:
             return self._gated(self.executemany, sql, rows)
         outside = state.depth == 0
@@ -468,12 +484,13 @@ class SqliteEngine(SqliteTransactions):
 
     def _close_own_connection(self) -> None:
         """Close the calling thread's connection and forget it (the thread holds its guard)."""
-        state = self._local
+        state = self._tls.state
         conn = state.conn
         if conn is None:
             return
         state.conn = None
         state.cursor = None
+        state.lock_wait = False
         conn.close()  # a no-op when close() closed it already
 
     def _refuse_closed(self) -> DurastateError:
@@ -516,7 +533,7 @@ class SqliteEngine(SqliteTransactions):
         (``announced``: the server already announced the write, see
         ``Engine.notify``; SQLite has no server, so it changes nothing.)
         """
-        state = self._local
+        state = self._tls.state
         if state.depth > 0:
             pending = state.pending_notify
             if pending is None:
@@ -547,9 +564,9 @@ class SqliteEngine(SqliteTransactions):
 
         For long-lived threads that go idle. Refused inside a transaction.
         """
-        if self._local.depth > 0:
+        if self._tls.state.depth > 0:
             raise InvalidRequest("release_connection() inside a transaction would abandon it")
-        state = self._local
+        state = self._tls.state
         if state.conn is None:
             return
         with self._lock:
@@ -569,7 +586,7 @@ class SqliteEngine(SqliteTransactions):
         """
         if not self.capabilities.inline_async_calls:
             super().no_wait_changes()  # NotSupported (memory:, see MEMORY_CAPABILITIES)
-        state = self._local
+        state = self._tls.state
         conn = state.conn or self._thread_connection()
         # Without the guard: reading the count is no statement, and on a
         # connection close() closed this moment it raises ProgrammingError
@@ -589,7 +606,7 @@ class SqliteEngine(SqliteTransactions):
         Nothing to do for ``memory:`` and read-only stores. Refused inside
         a transaction.
         """
-        if self._local.depth > 0:
+        if self._tls.state.depth > 0:
             raise InvalidRequest("reclaim_space() inside a transaction would hold its every step in it")
         if self.is_memory or self.read_only:
             return SpaceReport()
@@ -599,7 +616,7 @@ class SqliteEngine(SqliteTransactions):
 
     def _script(self, statement: str) -> None:
         """Run ``statement`` to its end (``executescript``: every step of it, not only the first)."""
-        state = self._local
+        state = self._tls.state
         conn = self._thread_connection()
         with state.guard:
             if self._closed:

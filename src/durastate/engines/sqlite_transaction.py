@@ -31,13 +31,23 @@ from typing import Any, TypeVar, cast
 
 from ..errors import DurastateError
 from . import sqlite_busy
-from .base import EngineBase, TransactionState, aborted_error
+from .base import EngineBase, PerThread, TransactionFields, aborted_error
+from .loop import running_loop
 from .sqlite_busy import Backoff, loop_thread_refusal
 from .sqlite_connections import Connections
 from .sqlite_errors import LockBusy, is_busy, translate_sqlite_error
 from .sqlite_fork import ForkGate
 
-__all__ = ["ENGINES", "FORK_GATE", "Refused", "RefusingCursor", "SqliteTransactions", "ThreadState"]
+__all__ = [
+    "ENGINES",
+    "FORK_GATE",
+    "LOCK_WAIT",
+    "NO_LOCK_WAIT",
+    "Refused",
+    "RefusingCursor",
+    "SqliteTransactions",
+    "ThreadState",
+]
 
 # Transaction control, run on the thread's cached cursor (see _tx_begin).
 _BEGIN_READ = "BEGIN"
@@ -45,10 +55,13 @@ _BEGIN_WRITE = "BEGIN IMMEDIATE"
 _COMMIT = "COMMIT"
 _ROLLBACK = "ROLLBACK"
 _SQLITE_BUSY_SNAPSHOT = 517
+# A connection's lock wait off (refused at once) and on (SQLite's handler waits; sqlite_busy).
+NO_LOCK_WAIT = "PRAGMA busy_timeout = 0"
+LOCK_WAIT = "PRAGMA busy_timeout = {ms}"
 
 
-class ThreadState(TransactionState):
-    """One thread's state on a SQLite engine: ``TransactionState`` plus its connection, cursor and guard."""
+class ThreadState(TransactionFields):
+    """One thread's state on a SQLite engine: ``TransactionFields`` plus its connection, cursor and guard."""
 
     conn: sqlite3.Connection | None = None
     # A cursor of ``conn`` reused by one()/all()/execute()/executemany():
@@ -72,6 +85,10 @@ class ThreadState(TransactionState):
     # This thread holds its engine's writer gate (sqlite_connections): for its
     # write transaction, or the one write statement it runs outside one.
     writing: bool = False
+    # ``conn`` has the store's busy timeout set, so SQLite's handler waits for
+    # a lock without refusing first: from the thread's first refusal off a
+    # loop thread on, until a loop runs on it (sqlite_busy). Reset with ``conn``.
+    lock_wait: bool = False
 
 
 class Refused(sqlite3.Error):
@@ -118,7 +135,8 @@ FORK_GATE = ForkGate(_own_transactions)
 class SqliteTransactions(EngineBase):
     """Transaction primitives, the writer gate and the lock wait (see the module docstring)."""
 
-    _local: ThreadState
+    _tls: PerThread[ThreadState]
+
     _connections: Connections
     _busy_timeout: float
     _closed: bool
@@ -144,7 +162,7 @@ class SqliteTransactions(EngineBase):
         return self._doom(translate_sqlite_error(exc, self.url))
 
     def _doom(self, error: DurastateError) -> DurastateError:
-        state = self._local
+        state = self._tls.state
         if state.depth and state.doomed is None:
             state.doomed = error
             state.doomed_level = state.depth
@@ -163,7 +181,9 @@ class SqliteTransactions(EngineBase):
         # never a ``RefusingCursor`` (``_tx_end`` puts the real one back).
         # A BEGIN refused for the lock is tried again (sqlite_busy), outside
         # the thread's guard and the fork gate.
-        state = self._local
+        state = self._tls.state
+        if state.lock_wait and running_loop() is not None:
+            self._loop_started()
         gated = not read and not state.writing
         if gated:  # left at the transaction's end (_tx_end)
             self._enter_writers(state)
@@ -223,7 +243,7 @@ class SqliteTransactions(EngineBase):
 
     def _gated(self, run: Callable[..., _T], *args: Any) -> _T:
         """``run(*args)``, a write statement outside a transaction, holding the writer gate."""
-        state = self._local
+        state = self._tls.state
         self._enter_writers(state)
         try:
             return run(*args)
@@ -234,7 +254,7 @@ class SqliteTransactions(EngineBase):
         """Nothing to take: the transaction's BEGIN IMMEDIATE holds the one write lock."""
 
     def _tx_end(self) -> None:
-        state = self._local
+        state = self._tls.state
         if isinstance(state.cursor, RefusingCursor):
             state.cursor = None
         if state.writing:
@@ -247,7 +267,7 @@ class SqliteTransactions(EngineBase):
         # Only called when the transaction is not doomed, so the cursor is
         # the real one (a stray ``RefusingCursor`` would refuse the COMMIT:
         # the transaction then rolls back, which is safe).
-        state = self._local
+        state = self._tls.state
         try:
             with state.guard:
                 (state.cursor or self._thread_cursor()).execute(_COMMIT)
@@ -269,7 +289,7 @@ class SqliteTransactions(EngineBase):
                 self.notify(channel)
 
     def _tx_rollback(self) -> None:
-        state = self._local
+        state = self._tls.state
         state.pending_notify = None
         conn = state.conn
         if conn is not None:
@@ -295,7 +315,7 @@ class SqliteTransactions(EngineBase):
     def _savepoint_statement(self, statement: str) -> None:
         # A doomed transaction's cursor refuses the statement: the block is
         # refused with the doom's error, as a statement would be.
-        state = self._local
+        state = self._tls.state
         cursor = state.cursor or self._thread_cursor()
         with state.guard:
             if self._closed:
@@ -306,7 +326,7 @@ class SqliteTransactions(EngineBase):
                 raise self._failed(exc) from None
 
     def _tx_rollback_to(self, name: str) -> None:
-        state = self._local
+        state = self._tls.state
         conn = state.conn
         if conn is not None:
             with state.guard:
@@ -323,19 +343,46 @@ class SqliteTransactions(EngineBase):
     # -- waiting for the lock (sqlite_busy) --------------------------------------
 
     def _in_sqlites_handler(self, attempt: Callable[[], _T]) -> _T:
-        """``attempt()`` once more with SQLite's own busy handler waiting up to the busy timeout (``sqlite_busy``).
+        """``attempt()`` once more, SQLite's own busy handler waiting up to the busy timeout (``sqlite_busy``).
 
-        The thread's connection runs with ``busy_timeout = 0`` so that a
-        held lock is seen at once (a loop thread is refused, not stalled);
-        off a loop thread, once seen, the wait is SQLite's, as it is for
-        every other SQLite program contending for the file.
+        A connection starts with ``busy_timeout = 0`` so that a held lock
+        is seen at once (a loop thread is refused, not stalled); off a loop
+        thread, once seen, the wait is SQLite's, as it is for every other
+        SQLite program contending for the file. The timeout then stays on
+        the connection (``ThreadState.lock_wait``): a thread that met the
+        lock once meets it again, and every refusal costs a failed try, an
+        exception and two statements more than waiting in SQLite does
+        (bench/RESULTS.md, "writers2"). ``_loop_started`` takes it off
+        again when a loop comes to run on the thread.
         """
-        conn = (self._local.cursor or self._thread_cursor()).connection
-        conn.execute(f"PRAGMA busy_timeout = {int(self._busy_timeout * 1000)}")
-        try:
-            return attempt()
-        finally:
-            conn.execute("PRAGMA busy_timeout = 0")
+        state = self._tls.state
+        if not state.lock_wait:
+            conn = (state.cursor or self._thread_cursor()).connection
+            conn.execute(LOCK_WAIT.format(ms=int(self._busy_timeout * 1000)))
+            state.lock_wait = True
+        return attempt()
+
+    def _loop_started(self) -> None:
+        """A loop runs on this thread, whose connection waits for locks: make it refuse them at once again.
+
+        Called by the statement methods (and ``_tx_begin``) when
+        ``lock_wait`` is set and a loop is running (``sqlite_busy``): a
+        wait there would stall the loop. Only threads whose connection met
+        a lock off a loop ask, so the question (a system call in CPython
+        while a loop runs) is not asked on a loop thread's every statement.
+        """
+        state = self._tls.state
+        conn = state.conn
+        state.lock_wait = False
+        if conn is None:
+            return
+        with state.guard:
+            if self._closed:
+                return  # the statement is refused next (StoreClosed)
+            try:
+                conn.execute(NO_LOCK_WAIT)
+            except sqlite3.Error as exc:
+                raise self._failed(exc) from None
 
     def _waits_for(self, exc: sqlite3.Error) -> bool:
         """Whether a statement refused with ``exc`` is tried again after a pause.

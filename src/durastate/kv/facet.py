@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
@@ -44,16 +45,18 @@ from .statements import (
     LOG_OLDEST,
     LOG_PAGE,
     LOG_TRIM_KEY,
+    NO_LIVE_VALUE,
     PRUNE,
     PRUNE_DUE,
     PUT,
+    PUT_CHUNK,
     PUT_IF_ABSENT,
-    PUT_MANY_IF_ABSENT,
     PUT_PERSISTENT,
     TAKE,
     delete_keys_sql,
     delete_range_sql,
     get_many_sql,
+    put_many_sql,
     scan_sql,
 )
 
@@ -104,6 +107,7 @@ class KV:
         self._delete_all = sql(DELETE_ALL)
         self._prune = sql(PRUNE)
         self._prune_due = sql(PRUNE_DUE)
+        self._no_live_value = sql(NO_LIVE_VALUE)
         self._clear = (sql(CLEAR_VALUES), sql(CLEAR_LOGS), sql(CLEAR_COUNTERS))
         self._append = sql(APPEND)
         self._log_page = sql(LOG_PAGE)
@@ -122,6 +126,12 @@ class KV:
         # By key count (1..KEY_CHUNK), compiled at the first call with that count.
         self._get_many = ByCount(lambda n: sql(get_many_sql(n)))
         self._delete_keys = ByCount(lambda n: sql(delete_keys_sql(n)))
+        # put_many by (deadline, if_absent), then pair count.
+        self._put_many = {
+            (deadline, if_absent): ByCount(functools.partial(_compile_put_many, sql, deadline, if_absent))
+            for deadline in (False, True)
+            for if_absent in (False, True)
+        }
         self._writes_until_prune = PRUNE_EVERY
 
     # -- helpers ---------------------------------------------------------------
@@ -271,10 +281,11 @@ class KV:
             scope, ns, key = self._address(scope, ns, key)
         if type(value) is not bytes or len(value) > self.max_value_size:
             value = self._value("value", value)
+        # send: inside a transaction on PostgreSQL the upsert rides the next round trip (nobody reads its count).
         if ttl is None:
-            self._engine.execute(self._put_persistent, (scope, ns, key, value))
+            self._engine.send(self._put_persistent, (scope, ns, key, value))
         else:
-            self._engine.execute(self._put, (scope, ns, key, value, self._deadline(ttl)))
+            self._engine.send(self._put, (scope, ns, key, value, self._deadline(ttl)))
         # _after_write, inlined: put is the hottest write.
         self._writes_until_prune -= 1
         if self._writes_until_prune <= 0:
@@ -295,8 +306,9 @@ class KV:
         ``if_absent=True`` stores only the pairs whose key holds no live
         value (an expired one counts as absent, as in ``put_if_absent``) and
         leaves the others as they are; of duplicates in ``items`` the first
-        wins. One statement per pair, no read: which pairs were stored is
-        not reported (``put_if_absent`` tells, one key at a time).
+        wins. One statement per ``PUT_CHUNK`` pairs (a batch within it needs
+        no transaction), no read: which pairs were stored is not reported
+        (``put_if_absent`` tells, one key at a time).
         """
         scope = as_bytes("scope", scope)
         ns = as_bytes("ns", ns)
@@ -305,39 +317,42 @@ class KV:
         expires_at = self._deadline(ttl)
         key_room = self.max_key_size - len(scope) - len(ns)
         max_value = self.max_value_size
-        rows: list[tuple[Any, ...]] = []
+        # Key -> value, one per key (a statement may not touch a row twice):
+        # the last of duplicates, or with if_absent the first.
+        pairs: dict[bytes, bytes] = {}
+        keep = pairs.setdefault if if_absent else pairs.__setitem__
         for i, item in enumerate(as_list("items", items)):
             # Fast path: a (bytes, bytes) tuple within the limits.
             if type(item) is tuple and len(item) == 2:
                 key, value = item
                 if type(key) is bytes and type(value) is bytes and len(key) <= key_room and len(value) <= max_value:
-                    rows.append((scope, ns, key, value))
+                    keep(key, value)
                     continue
             if not isinstance(item, (tuple, list)) or len(item) != 2:
                 fail(f"items[{i}] must be a (key, value) pair, got {shown(item)}")
-            key = self._address(scope, ns, item[0])[2]
-            rows.append((scope, ns, key, self._value(f"items[{i}] value", item[1])))
-        if not rows:
+            keep(self._address(scope, ns, item[0])[2], self._value(f"items[{i}] value", item[1]))
+        if not pairs:
             return
         engine = self._engine
-        statement = self._put_persistent
-        if if_absent:
-            statement = engine.sql(PUT_MANY_IF_ABSENT)
-            now = engine.now_ms()
-            rows = [(*row, expires_at, now) for row in rows]
-        elif expires_at is not None:
-            statement = self._put
-            rows = [(*row, expires_at) for row in rows]
-        if len(rows) == 1:
-            engine.execute(statement, rows[0])
-        elif engine.in_transaction():
-            # The caller's transaction makes the batch atomic already (a failed
-            # statement dooms it): a savepoint of its own would cost two more
-            # statements (round trips on PostgreSQL) per call.
-            engine.executemany(statement, rows)
+        statements = self._put_many[(expires_at is not None, if_absent)]
+        tail = (engine.now_ms(),) if if_absent else ()
+        params: list[bytes | int | None]
+        if expires_at is None and not if_absent:
+            params = [part for key, value in pairs.items() for part in (scope, ns, key, value)]
+            width = 4
         else:
-            with engine.transaction():
-                engine.executemany(statement, rows)
+            params = [part for key, value in pairs.items() for part in (scope, ns, key, value, expires_at)]
+            width = 5
+        if len(pairs) <= PUT_CHUNK:
+            # send: inside a transaction on PostgreSQL it rides the next round trip (nobody reads its count).
+            engine.send(statements[len(pairs)], (*params, *tail))
+        else:
+            step = PUT_CHUNK * width
+            # Several statements: atomic in the caller's transaction or one of their own.
+            with engine.transaction() if not engine.in_transaction() else contextlib.nullcontext():
+                for start in range(0, len(params), step):
+                    chunk = params[start : start + step]
+                    engine.execute(statements[len(chunk) // width], (*chunk, *tail))
         self._after_write()
 
     def scan(
@@ -430,6 +445,25 @@ class KV:
         row = engine.one(engine.sql(PUT_IF_ABSENT), (scope, ns, key, value, expires_at, engine.now_ms()))
         self._after_write()
         return row is not None
+
+    def require_absent(self, scope: bytes, ns: bytes, key: bytes) -> None:
+        """Fail the open transaction unless ``(scope, ns, key)`` holds no live value (an expired one is absent).
+
+        For a writer that goes in one flight when its key is new and takes a
+        slower, precise path when it is not (``engines.deferred``): on
+        PostgreSQL the check goes out with the transaction's next round trip,
+        and ``RequirementFailed`` (a ``durastate.Conflict``) is raised by the
+        next statement that waits, the release of a savepoint around it, or
+        the commit; on SQLite at once. Either way the block it leaves rolls
+        back. The check is made when the statement runs: a decision that must
+        hold until the commit needs a lock taken before it. ``InvalidRequest``
+        outside a transaction (it would fail nothing).
+        """
+        scope, ns, key = self._address(scope, ns, key)
+        engine = self._engine
+        if not engine.in_transaction():
+            fail("require_absent needs an open transaction (store.transaction()): outside one it would fail nothing")
+        engine.require(self._no_live_value, (scope, ns, key, engine.now_ms()), "the key holds no value")
 
     def delete(
         self,
@@ -720,3 +754,7 @@ def _scan_params(scope: bytes, ns: bytes, start: bytes | None, end: bytes | None
     params.append(now)
     params.append(want)
     return params
+
+
+def _compile_put_many(sql: Callable[[Any], SQL], deadline: bool, if_absent: bool, count: int) -> SQL:
+    return sql(put_many_sql(count, deadline=deadline, if_absent=if_absent))

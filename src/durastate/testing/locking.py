@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
-__all__ = ["WriteLockHolder"]
+__all__ = ["WriteLockHolder", "lock_released_later"]
 
 
 class WriteLockHolder:
@@ -42,3 +44,26 @@ class WriteLockHolder:
     def release(self) -> None:
         self._release.set()
         self._thread.join()
+
+
+@contextmanager
+def lock_released_later(path: str | Path, after: float = 0.2) -> Iterator[threading.Event]:
+    """Hold ``path``'s write lock, released ``after`` seconds later; yields an event set just before the release.
+
+    A call made inside the block that waited for the lock ends after the
+    event was set (``assert released.is_set()`` proves it waited); one that
+    was refused at once ends before. The block's exit waits for the release.
+    """
+    holder = WriteLockHolder(path).start()
+    releasing = threading.Event()
+
+    def release() -> None:
+        releasing.set()  # before the lock goes: a call that waited for it ends after this
+        holder.release()
+
+    releaser = threading.Timer(after, release)
+    releaser.start()
+    try:
+        yield releasing
+    finally:
+        releaser.join()

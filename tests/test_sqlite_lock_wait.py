@@ -1,0 +1,114 @@
+"""A thread's SQLite connection keeps waiting in SQLite's busy handler once it met a lock off a loop thread.
+
+File connections start at busy timeout 0: a held lock is refused at once,
+and off a loop thread the engine sets the store's busy timeout and runs the
+statement again (``sqlite_busy``). The timeout then stays on the connection
+(``ThreadState.lock_wait``), so the thread's later statements wait in
+SQLite without a refusal first; it comes off when a loop runs on the
+thread (a wait there would stall the loop) and when an ended thread's
+connection goes to a new thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import durastate
+from durastate.engines.base import READ
+from durastate.engines.sqlite import LockBusy, SqliteEngine
+from durastate.testing.locking import WriteLockHolder, lock_released_later
+
+BUSY_TIMEOUT_MS = 20_000
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[durastate.Store]:
+    store = durastate.open(tmp_path / "wait.db", busy_timeout=BUSY_TIMEOUT_MS / 1000)
+    yield store
+    store.close()
+
+
+def _file(store: durastate.Store) -> Path:
+    engine = store.engine
+    assert isinstance(engine, SqliteEngine) and engine.file is not None
+    return engine.file
+
+
+def _busy_timeout_ms(store: durastate.Store) -> int:
+    engine = store.engine
+    row = engine.one(engine.sql(READ("PRAGMA busy_timeout")))
+    assert row is not None
+    return int(row[0])
+
+
+def _put_past_a_held_lock(store: durastate.Store, key: bytes) -> None:
+    """``kv.put`` while another connection holds the write lock, released once the put is under way."""
+    with lock_released_later(_file(store)) as released:
+        store.kv.put(b"s", b"n", key, b"v")
+        assert released.is_set()
+
+
+def test_after_its_first_wait_the_connection_waits_without_a_refusal(
+    store: durastate.Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert _busy_timeout_ms(store) == 0  # a held lock is seen at once
+    _put_past_a_held_lock(store, b"first")
+    assert _busy_timeout_ms(store) == BUSY_TIMEOUT_MS
+
+    refusals: list[BaseException] = []
+    after_busy = SqliteEngine._after_busy
+
+    def counted(self: SqliteEngine, exc: Exception, attempt: object) -> object:
+        refusals.append(exc)
+        return after_busy(self, exc, attempt)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(SqliteEngine, "_after_busy", counted)
+    _put_past_a_held_lock(store, b"second")  # waited in SQLite's handler, never refused
+    assert refusals == []
+    assert store.kv.get(b"s", b"n", b"second") == b"v"
+
+
+def test_a_thread_that_waited_refuses_a_held_lock_at_once_while_a_loop_runs_on_it(store: durastate.Store) -> None:
+    _put_past_a_held_lock(store, b"first")  # this thread's connection now waits in SQLite
+
+    async def main() -> None:
+        holder = await asyncio.to_thread(WriteLockHolder(_file(store)).start)
+        # Released while a call that waited would still be waiting: it would then succeed.
+        releaser = threading.Timer(1.0, holder.release)
+        releaser.start()
+        try:
+            with pytest.raises(LockBusy):
+                store.kv.put(b"s", b"n", b"on-loop", b"v")  # would block the loop: refused instead
+            with pytest.raises(LockBusy), store.transaction():
+                store.kv.put(b"s", b"n", b"in-tx", b"v")
+        finally:
+            await asyncio.to_thread(releaser.join)
+
+    asyncio.run(main())
+    assert store.kv.get(b"s", b"n", b"on-loop") is None
+    assert store.kv.get(b"s", b"n", b"in-tx") is None
+    assert _busy_timeout_ms(store) == 0
+    _put_past_a_held_lock(store, b"after")  # off the loop again: waits as before
+    assert store.kv.get(b"s", b"n", b"after") == b"v"
+
+
+def test_an_ended_threads_connection_that_waited_refuses_at_once_for_the_next_thread(store: durastate.Store) -> None:
+    timeouts: list[int] = []
+
+    def waited() -> None:
+        _put_past_a_held_lock(store, b"first")
+        timeouts.append(_busy_timeout_ms(store))
+
+    def adopts() -> None:
+        timeouts.append(_busy_timeout_ms(store))
+
+    for target in (waited, adopts):
+        thread = threading.Thread(target=target)
+        thread.start()
+        thread.join()
+    assert timeouts == [BUSY_TIMEOUT_MS, 0]
