@@ -31,9 +31,12 @@ Took = tuple[float, float]  # (wall, CPU) seconds per call
 Times = dict[tuple[str, str], list[Took]]
 
 
-def arguments(doc: str, *, durability: bool = True, synchronous_commit: bool = False) -> argparse.Namespace:
+def arguments(
+    doc: str, *, durability: bool = True, synchronous_commit: bool = False, baseline: bool = False
+) -> argparse.Namespace:
     """``--rounds``, ``--calls``, ``--postgres-url`` (also race there) and, with ``durability``, ``--durability``;
-    with ``synchronous_commit``, ``--pg-synchronous-commit on|off`` (for ``postgres_schema``).
+    with ``synchronous_commit``, ``--pg-synchronous-commit on|off`` (for ``postgres_schema``); with
+    ``baseline``, ``--baseline-src`` (another durastate tree raced beside this one: ``_baseline``).
 
     The description is the first paragraph of ``doc`` (the bench's docstring).
     """
@@ -49,6 +52,12 @@ def arguments(doc: str, *, durability: bool = True, synchronous_commit: bool = F
             choices=["on", "off"],
             default="on",
             help="off: PostgreSQL commits return before their WAL is flushed (a file without fsync's durability)",
+        )
+    if baseline:
+        parser.add_argument(
+            "--baseline-src",
+            default=None,
+            help="also race the durastate under this src folder (say, main's checkout) as '<name>-base'",
         )
     return parser.parse_args()
 

@@ -1,7 +1,7 @@
 """Agent Framework on durastate vs the framework's own file backends, side by side.
 
     .venv/bin/python bench/agent_framework_storage.py [--rounds 7] [--calls 200] [--postgres-url URL]
-        [--durability normal|full] [--pg-synchronous-commit on|off]
+        [--durability normal|full] [--pg-synchronous-commit on|off] [--baseline-src DIR]
 
 (Not ``bench/agent_framework.py``: a script named after the package shadows
 it when run, and ruff's isort would count the package as first-party.)
@@ -15,6 +15,10 @@ methods from one event loop:
 * ``file``: the framework's ``FileCheckpointStorage`` (a JSON file per
   checkpoint, written to a temporary file and renamed, no fsync) and
   ``FileHistoryProvider`` (a JSON Lines file per session, no fsync);
+* with ``--baseline-src DIR`` (say, main's ``src`` in a ``git worktree``),
+  ``durastate-base`` (and ``durastate-pg-base``): the same classes from that
+  tree (``_baseline``), on a store of their own: a change against what it
+  replaces, in one run;
 * with ``--postgres-url``, ``durastate-pg``: the same classes on that server
   (a fresh schema). The framework ships no SQL backend (its Azure PostgreSQL
   sample pickles checkpoints), so its file backends are the peer there too.
@@ -64,6 +68,7 @@ from agent_framework import (
 )
 
 import durastate
+from _baseline import baseline_module, load_baseline
 from _race import arace, arguments, postgres_schema
 from durastate.integrations.agent_framework import DurastateCheckpointStorage, DurastateHistoryProvider
 
@@ -136,8 +141,22 @@ async def race(
     await arace(title, {label: await _ops(c, h, template) for label, (c, h) in contenders.items()}, rounds, calls)
 
 
+def _baseline_classes(src: str | None) -> tuple[Any, Any, Any] | None:
+    """(``open``, checkpoint storage class, history class) of the baseline tree, or None without one."""
+    if src is None:
+        return None
+    package = load_baseline(src)
+    classes = baseline_module("integrations.agent_framework")
+    return package.open, classes.DurastateCheckpointStorage, classes.DurastateHistoryProvider
+
+
 async def main(
-    rounds: int, calls: int, postgres_url: str | None, durability: str, synchronous_commit: str = "on"
+    rounds: int,
+    calls: int,
+    postgres_url: str | None,
+    durability: str,
+    synchronous_commit: str = "on",
+    baseline_src: str | None = None,
 ) -> None:
     warnings.filterwarnings("ignore")
     logging.getLogger("agent_framework").setLevel(logging.ERROR)
@@ -148,28 +167,38 @@ async def main(
             FileCheckpointStorage(Path(folder, "checkpoints")),
             FileHistoryProvider(Path(folder, "history")),
         )
+        base = _baseline_classes(baseline_src)
+        stores = [store]
         contenders = {
             "durastate": (DurastateCheckpointStorage(store=store), DurastateHistoryProvider(store=store)),
             "file": file_contenders,
         }
+        if base is not None:
+            stores.append(base[0](Path(folder, "base.db"), durability=durability))
+            contenders["durastate-base"] = (base[1](store=stores[-1]), base[2](store=stores[-1]))
         try:
             await race(
                 f"SQLite file (durability={durability!r}) vs the framework's files", contenders, template, rounds, calls
             )
         finally:
-            for storage in contenders["durastate"]:
-                await storage.aclose()
-            store.close()
+            await _close(contenders, stores)
         if postgres_url is None:
             return
         with (
             postgres_schema(postgres_url, synchronous_commit=synchronous_commit) as (url, _),
-            durastate.open(url) as pg,
+            postgres_schema(postgres_url, synchronous_commit=synchronous_commit) as (base_url, _),
         ):
+            stores = [durastate.open(url)]
             contenders = {
-                "durastate-pg": (DurastateCheckpointStorage(store=pg), DurastateHistoryProvider(store=pg)),
+                "durastate-pg": (
+                    DurastateCheckpointStorage(store=stores[0]),
+                    DurastateHistoryProvider(store=stores[0]),
+                ),
                 "file": file_contenders,
             }
+            if base is not None:
+                stores.append(base[0](base_url))
+                contenders["durastate-pg-base"] = (base[1](store=stores[-1]), base[2](store=stores[-1]))
             try:
                 await race(
                     f"PostgreSQL (synchronous_commit={synchronous_commit}) vs the framework's files",
@@ -179,10 +208,20 @@ async def main(
                     calls,
                 )
             finally:
-                for storage in contenders["durastate-pg"]:
-                    await storage.aclose()
+                await _close(contenders, stores)
+
+
+async def _close(contenders: dict[str, tuple[Any, Any]], stores: list[Any]) -> None:
+    for label, storages in contenders.items():
+        if label != "file":
+            for storage in storages:
+                await storage.aclose()
+    for opened in stores:
+        opened.close()
 
 
 if __name__ == "__main__":
-    args = arguments(__doc__, synchronous_commit=True)
-    asyncio.run(main(args.rounds, args.calls, args.postgres_url, args.durability, args.pg_synchronous_commit))
+    args = arguments(__doc__, synchronous_commit=True, baseline=True)
+    asyncio.run(
+        main(args.rounds, args.calls, args.postgres_url, args.durability, args.pg_synchronous_commit, args.baseline_src)
+    )

@@ -96,7 +96,7 @@ def test_an_ack_then_the_next_claim_is_one_round_trip(store: durastate.Store, re
 def test_a_transaction_saves_the_begin_and_the_attempt_row_round_trips(
     store: durastate.Store, relay: CuttingProxy
 ) -> None:
-    """BEGIN and the attempt row go out with the first statement whose answer is read: n of them + COMMIT."""
+    """BEGIN and the attempt row go out with the first statement: n awaited statements + COMMIT."""
 
     def two_increments() -> None:
         with store.transaction():
@@ -106,16 +106,49 @@ def test_a_transaction_saves_the_begin_and_the_attempt_row_round_trips(
     assert round_trips(relay, two_increments) == 3
 
 
-def test_puts_inside_a_transaction_go_out_with_its_commit(store: durastate.Store, relay: CuttingProxy) -> None:
-    """kv.put's answer decides nothing: inside a transaction it waits for no round trip of its own."""
+def test_puts_in_a_transaction_ride_the_commit(store: durastate.Store, relay: CuttingProxy) -> None:
+    """Nobody reads a put's row count: BEGIN, the puts and COMMIT go in one flight."""
 
     def two_puts() -> None:
         with store.transaction():
             store.kv.put(b"s", b"n", b"a", b"1")
-            store.kv.put_many(b"s", b"n", [(b"b", b"2")])
+            store.kv.put(b"s", b"other", b"b", b"2")
+            store.kv.put_many(b"s", b"n", [(b"c", b"3")])
 
     assert round_trips(relay, two_puts) == 1
-    assert store.kv.get_many(b"s", b"n", [b"a", b"b"]) == [b"1", b"2"]
+    assert store.kv.get_many(b"s", b"n", [b"a", b"c"]) == [b"1", b"3"]
+
+
+def test_an_agent_framework_save_of_a_new_id_is_one_round_trip(store: durastate.Store, relay: CuttingProxy) -> None:
+    """The lock (lock_later), the absent-id requirement, both writes and COMMIT: one flight; a stored id takes two
+    transactions (the failed flight, then the read and the move)."""
+    pytest.importorskip("agent_framework")
+    import asyncio
+    import itertools
+
+    from agent_framework import WorkflowCheckpoint
+
+    from durastate.integrations.agent_framework import DurastateCheckpointStorage
+
+    storage = DurastateCheckpointStorage(store=store)
+    ids = itertools.count()
+
+    def save(workflow: str, checkpoint_id: str | None = None) -> None:
+        checkpoint = WorkflowCheckpoint(
+            workflow_name=workflow, graph_signature_hash="h", checkpoint_id=checkpoint_id or f"c{next(ids)}"
+        )
+        asyncio.run(storage.save(checkpoint))
+
+    assert round_trips(relay, lambda: save("w")) == 1
+    for workflow in ("w", "w2", "w", "w2", "w"):  # the last moves are counted (statements prepared by then)
+        before = relay.flights
+        save(workflow, "moved")
+    # Stored under "w2" (the rare path: the framework mints a new id per checkpoint): the failed flight and its
+    # ROLLBACK, then the full path (the lock, the read, the old index row's delete, COMMIT): 8 as measured.
+    assert relay.flights - before == 8
+    save("w2", "moved")
+    assert asyncio.run(storage.list_checkpoint_ids(workflow_name="w2")) == ["moved"]
+    assert "moved" not in asyncio.run(storage.list_checkpoint_ids(workflow_name="w"))
 
 
 def test_a_failure_sent_unawaited_fails_the_commit_and_applies_nothing(

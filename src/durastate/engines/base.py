@@ -206,6 +206,15 @@ class Engine(ABC):
     def lock(self, name: str) -> None:
         """Takes the cross-key lock ``name`` until the open transaction ends; ``InvalidRequest`` outside one."""
 
+    def lock_later(self, name: str) -> None:
+        """Takes lock ``name`` as ``lock`` does, but where answers are deferred (``capabilities.deferred_answers``)
+        sent with the transaction's next round trip instead of waited for (``engines.deferred``): the statements
+        sent after it run once it is granted, the caller goes on before. For a writer whose decisions all come
+        from statements after the lock; one that decides on nothing read (or on a lock held) uses ``lock``. By
+        default ``lock``.
+        """
+        self.lock(name)
+
     @abstractmethod
     def catalog(self) -> list[tuple[str, ...]]:
         """Returns this prefix's schema objects as sorted rows of strings, equal for equal schemas; writes nothing."""
@@ -360,13 +369,27 @@ class EngineBase(Engine):
         For writers that must exclude each other beyond the rows they touch
         (say, every writer of one facet). Refused outside a transaction.
         """
+        self._lock_in_transaction("lock", name)
+
+    def lock_later(self, name: str) -> None:
+        """``Engine.lock_later``: ``lock``, sent with the next round trip where the engine defers answers."""
+        self._lock_in_transaction("lock_later", name)
+
+    def _lock_in_transaction(self, call: str, name: str) -> None:
         if not self.in_transaction():
-            raise InvalidRequest(f"lock({name!r}) outside a transaction would be released at once")
-        self._take_lock(name)
+            raise InvalidRequest(f"{call}({name!r}) outside a transaction would be released at once")
+        if call == "lock":
+            self._take_lock(name)
+        else:
+            self._take_lock_later(name)
 
     @abstractmethod
     def _take_lock(self, name: str) -> None:
         """Take lock ``name`` in the open transaction (``lock`` checked there is one)."""
+
+    def _take_lock_later(self, name: str) -> None:
+        """``lock_later``'s lock (checked: in a transaction); where every answer comes at once, ``_take_lock``."""
+        self._take_lock(name)
 
     def integrity_errors(self) -> list[str]:
         """Problems the engine finds in its own files (``[]``: none, or nothing it can check)."""

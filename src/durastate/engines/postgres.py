@@ -702,8 +702,15 @@ class PostgresEngine(ChangeNotifications):
             if own:
                 self._give_back(conn)
 
+    def _lock_params(self, name: str) -> tuple[str, str]:
+        return name, self.prefix
+
     def _take_lock(self, name: str) -> None:
-        self.one(self._lock_sql, (name, self.prefix))
+        self.one(self._lock_sql, self._lock_params(name))
+
+    def _take_lock_later(self, name: str) -> None:
+        # In the pipeline the server runs it before anything sent after it; outside one, at once.
+        self.send(self._lock_sql, self._lock_params(name))
 
     def _announce_ddl(self, announce: Announce) -> tuple[str, ...]:
         # Citus refuses triggers on distributed tables: the client announces (``notify``).

@@ -101,8 +101,8 @@ class SchemaEngine(PostgresEngine):
         """As ``PostgresEngine.channel``, for this schema's tables (shards never share a channel)."""
         return channel_identifier(self._qualified, name)
 
-    def _take_lock(self, name: str) -> None:
-        self.one(self._lock_sql, (name, self._qualified))
+    def _lock_params(self, name: str) -> tuple[str, str]:
+        return name, self._qualified
 
     def _read_versions(self) -> dict[str, int] | None:
         if self.one(self._versions_exist, (self.schema, self.prefix + "schema")) is None:

@@ -11,7 +11,9 @@ Three families share that address space but not their tables:
 * values: ``get``/``get_many``/``put``/``put_many``, ordered ``scan`` over a
   half-open ``[start, end)`` range, atomic ``drain``, ``delete``, and the
   one-statement ``take`` (read and delete one key) and ``put_if_absent``
-  (create-only);
+  (create-only), and ``require_absent`` (fail the open transaction unless a
+  key is absent; on PostgreSQL sent with its next round trip, as ``put``
+  inside a transaction is);
 * logs: ``append`` returns an ordinal that is unique and increasing across
   the whole store (never reused, even after ``clear``); ``log`` reads a
   key's entries after a cursor;

@@ -45,6 +45,7 @@ from .statements import (
     LOG_OLDEST,
     LOG_PAGE,
     LOG_TRIM_KEY,
+    NO_LIVE_VALUE,
     PRUNE,
     PRUNE_DUE,
     PUT,
@@ -106,6 +107,7 @@ class KV:
         self._delete_all = sql(DELETE_ALL)
         self._prune = sql(PRUNE)
         self._prune_due = sql(PRUNE_DUE)
+        self._no_live_value = sql(NO_LIVE_VALUE)
         self._clear = (sql(CLEAR_VALUES), sql(CLEAR_LOGS), sql(CLEAR_COUNTERS))
         self._append = sql(APPEND)
         self._log_page = sql(LOG_PAGE)
@@ -279,8 +281,7 @@ class KV:
             scope, ns, key = self._address(scope, ns, key)
         if type(value) is not bytes or len(value) > self.max_value_size:
             value = self._value("value", value)
-        # send: nobody reads the count, so inside a PostgreSQL transaction the
-        # write goes out with the next round trip (the commit's) instead of one of its own.
+        # send: inside a transaction on PostgreSQL the upsert rides the next round trip (nobody reads its count).
         if ttl is None:
             self._engine.send(self._put_persistent, (scope, ns, key, value))
         else:
@@ -342,9 +343,8 @@ class KV:
         else:
             params = [part for key, value in pairs.items() for part in (scope, ns, key, value, expires_at)]
             width = 5
-        # send: nobody reads the count, so inside a PostgreSQL transaction the
-        # batch goes out with the next round trip (the commit's).
         if len(pairs) <= PUT_CHUNK:
+            # send: inside a transaction on PostgreSQL it rides the next round trip (nobody reads its count).
             engine.send(statements[len(pairs)], (*params, *tail))
         else:
             step = PUT_CHUNK * width
@@ -352,7 +352,7 @@ class KV:
             with engine.transaction() if not engine.in_transaction() else contextlib.nullcontext():
                 for start in range(0, len(params), step):
                     chunk = params[start : start + step]
-                    engine.send(statements[len(chunk) // width], (*chunk, *tail))
+                    engine.execute(statements[len(chunk) // width], (*chunk, *tail))
         self._after_write()
 
     def scan(
@@ -445,6 +445,25 @@ class KV:
         row = engine.one(engine.sql(PUT_IF_ABSENT), (scope, ns, key, value, expires_at, engine.now_ms()))
         self._after_write()
         return row is not None
+
+    def require_absent(self, scope: bytes, ns: bytes, key: bytes) -> None:
+        """Fail the open transaction unless ``(scope, ns, key)`` holds no live value (an expired one is absent).
+
+        For a writer that goes in one flight when its key is new and takes a
+        slower, precise path when it is not (``engines.deferred``): on
+        PostgreSQL the check goes out with the transaction's next round trip,
+        and ``RequirementFailed`` (a ``durastate.Conflict``) is raised by the
+        next statement that waits, the release of a savepoint around it, or
+        the commit; on SQLite at once. Either way the block it leaves rolls
+        back. The check is made when the statement runs: a decision that must
+        hold until the commit needs a lock taken before it. ``InvalidRequest``
+        outside a transaction (it would fail nothing).
+        """
+        scope, ns, key = self._address(scope, ns, key)
+        engine = self._engine
+        if not engine.in_transaction():
+            fail("require_absent needs an open transaction (store.transaction()): outside one it would fail nothing")
+        engine.require(self._no_live_value, (scope, ns, key, engine.now_ms()), "the key holds no value")
 
     def delete(
         self,

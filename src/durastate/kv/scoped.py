@@ -55,6 +55,9 @@ class ScopedKV:
     def put_if_absent(self, ns: bytes, key: bytes, value: bytes, *, ttl: float | None = None) -> bool:
         return self._kv.put_if_absent(self.scope_id, ns, key, value, ttl=ttl)
 
+    def require_absent(self, ns: bytes, key: bytes) -> None:
+        self._kv.require_absent(self.scope_id, ns, key)
+
     def delete(
         self,
         ns: bytes,

@@ -83,6 +83,11 @@ PRUNE = WRITE(
 # Whether a sweep would find anything: a read on the partial expiry index,
 # so the sweep in passing takes the write lock only when there is work.
 PRUNE_DUE = READ("SELECT 1 FROM {p}kv WHERE expires_at <= ? LIMIT 1")
+# require_absent: true when the key holds no live value (an expired one counts as absent).
+NO_LIVE_VALUE = READ(
+    "SELECT NOT EXISTS (SELECT 1 FROM {p}kv WHERE scope = ? AND ns = ? AND key = ?"
+    " AND (expires_at IS NULL OR expires_at > ?))"
+)
 CLEAR_VALUES = WRITE("DELETE FROM {p}kv WHERE scope = ?")
 CLEAR_LOGS = WRITE("DELETE FROM {p}kv_log WHERE scope = ?")
 CLEAR_COUNTERS = WRITE("DELETE FROM {p}kv_counter WHERE scope = ?")

@@ -40,7 +40,10 @@ the lineage but nothing in the protocol reads it as a chain.
 Consistency (several tasks, threads or processes on one store): ``save`` is
 one transaction (take a lock on the id, read the id's current workflow, write the checkpoint, write
 the index entry, drop the old index entry if the id moves to another
-workflow), so a checkpoint is never listed under two workflows nor listed
+workflow; for an id not stored yet, the usual case, a requirement that it is
+absent stands in for the read on PostgreSQL, so the lock, the requirement
+and the writes all ride the commit's round trip, and an id found stored
+takes the full path in a second transaction), so a checkpoint is never listed under two workflows nor listed
 without its data, and a reader sees a checkpoint whole or not at all (the
 file storage's ``os.replace`` gives the same for one file, nothing across
 its files). Saves of different ids never conflict; two saves of one id
@@ -90,6 +93,7 @@ from agent_framework._workflows._checkpoint import _select_latest_checkpoint
 from ... import store as _store
 from ..._json import dump_json
 from ..._validate import as_list, shown
+from ...engines.deferred import RequirementFailed
 from ...errors import InvalidRequest, StoreClosed
 from .._common import StoreHolder, to_the_end
 from . import _codec
@@ -236,16 +240,33 @@ class DurastateCheckpointStorage(StoreHolder):
         index = orjson.dumps({"t": checkpoint.timestamp, "p": previous})
         return key, ns, data, index
 
-    def _lock(self, key: bytes) -> None:
+    def _lock(self, key: bytes, *, later: bool = False) -> None:
         # Writers of one id one at a time, before anything is read: the id's current workflow is
         # then read after the previous writer committed, and writers never take the checkpoint row
         # and two index rows in different orders (on PostgreSQL that deadlocked).
-        self.store.engine.lock(f"durastate-agent-framework-checkpoint:{key.hex()}")
+        name = f"durastate-agent-framework-checkpoint:{key.hex()}"
+        if later:
+            self.store.engine.lock_later(name)
+        else:
+            self.store.engine.lock(name)
 
     def _save(self, checkpoint: WorkflowCheckpoint) -> str:
         self._check_open()
         key, ns, data, index = self._encode(checkpoint)
         kv = self.store.kv
+        if self.store.engine.capabilities.deferred_answers:
+            # A new id (the framework mints one per checkpoint) has no index row to move: a requirement
+            # that it is absent instead of a read, and the lock, the requirement and both writes ride
+            # the COMMIT's round trip. Where every answer comes at once (SQLite) the read costs no more.
+            try:
+                with self.store.transaction():
+                    self._lock(key, later=True)  # the requirement runs after it on the server
+                    kv.require_absent(SCOPE, CHECKPOINTS_NS, key)
+                    kv.put(SCOPE, CHECKPOINTS_NS, key, data)
+                    kv.put(SCOPE, ns, key, index)
+                return checkpoint.checkpoint_id
+            except RequirementFailed:
+                pass  # the id is stored already: nothing was written; read its workflow and move it
         with self.store.transaction():
             self._lock(key)
             old = kv.get(SCOPE, CHECKPOINTS_NS, key)

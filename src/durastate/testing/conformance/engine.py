@@ -148,6 +148,37 @@ class TestDeferredAnswers:
         assert later.value == first + 1
         assert store.kv.get_many(b"s", b"n", [b"inside", b"after"]) == [None, b"v"]
 
+    def test_lock_later_holds_back_what_is_sent_after_it(self, store: durastate.Store) -> None:
+        # A read-modify-write under lock_later, from several threads, loses no increment: the read
+        # runs only once the lock is granted (unlocked, READ COMMITTED writers would overwrite each other).
+        engine = store.engine
+        store.kv.put(b"s", b"n", b"count", b"0")
+        errors: list[BaseException] = []
+        barrier = threading.Barrier(4)
+
+        def work() -> None:
+            try:
+                barrier.wait()
+                for _ in range(15):
+                    with store.transaction():
+                        engine.lock_later("conformance-count")
+                        value = int(store.kv.get(b"s", b"n", b"count") or b"")
+                        store.kv.put(b"s", b"n", b"count", b"%d" % (value + 1))
+            except BaseException as exc:  # reported by the test's thread
+                errors.append(exc)
+
+        threads = [threading.Thread(target=work) for _ in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(60)
+        assert not errors, errors
+        assert store.kv.get(b"s", b"n", b"count") == b"60"
+
+    def test_lock_later_outside_a_transaction_is_refused(self, store: durastate.Store) -> None:
+        with pytest.raises(durastate.InvalidRequest, match=r"lock_later\('x'\) outside a transaction"):
+            store.engine.lock_later("x")
+
 
 class TestCapabilities:
     """What an engine declares in ``engine.capabilities`` is what it does."""

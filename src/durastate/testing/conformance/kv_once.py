@@ -1,5 +1,8 @@
 """Conformance: ``kv.take``, ``kv.put_if_absent`` and ``kv.put_many(if_absent=True)``: one-statement writes.
 
+And ``kv.require_absent``, the check a writer sends with its writes to go in
+one flight when its key is new.
+
 Each is atomic on its own: of concurrent callers on one key exactly one
 takes the value / creates the key (checked with threads racing on the same
 keys). Expired values count as absent. Time moves only through the
@@ -15,9 +18,10 @@ import pytest
 
 import durastate
 from durastate import InvalidRequest
+from durastate.engines.deferred import RequirementFailed
 from durastate.testing.clock import FakeClock
 
-__all__ = ["TestKVPutIfAbsent", "TestKVPutManyIfAbsent", "TestKVTake"]
+__all__ = ["TestKVPutIfAbsent", "TestKVPutManyIfAbsent", "TestKVRequireAbsent", "TestKVTake"]
 
 S, NS = b"scope", b"ns"
 
@@ -202,3 +206,58 @@ class TestKVPutManyIfAbsent:
         view.put_many(NS, [(b"k", b"v")], if_absent=True)
         view.put_many(NS, [(b"k", b"w")], if_absent=True)
         assert view.get(NS, b"k") == b"v"
+
+
+class TestKVRequireAbsent:
+    def test_an_absent_key_lets_the_transaction_commit(self, store: durastate.Store) -> None:
+        with store.transaction():
+            store.kv.require_absent(S, NS, b"k")
+            store.kv.put(S, NS, b"k", b"v")
+            store.kv.put(S, b"other", b"k", b"w")
+        assert store.kv.get(S, NS, b"k") == b"v"
+        assert store.kv.get(S, b"other", b"k") == b"w"
+
+    def test_a_stored_key_fails_the_transaction_and_undoes_its_writes(self, store: durastate.Store) -> None:
+        store.kv.put(S, NS, b"k", b"old")
+        with pytest.raises(RequirementFailed, match="the key holds no value"), store.transaction():
+            store.kv.require_absent(S, NS, b"k")
+            store.kv.put(S, NS, b"k", b"new")
+            store.kv.put(S, b"other", b"k", b"w")
+        assert store.kv.get(S, NS, b"k") == b"old"
+        assert store.kv.get(S, b"other", b"k") is None
+
+    def test_a_failure_in_a_savepoint_leaves_the_outer_transaction_going(self, store: durastate.Store) -> None:
+        store.kv.put(S, NS, b"k", b"old")
+        with store.transaction():
+            store.kv.put(S, NS, b"before", b"b")
+            with pytest.raises(RequirementFailed), store.transaction():
+                store.kv.require_absent(S, NS, b"k")
+                store.kv.put(S, NS, b"k", b"new")
+            store.kv.put(S, NS, b"after", b"a")
+        assert [store.kv.get(S, NS, key) for key in (b"k", b"before", b"after")] == [b"old", b"b", b"a"]
+
+    def test_an_expired_value_counts_as_absent(self, store: durastate.Store, clock: FakeClock) -> None:
+        store.kv.put(S, NS, b"k", b"v", ttl=5)
+        with pytest.raises(RequirementFailed), store.transaction():
+            store.kv.require_absent(S, NS, b"k")
+        clock.advance(5)
+        with store.transaction():
+            store.kv.require_absent(S, NS, b"k")
+            store.kv.put(S, NS, b"k", b"again")
+        assert store.kv.get(S, NS, b"k") == b"again"
+
+    def test_only_that_key_counts(self, store: durastate.Store) -> None:
+        store.kv.put(S, NS, b"k2", b"v")
+        store.kv.put(S, b"other", b"k", b"v")
+        store.kv.put(b"other", NS, b"k", b"v")
+        with store.transaction():
+            store.kv.require_absent(S, NS, b"k")
+            store.kv.scope(S).require_absent(NS, b"k")
+            store.kv.put(S, NS, b"k", b"mine")
+        assert store.kv.get(S, NS, b"k") == b"mine"
+
+    def test_outside_a_transaction_and_bad_arguments_are_refused(self, store: durastate.Store) -> None:
+        with pytest.raises(InvalidRequest, match="needs an open transaction"):
+            store.kv.require_absent(S, NS, b"k")
+        with pytest.raises(InvalidRequest, match="key must be bytes"), store.transaction():
+            store.kv.require_absent(S, NS, "k")  # type: ignore[arg-type]
