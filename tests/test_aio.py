@@ -15,6 +15,8 @@ from durastate import aio
 from durastate._aio import AsyncRunner
 from durastate.aio._build import public_methods
 from durastate.aio._facades import SPECS
+from durastate.engines.watch import ChangeWatch
+from durastate.queues import Queues
 from durastate.testing import FakeClock
 from durastate.testing.locking import WriteLockHolder
 
@@ -391,10 +393,36 @@ def test_a_cancelled_transaction_block_rolls_back(store_url: str) -> None:
     run(store_url, body)
 
 
-def test_a_cancelled_wait_holds_nothing(store_url: str) -> None:
+class _AnnouncedWatch(ChangeWatch):
+    """A queue's watch that sets ``waiting`` when its waiter starts waiting (its try is over)."""
+
+    def __init__(self, inner: ChangeWatch, waiting: threading.Event) -> None:
+        self._inner, self._waiting = inner, waiting
+        self.reliable = inner.reliable
+
+    def wait(self, timeout: float) -> bool:
+        self._waiting.set()
+        return self._inner.wait(timeout)
+
+    async def wait_async(self, timeout: float) -> bool:
+        self._waiting.set()
+        return await self._inner.wait_async(timeout)
+
+    def close(self) -> None:
+        self._inner.close()
+
+
+def test_a_cancelled_wait_holds_nothing(store_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Cancelled while it waits (its empty try over): a cancel during the try may deliver the item and
+    # release it again (counted), which is the claim's own cancellation contract, not this test's.
+    waiting_now = threading.Event()
+    watch = Queues._watch
+    monkeypatch.setattr(Queues, "_watch", lambda self, name: _AnnouncedWatch(watch(self, name), waiting_now))
+
     async def body(s: aio.AsyncStore) -> None:
         waiting = asyncio.create_task(s.queues.claim("q", lease=30, wait=30))
-        await asyncio.sleep(0.01)
+        while not waiting_now.is_set():
+            await asyncio.sleep(0.001)
         waiting.cancel()
         with pytest.raises(asyncio.CancelledError):
             await waiting

@@ -10,6 +10,7 @@ trip of its own) and the count is the steady state's.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import pytest
@@ -186,6 +187,37 @@ def test_langgraph_put_writes_of_many_writes_is_one_round_trip(store: durastate.
     assert round_trips(relay, lambda: saver.put_writes(config, writes, task_id="task")) == 1  # type: ignore[arg-type]
     written = saver.get_tuple(config)
     assert written is None  # writes without their checkpoint are not a checkpoint
+
+
+def test_langgraph_aput_is_one_round_trip(store: durastate.Store, relay: CuttingProxy) -> None:
+    """An aput runs in a transaction of its own (rolled back if cancelled before the commit): still one flight."""
+    pytest.importorskip("langgraph")
+    import asyncio
+
+    from langgraph.checkpoint.base import create_checkpoint, empty_checkpoint
+
+    from durastate.integrations.langgraph import DurastateSaver
+
+    saver = DurastateSaver(store)
+    config: dict[str, Any] = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+    checkpoint = empty_checkpoint()
+
+    def aput() -> None:
+        nonlocal config, checkpoint
+        checkpoint = create_checkpoint(checkpoint, None, 1)
+        checkpoint["channel_values"] = {"messages": [{"content": "hello"}]}
+        version = saver.get_next_version(checkpoint["channel_versions"].get("messages"), None)
+        checkpoint["channel_versions"] = {"messages": version}
+        metadata = {"source": "loop", "step": 1, "parents": {}, "run_id": "run-1"}
+        put = saver.aput(config, checkpoint, metadata, {"messages": version})  # type: ignore[arg-type]
+        config = asyncio.run(put)  # type: ignore[assignment]
+
+    try:
+        assert round_trips(relay, aput) == 1
+        latest = saver.get_tuple({"configurable": {"thread_id": "t", "checkpoint_ns": ""}})  # type: ignore[arg-type]
+        assert latest is not None and latest.checkpoint["channel_values"]["messages"] == [{"content": "hello"}]
+    finally:
+        saver.close()
 
 
 def _entry(id: int, conversation: int = 1) -> dict[str, object]:
