@@ -246,17 +246,26 @@ def _entry_json(entry: ConversationEntry) -> bytes:
     JSON holds no raw newline, so the first one splits the two. Refusals as
     for records.
     """
-    try:
-        message = _MESSAGES_JSON.to_json([entry.message])[1:-1]
-    except (PydanticSerializationError, TypeError, ValueError) as exc:
-        raise _refuse(f"entry {entry.id!r}", exc) from None
-    if b"NaN" in message or b"Infinity" in message:  # maybe only inside a string: parse to be sure
-        try:
-            orjson.loads(message)
-        except orjson.JSONDecodeError:
-            raise _refuse(f"entry {entry.id!r}", "it contains NaN or an infinity") from None
+    message = messages_json([entry.message], f"entry {entry.id!r}")[1:-1]
     meta = orjson.dumps({"id": entry.id, "parent_id": entry.parent_id, "kind": entry.kind})
     return meta + b"\n" + message
+
+
+def messages_json(messages: Sequence[Any], what: str) -> bytes:
+    """``messages`` as ``ModelMessagesTypeAdapter`` writes them.
+
+    ``InvalidRequest`` naming ``what`` if JSON cannot hold them (NaN, infinities, unserialisable values).
+    """
+    try:
+        blob = _MESSAGES_JSON.to_json(messages)
+    except (PydanticSerializationError, TypeError, ValueError) as exc:
+        raise _refuse(what, exc) from None
+    if b"NaN" in blob or b"Infinity" in blob:  # maybe only inside a string: parse to be sure
+        try:
+            orjson.loads(blob)
+        except orjson.JSONDecodeError:
+            raise _refuse(what, "it contains NaN or an infinity") from None
+    return blob
 
 
 def _entries(blobs: Sequence[bytes]) -> list[ConversationEntry]:
