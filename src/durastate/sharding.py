@@ -289,6 +289,7 @@ class ShardedKV(_ShardedFacet):
     put = _kv_write(KV.put)
     put_many = _kv_write(KV.put_many)
     put_if_absent = _kv_write(KV.put_if_absent)
+    require_absent = _kv_write(KV.require_absent)
     take = _kv_write(KV.take)
     drain = _kv_write(KV.drain)
     delete = _kv_write(KV.delete)

@@ -198,8 +198,12 @@ def walk(url: str, *args: str, limit: int, field: str) -> list[Any]:
         after = ["--after", str(page["next"])]
 
 
+PAGED = 11
+
+
 def test_cursor_paging_reaches_the_end_without_duplicates_or_gaps(shared_url: str) -> None:
-    keys = [b"k%02d" % i for i in range(23)] + [b"\xff\x00", b"\x00bin", b"hex:k"]
+    # PAGED items and the page sizes below make two to four pages per listing (each page is two CLI runs).
+    keys = [b"k%02d" % i for i in range(PAGED)] + [b"\xff\x00", b"\x00bin", b"hex:k"]
     with durastate.open(shared_url) as store:
         for k in keys:
             store.kv.put(b"s", b"n", k, b"v")
@@ -208,11 +212,11 @@ def test_cursor_paging_reaches_the_end_without_duplicates_or_gaps(shared_url: st
             store.kv.incr(b"s", b"counters", k)
             store.queues.push(b"q", [k])
             store.queues.push(b"queue-" + k, [b"x"])
-        for i in range(23):
+        for i in range(PAGED):
             store.kv.append(b"s", b"logs", b"one", b"%d" % i)
             store.documents.write(f"doc/{i:02d}", {"i": i})
             store.events.append(f"sess-{i:02d}", [{"id": f"e-{i}", "type": "t"}])
-        store.events.append("big", [{"id": f"big-{i}", "type": "t"} for i in range(23)])
+        store.events.append("big", [{"id": f"big-{i}", "type": "t"} for i in range(PAGED)])
         store.queues.push(b"dying", [b"x"], max_attempts=1)
     ordered = [encode_bytes(k) for k in sorted(keys)]
     assert walk(shared_url, "kv", "scan", "s", "n", limit=5, field="key") == ordered
@@ -223,15 +227,15 @@ def test_cursor_paging_reaches_the_end_without_duplicates_or_gaps(shared_url: st
     assert walk(shared_url, "kv", "log", "s", "logs", limit=4, field="key") == sorted(
         [*ordered, "one"], key=decode_bytes
     )
-    assert walk(shared_url, "kv", "log", "s", "logs", "one", limit=4, field="value") == [str(i) for i in range(23)]
+    assert walk(shared_url, "kv", "log", "s", "logs", "one", limit=4, field="value") == [str(i) for i in range(PAGED)]
     assert walk(shared_url, "kv", "counter", "s", "counters", limit=7, field="key") == ordered
     assert len(walk(shared_url, "queue", "ls", limit=4, field="queue")) == len(keys) + 2
     assert walk(shared_url, "queue", "peek", "q", limit=5, field="payload") == [encode_bytes(k) for k in keys]
-    assert walk(shared_url, "docs", "ls", limit=5, field="key") == [f"doc/{i:02d}" for i in range(23)]
+    assert walk(shared_url, "docs", "ls", limit=5, field="key") == [f"doc/{i:02d}" for i in range(PAGED)]
     assert walk(shared_url, "events", "sessions", "--prefix", "sess-", limit=5, field="session") == [
-        f"sess-{i:02d}" for i in range(23)
+        f"sess-{i:02d}" for i in range(PAGED)
     ]
-    assert walk(shared_url, "events", "read", "big", limit=5, field="id") == [f"big-{i}" for i in range(23)]
+    assert walk(shared_url, "events", "read", "big", limit=5, field="id") == [f"big-{i}" for i in range(PAGED)]
 
 
 # -- exit codes ---------------------------------------------------------------------

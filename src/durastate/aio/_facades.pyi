@@ -72,6 +72,7 @@ class AsyncScopedKV(Facade):
     async def put_many(
         self, ns: bytes, items: Iterable[tuple[bytes, bytes]], *, ttl: float | None = None, if_absent: bool = False
     ) -> None: ...
+    async def require_absent(self, ns: bytes, key: bytes) -> None: ...
     def scan(
         self,
         ns: bytes,
@@ -149,6 +150,7 @@ class AsyncKV(Facade):
         ttl: float | None = None,
         if_absent: bool = False,
     ) -> None: ...
+    async def require_absent(self, scope: bytes, ns: bytes, key: bytes) -> None: ...
     def scan(
         self,
         scope: bytes,
