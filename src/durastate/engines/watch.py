@@ -176,15 +176,18 @@ class FiredWatch(ChangeWatch):
                 except RuntimeError:  # the loop was closed meanwhile: nobody is waiting
                     pass
 
+            # A timer, not asyncio.wait_for: on Python 3.11 wait_for can swallow a cancellation that
+            # arrives as the future completes, and a cancelled waiter would wait on.
+            timer = loop.call_later(max(0.0, limit), settle)
             self._wake = wake
             try:
                 if not self._fired.is_set():  # fired before _wake was set: nothing to wait for
-                    await asyncio.wait_for(woken, max(0.0, limit))
-            except TimeoutError:
-                if not self._fired.is_set():
-                    return quiet
+                    await woken
             finally:
+                timer.cancel()
                 self._wake = None
+            if not self._fired.is_set():
+                return quiet
         self._fired.clear()
         return True
 
