@@ -116,7 +116,15 @@ from .postgres_attempts import ATTEMPT_RESULT as ATTEMPT_RESULT
 from .postgres_attempts import ATTEMPT_RETENTION as ATTEMPT_RETENTION
 from .postgres_attempts import MAX_ATTEMPT_RETENTION as MAX_ATTEMPT_RETENTION
 from .postgres_attempts import MIN_ATTEMPT_RETENTION as MIN_ATTEMPT_RETENTION
-from .postgres_attempts import NOT_APPLIED, OPAQUE_WRITE, attempt_variant, fetch_counted, fetch_result, replay
+from .postgres_attempts import (
+    NOT_APPLIED,
+    OPAQUE_WRITE,
+    MarkedWrite,
+    attempt_variant,
+    fetch_counted,
+    fetch_result,
+    replay,
+)
 from .postgres_citus_sql import citus_statement
 from .postgres_connect import CONNECT_TIMEOUT, behind_pooler, connect_failure, connect_options
 from .postgres_dialect import CATALOG, announce_ddl
@@ -465,6 +473,8 @@ class PostgresEngine(ChangeNotifications):
         an equivalent it can (``postgres_citus.citus_statement``).
         """
         if self.citus:
+            # The marked insert is not rewritten for Citus's planner: a marked
+            # write keeps the attempt row there (sql.marked left unset).
             reread = sql.reread
             sql = SQL(citus_statement(sql, self._prefix_for(Kind.WRITE)), sql.kind)
             sql.reread = reread
@@ -494,6 +504,8 @@ class PostgresEngine(ChangeNotifications):
             raise self._read_only_refusal()
         if type(variant) is str:
             return self._write_once(variant, params, fetch)
+        if type(variant) is MarkedWrite:
+            return self._write_marked(variant, params, fetch)
         # A read, a write whose retry re-reads its rows (RereadWrite) or runs it again (RUN_AGAIN). The
         # first try is inlined (the common case pays no closure); a lost
         # connection falls through to the retry loop.
@@ -532,6 +544,27 @@ class PostgresEngine(ChangeNotifications):
         return self._retrying(
             lambda c: fetch_counted(c.run(variant, (*params, attempt, self.now_ms())), fetch),
             lambda c: replay(c, self._attempt_result, attempt, fetch),
+            began,
+            failed=failed,
+        )
+
+    def _write_marked(self, marked: MarkedWrite, params: Params, fetch: int) -> Any:
+        """Run an insert carrying its attempt id in its row; after a lost connection, re-read it or insert again."""
+        attempt = os.urandom(16)
+        began = time.monotonic()
+        conn = self._borrow()
+        try:
+            return fetch_result(conn.run(marked.sql, (*params, attempt)), fetch)
+        except psycopg.Error as exc:
+            if not self._unusable(exc, conn):
+                raise translate_postgres_error(exc, self.url, read_only=self.read_only) from None
+            self._discard(conn)
+            failed = exc
+        finally:
+            self._give_back(conn)
+        return self._retrying(
+            lambda c: marked.run_again(c, params, attempt, fetch),
+            lambda c: marked.replay(c, attempt, fetch),
             began,
             failed=failed,
         )
