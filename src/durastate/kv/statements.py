@@ -18,18 +18,10 @@ SCHEMA = Schema(
     migrations=(
         Migration(
             statements=(
-                # Not {without_rowid} (stores made before 2026-12-05 have it,
-                # and keep it: both read and write alike). Values are often
-                # past 1 KB (checkpoints, messages), where a WITHOUT ROWID row
-                # on SQLite's 4 KiB pages spills its tail to an overflow page:
-                # a new page every put, and a second page to read every get.
-                # A rowid table keeps ~4 KB inline; the price is the key
-                # again in the primary key's index (docs/decisions.md,
-                # "kv rows in a rowid table", kvlayout).
                 "CREATE TABLE {p}kv ("
                 " scope {blob} NOT NULL, ns {blob} NOT NULL, key {blob} NOT NULL,"
                 " value {blob} NOT NULL, expires_at {int64},"
-                " PRIMARY KEY (scope, ns, key))",
+                " PRIMARY KEY (scope, ns, key)){without_rowid}",
                 "CREATE INDEX {p}kv_expiry ON {p}kv (expires_at) WHERE expires_at IS NOT NULL",
                 "CREATE TABLE {p}kv_log ("
                 " id {tail_pk}, scope {blob} NOT NULL, ns {blob} NOT NULL,"
