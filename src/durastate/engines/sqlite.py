@@ -76,6 +76,7 @@ from .sqlite_space import AUTO_VACUUM_INCREMENTAL, reclaim
 from .sqlite_tools import SqliteTools
 from .sqlite_transaction import ENGINES, NO_LOCK_WAIT, RefusingCursor, SqliteTransactions, ThreadState
 from .sqlite_transaction import FORK_GATE as _FORK_GATE
+from .sqlite_wal import AUTOCHECKPOINT_OFF
 from .watch import ChangeWatch, LocalChannels
 
 # Seconds close() waits, in all, for statements other threads are running
@@ -215,6 +216,9 @@ class SqliteEngine(SqliteTransactions):
         self._connections = Connections()
         self._writer_lock = self._connections.writers.lock
         self._closed = False
+        # The WAL this engine's writes bound (sqlite_wal): looked at after the first write.
+        self._wal_left = -1 if self.is_memory or read_only else 1
+        self._wal_file = f"{self.file}-wal"
         self.close_wait = CLOSE_WAIT
         self._changed: dict[str, threading.Condition] = {}
         self._channels = LocalChannels()
@@ -246,6 +250,8 @@ class SqliteEngine(SqliteTransactions):
                 uri=self._uri,
             )
             self._at_open(lambda: conn.execute(f"PRAGMA synchronous={self._synchronous}"))
+            if self._wal_left >= 0:  # the engine bounds the WAL itself (sqlite_wal)
+                self._at_open(lambda: conn.execute(AUTOCHECKPOINT_OFF))
         except sqlite3.Error as exc:
             raise translate_sqlite_error(exc, f"opening {self.url}") from None
         return conn
@@ -448,6 +454,9 @@ class SqliteEngine(SqliteTransactions):
                     raise
         finally:
             if gate is not None:
+                self._wal_left -= 1
+                if not self._wal_left:
+                    self._bound_wal(state)
                 state.writing = False
                 gate.release()
 

@@ -37,6 +37,7 @@ from .sqlite_busy import Backoff, loop_thread_refusal
 from .sqlite_connections import Connections
 from .sqlite_errors import LockBusy, is_busy, translate_sqlite_error
 from .sqlite_fork import ForkGate
+from .sqlite_wal import CHECK_EVERY, TRUNCATE, past_limit
 
 __all__ = [
     "ENGINES",
@@ -140,6 +141,10 @@ class SqliteTransactions(EngineBase):
     _connections: Connections
     _busy_timeout: float
     _closed: bool
+    # Writes left before the next look at the WAL's size (sqlite_wal); negative
+    # (never reaching 0) on stores without a WAL of their own to bound.
+    _wal_left: int
+    _wal_file: str
     url: str
     is_memory: bool
 
@@ -238,8 +243,36 @@ class SqliteTransactions(EngineBase):
         state.writing = True
 
     def _leave_writers(self, state: ThreadState) -> None:
+        self._wal_left -= 1
+        if not self._wal_left:
+            self._bound_wal(state)
         state.writing = False
         self._connections.writers.leave()
+
+    def _bound_wal(self, state: ThreadState) -> None:
+        """Every ``CHECK_EVERY`` writes, holding the writer gate: past its limit, checkpoint the WAL (``sqlite_wal``).
+
+        Opportunistic: whatever stands in the checkpoint's way (another
+        process's writer, reader or checkpoint, a closed store) makes it
+        copy less or nothing, never raises; a later look tries again.
+        """
+        self._wal_left = CHECK_EVERY
+        conn = state.conn
+        if conn is None or state.depth or not past_limit(self._wal_file):
+            return
+        with state.guard:
+            if self._closed:
+                return
+            try:
+                if state.lock_wait:  # never wait for other processes' readers or writers here
+                    conn.execute(NO_LOCK_WAIT)
+                try:
+                    conn.execute(TRUNCATE).fetchall()
+                finally:
+                    if state.lock_wait:
+                        conn.execute(LOCK_WAIT.format(ms=int(self._busy_timeout * 1000)))
+            except sqlite3.Error:
+                pass
 
     def _gated(self, run: Callable[..., _T], *args: Any) -> _T:
         """``run(*args)``, a write statement outside a transaction, holding the writer gate."""
