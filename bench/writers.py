@@ -17,10 +17,11 @@ about cores / CPU per write), sleeps per write (voluntary context
 switches: a wait in SQLite's busy handler, an fsync of a checkpoint;
 steadier than throughput on a shared machine), and durastate's
 throughput as a ratio of raw's, and the largest the WAL file grew
-(sampled every 5 ms). ``--raw-bounded`` adds raw ``sqlite3`` under
+(sampled every 5 ms; under durastate's policy the file keeps its largest
+size, and the frames it holds stay under the limit). ``--raw-bounded`` adds raw ``sqlite3`` under
 durastate's WAL policy (``engines/sqlite_wal``: ``wal_autocheckpoint=0``,
-every 16 writes of a process a look at the WAL file, a ``TRUNCATE``
-checkpoint past the limit), to tell the policy's effect from durastate's
+every 16 writes of a process a look at the WAL, past the limit a
+``PASSIVE`` checkpoint then a ``RESTART``), to tell the policy's effect from durastate's
 own; ``--wal-limit`` sets that limit for both. The contenders run
 alternately, ``--rounds`` times each, on fresh files; the verdict is the
 median of the per-round ratios.
@@ -85,11 +86,12 @@ def _raw_connection(path: str, bounded: bool = False) -> sqlite3.Connection:
     return conn
 
 
-def _raw_bound(conn: sqlite3.Connection, wal: str) -> None:
-    """durastate's WAL policy (engines/sqlite_wal) on a raw connection: past the limit, TRUNCATE, not waiting."""
-    if sqlite_wal.past_limit(wal):
+def _raw_bound(conn: sqlite3.Connection, shm: int) -> None:
+    """durastate's WAL policy (engines/sqlite_wal) on a raw connection: past the limit, PASSIVE then RESTART."""
+    if sqlite_wal.wal_bytes(shm) > sqlite_wal.LIMIT:
         conn.execute("PRAGMA busy_timeout = 0")
-        conn.execute(sqlite_wal.TRUNCATE).fetchall()
+        if conn.execute(sqlite_wal.PASSIVE).fetchone()[1] != -1:
+            conn.execute(sqlite_wal.RESTART).fetchall()
         conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT * 1000)}")
 
 
@@ -134,7 +136,8 @@ def _worker(contender: str, workload: str, path: str, ops: int, index: int, barr
     else:
         bounded = contender == "raw-bounded"
         conn = _raw_connection(path, bounded)
-        wal, every = f"{path}-wal", sqlite_wal.CHECK_EVERY if bounded else 0
+        every = sqlite_wal.CHECK_EVERY if bounded else 0
+        shm = os.open(f"{path}-shm", os.O_RDONLY)
         scope = b"s%d" % index
         conn.execute("SELECT 1 FROM kv LIMIT 1").fetchall()
         barrier.wait()
@@ -151,11 +154,12 @@ def _worker(contender: str, workload: str, path: str, ops: int, index: int, barr
                 if row is not None:
                     conn.execute(RAW_ACK, (row[0],))
             if every and i % every == 0:
-                _raw_bound(conn, wal)
+                _raw_bound(conn, shm)
             latencies.append(clock() - start)
         cpu = time.process_time() - cpu_start
         sleeps = resource.getrusage(resource.RUSAGE_SELF).ru_nvcsw - sleeps_start
         conn.close()
+        os.close(shm)
     out.send((latencies, cpu, sleeps))
     out.close()
 

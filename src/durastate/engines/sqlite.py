@@ -218,7 +218,7 @@ class SqliteEngine(SqliteTransactions):
         self._closed = False
         # The WAL this engine's writes bound (sqlite_wal): looked at after the first write.
         self._wal_left = -1 if self.is_memory or read_only else 1
-        self._wal_file = f"{self.file}-wal"
+        self._shm: int | None = None
         self.close_wait = CLOSE_WAIT
         self._changed: dict[str, threading.Condition] = {}
         self._channels = LocalChannels()
@@ -255,6 +255,16 @@ class SqliteEngine(SqliteTransactions):
         except sqlite3.Error as exc:
             raise translate_sqlite_error(exc, f"opening {self.url}") from None
         return conn
+
+    def _open_shm(self) -> int | None:
+        """The ``-shm`` file opened for reading (``sqlite_wal.wal_bytes``); ``None`` while it cannot be."""
+        with self._lock:
+            if self._shm is None and not self._closed:
+                try:
+                    self._shm = os.open(f"{self.file}-shm", os.O_RDONLY | os.O_CLOEXEC)
+                except OSError:
+                    return None
+            return self._shm
 
     def _at_open(self, statement: Callable[[], object]) -> object:
         """Run an opening statement, tried again while SQLite refuses it for a lock (``sqlite_busy``).
@@ -668,6 +678,10 @@ class SqliteEngine(SqliteTransactions):
         if self._anchor is not None:
             self._anchor.close()
             self._anchor = None
+        with self._lock:
+            shm, self._shm = self._shm, None
+        if shm is not None:
+            os.close(shm)
         self._channels.close()
         for cond in list(self._changed.values()):
             with cond:

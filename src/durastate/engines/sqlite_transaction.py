@@ -30,14 +30,13 @@ from functools import partial
 from typing import Any, TypeVar, cast
 
 from ..errors import DurastateError
-from . import sqlite_busy
+from . import sqlite_busy, sqlite_wal
 from .base import EngineBase, PerThread, TransactionFields, aborted_error
 from .loop import running_loop
 from .sqlite_busy import Backoff, loop_thread_refusal
 from .sqlite_connections import Connections
 from .sqlite_errors import LockBusy, is_busy, translate_sqlite_error
 from .sqlite_fork import ForkGate
-from .sqlite_wal import CHECK_EVERY, TRUNCATE, past_limit
 
 __all__ = [
     "ENGINES",
@@ -144,7 +143,7 @@ class SqliteTransactions(EngineBase):
     # Writes left before the next look at the WAL's size (sqlite_wal); negative
     # (never reaching 0) on stores without a WAL of their own to bound.
     _wal_left: int
-    _wal_file: str
+    _shm: int | None  # the -shm file, open for reading (sqlite_wal.wal_bytes), once a look opened it
     url: str
     is_memory: bool
 
@@ -156,6 +155,9 @@ class SqliteTransactions(EngineBase):
         raise NotImplementedError
 
     def _close_own_connection(self) -> None:
+        raise NotImplementedError
+
+    def _open_shm(self) -> int | None:
         raise NotImplementedError
 
     # -- a failed statement dooms its transaction ------------------------------
@@ -256,9 +258,10 @@ class SqliteTransactions(EngineBase):
         process's writer, reader or checkpoint, a closed store) makes it
         copy less or nothing, never raises; a later look tries again.
         """
-        self._wal_left = CHECK_EVERY
+        self._wal_left = sqlite_wal.CHECK_EVERY
         conn = state.conn
-        if conn is None or state.depth or not past_limit(self._wal_file):
+        shm = self._shm if self._shm is not None else self._open_shm()
+        if conn is None or shm is None or state.depth or sqlite_wal.wal_bytes(shm) <= sqlite_wal.LIMIT:
             return
         with state.guard:
             if self._closed:
@@ -267,7 +270,9 @@ class SqliteTransactions(EngineBase):
                 if state.lock_wait:  # never wait for other processes' readers or writers here
                     conn.execute(NO_LOCK_WAIT)
                 try:
-                    conn.execute(TRUNCATE).fetchall()
+                    row = conn.execute(sqlite_wal.PASSIVE).fetchone()
+                    if row is not None and row[1] != -1:  # -1: another process is checkpointing
+                        conn.execute(sqlite_wal.RESTART).fetchall()
                 finally:
                     if state.lock_wait:
                         conn.execute(LOCK_WAIT.format(ms=int(self._busy_timeout * 1000)))
