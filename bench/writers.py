@@ -91,6 +91,7 @@ def _raw_bound(conn: sqlite3.Connection, shm: int) -> None:
     if sqlite_wal.wal_bytes(shm) > sqlite_wal.LIMIT:
         conn.execute("PRAGMA busy_timeout = 0")
         if conn.execute(sqlite_wal.PASSIVE).fetchone()[1] != -1:
+            conn.execute(f"PRAGMA busy_timeout = {sqlite_wal.RESTART_WAIT_MS}")
             conn.execute(sqlite_wal.RESTART).fetchall()
         conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT * 1000)}")
 

@@ -267,15 +267,17 @@ class SqliteTransactions(EngineBase):
             if self._closed:
                 return
             try:
-                if state.lock_wait:  # never wait for other processes' readers or writers here
+                if state.lock_wait:  # the PASSIVE step waits for nothing (SQLite runs no handler for it anyway)
                     conn.execute(NO_LOCK_WAIT)
                 try:
                     row = conn.execute(sqlite_wal.PASSIVE).fetchone()
                     if row is not None and row[1] != -1:  # -1: another process is checkpointing
+                        conn.execute(LOCK_WAIT.format(ms=sqlite_wal.RESTART_WAIT_MS))
                         conn.execute(sqlite_wal.RESTART).fetchall()
                 finally:
-                    if state.lock_wait:
-                        conn.execute(LOCK_WAIT.format(ms=int(self._busy_timeout * 1000)))
+                    conn.execute(
+                        LOCK_WAIT.format(ms=int(self._busy_timeout * 1000)) if state.lock_wait else NO_LOCK_WAIT
+                    )
             except sqlite3.Error:
                 pass
 
