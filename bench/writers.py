@@ -90,7 +90,8 @@ def _raw_bound(conn: sqlite3.Connection, shm: int) -> None:
     """durastate's WAL policy (engines/sqlite_wal) on a raw connection: past the limit, PASSIVE then RESTART."""
     if sqlite_wal.wal_bytes(shm) > sqlite_wal.LIMIT:
         conn.execute("PRAGMA busy_timeout = 0")
-        if conn.execute(sqlite_wal.PASSIVE).fetchone()[1] != -1:
+        row = conn.execute(sqlite_wal.PASSIVE).fetchone()
+        if sqlite_wal.restart_worthwhile(row[1], row[2]):
             conn.execute(f"PRAGMA busy_timeout = {sqlite_wal.RESTART_WAIT_MS}")
             conn.execute(sqlite_wal.RESTART).fetchall()
         conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT * 1000)}")

@@ -28,6 +28,7 @@ from durastate.testing.locking import lock_released_later
 
 VALUE = b"v" * 100
 LIMIT = 64 * 1024  # bytes of frames, for these tests (a few dozen puts)
+PUTS = 3000  # per writer process in the many-writers test
 
 
 @pytest.fixture
@@ -199,7 +200,7 @@ def test_many_writer_processes_and_a_reader_keep_the_wal_bounded(tmp_path: Path)
     limit = 1024 * 1024
     ctx = multiprocessing.get_context("fork")
     start, stop = ctx.Event(), ctx.Event()
-    writers = [ctx.Process(target=_writer, args=(path, limit, index, 1500, start)) for index in range(4)]
+    writers = [ctx.Process(target=_writer, args=(path, limit, index, PUTS, start)) for index in range(4)]
     reader = ctx.Process(target=_reader, args=(path, start, stop))
     for proc in [*writers, reader]:
         proc.start()
@@ -212,13 +213,21 @@ def test_many_writer_processes_and_a_reader_keep_the_wal_bounded(tmp_path: Path)
     stop.set()
     reader.join(30)
     assert [proc.exitcode for proc in [*writers, reader]] == [0] * 5
-    # 6,000 puts of ~2 frames each: ~48 MiB of frames if the WAL never started over (SQLite's own policy, here:
-    # tens of MB). A look every 16 writes of each process, and a checkpoint's fsync, let it pass the limit
-    # by a few MiB at most.
-    assert most < 16 * limit
-    assert os.path.getsize(f"{path}-wal") < 16 * limit
+    # 12,000 puts of ~2 frames each: ~96 MiB of frames if the WAL never started over; SQLite's own policy
+    # (this test without the change) let it reach 87-93 MiB. The bound measured 7-19 MiB for a limit of
+    # 1 MiB on the loaded 2-core machine: a look every 16 writes of each process, a checkpoint's fsync, a
+    # RESTART that did not get the write lock or the reader's leave within 10 ms all let it run past.
+    assert most < 40 * limit
+    assert os.path.getsize(f"{path}-wal") < 40 * limit
     store = durastate.open(path)
     try:
-        assert [store.kv.get(b"w%d" % index, b"n", b"k1499") for index in range(4)] == [VALUE] * 4
+        assert [store.kv.get(b"w%d" % index, b"n", b"k%d" % (PUTS - 1)) for index in range(4)] == [VALUE] * 4
     finally:
         store.close()
+
+
+def test_a_restart_is_tried_only_when_no_reader_holds_the_checkpoint_far_back() -> None:
+    assert sqlite_wal.restart_worthwhile(4000, 4000)
+    assert sqlite_wal.restart_worthwhile(4000, 3500)  # a reader a few commits behind: waited for (10 ms at most)
+    assert not sqlite_wal.restart_worthwhile(4000, 3000)  # an old snapshot: every writer would wait for nothing
+    assert not sqlite_wal.restart_worthwhile(-1, -1)  # another connection is checkpointing

@@ -271,7 +271,7 @@ class SqliteTransactions(EngineBase):
                     conn.execute(NO_LOCK_WAIT)
                 try:
                     row = conn.execute(sqlite_wal.PASSIVE).fetchone()
-                    if row is not None and row[1] != -1:  # -1: another process is checkpointing
+                    if row is not None and sqlite_wal.restart_worthwhile(row[1], row[2]):
                         conn.execute(LOCK_WAIT.format(ms=sqlite_wal.RESTART_WAIT_MS))
                         conn.execute(sqlite_wal.RESTART).fetchall()
                 finally:

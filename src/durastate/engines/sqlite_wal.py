@@ -24,6 +24,10 @@ process's other threads queue there):
   is the WAL's fsync (the frames were written without one), which is why
   it comes first. It answers ``-1`` frames when another process holds the
   checkpoint lock (its own checkpoint is under way): nothing more then.
+  Nor when it had to leave more than an eighth of the frames uncopied
+  (``restart_worthwhile``): a reader holds a snapshot that old,
+  and a ``RESTART`` would hold every writer up for nothing while it waits
+  for that reader.
 * ``RESTART`` takes the write lock, copies the few frames written since and
   waits for the readers still reading from the WAL to finish (up to
   ``RESTART_WAIT_MS`` for both: writers are held up meanwhile; a reader
@@ -50,7 +54,16 @@ from __future__ import annotations
 import os
 import struct
 
-__all__ = ["AUTOCHECKPOINT_OFF", "CHECK_EVERY", "LIMIT", "PASSIVE", "RESTART", "RESTART_WAIT_MS", "wal_bytes"]
+__all__ = [
+    "AUTOCHECKPOINT_OFF",
+    "CHECK_EVERY",
+    "LIMIT",
+    "PASSIVE",
+    "RESTART",
+    "RESTART_WAIT_MS",
+    "restart_worthwhile",
+    "wal_bytes",
+]
 
 # Run at each file connection's open (it writes nothing to the file).
 AUTOCHECKPOINT_OFF = "PRAGMA wal_autocheckpoint = 0"
@@ -69,6 +82,18 @@ CHECK_EVERY = 16
 # The wal-index header's first copy (https://www.sqlite.org/walformat.html, "the WAL-index header"), in the
 # host's byte order: the page size at byte 14 (1 means 65536), mxFrame (the frames in the WAL) at byte 16.
 _HEADER = struct.Struct("=14xHI")
+
+
+def restart_worthwhile(frames: int, copied: int) -> bool:
+    """After ``PASSIVE`` answered ``frames`` in the WAL, ``copied`` copied: is ``RESTART`` worth trying?
+
+    Not when another connection was checkpointing (``frames`` -1), nor when a
+    reader's snapshot stopped the copy more than an eighth of the frames
+    short: a reader that far behind the writers is not done within
+    ``RESTART_WAIT_MS`` (a short read transaction's snapshot is a few
+    commits old at most).
+    """
+    return frames >= 0 and (frames - copied) * 8 <= frames
 
 
 def wal_bytes(shm: int) -> int:
