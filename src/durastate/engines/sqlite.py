@@ -14,7 +14,8 @@ Durability (``durability=``):
 * ``"normal"`` (default): WAL with ``synchronous=NORMAL``. A commit is safe
   against a process crash the moment the call returns; a power loss or OS
   crash can lose the commits made since the last WAL checkpoint's fsync
-  (the database itself never corrupts).
+  (the database itself never corrupts): up to ``sqlite_wal.LIMIT`` (16 MiB)
+  of WAL, since the engine checkpoints itself (``sqlite_wal``).
 * ``"full"``: ``synchronous=FULL``: every commit fsyncs the WAL before the
   call returns; nothing acknowledged is lost even on power loss.
 
@@ -40,7 +41,8 @@ Beside this module: ``sqlite_transaction`` (the transaction primitives,
 the writer gate, the lock wait, the per-thread state; ``SqliteEngine``
 mixes it in), ``sqlite_busy`` (the lock wait's pieces),
 ``sqlite_connections`` (each thread's connection, the spares, the writer
-gate), ``sqlite_fork`` (the fork gate), ``sqlite_space``
+gate), ``sqlite_wal`` (bounding the WAL: the engine's own checkpoints),
+``sqlite_fork`` (the fork gate), ``sqlite_space``
 (``reclaim_space``), ``sqlite_dialect`` (tokens, the catalog query, plan
 reading) and ``sqlite_errors`` (result codes to durastate's errors,
 ``LockBusy``); their public names are re-exported here.
