@@ -1,7 +1,8 @@
 """pydantic-ai-harness on durastate: ``DurastateMemoryStore`` here, ``DurastateStepStore`` (extra ``[pydantic-ai]``).
 
 ``DurastateStepStore`` (step persistence) lives in ``pydantic_ai_harness_steps``
-and is importable from here too.
+and ``DurastateMediaStore`` (snapshot media) in ``pydantic_ai_harness_media``;
+both are importable from here too.
 
 A ``pydantic_ai_harness.memory.MemoryStore`` (and ``SearchableMemoryStore``)
 for the harness's ``Memory`` capability on any durastate URL (one SQLite
@@ -69,6 +70,9 @@ from ._common import StoreHolder
 from .pydantic_ai_harness_steps import DurastateStepStore  # first: without the harness, its ImportError says why
 
 # isort: split
+from .pydantic_ai_harness_media import DurastateMediaStore, MediaNotFound
+
+# isort: split
 from pydantic_ai_harness.memory import (
     MemoryConflictError,
     MemoryFile,
@@ -79,7 +83,14 @@ from pydantic_ai_harness.memory import (
 )
 from pydantic_ai_harness.memory._store import lexical_search, validate_store_path
 
-__all__ = ["DurastateMemoryStore", "DurastateStepStore", "OperationReused", "VersionConflict"]
+__all__ = [
+    "DurastateMediaStore",
+    "DurastateMemoryStore",
+    "DurastateStepStore",
+    "MediaNotFound",
+    "OperationReused",
+    "VersionConflict",
+]
 
 SCOPE = b"pydantic-ai-harness"  # kv scope of the receipts
 RECEIPTS = b"o"  # + name: the receipts' namespace
