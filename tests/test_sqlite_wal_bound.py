@@ -231,3 +231,18 @@ def test_a_restart_is_tried_only_when_no_reader_holds_the_checkpoint_far_back() 
     assert sqlite_wal.restart_worthwhile(4000, 3500)  # a reader a few commits behind: waited for (10 ms at most)
     assert not sqlite_wal.restart_worthwhile(4000, 3000)  # an old snapshot: every writer would wait for nothing
     assert not sqlite_wal.restart_worthwhile(-1, -1)  # another connection is checkpointing
+
+
+def test_a_new_shm_file_is_read_once_the_last_connection_deleted_the_old_one(store: durastate.Store) -> None:
+    _put_many(store, 50, b"a")
+    engine = _engine(store)
+    old = engine._shm
+    assert old is not None
+    store.engine.release_connection()  # the file's last connection: SQLite deletes the WAL and the -shm
+    file = engine.file
+    assert file is not None and not Path(f"{file}-shm").exists()
+    most = _put_many(store, 300, b"b")
+    frame = _pragma(store, "page_size") + 24
+    assert most <= LIMIT + (sqlite_wal.CHECK_EVERY + 1) * 3 * frame
+    shm = engine._shm
+    assert shm is not None and os.fstat(shm).st_ino == os.stat(f"{file}-shm").st_ino

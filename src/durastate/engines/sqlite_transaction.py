@@ -260,7 +260,7 @@ class SqliteTransactions(EngineBase):
         """
         self._wal_left = sqlite_wal.CHECK_EVERY
         conn = state.conn
-        shm = self._shm if self._shm is not None else self._open_shm()
+        shm = self._open_shm()
         if conn is None or shm is None or state.depth or sqlite_wal.wal_bytes(shm) <= sqlite_wal.LIMIT:
             return
         with state.guard:

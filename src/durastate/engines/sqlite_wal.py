@@ -77,7 +77,7 @@ RESTART = "PRAGMA wal_checkpoint(RESTART)"
 RESTART_WAIT_MS = 10
 # Bytes of frames in the WAL past which the writer that looks checkpoints.
 LIMIT = 16 * 1024 * 1024
-# Writes of one engine between two looks at the WAL (a pread() of the -shm file, ~1 us).
+# Writes of one engine between two looks at the WAL (an fstat() and a pread() of the -shm file, ~1-2 us).
 CHECK_EVERY = 16
 # The wal-index header's first copy (https://www.sqlite.org/walformat.html, "the WAL-index header"), in the
 # host's byte order: the page size at byte 14 (1 means 65536), mxFrame (the frames in the WAL) at byte 16.
