@@ -272,7 +272,8 @@ class SqliteTransactions(EngineBase):
                 try:
                     row = conn.execute(sqlite_wal.PASSIVE).fetchone()
                     if row is not None and sqlite_wal.restart_worthwhile(row[1], row[2]):
-                        conn.execute(LOCK_WAIT.format(ms=sqlite_wal.RESTART_WAIT_MS))
+                        if running_loop() is None:  # never a wait on a loop's thread (sqlite_busy)
+                            conn.execute(LOCK_WAIT.format(ms=sqlite_wal.RESTART_WAIT_MS))
                         conn.execute(sqlite_wal.RESTART).fetchall()
                 finally:
                     conn.execute(

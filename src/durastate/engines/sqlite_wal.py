@@ -31,8 +31,10 @@ process's other threads queue there):
 * ``RESTART`` takes the write lock, copies the few frames written since and
   waits for the readers still reading from the WAL to finish (up to
   ``RESTART_WAIT_MS`` for both: writers are held up meanwhile; a reader
-  that begins meanwhile reads from the database file, not the WAL), so the
-  next writer starts the WAL over from its beginning: the file keeps its size (no blocks
+  that begins meanwhile reads from the database file, not the WAL; on a
+  thread running an event loop it waits for nothing, as nothing waits
+  there, ``sqlite_busy``), so the next writer starts the WAL over from its
+  beginning: the file keeps its size (no blocks
   freed and allocated again, which ``TRUNCATE`` costs: ~20 ms for 16 MiB),
   the frames it holds drop to none. When a writer or a reader of another
   process stands in its way it copies what it can; the next look tries again.
