@@ -10,6 +10,7 @@ checkpoint finished), and the WAL grows by hundreds of MB.
 
 from __future__ import annotations
 
+import asyncio
 import multiprocessing
 import os
 import sqlite3
@@ -231,3 +232,44 @@ def test_a_restart_is_tried_only_when_no_reader_holds_the_checkpoint_far_back() 
     assert sqlite_wal.restart_worthwhile(4000, 3500)  # a reader a few commits behind: waited for (10 ms at most)
     assert not sqlite_wal.restart_worthwhile(4000, 3000)  # an old snapshot: every writer would wait for nothing
     assert not sqlite_wal.restart_worthwhile(-1, -1)  # another connection is checkpointing
+
+
+def test_a_new_shm_file_is_read_once_the_last_connection_deleted_the_old_one(store: durastate.Store) -> None:
+    _put_many(store, 50, b"a")
+    engine = _engine(store)
+    old = engine._shm
+    assert old is not None
+    store.engine.release_connection()  # the file's last connection: SQLite deletes the WAL and the -shm
+    file = engine.file
+    assert file is not None and not Path(f"{file}-shm").exists()
+    most = _put_many(store, 300, b"b")
+    frame = _pragma(store, "page_size") + 24
+    assert most <= LIMIT + (sqlite_wal.CHECK_EVERY + 1) * 3 * frame
+    shm = engine._shm
+    assert shm is not None and os.fstat(shm).st_ino == os.stat(f"{file}-shm").st_ino
+
+
+def test_on_an_event_loops_thread_the_restart_waits_for_nothing(store: durastate.Store) -> None:
+    store.kv.put(b"s", b"n", b"first", VALUE)
+    conn = _engine(store)._tls.state.conn
+    assert conn is not None
+    waits = f"PRAGMA busy_timeout = {sqlite_wal.RESTART_WAIT_MS}"
+    statements: list[str] = []
+
+    async def puts() -> None:  # inline on the loop's thread, as durastate.aio runs a SQLite call
+        _put_many(store, 200, b"loop")
+
+    conn.set_trace_callback(statements.append)
+    try:
+        asyncio.run(puts())
+    finally:
+        conn.set_trace_callback(None)
+    assert sqlite_wal.RESTART in statements  # the WAL passed the limit and was started over
+    assert waits not in statements
+    statements.clear()
+    conn.set_trace_callback(statements.append)
+    try:
+        _put_many(store, 200, b"off")  # off the loop the RESTART waits up to RESTART_WAIT_MS
+    finally:
+        conn.set_trace_callback(None)
+    assert sqlite_wal.RESTART in statements and waits in statements

@@ -259,13 +259,32 @@ class SqliteEngine(SqliteTransactions):
         return conn
 
     def _open_shm(self) -> int | None:
-        """The ``-shm`` file opened for reading (``sqlite_wal.wal_bytes``); ``None`` while it cannot be."""
+        """The ``-shm`` file, open for reading (``sqlite_wal.wal_bytes``); ``None`` while it cannot be.
+
+        Kept open between looks, and opened again once unlinked: the last
+        connection to the file, of any process, deletes it on closing (and
+        the WAL), and the next one creates a new one. Read from the old one,
+        the WAL would look as it was then.
+        """
+        shm = self._shm
+        if shm is not None:
+            try:
+                if os.fstat(shm).st_nlink:
+                    return shm
+            except OSError:
+                pass  # close() closed it this moment
         with self._lock:
-            if self._shm is None and not self._closed:
-                try:
-                    self._shm = os.open(f"{self.file}-shm", os.O_RDONLY | os.O_CLOEXEC)
-                except OSError:
-                    return None
+            if self._shm is not None and self._shm != shm:
+                return self._shm  # another thread opened the new one meanwhile
+            if self._shm is not None:
+                os.close(self._shm)
+                self._shm = None
+            if self._closed:
+                return None
+            try:
+                self._shm = os.open(f"{self.file}-shm", os.O_RDONLY | os.O_CLOEXEC)
+            except OSError:
+                return None
             return self._shm
 
     def _at_open(self, statement: Callable[[], object]) -> object:

@@ -260,7 +260,7 @@ class SqliteTransactions(EngineBase):
         """
         self._wal_left = sqlite_wal.CHECK_EVERY
         conn = state.conn
-        shm = self._shm if self._shm is not None else self._open_shm()
+        shm = self._open_shm()
         if conn is None or shm is None or state.depth or sqlite_wal.wal_bytes(shm) <= sqlite_wal.LIMIT:
             return
         with state.guard:
@@ -272,7 +272,8 @@ class SqliteTransactions(EngineBase):
                 try:
                     row = conn.execute(sqlite_wal.PASSIVE).fetchone()
                     if row is not None and sqlite_wal.restart_worthwhile(row[1], row[2]):
-                        conn.execute(LOCK_WAIT.format(ms=sqlite_wal.RESTART_WAIT_MS))
+                        if running_loop() is None:  # never a wait on a loop's thread (sqlite_busy)
+                            conn.execute(LOCK_WAIT.format(ms=sqlite_wal.RESTART_WAIT_MS))
                         conn.execute(sqlite_wal.RESTART).fetchall()
                 finally:
                     conn.execute(

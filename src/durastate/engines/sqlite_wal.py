@@ -31,8 +31,10 @@ process's other threads queue there):
 * ``RESTART`` takes the write lock, copies the few frames written since and
   waits for the readers still reading from the WAL to finish (up to
   ``RESTART_WAIT_MS`` for both: writers are held up meanwhile; a reader
-  that begins meanwhile reads from the database file, not the WAL), so the
-  next writer starts the WAL over from its beginning: the file keeps its size (no blocks
+  that begins meanwhile reads from the database file, not the WAL; on a
+  thread running an event loop it waits for nothing, as nothing waits
+  there, ``sqlite_busy``), so the next writer starts the WAL over from its
+  beginning: the file keeps its size (no blocks
   freed and allocated again, which ``TRUNCATE`` costs: ~20 ms for 16 MiB),
   the frames it holds drop to none. When a writer or a reader of another
   process stands in its way it copies what it can; the next look tries again.
@@ -77,7 +79,7 @@ RESTART = "PRAGMA wal_checkpoint(RESTART)"
 RESTART_WAIT_MS = 10
 # Bytes of frames in the WAL past which the writer that looks checkpoints.
 LIMIT = 16 * 1024 * 1024
-# Writes of one engine between two looks at the WAL (a pread() of the -shm file, ~1 us).
+# Writes of one engine between two looks at the WAL (an fstat() and a pread() of the -shm file, ~1-2 us).
 CHECK_EVERY = 16
 # The wal-index header's first copy (https://www.sqlite.org/walformat.html, "the WAL-index header"), in the
 # host's byte order: the page size at byte 14 (1 means 65536), mxFrame (the frames in the WAL) at byte 16.
