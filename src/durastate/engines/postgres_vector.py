@@ -79,6 +79,56 @@ STALE = READ(
     " AND t.digest = decode(md5(v.value), 'hex'))"
 )
 DELETE_OWNERS = WRITE("DELETE FROM {table} WHERE scope = ? AND ns = ? AND key = ANY(?)")
+# How many vectors each index table holds, exactly: a search decides scan or walk by it (SCAN_MAX_VALUES)
+# without reading the vectors first. Kept by statement triggers on the index table, so every insert and
+# delete counts whoever runs it (replace, the cascade from a kv delete or TTL purge, a rolled back
+# batch: its counts roll back with it) and a reader's snapshot sees the count of the rows it sees. Each
+# writer adds its delta to one of COUNT_SLOTS rows (by backend pid): concurrent writers of one index
+# do not queue on one row until they commit; a reader sums the rows.
+COUNT_SLOTS = 16
+CREATE_COUNTS = DDL(
+    "CREATE TABLE IF NOT EXISTS {{p}}vec_counts ("
+    " name text NOT NULL, slot int NOT NULL, vectors bigint NOT NULL, PRIMARY KEY (name, slot))"
+)
+# One function per prefix, the table's name its argument; the transition table is "changed" for both
+# events. search_path FROM CURRENT: a delete cascading from a session with another search_path still
+# finds the counts table. A cascade from one kv row runs one DELETE: zero rows change nothing.
+CREATE_COUNTER = DDL(
+    "CREATE OR REPLACE FUNCTION {{p}}vec_count() RETURNS trigger LANGUAGE plpgsql"
+    " SET search_path FROM CURRENT AS $body$"
+    " DECLARE delta bigint;"
+    " BEGIN"
+    " IF TG_OP = 'TRUNCATE' THEN DELETE FROM {{p}}vec_counts WHERE name = TG_ARGV[0]; RETURN NULL; END IF;"
+    " SELECT count(*) INTO delta FROM changed;"
+    " IF delta > 0 THEN"
+    " INSERT INTO {{p}}vec_counts AS c (name, slot, vectors)"
+    f" VALUES (TG_ARGV[0], mod(pg_backend_pid(), {COUNT_SLOTS}),"
+    " CASE TG_OP WHEN 'INSERT' THEN delta ELSE -delta END)"
+    " ON CONFLICT (name, slot) DO UPDATE SET vectors = c.vectors + excluded.vectors;"
+    " END IF;"
+    " RETURN NULL;"
+    " END $body$"
+)
+COUNTED = READ("SELECT 1 FROM pg_catalog.pg_trigger WHERE tgrelid = CAST('{table}' AS regclass) AND tgname = 'counted'")
+# Under the migration lock, in one transaction: the lock keeps writers out between the count and the
+# triggers (a table from before the counts, or a counts row lost).
+START_COUNTING = [
+    DDL("LOCK TABLE {table} IN SHARE ROW EXCLUSIVE MODE"),
+    DDL("DELETE FROM {{p}}vec_counts WHERE name = '{name}'"),
+    DDL("INSERT INTO {{p}}vec_counts (name, slot, vectors) SELECT '{name}', 0, count(*) FROM {table}"),
+    DDL(
+        "CREATE TRIGGER counted AFTER INSERT ON {table} REFERENCING NEW TABLE AS changed"
+        " FOR EACH STATEMENT EXECUTE FUNCTION {{p}}vec_count('{name}')"
+    ),
+    DDL(
+        "CREATE TRIGGER counted_deletes AFTER DELETE ON {table} REFERENCING OLD TABLE AS changed"
+        " FOR EACH STATEMENT EXECUTE FUNCTION {{p}}vec_count('{name}')"
+    ),
+    DDL(
+        "CREATE TRIGGER counted_truncates AFTER TRUNCATE ON {table}"
+        " FOR EACH STATEMENT EXECUTE FUNCTION {{p}}vec_count('{name}')"
+    ),
+]
 # ON CONFLICT: a fill (``ensure``'s answer) racing a writer of the same owner
 # must not fail on the writer's rows; the last to write a field wins.
 INSERT_VECTORS = WRITE(
@@ -97,19 +147,18 @@ SEARCH_SETTINGS = READ(
 # that size, and exact. A bigger one walks the HNSW index (filtered by key range and conditions, with
 # pgvector's iterative scan), and is scanned exactly when the walk gives up (hnsw.max_scan_tuples)
 # short of the rows asked for. The choice is made here, not by the planner (the engine's sessions use
-# generic plans, which guess a range's size), without counting first (a count reads every row's heap
-# tuple, as the scan does): a table whose size on disk cannot hold more vectors (_GATED) is
-# scanned; in a bigger one the scan reads at most SCAN_MAX_VALUES + 1 rows of the range and says how
-# many it read ("capped", one statement), and the walk runs when that is more.
+# generic plans, which guess a range's size; a fresh table has no statistics), from the table's count
+# (CREATE_COUNTS), in the scan's statement ("gated": one round trip): a table of at most that many
+# vectors is scanned; a bigger one is walked at once when the range is the whole table, else the scan
+# reads at most SCAN_MAX_VALUES + 1 rows of the range and says how many it read ("capped"), and the
+# walk runs when that is more.
 SCAN_MAX_VALUES = 5_000_000
-# "gated": the scan, run only when the table's bytes (pg_table_size: main, TOAST and map forks) are at
-# most the last parameter, else one row of NULLs (a one-time filter skips the scan): one round trip. A
-# stored vector takes at least 4 * dims + 8 bytes (compressed vectors could take fewer: then a big table
-# is scanned, exact but slower; a small one is never walked).
+# "gated": the scan, run only when the table holds at most the last parameter's vectors, else one row of
+# NULLs but the count (a one-time filter skips the scan).
 _GATED = (
-    "WITH size AS MATERIALIZED (SELECT pg_table_size('{table}') AS bytes)"
-    " SELECT * FROM ({select}) AS found WHERE (SELECT bytes FROM size) <= ?"
-    " UNION ALL SELECT NULL, NULL{nulls}, NULL FROM size WHERE bytes > ?"
+    "WITH size AS MATERIALIZED (SELECT coalesce(sum(vectors), 0) AS vectors FROM {{p}}vec_counts WHERE name = '{name}')"
+    " SELECT * FROM ({select}) AS found WHERE (SELECT vectors FROM size) <= ?"
+    " UNION ALL SELECT NULL, NULL{nulls}, CAST(vectors AS float8) FROM size WHERE vectors > ?"
 )
 # By whether the range has a lower bound, an upper bound: the WHERE clause (start, then end).
 _RANGE = {
@@ -219,6 +268,7 @@ class PostgresVectors(VectorIndexes):
             ops=f"{schema}.{OPCLASS[table.distance]}",
             op=f"{schema}.{OPERATOR[table.distance]}",
             dims=table.dims,
+            name=table.name,
             m=hnsw.m,
             ef_construction=hnsw.ef_construction,
         )
@@ -231,10 +281,15 @@ class PostgresVectors(VectorIndexes):
             statements.append(CREATE_INDEX if table.hnsw.default else CREATE_INDEX_WITH)
         create = [engine.sql(self._bind(s, table)) for s in statements]
         stale = engine.sql(self._bind(STALE, table))
+        counted = engine.sql(self._bind(COUNTED, table))
+        counting = [engine.sql(self._bind(s, table)) for s in (CREATE_COUNTS, CREATE_COUNTER, *START_COUNTING)]
         # The migration lock: concurrent openers create the table one after the other.
         with engine._migration_lock():
-            for statement in create:
-                engine.execute(statement)
+            for sql in create:
+                engine.execute(sql)
+            if engine.one(counted) is None:  # a new table, or one from before the counts
+                for sql in counting:
+                    engine.execute(sql)
         rows = engine.all(stale, (table.scope, table.ns, engine.now_ms()))
         return [bytes(row[0]) for row in rows]
 
@@ -331,13 +386,14 @@ class PostgresVectors(VectorIndexes):
             scan_max = SCAN_MAX_VALUES // table.dims
             if table.hnsw is None:
                 return scan(run("scan", first))
-            # The scan, unless the table's bytes could hold more than scan_max vectors (a last row, key NULL).
-            found = run("gated", first, scan_max * (4 * table.dims + 8))
+            # The scan, unless the table holds more than scan_max vectors (then a last row, key NULL).
+            found = run("gated", first, scan_max)
             if not found or found[-1][0] is not None:
                 return scan(found)
-            found = run("capped", scan_max + 1, first)
-            if found and found[-1][0] is None and int(found[-1][-1]) <= scan_max:
-                return scan(found[:-1])
+            if bounded != (False, False):  # a part of a big table: as big as that?
+                found = run("capped", scan_max + 1, first)
+                if found and found[-1][0] is None and int(found[-1][-1]) <= scan_max:
+                    return scan(found[:-1])
             engine.one(engine.sql(self._bind(SEARCH_SETTINGS, table)), (str(self._ef_search(limit)),))
             found = run("walk")
             return found if len(found) == limit else run("scan", None)
