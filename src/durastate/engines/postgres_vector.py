@@ -247,12 +247,13 @@ def _vector_text(packed: bytes | memoryview) -> str:
 class PostgresVectors(VectorIndexes):
     """``engines.vectors`` on pgvector (see the module docstring)."""
 
-    max_dims = MAX_DIMS
     engine: PostgresEngine
 
     def __init__(self, engine: PostgresEngine, schema: str | None) -> None:
         super().__init__(engine)
         self._schema = schema
+        # 0 (none) where the engine keeps no index, as the default engine.vectors says.
+        self.max_dims = MAX_DIMS if schema is not None and engine.capabilities.vector_index else 0
 
     def _bind(self, statement: Statement, table: VectorTable) -> Statement:
         if self._schema is None or not self.engine.capabilities.vector_index:
