@@ -20,6 +20,11 @@ distance orders a search. It is approximate; a search raises
 pgvector's iterative scan (0.8+; an unknown setting on older versions), so
 a key range and ``nearest_rows``' conditions filter the index walk instead
 of emptying its result.
+
+Each index table's exact vector count (``{p}vec_counts``, kept by statement
+triggers on the table: ``CREATE_COUNTS``) decides whether a search scans
+exactly or walks the HNSW index (``SCAN_MAX_VALUES``) without reading the
+vectors first.
 """
 
 from __future__ import annotations
