@@ -171,7 +171,8 @@ def test_scan_or_walk_is_decided_by_the_tables_count(store: durastate.Store, mon
     """A range is scanned exactly up to SCAN_MAX_VALUES; the whole of a bigger table is walked without scanning first.
 
     The count is kept by the index table's triggers (inserts, replaced owners, kv deletes cascading, rolled back
-    batches) on a table as fresh as a user's (no ANALYZE), and is made for a table that has none (created before).
+    batches and savepoints) on a table as fresh as a user's (no ANALYZE), and is made for a table that has none
+    (created before).
     """
     if not store.engine.capabilities.vector_index:
         pytest.skip(f"{store.engine.url}: no vector index (on PostgreSQL: CREATE EXTENSION vector)")
@@ -242,6 +243,16 @@ def test_scan_or_walk_is_decided_by_the_tables_count(store: durastate.Store, mon
             vectors.replace(TABLE, [(b"d1", b"d", [("f", packed(1.0, 0.0, 0.0))])])
         raise RuntimeError("rolled back")
     assert vectors_counted(store) == (9, 9)
+    # A savepoint rolled back inside a transaction that commits: only what the transaction kept counts.
+    with store.transaction():
+        kv.put(b"scope", b"vectors", b"d1", b"row")
+        vectors.replace(TABLE, [(b"d1", b"d", [("f", packed(0.0, 0.0, 1.0))])])
+        with pytest.raises(RuntimeError), store.transaction():
+            kv.put(b"scope", b"vectors", b"d2", b"row")
+            vectors.replace(TABLE, [(b"d2", b"d", [("f", packed(0.0, 0.0, 1.0))])])
+            raise RuntimeError("rolled back")
+        kv.delete(b"scope", b"vectors", keys=[b"d1"])
+    assert vectors_counted(store) == (9, 9)
     kv.delete(b"scope", b"vectors", keys=[b"a1"])  # 7 vectors left: scanned again
     del held[b"a1", "f"], held[b"a1", "g"]
     assert searched(b"", None) == ["gated"]
@@ -256,3 +267,10 @@ def test_scan_or_walk_is_decided_by_the_tables_count(store: durastate.Store, mon
     put(c)
     assert vectors_counted(store) == (13, 13)
     assert searched(b"", None) == ["gated", "walk"]
+    # In the transaction that changed them, the count includes its changes (not counted until it commits).
+    with store.transaction():
+        kv.delete(b"scope", b"vectors", keys=c)
+        for key in c:
+            del held[key, "f"]
+        assert searched(b"", None) == ["gated"]
+    assert vectors_counted(store) == (7, 7)
