@@ -182,6 +182,7 @@ def test_scan_or_walk_is_decided_by_the_tables_count(store: durastate.Store, mon
     from durastate.engines.statements import DDL
 
     monkeypatch.setattr(postgres_vector, "SCAN_MAX_VALUES", 8 * TABLE.dims)  # 8 vectors of 3 dims
+    monkeypatch.setattr(postgres_vector, "OUTSIDE_SHARE", 1)  # keys outside a range: counted up to 8 a side
     statement = postgres_vector._statement
     modes: list[str] = []
 
@@ -223,10 +224,15 @@ def test_scan_or_walk_is_decided_by_the_tables_count(store: durastate.Store, mon
     assert vectors_counted(store) == (12, 12)
     # 12 > 8: the whole table is walked, with no scan first (HNSW finds all of so few).
     assert searched(b"", None) == ["gated", "walk"]
-    # A part of it: scanned when it holds at most 8, else walked.
-    assert searched(b"c", b"d") == ["gated", "capped"]
+    # A part of it: sized by the keys outside it (fewer than 8 a side), then scanned or walked.
+    assert searched(b"c", b"d") == ["gated", "scan"]  # 6 outside: 6 inside
+    assert searched(b"a", b"c") == ["gated", "scan"]
+    assert searched(b"b", None) == ["gated", "walk"]  # 3 outside: 9 inside
+    # 9 outside, more than counted: the scan of the first 9 rows says it holds fewer (and is the answer).
     assert searched(b"", b"b") == ["gated", "capped"]
+    monkeypatch.setattr(postgres_vector, "OUTSIDE_SHARE", 8)  # 1 a side: 3 outside is too many to count
     assert searched(b"b", None) == ["gated", "capped", "walk"]
+    monkeypatch.setattr(postgres_vector, "OUTSIDE_SHARE", 1)
     # Replacing owners' vectors counts what is replaced once.
     put(a, ("f", "g"))
     assert vectors_counted(store) == (15, 15)
