@@ -284,14 +284,13 @@ class DurastateStorage(BaseStorage):  # type: ignore[misc]
         pending = self._take_pending(threading.get_ident())
         if not pending:
             claim = self._claim_next()
+        elif len(pending) == 1:
+            claim = self._ack_then_claim_next(pending[0])
         else:
             try:
-                if len(pending) == 1:
-                    claim = self._ack_then_claim_next(pending[0])
-                else:
-                    with self.store.transaction():
-                        _ack_all(pending)
-                        claim = self._claim_next()
+                with self.store.transaction():
+                    _ack_all(pending)
+                    claim = self._claim_next()
             except BaseException:
                 self._give_back(threading.get_ident(), pending)
                 raise
@@ -311,16 +310,26 @@ class DurastateStorage(BaseStorage):  # type: ignore[misc]
     def _ack_then_claim_next(self, done: Claim) -> Claim | None:
         """``_claim_next`` with ``done``'s ack in the first queue's claim (``Queues._ack_then_claim``).
 
+        If that statement fails, ``done`` waits again (it was taken from this
+        thread's waiting acks); once it succeeded the ack is settled, whatever
+        the later queues' claims do.
+
         On PostgreSQL the ack and the claim are one statement (one round trip,
         no transaction); the common case of huey's worker: one finished task
         per dequeue.
         """
         assert self.lease is not None
         queues = self._queues_for_dequeue()
-        if not queues:
-            _ack_all([done])
-            return None
-        acked, claim = self.store.queues._ack_then_claim(done, queues[0], lease=self.lease)
+        try:
+            if not queues:
+                _ack_all([done])
+                return None
+            acked, claim = self.store.queues._ack_then_claim(done, queues[0], lease=self.lease)
+        except BaseException:
+            self._give_back(threading.get_ident(), [done])  # nothing was committed: the ack waits again
+            raise
+        # The ack is committed from here on: a failure of a later queue's claim must not give it back, or the
+        # next dequeue would ack it again and log its lease as lost.
         if not acked:
             _lease_lost(done)
         if claim is not None:

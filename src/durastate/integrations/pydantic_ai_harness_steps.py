@@ -35,6 +35,20 @@ with ``b"/" + name``; all JSON, the harness's own field codecs):
 * **tool effects**: namespace ``b"tool"``, key ``run id + NUL + tool call
   id``: the latest record. ``list_unresolved_tool_effects`` scans the run's
   keys (in tool call id order; the reference keeps first-record order).
+* **media**: as the harness's own step stores, a snapshot part at or above
+  ``media_threshold_bytes`` (default 64 KiB: a ``BinaryContent``'s bytes, a
+  long text or tool return) is stored once in a content-addressed
+  ``MediaStore`` and the snapshot keeps a marker (the harness's
+  ``externalize_media`` / ``restore_media`` walkers, so the marker shape is
+  the harness's). ``media_store="auto"`` (the default, as the harness's
+  ``SqliteStepStore`` keeps its blobs in its own file) is a
+  ``DurastateMediaStore`` on the same store: the blobs are written in the
+  snapshot's transaction (a refused or dropped snapshot stores none) and
+  read with it. Any other ``MediaStore`` (S3, the harness's, a
+  ``DurastateMediaStore`` on another store) is called as the harness calls
+  it, before the save and after the read; ``None`` keeps every part inline.
+  Snapshots pruned by ``max_snapshots_per_run`` leave their blobs (they may
+  be shared; the harness's stores keep them too).
 
 Refused (``durastate.InvalidRequest``, nothing written): a record that is not
 the harness's type, ids that are not ``str`` or hold NUL, values the
@@ -45,21 +59,25 @@ here are private to it: the pin (0.36.0) is why they are safe to import.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import json
+import re
+from collections.abc import Callable, Mapping
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 import orjson
 
 from .. import store as _store
-from .._validate import fail, fail_type, text
+from .._validate import fail, fail_type, positive, text
 from ..errors import InvalidRequest
 from ._common import StoreHolder
 from .pydantic_ai import messages_json
+from .pydantic_ai_harness_media import NO_CONTEXT, DurastateMediaStore, MediaNotFound
 
 try:
     from pydantic import ValidationError
     from pydantic_ai.messages import ModelMessagesTypeAdapter
+    from pydantic_ai_harness.media import MediaContext, MediaStore, externalize_media, media_uri_for, restore_media
     from pydantic_ai_harness.step_persistence import (
         ContinuableSnapshot,
         RunRecord,
@@ -89,6 +107,10 @@ SCOPE = b"pydantic-ai-harness"
 RUNS, EVENTS, EVENT_KEYS, SNAPSHOTS, TOOLS = b"run", b"ev", b"evk", b"snap", b"tool"
 INDEXES = "pydantic-ai-harness/s/"  # + name + "/" + run id: the run's snapshot index document
 FORMAT = 1  # the layout of every value and index here; a later layout reads this one or migrates it
+MEDIA_THRESHOLD_BYTES = 64 * 1024  # the harness's step stores' default
+# What the harness's walker leaves for an externalised part: its marker key, and the blob's URI.
+_MARKER = b'"__harness_external_media__"'
+_MEDIA_URI = re.compile(rb"media\+sha256://[0-9a-f]{64}")
 
 
 def _checked(what: str, value: Any, kind: type, to_dict: Callable[[Any], dict[str, object]]) -> bytes:
@@ -125,13 +147,49 @@ def _bool(name: str, value: Any) -> bool:
     return value
 
 
+class _Gathered:
+    """A ``MediaStore`` for the harness's walkers that touches no storage.
+
+    ``put`` gathers the blobs (written later, in the snapshot's transaction);
+    ``get`` answers from blobs read with the snapshot.
+    """
+
+    def __init__(self, fetched: Mapping[str, bytes] | None = None) -> None:
+        self.blobs: dict[str, tuple[bytes, MediaContext]] = {}
+        self._fetched = fetched or {}
+
+    async def put(self, data: bytes, *, context: MediaContext = NO_CONTEXT) -> str:
+        uri = media_uri_for(data)
+        self.blobs.setdefault(uri, (data, context))
+        return uri
+
+    async def get(self, uri: str, *, context: MediaContext = NO_CONTEXT) -> bytes:
+        try:
+            return self._fetched[uri]
+        except KeyError:
+            raise MediaNotFound(f"media not found: {uri}") from None
+
+    async def exists(self, uri: str, *, context: MediaContext = NO_CONTEXT) -> bool:
+        return uri in self._fetched or uri in self.blobs
+
+    async def public_url(self, uri: str, *, context: MediaContext = NO_CONTEXT) -> str | None:
+        return None
+
+    async def get_metadata(self, uri: str, *, context: MediaContext = NO_CONTEXT) -> Mapping[str, str]:
+        return {}
+
+
 class DurastateStepStore(StoreHolder):
     """pydantic-ai-harness's ``StepStore`` on a durastate store (contract: the module docstring).
 
     ``url=`` opens (and ``close()`` closes) its own store; ``store=`` borrows
     one. ``name`` separates step logs sharing one store;
     ``max_snapshots_per_run`` bounds each run's snapshots as the harness's
-    stores do (``None``: keep all).
+    stores do (``None``: keep all). ``media_store`` (``"auto"``, ``None`` or
+    a harness ``MediaStore``) and ``media_threshold_bytes``: where snapshot
+    parts of that size or more go (the module docstring); ``media_store``
+    is the store in use (``"auto"``: the ``DurastateMediaStore`` made here,
+    closed with this).
     """
 
     def __init__(
@@ -141,6 +199,8 @@ class DurastateStepStore(StoreHolder):
         store: _store.Store | None = None,
         name: str = "steps",
         max_snapshots_per_run: int | None = None,
+        media_store: MediaStore | Literal["auto"] | None = "auto",
+        media_threshold_bytes: int = MEDIA_THRESHOLD_BYTES,
     ) -> None:
         name = text("name", name)
         if not name or "/" in name:
@@ -149,7 +209,22 @@ class DurastateStepStore(StoreHolder):
             _validate_max_snapshots(max_snapshots_per_run)
         except ValueError as exc:
             raise InvalidRequest(str(exc)) from None
+        if isinstance(media_store, str) and media_store != "auto":
+            fail(f"media_store must be 'auto', None or a MediaStore, got {media_store!r}")
+        if media_store is not None and not isinstance(media_store, (str, MediaStore)):
+            fail_type("media_store", "'auto', None or a pydantic_ai_harness MediaStore", media_store)
+        self.media_threshold_bytes = positive("media_threshold_bytes", media_threshold_bytes)
         super().__init__(url, store, name="durastate-pydantic-ai-harness-steps")
+        self._owns_media = media_store == "auto"
+        self.media_store: MediaStore | None = (
+            DurastateMediaStore(store=self.store) if isinstance(media_store, str) else media_store
+        )
+        # The media store whose blobs ride the snapshot's own transaction: one on this very store.
+        self._media_here = (
+            self.media_store
+            if isinstance(self.media_store, DurastateMediaStore) and self.media_store.store is self.store
+            else None
+        )
         self.name = name
         self.max_snapshots_per_run = max_snapshots_per_run
         suffix = b"/" + name.encode()
@@ -160,6 +235,18 @@ class DurastateStepStore(StoreHolder):
     def __repr__(self) -> str:
         closed = " (closed)" if self._aio.runner.closed else ""
         return f"<DurastateStepStore {self.name!r} on {self.store.url}{closed}>"
+
+    def close(self) -> None:
+        """Refuse further calls; close the ``"auto"`` media store, then the store if this object opened it."""
+        if self._owns_media and isinstance(self.media_store, DurastateMediaStore):
+            self.media_store.close()
+        super().close()
+
+    async def aclose(self) -> None:
+        """``close()`` for async code."""
+        if self._owns_media and isinstance(self.media_store, DurastateMediaStore):
+            await self.media_store.aclose()
+        await super().aclose()
 
     # -- the harness's StepStore ---------------------------------------------------------
 
@@ -187,15 +274,28 @@ class DurastateStepStore(StoreHolder):
 
     async def save_snapshot(self, snapshot: ContinuableSnapshot) -> None:
         """Keep ``snapshot`` (unless its ``idempotency_key`` was saved or is below the high-water mark)."""
-        await self._aio.call(self._save_snapshot_sync, snapshot)
+        header, messages = self._snapshot_parts(snapshot)
+        blobs: dict[str, tuple[bytes, MediaContext]] = {}
+        # A part at the threshold makes the messages' JSON at least that long: below it, nothing to walk.
+        if self.media_store is not None and len(messages) >= self.media_threshold_bytes:
+            gathered = _Gathered() if self._media_here is not None else None
+            tree = await externalize_media(
+                json.loads(messages),
+                media_store=gathered or self.media_store,
+                threshold_bytes=self.media_threshold_bytes,
+            )
+            messages = json.dumps(tree, separators=(",", ":")).encode()
+            blobs = gathered.blobs if gathered is not None else {}
+        await self._aio.call(self._save_snapshot_sync, snapshot, header + b"\n" + messages, blobs)
 
     async def latest_snapshot(self, *, run_id: str, include_interrupted: bool = False) -> ContinuableSnapshot | None:
         """The newest ``complete`` snapshot (any state with ``include_interrupted``), or ``None``."""
-        return await self._aio.call(self._latest_snapshots_sync, run_id, include_interrupted, True)
+        found = await self._read_snapshots(run_id, include_interrupted, latest=True)
+        return found[0] if found else None
 
     async def list_snapshots(self, *, run_id: str, include_interrupted: bool = False) -> list[ContinuableSnapshot]:
         """The run's retained snapshots in write order (``interrupted`` ones only with ``include_interrupted``)."""
-        return await self._aio.call(self._latest_snapshots_sync, run_id, include_interrupted, False)
+        return await self._read_snapshots(run_id, include_interrupted, latest=False)
 
     async def record_tool_effect(self, record: ToolEffectRecord) -> None:
         """Store ``record`` as the tool call's latest status."""
@@ -247,10 +347,12 @@ class DurastateStepStore(StoreHolder):
         log = self.store.kv.log(SCOPE, self._events, _run_key(run_id))
         return [_event_from_dict(orjson.loads(blob)) for _, blob in log]
 
-    def _save_snapshot_sync(self, snapshot: Any) -> None:
+    @staticmethod
+    def _snapshot_parts(snapshot: Any) -> tuple[bytes, bytes]:
+        """``snapshot``'s stored header line and messages JSON; ``InvalidRequest`` if it cannot be stored."""
         if not isinstance(snapshot, ContinuableSnapshot):
             fail_type("snapshot", "a pydantic_ai_harness ContinuableSnapshot", snapshot)
-        run = _run_key(snapshot.run_id)
+        _run_key(snapshot.run_id)
         key = snapshot.idempotency_key
         if key is not None:
             text("snapshot.idempotency_key", key, limit=None)
@@ -271,14 +373,20 @@ class DurastateStepStore(StoreHolder):
         for field in ("conversation_id", "parent_run_id", "agent_name"):
             if header[field] is not None:
                 text(f"snapshot.{field}", header[field], limit=None)
-        blob = orjson.dumps(header) + b"\n" + messages_json(snapshot.messages, "snapshot.messages")
+        return orjson.dumps(header), messages_json(snapshot.messages, "snapshot.messages")
 
+    def _save_snapshot_sync(
+        self, snapshot: ContinuableSnapshot, blob: bytes, blobs: Mapping[str, tuple[bytes, MediaContext]]
+    ) -> None:
+        run, key = snapshot.run_id.encode(), snapshot.idempotency_key
         index_key = self._indexes + snapshot.run_id
         with self.store.documents.lock(index_key):
             found = self.store.documents.read(index_key)
             index = found.data if found is not None else {"f": FORMAT, "next": 1, "high": None, "snaps": []}
             if key is not None and not self._admit(index, key):
                 return
+            if blobs and self._media_here is not None:  # kept only with the snapshot that holds their markers
+                self._media_here.put_many_sync(blobs)
             seq = index["next"]
             index["next"] = seq + 1
             index["snaps"].append([seq, snapshot.state, key])
@@ -313,26 +421,44 @@ class DurastateStepStore(StoreHolder):
                 high[1].append(key)
         return True
 
-    def _latest_snapshots_sync(self, run_id: Any, include_interrupted: Any, latest: bool) -> Any:
+    async def _read_snapshots(
+        self, run_id: Any, include_interrupted: Any, *, latest: bool
+    ) -> list[ContinuableSnapshot]:
+        blobs, fetched = await self._aio.call(self._snapshot_blobs_sync, run_id, include_interrupted, latest)
+        return [await self._snapshot(run_id, blob, fetched) for blob in blobs]
+
+    def _snapshot_blobs_sync(
+        self, run_id: Any, include_interrupted: Any, latest: bool
+    ) -> tuple[list[bytes], dict[str, bytes]]:
+        """The stored snapshots (the newest only, with ``latest``), and the blobs of this store they refer to."""
         run = _run_key(run_id)
         include = _bool("include_interrupted", include_interrupted)
         found = self.store.documents.read(self._indexes + run_id)
         entries = [] if found is None else [s for s, state, _ in found.data["snaps"] if include or state == "complete"]
         if latest:
             entries = entries[-1:]
-        blobs = self.store.kv.get_many(SCOPE, self._snapshots, [run + b"\0" + s.to_bytes(8, "big") for s in entries])
+        values = self.store.kv.get_many(SCOPE, self._snapshots, [run + b"\0" + s.to_bytes(8, "big") for s in entries])
         # A value pruned by a save between the two reads is skipped (it is no longer retained).
-        snapshots = [self._snapshot(run_id, blob) for blob in blobs if blob is not None]
-        return (snapshots[0] if snapshots else None) if latest else snapshots
+        blobs = [blob for blob in values if blob is not None]
+        fetched: dict[str, bytes] = {}
+        if self._media_here is not None:
+            uris = {uri.decode() for blob in blobs if _MARKER in blob for uri in _MEDIA_URI.findall(blob)}
+            fetched = self._media_here.get_many_sync(sorted(uris)) if uris else {}
+        return blobs, fetched
 
-    @staticmethod
-    def _snapshot(run_id: str, blob: bytes) -> ContinuableSnapshot:
+    async def _snapshot(self, run_id: str, blob: bytes, fetched: Mapping[str, bytes]) -> ContinuableSnapshot:
         head, _, messages = blob.partition(b"\n")
         header = orjson.loads(head)
+        if self.media_store is not None and _MARKER in messages:  # the harness's walker puts the parts back
+            media = _Gathered(fetched) if self._media_here is not None else self.media_store
+            restored = await restore_media(json.loads(messages), media_store=media)
+            parsed = ModelMessagesTypeAdapter.validate_python(restored)
+        else:
+            parsed = ModelMessagesTypeAdapter.validate_json(messages)
         return ContinuableSnapshot(
             run_id=run_id,
             step_index=header["step_index"],
-            messages=ModelMessagesTypeAdapter.validate_json(messages),
+            messages=parsed,
             conversation_id=header["conversation_id"],
             parent_run_id=header["parent_run_id"],
             agent_name=header["agent_name"],

@@ -96,6 +96,33 @@ class TestSettling:
         assert app.storage.pending_acks() == waiting and _in_queue(app) == acks  # the acks rolled back with the claim
         assert app.dequeue() is None and _in_queue(app) == 0
 
+    def test_an_ack_committed_with_the_first_claim_is_settled_when_a_later_claim_fails(
+        self, app: DurastateHuey, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        """The waiting ack rides on the first queue's claim, which finds nothing; the next queue's claim fails.
+
+        The ack was committed: it must not wait again (the next dequeue would
+        ack it a second time and log its lease as lost, which it was not).
+        """
+
+        @app.task(name="echo")
+        def echo(n: int) -> int:
+            return n
+
+        app.enqueue(echo.s(1, priority=9))  # two priorities: two queues, the high one first
+        app.execute(app.dequeue())  # the high-priority queue is known, and empty after this
+        app.enqueue(echo.s(2, priority=0))
+        assert len(app.storage.pending_acks()) == 1
+        with pytest.MonkeyPatch.context() as patched:
+            down = lambda *args, **kwargs: (_ for _ in ()).throw(OSError("store down"))  # noqa: E731
+            patched.setattr(app.storage.store.queues, "claim", down)  # the second queue's claim only
+            with pytest.raises(OSError, match="store down"):
+                app.dequeue()
+        assert app.storage.pending_acks() == []  # settled by the statement that succeeded
+        task = app.dequeue()
+        assert task is not None and task.args == (2,)
+        assert "lost before it was settled" not in caplog.text
+
     def test_a_lost_lease_found_by_the_next_dequeue_is_logged_and_the_claim_goes_ahead(
         self, app: DurastateHuey, store: durastate.Store, clock: FakeClock, caplog: pytest.LogCaptureFixture
     ) -> None:
