@@ -59,7 +59,7 @@ def durastate_plans(store: Any, url: str, prefix: tuple[str, ...], query: str, f
             if "set_config" in text:
                 conn.execute(text, params)  # type: ignore[call-overload]
                 continue
-            if "_vec_" not in text:
+            if "_vec_" not in text or "distance" not in text:  # the searches, not the first use's ensure()
                 continue
             conn.execute("DEALLOCATE ALL")
             conn.execute(psql.SQL("PREPARE bench_plan AS {}").format(psql.SQL(numbered)))  # type: ignore[arg-type]
