@@ -208,8 +208,16 @@ _GATED = (
 # side (LIMIT ?), by the primary key (scope, ns, key, ...): the range then holds exactly the count minus
 # that when it is below the cap. A search of a prefix that holds most of a big table (all items under
 # ("docs",)) learns it is too big to scan without reading it. Parameters: scope, ns, the bound, the cap.
-_BEFORE = "(SELECT count(*) FROM (SELECT 1 FROM {table} WHERE scope = ? AND ns = ? AND key < ? LIMIT ?) AS o)"
-_AFTER = "(SELECT count(*) FROM (SELECT 1 FROM {table} WHERE scope = ? AND ns = ? AND key >= ? LIMIT ?) AS o)"
+# ORDER BY the key: the primary key's order, so the plan is its index (with statistics, a generic plan
+# otherwise guesses a third of the table before the bound and picks a sequential scan: 67 ms at 100,000).
+_BEFORE = (
+    "(SELECT count(*) FROM (SELECT 1 FROM {table} WHERE scope = ? AND ns = ? AND key < ?"
+    " ORDER BY scope, ns, key DESC LIMIT ?) AS o)"
+)
+_AFTER = (
+    "(SELECT count(*) FROM (SELECT 1 FROM {table} WHERE scope = ? AND ns = ? AND key >= ?"
+    " ORDER BY scope, ns, key LIMIT ?) AS o)"
+)
 _OUTSIDE = {
     (False, False): "0",
     (True, False): _BEFORE,
