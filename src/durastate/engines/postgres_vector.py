@@ -21,10 +21,10 @@ pgvector's iterative scan (0.8+; an unknown setting on older versions), so
 a key range and ``nearest_rows``' conditions filter the index walk instead
 of emptying its result.
 
-Each index table's exact vector count (``{p}vec_counts``, kept by statement
-triggers on the table: ``COUNTING``) decides whether a search scans
-exactly or walks the HNSW index (``SCAN_MAX_VALUES``) without reading the
-vectors first.
+Each index table's exact vector count (``{p}vec_counts``, kept by triggers
+on the table: ``COUNTING``) and the keys outside a search's range decide
+whether it scans exactly or walks the HNSW index (``SCAN_MAX_VALUES``)
+without reading the vectors first.
 """
 
 from __future__ import annotations
@@ -85,7 +85,7 @@ STALE = READ(
 )
 DELETE_OWNERS = WRITE("DELETE FROM {table} WHERE scope = ? AND ns = ? AND key = ANY(?)")
 # How many vectors each index table holds, exactly: a search decides scan or walk by it (SCAN_MAX_VALUES)
-# without reading the vectors first. Kept by statement triggers on the index table, so every insert and
+# without reading the vectors first. Kept by triggers on the index table, so every insert and
 # delete counts whoever runs it (replace, the cascade from a kv delete or TTL purge) and a reader's
 # snapshot sees the count of the rows it sees. A statement's change is added to a transaction-local
 # setting (durastate.vec_<table oid>: rolled back with its savepoint or transaction); the first one in
@@ -190,9 +190,10 @@ SEARCH_SETTINGS = READ(
 # short of the rows asked for. The choice is made here, not by the planner (the engine's sessions use
 # generic plans, which guess a range's size; a fresh table has no statistics), from the table's count
 # (COUNTING), in the scan's statement ("gated": one round trip): a table of at most that many
-# vectors is scanned; a bigger one is walked at once when the range is the whole table, else the scan
-# reads at most SCAN_MAX_VALUES + 1 rows of the range and says how many it read ("capped"), and the
-# walk runs when that is more.
+# vectors is scanned; in a bigger one, a range with few keys outside it (_OUTSIDE) is sized exactly
+# (the count minus those) and scanned or walked at once, else the scan reads at most
+# SCAN_MAX_VALUES + 1 rows of the range and says how many it read ("capped"), and the walk runs when
+# that is more.
 SCAN_MAX_VALUES = 5_000_000
 # "gated": the scan, run only when the table holds at most the last parameter's vectors, else one row of
 # NULLs but the count (a one-time filter skips the scan). The count: the committed counts plus what this
