@@ -337,7 +337,7 @@ class KV:
         statements = self._put_many[(expires_at is not None, if_absent)]
         tail = (engine.now_ms(),) if if_absent else ()
         params: list[bytes | int | None]
-        if expires_at is None and not if_absent:
+        if expires_at is None:
             params = [part for key, value in pairs.items() for part in (scope, ns, key, value)]
             width = 4
         else:
