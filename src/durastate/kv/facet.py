@@ -385,6 +385,14 @@ class KV:
             return iter(())
         engine = self._engine
         statements = self._scan
+        if limit is not None and limit <= PAGE_SIZE:
+            # One page holds every row wanted: read it here, without the pager's closure and calls.
+            return iter(
+                engine.all(
+                    statements[(start is not None, end is not None, reverse)],
+                    _scan_params(scope, ns, start, end, engine.now_ms(), limit),
+                )
+            )
 
         def fetch(last: tuple[bytes, bytes] | None, want: int) -> list[tuple[bytes, bytes]]:
             nonlocal start, end

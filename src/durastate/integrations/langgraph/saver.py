@@ -416,18 +416,22 @@ class DurastateSaver(StoreBound, BaseCheckpointSaver[str]):
         prefix = CHECKPOINT + ns + SEP
         end = prefix + before_id.encode() if before_id is not None else CHECKPOINT + ns + AFTER
 
-        def pages() -> Iterator[tuple[bytes, bytes]]:
+        page = min(MAX_PAGE, FIRST_PAGE if most is None else most * ROWS_PER_CHECKPOINT)
+        first = builtins.list(thread.scan_absolute(prefix, end, reverse=True, limit=page))
+
+        def pages(got: builtins.list[tuple[bytes, bytes]], page: int) -> Iterator[tuple[bytes, bytes]]:
             nonlocal end
-            page = min(MAX_PAGE, FIRST_PAGE if most is None else most * ROWS_PER_CHECKPOINT)
             while True:
-                got = builtins.list(thread.scan_absolute(prefix, end, reverse=True, limit=page))
                 yield from got
                 if len(got) < page:
                     return
                 end = got[-1][0][thread.prefix_size :]
                 page = min(MAX_PAGE, page * 2)
+                got = builtins.list(thread.scan_absolute(prefix, end, reverse=True, limit=page))
 
-        return rows_descending(thread_id, checkpoint_ns, thread.prefix_size + len(prefix), pages())
+        # A first page short of full is the whole range: no pager (a generator left suspended costs its close).
+        rows = first if len(first) < page else pages(first, page)
+        return rows_descending(thread_id, checkpoint_ns, thread.prefix_size + len(prefix), rows)
 
     def _load(self, thread_id: str, rows: builtins.list[Row]) -> builtins.list[CheckpointTuple]:
         """Tuples for rows of one thread; values kept by ancestors in one read."""
