@@ -3,7 +3,8 @@
 ``python bench/langgraph_calls.py OP --calls N [--side durastate|langgraph] [--profile]`` preloads a thread
 like ``bench/langgraph.py`` (its ``Chat``), then makes N calls of OP (``put``, ``put_writes``,
 ``get_tuple``), FULL durability on both sides, and prints the CPU microseconds per call
-(``time.process_time``). Instructions per call: run it under ``valgrind --tool=callgrind`` twice,
+(``time.process_time``) and the user part of it (``os.times``: the system part is mostly fsync).
+Instructions per call: run it under ``valgrind --tool=callgrind`` twice,
 with two values of ``--calls`` and the same ``--build`` (the larger count), and divide the difference
 of the totals by the difference of the counts (setup cancels out; callgrind's counts do not depend on
 load). Faster and exact: ``--callgrind-lib`` names a shared library (built from the C below with
@@ -24,6 +25,7 @@ import argparse
 import cProfile
 import ctypes
 import importlib.util
+import os
 import pstats
 import sqlite3
 import sys
@@ -103,15 +105,19 @@ def main() -> int:
         toggle = ctypes.CDLL(args.callgrind_lib) if args.callgrind_lib else None
         if toggle is not None:
             toggle.cg_start()
-        start = time.process_time()
+        start, user = time.process_time(), os.times().user
         if profiler is not None:
             profiler.runcall(run)
         else:
             run()
-        cpu = time.process_time() - start
+        cpu, user = time.process_time() - start, os.times().user - user
         if toggle is not None:
             toggle.cg_stop()
-        print(f"{args.side} {args.op}: {cpu / max(1, args.calls) * 1e6:.1f} us CPU a call ({args.calls} calls)")
+        calls = max(1, args.calls)
+        print(
+            f"{args.side} {args.op}: {cpu / calls * 1e6:.1f} us CPU a call, {user / calls * 1e6:.1f} us of it user "
+            f"({args.calls} calls)"
+        )
         if profiler is not None:
             pstats.Stats(profiler).sort_stats("tottime").print_stats(25)
     return 0
