@@ -19,6 +19,10 @@ side, each side on its own fresh schema, and reports per graph run (medians over
   Python, MS at a time, as LangGraph's own work does during a graph run (what a worker thread's GIL
   hand-offs cost then; ``--switch-interval`` changes the interpreter's switch interval to test that).
 
+``--baseline-src DIR`` adds a third side (to the graph runs, ``--busy`` and ``--alone``):
+``DurastateSaver`` of another durastate tree (say main's ``src``, ``bench/_baseline.py``) on a schema of
+its own, in the same rounds (the order rotates each round), and its ratio against this tree's.
+
 ``--nice -20`` (root) runs this process, its autogroup (put back at exit) and its connections' server
 processes at that niceness: on a loaded machine, nearer a quiet one's scheduling (not the same).
 Threads are told apart by their Python name: durastate's workers are ``durastate-*``; the loop runs on
@@ -56,6 +60,7 @@ from durastate.testing import postgres_server  # noqa: E402
 sys.path.append(str(_here))
 import _postgres  # noqa: E402
 import pg_cpu  # noqa: E402
+from _baseline import baseline_module, load_baseline  # noqa: E402
 
 SAVER_CALLS = ("aput", "aput_writes", "aget_tuple", "alist")
 
@@ -396,7 +401,8 @@ def side_by_side(
     ops = {name: loop.run_until_complete(call_ops(saver, bench.Chat)) for name, saver, _ in savers}
     for round_no in range(args.rounds + 1):
         for op in ops[savers[0][0]]:
-            for name, _, app in savers if round_no % 2 == 0 else savers[::-1]:
+            shift = round_no % len(savers)
+            for name, _, app in savers[shift:] + savers[:shift]:
                 yield round_no, op, name, app, ops[name][op]
 
 
@@ -520,6 +526,7 @@ def main() -> int:
         "(e.g. -20 as root: nearer a quiet machine's scheduling on a loaded one)",
     )
     parser.add_argument("--postgres-url", default=_postgres.postgres_url())
+    parser.add_argument("--baseline-src", help="another durastate tree's src: its DurastateSaver as a third side")
     args = parser.parse_args()
     bench = _load_graph_bench()
     if args.nice is not None:  # before any thread starts: threads inherit it
@@ -543,9 +550,21 @@ def main() -> int:
     ours = DurastateSaver.from_url(pg_cpu.with_application_name(ours_url, "bench-durastate"))
     cm = AsyncPostgresSaver.from_conn_string(pg_cpu.with_application_name(theirs_url, "bench-langgraph"))
     theirs = loop.run_until_complete(cm.__aenter__())
+    schemas: list[str] = []  # --baseline-src's
+    closing: list[Any] = []
     try:
         loop.run_until_complete(theirs.setup())
         savers = [("durastate", ours, "bench-durastate"), ("AsyncPostgresSaver", theirs, "bench-langgraph")]
+        baseline = None
+        if args.baseline_src:
+            load_baseline(args.baseline_src)
+            base_url, base_schema = postgres_server.create_schema(base)
+            schemas.append(base_schema)
+            baseline = baseline_module("integrations.langgraph").DurastateSaver.from_url(
+                pg_cpu.with_application_name(base_url, "bench-baseline")
+            )
+            closing.append(baseline)
+            savers.append(("durastate baseline", baseline, "bench-baseline"))
         if args.busy is not None:
             busy(args, bench, loop, savers)
             return 0
@@ -556,20 +575,27 @@ def main() -> int:
             Side("durastate", ours, "bench-durastate", bench.agent_graph(ours)),
             Side("AsyncPostgresSaver", theirs, "bench-langgraph", bench.agent_graph(theirs)),
         ]
+        if baseline is not None:
+            sides.append(Side("durastate baseline", baseline, "bench-baseline", bench.agent_graph(baseline)))
         for side in sides:  # warm-up: connections, prepared statements, executor threads
             for _ in range(3):
                 loop.run_until_complete(one_run(side.graph, bench.check_run))
         for round_no in range(args.rounds):
-            order = sides if round_no % 2 == 0 else sides[::-1]
-            for side in order:
+            shift = round_no % len(sides)
+            for side in sides[shift:] + sides[:shift]:
                 measure(loop, side, args.runs, server, bench.check_run)
         report(sides)
-        ratios = [t["wall"] / d["wall"] for d, t in zip(sides[0].rows, sides[1].rows, strict=True)]
-        print(
-            f"\ngraph runs/s durastate / AsyncPostgresSaver (wall, per round): {statistics.median(ratios):.2f}x "
-            f"({min(ratios):.2f}-{max(ratios):.2f})"
-        )
+        for other in sides[1:]:
+            ratios = [t["wall"] / d["wall"] for d, t in zip(sides[0].rows, other.rows, strict=True)]
+            print(
+                f"\ngraph runs/s durastate / {other.name} (wall, per round): {statistics.median(ratios):.2f}x "
+                f"({min(ratios):.2f}-{max(ratios):.2f})"
+            )
     finally:
+        for saver in closing:
+            saver.close()
+        for schema in schemas:
+            postgres_server.drop_schema(base, schema)
         loop.run_until_complete(cm.__aexit__(None, None, None))
         ours.close()
         loop.close()

@@ -74,8 +74,10 @@ from typing import Any
 import psycopg
 
 import durastate
+from _baseline import load_baseline
 from _postgres import postgres_url
 from durastate.engines.postgres import ATTEMPT_PRUNE_BATCH, ATTEMPT_PRUNE_EVERY, PREPARE_THRESHOLD, PostgresEngine
+from durastate.engines.postgres_attempts import MarkedWrite
 from durastate.testing.postgres_server import create_schema, drop_schema
 from pg_cpu import ServerCPU, WaitSampler, spent_ns, with_application_name
 
@@ -132,6 +134,8 @@ class RawPsycopg:
         if self.with_attempts:
             variant = sql.companion  # type: ignore[attr-defined]  # the engine's attempt-recording variant
             assert variant is not None
+            if isinstance(variant, MarkedWrite):  # an append carrying its attempt id in its row
+                return self.conn().execute(variant.sql, (*params, os.urandom(16))).fetchall()
             if not isinstance(variant, str):  # a claim re-read by its lease token, an idempotent put: as it is
                 cur = self.conn().execute(sql, params)
                 return cur.fetchall() if cur.description is not None else cur.rowcount
@@ -407,8 +411,16 @@ def claim_ack_scaling(
         print(f"durastate's backends, {consumers} consumer(s), sampled every 5 ms: {top}")
 
 
-DS_APP = "bench-durastate"
-APPS = {"durastate": DS_APP, "psycopg": "bench-psycopg", "psycopg-plain": "bench-plain", "psycopg-best": "bench-best"}
+# Suffixed with this process's id: backends are found by application_name, and two runs at once
+# (another checkout's) must not count each other's server CPU.
+DS_APP = f"bench-durastate-{os.getpid()}"
+APPS = {
+    "durastate": DS_APP,
+    "psycopg": f"bench-psycopg-{os.getpid()}",
+    "psycopg-plain": f"bench-plain-{os.getpid()}",
+    "psycopg-best": f"bench-best-{os.getpid()}",
+    "baseline": f"bench-baseline-{os.getpid()}",
+}
 
 
 class Measured:
@@ -463,6 +475,33 @@ def pool_rotation(meter: Meter, by_workers: dict[int, dict[str, Worker]], top: i
         )
 
 
+def race_baseline(
+    meter: Meter, stores: dict[int, Any], baseline_stores: dict[int, Any], ops: list[str], rounds: int, calls: int
+) -> None:
+    """This tree against ``--baseline-src``'s, op by op, round by round, the order alternating; CPU per call."""
+    mine, theirs = durastate_by_workers(stores), durastate_by_workers(baseline_stores)
+    results: dict[tuple[str, int, str], list[Measured]] = {}
+    for r in range(rounds):
+        for op in ops:
+            for workers in WORKER_COUNTS:
+                for who in ("durastate", "baseline") if r % 2 == 0 else ("baseline", "durastate"):
+                    fn = (mine if who == "durastate" else theirs)[workers][op]
+                    results.setdefault((op, workers, who), []).append(meter.run(APPS[who], workers, calls, fn))
+        print(f"  round {r + 1}/{rounds} done", file=sys.stderr, flush=True)
+    print("## this tree against --baseline-src: CPU per call (us, client + own backends; median over rounds);")
+    print("## base/ds = the baseline's CPU per call over this tree's (median and range of the per-round ratios)")
+    print(f"{'op':<14}{'workers':>8}{'ds us':>10}{'base us':>10}{'base/ds':>9}{'range':>12}")
+    for op in ops:
+        for workers in WORKER_COUNTS:
+            ds = [m.cpu_us for m in results[(op, workers, "durastate")]]
+            base = [m.cpu_us for m in results[(op, workers, "baseline")]]
+            ratio, lo, hi = _ratios(base, ds)
+            print(
+                f"{op:<14}{workers:>8}{statistics.median(ds):>10.0f}{statistics.median(base):>10.0f}"
+                f"{ratio:>9.2f}{lo:>6.2f}-{hi:<5.2f}"
+            )
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--url", default=postgres_url())
@@ -472,6 +511,10 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="1 round, 60 calls per worker")
     parser.add_argument("--rotation-only", action="store_true", help="only the last section, pool rotation")
     parser.add_argument("--scaling-only", action="store_true", help="only the claim+ack scaling section")
+    parser.add_argument(
+        "--baseline-src",
+        help="another durastate tree's src/ (e.g. main's): race only it against this tree, on a schema of its own",
+    )
     parser.add_argument(
         "--fifo-pool",
         action="store_true",
@@ -498,6 +541,16 @@ def main() -> int:
         for w in WORKER_COUNTS
     }
     store = stores[top]
+    baseline_stores: dict[int, Any] = {}
+    baseline_schema = None
+    if args.baseline_src:
+        base = load_baseline(args.baseline_src)
+        baseline_url, baseline_schema = create_schema(args.url)
+        baseline_stores = {
+            w: base.open(with_application_name(baseline_url, APPS["baseline"]), min_connections=w, max_connections=w)
+            for w in WORKER_COUNTS
+        }
+        preload(baseline_stores[top], args.rounds, args.ops)
     raw = RawPsycopg(url, store, with_attempts=True, name=APPS["psycopg"])
     plain = RawPsycopg(url, store, with_attempts=False, name=APPS["psycopg-plain"])
     best = RawPsycopg(url, store, with_attempts=False, name=APPS["psycopg-best"])
@@ -512,6 +565,11 @@ def main() -> int:
             f"calls/worker, load average {os.getloadavg()[0]:.1f} at start"
         )
         preload(store, args.rounds, args.ops)
+        if baseline_stores:  # only the race against the other tree (the raw contenders' connections would not fit)
+            for each in [*stores.values(), *baseline_stores.values()]:
+                each.kv.get(SCOPE, NS, b"warm")
+            race_baseline(meter, stores, baseline_stores, ops, args.rounds, args.ops)
+            return 0
         if args.rotation_only:
             for each in stores.values():
                 each.kv.get(SCOPE, NS, b"warm")
@@ -599,9 +657,11 @@ def main() -> int:
         plain.close()
         best.close()
         server_cpu.close()
-        for each in stores.values():
+        for each in [*stores.values(), *baseline_stores.values()]:
             each.close()
         drop_schema(args.url, schema)
+        if baseline_schema is not None:
+            drop_schema(args.url, baseline_schema)
 
 
 if __name__ == "__main__":

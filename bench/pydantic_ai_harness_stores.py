@@ -41,8 +41,12 @@ Ops, the calls the harness's capabilities make:
   ``get_tool_effect``, ``record_tool_effect`` completed); ``append_event``
   (a keyed ``tool_call_started`` event); ``save_snapshot`` of a 12-message
   history (~3 KB of JSON, keyed as the capability keys it);
-  ``latest_snapshot`` of a run holding 20 snapshots; ``list_events`` of a
-  50-event run.
+  ``latest_snapshot`` of a run holding 20 snapshots; the same save and read
+  with a 100 KiB image in the history (above the 64 KiB media threshold:
+  offloaded to each side's default media store, durastate's in the
+  snapshot's transaction, the harness's ``SqliteMediaStore`` on a connection
+  of its own; the same image every save, so stored once); ``list_events``
+  of a 50-event run.
 
 Method: one untimed warm-up round, then ``--rounds`` rounds; in each round
 every op runs ``--calls`` times per contender, back to back, in an order
@@ -65,6 +69,7 @@ from pathlib import Path
 from typing import Any
 
 from pydantic_ai.messages import (
+    BinaryContent,
     ModelMessage,
     ModelRequest,
     ModelResponse,
@@ -90,6 +95,7 @@ Ops = dict[str, Callable[[], Awaitable[Any]]]
 FILES = 50  # files under the listed prefix
 EVENTS = 50  # events of the listed run
 SNAPSHOTS = 20  # snapshots of the run whose latest is read
+IMAGE = bytes(range(256)) * 400  # 100 KiB: above the step stores' 64 KiB media threshold
 BODY = "Remember: the user prefers short answers; the build runs on two cores. " * 14  # ~1 KB
 
 
@@ -155,12 +161,15 @@ async def step_ops(steps: Any) -> Ops:
     """The step-store ops on ``steps`` (a harness ``StepStore``), after storing what they read."""
     counter = itertools.count()
     history = _history()
+    pictured = [ModelRequest(parts=[UserPromptPart(["What is this?", BinaryContent(IMAGE, media_type="image/png")])])]
+    pictured += history
     await steps.register_run(RunRecord(run_id="hot", conversation_id="conv", agent_name="bench"))
     await steps.register_run(RunRecord(run_id="read", conversation_id="conv", agent_name="bench"))
     for n in range(EVENTS):
         await steps.append_event(_event("read", n))
     for n in range(SNAPSHOTS):
         await steps.save_snapshot(_snapshot("read", n, history))
+    await steps.save_snapshot(_snapshot("pictured", 0, pictured))
 
     async def run_start() -> None:
         run_id = f"run-{next(counter)}"
@@ -190,6 +199,12 @@ async def step_ops(steps: Any) -> Ops:
     async def latest() -> None:
         assert (await steps.latest_snapshot(run_id="read")) is not None
 
+    async def save_pictured() -> None:
+        await steps.save_snapshot(_snapshot("hot-pictured", next(counter), pictured))
+
+    async def latest_pictured() -> None:
+        assert (await steps.latest_snapshot(run_id="pictured")) is not None
+
     async def events() -> None:
         assert len(await steps.list_events(run_id="read")) == EVENTS
 
@@ -199,6 +214,8 @@ async def step_ops(steps: Any) -> Ops:
         "append_event": append,
         "save_snapshot (12 messages)": save,
         f"latest_snapshot (of {SNAPSHOTS})": latest,
+        "save_snapshot (+ 100 KB image)": save_pictured,
+        "latest_snapshot (+ 100 KB image)": latest_pictured,
         f"list_events ({EVENTS})": events,
     }
 

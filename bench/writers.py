@@ -1,6 +1,7 @@
 """Many writer processes on one SQLite file: durastate against raw ``sqlite3``, side by side (issue 26, pain 10).
 
     .venv/bin/python bench/writers.py [--processes 4,16] [--ops 2000] [--rounds 3] [--workload put|queue]
+        [--raw-bounded] [--wal-limit MIB]
     DURASTATE_BENCH_SRC=/other/checkout/src .venv/bin/python bench/writers.py ...   (that tree's durastate)
 
 Each of N processes (forked, started together on a barrier) does ``--ops``
@@ -15,7 +16,13 @@ load-independent part; with more processes than cores the throughput is
 about cores / CPU per write), sleeps per write (voluntary context
 switches: a wait in SQLite's busy handler, an fsync of a checkpoint;
 steadier than throughput on a shared machine), and durastate's
-throughput as a ratio of raw's. The two run
+throughput as a ratio of raw's, and the largest the WAL file grew
+(sampled every 5 ms; under durastate's policy the file keeps its largest
+size, and the frames it holds stay under the limit). ``--raw-bounded`` adds raw ``sqlite3`` under
+durastate's WAL policy (``engines/sqlite_wal``: ``wal_autocheckpoint=0``,
+every 16 writes of a process a look at the WAL, past the limit a
+``PASSIVE`` checkpoint then a ``RESTART``), to tell the policy's effect from durastate's
+own; ``--wal-limit`` sets that limit for both. The contenders run
 alternately, ``--rounds`` times each, on fresh files; the verdict is the
 median of the per-round ratios.
 """
@@ -30,6 +37,7 @@ import sqlite3
 import statistics
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -39,6 +47,11 @@ sys.path.insert(0, os.environ.get("DURASTATE_BENCH_SRC") or str(Path(__file__).r
 
 import durastate
 from durastate.engines import sqlite_busy
+
+try:
+    from durastate.engines import sqlite_wal
+except ImportError:  # a tree from before the WAL policy (DURASTATE_BENCH_SRC): --raw-bounded names it
+    sqlite_wal = None  # type: ignore[assignment]
 
 BUSY_TIMEOUT = 30.0
 VALUE = b"v" * 100
@@ -64,11 +77,24 @@ RAW_CLAIM = (
 RAW_ACK = "DELETE FROM q WHERE id = ?"
 
 
-def _raw_connection(path: str) -> sqlite3.Connection:
+def _raw_connection(path: str, bounded: bool = False) -> sqlite3.Connection:
     conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT, isolation_level=None)
     conn.execute("PRAGMA journal_mode=WAL")
     conn.execute("PRAGMA synchronous=NORMAL")
+    if bounded:
+        conn.execute(sqlite_wal.AUTOCHECKPOINT_OFF)
     return conn
+
+
+def _raw_bound(conn: sqlite3.Connection, shm: int) -> None:
+    """durastate's WAL policy (engines/sqlite_wal) on a raw connection: past the limit, PASSIVE then RESTART."""
+    if sqlite_wal.wal_bytes(shm) > sqlite_wal.LIMIT:
+        conn.execute("PRAGMA busy_timeout = 0")
+        row = conn.execute(sqlite_wal.PASSIVE).fetchone()
+        if sqlite_wal.restart_worthwhile(row[1], row[2]):
+            conn.execute(f"PRAGMA busy_timeout = {sqlite_wal.RESTART_WAIT_MS}")
+            conn.execute(sqlite_wal.RESTART).fetchall()
+        conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT * 1000)}")
 
 
 def _setup(contender: str, path: str) -> None:
@@ -110,7 +136,10 @@ def _worker(contender: str, workload: str, path: str, ops: int, index: int, barr
         sleeps = resource.getrusage(resource.RUSAGE_SELF).ru_nvcsw - sleeps_start
         store.close()
     else:
-        conn = _raw_connection(path)
+        bounded = contender == "raw-bounded"
+        conn = _raw_connection(path, bounded)
+        every = sqlite_wal.CHECK_EVERY if bounded else 0
+        shm = os.open(f"{path}-shm", os.O_RDONLY)
         scope = b"s%d" % index
         conn.execute("SELECT 1 FROM kv LIMIT 1").fetchall()
         barrier.wait()
@@ -126,12 +155,23 @@ def _worker(contender: str, workload: str, path: str, ops: int, index: int, barr
                 row = conn.execute(RAW_CLAIM, (now + 30_000, "jobs", now)).fetchone()
                 if row is not None:
                     conn.execute(RAW_ACK, (row[0],))
+            if every and i % every == 0:
+                _raw_bound(conn, shm)
             latencies.append(clock() - start)
         cpu = time.process_time() - cpu_start
         sleeps = resource.getrusage(resource.RUSAGE_SELF).ru_nvcsw - sleeps_start
         conn.close()
+        os.close(shm)
     out.send((latencies, cpu, sleeps))
     out.close()
+
+
+def _largest_wal(wal: str, stop: threading.Event, largest: list[int]) -> None:
+    while not stop.wait(0.005):
+        try:
+            largest[0] = max(largest[0], os.stat(wal).st_size)
+        except OSError:
+            pass
 
 
 def run_once(contender: str, workload: str, processes: int, ops: int) -> dict[str, float]:
@@ -148,10 +188,15 @@ def run_once(contender: str, workload: str, processes: int, ops: int) -> dict[st
             sender.close()
             pipes.append(receiver)
             procs.append(proc)
+        stop, largest = threading.Event(), [0]
+        sampler = threading.Thread(target=_largest_wal, args=(f"{path}-wal", stop, largest))
+        sampler.start()
         barrier.wait()
         start = time.perf_counter()
         results = [receiver.recv() for receiver in pipes]
         wall = time.perf_counter() - start
+        stop.set()
+        sampler.join()
         latencies = [lat for lats, _cpu, _sleeps in results for lat in lats]
         cpu = sum(cpu for _lats, cpu, _sleeps in results)
         sleeps = sum(sleeps for _lats, _cpu, sleeps in results)
@@ -165,6 +210,7 @@ def run_once(contender: str, workload: str, processes: int, ops: int) -> dict[st
         "max_ms": latencies[-1] * 1000,
         "cpu_us_per_op": cpu / len(latencies) * 1e6,
         "sleeps_per_op": sleeps / len(latencies),
+        "wal_mib": largest[0] / 2**20,
     }
 
 
@@ -175,16 +221,30 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--workload", choices=("put", "queue"), default="put")
     parser.add_argument("--own-loop", action="store_true", help="also run durastate waiting in its own retry loop")
+    parser.add_argument("--raw-bounded", action="store_true", help="also run raw sqlite3 under durastate's WAL policy")
+    parser.add_argument("--wal-limit", type=float, help="durastate's WAL limit in MiB (engines/sqlite_wal.LIMIT)")
     args = parser.parse_args()
+    if sqlite_wal is None and (args.raw_bounded or args.wal_limit is not None):
+        parser.error("this durastate has no engines/sqlite_wal (--raw-bounded and --wal-limit need it)")
+    if args.wal_limit is not None:
+        sqlite_wal.LIMIT = int(args.wal_limit * 2**20)  # the forked workers inherit it
     print(
         f"SQLite {sqlite3.sqlite_version}, {os.cpu_count()} CPUs, workload {args.workload}, {args.ops} ops/process,"
-        f" durastate from {Path(durastate.__file__).parent.parent}"
+        f" durastate from {Path(durastate.__file__).parent.parent}, WAL limit"
+        f" {f'{sqlite_wal.LIMIT / 2**20:g} MiB' if sqlite_wal else 'none (SQLite autocheckpoint)'},"
+        f" load average {' '.join(f'{load:.1f}' for load in os.getloadavg())}"
     )
     for processes in [int(p) for p in args.processes.split(",")]:
-        contenders = ["durastate", "raw", *(["durastate-own-loop"] if args.own_loop else [])]
+        contenders = [
+            "durastate",
+            "raw",
+            *(["durastate-own-loop"] if args.own_loop else []),
+            *(["raw-bounded"] if args.raw_bounded else []),
+        ]
         rows: dict[str, list[dict[str, float]]] = {c: [] for c in contenders}
         ratios: dict[str, list[float]] = {c: [] for c in contenders if c != "raw"}
         cpu_ratios: dict[str, list[float]] = {c: [] for c in ratios}
+        p99_ratios: dict[str, list[float]] = {c: [] for c in ratios}
         for round_number in range(args.rounds):
             order = contenders[round_number % len(contenders) :] + contenders[: round_number % len(contenders)]
             measured = {c: run_once(c, args.workload, processes, args.ops) for c in order}
@@ -193,8 +253,9 @@ def main() -> None:
             for contender in ratios:
                 ratios[contender].append(measured[contender]["ops_per_s"] / measured["raw"]["ops_per_s"])
                 cpu_ratios[contender].append(measured["raw"]["cpu_us_per_op"] / measured[contender]["cpu_us_per_op"])
+                p99_ratios[contender].append(measured[contender]["p99_ms"] / measured["raw"]["p99_ms"])
         for contender, measured_rows in rows.items():
-            formats = {key: "6.3f" if key == "sleeps_per_op" else "9.2f" for key in measured_rows[0]}
+            formats = {key: "6.3f" if key == "sleeps_per_op" else "8.2f" for key in measured_rows[0]}
             cells = "  ".join(
                 f"{key} {statistics.median(r[key] for r in measured_rows):{spec}}" for key, spec in formats.items()
             )
@@ -204,7 +265,9 @@ def main() -> None:
             print(
                 f"{processes:3d} processes  {contender}/raw throughput: median {statistics.median(values):.2f}x "
                 f"(rounds: {', '.join(f'{r:.2f}' for r in values)}); raw/{contender} CPU per write: median"
-                f" {statistics.median(cpu):.2f}x (rounds: {', '.join(f'{r:.2f}' for r in cpu)})"
+                f" {statistics.median(cpu):.2f}x (rounds: {', '.join(f'{r:.2f}' for r in cpu)}); {contender}/raw p99:"
+                f" median {statistics.median(p99_ratios[contender]):.2f}x"
+                f" (rounds: {', '.join(f'{r:.2f}' for r in p99_ratios[contender])})"
             )
 
 

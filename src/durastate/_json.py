@@ -57,18 +57,24 @@ def int64_overflow(data: bytes, value: Any) -> bool:
     return _any_leaf(value, int, lambda n: not isinstance(n, bool) and not INT64_MIN <= n <= INT64_MAX)
 
 
-def dump_json(name: str, value: Any, max_size: int | None = None) -> bytes:
-    """Compact JSON bytes of ``value``; ``InvalidRequest`` naming ``name`` otherwise."""
+def dump_json(name: str, value: Any, max_size: int | None = None, *, numbers_checked: bool = False) -> bytes:
+    """Compact JSON bytes of ``value``; ``InvalidRequest`` naming ``name`` otherwise.
+
+    ``numbers_checked``: the caller built ``value`` with every float finite
+    and every int within signed 64 bits (an encoder that tags the others),
+    so the two checks for them are skipped.
+    """
     try:
         data = orjson.dumps(value, option=JSON_OPTIONS)
     except (TypeError, orjson.JSONEncodeError) as exc:
         fail(f"{name} is not JSON-serialisable (JSON types only, str keys, no lone surrogates): {exc}")
-    # Only a text with a null in it can hide a NaN; decoding it back (C
-    # speed) tells whether anything changed before the slower walk decides.
-    if b"null" in data and orjson.loads(data) != value and has_non_finite(value):
-        fail(f"{name} contains NaN or infinity, which JSON cannot hold")
-    if int64_overflow(data, value):
-        fail(f"{name} contains an integer outside signed 64 bits ({INT64_MIN}..{INT64_MAX})")
+    if not numbers_checked:
+        # Only a text with a null in it can hide a NaN; decoding it back (C
+        # speed) tells whether anything changed before the slower walk decides.
+        if b"null" in data and orjson.loads(data) != value and has_non_finite(value):
+            fail(f"{name} contains NaN or infinity, which JSON cannot hold")
+        if int64_overflow(data, value):
+            fail(f"{name} contains an integer outside signed 64 bits ({INT64_MIN}..{INT64_MAX})")
     if max_size is not None and len(data) > max_size:
         fail(f"{name} is {len(data)} bytes as JSON; the limit is max_value_size={max_size}")
     return data

@@ -172,3 +172,22 @@ def test_claims_and_acks_record_no_payloads(pg_url: str) -> None:
     count, size, with_rows = row
     assert with_rows == 0 and count <= 1000, row  # the acks' counts; the claims record nothing
     assert size <= 256 * 1024, row  # table, TOAST and indexes
+
+
+def test_a_marked_appends_retry_finds_its_entry_by_the_attempt_index(pg_url: str) -> None:
+    """The retry of an append reads the log by attempt id: an index search under the generic plan, never a scan
+    of the log (a NULL-excluding partial index, which the ``attempt = $1`` condition must be proved to match)."""
+    with durastate.open(pg_url) as store:
+        marked = store.kv._append.companion
+        with psycopg.connect(pg_url, autocommit=True) as conn:
+            conn.execute(
+                "INSERT INTO ds_kv_log (id, scope, ns, key, value, attempt)"
+                " SELECT i, 's', 'n', 'k', 'v', CASE WHEN i % 2 = 0 THEN decode(md5(i::text), 'hex') END"
+                " FROM generate_series(1, 20000) AS i"
+            )
+            conn.execute("ANALYZE ds_kv_log")
+            conn.execute("SET plan_cache_mode = force_generic_plan")
+            conn.execute(f"PREPARE reread (bytea) AS {numbered(marked.reread)}")
+            plan = "\n".join(str(row[0]) for row in conn.execute("EXPLAIN EXECUTE reread ('\\x00')"))
+        assert "Seq Scan" not in plan, plan
+        assert "ds_kv_log_attempt" in plan, plan

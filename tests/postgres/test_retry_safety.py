@@ -11,12 +11,14 @@ the statement reaches the server, and at random moments with
 
 from __future__ import annotations
 
+import os
 import random
 import threading
 import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
@@ -25,6 +27,7 @@ import pytest
 import durastate
 from durastate.engines.base import DDL, READ, WRITE_ROWS
 from durastate.engines.postgres import PostgresEngine
+from durastate.engines.postgres_attempts import NOT_APPLIED, MarkedWrite
 from durastate.kv.statements import PUT_CHUNK
 
 from .proxy import CuttingProxy
@@ -95,12 +98,71 @@ def test_counter_add_applies_once(store: durastate.Store, proxy: CuttingProxy, c
 def test_append_applies_once_and_returns_the_first_ordinal(
     store: durastate.Store, proxy: CuttingProxy, cut: str
 ) -> None:
+    """The entry carries the attempt id: the retry finds it by the id, no attempt row is written."""
+    engine = store.engine
+    attempts = engine.sql(READ("SELECT count(*) FROM {p}attempt"))
     first = store.kv.append(b"s", b"n", b"log", b"one")
+    before = engine.one(attempts)
     getattr(proxy, f"drop_{cut}")(b"INSERT INTO ds_kv_log")
     with on_new_connections(store):
         second = store.kv.append(b"s", b"n", b"log", b"two")
     assert proxy.cuts == 1
     assert list(store.kv.log(b"s", b"n", b"log")) == [(first, b"one"), (second, b"two")]
+    assert second == first + 1
+    assert engine.one(attempts) == before  # neither the append nor its retry wrote one
+    assert store.kv.append(b"s", b"n", b"log", b"three") == second + 1  # no ordinal spent twice
+
+
+def _waiting(admin: psycopg.Connection[Any], pid: int) -> bool:
+    row = admin.execute("SELECT wait_event_type FROM pg_stat_activity WHERE pid = %s", (pid,)).fetchone()
+    return row is not None and row[0] == "Lock"
+
+
+def test_an_append_retried_while_its_first_attempt_still_runs_applies_once(pg_url: str) -> None:
+    """The first attempt, on a backend the client lost, commits while its retry waits for it.
+
+    The retry inserts nothing and rolls back (its ordinal is not spent) and
+    answers with the first attempt's ordinal.
+    """
+    store = durastate.open(pg_url)
+    try:
+        engine = store.engine
+        assert isinstance(engine, PostgresEngine)
+        marked = store.kv._append.companion
+        assert isinstance(marked, MarkedWrite)
+        before = store.kv.append(b"s", b"n", b"log", b"before")
+        attempt = os.urandom(16)
+        params = (b"s", b"n", b"log", b"entry", engine.now_ms())
+        with psycopg.connect(pg_url, autocommit=True) as lost, psycopg.connect(pg_url, autocommit=True) as admin:
+            first = lost.transaction()
+            first.__enter__()  # the lost backend's statement, done but not yet committed
+            (ordinal,) = lost.execute(marked.sql, (*params, attempt)).fetchone() or (None,)
+            answers: list[Any] = []
+            retry_pid: list[int] = []
+
+            def retry() -> None:
+                conn = engine._borrow()
+                try:
+                    retry_pid.append(conn.info.backend_pid)
+                    assert marked.replay(conn, attempt, 1) is NOT_APPLIED  # not committed yet
+                    answers.append(marked.run_again(conn, params, attempt, 1))
+                finally:
+                    engine._give_back(conn)
+
+            retrying = threading.Thread(target=retry)
+            retrying.start()
+            deadline = time.monotonic() + 30
+            while not (retry_pid and _waiting(admin, retry_pid[0])) and retrying.is_alive():
+                assert time.monotonic() < deadline, "the retry never waited for the first attempt"
+                time.sleep(0.005)
+            first.__exit__(None, None, None)  # the first attempt commits
+            retrying.join()
+        assert answers == [(ordinal,)]
+        assert ordinal == before + 1
+        assert [v for _, v in store.kv.log(b"s", b"n", b"log")] == [b"before", b"entry"]
+        assert store.kv.append(b"s", b"n", b"log", b"after") == ordinal + 1  # the retry's ordinal given back
+    finally:
+        store.close()
 
 
 def test_drain_replay_returns_the_drained_values(store: durastate.Store, proxy: CuttingProxy) -> None:

@@ -27,15 +27,23 @@ def _schema_exists(base: str, schema: str) -> bool:
 
 
 def _rows(url: str) -> dict[str, list[tuple[object, ...]]]:
-    """Every table's rows, sorted (the attempt table's ids are random: counted only)."""
+    """Every table's rows, sorted (attempt ids are random: the attempt table's rows are counted only, and an
+    ``attempt`` column elsewhere, a log entry's, says only whether it holds one)."""
     with psycopg.connect(url, autocommit=True) as conn:
         tables = [r[0] for r in conn.execute("SELECT tablename FROM pg_tables WHERE schemaname = current_schema()")]
-        return {
-            t: sorted(conn.execute(f"SELECT * FROM {t}").fetchall(), key=repr)
-            if not t.endswith("attempt")
-            else [(len(conn.execute(f"SELECT * FROM {t}").fetchall()),)]
-            for t in sorted(tables)
-        }
+        rows = {}
+        for t in sorted(tables):
+            cur = conn.execute(f"SELECT * FROM {t}")
+            found = cur.fetchall()
+            if t.endswith("attempt"):
+                rows[t] = [(len(found),)]
+                continue
+            names = [c.name for c in cur.description or ()]
+            if "attempt" in names:
+                at = names.index("attempt")
+                found = [(*r[:at], r[at] is not None, *r[at + 1 :]) for r in found]
+            rows[t] = sorted(found, key=repr)
+        return rows
 
 
 def _fixed_clock() -> float:

@@ -48,6 +48,7 @@ from .statements import (
     Dialect,
     KeyLookup,
     Kind,
+    Marked,
     Params,
     Reread,
     Row,
@@ -84,6 +85,7 @@ __all__ = [
     "KeyLookup",
     "Kind",
     "Later",
+    "Marked",
     "Migration",
     "Params",
     "PerThread",
@@ -352,7 +354,7 @@ class EngineBase(Engine):
         # ``_statement_cache_key``): a process opening many stores compiles
         # each statement once.
         shared = self._statement_cache_key()
-        self._sql_cache: dict[tuple[Kind, str, Reread | None, bool], SQL] = (
+        self._sql_cache: dict[tuple[Kind, str, Reread | None, bool, Marked | None], SQL] = (
             {} if shared is None else self.dialect.compiled_cache(shared)
         )
         self._next_value_sql = self.sql(NEXT_VALUE)
@@ -490,9 +492,10 @@ class EngineBase(Engine):
         template: Template
         reread = None
         idempotent = False
+        marked = None
         if isinstance(statement, Statement):
             kind, template, reread = statement.kind, statement.template, statement.reread
-            idempotent = statement.idempotent
+            idempotent, marked = statement.idempotent, statement.marked
         elif isinstance(statement, KeyLookup):
             kind = Kind.WRITE if statement.delete else Kind.READ
             template = self.dialect.key_lookup(statement)
@@ -506,7 +509,7 @@ class EngineBase(Engine):
                 template = template[self.dialect.name]
             except KeyError:
                 raise NotSupported(f"{self.url}: no {self.dialect.name} text for statement {template!r}") from None
-        key = (kind, template, reread, idempotent)
+        key = (kind, template, reread, idempotent, marked)
         compiled = self._sql_cache.get(key)
         if compiled is None:
             compiled = SQL(self.dialect.compile(template, self._prefix_for(kind)), kind)
@@ -514,6 +517,11 @@ class EngineBase(Engine):
             if reread is not None:
                 read = SQL(self.dialect.compile(reread.template, self._prefix_for(Kind.READ)), Kind.READ)
                 compiled.reread = (read, reread.params)
+            if marked is not None:
+                compiled.marked = (
+                    SQL(self.dialect.compile(marked.template, self._prefix_for(kind)), kind),
+                    SQL(self.dialect.compile(marked.reread, self._prefix_for(Kind.READ)), Kind.READ),
+                )
             compiled = self._compiled(compiled)
             self._sql_cache[key] = compiled
         return compiled

@@ -85,7 +85,7 @@ import os
 import threading
 import time
 import weakref
-from collections.abc import Hashable, Iterable
+from collections.abc import Callable, Hashable, Iterable
 from typing import Any
 
 import psycopg
@@ -116,7 +116,15 @@ from .postgres_attempts import ATTEMPT_RESULT as ATTEMPT_RESULT
 from .postgres_attempts import ATTEMPT_RETENTION as ATTEMPT_RETENTION
 from .postgres_attempts import MAX_ATTEMPT_RETENTION as MAX_ATTEMPT_RETENTION
 from .postgres_attempts import MIN_ATTEMPT_RETENTION as MIN_ATTEMPT_RETENTION
-from .postgres_attempts import NOT_APPLIED, OPAQUE_WRITE, attempt_variant, fetch_counted, fetch_result, replay
+from .postgres_attempts import (
+    NOT_APPLIED,
+    OPAQUE_WRITE,
+    MarkedWrite,
+    attempt_variant,
+    fetch_counted,
+    fetch_result,
+    replay,
+)
 from .postgres_citus_sql import citus_statement
 from .postgres_connect import CONNECT_TIMEOUT, behind_pooler, connect_failure, connect_options
 from .postgres_dialect import CATALOG, announce_ddl
@@ -193,6 +201,16 @@ SERVER_TIME = "SELECT extract(epoch FROM clock_timestamp())::float8"
 
 # Seconds a sync call on an event loop's thread waits for a row lock (_shorten_lock_wait).
 LOOP_LOCK_WAIT = 2.0
+
+
+class _Lost:
+    """A first try whose connection was lost: its error and when it began (``PostgresEngine._first_try``)."""
+
+    __slots__ = ("began", "error")
+
+    def __init__(self, error: psycopg.Error, began: float) -> None:
+        self.error = error
+        self.began = began
 
 
 class PostgresEngine(ChangeNotifications):
@@ -465,6 +483,8 @@ class PostgresEngine(ChangeNotifications):
         an equivalent it can (``postgres_citus.citus_statement``).
         """
         if self.citus:
+            # The marked insert is not rewritten for Citus's planner: a marked
+            # write keeps the attempt row there (sql.marked left unset).
             reread = sql.reread
             sql = SQL(citus_statement(sql, self._prefix_for(Kind.WRITE)), sql.kind)
             sql.reread = reread
@@ -494,22 +514,29 @@ class PostgresEngine(ChangeNotifications):
             raise self._read_only_refusal()
         if type(variant) is str:
             return self._write_once(variant, params, fetch)
+        if type(variant) is MarkedWrite:
+            return self._write_marked(variant, params, fetch)
         # A read, a write whose retry re-reads its rows (RereadWrite) or runs it again (RUN_AGAIN). The
-        # first try is inlined (the common case pays no closure); a lost
-        # connection falls through to the retry loop.
+        # first try pays no closure; a lost connection goes on to the retry loop.
+        got = self._first_try(sql, params, fetch, fetch_result)
+        if type(got) is not _Lost:
+            return got
+        rereading = None if variant is None else lambda c: variant.replay(c, params, fetch)
+        return self._retrying(lambda c: fetch_result(c.run(sql, params), fetch), rereading, got.began, failed=got.error)
+
+    def _first_try(self, text: str, args: Params, fetch: int, fetcher: Callable[[Any, int], Any]) -> Any:
+        """``fetcher(cursor, fetch)`` of one run on a pooled connection; a ``_Lost`` when the connection was lost."""
         began = time.monotonic()
         conn = self._borrow()
         try:
-            return fetch_result(conn.run(sql, params), fetch)
+            return fetcher(conn.run(text, args), fetch)
         except psycopg.Error as exc:
             if not self._unusable(exc, conn):
                 raise translate_postgres_error(exc, self.url, read_only=self.read_only) from None
             self._discard(conn)
-            failed = exc
+            return _Lost(exc, began)
         finally:
             self._give_back(conn)
-        rereading = None if variant is None else lambda c: variant.replay(c, params, fetch)
-        return self._retrying(lambda c: fetch_result(c.run(sql, params), fetch), rereading, began, failed=failed)
 
     def _write_once(self, variant: str, params: Params, fetch: int) -> Any:
         """Run an attempt-recording write; after a lost connection, replay or retry."""
@@ -518,22 +545,27 @@ class PostgresEngine(ChangeNotifications):
         if self._writes_until_prune <= 0:
             self._writes_until_prune = ATTEMPT_PRUNE_EVERY
             self._prune_attempts()
-        began = time.monotonic()
-        conn = self._borrow()
-        try:
-            return fetch_counted(conn.run(variant, (*params, attempt, self.now_ms())), fetch)
-        except psycopg.Error as exc:
-            if not self._unusable(exc, conn):
-                raise translate_postgres_error(exc, self.url, read_only=self.read_only) from None
-            self._discard(conn)
-            failed = exc
-        finally:
-            self._give_back(conn)
+        got = self._first_try(variant, (*params, attempt, self.now_ms()), fetch, fetch_counted)
+        if type(got) is not _Lost:
+            return got
         return self._retrying(
             lambda c: fetch_counted(c.run(variant, (*params, attempt, self.now_ms())), fetch),
             lambda c: replay(c, self._attempt_result, attempt, fetch),
-            began,
-            failed=failed,
+            got.began,
+            failed=got.error,
+        )
+
+    def _write_marked(self, marked: MarkedWrite, params: Params, fetch: int) -> Any:
+        """Run an insert carrying its attempt id in its row; after a lost connection, re-read it or insert again."""
+        attempt = os.urandom(16)
+        got = self._first_try(marked.sql, (*params, attempt), fetch, fetch_result)
+        if type(got) is not _Lost:
+            return got
+        return self._retrying(
+            lambda c: marked.run_again(c, params, attempt, fetch),
+            lambda c: marked.replay(c, attempt, fetch),
+            got.began,
+            failed=got.error,
         )
 
     def _retrying(

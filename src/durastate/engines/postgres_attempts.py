@@ -29,6 +29,16 @@ What a row records, by the write's kind:
   answer, none means it did not (or its lease was lost since, which a
   holder that never heard of it cannot tell from an expired lease: the
   item is claimable again either way), and it runs again.
+* ``WRITE_ROWS`` declaring ``marked`` (an append to a log, whose entry
+  outlives the retry): no attempt row at all. It runs as the insert that
+  carries the attempt id in the row it writes (a column with a unique
+  index where it is not NULL, ``ON CONFLICT DO NOTHING``): one heap row
+  and one index entry fewer than an attempt row, and nothing to prune. The
+  retry re-reads the rows by the attempt id; none found, it inserts again
+  in a transaction of its own: a first attempt still running on the lost
+  backend makes that insert wait on the unique index and, once it commits,
+  insert nothing, and the retry rolls back (a gap-free sequence value it
+  took is given back) and answers with the first attempt's rows.
 * any other ``WRITE_ROWS`` (the destructive reads ``pop``, ``drain``,
   ``take``, whose rows are gone once they commit, and the rest): the rows
   in PostgreSQL's binary form (``rows``, ``array_send`` of the rows: each
@@ -61,6 +71,7 @@ __all__ = [
     "ATTEMPT_PRUNE_EVERY",
     "ATTEMPT_RESULT",
     "ATTEMPT_RETENTION",
+    "MarkedWrite",
     "MAX_ATTEMPT_RETENTION",
     "MIN_ATTEMPT_RETENTION",
     "NEXT_VALUE_RECORDED",
@@ -161,14 +172,55 @@ class RunAgain:
 RUN_AGAIN = RunAgain()
 
 
-def attempt_variant(sql: SQL, prefix: str) -> str | RereadWrite | RunAgain | None:
+class MarkedWrite:
+    """The companion of an insert that carries its attempt id in its row (``statements.Marked``).
+
+    ``sql`` takes the statement's parameters, then the attempt id;
+    ``reread`` the attempt id alone.
+    """
+
+    __slots__ = ("reread", "sql")
+
+    def __init__(self, sql: SQL, reread: SQL) -> None:
+        self.sql = sql
+        self.reread = reread
+
+    def replay(self, conn: psycopg.Connection[Any], attempt: bytes, fetch: int) -> Any:
+        """The rows the attempt ``attempt`` inserted, shaped like ``fetch_result``; ``NOT_APPLIED`` when none."""
+        rows = conn.execute(self.reread, (attempt,)).fetchall()
+        if not rows:
+            return NOT_APPLIED
+        if fetch == 0:
+            return len(rows)
+        return rows[0] if fetch == 1 else rows
+
+    def run_again(self, conn: psycopg.Connection[Any], params: Any, attempt: bytes, fetch: int) -> Any:
+        """The retry's insert, in a transaction of its own: rolled back when the first attempt's row is there.
+
+        Only a first attempt that committed while this retry waited on the
+        unique index makes the insert do nothing; its gap-free sequence
+        value, if it took one, must not be spent, so the transaction rolls
+        back and the first attempt's rows are the answer.
+        """
+        with conn.transaction():
+            cur = conn.execute(self.sql, (*params, attempt))
+            if cur.rowcount:
+                return fetch_result(cur, fetch)
+            raise psycopg.Rollback()
+        found = self.replay(conn, attempt, fetch)
+        assert found is not NOT_APPLIED, "the insert conflicted with no committed row"
+        return found
+
+
+def attempt_variant(sql: SQL, prefix: str) -> str | RereadWrite | RunAgain | MarkedWrite | None:
     """The attempt-recording variant of a write; ``None`` for a read.
 
     ``OPAQUE_WRITE`` for a statement that cannot be one attempt-recording
     statement (DDL, NOTIFY): it runs in its own transaction instead,
     whose commit ambiguity the attempt row resolves, at the price of a
-    few more round trips. A ``RereadWrite`` for a write that declares a ``Reread``, and
-    ``RUN_AGAIN`` for one declared idempotent: it runs as it is. The variant takes the statement's parameters, then the
+    few more round trips. A ``RereadWrite`` for a write that declares a ``Reread``,
+    ``RUN_AGAIN`` for one declared idempotent: it runs as it is; a ``MarkedWrite``
+    for one declared ``marked``: its marked insert runs instead. The variant takes the statement's parameters, then the
     attempt id and the store's time.
     """
     kind = sql.kind
@@ -181,6 +233,8 @@ def attempt_variant(sql: SQL, prefix: str) -> str | RereadWrite | RunAgain | Non
     if kind is Kind.WRITE_ROWS:
         if sql.reread is not None:
             return RereadWrite(*sql.reread)
+        if sql.marked is not None:
+            return MarkedWrite(*sql.marked)
         return (
             f"WITH _ds_r AS ({sql}), _ds_a AS (INSERT INTO {prefix}attempt (id, created_at, rows)"
             " SELECT %s, %s, array_send(array_agg(_ds_r)) FROM _ds_r) SELECT * FROM _ds_r"

@@ -14,7 +14,8 @@ Durability (``durability=``):
 * ``"normal"`` (default): WAL with ``synchronous=NORMAL``. A commit is safe
   against a process crash the moment the call returns; a power loss or OS
   crash can lose the commits made since the last WAL checkpoint's fsync
-  (the database itself never corrupts).
+  (the database itself never corrupts): up to ``sqlite_wal.LIMIT`` (16 MiB)
+  of WAL, since the engine checkpoints itself (``sqlite_wal``).
 * ``"full"``: ``synchronous=FULL``: every commit fsyncs the WAL before the
   call returns; nothing acknowledged is lost even on power loss.
 
@@ -40,7 +41,8 @@ Beside this module: ``sqlite_transaction`` (the transaction primitives,
 the writer gate, the lock wait, the per-thread state; ``SqliteEngine``
 mixes it in), ``sqlite_busy`` (the lock wait's pieces),
 ``sqlite_connections`` (each thread's connection, the spares, the writer
-gate), ``sqlite_fork`` (the fork gate), ``sqlite_space``
+gate), ``sqlite_wal`` (bounding the WAL: the engine's own checkpoints),
+``sqlite_fork`` (the fork gate), ``sqlite_space``
 (``reclaim_space``), ``sqlite_dialect`` (tokens, the catalog query, plan
 reading) and ``sqlite_errors`` (result codes to durastate's errors,
 ``LockBusy``); their public names are re-exported here.
@@ -76,6 +78,7 @@ from .sqlite_space import AUTO_VACUUM_INCREMENTAL, reclaim
 from .sqlite_tools import SqliteTools
 from .sqlite_transaction import ENGINES, NO_LOCK_WAIT, RefusingCursor, SqliteTransactions, ThreadState
 from .sqlite_transaction import FORK_GATE as _FORK_GATE
+from .sqlite_wal import AUTOCHECKPOINT_OFF
 from .watch import ChangeWatch, LocalChannels
 
 # Seconds close() waits, in all, for statements other threads are running
@@ -231,6 +234,9 @@ class SqliteEngine(SqliteTransactions):
         self._connections = Connections()
         self._writer_lock = self._connections.writers.lock
         self._closed = False
+        # The WAL this engine's writes bound (sqlite_wal): looked at after the first write.
+        self._wal_left = -1 if self.is_memory or read_only else 1
+        self._shm: int | None = None
         self.close_wait = CLOSE_WAIT
         self._changed: dict[str, threading.Condition] = {}
         self._channels = LocalChannels()
@@ -262,9 +268,40 @@ class SqliteEngine(SqliteTransactions):
                 uri=self._uri,
             )
             self._at_open(lambda: conn.execute(f"PRAGMA synchronous={self._synchronous}"))
+            if self._wal_left >= 0:  # the engine bounds the WAL itself (sqlite_wal)
+                self._at_open(lambda: conn.execute(AUTOCHECKPOINT_OFF))
         except sqlite3.Error as exc:
             raise translate_sqlite_error(exc, f"opening {self.url}") from None
         return conn
+
+    def _open_shm(self) -> int | None:
+        """The ``-shm`` file, open for reading (``sqlite_wal.wal_bytes``); ``None`` while it cannot be.
+
+        Kept open between looks, and opened again once unlinked: the last
+        connection to the file, of any process, deletes it on closing (and
+        the WAL), and the next one creates a new one. Read from the old one,
+        the WAL would look as it was then.
+        """
+        shm = self._shm
+        if shm is not None:
+            try:
+                if os.fstat(shm).st_nlink:
+                    return shm
+            except OSError:
+                pass  # close() closed it this moment
+        with self._lock:
+            if self._shm is not None and self._shm != shm:
+                return self._shm  # another thread opened the new one meanwhile
+            if self._shm is not None:
+                os.close(self._shm)
+                self._shm = None
+            if self._closed:
+                return None
+            try:
+                self._shm = os.open(f"{self.file}-shm", os.O_RDONLY | os.O_CLOEXEC)
+            except OSError:
+                return None
+            return self._shm
 
     def _at_open(self, statement: Callable[[], object]) -> object:
         """Run an opening statement, tried again while SQLite refuses it for a lock (``sqlite_busy``).
@@ -467,6 +504,9 @@ class SqliteEngine(SqliteTransactions):
                     raise
         finally:
             if gate is not None:
+                self._wal_left -= 1
+                if not self._wal_left:
+                    self._bound_wal(state)
                 state.writing = False
                 gate.release()
 
@@ -678,6 +718,10 @@ class SqliteEngine(SqliteTransactions):
         if self._anchor is not None:
             self._anchor.close()
             self._anchor = None
+        with self._lock:
+            shm, self._shm = self._shm, None
+        if shm is not None:
+            os.close(shm)
         self._channels.close()
         for cond in list(self._changed.values()):
             with cond:

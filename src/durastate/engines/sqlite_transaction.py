@@ -30,7 +30,7 @@ from functools import partial
 from typing import Any, TypeVar, cast
 
 from ..errors import DurastateError
-from . import sqlite_busy
+from . import sqlite_busy, sqlite_wal
 from .base import EngineBase, PerThread, TransactionFields, aborted_error
 from .loop import running_loop
 from .sqlite_busy import Backoff, loop_thread_refusal
@@ -140,6 +140,10 @@ class SqliteTransactions(EngineBase):
     _connections: Connections
     _busy_timeout: float
     _closed: bool
+    # Writes left before the next look at the WAL's size (sqlite_wal); negative
+    # (never reaching 0) on stores without a WAL of their own to bound.
+    _wal_left: int
+    _shm: int | None  # the -shm file, open for reading (sqlite_wal.wal_bytes), once a look opened it
     url: str
     is_memory: bool
 
@@ -151,6 +155,9 @@ class SqliteTransactions(EngineBase):
         raise NotImplementedError
 
     def _close_own_connection(self) -> None:
+        raise NotImplementedError
+
+    def _open_shm(self) -> int | None:
         raise NotImplementedError
 
     # -- a failed statement dooms its transaction ------------------------------
@@ -238,8 +245,42 @@ class SqliteTransactions(EngineBase):
         state.writing = True
 
     def _leave_writers(self, state: ThreadState) -> None:
+        self._wal_left -= 1
+        if not self._wal_left:
+            self._bound_wal(state)
         state.writing = False
         self._connections.writers.leave()
+
+    def _bound_wal(self, state: ThreadState) -> None:
+        """Every ``CHECK_EVERY`` writes, holding the writer gate: past its limit, checkpoint the WAL (``sqlite_wal``).
+
+        Opportunistic: whatever stands in the checkpoint's way (another
+        process's writer, reader or checkpoint, a closed store) makes it
+        copy less or nothing, never raises; a later look tries again.
+        """
+        self._wal_left = sqlite_wal.CHECK_EVERY
+        conn = state.conn
+        shm = self._open_shm()
+        if conn is None or shm is None or state.depth or sqlite_wal.wal_bytes(shm) <= sqlite_wal.LIMIT:
+            return
+        with state.guard:
+            if self._closed:
+                return
+            try:
+                if state.lock_wait:  # the PASSIVE step waits for nothing (SQLite runs no handler for it anyway)
+                    conn.execute(NO_LOCK_WAIT)
+                try:
+                    row = conn.execute(sqlite_wal.PASSIVE).fetchone()
+                    if row is not None and sqlite_wal.restart_worthwhile(row[1], row[2]):
+                        if running_loop() is None:  # never a wait on a loop's thread (sqlite_busy)
+                            conn.execute(LOCK_WAIT.format(ms=sqlite_wal.RESTART_WAIT_MS))
+                        conn.execute(sqlite_wal.RESTART).fetchall()
+                finally:
+                    conn.execute(
+                        LOCK_WAIT.format(ms=int(self._busy_timeout * 1000)) if state.lock_wait else NO_LOCK_WAIT
+                    )
+            except sqlite3.Error:
+                pass
 
     def _gated(self, run: Callable[..., _T], *args: Any) -> _T:
         """``run(*args)``, a write statement outside a transaction, holding the writer gate."""

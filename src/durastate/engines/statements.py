@@ -98,6 +98,30 @@ class Reread:
 
 
 @dataclass(frozen=True, slots=True)
+class Marked:
+    """The same insert carrying the attempt id of the write in the row it inserts.
+
+    For a ``WRITE_ROWS`` insert whose row lives long enough to answer a
+    retry (a log entry): ``template`` is the insert with one more
+    parameter last, the attempt id, written into a column holding a unique
+    index where it is not NULL, and ``ON CONFLICT`` on that index ``DO
+    NOTHING``; ``reread`` reads the rows the insert returned by the attempt
+    id (its one parameter). An engine that retries writes after a lost
+    connection (PostgreSQL) runs ``template`` instead of writing a separate
+    attempt row: the retry re-reads by the id (found: the write committed,
+    its rows are the answer), and a retry racing a first attempt still
+    running on the lost backend waits on the unique index and inserts
+    nothing (see ``engines.postgres_attempts``). Other engines run the plain
+    statement (the column stays NULL). A row deleted between the lost reply
+    and the retry cannot be found again: the retry inserts it again, so
+    declare it only of rows nobody deletes within seconds of writing them.
+    """
+
+    template: str
+    reread: str
+
+
+@dataclass(frozen=True, slots=True)
 class Statement:
     """A statement template and its kind, declared where the SQL is written."""
 
@@ -108,6 +132,8 @@ class Statement:
     # rows and returns the same answer (an upsert of given values): a retry
     # after a lost connection may simply run it again (see ``WRITE``).
     idempotent: bool = False
+    # A WRITE_ROWS insert that can carry its attempt id in its row (see ``Marked``).
+    marked: Marked | None = None
 
 
 def READ(template: Template) -> Statement:
@@ -132,8 +158,11 @@ def WRITE(template: Template, *, idempotent: bool = False) -> Statement:
     return Statement(Kind.WRITE, template, idempotent=idempotent)
 
 
-def WRITE_ROWS(template: Template, *, reread: Reread | None = None) -> Statement:
-    return Statement(Kind.WRITE_ROWS, template, reread)
+def WRITE_ROWS(template: Template, *, reread: Reread | None = None, marked: Marked | None = None) -> Statement:
+    """A write returning rows; ``reread`` or ``marked`` say how a retry finds them again (else a copy is kept)."""
+    if reread is not None and marked is not None:
+        raise WrongType("a statement declares either reread= or marked=, not both")
+    return Statement(Kind.WRITE_ROWS, template, reread, marked=marked)
 
 
 def DDL(template: Template) -> Statement:
@@ -178,6 +207,8 @@ class SQL(str):
     reread: tuple[SQL, tuple[int, ...]] | None = None
     # ``Statement.idempotent``: a retry may run it again.
     idempotent: bool = False
+    # The compiled ``Statement.marked``: the insert carrying the attempt id, and the read by it.
+    marked: tuple[SQL, SQL] | None = None
 
     def __new__(cls, text: str, kind: Kind) -> SQL:
         compiled = super().__new__(cls, text)

@@ -66,7 +66,9 @@ another one uses (a fork, or a fork's fork, through its head, a branch it
 left or a line hanging off them) is *referenced*: then its lines stay,
 under a tombstone (``pydantic-ai/o/<uid>``), until the last conversation
 referencing it is deleted, which deletes them too (and so on up the fork
-chain). ``InMemoryConversationStore`` is finer: it keeps only the entries
+chain). Deleted conversations using each other in a cycle (a fork, then the
+original saved onto one of the fork's entries) go together, once no live
+conversation uses any of them. ``InMemoryConversationStore`` is finer: it keeps only the entries
 still reachable. pydantic-ai leaves this to the backend ("each backend
 documents what it does"): here, the entries a deleted conversation wrote are
 deleted at once if nothing shares them, else all of them with the last
@@ -701,29 +703,58 @@ class DurastateConversationStore(StoreHolder, ConversationStore):
             pass  # the lock is the transaction's: it outlives this block (a savepoint)
 
     def _release(self, uid: str, line_count: int, refs: list[str]) -> None:
-        """Delete a dead conversation's lines unless others use them; then those it used, if dead and unused.
+        """Delete a dead conversation's lines unless a live one uses them; then those it used, if now unused.
 
-        Under the lock, inside the delete's transaction.
+        Under the lock, inside the delete's transaction. Dead conversations
+        can use each other in a cycle (a fork, then a save of the original
+        onto one of the fork's entries): counting users alone would keep both
+        forever, so what is released is the whole group of dead conversations
+        that no live one reaches (``_unreached``).
         """
         kv = self.store.kv
         documents = self.store.documents
-        dead = [(uid, line_count, refs)]
-        while dead:
-            uid, line_count, refs = dead.pop()
-            if next(kv.scan(SCOPE, REFS + uid.encode(), limit=1), None) is not None:
+        pending = [(uid, line_count, refs)]
+        while pending:
+            uid, line_count, refs = pending.pop()
+            group = self._unreached(uid, line_count, refs)
+            if group is None:
                 documents.write(TOMBSTONES + uid, {"lines": line_count, "refs": refs})
                 continue
-            documents.delete(TOMBSTONES + uid)
-            for index in range(line_count):
-                line = f"{uid}.{index}"
-                start, end = _line_key(line, 0), LINE + line.encode() + b"0"  # "0" follows "/"
-                ids = [_index_key(_entry_id(blob)) for key, blob in kv.scan(SCOPE, ENTRIES, start=start, end=end)
-                       if key != start]  # fmt: skip
-                kv.delete(SCOPE, ENTRIES, start=start, end=end)
-                if ids:
-                    kv.delete(SCOPE, ENTRIES, ids)
-            for used in refs:
-                kv.delete(SCOPE, REFS + used.encode(), [uid.encode()])
-                tombstone = documents.read(TOMBSTONES + used)
-                if tombstone is not None:
-                    dead.append((used, tombstone.data["lines"], tombstone.data["refs"]))
+            for dead, (count, _) in group.items():
+                documents.delete(TOMBSTONES + dead)
+                for index in range(count):
+                    line = f"{dead}.{index}"
+                    start, end = _line_key(line, 0), LINE + line.encode() + b"0"  # "0" follows "/"
+                    ids = [_index_key(_entry_id(blob)) for key, blob in kv.scan(SCOPE, ENTRIES, start=start, end=end)
+                           if key != start]  # fmt: skip
+                    kv.delete(SCOPE, ENTRIES, start=start, end=end)
+                    if ids:
+                        kv.delete(SCOPE, ENTRIES, ids)
+            for dead, (_, used_by_dead) in group.items():
+                for used in used_by_dead:
+                    kv.delete(SCOPE, REFS + used.encode(), [dead.encode()])
+                    if used in group:
+                        continue
+                    tombstone = documents.read(TOMBSTONES + used)
+                    if tombstone is not None:
+                        pending.append((used, tombstone.data["lines"], tombstone.data["refs"]))
+
+    def _unreached(self, uid: str, line_count: int, refs: list[str]) -> dict[str, tuple[int, list[str]]] | None:
+        """``uid`` (dead) and every dead conversation using it, directly or through others, as uid -> (lines, refs);
+        ``None`` if a live conversation is among those users (then they all stay)."""
+        kv = self.store.kv
+        documents = self.store.documents
+        group = {uid: (line_count, refs)}
+        frontier = [uid]
+        while frontier:
+            used = frontier.pop()
+            for user, _ in kv.scan(SCOPE, REFS + used.encode()):
+                name = user.decode()
+                if name in group:
+                    continue
+                tombstone = documents.read(TOMBSTONES + name)
+                if tombstone is None:
+                    return None  # a live conversation's history reaches these lines
+                group[name] = (tombstone.data["lines"], tombstone.data["refs"])
+                frontier.append(name)
+        return group

@@ -65,6 +65,7 @@ import orjson
 
 from .. import store as _store
 from .._validate import fail, fail_type, positive, text
+from ..engines.deferred import RequirementFailed
 from ..errors import Conflict
 from ._common import StoreHolder
 from .pydantic_ai_harness_steps import DurastateStepStore  # first: without the harness, its ImportError says why
@@ -95,6 +96,7 @@ __all__ = [
 SCOPE = b"pydantic-ai-harness"  # kv scope of the receipts
 RECEIPTS = b"o"  # + name: the receipts' namespace
 FILES = "pydantic-ai-harness/m/"  # + name + "/" + path: the file document
+RECEIPT_LOCK = "pydantic-ai-harness/o/"  # + name + "/" + operation id: writers of one receipt, one at a time
 # The layout of the file documents and receipts; a later layout reads this one or migrates it.
 FORMAT = 1
 
@@ -254,9 +256,35 @@ class DurastateMemoryStore(StoreHolder):
         key = self._files + _path(path)
         expected = _version(expected_version)
         op = _operation(operation)
+        if op is not None and self.store.engine.capabilities.deferred_answers:
+            try:
+                return self._mutate(key, path, content, expected, op, flight=True)
+            except RequirementFailed:  # the operation left a receipt: nothing was written; the receipt answers
+                pass
+        return self._mutate(key, path, content, expected, op, flight=False)
+
+    def _mutate(
+        self,
+        key: str,
+        path: str,
+        content: str | None,
+        expected: str | None,
+        op: MemoryOperation | None,
+        *,
+        flight: bool,
+    ) -> MemoryMutation:
+        """The mutation's transaction. ``flight`` (where answers are deferred, with ``op``): the receipt is
+        not read first but required absent, under a lock on the operation id (so no other writer can leave
+        it before this commits), both sent with the file's read, and the receipt is written without an
+        answer: two round trips fewer. A receipt already there fails the requirement (``RequirementFailed``,
+        nothing written); the caller then runs the other path, which returns it."""
         verb = "deleted" if content is None else "written"
+        receipt_key = op.id.encode() if op is not None else b""
         with self.store.transaction():
-            if op is not None and (receipt := self._receipt(op)) is not None:
+            if op is not None and flight:
+                self.store.engine.lock_later(RECEIPT_LOCK + self.name + "/" + op.id)
+                self.store.kv.require_absent(SCOPE, self._receipts, receipt_key)
+            elif op is not None and (receipt := self._receipt(op)) is not None:
                 return receipt
             found = self.store.documents.read(key)
             current = None if found is None else f"{found.data['uid']}.{found.revision}"
@@ -271,6 +299,8 @@ class DurastateMemoryStore(StoreHolder):
                     version = f"{uid}.{revision}"
                 elif found is not None and not self.store.documents.delete(key, expect=found.revision):
                     raise Conflict(f"document {key!r} was deleted or changed meanwhile")
+            except RequirementFailed:
+                raise
             except Conflict as exc:  # another writer committed since the read: the check above lost the race
                 raise VersionConflict(f"memory path {path!r} changed before it could be {verb}") from exc
             mutation = MemoryMutation(version=version, replayed=False, existed=found is not None)
@@ -278,7 +308,9 @@ class DurastateMemoryStore(StoreHolder):
                 receipt_json = orjson.dumps(
                     {"f": FORMAT, "fingerprint": op.fingerprint, "version": version, "existed": found is not None}
                 )
-                if not self.store.kv.put_if_absent(SCOPE, self._receipts, op.id.encode(), receipt_json):
+                if flight:  # under the operation's lock: no one else writes this receipt before the commit
+                    self.store.kv.put(SCOPE, self._receipts, receipt_key, receipt_json)
+                elif not self.store.kv.put_if_absent(SCOPE, self._receipts, receipt_key, receipt_json):
                     raise VersionConflict(f"operation {op.id!r} on {path!r} ran concurrently elsewhere")
             return mutation
 

@@ -7,7 +7,7 @@ statement shape each engine chooses (``get_many_sql``, ``delete_keys_sql``).
 
 from __future__ import annotations
 
-from ..engines.base import READ, WRITE, WRITE_ROWS, KeyLookup, Migration, Schema, Statement
+from ..engines.base import READ, WRITE, WRITE_ROWS, KeyLookup, Marked, Migration, Schema, Statement
 
 # Keys per statement in get_many / delete(keys=): well under both engines'
 # bound-parameter limits, and few distinct statement texts to cache.
@@ -40,6 +40,18 @@ SCHEMA = Schema(
         # (trim_logs). Entries appended before this step have none and count
         # as older than any cutoff.
         Migration(statements=("ALTER TABLE {p}kv_log ADD COLUMN created_at {int64}",)),
+        # The attempt id of an append made outside a transaction, where the
+        # engine retries writes after a lost connection (PostgreSQL): the
+        # retry finds the entry by it, so no separate attempt row is written
+        # (APPEND's ``marked``). NULL elsewhere (SQLite, appends inside a
+        # transaction, entries from before this step), which the unique
+        # index leaves out.
+        Migration(
+            statements=(
+                "ALTER TABLE {p}kv_log ADD COLUMN attempt {blob}",
+                "CREATE UNIQUE INDEX {p}kv_log_attempt ON {p}kv_log (attempt) WHERE attempt IS NOT NULL",
+            )
+        ),
     ),
 )
 
@@ -93,9 +105,16 @@ CLEAR_LOGS = WRITE("DELETE FROM {p}kv_log WHERE scope = ?")
 CLEAR_COUNTERS = WRITE("DELETE FROM {p}kv_counter WHERE scope = ?")
 
 # Gap-free and in commit order under concurrent appenders ({next_value}).
+# Marked: where a lost connection is retried, the entry carries the call's
+# attempt id (the last parameter), by which the retry finds it.
+_APPEND_INTO = "INSERT INTO {p}kv_log (id, scope, ns, key, value, created_at"
 APPEND = WRITE_ROWS(
-    "INSERT INTO {p}kv_log (id, scope, ns, key, value, created_at) VALUES ({next_value:kv_log}, ?, ?, ?, ?, ?)"
-    " RETURNING id"
+    _APPEND_INTO + ") VALUES ({next_value:kv_log}, ?, ?, ?, ?, ?) RETURNING id",
+    marked=Marked(
+        _APPEND_INTO + ", attempt) VALUES ({next_value:kv_log}, ?, ?, ?, ?, ?, ?)"
+        " ON CONFLICT (attempt) WHERE attempt IS NOT NULL DO NOTHING RETURNING id",
+        reread="SELECT id FROM {p}kv_log WHERE attempt = ?",
+    ),
 )
 LOG_PAGE = READ("SELECT id, value FROM {p}kv_log WHERE scope = ? AND ns = ? AND key = ? AND id > ? ORDER BY id LIMIT ?")
 

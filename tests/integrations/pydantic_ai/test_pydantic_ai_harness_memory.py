@@ -31,6 +31,7 @@ pytest.importorskip("pydantic_ai_harness")
 from pydantic_ai_harness.memory import (
     InMemoryStore,
     MemoryConflictError,
+    MemoryMutation,
     MemoryOperation,
     MemoryOperationConflictError,
     MemoryStore,
@@ -200,6 +201,35 @@ def test_two_writers_of_one_file_one_wins(shared_url: str) -> None:
         assert sorted(results) == ["conflict", "won"]
         stored = asyncio.run(writers[0].read("notes.md", max_chars=100))
         assert stored is not None and stored.content == f"by {results.index('won')}"
+        for writer in writers:
+            writer.close()
+
+
+def test_one_operation_retried_at_once_applies_once_and_both_get_its_receipt(shared_url: str) -> None:
+    """Two stores run the same operation on one file concurrently (a retry racing the original).
+
+    One applies it; the other gets its receipt, replayed, as the reference gives a second call: on
+    PostgreSQL the second waits for the operation's lock and then finds the receipt (it does not race
+    the first to the file and lose with a conflict).
+    """
+    with durastate.open(shared_url) as first, durastate.open(shared_url) as second:
+        writers = [DurastateMemoryStore(store=first), DurastateMemoryStore(store=second)]
+        created = asyncio.run(writers[0].write("notes.md", "v1", expected_version=None))
+        both_read = threading.Barrier(2)
+        operation = MemoryOperation("retried", "fp")
+
+        def write(i: int) -> MemoryMutation:
+            found = asyncio.run(writers[i].read("notes.md", max_chars=100))
+            assert found is not None and found.version == created.version
+            both_read.wait()
+            return asyncio.run(writers[i].write("notes.md", "v2", expected_version=found.version, operation=operation))
+
+        with ThreadPoolExecutor(2) as pool:
+            results = list(pool.map(write, [0, 1]))
+        assert sorted(r.replayed for r in results) == [False, True]
+        assert results[0].version == results[1].version and all(r.existed for r in results)
+        stored = asyncio.run(writers[0].read("notes.md", max_chars=100))
+        assert stored is not None and (stored.content, stored.version) == ("v2", results[0].version)
         for writer in writers:
             writer.close()
 

@@ -205,6 +205,31 @@ def test_delete_erases_the_messages_unless_a_fork_shares_them(conversations: Dur
     assert stored_rows(conversations) == ([], [])
 
 
+def test_conversations_using_each_other_are_erased_with_the_last_of_them(
+    conversations: DurastateConversationStore,
+) -> None:
+    """A fork, then the original's record moved onto one of the fork's entries: each uses the other's lines.
+
+    Deleting one keeps everything the other's history needs; deleting the
+    second erases both (counting users alone kept the cycle forever).
+    """
+    saved(conversations, "a", 2)
+    fork = run(conversations.fork("a", at=2, new_conversation_id="b"))
+    fork.messages.extend(turn(5))
+    run(conversations.save(fork))
+    b_head = run(conversations.read_record("b")).head_id
+    a_record = run(conversations.read_record("a"))
+    onto_b = ConversationEntry(parent_id=b_head, message=ModelRequest(parts=[UserPromptPart("on b")]))
+    moved = ConversationRecord(conversation_id="a", head_id=onto_b.id, title=None, branches=[])
+    run(conversations.write_record(moved, new_entries=[onto_b], expected_revision=a_record.revision))
+    assert [m.parts[0].content for m in run(conversations.load("a")).messages] == ["q0", "a0", "q5", "a5", "on b"]
+
+    run(conversations.delete("b"))  # a's history runs through b's lines: kept
+    assert [m.parts[0].content for m in run(conversations.load("a")).messages] == ["q0", "a0", "q5", "a5", "on b"]
+    run(conversations.delete("a"))
+    assert stored_rows(conversations) == ([], [])
+
+
 def test_a_conversation_created_again_shares_nothing_with_the_deleted_one(
     conversations: DurastateConversationStore,
 ) -> None:

@@ -47,7 +47,7 @@ import enum
 import math
 import sys
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from agent_framework._serialization import SerializationMixin
@@ -142,11 +142,23 @@ def encode(value: Any, allowed: frozenset[str]) -> Any:
         return value if INT64_MIN <= value <= INT64_MAX else {TAG: "int", "v": str(value)}
     if kind is float:
         return value if math.isfinite(value) else {TAG: "float", "v": repr(value)}
+    # Lists and str-keyed dicts are most of a checkpoint: their items are encoded without a
+    # wrapper call each; only a failure walks the container again to name the item's place.
     if kind is list:
-        return [_within(item, allowed, i) for i, item in enumerate(value)]
+        try:
+            return [encode(item, allowed) for item in value]
+        except UnencodableValue as exc:
+            _locate(exc, enumerate(value), allowed)
+            raise
     if kind is dict:
-        if all(type(k) is str for k in value) and TAG not in value:
-            return {k: _within(v, allowed, k) for k, v in value.items()}
+        if TAG not in value:
+            try:
+                plain = {k: encode(v, allowed) for k, v in value.items() if type(k) is str}
+            except UnencodableValue as exc:
+                _locate(exc, ((k, v) for k, v in value.items() if type(k) is str), allowed)
+                raise
+            if len(plain) == len(value):
+                return plain
         pairs = [[_within(k, allowed, ".keys()"), _within(v, allowed, k)] for k, v in value.items()]
         return {TAG: "dict", "v": pairs}
     if kind is tuple or kind is set or kind is frozenset:
@@ -163,8 +175,26 @@ def _within(value: Any, allowed: frozenset[str], step: Any) -> Any:
     try:
         return encode(value, allowed)
     except UnencodableValue as exc:
-        exc.steps.append(step if type(step) is str and step.startswith(".") else f"[{step!r}]")
+        exc.steps.append(_step(step))
         raise
+
+
+def _step(step: Any) -> str:
+    return step if type(step) is str and step.startswith(".") else f"[{step!r}]"
+
+
+def _locate(exc: UnencodableValue, items: Iterable[tuple[Any, Any]], allowed: frozenset[str]) -> None:
+    """Add to ``exc`` the place of the first of ``(place, item)`` that fails to encode (it raised ``exc``).
+
+    Encoding is pure, so the item that failed fails again, with the same
+    error; the places below it are already in ``exc``.
+    """
+    for step, item in items:
+        try:
+            encode(item, allowed)
+        except UnencodableValue:
+            exc.steps.append(_step(step))
+            return
 
 
 def _encode_object(value: Any, allowed: frozenset[str]) -> Any:

@@ -234,7 +234,13 @@ class DurastateCheckpointStorage(StoreHolder):
                     f"checkpoint {checkpoint.checkpoint_id!r} cannot be saved: {name}{exc}"
                 ) from None
         try:
-            data = dump_json("checkpoint", {"w": checkpoint.workflow_name, "cp": fields}, self.store.kv.max_value_size)
+            # The codec tags non-finite floats and ints past 64 bits: no number left to check.
+            data = dump_json(
+                "checkpoint",
+                {"w": checkpoint.workflow_name, "cp": fields},
+                self.store.kv.max_value_size,
+                numbers_checked=True,
+            )
         except InvalidRequest as exc:
             raise InvalidCheckpoint(f"checkpoint {checkpoint.checkpoint_id!r} cannot be saved: {exc}") from None
         index = orjson.dumps({"t": checkpoint.timestamp, "p": previous})

@@ -232,7 +232,14 @@ class TestRetentionMigration:
         store = open_store(clock=clock)
         store.kv.append(S, N, K, b"before")
         # The database as the previous version left it, then migrated again.
-        rewind(store.engine, KV_SCHEMA, 1, "ALTER TABLE {p}kv_log DROP COLUMN created_at")
+        rewind(
+            store.engine,
+            KV_SCHEMA,
+            1,
+            "DROP INDEX {p}kv_log_attempt",
+            "ALTER TABLE {p}kv_log DROP COLUMN attempt",
+            "ALTER TABLE {p}kv_log DROP COLUMN created_at",
+        )
         store = migrate_again(store, KV_SCHEMA, lambda: open_store(clock=clock))
         store.kv.append(S, N, K, b"after")
         assert store.kv.trim_logs(3600) == 1

@@ -12,11 +12,13 @@ import pytest
 import durastate
 from durastate import InvalidRequest
 from durastate.kv import KV, PAGE_SIZE, ScopedKV
+from durastate.kv import SCHEMA as KV_SCHEMA
 from durastate.testing.clock import FakeClock
 
+from .._schema_edits import migrate_again, rewind
 from .common import INT64_MAX, INT64_MIN, ODD_KEYS, value_of
 
-__all__ = ["TestKVCounters", "TestKVLogs", "TestScopedKV"]
+__all__ = ["TestKVCounters", "TestKVLogAttemptMigration", "TestKVLogs", "TestScopedKV"]
 
 
 class TestKVLogs:
@@ -96,6 +98,23 @@ class TestKVLogs:
         next(rows)
         store.kv.clear(b"s")
         assert len(list(rows)) < count - 1
+
+
+class TestKVLogAttemptMigration:
+    def test_a_log_from_before_the_attempt_column_goes_on_after_it(
+        self, open_store: Callable[..., durastate.Store]
+    ) -> None:
+        """Schema step 3 of kv (the attempt id an append carries) migrates a store that has logs."""
+        store = open_store()
+        first = store.kv.append(b"s", b"n", b"k", b"before")
+        # The database as step 2 left it (no attempt column), then migrated again.
+        rewind(store.engine, KV_SCHEMA, 2, "DROP INDEX {p}kv_log_attempt", "ALTER TABLE {p}kv_log DROP COLUMN attempt")
+        store = migrate_again(store, KV_SCHEMA, open_store)
+        second = store.kv.append(b"s", b"n", b"k", b"after")
+        with store.transaction():
+            third = store.kv.append(b"s", b"n", b"k", b"inside")
+        assert (second, third) == (first + 1, first + 2)
+        assert list(store.kv.log(b"s", b"n", b"k")) == [(first, b"before"), (second, b"after"), (third, b"inside")]
 
 
 class TestKVCounters:
