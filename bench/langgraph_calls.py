@@ -3,7 +3,7 @@
 ``python bench/langgraph_calls.py OP --calls N [--side durastate|langgraph] [--profile]`` preloads a thread
 like ``bench/langgraph.py`` (its ``Chat``), then makes N calls of OP (``put``, ``put_writes``,
 ``get_tuple``), FULL durability on both sides, and prints the CPU microseconds per call
-(``time.process_time``) and the user part of it (``os.times``: the system part is mostly fsync).
+(``time.process_time``) and the user part of it (``getrusage``: the system part is mostly fsync).
 Instructions per call: run it under ``valgrind --tool=callgrind`` twice,
 with two values of ``--calls`` and the same ``--build`` (the larger count), and divide the difference
 of the totals by the difference of the counts (setup cancels out; callgrind's counts do not depend on
@@ -25,8 +25,8 @@ import argparse
 import cProfile
 import ctypes
 import importlib.util
-import os
 import pstats
+import resource
 import sqlite3
 import sys
 import tempfile
@@ -105,12 +105,12 @@ def main() -> int:
         toggle = ctypes.CDLL(args.callgrind_lib) if args.callgrind_lib else None
         if toggle is not None:
             toggle.cg_start()
-        start, user = time.process_time(), os.times().user
+        start, user = time.process_time(), resource.getrusage(resource.RUSAGE_SELF).ru_utime
         if profiler is not None:
             profiler.runcall(run)
         else:
             run()
-        cpu, user = time.process_time() - start, os.times().user - user
+        cpu, user = time.process_time() - start, resource.getrusage(resource.RUSAGE_SELF).ru_utime - user
         if toggle is not None:
             toggle.cg_stop()
         calls = max(1, args.calls)
