@@ -242,6 +242,13 @@ def main() -> int:
         "--postgres-url",
         default=os.environ.get("DURASTATE_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/postgres"),
     )
+    parser.add_argument(
+        "--loaded",
+        nargs=2,
+        metavar=("OURS_URL", "THEIRS_URL"),
+        help="reuse stores this bench loaded before (their schemas restored from a dump, say): the durastate"
+        " pgvector store's URL and PostgresStore's (with search_path); they are not loaded again",
+    )
     args = parser.parse_args()
     from durastate.testing import postgres_server
 
@@ -269,20 +276,31 @@ def main() -> int:
             )
         ours_url = ""
         if wanted & {"durastate postgres pgvector", "durastate postgres hnsw walk"}:
-            ours_url, schema = postgres_server.create_schema(args.postgres_url)
-            stack.callback(postgres_server.drop_schema, args.postgres_url, schema)
+            if args.loaded:
+                ours_url = args.loaded[0]
+            else:
+                ours_url, schema = postgres_server.create_schema(args.postgres_url)
+                stack.callback(postgres_server.drop_schema, args.postgres_url, schema)
             ours = stack.enter_context(DurastateStore.from_url(ours_url, index=index))  # type: ignore[arg-type]
             if ours.store.engine.capabilities.vector_index:
                 contenders["durastate postgres pgvector"] = ours
             else:
                 print("durastate postgres pgvector skipped: the database has no vector extension")
-        if "PostgresStore (pgvector)" in wanted:
+        if "PostgresStore (pgvector)" in wanted and args.loaded:
+            from langgraph.store.postgres import PostgresStore
+
+            contenders["PostgresStore (pgvector)"] = stack.enter_context(
+                PostgresStore.from_conn_string(args.loaded[1], index=index)  # type: ignore[arg-type]
+            )
+        elif "PostgresStore (pgvector)" in wanted:
             theirs = stack.enter_context(postgres_store(args.postgres_url, index))
             if isinstance(theirs, str):
                 print(f"PostgresStore skipped: {theirs}")
             else:
                 contenders["PostgresStore (pgvector)"] = theirs
         for name, store in contenders.items():
+            if args.loaded and name in ("durastate postgres pgvector", "PostgresStore (pgvector)"):
+                continue
             start = time.perf_counter()
             load(store, args.items)
             print(f"loaded {name} in {time.perf_counter() - start:.1f} s")

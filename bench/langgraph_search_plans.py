@@ -25,19 +25,21 @@ def _keep(line: str) -> bool:
 
 @contextmanager
 def _captured(engine: Any) -> Iterator[list[tuple[str, tuple[Any, ...]]]]:
-    """The (SQL, parameters) of the engine's reads while the block runs."""
+    """The (SQL, parameters) of the engine's reads (``all`` and ``one``) while the block runs, in order."""
     seen: list[tuple[str, tuple[Any, ...]]] = []
-    saved = engine.all
 
-    def recording(sql: Any, params: Any = ()) -> Any:
-        seen.append((str(sql), tuple(params)))
-        return saved(sql, params)
+    def recording(saved: Any) -> Any:
+        def record(sql: Any, params: Any = ()) -> Any:
+            seen.append((str(sql), tuple(params)))
+            return saved(sql, params)
 
-    engine.all = recording
+        return record
+
+    engine.all, engine.one = recording(engine.all), recording(engine.one)
     try:
         yield seen
     finally:
-        del engine.all
+        del engine.all, engine.one
 
 
 def durastate_plans(store: Any, url: str, prefix: tuple[str, ...], query: str, filter: Any) -> list[str]:
@@ -48,13 +50,17 @@ def durastate_plans(store: Any, url: str, prefix: tuple[str, ...], query: str, f
     with _captured(store.store.engine) as seen:
         store.search(prefix, query=query, filter=filter, limit=10)
     lines: list[str] = []
-    with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute("SET plan_cache_mode = force_generic_plan")
+    # One transaction, as the search's: the walk's settings (set_config, transaction-local) hold for its plan.
+    with psycopg.connect(url, autocommit=True) as conn, conn.transaction():
+        conn.execute("SET LOCAL plan_cache_mode = force_generic_plan")
         for text, params in seen:
-            if "_vec_" not in text:
-                continue
             numbers = iter(range(1, 10_000))
             numbered = re.sub(r"%s", lambda _, n=numbers: f"${next(n)}", text)
+            if "set_config" in text:
+                conn.execute(text, params)  # type: ignore[call-overload]
+                continue
+            if "_vec_" not in text or "distance" not in text:  # the searches, not the first use's ensure()
+                continue
             conn.execute("DEALLOCATE ALL")
             conn.execute(psql.SQL("PREPARE bench_plan AS {}").format(psql.SQL(numbered)))  # type: ignore[arg-type]
             literals = psql.SQL(", ").join(psql.Literal(p) for p in params)

@@ -8,6 +8,7 @@ server has it and tests the store's use of it.
 
 from __future__ import annotations
 
+import itertools
 import struct
 
 import pytest
@@ -153,3 +154,129 @@ def test_nearest_rows_filters_on_the_sibling_row(store: durastate.Store, monkeyp
         assert [
             n.key for n in vectors.nearest_rows(TABLE, near, start=b"k2", end=b"k5", limit=5, sibling=b"items")
         ] == [b"k2", b"k3", b"k4"]
+
+
+def vectors_counted(store: durastate.Store) -> tuple[int, int]:
+    """(the count a search decides by, the rows the index table holds) for TABLE."""
+    from durastate.engines.statements import READ
+
+    engine = store.engine
+    counted = engine.one(engine.sql(READ(f"SELECT sum(vectors) FROM {{p}}vec_counts WHERE name = '{TABLE.name}'")))
+    held = engine.one(engine.sql(READ(f"SELECT count(*) FROM {{p}}vec_{TABLE.name}")))
+    assert counted is not None and held is not None
+    return int(counted[0] or 0), int(held[0])
+
+
+def test_scan_or_walk_is_decided_by_the_tables_count(store: durastate.Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A range is scanned exactly up to SCAN_MAX_VALUES; the whole of a bigger table is walked without scanning first.
+
+    The count is kept by the index table's triggers (inserts, replaced owners, kv deletes cascading, rolled back
+    batches and savepoints) on a table as fresh as a user's (no ANALYZE), and is made for a table that has none
+    (created before).
+    """
+    if not store.engine.capabilities.vector_index:
+        pytest.skip(f"{store.engine.url}: no vector index (on PostgreSQL: CREATE EXTENSION vector)")
+    import math
+
+    from durastate.engines import postgres_vector
+    from durastate.engines.statements import DDL
+
+    monkeypatch.setattr(postgres_vector, "SCAN_MAX_VALUES", 8 * TABLE.dims)  # 8 vectors of 3 dims
+    monkeypatch.setattr(postgres_vector, "OUTSIDE_SHARE", 1)  # keys outside a range: counted up to 8 a side
+    statement = postgres_vector._statement
+    modes: list[str] = []
+
+    def spy(mode: str, *args: object) -> object:
+        modes.append(mode)
+        return statement(mode, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(postgres_vector, "_statement", spy)
+    engine, vectors, kv = store.engine, store.engine.vectors, store.kv
+    held: dict[tuple[bytes, str], float] = {}  # what the kv rows hold: (key, field) -> angle from the query
+    angles = itertools.count(1)
+
+    def put(keys: list[bytes], fields: tuple[str, ...] = ("f",)) -> None:
+        with store.transaction():
+            owners = []
+            for key in keys:
+                kv.put(b"scope", b"vectors", key, b"row")
+                for name in [name for name in held if name[0] == key]:
+                    del held[name]
+                owned = {(key, field): 0.02 * next(angles) for field in fields}  # no two at one distance
+                owners.append((key, b"d", [(f, packed(math.cos(t), math.sin(t), 0.0)) for (_, f), t in owned.items()]))
+                held.update(owned)
+            vectors.replace(TABLE, owners)
+
+    def searched(start: bytes, end: bytes | None) -> list[str]:
+        """The statements a search ran; its answer checked against the exact order."""
+        modes.clear()
+        found = vectors.nearest(TABLE, [1.0, 0.0, 0.0], start=start, end=end, limit=4)
+        inside = [name for name in held if name[0] >= start and (end is None or name[0] < end)]
+        assert found == sorted(inside, key=held.__getitem__)[:4]
+        return list(modes)
+
+    vectors.ensure(TABLE)
+    a, b, c = [b"a1", b"a2", b"a3"], [b"b1", b"b2", b"b3"], [b"c%d" % i for i in range(1, 7)]
+    put(a + b)
+    assert vectors_counted(store) == (6, 6)
+    assert searched(b"", None) == ["gated"]  # 6 <= 8: scanned
+    put(c)
+    assert vectors_counted(store) == (12, 12)
+    # 12 > 8: the whole table is walked, with no scan first (HNSW finds all of so few).
+    assert searched(b"", None) == ["gated", "walk"]
+    # A part of it: sized by the keys outside it (fewer than 8 a side), then scanned or walked.
+    assert searched(b"c", b"d") == ["gated", "scan"]  # 6 outside: 6 inside
+    assert searched(b"a", b"c") == ["gated", "scan"]
+    assert searched(b"b", None) == ["gated", "walk"]  # 3 outside: 9 inside
+    # 9 outside, more than counted: the scan of the first 9 rows says it holds fewer (and is the answer).
+    assert searched(b"", b"b") == ["gated", "capped"]
+    monkeypatch.setattr(postgres_vector, "OUTSIDE_SHARE", 8)  # 1 a side: 3 outside is too many to count
+    assert searched(b"b", None) == ["gated", "capped", "walk"]
+    monkeypatch.setattr(postgres_vector, "OUTSIDE_SHARE", 1)
+    # Replacing owners' vectors counts what is replaced once.
+    put(a, ("f", "g"))
+    assert vectors_counted(store) == (15, 15)
+    # Deleting the kv rows deletes their vectors (the foreign key's cascade): counted too.
+    kv.delete(b"scope", b"vectors", keys=c)
+    for key in c:
+        del held[key, "f"]
+    assert vectors_counted(store) == (9, 9)
+    assert searched(b"", None) == ["gated", "walk"]
+    # A batch rolled back leaves the count as it was.
+    with pytest.raises(RuntimeError), store.transaction():
+        with store.transaction():
+            kv.put(b"scope", b"vectors", b"d1", b"row")
+            vectors.replace(TABLE, [(b"d1", b"d", [("f", packed(1.0, 0.0, 0.0))])])
+        raise RuntimeError("rolled back")
+    assert vectors_counted(store) == (9, 9)
+    # A savepoint rolled back inside a transaction that commits: only what the transaction kept counts.
+    with store.transaction():
+        kv.put(b"scope", b"vectors", b"d1", b"row")
+        vectors.replace(TABLE, [(b"d1", b"d", [("f", packed(0.0, 0.0, 1.0))])])
+        with pytest.raises(RuntimeError), store.transaction():
+            kv.put(b"scope", b"vectors", b"d2", b"row")
+            vectors.replace(TABLE, [(b"d2", b"d", [("f", packed(0.0, 0.0, 1.0))])])
+            raise RuntimeError("rolled back")
+        kv.delete(b"scope", b"vectors", keys=[b"d1"])
+    assert vectors_counted(store) == (9, 9)
+    kv.delete(b"scope", b"vectors", keys=[b"a1"])  # 7 vectors left: scanned again
+    del held[b"a1", "f"], held[b"a1", "g"]
+    assert searched(b"", None) == ["gated"]
+    # A table from before the counts (no triggers, no count): ensure() counts it and starts counting.
+    with store.transaction():
+        for trigger in ("counted", "counted_deletes", "counted_truncates"):
+            engine.execute(engine.sql(DDL(f"DROP TRIGGER {trigger} ON {{p}}vec_{TABLE.name}")))
+        engine.execute(engine.sql(DDL("DELETE FROM {p}vec_counts")))
+    assert vectors_counted(store) == (0, 7)
+    vectors.ensure(TABLE)
+    assert vectors_counted(store) == (7, 7)
+    put(c)
+    assert vectors_counted(store) == (13, 13)
+    assert searched(b"", None) == ["gated", "walk"]
+    # In the transaction that changed them, the count includes its changes (not counted until it commits).
+    with store.transaction():
+        kv.delete(b"scope", b"vectors", keys=c)
+        for key in c:
+            del held[key, "f"]
+        assert searched(b"", None) == ["gated"]
+    assert vectors_counted(store) == (7, 7)

@@ -20,6 +20,11 @@ distance orders a search. It is approximate; a search raises
 pgvector's iterative scan (0.8+; an unknown setting on older versions), so
 a key range and ``nearest_rows``' conditions filter the index walk instead
 of emptying its result.
+
+Each index table's exact vector count (``{p}vec_counts``, kept by triggers
+on the table: ``COUNTING``) and the keys outside a search's range decide
+whether it scans exactly or walks the HNSW index (``SCAN_MAX_VALUES``)
+without reading the vectors first.
 """
 
 from __future__ import annotations
@@ -79,6 +84,92 @@ STALE = READ(
     " AND t.digest = decode(md5(v.value), 'hex'))"
 )
 DELETE_OWNERS = WRITE("DELETE FROM {table} WHERE scope = ? AND ns = ? AND key = ANY(?)")
+# How many vectors each index table holds, exactly: a search decides scan or walk by it (SCAN_MAX_VALUES)
+# without reading the vectors first. Kept by triggers on the index table, so every insert and
+# delete counts whoever runs it (replace, the cascade from a kv delete or TTL purge) and a reader's
+# snapshot sees the count of the rows it sees. A statement's change is added to a transaction-local
+# setting (durastate.vec_<table oid>: rolled back with its savepoint or transaction); the first one in
+# a transaction also inserts a row into {p}vec_flush, whose deferred trigger adds the sum to the
+# counts once, at commit. Updating the count row at every statement instead made a transaction of n
+# statements cost O(n^2) (a delete of 20,000 owners in one transaction: 16 s instead of 1): the
+# versions a transaction writes of one row cannot be pruned before it ends, and each update walks
+# them. A writer adds to one of COUNT_SLOTS rows (by backend pid): concurrent writers of one index do
+# not queue on one row; a reader sums the rows.
+COUNT_SLOTS = 16
+# The statements that make a prefix count (tables, functions, the flush trigger), run with START_COUNTING.
+# search_path FROM CURRENT: a delete cascading from a session with another search_path still finds
+# the tables. Inserts are counted per statement (a transition table: replace inserts an owner's rows in
+# one); deletes per row deleted: every kv delete under the prefix runs the cascade's DELETE, which
+# mostly deletes nothing, and a statement trigger would run for each (~35 us each, measured).
+COUNTING = [
+    DDL(
+        "CREATE TABLE IF NOT EXISTS {{p}}vec_counts ("
+        " name text NOT NULL, slot int NOT NULL, vectors bigint NOT NULL, PRIMARY KEY (name, slot))"
+    ),
+    DDL("CREATE TABLE IF NOT EXISTS {{p}}vec_flush (name text NOT NULL, relid oid NOT NULL)"),
+    DDL(
+        "CREATE OR REPLACE FUNCTION {{p}}vec_count() RETURNS trigger LANGUAGE plpgsql"
+        " SET search_path FROM CURRENT AS $body$"
+        " DECLARE delta bigint; pending text;"
+        " BEGIN"
+        " IF TG_OP = 'TRUNCATE' THEN"
+        " DELETE FROM {{p}}vec_counts WHERE name = TG_ARGV[0];"
+        " PERFORM set_config('durastate.vec_' || TG_RELID, '', true);"
+        " RETURN NULL;"
+        " END IF;"
+        " IF TG_LEVEL = 'ROW' THEN delta := -1;"
+        " ELSE SELECT count(*) INTO delta FROM changed; IF delta = 0 THEN RETURN NULL; END IF;"
+        " END IF;"
+        " pending := current_setting('durastate.vec_' || TG_RELID, true);"
+        " IF pending IS NULL OR pending = '' THEN"
+        " INSERT INTO {{p}}vec_flush (name, relid) VALUES (TG_ARGV[0], TG_RELID);"
+        " ELSE delta := delta + CAST(pending AS bigint);"
+        " END IF;"
+        " PERFORM set_config('durastate.vec_' || TG_RELID, CAST(delta AS text), true);"
+        " RETURN NULL;"
+        " END $body$"
+    ),
+    DDL(
+        "CREATE OR REPLACE FUNCTION {{p}}vec_flush() RETURNS trigger LANGUAGE plpgsql"
+        " SET search_path FROM CURRENT AS $body$"
+        " DECLARE pending text;"
+        " BEGIN"
+        " pending := current_setting('durastate.vec_' || NEW.relid, true);"
+        " PERFORM set_config('durastate.vec_' || NEW.relid, '', true);"
+        " DELETE FROM {{p}}vec_flush WHERE ctid = NEW.ctid;"
+        " IF pending IS NOT NULL AND pending NOT IN ('', '0') THEN"
+        " INSERT INTO {{p}}vec_counts AS c (name, slot, vectors)"
+        f" VALUES (NEW.name, mod(pg_backend_pid(), {COUNT_SLOTS}), CAST(pending AS bigint))"
+        " ON CONFLICT (name, slot) DO UPDATE SET vectors = c.vectors + excluded.vectors;"
+        " END IF;"
+        " RETURN NULL;"
+        " END $body$"
+    ),
+    DDL("DROP TRIGGER IF EXISTS flushed ON {{p}}vec_flush"),
+    DDL(
+        "CREATE CONSTRAINT TRIGGER flushed AFTER INSERT ON {{p}}vec_flush DEFERRABLE INITIALLY DEFERRED"
+        " FOR EACH ROW EXECUTE FUNCTION {{p}}vec_flush()"
+    ),
+]
+COUNTED = READ("SELECT 1 FROM pg_catalog.pg_trigger WHERE tgrelid = CAST('{table}' AS regclass) AND tgname = 'counted'")
+# Under the migration lock, in one transaction: the lock keeps writers out between the count and the
+# triggers (a table from before the counts, or a counts row lost).
+START_COUNTING = [
+    DDL("LOCK TABLE {table} IN SHARE ROW EXCLUSIVE MODE"),
+    DDL("DELETE FROM {{p}}vec_counts WHERE name = '{name}'"),
+    DDL("INSERT INTO {{p}}vec_counts (name, slot, vectors) SELECT '{name}', 0, count(*) FROM {table}"),
+    DDL(
+        "CREATE TRIGGER counted AFTER INSERT ON {table} REFERENCING NEW TABLE AS changed"
+        " FOR EACH STATEMENT EXECUTE FUNCTION {{p}}vec_count('{name}')"
+    ),
+    DDL(
+        "CREATE TRIGGER counted_deletes AFTER DELETE ON {table} FOR EACH ROW EXECUTE FUNCTION {{p}}vec_count('{name}')"
+    ),
+    DDL(
+        "CREATE TRIGGER counted_truncates AFTER TRUNCATE ON {table}"
+        " FOR EACH STATEMENT EXECUTE FUNCTION {{p}}vec_count('{name}')"
+    ),
+]
 # ON CONFLICT: a fill (``ensure``'s answer) racing a writer of the same owner
 # must not fail on the writer's rows; the last to write a field wins.
 INSERT_VECTORS = WRITE(
@@ -97,20 +188,47 @@ SEARCH_SETTINGS = READ(
 # that size, and exact. A bigger one walks the HNSW index (filtered by key range and conditions, with
 # pgvector's iterative scan), and is scanned exactly when the walk gives up (hnsw.max_scan_tuples)
 # short of the rows asked for. The choice is made here, not by the planner (the engine's sessions use
-# generic plans, which guess a range's size), without counting first (a count reads every row's heap
-# tuple, as the scan does): a table whose size on disk cannot hold more vectors (_GATED) is
-# scanned; in a bigger one the scan reads at most SCAN_MAX_VALUES + 1 rows of the range and says how
-# many it read ("capped", one statement), and the walk runs when that is more.
+# generic plans, which guess a range's size; a fresh table has no statistics), from the table's count
+# (COUNTING), in the scan's statement ("gated": one round trip): a table of at most that many
+# vectors is scanned; in a bigger one, a range with few keys outside it (_OUTSIDE) is sized exactly
+# (the count minus those) and scanned or walked at once, else the scan reads at most
+# SCAN_MAX_VALUES + 1 rows of the range and says how many it read ("capped"), and the walk runs when
+# that is more.
 SCAN_MAX_VALUES = 5_000_000
-# "gated": the scan, run only when the table's bytes (pg_table_size: main, TOAST and map forks) are at
-# most the last parameter, else one row of NULLs (a one-time filter skips the scan): one round trip. A
-# stored vector takes at least 4 * dims + 8 bytes (compressed vectors could take fewer: then a big table
-# is scanned, exact but slower; a small one is never walked).
+# "gated": the scan, run only when the table holds at most the last parameter's vectors, else one row of
+# NULLs but the count (a one-time filter skips the scan). The count: the committed counts plus what this
+# transaction has changed and not yet flushed (a search in the transaction that wrote the vectors).
 _GATED = (
-    "WITH size AS MATERIALIZED (SELECT pg_table_size('{table}') AS bytes)"
-    " SELECT * FROM ({select}) AS found WHERE (SELECT bytes FROM size) <= ?"
-    " UNION ALL SELECT NULL, NULL{nulls}, NULL FROM size WHERE bytes > ?"
+    "WITH size AS MATERIALIZED (SELECT coalesce(sum(vectors), 0)"
+    " + CAST(coalesce(nullif(current_setting('durastate.vec_' || CAST(CAST('{table}' AS regclass) AS oid), true),"
+    " ''), '0') AS bigint) AS vectors FROM {{p}}vec_counts WHERE name = '{name}')"
+    " SELECT * FROM ({select}) AS found WHERE (SELECT vectors FROM size) <= ?"
+    " UNION ALL SELECT NULL, CAST({outside} AS text){nulls}, CAST(vectors AS float8) FROM size WHERE vectors > ?"
 )
+# In that last row (as text, in the field column): how many vectors lie outside the range, up to a cap per
+# side (LIMIT ?), by the primary key (scope, ns, key, ...): the range then holds exactly the count minus
+# that when it is below the cap. A search of a prefix that holds most of a big table (all items under
+# ("docs",)) learns it is too big to scan without reading it. Parameters: scope, ns, the bound, the cap.
+# ORDER BY the key: the primary key's order, so the plan is its index (with statistics, a generic plan
+# otherwise guesses a third of the table before the bound and picks a sequential scan: 67 ms at 100,000).
+_BEFORE = (
+    "(SELECT count(*) FROM (SELECT 1 FROM {table} WHERE scope = ? AND ns = ? AND key < ?"
+    " ORDER BY scope, ns, key DESC LIMIT ?) AS o)"
+)
+_AFTER = (
+    "(SELECT count(*) FROM (SELECT 1 FROM {table} WHERE scope = ? AND ns = ? AND key >= ?"
+    " ORDER BY scope, ns, key LIMIT ?) AS o)"
+)
+_OUTSIDE = {
+    (False, False): "0",
+    (True, False): _BEFORE,
+    (True, True): _BEFORE + " + " + _AFTER,
+    (False, True): _AFTER,
+}
+# The cap: at most OUTSIDE_MAX keys, and an eighth of the rows a scan may read. On a fresh table (no
+# visibility map yet) each key counted fetches its heap tuple: 9,765 keys took 71 ms at load average 10,
+# so the cap is small; it is paid in full by a search of a small part of a big table, then the capped scan.
+OUTSIDE_MAX, OUTSIDE_SHARE = 1000, 8
 # By whether the range has a lower bound, an upper bound: the WHERE clause (start, then end).
 _RANGE = {
     (False, False): "",
@@ -198,12 +316,13 @@ def _vector_text(packed: bytes | memoryview) -> str:
 class PostgresVectors(VectorIndexes):
     """``engines.vectors`` on pgvector (see the module docstring)."""
 
-    max_dims = MAX_DIMS
     engine: PostgresEngine
 
     def __init__(self, engine: PostgresEngine, schema: str | None) -> None:
         super().__init__(engine)
         self._schema = schema
+        # 0 (none) where the engine keeps no index, as the default engine.vectors says.
+        self.max_dims = MAX_DIMS if schema is not None and engine.capabilities.vector_index else 0
 
     def _bind(self, statement: Statement, table: VectorTable) -> Statement:
         if self._schema is None or not self.engine.capabilities.vector_index:
@@ -219,6 +338,7 @@ class PostgresVectors(VectorIndexes):
             ops=f"{schema}.{OPCLASS[table.distance]}",
             op=f"{schema}.{OPERATOR[table.distance]}",
             dims=table.dims,
+            name=table.name,
             m=hnsw.m,
             ef_construction=hnsw.ef_construction,
         )
@@ -231,10 +351,15 @@ class PostgresVectors(VectorIndexes):
             statements.append(CREATE_INDEX if table.hnsw.default else CREATE_INDEX_WITH)
         create = [engine.sql(self._bind(s, table)) for s in statements]
         stale = engine.sql(self._bind(STALE, table))
+        counted = engine.sql(self._bind(COUNTED, table))
+        counting = [engine.sql(self._bind(s, table)) for s in (*COUNTING, *START_COUNTING)]
         # The migration lock: concurrent openers create the table one after the other.
         with engine._migration_lock():
-            for statement in create:
-                engine.execute(statement)
+            for sql in create:
+                engine.execute(sql)
+            if engine.one(counted) is None:  # a new table, or one from before the counts
+                for sql in counting:
+                    engine.execute(sql)
         rows = engine.all(stale, (table.scope, table.ns, engine.now_ms()))
         return [bytes(row[0]) for row in rows]
 
@@ -318,7 +443,8 @@ class PostgresVectors(VectorIndexes):
             # The cap and first LIMIT before the rows' parameters; the gate's bytes after the limit.
             sql = engine.sql(self._bind(_statement(mode, bounded, shape), table))
             if mode == "gated":
-                return engine.all(sql, (text, *bounds, numbers[0], *tail, limit, numbers[1], numbers[1]))
+                outside = [p for bound in bounds for p in (table.scope, table.ns, bound, numbers[2])]
+                return engine.all(sql, (text, *bounds, numbers[0], *tail, limit, numbers[1], *outside, numbers[1]))
             return engine.all(sql, (text, *bounds, *numbers, *tail, limit))
 
         def scan(found: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
@@ -331,13 +457,19 @@ class PostgresVectors(VectorIndexes):
             scan_max = SCAN_MAX_VALUES // table.dims
             if table.hnsw is None:
                 return scan(run("scan", first))
-            # The scan, unless the table's bytes could hold more than scan_max vectors (a last row, key NULL).
-            found = run("gated", first, scan_max * (4 * table.dims + 8))
+            # The scan, unless the table holds more than scan_max vectors (then a last row, key NULL).
+            outside_max = max(1, min(OUTSIDE_MAX, scan_max // OUTSIDE_SHARE))
+            found = run("gated", first, scan_max, outside_max)
             if not found or found[-1][0] is not None:
                 return scan(found)
-            found = run("capped", scan_max + 1, first)
-            if found and found[-1][0] is None and int(found[-1][-1]) <= scan_max:
-                return scan(found[:-1])
+            total, outside = int(found[-1][-1]), int(found[-1][1])
+            if outside < outside_max:  # so each side is below its cap: the range holds total - outside
+                if total - outside <= scan_max:
+                    return scan(run("scan", first))
+            else:  # a part of a big table, maybe small: the scan of its first rows says (and is the answer)
+                found = run("capped", scan_max + 1, first)
+                if found and found[-1][0] is None and int(found[-1][-1]) <= scan_max:
+                    return scan(found[:-1])
             engine.one(engine.sql(self._bind(SEARCH_SETTINGS, table)), (str(self._ef_search(limit)),))
             found = run("walk")
             return found if len(found) == limit else run("scan", None)
@@ -396,7 +528,9 @@ def _statement(mode: str, bounded: tuple[bool, bool], shape: tuple[tuple[str, st
         )
     nulls = "" if shape is None else ", NULL, NULL"
     if mode == "gated":
-        return READ(_GATED.replace("{select}", select).replace("{nulls}", nulls))
+        return READ(
+            _GATED.replace("{select}", select).replace("{nulls}", nulls).replace("{outside}", _OUTSIDE[bounded])
+        )
     if mode != "capped":
         return READ(select)
     count = _CAPPED_COUNT.replace("{nulls}", nulls)
