@@ -128,6 +128,22 @@ CAPABILITIES = Capabilities(
 MEMORY_CAPABILITIES = CAPABILITIES.replace(in_memory=True, reads_during_writes=False, inline_async_calls=False)
 
 
+def bindable(params: Params) -> Params:
+    """``params`` with every ``bytes`` as a ``bytearray``: the same BLOB bound, without the adaptation probe.
+
+    Python 3.11's sqlite3 binds int, float, str and bytearray as they are,
+    but runs every other type, ``bytes`` included, through its adapter
+    registry first: a tuple built, a dict lookup and an ``__adapt__`` lookup
+    on its PrepareProtocol type that formats and drops an AttributeError,
+    ~3,300 instructions a parameter. A kv statement binds 3-10 ``bytes``
+    (scope, ns, keys, values); copying each into a ``bytearray`` costs a
+    tenth of that (callgrind, bench/RESULTS.md "lgpy"). Bound the same way
+    (``sqlite3_bind_blob`` of the buffer: a zero-length one is an empty
+    BLOB, not NULL), read back as ``bytes``.
+    """
+    return [bytearray(p) if type(p) is bytes else p for p in params]
+
+
 def create_private_file(path: Path) -> None:
     """Create ``path`` (and its folder) readable by the owner only, if absent."""
     if path.exists():
@@ -410,6 +426,7 @@ class SqliteEngine(SqliteTransactions):
             if self._closed:
                 raise self._refuse_closed()
             try:
+                params = bindable(params)
                 row: Row | None = cursor.execute(sql, params).fetchone()
                 if row is not None and cursor.fetchone() is not None:
                     # More than one row: the statement (say, a multi-row
@@ -439,6 +456,7 @@ class SqliteEngine(SqliteTransactions):
             if self._closed:
                 raise self._refuse_closed()
             try:
+                params = bindable(params)
                 return cursor.execute(sql, params).fetchall()
             except sqlite3.Error as exc:
                 return cast(list[Row], self._after_busy(exc, partial(all_rows_again, cursor, sql, params)))
@@ -470,6 +488,7 @@ class SqliteEngine(SqliteTransactions):
                 if self._closed:
                     raise self._refuse_closed()
                 try:
+                    params = bindable(params)
                     cursor.execute(sql, params)
                     if cursor.description is not None:
                         # It returns rows (RETURNING, SELECT): run it to completion,

@@ -337,7 +337,7 @@ class KV:
         statements = self._put_many[(expires_at is not None, if_absent)]
         tail = (engine.now_ms(),) if if_absent else ()
         params: list[bytes | int | None]
-        if expires_at is None and not if_absent:
+        if expires_at is None:
             params = [part for key, value in pairs.items() for part in (scope, ns, key, value)]
             width = 4
         else:
@@ -385,6 +385,14 @@ class KV:
             return iter(())
         engine = self._engine
         statements = self._scan
+        if limit is not None and limit <= PAGE_SIZE:
+            # One page holds every row wanted: read it here, without the pager's closure and calls.
+            return iter(
+                engine.all(
+                    statements[(start is not None, end is not None, reverse)],
+                    _scan_params(scope, ns, start, end, engine.now_ms(), limit),
+                )
+            )
 
         def fetch(last: tuple[bytes, bytes] | None, want: int) -> list[tuple[bytes, bytes]]:
             nonlocal start, end

@@ -158,7 +158,7 @@ class DurastateSaver(StoreBound, BaseCheckpointSaver[str]):
 
     @staticmethod
     def _configurable(config: Any) -> Mapping[str, Any]:
-        if not isinstance(config, Mapping) or not isinstance(config.get("configurable"), Mapping):
+        if not _is_mapping(config) or not _is_mapping(config.get("configurable")):
             raise InvalidRequest(f"config must be a RunnableConfig with a 'configurable' dict, got {config!r:.120}")
         configurable: Mapping[str, Any] = config["configurable"]
         if configurable.get("thread_id") is None:
@@ -223,11 +223,11 @@ class DurastateSaver(StoreBound, BaseCheckpointSaver[str]):
         checkpoint of a run in a thread.
         """
         thread_id, checkpoint_ns, ns, parent_id = self._address(config)
-        if not isinstance(checkpoint, Mapping) or not isinstance(checkpoint.get("id"), str):
+        if not _is_mapping(checkpoint) or not isinstance(checkpoint.get("id"), str):
             raise InvalidRequest("checkpoint must be a Checkpoint dict with a str 'id'")
         checkpoint_id = checkpoint["id"]
         text("checkpoint id", checkpoint_id)
-        if not isinstance(new_versions, Mapping):
+        if not _is_mapping(new_versions):
             raise InvalidRequest(f"new_versions must be a dict, got {type(new_versions).__name__}")
         dumps = self.serde.dumps_typed
         primitives: dict[str, Any] = {}
@@ -416,18 +416,22 @@ class DurastateSaver(StoreBound, BaseCheckpointSaver[str]):
         prefix = CHECKPOINT + ns + SEP
         end = prefix + before_id.encode() if before_id is not None else CHECKPOINT + ns + AFTER
 
-        def pages() -> Iterator[tuple[bytes, bytes]]:
+        page = min(MAX_PAGE, FIRST_PAGE if most is None else most * ROWS_PER_CHECKPOINT)
+        first = builtins.list(thread.scan_absolute(prefix, end, reverse=True, limit=page))
+
+        def pages(got: builtins.list[tuple[bytes, bytes]], page: int) -> Iterator[tuple[bytes, bytes]]:
             nonlocal end
-            page = min(MAX_PAGE, FIRST_PAGE if most is None else most * ROWS_PER_CHECKPOINT)
             while True:
-                got = builtins.list(thread.scan_absolute(prefix, end, reverse=True, limit=page))
                 yield from got
                 if len(got) < page:
                     return
                 end = got[-1][0][thread.prefix_size :]
                 page = min(MAX_PAGE, page * 2)
+                got = builtins.list(thread.scan_absolute(prefix, end, reverse=True, limit=page))
 
-        return rows_descending(thread_id, checkpoint_ns, thread.prefix_size + len(prefix), pages())
+        # A first page short of full is the whole range: no pager (a generator left suspended costs its close).
+        rows = first if len(first) < page else pages(first, page)
+        return rows_descending(thread_id, checkpoint_ns, thread.prefix_size + len(prefix), rows)
 
     def _load(self, thread_id: str, rows: builtins.list[Row]) -> builtins.list[CheckpointTuple]:
         """Tuples for rows of one thread; values kept by ancestors in one read."""
@@ -698,6 +702,11 @@ class DurastateSaver(StoreBound, BaseCheckpointSaver[str]):
 
     async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         await self._aio.transact(self.prune, thread_ids, strategy=strategy)
+
+
+def _is_mapping(value: Any) -> bool:
+    """``isinstance(value, Mapping)``, a dict (the common case) without the ABC's subclass check."""
+    return type(value) is dict or isinstance(value, Mapping)
 
 
 class _NoTransaction:
