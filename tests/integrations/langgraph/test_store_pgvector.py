@@ -244,10 +244,12 @@ def test_index_search_matches_the_exact_search(
             want = exact.search(prefix, query=query, filter=filter, limit=limit, offset=offset)
             assert shape(got) == shape(want), f"step {step}: {op}"
             searches += 1
-    # The index answered most searches (the seed alone has 240 vectors). A selective filter's page that
-    # reaches past the scored items goes to the exact search (which lists unscored ones): a sequence of
-    # one or two such searches may have none answered by the index.
-    assert answered.by_index * 2 >= searches or searches <= 2, (answered.by_index, answered.exact)
+    # Which searches the index answers is not asserted here: a selective filter's page that reaches past the
+    # scored items, and a page whose last item ties the farthest candidate (the embeddings repeat 40 words),
+    # go to the exact search, so a random sequence may have most answered exactly (it failed as
+    # ``answered.by_index * 2 >= searches`` with 1 of 3). That the index answers is
+    # test_the_index_answers_and_matches_on_a_fixed_sequence's; this test is about matching.
+    assert answered.by_index + answered.exact == searches  # every search of ours went through the index first
 
 
 def durastate_put(namespace: tuple[str, ...], key: str, value: dict[str, Any]) -> Any:
