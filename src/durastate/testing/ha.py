@@ -32,6 +32,7 @@ import socket
 import subprocess
 import time
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -138,8 +139,24 @@ class AutoFailoverCluster:
             )  # fmt: skip
             self._until(deadline, lambda n=node: self._state_of(n.port) in JOINED, f"{node.name} to join")
             for key, value in NODE_SETTINGS.items():
-                self._autoctl("config", "set", "--pgdata", str(node.pgdata), key, value)
+                self._until(deadline, partial(self._set_config, node, key, value), f"{node.name}'s {key} to be set")
         self.wait_stable(deadline - time.monotonic())
+
+    def _set_config(self, node: Node, key: str, value: str) -> bool:
+        """``pg_autoctl config set``; False while the node's own pg_autoctl is rewriting its configuration file.
+
+        A node that has joined may still be writing its ``pg_autoctl.cfg``
+        (it does at each state change): read then, the file has no sections
+        yet ("Failed to find section", "Failed to parse configuration file").
+        Seen once in CI; the next poll reads the whole file.
+        """
+        try:
+            self._autoctl("config", "set", "--pgdata", str(node.pgdata), key, value)
+        except RuntimeError as exc:
+            if "Failed to parse configuration file" in str(exc):
+                return False
+            raise
+        return True
 
     def stop(self) -> None:
         """Kill every process of the cluster and remove ``root``."""
