@@ -19,7 +19,10 @@ again: tests make sure the statement to cut runs on a new connection.
 from the server (on the same connection) starts a new flight. The server
 answers a pipeline only at its flush or sync, so statements the client
 sends without waiting for their answers are one flight, however many
-network writes carry them.
+network writes carry them. An error is the exception: the server sends it
+at once, possibly between two writes of one pipeline; a client whose last
+message asked for no answer (Parse, Bind, Describe, Execute, Close, CopyData)
+was not waiting for it, so its next write continues the same flight.
 """
 
 from __future__ import annotations
@@ -42,6 +45,36 @@ def _messages(chunk: bytes) -> list[tuple[bytes, bytes]]:
         out.append((kind, chunk[at + 5 : at + 1 + length]))
         at += 1 + length
     return out
+
+
+# Extended-protocol messages the server answers only at the next Sync or Flush.
+_NO_ANSWER_ASKED = frozenset((b"P", b"B", b"D", b"E", b"C", b"d"))
+
+
+class _ClientStream:
+    """Follows the client's messages across network writes: does the last one sent ask for an answer?"""
+
+    def __init__(self) -> None:
+        self.unparsed = b""
+        self.last_kind = b""
+
+    def feed(self, chunk: bytes) -> bool:
+        """Take one network write; whether the client now waits for the server (its messages ended asking)."""
+        data = self.unparsed + chunk
+        at = 0
+        while True:
+            # Untyped messages (startup, SSL and cancel requests) start with their length, whose first byte is 0.
+            header = 4 if data[at : at + 1] == b"\x00" else 5
+            if at + header > len(data):
+                break
+            (length,) = struct.unpack("!i", data[at + header - 4 : at + header])
+            end = at + header - 4 + length
+            if length < 4 or end > len(data):
+                break
+            self.last_kind = data[at : at + 1] if header == 5 else b""
+            at = end
+        self.unparsed = data[at:]
+        return not self.unparsed and self.last_kind not in _NO_ANSWER_ASKED
 
 
 def _prepared_name(chunk: bytes, marker: bytes) -> bytes | None:
@@ -129,8 +162,10 @@ class _Pair:
         self.swallow_reply = threading.Event()
         # A prepared statement whose text held the marker: cut where it runs.
         self.armed_name: bytes | None = None
-        # The server answered since the client last sent (the next send is a new flight).
+        # The server answered since the client last sent (the next send is a new flight if the client was waiting).
         self.answered = True
+        self.stream = _ClientStream()
+        self.waiting = True
 
     def _cut(self) -> None:
         for s in (self.client, self.server):
@@ -141,10 +176,11 @@ class _Pair:
     def client_to_server(self) -> None:
         try:
             while chunk := self.client.recv(65536):
-                if self.answered:
+                if self.answered and self.waiting:
                     self.answered = False
                     with self.proxy._lock:
                         self.proxy.flights += 1
+                self.waiting = self.stream.feed(chunk)
                 mode = self.proxy._take(self, chunk)
                 if mode == "request":
                     self._cut()
