@@ -412,6 +412,8 @@ class Documents:
             raise UnreadableDocument(key, str(exc), revision) from None
         if type(data) is not dict:
             raise UnreadableDocument(key, f"expected an object, found {type(data).__name__}", revision)
+        if build is Document:  # read(): the tuple made in C, not by the NamedTuple's Python __new__ ("docwrite")
+            return _make_tuple(Document, (data, revision))  # type: ignore[return-value]  # build is Document: _Built is it
         return build(data, revision)
 
     def read_raw(self, key: str) -> RawDocument | None:
