@@ -35,12 +35,9 @@ start-up).
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import sqlite3
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -48,6 +45,9 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+from _cpu_turns import arguments, serve, take_turns  # noqa: E402  (bench/_cpu_turns.py)
 
 VALUE = b"v" * 100
 LEASE_MS = 30_000
@@ -58,13 +58,13 @@ def _one_path(path_name: str, ops: int, wal_limit: float | None = None) -> float
     """CPU seconds of ``ops`` push+claim+ack through ``path_name`` on a fresh store file."""
     import durastate
     from durastate.engines import sqlite_wal
+    from durastate.queues.statements import ACK, CLAIM, PUSH
 
     # bench/writers.py's raw statements (it imports durastate from DURASTATE_BENCH_SRC: _use_src).
     from writers import RAW_ACK, RAW_CLAIM, RAW_PUSH, RAW_QUEUE_DDL
 
     if wal_limit is not None:
         sqlite_wal.LIMIT = int(wal_limit * 2**20)
-    from durastate.queues.statements import ACK, CLAIM, PUSH
 
     with tempfile.TemporaryDirectory() as folder:
         file = os.path.join(folder, "queue.db")
@@ -165,25 +165,15 @@ def _use_src(src: str) -> None:
 
 
 def _worker(src: str, wal_limit: float | None) -> None:
-    """Serve ``{"path": ..., "ops": ...}`` lines on stdin with CPU seconds on stdout."""
+    """Serve ``{"path": ..., "count": ...}`` lines on stdin (push+claim+ack) with CPU seconds on stdout."""
     _use_src(src)
-    import durastate
-
-    assert Path(durastate.__file__).resolve().is_relative_to(Path(src).resolve()), durastate.__file__
-    for line in sys.stdin:
-        command = json.loads(line)
-        print(json.dumps(_one_path(command["path"], command["ops"], wal_limit)), flush=True)
+    serve(src, lambda path_name, ops: _one_path(path_name, ops, wal_limit))
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--ops", type=int, default=10000)
-    parser.add_argument("--rounds", type=int, default=7)
-    parser.add_argument("--src", action="append", help="a folder holding durastate/ (repeatable)")
-    parser.add_argument("--only", choices=PATHS, help="run one path once in this process (for callgrind)")
+    parser = arguments(__doc__, "ops", 10000, PATHS)
     parser.add_argument("--paths", default=",".join(PATHS), help="the paths to run (comma-separated)")
     parser.add_argument("--wal-limit", type=float, help="durastate's WAL limit in MiB (engines/sqlite_wal.LIMIT)")
-    parser.add_argument("--worker", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
         _worker(args.worker, args.wal_limit)
@@ -194,24 +184,8 @@ def main() -> None:
         print(f"{_one_path(args.only, args.ops, args.wal_limit):.6f}")
         return
     paths = [p for p in args.paths.split(",") if p]
-    workers: list[Any] = [
-        subprocess.Popen(
-            [sys.executable, __file__, "--worker", src, *(["--wal-limit", str(args.wal_limit)] if args.wal_limit else [])], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
-        )
-        for src in sources
-    ]
-    spent: dict[tuple[int, str], list[float]] = {(w, p): [] for w in range(len(workers)) for p in paths}
-    for round_number in range(args.rounds):
-        order = list(range(len(workers)))
-        order = order[round_number % len(order) :] + order[: round_number % len(order)]
-        for path_name in paths:
-            for w in order:
-                workers[w].stdin.write(json.dumps({"path": path_name, "ops": args.ops}) + "\n")
-                workers[w].stdin.flush()
-                spent[(w, path_name)].append(json.loads(workers[w].stdout.readline()) / args.ops * 1e6)
-    for worker in workers:
-        worker.stdin.close()
-        worker.wait()
+    limit = ["--wal-limit", str(args.wal_limit)] if args.wal_limit else []
+    spent = take_turns(__file__, sources, paths, args.ops, args.rounds, limit)
     print(
         f"SQLite {sqlite3.sqlite_version}, {args.ops} push+claim+ack x {args.rounds} rounds,"
         f" CPU us per push+claim+ack (median, range), load average {' '.join(f'{x:.1f}' for x in os.getloadavg())}"

@@ -1,4 +1,4 @@
-"""Lease tokens come from os.urandom in blocks (queues.facet._lease_token): never the same one twice, across fork too."""
+"""Lease tokens come from os.urandom in blocks (queues.facet._lease_token): never one twice, across fork too."""
 
 from __future__ import annotations
 
