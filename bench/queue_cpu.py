@@ -160,8 +160,10 @@ def _one_path(path_name: str, ops: int, wal_limit: float | None = None) -> float
 def _use_src(src: str) -> None:
     """Import durastate from ``src`` (and bench/writers.py, which imports it too)."""
     os.environ["DURASTATE_BENCH_SRC"] = src
-    sys.path.insert(0, str(HERE))
     sys.path.insert(0, src)
+    import durastate
+
+    assert Path(durastate.__file__).resolve().is_relative_to(Path(src).resolve()), durastate.__file__
 
 
 def _worker(src: str, wal_limit: float | None) -> None:
