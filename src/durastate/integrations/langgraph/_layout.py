@@ -39,7 +39,7 @@ needs no care.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import ormsgpack
@@ -61,15 +61,13 @@ VALUE = b"v"
 WRITE = b"w"
 # Fixed-width, non-negative idx text (special writes have idx -1 .. -4).
 IDX_OFFSET = 1_000_000_000
+# Channel values kept inline in the checkpoint (as PostgresSaver does), with None; others are stored apart.
 PRIMITIVES = (str, int, float, bool)
 
 
-def pack(value: Any) -> bytes:
-    return ormsgpack.packb(value)
-
-
-def unpack(data: bytes) -> Any:
-    return ormsgpack.unpackb(data)
+# ormsgpack's functions themselves, not wrappers: a Python frame per row read or written costs more than the call.
+pack: Callable[[Any], bytes] = ormsgpack.packb
+unpack: Callable[[bytes], Any] = ormsgpack.unpackb
 
 
 def text(name: str, value: Any) -> bytes:
@@ -79,11 +77,6 @@ def text(name: str, value: Any) -> bytes:
     if "\x00" in value:
         raise InvalidRequest(f"{name} must not contain a NUL character: {value!r:.80}")
     return value.encode()
-
-
-def is_primitive(value: Any) -> bool:
-    """Kept inline in the checkpoint (as PostgresSaver does), not as a separate value row."""
-    return value is None or isinstance(value, PRIMITIVES)
 
 
 def checkpoint_key(ns: bytes, checkpoint_id: str) -> bytes:
@@ -117,6 +110,10 @@ class ThreadRows:
         self._prefix = thread + SEP
         self._end = thread + AFTER
 
+    def absolute(self, key: bytes) -> bytes:
+        """``key`` (relative) with the thread's prefix: what ``put_absolute`` and ``put_many_absolute`` take."""
+        return self._prefix + key
+
     def get(self, key: bytes) -> bytes | None:
         return self._kv.get(self._scope, THREADS_NS, self._prefix + key)
 
@@ -130,6 +127,14 @@ class ThreadRows:
     def put_many(self, rows: Iterable[tuple[bytes, bytes]], *, if_absent: bool = False) -> None:
         prefix = self._prefix
         self._kv.put_many(self._scope, THREADS_NS, [(prefix + key, value) for key, value in rows], if_absent=if_absent)
+
+    def put_absolute(self, key: bytes, value: bytes) -> None:
+        """``put`` of a key that already has the thread's prefix (``absolute``): no copy of it."""
+        self._kv.put(self._scope, THREADS_NS, key, value)
+
+    def put_many_absolute(self, rows: list[tuple[bytes, bytes]], *, if_absent: bool = False) -> None:
+        """``put_many`` of keys that already have the thread's prefix (``absolute``)."""
+        self._kv.put_many(self._scope, THREADS_NS, rows, if_absent=if_absent)
 
     def scan(
         self, start: bytes = b"", end: bytes | None = None, *, reverse: bool = False, limit: int | None = None
@@ -270,14 +275,13 @@ def decode(
     )
 
 
-def rows_descending(
-    thread_id: str, checkpoint_ns: str, skip: int, rows: Iterable[tuple[bytes, bytes]]
-) -> Iterator[Row]:
-    """Checkpoints from a reverse scan of one namespace's checkpoint range (``skip``: its prefix length).
+def next_descending(thread_id: str, checkpoint_ns: str, skip: int, rows: Iterator[tuple[bytes, bytes]]) -> Row | None:
+    """The next checkpoint of a reverse scan of one namespace's checkpoint range, or None when ``rows`` run out first.
 
-    In reverse key order a checkpoint's writes and values come before it;
-    rows of a checkpoint that is not there (writes saved before their
-    checkpoint, which LangGraph may do) are dropped.
+    ``skip``: the range's prefix length. In reverse key order a checkpoint's
+    writes and values come before it; rows of a checkpoint that is not
+    there (writes saved before their checkpoint, which LangGraph may do)
+    are dropped. Consumes ``rows`` up to and including the checkpoint's row.
     """
     owner = b""
     values: dict[str, bytes] = {}
@@ -294,10 +298,18 @@ def rows_descending(
             continue
         if checkpoint_id == owner:
             writes.reverse()
-            yield decode(thread_id, checkpoint_ns, checkpoint_id, value, values, writes)
-        else:
-            yield decode(thread_id, checkpoint_ns, checkpoint_id, value, {}, [])
-        owner, values, writes = b"", {}, []
+            return decode(thread_id, checkpoint_ns, checkpoint_id, value, values, writes)
+        return decode(thread_id, checkpoint_ns, checkpoint_id, value, {}, [])
+    return None
+
+
+def rows_descending(
+    thread_id: str, checkpoint_ns: str, skip: int, rows: Iterable[tuple[bytes, bytes]]
+) -> Iterator[Row]:
+    """Every checkpoint of a reverse scan of one namespace's checkpoint range (``next_descending`` in turn)."""
+    remaining = iter(rows)
+    while (row := next_descending(thread_id, checkpoint_ns, skip, remaining)) is not None:
+        yield row
 
 
 def rows_ascending(thread_id: str, rows: Iterable[tuple[bytes, bytes]]) -> Iterator[Row]:
