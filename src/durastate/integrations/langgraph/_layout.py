@@ -114,6 +114,12 @@ class ThreadRows:
         """``key`` (relative) with the thread's prefix: what ``put_absolute`` and ``put_many_absolute`` take."""
         return self._prefix + key
 
+    def absolute_task_key(self, ns: bytes, checkpoint_id: bytes, task_path: bytes, task_id: bytes) -> bytes:
+        """``absolute(task_key(checkpoint_key(ns, checkpoint_id), task_path, task_id))`` in one join, not ten
+        concatenations (a put_writes builds one).
+        """
+        return b"".join((self._prefix, CHECKPOINT, ns, SEP, checkpoint_id, SEP, WRITE, task_path, SEP, task_id, SEP))
+
     def get(self, key: bytes) -> bytes | None:
         return self._kv.get(self._scope, THREADS_NS, self._prefix + key)
 
@@ -204,6 +210,9 @@ def namespaces(thread: ThreadRows) -> Iterator[str]:
         start = CHECKPOINT + ns + AFTER
 
 
+_new_tuple = tuple.__new__
+
+
 class Row(NamedTuple):
     """One stored checkpoint with the values it introduced and its writes, not yet deserialized."""
 
@@ -259,19 +268,23 @@ def decode(
     fields = unpack(value)
     # Envelopes written before the values moved into them have 8 fields.
     parent_id, cp_type, cp_bytes, md_type, md_bytes, run_id, delta, homes = fields[:8]
-    return Row(
-        checkpoint_id.decode(),
-        thread_id,
-        checkpoint_ns,
-        parent_id,
-        (cp_type, cp_bytes),
-        (md_type, md_bytes),
-        run_id,
-        delta,
-        homes,
-        values,
-        fields[8] if len(fields) > 8 else {},
-        writes,
+    # tuple.__new__ itself: Row(...) would run the namedtuple's __new__, a Python frame.
+    return _new_tuple(
+        Row,
+        (
+            checkpoint_id.decode(),
+            thread_id,
+            checkpoint_ns,
+            parent_id,
+            (cp_type, cp_bytes),
+            (md_type, md_bytes),
+            run_id,
+            delta,
+            homes,
+            values,
+            fields[8] if len(fields) > 8 else {},
+            writes,
+        ),
     )
 
 
@@ -333,14 +346,18 @@ def rows_ascending(thread_id: str, rows: Iterable[tuple[bytes, bytes]]) -> Itera
         yield decode(thread_id, current[0], current[1], current[2], values, writes)
 
 
-def pending_write(part: bytes, stored: bytes) -> tuple[str, str, str, bytes]:
-    """(task_id, channel, serializer type, bytes) of a write row (``part``: its key's tail from ``w``)."""
-    fields = unpack(stored)
-    if len(fields) == 3:
-        channel, value_type, value_bytes = fields
-        return part.split(SEP, 2)[1].decode(), channel, value_type, value_bytes
-    task_id, _, channel, _, value_type, value_bytes = fields  # written by earlier releases
-    return task_id, channel, value_type, value_bytes
+def pending_writes(rows: list[tuple[bytes, bytes]]) -> list[tuple[str, str, tuple[str, bytes]]]:
+    """(task_id, channel, (serializer type, bytes)) of each write row (``(key's tail from ``w``, value)``)."""
+    found = []
+    for part, stored in rows:
+        fields = unpack(stored)
+        if len(fields) == 3:
+            channel, value_type, value_bytes = fields
+            found.append((part.split(SEP, 2)[1].decode(), channel, (value_type, value_bytes)))
+        else:
+            task_id, _, channel, _, value_type, value_bytes = fields  # written by earlier releases
+            found.append((task_id, channel, (value_type, value_bytes)))
+    return found
 
 
 def contains(document: Any, wanted: Any) -> bool:

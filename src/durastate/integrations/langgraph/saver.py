@@ -92,10 +92,9 @@ from ._layout import (
     namespaces,
     next_descending,
     pack,
-    pending_write,
+    pending_writes,
     rows_ascending,
     rows_descending,
-    task_key,
     text,
     thread_ids,
     unpack,
@@ -109,6 +108,10 @@ __all__ = ["DurastateSaver"]
 # Reverse scans for the newest checkpoints: rows in the first page per
 # checkpoint wanted (itself, a value, a few writes), growing to MAX_PAGE.
 ROWS_PER_CHECKPOINT = 5
+# get_tuple's latest checkpoint: its row and two writes in the first page (a
+# run's last checkpoint has none, an interrupted one a few); more go on in
+# doubling pages. Each row read costs (~2,500 instructions fetched, bench/RESULTS.md "lgpy2").
+LATEST_PAGE = 3
 FIRST_PAGE = 32
 MAX_PAGE = 512
 # Rows loaded per batch while listing.
@@ -348,8 +351,8 @@ class DurastateSaver(StoreBound, BaseCheckpointSaver[str]):
         if checkpoint_id is None:
             raise InvalidRequest("put_writes needs config['configurable']['checkpoint_id']")
         thread = self._thread(thread_id)
-        task = thread.absolute(
-            task_key(checkpoint_key(ns, checkpoint_id), text("task_path", task_path), text("task_id", task_id))
+        task = thread.absolute_task_key(
+            ns, checkpoint_id.encode(), text("task_path", task_path), text("task_id", task_id)
         )
         dumps = self.serde.dumps_typed
         rows = []
@@ -470,12 +473,12 @@ class DurastateSaver(StoreBound, BaseCheckpointSaver[str]):
         """``next(self._rows_desc(thread_id, checkpoint_ns, None, 1), None)``, without a generator when the first
         page holds the newest checkpoint (it usually does: a generator left suspended costs its close).
         """
-        thread, prefix, end, first = self._first_page(thread_id, checkpoint_ns, None, ROWS_PER_CHECKPOINT)
+        thread, prefix, end, first = self._first_page(thread_id, checkpoint_ns, None, LATEST_PAGE)
         skip = thread.prefix_size + len(prefix)
         row = next_descending(thread_id, checkpoint_ns, skip, iter(first))
-        if row is None and len(first) == ROWS_PER_CHECKPOINT:
+        if row is None and len(first) == LATEST_PAGE:
             # The newest checkpoint's rows go on past the first page.
-            pages = self._pages(thread, prefix, end, first, ROWS_PER_CHECKPOINT)
+            pages = self._pages(thread, prefix, end, first, LATEST_PAGE)
             row = next(rows_descending(thread_id, checkpoint_ns, skip, pages), None)
         return row
 
@@ -525,6 +528,8 @@ class DurastateSaver(StoreBound, BaseCheckpointSaver[str]):
         # envelope, or in a value row of its own (older puts, moved values).
         elsewhere: dict[bytes, None] = {}
         for row, skeleton in zip(rows, skeletons, strict=True):
+            if not row.homes:
+                continue
             ns = row.checkpoint_ns.encode()
             for channel, home in row.homes.items():
                 if channel in skeleton["channel_versions"]:
@@ -541,12 +546,12 @@ class DurastateSaver(StoreBound, BaseCheckpointSaver[str]):
             for channel, (_, value_type, value_bytes) in row.inline.items():
                 if channel in versions and channel not in values:
                     values[channel] = loads((value_type, value_bytes))
-            for channel, stored in row.values.items():
+            for channel, stored in row.values.items() if row.values else ():
                 version, value_type, value_bytes = unpack(stored)
                 # A checkpoint put again under its id may have left a value it no longer has.
                 if channel in versions and version == str(versions[channel]) and channel not in values:
                     values[channel] = loads((value_type, value_bytes))
-            for channel, home in row.homes.items():
+            for channel, home in row.homes.items() if row.homes else ():
                 if channel not in versions:
                     continue
                 ns = row.checkpoint_ns.encode()
@@ -563,10 +568,9 @@ class DurastateSaver(StoreBound, BaseCheckpointSaver[str]):
                 if row.parent_id is not None
                 else None
             )
-            writes: builtins.list[PendingWrite] = []
-            for part, stored in row.writes:
-                task_id, channel, value_type, value_bytes = pending_write(part, stored)
-                writes.append((task_id, channel, loads((value_type, value_bytes))))
+            writes: builtins.list[PendingWrite] = [
+                (task_id, channel, loads(typed)) for task_id, channel, typed in pending_writes(row.writes)
+            ]
             result.append(
                 CheckpointTuple(
                     {"configurable": {**configurable, "checkpoint_id": row.checkpoint_id}},
