@@ -100,7 +100,7 @@ def write_key(task: bytes, idx: int) -> bytes:
 class ThreadRows:
     """One thread's rows: kv calls on keys relative to the thread's prefix."""
 
-    __slots__ = ("_end", "_kv", "_prefix", "_scope", "thread_id")
+    __slots__ = ("_end", "_kv", "_prefix", "_scope", "prefix_size", "thread_id")
 
     def __init__(self, kv: KV, scope: bytes, thread_id: str) -> None:
         thread = text("thread_id", thread_id)
@@ -109,6 +109,8 @@ class ThreadRows:
         self._scope = scope
         self._prefix = thread + SEP
         self._end = thread + AFTER
+        # The length of the thread's prefix, which ``scan_absolute``'s keys keep.
+        self.prefix_size = len(self._prefix)
 
     def absolute(self, key: bytes) -> bytes:
         """``key`` (relative) with the thread's prefix: what ``put_absolute`` and ``put_many_absolute`` take."""
@@ -166,10 +168,6 @@ class ThreadRows:
         return self._kv.scan(
             self._scope, THREADS_NS, start=prefix + start, end=prefix + end, reverse=reverse, limit=limit
         )
-
-    @property
-    def prefix_size(self) -> int:
-        return len(self._prefix)
 
     def delete(self, keys: Sequence[bytes]) -> None:
         prefix = self._prefix
@@ -346,17 +344,17 @@ def rows_ascending(thread_id: str, rows: Iterable[tuple[bytes, bytes]]) -> Itera
         yield decode(thread_id, current[0], current[1], current[2], values, writes)
 
 
-def pending_writes(rows: list[tuple[bytes, bytes]]) -> list[tuple[str, str, tuple[str, bytes]]]:
-    """(task_id, channel, (serializer type, bytes)) of each write row (``(key's tail from ``w``, value)``)."""
+def pending_writes(rows: list[tuple[bytes, bytes]], loads: Callable[[tuple[str, bytes]], Any]) -> list[Any]:
+    """(task_id, channel, value) of each write row (``(key's tail from ``w``, value)``), ``loads`` its deserializer."""
     found = []
     for part, stored in rows:
         fields = unpack(stored)
         if len(fields) == 3:
             channel, value_type, value_bytes = fields
-            found.append((part.split(SEP, 2)[1].decode(), channel, (value_type, value_bytes)))
+            found.append((part.split(SEP, 2)[1].decode(), channel, loads((value_type, value_bytes))))
         else:
             task_id, _, channel, _, value_type, value_bytes = fields  # written by earlier releases
-            found.append((task_id, channel, (value_type, value_bytes)))
+            found.append((task_id, channel, loads((value_type, value_bytes))))
     return found
 
 

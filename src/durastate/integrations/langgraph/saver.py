@@ -568,9 +568,7 @@ class DurastateSaver(StoreBound, BaseCheckpointSaver[str]):
                 if row.parent_id is not None
                 else None
             )
-            writes: builtins.list[PendingWrite] = [
-                (task_id, channel, loads(typed)) for task_id, channel, typed in pending_writes(row.writes)
-            ]
+            writes: builtins.list[PendingWrite] = pending_writes(row.writes, loads) if row.writes else []
             result.append(
                 CheckpointTuple(
                     {"configurable": {**configurable, "checkpoint_id": row.checkpoint_id}},
