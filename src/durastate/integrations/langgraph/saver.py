@@ -110,7 +110,7 @@ __all__ = ["DurastateSaver"]
 ROWS_PER_CHECKPOINT = 5
 # get_tuple's latest checkpoint: its row and two writes in the first page (a
 # run's last checkpoint has none, an interrupted one a few); more go on in
-# doubling pages. Each row read costs (~2,500 instructions fetched, bench/RESULTS.md "lgpy2").
+# doubling pages. Each row read costs ~2,500 instructions to fetch (bench/RESULTS.md "lgpy2").
 LATEST_PAGE = 3
 FIRST_PAGE = 32
 MAX_PAGE = 512
