@@ -1,4 +1,11 @@
-"""Every ``durastate`` command, in a subprocess, against a filled store on each engine.
+"""Every ``durastate`` command against a filled store on each engine.
+
+``run`` runs a command in this process (``conftest.cli_here``: the exit
+code and bytes of a real run, pinned by
+``test_safe_output.test_in_process_runs_are_the_real_commands``);
+``run_cli`` runs one in a subprocess, as a shell does, where the process is
+the subject: no URL, a missing store, a usage error before any command,
+the demo, rich or starlette missing.
 
 Expectations come from ``durastate.testing.sample.fill``'s return value,
 not from a previous run's output.
