@@ -319,7 +319,8 @@ def test_the_walk_is_answered_by_the_hnsw_index_fresh_and_analyzed(
         with store.transaction():
             before = engine.one(scans)
             if rows:
-                found = [n.key for n in vectors.nearest_rows(TABLE, near, start=start, end=end, limit=5, sibling=b"items")]
+                neighbours = vectors.nearest_rows(TABLE, near, start=start, end=end, limit=5, sibling=b"items")
+                found = [n.key for n in neighbours]
             else:
                 found = [k for k, _ in vectors.nearest(TABLE, near, start=start, end=end, limit=5)]
             after = engine.one(scans)

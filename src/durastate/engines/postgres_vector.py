@@ -243,12 +243,15 @@ _OUTSIDE = {
 # visibility map yet) each key counted fetches its heap tuple: 9,765 keys took 71 ms at load average 10,
 # so the cap is small; it is paid in full by a search of a small part of a big table, then the capped scan.
 OUTSIDE_MAX, OUTSIDE_SHARE = 1000, 8
-# By whether the range has a lower bound, an upper bound: the WHERE clause (start, then end).
+# By whether the range has a lower bound, an upper bound: the WHERE clause (scope, ns, start, then end). Every
+# row of the table has the same scope and ns; saying so lets a scan of a range seek the primary key
+# (scope, ns, key, field) instead of reading every row of the table (the key alone is not its prefix): a
+# namespace of 10,000 in 100,000 vectors was a sequential scan of all of them (55 ms of a 73 ms search).
 _RANGE = {
     (False, False): "",
-    (True, False): " WHERE key >= ?",
-    (True, True): " WHERE key >= ? AND key < ?",
-    (False, True): " WHERE key < ?",
+    (True, False): " WHERE scope = ? AND ns = ? AND key >= ?",
+    (True, True): " WHERE scope = ? AND ns = ? AND key >= ? AND key < ?",
+    (False, True): " WHERE scope = ? AND ns = ? AND key < ?",
 }
 _DISTANCE = "embedding OPERATOR({op}) CAST(? AS {vector})"
 # The walk orders by the distance itself (the HNSW index's order); the scan by "+ 0", which no index has.
@@ -447,6 +450,7 @@ class PostgresVectors(VectorIndexes):
         text = "[" + ",".join(repr(float(x)) for x in query) + "]"
         bounded = (bool(start), end is not None)
         bounds = tuple(b for b in (start or None, end) if b is not None)
+        in_range = (table.scope, table.ns, *bounds) if bounds else ()  # _RANGE's parameters
         tail: tuple[Any, ...] = ()
         if sibling is not None:
             now = engine.now_ms()
@@ -458,8 +462,8 @@ class PostgresVectors(VectorIndexes):
             sql = engine.sql(self._bind(_statement(mode, bounded, shape), table))
             if mode == "gated":
                 outside = [p for bound in bounds for p in (table.scope, table.ns, bound, numbers[2])]
-                return engine.all(sql, (text, *bounds, numbers[0], *tail, limit, numbers[1], *outside, numbers[1]))
-            return engine.all(sql, (text, *bounds, *numbers, *tail, limit))
+                return engine.all(sql, (text, *in_range, numbers[0], *tail, limit, numbers[1], *outside, numbers[1]))
+            return engine.all(sql, (text, *in_range, *numbers, *tail, limit))
 
         def scan(found: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
             # Short, with rows: the first LIMIT may have cut rows the laterals or conditions then dropped
