@@ -28,7 +28,11 @@ demo: $(VENV)/.installed-base
 # own paced suite about as much as it computes, so 3 keep both cores busy.
 # TEST_WORKERS=0 runs it in this process.
 TEST_WORKERS ?= 3
+# compileall: the bytecode of src/ written once, so the suite's many subprocesses (CLI, examples, crash and
+# multi-process tests) read it instead of compiling durastate each (PYTHONDONTWRITEBYTECODE=1 in the environment
+# keeps Python from caching it on its own; compileall writes it regardless).
 test: $(VENV)/.installed-test
+	$(PY) -m compileall -q src
 	$(PY) -m ruff check src tests bench
 	$(PY) -m mypy
 	$(PY) -m pytest $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist load --maxschedchunk 1)

@@ -1,4 +1,11 @@
-"""Every ``durastate`` command, in a subprocess, against a filled store on each engine.
+"""Every ``durastate`` command against a filled store on each engine.
+
+``run`` runs a command in this process (``conftest.cli_here``: the exit
+code and bytes of a real run, pinned by
+``test_safe_output.test_in_process_runs_are_the_real_commands``);
+``run_cli`` runs one in a subprocess, as a shell does, where the process is
+the subject: no URL, a missing store, a usage error before any command,
+the demo, rich or starlette missing.
 
 Expectations come from ``durastate.testing.sample.fill``'s return value,
 not from a previous run's output.
@@ -17,7 +24,7 @@ from typing import Any
 import durastate
 from durastate.testing.sample import Sample
 
-from .conftest import Run, run_cli
+from .conftest import Run, as_text, cli_here, run_cli
 
 
 def as_json(run: Run, *args: str) -> Any:
@@ -159,7 +166,7 @@ def test_docs_history_of_a_store_that_does_not_record(shared_url: str) -> None:
     with durastate.open(shared_url) as store:
         store.documents.write("plain", {"v": 1})
         store.documents.write("plain", {"v": 2})
-    done = run_cli(shared_url, "docs", "history", "plain")
+    done = as_text(cli_here(shared_url, "docs", "history", "plain"))
     assert done.returncode == 0, done.stderr
     assert "revision 2" in done.stdout and "no recorded revisions" in done.stdout
 
@@ -212,15 +219,15 @@ def test_export_import_and_backup(run: Run, filled: tuple[str, Sample], tmp_path
     dump = tmp_path / "dump.jsonl.gz"
     run("export", str(dump))
     copy = tmp_path / "copy.db"
-    run_done = run_cli(f"sqlite://{copy}", "import", str(dump), "--json")
+    run_done = as_text(cli_here(f"sqlite://{copy}", "import", str(dump), "--json"))
     assert run_done.returncode == 0, run_done.stderr
     assert json.loads(run_done.stdout)["rows"] == sum(t["rows"] for t in as_json(run, "stats")["tables"])  # type: ignore[index]
-    again = run_cli(f"sqlite://{copy}", "import", str(dump))
+    again = as_text(cli_here(f"sqlite://{copy}", "import", str(dump)))
     assert again.returncode == 1 and "not empty" in again.stderr
     assert copy.exists()  # a store that was there before stays
     (tmp_path / "broken.jsonl").write_bytes(b"\n".join(gzip.decompress(dump.read_bytes()).splitlines()[:-1]))
     fresh = tmp_path / "fresh.db"
-    broken = run_cli(f"sqlite://{fresh}", "import", str(tmp_path / "broken.jsonl"))
+    broken = as_text(cli_here(f"sqlite://{fresh}", "import", str(tmp_path / "broken.jsonl")))
     assert broken.returncode == 1 and "truncated" in broken.stderr
     assert not [p for p in tmp_path.iterdir() if p.name.startswith("fresh.db")]  # the store it created is gone
     target = tmp_path / "backup.db"

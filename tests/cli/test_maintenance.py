@@ -1,6 +1,8 @@
 """``durastate maintain`` runs ``store.maintain()`` with the policy its flags describe.
 
-In a subprocess (the console script's code path) on each shareable engine.
+On each shareable engine: ``maintain`` runs the command in this process
+(``conftest.cli_here``, the bytes and exit code of a real run), the plain
+output and the refused flags in a subprocess (the console script's code path).
 The data is written by a store whose clock runs an hour behind, so to the
 command (on the real clock) it is an hour old: expired, dead or settled
 long ago, without waiting.
@@ -30,7 +32,7 @@ from durastate.testing.conformance.records import (
     set_op,
 )
 
-from .conftest import run_cli
+from .conftest import cli_here, run_cli
 
 HOUR = 3600.0
 
@@ -40,7 +42,7 @@ def an_hour_ago() -> Callable[[], float]:
 
 
 def maintain(url: str, *flags: str) -> dict[str, Any]:
-    done = run_cli(url, "maintain", *flags, "--json")
+    done = cli_here(url, "maintain", *flags, "--json")
     assert done.returncode == 0, done.stderr
     report: dict[str, Any] = json.loads(done.stdout)
     return report

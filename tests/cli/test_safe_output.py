@@ -2,9 +2,15 @@
 
 Each test plants its own data (control bytes, invalid UTF-8, bidi
 overrides, rich markup) in a store on each shareable engine and runs the
-commands in a subprocess, as a user's shell does; raw stdout/stderr bytes
-are checked, so nothing a terminal would act on can slip through a
-decoding step of the test itself.
+commands; raw stdout/stderr bytes are checked, so nothing a terminal would
+act on can slip through a decoding step of the test itself. Most commands
+run in this process (``cli_here``: the same bytes and exit code, without a
+second of interpreter start each); a subprocess, as a user's shell runs
+the command, where the process is the subject (EPIPE, argv bytes, ``TZ``,
+exit codes of a missing store or unsupported URL), and for the first and
+last page of a walk and the commands of
+``test_in_process_runs_are_the_real_commands``, which pins that both ways
+give the same bytes.
 """
 
 from __future__ import annotations
@@ -26,7 +32,7 @@ import durastate
 from durastate.cli._format import decode_bytes, encode_bytes, escape, human_bytes, human_duration, show_value
 from durastate.testing.sample import Sample
 
-from .conftest import Run, run_cli
+from .conftest import Run, cli_here, run_cli
 
 # What a terminal acts on, as the bytes that would reach it (UTF-8 for the characters).
 FORBIDDEN = [bytes([b]) for b in (*range(0x00, 0x09), 0x0B, 0x0C, *range(0x0E, 0x20), 0x7F)] + [
@@ -38,6 +44,7 @@ EVIL = (
 
 
 def cli(url: str, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[bytes]:
+    """``durastate ARGS`` in a subprocess, raw bytes (``cli_here`` runs it in this process)."""
     full = {k: v for k, v in os.environ.items() if not k.startswith("DURASTATE_")}
     full.update({"DURASTATE_URL": url, **(env or {})})
     return subprocess.run(
@@ -104,14 +111,16 @@ def test_nothing_unescaped_reaches_the_terminal(evil: str) -> None:
     ]
     for args in commands:
         for extra in ((), ("--json",)):
-            done = cli(evil, *args, *extra)
+            done = cli_here(evil, *args, *extra)
             assert done.returncode == 0, (args, done.stderr)
             assert_safe(done)
+    # A real process's streams: a value and an error message (the other commands' bytes are the same in
+    # this process: test_in_process_runs_are_the_real_commands).
     plain = cli(evil, "kv", "get", "s", "n", "plain").stdout
     assert plain == (show_value(EVIL, keep_newlines=True) + "\n").encode()
     assert b"\\x1b[31mred" in plain and b"\\r" in plain and b"\\u009b" in plain and b"\\u202e" in plain
     assert b"\\x80\\xff" in plain  # invalid UTF-8 shows as the bytes it is
-    assert b"[bold]x[/]" in cli(evil, "kv", "scan", "s", "n").stdout  # rich markup is shown, not applied
+    assert b"[bold]x[/]" in cli_here(evil, "kv", "scan", "s", "n").stdout  # rich markup is shown, not applied
     # An error message naming planted text is escaped too.
     missing = cli(evil, "docs", "show", "absent-" + text)
     assert missing.returncode == 3
@@ -119,18 +128,38 @@ def test_nothing_unescaped_reaches_the_terminal(evil: str) -> None:
     assert b"\\x1b" in missing.stderr
 
 
+def test_in_process_runs_are_the_real_commands(evil: str) -> None:
+    """What ``cli_here`` runs in this process gives the exit code and the stdout and stderr bytes of the same
+    command in a subprocess (``python -m durastate.cli``): a table with a page's hint on stderr, JSON, an
+    escaped value, an escaped "not found" (exit 3), a refused write (exit 2). The paging test compares the
+    first and last page of a walk too; test_exit_codes runs a missing store and an unsupported URL for real."""
+    commands = [
+        ("kv", "scan", "s", "n", "--limit", "1"),
+        ("queue", "dead", EVIL_NAME, "--json"),
+        ("kv", "get", "s", "n", "plain"),
+        ("docs", "show", "absent-" + TEXT),
+        ("queue", "redrive", EVIL_NAME),  # a write, and no terminal to confirm on
+    ]
+    for args in commands:
+        real, here = cli(evil, *args), cli_here(evil, *args)
+        assert (real.returncode, real.stdout, real.stderr) == (here.returncode, here.stdout, here.stderr), args
+    assert [cli_here(evil, *args).returncode for args in commands] == [0, 0, 0, 3, 2]
+
+
 def test_json_is_lossless_and_feeds_back_as_arguments(evil: str) -> None:
-    [row] = [r for r in json.loads(cli(evil, "kv", "scan", "s", "n", "--json").stdout)["items"] if r["key"] != "plain"]
+    [row] = [
+        r for r in json.loads(cli_here(evil, "kv", "scan", "s", "n", "--json").stdout)["items"] if r["key"] != "plain"
+    ]
     assert row["key"] == "hex:" + EVIL.hex() and decode_bytes(row["value"]) == EVIL
-    got = json.loads(cli(evil, "kv", "get", "s", "n", row["key"], "--json").stdout)
+    got = json.loads(cli_here(evil, "kv", "get", "s", "n", row["key"], "--json").stdout)
     assert decode_bytes(got["key"]) == EVIL and decode_bytes(got["value"]) == EVIL and got["size"] == len(EVIL)
-    [log] = json.loads(cli(evil, "kv", "log", "s", "n", row["key"], "--json").stdout)["items"]
+    [log] = json.loads(cli_here(evil, "kv", "log", "s", "n", row["key"], "--json").stdout)["items"]
     assert decode_bytes(log["value"]) == EVIL
-    assert json.loads(cli(evil, "kv", "counter", "s", "n", row["key"], "--json").stdout)["value"] == 3
-    [item] = json.loads(cli(evil, "queue", "peek", row["key"], "--json").stdout)["items"]
+    assert json.loads(cli_here(evil, "kv", "counter", "s", "n", row["key"], "--json").stdout)["value"] == 3
+    [item] = json.loads(cli_here(evil, "queue", "peek", row["key"], "--json").stdout)["items"]
     assert decode_bytes(item["payload"]) == EVIL
     # --format hex gives the exact bytes as digits.
-    assert cli(evil, "kv", "get", "s", "n", row["key"], "--format", "hex").stdout.strip() == EVIL.hex().encode()
+    assert cli_here(evil, "kv", "get", "s", "n", row["key"], "--format", "hex").stdout.strip() == EVIL.hex().encode()
 
 
 @pytest.mark.parametrize(
@@ -181,15 +210,18 @@ def test_export_import_round_trips_non_utf8_data(evil: str, tmp_path: Path) -> N
 # -- paging ------------------------------------------------------------------------
 
 
-def walk(url: str, *args: str, limit: int, field: str) -> list[Any]:
-    """Every item of a listing, page by page through --after; asserts each page's size and hint."""
+def walk(url: str, *args: str, limit: int, field: str, pages: list[list[str]] | None = None) -> list[Any]:
+    """Every item of a listing, page by page through --after (in this process); asserts each page's size and
+    hint. ``pages`` collects each page's arguments."""
     seen: list[Any] = []
     after: list[str] = []
     while True:
-        page = json.loads(cli(url, *args, "--limit", str(limit), *after, "--json").stdout)
+        if pages is not None:
+            pages.append([*args, "--limit", str(limit), *after])
+        page = json.loads(cli_here(url, *args, "--limit", str(limit), *after, "--json").stdout)
         assert len(page["items"]) <= limit
         seen += [item[field] for item in page["items"]]
-        table = cli(url, *args, "--limit", str(limit), *after)
+        table = cli_here(url, *args, "--limit", str(limit), *after)
         if page["next"] is None:
             assert b"more:" not in table.stderr
             return seen
@@ -202,7 +234,8 @@ PAGED = 11
 
 
 def test_cursor_paging_reaches_the_end_without_duplicates_or_gaps(shared_url: str) -> None:
-    # PAGED items and the page sizes below make two to four pages per listing (each page is two CLI runs).
+    # PAGED items and the page sizes below make two to four pages per listing (each page is two CLI runs, in
+    # this process; the first and the last page of the first walk again in a subprocess, as a shell runs them).
     keys = [b"k%02d" % i for i in range(PAGED)] + [b"\xff\x00", b"\x00bin", b"hex:k"]
     with durastate.open(shared_url) as store:
         for k in keys:
@@ -219,7 +252,13 @@ def test_cursor_paging_reaches_the_end_without_duplicates_or_gaps(shared_url: st
         store.events.append("big", [{"id": f"big-{i}", "type": "t"} for i in range(PAGED)])
         store.queues.push(b"dying", [b"x"], max_attempts=1)
     ordered = [encode_bytes(k) for k in sorted(keys)]
-    assert walk(shared_url, "kv", "scan", "s", "n", limit=5, field="key") == ordered
+    pages: list[list[str]] = []
+    assert walk(shared_url, "kv", "scan", "s", "n", limit=5, field="key", pages=pages) == ordered
+    assert len(pages) == 3
+    for args in (pages[0], pages[-1]):  # the cursor a page ends with works as a real argument, and the same bytes
+        for extra in ((), ("--json",)):
+            real, here = cli(shared_url, *args, *extra), cli_here(shared_url, *args, *extra)
+            assert (real.returncode, real.stdout, real.stderr) == (here.returncode, here.stdout, here.stderr)
     assert walk(shared_url, "kv", "scan", "s", "n", "--reverse", limit=4, field="key") == ordered[::-1]
     assert walk(shared_url, "kv", "scan", "s", "n", "--prefix", "k", limit=6, field="key") == ordered[2:-1]
     scopes = walk(shared_url, "kv", "ls", limit=5, field="scope")
@@ -328,7 +367,7 @@ def test_claims_show_a_duration_with_its_unit(filled: tuple[str, Sample]) -> Non
     url, _ = filled
     with durastate.open(url) as store:
         store.events.claim_available("chat-2", holder="worker-z", ttl_ms=600_000)
-    table = cli(url, "events", "claims", "chat-2").stdout.decode()
+    table = cli_here(url, "events", "claims", "chat-2").stdout.decode()
     assert " min " in table or "10 min" in table
 
 
@@ -404,7 +443,7 @@ def test_records_documents_listing(shared_url: str) -> None:
             record = {"id": i, "kind": "note", "key": f"n{n}", "scope": scope}
             content = {"kind": "base", "version": 1, "value": {"n": n}}
             store.records.commit([{"type": "document.create", "record": record, "content": content}])
-    listed = run_cli(shared_url, "records", "documents", "--conversation", str(conv), "--json")
+    listed = cli_here(shared_url, "records", "documents", "--conversation", str(conv), "--json")
     assert listed.returncode == 0, listed.stderr
     assert [d["id"] for d in json.loads(listed.stdout)["items"]] == ids
     assert walk(shared_url, "records", "documents", "--conversation", str(conv), limit=2, field="id") == ids

@@ -3,10 +3,13 @@
 Two "servers": two SQLite directories, or two databases of the PostgreSQL
 test server. The procedure is docs/outgrowing-one-machine.md's: stop the
 shard's writers, ``durastate shards move MAP SHARD SERVER``, reopen the map.
+The move runs in a subprocess, as a shell runs it; the other commands in this
+process (``conftest.cli_here``: a real run's exit code and bytes).
 """
 
 from __future__ import annotations
 
+import subprocess
 import time
 import uuid
 from collections.abc import Iterator
@@ -20,7 +23,7 @@ from durastate.errors import ConfigurationError
 from durastate.shard_map import ShardMap, open_map
 from durastate.testing import plugin
 
-from .conftest import run_cli
+from .conftest import as_text, cli_here, run_cli
 
 SHARDS = 8
 
@@ -46,8 +49,12 @@ def servers(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[list[str
                 admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
 
 
+def _here(*args: str) -> subprocess.CompletedProcess[str]:
+    return as_text(cli_here(None, *args))
+
+
 def _cli(*args: str) -> str:
-    done = run_cli(None, *args)
+    done = _here(*args)
     assert done.returncode == 0, f"durastate {' '.join(args)} failed:\n{done.stdout}\n{done.stderr}"
     return done.stdout
 
@@ -68,8 +75,10 @@ def test_init_move_and_reopen(servers: list[str], tmp_path: Path) -> None:
         moving = router.names[router.shard_of(scopes[0])]
         on_it = [s for s in scopes if router.names[router.shard_of(s)] == moving]
     started = time.perf_counter()
-    out = _cli("shards", "move", str(map_path), moving, servers[2])
+    moved = run_cli(None, "shards", "move", str(map_path), moving, servers[2])
     elapsed = time.perf_counter() - started
+    assert moved.returncode == 0, moved.stderr
+    out = moved.stdout
     print(f"durastate shards move of {len(on_it)} tenants' rows: {elapsed:.2f} s ({out.strip().splitlines()[0]})")
     moved_map = ShardMap.load(map_path)
     assert moved_map.shards[moving].startswith(servers[2])
@@ -84,18 +93,18 @@ def test_init_move_and_reopen(servers: list[str], tmp_path: Path) -> None:
             assert router.queues.pop(scope) == b"job"
             assert [e.payload for e in router.events.read(scope)] == [scope]
             assert router.documents.read(scope).data == {"owner": scope}  # type: ignore[union-attr]
-    assert "already on" in run_cli(None, "shards", "move", str(map_path), moving, servers[2]).stderr
+    assert "already on" in _here("shards", "move", str(map_path), moving, servers[2]).stderr
 
 
 def test_refusals(tmp_path: Path) -> None:
     server = f"sqlite:///{tmp_path / 'a'}"
     map_path = tmp_path / "m.json"
     _cli("shards", "init", str(map_path), "--shards", "2", "--server", server)
-    again = run_cli(None, "shards", "init", str(map_path), "--shards", "3", "--server", server)
+    again = _here("shards", "init", str(map_path), "--shards", "3", "--server", server)
     assert again.returncode != 0 and "written once" in again.stderr
-    unknown = run_cli(None, "shards", "move", str(map_path), "ds_shard_0009", server)
+    unknown = _here("shards", "move", str(map_path), "ds_shard_0009", server)
     assert unknown.returncode != 0 and "no logical shard" in unknown.stderr
-    bad = run_cli(None, "shards", "move", str(map_path), "ds_shard_0001", "redis://x")
+    bad = _here("shards", "move", str(map_path), "ds_shard_0001", "redis://x")
     assert bad.returncode != 0 and "postgresql://... or sqlite:///" in bad.stderr
     (tmp_path / "broken.json").write_text('{"format": "durastate-shard-map", "version": 1, "prefix": "ds_"}')
     with pytest.raises(ConfigurationError, match="no shards"):
@@ -116,6 +125,6 @@ def test_move_refuses_a_target_that_is_not_empty(tmp_path: Path) -> None:
     Path(squatter[len("sqlite://") :]).parent.mkdir(parents=True)
     with durastate.open(squatter) as other:
         other.kv.put(b"other", b"ns", b"k", b"v")
-    refused = run_cli(None, "shards", "move", str(map_path), "ds_shard_0000", servers[1])
+    refused = _here("shards", "move", str(map_path), "ds_shard_0000", servers[1])
     assert refused.returncode != 0 and "not empty" in refused.stderr
     assert ShardMap.load(map_path).shards["ds_shard_0000"].startswith(servers[0])  # the map is unchanged

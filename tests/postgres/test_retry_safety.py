@@ -36,6 +36,10 @@ pytestmark = pytest.mark.timeout(120)
 
 CALLS = 150  # writes made while backends are being killed...
 MIN_KILLS = 5  # ...and at least this many backends killed meanwhile
+# After a kill, the killer waits for the writer's next call, except this share of the time: it kills again in the
+# same call (its retry). Without waiting it killed every 5-30 ms, each retry's new backend too: a call took seconds
+# of retry pauses, and the test ran into its 60 s deadline after about 20 of its CALLS calls.
+AGAIN = 0.25
 
 
 @pytest.fixture
@@ -246,11 +250,28 @@ def test_transaction_lost_before_commit_reports_nothing_applied(store: durastate
     assert store.kv.counter(b"s", b"n", b"c") == 0
 
 
-def _terminate_backends(admin_url: str, app: str, stop: threading.Event, seed: int, kills: list[int]) -> None:
-    """Kill the test's backends at random moments until ``stop``; count in ``kills[0]``."""
+def _terminate_backends(
+    admin_url: str,
+    app: str,
+    stop: threading.Event,
+    seed: int,
+    kills: list[int],
+    started: list[int],
+    progress: threading.Condition,
+) -> None:
+    """Kill the test's backends at random moments until ``stop``; count in ``kills[0]``.
+
+    A kill comes 5-30 ms after the writer began a call (``started[0]``, notified through ``progress``): in the
+    call, or on the idle connection its next call finds dead; then the killer waits for the next call, or with
+    probability ``AGAIN`` kills again in this one (its retry)."""
     rng = random.Random(seed)
+    last = -1
     with psycopg.connect(admin_url, autocommit=True) as admin:
-        while not stop.wait(rng.uniform(0.005, 0.03)):
+        while True:
+            with progress:
+                progress.wait_for(lambda seen=last: stop.is_set() or started[0] != seen)
+            if stop.wait(rng.uniform(0.005, 0.03)):
+                return
             cur = admin.execute(
                 "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
                 " WHERE application_name = %s AND pid <> pg_backend_pid()",
@@ -258,12 +279,15 @@ def _terminate_backends(admin_url: str, app: str, stop: threading.Event, seed: i
             )
             row = cur.fetchone()
             kills[0] += int(row[0]) if row else 0
+            if rng.random() >= AGAIN:
+                last = started[0]
 
 
 def test_random_backend_terminations_never_double_apply(pg_url: str, pg_base_url: str) -> None:
     """Writers keep going while their backends are killed at random moments.
 
-    Every call either returns (then it applied exactly once) or raises
+    A kill comes at a random moment after each call begins, a quarter of the time another in the same call's
+    retry (``_terminate_backends``). Every call either returns (then it applied exactly once) or raises
     StoreUnavailable after its retries (then it applied at most once). So
     the totals must lie between the successes and successes + failures,
     and no unique payload may ever appear twice. The writer goes on until
@@ -277,7 +301,9 @@ def test_random_backend_terminations_never_double_apply(pg_url: str, pg_base_url
     store = durastate.open(f"{pg_url}{sep}application_name={app}", min_connections=0, max_connections=4)
     stop = threading.Event()
     kills = [0]
-    killer = threading.Thread(target=_terminate_backends, args=(pg_base_url, app, stop, 7, kills))
+    started = [0]
+    progress = threading.Condition()
+    killer = threading.Thread(target=_terminate_backends, args=(pg_base_url, app, stop, 7, kills, started, progress))
     killer.start()
     ok = failed = calls = counter_calls = 0
     deadline = time.monotonic() + 60
@@ -285,6 +311,9 @@ def test_random_backend_terminations_never_double_apply(pg_url: str, pg_base_url
         while (calls < CALLS or kills[0] < MIN_KILLS) and time.monotonic() < deadline:
             i = calls
             calls += 1
+            with progress:
+                started[0] = calls
+                progress.notify()
             try:
                 if i % 3 == 0:
                     counter_calls += 1
@@ -298,6 +327,8 @@ def test_random_backend_terminations_never_double_apply(pg_url: str, pg_base_url
                 failed += 1
     finally:
         stop.set()
+        with progress:
+            progress.notify()
         killer.join()
     try:
         count = store.kv.counter(b"s", b"n", b"count")
@@ -307,6 +338,7 @@ def test_random_backend_terminations_never_double_apply(pg_url: str, pg_base_url
             jobs.append(job)
     finally:
         store.close()
+    print(f"{calls} calls ({ok} returned, {failed} StoreUnavailable), {kills[0]} backends killed")
     assert kills[0] >= MIN_KILLS, "the killer hit too few backends; the test proved little"
     assert len(entries) == len(set(entries)), "an append was applied twice"
     assert len(jobs) == len(set(jobs)), "a push was applied twice"

@@ -201,9 +201,13 @@ def _position(n: int) -> bytes:
     return n.to_bytes(8, "big")  # big-endian: keys sort in position order
 
 
-def _line_key(line: str, position: int) -> bytes:
+def _line_prefix(line: str) -> bytes:
     # A line name is hex, "." and digits: never "/", so one line's keys are no other line's prefix.
-    return LINE + line.encode() + b"/" + _position(position)
+    return LINE + line.encode() + b"/"
+
+
+def _line_key(line: str, position: int) -> bytes:
+    return _line_prefix(line) + _position(position)
 
 
 def _index_key(entry_id: str) -> bytes:
@@ -329,11 +333,17 @@ class _Remembered(Generic[K, V]):
             return self._items.get(key)
 
     def put(self, key: K, value: V) -> None:
+        self.put_all(((key, value),))
+
+    def put_all(self, pairs: Iterable[tuple[K, V]]) -> None:
+        """``put`` each pair, under one taking of the lock (a save remembers its entries and its head together)."""
+        items = self._items
         with self._lock:
-            self._items[key] = value
-            self._items.move_to_end(key)
-            if len(self._items) > self._size:
-                self._items.popitem(last=False)
+            for key, value in pairs:
+                items[key] = value
+                items.move_to_end(key)
+            while len(items) > self._size:
+                items.popitem(last=False)
 
     def drop(self, key: K) -> None:
         with self._lock:
@@ -421,12 +431,18 @@ class DurastateConversationStore(StoreHolder, ConversationStore):
         self._remember(key, found.revision, found.data)
         return _RECORD.validate_python(found.data["record"])
 
-    def _remember(self, key: str, revision: int, document: dict[str, Any]) -> None:
-        """A record document just read or written: the revision its next write expects, where its head is."""
+    def _remember(
+        self, key: str, revision: int, document: dict[str, Any], placed: dict[str, bytes] | None = None
+    ) -> None:
+        """A record document just read or written: the revision its next write expects, where its head is
+        (and ``placed``: where a write put its entries)."""
         self._documents.put(key, (revision, document))
-        if document["head"] is not None:
-            head_id, location = document["head"]
-            self._places.put(head_id, location.encode())
+        places = [] if placed is None else list(placed.items())
+        head = document["head"]
+        if head is not None and (placed is None or head[0] not in placed):
+            places.append((head[0], head[1].encode()))
+        if places:
+            self._places.put_all(places)
 
     def _read_records_sync(self, scope: Any, limit: Any) -> list[ConversationRecord]:
         if scope is not None:
@@ -447,6 +463,13 @@ class DurastateConversationStore(StoreHolder, ConversationStore):
         location = self.store.kv.get(SCOPE, ENTRIES, _index_key(entry_id))
         if location is not None:
             self._places.put(entry_id, location)
+        return location
+
+    def _located(self, entry_id: str, conversation_id: str) -> bytes:
+        """``_place`` of an entry a write of ``conversation_id`` points at; ``RevisionConflict`` if it is not stored."""
+        location = self._places.get(entry_id) or self._locate(entry_id)
+        if location is None:  # never stored, or released by a concurrent delete
+            raise RevisionConflict(conversation_id)
         return location
 
     def _place(self, entry_id: str) -> bytes | None:
@@ -513,15 +536,23 @@ class DurastateConversationStore(StoreHolder, ConversationStore):
         conversation_id = _text("record.conversation_id", record.conversation_id)
         if expected_revision is not None:
             expected_revision = _text("expected_revision", expected_revision)
-        if isinstance(new_entries, (str, bytes)) or not isinstance(new_entries, Iterable):
+        # Exact types first, and labels built only for a refusal: this runs on every save.
+        if (
+            type(new_entries) is not list
+            and type(new_entries) is not tuple
+            and (isinstance(new_entries, (str, bytes)) or not isinstance(new_entries, Iterable))
+        ):
             fail_type("new_entries", "a sequence of ConversationEntry", new_entries)
         entries = list(new_entries)
+        previous = None
         for i, entry in enumerate(entries):
-            if not isinstance(entry, ConversationEntry):
+            if type(entry) is not ConversationEntry and not isinstance(entry, ConversationEntry):
                 fail_type(f"new_entries[{i}]", "a ConversationEntry", entry)
-            _text(f"new_entries[{i}].id", entry.id)
-            if i and entry.parent_id != entries[i - 1].id:
+            if type(entry.id) is not str:
+                _text(f"new_entries[{i}].id", entry.id)
+            if i and entry.parent_id != previous:
                 fail(f"new_entries[{i}] must follow new_entries[{i - 1}] (its parent_id is {entry.parent_id!r})")
+            previous = entry.id
         data = _record_data(record)
         blobs = [_entry_json(entry) for entry in entries]
 
@@ -540,9 +571,7 @@ class DurastateConversationStore(StoreHolder, ConversationStore):
                 done = self._write_on(key, revision, stored, record, data, entries, blobs, expected_revision)
         # Committed: only now remembered (a rolled-back write must leave no memo behind).
         written, document, placed = done
-        for entry_id, location in placed.items():
-            self._places.put(entry_id, location)
-        self._remember(key, written, document)
+        self._remember(key, written, document, placed)
 
     def _write_on(
         self,
@@ -567,30 +596,25 @@ class DurastateConversationStore(StoreHolder, ConversationStore):
         if (None if stored is None else stored["record"]["revision"]) != expected_revision:
             raise RevisionConflict(conversation_id)
         if stored is None:
-            uid, lines, refs, old_branches = secrets.token_hex(8), [], [], set()
+            uid, lines, refs, old_branches = secrets.token_hex(8), [], [], []
         else:
+            stored_record = stored["record"]
             uid, lines, refs = stored["uid"], list(stored["lines"]), stored["refs"]
-            old_branches = set(stored["record"]["branches"])
+            old_branches = stored_record["branches"]
             # A save never changes what write_details set (pydantic-ai's contract).
-            data["title"] = stored["record"]["title"]
-            data["metadata"] = stored["record"]["metadata"]
-
-        def located(entry_id: str) -> bytes:
-            location = self._place(entry_id)
-            if location is None:  # never stored, or released by a concurrent delete
-                raise RevisionConflict(conversation_id)
-            return location
+            data["title"] = stored_record["title"]
+            data["metadata"] = stored_record["metadata"]
 
         uses: set[str] = set()  # the other conversations whose lines this write starts to use
         placed: dict[str, bytes] = {}
         rows: list[tuple[bytes, bytes]] = []
-        line = ""
         if entries:
             parent = entries[0].parent_id
             header = b""
+            line = ""
             start = 1
             if parent is not None:
-                parent_at = located(parent)
+                parent_at = self._located(parent, conversation_id)
                 parent_line, parent_position = _split(parent_at)
                 owner, _, index = parent_line.partition(".")
                 if owner == uid and lines[int(index)] == parent_position:
@@ -599,23 +623,32 @@ class DurastateConversationStore(StoreHolder, ConversationStore):
                     header = parent_at
                     if owner != uid:
                         uses.add(owner)
-            if not line:
-                line = f"{uid}.{len(lines)}"
+            if line:
+                number = int(line.partition(".")[2])
+            else:
+                number = len(lines)
+                line = f"{uid}.{number}"
                 lines.append(0)
                 rows.append((_line_key(line, 0), header))
-            rows.extend((_line_key(line, start + i), blob) for i, blob in enumerate(blobs))
-            placed = {entry.id: _location(line, start + i) for i, entry in enumerate(entries)}
-            lines[int(line.partition(".")[2])] = start + len(entries) - 1
+            prefix = _line_prefix(line)  # made once for the entries' keys
+            for i, (entry, blob) in enumerate(zip(entries, blobs, strict=True)):
+                rows.append((prefix + _position(start + i), blob))
+                placed[entry.id] = _location(line, start + i)
+            lines[number] = start + len(entries) - 1
         head = record.head_id
         head_at = None
         if head is not None:
-            head_at = placed.get(head) or located(_text("record.head_id", head))
-            uses.add(_owner(_split(head_at)[0]))
-        for tip in record.branches:
-            if tip not in old_branches and tip not in placed:
-                tip_at = self._place(_text("record.branches[]", tip))
-                if tip_at is not None:
-                    uses.add(_owner(_split(tip_at)[0]))
+            head_at = placed.get(head)
+            if head_at is None:  # else in this write's own line: no other conversation's
+                head_at = self._located(_text("record.head_id", head), conversation_id)
+                uses.add(_owner(_split(head_at)[0]))
+        if record.branches:
+            known = {*old_branches, *placed}
+            for tip in record.branches:
+                if tip not in known:
+                    tip_at = self._place(_text("record.branches[]", tip))
+                    if tip_at is not None:
+                        uses.add(_owner(_split(tip_at)[0]))
         uses -= {uid, *refs}
         if uses:
             # Under the lock no delete releases lines: check (in the index,

@@ -310,50 +310,65 @@ class KV:
         no transaction), no read: which pairs were stored is not reported
         (``put_if_absent`` tells, one key at a time).
         """
-        scope = as_bytes("scope", scope)
-        ns = as_bytes("ns", ns)
-        if not isinstance(if_absent, bool):
+        if type(scope) is not bytes:
+            scope = as_bytes("scope", scope)
+        if type(ns) is not bytes:
+            ns = as_bytes("ns", ns)
+        if if_absent is not False and if_absent is not True:
             fail_type("if_absent", "a bool", if_absent)
-        expires_at = self._deadline(ttl)
+        expires_at = None if ttl is None else self._deadline(ttl)
         key_room = self.max_key_size - len(scope) - len(ns)
         max_value = self.max_value_size
         # Key -> value, one per key (a statement may not touch a row twice):
-        # the last of duplicates, or with if_absent the first.
+        # the last of duplicates, or with if_absent the first. The statement's
+        # parameters are gathered on the way (rebuilt from ``pairs`` if a key
+        # repeats or with a deadline).
         pairs: dict[bytes, bytes] = {}
         keep = pairs.setdefault if if_absent else pairs.__setitem__
-        for i, item in enumerate(as_list("items", items)):
+        params: list[bytes | int | None] = []
+        listed = items if type(items) is list else as_list("items", items)
+        for i, item in enumerate(listed):
             # Fast path: a (bytes, bytes) tuple within the limits.
             if type(item) is tuple and len(item) == 2:
                 key, value = item
                 if type(key) is bytes and type(value) is bytes and len(key) <= key_room and len(value) <= max_value:
                     keep(key, value)
+                    params += (scope, ns, key, value)
                     continue
             if not isinstance(item, (tuple, list)) or len(item) != 2:
                 fail(f"items[{i}] must be a (key, value) pair, got {shown(item)}")
-            keep(self._address(scope, ns, item[0])[2], self._value(f"items[{i}] value", item[1]))
+            key, value = self._address(scope, ns, item[0])[2], self._value(f"items[{i}] value", item[1])
+            keep(key, value)
+            params += (scope, ns, key, value)
         if not pairs:
             return
         engine = self._engine
         statements = self._put_many[(expires_at is not None, if_absent)]
-        tail = (engine.now_ms(),) if if_absent else ()
-        params: list[bytes | int | None]
-        if expires_at is None:
-            params = [part for key, value in pairs.items() for part in (scope, ns, key, value)]
-            width = 4
-        else:
+        if expires_at is not None:
             params = [part for key, value in pairs.items() for part in (scope, ns, key, value, expires_at)]
             width = 5
-        if len(pairs) <= PUT_CHUNK:
-            # send: inside a transaction on PostgreSQL it rides the next round trip (nobody reads its count).
-            engine.send(statements[len(pairs)], (*params, *tail))
         else:
+            width = 4
+            if len(params) != len(pairs) * 4:  # a key repeated: one row per key
+                params = [part for key, value in pairs.items() for part in (scope, ns, key, value)]
+        if len(pairs) <= PUT_CHUNK:
+            if if_absent:
+                params.append(engine.now_ms())
+            # send: inside a transaction on PostgreSQL it rides the next round trip (nobody reads its count).
+            engine.send(statements[len(pairs)], params)
+        else:
+            tail = (engine.now_ms(),) if if_absent else ()
             step = PUT_CHUNK * width
             # Several statements: atomic in the caller's transaction or one of their own.
             with engine.transaction() if not engine.in_transaction() else contextlib.nullcontext():
                 for start in range(0, len(params), step):
                     chunk = params[start : start + step]
                     engine.execute(statements[len(chunk) // width], (*chunk, *tail))
-        self._after_write()
+        # _after_write, inlined.
+        self._writes_until_prune -= 1
+        if self._writes_until_prune <= 0:
+            self._writes_until_prune = PRUNE_EVERY
+            self._prune_in_passing()
 
     def scan(
         self,
@@ -372,14 +387,17 @@ class KV:
         The first page is read before this returns, so argument errors and
         an unavailable store surface at the call, not at the first ``next``.
         """
-        scope = as_bytes("scope", scope)
-        ns = as_bytes("ns", ns)
-        if start is not None:
+        if type(scope) is not bytes:
+            scope = as_bytes("scope", scope)
+        if type(ns) is not bytes:
+            ns = as_bytes("ns", ns)
+        if start is not None and type(start) is not bytes:
             start = as_bytes("start", start)
-        if end is not None:
+        if end is not None and type(end) is not bytes:
             end = as_bytes("end", end)
-        limit = as_limit("limit", limit)
-        if not isinstance(reverse, bool):
+        if limit is not None and (type(limit) is not int or not 0 < limit <= PAGE_SIZE):
+            limit = as_limit("limit", limit)
+        if reverse is not False and reverse is not True:
             fail_type("reverse", "a bool", reverse)
         if limit == 0 or (start is not None and end is not None and start >= end):
             return iter(())

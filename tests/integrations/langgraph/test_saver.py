@@ -336,3 +336,41 @@ def test_a_run_another_saver_deletes_while_it_is_put_is_found_by_the_next_delete
     one_run(putting, "t", 2, "r")  # the putting saver remembers r as marked: no marker written
     deleting.delete_for_runs(["r"])
     assert list(deleting.list({"configurable": {"thread_id": "t"}})) == []
+
+
+@pytest.mark.parametrize("writes", [0, 1, 2, 3, 7, 40])
+def test_the_latest_checkpoint_comes_with_all_its_writes_however_many(saver: DurastateSaver, writes: int) -> None:
+    """get_tuple without a checkpoint_id reads a first page of three rows: a newest checkpoint with more
+    writes than fit goes on in further pages; one with fewer is not mixed with its parent's writes.
+    """
+    first, latest = chain(saver, "t", 2)
+    saver.put_writes(first, [(f"older{i}", i) for i in range(5)], "older-task")
+    saver.put_writes(latest, [(f"c{i}", i) for i in range(writes - writes // 2)], "task-a")
+    saver.put_writes(latest, [(f"d{i}", i) for i in range(writes // 2)], "task-b", "path")
+    found = saver.get_tuple({"configurable": {"thread_id": "t", "checkpoint_ns": ""}})
+    assert found is not None and found.config == latest
+    assert found == saver.get_tuple(latest)
+    assert sorted(found.pending_writes) == sorted(
+        [("task-a", f"c{i}", i) for i in range(writes - writes // 2)]
+        + [("task-b", f"d{i}", i) for i in range(writes // 2)]
+    )
+    assert saver.get_tuple({"configurable": {"thread_id": "nobody", "checkpoint_ns": ""}}) is None
+
+
+def test_the_task_key_is_the_layout_s(store: durastate.Store) -> None:
+    thread = ThreadRows(store.kv, b"langgraph", "t")
+    composed = thread.absolute(task_key(checkpoint_key(b"ns", "id"), b"path", b"task"))
+    assert thread.absolute_task_key(b"ns", b"id", b"path", b"task") == composed
+
+
+def test_threads_are_remembered_within_a_bound_and_still_checked(
+    saver: DurastateSaver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("durastate.integrations.langgraph.saver.MAX_THREADS", 2)
+    for thread in ("a", "b", "c"):
+        chain(saver, thread, 1)
+        assert len(saver._thread_rows_of) <= 2
+    assert [saver.get_tuple({"configurable": {"thread_id": t}}) is not None for t in "abc"] == [True] * 3
+    for _ in range(2):
+        with pytest.raises(durastate.InvalidRequest, match="thread_id"):
+            saver.get_tuple({"configurable": {"thread_id": "a\x00b"}})

@@ -347,3 +347,32 @@ def test_a_history_released_after_it_was_located_reads_as_missing(shared_url: st
         with pytest.raises(EntryNotFound):
             run(reader.read_entry(record.head_id))
         assert run(reader.load("c")) is None
+
+
+def test_new_entries_of_any_iterable_are_stored(conversations: DurastateConversationStore) -> None:
+    """A list and a tuple take the exact-type path of the argument check; any other iterable the general one."""
+    written: list[ConversationEntry] = []
+    for n, container in enumerate((list, tuple, iter)):
+        ask = ConversationEntry(parent_id=written[-1].id if written else None, message=turn(n)[0])
+        answer = ConversationEntry(parent_id=ask.id, message=turn(n)[1])
+        stored = run(conversations.read_record("c"))
+        record = ConversationRecord(conversation_id="c", head_id=answer.id)
+        entries: Any = container([ask, answer])
+        run(conversations.write_record(record, new_entries=entries, expected_revision=stored and stored.revision))
+        written += [ask, answer]
+    assert run(conversations.read_history(written[-1].id)) == written
+
+
+def test_remembered_locations_stay_bounded(store_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A save remembers all its entries' locations at once; the memo still keeps at most PLACES of them."""
+    monkeypatch.setattr(module, "PLACES", 4)
+    with durastate.open(store_url) as store, DurastateConversationStore(store=store) as conversations:
+        entries: list[ConversationEntry] = []
+        for n in range(10):
+            entries.append(ConversationEntry(parent_id=entries[-1].id if entries else None, message=turn(n)[n % 2]))
+        record = ConversationRecord(conversation_id="c", head_id=entries[-1].id)
+        run(conversations.write_record(record, new_entries=entries, expected_revision=None))
+        remembered = conversations._places._items
+        assert list(remembered) == [entry.id for entry in entries[-4:]]  # the newest, head last
+        assert run(conversations.read_history(entries[2].id)) == entries[:3]  # forgotten: found in the index
+        assert run(conversations.read_entry(entries[0].id)) == entries[0]

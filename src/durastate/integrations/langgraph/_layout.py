@@ -39,7 +39,7 @@ needs no care.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import ormsgpack
@@ -61,15 +61,13 @@ VALUE = b"v"
 WRITE = b"w"
 # Fixed-width, non-negative idx text (special writes have idx -1 .. -4).
 IDX_OFFSET = 1_000_000_000
+# Channel values kept inline in the checkpoint (as PostgresSaver does), with None; others are stored apart.
 PRIMITIVES = (str, int, float, bool)
 
 
-def pack(value: Any) -> bytes:
-    return ormsgpack.packb(value)
-
-
-def unpack(data: bytes) -> Any:
-    return ormsgpack.unpackb(data)
+# ormsgpack's functions themselves, not wrappers: a Python frame per row read or written costs more than the call.
+pack: Callable[[Any], bytes] = ormsgpack.packb
+unpack: Callable[[bytes], Any] = ormsgpack.unpackb
 
 
 def text(name: str, value: Any) -> bytes:
@@ -79,11 +77,6 @@ def text(name: str, value: Any) -> bytes:
     if "\x00" in value:
         raise InvalidRequest(f"{name} must not contain a NUL character: {value!r:.80}")
     return value.encode()
-
-
-def is_primitive(value: Any) -> bool:
-    """Kept inline in the checkpoint (as PostgresSaver does), not as a separate value row."""
-    return value is None or isinstance(value, PRIMITIVES)
 
 
 def checkpoint_key(ns: bytes, checkpoint_id: str) -> bytes:
@@ -107,7 +100,7 @@ def write_key(task: bytes, idx: int) -> bytes:
 class ThreadRows:
     """One thread's rows: kv calls on keys relative to the thread's prefix."""
 
-    __slots__ = ("_end", "_kv", "_prefix", "_scope", "thread_id")
+    __slots__ = ("_end", "_kv", "_prefix", "_scope", "prefix_size", "thread_id")
 
     def __init__(self, kv: KV, scope: bytes, thread_id: str) -> None:
         thread = text("thread_id", thread_id)
@@ -116,6 +109,18 @@ class ThreadRows:
         self._scope = scope
         self._prefix = thread + SEP
         self._end = thread + AFTER
+        # The length of the thread's prefix, which ``scan_absolute``'s keys keep.
+        self.prefix_size = len(self._prefix)
+
+    def absolute(self, key: bytes) -> bytes:
+        """``key`` (relative) with the thread's prefix: what ``put_absolute`` and ``put_many_absolute`` take."""
+        return self._prefix + key
+
+    def absolute_task_key(self, ns: bytes, checkpoint_id: bytes, task_path: bytes, task_id: bytes) -> bytes:
+        """``absolute(task_key(checkpoint_key(ns, checkpoint_id), task_path, task_id))`` in one join, not ten
+        concatenations (a put_writes builds one).
+        """
+        return b"".join((self._prefix, CHECKPOINT, ns, SEP, checkpoint_id, SEP, WRITE, task_path, SEP, task_id, SEP))
 
     def get(self, key: bytes) -> bytes | None:
         return self._kv.get(self._scope, THREADS_NS, self._prefix + key)
@@ -130,6 +135,14 @@ class ThreadRows:
     def put_many(self, rows: Iterable[tuple[bytes, bytes]], *, if_absent: bool = False) -> None:
         prefix = self._prefix
         self._kv.put_many(self._scope, THREADS_NS, [(prefix + key, value) for key, value in rows], if_absent=if_absent)
+
+    def put_absolute(self, key: bytes, value: bytes) -> None:
+        """``put`` of a key that already has the thread's prefix (``absolute``): no copy of it."""
+        self._kv.put(self._scope, THREADS_NS, key, value)
+
+    def put_many_absolute(self, rows: list[tuple[bytes, bytes]], *, if_absent: bool = False) -> None:
+        """``put_many`` of keys that already have the thread's prefix (``absolute``)."""
+        self._kv.put_many(self._scope, THREADS_NS, rows, if_absent=if_absent)
 
     def scan(
         self, start: bytes = b"", end: bytes | None = None, *, reverse: bool = False, limit: int | None = None
@@ -155,10 +168,6 @@ class ThreadRows:
         return self._kv.scan(
             self._scope, THREADS_NS, start=prefix + start, end=prefix + end, reverse=reverse, limit=limit
         )
-
-    @property
-    def prefix_size(self) -> int:
-        return len(self._prefix)
 
     def delete(self, keys: Sequence[bytes]) -> None:
         prefix = self._prefix
@@ -197,6 +206,9 @@ def namespaces(thread: ThreadRows) -> Iterator[str]:
         ns = found[0][1:].partition(SEP)[0]
         yield ns.decode()
         start = CHECKPOINT + ns + AFTER
+
+
+_new_tuple = tuple.__new__
 
 
 class Row(NamedTuple):
@@ -254,30 +266,33 @@ def decode(
     fields = unpack(value)
     # Envelopes written before the values moved into them have 8 fields.
     parent_id, cp_type, cp_bytes, md_type, md_bytes, run_id, delta, homes = fields[:8]
-    return Row(
-        checkpoint_id.decode(),
-        thread_id,
-        checkpoint_ns,
-        parent_id,
-        (cp_type, cp_bytes),
-        (md_type, md_bytes),
-        run_id,
-        delta,
-        homes,
-        values,
-        fields[8] if len(fields) > 8 else {},
-        writes,
+    # tuple.__new__ itself: Row(...) would run the namedtuple's __new__, a Python frame.
+    return _new_tuple(
+        Row,
+        (
+            checkpoint_id.decode(),
+            thread_id,
+            checkpoint_ns,
+            parent_id,
+            (cp_type, cp_bytes),
+            (md_type, md_bytes),
+            run_id,
+            delta,
+            homes,
+            values,
+            fields[8] if len(fields) > 8 else {},
+            writes,
+        ),
     )
 
 
-def rows_descending(
-    thread_id: str, checkpoint_ns: str, skip: int, rows: Iterable[tuple[bytes, bytes]]
-) -> Iterator[Row]:
-    """Checkpoints from a reverse scan of one namespace's checkpoint range (``skip``: its prefix length).
+def next_descending(thread_id: str, checkpoint_ns: str, skip: int, rows: Iterator[tuple[bytes, bytes]]) -> Row | None:
+    """The next checkpoint of a reverse scan of one namespace's checkpoint range, or None when ``rows`` run out first.
 
-    In reverse key order a checkpoint's writes and values come before it;
-    rows of a checkpoint that is not there (writes saved before their
-    checkpoint, which LangGraph may do) are dropped.
+    ``skip``: the range's prefix length. In reverse key order a checkpoint's
+    writes and values come before it; rows of a checkpoint that is not
+    there (writes saved before their checkpoint, which LangGraph may do)
+    are dropped. Consumes ``rows`` up to and including the checkpoint's row.
     """
     owner = b""
     values: dict[str, bytes] = {}
@@ -294,10 +309,18 @@ def rows_descending(
             continue
         if checkpoint_id == owner:
             writes.reverse()
-            yield decode(thread_id, checkpoint_ns, checkpoint_id, value, values, writes)
-        else:
-            yield decode(thread_id, checkpoint_ns, checkpoint_id, value, {}, [])
-        owner, values, writes = b"", {}, []
+            return decode(thread_id, checkpoint_ns, checkpoint_id, value, values, writes)
+        return decode(thread_id, checkpoint_ns, checkpoint_id, value, {}, [])
+    return None
+
+
+def rows_descending(
+    thread_id: str, checkpoint_ns: str, skip: int, rows: Iterable[tuple[bytes, bytes]]
+) -> Iterator[Row]:
+    """Every checkpoint of a reverse scan of one namespace's checkpoint range (``next_descending`` in turn)."""
+    remaining = iter(rows)
+    while (row := next_descending(thread_id, checkpoint_ns, skip, remaining)) is not None:
+        yield row
 
 
 def rows_ascending(thread_id: str, rows: Iterable[tuple[bytes, bytes]]) -> Iterator[Row]:
@@ -321,14 +344,18 @@ def rows_ascending(thread_id: str, rows: Iterable[tuple[bytes, bytes]]) -> Itera
         yield decode(thread_id, current[0], current[1], current[2], values, writes)
 
 
-def pending_write(part: bytes, stored: bytes) -> tuple[str, str, str, bytes]:
-    """(task_id, channel, serializer type, bytes) of a write row (``part``: its key's tail from ``w``)."""
-    fields = unpack(stored)
-    if len(fields) == 3:
-        channel, value_type, value_bytes = fields
-        return part.split(SEP, 2)[1].decode(), channel, value_type, value_bytes
-    task_id, _, channel, _, value_type, value_bytes = fields  # written by earlier releases
-    return task_id, channel, value_type, value_bytes
+def pending_writes(rows: list[tuple[bytes, bytes]], loads: Callable[[tuple[str, bytes]], Any]) -> list[Any]:
+    """(task_id, channel, value) of each write row (``(key's tail from ``w``, value)``), ``loads`` its deserializer."""
+    found = []
+    for part, stored in rows:
+        fields = unpack(stored)
+        if len(fields) == 3:
+            channel, value_type, value_bytes = fields
+            found.append((part.split(SEP, 2)[1].decode(), channel, loads((value_type, value_bytes))))
+        else:
+            task_id, _, channel, _, value_type, value_bytes = fields  # written by earlier releases
+            found.append((task_id, channel, loads((value_type, value_bytes))))
+    return found
 
 
 def contains(document: Any, wanted: Any) -> bool:

@@ -80,6 +80,7 @@ from ._layout import (
     AFTER,
     CHECKPOINT,
     CHECKPOINT_END,
+    PRIMITIVES,
     RUN,
     SEP,
     Row,
@@ -88,13 +89,12 @@ from ._layout import (
     contains,
     envelope,
     inline_value,
-    is_primitive,
     namespaces,
+    next_descending,
     pack,
-    pending_write,
+    pending_writes,
     rows_ascending,
     rows_descending,
-    task_key,
     text,
     thread_ids,
     unpack,
@@ -108,6 +108,10 @@ __all__ = ["DurastateSaver"]
 # Reverse scans for the newest checkpoints: rows in the first page per
 # checkpoint wanted (itself, a value, a few writes), growing to MAX_PAGE.
 ROWS_PER_CHECKPOINT = 5
+# get_tuple's latest checkpoint: its row and two writes in the first page (a
+# run's last checkpoint has none, an interrupted one a few); more go on in
+# doubling pages. Each row read costs ~2,500 instructions to fetch (bench/RESULTS.md "lgpy2").
+LATEST_PAGE = 3
 FIRST_PAGE = 32
 MAX_PAGE = 512
 # Rows loaded per batch while listing.
@@ -116,6 +120,8 @@ DELTA_COUNTERS = "counters_since_delta_snapshot"
 PRUNE_STRATEGIES = ("keep_latest", "delete")
 # (thread, run) pairs remembered as marked, at most: past it, forget them all.
 MAX_MARKED = 4096
+# ThreadRows kept for reuse, at most (a thread's is built and its id checked once): past it, forget them all.
+MAX_THREADS = 4096
 
 
 class DurastateSaver(StoreBound, BaseCheckpointSaver[str]):
@@ -138,6 +144,7 @@ class DurastateSaver(StoreBound, BaseCheckpointSaver[str]):
         # of a marked run writes only its checkpoint row. Forgotten whenever
         # this saver deletes (delete_thread, delete_for_runs, prune).
         self._marked: dict[tuple[str, str], None] = {}
+        self._thread_rows_of: dict[str, ThreadRows] = {}
 
     @classmethod
     def from_url(
@@ -154,7 +161,14 @@ class DurastateSaver(StoreBound, BaseCheckpointSaver[str]):
     # -- addresses -------------------------------------------------------------
 
     def _thread(self, thread_id: str) -> ThreadRows:
-        return ThreadRows(self._kv, self._scope, thread_id)
+        """The thread's ``ThreadRows`` (its id checked when first built), reused across calls."""
+        thread = self._thread_rows_of.get(thread_id)
+        if thread is None:
+            thread = ThreadRows(self._kv, self._scope, thread_id)
+            if len(self._thread_rows_of) >= MAX_THREADS:
+                self._thread_rows_of.clear()
+            self._thread_rows_of[thread_id] = thread
+        return thread
 
     @staticmethod
     def _configurable(config: Any) -> Mapping[str, Any]:
@@ -167,11 +181,14 @@ class DurastateSaver(StoreBound, BaseCheckpointSaver[str]):
 
     def _address(self, config: Any) -> tuple[str, str, bytes, str | None]:
         """(thread_id, checkpoint_ns, encoded checkpoint_ns, checkpoint_id or None)."""
-        configurable = self._configurable(config)
+        # The common case (dicts, a thread id) checked inline; _configurable checks the rest and explains.
+        configurable = config.get("configurable") if type(config) is dict else None
+        if type(configurable) is not dict or configurable.get("thread_id") is None:
+            configurable = self._configurable(config)
         thread_id = str(configurable["thread_id"])
         checkpoint_ns = configurable.get("checkpoint_ns") or ""
-        ns = text("checkpoint_ns", checkpoint_ns)
-        checkpoint_id = get_checkpoint_id(config)
+        ns = text("checkpoint_ns", checkpoint_ns) if checkpoint_ns else b""
+        checkpoint_id = configurable.get("checkpoint_id")  # get_checkpoint_id(config)
         if checkpoint_id is not None and not isinstance(checkpoint_id, str):
             raise InvalidRequest(f"checkpoint_id must be a str, got {type(checkpoint_id).__name__}")
         return thread_id, checkpoint_ns, ns, checkpoint_id
@@ -223,17 +240,17 @@ class DurastateSaver(StoreBound, BaseCheckpointSaver[str]):
         checkpoint of a run in a thread.
         """
         thread_id, checkpoint_ns, ns, parent_id = self._address(config)
-        if not _is_mapping(checkpoint) or not isinstance(checkpoint.get("id"), str):
+        if (type(checkpoint) is not dict and not _is_mapping(checkpoint)) or not isinstance(checkpoint.get("id"), str):
             raise InvalidRequest("checkpoint must be a Checkpoint dict with a str 'id'")
         checkpoint_id = checkpoint["id"]
         text("checkpoint id", checkpoint_id)
-        if not _is_mapping(new_versions):
+        key = checkpoint_key(ns, checkpoint_id)
+        if type(new_versions) is not dict and not _is_mapping(new_versions):
             raise InvalidRequest(f"new_versions must be a dict, got {type(new_versions).__name__}")
-        dumps = self.serde.dumps_typed
         primitives: dict[str, Any] = {}
         stored_here: dict[str, Any] = {}
         for channel, value in checkpoint["channel_values"].items():
-            if is_primitive(value):
+            if value is None or isinstance(value, PRIMITIVES):
                 primitives[channel] = value
             else:
                 text("channel", channel)
@@ -250,38 +267,71 @@ class DurastateSaver(StoreBound, BaseCheckpointSaver[str]):
         run_id = stored_metadata.get("run_id")
         run_id = str(run_id) if run_id is not None else None
         marked = (thread_id, run_id) if run_id is not None and (thread_id, run_id) not in self._marked else None
+
         # Reading the parent and writing must see one state: a transaction then
         # (else the one statement, or put_many's own transaction, is enough).
-        with self.store.transaction() if inherited else _NO_TRANSACTION:
-            if inherited and parent_id is not None:
-                found = thread.get(checkpoint_key(ns, parent_id))
-                if found is not None:
-                    parent = self._decode(thread_id, checkpoint_ns, parent_id, found)
-                    parent_versions = self._loads(parent.checkpoint)["channel_versions"]
-                    for channel in inherited:
-                        if channel in parent_versions and parent_versions[channel] == versions.get(channel):
-                            homes[channel] = parent.homes.get(channel, parent_id)
-                            del stored_here[channel]
-            row = (
-                checkpoint_key(ns, checkpoint_id),
-                envelope(
-                    parent_id,
-                    dumps(skeleton),
-                    dumps(stored_metadata),
-                    run_id,
-                    DELTA_COUNTERS in stored_metadata,
-                    homes,
-                    {c: (str(versions.get(c, "")), *dumps(v)) for c, v in stored_here.items()},
-                ),
-            )
-            if marked is not None:
-                thread.put_many([(RUN + marked[1].encode(), b""), row])
-            else:
-                thread.put(*row)
+        if inherited:
+            with self.store.transaction():
+                if parent_id is not None:
+                    self._inherit(thread, checkpoint_ns, ns, parent_id, inherited, versions, homes, stored_here)
+                self._put_row(thread, key, marked, parent_id, skeleton, stored_metadata, run_id, homes, stored_here)
+        else:
+            self._put_row(thread, key, marked, parent_id, skeleton, stored_metadata, run_id, homes, stored_here)
         stored: RunnableConfig = {
             "configurable": {"thread_id": thread_id, "checkpoint_ns": checkpoint_ns, "checkpoint_id": checkpoint_id}
         }
         return stored, marked
+
+    def _inherit(
+        self,
+        thread: ThreadRows,
+        checkpoint_ns: str,
+        ns: bytes,
+        parent_id: str,
+        inherited: builtins.list[str],
+        versions: ChannelVersions,
+        homes: dict[str, str],
+        stored_here: dict[str, Any],
+    ) -> None:
+        """Move to ``homes`` the ``inherited`` channels whose value the parent (or its home) keeps at this version."""
+        found = thread.get(checkpoint_key(ns, parent_id))
+        if found is None:
+            return
+        parent = self._decode(thread.thread_id, checkpoint_ns, parent_id, found)
+        parent_versions = self._loads(parent.checkpoint)["channel_versions"]
+        for channel in inherited:
+            if channel in parent_versions and parent_versions[channel] == versions.get(channel):
+                homes[channel] = parent.homes.get(channel, parent_id)
+                del stored_here[channel]
+
+    def _put_row(
+        self,
+        thread: ThreadRows,
+        key: bytes,
+        marked: tuple[str, str] | None,
+        parent_id: str | None,
+        skeleton: dict[str, Any],
+        metadata: CheckpointMetadata,
+        run_id: str | None,
+        homes: dict[str, str],
+        stored_here: dict[str, Any],
+    ) -> None:
+        """Write a checkpoint's row (its envelope, with the values ``stored_here``) and the run marker if ``marked``."""
+        dumps = self.serde.dumps_typed
+        versions = skeleton["channel_versions"]
+        value = envelope(
+            parent_id,
+            dumps(skeleton),
+            dumps(metadata),
+            run_id,
+            DELTA_COUNTERS in metadata,
+            homes,
+            {c: (str(versions.get(c, "")), *dumps(v)) for c, v in stored_here.items()},
+        )
+        if marked is not None:
+            thread.put_many([(RUN + marked[1].encode(), b""), (key, value)])
+        else:
+            thread.put_absolute(thread.absolute(key), value)
 
     def _mark(self, marked: tuple[str, str]) -> None:
         """Remember that a (thread, run) marker is committed, so later puts of that run skip it."""
@@ -300,7 +350,10 @@ class DurastateSaver(StoreBound, BaseCheckpointSaver[str]):
         thread_id, _, ns, checkpoint_id = self._address(config)
         if checkpoint_id is None:
             raise InvalidRequest("put_writes needs config['configurable']['checkpoint_id']")
-        task = task_key(checkpoint_key(ns, checkpoint_id), text("task_path", task_path), text("task_id", task_id))
+        thread = self._thread(thread_id)
+        task = thread.absolute_task_key(
+            ns, checkpoint_id.encode(), text("task_path", task_path), text("task_id", task_id)
+        )
         dumps = self.serde.dumps_typed
         rows = []
         special = True
@@ -312,7 +365,7 @@ class DurastateSaver(StoreBound, BaseCheckpointSaver[str]):
         if rows:
             # As LangGraph's savers: a batch of special writes only replaces,
             # any other batch keeps what is stored (one statement either way).
-            self._thread(thread_id).put_many(rows, if_absent=not special)
+            thread.put_many_absolute(rows, if_absent=not special)
 
     # -- read ------------------------------------------------------------------
 
@@ -320,7 +373,7 @@ class DurastateSaver(StoreBound, BaseCheckpointSaver[str]):
         """The checkpoint ``config`` names, or the namespace's latest without a checkpoint_id."""
         thread_id, checkpoint_ns, _, checkpoint_id = self._address(config)
         if checkpoint_id is None:
-            row = next(self._rows_desc(thread_id, checkpoint_ns, None, 1), None)
+            row = self._latest(thread_id, checkpoint_ns)
         else:
             row = self._row(thread_id, checkpoint_ns, checkpoint_id)
         return None if row is None else self._load(thread_id, [row])[0]
@@ -411,16 +464,43 @@ class DurastateSaver(StoreBound, BaseCheckpointSaver[str]):
         usually fit in the first) and double, so ``limit=1`` reads a
         handful of rows, not a thread's history.
         """
+        page = min(MAX_PAGE, FIRST_PAGE if most is None else most * ROWS_PER_CHECKPOINT)
+        thread, prefix, end, first = self._first_page(thread_id, checkpoint_ns, before_id, page)
+        skip = thread.prefix_size + len(prefix)
+        return rows_descending(thread_id, checkpoint_ns, skip, self._pages(thread, prefix, end, first, page))
+
+    def _latest(self, thread_id: str, checkpoint_ns: str) -> Row | None:
+        """``next(self._rows_desc(thread_id, checkpoint_ns, None, 1), None)``, without a generator when the first
+        page holds the newest checkpoint (it usually does: a generator left suspended costs its close).
+        """
+        thread, prefix, end, first = self._first_page(thread_id, checkpoint_ns, None, LATEST_PAGE)
+        skip = thread.prefix_size + len(prefix)
+        row = next_descending(thread_id, checkpoint_ns, skip, iter(first))
+        if row is None and len(first) == LATEST_PAGE:
+            # The newest checkpoint's rows go on past the first page.
+            pages = self._pages(thread, prefix, end, first, LATEST_PAGE)
+            row = next(rows_descending(thread_id, checkpoint_ns, skip, pages), None)
+        return row
+
+    def _first_page(
+        self, thread_id: str, checkpoint_ns: str, before_id: str | None, page: int
+    ) -> tuple[ThreadRows, bytes, bytes, builtins.list[tuple[bytes, bytes]]]:
+        """(thread, the namespace's checkpoint key prefix, the scan's end, its reverse scan's first ``page`` rows)."""
         thread = self._thread(thread_id)
         ns = checkpoint_ns.encode()
         prefix = CHECKPOINT + ns + SEP
         end = prefix + before_id.encode() if before_id is not None else CHECKPOINT + ns + AFTER
+        return thread, prefix, end, builtins.list(thread.scan_absolute(prefix, end, reverse=True, limit=page))
 
-        page = min(MAX_PAGE, FIRST_PAGE if most is None else most * ROWS_PER_CHECKPOINT)
-        first = builtins.list(thread.scan_absolute(prefix, end, reverse=True, limit=page))
+    @staticmethod
+    def _pages(
+        thread: ThreadRows, prefix: bytes, end: bytes, first: builtins.list[tuple[bytes, bytes]], page: int
+    ) -> Iterable[tuple[bytes, bytes]]:
+        """The reverse scan's rows from its ``first`` page on; a first page short of full is the whole range."""
+        if len(first) < page:
+            return first  # no pager (a generator left suspended costs its close)
 
-        def pages(got: builtins.list[tuple[bytes, bytes]], page: int) -> Iterator[tuple[bytes, bytes]]:
-            nonlocal end
+        def pages(got: builtins.list[tuple[bytes, bytes]], page: int, end: bytes) -> Iterator[tuple[bytes, bytes]]:
             while True:
                 yield from got
                 if len(got) < page:
@@ -429,9 +509,7 @@ class DurastateSaver(StoreBound, BaseCheckpointSaver[str]):
                 page = min(MAX_PAGE, page * 2)
                 got = builtins.list(thread.scan_absolute(prefix, end, reverse=True, limit=page))
 
-        # A first page short of full is the whole range: no pager (a generator left suspended costs its close).
-        rows = first if len(first) < page else pages(first, page)
-        return rows_descending(thread_id, checkpoint_ns, thread.prefix_size + len(prefix), rows)
+        return pages(first, page, end)
 
     def _load(self, thread_id: str, rows: builtins.list[Row]) -> builtins.list[CheckpointTuple]:
         """Tuples for rows of one thread; values kept by ancestors in one read."""
@@ -450,6 +528,8 @@ class DurastateSaver(StoreBound, BaseCheckpointSaver[str]):
         # envelope, or in a value row of its own (older puts, moved values).
         elsewhere: dict[bytes, None] = {}
         for row, skeleton in zip(rows, skeletons, strict=True):
+            if not row.homes:
+                continue
             ns = row.checkpoint_ns.encode()
             for channel, home in row.homes.items():
                 if channel in skeleton["channel_versions"]:
@@ -466,12 +546,12 @@ class DurastateSaver(StoreBound, BaseCheckpointSaver[str]):
             for channel, (_, value_type, value_bytes) in row.inline.items():
                 if channel in versions and channel not in values:
                     values[channel] = loads((value_type, value_bytes))
-            for channel, stored in row.values.items():
+            for channel, stored in row.values.items() if row.values else ():
                 version, value_type, value_bytes = unpack(stored)
                 # A checkpoint put again under its id may have left a value it no longer has.
                 if channel in versions and version == str(versions[channel]) and channel not in values:
                     values[channel] = loads((value_type, value_bytes))
-            for channel, home in row.homes.items():
+            for channel, home in row.homes.items() if row.homes else ():
                 if channel not in versions:
                     continue
                 ns = row.checkpoint_ns.encode()
@@ -488,10 +568,7 @@ class DurastateSaver(StoreBound, BaseCheckpointSaver[str]):
                 if row.parent_id is not None
                 else None
             )
-            writes: builtins.list[PendingWrite] = []
-            for part, stored in row.writes:
-                task_id, channel, value_type, value_bytes = pending_write(part, stored)
-                writes.append((task_id, channel, loads((value_type, value_bytes))))
+            writes: builtins.list[PendingWrite] = pending_writes(row.writes, loads) if row.writes else []
             result.append(
                 CheckpointTuple(
                     {"configurable": {**configurable, "checkpoint_id": row.checkpoint_id}},
@@ -707,19 +784,6 @@ class DurastateSaver(StoreBound, BaseCheckpointSaver[str]):
 def _is_mapping(value: Any) -> bool:
     """``isinstance(value, Mapping)``, a dict (the common case) without the ABC's subclass check."""
     return type(value) is dict or isinstance(value, Mapping)
-
-
-class _NoTransaction:
-    """``with`` that does nothing: a put that reads no parent needs no transaction of its own."""
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: object) -> None:
-        return None
-
-
-_NO_TRANSACTION = _NoTransaction()
 
 
 def rows_ascending_one(thread_id: str, checkpoint_ns: str, checkpoint_id: str, value: bytes) -> Row:

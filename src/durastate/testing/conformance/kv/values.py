@@ -92,6 +92,17 @@ class TestKVGetPut:
         assert store.kv.get(b"s", b"n", b"k") == b"3"
         assert store.kv.get(b"s", b"n", b"j") == b"x"
 
+    def test_put_many_takes_lists_and_bytes_likes_from_any_iterable_duplicates_included(
+        self, store: durastate.Store
+    ) -> None:
+        items: list[Any] = [[b"a", b"1"], (bytearray(b"b"), memoryview(b"2")), (b"a", bytearray(b"3")), (b"c", b"4")]
+        store.kv.put_many(b"s", b"n", iter(items))
+        assert list(store.kv.scan(b"s", b"n")) == [(b"a", b"3"), (b"b", b"2"), (b"c", b"4")]
+        store.kv.put_many(b"s", b"n", iter(items[::-1]), if_absent=True)
+        more: list[Any] = [(b"d", b"5"), [bytearray(b"d"), b"6"], (b"e", b"7")]
+        store.kv.put_many(b"s", b"n", more, if_absent=True)
+        assert list(store.kv.scan(b"s", b"n")) == [(b"a", b"3"), (b"b", b"2"), (b"c", b"4"), (b"d", b"5"), (b"e", b"7")]
+
     def test_put_many_if_absent_keeps_live_values_and_the_first_of_duplicates(
         self, store: durastate.Store, clock: FakeClock
     ) -> None:
