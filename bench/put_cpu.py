@@ -29,19 +29,19 @@ of the counts is the instructions per put, free of start-up).
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import sqlite3
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+from _cpu_turns import arguments, serve, take_turns  # noqa: E402  (bench/_cpu_turns.py)
+
 VALUE = b"v" * 100
 PATHS = ("kv", "engine", "raw")
 RAW_PUT = (
@@ -89,23 +89,13 @@ def _one_path(path_name: str, puts: int) -> float:
 
 
 def _worker(src: str) -> None:
-    """Serve ``{"path": ..., "puts": ...}`` lines on stdin with CPU seconds on stdout."""
+    """Serve ``{"path": ..., "count": ...}`` lines on stdin (puts) with CPU seconds on stdout."""
     sys.path.insert(0, src)
-    import durastate
-
-    assert Path(durastate.__file__).resolve().is_relative_to(Path(src).resolve()), durastate.__file__
-    for line in sys.stdin:
-        command = json.loads(line)
-        print(json.dumps(_one_path(command["path"], command["puts"])), flush=True)
+    serve(src, _one_path)
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--puts", type=int, default=20000)
-    parser.add_argument("--rounds", type=int, default=7)
-    parser.add_argument("--src", action="append", help="a folder holding durastate/ (repeatable)")
-    parser.add_argument("--only", choices=PATHS, help="run one path once in this process (for callgrind)")
-    parser.add_argument("--worker", help=argparse.SUPPRESS)
+    parser = arguments(__doc__, "puts", 20000, PATHS)
     args = parser.parse_args()
     if args.worker:
         _worker(args.worker)
@@ -115,24 +105,7 @@ def main() -> None:
         sys.path.insert(0, sources[0])
         print(f"{_one_path(args.only, args.puts):.6f}")
         return
-    workers: list[Any] = [
-        subprocess.Popen(
-            [sys.executable, __file__, "--worker", src], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
-        )
-        for src in sources
-    ]
-    spent: dict[tuple[int, str], list[float]] = {(w, p): [] for w in range(len(workers)) for p in PATHS}
-    for round_number in range(args.rounds):
-        order = list(range(len(workers)))
-        order = order[round_number % len(order) :] + order[: round_number % len(order)]
-        for path_name in PATHS:
-            for w in order:
-                workers[w].stdin.write(json.dumps({"path": path_name, "puts": args.puts}) + "\n")
-                workers[w].stdin.flush()
-                spent[(w, path_name)].append(json.loads(workers[w].stdout.readline()) / args.puts * 1e6)
-    for worker in workers:
-        worker.stdin.close()
-        worker.wait()
+    spent = take_turns(__file__, sources, PATHS, args.puts, args.rounds)
     print(f"SQLite {sqlite3.sqlite_version}, {args.puts} puts x {args.rounds} rounds, CPU us per put (median, range)")
     for w, src in enumerate(sources):
         for path_name in PATHS:

@@ -418,7 +418,16 @@ class SqliteEngine(SqliteTransactions):
         if state.lock_wait and running_loop() is not None:
             self._loop_started()
         if not state.depth and not state.writing and getattr(sql, "kind", None) in _WRITES:
-            return self._gated(self.one, sql, params)
+            # A write outside a transaction (a queue's claim): the writer
+            # gate's lock taken directly when free, no holder recorded, as
+            # in execute (three calls fewer than _gated), else _gated waits.
+            if not self._writer_lock.acquire(False):
+                return self._gated(self.one, sql, params)
+            state.writing = True
+            try:
+                return self.one(sql, params)
+            finally:
+                self._leave_writers(state)
         cursor = state.cursor or self._thread_cursor()
         guard = state.guard
         guard.acquire()
