@@ -37,6 +37,17 @@ items); ``search ns``: ``search(("docs", "n3"), query=..., limit=10)``
 (a tenth). Queries cycle through 50 texts (embedding one query costs the
 same on every side).
 
+``--index-after-load`` drops the pgvector contenders' HNSW indexes after
+their first item and builds them again after the load (``CREATE INDEX``:
+minutes instead of the half hour that 100,000 inserts into the index take
+here; the graph differs from an incrementally built one). ``--states``
+measures the pgvector contenders' tables ``fresh`` (as a load leaves them
+before autovacuum: no column statistics, ``reltuples`` -1, autovacuum off
+on their tables while measured; the bench forgets what ``CREATE INDEX``
+recorded, so it needs a superuser) and/or ``analyzed`` (after ``ANALYZE``,
+what autovacuum leaves minutes after a load), each with its plans
+(``--explain``), page check and timed table, one load.
+
 ``--contenders`` picks some (the exact ones take minutes a round at 100,000
 items); the page check's reference is then the first exact contender
 picked, else the first. ``--explain`` prints, after loading, the query
@@ -187,6 +198,72 @@ def explain(contenders: dict[str, Any], ours_url: str, ops: list[str]) -> None:
         print()
 
 
+def _first(row: Any) -> Any:
+    """The first column of a row, a tuple or a dict (PostgresStore's connection returns dicts)."""
+    return next(iter(row.values())) if isinstance(row, dict) else row[0]
+
+
+def pg_schema(store: Any) -> str:
+    """The schema a pgvector contender's tables are in (its connection's current_schema)."""
+    if isinstance(store, DurastateStore):
+        from durastate.engines.statements import READ
+
+        engine = store.store.engine
+        row = engine.one(engine.sql(READ("SELECT current_schema()")))
+    else:
+        row = store.conn.execute("SELECT current_schema()").fetchone()
+    assert row is not None
+    return str(_first(row))
+
+
+def hnsw_indexes(base_url: str, schema: str) -> list[tuple[str, str]]:
+    """(name, CREATE INDEX statement) of the schema's HNSW indexes (pg_indexes' definitions are schema-qualified)."""
+    import psycopg
+
+    with psycopg.connect(base_url, autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = %s AND indexdef LIKE '%%USING hnsw%%'",
+            (schema,),
+        ).fetchall()
+    return [(str(name), str(definition)) for name, definition in rows]
+
+
+# What a state does to the pgvector contenders' tables before it is measured (see the docstring).
+FORGET = (
+    "DELETE FROM pg_statistic WHERE starelid IN (SELECT c.oid FROM pg_class c"
+    " JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = %(schema)s AND c.relkind = 'r')",
+    "UPDATE pg_class SET reltuples = -1 WHERE relnamespace = CAST(%(schema)s AS regnamespace) AND relkind = 'r'",
+)
+
+
+@contextmanager
+def psycopg_autocommit(url: str) -> Iterator[Any]:
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        yield conn
+
+
+def set_state(base_url: str, schema: str, state: str) -> None:
+    """The schema's tables ``fresh`` (statistics forgotten, autovacuum off) or ``analyzed``."""
+    import psycopg
+    from psycopg import sql as psql
+
+    with psycopg.connect(base_url, autocommit=True) as conn:
+        tables = [
+            str(_first(row))
+            for row in conn.execute("SELECT tablename FROM pg_tables WHERE schemaname = %s", (schema,)).fetchall()
+        ]
+        for table in tables:
+            name = psql.Identifier(schema, table)
+            conn.execute(psql.SQL("ALTER TABLE {} SET (autovacuum_enabled = false)").format(name))
+            if state == "analyzed":
+                conn.execute(psql.SQL("ANALYZE {}").format(name))
+        if state == "fresh":
+            for statement in FORGET:
+                conn.execute(statement, {"schema": schema})  # type: ignore[call-overload]
+
+
 def timed(run: Callable[[], None]) -> float:
     gc.collect()
     gc.disable()
@@ -199,8 +276,8 @@ def timed(run: Callable[[], None]) -> float:
 
 
 @contextmanager
-def postgres_store(base_url: str, index: dict[str, Any]) -> Iterator[BaseStore | str]:
-    """LangGraph's PostgresStore in a fresh schema, or why not."""
+def postgres_store(base_url: str, index: dict[str, Any], keep: bool = False) -> Iterator[BaseStore | str]:
+    """LangGraph's PostgresStore in a fresh schema (dropped after, unless ``keep``: its URL printed), or why not."""
     try:
         from langgraph.store.postgres import PostgresStore
     except ImportError as exc:
@@ -226,7 +303,10 @@ def postgres_store(base_url: str, index: dict[str, Any]) -> Iterator[BaseStore |
             store.setup()
             yield store
     finally:
-        postgres_server.drop_schema(base_url, schema)
+        if keep:
+            print(f"kept PostgresStore's schema: {url}")
+        else:
+            postgres_server.drop_schema(base_url, schema)
 
 
 def main() -> int:
@@ -238,6 +318,23 @@ def main() -> int:
     parser.add_argument("--ops", nargs="*", default=OPS, choices=OPS)
     parser.add_argument("--contenders", nargs="*", default=CONTENDERS, choices=CONTENDERS)
     parser.add_argument("--explain", action="store_true", help="print the pgvector contenders' query plans")
+    parser.add_argument(
+        "--index-after-load",
+        action="store_true",
+        help="build the pgvector contenders' HNSW indexes after loading them, not item by item",
+    )
+    parser.add_argument(
+        "--keep-schemas",
+        action="store_true",
+        help="keep the pgvector contenders' schemas (their URLs are printed, for --loaded) instead of dropping them",
+    )
+    parser.add_argument(
+        "--states",
+        nargs="*",
+        choices=["as loaded", "fresh", "analyzed"],
+        default=["as loaded"],
+        help="measure the pgvector contenders' tables as the load left them, fresh (no statistics) and/or analyzed",
+    )
     parser.add_argument(
         "--postgres-url",
         default=os.environ.get("DURASTATE_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/postgres"),
@@ -280,7 +377,10 @@ def main() -> int:
                 ours_url = args.loaded[0]
             else:
                 ours_url, schema = postgres_server.create_schema(args.postgres_url)
-                stack.callback(postgres_server.drop_schema, args.postgres_url, schema)
+                if args.keep_schemas:
+                    stack.callback(print, f"kept durastate pgvector's schema: {ours_url}")
+                else:
+                    stack.callback(postgres_server.drop_schema, args.postgres_url, schema)
             ours = stack.enter_context(DurastateStore.from_url(ours_url, index=index))  # type: ignore[arg-type]
             if ours.store.engine.capabilities.vector_index:
                 contenders["durastate postgres pgvector"] = ours
@@ -293,49 +393,69 @@ def main() -> int:
                 PostgresStore.from_conn_string(args.loaded[1], index=index)  # type: ignore[arg-type]
             )
         elif "PostgresStore (pgvector)" in wanted:
-            theirs = stack.enter_context(postgres_store(args.postgres_url, index))
+            theirs = stack.enter_context(postgres_store(args.postgres_url, index, args.keep_schemas))
             if isinstance(theirs, str):
                 print(f"PostgresStore skipped: {theirs}")
             else:
                 contenders["PostgresStore (pgvector)"] = theirs
+        pgvector = [n for n in ("durastate postgres pgvector", "PostgresStore (pgvector)") if n in contenders]
+        schemas = {name: pg_schema(contenders[name]) for name in pgvector}
         for name, store in contenders.items():
-            if args.loaded and name in ("durastate postgres pgvector", "PostgresStore (pgvector)"):
+            if args.loaded and name in pgvector:
                 continue
             start = time.perf_counter()
+            rebuild: list[tuple[str, str]] = []
+            if args.index_after_load and name in pgvector:
+                load(store, 1)  # the first item: the tables and indexes exist (ours: at first use)
+                schema = schemas[name]
+                rebuild = hnsw_indexes(args.postgres_url, schema)
+                with psycopg_autocommit(args.postgres_url) as conn:
+                    for index_name, _ in rebuild:
+                        conn.execute(f'DROP INDEX "{schema}"."{index_name}"')
             load(store, args.items)
-            print(f"loaded {name} in {time.perf_counter() - start:.1f} s")
+            with psycopg_autocommit(args.postgres_url) as conn:
+                for _, definition in rebuild:
+                    conn.execute(definition)
+            built = f", HNSW indexes built after it ({len(rebuild)})" if rebuild else ""
+            print(f"loaded {name} in {time.perf_counter() - start:.1f} s{built}")
         if "durastate postgres pgvector" in contenders and "durastate postgres hnsw walk" in wanted:
             contenders["durastate postgres hnsw walk"] = Walking(contenders["durastate postgres pgvector"])
         if "durastate postgres pgvector" in contenders and "durastate postgres pgvector" not in wanted:
             del contenders["durastate postgres pgvector"]  # loaded for the walk only
         print()
-        if args.explain:
-            explain(contenders, ours_url, args.ops)
-        exact = [n for n in contenders if n in ("durastate sqlite", "durastate postgres exact", "InMemoryStore")]
-        agreement(contenders, (exact or list(contenders))[0])
-        print()
-        shorts = {name: [0] for name in contenders}
-        runs = {name: searches(store, args.calls, shorts[name]) for name, store in contenders.items()}
-        names = list(contenders)
-        rates: dict[str, dict[str, list[float]]] = {op: {name: [] for name in names} for op in args.ops}
-        for round_no in range(args.rounds + 1):
-            order = names[round_no % len(names) :] + names[: round_no % len(names)]
+        for state in args.states:
+            if state != "as loaded":
+                for schema in schemas.values():
+                    set_state(args.postgres_url, schema, state)
+                print(f"## pgvector tables {state} ({', '.join(pgvector) or 'none'})")
+                print()
+            if args.explain:
+                explain(contenders, ours_url, args.ops)
+            exact = [n for n in contenders if n in ("durastate sqlite", "durastate postgres exact", "InMemoryStore")]
+            agreement(contenders, (exact or list(contenders))[0])
+            print()
+            shorts = {name: [0] for name in contenders}
+            runs = {name: searches(store, args.calls, shorts[name]) for name, store in contenders.items()}
+            names = list(contenders)
+            rates: dict[str, dict[str, list[float]]] = {op: {name: [] for name in names} for op in args.ops}
+            for round_no in range(args.rounds + 1):
+                order = names[round_no % len(names) :] + names[: round_no % len(names)]
+                for op in args.ops:
+                    for name in order:
+                        seconds = timed(runs[name][op])
+                        if round_no:  # round 0 warms up
+                            rates[op][name].append(args.calls / seconds)
+            anchors = [a for a in ("InMemoryStore", "PostgresStore (pgvector)") if a in names]
+            print("| op | contender | searches/s | " + " | ".join(f"ratio to {a} (range)" for a in anchors) + " |")
+            print("|---|---|---|" + "---|" * len(anchors))
             for op in args.ops:
-                for name in order:
-                    seconds = timed(runs[name][op])
-                    if round_no:  # round 0 warms up
-                        rates[op][name].append(args.calls / seconds)
-        anchors = [a for a in ("InMemoryStore", "PostgresStore (pgvector)") if a in names]
-        print("| op | contender | searches/s | " + " | ".join(f"ratio to {a} (range)" for a in anchors) + " |")
-        print("|---|---|---|" + "---|" * len(anchors))
-        for op in args.ops:
-            for name in names:
-                cells = []
-                for anchor in anchors:
-                    ratios = [o / t for o, t in zip(rates[op][name], rates[op][anchor], strict=True)]
-                    cells.append(f"{statistics.median(ratios):.2f}x ({min(ratios):.2f}-{max(ratios):.2f})")
-                print(f"| {op} | {name} | {statistics.median(rates[op][name]):,.1f} | " + " | ".join(cells) + " |")
-        print("short pages (fewer than 10 items) in the timed searches:", {n: c[0] for n, c in shorts.items()})
+                for name in names:
+                    cells = []
+                    for anchor in anchors:
+                        ratios = [o / t for o, t in zip(rates[op][name], rates[op][anchor], strict=True)]
+                        cells.append(f"{statistics.median(ratios):.2f}x ({min(ratios):.2f}-{max(ratios):.2f})")
+                    print(f"| {op} | {name} | {statistics.median(rates[op][name]):,.1f} | " + " | ".join(cells) + " |")
+            print("short pages (fewer than 10 items) in the timed searches:", {n: c[0] for n, c in shorts.items()})
     return 0
 
 

@@ -1,12 +1,14 @@
-"""The query plans behind ``bench/langgraph_search.py``'s searches (its ``--explain``), on its fresh tables.
+"""The query plans behind ``bench/langgraph_search.py``'s searches (its ``--explain``), on its tables.
 
 ``durastate_plans``: the statements a ``DurastateStore`` search runs through
 the engine's vector index, each prepared as the engine runs it (a generic
 plan, ``plan_cache_mode = force_generic_plan``) and run under ``EXPLAIN
 ANALYZE``. ``postgres_store_plan``: the statement LangGraph's PostgresStore
 builds for the same search, run under ``EXPLAIN ANALYZE`` on its own
-connection (as it runs it). No ``ANALYZE`` is run first: the tables are as
-the load left them.
+connection (as it runs it). The tables are in the state the bench's
+``--states`` put them in (as loaded, fresh or analyzed); the settings a
+search makes in its transaction (``set_config``) are made again, in order,
+before the statements after them are explained.
 """
 
 from __future__ import annotations

@@ -181,10 +181,21 @@ INSERT_VECTORS = WRITE(
     " FROM unnest(?::bytea[], ?::text[], ?::bytea[], ?::text[]) AS u(key, field, digest, embedding)"
     " ON CONFLICT (scope, ns, key, field) DO UPDATE SET digest = excluded.digest, embedding = excluded.embedding"
 )
-# Transaction-local (is_local): they end with the search's read transaction.
+# Transaction-local (is_local): they end with the search's read transaction. enable_sort off: the walk is
+# planned (a generic plan, cached per connection: planned after these, re-planned after an ANALYZE, also
+# after these) with every sort costed as disabled, so the one plan that yields rows in distance order
+# without sorting, the HNSW index, is the cheapest whatever the statistics say. Left to the planner, the
+# generic plan (a key range of unknown bounds: 0.5% of the rows; an unknown LIMIT: a tenth of them) took
+# the primary key's range and a sort of every row once the table had statistics (438 ms at 100,000 x 64
+# dims, against 5-25 ms for the walk), and a sort on small tables even without. The first column is
+# enable_sort as it was (RESTORE_SORT), read before it is set (target list order).
 SEARCH_SETTINGS = READ(
-    "SELECT set_config('hnsw.ef_search', ?, true), set_config('hnsw.iterative_scan', 'strict_order', true)"
+    "SELECT current_setting('enable_sort'), set_config('hnsw.ef_search', ?, true),"
+    " set_config('hnsw.iterative_scan', 'strict_order', true), set_config('enable_sort', 'off', true)"
 )
+# After the walk, before anything else the transaction plans (the exact scan when the walk fell short, the
+# caller's statements when the search runs in the caller's transaction).
+RESTORE_SORT = READ("SELECT set_config('enable_sort', ?, true)")
 # How a search runs. A key range (the whole table, or a namespace) holding at most SCAN_MAX_VALUES
 # values (vectors x dims: 20,000 vectors of 256 dims, 3,333 of 1536) is scored exactly, in C, by a
 # scan and a sort ("+ 0" keeps the planner off the HNSW index): about as fast as the index at
@@ -239,6 +250,13 @@ _RANGE = {
     (True, True): " WHERE key >= ? AND key < ?",
     (False, True): " WHERE key < ?",
 }
+# The capped scan's (a part with many keys outside it: most often a small part of a big table) also names
+# the table's scope and ns, which every row shares (parameters: scope, ns, then the bounds), so that it seeks
+# the primary key (scope, ns, key, field); the key alone is not its prefix, and a namespace of 10,000 in
+# 100,000 vectors was a sequential scan of all of them (41-55 ms of a 56-73 ms search; 22-27 by the key).
+# Not the other modes: they run on ranges that may be most of the table, which a sequential scan reads
+# faster than the key's order (the whole of 10,000 x 256 dims: 52 ms by the key).
+_SEEK = {bounded: where.replace(" WHERE ", " WHERE scope = ? AND ns = ? AND ") for bounded, where in _RANGE.items()}
 _DISTANCE = "embedding OPERATOR({op}) CAST(? AS {vector})"
 # The walk orders by the distance itself (the HNSW index's order); the scan by "+ 0", which no index has.
 _ORDERS = {"walk": _DISTANCE, "scan": f"({_DISTANCE}) + 0"}
@@ -436,6 +454,7 @@ class PostgresVectors(VectorIndexes):
         text = "[" + ",".join(repr(float(x)) for x in query) + "]"
         bounded = (bool(start), end is not None)
         bounds = tuple(b for b in (start or None, end) if b is not None)
+        seek = (table.scope, table.ns, *bounds) if bounds else ()  # _SEEK's parameters
         tail: tuple[Any, ...] = ()
         if sibling is not None:
             now = engine.now_ms()
@@ -448,7 +467,7 @@ class PostgresVectors(VectorIndexes):
             if mode == "gated":
                 outside = [p for bound in bounds for p in (table.scope, table.ns, bound, numbers[2])]
                 return engine.all(sql, (text, *bounds, numbers[0], *tail, limit, numbers[1], *outside, numbers[1]))
-            return engine.all(sql, (text, *bounds, *numbers, *tail, limit))
+            return engine.all(sql, (text, *(seek if mode == "capped" else bounds), *numbers, *tail, limit))
 
         def scan(found: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
             # Short, with rows: the first LIMIT may have cut rows the laterals or conditions then dropped
@@ -456,7 +475,8 @@ class PostgresVectors(VectorIndexes):
             return found if len(found) == limit or sibling is None else run("scan", None)
 
         # The settings are transaction-local: a search outside one gets its own.
-        with nullcontext() if engine.in_transaction() else engine.read_transaction():
+        outer = engine.in_transaction()
+        with nullcontext() if outer else engine.read_transaction():
             scan_max = SCAN_MAX_VALUES // table.dims
             if table.hnsw is None:
                 return scan(run("scan", first))
@@ -473,8 +493,12 @@ class PostgresVectors(VectorIndexes):
                 found = run("capped", scan_max + 1, first)
                 if found and found[-1][0] is None and int(found[-1][-1]) <= scan_max:
                     return scan(found[:-1])
-            engine.one(engine.sql(self._bind(SEARCH_SETTINGS, table)), (str(self._ef_search(limit)),))
+            settings = engine.one(engine.sql(self._bind(SEARCH_SETTINGS, table)), (str(self._ef_search(limit)),))
             found = run("walk")
+            if len(found) == limit and not outer:
+                return found  # the settings end with the search's own transaction
+            assert settings is not None
+            engine.send(engine.sql(self._bind(RESTORE_SORT, table)), (settings[0],))
             return found if len(found) == limit else run("scan", None)
 
     @staticmethod
@@ -537,4 +561,4 @@ def _statement(mode: str, bounded: tuple[bool, bool], shape: tuple[tuple[str, st
     if mode != "capped":
         return READ(select)
     count = _CAPPED_COUNT.replace("{nulls}", nulls)
-    return READ(_CAPPED.replace("{range}", where_range) + "SELECT * FROM (" + select + ") AS found" + count)
+    return READ(_CAPPED.replace("{range}", _SEEK[bounded]) + "SELECT * FROM (" + select + ") AS found" + count)
