@@ -371,7 +371,12 @@ class EngineBase(Engine):
         For writers that must exclude each other beyond the rows they touch
         (say, every writer of one facet). Refused outside a transaction.
         """
-        self._lock_in_transaction("lock", name)
+        # ``in_transaction()`` inline: a facet's every write in a transaction
+        # takes its lock (two Python calls fewer a write; "docwrite").
+        if self._tls.state.depth > 0:
+            self._take_lock(name)
+        else:
+            self._lock_in_transaction("lock", name)
 
     def lock_later(self, name: str) -> None:
         """``Engine.lock_later``: ``lock``, sent with the next round trip where the engine defers answers."""

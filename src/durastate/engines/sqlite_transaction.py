@@ -295,7 +295,10 @@ class SqliteTransactions(EngineBase):
         """Nothing to take: the transaction's BEGIN IMMEDIATE holds the one write lock."""
 
     def _tx_end(self) -> None:
-        state = self._tls.state
+        self._ended(self._tls.state)
+
+    def _ended(self, state: ThreadState) -> None:
+        """``_tx_end`` with the thread's state in hand (``_tx_commit`` has it: one thread-local lookup fewer)."""
         if isinstance(state.cursor, RefusingCursor):
             state.cursor = None
         if state.writing:
@@ -322,7 +325,7 @@ class SqliteTransactions(EngineBase):
             # left as after any other end of the transaction.
             self._tx_rollback()
             raise
-        self._tx_end()
+        self._ended(state)
         pending = state.pending_notify
         if pending is not None:
             state.pending_notify = None

@@ -179,6 +179,18 @@ class TestDeferredAnswers:
         with pytest.raises(durastate.InvalidRequest, match=r"lock_later\('x'\) outside a transaction"):
             store.engine.lock_later("x")
 
+    def test_lock_outside_a_transaction_is_refused_and_inside_held(self, store: durastate.Store) -> None:
+        # lock() reads the thread's depth itself (docwrite): refused at depth 0, after a block
+        # ended too; taken (again, nested or not) inside one.
+        for _ in range(2):
+            with pytest.raises(durastate.InvalidRequest, match=r"lock\('x'\) outside a transaction"):
+                store.engine.lock("x")
+            with store.transaction():
+                store.engine.lock("x")
+                with store.transaction():
+                    store.engine.lock("x")
+                store.engine.lock("x")
+
 
 class TestCapabilities:
     """What an engine declares in ``engine.capabilities`` is what it does."""

@@ -320,6 +320,12 @@ BAD_DATA: list[tuple[str, Any, bool]] = [
     ("surrogate_key", {"\udfff": 1}, False),
     ("int_too_big", {"v": 2**64}, False),
     ("int_too_small", {"v": -(2**63) - 1}, False),
+    # orjson writes these (up to 2**64 - 1): refused by the 64-bit check after the 53-bit first try.
+    ("int64_max_plus_one", {"v": 2**63}, False),
+    ("nested_uint64_max", {"a": [{"b": 2**64 - 1}], "c": None, "d": 2**53}, False),
+    # Two problems at once: the type refusal wins, as when encoded once.
+    ("wide_int_and_object", {"a": 2**60, "b": _Plain()}, True),
+    ("wide_int_and_nan", {"a": -(2**60), "b": float("nan")}, False),
 ]
 
 

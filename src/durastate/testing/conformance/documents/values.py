@@ -55,6 +55,16 @@ class TestDocumentsReadWrite:
         store.documents.write("k", data)
         assert store.documents.read_raw("k") == RawDocument(orjson.dumps(data), 1)
 
+    def test_integers_either_side_of_53_bits_are_stored_alike(self, store: durastate.Store) -> None:
+        # The write encodes with a 53-bit limit first and again without it
+        # when a wider integer is there: the bytes must be the same either way.
+        narrow = {"a": 2**53 - 1, "b": -(2**53) + 1, "n": None, "f": 0.5}
+        wide = {"a": 2**53, "b": -(2**53), "n": None, "f": 0.5, "ns": 1_733_400_000_123_456_789}
+        for key, data in (("narrow", narrow), ("wide", wide)):
+            store.documents.write(key, data)
+            assert store.documents.read_raw(key) == RawDocument(orjson.dumps(data), 1)
+            assert store.documents.read(key) == Document(data, 1)
+
     def test_values_round_trip_exactly(self, store: durastate.Store) -> None:
         data = {
             "int64_min": -(2**63),
