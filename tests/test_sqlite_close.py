@@ -192,8 +192,8 @@ def test_close_waits_for_a_running_statement_then_closes_its_connection(store: d
     held = _HeldStatement(store)
     # The statement goes on only once close() waits for its connection.
     key = id(held.thread)
-    thread, conn, guard = engine._connections.by_thread[key]
-    engine._connections.by_thread[key] = (thread, conn, _SignallingGuard(guard, held.released))  # type: ignore[assignment]
+    thread, conn, guard, state = engine._connections.by_thread[key]
+    engine._connections.by_thread[key] = (thread, conn, _SignallingGuard(guard, held.released), state)  # type: ignore[assignment]
     store.close()
     held.thread.join()
     assert held.open_inside == [True]  # not closed while the statement ran

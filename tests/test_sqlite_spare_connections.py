@@ -54,6 +54,27 @@ def test_a_new_thread_takes_the_connection_of_an_ended_one(store: durastate.Stor
     assert second == (b"v", first)
 
 
+def test_a_spare_whose_thread_never_waited_for_a_lock_is_handed_over_without_a_statement(
+    store: durastate.Store,
+) -> None:
+    """Only a connection whose thread set a busy timeout gets it reset (test_sqlite_lock_wait): the rest are taken
+    as they are, so a new thread's first call runs its own statement and nothing else (a thread pool starting a
+    thread per job pays no extra statement per thread)."""
+    engine = _engine(store)
+    statements: list[str] = []
+
+    def put_and_trace() -> sqlite3.Connection:
+        store.kv.put(b"s", b"n", b"k", b"v")
+        conn: sqlite3.Connection = engine._thread_connection()
+        conn.set_trace_callback(statements.append)
+        return conn
+
+    first = _in_thread(put_and_trace)
+    assert _in_thread(lambda: store.kv.get(b"s", b"n", b"k")) == b"v"
+    assert _in_thread(engine._thread_connection) is first
+    assert statements and not any("busy_timeout" in sql for sql in statements), statements
+
+
 def test_a_connection_left_inside_a_transaction_is_closed_not_reused(store: durastate.Store, tmp_path: Path) -> None:
     engine = _engine(store)
 
@@ -90,14 +111,14 @@ def test_spares_are_bounded_and_closed_with_the_store(tmp_path: Path) -> None:
         thread.join(timeout=30)
     taken = _in_thread(engine._thread_connection)
     assert taken in connections
-    assert len(engine._connections.spare) == SPARE_CONNECTIONS - 1
-    closed = [conn for conn in connections if conn is not taken and conn not in engine._connections.spare]
+    spares = [conn for conn, _waits in engine._connections.spare]
+    assert len(spares) == SPARE_CONNECTIONS - 1
+    closed = [conn for conn in connections if conn is not taken and conn not in spares]
     assert len(closed) == 4
     for conn in closed:
         with pytest.raises(sqlite3.ProgrammingError):
             conn.execute("SELECT 1")
-    spare = list(engine._connections.spare)
     store.close()
-    for conn in spare:
+    for conn in spares:
         with pytest.raises(sqlite3.ProgrammingError):
             conn.execute("SELECT 1")

@@ -350,18 +350,19 @@ class SqliteEngine(SqliteTransactions):
         if self._closed:
             raise StoreClosed(f"{self.url}: store is closed")
         with self._lock:
-            conn = self._connections.adopt()  # an ended thread's, if any (sqlite_connections)
-        if conn is None:
+            spare = self._connections.adopt()  # an ended thread's, if any (sqlite_connections)
+        if spare is None:
             conn = self._new_connection()
-        elif not self.is_memory:
-            # An ended thread's connection may have waited for locks (ThreadState.lock_wait).
-            conn.execute(NO_LOCK_WAIT)
+        else:
+            conn, waits = spare
+            if waits:  # its thread had it wait for locks (ThreadState.lock_wait): this one starts refusing
+                conn.execute(NO_LOCK_WAIT)
         guard = threading.RLock()
         with self._lock:
             if self._closed:
                 conn.close()
                 raise StoreClosed(f"{self.url}: store is closed")
-            self._connections.add(conn, guard)
+            self._connections.add(conn, guard, state)
         state.cursor = None  # a cursor of an earlier connection is no use
         state.lock_wait = False
         state.guard = guard

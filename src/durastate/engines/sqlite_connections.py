@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+from typing import Protocol
 
 __all__ = ["SPARE_CONNECTIONS", "Connections", "WriterGate"]
 
@@ -63,41 +64,50 @@ class WriterGate:
         self.lock.release()
 
 
+class LockWaiting(Protocol):
+    """What ``adopt`` reads of a thread's state (``sqlite_transaction.ThreadState``)."""
+
+    lock_wait: bool
+
+
 class Connections:
     """Each thread's connection with its guard, the spares, the writer gate (callers hold the engine's lock)."""
 
     __slots__ = ("by_thread", "spare", "writers")
 
     def __init__(self) -> None:
-        self.by_thread: dict[int, tuple[threading.Thread, sqlite3.Connection, threading.RLock]] = {}
-        self.spare: list[sqlite3.Connection] = []
+        # The thread's state is kept to tell, once the thread has ended, whether its connection waits for locks.
+        self.by_thread: dict[int, tuple[threading.Thread, sqlite3.Connection, threading.RLock, LockWaiting]] = {}
+        # (connection, whether it has a busy timeout set: the next thread's starts without one)
+        self.spare: list[tuple[sqlite3.Connection, bool]] = []
         self.writers = WriterGate()
 
-    def adopt(self) -> sqlite3.Connection | None:
-        """Move the connections of ended threads to the spares; one spare for a new thread, or ``None``."""
-        for key, (thread, conn, _guard) in list(self.by_thread.items()):
+    def adopt(self) -> tuple[sqlite3.Connection, bool] | None:
+        """Move the connections of ended threads to the spares; one spare for a new thread, with whether its busy
+        timeout must be reset first (its thread had set one, ``ThreadState.lock_wait``), or ``None``."""
+        for key, (thread, conn, _guard, state) in list(self.by_thread.items()):
             if not thread.is_alive():
                 del self.by_thread[key]
                 if len(self.spare) < SPARE_CONNECTIONS and not conn.in_transaction:
-                    self.spare.append(conn)
+                    self.spare.append((conn, state.lock_wait))
                 else:
                     conn.close()
                     if self.writers.holder is thread:  # it ended inside its write transaction
                         self.writers.leave()
         return self.spare.pop() if self.spare else None
 
-    def add(self, conn: sqlite3.Connection, guard: threading.RLock) -> None:
+    def add(self, conn: sqlite3.Connection, guard: threading.RLock, state: LockWaiting) -> None:
         current = threading.current_thread()
-        self.by_thread[id(current)] = (current, conn, guard)
+        self.by_thread[id(current)] = (current, conn, guard, state)
 
     def forget_current(self) -> None:
         self.by_thread.pop(id(threading.current_thread()), None)
 
     def take_all(self) -> list[tuple[threading.Thread, sqlite3.Connection, threading.RLock]]:
         """Every thread's connection (the caller closes them), the spares closed here; none left."""
-        taken = list(self.by_thread.values())
+        taken = [(thread, conn, guard) for thread, conn, guard, _state in self.by_thread.values()]
         self.by_thread.clear()
         spare, self.spare = self.spare, []
-        for conn in spare:
+        for conn, _waits in spare:
             conn.close()
         return taken
