@@ -78,7 +78,7 @@ from .sqlite_space import AUTO_VACUUM_INCREMENTAL, reclaim
 from .sqlite_tools import SqliteTools
 from .sqlite_transaction import ENGINES, NO_LOCK_WAIT, RefusingCursor, SqliteTransactions, ThreadState
 from .sqlite_transaction import FORK_GATE as _FORK_GATE
-from .sqlite_wal import AUTOCHECKPOINT_OFF
+from .sqlite_wal import AUTOCHECKPOINT_OFF, WalBound
 from .watch import ChangeWatch, LocalChannels
 
 # Seconds close() waits, in all, for statements other threads are running
@@ -237,6 +237,7 @@ class SqliteEngine(SqliteTransactions):
         # The WAL this engine's writes bound (sqlite_wal): looked at after the first write.
         self._wal_left = -1 if self.is_memory or read_only else 1
         self._shm: int | None = None
+        self._wal_bound = WalBound()
         self.close_wait = CLOSE_WAIT
         self._changed: dict[str, threading.Condition] = {}
         self._channels = LocalChannels()

@@ -144,6 +144,7 @@ class SqliteTransactions(EngineBase):
     # (never reaching 0) on stores without a WAL of their own to bound.
     _wal_left: int
     _shm: int | None  # the -shm file, open for reading (sqlite_wal.wal_bytes), once a look opened it
+    _wal_bound: sqlite_wal.WalBound  # when the WAL is due a checkpoint (its state between looks)
     url: str
     is_memory: bool
 
@@ -261,7 +262,10 @@ class SqliteTransactions(EngineBase):
         self._wal_left = sqlite_wal.CHECK_EVERY
         conn = state.conn
         shm = self._open_shm()
-        if conn is None or shm is None or state.depth or sqlite_wal.wal_bytes(shm) <= sqlite_wal.LIMIT:
+        if conn is None or shm is None or state.depth:
+            return
+        restart_wait_ms = self._wal_bound.due(shm)
+        if restart_wait_ms is None:
             return
         with state.guard:
             if self._closed:
@@ -272,8 +276,9 @@ class SqliteTransactions(EngineBase):
                 try:
                     row = conn.execute(sqlite_wal.PASSIVE).fetchone()
                     if row is not None and sqlite_wal.restart_worthwhile(row[1], row[2]):
-                        if running_loop() is None:  # never a wait on a loop's thread (sqlite_busy)
-                            conn.execute(LOCK_WAIT.format(ms=sqlite_wal.RESTART_WAIT_MS))
+                        # None for an early checkpoint (sqlite_wal), never a wait on a loop's thread (sqlite_busy).
+                        if restart_wait_ms and running_loop() is None:
+                            conn.execute(LOCK_WAIT.format(ms=restart_wait_ms))
                         conn.execute(sqlite_wal.RESTART).fetchall()
                 finally:
                     conn.execute(
