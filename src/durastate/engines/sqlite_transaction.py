@@ -264,22 +264,24 @@ class SqliteTransactions(EngineBase):
         shm = self._open_shm()
         if conn is None or shm is None or state.depth:
             return
-        restart_wait_ms = self._wal_bound.due(shm)
-        if restart_wait_ms is None:
-            return
         with state.guard:
             if self._closed:
                 return
             try:
+                restart_wait_ms = self._wal_bound.due(shm, conn)
+                if restart_wait_ms is None:
+                    return
                 if state.lock_wait:  # the PASSIVE step waits for nothing (SQLite runs no handler for it anyway)
                     conn.execute(NO_LOCK_WAIT)
                 try:
                     row = conn.execute(sqlite_wal.PASSIVE).fetchone()
+                    restarted = None
                     if row is not None and sqlite_wal.restart_worthwhile(row[1], row[2]):
                         # None for an early checkpoint (sqlite_wal), never a wait on a loop's thread (sqlite_busy).
                         if restart_wait_ms and running_loop() is None:
                             conn.execute(LOCK_WAIT.format(ms=restart_wait_ms))
-                        conn.execute(sqlite_wal.RESTART).fetchall()
+                        restarted = conn.execute(sqlite_wal.RESTART).fetchone()
+                    self._wal_bound.checkpointed(restarted is not None and not restarted[0])
                 finally:
                     conn.execute(
                         LOCK_WAIT.format(ms=int(self._busy_timeout * 1000)) if state.lock_wait else NO_LOCK_WAIT

@@ -62,10 +62,12 @@ commit, so near ``LIMIT`` (~4,000 frames of 4 KiB) each frame walked
 instructions (docs/decisions.md, "sqlqueue"). Each look therefore also
 estimates the walk (``hot_chain``: how many frames the current segment
 holds of the pages the latest ``RECENT_FRAMES`` frames wrote) and past ``HOT_CHAIN``
-checkpoints as at ``LIMIT``, except that its ``RESTART`` waits for nothing
-(``HOT_RESTART_WAIT_MS``): an early start-over is worth taking only
-when nothing stands in its way, never worth holding every writer up; the
-next look tries again, ``LIMIT`` still bounds the WAL. The page numbers are
+checkpoints as at ``LIMIT``, provided no other connection committed since
+the previous look (``DATA_VERSION``: with several writer processes the
+early start-overs cost more than they save), and its ``RESTART`` waits
+for nothing (``HOT_RESTART_WAIT_MS``): an early start-over is worth taking
+only when nothing stands in its way; the next look tries again, ``LIMIT``
+still bounds the WAL. The page numbers are
 read only when the walk could have reached ``HOT_CHAIN`` since the last
 reading (a few times per WAL), so writes spread over many pages (``kv.put``
 of new keys) pay nearly nothing for it.
@@ -74,12 +76,14 @@ of new keys) pay nearly nothing for it.
 from __future__ import annotations
 
 import os
+import sqlite3
 import struct
 from collections import Counter
 
 __all__ = [
     "AUTOCHECKPOINT_OFF",
     "CHECK_EVERY",
+    "DATA_VERSION",
     "HOT_CHAIN",
     "HOT_RESTART_WAIT_MS",
     "LIMIT",
@@ -99,6 +103,8 @@ AUTOCHECKPOINT_OFF = "PRAGMA wal_autocheckpoint = 0"
 # connection's checkpoint holds the checkpoint lock.
 PASSIVE = "PRAGMA wal_checkpoint(PASSIVE)"
 RESTART = "PRAGMA wal_checkpoint(RESTART)"
+# A read: its answer changes when another connection (of any process) committed since this one last ran it.
+DATA_VERSION = "PRAGMA data_version"
 # Milliseconds RESTART waits (in SQLite's busy handler: sleeps of 1, 2, 5 ms) for the write lock and for readers
 # of the WAL: a reader that always holds some snapshot (a loop of short read transactions) is past its
 # snapshot within one sleep; never waiting kept the WAL growing past 40 MiB beside one such reader.
@@ -177,38 +183,64 @@ def hot_chain(shm: int, frames: int) -> int:
 class WalBound:
     """One engine's look at its file's WAL (``due``); kept between looks, under the engine's writer gate."""
 
-    __slots__ = ("_salt", "_next_count")
+    __slots__ = ("_salt", "_next_count", "_hot", "_version", "_early", "_missed")
 
     def __init__(self) -> None:
-        self._salt = -1  # the WAL (its salts) the schedule below is for
+        self._salt = -1  # the WAL (its salts) the state below is for
         self._next_count = HOT_CHAIN  # mxFrame from which hot_chain is worth computing again
+        self._hot = False  # hot_chain passed HOT_CHAIN in this WAL
+        self._version: tuple[int, int] | None = None  # (connection's id, its data_version) at the last hot look
+        self._early = False  # due's last answer was an early checkpoint
+        self._missed = False  # an early checkpoint of this WAL did not start it over: no more early ones
 
-    def due(self, shm: int) -> int | None:
+    def checkpointed(self, restarted: bool) -> None:
+        """The checkpoint ``due`` called for is over; ``restarted``: its ``RESTART`` started the WAL over.
+
+        An early one that did not: another process stood in its way (its
+        checkpoint, writer or reader), so the file has other writers, and
+        each further try would cost a ``PASSIVE`` (its fsyncs) for nothing:
+        no more early checkpoints in this WAL, ``LIMIT`` bounds it.
+        """
+        if self._early and not restarted:
+            self._missed = True
+
+    def due(self, shm: int, conn: sqlite3.Connection) -> int | None:
         """``None`` when the WAL needs no checkpoint now; else the milliseconds its ``RESTART`` may wait.
 
         ``RESTART_WAIT_MS`` past ``LIMIT``; ``HOT_RESTART_WAIT_MS`` when the
-        hash's walk (``hot_chain``) passed ``HOT_CHAIN`` first. Read without
-        SQLite's locks: a header or a page number being rewritten this moment
-        may read stale or torn, which only moves one look's answer.
+        hash's walk (``hot_chain``) passed ``HOT_CHAIN`` first and no other
+        connection committed since the last look (``conn``: the one that
+        looks). Read without SQLite's locks: a header or a page number being
+        rewritten this moment may read stale or torn, which only moves one
+        look's answer.
         """
         try:
             page, frames, salt = _HEADER.unpack(os.pread(shm, _HEADER.size, 0))
         except (OSError, struct.error):
             return None
+        self._early = False
         if frames * ((page if page != 1 else 65536) + 24) > LIMIT:
             return RESTART_WAIT_MS
         if salt != self._salt:  # the WAL started over: its walks with it
-            self._salt, self._next_count = salt, HOT_CHAIN
-        if frames < self._next_count:
+            self._salt, self._next_count, self._hot, self._missed = salt, HOT_CHAIN, False, False
+        if self._missed:
             return None
-        chain = hot_chain(shm, frames)
-        if chain >= HOT_CHAIN:
-            return HOT_RESTART_WAIT_MS
-        # The walk grows with the frames at the pace just read: read again when it would reach HOT_CHAIN (for
-        # writes spread over many pages, past LIMIT: once per WAL). A pace that quickens meanwhile is seen late,
-        # at worst at LIMIT, as before this estimate.
-        self._next_count = frames + max(RECENT_FRAMES, frames * (HOT_CHAIN - chain) // max(chain, 1))
-        return None
+        if not self._hot:
+            if frames < self._next_count:
+                return None
+            chain = hot_chain(shm, frames)
+            if chain < HOT_CHAIN:
+                # The walk grows with the frames at the pace just read: read again when it would reach HOT_CHAIN
+                # (for writes spread over many pages, past LIMIT: once per WAL). A pace that quickens meanwhile
+                # is seen late, at worst at LIMIT, as before this estimate.
+                self._next_count = frames + max(RECENT_FRAMES, frames * (HOT_CHAIN - chain) // max(chain, 1))
+                return None
+            self._hot = True
+        # Early only while this connection is the file's lone writer: with other connections (processes)
+        # committing, early start-overs cost more than the walks they save (docs/decisions.md, "sqlqueue").
+        last, self._version = self._version, (id(conn), conn.execute(DATA_VERSION).fetchone()[0])
+        self._early = last == self._version
+        return HOT_RESTART_WAIT_MS if self._early else None
 
 
 def wal_bytes(shm: int) -> int:
