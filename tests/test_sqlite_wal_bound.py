@@ -13,8 +13,8 @@ from __future__ import annotations
 import asyncio
 import multiprocessing
 import os
-import sys
 import sqlite3
+import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path

@@ -183,7 +183,7 @@ def hot_chain(shm: int, frames: int) -> int:
 class WalBound:
     """One engine's look at its file's WAL (``due``); kept between looks, under the engine's writer gate."""
 
-    __slots__ = ("_salt", "_next_count", "_hot", "_version", "_early", "_missed")
+    __slots__ = ("_early", "_hot", "_missed", "_next_count", "_salt", "_version")
 
     def __init__(self) -> None:
         self._salt = -1  # the WAL (its salts) the state below is for
