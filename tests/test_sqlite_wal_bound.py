@@ -406,6 +406,13 @@ def test_hot_chain_counts_the_frames_of_the_latest_pages_in_the_newest_hash_segm
         assert sqlite_wal.hot_chain(shm, 5000) == 312
     finally:
         os.close(shm)
+    # 3,000 frames of two pages in turn: counted in the latest COUNTED_FRAMES, scaled to the segment's frames.
+    shm = _fake_shm(tmp_path / "d-shm", [14, 15] * 1500)
+    try:
+        assert sqlite_wal.COUNTED_FRAMES < 3000
+        assert sqlite_wal.hot_chain(shm, 3000) == 1500
+    finally:
+        os.close(shm)
     # New pages, each written a few times: short walks.
     shm = _fake_shm(tmp_path / "c-shm", [page for page in range(100, 400) for _ in range(3)])
     try:

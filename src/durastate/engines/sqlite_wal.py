@@ -61,7 +61,8 @@ commit, so near ``LIMIT`` (~4,000 frames of 4 KiB) each frame walked
 ~2,000 entries: ~110k instructions a push+claim+ack, a third of its
 instructions (docs/decisions.md, "sqlqueue"). Each look therefore also
 estimates the walk (``hot_chain``: how many frames the current segment
-holds of the pages the latest ``RECENT_FRAMES`` frames wrote) and past ``HOT_CHAIN``
+holds of the pages the latest ``RECENT_FRAMES`` frames wrote, from its
+latest ``COUNTED_FRAMES``) and past ``HOT_CHAIN``
 checkpoints as at ``LIMIT``, provided no other connection committed since
 the previous look (``DATA_VERSION``: with several writer processes the
 early start-overs cost more than they save), and its ``RESTART`` waits
@@ -83,6 +84,7 @@ from collections import Counter
 __all__ = [
     "AUTOCHECKPOINT_OFF",
     "CHECK_EVERY",
+    "COUNTED_FRAMES",
     "DATA_VERSION",
     "HOT_CHAIN",
     "HOT_RESTART_WAIT_MS",
@@ -117,8 +119,10 @@ CHECK_EVERY = 16
 # that looks checkpoints before LIMIT. A queue's push+claim+ack (2 hot pages, 6 frames) reaches it at ~1,000
 # frames, SQLite's own threshold; writes spread over many pages do not before LIMIT.
 HOT_CHAIN = 512
-# The latest frames whose distinct pages stand for the pages being written now (hot_chain).
+# The latest frames whose pages stand for the pages being written now (hot_chain).
 RECENT_FRAMES = 64
+# The latest frames whose page numbers hot_chain counts (~40 us of CPU), at most.
+COUNTED_FRAMES = 1024
 # RESTART's wait when the walk, not LIMIT, called the checkpoint: none (see the module's docstring).
 HOT_RESTART_WAIT_MS = 0
 # The wal-index header's first copy (https://www.sqlite.org/walformat.html, "the WAL-index header"), in the
@@ -164,20 +168,23 @@ def hot_chain(shm: int, frames: int) -> int:
     """About how many earlier frames of its page the hash walks past for a frame written now (0 when unreadable).
 
     The mean, over the latest ``RECENT_FRAMES`` frames, of how many frames
-    of each one's page the newest hash segment holds: a queue's two hot
-    pages have half the segment's frames each; ``kv.put`` of new keys fills
-    a leaf in a few dozen frames and moves on to the next.
+    of each one's page the newest hash segment holds, counted in its latest
+    ``COUNTED_FRAMES`` frames and scaled to all of its frames (the pace
+    taken as steady): a queue's two hot pages have half the segment's
+    frames each; ``kv.put`` of new keys fills a leaf in a few dozen frames
+    and moves on to the next.
     """
     start = _segment_start(frames)
+    first = max(start, frames - COUNTED_FRAMES + 1)
     try:
-        pages = memoryview(os.pread(shm, 4 * (frames - start + 1), _page_number_offset(start))).cast("I").tolist()
+        pages = memoryview(os.pread(shm, 4 * (frames - first + 1), _page_number_offset(first))).cast("I").tolist()
     except (OSError, TypeError):  # TypeError: a short read, not a whole number of page numbers
         return 0
     recent = pages[-RECENT_FRAMES:]
     if not recent:
         return 0
-    frames_of = Counter(pages)  # ~40 us of CPU for 1,000 frames: a few times per WAL (WalBound)
-    return sum(frames_of[page] for page in recent) // len(recent)
+    frames_of = Counter(pages)  # ~40 us of CPU for 1,024 frames: a few times per WAL (WalBound)
+    return sum(frames_of[page] for page in recent) * (frames - start + 1) // (len(recent) * len(pages))
 
 
 class WalBound:
