@@ -264,12 +264,15 @@ class SqliteTransactions(EngineBase):
         shm = self._open_shm()
         if conn is None or shm is None or state.depth:
             return
+        bound = self._wal_bound
+        restart_wait_ms = bound.due(shm)
+        if restart_wait_ms is None:
+            return
         with state.guard:
             if self._closed:
                 return
             try:
-                restart_wait_ms = self._wal_bound.due(shm, conn)
-                if restart_wait_ms is None:
+                if bound.early and not bound.lone_writer(conn):
                     return
                 if state.lock_wait:  # the PASSIVE step waits for nothing (SQLite runs no handler for it anyway)
                     conn.execute(NO_LOCK_WAIT)
@@ -281,7 +284,7 @@ class SqliteTransactions(EngineBase):
                         if restart_wait_ms and running_loop() is None:
                             conn.execute(LOCK_WAIT.format(ms=restart_wait_ms))
                         restarted = conn.execute(sqlite_wal.RESTART).fetchone()
-                    self._wal_bound.checkpointed(restarted is not None and not restarted[0])
+                    bound.checkpointed(restarted is not None and not restarted[0])
                 finally:
                     conn.execute(
                         LOCK_WAIT.format(ms=int(self._busy_timeout * 1000)) if state.lock_wait else NO_LOCK_WAIT

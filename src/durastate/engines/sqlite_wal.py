@@ -190,14 +190,14 @@ def hot_chain(shm: int, frames: int) -> int:
 class WalBound:
     """One engine's look at its file's WAL (``due``); kept between looks, under the engine's writer gate."""
 
-    __slots__ = ("_early", "_hot", "_missed", "_next_count", "_salt", "_version")
+    __slots__ = ("_hot", "_missed", "_next_count", "_salt", "_version", "early")
 
     def __init__(self) -> None:
         self._salt = -1  # the WAL (its salts) the state below is for
         self._next_count = HOT_CHAIN  # mxFrame from which hot_chain is worth computing again
         self._hot = False  # hot_chain passed HOT_CHAIN in this WAL
         self._version: tuple[int, int] | None = None  # (connection's id, its data_version) at the last hot look
-        self._early = False  # due's last answer was an early checkpoint
+        self.early = False  # due's last answer was an early checkpoint
         self._missed = False  # an early checkpoint of this WAL did not start it over: no more early ones
 
     def checkpointed(self, restarted: bool) -> None:
@@ -208,24 +208,23 @@ class WalBound:
         each further try would cost a ``PASSIVE`` (its fsyncs) for nothing:
         no more early checkpoints in this WAL, ``LIMIT`` bounds it.
         """
-        if self._early and not restarted:
+        if self.early and not restarted:
             self._missed = True
 
-    def due(self, shm: int, conn: sqlite3.Connection) -> int | None:
+    def due(self, shm: int) -> int | None:
         """``None`` when the WAL needs no checkpoint now; else the milliseconds its ``RESTART`` may wait.
 
         ``RESTART_WAIT_MS`` past ``LIMIT``; ``HOT_RESTART_WAIT_MS`` when the
-        hash's walk (``hot_chain``) passed ``HOT_CHAIN`` first and no other
-        connection committed since the last look (``conn``: the one that
-        looks). Read without SQLite's locks: a header or a page number being
-        rewritten this moment may read stale or torn, which only moves one
-        look's answer.
+        hash's walk (``hot_chain``) passed ``HOT_CHAIN`` first, then only
+        if ``lone_writer`` agrees (``early``). Read without SQLite's locks: a
+        header or a page number being rewritten this moment may read stale
+        or torn, which only moves one look's answer.
         """
         try:
             page, frames, salt = _HEADER.unpack(os.pread(shm, _HEADER.size, 0))
         except (OSError, struct.error):
             return None
-        self._early = False
+        self.early = False
         if frames * ((page if page != 1 else 65536) + 24) > LIMIT:
             return RESTART_WAIT_MS
         if salt != self._salt:  # the WAL started over: its walks with it
@@ -243,11 +242,20 @@ class WalBound:
                 self._next_count = frames + max(RECENT_FRAMES, frames * (HOT_CHAIN - chain) // max(chain, 1))
                 return None
             self._hot = True
-        # Early only while this connection is the file's lone writer: with other connections (processes)
-        # committing, early start-overs cost more than the walks they save (docs/decisions.md, "sqlqueue").
+        self.early = True
+        return HOT_RESTART_WAIT_MS
+
+    def lone_writer(self, conn: sqlite3.Connection) -> bool:
+        """After an ``early`` answer of ``due``: did no other connection commit since ``conn``'s last look?
+
+        Early start-overs pay only for the file's lone writer: with other
+        connections (processes) committing they cost more than the walks they
+        save (docs/decisions.md, "sqlqueue"). The first hot look answers no
+        (nothing to compare with yet). Runs ``DATA_VERSION`` on ``conn``.
+        """
         last, self._version = self._version, (id(conn), conn.execute(DATA_VERSION).fetchone()[0])
-        self._early = last == self._version
-        return HOT_RESTART_WAIT_MS if self._early else None
+        self.early = last == self._version
+        return self.early
 
 
 def wal_bytes(shm: int) -> int:
