@@ -270,12 +270,16 @@ class _Workers:
                 raise StoreClosed("the store is closed")
             if self._idle:
                 slot = self._idle.pop()
+            elif len(self._threads) < self._size:
+                # The job goes with the new thread: taken from the backlog, it would wait for this lock first, and
+                # then for the GIL, up to a switch interval (5 ms) after a caller that cancels in that time.
+                name = f"{self._name}_{len(self._threads)}"
+                thread = threading.Thread(target=self._work, args=(job,), name=name, daemon=True)
+                thread.start()
+                self._threads.append(thread)
+                return
             else:
                 self._backlog.append(job)
-                if len(self._threads) < self._size:
-                    thread = threading.Thread(target=self._work, name=f"{self._name}_{len(self._threads)}", daemon=True)
-                    thread.start()
-                    self._threads.append(thread)
                 return
         slot.put(job)
 
@@ -294,9 +298,9 @@ class _Workers:
                 self._idle.append(slot)
         return None
 
-    def _work(self) -> None:
+    def _work(self, first: _Job) -> None:
         slot: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
-        job = self._claim(slot)
+        job: _Job | None = first
         while job is not None or (job := slot.get()) is not None:
             try:
                 job.run()
