@@ -198,34 +198,3 @@ def test_calls_leave_the_loop_thread_where_each_commit_waits_for_an_fsync(tmp_pa
     loop_thread = threading.get_ident()  # asyncio.run runs the loop on this thread
     threads = asyncio.run(main())
     assert (loop_thread in threads) is (durability == "normal")
-
-
-def test_calls_one_after_another_run_on_the_worker_that_went_idle_last() -> None:
-    # One thread, so one connection with its page cache (see _Workers), however many workers the runner may start.
-    runner = AsyncRunner(workers=4, name="lifo")
-
-    async def main() -> set[int]:
-        return {await runner.on_thread(threading.get_ident, (), {}) for _ in range(12)}
-
-    threads = asyncio.run(main())
-    runner.close()
-    assert len(threads) == 1 and threading.get_ident() not in threads
-
-
-def test_calls_that_wait_for_each_other_get_a_worker_each_up_to_the_limit_then_queue() -> None:
-    runner = AsyncRunner(workers=3, name="spread")
-    together = threading.Barrier(3, timeout=30)  # broken (and the test failed) unless 3 workers run at once
-
-    def meet(i: int) -> tuple[int, int]:
-        if i < 3:
-            together.wait()
-        return i, threading.get_ident()
-
-    async def main() -> list[tuple[int, int]]:
-        return list(await asyncio.gather(*(runner.on_thread(meet, (i,), {}) for i in range(8))))
-
-    results = asyncio.run(main())
-    runner.close()
-    assert [i for i, _ in results] == list(range(8))
-    assert len({thread for _, thread in results}) == 3
-    assert not any(thread.name.startswith("spread_") for thread in threading.enumerate())  # close() joined them

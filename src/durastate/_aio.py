@@ -47,7 +47,6 @@ import os
 import queue
 import threading
 import weakref
-from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, cast
 
@@ -228,97 +227,58 @@ os.register_at_fork(after_in_child=_WAKER._reset)
 
 
 class _Workers:
-    """Up to ``size`` threads running jobs, started as jobs arrive; an idle one takes a job before a new one starts.
+    """Up to ``size`` threads taking jobs from one queue, started as jobs arrive.
 
     Lighter than ``ThreadPoolExecutor`` plus ``asyncio.wrap_future`` (a
-    job is one hand-over, and finished jobs reach their loop through an
+    job is one queue put, and finished jobs reach their loop through an
     ``_Inbox``, one wake-up for all that finished meanwhile; no
     ``concurrent.futures.Future`` with its condition and callbacks, no
     two-way chaining of futures): a hop measured ~4 us of CPU instead of
-    16-20 (``bench/aio.py --only hop``).
-
-    A job goes to the worker that went idle last (a stack of idle workers,
-    each waiting on a slot of its own): calls made one after another run on
-    one thread, so on one connection, whose page cache is still valid (a
-    SQLite connection drops its cache whenever another one committed) and
-    without waking a thread that slept longer. Handed to whichever waiting
-    worker the operating system woke first, as one shared queue does, eight
-    workers took turns: a SQLite call at ``durability="full"`` spent more
-    CPU and context switches than on one thread (bench/RESULTS-openai-agents.md,
-    "oaifull"). Only when no worker is idle is a thread started (up to
-    ``size``); beyond that jobs wait in a backlog, first come first served.
-
-    Threads are daemons, so a store nobody closed does not keep the process
-    alive; at exit, calls still on a worker are waited for first
-    (``_at_exit``). ``leave`` is called after every job, undo included.
+    16-20 (``bench/aio.py --only hop``). Threads are
+    daemons, so a store nobody closed does not keep the process alive; at
+    exit, calls still on a worker are waited for first (``_at_exit``).
+    ``leave`` is called after every job, undo included.
     """
 
     def __init__(self, size: int, name: str, leave: Callable[[], None]) -> None:
+        self._queue: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
         self._size = size
         self._name = name
         self._leave = leave
         self._threads: list[threading.Thread] = []
-        self._lock = threading.Lock()  # guards the backlog, the idle stack, the threads and _stopped
-        self._backlog: deque[_Job] = deque()  # jobs no idle worker was there to take
-        self._idle: list[queue.SimpleQueue[_Job | None]] = []  # idle workers' slots, the last one idle on top
+        self._lock = threading.Lock()
         self._stopped = False
 
     def post(self, job: _Job) -> None:
-        """Hand ``job`` to a worker; ``StoreClosed`` once ``shutdown()`` was called (it would never run)."""
-        with self._lock:
+        """Queue ``job``; ``StoreClosed`` once ``shutdown()`` was called (it would never run)."""
+        with self._lock:  # shutdown's sentinels are never queued ahead of a job they would strand
             if self._stopped:
                 raise StoreClosed("the store is closed")
-            if self._idle:
-                slot = self._idle.pop()
-            elif len(self._threads) < self._size:
-                # The job goes with the new thread: taken from the backlog, it would wait for this lock first, and
-                # then for the GIL, up to a switch interval (5 ms) after a caller that cancels in that time.
-                name = f"{self._name}_{len(self._threads)}"
-                thread = threading.Thread(target=self._work, args=(job,), name=name, daemon=True)
+            self._queue.put(job)
+            if len(self._threads) < self._size:
+                thread = threading.Thread(target=self._work, name=f"{self._name}_{len(self._threads)}", daemon=True)
                 thread.start()
                 self._threads.append(thread)
-                return
-            else:
-                self._backlog.append(job)
-                return
-        slot.put(job)
 
-    def _claim(self, slot: queue.SimpleQueue[_Job | None]) -> _Job | None:
-        """The backlog's first job; else ``None`` and the worker is idle, its next job (or stop) coming to ``slot``.
-
-        Called before the finished job's waiter is woken: a call its caller
-        makes next finds this worker idle already (no second thread started).
-        """
-        with self._lock:
-            if self._backlog:
-                return self._backlog.popleft()
-            if self._stopped:
-                slot.put(None)
-            else:
-                self._idle.append(slot)
-        return None
-
-    def _work(self, first: _Job) -> None:
-        slot: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
-        job: _Job | None = first
-        while job is not None or (job := slot.get()) is not None:
+    def _work(self) -> None:
+        jobs = self._queue
+        get, leave = jobs.get, self._leave
+        while (job := get()) is not None:
             try:
                 job.run()
             except BaseException:  # only an undo's (run keeps the call's own): never end the worker
                 pass
-            self._leave()  # before the waiter wakes (see _Job.run)
-            next_job = self._claim(slot)
-            job.notify(next_job is not None)
-            job = next_job
+            finally:
+                leave()  # before the waiter wakes (see _Job.run)
+                job.notify(not jobs.empty())
 
     def shutdown(self, wait: bool) -> None:
-        """Stop the threads once the jobs handed over before are done; with ``wait``, join them."""
+        """Stop the threads once the jobs queued before are done; with ``wait``, join them."""
         with self._lock:
             self._stopped = True
             threads = list(self._threads)
-            idle, self._idle = self._idle, []
-        for slot in idle:
-            slot.put(None)
+            for _ in threads:
+                self._queue.put(None)
         if wait:
             for thread in threads:
                 if thread is not threading.current_thread():
