@@ -41,7 +41,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import statistics
-import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
@@ -51,10 +50,8 @@ from typing import Any
 from agents.memory import SQLiteSession
 
 import durastate
+from _baseline import baseline_module, load_baseline
 from durastate.integrations.openai_agents import DurastateSession
-
-sys.path.insert(0, str(Path(__file__).parent))
-from _baseline import baseline_module, load_baseline  # noqa: E402
 
 
 def _item(n: int) -> dict[str, Any]:
