@@ -15,6 +15,12 @@ saver calls on its new threads); ``one`` (diagnostic: every ``invoke`` given the
 saver call runs on one long-lived thread); ``kept`` (the same long-lived pool of LangGraph's default size for
 every ``invoke``: threads that persist, several of them). These separate what a new thread costs from what
 alternating threads cost.
+
+``--paired``: this tree's saver, SqliteSaver and (``--baseline-src``, another tree's ``src``, imported beside
+this one as ``durastate_baseline``) the baseline's saver in one process, graph run by graph run, the order
+rotating: each graph run's CPU (``time.thread_time`` of the main thread plus the executor threads' through
+``time.process_time``: the process's CPU) is set against the neighbouring runs of the others, so load that
+drifts over seconds cancels. Prints the medians of the per-run CPU and of the paired ratios, with quartiles.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ import ctypes
 import importlib.util
 import resource
 import sqlite3
+import statistics
 import sys
 import tempfile
 import threading
@@ -73,8 +80,12 @@ def main() -> int:
     parser.add_argument("--durability", choices=["full", "normal"], default="full")
     parser.add_argument("--executor", choices=["langgraph", "one", "kept"], default="langgraph")
     parser.add_argument("--callgrind-lib", help="cgtoggle.so: callgrind counts the measured runs only")
+    parser.add_argument("--paired", action="store_true", help="the savers side by side, graph run by graph run")
+    parser.add_argument("--baseline-src", help="with --paired: another durastate tree's src/ raced too")
     args = parser.parse_args()
     bench = _graph_bench()
+    if args.paired:
+        return paired(bench, args)
     pool = None
     if args.executor != "langgraph":
         pool = keep_executor(1 if args.executor == "one" else None)
@@ -127,12 +138,69 @@ def main() -> int:
             f"a run: user {(after.ru_utime - before.ru_utime) / args.runs * 1e3:.2f} ms, "
             f"system {(after.ru_stime - before.ru_stime) / args.runs * 1e3:.2f} ms, "
             f"context switches {(after.ru_nvcsw - before.ru_nvcsw) / args.runs:.0f} voluntary, "
-            f"{(after.ru_nivcsw - before.ru_nivcsw) / args.runs:.0f} involuntary"
+            f"{(after.ru_nivcsw - before.ru_nivcsw) / args.runs:.0f} involuntary, "
+            f"page faults {(after.ru_minflt - before.ru_minflt) / args.runs:.0f}"
         )
         if pool is not None:
             pool.shutdown()
         if args.side == "durastate":
             saver.close()
+    return 0
+
+
+def paired(bench: Any, args: argparse.Namespace) -> int:
+    """``--paired``: the savers' graph runs interleaved one by one in this process (see the docstring)."""
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    with tempfile.TemporaryDirectory(prefix="durastate-bench-graph-") as tmp:
+        conn = sqlite3.connect(Path(tmp) / "l.db", check_same_thread=False)
+        theirs = SqliteSaver(conn)
+        theirs.setup()
+        if args.durability == "normal":
+            conn.execute("PRAGMA synchronous=NORMAL")
+        savers: dict[str, Any] = {
+            "durastate": DurastateSaver.from_url(Path(tmp) / "d.db", durability=args.durability),
+            "SqliteSaver": theirs,
+        }
+        if args.baseline_src:
+            spec = importlib.util.spec_from_file_location("_baseline", _here / "_baseline.py")
+            assert spec is not None and spec.loader is not None
+            baseline = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(baseline)
+            baseline.load_baseline(args.baseline_src)
+            saver_class = baseline.baseline_module("integrations.langgraph").DurastateSaver
+            savers["baseline"] = saver_class.from_url(Path(tmp) / "b.db", durability=args.durability)
+        graphs = {name: bench.agent_graph(saver) for name, saver in savers.items()}
+
+        def one_run(graph: Any) -> float:
+            config = {"configurable": {"thread_id": str(uuid.uuid4())}}
+            start = time.process_time()
+            assert "__interrupt__" in graph.invoke({"messages": []}, config)
+            bench.check_run(graph.invoke(Command(resume=True), config))
+            return time.process_time() - start
+
+        names = list(graphs)
+        for _ in range(args.warmup):
+            for name in names:
+                one_run(graphs[name])
+        cpu: dict[str, list[float]] = {name: [] for name in names}
+        for run_no in range(args.runs):
+            shift = run_no % len(names)
+            for name in names[shift:] + names[:shift]:
+                cpu[name].append(one_run(graphs[name]))
+        for name in names:
+            print(f"{name}: {statistics.median(cpu[name]) * 1e3:.2f} ms CPU a graph run (median of {args.runs})")
+        pairs = [("durastate", "SqliteSaver")]
+        if "baseline" in cpu:
+            pairs += [("baseline", "SqliteSaver"), ("durastate", "baseline")]
+        for a, b in pairs:
+            ratios = sorted(x / y for x, y in zip(cpu[a], cpu[b], strict=True))
+            q1, q2, q3 = statistics.quantiles(ratios, n=4)
+            print(f"{a} / {b} CPU per graph run: median {q2:.3f} (quartiles {q1:.3f}-{q3:.3f})")
+        for name, saver in savers.items():
+            if name != "SqliteSaver":
+                saver.close()
+        conn.close()
     return 0
 
 
