@@ -7,7 +7,9 @@ the write lock up front instead of failing to upgrade a read lock halfway
 (the classic SQLITE_BUSY-on-upgrade deadlock). Nested ``transaction()``
 blocks on the same thread become savepoints. A transaction rolls back on
 *any* exception, ``BaseException`` included, and commits only when the block
-finished normally: never in a ``finally``.
+finished normally: never in a ``finally``. A file store's single write
+statements outside a transaction share one more connection instead, under
+the writer gate (``sqlite_connections.SharedWriter``).
 
 Durability (``durability=``):
 
