@@ -89,6 +89,9 @@ class ThreadState(TransactionFields):
     # a lock without refusing first: from the thread's first refusal off a
     # loop thread on, until a loop runs on it (sqlite_busy). Reset with ``conn``.
     lock_wait: bool = False
+    # Rows this thread's writes changed on the engine's shared writer connection
+    # (sqlite_connections.SharedWriter): ``no_wait_changes`` adds them to its own connection's.
+    shared_changes: int = 0
 
 
 class Refused(sqlite3.Error):
@@ -261,6 +264,11 @@ class SqliteTransactions(EngineBase):
         """
         self._wal_left = sqlite_wal.CHECK_EVERY
         conn = state.conn
+        if conn is not None:
+            guard, waits = state.guard, state.lock_wait
+        else:  # a thread that only wrote on the shared writer connection (which never waits for locks)
+            shared = self._connections.shared
+            conn, guard, waits = shared.conn, shared.guard, False
         shm = self._open_shm()
         if conn is None or shm is None or state.depth:
             return
@@ -268,13 +276,13 @@ class SqliteTransactions(EngineBase):
         restart_wait_ms = bound.due(shm)
         if restart_wait_ms is None:
             return
-        with state.guard:
+        with guard:
             if self._closed:
                 return
             try:
                 if bound.early and not bound.lone_writer(conn):
                     return
-                if state.lock_wait:  # the PASSIVE step waits for nothing (SQLite runs no handler for it anyway)
+                if waits:  # the PASSIVE step waits for nothing (SQLite runs no handler for it anyway)
                     conn.execute(NO_LOCK_WAIT)
                 try:
                     row = conn.execute(sqlite_wal.PASSIVE).fetchone()
@@ -286,9 +294,7 @@ class SqliteTransactions(EngineBase):
                         restarted = conn.execute(sqlite_wal.RESTART).fetchone()
                     bound.checkpointed(restarted is not None and not restarted[0])
                 finally:
-                    conn.execute(
-                        LOCK_WAIT.format(ms=int(self._busy_timeout * 1000)) if state.lock_wait else NO_LOCK_WAIT
-                    )
+                    conn.execute(LOCK_WAIT.format(ms=int(self._busy_timeout * 1000)) if waits else NO_LOCK_WAIT)
             except sqlite3.Error:
                 pass
 
