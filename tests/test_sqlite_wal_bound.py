@@ -334,27 +334,6 @@ def test_writes_spread_over_new_pages_leave_the_wal_to_its_limit(tmp_path: Path)
         store.close()
 
 
-def test_no_early_checkpoint_while_another_connection_commits_between_looks(tmp_path: Path) -> None:
-    first = durastate.open(tmp_path / "two.db")
-    second = durastate.open(tmp_path / "two.db")  # another engine, another connection: as another process
-    try:
-        statements: list[str] = []
-        first.queues.push("warm", [VALUE])
-        conn = _engine(first)._tls.state.conn
-        assert conn is not None
-        conn.set_trace_callback(statements.append)
-        most = 0
-        for _ in range(300):  # ~3,600 frames: short of LIMIT
-            most = max(most, _push_claim_ack(first, 1), _push_claim_ack(second, 1))
-        conn.set_trace_callback(None)
-        # Both engines' walks passed HOT_CHAIN by ~1,000 frames; each of their looks found the other's commits.
-        assert most > 4 * sqlite_wal.HOT_CHAIN
-        assert sqlite_wal.PASSIVE not in statements
-    finally:
-        first.close()
-        second.close()
-
-
 def test_an_early_checkpoint_that_a_reader_stops_is_not_tried_again_in_that_wal(tmp_path: Path) -> None:
     store = durastate.open(tmp_path / "reader.db")
     try:

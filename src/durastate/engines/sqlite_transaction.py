@@ -280,8 +280,6 @@ class SqliteTransactions(EngineBase):
             if self._closed:
                 return
             try:
-                if bound.early and not bound.lone_writer(conn):
-                    return
                 if waits:  # the PASSIVE step waits for nothing (SQLite runs no handler for it anyway)
                     conn.execute(NO_LOCK_WAIT)
                 try:

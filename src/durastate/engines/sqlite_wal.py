@@ -63,12 +63,13 @@ instructions (docs/decisions.md, "sqlqueue"). Each look therefore also
 estimates the walk (``hot_chain``: how many frames the current segment
 holds of the pages the latest ``RECENT_FRAMES`` frames wrote, from its
 latest ``COUNTED_FRAMES``) and past ``HOT_CHAIN``
-checkpoints as at ``LIMIT``, provided no other connection committed since
-the previous look (``DATA_VERSION``: with several writer processes the
-early start-overs cost more than they save), and its ``RESTART`` waits
-for nothing (``HOT_RESTART_WAIT_MS``): an early start-over is worth taking
-only when nothing stands in its way; the next look tries again, ``LIMIT``
-still bounds the WAL. The page numbers are
+checkpoints as at ``LIMIT``, except that its ``RESTART`` waits for nothing
+(``HOT_RESTART_WAIT_MS``): an early start-over is worth taking only when
+nothing stands in its way. One that another process's checkpoint, writer
+or reader stopped ends the early ones for that WAL (``WalBound.checkpointed``):
+with several writer processes, each further try would cost a ``PASSIVE``
+(its fsyncs) and hold the others up for nothing; ``LIMIT`` still bounds
+the WAL. The page numbers are
 read only when the walk could have reached ``HOT_CHAIN`` since the last
 reading (a few times per WAL), so writes spread over many pages (``kv.put``
 of new keys) pay nearly nothing for it.
@@ -77,7 +78,6 @@ of new keys) pay nearly nothing for it.
 from __future__ import annotations
 
 import os
-import sqlite3
 import struct
 from collections import Counter
 
@@ -85,7 +85,6 @@ __all__ = [
     "AUTOCHECKPOINT_OFF",
     "CHECK_EVERY",
     "COUNTED_FRAMES",
-    "DATA_VERSION",
     "HOT_CHAIN",
     "HOT_RESTART_WAIT_MS",
     "LIMIT",
@@ -105,8 +104,6 @@ AUTOCHECKPOINT_OFF = "PRAGMA wal_autocheckpoint = 0"
 # connection's checkpoint holds the checkpoint lock.
 PASSIVE = "PRAGMA wal_checkpoint(PASSIVE)"
 RESTART = "PRAGMA wal_checkpoint(RESTART)"
-# A read: its answer changes when another connection (of any process) committed since this one last ran it.
-DATA_VERSION = "PRAGMA data_version"
 # Milliseconds RESTART waits (in SQLite's busy handler: sleeps of 1, 2, 5 ms) for the write lock and for readers
 # of the WAL: a reader that always holds some snapshot (a loop of short read transactions) is past its
 # snapshot within one sleep; never waiting kept the WAL growing past 40 MiB beside one such reader.
@@ -190,14 +187,13 @@ def hot_chain(shm: int, frames: int) -> int:
 class WalBound:
     """One engine's look at its file's WAL (``due``); kept between looks, under the engine's writer gate."""
 
-    __slots__ = ("_hot", "_missed", "_next_count", "_salt", "_version", "early")
+    __slots__ = ("_early", "_hot", "_missed", "_next_count", "_salt")
 
     def __init__(self) -> None:
         self._salt = -1  # the WAL (its salts) the state below is for
         self._next_count = HOT_CHAIN  # mxFrame from which hot_chain is worth computing again
         self._hot = False  # hot_chain passed HOT_CHAIN in this WAL
-        self._version: tuple[int, int] | None = None  # (connection's id, its data_version) at the last hot look
-        self.early = False  # due's last answer was an early checkpoint
+        self._early = False  # due's last answer was an early checkpoint
         self._missed = False  # an early checkpoint of this WAL did not start it over: no more early ones
 
     def checkpointed(self, restarted: bool) -> None:
@@ -208,23 +204,24 @@ class WalBound:
         each further try would cost a ``PASSIVE`` (its fsyncs) for nothing:
         no more early checkpoints in this WAL, ``LIMIT`` bounds it.
         """
-        if self.early and not restarted:
+        if self._early and not restarted:
             self._missed = True
 
     def due(self, shm: int) -> int | None:
         """``None`` when the WAL needs no checkpoint now; else the milliseconds its ``RESTART`` may wait.
 
         ``RESTART_WAIT_MS`` past ``LIMIT``; ``HOT_RESTART_WAIT_MS`` when the
-        hash's walk (``hot_chain``) passed ``HOT_CHAIN`` first, then only
-        if ``lone_writer`` agrees (``early``). Read without SQLite's locks: a
-        header or a page number being rewritten this moment may read stale
-        or torn, which only moves one look's answer.
+        hash's walk (``hot_chain``) passed ``HOT_CHAIN`` first,
+        unless an early one of this WAL already missed (``checkpointed``).
+        Read without SQLite's locks: a header or a page number being
+        rewritten this moment may read stale or torn, which only moves one
+        look's answer.
         """
         try:
             page, frames, salt = _HEADER.unpack(os.pread(shm, _HEADER.size, 0))
         except (OSError, struct.error):
             return None
-        self.early = False
+        self._early = False
         if frames * ((page if page != 1 else 65536) + 24) > LIMIT:
             return RESTART_WAIT_MS
         if salt != self._salt:  # the WAL started over: its walks with it
@@ -242,20 +239,8 @@ class WalBound:
                 self._next_count = frames + max(RECENT_FRAMES, frames * (HOT_CHAIN - chain) // max(chain, 1))
                 return None
             self._hot = True
-        self.early = True
+        self._early = True
         return HOT_RESTART_WAIT_MS
-
-    def lone_writer(self, conn: sqlite3.Connection) -> bool:
-        """After an ``early`` answer of ``due``: did no other connection commit since ``conn``'s last look?
-
-        Early start-overs pay only for the file's lone writer: with other
-        connections (processes) committing they cost more than the walks they
-        save (docs/decisions.md, "sqlqueue"). The first hot look answers no
-        (nothing to compare with yet). Runs ``DATA_VERSION`` on ``conn``.
-        """
-        last, self._version = self._version, (id(conn), conn.execute(DATA_VERSION).fetchone()[0])
-        self.early = last == self._version
-        return self.early
 
 
 def wal_bytes(shm: int) -> int:
