@@ -224,8 +224,6 @@ class PipelinedTransactions(EngineBase):
     def _run_in_transaction(
         self, state: ThreadState, conn: PooledConnection, sql: str, params: Params, fetch: int
     ) -> Any:
-        if state.no_wait:
-            raise WouldWait  # its answer is read: nothing of it is sent
         self._check_open_transaction(state)
         if self.read_only and self.pooler and getattr(sql, "kind", None) is not Kind.READ:
             raise self._doom(self._read_only_refusal())
