@@ -422,16 +422,24 @@ class AsyncRunner:
     def _later(self, work: Callable[[], object]) -> None:
         """Run ``work`` (an abandoned attempt's rollback) on a worker, counted as a call; nobody awaits it."""
         self._count()
-        try:
-            self._workers.post(_Job(_quietly, (work,), {}))
-        except StoreClosed:  # the workers are gone already: a thread of its own
-            threading.Thread(target=self._run_then_leave, args=(work,), daemon=True).start()
+        self._post_counted(_Job(_quietly, (work,), {}))
 
-    def _run_then_leave(self, work: Callable[[], object]) -> None:
+    def _post_counted(self, job: _Job) -> None:
+        """Queue ``job``, already counted as a call, for a worker; a thread of its own once the workers are gone
+        (``close(wait=False)`` while a COMMIT's answer was being collected)."""
         try:
-            _quietly(work)
+            self._workers.post(job)
+        except StoreClosed:
+            threading.Thread(target=self._run_alone, args=(job,), daemon=True).start()
+
+    def _run_alone(self, job: _Job) -> None:
+        try:
+            job.run()
+        except BaseException:  # only an undo's (run keeps the call's own), as on a worker
+            pass
         finally:
             self._leave()
+            job.notify()
 
     async def _commit_collected(self, commit: LoopCommit) -> None:
         """Collect ``commit``'s answer on this loop; its failure branch's error raised (see ``call_repeatable``)."""
@@ -450,7 +458,7 @@ class AsyncRunner:
                 self._collecting.pop(commit, None)
             if settle is not None:  # the answer failed: the failure branch waits, on a worker
                 job.fn = settle
-                self._workers.post(job)  # counted already; the worker leaves for it
+                self._post_counted(job)  # counted already; the worker leaves for it
                 return
             self._leave()
             if asyncio._get_running_loop() is loop:

@@ -194,6 +194,7 @@ def test_a_collection_whose_loop_ended_is_finished_by_close(
     store: durastate.Store, admin: psycopg.Connection[Any]
 ) -> None:
     ran: list[str] = []
+    left: list[asyncio.Task[None]] = []
     calls = AsyncCalls(store, "loopcommits")
     _gate_held(admin)
 
@@ -205,8 +206,8 @@ def test_a_collection_whose_loop_ended_is_finished_by_close(
             body()
             sent.set()
 
-        asyncio.create_task(calls.transact_repeatable(signalled))
-        await sent.wait()  # the COMMIT went out; asyncio.run then ends with its answer uncollected
+        left.append(asyncio.create_task(calls.transact_repeatable(signalled)))
+        await sent.wait()  # the COMMIT went out; asyncio.run then ends with its answer uncollected (cancels it)
 
     asyncio.run(main())
     admin.rollback()
