@@ -161,6 +161,20 @@ def _gate_held(admin: psycopg.Connection[Any]) -> None:
     admin.execute("INSERT INTO gate (id) VALUES (1)")
 
 
+async def _gated_write_sent(calls: AsyncCalls, store: durastate.Store, ran: list[str]) -> asyncio.Task[None]:
+    """A task writing the witness row and a GATED row; returned once its COMMIT went out (its answer waits)."""
+    body = _recording(store, ran, WITNESS, GATED)
+    sent = asyncio.Event()
+
+    def signalled() -> None:
+        body()
+        sent.set()
+
+    task = asyncio.create_task(calls.transact_repeatable(signalled))
+    await sent.wait()
+    return task
+
+
 def test_a_caller_cancelled_while_the_answer_is_awaited_leaves_it_to_aclose(
     store: durastate.Store, admin: psycopg.Connection[Any]
 ) -> None:
@@ -169,15 +183,7 @@ def test_a_caller_cancelled_while_the_answer_is_awaited_leaves_it_to_aclose(
     _gate_held(admin)
 
     async def main() -> None:
-        body = _recording(store, ran, WITNESS, GATED)
-        sent = asyncio.Event()
-
-        def signalled() -> None:
-            body()
-            sent.set()
-
-        task = asyncio.create_task(calls.transact_repeatable(signalled))
-        await sent.wait()  # the COMMIT went out; its answer waits for the gate
+        task = await _gated_write_sent(calls, store, ran)
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
@@ -199,15 +205,7 @@ def test_a_collection_whose_loop_ended_is_finished_by_close(
     _gate_held(admin)
 
     async def main() -> None:
-        body = _recording(store, ran, WITNESS, GATED)
-        sent = asyncio.Event()
-
-        def signalled() -> None:
-            body()
-            sent.set()
-
-        left.append(asyncio.create_task(calls.transact_repeatable(signalled)))
-        await sent.wait()  # the COMMIT went out; asyncio.run then ends with its answer uncollected (cancels it)
+        left.append(await _gated_write_sent(calls, store, ran))  # asyncio.run then ends with its answer uncollected
 
     asyncio.run(main())
     admin.rollback()
