@@ -409,13 +409,20 @@ class AsyncRunner:
         waits for it (and finishes it if its loop has ended).
         """
         without_waiting = self._without_waiting
-        if without_waiting is None or self._closed:
+        if without_waiting is None:
             return await self.call(fn, args, kwargs)
+        self._enter()  # StoreClosed once closed; counted until the COMMIT's answer is in, so close() waits for it
         try:
             result, commit = without_waiting(fn, args, kwargs, self._later)
         except WouldWait:
+            self._leave()
             return await self.on_thread(fn, args, kwargs)
-        if commit is not None:
+        except BaseException:
+            self._leave()
+            raise
+        if commit is None:
+            self._leave()
+        else:
             await self._commit_collected(commit)
         return cast(T, result)
 
@@ -442,14 +449,17 @@ class AsyncRunner:
             job.notify()
 
     async def _commit_collected(self, commit: LoopCommit) -> None:
-        """Collect ``commit``'s answer on this loop; its failure branch's error raised (see ``call_repeatable``)."""
+        """Collect ``commit``'s answer on this loop; its failure branch's error raised (see ``call_repeatable``).
+
+        The call's count in the busy count is the collection's from here: left when the answer is in, or by the
+        worker that runs the failure branch.
+        """
         loop = asyncio.get_running_loop()
         inbox = self._inbox
         if inbox is None or inbox.loop is not loop:
             inbox = self._inbox = _Inbox(loop)
         waiter = loop.create_future()
         job = _Job(_settled, (), {}, None, waiter, inbox)
-        self._count()
         with self._idle:
             self._collecting[commit] = loop
 
