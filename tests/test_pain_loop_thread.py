@@ -43,12 +43,16 @@ SCENARIO = textwrap.dedent(
             async def hold() -> None:
                 async with astore.transaction() as tx:
                     await tx.kv.put(b"s", b"n", b"k", b"in-tx")  # the write lock (SQLite) / the row lock
+                    # On PostgreSQL a put in a transaction is sent without waiting for its answer; a read
+                    # waits for it, so the row lock is held from here on (not only once the put arrives).
+                    await tx.kv.get(b"s", b"n", b"k")
                     locked.set()
                     await release.wait()
 
             if same_task:
                 async with astore.transaction() as tx:
                     await tx.kv.put(b"s", b"n", b"k", b"in-tx")
+                    await tx.kv.get(b"s", b"n", b"k")  # as in hold(): the lock is held once this returns
                     try:
                         sync_store.kv.put(b"s", b"n", b"k", b"sync")  # the misuse
                         outcome = "worked"

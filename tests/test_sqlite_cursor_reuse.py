@@ -119,6 +119,10 @@ class _InterruptedCursor:
     def description(self) -> Any:
         return self.real.description
 
+    @property
+    def connection(self) -> sqlite3.Connection:
+        return self.real.connection
+
     def fetchall(self) -> list[Any]:
         raise KeyboardInterrupt
 
@@ -137,16 +141,25 @@ def test_an_interruption_between_statement_and_rows_releases_the_lock(
     first, second = pair
     engine = _engine(first)
     engine.execute(engine.sql(READ("SELECT 1")))  # the thread's cursor exists
-    real = engine._local.cursor
+    probe = engine.sql(WRITE_ROWS("UPDATE {p}cursor_probe SET n = n + 1 RETURNING id"))
+    if method == "execute":
+        # A write outside a transaction runs on the shared writer connection (sqlite_connections.SharedWriter).
+        engine.execute(engine.sql(WRITE("UPDATE {p}cursor_probe SET n = n WHERE id = 0")))
+        holder: Any = engine._connections.shared
+    else:
+        holder = engine._local
+    real = holder.cursor
     assert real is not None
     interrupted = _InterruptedCursor(real)
-    engine._local.cursor = interrupted  # type: ignore[assignment]
+    holder.cursor = interrupted
     with pytest.raises(KeyboardInterrupt):
-        getattr(engine, method)(engine.sql(WRITE_ROWS("UPDATE {p}cursor_probe SET n = n + 1 RETURNING id")))
+        getattr(engine, method)(probe)
     assert interrupted.closed
-    assert engine._local.cursor is None  # the next call takes a fresh cursor
+    assert holder.cursor is None  # the next call takes a fresh cursor
     assert _other_store_can_write(second), "the interrupted statement kept the write lock"
     assert engine.one(engine.sql(READ("SELECT MIN(n) FROM {p}cursor_probe"))) == (1,)
+    getattr(engine, method)(probe)  # and runs on it
+    assert engine.one(engine.sql(READ("SELECT MIN(n) FROM {p}cursor_probe"))) == (2,)
 
 
 def test_release_connection_forgets_the_cursor(tmp_path: Path) -> None:

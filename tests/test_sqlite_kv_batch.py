@@ -29,12 +29,17 @@ def _statements(store: durastate.Store, call: object) -> list[str]:
     engine = store.engine
     assert isinstance(engine, SqliteEngine)
     seen: list[str] = []
-    connection = engine._thread_connection()
-    connection.set_trace_callback(seen.append)
+    # The thread's own connection (transactions) and the shared writer's (single writes, sqlite_connections).
+    connections = [engine._thread_connection(), engine._connections.shared.conn]
+    for connection in connections:
+        assert connection is not None
+        connection.set_trace_callback(seen.append)
     try:
         call()  # type: ignore[operator]
     finally:
-        connection.set_trace_callback(None)
+        for connection in connections:
+            assert connection is not None
+            connection.set_trace_callback(None)
     return [text.split(" ", 2)[0] + (" " + text.split(" ", 2)[1] if text.startswith("BEGIN") else "") for text in seen]
 
 

@@ -239,7 +239,12 @@ def test_a_new_shm_file_is_read_once_the_last_connection_deleted_the_old_one(sto
     engine = _engine(store)
     old = engine._shm
     assert old is not None
-    store.engine.release_connection()  # the file's last connection: SQLite deletes the WAL and the -shm
+    store.engine.release_connection()
+    shared = engine._connections.shared  # the file's last connection: SQLite deletes the WAL and the -shm
+    with shared.guard:
+        assert shared.conn is not None
+        shared.conn.close()
+        shared.conn = shared.cursor = None
     file = engine.file
     assert file is not None and not Path(f"{file}-shm").exists()
     most = _put_many(store, 300, b"b")

@@ -7,7 +7,9 @@ the write lock up front instead of failing to upgrade a read lock halfway
 (the classic SQLITE_BUSY-on-upgrade deadlock). Nested ``transaction()``
 blocks on the same thread become savepoints. A transaction rolls back on
 *any* exception, ``BaseException`` included, and commits only when the block
-finished normally: never in a ``finally``.
+finished normally: never in a ``finally``. A file store's single write
+statements outside a transaction share one more connection instead, under
+the writer gate (``sqlite_connections.SharedWriter``).
 
 Durability (``durability=``):
 
@@ -68,7 +70,7 @@ from .loop import running_loop
 from .space import SpaceReport
 from .sqlite_busy import Backoff, all_rows_again, one_row_again, run_to_end_again
 from .sqlite_connections import SPARE_CONNECTIONS as SPARE_CONNECTIONS
-from .sqlite_connections import Connections
+from .sqlite_connections import Connections, SharedWriter
 from .sqlite_dialect import CATALOG, plan_of
 from .sqlite_dialect import SQLITE_DIALECT as SQLITE_DIALECT
 from .sqlite_errors import LockBusy as LockBusy
@@ -236,6 +238,8 @@ class SqliteEngine(SqliteTransactions):
         self._closed = False
         # The WAL this engine's writes bound (sqlite_wal): looked at after the first write.
         self._wal_left = -1 if self.is_memory or read_only else 1
+        # Single writes share one connection (sqlite_connections.SharedWriter): a file's, written to.
+        self._shares_writes = not self.is_memory and not read_only
         self._shm: int | None = None
         self.close_wait = CLOSE_WAIT
         self._changed: dict[str, threading.Condition] = {}
@@ -493,6 +497,12 @@ class SqliteEngine(SqliteTransactions):
                 return self._gated(self.execute, sql, params)
             state.writing = True
         try:
+            if state.writing and not state.depth and not state.lock_wait and self._shares_writes:
+                # A write outside a transaction, holding the gate (here or in _gated): on the shared
+                # writer connection, whose page cache no other thread's write drops (SharedWriter).
+                count = self._write_shared(state, sql, params)
+                if count is not None:
+                    return count
             cursor = state.cursor or self._thread_cursor()
             with state.guard:
                 if self._closed:
@@ -519,6 +529,47 @@ class SqliteEngine(SqliteTransactions):
                     self._bound_wal(state)
                 state.writing = False
                 gate.release()
+
+    def _write_shared(self, state: ThreadState, sql: str, params: Params) -> int | None:
+        """``execute``'s write on the shared writer connection, the writer gate held; ``None`` if it was refused
+        for a lock another process holds (unchanged: the caller runs it on the thread's own connection, which
+        waits for the lock as every write did before, or is refused at once on a loop's thread)."""
+        shared = self._connections.shared
+        with shared.guard:
+            if self._closed:
+                raise self._refuse_closed()
+            cursor = shared.cursor or self._shared_cursor(shared)
+            conn = cursor.connection
+            before = conn.total_changes
+            try:
+                cursor.execute(sql, bindable(params))
+                if cursor.description is not None:
+                    cursor.fetchall()  # RETURNING: run to completion (see execute)
+                return cursor.rowcount
+            except sqlite3.Error as exc:
+                if is_busy(exc):
+                    return None
+                raise self._failed(exc) from None
+            except BaseException:
+                shared.cursor = None  # closing it resets a statement the interruption left active
+                cursor.close()
+                raise
+            finally:
+                # This thread's changes, wherever made: no_wait_changes counts them.
+                state.shared_changes += conn.total_changes - before
+
+    def _shared_cursor(self, shared: SharedWriter) -> sqlite3.Cursor:
+        """A cursor of the shared writer connection, opening it first if needed (the caller holds its guard)."""
+        conn = shared.conn
+        if conn is None:
+            conn = self._new_connection()
+            with self._lock:
+                if self._closed:
+                    conn.close()
+                    raise StoreClosed(f"{self.url}: store is closed")
+                shared.conn = conn
+        shared.cursor = cursor = conn.cursor()
+        return cursor
 
     # ``Engine.send`` is ``execute`` here (nothing to defer): bound to it, not a method calling it,
     # one Python frame less on every single write (its count is returned and ignored).
@@ -666,7 +717,7 @@ class SqliteEngine(SqliteTransactions):
         # (the driver marks the connection closed before it releases the
         # GIL to close it), never touching freed memory.
         try:
-            return conn.total_changes
+            return conn.total_changes + state.shared_changes
         except sqlite3.ProgrammingError:
             raise self._refuse_closed() from None
 

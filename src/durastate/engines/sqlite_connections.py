@@ -22,6 +22,18 @@ a graph run's time. The threads of one engine now queue on a lock and the
 next starts the moment the previous one commits; SQLite's own lock (and its
 busy handler) still orders other processes, and other stores open on the
 same file.
+
+The shared writer connection: a write statement outside a transaction runs,
+holding the gate, on one connection of the engine's (``SharedWriter``) rather
+than on its thread's. SQLite drops a connection's whole page cache when it
+finds the file changed by another connection's commit, and reads every page
+again (from the WAL: a ``pread`` each). A LangGraph graph run puts
+checkpoints from one thread and the tasks' writes from others, so with a
+connection per thread every write found its cache dropped by the previous
+one: ~370 page reads a graph run against SqliteSaver's ~30 (one connection).
+The gate already orders these writes, so one connection serves them all and
+keeps its cache. Transactions and reads stay on the thread's own connection
+(a transaction is its connection's; readers never queue behind a writer).
 """
 
 from __future__ import annotations
@@ -30,7 +42,7 @@ import sqlite3
 import threading
 from typing import Protocol
 
-__all__ = ["SPARE_CONNECTIONS", "Connections", "WriterGate"]
+__all__ = ["SPARE_CONNECTIONS", "Connections", "SharedWriter", "WriterGate"]
 
 SPARE_CONNECTIONS = 8
 
@@ -64,6 +76,25 @@ class WriterGate:
         self.lock.release()
 
 
+class SharedWriter:
+    """The connection single write statements share, used only by the writer gate's holder (see the docstring).
+
+    ``guard`` is held for every use of ``conn`` and by ``close()`` while it
+    closes it, as a thread's guard is for its own connection. ``cursor`` is
+    ``None`` until the first write, and again after an interruption dropped
+    it. ``conn`` never waits for a lock (busy timeout 0): a write it finds
+    locked by another process runs again on its thread's own connection,
+    which waits as before (``sqlite_busy``).
+    """
+
+    __slots__ = ("conn", "cursor", "guard")
+
+    def __init__(self) -> None:
+        self.conn: sqlite3.Connection | None = None
+        self.cursor: sqlite3.Cursor | None = None
+        self.guard = threading.RLock()
+
+
 class LockWaiting(Protocol):
     """What ``adopt`` reads of a thread's state (``sqlite_transaction.ThreadState``)."""
 
@@ -73,7 +104,7 @@ class LockWaiting(Protocol):
 class Connections:
     """Each thread's connection with its guard, the spares, the writer gate (callers hold the engine's lock)."""
 
-    __slots__ = ("by_thread", "spare", "writers")
+    __slots__ = ("by_thread", "shared", "spare", "writers")
 
     def __init__(self) -> None:
         # The thread's state is kept to tell, once the thread has ended, whether its connection waits for locks.
@@ -81,6 +112,7 @@ class Connections:
         # (connection, whether it has a busy timeout set: the next thread's starts without one)
         self.spare: list[tuple[sqlite3.Connection, bool]] = []
         self.writers = WriterGate()
+        self.shared = SharedWriter()
 
     def adopt(self) -> tuple[sqlite3.Connection, bool] | None:
         """Move the connections of ended threads to the spares; one spare for a new thread, with whether its busy
@@ -104,9 +136,13 @@ class Connections:
         self.by_thread.pop(id(threading.current_thread()), None)
 
     def take_all(self) -> list[tuple[threading.Thread, sqlite3.Connection, threading.RLock]]:
-        """Every thread's connection (the caller closes them), the spares closed here; none left."""
+        """Every thread's connection and the shared writer's (the caller closes them), the spares closed here."""
         taken = [(thread, conn, guard) for thread, conn, guard, _state in self.by_thread.values()]
         self.by_thread.clear()
+        shared = self.shared
+        if shared.conn is not None:
+            taken.append((threading.current_thread(), shared.conn, shared.guard))
+            shared.conn = shared.cursor = None
         spare, self.spare = self.spare, []
         for conn, _waits in spare:
             conn.close()

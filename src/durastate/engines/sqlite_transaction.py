@@ -89,6 +89,9 @@ class ThreadState(TransactionFields):
     # a lock without refusing first: from the thread's first refusal off a
     # loop thread on, until a loop runs on it (sqlite_busy). Reset with ``conn``.
     lock_wait: bool = False
+    # Rows this thread's writes changed on the engine's shared writer connection
+    # (sqlite_connections.SharedWriter): ``no_wait_changes`` adds them to its own connection's.
+    shared_changes: int = 0
 
 
 class Refused(sqlite3.Error):
@@ -260,14 +263,19 @@ class SqliteTransactions(EngineBase):
         """
         self._wal_left = sqlite_wal.CHECK_EVERY
         conn = state.conn
+        if conn is not None:
+            guard, waits = state.guard, state.lock_wait
+        else:  # a thread that only wrote on the shared writer connection (which never waits for locks)
+            shared = self._connections.shared
+            conn, guard, waits = shared.conn, shared.guard, False
         shm = self._open_shm()
         if conn is None or shm is None or state.depth or sqlite_wal.wal_bytes(shm) <= sqlite_wal.LIMIT:
             return
-        with state.guard:
+        with guard:
             if self._closed:
                 return
             try:
-                if state.lock_wait:  # the PASSIVE step waits for nothing (SQLite runs no handler for it anyway)
+                if waits:  # the PASSIVE step waits for nothing (SQLite runs no handler for it anyway)
                     conn.execute(NO_LOCK_WAIT)
                 try:
                     row = conn.execute(sqlite_wal.PASSIVE).fetchone()
@@ -276,9 +284,7 @@ class SqliteTransactions(EngineBase):
                             conn.execute(LOCK_WAIT.format(ms=sqlite_wal.RESTART_WAIT_MS))
                         conn.execute(sqlite_wal.RESTART).fetchall()
                 finally:
-                    conn.execute(
-                        LOCK_WAIT.format(ms=int(self._busy_timeout * 1000)) if state.lock_wait else NO_LOCK_WAIT
-                    )
+                    conn.execute(LOCK_WAIT.format(ms=int(self._busy_timeout * 1000)) if waits else NO_LOCK_WAIT)
             except sqlite3.Error:
                 pass
 
