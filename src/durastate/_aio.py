@@ -50,6 +50,7 @@ import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, cast
 
+from .engines.loop import LoopCommit, Settle, WouldWait
 from .engines.sqlite import LockBusy
 from .errors import StoreClosed
 
@@ -285,6 +286,22 @@ class _Workers:
                     thread.join()
 
 
+def _quietly(work: Callable[[], object]) -> None:
+    try:
+        work()
+    except Exception:  # best effort: an abandoned attempt's rollback (the pool replaces a broken connection)
+        pass
+
+
+def _settled() -> None:
+    """A collected COMMIT's job when its answer came: nothing left to run."""
+
+
+def _loop_can_run(loop: asyncio.AbstractEventLoop) -> bool:
+    """Whether ``loop`` can still run its callbacks: not closed, running, on another thread than this one."""
+    return not loop.is_closed() and loop.is_running() and asyncio._get_running_loop() is not loop
+
+
 def _undo_quietly(undo: Undo, result: Any) -> None:
     try:
         undo(result)
@@ -336,6 +353,12 @@ class AsyncRunner:
         if engine is not None and engine.capabilities.inline_async_calls:
             self.no_wait = engine.no_wait_changes
         self._inline = self.no_wait is not None
+        # The engine's run_without_waiting where it declares loop commits (PostgreSQL); None elsewhere.
+        self._without_waiting: Callable[..., tuple[Any, LoopCommit | None]] | None = None
+        if engine is not None and engine.capabilities.loop_commits:
+            self._without_waiting = engine.run_without_waiting
+        # COMMITs whose answers are collected on a loop (call_repeatable): finished by wait_idle if the loop cannot.
+        self._collecting: dict[LoopCommit, asyncio.AbstractEventLoop] = {}
         if _root is None:
             _RUNNERS.add(self)
 
@@ -372,6 +395,97 @@ class AsyncRunner:
                 if no_wait() != before:
                     raise  # it had changed something: running it again could repeat that
         return await self.on_thread(fn, args, kwargs, undo)
+
+    async def call_repeatable(self, fn: Callable[..., T], args: tuple[Any, ...], kwargs: dict[str, Any]) -> T:
+        """``call`` of a function that may run twice: one transaction of writes, sent from the loop's thread.
+
+        On an engine with ``loop_commits`` (PostgreSQL) ``fn`` runs on the
+        loop's thread without waiting (``Engine.run_without_waiting``) and
+        only its COMMIT's answer is awaited, collected by the loop; where
+        it would wait, the attempt is abandoned before its COMMIT (nothing
+        applied) and ``fn`` runs again, on a worker. Elsewhere, ``call``.
+        A caller cancelled while the answer is awaited leaves the
+        collection running, counted as a call in progress: ``close()``
+        waits for it (and finishes it if its loop has ended).
+        """
+        without_waiting = self._without_waiting
+        if without_waiting is None:
+            return await self.call(fn, args, kwargs)
+        self._enter()  # StoreClosed once closed; counted until the COMMIT's answer is in, so close() waits for it
+        try:
+            result, commit = without_waiting(fn, args, kwargs, self._later)
+        except WouldWait:
+            self._leave()
+            return await self.on_thread(fn, args, kwargs)
+        except BaseException:
+            self._leave()
+            raise
+        if commit is None:
+            self._leave()
+        else:
+            await self._commit_collected(commit)
+        return cast(T, result)
+
+    def _later(self, work: Callable[[], object]) -> None:
+        """Run ``work`` (an abandoned attempt's rollback) on a worker, counted as a call; nobody awaits it."""
+        self._count()
+        self._post_counted(_Job(_quietly, (work,), {}))
+
+    def _post_counted(self, job: _Job) -> None:
+        """Queue ``job``, already counted as a call, for a worker; a thread of its own once the workers are gone
+        (``close(wait=False)`` while a COMMIT's answer was being collected)."""
+        try:
+            self._workers.post(job)
+        except StoreClosed:
+            threading.Thread(target=self._run_alone, args=(job,), daemon=True).start()
+
+    def _run_alone(self, job: _Job) -> None:
+        try:
+            job.run()
+        except BaseException:  # only an undo's (run keeps the call's own), as on a worker
+            pass
+        finally:
+            self._leave()
+            job.notify()
+
+    async def _commit_collected(self, commit: LoopCommit) -> None:
+        """Collect ``commit``'s answer on this loop; its failure branch's error raised (see ``call_repeatable``).
+
+        The call's count in the busy count is the collection's from here: left when the answer is in, or by the
+        worker that runs the failure branch.
+        """
+        loop = asyncio.get_running_loop()
+        inbox = self._inbox
+        if inbox is None or inbox.loop is not loop:
+            inbox = self._inbox = _Inbox(loop)
+        waiter = loop.create_future()
+        job = _Job(_settled, (), {}, None, waiter, inbox)
+        with self._idle:
+            self._collecting[commit] = loop
+
+        def done(settle: Settle | None) -> None:
+            with self._idle:
+                self._collecting.pop(commit, None)
+            if settle is not None:  # the answer failed: the failure branch waits, on a worker
+                job.fn = settle
+                self._post_counted(job)  # counted already; the worker leaves for it
+                return
+            self._leave()
+            if asyncio._get_running_loop() is loop:
+                job.settle()
+            else:  # finished by wait_idle on another thread
+                inbox.put(job)
+
+        commit.collect(loop, done)
+        await waiter
+        error, job.error = job.error, None  # raised from here: no cycle through this frame's job
+        if error is not None:
+            raise error
+
+    def _count(self) -> None:
+        """One more call in progress, even once closed (it is under way already: ``close()`` waits for it)."""
+        with self._idle:
+            self._busy += 1
 
     async def on_thread(
         self, fn: Callable[..., T], args: tuple[Any, ...], kwargs: dict[str, Any], undo: Undo | None = None
@@ -474,7 +588,16 @@ class AsyncRunner:
             workers.shutdown(wait)
 
     def wait_idle(self) -> None:
-        """Block until no call is inside (or queued for) a worker."""
+        """Block until no call is inside (or queued for) a worker.
+
+        A COMMIT's answer its loop cannot collect any more (the loop ended,
+        or this thread runs it and is blocked here) is collected on this
+        thread first.
+        """
+        with self._idle:
+            stranded = [commit for commit, loop in self._collecting.items() if not _loop_can_run(loop)]
+        for commit in stranded:
+            commit.finish_here()
         with self._idle:
             self._idle.wait_for(lambda: self._busy == 0)
 

@@ -1,7 +1,9 @@
 """The integrations' one async path (``integrations._common.AsyncCalls``): where calls run, cancellation, closing.
 
 On a SQLite file an uncontended async call runs on the event loop's thread
-(no thread hop); on PostgreSQL on a worker thread. A cancelled write leaves
+(no thread hop); on PostgreSQL on a worker thread, except the LangGraph
+saver's writes, sent from the loop's thread without waiting (only their
+COMMIT's answer is awaited there: ``AsyncCalls.transact_repeatable``). A cancelled write leaves
 nothing behind: the LangGraph saver's and LangChain's writes roll back when
 cancelled before they commit; the OpenAI Agents session carries a mutation
 to its end (the SDK's rule) and raises the cancellation only once nothing of
@@ -114,8 +116,9 @@ def test_uncontended_calls_run_inline_on_a_sqlite_file_and_on_workers_on_postgre
     assert len(threads) == 10  # put, put_writes, get_tuple, list, batch x2, add, get, mset, keys
     if shared_url.startswith("sqlite"):
         assert set(threads) == {loop_thread}
-    else:
-        assert loop_thread not in threads
+    else:  # the saver's two writes are sent from the loop's thread (transact_repeatable); the rest wait on workers
+        assert threads[:2] == [loop_thread, loop_thread]
+        assert loop_thread not in threads[2:]
     for holder in (saver, memory, session, byte_store):
         holder.close()
 
@@ -133,6 +136,10 @@ def test_async_delta_channel_history_is_the_sync_walk(shared_store: durastate.St
 
 
 # -- (a) a cancelled call leaves nothing behind -------------------------------------
+#
+# On PostgreSQL the saver's writes are sent from the loop's thread when a pooled connection is idle, and
+# their COMMIT is out before a cancellation can arrive. Here the blocker's transaction holds the store's
+# one connection (min_connections=1, nothing idle), so they run on a worker, held before their commit.
 
 
 def test_a_cancelled_aput_rolls_back(shared_store: durastate.Store) -> None:

@@ -19,7 +19,6 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 import pytest
@@ -40,22 +39,6 @@ MIN_KILLS = 5  # ...and at least this many backends killed meanwhile
 # same call (its retry). Without waiting it killed every 5-30 ms, each retry's new backend too: a call took seconds
 # of retry pauses, and the test ran into its 60 s deadline after about 20 of its CALLS calls.
 AGAIN = 0.25
-
-
-@pytest.fixture
-def proxy(pg_url: str) -> Iterator[CuttingProxy]:
-    parts = urlsplit(pg_url)
-    p = CuttingProxy((parts.hostname or "127.0.0.1", parts.port or 5432))
-    yield p
-    p.close()
-
-
-@pytest.fixture
-def via_proxy(pg_url: str, proxy: CuttingProxy) -> str:
-    parts = urlsplit(pg_url)
-    netloc = parts.netloc.rsplit("@", 1)
-    user = netloc[0] + "@" if len(netloc) == 2 else ""
-    return urlunsplit(parts._replace(netloc=f"{user}127.0.0.1:{proxy.port}"))
 
 
 @pytest.fixture

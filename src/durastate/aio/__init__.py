@@ -265,6 +265,12 @@ class AsyncStore(AsyncFacets):
             from ..errors import InvalidRequest
 
             raise InvalidRequest(f"transact needs a callable, got {type(fn).__name__}")
+        return await self._transact(fn, args, kwargs, repeatable=False)
+
+    async def _transact(
+        self, fn: Callable[..., T], args: tuple[Any, ...], kwargs: dict[str, Any], *, repeatable: bool
+    ) -> T:
+        """``transact``; ``repeatable``: ``fn`` may run twice (``AsyncRunner.call_repeatable``)."""
         cancelled: list[bool] = []  # appended to when the caller is cancelled
         store = self._store
 
@@ -275,8 +281,11 @@ class AsyncStore(AsyncFacets):
                     raise _RolledBack
             return result
 
+        runner = runner_for(self._runner)
         try:
-            return await runner_for(self._runner).call(body, (), {})
+            if repeatable:
+                return await runner.call_repeatable(body, (), {})
+            return await runner.call(body, (), {})
         except asyncio.CancelledError:
             cancelled.append(True)
             raise

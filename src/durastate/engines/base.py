@@ -22,6 +22,7 @@ from typing import Any
 from ..errors import ConfigurationError, DurastateError, InvalidRequest, NotSupported, SchemaTooNew, WrongType
 from .capabilities import Capabilities
 from .deferred import Later, RequirementFailed
+from .loop import LoopCommit
 from .plans import Plan, PlanStep
 from .schema import (
     _CREATE_SCHEMA_TABLE,
@@ -305,6 +306,19 @@ class Engine(ABC):
         """
 
     @abstractmethod
+    def run_without_waiting(
+        self,
+        fn: Callable[..., Any],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        later: Callable[[Callable[[], object]], None],
+    ) -> tuple[Any, LoopCommit | None]:
+        """Returns ``fn``'s result, run on this thread (an event loop's) without waiting, and its transaction's
+        ``COMMIT`` left to collect (``LoopCommit``), or None; ``WouldWait`` (nothing applied) where it would wait;
+        ``NotSupported`` unless ``loop_commits``. ``later`` runs work that waits (a rollback) on another thread.
+        """
+
+    @abstractmethod
     def close(self) -> None:
         """Closes every connection; idempotent; later calls raise ``StoreClosed`` and open transactions roll back."""
 
@@ -364,6 +378,16 @@ class EngineBase(Engine):
     def no_wait_changes(self) -> int:
         """``Engine.no_wait_changes``: ``NotSupported``; an engine declaring ``inline_async_calls`` overrides it."""
         raise NotSupported(f"{self.url}: this engine does not run calls inline on an event loop")
+
+    def run_without_waiting(
+        self,
+        fn: Callable[..., Any],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        later: Callable[[Callable[[], object]], None],
+    ) -> tuple[Any, LoopCommit | None]:
+        """``Engine.run_without_waiting``: ``NotSupported``; an engine declaring ``loop_commits`` overrides it."""
+        raise NotSupported(f"{self.url}: this engine does not commit from an event loop")
 
     def lock(self, name: str) -> None:
         """Take the cross-key lock ``name`` until the open transaction ends.

@@ -48,6 +48,11 @@ class Capabilities:
     # engine provides ``no_wait_changes()`` (a refused lock changes nothing
     # and raises ``LockBusy`` at once, so the call can move to a worker).
     inline_async_calls: bool
+    # An async front end may run a call that may run twice on its event
+    # loop's thread: the engine provides ``run_without_waiting()`` (sends a
+    # transaction without waiting, raises ``WouldWait`` before its COMMIT
+    # where it would wait, and leaves the COMMIT's answer to the loop).
+    loop_commits: bool = False
     # A write outside a transaction whose connection is lost is retried
     # safely, recorded in an attempt row (``attempt_committed(attempt)``).
     write_attempts: bool

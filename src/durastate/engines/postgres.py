@@ -135,6 +135,7 @@ from .postgres_errors import node_unusable
 from .postgres_errors import translate_postgres_error as translate_postgres_error
 from .postgres_explain import explain_plan
 from .postgres_listen import Listener
+from .postgres_loop import LOOP_COMMITS, LoopCommits
 from .postgres_notify import ChangeNotifications
 from .postgres_pool import LifoPool, PooledConnection
 from .postgres_space import reclaim as reclaim_tables
@@ -183,11 +184,13 @@ CAPABILITIES = Capabilities(
     write_attempts=True,
     deferred_answers=True,
     write_ctes=True,
+    loop_commits=LOOP_COMMITS,
 )
 # deferred_answers off: next_value_later answers at once there (PipelinedTransactions.next_value_later).
 # write_ctes off: a facet's several-writes statement is not checked against Citus's planner; a transaction is.
+# loop_commits off: a transaction's notifications go out in a round trip after its COMMIT.
 CITUS_CAPABILITIES = CAPABILITIES.replace(
-    triggers=False, notify_in_transaction=False, deferred_answers=False, write_ctes=False
+    triggers=False, notify_in_transaction=False, deferred_answers=False, write_ctes=False, loop_commits=False
 )
 
 
@@ -213,7 +216,7 @@ class _Lost:
         self.began = began
 
 
-class PostgresEngine(ChangeNotifications):
+class PostgresEngine(ChangeNotifications, LoopCommits):
     """PostgreSQL behind the ``Engine`` contract (see the module docstring).
 
     Time: without an injected ``clock``, ``now_ms()`` is the database
@@ -405,6 +408,9 @@ class PostgresEngine(ChangeNotifications):
         self._tls = PerThread(ThreadState)
 
     def _borrow(self, timeout: float | None = None) -> PooledConnection:
+        on_loop = _running_loop() is not None
+        if on_loop and self._tls.state.no_wait:
+            self._wait_after_no_wait()  # WouldWait, unless the transaction's COMMIT went out already
         pool = self._pool or self._open_pool()
         try:
             conn = pool.getconn(timeout)
@@ -418,7 +424,7 @@ class PostgresEngine(ChangeNotifications):
                 self._measure_clock_offset(conn)
             except psycopg.Error:
                 pass  # a broken connection: the caller's statement reports it
-        if _running_loop() is not None:
+        if on_loop:
             self._shorten_lock_wait(conn)
         return conn
 

@@ -65,6 +65,7 @@ from typing import Any
 
 import psycopg
 import psycopg_pool
+from psycopg.abc import PQGen
 from psycopg.pq import TransactionStatus
 from psycopg_pool import base as _pool_base
 
@@ -197,8 +198,17 @@ class PooledConnection(psycopg.Connection[Any]):
                 self._maintain()
 
     def end_pipeline(self) -> None:
-        """Sync, collect every result and leave pipeline mode; raise the first failure.
+        """Sync, collect every result and leave pipeline mode; raise the first failure (``end_pipeline_gen``)."""
+        if self._pipeline is None:
+            return
+        with self.lock:
+            self.wait(self.end_pipeline_gen())
 
+    def end_pipeline_gen(self) -> PQGen[None]:
+        """``end_pipeline``'s waits as one psycopg generator, for whichever thread drives it.
+
+        A worker drives it with ``Connection.wait`` (``end_pipeline``); an
+        event loop from its reader and writer callbacks (``postgres_loop``).
         Whatever happens, the connection leaves pipeline mode or is closed
         (the pool discards a closed connection), so the pool never hands
         out a connection still in a pipeline.
@@ -207,18 +217,16 @@ class PooledConnection(psycopg.Connection[Any]):
         if pipeline is None:
             return
         try:
-            with self.lock:
-                try:
-                    self._sync_and_collect(pipeline)
-                finally:
-                    pipeline._exit(None)
+            try:
+                yield from self._sync_and_collect_gen(pipeline)
+            finally:
+                pipeline._exit(None)
         finally:
             self._pipeline = None
             if self.pgconn.pipeline_status:
                 self.close()
-            elif not self.closed:
-                with self.lock:
-                    self._maintain()
+            elif not self.closed and self._prepared._to_flush:
+                yield from self._prepared.maintain_gen(self)  # see _maintain
 
     def _maintain(self) -> None:
         """Send the prepared-statement maintenance psycopg queued while it read pipelined results, now.
@@ -236,7 +244,7 @@ class PooledConnection(psycopg.Connection[Any]):
         if prepared._to_flush:
             self.wait(prepared.maintain_gen(self))
 
-    def _sync_and_collect(self, pipeline: psycopg.Pipeline) -> None:
+    def _sync_and_collect_gen(self, pipeline: psycopg.Pipeline) -> PQGen[None]:
         """Send a Sync and collect every result; raise the first failure.
 
         Not ``Pipeline.__exit__``: it sends a Flush after the Sync, and a
@@ -249,11 +257,11 @@ class PooledConnection(psycopg.Connection[Any]):
         first: psycopg.Error | None = None
         pipeline._enqueue_sync()
         try:
-            self.wait(pipeline._communicate_gen())
+            yield from pipeline._communicate_gen()
         except psycopg.Error as exc:
             first = exc
         try:
-            self.wait(pipeline._fetch_gen(flush=False))
+            yield from pipeline._fetch_gen(flush=False)
         except psycopg.Error as exc:
             first = first or exc
         if first is not None:
@@ -313,19 +321,29 @@ class LifoPool(psycopg_pool.ConnectionPool[PooledConnection]):
 
     def getconn(self, timeout: float | None = None) -> PooledConnection:
         """The newest idle connection, taken in one pass under the lock; else psycopg_pool's ``getconn``."""
-        if self.fast and self._check is None:
-            conn: PooledConnection | None = None
-            with self._lock:
-                idle = self._pool
-                if idle and not self._closed:
-                    conn = idle.pop()  # the newest
-                    if len(idle) < self._nconns_min:
-                        self._nconns_min = len(idle)  # what max_idle shrinking reads
-                    self._stats[self._REQUESTS_NUM] += 1
-            if conn is not None:
-                conn._pool = self  # as psycopg_pool marks a connection it hands out
-                return conn
+        conn = self.getconn_idle()
+        if conn is not None:
+            return conn
         return super().getconn(timeout)
+
+    def getconn_idle(self) -> PooledConnection | None:
+        """The newest idle connection if one is there (``getconn``'s fast path); None rather than wait or connect.
+
+        For a caller that must not block (an event loop's thread): None
+        also when the fast paths are off.
+        """
+        if not self.fast or self._check is not None:
+            return None
+        with self._lock:
+            idle = self._pool
+            if not idle or self._closed:
+                return None
+            conn: PooledConnection = idle.pop()  # the newest
+            if len(idle) < self._nconns_min:
+                self._nconns_min = len(idle)  # what max_idle shrinking reads
+            self._stats[self._REQUESTS_NUM] += 1
+        conn._pool = self  # as psycopg_pool marks a connection it hands out
+        return conn
 
     def putconn(self, conn: PooledConnection) -> None:
         """Back to the newest end of the idle queue in one pass; anything unusual to psycopg_pool's ``putconn``."""

@@ -55,7 +55,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import psycopg
 from psycopg import errors as pg_errors
@@ -72,12 +72,16 @@ from .base import (
     TransactionFields,
     aborted_error,
 )
+from .loop import WouldWait
 from .postgres_attempts import NEXT_VALUE_RECORDED, NOT_APPLIED, fetch_result
 from .postgres_citus_sql import HAS_2PC_LOG, PENDING_2PC
 from .postgres_errors import connection_lost, translate_postgres_error
 from .postgres_pool import MANY, RUN, SEND, VALUE, PooledConnection, resend_flight
 
-__all__ = ["NOTIFY_CHANNELS", "PipelinedTransactions", "ThreadState", "notify_on"]
+if TYPE_CHECKING:
+    from .postgres_loop import CommitOnLoop
+
+__all__ = ["NOTIFY_CHANNELS", "Commit", "PipelinedTransactions", "ThreadState", "notify_on"]
 
 _BEGIN_READ = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
 
@@ -107,6 +111,41 @@ class ThreadState(TransactionFields):
     pending_depth: int = 0
     # The messages of the ``require`` statements sent since the last answer.
     requirements: tuple[str, ...] = ()
+    # ``run_without_waiting`` (postgres_loop): on an event loop's thread, every wait raises ``WouldWait``;
+    # a committed transaction leaves its COMMIT's answer in ``loop_commit``, a rolled-back one its connection
+    # in ``abandoned`` (its ROLLBACK waits: run by a worker).
+    no_wait: bool = False
+    loop_commit: CommitOnLoop | None = None
+    abandoned: list[PooledConnection] | None = None
+
+
+class Commit:
+    """A transaction at its COMMIT: its connection and what settles a COMMIT whose answer failed (``_tx_commit``)."""
+
+    __slots__ = ("attempt", "channels", "conn", "flight", "lookup", "pending", "pid", "piped", "requirements")
+
+    def __init__(
+        self,
+        conn: PooledConnection,
+        attempt: bytes | None,
+        piped: bool,
+        flight: list[tuple[int, str, Any]] | None,
+        lookup: str,
+        channels: frozenset[str],
+        pending: Later | None,
+        requirements: tuple[str, ...],
+        pid: int,
+    ) -> None:
+        self.conn = conn
+        self.attempt = attempt
+        self.piped = piped
+        self.flight = flight
+        self.lookup = lookup
+        self.channels = channels
+        self.pending = pending
+        self.requirements = requirements
+        # Citus: the backend whose two-phase commits to look for if the COMMIT is lost (module docstring).
+        self.pid = pid
 
 
 # ``require`` in a pipelined transaction: the server fails the statement (and
@@ -175,6 +214,13 @@ class PipelinedTransactions(EngineBase):
     def _read_only_refusal(self) -> DurastateError:
         raise NotImplementedError
 
+    # postgres_loop.LoopCommits's (no-wait mode).
+    def _idle_connection_begun(self, state: ThreadState, piped: bool, first: str) -> PooledConnection | None:
+        raise NotImplementedError
+
+    def _commit_later(self, state: ThreadState) -> None:
+        raise NotImplementedError
+
     def _run_in_transaction(
         self, state: ThreadState, conn: PooledConnection, sql: str, params: Params, fetch: int
     ) -> Any:
@@ -220,6 +266,8 @@ class PipelinedTransactions(EngineBase):
         """
         conn = state.conn
         assert conn is not None
+        if state.no_wait:
+            raise WouldWait
         try:
             conn.flush()
         except psycopg.Error as exc:
@@ -359,6 +407,8 @@ class PipelinedTransactions(EngineBase):
         the pool a closed connection to replace instead of one that still
         reaches a dead or demoted node (``_discard``).
         """
+        if state.no_wait:
+            raise WouldWait  # sent on the loop's thread: whatever failed, a worker runs the call again
         if state.doomed is not None and isinstance(exc, pg_errors.InFailedSqlTransaction):
             return aborted_error(state.doomed)
         failed = self._requirement_failed(state.requirements, exc)
@@ -430,6 +480,7 @@ class PipelinedTransactions(EngineBase):
         # transaction is pipelined: BEGIN goes out with its first statement.
         piped = lock is None
         first = _BEGIN_READ if read else "BEGIN"
+        conn = self._idle_connection_begun(state, piped, first) if state.no_wait else None
 
         def begin(conn: PooledConnection) -> PooledConnection:
             try:
@@ -448,8 +499,9 @@ class PipelinedTransactions(EngineBase):
                 raise
             return conn
 
-        # Nothing has happened yet: a BEGIN whose node failed is retried like a read.
-        conn: PooledConnection = self._retrying(begin, None, keep=True)
+        if conn is None:
+            # Nothing has happened yet: a BEGIN whose node failed is retried like a read.
+            conn = self._retrying(begin, None, keep=True)
         state.flight = [(SEND, first, None)] if piped else None
         state.conn = conn
         state.attempt = None
@@ -468,66 +520,98 @@ class PipelinedTransactions(EngineBase):
         state.pending_value, state.requirements = None, ()
         return conn, attempt
 
+    def _take_commit(self, state: ThreadState) -> Commit:
+        """The open transaction's ``Commit``; the thread is out of it (its connection taken)."""
+        commit = Commit(
+            state.conn,  # type: ignore[arg-type]  # a transaction without one is doomed: it rolls back instead
+            state.attempt,
+            state.piped,
+            state.flight,
+            state.attempt_lookup or self._attempt_result,
+            state.after_commit,
+            state.pending_value,
+            state.requirements,
+            0,
+        )
+        state.attempt_lookup, state.after_commit = None, frozenset()
+        conn, _attempt = self._take_connection()
+        assert conn is not None
+        if self.citus and commit.attempt is not None:
+            commit.pid = conn.info.backend_pid
+        return commit
+
     def _tx_commit(self) -> None:
         state = self._tls.state
-        piped, flight = state.piped, state.flight
-        lookup, channels = state.attempt_lookup or self._attempt_result, state.after_commit
-        pending, requirements = state.pending_value, state.requirements
-        state.attempt_lookup, state.after_commit = None, frozenset()
-        conn, attempt = self._take_connection()
-        assert conn is not None  # a transaction without one is doomed: it rolls back instead
-        # Citus: the backend whose two-phase commits to look for if the COMMIT is lost (module docstring).
-        pid = conn.info.backend_pid if self.citus and attempt is not None else 0
+        if state.no_wait:
+            self._commit_later(state)  # the answer is collected on the loop (postgres_loop)
+            return
+        commit = self._take_commit(state)
+        conn = commit.conn
         try:
-            if piped:
+            if commit.piped:
                 # COMMIT goes out with whatever was sent since the last round
                 # trip; the sync answers them all (the first failure raises,
                 # and the server then skipped the COMMIT: rolled back below).
                 conn.send("COMMIT")
                 conn.end_pipeline()
-                if pending is not None:
-                    _resolve(pending, conn.value_row())
+                if commit.pending is not None:
+                    _resolve(commit.pending, conn.value_row())
             else:
                 conn.run("COMMIT")
         except psycopg.Error as commit_error:
-            unusable = self._unusable(commit_error, conn)
-            if unusable:
-                self._discard(conn)
-            _discard_transaction(self, conn)
-            if flight is not None and unusable:
-                # The whole transaction was this one flight: unless its attempt
-                # row says it committed, send it all again on another connection.
-                flight.append((SEND, "COMMIT", None))
-                committed = (
-                    None if attempt is None else lambda c: self._commit_outcome(c, lookup, attempt, pid, pending)
-                )
-                self._retrying(lambda c: _resend_transaction(c, flight, pending), committed, time.monotonic())
-                return  # Citus mode: its notifications are lost with the connection (waiters poll)
-            if attempt is not None and connection_lost(commit_error):
-                # The COMMIT may or may not have reached the server. The
-                # attempt row, written inside the transaction, says which
-                # (and holds a value the transaction took unawaited).
-                row = self._retrying(lambda c: c.run(lookup, (attempt,)).fetchone(), None)
-                if row is not None:
-                    if pending is not None:
-                        _resolve(pending, (row[0],))
-                    return  # its notifications are lost with the connection: waiters poll
-                if pid and self._retrying(lambda c: two_phase_pending(c, pid), None):
-                    raise StoreUnavailable(f"{self.url}: {IN_DOUBT}") from None
-                raise StoreUnavailable(
-                    f"{self.url}: connection lost before the transaction committed; "
-                    "nothing was applied, the transaction can be retried"
-                ) from None
-            if piped and not connection_lost(commit_error):
-                failed = self._requirement_failed(requirements, commit_error)
-                if failed is not None:
-                    raise failed from None
-                where = f"{self.url}: transaction rolled back: a statement inside it failed"
-                raise translate_postgres_error(commit_error, where, read_only=self.read_only) from None
-            raise translate_postgres_error(commit_error, f"{self.url}: commit", read_only=self.read_only) from None
-        if channels:
-            notify_on(conn, channels)
-        self._give_back(conn)
+            self._commit_failed(commit, commit_error)
+            return
+        self._commit_done(commit)
+
+    def _commit_done(self, commit: Commit) -> None:
+        """A COMMIT answered: Citus's notifications, the connection back to the pool."""
+        if commit.channels:
+            notify_on(commit.conn, commit.channels)
+        self._give_back(commit.conn)
+
+    def _commit_failed(self, commit: Commit, commit_error: psycopg.Error) -> None:
+        """A COMMIT whose answer failed: return once it is known committed (found, or sent again), else raise."""
+        conn, attempt, flight, pending, lookup, pid = (
+            commit.conn,
+            commit.attempt,
+            commit.flight,
+            commit.pending,
+            commit.lookup,
+            commit.pid,
+        )
+        unusable = self._unusable(commit_error, conn)
+        if unusable:
+            self._discard(conn)
+        _discard_transaction(self, conn)
+        if flight is not None and unusable:
+            # The whole transaction was this one flight: unless its attempt
+            # row says it committed, send it all again on another connection.
+            flight.append((SEND, "COMMIT", None))
+            committed = None if attempt is None else lambda c: self._commit_outcome(c, lookup, attempt, pid, pending)
+            self._retrying(lambda c: _resend_transaction(c, flight, pending), committed, time.monotonic())
+            return  # Citus mode: its notifications are lost with the connection (waiters poll)
+        if attempt is not None and connection_lost(commit_error):
+            # The COMMIT may or may not have reached the server. The
+            # attempt row, written inside the transaction, says which
+            # (and holds a value the transaction took unawaited).
+            row = self._retrying(lambda c: c.run(lookup, (attempt,)).fetchone(), None)
+            if row is not None:
+                if pending is not None:
+                    _resolve(pending, (row[0],))
+                return  # its notifications are lost with the connection: waiters poll
+            if pid and self._retrying(lambda c: two_phase_pending(c, pid), None):
+                raise StoreUnavailable(f"{self.url}: {IN_DOUBT}") from None
+            raise StoreUnavailable(
+                f"{self.url}: connection lost before the transaction committed; "
+                "nothing was applied, the transaction can be retried"
+            ) from None
+        if commit.piped and not connection_lost(commit_error):
+            failed = self._requirement_failed(commit.requirements, commit_error)
+            if failed is not None:
+                raise failed from None
+            where = f"{self.url}: transaction rolled back: a statement inside it failed"
+            raise translate_postgres_error(commit_error, where, read_only=self.read_only) from None
+        raise translate_postgres_error(commit_error, f"{self.url}: commit", read_only=self.read_only) from None
 
     def _commit_outcome(
         self, conn: PooledConnection, lookup: str, attempt: bytes, pid: int, pending: Later | None
@@ -550,8 +634,12 @@ class PipelinedTransactions(EngineBase):
         state = self._tls.state
         state.attempt_lookup, state.after_commit = None, frozenset()
         conn, _attempt = self._take_connection()
-        if conn is not None:  # None: lost while its first flight was sent again (_flush)
-            _discard_transaction(self, conn)
+        if conn is None:  # lost while its first flight was sent again (_flush)
+            return
+        if state.no_wait:  # its ROLLBACK waits: a worker runs it (run_without_waiting)
+            state.abandoned = [*(state.abandoned or ()), conn]
+            return
+        _discard_transaction(self, conn)
 
     def _tx_savepoint(self, name: str) -> None:
         self._savepoint_statement(f"SAVEPOINT {name}")
@@ -591,6 +679,8 @@ class PipelinedTransactions(EngineBase):
         conn = state.conn
         if conn is None:  # lost while its first flight was sent again: the transaction is doomed
             return
+        if state.no_wait:
+            raise WouldWait  # its sync waits
         state.requirements = ()
         pending = state.pending_value
         if pending is not None and state.pending_depth > state.depth:

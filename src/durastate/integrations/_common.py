@@ -109,6 +109,18 @@ class AsyncCalls:
         self._check_open()
         return await self.astore.transact(_without_store, fn, args, kwargs)
 
+    async def transact_repeatable(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
+        """``transact`` of a ``fn`` that may run twice: a pure write transaction whose answers nobody reads.
+
+        On PostgreSQL it is sent from the event loop's thread and only its
+        COMMIT's answer awaited (``AsyncRunner.call_repeatable``); an
+        attempt that would wait is abandoned before its COMMIT and ``fn``
+        runs again on a worker, so ``fn`` must change nothing outside the
+        store before it returns.
+        """
+        self._check_open()
+        return await self.astore._transact(_without_store, (fn, args, kwargs), {}, repeatable=True)
+
     async def iterate(self, make: Callable[[], Iterator[T]]) -> AsyncGenerator[T, None]:
         """An async generator over ``make()`` (called at the first step, so its errors surface there).
 

@@ -754,7 +754,8 @@ class DurastateSaver(StoreBound, BaseCheckpointSaver[str]):
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
-        stored, marked = await self._aio.transact(self._put, config, checkpoint, metadata, new_versions)
+        # _put and put_writes change nothing outside the store: they may run twice (transact_repeatable).
+        stored, marked = await self._aio.transact_repeatable(self._put, config, checkpoint, metadata, new_versions)
         if marked is not None:
             self._mark(marked)  # transact returned: committed
         return stored
@@ -766,7 +767,7 @@ class DurastateSaver(StoreBound, BaseCheckpointSaver[str]):
         task_id: str,
         task_path: str = "",
     ) -> None:
-        await self._aio.transact(self.put_writes, config, writes, task_id, task_path)
+        await self._aio.transact_repeatable(self.put_writes, config, writes, task_id, task_path)
 
     async def adelete_thread(self, thread_id: str) -> None:
         await self._aio.transact(self.delete_thread, thread_id)
