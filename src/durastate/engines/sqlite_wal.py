@@ -54,25 +54,24 @@ A WAL that rewrites a few pages is checkpointed sooner (``WalBound``).
 The wal-index (the ``-shm`` file) finds a page's frames through a hash
 table per 4,096 frames, keyed by page number with linear probing: a new
 frame of a page walks past every earlier frame of that page in its
-segment, and so does every lookup of the page by a reader whose cache
+segment, and so does every lookup of the page by a connection whose cache
 another connection's commit made stale. A queue rewrites the same two or
 three pages (the table's last leaf, the claim index's leaf) at every
 commit, so near ``LIMIT`` (~4,000 frames of 4 KiB) each frame walked
-~2,000 entries: ~110k instructions a push+claim+ack, a third of its
-instructions (docs/decisions.md, "sqlqueue"). Each look therefore also
-estimates the walk (``hot_chain``: how many frames the current segment
-holds of the pages the latest ``RECENT_FRAMES`` frames wrote, from its
-latest ``COUNTED_FRAMES``) and past ``HOT_CHAIN``
+~2,000 entries: 110k instructions of a push+claim+ack's 461k in the
+appends, 151k in the lookups (docs/decisions.md, "sqlqueue"). Each look
+therefore also estimates the walk (``hot_chain``: how many frames the
+newest segment holds of the pages its latest ``RECENT_FRAMES`` frames
+wrote, counted in its latest ``COUNTED_FRAMES``) and past ``HOT_CHAIN``
 checkpoints as at ``LIMIT``, except that its ``RESTART`` waits for nothing
 (``HOT_RESTART_WAIT_MS``): an early start-over is worth taking only when
 nothing stands in its way. One that another process's checkpoint, writer
-or reader stopped ends the early ones for that WAL (``WalBound.checkpointed``):
-with several writer processes, each further try would cost a ``PASSIVE``
-(its fsyncs) and hold the others up for nothing; ``LIMIT`` still bounds
-the WAL. The page numbers are
-read only when the walk could have reached ``HOT_CHAIN`` since the last
-reading (a few times per WAL), so writes spread over many pages (``kv.put``
-of new keys) pay nearly nothing for it.
+or reader stopped ends the early ones for that WAL
+(``WalBound.checkpointed``): with several writer processes each further
+try would cost a ``PASSIVE`` (its fsyncs) for about what it saves;
+``LIMIT`` still bounds the WAL. The page numbers are counted only when the
+walk could have reached ``HOT_CHAIN`` since the last count (for writes
+spread over many pages, ``kv.put`` of new keys: once per WAL).
 """
 
 from __future__ import annotations
