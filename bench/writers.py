@@ -21,7 +21,8 @@ throughput as a ratio of raw's, and the largest the WAL file grew
 size, and the frames it holds stay under the limit). ``--raw-bounded`` adds raw ``sqlite3`` under
 durastate's WAL policy (``engines/sqlite_wal``: ``wal_autocheckpoint=0``,
 every 16 writes of a process a look at the WAL, past the limit a
-``PASSIVE`` checkpoint then a ``RESTART``), to tell the policy's effect from durastate's
+``PASSIVE`` checkpoint then a ``RESTART``; not the early checkpoints of a
+WAL that rewrites a few pages, ``WalBound``), to tell the policy's effect from durastate's
 own; ``--wal-limit`` sets that limit for both. The contenders run
 alternately, ``--rounds`` times each, on fresh files; the verdict is the
 median of the per-round ratios.

@@ -14,6 +14,7 @@ import asyncio
 import multiprocessing
 import os
 import sqlite3
+import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -278,3 +279,127 @@ def test_on_an_event_loops_thread_the_restart_waits_for_nothing(store: durastate
     finally:
         conn.set_trace_callback(None)
     assert sqlite_wal.RESTART in statements and waits in statements
+
+
+# -- early checkpoints of a WAL that rewrites a few pages (sqlite_wal.WalBound, hot_chain) --
+
+
+def _wal_frames(path: Path) -> int:
+    with open(f"{path}-shm", "rb") as shm:
+        return int.from_bytes(shm.read(20)[16:20], sys.byteorder)
+
+
+def _push_claim_ack(store: durastate.Store, count: int) -> int:
+    """``count`` push+claim+ack on one queue; the most frames the WAL held after any of them."""
+    file = _engine(store).file
+    assert file is not None
+    most = 0
+    for _ in range(count):
+        store.queues.push("jobs", [VALUE])
+        claim = store.queues.claim("jobs", lease=30)
+        assert claim is not None
+        claim.ack()
+        most = max(most, _wal_frames(file))
+    return most
+
+
+def test_a_queue_that_rewrites_the_same_pages_starts_its_wal_over_long_before_the_limit(tmp_path: Path) -> None:
+    store = durastate.open(tmp_path / "queue.db")
+    try:
+        # ~6 frames a push+claim+ack, nearly all of two pages: 9,000 frames, past LIMIT (~4,070 frames) twice
+        # without the early checkpoints; with them the WAL starts over once the walk passes HOT_CHAIN
+        # (two hot pages: ~2 x 512 frames, and a look or two: measured 1,100-1,200), whose RESTART finds
+        # nothing in its way here.
+        most = _push_claim_ack(store, 1500)
+        frame = _pragma(store, "page_size") + 24
+        assert sqlite_wal.LIMIT // frame > 4000
+        assert 2 * sqlite_wal.HOT_CHAIN <= most < 3 * sqlite_wal.HOT_CHAIN
+    finally:
+        store.close()
+
+
+def test_writes_spread_over_new_pages_leave_the_wal_to_its_limit(tmp_path: Path) -> None:
+    store = durastate.open(tmp_path / "kv.db")
+    try:
+        file = _engine(store).file
+        assert file is not None
+        most = 0
+        for i in range(3000):  # new keys: each leaf takes a few dozen frames, then the next one
+            store.kv.put(b"s", b"n", b"k%06d" % i, VALUE)
+            most = max(most, _wal_frames(file))
+        frame = _pragma(store, "page_size") + 24
+        assert most > 4 * sqlite_wal.HOT_CHAIN
+        assert most * frame <= sqlite_wal.LIMIT + (sqlite_wal.CHECK_EVERY + 1) * 3 * frame
+    finally:
+        store.close()
+
+
+def test_an_early_checkpoint_that_a_reader_stops_is_not_tried_again_in_that_wal(tmp_path: Path) -> None:
+    store = durastate.open(tmp_path / "reader.db")
+    try:
+        file = _engine(store).file
+        assert file is not None
+        _push_claim_ack(store, 10)
+        reader = sqlite3.connect(file, isolation_level=None)
+        statements: list[str] = []
+        try:
+            reader.execute("BEGIN")
+            reader.execute("SELECT count(*) FROM sqlite_master").fetchone()  # holds its snapshot
+            conn = _engine(store)._tls.state.conn
+            assert conn is not None
+            conn.set_trace_callback(statements.append)
+            most = _push_claim_ack(store, 400)  # ~2,400 frames: the walk passes HOT_CHAIN at ~1,000
+            conn.set_trace_callback(None)
+        finally:
+            reader.close()
+        assert 4 * sqlite_wal.HOT_CHAIN < most < sqlite_wal.LIMIT // (_pragma(store, "page_size") + 24)
+        # The first early look's PASSIVE copied nothing the reader may read: no RESTART, none tried again.
+        assert statements.count(sqlite_wal.PASSIVE) == 1
+        assert sqlite_wal.RESTART not in statements
+    finally:
+        store.close()
+
+
+def _fake_shm(path: Path, pages: list[int]) -> int:
+    """A ``-shm`` file whose header says ``len(pages)`` frames of 4 KiB, with those page numbers in its segments."""
+    data = bytearray(32768 * (2 + len(pages) // 4096))
+    data[14:16] = (4096).to_bytes(2, sys.byteorder)
+    data[16:20] = len(pages).to_bytes(4, sys.byteorder)
+    for frame, page in enumerate(pages, start=1):
+        if frame <= 4062:
+            at = 136 + 4 * (frame - 1)
+        else:
+            segment, index = divmod(frame - 4063, 4096)
+            at = 32768 * (segment + 1) + 4 * index
+        data[at : at + 4] = page.to_bytes(4, sys.byteorder)
+    path.write_bytes(bytes(data))
+    return os.open(path, os.O_RDONLY)
+
+
+def test_hot_chain_counts_the_frames_of_the_latest_pages_in_the_newest_hash_segment(tmp_path: Path) -> None:
+    # 1,000 frames alternating two pages: a new frame of either walks past ~500 of its own.
+    shm = _fake_shm(tmp_path / "a-shm", [14, 15] * 500)
+    try:
+        assert sqlite_wal.hot_chain(shm, 1000) == 500
+    finally:
+        os.close(shm)
+    # The first segment (4,062 frames) all one page, then 938 frames of three pages in turn: only the
+    # second segment's frames are walked (its own hash table).
+    shm = _fake_shm(tmp_path / "b-shm", [14] * 4062 + [14, 15, 16] * 312 + [14, 15])
+    try:
+        assert sqlite_wal.hot_chain(shm, 5000) == 312
+    finally:
+        os.close(shm)
+    # 3,000 frames of two pages in turn: counted in the latest COUNTED_FRAMES, scaled to the segment's frames.
+    shm = _fake_shm(tmp_path / "d-shm", [14, 15] * 1500)
+    try:
+        assert sqlite_wal.COUNTED_FRAMES < 3000
+        assert sqlite_wal.hot_chain(shm, 3000) == 1500
+    finally:
+        os.close(shm)
+    # New pages, each written a few times: short walks.
+    shm = _fake_shm(tmp_path / "c-shm", [page for page in range(100, 400) for _ in range(3)])
+    try:
+        assert sqlite_wal.hot_chain(shm, 900) == 3
+    finally:
+        os.close(shm)

@@ -80,7 +80,7 @@ from .sqlite_space import AUTO_VACUUM_INCREMENTAL, reclaim
 from .sqlite_tools import SqliteTools
 from .sqlite_transaction import ENGINES, NO_LOCK_WAIT, RefusingCursor, SqliteTransactions, ThreadState
 from .sqlite_transaction import FORK_GATE as _FORK_GATE
-from .sqlite_wal import AUTOCHECKPOINT_OFF
+from .sqlite_wal import AUTOCHECKPOINT_OFF, WalBound
 from .watch import ChangeWatch, LocalChannels
 
 # Seconds close() waits, in all, for statements other threads are running
@@ -241,6 +241,7 @@ class SqliteEngine(SqliteTransactions):
         # Single writes share one connection (sqlite_connections.SharedWriter): a file's, written to.
         self._shares_writes = not self.is_memory and not read_only
         self._shm: int | None = None
+        self._wal_bound = WalBound()
         self.close_wait = CLOSE_WAIT
         self._changed: dict[str, threading.Condition] = {}
         self._channels = LocalChannels()

@@ -147,6 +147,7 @@ class SqliteTransactions(EngineBase):
     # (never reaching 0) on stores without a WAL of their own to bound.
     _wal_left: int
     _shm: int | None  # the -shm file, open for reading (sqlite_wal.wal_bytes), once a look opened it
+    _wal_bound: sqlite_wal.WalBound  # when the WAL is due a checkpoint (its state between looks)
     url: str
     is_memory: bool
 
@@ -269,7 +270,11 @@ class SqliteTransactions(EngineBase):
             shared = self._connections.shared
             conn, guard, waits = shared.conn, shared.guard, False
         shm = self._open_shm()
-        if conn is None or shm is None or state.depth or sqlite_wal.wal_bytes(shm) <= sqlite_wal.LIMIT:
+        if conn is None or shm is None or state.depth:
+            return
+        bound = self._wal_bound
+        restart_wait_ms = bound.due(shm)
+        if restart_wait_ms is None:
             return
         with guard:
             if self._closed:
@@ -279,10 +284,13 @@ class SqliteTransactions(EngineBase):
                     conn.execute(NO_LOCK_WAIT)
                 try:
                     row = conn.execute(sqlite_wal.PASSIVE).fetchone()
+                    restarted = None
                     if row is not None and sqlite_wal.restart_worthwhile(row[1], row[2]):
-                        if running_loop() is None:  # never a wait on a loop's thread (sqlite_busy)
-                            conn.execute(LOCK_WAIT.format(ms=sqlite_wal.RESTART_WAIT_MS))
-                        conn.execute(sqlite_wal.RESTART).fetchall()
+                        # None for an early checkpoint (sqlite_wal), never a wait on a loop's thread (sqlite_busy).
+                        if restart_wait_ms and running_loop() is None:
+                            conn.execute(LOCK_WAIT.format(ms=restart_wait_ms))
+                        restarted = conn.execute(sqlite_wal.RESTART).fetchone()
+                    bound.checkpointed(restarted is not None and not restarted[0])
                 finally:
                     conn.execute(LOCK_WAIT.format(ms=int(self._busy_timeout * 1000)) if waits else NO_LOCK_WAIT)
             except sqlite3.Error:

@@ -49,20 +49,50 @@ checkpoint can copy past a snapshot in use. A connection whose
 ``wal_auto_checkpoint_pages``) runs SQLite's checkpoints as well. The WAL
 file itself is left at its largest size (``maintain()`` and
 ``tools.checkpoint()`` truncate it).
+
+A WAL that rewrites a few pages is checkpointed sooner (``WalBound``).
+The wal-index (the ``-shm`` file) finds a page's frames through a hash
+table per 4,096 frames, keyed by page number with linear probing: a new
+frame of a page walks past every earlier frame of that page in its
+segment, and so does every lookup of the page by a connection whose cache
+another connection's commit made stale. A queue rewrites the same two or
+three pages (the table's last leaf, the claim index's leaf) at every
+commit, so near ``LIMIT`` (~4,000 frames of 4 KiB) each frame walked
+~2,000 entries: 110k instructions of a push+claim+ack's 461k in the
+appends, 151k in the lookups (docs/decisions.md, "sqlqueue"). Each look
+therefore also estimates the walk (``hot_chain``: how many frames the
+newest segment holds of the pages its latest ``RECENT_FRAMES`` frames
+wrote, counted in its latest ``COUNTED_FRAMES``) and past ``HOT_CHAIN``
+checkpoints as at ``LIMIT``, except that its ``RESTART`` waits for nothing
+(``HOT_RESTART_WAIT_MS``): an early start-over is worth taking only when
+nothing stands in its way. One that another process's checkpoint, writer
+or reader stopped ends the early ones for that WAL
+(``WalBound.checkpointed``): with several writer processes each further
+try would cost a ``PASSIVE`` (its fsyncs) for about what it saves;
+``LIMIT`` still bounds the WAL. The page numbers are counted only when the
+walk could have reached ``HOT_CHAIN`` since the last count (for writes
+spread over many pages, ``kv.put`` of new keys: once per WAL).
 """
 
 from __future__ import annotations
 
 import os
 import struct
+from collections import Counter
 
 __all__ = [
     "AUTOCHECKPOINT_OFF",
     "CHECK_EVERY",
+    "COUNTED_FRAMES",
+    "HOT_CHAIN",
+    "HOT_RESTART_WAIT_MS",
     "LIMIT",
     "PASSIVE",
     "RESTART",
+    "RECENT_FRAMES",
     "RESTART_WAIT_MS",
+    "WalBound",
+    "hot_chain",
     "restart_worthwhile",
     "wal_bytes",
 ]
@@ -81,9 +111,26 @@ RESTART_WAIT_MS = 10
 LIMIT = 16 * 1024 * 1024
 # Writes of one engine between two looks at the WAL (an fstat() and a pread() of the -shm file, ~1-2 us).
 CHECK_EVERY = 16
+# The mean walk of the wal-index hash (earlier frames of the same page in its segment) past which the writer
+# that looks checkpoints before LIMIT. A queue's push+claim+ack (2 hot pages, 6 frames) reaches it at ~1,000
+# frames, SQLite's own threshold; writes spread over many pages do not before LIMIT.
+HOT_CHAIN = 512
+# The latest frames whose pages stand for the pages being written now (hot_chain).
+RECENT_FRAMES = 64
+# The latest frames whose page numbers hot_chain counts (~40 us of CPU), at most.
+COUNTED_FRAMES = 1024
+# RESTART's wait when the walk, not LIMIT, called the checkpoint: none (see the module's docstring).
+HOT_RESTART_WAIT_MS = 0
 # The wal-index header's first copy (https://www.sqlite.org/walformat.html, "the WAL-index header"), in the
-# host's byte order: the page size at byte 14 (1 means 65536), mxFrame (the frames in the WAL) at byte 16.
-_HEADER = struct.Struct("=14xHI")
+# host's byte order: the page size at byte 14 (1 means 65536), mxFrame (the frames in the WAL) at byte 16, the
+# salts at byte 32 (new at each start-over of the WAL).
+_HEADER = struct.Struct("=14xHI12xQ")
+# The wal-index's hash segments (walformat.html, "hash tables"): 32 KiB each, first the page number of each of
+# its frames (4 bytes, host order); the first segment's 4,062 come after the headers (136 bytes), the others' 4,096.
+_SEGMENT_BYTES = 32768
+_FIRST_SEGMENT_FRAMES = 4062
+_SEGMENT_FRAMES = 4096
+_FIRST_PAGE_NUMBER = 136
 
 
 def restart_worthwhile(frames: int, copied: int) -> bool:
@@ -98,6 +145,103 @@ def restart_worthwhile(frames: int, copied: int) -> bool:
     return frames >= 0 and (frames - copied) * 8 <= frames
 
 
+def _segment_start(frames: int) -> int:
+    """The first frame (from 1) of the hash segment that holds frame ``frames``."""
+    if frames <= _FIRST_SEGMENT_FRAMES:
+        return 1
+    return frames - (frames - _FIRST_SEGMENT_FRAMES - 1) % _SEGMENT_FRAMES
+
+
+def _page_number_offset(frame: int) -> int:
+    """Where the page number of frame ``frame`` (from 1) lies in the ``-shm`` file."""
+    if frame <= _FIRST_SEGMENT_FRAMES:
+        return _FIRST_PAGE_NUMBER + 4 * (frame - 1)
+    segment, index = divmod(frame - _FIRST_SEGMENT_FRAMES - 1, _SEGMENT_FRAMES)
+    return _SEGMENT_BYTES * (segment + 1) + 4 * index
+
+
+def hot_chain(shm: int, frames: int) -> int:
+    """About how many earlier frames of its page the hash walks past for a frame written now (0 when unreadable).
+
+    The mean, over the latest ``RECENT_FRAMES`` frames, of how many frames
+    of each one's page the newest hash segment holds, counted in its latest
+    ``COUNTED_FRAMES`` frames and scaled to all of its frames (the pace
+    taken as steady): a queue's two hot pages have half the segment's
+    frames each; ``kv.put`` of new keys fills a leaf in a few dozen frames
+    and moves on to the next.
+    """
+    start = _segment_start(frames)
+    first = max(start, frames - COUNTED_FRAMES + 1)
+    try:
+        pages = memoryview(os.pread(shm, 4 * (frames - first + 1), _page_number_offset(first))).cast("I").tolist()
+    except (OSError, TypeError):  # TypeError: a short read, not a whole number of page numbers
+        return 0
+    recent = pages[-RECENT_FRAMES:]
+    if not recent:
+        return 0
+    frames_of = Counter(pages)  # ~40 us of CPU for 1,024 frames: a few times per WAL (WalBound)
+    return sum(frames_of[page] for page in recent) * (frames - start + 1) // (len(recent) * len(pages))
+
+
+class WalBound:
+    """One engine's look at its file's WAL (``due``); kept between looks, under the engine's writer gate."""
+
+    __slots__ = ("_early", "_hot", "_missed", "_next_count", "_salt")
+
+    def __init__(self) -> None:
+        self._salt = -1  # the WAL (its salts) the state below is for
+        self._next_count = HOT_CHAIN  # mxFrame from which hot_chain is worth computing again
+        self._hot = False  # hot_chain passed HOT_CHAIN in this WAL
+        self._early = False  # due's last answer was an early checkpoint
+        self._missed = False  # an early checkpoint of this WAL did not start it over: no more early ones
+
+    def checkpointed(self, restarted: bool) -> None:
+        """The checkpoint ``due`` called for is over; ``restarted``: its ``RESTART`` started the WAL over.
+
+        An early one that did not: another process stood in its way (its
+        checkpoint, writer or reader), so the file has other writers, and
+        each further try would cost a ``PASSIVE`` (its fsyncs) for nothing:
+        no more early checkpoints in this WAL, ``LIMIT`` bounds it.
+        """
+        if self._early and not restarted:
+            self._missed = True
+
+    def due(self, shm: int) -> int | None:
+        """``None`` when the WAL needs no checkpoint now; else the milliseconds its ``RESTART`` may wait.
+
+        ``RESTART_WAIT_MS`` past ``LIMIT``; ``HOT_RESTART_WAIT_MS`` when the
+        hash's walk (``hot_chain``) passed ``HOT_CHAIN`` first,
+        unless an early one of this WAL already missed (``checkpointed``).
+        Read without SQLite's locks: a header or a page number being
+        rewritten this moment may read stale or torn, which only moves one
+        look's answer.
+        """
+        try:
+            page, frames, salt = _HEADER.unpack(os.pread(shm, _HEADER.size, 0))
+        except (OSError, struct.error):
+            return None
+        self._early = False
+        if frames * ((page if page != 1 else 65536) + 24) > LIMIT:
+            return RESTART_WAIT_MS
+        if salt != self._salt:  # the WAL started over: its walks with it
+            self._salt, self._next_count, self._hot, self._missed = salt, HOT_CHAIN, False, False
+        if self._missed:
+            return None
+        if not self._hot:
+            if frames < self._next_count:
+                return None
+            chain = hot_chain(shm, frames)
+            if chain < HOT_CHAIN:
+                # The walk grows with the frames at the pace just read: read again when it would reach HOT_CHAIN
+                # (for writes spread over many pages, past LIMIT: once per WAL). A pace that quickens meanwhile
+                # is seen late, at worst at LIMIT, as before this estimate.
+                self._next_count = frames + max(RECENT_FRAMES, frames * (HOT_CHAIN - chain) // max(chain, 1))
+                return None
+            self._hot = True
+        self._early = True
+        return HOT_RESTART_WAIT_MS
+
+
 def wal_bytes(shm: int) -> int:
     """Bytes of frames the WAL holds, read from the open ``-shm`` file ``shm`` (0 when unreadable).
 
@@ -107,7 +251,7 @@ def wal_bytes(shm: int) -> int:
     try:
         page: int
         frames: int
-        page, frames = _HEADER.unpack(os.pread(shm, _HEADER.size, 0))
+        page, frames, _salt = _HEADER.unpack(os.pread(shm, _HEADER.size, 0))
     except (OSError, struct.error):
         return 0
     return frames * ((page if page != 1 else 65536) + 24)
