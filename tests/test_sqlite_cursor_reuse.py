@@ -142,12 +142,10 @@ def test_an_interruption_between_statement_and_rows_releases_the_lock(
     engine = _engine(first)
     engine.execute(engine.sql(READ("SELECT 1")))  # the thread's cursor exists
     probe = engine.sql(WRITE_ROWS("UPDATE {p}cursor_probe SET n = n + 1 RETURNING id"))
-    if method == "execute":
-        # A write outside a transaction runs on the shared writer connection (sqlite_connections.SharedWriter).
-        engine.execute(engine.sql(WRITE("UPDATE {p}cursor_probe SET n = n WHERE id = 0")))
-        holder: Any = engine._connections.shared
-    else:
-        holder = engine._local
+    # A write outside a transaction runs on the shared writer connection (sqlite_connections.SharedWriter),
+    # whichever of the three methods runs it.
+    engine.execute(engine.sql(WRITE("UPDATE {p}cursor_probe SET n = n WHERE id = 0")))
+    holder: Any = engine._connections.shared
     real = holder.cursor
     assert real is not None
     interrupted = _InterruptedCursor(real)

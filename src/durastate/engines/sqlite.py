@@ -91,6 +91,11 @@ CLOSE_WAIT = 5.0
 
 # Statements that take SQLite's write lock outside a transaction: through the writer gate.
 _WRITES = (Kind.WRITE, Kind.WRITE_ROWS)
+
+# What ``_write_shared`` returns for its caller; ``_REFUSED``: another process holds the lock.
+_ROW_COUNT, _ONE_ROW, _ALL_ROWS = 0, 1, 2
+_REFUSED: Any = object()
+
 # Connections inherited across fork: kept referenced forever, never closed.
 _FORK_ORPHANS: list[Any] = []
 
@@ -434,6 +439,12 @@ class SqliteEngine(SqliteTransactions):
                 return self.one(sql, params)
             finally:
                 self._leave_writers(state)
+        if state.writing and not state.depth and not state.lock_wait and self._shares_writes:
+            # A write outside a transaction, holding the gate: on the shared writer connection, as
+            # execute's (a queue's claim between its push and its ack: one connection, one page cache).
+            shared_row = self._write_shared(state, sql, params, _ONE_ROW)
+            if shared_row is not _REFUSED:
+                return cast(Row | None, shared_row)
         cursor = state.cursor or self._thread_cursor()
         guard = state.guard
         guard.acquire()
@@ -464,6 +475,10 @@ class SqliteEngine(SqliteTransactions):
             self._loop_started()
         if not state.depth and not state.writing and getattr(sql, "kind", None) in _WRITES:
             return self._gated(self.all, sql, params)
+        if state.writing and not state.depth and not state.lock_wait and self._shares_writes:
+            shared_rows = self._write_shared(state, sql, params, _ALL_ROWS)  # as one()'s
+            if shared_rows is not _REFUSED:
+                return cast(list[Row], shared_rows)
         cursor = state.cursor or self._thread_cursor()
         guard = state.guard
         guard.acquire()
@@ -501,9 +516,9 @@ class SqliteEngine(SqliteTransactions):
             if state.writing and not state.depth and not state.lock_wait and self._shares_writes:
                 # A write outside a transaction, holding the gate (here or in _gated): on the shared
                 # writer connection, whose page cache no other thread's write drops (SharedWriter).
-                count = self._write_shared(state, sql, params)
-                if count is not None:
-                    return count
+                count = self._write_shared(state, sql, params, _ROW_COUNT)
+                if count is not _REFUSED:
+                    return cast(int, count)
             cursor = state.cursor or self._thread_cursor()
             with state.guard:
                 if self._closed:
@@ -531,10 +546,12 @@ class SqliteEngine(SqliteTransactions):
                 state.writing = False
                 gate.release()
 
-    def _write_shared(self, state: ThreadState, sql: str, params: Params) -> int | None:
-        """``execute``'s write on the shared writer connection, the writer gate held; ``None`` if it was refused
-        for a lock another process holds (unchanged: the caller runs it on the thread's own connection, which
-        waits for the lock as every write did before, or is refused at once on a loop's thread)."""
+    def _write_shared(self, state: ThreadState, sql: str, params: Params, result: int) -> Any:
+        """A write outside a transaction on the shared writer connection, the writer gate held: its row count
+        (``_ROW_COUNT``: execute), first row (``_ONE_ROW``: one) or rows (``_ALL_ROWS``: all); ``_REFUSED`` if it
+        was refused for a lock another process holds (unchanged: the caller runs it on the thread's own
+        connection, which waits for the lock as every write did before, or is refused at once on a loop's
+        thread). Nothing was written then: SQLite refuses a write's first step before it changes anything."""
         shared = self._connections.shared
         with shared.guard:
             if self._closed:
@@ -544,12 +561,21 @@ class SqliteEngine(SqliteTransactions):
             before = conn.total_changes
             try:
                 cursor.execute(sql, bindable(params))
+                if result == _ONE_ROW:
+                    row = cursor.fetchone()
+                    if row is not None and cursor.fetchone() is not None:
+                        # More rows: the statement is still active (see one()); closing the cursor ends it.
+                        shared.cursor = None
+                        cursor.close()
+                    return row
+                if result == _ALL_ROWS:
+                    return cursor.fetchall()
                 if cursor.description is not None:
                     cursor.fetchall()  # RETURNING: run to completion (see execute)
                 return cursor.rowcount
             except sqlite3.Error as exc:
                 if is_busy(exc):
-                    return None
+                    return _REFUSED
                 raise self._failed(exc) from None
             except BaseException:
                 shared.cursor = None  # closing it resets a statement the interruption left active
