@@ -44,7 +44,8 @@ the writer gate, the lock wait, the per-thread state; ``SqliteEngine``
 mixes it in), ``sqlite_busy`` (the lock wait's pieces),
 ``sqlite_connections`` (each thread's connection, the spares, the writer
 gate), ``sqlite_wal`` (bounding the WAL: the engine's own checkpoints),
-``sqlite_fork`` (the fork gate), ``sqlite_space``
+``sqlite_fork`` (the fork gate), ``sqlite_notify`` (change notification:
+in-process wake-ups, other processes polled), ``sqlite_space``
 (``reclaim_space``), ``sqlite_dialect`` (tokens, the catalog query, plan
 reading) and ``sqlite_errors`` (result codes to durastate's errors,
 ``LockBusy``); their public names are re-exported here.
@@ -76,12 +77,13 @@ from .sqlite_dialect import SQLITE_DIALECT as SQLITE_DIALECT
 from .sqlite_errors import LockBusy as LockBusy
 from .sqlite_errors import is_busy
 from .sqlite_errors import translate_sqlite_error as translate_sqlite_error
+from .sqlite_notify import ChangeNotifications
 from .sqlite_space import AUTO_VACUUM_INCREMENTAL, reclaim
 from .sqlite_tools import SqliteTools
-from .sqlite_transaction import ENGINES, NO_LOCK_WAIT, RefusingCursor, SqliteTransactions, ThreadState
+from .sqlite_transaction import ENGINES, NO_LOCK_WAIT, RefusingCursor, ThreadState
 from .sqlite_transaction import FORK_GATE as _FORK_GATE
 from .sqlite_wal import AUTOCHECKPOINT_OFF, WalBound
-from .watch import ChangeWatch, LocalChannels
+from .watch import LocalChannels
 
 # Seconds close() waits, in all, for statements other threads are running
 # (milliseconds, normally). One that is still running after it (waiting for
@@ -163,7 +165,7 @@ def create_private_file(path: Path) -> None:
     os.close(fd)
 
 
-class SqliteEngine(SqliteTransactions):
+class SqliteEngine(ChangeNotifications):
     """SQLite behind the ``Engine`` contract (see the module docstring)."""
 
     dialect = SQLITE_DIALECT
@@ -666,49 +668,6 @@ class SqliteEngine(SqliteTransactions):
     def explain(self, sql: str, params: Params = ()) -> Plan:
         rows = self.all(SQL("EXPLAIN QUERY PLAN " + sql, Kind.READ), params)
         return plan_of([str(row[3]) for row in rows])
-
-    # -- change notification (in-process; other processes are polled) -------
-
-    def _condition(self, channel: str) -> threading.Condition:
-        cond = self._changed.get(channel)
-        if cond is None:
-            with self._lock:
-                cond = self._changed.setdefault(channel, threading.Condition())
-        return cond
-
-    def notify(self, channel: str, *, announced: bool = False) -> None:
-        """Wake this process's waiters on ``channel``.
-
-        Inside a transaction the wake-up is deferred to the commit, so a
-        waiter never looks before the data it was woken for is visible.
-        (``announced``: the server already announced the write, see
-        ``Engine.notify``; SQLite has no server, so it changes nothing.)
-        """
-        state = self._tls.state
-        if state.depth > 0:
-            pending = state.pending_notify
-            if pending is None:
-                state.pending_notify = pending = set()
-            pending.add(channel)
-            return
-        self._channels.fire(channel)
-        cond = self._changed.get(channel)
-        if cond is not None:
-            with cond:
-                cond.notify_all()
-
-    def watch(self, channel: str, poll: float) -> ChangeWatch:
-        """A watch on ``channel`` (``engines.watch``) woken at once by ``notify`` in this process, from any
-        thread, sync or async (no thread is held while a coroutine waits); it answers "look again" every
-        ``poll`` seconds too, since other processes' commits are not heard.
-        """
-        return self._channels.watch(channel, poll)
-
-    def wait_for_change(self, channel: str, timeout: float) -> None:
-        """Block until ``notify(channel)`` in this process or ``timeout``."""
-        cond = self._condition(channel)
-        with cond:
-            cond.wait(timeout)
 
     def release_connection(self) -> None:
         """Close the calling thread's connection; its next call opens a new one.
