@@ -318,6 +318,24 @@ def test_a_queue_that_rewrites_the_same_pages_starts_its_wal_over_long_before_th
         store.close()
 
 
+def test_a_writer_that_met_another_process_lock_leaves_a_queues_wal_to_its_limit(tmp_path: Path) -> None:
+    # With other writing processes an early checkpoint holds them up (their p99: bench/RESULTS.md, stop 18):
+    # a thread that has waited for another process's lock checkpoints at LIMIT only.
+    store = durastate.open(tmp_path / "queue.db", busy_timeout=20)
+    try:
+        file = _engine(store).file
+        assert file is not None
+        with lock_released_later(file) as released:
+            store.queues.push("jobs", [VALUE])
+            assert released.is_set()  # it waited for the other connection's lock
+        assert _engine(store)._tls.state.lock_wait
+        most = _push_claim_ack(store, 1000)  # ~6,000 frames: the first test's early restart came at ~1,200
+        frame = _pragma(store, "page_size") + 24
+        assert 3 * sqlite_wal.HOT_CHAIN < most <= sqlite_wal.LIMIT // frame + (sqlite_wal.CHECK_EVERY + 1) * 6
+    finally:
+        store.close()
+
+
 def test_writes_spread_over_new_pages_leave_the_wal_to_its_limit(tmp_path: Path) -> None:
     store = durastate.open(tmp_path / "kv.db")
     try:

@@ -273,7 +273,8 @@ class SqliteTransactions(EngineBase):
         if conn is None or shm is None or state.depth:
             return
         bound = self._wal_bound
-        restart_wait_ms = bound.due(shm)
+        # No early checkpoint from a thread that has met another process's write lock (sqlite_wal.WalBound.due).
+        restart_wait_ms = bound.due(shm, not state.lock_wait)
         if restart_wait_ms is None:
             return
         with guard:

@@ -206,12 +206,18 @@ class WalBound:
         if self._early and not restarted:
             self._missed = True
 
-    def due(self, shm: int) -> int | None:
+    def due(self, shm: int, early: bool = True) -> int | None:
         """``None`` when the WAL needs no checkpoint now; else the milliseconds its ``RESTART`` may wait.
 
         ``RESTART_WAIT_MS`` past ``LIMIT``; ``HOT_RESTART_WAIT_MS`` when the
         hash's walk (``hot_chain``) passed ``HOT_CHAIN`` first,
-        unless an early one of this WAL already missed (``checkpointed``).
+        unless an early one of this WAL already missed (``checkpointed``)
+        or ``early`` is false: the asking writer has met another process's
+        write lock, so the file has other writers, and an early checkpoint's
+        ``PASSIVE`` step (its copying, its fsyncs) holds them up: a queue's
+        push+claim+ack at 4 and 16 processes had its p99 at 2-4x raw
+        ``sqlite3``'s with early checkpoints, 0.6-1.2x without (stop 18,
+        bench/RESULTS.md). ``LIMIT`` bounds such a WAL.
         Read without SQLite's locks: a header or a page number being
         rewritten this moment may read stale or torn, which only moves one
         look's answer.
@@ -223,6 +229,8 @@ class WalBound:
         self._early = False
         if frames * ((page if page != 1 else 65536) + 24) > LIMIT:
             return RESTART_WAIT_MS
+        if not early:
+            return None
         if salt != self._salt:  # the WAL started over: its walks with it
             self._salt, self._next_count, self._hot, self._missed = salt, HOT_CHAIN, False, False
         if self._missed:
