@@ -52,10 +52,13 @@ USERS = ["u1", "u/2"]
 SIDS = ["s1", "s%/2"]
 STATE_KEYS = ["k", "n", "app:shared", "app:count", "user:pref", "user:name", "temp:scratch"]
 
-json_leaf = st.none() | st.booleans() | st.integers(-(2**40), 2**40) | st.text(max_size=8)
+# No NUL in strings: ADK's SQLite session service (a reference here) reads a string holding U+0000 back as ''
+# (found by this test: {'app:count': '\x00'} came back as ''), where durastate and InMemory keep it.
+texts = st.characters(exclude_characters="\x00")
+json_leaf = st.none() | st.booleans() | st.integers(-(2**40), 2**40) | st.text(texts, max_size=8)
 json_values = st.recursive(
     json_leaf | st.floats(allow_nan=False, allow_infinity=False, min_value=-1e6, max_value=1e6).map(round),
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(texts, max_size=4), inner, max_size=3),
     max_leaves=6,
 )
 states = st.dictionaries(st.sampled_from(STATE_KEYS), json_values, max_size=4)
