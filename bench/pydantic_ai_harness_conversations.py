@@ -107,20 +107,22 @@ async def main(rounds: int, calls: int, durability: str, lengths: list[int]) -> 
         )
         theirs = SqliteConversationStore(database=Path(folder) / "harness.db")
         ops: dict[str, dict[str, Callable[[], Awaitable[Any]]]] = {"durastate": {}, "harness": {}}
-        for length in lengths:
-            mine = Ours(ours, f"bench-{length}")
+
+        async def planted(conversation_id: str, length: int) -> tuple[Ours, Harness]:
+            """A conversation of ``length`` messages on each side, stored."""
+            mine = Ours(ours, conversation_id)
             for _ in range(length // 2):
                 await mine.save_turn()
             peer = Harness(theirs, length)
             await peer.save_turn()
+            return mine, peer
+
+        for length in lengths:
+            mine, peer = await planted(f"bench-{length}", length)
             ops["durastate"][f"save a turn ({length} messages)"] = mine.save_turn
             ops["harness"][f"save a turn ({length} messages)"] = peer.save_turn
             # A resume reads a conversation that stops growing: its own copy, saved once.
-            still = Ours(ours, f"bench-resume-{length}")
-            for _ in range(length // 2):
-                await still.save_turn()
-            resumed = Harness(theirs, length)
-            await resumed.save_turn()
+            still, resumed = await planted(f"bench-resume-{length}", length)
             ops["durastate"][f"resume ({length} messages)"] = still.resume
             ops["harness"][f"resume ({length} messages)"] = resumed.resume
         await arace(
