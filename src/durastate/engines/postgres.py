@@ -124,6 +124,7 @@ from .postgres_attempts import (
     fetch_counted,
     fetch_result,
     replay,
+    rerun,
 )
 from .postgres_citus_sql import citus_statement
 from .postgres_connect import CONNECT_TIMEOUT, behind_pooler, connect_failure, connect_options
@@ -494,7 +495,7 @@ class PostgresEngine(ChangeNotifications, LoopCommits):
             reread = sql.reread
             sql = SQL(citus_statement(sql, self._prefix_for(Kind.WRITE)), sql.kind)
             sql.reread = reread
-        sql.companion = attempt_variant(sql, self._prefix_for(Kind.WRITE))
+        sql.companion = attempt_variant(sql, self._prefix_for(Kind.WRITE), scalar_rows=not self.citus)
         return sql
 
     def _statement_cache_key(self) -> Hashable:
@@ -554,11 +555,16 @@ class PostgresEngine(ChangeNotifications, LoopCommits):
         got = self._first_try(variant, (*params, attempt, self.now_ms()), fetch, fetch_counted)
         if type(got) is not _Lost:
             return got
+        return self._retry_write(variant, params, attempt, fetch, got)
+
+    def _retry_write(self, variant: str, params: Params, attempt: bytes, fetch: int, lost: _Lost) -> Any:
+        """An attempt-recording write's retries after its first try's connection was lost (``rerun``)."""
+        lookup, prefix = self._attempt_result, self.prefix
         return self._retrying(
-            lambda c: fetch_counted(c.run(variant, (*params, attempt, self.now_ms())), fetch),
-            lambda c: replay(c, self._attempt_result, attempt, fetch),
-            got.began,
-            failed=got.error,
+            lambda c: rerun(c, variant, (*params, attempt, self.now_ms()), lookup, fetch, prefix),
+            lambda c: replay(c, lookup, attempt, fetch),
+            lost.began,
+            failed=lost.error,
         )
 
     def _write_marked(self, marked: MarkedWrite, params: Params, fetch: int) -> Any:
