@@ -77,7 +77,7 @@ import durastate
 from _baseline import load_baseline
 from _postgres import postgres_url
 from durastate.engines.postgres import ATTEMPT_PRUNE_BATCH, ATTEMPT_PRUNE_EVERY, PREPARE_THRESHOLD, PostgresEngine
-from durastate.engines.postgres_attempts import MarkedWrite
+from durastate.engines.postgres_attempts import MarkedWrite, OneRowInsert
 from durastate.testing.postgres_server import create_schema, drop_schema
 from pg_cpu import ServerCPU, WaitSampler, spent_ns, with_application_name
 
@@ -136,6 +136,9 @@ class RawPsycopg:
             assert variant is not None
             if isinstance(variant, MarkedWrite):  # an append carrying its attempt id in its row
                 return self.conn().execute(variant.sql, (*params, os.urandom(16))).fetchall()
+            if isinstance(variant, OneRowInsert):  # a push: its attempt row goes in ahead, its parameters first
+                self.prune_in_passing()
+                return self.conn().execute(variant.sql, (os.urandom(16), int(time.time() * 1000), *params)).rowcount
             if not isinstance(variant, str):  # a claim re-read by its lease token, an idempotent put: as it is
                 cur = self.conn().execute(sql, params)
                 return cur.fetchall() if cur.description is not None else cur.rowcount

@@ -32,25 +32,37 @@ import pytest
 
 import durastate
 from durastate.engines.postgres import PostgresEngine, _Lost
-from durastate.engines.postgres_attempts import decode_rows
+from durastate.engines.postgres_attempts import OneRowInsert, attempt_args, decode_rows, fetch_counted, fetch_result
 
 pytestmark = pytest.mark.timeout(120)
 
-# A write: (store) -> (its attempt-recording statement, its parameters, fetch (0 count, 1 one row)).
-Write = Callable[[durastate.Store], tuple[str, tuple[Any, ...], int]]
+# A write: (store) -> (its attempt-recording statement, its parameters, fetch (0 count, 1 one row), and
+# whether the statement takes the attempt id and time first: a OneRowInsert).
+Write = Callable[[durastate.Store], tuple[str, tuple[Any, ...], int, bool]]
 
 
-def _counter_add(store: durastate.Store) -> tuple[str, tuple[Any, ...], int]:
-    return store.kv._counter_add.companion, (b"s", b"n", b"c", 5, -(2**63), 2**63 - 6), 1  # type: ignore[attr-defined]
+def _variant(sql: str) -> tuple[str, bool]:
+    variant = sql.companion  # type: ignore[attr-defined]
+    return (variant.sql, True) if isinstance(variant, OneRowInsert) else (variant, False)
 
 
-def _push(store: durastate.Store) -> tuple[str, tuple[Any, ...], int]:
+def _counter_add(store: durastate.Store) -> tuple[str, tuple[Any, ...], int, bool]:
+    statement, first = _variant(store.kv._counter_add)
+    assert not first
+    return statement, (b"s", b"n", b"c", 5, -(2**63), 2**63 - 6), 1, first
+
+
+def _push(store: durastate.Store) -> tuple[str, tuple[Any, ...], int, bool]:
     now = store.engine.now_ms()
-    return store.queues._push.companion, (b"jobs", b"pushed", now, 5, now), 0  # type: ignore[attr-defined]
+    statement, first = _variant(store.queues._push)
+    assert first  # the attempt row goes in ahead of the insert
+    return statement, (b"jobs", b"pushed", now, 5, now), 0, first
 
 
-def _pop(store: durastate.Store) -> tuple[str, tuple[Any, ...], int]:
-    return store.queues._pop.companion, (b"jobs", store.engine.now_ms(), 0), 1  # type: ignore[attr-defined]
+def _pop(store: durastate.Store) -> tuple[str, tuple[Any, ...], int, bool]:
+    statement, first = _variant(store.queues._pop)
+    assert not first
+    return statement, (b"jobs", store.engine.now_ms(), 0), 1, first
 
 
 def _state(store: durastate.Store) -> tuple[int, list[bytes]]:
@@ -79,14 +91,17 @@ def store(pg_url: str) -> Iterator[durastate.Store]:
     s.close()
 
 
-def _retry(engine: PostgresEngine, statement: str, params: tuple[Any, ...], attempt: bytes, fetch: int) -> Any:
+def _retry(
+    engine: PostgresEngine, statement: str, params: tuple[Any, ...], attempt: bytes, fetch: int, first: bool
+) -> Any:
     """The engine's retry of a write whose first try's connection was lost just now."""
     lost = _Lost(psycopg.OperationalError("the connection was lost"), time.monotonic())
-    return engine._retry_write(statement, params, attempt, fetch, lost)
+    return engine._retry_write(statement, params, attempt, fetch, lost, first)
 
 
 def _blocked_by(admin: psycopg.Connection[Any], pid: int) -> bool:
-    row = admin.execute("SELECT count(*) FROM pg_stat_activity WHERE %s = ANY(pg_blocking_pids(pid))", (pid,)).fetchone()
+    blocked = "SELECT count(*) FROM pg_stat_activity WHERE %s = ANY(pg_blocking_pids(pid))"
+    row = admin.execute(blocked, (pid,)).fetchone()
     return row is not None and row[0] > 0
 
 
@@ -97,20 +112,20 @@ def test_a_retry_waiting_on_its_first_try_answers_with_the_first_tries_result(
     make, answer, once = ONCE[write]
     engine = store.engine
     assert isinstance(engine, PostgresEngine)
-    statement, params, fetch = make(store)
+    statement, params, fetch, first = make(store)
     attempt = os.urandom(16)
-    args = (*params, attempt, engine.now_ms())
+    args = attempt_args(params, attempt, engine.now_ms(), first)
     with psycopg.connect(pg_url, autocommit=True) as lost, psycopg.connect(pg_url, autocommit=True) as admin:
-        first = lost.transaction()
-        first.__enter__()  # the lost backend's statement, done but not yet committed
+        lost_try = lost.transaction()
+        lost_try.__enter__()  # the lost backend's statement, done but not yet committed
         cur = lost.execute(statement, args)
-        first_answer = cur.fetchone() if fetch else cur.fetchone()[0]  # type: ignore[index]
+        first_answer = cur.fetchone() if fetch else fetch_result(cur, 0) if first else fetch_counted(cur, 0)
         answers: list[Any] = []
         errors: list[BaseException] = []
 
         def retry() -> None:
             try:
-                answers.append(_retry(engine, statement, params, attempt, fetch))
+                answers.append(_retry(engine, statement, params, attempt, fetch, first))
             except BaseException as exc:  # surfaced below
                 errors.append(exc)
 
@@ -121,7 +136,7 @@ def test_a_retry_waiting_on_its_first_try_answers_with_the_first_tries_result(
             assert time.monotonic() < deadline, "the retry never waited for the first try"
             time.sleep(0.005)
         assert retrying.is_alive(), f"the retry ran to its end beside an uncommitted first try: {answers or errors}"
-        first.__exit__(None, None, None)  # the first try commits
+        lost_try.__exit__(None, None, None)  # the first try commits
         retrying.join()
     assert errors == []
     assert answers == [answer] == [first_answer]
@@ -135,22 +150,22 @@ def test_a_first_try_that_runs_after_its_retry_committed_changes_nothing(
     make, answer, once = ONCE[write]
     engine = store.engine
     assert isinstance(engine, PostgresEngine)
-    statement, params, fetch = make(store)
+    statement, params, fetch, first = make(store)
     attempt = os.urandom(16)
-    assert _retry(engine, statement, params, attempt, fetch) == answer  # nothing recorded: it runs, and commits
-    with psycopg.connect(pg_url, autocommit=True) as late:
-        with pytest.raises(psycopg.errors.UniqueViolation):
-            late.execute(statement, (*params, attempt, engine.now_ms()))
+    assert _retry(engine, statement, params, attempt, fetch, first) == answer  # nothing recorded: it runs, commits
+    with psycopg.connect(pg_url, autocommit=True) as late, pytest.raises(psycopg.errors.UniqueViolation):
+        late.execute(statement, attempt_args(params, attempt, engine.now_ms(), first))
     assert _state(store) == once
 
 
 def test_one_columns_values_are_decoded_from_their_binary_array(store: durastate.Store, pg_url: str) -> None:
     """A write returning one column records an array of that column's type; each element is a row."""
     with psycopg.connect(pg_url, autocommit=True) as conn:
-        for values, sql in [
-            ([b"\x00\xff", None, b""], "SELECT array_send(array_agg(v ORDER BY o)) FROM (VALUES (1, '\\x00ff'::bytea), (2, NULL), (3, ''::bytea)) t (o, v)"),
-            ([-(2**63), 7], "SELECT array_send(array_agg(v ORDER BY v)) FROM (VALUES (7::int8), (-9223372036854775808)) t (v)"),
+        for values, rows in [
+            ([b"\x00\xff", None, b""], "(1, '\\x00ff'::bytea), (2, NULL), (3, ''::bytea)"),
+            ([-(2**63), 7], "(1, -9223372036854775808), (2, 7::int8)"),
         ]:
+            sql = f"SELECT array_send(array_agg(v ORDER BY o)) FROM (VALUES {rows}) t (o, v)"
             row = conn.execute(sql).fetchone()
             assert row is not None
             assert decode_rows(conn, row[0]) == [(v,) for v in values]
