@@ -313,8 +313,11 @@ def preload(store: durastate.Store, rounds: int, calls: int) -> None:
     store.kv.put_many(SCOPE, NS, [(f"k{i:06d}".encode(), VALUE) for i in range(PRELOAD)])
     for _ in range(1100):
         store.kv.append(SCOPE, NS, b"preloaded", VALUE)
-    # Enough items for every pop of every contender in every round.
-    per_queue = rounds * 3 * calls + calls
+    # Enough items for every pop of every contender (APPS, the baseline among them) at every worker count in every
+    # round. It was rounds * 3 * calls + calls, a quarter of what the four contenders of one run pop: those running
+    # last in a round popped an empty queue, which a plain DELETE answers with a look at the index and durastate
+    # with an attempt row too (pop's ds/best of 0.43-0.71 at 1 and 4 workers, pgwrite3 and before; branch pgslot).
+    per_queue = rounds * len(APPS) * len(WORKER_COUNTS) * calls + calls
     for w in range(max(WORKER_COUNTS)):
         for start in range(0, per_queue, 500):
             store.queues.push(f"pre{w}", [VALUE] * min(500, per_queue - start))
