@@ -99,6 +99,13 @@ def _retry(
     return engine._retry_write(statement, params, attempt, fetch, lost, first)
 
 
+def _write(store: durastate.Store, write: str) -> tuple[PostgresEngine, str, tuple[Any, ...], int, bool, bytes]:
+    """The store's engine; the write's statement, parameters, fetch, whether it takes the attempt id first; an id."""
+    engine = store.engine
+    assert isinstance(engine, PostgresEngine)
+    return (engine, *ONCE[write][0](store), os.urandom(16))
+
+
 def _blocked_by(admin: psycopg.Connection[Any], pid: int) -> bool:
     blocked = "SELECT count(*) FROM pg_stat_activity WHERE %s = ANY(pg_blocking_pids(pid))"
     row = admin.execute(blocked, (pid,)).fetchone()
@@ -109,11 +116,8 @@ def _blocked_by(admin: psycopg.Connection[Any], pid: int) -> bool:
 def test_a_retry_waiting_on_its_first_try_answers_with_the_first_tries_result(
     store: durastate.Store, pg_url: str, write: str
 ) -> None:
-    make, answer, once = ONCE[write]
-    engine = store.engine
-    assert isinstance(engine, PostgresEngine)
-    statement, params, fetch, first = make(store)
-    attempt = os.urandom(16)
+    _, answer, once = ONCE[write]
+    engine, statement, params, fetch, first, attempt = _write(store, write)
     args = attempt_args(params, attempt, engine.now_ms(), first)
     with psycopg.connect(pg_url, autocommit=True) as lost, psycopg.connect(pg_url, autocommit=True) as admin:
         lost_try = lost.transaction()
@@ -147,11 +151,8 @@ def test_a_retry_waiting_on_its_first_try_answers_with_the_first_tries_result(
 def test_a_first_try_that_runs_after_its_retry_committed_changes_nothing(
     store: durastate.Store, pg_url: str, write: str
 ) -> None:
-    make, answer, once = ONCE[write]
-    engine = store.engine
-    assert isinstance(engine, PostgresEngine)
-    statement, params, fetch, first = make(store)
-    attempt = os.urandom(16)
+    _, answer, once = ONCE[write]
+    engine, statement, params, fetch, first, attempt = _write(store, write)
     assert _retry(engine, statement, params, attempt, fetch, first) == answer  # nothing recorded: it runs, commits
     with psycopg.connect(pg_url, autocommit=True) as late, pytest.raises(psycopg.errors.UniqueViolation):
         late.execute(statement, attempt_args(params, attempt, engine.now_ms(), first))
