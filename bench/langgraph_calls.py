@@ -17,6 +17,14 @@ last dump's ``Collected`` over ``--calls``::
     void cg_stop(void) { CALLGRIND_TOGGLE_COLLECT; CALLGRIND_STOP_INSTRUMENTATION; CALLGRIND_DUMP_STATS; }
 
 ``--profile``: cProfile of the calls, top 25 by own time.
+
+``--writer``: where the written thread's rows (``put``: a thread of its own; ``put_writes``: the tasks
+thread) sort among the other threads' (``middle``, the default: before a tail thread's, as in
+``bench/langgraph.py`` once its graph runs have added threads; ``last``: after every other; ``random``:
+uuid4 thread ids, as before). On ``durastate``'s
+``WITHOUT ROWID`` kv table a put appended in the middle of the b-tree writes ~4.6 WAL frames, one at its
+end ~3.2 (SqliteSaver: 3.4 / 2.9), so with ``random`` the SQL part of ``put`` moved between two values
+from run to run (bench/RESULTS.md, "lgput").
 """
 
 from __future__ import annotations
@@ -61,6 +69,7 @@ def main() -> int:
     parser.add_argument("--side", choices=["durastate", "langgraph"], default="durastate")
     parser.add_argument("--profile", action="store_true")
     parser.add_argument("--callgrind-lib", help="the cgtoggle.so above: callgrind counts the calls only")
+    parser.add_argument("--writer", choices=["middle", "last", "random"], default="middle")
     args = parser.parse_args()
     bench = _graph_bench()
     with tempfile.TemporaryDirectory(prefix="durastate-bench-calls-") as tmp:
@@ -72,6 +81,16 @@ def main() -> int:
             saver = SqliteSaver(sqlite3.connect(Path(tmp) / "l.db", check_same_thread=False))
             saver.setup()
         reader, writer, tasks = bench.Chat(saver), bench.Chat(saver), bench.Chat(saver)
+        if args.writer != "random":
+            # Thread ids pinned by their first digit: the written thread's rows before a tail thread's or last.
+            written, other = (writer, tasks) if args.op == "put" else (tasks, writer)
+            tail = bench.Chat(saver) if args.writer == "middle" else None
+            for chat, first in ((reader, "1"), (other, "2"), (written, "5" if tail else "f"), (tail, "f")):
+                if chat is not None:
+                    chat.thread_id = first + chat.thread_id[1:]
+                    chat.config = {"configurable": {"thread_id": chat.thread_id, "checkpoint_ns": ""}}
+            if tail is not None:
+                tail.preload(10)
         reader.preload(args.history)
         tasks.preload(1)
         latest = reader.latest()
