@@ -143,13 +143,18 @@ def report(title: str, labels: list[str], names: list[str], times: Times, rounds
     width = max(len(op) for op in [*names, "op"]) + 2
     for kind, at in (("wall", 0), ("CPU", 1)):
         print(f"\n{kind} time per call\n")
-        header = f"{'op':{width}}" + "".join(f"{label + ' us':>16}" for label in labels)
-        print(header + "".join(f"{'vs ' + p:>24}" for p in peers))
+        # A column as wide as its label (and a space) needs, at least 16 / 24.
+        cols = [max(16, len(label) + 4) for label in labels]
+        vs_cols = [max(24, len(peer) + 5) for peer in peers]
+        header = f"{'op':{width}}" + "".join(f"{label + ' us':>{col}}" for label, col in zip(labels, cols, strict=True))
+        print(header + "".join(f"{'vs ' + p:>{col}}" for p, col in zip(peers, vs_cols, strict=True)))
         for op in names:
             line = f"{op:{width}}" + "".join(
-                f"{statistics.median(t[at] for t in times[op, label]) * 1e6:16.0f}" for label in labels
+                f"{statistics.median(t[at] for t in times[op, label]) * 1e6:{col}.0f}"
+                for label, col in zip(labels, cols, strict=True)
             )
-            for peer in peers:
+            for peer, col in zip(peers, vs_cols, strict=True):
                 ratios = [p[at] / d[at] for p, d in zip(times[op, peer], times[op, ours], strict=True)]
-                line += f"{statistics.median(ratios):10.2f} ({min(ratios):.2f}-{max(ratios):.2f})"
+                cell = f"{statistics.median(ratios):.2f} ({min(ratios):.2f}-{max(ratios):.2f})"
+                line += f"{cell:>{col}}"
             print(line)

@@ -77,7 +77,7 @@ import durastate
 from _baseline import load_baseline
 from _postgres import postgres_url
 from durastate.engines.postgres import ATTEMPT_PRUNE_BATCH, ATTEMPT_PRUNE_EVERY, PREPARE_THRESHOLD, PostgresEngine
-from durastate.engines.postgres_attempts import MarkedWrite
+from durastate.engines.postgres_attempts import MarkedWrite, OneRowInsert
 from durastate.testing.postgres_server import create_schema, drop_schema
 from pg_cpu import ServerCPU, WaitSampler, spent_ns, with_application_name
 
@@ -136,6 +136,9 @@ class RawPsycopg:
             assert variant is not None
             if isinstance(variant, MarkedWrite):  # an append carrying its attempt id in its row
                 return self.conn().execute(variant.sql, (*params, os.urandom(16))).fetchall()
+            if isinstance(variant, OneRowInsert):  # a push: its attempt row goes in ahead, its parameters first
+                self.prune_in_passing()
+                return self.conn().execute(variant.sql, (os.urandom(16), int(time.time() * 1000), *params)).rowcount
             if not isinstance(variant, str):  # a claim re-read by its lease token, an idempotent put: as it is
                 cur = self.conn().execute(sql, params)
                 return cur.fetchall() if cur.description is not None else cur.rowcount
@@ -310,8 +313,11 @@ def preload(store: durastate.Store, rounds: int, calls: int) -> None:
     store.kv.put_many(SCOPE, NS, [(f"k{i:06d}".encode(), VALUE) for i in range(PRELOAD)])
     for _ in range(1100):
         store.kv.append(SCOPE, NS, b"preloaded", VALUE)
-    # Enough items for every pop of every contender in every round.
-    per_queue = rounds * 3 * calls + calls
+    # Enough items for every pop of every contender (APPS, the baseline among them) at every worker count in every
+    # round. It was rounds * 3 * calls + calls, a quarter of what the four contenders of one run pop: those running
+    # last in a round popped an empty queue, which a plain DELETE answers with a look at the index and durastate
+    # with an attempt row too (pop's ds/best of 0.43-0.71 at 1 and 4 workers, pgwrite3 and before; branch pgslot).
+    per_queue = rounds * len(APPS) * len(WORKER_COUNTS) * calls + calls
     for w in range(max(WORKER_COUNTS)):
         for start in range(0, per_queue, 500):
             store.queues.push(f"pre{w}", [VALUE] * min(500, per_queue - start))

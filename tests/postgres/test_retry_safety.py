@@ -411,11 +411,21 @@ def test_an_ack_then_claim_of_an_empty_queue_answers_the_ack_after_a_retry(
     assert (stats.ready, stats.in_flight, stats.delayed) == (0, 0, 0)
 
 
-def test_pop_replay_returns_the_popped_payload(store: durastate.Store, proxy: CuttingProxy) -> None:
+@pytest.mark.parametrize("cut", ["reply", "request"])
+def test_pop_replay_returns_the_popped_payload(store: durastate.Store, proxy: CuttingProxy, cut: str) -> None:
     """A destructive read's retry answers from the payload recorded in binary (the row is gone)."""
-    store.queues.push("jobs", [b"\x00\xffonly"])
-    proxy.drop_reply(b"DELETE FROM ds_queue WHERE id")
+    store.queues.push("jobs", [b"\x00\xffonly", b"next"])
+    getattr(proxy, f"drop_{cut}")(b"DELETE FROM ds_queue WHERE id")
     with on_new_connections(store):
         assert store.queues.pop("jobs") == b"\x00\xffonly"
     assert proxy.cuts == 1
+    assert store.queues.pop("jobs") == b"next"
     assert store.queues.pop("jobs") is None
+
+
+def test_an_empty_pops_retry_answers_none(store: durastate.Store, proxy: CuttingProxy) -> None:
+    """Nothing popped is recorded too (no values: NULL), and answers the retry as nothing."""
+    proxy.drop_reply(b"DELETE FROM ds_queue WHERE id")
+    with on_new_connections(store):
+        assert store.queues.pop("jobs") is None
+    assert proxy.cuts == 1

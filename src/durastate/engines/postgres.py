@@ -120,10 +120,13 @@ from .postgres_attempts import (
     NOT_APPLIED,
     OPAQUE_WRITE,
     MarkedWrite,
+    OneRowInsert,
+    attempt_args,
     attempt_variant,
     fetch_counted,
     fetch_result,
     replay,
+    rerun,
 )
 from .postgres_citus_sql import citus_statement
 from .postgres_connect import CONNECT_TIMEOUT, behind_pooler, connect_failure, connect_options
@@ -494,7 +497,7 @@ class PostgresEngine(ChangeNotifications, LoopCommits):
             reread = sql.reread
             sql = SQL(citus_statement(sql, self._prefix_for(Kind.WRITE)), sql.kind)
             sql.reread = reread
-        sql.companion = attempt_variant(sql, self._prefix_for(Kind.WRITE))
+        sql.companion = attempt_variant(sql, self._prefix_for(Kind.WRITE), lean=not self.citus)
         return sql
 
     def _statement_cache_key(self) -> Hashable:
@@ -520,6 +523,8 @@ class PostgresEngine(ChangeNotifications, LoopCommits):
             raise self._read_only_refusal()
         if type(variant) is str:
             return self._write_once(variant, params, fetch)
+        if type(variant) is OneRowInsert:
+            return self._write_once(variant.sql, params, fetch, first=True)
         if type(variant) is MarkedWrite:
             return self._write_marked(variant, params, fetch)
         # A read, a write whose retry re-reads its rows (RereadWrite) or runs it again (RUN_AGAIN). The
@@ -544,21 +549,44 @@ class PostgresEngine(ChangeNotifications, LoopCommits):
         finally:
             self._give_back(conn)
 
-    def _write_once(self, variant: str, params: Params, fetch: int) -> Any:
-        """Run an attempt-recording write; after a lost connection, replay or retry."""
+    def _write_once(self, variant: str, params: Params, fetch: int, first: bool = False) -> Any:
+        """Run an attempt-recording write; after a lost connection, replay or retry.
+
+        ``first``: a ``OneRowInsert``'s text, which takes the attempt id and
+        time ahead of the statement's parameters and answers its row count
+        itself; else the variant counts (``fetch_counted``).
+        """
         attempt = os.urandom(16)
         self._writes_until_prune -= 1
         if self._writes_until_prune <= 0:
             self._writes_until_prune = ATTEMPT_PRUNE_EVERY
             self._prune_attempts()
-        got = self._first_try(variant, (*params, attempt, self.now_ms()), fetch, fetch_counted)
+        fetcher = fetch_result if first else fetch_counted
+        got = self._first_try(variant, attempt_args(params, attempt, self.now_ms(), first), fetch, fetcher)
         if type(got) is not _Lost:
             return got
+        return self._retry_write(variant, params, attempt, fetch, got, first)
+
+    def _retry_write(
+        self, variant: str, params: Params, attempt: bytes, fetch: int, lost: _Lost, first: bool = False
+    ) -> Any:
+        """An attempt-recording write's retries after its first try's connection was lost (``rerun``)."""
+        lookup, prefix = self._attempt_result, self.prefix
+        fetcher = fetch_result if first else fetch_counted
         return self._retrying(
-            lambda c: fetch_counted(c.run(variant, (*params, attempt, self.now_ms())), fetch),
-            lambda c: replay(c, self._attempt_result, attempt, fetch),
-            got.began,
-            failed=got.error,
+            lambda c: rerun(
+                c,
+                variant,
+                attempt_args(params, attempt, self.now_ms(), first),
+                attempt,
+                fetcher,
+                lookup,
+                fetch,
+                prefix,
+            ),
+            lambda c: replay(c, lookup, attempt, fetch),
+            lost.began,
+            failed=lost.error,
         )
 
     def _write_marked(self, marked: MarkedWrite, params: Params, fetch: int) -> Any:

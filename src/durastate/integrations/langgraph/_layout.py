@@ -113,7 +113,7 @@ class ThreadRows:
         self.prefix_size = len(self._prefix)
 
     def absolute(self, key: bytes) -> bytes:
-        """``key`` (relative) with the thread's prefix: what ``put_absolute`` and ``put_many_absolute`` take."""
+        """``key`` (relative) with the thread's prefix: what ``put_many_absolute`` takes."""
         return self._prefix + key
 
     def absolute_task_key(self, ns: bytes, checkpoint_id: bytes, task_path: bytes, task_id: bytes) -> bytes:
@@ -135,10 +135,6 @@ class ThreadRows:
     def put_many(self, rows: Iterable[tuple[bytes, bytes]], *, if_absent: bool = False) -> None:
         prefix = self._prefix
         self._kv.put_many(self._scope, THREADS_NS, [(prefix + key, value) for key, value in rows], if_absent=if_absent)
-
-    def put_absolute(self, key: bytes, value: bytes) -> None:
-        """``put`` of a key that already has the thread's prefix (``absolute``): no copy of it."""
-        self._kv.put(self._scope, THREADS_NS, key, value)
 
     def put_many_absolute(self, rows: list[tuple[bytes, bytes]], *, if_absent: bool = False) -> None:
         """``put_many`` of keys that already have the thread's prefix (``absolute``)."""

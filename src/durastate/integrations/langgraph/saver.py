@@ -331,7 +331,7 @@ class DurastateSaver(StoreBound, BaseCheckpointSaver[str]):
         if marked is not None:
             thread.put_many([(RUN + marked[1].encode(), b""), (key, value)])
         else:
-            thread.put_absolute(thread.absolute(key), value)
+            thread.put(key, value)
 
     def _mark(self, marked: tuple[str, str]) -> None:
         """Remember that a (thread, run) marker is committed, so later puts of that run skip it."""
