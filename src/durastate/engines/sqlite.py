@@ -578,8 +578,7 @@ class SqliteEngine(ChangeNotifications):
                 conn = cursor.connection
                 before = conn.total_changes
             try:
-                # bindable's copies, inline: a call less (see bindable).
-                cursor.execute(sql, [bytearray(p) if type(p) is bytes else p for p in params])
+                cursor.execute(sql, bindable(params))
                 if result == _ONE_ROW:
                     row = cursor.fetchone()
                     if row is not None and cursor.fetchone() is not None:
