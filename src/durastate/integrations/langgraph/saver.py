@@ -60,7 +60,6 @@ from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
-    WRITES_IDX_MAP,
     BaseCheckpointSaver,
     ChannelVersions,
     Checkpoint,
@@ -353,7 +352,9 @@ class DurastateSaver(StoreBound, BaseCheckpointSaver[str]):
         # measurable share of a put_writes (bench/RESULTS.md "lgwrites"); ``_thread`` and ``text``
         # build, check and refuse everything else.
         thread = self._thread_rows_of.get(thread_id) or self._thread(thread_id)
-        path = task_path.encode() if type(task_path) is str and "\x00" not in task_path else text("task_path", task_path)
+        path = (
+            task_path.encode() if type(task_path) is str and "\x00" not in task_path else text("task_path", task_path)
+        )
         task = task_id.encode() if type(task_id) is str and "\x00" not in task_id else text("task_id", task_id)
         thread.put_writes(ns, checkpoint_id.encode(), path, task, writes, self.serde.dumps_typed)
 
