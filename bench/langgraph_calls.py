@@ -18,6 +18,10 @@ last dump's ``Collected`` over ``--calls``::
 
 ``--profile``: cProfile of the calls, top 25 by own time.
 
+``--paired [--baseline-src DIR] [--rounds R]``: this tree's saver, ``DIR``'s (say main's ``src``) and
+SqliteSaver in one process, taking turns ``--calls`` calls at a time (the order rotating), each side's
+thread CPU time taken around its calls only; prints the median CPU a call and the ratios (see ``paired``).
+
 ``--writer``: where the written thread's rows (``put``: a thread of its own; ``put_writes``: the tasks
 thread) sort among the other threads' (``middle``, the default: before a tail thread's, as in
 ``bench/langgraph.py`` once its graph runs have added threads; ``last``: after every other; ``random``:
@@ -36,9 +40,11 @@ import importlib.util
 import pstats
 import resource
 import sqlite3
+import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +64,106 @@ def _graph_bench() -> Any:
     return module
 
 
+def placed_chats(bench: Any, saver: Any, op: str, writer_place: str, history: int) -> tuple[Any, Any, Any]:
+    """(reader, writer, tasks): ``bench/langgraph.py``'s chats on ``saver``, placed as ``--writer`` says, preloaded."""
+    reader, writer, tasks = bench.Chat(saver), bench.Chat(saver), bench.Chat(saver)
+    if writer_place != "random":
+        # Thread ids pinned by their first digit: the written thread's rows before a tail thread's or last.
+        written, other = (writer, tasks) if op == "put" else (tasks, writer)
+        tail = bench.Chat(saver) if writer_place == "middle" else None
+        for chat, first in ((reader, "1"), (other, "2"), (written, "5" if tail else "f"), (tail, "f")):
+            if chat is not None:
+                chat.thread_id = first + chat.thread_id[1:]
+                chat.config = {"configurable": {"thread_id": chat.thread_id, "checkpoint_ns": ""}}
+        if tail is not None:
+            tail.preload(10)
+    reader.preload(history)
+    tasks.preload(1)
+    return reader, writer, tasks
+
+
+def calls_of(saver: Any, op: str, chats: tuple[Any, Any, Any], calls: int, build: int = 0) -> Callable[[], None]:
+    """``calls`` calls of ``op``, their arguments built now (for ``max(calls, build)``), as one function to time."""
+    reader, writer, tasks = chats
+    if op == "put":
+        puts = [writer.next_put() for _ in range(max(calls, build))][:calls]
+
+        def run() -> None:
+            config = writer.config
+            for _, checkpoint, metadata, versions in puts:
+                config = saver.put(config, checkpoint, metadata, versions)
+            writer.config = config
+
+        return run
+    if op == "put_writes":
+        batches = [tasks.writes() for _ in range(max(calls, build))][:calls]
+
+        def run_writes() -> None:
+            for batch in batches:
+                saver.put_writes(*batch)
+
+        return run_writes
+    latest = reader.latest()
+
+    def run_reads() -> None:
+        for _ in range(calls):
+            saver.get_tuple(latest)
+
+    return run_reads
+
+
+def sqlite_saver(path: Path) -> Any:
+    """LangGraph's ``SqliteSaver`` on a new file, as ``bench/langgraph.py`` makes it (FULL durability)."""
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    saver = SqliteSaver(sqlite3.connect(path, check_same_thread=False))
+    saver.setup()
+    return saver
+
+
+def paired(args: argparse.Namespace, bench: Any, folder: Path) -> None:
+    """``--paired``: this tree's saver, ``--baseline-src``'s and SqliteSaver taking turns in one process.
+
+    Each round every side makes ``--calls`` calls (arguments built first), the order rotating from round
+    to round; its thread's CPU time (user + system: the WAL frames' ``pwrite`` calls count) is taken
+    around the calls only. Round 0 warms up. Printed: each side's median CPU a call and, per other side,
+    the median and range over rounds of its CPU over this tree's (> 1: this tree is cheaper).
+    """
+    sides: dict[str, Any] = {"durastate": DurastateSaver.from_url(folder / "d.db", durability="full")}
+    if args.baseline_src:
+        sys.path.append(str(_here))
+        from _baseline import baseline_module, load_baseline
+
+        load_baseline(args.baseline_src)
+        baseline = baseline_module("integrations.langgraph").DurastateSaver
+        sides["baseline"] = baseline.from_url(folder / "b.db", durability="full")
+    sides["langgraph"] = sqlite_saver(folder / "l.db")
+    chats = {name: placed_chats(bench, saver, args.op, args.writer, args.history) for name, saver in sides.items()}
+    names = list(sides)
+    cpu: dict[str, list[float]] = {name: [] for name in names}
+    for round_no in range(args.rounds + 1):
+        shift = round_no % len(names)
+        for name in names[shift:] + names[:shift]:
+            run = calls_of(sides[name], args.op, chats[name], args.calls)
+            start = time.thread_time()
+            run()
+            if round_no:
+                cpu[name].append((time.thread_time() - start) / args.calls)
+    for name in names:
+        print(f"{name} {args.op}: {statistics.median(cpu[name]) * 1e6:.1f} us CPU a call (median of {args.rounds})")
+    for name in names[1:]:
+        ratios = sorted(theirs / ours for theirs, ours in zip(cpu[name], cpu["durastate"], strict=True))
+        print(
+            f"{name} / durastate: {statistics.median(ratios):.3f} ({ratios[0]:.3f}-{ratios[-1]:.3f}), "
+            f"quartiles {ratios[len(ratios) // 4]:.3f}-{ratios[(3 * len(ratios)) // 4]:.3f}"
+        )
+    for saver in sides.values():
+        if isinstance(getattr(saver, "conn", None), sqlite3.Connection):
+            saver.conn.close()
+        else:
+            saver.close()
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("op", choices=["put", "put_writes", "get_tuple"])
@@ -70,56 +176,22 @@ def main() -> int:
     parser.add_argument("--profile", action="store_true")
     parser.add_argument("--callgrind-lib", help="the cgtoggle.so above: callgrind counts the calls only")
     parser.add_argument("--writer", choices=["middle", "last", "random"], default="middle")
+    parser.add_argument("--paired", action="store_true", help="all sides in one process, taking turns (see paired)")
+    parser.add_argument("--baseline-src", help="--paired: another durastate tree's src as a third side")
+    parser.add_argument("--rounds", type=int, default=20, help="--paired: rounds of --calls calls per side")
     args = parser.parse_args()
     bench = _graph_bench()
     with tempfile.TemporaryDirectory(prefix="durastate-bench-calls-") as tmp:
+        if args.paired:
+            paired(args, bench, Path(tmp))
+            return 0
         if args.side == "durastate":
             saver: Any = DurastateSaver.from_url(Path(tmp) / "d.db", durability="full")
         else:
-            from langgraph.checkpoint.sqlite import SqliteSaver
-
-            saver = SqliteSaver(sqlite3.connect(Path(tmp) / "l.db", check_same_thread=False))
-            saver.setup()
-        reader, writer, tasks = bench.Chat(saver), bench.Chat(saver), bench.Chat(saver)
-        if args.writer != "random":
-            # Thread ids pinned by their first digit: the written thread's rows before a tail thread's or last.
-            written, other = (writer, tasks) if args.op == "put" else (tasks, writer)
-            tail = bench.Chat(saver) if args.writer == "middle" else None
-            for chat, first in ((reader, "1"), (other, "2"), (written, "5" if tail else "f"), (tail, "f")):
-                if chat is not None:
-                    chat.thread_id = first + chat.thread_id[1:]
-                    chat.config = {"configurable": {"thread_id": chat.thread_id, "checkpoint_ns": ""}}
-            if tail is not None:
-                tail.preload(10)
-        reader.preload(args.history)
-        tasks.preload(1)
-        latest = reader.latest()
-        # Arguments built before the clock starts: only the saver's call is measured.
-        if args.op == "put":
-            puts = []
-            for _ in range(max(args.calls, args.build)):
-                puts.append(writer.next_put())
-            del puts[args.calls :]
-            config = writer.config
-
-            def run() -> None:
-                nonlocal config
-                for _, checkpoint, metadata, versions in puts:
-                    config = saver.put(config, checkpoint, metadata, versions)
-
-        elif args.op == "put_writes":
-            batches = [tasks.writes() for _ in range(max(args.calls, args.build))][: args.calls]
-
-            def run() -> None:
-                for batch in batches:
-                    saver.put_writes(*batch)
-
-        else:
-
-            def run() -> None:
-                for _ in range(args.calls):
-                    saver.get_tuple(latest)
-
+            saver = sqlite_saver(Path(tmp) / "l.db")
+        run = calls_of(
+            saver, args.op, placed_chats(bench, saver, args.op, args.writer, args.history), args.calls, args.build
+        )
         profiler = cProfile.Profile() if args.profile else None
         toggle = ctypes.CDLL(args.callgrind_lib) if args.callgrind_lib else None
         if toggle is not None:
