@@ -19,7 +19,9 @@ Durability (``durability=``):
   (the database itself never corrupts): up to ``sqlite_wal.LIMIT`` (16 MiB)
   of WAL, since the engine checkpoints itself (``sqlite_wal``).
 * ``"full"``: ``synchronous=FULL``: every commit fsyncs the WAL before the
-  call returns; nothing acknowledged is lost even on power loss.
+  call returns; nothing acknowledged is lost even on power loss. The WAL
+  starts over past ``sqlite_wal.LIMIT_FULL`` (4 MiB): a young WAL's
+  growth costs each of those fsyncs a filesystem journal commit.
 
 Fork safety: after ``os.fork()`` the child must not touch connections opened
 by the parent (SQLite forbids it). A fork hook gives every engine a fresh
@@ -255,7 +257,7 @@ class SqliteEngine(ChangeNotifications):
         # Single writes share one connection (sqlite_connections.SharedWriter): a file's, written to.
         self._shares_writes = not self.is_memory and not read_only
         self._shm: int | None = None
-        self._wal_bound = WalBound()
+        self._wal_bound = WalBound(full=durability == "full")
         self.close_wait = CLOSE_WAIT
         self._changed: dict[str, threading.Condition] = {}
         self._channels = LocalChannels()
