@@ -453,9 +453,10 @@ class SqliteEngine(ChangeNotifications):
         if state.writing and not state.depth and not state.lock_wait and self._shares_writes:
             # A write outside a transaction, holding the gate: on the shared writer connection, as
             # execute's (a queue's claim between its push and its ack: one connection, one page cache).
-            shared_row = self._write_shared(state, sql, params, _ONE_ROW)
+            # Annotated, not cast(): typing.cast is a Python call, a frame on every shared write.
+            shared_row: Row | None = self._write_shared(state, sql, params, _ONE_ROW)
             if shared_row is not _REFUSED:
-                return cast(Row | None, shared_row)
+                return shared_row
         cursor = state.cursor or self._thread_cursor()
         guard = state.guard
         guard.acquire()
@@ -487,9 +488,9 @@ class SqliteEngine(ChangeNotifications):
         if not state.depth and not state.writing and getattr(sql, "kind", None) in _WRITES:
             return self._gated(self.all, sql, params)
         if state.writing and not state.depth and not state.lock_wait and self._shares_writes:
-            shared_rows = self._write_shared(state, sql, params, _ALL_ROWS)  # as one()'s
+            shared_rows: list[Row] = self._write_shared(state, sql, params, _ALL_ROWS)  # as one()'s
             if shared_rows is not _REFUSED:
-                return cast(list[Row], shared_rows)
+                return shared_rows
         cursor = state.cursor or self._thread_cursor()
         guard = state.guard
         guard.acquire()
@@ -527,9 +528,9 @@ class SqliteEngine(ChangeNotifications):
             if state.writing and not state.depth and not state.lock_wait and self._shares_writes:
                 # A write outside a transaction, holding the gate (here or in _gated): on the shared
                 # writer connection, whose page cache no other thread's write drops (SharedWriter).
-                count = self._write_shared(state, sql, params, _ROW_COUNT)
+                count: int = self._write_shared(state, sql, params, _ROW_COUNT)  # annotated: see one()
                 if count is not _REFUSED:
-                    return cast(int, count)
+                    return count
             cursor = state.cursor or self._thread_cursor()
             with state.guard:
                 if self._closed:
