@@ -421,3 +421,36 @@ def test_hot_chain_counts_the_frames_of_the_latest_pages_in_the_newest_hash_segm
         assert sqlite_wal.hot_chain(shm, 900) == 3
     finally:
         os.close(shm)
+
+
+def test_at_full_durability_the_wal_starts_over_at_its_own_smaller_limit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Scaled down: LIMIT 256 KiB, LIMIT_FULL 64 KiB. A "full" store starts its WAL over past the smaller one,
+    # a "normal" store on the same writes lets it grow to the larger one.
+    monkeypatch.setattr(sqlite_wal, "LIMIT", 4 * LIMIT)
+    monkeypatch.setattr(sqlite_wal, "LIMIT_FULL", LIMIT)
+    most = {}
+    for durability in ("full", "normal"):
+        store = durastate.open(tmp_path / f"{durability}.db", durability=durability)
+        try:
+            most[durability] = _put_many(store, 600)
+            frame = _pragma(store, "page_size") + 24
+            assert store.kv.get(b"s", b"n", b"k599") == VALUE
+        finally:
+            store.close()
+    slack = (sqlite_wal.CHECK_EVERY + 1) * 3 * frame
+    assert LIMIT < most["full"] <= LIMIT + slack
+    assert 4 * LIMIT < most["normal"] <= 4 * LIMIT + slack
+
+
+def test_the_full_limit_never_lets_a_wal_past_the_general_one(tmp_path: Path, small_limit: int) -> None:
+    # A LIMIT set below LIMIT_FULL (these tests' 64 KiB) bounds a "full" store's WAL as well.
+    assert small_limit < sqlite_wal.LIMIT_FULL
+    store = durastate.open(tmp_path / "full.db", durability="full")
+    try:
+        most = _put_many(store, 300)
+        frame = _pragma(store, "page_size") + 24
+    finally:
+        store.close()
+    assert small_limit < most <= small_limit + (sqlite_wal.CHECK_EVERY + 1) * 3 * frame

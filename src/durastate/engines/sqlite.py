@@ -19,7 +19,9 @@ Durability (``durability=``):
   (the database itself never corrupts): up to ``sqlite_wal.LIMIT`` (16 MiB)
   of WAL, since the engine checkpoints itself (``sqlite_wal``).
 * ``"full"``: ``synchronous=FULL``: every commit fsyncs the WAL before the
-  call returns; nothing acknowledged is lost even on power loss.
+  call returns; nothing acknowledged is lost even on power loss. The WAL
+  starts over past ``sqlite_wal.LIMIT_FULL`` (4 MiB): a young WAL's
+  growth costs each of those fsyncs a filesystem journal commit.
 
 Fork safety: after ``os.fork()`` the child must not touch connections opened
 by the parent (SQLite forbids it). A fork hook gives every engine a fresh
@@ -255,7 +257,7 @@ class SqliteEngine(ChangeNotifications):
         # Single writes share one connection (sqlite_connections.SharedWriter): a file's, written to.
         self._shares_writes = not self.is_memory and not read_only
         self._shm: int | None = None
-        self._wal_bound = WalBound()
+        self._wal_bound = WalBound(full=durability == "full")
         self.close_wait = CLOSE_WAIT
         self._changed: dict[str, threading.Condition] = {}
         self._channels = LocalChannels()
@@ -451,6 +453,7 @@ class SqliteEngine(ChangeNotifications):
             if state.writing and not state.depth and not state.lock_wait and self._shares_writes:
                 # A write outside a transaction, holding the gate: on the shared writer connection, as
                 # execute's (a queue's claim between its push and its ack: one connection, one page cache).
+                # Annotated, not cast(): typing.cast is a Python call, a frame on every shared write.
                 shared_row: Row | None = self._write_shared(state, sql, params, _ONE_ROW)
                 if shared_row is not _REFUSED:
                     return shared_row
@@ -528,7 +531,7 @@ class SqliteEngine(ChangeNotifications):
             if state.writing and not state.depth and not state.lock_wait and self._shares_writes:
                 # A write outside a transaction, holding the gate (here or in _gated): on the shared
                 # writer connection, whose page cache no other thread's write drops (SharedWriter).
-                count: int = self._write_shared(state, sql, params, _ROW_COUNT)  # typed, not cast(): a call less
+                count: int = self._write_shared(state, sql, params, _ROW_COUNT)  # annotated: see one()
                 if count is not _REFUSED:
                     return count
             cursor = state.cursor or self._thread_cursor()

@@ -72,6 +72,17 @@ try would cost a ``PASSIVE`` (its fsyncs) for about what it saves;
 ``LIMIT`` still bounds the WAL. The page numbers are counted only when the
 walk could have reached ``HOT_CHAIN`` since the last count (for writes
 spread over many pages, ``kv.put`` of new keys: once per WAL).
+
+At ``durability="full"`` (``synchronous=FULL``) the bound is ``LIMIT_FULL``
+(4 MiB, about SQLite's own 1,000 pages). Every commit there fsyncs the WAL,
+and while a WAL is young each commit also makes the file longer: an
+``fdatasync`` of a file whose size changed commits the filesystem's journal
+too (on ext4 1.5-2x the time of one that overwrote blocks already there),
+so a WAL that grows to 16 MiB before it starts over pays that on ~1,400
+small commits where SQLite's own policy pays it on ~470 (docs/decisions.md,
+"hueyfull", "walfull"). ``LIMIT``'s reason, few checkpoints for many writer
+processes at ``normal``, weighs less there: each commit already waits for
+the disk, and a smaller WAL is also less to replay after a crash.
 """
 
 from __future__ import annotations
@@ -87,6 +98,7 @@ __all__ = [
     "HOT_CHAIN",
     "HOT_RESTART_WAIT_MS",
     "LIMIT",
+    "LIMIT_FULL",
     "PASSIVE",
     "RESTART",
     "RECENT_FRAMES",
@@ -109,6 +121,8 @@ RESTART = "PRAGMA wal_checkpoint(RESTART)"
 RESTART_WAIT_MS = 10
 # Bytes of frames in the WAL past which the writer that looks checkpoints.
 LIMIT = 16 * 1024 * 1024
+# The same at durability="full" (see the module's docstring); never above LIMIT.
+LIMIT_FULL = 4 * 1024 * 1024
 # Writes of one engine between two looks at the WAL (an fstat() and a pread() of the -shm file, ~1-2 us).
 CHECK_EVERY = 16
 # The mean walk of the wal-index hash (earlier frames of the same page in its segment) past which the writer
@@ -184,11 +198,16 @@ def hot_chain(shm: int, frames: int) -> int:
 
 
 class WalBound:
-    """One engine's look at its file's WAL (``due``); kept between looks, under the engine's writer gate."""
+    """One engine's look at its file's WAL (``due``); kept between looks, under the engine's writer gate.
 
-    __slots__ = ("_early", "_hot", "_missed", "_next_count", "_salt")
+    ``full``: the engine's commits fsync (``durability="full"``): bounded by
+    ``LIMIT_FULL`` rather than ``LIMIT`` (the module's docstring).
+    """
 
-    def __init__(self) -> None:
+    __slots__ = ("_early", "_full", "_hot", "_missed", "_next_count", "_salt")
+
+    def __init__(self, full: bool = False) -> None:
+        self._full = full
         self._salt = -1  # the WAL (its salts) the state below is for
         self._next_count = HOT_CHAIN  # mxFrame from which hot_chain is worth computing again
         self._hot = False  # hot_chain passed HOT_CHAIN in this WAL
@@ -227,7 +246,8 @@ class WalBound:
         except (OSError, struct.error):
             return None
         self._early = False
-        if frames * ((page if page != 1 else 65536) + 24) > LIMIT:
+        # Read at each look (not kept): a test may set the module's limits while a store is open.
+        if frames * ((page if page != 1 else 65536) + 24) > (min(LIMIT, LIMIT_FULL) if self._full else LIMIT):
             return RESTART_WAIT_MS
         if not early:
             return None

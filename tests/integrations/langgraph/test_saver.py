@@ -9,7 +9,7 @@ import pytest
 
 pytest.importorskip("langgraph.checkpoint.base")
 
-from langgraph.checkpoint.base import create_checkpoint, empty_checkpoint
+from langgraph.checkpoint.base import ERROR, create_checkpoint, empty_checkpoint
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 import durastate
@@ -24,7 +24,6 @@ from durastate.integrations.langgraph._layout import (
     rows_ascending,
     task_key,
     value_key,
-    write_key,
 )
 
 
@@ -239,7 +238,7 @@ def put_in_the_old_layout(
             stored.append((value_key(b"", checkpoint["id"], channel), pack((version, *serde.dumps_typed(value)))))
     # A pending write as they stored it: task id, task path, channel, idx, type, bytes.
     write = pack(("task", "path", "docs", 0, *serde.dumps_typed(f"write of {checkpoint['id']}")))
-    stored.append((write_key(task_key(head, b"path", b"task"), 0), write))
+    stored.append((task_key(head, b"path", b"task") + b"1000000000", write))  # idx 0, fixed-width, offset
     rows.put_many(stored)
     return {"configurable": {"thread_id": thread, "checkpoint_ns": "", "checkpoint_id": checkpoint["id"]}}
 
@@ -357,10 +356,41 @@ def test_the_latest_checkpoint_comes_with_all_its_writes_however_many(saver: Dur
     assert saver.get_tuple({"configurable": {"thread_id": "nobody", "checkpoint_ns": ""}}) is None
 
 
-def test_the_task_key_is_the_layout_s(store: durastate.Store) -> None:
+def test_a_write_s_key_is_the_layout_s(store: durastate.Store) -> None:
     thread = ThreadRows(store.kv, b"langgraph", "t")
-    composed = thread.absolute(task_key(checkpoint_key(b"ns", "id"), b"path", b"task"))
-    assert thread.absolute_task_key(b"ns", b"id", b"path", b"task") == composed
+    writes = [("a", 1), (ERROR, "boom"), ("b", 2)]
+    thread.put_writes(b"ns", b"id", b"path", b"task", writes, JsonPlusSerializer().dumps_typed)
+    task = thread.absolute(task_key(checkpoint_key(b"ns", "id"), b"path", b"task"))
+    # idx + 1e9, ten digits: ERROR's -1 sorts first; the others keep their positions.
+    assert [thread.absolute(key) for key, _ in thread.scan()] == [
+        task + b"0999999999",
+        task + b"1000000000",
+        task + b"1000000002",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("task_id", "task_path", "message"),
+    [
+        ("ta\x00sk", "", "task_id must not contain a NUL character"),
+        (7, "", "task_id must be a str, got int"),
+        (b"task", "", "task_id must be a str, got bytes"),
+        (type("Text", (str,), {})("ta\x00sk"), "", "task_id must not contain a NUL character"),
+        ("task", "pa\x00th", "task_path must not contain a NUL character"),
+        ("task", None, "task_path must be a str, got NoneType"),
+        ("task", type("Text", (str,), {})("pa\x00th"), "task_path must not contain a NUL character"),
+    ],
+)
+def test_put_writes_refuses_ids_past_its_fast_path(
+    saver: DurastateSaver, task_id: Any, task_path: Any, message: str
+) -> None:
+    """The str ids are checked inline; everything else still goes to ``text``'s checks and messages."""
+    [config] = chain(saver, "t", 1)
+    saver.put_writes(config, [("c", 0)], "kept")
+    before = saver.get_tuple(config)
+    with pytest.raises(durastate.InvalidRequest, match=message):
+        saver.put_writes(config, [("c", 1)], task_id, task_path)
+    assert saver.get_tuple(config) == before
 
 
 def test_threads_are_remembered_within_a_bound_and_still_checked(

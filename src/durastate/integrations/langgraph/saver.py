@@ -60,7 +60,6 @@ from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
-    WRITES_IDX_MAP,
     BaseCheckpointSaver,
     ChannelVersions,
     Checkpoint,
@@ -100,7 +99,6 @@ from ._layout import (
     unpack,
     value_key,
     with_homes,
-    write_key,
 )
 
 __all__ = ["DurastateSaver"]
@@ -350,22 +348,15 @@ class DurastateSaver(StoreBound, BaseCheckpointSaver[str]):
         thread_id, _, ns, checkpoint_id = self._address(config)
         if checkpoint_id is None:
             raise InvalidRequest("put_writes needs config['configurable']['checkpoint_id']")
-        thread = self._thread(thread_id)
-        task = thread.absolute_task_key(
-            ns, checkpoint_id.encode(), text("task_path", task_path), text("task_id", task_id)
+        # The common cases inline (a known thread, str ids without NUL): a Python call is a
+        # measurable share of a put_writes (bench/RESULTS.md "lgwrites"); ``_thread`` and ``text``
+        # build, check and refuse everything else.
+        thread = self._thread_rows_of.get(thread_id) or self._thread(thread_id)
+        path = (
+            task_path.encode() if type(task_path) is str and "\x00" not in task_path else text("task_path", task_path)
         )
-        dumps = self.serde.dumps_typed
-        rows = []
-        special = True
-        for i, (channel, value) in enumerate(writes):
-            idx = WRITES_IDX_MAP.get(channel)
-            if idx is None:
-                idx, special = i, False
-            rows.append((write_key(task, idx), pack((channel, *dumps(value)))))
-        if rows:
-            # As LangGraph's savers: a batch of special writes only replaces,
-            # any other batch keeps what is stored (one statement either way).
-            thread.put_many_absolute(rows, if_absent=not special)
+        task = task_id.encode() if type(task_id) is str and "\x00" not in task_id else text("task_id", task_id)
+        thread.put_writes(ns, checkpoint_id.encode(), path, task, writes, self.serde.dumps_typed)
 
     # -- read ------------------------------------------------------------------
 
