@@ -439,47 +439,50 @@ class SqliteEngine(ChangeNotifications):
         state = self._tls.state
         if state.lock_wait and running_loop() is not None:
             self._loop_started()
-        if not state.depth and not state.writing and getattr(sql, "kind", None) in _WRITES:
+        gate = None
+        if not (state.depth or state.writing) and getattr(sql, "kind", None) in _WRITES:
             # A write outside a transaction (a queue's claim): the writer
-            # gate's lock taken directly when free, no holder recorded, as
-            # in execute (three calls fewer than _gated), else _gated waits.
-            if not self._writer_lock.acquire(False):
+            # gate's lock taken here when free, as in execute (one frame
+            # for the call, not a second one() inside the gate), else
+            # _gated waits for it.
+            gate = self._writer_lock
+            if not gate.acquire(False):
                 return self._gated(self.one, sql, params)
             state.writing = True
-            try:
-                return self.one(sql, params)
-            finally:
-                self._leave_writers(state)
-        if state.writing and not state.depth and not state.lock_wait and self._shares_writes:
-            # A write outside a transaction, holding the gate: on the shared writer connection, as
-            # execute's (a queue's claim between its push and its ack: one connection, one page cache).
-            # Annotated, not cast(): typing.cast is a Python call, a frame on every shared write.
-            shared_row: Row | None = self._write_shared(state, sql, params, _ONE_ROW)
-            if shared_row is not _REFUSED:
-                return shared_row
-        cursor = state.cursor or self._thread_cursor()
-        guard = state.guard
-        guard.acquire()
         try:
-            if self._closed:
-                raise self._refuse_closed()
+            if state.writing and not state.depth and not state.lock_wait and self._shares_writes:
+                # A write outside a transaction, holding the gate: on the shared writer connection, as
+                # execute's (a queue's claim between its push and its ack: one connection, one page cache).
+                # Annotated, not cast(): typing.cast is a Python call, a frame on every shared write.
+                shared_row: Row | None = self._write_shared(state, sql, params, _ONE_ROW)
+                if shared_row is not _REFUSED:
+                    return shared_row
+            cursor = state.cursor or self._thread_cursor()
+            guard = state.guard
+            guard.acquire()
             try:
-                params = bindable(params)
-                row: Row | None = cursor.execute(sql, params).fetchone()
-                if row is not None and cursor.fetchone() is not None:
-                    # More than one row: the statement (say, a multi-row
-                    # RETURNING write) is still active. Closing the cursor ends
-                    # it now. A one-row result is finished by the second
-                    # fetchone(), which costs nothing then.
+                if self._closed:
+                    raise self._refuse_closed()
+                try:
+                    params = bindable(params)
+                    row: Row | None = cursor.execute(sql, params).fetchone()
+                    if row is not None and cursor.fetchone() is not None:
+                        # More than one row: the statement (say, a multi-row
+                        # RETURNING write) is still active. Closing the cursor ends
+                        # it now. A one-row result is finished by the second
+                        # fetchone(), which costs nothing then.
+                        self._drop_cursor(cursor)
+                    return row
+                except sqlite3.Error as exc:
+                    return cast(Row | None, self._after_busy(exc, partial(one_row_again, cursor, sql, params)))
+                except BaseException:
                     self._drop_cursor(cursor)
-                return row
-            except sqlite3.Error as exc:
-                return cast(Row | None, self._after_busy(exc, partial(one_row_again, cursor, sql, params)))
-            except BaseException:
-                self._drop_cursor(cursor)
-                raise
+                    raise
+            finally:
+                guard.release()
         finally:
-            guard.release()
+            if gate is not None:
+                self._leave_writers(state)
 
     def all(self, sql: str, params: Params = ()) -> list[Row]:
         state = self._tls.state
@@ -565,12 +568,18 @@ class SqliteEngine(ChangeNotifications):
         connection, which waits for the lock as every write did before, or is refused at once on a loop's
         thread). Nothing was written then: SQLite refuses a write's first step before it changes anything."""
         shared = self._connections.shared
-        with shared.guard:
+        guard = shared.guard
+        # acquire/release, not ``with``: a third of the guard's cost; each is a share of a single write's CPU.
+        guard.acquire()
+        try:
             if self._closed:
                 raise self._refuse_closed()
             cursor = shared.cursor or self._shared_cursor(shared)
-            conn = cursor.connection
-            before = conn.total_changes
+            # This thread's changes, wherever made, once no_wait_changes has asked for them (counts_changes).
+            counting = state.counts_changes
+            if counting:
+                conn = cursor.connection
+                before = conn.total_changes
             try:
                 cursor.execute(sql, bindable(params))
                 if result == _ONE_ROW:
@@ -594,8 +603,10 @@ class SqliteEngine(ChangeNotifications):
                 cursor.close()
                 raise
             finally:
-                # This thread's changes, wherever made: no_wait_changes counts them.
-                state.shared_changes += conn.total_changes - before
+                if counting:
+                    state.shared_changes += conn.total_changes - before
+        finally:
+            guard.release()
 
     def _shared_cursor(self, shared: SharedWriter) -> sqlite3.Cursor:
         """A cursor of the shared writer connection, opening it first if needed (the caller holds its guard)."""
@@ -695,7 +706,8 @@ class SqliteEngine(ChangeNotifications):
             self._close_own_connection()
 
     def no_wait_changes(self) -> int:
-        """The rows this thread's connection has modified so far (``total_changes``).
+        """The rows this thread has modified so far: its connection's ``total_changes``, and its writes on the
+        shared writer connection since its first call of this (only ever compared with an earlier count).
 
         For async front ends calling inline on an event loop's thread
         (``durastate._aio``): a call there that meets a held lock is
@@ -707,6 +719,10 @@ class SqliteEngine(ChangeNotifications):
         if not self.capabilities.inline_async_calls:
             super().no_wait_changes()  # NotSupported (memory:, see MEMORY_CAPABILITIES)
         state = self._tls.state
+        # From now on this thread's writes on the shared writer connection are counted (_write_shared): the
+        # count is only ever compared with an earlier one of the same thread, so a thread that never asks
+        # (no async call inline on it) pays nothing for it.
+        state.counts_changes = True
         conn = state.conn or self._thread_connection()
         # Without the guard: reading the count is no statement, and on a
         # connection close() closed this moment it raises ProgrammingError

@@ -92,6 +92,8 @@ class ThreadState(TransactionFields):
     # Rows this thread's writes changed on the engine's shared writer connection
     # (sqlite_connections.SharedWriter): ``no_wait_changes`` adds them to its own connection's.
     shared_changes: int = 0
+    # ``shared_changes`` is kept: set by this thread's first ``no_wait_changes`` (before it, nothing compares them).
+    counts_changes: bool = False
 
 
 class Refused(sqlite3.Error):

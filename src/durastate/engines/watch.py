@@ -231,6 +231,11 @@ class LocalChannels:
         return watch
 
     def fire(self, channel: str) -> None:
+        if not self._watches:
+            # Nobody watches (a push with no waiter in this process): no lock, no list. Read without the lock:
+            # a watch registered after this read was registered after the change it would wait for was made
+            # (notify follows the write), so its first try sees it (see ChangeWatch).
+            return
         with self._lock:
             watches = list(self._watches.get(channel, ()))
         for watch in watches:

@@ -131,8 +131,10 @@ os.register_at_fork(after_in_child=_forget_tokens)
 _FAST_DURATION_LIMIT = 9e12
 
 
-def _duration_ms(name: str, value: Any, *, allow_zero: bool) -> int:
+def _duration_ms(name: str, value: Any, allow_zero: bool) -> int:
     """``value`` seconds as whole milliseconds (validated like ``as_seconds``).
+
+    ``allow_zero`` is positional: a keyword costs every claim its parsing.
 
     A positive duration below 1 ms counts as 1 ms, so a tiny lease is still
     a lease rather than expired on arrival; one longer than
@@ -306,13 +308,12 @@ class Queues:
         """
         queue = _queue_name(name)
         payloads = list(items) if type(items) is list else as_list("items", items)
-        for i, payload in enumerate(payloads):
-            if type(payload) is not bytes:
-                if not isinstance(payload, (bytearray, memoryview)):
-                    fail_type(f"items[{i}]", "bytes", payload)
-                payloads[i] = payload = bytes(payload)
-            if len(payload) > self.max_value_size:
-                fail(f"items[{i}] is {len(payload)} bytes; the limit is max_value_size={self.max_value_size}")
+        limit = self.max_value_size
+        for payload in payloads:
+            if type(payload) is not bytes or len(payload) > limit:
+                # Anything but bytes within the limit: checked (and copied to bytes) item by item.
+                payloads = self._checked_items(payloads)
+                break
         if max_attempts is not None and (type(max_attempts) is not int or not 1 <= max_attempts <= INT64_MAX):
             max_attempts = as_int64("max_attempts", max_attempts)
             if max_attempts < 1:
@@ -321,7 +322,7 @@ class Queues:
         now = engine.now_ms()
         # No delay (the default) needs no conversion; anything else is checked.
         no_delay = (type(delay) is float or type(delay) is int) and delay == 0
-        due = now if no_delay else now + _duration_ms("delay", delay, allow_zero=True)
+        due = now if no_delay else now + _duration_ms("delay", delay, True)
         if not payloads:
             return 0
         if len(payloads) == 1:
@@ -331,6 +332,19 @@ class Queues:
                 engine.executemany(self._push, [(queue, p, due, max_attempts, now) for p in payloads])
         engine.notify(self._channel(queue), announced=True)
         return len(payloads)
+
+    def _checked_items(self, payloads: list[Any]) -> list[bytes]:
+        """``payloads`` as bytes (``bytearray`` and ``memoryview`` copied), each at most ``max_value_size``."""
+        checked: list[bytes] = []
+        for i, payload in enumerate(payloads):
+            if type(payload) is not bytes:
+                if not isinstance(payload, (bytearray, memoryview)):
+                    fail_type(f"items[{i}]", "bytes", payload)
+                payload = bytes(payload)
+            if len(payload) > self.max_value_size:
+                fail(f"items[{i}] is {len(payload)} bytes; the limit is max_value_size={self.max_value_size}")
+            checked.append(payload)
+        return checked
 
     # -- consuming -----------------------------------------------------------
 
@@ -357,7 +371,7 @@ class Queues:
         With ``wait``, block up to that many seconds for one to arrive.
         """
         queue = _queue_name(name)
-        lease_ms = _duration_ms("lease", lease, allow_zero=False)
+        lease_ms = _duration_ms("lease", lease, False)
         if wait is None:  # no waiting: one try
             return self._claim_once(queue, lease_ms)
         deadline = self._wait_deadline(wait)
@@ -388,7 +402,8 @@ class Queues:
 
     def _claim_once(self, queue: bytes, lease_ms: int) -> Claim | None:
         engine = self._engine
-        token = _lease_token()
+        # The block's next token without a call (never empty: 16 bytes); _lease_token when it is used up.
+        token = next(_tokens, None) or _lease_token()
         now = engine.now_ms()
         floor = self._floor(queue, now)
         row = engine.one(self._claim, (token, now + lease_ms, queue, now, floor))
@@ -512,7 +527,7 @@ class Queues:
         if not isinstance(done, Claim) or done._queues is not self:
             fail_type("done", "a Claim of this store's queues", done)
         queue = _queue_name(name)
-        lease_ms = _duration_ms("lease", lease, allow_zero=False)
+        lease_ms = _duration_ms("lease", lease, False)
         engine = self._engine
         statement = self._ack_then_claim_sql
         if statement is None:
@@ -541,7 +556,7 @@ class Queues:
         )
 
     def _nack(self, claim: Claim, delay: float, error: str | None) -> None:
-        delay_ms = _duration_ms("delay", delay, allow_zero=True)
+        delay_ms = _duration_ms("delay", delay, True)
         if error is not None:
             if not isinstance(error, str):
                 fail_type("error", "a str or None", error)
@@ -566,7 +581,7 @@ class Queues:
             engine.notify(self._channel(claim.queue))
 
     def _renew(self, claim: Claim, lease: float | None) -> None:
-        lease_ms = claim._lease_ms if lease is None else _duration_ms("lease", lease, allow_zero=False)
+        lease_ms = claim._lease_ms if lease is None else _duration_ms("lease", lease, False)
         until = self._engine.now_ms() + lease_ms
         if self._engine.execute(self._renew_sql, (until, claim.id, claim._token)) != 1:
             raise Conflict(f"renew of {claim!r}: lease lost (the item was claimed again or is gone)")
