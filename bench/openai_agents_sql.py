@@ -49,11 +49,13 @@ def _sqlalchemy_url(url: str, scheme: str) -> str:
     return scheme + url[url.index(":") :]
 
 
-async def _plant(sessions: dict[str, Any], history_size: int) -> None:
+async def _plant_and_race(title: str, sessions: dict[str, Any], rounds: int, calls: int, history_size: int) -> None:
+    """Give every session the same ``history_size`` items, then race the ops on them."""
     history = [_item(n) for n in range(history_size)]
     for session in sessions.values():
         await session.add_items(history)
         assert len(await session.get_items()) == history_size
+    await arace(title, {label: _ops(session) for label, session in sessions.items()}, rounds, calls)
 
 
 async def sqlite_race(rounds: int, calls: int, history_size: int) -> None:
@@ -66,13 +68,8 @@ async def sqlite_race(rounds: int, calls: int, history_size: int) -> None:
             "SQLAlchemySession": SQLAlchemySession("bench", engine=engine, create_tables=True),
         }
         try:
-            await _plant(sessions, history_size)
-            await arace(
-                f"SQLite, history {history_size} (durastate durability='full'; peers WAL at synchronous=FULL)",
-                {label: _ops(session) for label, session in sessions.items()},
-                rounds,
-                calls,
-            )
+            title = f"SQLite, history {history_size} (durastate durability='full'; peers WAL at synchronous=FULL)"
+            await _plant_and_race(title, sessions, rounds, calls, history_size)
         finally:
             sessions["durastate-full"].close()
             await sessions["AsyncSQLiteSession"].close()
@@ -93,13 +90,8 @@ async def postgres_race(rounds: int, calls: int, history_size: int, base_url: st
             "SQLAlchemySession": SQLAlchemySession("bench", engine=engine, create_tables=True),
         }
         try:
-            await _plant(sessions, history_size)
-            await arace(
-                f"PostgreSQL, history {history_size} (synchronous_commit={synchronous_commit} for both)",
-                {label: _ops(session) for label, session in sessions.items()},
-                rounds,
-                calls,
-            )
+            title = f"PostgreSQL, history {history_size} (synchronous_commit={synchronous_commit} for both)"
+            await _plant_and_race(title, sessions, rounds, calls, history_size)
         finally:
             sessions["durastate-pg"].close()
             await engine.dispose()
