@@ -10,13 +10,16 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 import durastate
+from durastate.engines import sqlite_connections
 from durastate.engines.sqlite import LockBusy, SqliteEngine
+from durastate.engines.sqlite_connections import WriterGate
 
 
 @pytest.fixture
@@ -128,3 +131,75 @@ def test_on_an_event_loop_a_held_gate_refuses_at_once_and_changes_nothing(store:
     assert store.kv.get(b"s", b"n", b"inline") is None
     store.kv.put(b"s", b"n", b"inline", b"v")  # after the loop: waits as any sync call
     assert store.kv.get(b"s", b"n", b"inline") == b"v"
+
+
+# -- fairness: a thread that waited HUNGRY_AFTER gets the gate handed to it (sqlite_connections.WriterGate) --------
+
+
+def _queued(gate: WriterGate, count: int) -> None:
+    """Until ``count`` threads are queued for a turn (a condition looked at, with a deadline)."""
+    deadline = time.monotonic() + 30
+    while len(gate._turns) < count:
+        assert time.monotonic() < deadline, "no waiter queued for its turn"
+        time.sleep(0.001)
+
+
+@pytest.fixture
+def hungry_soon(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sqlite_connections, "HUNGRY_AFTER", 0.01)
+
+
+@pytest.mark.usefixtures("hungry_soon")
+def test_a_thread_that_waited_long_gets_the_gate_before_a_thread_that_asks_later() -> None:
+    gate = WriterGate()
+    assert gate.enter(None)
+    got: list[bool] = []
+    waiter = threading.Thread(target=lambda: got.append(gate.enter(30.0)))
+    waiter.start()
+    _queued(gate, 1)
+    gate.leave()
+    # A thread asking now (a writer looping on the gate, this one) does not take it past the queued waiter:
+    # the gate went straight from the holder to the waiter.
+    assert not gate.lock.acquire(False)
+    waiter.join()
+    assert got == [True] and gate.holder is waiter
+    gate.leave()
+    assert gate.lock.acquire(False)  # nobody queued: a free lock again
+    gate.lock.release()
+
+
+@pytest.mark.usefixtures("hungry_soon")
+def test_queued_waiters_get_the_gate_in_the_order_they_queued() -> None:
+    gate = WriterGate()
+    assert gate.enter(None)
+    order: list[int] = []
+
+    def write(n: int) -> None:
+        assert gate.enter(30.0)
+        order.append(n)
+        gate.leave()
+
+    threads = []
+    for n in range(4):
+        threads.append(threading.Thread(target=write, args=(n,)))
+        threads[-1].start()
+        _queued(gate, n + 1)
+    gate.leave()
+    for thread in threads:
+        thread.join()
+    assert order == [0, 1, 2, 3]
+    assert not gate._turns and gate.lock.acquire(False)
+
+
+@pytest.mark.usefixtures("hungry_soon")
+def test_a_queued_waiter_that_times_out_leaves_the_queue_and_holds_nothing() -> None:
+    gate = WriterGate()
+    assert gate.enter(None)
+    got: list[bool] = []
+    waiter = threading.Thread(target=lambda: got.append(gate.enter(0.1)))
+    waiter.start()
+    waiter.join()
+    assert got == [False] and not gate._turns
+    gate.leave()
+    assert gate.lock.acquire(False)  # released, not handed to the waiter that gave up
+    gate.lock.release()
