@@ -406,8 +406,9 @@ class SqliteEngine(ChangeNotifications, SharedWrites):
         self._connections = Connections()
         self._writer_lock = self._connections.writers.lock
         if self._hungry is not None:
-            self._hungry.close()  # the parent's open file: closed, never unlocked (sqlite_hungry)
-            self._hungry = None
+            # The parent's open file: closed, never unlocked; the child looks through its own (sqlite_hungry).
+            self._hungry.close()
+            self._hungry = HungryLock(self._file_name)
         self._changed = {}
         self._channels = LocalChannels()
         if self.is_memory and not self._closed:
