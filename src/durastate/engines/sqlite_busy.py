@@ -18,7 +18,7 @@ was shown faster in throughput on the shared 2-core machine (rounds swing
 0.5-1.8x), but our loop's p99 was several times raw SQLite's and the
 handler's is raw's own: a process that waits the way every other SQLite
 writer waits competes on equal terms. The handler waits ``HUNGRY_AFTER``
-(50 ms) at a time, though: a write still refused then turns hungry and
+(0.5 s) at a time, though: a write still refused then turns hungry and
 goes first (``sqlite_hungry``), which bounds a starved writer's wait in
 practice (a measured bound, not a guarantee).
 

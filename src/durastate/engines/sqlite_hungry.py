@@ -11,7 +11,7 @@ scheme of Go's ``sync.Mutex`` starvation mode (and of the in-process
 ``WriterGate``) across processes:
 
 * A write waits in SQLite's handler as before, but at most
-  ``HUNGRY_AFTER`` at a time. One still refused then is *hungry*: it takes
+  ``HUNGRY_AFTER`` (0.5 s) at a time. One still refused then is *hungry*: it takes
   an exclusive ``flock`` on ``<file>-hungry`` (``take``: several hungry
   writers take turns on it) and, holding it, tries for SQLite's lock every
   1-3 ms (``HUNGRY_TRIES``) until it gets it or its busy timeout passes.
@@ -43,8 +43,10 @@ import time
 __all__ = ["HUNGRY_AFTER", "HUNGRY_TRIES", "LOOK_PAUSE", "HungryLock"]
 
 # Seconds a write waits in SQLite's handler (its busy timeout, while shorter than the store's) before it turns
-# hungry: the in-process writer gate's HUNGRY_AFTER, for the same reason (short waits keep the first-come race).
-HUNGRY_AFTER = 0.05
+# hungry. Not the in-process gate's 50 ms: across processes every hungry episode holds up the writers that look,
+# and at 50 ms (~0.3% of puts at 16 processes) the p99 rose 10x; at 0.5 s it stayed near main's while the longest
+# write at 16 processes fell from 1.5-2.3 s to 0.6 s (bench/RESULTS.md "hungrygate").
+HUNGRY_AFTER = 0.5
 # A hungry writer's connection's busy timeout: each try waits in SQLite's handler, which tries at 0, 1 and 3 ms.
 HUNGRY_TRIES = "PRAGMA busy_timeout = 3"
 # Seconds between looks at the hungry lock while another writer holds it (no ``flock`` waits with a deadline).
