@@ -138,15 +138,18 @@ def _one_path(path_name: str, ops: int, wal_limit: float | None = None) -> float
 
             if path_name == "engine":
                 engine = store.engine
+                # Blobs as the facet hands them (a tree from before Engine.blob_binding: the bytes).
+                blob = engine.blob_binding() if hasattr(engine, "blob_binding") else bytes
+                jobs = blob(b"jobs")
 
                 def raw_push() -> None:
                     now = int(time.time() * 1000)
-                    engine.execute(push_sql, (b"jobs", VALUE, now, 5, now))
+                    engine.execute(push_sql, (jobs, blob(VALUE), now, 5, now))
 
                 def raw_claim() -> tuple[int, bytes]:
                     now = int(time.time() * 1000)
-                    token = os.urandom(16)
-                    row = engine.one(claim_sql, (token, now + LEASE_MS, b"jobs", now, floor))
+                    token = blob(os.urandom(16))
+                    row = engine.one(claim_sql, (token, now + LEASE_MS, jobs, now, floor))
                     assert row is not None
                     return row[0], token
 
