@@ -38,7 +38,7 @@ from durastate.kv.facet import KV
 from durastate.kv.scoped import ScopedKV
 from durastate.presence.facet import Presence, PresenceEntry
 from durastate.queues import Claim, Queues
-from durastate.queues.facet import DeadLetter, QueueBacklog, QueueItem, QueueStats
+from durastate.queues.upkeep import DeadLetter, QueueBacklog, QueueItem, QueueStats
 from durastate.records.facet import Records
 
 class AsyncScopedKV(Facade):

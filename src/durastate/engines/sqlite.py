@@ -43,14 +43,16 @@ event loop (``sqlite_busy``).
 
 Beside this module: ``sqlite_transaction`` (the transaction primitives,
 the writer gate, the lock wait, the per-thread state; ``SqliteEngine``
-mixes it in), ``sqlite_busy`` (the lock wait's pieces),
-``sqlite_connections`` (each thread's connection, the spares, the writer
-gate), ``sqlite_wal`` (bounding the WAL: the engine's own checkpoints),
-``sqlite_fork`` (the fork gate), ``sqlite_notify`` (change notification:
-in-process wake-ups, other processes polled), ``sqlite_space``
-(``reclaim_space``), ``sqlite_dialect`` (tokens, the catalog query, plan
-reading) and ``sqlite_errors`` (result codes to durastate's errors,
-``LockBusy``); their public names are re-exported here.
+mixes it in), ``sqlite_writes`` (a write outside a transaction on the
+shared writer connection; mixed in too), ``sqlite_busy`` (the lock wait's
+pieces), ``sqlite_connections`` (each thread's connection, the spares,
+the writer gate), ``sqlite_wal`` (bounding the WAL: the engine's own
+checkpoints), ``sqlite_fork`` (the fork gate), ``sqlite_notify`` (change
+notification: in-process wake-ups, other processes polled),
+``sqlite_space`` (``reclaim_space``), ``sqlite_dialect`` (tokens, the
+catalog query, plan reading, ``bindable``) and ``sqlite_errors`` (result
+codes to durastate's errors, ``LockBusy``); their public names are
+re-exported here.
 """
 
 from __future__ import annotations
@@ -73,9 +75,10 @@ from .loop import running_loop
 from .space import SpaceReport
 from .sqlite_busy import Backoff, all_rows_again, one_row_again, run_to_end_again
 from .sqlite_connections import SPARE_CONNECTIONS as SPARE_CONNECTIONS
-from .sqlite_connections import Connections, SharedWriter
+from .sqlite_connections import Connections
 from .sqlite_dialect import CATALOG, plan_of
 from .sqlite_dialect import SQLITE_DIALECT as SQLITE_DIALECT
+from .sqlite_dialect import bindable as bindable
 from .sqlite_errors import LockBusy as LockBusy
 from .sqlite_errors import is_busy
 from .sqlite_errors import translate_sqlite_error as translate_sqlite_error
@@ -85,6 +88,7 @@ from .sqlite_tools import SqliteTools
 from .sqlite_transaction import ENGINES, NO_LOCK_WAIT, RefusingCursor, ThreadState
 from .sqlite_transaction import FORK_GATE as _FORK_GATE
 from .sqlite_wal import AUTOCHECKPOINT_OFF, WalBound
+from .sqlite_writes import ALL_ROWS, ONE_ROW, REFUSED, ROW_COUNT, SharedWrites
 from .watch import LocalChannels
 
 # Seconds close() waits, in all, for statements other threads are running
@@ -95,10 +99,6 @@ CLOSE_WAIT = 5.0
 
 # Statements that take SQLite's write lock outside a transaction: through the writer gate.
 _WRITES = (Kind.WRITE, Kind.WRITE_ROWS)
-
-# What ``_write_shared`` returns for its caller; ``_REFUSED``: another process holds the lock.
-_ROW_COUNT, _ONE_ROW, _ALL_ROWS = 0, 1, 2
-_REFUSED: Any = object()
 
 # Connections inherited across fork: kept referenced forever, never closed.
 _FORK_ORPHANS: list[Any] = []
@@ -139,29 +139,6 @@ CAPABILITIES = Capabilities(
 MEMORY_CAPABILITIES = CAPABILITIES.replace(in_memory=True, reads_during_writes=False, inline_async_calls=False)
 
 
-def bindable(params: Params) -> Params:
-    """``params`` with every ``bytes`` as a ``bytearray``: the same BLOB bound, without the adaptation probe.
-
-    Python 3.11's sqlite3 binds int, float, str and bytearray as they are,
-    but runs every other type, ``bytes`` included, through its adapter
-    registry first: a tuple built, a dict lookup and an ``__adapt__`` lookup
-    on its PrepareProtocol type that formats and drops an AttributeError,
-    ~3,300 instructions a parameter. A kv statement binds 3-10 ``bytes``
-    (scope, ns, keys, values); copying each into a ``bytearray`` costs a
-    tenth of that (callgrind, bench/RESULTS.md "lgpy"). Bound the same way
-    (``sqlite3_bind_blob`` of the buffer: a zero-length one is an empty
-    BLOB, not NULL), read back as ``bytes``. The copy is ``_EMPTY_BLOB + p``
-    (a new bytearray every time): the concatenation skips ``bytearray(p)``'s
-    type call and argument parsing, ~440 instructions a parameter less
-    (callgrind, bench/RESULTS.md "lgput").
-    """
-    return [_EMPTY_BLOB + p if type(p) is bytes else p for p in params]
-
-
-# Never changed (``bindable`` only concatenates onto it, which builds a new bytearray).
-_EMPTY_BLOB = bytearray()
-
-
 def create_private_file(path: Path) -> None:
     """Create ``path`` (and its folder) readable by the owner only, if absent."""
     if path.exists():
@@ -174,7 +151,7 @@ def create_private_file(path: Path) -> None:
     os.close(fd)
 
 
-class SqliteEngine(ChangeNotifications):
+class SqliteEngine(ChangeNotifications, SharedWrites):
     """SQLite behind the ``Engine`` contract (see the module docstring)."""
 
     dialect = SQLITE_DIALECT
@@ -454,8 +431,8 @@ class SqliteEngine(ChangeNotifications):
                 # A write outside a transaction, holding the gate: on the shared writer connection, as
                 # execute's (a queue's claim between its push and its ack: one connection, one page cache).
                 # Annotated, not cast(): typing.cast is a Python call, a frame on every shared write.
-                shared_row: Row | None = self._write_shared(state, sql, params, _ONE_ROW)
-                if shared_row is not _REFUSED:
+                shared_row: Row | None = self._write_shared(state, sql, params, ONE_ROW)
+                if shared_row is not REFUSED:
                     return shared_row
             cursor = state.cursor or self._thread_cursor()
             guard = state.guard
@@ -491,8 +468,8 @@ class SqliteEngine(ChangeNotifications):
         if not state.depth and not state.writing and getattr(sql, "kind", None) in _WRITES:
             return self._gated(self.all, sql, params)
         if state.writing and not state.depth and not state.lock_wait and self._shares_writes:
-            shared_rows: list[Row] = self._write_shared(state, sql, params, _ALL_ROWS)  # as one()'s
-            if shared_rows is not _REFUSED:
+            shared_rows: list[Row] = self._write_shared(state, sql, params, ALL_ROWS)  # as one()'s
+            if shared_rows is not REFUSED:
                 return shared_rows
         cursor = state.cursor or self._thread_cursor()
         guard = state.guard
@@ -531,8 +508,8 @@ class SqliteEngine(ChangeNotifications):
             if state.writing and not state.depth and not state.lock_wait and self._shares_writes:
                 # A write outside a transaction, holding the gate (here or in _gated): on the shared
                 # writer connection, whose page cache no other thread's write drops (SharedWriter).
-                count: int = self._write_shared(state, sql, params, _ROW_COUNT)  # annotated: see one()
-                if count is not _REFUSED:
+                count: int = self._write_shared(state, sql, params, ROW_COUNT)  # annotated: see one()
+                if count is not REFUSED:
                     return count
             cursor = state.cursor or self._thread_cursor()
             with state.guard:
@@ -560,66 +537,6 @@ class SqliteEngine(ChangeNotifications):
                     self._bound_wal(state)
                 state.writing = False
                 gate.release()
-
-    def _write_shared(self, state: ThreadState, sql: str, params: Params, result: int) -> Any:
-        """A write outside a transaction on the shared writer connection, the writer gate held: its row count
-        (``_ROW_COUNT``: execute), first row (``_ONE_ROW``: one) or rows (``_ALL_ROWS``: all); ``_REFUSED`` if it
-        was refused for a lock another process holds (unchanged: the caller runs it on the thread's own
-        connection, which waits for the lock as every write did before, or is refused at once on a loop's
-        thread). Nothing was written then: SQLite refuses a write's first step before it changes anything."""
-        shared = self._connections.shared
-        guard = shared.guard
-        # acquire/release, not ``with``: a third of the guard's cost; each is a share of a single write's CPU.
-        guard.acquire()
-        try:
-            if self._closed:
-                raise self._refuse_closed()
-            cursor = shared.cursor or self._shared_cursor(shared)
-            # This thread's changes, wherever made, once no_wait_changes has asked for them (counts_changes).
-            counting = state.counts_changes
-            if counting:
-                conn = cursor.connection
-                before = conn.total_changes
-            try:
-                cursor.execute(sql, bindable(params))
-                if result == _ONE_ROW:
-                    row = cursor.fetchone()
-                    if row is not None and cursor.fetchone() is not None:
-                        # More rows: the statement is still active (see one()); closing the cursor ends it.
-                        shared.cursor = None
-                        cursor.close()
-                    return row
-                if result == _ALL_ROWS:
-                    return cursor.fetchall()
-                if cursor.description is not None:
-                    cursor.fetchall()  # RETURNING: run to completion (see execute)
-                return cursor.rowcount
-            except sqlite3.Error as exc:
-                if is_busy(exc):
-                    return _REFUSED
-                raise self._failed(exc) from None
-            except BaseException:
-                shared.cursor = None  # closing it resets a statement the interruption left active
-                cursor.close()
-                raise
-            finally:
-                if counting:
-                    state.shared_changes += conn.total_changes - before
-        finally:
-            guard.release()
-
-    def _shared_cursor(self, shared: SharedWriter) -> sqlite3.Cursor:
-        """A cursor of the shared writer connection, opening it first if needed (the caller holds its guard)."""
-        conn = shared.conn
-        if conn is None:
-            conn = self._new_connection()
-            with self._lock:
-                if self._closed:
-                    conn.close()
-                    raise StoreClosed(f"{self.url}: store is closed")
-                shared.conn = conn
-        shared.cursor = cursor = conn.cursor()
-        return cursor
 
     # ``Engine.send`` is ``execute`` here (nothing to defer): bound to it, not a method calling it,
     # one Python frame less on every single write (its count is returned and ignored).

@@ -41,16 +41,11 @@ a queue's items in delivery order with their state, claiming nothing.
 
 from __future__ import annotations
 
+from .._validate import MAX_NAME_SIZE as MAX_NAME_SIZE  # re-exported: the conformance suite tests the bound
 from .facet import DEFAULT_MAX_ATTEMPTS as DEFAULT_MAX_ATTEMPTS
-from .facet import MAX_NAME_SIZE as MAX_NAME_SIZE
-from .facet import PEEK as PEEK
 from .facet import POLL_INTERVAL as POLL_INTERVAL
 from .facet import Claim as Claim
-from .facet import DeadLetter as DeadLetter
-from .facet import QueueBacklog as QueueBacklog
-from .facet import QueueItem as QueueItem
 from .facet import Queues as Queues
-from .facet import QueueStats as QueueStats
 from .statements import ACK as ACK
 from .statements import BACKLOG as BACKLOG
 from .statements import BURY as BURY
@@ -74,5 +69,10 @@ from .statements import REDRIVE_ID as REDRIVE_ID
 from .statements import RENEW as RENEW
 from .statements import SCHEMA as SCHEMA
 from .statements import STATS as STATS
+from .upkeep import PEEK as PEEK
+from .upkeep import DeadLetter as DeadLetter
+from .upkeep import QueueBacklog as QueueBacklog
+from .upkeep import QueueItem as QueueItem
+from .upkeep import QueueStats as QueueStats
 
 __all__ = ["QueueBacklog", "QueueItem", "Claim", "DeadLetter", "QueueStats", "Queues", "SCHEMA", "DEFAULT_MAX_ATTEMPTS"]

@@ -1,4 +1,9 @@
-"""The ``Queues`` class and its ``Claim``: the queues facet of a ``Store`` (the model: ``durastate.queues``)."""
+"""The ``Queues`` class and its ``Claim``: the queues facet of a ``Store`` (the model: ``durastate.queues``).
+
+This module holds the work on a queue: push, claim and pop, settling a
+claim (ack, nack, renew); inspection, dead letters and housekeeping are
+``upkeep``'s, queue names and their channels ``names``'.
+"""
 
 from __future__ import annotations
 
@@ -6,54 +11,28 @@ import functools
 import os
 import time
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from .._listing import check_limit, distinct_params, distinct_sql, merge_distinct
-from .._retention import as_age_ms, trim_oldest
-from .._validate import (
-    INT64_MAX,
-    MAX_DURATION_MS,
-    as_int64,
-    as_limit,
-    as_list,
-    as_name,
-    as_seconds,
-    fail,
-    fail_size,
-    fail_type,
-    shown,
-)
-from .._validate import MAX_NAME_SIZE as MAX_NAME_SIZE  # re-exported: the conformance suite tests the bound
-from ..engines.base import READ
+from .._validate import INT64_MAX, MAX_DURATION_MS, as_int64, as_list, as_seconds, fail, fail_type
 from ..engines.watch import ChangeWatch
 from ..errors import Conflict
+from .names import channel, queue_name
 from .statements import (
     ACK,
     ACK_THEN_CLAIM,
-    BACKLOG,
     BURY,
     CLAIM,
     CLAIM_HEAD,
     CLAIM_ID,
-    CLEAR,
-    DEAD_DELETE_THROUGH,
-    DEAD_OLDEST,
-    DEAD_PAGE,
-    DELETE_DEAD_ALL,
-    DELETE_DEAD_ID,
     DELETE_ID,
     HEAD_TIME,
     ITEM_PRESENT,
     NACK,
-    PEEK_READY,
     POP,
     PUSH,
-    REDRIVE_ALL,
-    REDRIVE_ID,
     RENEW,
-    STATS,
 )
+from .upkeep import Upkeep
 
 _Found = TypeVar("_Found")
 
@@ -72,30 +51,6 @@ FLOOR_REFRESH = 2.0
 _FLOORS_KEPT = 10_000
 # Seconds a waiter adds to the head's due time before looking again (the clock is read in whole ms).
 DUE_MARGIN = 0.001
-
-
-# ``str`` queue names already checked, with their bytes: every call names its
-# queue, and most programs use a handful of names (cleared when full).
-_NAMES_KEPT = 10_000
-_checked_names: dict[str, bytes] = {}
-
-
-def _queue_name(name: Any) -> bytes:
-    """A queue name as bytes: ``str`` (UTF-8) or bytes, 1..``MAX_NAME_SIZE`` bytes."""
-    if type(name) is str:
-        known = _checked_names.get(name)
-        if known is not None:
-            return known
-    elif type(name) is bytes and 0 < len(name) <= MAX_NAME_SIZE:
-        return name
-    queue = as_name("name", name)
-    if len(queue) > MAX_NAME_SIZE:
-        fail_size("queue name", len(queue), MAX_NAME_SIZE)
-    if type(name) is str:
-        if len(_checked_names) >= _NAMES_KEPT:
-            _checked_names.clear()
-        _checked_names[name] = queue
-    return queue
 
 
 # Lease tokens are drawn from os.urandom in blocks (one system call per
@@ -158,47 +113,6 @@ def _duration_ms(name: str, value: Any, allow_zero: bool) -> int:
     return ms
 
 
-@dataclass(frozen=True)
-class QueueStats:
-    """How many items of one queue are in each state right now."""
-
-    ready: int  # claimable now
-    in_flight: int  # claimed, lease running
-    delayed: int  # pushed with a delay or nacked with one, not yet due
-    dead: int  # in the dead letters
-
-
-@dataclass(frozen=True)
-class QueueBacklog:
-    """What waits in one queue (``Queues.backlog``); times: seconds since the epoch.
-
-    ``ready`` counts claimable items (at most the ``limit`` asked for:
-    ``capped`` says it was reached); ``expired_leases``: of those, items
-    claimed and never acked or nacked before their lease ran out (their
-    consumer died or hangs); ``oldest_ready_at``: since when the
-    longest-waiting one has been claimable (``None``: nothing ready);
-    ``dead``: the dead-letter count (exact).
-    """
-
-    ready: int
-    expired_leases: int
-    oldest_ready_at: float | None
-    dead: int
-    capped: bool
-
-
-@dataclass(frozen=True)
-class DeadLetter:
-    """An item that used up its attempts (``redrive`` puts it back)."""
-
-    id: int
-    payload: bytes
-    attempts: int
-    last_error: str | None
-    created_at: float  # seconds since the epoch, when first pushed
-    died_at: float
-
-
 class Claim:
     """A leased item. Settle it with exactly one of ``ack``/``nack``.
 
@@ -254,8 +168,8 @@ class Claim:
         self._queues._renew(self, lease)
 
 
-class Queues:
-    """The queues facet of a ``Store`` (see the module docstring)."""
+class Queues(Upkeep):
+    """The queues facet of a ``Store`` (see the module docstring); inspection and housekeeping: ``Upkeep``."""
 
     def __init__(self, engine: Engine, *, max_value_size: int) -> None:
         self._engine = engine
@@ -275,20 +189,7 @@ class Queues:
         self._ack_then_claim_sql = sql(ACK_THEN_CLAIM) if engine.capabilities.write_ctes else None
         self._nack_sql = sql(NACK)
         self._renew_sql = sql(RENEW)
-        self._clear = sql(CLEAR)
-        self._stats = sql(STATS)
-        self._backlog = sql(BACKLOG)
-        self._dead_page = sql(DEAD_PAGE)
-        self._redrive_all = sql(REDRIVE_ALL)
-        self._delete_dead_all = sql(DELETE_DEAD_ALL)
-        self._redrive_id = sql(REDRIVE_ID)
-        self._delete_dead_id = sql(DELETE_DEAD_ID)
-        self._dead_oldest = sql(DEAD_OLDEST)
-        self._dead_delete_through = sql(DEAD_DELETE_THROUGH)
-
-    @staticmethod
-    def _channel(queue: bytes) -> str:
-        return "queue:" + queue.hex()
+        self._init_upkeep(sql)
 
     # -- producing -----------------------------------------------------------
 
@@ -306,7 +207,7 @@ class Queues:
         ``max_attempts`` (``None``: unlimited) is how many deliveries by
         ``claim`` an item gets before it moves to the dead letters.
         """
-        queue = _queue_name(name)
+        queue = queue_name(name)
         payloads = list(items) if type(items) is list else as_list("items", items)
         limit = self.max_value_size
         for payload in payloads:
@@ -330,7 +231,7 @@ class Queues:
         else:
             with engine.transaction():
                 engine.executemany(self._push, [(queue, p, due, max_attempts, now) for p in payloads])
-        engine.notify(self._channel(queue), announced=True)
+        engine.notify(channel(queue), announced=True)
         return len(payloads)
 
     def _checked_items(self, payloads: list[Any]) -> list[bytes]:
@@ -354,7 +255,7 @@ class Queues:
         At-most-once: the item is gone once this returns. With ``wait``,
         block up to that many seconds for one to arrive.
         """
-        queue = _queue_name(name)
+        queue = queue_name(name)
         if wait is None:  # no waiting: one try
             return self._pop_once(queue)
         return self._until_found(name, queue, self._wait_deadline(wait), functools.partial(self._pop_once, queue))
@@ -370,7 +271,7 @@ class Queues:
 
         With ``wait``, block up to that many seconds for one to arrive.
         """
-        queue = _queue_name(name)
+        queue = queue_name(name)
         lease_ms = _duration_ms("lease", lease, False)
         if wait is None:  # no waiting: one try
             return self._claim_once(queue, lease_ms)
@@ -484,7 +385,7 @@ class Queues:
         a PostgreSQL pooler) it polls every ``POLL_INTERVAL`` seconds. Also
         the async facade's (``durastate.aio``).
         """
-        return self._engine.watch(self._channel(_queue_name(name)), POLL_INTERVAL)
+        return self._engine.watch(channel(queue_name(name)), POLL_INTERVAL)
 
     def _look_again_at(self, name: str | bytes, watch: ChangeWatch, deadline: float) -> float:
         """After an empty try: the ``time.monotonic()`` to try again at unless woken before (at most ``deadline``).
@@ -501,7 +402,7 @@ class Queues:
         if not watch.reliable:
             return deadline
         engine = self._engine
-        row = engine.one(self._head_time, (_queue_name(name),))
+        row = engine.one(self._head_time, (queue_name(name),))
         if row is None:
             return deadline
         due_in = (int(row[0]) - engine.now_ms()) / 1000
@@ -526,7 +427,7 @@ class Queues:
         """
         if not isinstance(done, Claim) or done._queues is not self:
             fail_type("done", "a Claim of this store's queues", done)
-        queue = _queue_name(name)
+        queue = queue_name(name)
         lease_ms = _duration_ms("lease", lease, False)
         engine = self._engine
         statement = self._ack_then_claim_sql
@@ -578,7 +479,7 @@ class Queues:
             # Inside the transaction: sent at its commit, and no second
             # transaction (on PostgreSQL a NOTIFY of its own is one more
             # BEGIN/COMMIT round trip).
-            engine.notify(self._channel(claim.queue))
+            engine.notify(channel(claim.queue))
 
     def _renew(self, claim: Claim, lease: float | None) -> None:
         lease_ms = claim._lease_ms if lease is None else _duration_ms("lease", lease, False)
@@ -586,223 +487,3 @@ class Queues:
         if self._engine.execute(self._renew_sql, (until, claim.id, claim._token)) != 1:
             raise Conflict(f"renew of {claim!r}: lease lost (the item was claimed again or is gone)")
         claim.lease_expires_at = until / 1000.0
-
-    # -- housekeeping ----------------------------------------------------------
-
-    def clear(self, name: str | bytes) -> int:
-        """Delete every item of the queue, claimed or not (not the dead letters)."""
-        return self._engine.execute(self._clear, (_queue_name(name),))
-
-    def stats(self, name: str | bytes) -> QueueStats:
-        """Counts of ready, in-flight, delayed and dead items, read consistently."""
-        queue = _queue_name(name)
-        engine = self._engine
-        now = engine.now_ms()
-        row = engine.one(self._stats, (now, now, now, queue, queue))
-        assert row is not None  # an aggregate always answers one row
-        return QueueStats(ready=int(row[0]), in_flight=int(row[1]), delayed=int(row[2]), dead=int(row[3]))
-
-    def backlog(self, name: str | bytes, *, limit: int = 10_000) -> QueueBacklog:
-        """How far behind the consumers of the queue are: see ``QueueBacklog``.
-
-        Reads at most ``limit`` (1..10000000) ready items, on the claim index
-        and without their payloads, so polling it costs the same however
-        long the queue grows; ``stats`` counts everything exactly.
-        """
-        queue = _queue_name(name)
-        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 10_000_000:
-            fail(f"limit must be an int from 1 to 10000000, got {shown(limit)}")
-        engine = self._engine
-        row = engine.one(self._backlog, (queue, queue, engine.now_ms(), limit))
-        assert row is not None  # an aggregate always answers one row
-        ready = int(row[0])
-        return QueueBacklog(
-            ready=ready,
-            expired_leases=int(row[2]),
-            oldest_ready_at=None if row[1] is None else row[1] / 1000.0,
-            dead=int(row[3]),
-            capped=ready >= limit,
-        )
-
-    def peek_ready(self, name: str | bytes, *, limit: int | None = 100) -> list[bytes]:
-        """Payloads of the next ``limit`` items a claim or pop would take now, in that order.
-
-        Non-destructive and not a reservation: another consumer may take
-        them before you do. Items in flight or delayed are not listed; an
-        item whose lease ran out is (it is claimable again). ``limit=None``
-        lists every available item.
-        """
-        queue = _queue_name(name)
-        limit = as_limit("limit", limit)
-        engine = self._engine
-        # A limit past int64 cannot be bound (and no queue is that long): the same as no limit.
-        want = engine.no_limit if limit is None or limit > INT64_MAX else limit
-        return [row[0] for row in engine.all(engine.sql(PEEK_READY), (queue, engine.now_ms(), want))]
-
-    def dead_letters(self, name: str | bytes, *, after: int = 0, limit: int | None = 100) -> list[DeadLetter]:
-        """Dead letters of the queue with id > ``after``, oldest first."""
-        queue = _queue_name(name)
-        after = as_int64("after", after)
-        limit = as_limit("limit", limit)
-        rows = self._engine.all(self._dead_page, (queue, after, self._engine.no_limit if limit is None else limit))
-        return [
-            DeadLetter(
-                id=r[0], payload=r[1], attempts=r[2], last_error=r[3], created_at=r[4] / 1000.0, died_at=r[5] / 1000.0
-            )
-            for r in rows
-        ]
-
-    def redrive(self, name: str | bytes, ids: Iterable[int] | None = None) -> int:
-        """Move dead letters (all, or those with ``ids``) back to the queue.
-
-        They are due at once with a fresh attempt count. Returns how many
-        moved; ids that are not dead letters of this queue are ignored.
-        """
-        queue = _queue_name(name)
-        wanted = None if ids is None else [as_int64("ids[]", i) for i in as_list("ids", ids)]
-        engine = self._engine
-        now = engine.now_ms()
-        moved = 0
-        with engine.transaction():
-            if wanted is None:
-                moved = engine.execute(self._redrive_all, (now, queue))
-                engine.execute(self._delete_dead_all, (queue,))
-            else:
-                for dead_id in dict.fromkeys(wanted):
-                    if engine.execute(self._redrive_id, (now, queue, dead_id)):
-                        engine.execute(self._delete_dead_id, (queue, dead_id))
-                        moved += 1
-        if moved:
-            engine.notify(self._channel(queue), announced=True)
-        return moved
-
-    def expire_dead(self, older_than: float, *, limit: int | None = None) -> int:
-        """Drop dead letters of every queue that died more than ``older_than`` seconds ago.
-
-        Oldest first, in bounded batches (each its own short commit), at most
-        ``limit`` in all; returns how many went. A dead letter redriven and
-        buried again counts from its latest burial.
-        """
-        cutoff = self._engine.now_ms() - as_age_ms("older_than", older_than)
-        limit = as_limit("limit", limit)
-        return trim_oldest(self._engine, self._dead_oldest, self._dead_delete_through, cutoff, limit)
-
-    def delete_dead(self, name: str | bytes, ids: Iterable[int] | None = None) -> int:
-        """Drop dead letters for good (all, or those with ``ids``); return how many."""
-        queue = _queue_name(name)
-        engine = self._engine
-        if ids is None:
-            return engine.execute(self._delete_dead_all, (queue,))
-        wanted = [as_int64("ids[]", i) for i in as_list("ids", ids)]
-        with engine.transaction():
-            return sum(engine.execute(self._delete_dead_id, (queue, i)) for i in dict.fromkeys(wanted))
-
-    # -- listing (read-only, for inspectors and exports; see durastate._listing) --
-
-    def names(self, *, after: str | bytes | None = None, limit: int = 100) -> list[bytes]:
-        """Names of the queues that hold items or dead letters, in bytes order.
-
-        At most ``limit`` (1..10000) names, all greater than ``after``; page on
-        by passing the last one back. Not a snapshot.
-        """
-        bound = None if after is None else as_name("after", after)
-        limit = check_limit(limit)
-        params = distinct_params((), bound, limit)
-        statements = self._list_names[bound is not None]
-        return merge_distinct(([bytes(r[0]) for r in self._engine.all(s, params)] for s in statements), limit)
-
-    def peek(self, name: str | bytes, *, after: str | None = None, limit: int = 100) -> list[QueueItem]:
-        """Items of the queue (not the dead letters) in delivery order.
-
-        Delivery order is ``(available_at, id)``: ready items first (as
-        ``claim`` would take them), then leased and delayed ones by when they
-        become claimable. Page on by passing the last item's ``cursor`` as
-        ``after``. Reads only: nothing is claimed, leases and attempts are
-        untouched; ``state`` is judged on the store's clock now. Not a
-        snapshot: an item claimed between pages moves behind the cursor.
-        """
-        queue = _queue_name(name)
-        limit = check_limit(limit)
-        engine = self._engine
-        now = engine.now_ms()
-        if after is None:
-            rows = engine.all(self._peek_sql[False], (queue, limit))
-        else:
-            due, item_id = _peek_cursor(after)
-            rows = engine.all(self._peek_sql[True], (queue, due, item_id, limit))
-        return [
-            QueueItem(
-                id=int(r[0]),
-                payload=bytes(r[1]),
-                state="ready" if r[2] <= now else ("leased" if r[6] else "delayed"),
-                attempts=int(r[3]),
-                max_attempts=None if r[4] is None else int(r[4]),
-                last_error=r[5],
-                available_at=r[2] / 1000.0,
-                created_at=r[7] / 1000.0,
-                cursor=f"{int(r[2])}:{int(r[0])}",
-                lease_expired=bool(r[6]) and r[2] <= now,
-            )
-            for r in rows
-        ]
-
-    @functools.cached_property
-    def _list_names(self) -> dict[bool, list[str]]:
-        return {
-            a: [self._engine.sql(distinct_sql(t, "queue", after=a)) for t in ("queue", "queue_dead")]
-            for a in (False, True)
-        }
-
-    @functools.cached_property
-    def _peek_sql(self) -> dict[bool, str]:
-        return {after: self._engine.sql(PEEK[after]) for after in (False, True)}
-
-
-def _peek_cursor(after: Any) -> tuple[int, int]:
-    """``"available_at_ms:id"`` (``QueueItem.cursor``) as its two integers."""
-    if not isinstance(after, str):
-        fail(f"after must be a cursor string from QueueItem.cursor, got {type(after).__name__}")
-    due, sep, item = after.partition(":")
-    try:
-        if not sep:
-            raise ValueError
-        return as_int64("after", int(due)), as_int64("after", int(item))
-    except ValueError:
-        fail(f'after must be a cursor from QueueItem.cursor ("<ms>:<id>"), got {shown(after)}')
-
-
-# One page of a queue's items in delivery order, on the (queue, available_at,
-# id) index the claims use; "is leased" is computed in SQL so the lease token
-# itself never leaves the database.
-_PEEK_COLUMNS = (
-    "SELECT id, payload, available_at, attempts, max_attempts, last_error,"
-    " CASE WHEN lease IS NULL THEN 0 ELSE 1 END, created_at FROM {p}queue WHERE queue = ?"
-)
-PEEK = {
-    False: READ(_PEEK_COLUMNS + " ORDER BY available_at, id LIMIT ?"),
-    True: READ(_PEEK_COLUMNS + " AND (available_at, id) > (?, ?) ORDER BY available_at, id LIMIT ?"),
-}
-
-
-@dataclass(frozen=True)
-class QueueItem:
-    """An item as ``Queues.peek`` sees it (times: seconds since the epoch).
-
-    ``state``: ``"ready"`` (claimable now), ``"leased"`` (claimed; the lease
-    runs until ``available_at``, when it is claimable again unless acked or
-    renewed) or ``"delayed"`` (pushed or nacked with a delay, due at
-    ``available_at``).
-    """
-
-    id: int
-    payload: bytes
-    state: str
-    attempts: int
-    max_attempts: int | None
-    last_error: str | None
-    available_at: float
-    created_at: float
-    cursor: str  # pass as ``peek(after=)`` to continue after this item
-    # Claimed, never acked or nacked, and its lease ran out: the consumer died
-    # or is stuck. ``state`` is then ``"ready"`` (a claim takes it again).
-    lease_expired: bool = False

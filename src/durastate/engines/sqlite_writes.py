@@ -1,0 +1,102 @@
+"""A write statement outside a transaction: run on the engine's shared writer connection, the writer gate held.
+
+Split from ``sqlite.py``, whose ``SqliteEngine`` mixes ``SharedWrites`` in.
+Its statement methods (``execute``, ``one``, ``all``) take the writer gate
+for a write outside a transaction (``sqlite_transaction``: inline when it
+is free, else ``_gated``) and, holding it, run the statement here, on the
+one connection single writes share (``sqlite_connections.SharedWriter``:
+why one connection). That connection never waits for a lock: a write it
+finds locked by another process is ``REFUSED`` here, unchanged, and the
+caller runs it on its thread's own connection, which waits for the lock
+(``sqlite_busy``) or, on a loop's thread, is refused at once.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from typing import Any
+
+from ..errors import StoreClosed
+from .base import Params
+from .sqlite_connections import SharedWriter
+from .sqlite_dialect import bindable
+from .sqlite_errors import is_busy
+from .sqlite_transaction import SqliteTransactions, ThreadState
+
+__all__ = ["ALL_ROWS", "ONE_ROW", "REFUSED", "ROW_COUNT", "SharedWrites"]
+
+# What ``SharedWrites._write_shared`` returns for its caller: the row count (execute), the first row (one), the
+# rows (all); ``REFUSED``: another process holds the write lock (nothing was written).
+ROW_COUNT, ONE_ROW, ALL_ROWS = 0, 1, 2
+REFUSED: Any = object()
+
+
+class SharedWrites(SqliteTransactions):
+    """The shared writer connection's write path (see the module docstring)."""
+
+    # The engine's own (SqliteEngine).
+    _lock: threading.Lock
+
+    def _new_connection(self) -> sqlite3.Connection:
+        raise NotImplementedError
+
+    def _write_shared(self, state: ThreadState, sql: str, params: Params, result: int) -> Any:
+        """A write outside a transaction on the shared writer connection, the writer gate held: its row count
+        (``ROW_COUNT``: execute), first row (``ONE_ROW``: one) or rows (``ALL_ROWS``: all); ``REFUSED`` if it
+        was refused for a lock another process holds (unchanged: the caller runs it on the thread's own
+        connection, which waits for the lock as every write did before, or is refused at once on a loop's
+        thread). Nothing was written then: SQLite refuses a write's first step before it changes anything."""
+        shared = self._connections.shared
+        guard = shared.guard
+        # acquire/release, not ``with``: a third of the guard's cost; each is a share of a single write's CPU.
+        guard.acquire()
+        try:
+            if self._closed:
+                raise self._refuse_closed()
+            cursor = shared.cursor or self._shared_cursor(shared)
+            # This thread's changes, wherever made, once no_wait_changes has asked for them (counts_changes).
+            counting = state.counts_changes
+            if counting:
+                conn = cursor.connection
+                before = conn.total_changes
+            try:
+                cursor.execute(sql, bindable(params))
+                if result == ONE_ROW:
+                    row = cursor.fetchone()
+                    if row is not None and cursor.fetchone() is not None:
+                        # More rows: the statement is still active (see one()); closing the cursor ends it.
+                        shared.cursor = None
+                        cursor.close()
+                    return row
+                if result == ALL_ROWS:
+                    return cursor.fetchall()
+                if cursor.description is not None:
+                    cursor.fetchall()  # RETURNING: run to completion (see execute)
+                return cursor.rowcount
+            except sqlite3.Error as exc:
+                if is_busy(exc):
+                    return REFUSED
+                raise self._failed(exc) from None
+            except BaseException:
+                shared.cursor = None  # closing it resets a statement the interruption left active
+                cursor.close()
+                raise
+            finally:
+                if counting:
+                    state.shared_changes += conn.total_changes - before
+        finally:
+            guard.release()
+
+    def _shared_cursor(self, shared: SharedWriter) -> sqlite3.Cursor:
+        """A cursor of the shared writer connection, opening it first if needed (the caller holds its guard)."""
+        conn = shared.conn
+        if conn is None:
+            conn = self._new_connection()
+            with self._lock:
+                if self._closed:
+                    conn.close()
+                    raise StoreClosed(f"{self.url}: store is closed")
+                shared.conn = conn
+        shared.cursor = cursor = conn.cursor()
+        return cursor
