@@ -18,7 +18,7 @@ import durastate
 from durastate.engines import postgres, postgres_writes
 from durastate.engines.base import WRITE
 from durastate.engines.postgres import PostgresEngine
-from durastate.engines.postgres_attempts import attempt_id_floor, replay
+from durastate.engines.postgres_attempts import attempt_id, attempt_id_floor, replay
 from durastate.engines.schema import CORE_SCHEMA
 from durastate.testing.clock import FakeClock
 from durastate.testing.conformance._schema_edits import rewind
@@ -175,3 +175,11 @@ def test_the_migration_drops_the_age_index_and_rows_written_before_it_still_answ
         clock.advance(postgres.ATTEMPT_RETENTION + 1)
         assert store.maintain().engine_bookkeeping >= 2  # rewind()'s own rows too
         assert not written & {i for i, _ in _rows(pg_url)}
+
+
+def test_an_injected_clock_outside_the_ids_range_gets_the_nearest_end() -> None:
+    """A test clock before 1970 (or past 2^64 ms) still makes ids: they sort first (last) and are never pruned early."""
+    before, after = attempt_id(-5), attempt_id(2**70)
+    assert before[:8] == bytes(8) and after[:8] == b"\xff" * 8
+    assert attempt_id_floor(-5) == bytes(8), "nothing is before it: a cutoff before 1970 prunes nothing"
+    assert before < attempt_id(0) < attempt_id_floor(1) <= attempt_id(1) < after
