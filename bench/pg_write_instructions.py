@@ -9,7 +9,8 @@ the statement alone, without connecting or the first executions
 (prepared at once, ``prepare_threshold = 0``).
 
 Shapes: ``plain`` (the bare statement, what raw psycopg runs), ``recorded``
-(this tree's attempt-recording variant, ``postgres_attempts``), and the
+(this tree's attempt-recording variant, ``postgres_attempts``, with the
+tree's attempt ids), and the
 per-client slot row that was measured instead of built (branch pgslot,
 docs/decisions.md): ``slot``, the write then a HOT update of the slot from
 the attempt id last seen to the new one, recording the rows, and an insert
@@ -45,6 +46,14 @@ from durastate.engines import postgres_attempts
 
 # A tree before branch pgslot has no OneRowInsert (an isinstance of () is False).
 OneRowInsert: Any = getattr(postgres_attempts, "OneRowInsert", ())
+# The tree's attempt ids: led by their time since branch pgattempt, 16 random bytes before.
+_attempt_id: Any = getattr(postgres_attempts, "attempt_id", None)
+
+
+def new_attempt(at: int) -> bytes:
+    """An attempt id as the measured tree makes it at ``at`` (ms)."""
+    return os.urandom(16) if _attempt_id is None else bytes(_attempt_id(at))
+
 
 Call = Callable[[psycopg.Connection[Any]], Any]
 Shape = Callable[[], Call]  # a fresh connection's setup, returning its call
@@ -98,8 +107,8 @@ def shapes(store: durastate.Store, admin: psycopg.Connection[Any], calls: int) -
         def setup() -> Call:
             params = make()
             if isinstance(variant, OneRowInsert):
-                return lambda c: c.execute(variant.sql, (os.urandom(16), now(), *params())).rowcount
-            return lambda c: c.execute(variant, (*params(), os.urandom(16), now())).fetchall()
+                return lambda c: c.execute(variant.sql, (new_attempt(at := now()), at, *params())).rowcount
+            return lambda c: c.execute(variant, (*params(), new_attempt(at := now()), at)).fetchall()
 
         return setup
 
@@ -170,11 +179,14 @@ def main() -> int:
     parser.add_argument("--out", required=True, help="its --callgrind-out-file directory (files cg.<pid>)")
     parser.add_argument("--calls", type=int, default=200)
     parser.add_argument("--prefix", default="bench_cg_")
+    parser.add_argument("--only", action="append", help="run the shapes whose name contains this (repeatable)")
     args = parser.parse_args()
     store = durastate.open(args.url, prefix=args.prefix)
     admin = psycopg.connect(args.url, autocommit=True)
     print(f"{'shape':<24}{'instructions per call':>24}")
     for name, shape in shapes(store, admin, args.calls).items():
+        if args.only and not any(part in name for part in args.only):
+            continue
         short = backend_total(args.url, args.out, shape, args.calls)
         long = backend_total(args.url, args.out, shape, args.calls * 4)
         print(f"{name:<24}{(long - short) / (args.calls * 3):>24,.0f}", flush=True)

@@ -77,7 +77,7 @@ import durastate
 from _baseline import load_baseline
 from _postgres import postgres_url
 from durastate.engines.postgres import ATTEMPT_PRUNE_BATCH, ATTEMPT_PRUNE_EVERY, PREPARE_THRESHOLD, PostgresEngine
-from durastate.engines.postgres_attempts import MarkedWrite, OneRowInsert
+from durastate.engines.postgres_attempts import MarkedWrite, OneRowInsert, attempt_id, attempt_id_floor
 from durastate.testing.postgres_server import create_schema, drop_schema
 from pg_cpu import ServerCPU, WaitSampler, spent_ns, with_application_name
 
@@ -91,6 +91,11 @@ WORKER_COUNTS = (1, 4, 16)
 OPS = ("put 1", "get 1", "put 100", "get 100", "scan 100", "append", "log scan 100", "counter add", "push 1", "pop")
 
 Worker = Callable[[int, int], None]  # (worker index, call index) -> None
+
+
+def now_ms() -> int:
+    """The time as the engine stamps attempt rows (``now_ms``: milliseconds)."""
+    return int(time.time() * 1000)
 
 
 class RawPsycopg:
@@ -135,15 +140,17 @@ class RawPsycopg:
             variant = sql.companion  # type: ignore[attr-defined]  # the engine's attempt-recording variant
             assert variant is not None
             if isinstance(variant, MarkedWrite):  # an append carrying its attempt id in its row
-                return self.conn().execute(variant.sql, (*params, os.urandom(16))).fetchall()
+                return self.conn().execute(variant.sql, (*params, attempt_id(now_ms()))).fetchall()
             if isinstance(variant, OneRowInsert):  # a push: its attempt row goes in ahead, its parameters first
                 self.prune_in_passing()
-                return self.conn().execute(variant.sql, (os.urandom(16), int(time.time() * 1000), *params)).rowcount
+                now = now_ms()
+                return self.conn().execute(variant.sql, (attempt_id(now), now, *params)).rowcount
             if not isinstance(variant, str):  # a claim re-read by its lease token, an idempotent put: as it is
                 cur = self.conn().execute(sql, params)
                 return cur.fetchall() if cur.description is not None else cur.rowcount
             self.prune_in_passing()
-            return self.conn().execute(variant, (*params, os.urandom(16), int(time.time() * 1000))).fetchall()
+            now = now_ms()
+            return self.conn().execute(variant, (*params, attempt_id(now), now)).fetchall()
         cur = self.conn().execute(sql, params)
         return cur.fetchall() if " RETURNING " in sql else cur.rowcount
 
@@ -156,8 +163,8 @@ class RawPsycopg:
         """
         self.writes += 1  # a race between threads only shifts a prune by a write
         if self.writes % ATTEMPT_PRUNE_EVERY == 0:
-            cutoff = int(time.time() * 1000) - int(self.engine.attempt_retention * 1000)
-            self.conn().execute(self.engine._attempt_prune, (cutoff, ATTEMPT_PRUNE_BATCH))
+            cutoff = now_ms() - int(self.engine.attempt_retention * 1000)
+            self.conn().execute(self.engine._attempt_prune, (attempt_id_floor(cutoff), cutoff, ATTEMPT_PRUNE_BATCH))
 
     def read(self, sql: str, params: tuple[Any, ...]) -> list[Any]:
         return self.conn().execute(sql, params).fetchall()
@@ -166,7 +173,8 @@ class RawPsycopg:
         conn = self.conn()
         with conn.transaction():
             if self.with_attempts:
-                conn.execute(self.engine._attempt_insert, (os.urandom(16), int(time.time() * 1000)))
+                now = now_ms()
+                conn.execute(self.engine._attempt_insert, (attempt_id(now), now))
             with conn.cursor() as cur:
                 cur.executemany(sql, rows)
 

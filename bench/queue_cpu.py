@@ -19,7 +19,9 @@ push one 100-byte item, claim it (30 s lease), ack it, on a fresh file:
   as the facet binds them) on the store's own table, through
   ``sqlite3`` directly;
 * ``raw``: bench/writers.py's raw statements on its own table (what the
-  writers benchmark races).
+  writers benchmark races; its claim never redelivers an expired lease);
+* ``raw-leased``: bench/writers.py's ``raw-leased`` statements (the
+  cheapest we know for a queue that does) on their own table.
 
 Each ``--src`` (a folder holding ``durastate/``; default: this checkout's
 ``src``) runs in its own worker process; the workers take turns round by
@@ -51,7 +53,7 @@ from _cpu_turns import arguments, serve, take_turns  # noqa: E402  (bench/_cpu_t
 
 VALUE = b"v" * 100
 LEASE_MS = 30_000
-PATHS = ("queue", "push", "claim", "ack", "engine", "raw-ds", "raw")
+PATHS = ("queue", "push", "claim", "ack", "engine", "raw-ds", "raw", "raw-leased")
 
 
 def _one_path(path_name: str, ops: int, wal_limit: float | None = None) -> float:
@@ -61,7 +63,16 @@ def _one_path(path_name: str, ops: int, wal_limit: float | None = None) -> float
     from durastate.queues.statements import ACK, CLAIM, PUSH
 
     # bench/writers.py's raw statements (it imports durastate from DURASTATE_BENCH_SRC: _use_src).
-    from writers import RAW_ACK, RAW_CLAIM, RAW_PUSH, RAW_QUEUE_DDL
+    from writers import (
+        RAW_ACK,
+        RAW_CLAIM,
+        RAW_LEASED_ACK,
+        RAW_LEASED_CLAIM,
+        RAW_LEASED_DDL,
+        RAW_LEASED_PUSH,
+        RAW_PUSH,
+        RAW_QUEUE_DDL,
+    )
 
     if wal_limit is not None:
         sqlite_wal.LIMIT = int(wal_limit * 2**20)
@@ -71,19 +82,27 @@ def _one_path(path_name: str, ops: int, wal_limit: float | None = None) -> float
         store = durastate.open(file)
         queues = store.queues
         try:
-            if path_name == "raw":
+            if path_name in ("raw", "raw-leased"):
                 conn = sqlite3.connect(os.path.join(folder, "raw.db"), isolation_level=None)
                 conn.execute("PRAGMA journal_mode=WAL")
                 conn.execute("PRAGMA synchronous=NORMAL")
-                for ddl in RAW_QUEUE_DDL:
+                for ddl in RAW_QUEUE_DDL if path_name == "raw" else RAW_LEASED_DDL:
                     conn.execute(ddl)
                 start = time.process_time()
-                for _ in range(ops):
-                    now = int(time.time() * 1000)
-                    conn.execute(RAW_PUSH, ("jobs", VALUE, now))
-                    row = conn.execute(RAW_CLAIM, (now + LEASE_MS, "jobs", now)).fetchone()
-                    if row is not None:
-                        conn.execute(RAW_ACK, (row[0],))
+                if path_name == "raw":
+                    for _ in range(ops):
+                        now = int(time.time() * 1000)
+                        conn.execute(RAW_PUSH, ("jobs", VALUE, now))
+                        row = conn.execute(RAW_CLAIM, (now + LEASE_MS, "jobs", now)).fetchone()
+                        if row is not None:
+                            conn.execute(RAW_ACK, (row[0],))
+                else:  # writers.py's raw-leased loop
+                    for _ in range(ops):
+                        now = int(time.time() * 1000)
+                        conn.execute(RAW_LEASED_PUSH, ("jobs", VALUE, now))
+                        row = conn.execute(RAW_LEASED_CLAIM, (now + LEASE_MS, "jobs", now)).fetchone()
+                        if row is not None and conn.execute(RAW_LEASED_ACK, (row[0], row[2])).rowcount != 1:
+                            raise AssertionError("raw-leased: an ack of a live lease deleted nothing")
                 spent = time.process_time() - start
                 conn.close()
                 return spent
@@ -119,15 +138,18 @@ def _one_path(path_name: str, ops: int, wal_limit: float | None = None) -> float
 
             if path_name == "engine":
                 engine = store.engine
+                # Blobs as the facet hands them (a tree from before Engine.blob_binding: the bytes).
+                blob = engine.blob_binding() if hasattr(engine, "blob_binding") else bytes
+                jobs = blob(b"jobs")
 
                 def raw_push() -> None:
                     now = int(time.time() * 1000)
-                    engine.execute(push_sql, (b"jobs", VALUE, now, 5, now))
+                    engine.execute(push_sql, (jobs, blob(VALUE), now, 5, now))
 
                 def raw_claim() -> tuple[int, bytes]:
                     now = int(time.time() * 1000)
-                    token = os.urandom(16)
-                    row = engine.one(claim_sql, (token, now + LEASE_MS, b"jobs", now, floor))
+                    token = blob(os.urandom(16))
+                    row = engine.one(claim_sql, (token, now + LEASE_MS, jobs, now, floor))
                     assert row is not None
                     return row[0], token
 
@@ -195,10 +217,12 @@ def main() -> None:
     for w, src in enumerate(sources):
         for path_name in paths:
             values = spent[(w, path_name)]
-            print(f"  {src:40s} {path_name:7s} {statistics.median(values):6.2f}  ({min(values):.2f}-{max(values):.2f})")
-        if "raw" in paths and "queue" in paths:
-            ratios = [r / k for r, k in zip(spent[(w, "raw")], spent[(w, "queue")], strict=True)]
-            print(f"  {src:40s} raw/queue {statistics.median(ratios):.2f}x ({min(ratios):.2f}-{max(ratios):.2f})")
+            median = statistics.median(values)
+            print(f"  {src:40s} {path_name:10s} {median:6.2f}  ({min(values):.2f}-{max(values):.2f})")
+        for raw in ("raw", "raw-leased"):
+            if raw in paths and "queue" in paths:
+                ratios = [r / k for r, k in zip(spent[(w, raw)], spent[(w, "queue")], strict=True)]
+                print(f"  {src:40s} {raw}/queue {statistics.median(ratios):.2f}x ({min(ratios):.2f}-{max(ratios):.2f})")
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ import pytest
 import durastate
 from durastate.engines.postgres import PostgresEngine
 from durastate.errors import InvalidRequest
+from durastate.queues.names import channel as queue_channel
 from durastate.testing.postgres_server import as_citus
 
 MARK = "durastate_test_marker"
@@ -68,7 +69,7 @@ def test_notify_after_commit_only(
 ) -> None:
     engine = citus_store.engine
     if facet == "queues":
-        channel = engine.channel(citus_store.queues._channel(b"jobs"))  # type: ignore[attr-defined]
+        channel = engine.channel(queue_channel(b"jobs"))
 
         def write() -> None:
             citus_store.queues.push("jobs", [b"x"])

@@ -21,7 +21,6 @@ test commits when the retry is seen waiting.
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -31,8 +30,16 @@ import psycopg
 import pytest
 
 import durastate
-from durastate.engines.postgres import PostgresEngine, _Lost
-from durastate.engines.postgres_attempts import OneRowInsert, attempt_args, decode_rows, fetch_counted, fetch_result
+from durastate.engines.postgres import PostgresEngine
+from durastate.engines.postgres_attempts import (
+    OneRowInsert,
+    attempt_args,
+    attempt_id,
+    decode_rows,
+    fetch_counted,
+    fetch_result,
+)
+from durastate.engines.postgres_writes import LostTry
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -95,7 +102,7 @@ def _retry(
     engine: PostgresEngine, statement: str, params: tuple[Any, ...], attempt: bytes, fetch: int, first: bool
 ) -> Any:
     """The engine's retry of a write whose first try's connection was lost just now."""
-    lost = _Lost(psycopg.OperationalError("the connection was lost"), time.monotonic())
+    lost = LostTry(psycopg.OperationalError("the connection was lost"), time.monotonic())
     return engine._retry_write(statement, params, attempt, fetch, lost, first)
 
 
@@ -103,7 +110,7 @@ def _write(store: durastate.Store, write: str) -> tuple[PostgresEngine, str, tup
     """The store's engine; the write's statement, parameters, fetch, whether it takes the attempt id first; an id."""
     engine = store.engine
     assert isinstance(engine, PostgresEngine)
-    return (engine, *ONCE[write][0](store), os.urandom(16))
+    return (engine, *ONCE[write][0](store), attempt_id(engine.now_ms()))
 
 
 def _blocked_by(admin: psycopg.Connection[Any], pid: int) -> bool:

@@ -110,6 +110,11 @@ __all__ = [
 Clock = Callable[[], float]
 
 
+def _same_blob(value: bytes) -> object:
+    """``Engine.blob_binding``'s default: the ``bytes`` as it is."""
+    return value
+
+
 class Engine(ABC):
     """What a facet may ask of an engine: the contract every engine implements.
 
@@ -136,6 +141,13 @@ class Engine(ABC):
         """Returns ``statement`` compiled for this engine, carrying its kind; ``WrongType`` for anything but a
         ``Statement`` or ``KeyLookup``; never touches the database.
         """
+
+    def blob_binding(self) -> Callable[[bytes], object]:
+        """Returns the function that turns a ``bytes`` parameter into the value this engine binds cheapest as that
+        same BLOB (read back as the same ``bytes``); by default the identity: the ``bytes`` itself. For a
+        facet's repeated blobs (made once, bound many times) and the statements declared ``engine_blobs``.
+        """
+        return _same_blob
 
     @abstractmethod
     def one(self, sql: str, params: Params = ()) -> Row | None:
@@ -368,7 +380,7 @@ class EngineBase(Engine):
         # ``_statement_cache_key``): a process opening many stores compiles
         # each statement once.
         shared = self._statement_cache_key()
-        self._sql_cache: dict[tuple[Kind, str, Reread | None, bool, Marked | None], SQL] = (
+        self._sql_cache: dict[tuple[Kind, str, Reread | None, bool, Marked | None, bool], SQL] = (
             {} if shared is None else self.dialect.compiled_cache(shared)
         )
         self._next_value_sql = self.sql(NEXT_VALUE)
@@ -522,9 +534,10 @@ class EngineBase(Engine):
         reread = None
         idempotent = False
         marked = None
+        engine_blobs = False
         if isinstance(statement, Statement):
             kind, template, reread = statement.kind, statement.template, statement.reread
-            idempotent, marked = statement.idempotent, statement.marked
+            idempotent, marked, engine_blobs = statement.idempotent, statement.marked, statement.engine_blobs
         elif isinstance(statement, KeyLookup):
             kind = Kind.WRITE if statement.delete else Kind.READ
             template = self.dialect.key_lookup(statement)
@@ -538,11 +551,12 @@ class EngineBase(Engine):
                 template = template[self.dialect.name]
             except KeyError:
                 raise NotSupported(f"{self.url}: no {self.dialect.name} text for statement {template!r}") from None
-        key = (kind, template, reread, idempotent, marked)
+        key = (kind, template, reread, idempotent, marked, engine_blobs)
         compiled = self._sql_cache.get(key)
         if compiled is None:
             compiled = SQL(self.dialect.compile(template, self._prefix_for(kind)), kind)
             compiled.idempotent = idempotent
+            compiled.engine_blobs = engine_blobs
             if reread is not None:
                 read = SQL(self.dialect.compile(reread.template, self._prefix_for(Kind.READ)), Kind.READ)
                 compiled.reread = (read, reread.params)

@@ -73,7 +73,8 @@ the URL, the probe connection, why a connect failed), ``postgres_dialect``
 ``postgres_errors`` (SQLSTATE to durastate's errors),
 ``postgres_transaction`` (pipelined transactions: a transaction costs the
 round trips it must wait for), ``postgres_attempts``
-(the attempt rows that make a retried write apply once) and
+(the attempt rows that make a retried write apply once), ``postgres_writes``
+(the single-write path under those rules, and their pruning) and
 ``postgres_explain`` (generic plans), ``postgres_listen`` (the
 listening connection) and ``postgres_notify`` (``notify``, ``watch``,
 ``wait_for_change`` over it). Their public names are re-exported here.
@@ -112,6 +113,7 @@ from .postgres_attempts import ATTEMPT_INSERT as ATTEMPT_INSERT
 from .postgres_attempts import ATTEMPT_PRUNE as ATTEMPT_PRUNE
 from .postgres_attempts import ATTEMPT_PRUNE_BATCH as ATTEMPT_PRUNE_BATCH
 from .postgres_attempts import ATTEMPT_PRUNE_EVERY as ATTEMPT_PRUNE_EVERY
+from .postgres_attempts import ATTEMPT_PRUNE_UNTIMED as ATTEMPT_PRUNE_UNTIMED
 from .postgres_attempts import ATTEMPT_RESULT as ATTEMPT_RESULT
 from .postgres_attempts import ATTEMPT_RETENTION as ATTEMPT_RETENTION
 from .postgres_attempts import MAX_ATTEMPT_RETENTION as MAX_ATTEMPT_RETENTION
@@ -121,12 +123,8 @@ from .postgres_attempts import (
     OPAQUE_WRITE,
     MarkedWrite,
     OneRowInsert,
-    attempt_args,
     attempt_variant,
-    fetch_counted,
     fetch_result,
-    replay,
-    rerun,
 )
 from .postgres_citus_sql import citus_statement
 from .postgres_connect import CONNECT_TIMEOUT, behind_pooler, connect_failure, connect_options
@@ -146,6 +144,7 @@ from .postgres_tools import PostgresTools
 from .postgres_transaction import NOTIFY_CHANNELS as NOTIFY_CHANNELS
 from .postgres_transaction import ThreadState
 from .postgres_vector import PostgresVectors, vector_schema
+from .postgres_writes import AttemptWrites, LostTry
 from .redact import redact_url
 from .space import SpaceReport
 
@@ -209,17 +208,7 @@ SERVER_TIME = "SELECT extract(epoch FROM clock_timestamp())::float8"
 LOOP_LOCK_WAIT = 2.0
 
 
-class _Lost:
-    """A first try whose connection was lost: its error and when it began (``PostgresEngine._first_try``)."""
-
-    __slots__ = ("began", "error")
-
-    def __init__(self, error: psycopg.Error, began: float) -> None:
-        self.error = error
-        self.began = began
-
-
-class PostgresEngine(ChangeNotifications, LoopCommits):
+class PostgresEngine(AttemptWrites, ChangeNotifications, LoopCommits):
     """PostgreSQL behind the ``Engine`` contract (see the module docstring).
 
     Time: without an injected ``clock``, ``now_ms()`` is the database
@@ -297,6 +286,7 @@ class PostgresEngine(ChangeNotifications, LoopCommits):
         self._attempt_insert = self.sql(WRITE(ATTEMPT_INSERT))
         self._attempt_result = self.sql(READ(ATTEMPT_RESULT))
         self._attempt_prune = self.sql(WRITE(ATTEMPT_PRUNE))
+        self._attempt_prune_untimed = self.sql(WRITE(ATTEMPT_PRUNE_UNTIMED))
         self._compile_transaction_statements()
 
     # -- the pool ----------------------------------------------------------------
@@ -530,13 +520,13 @@ class PostgresEngine(ChangeNotifications, LoopCommits):
         # A read, a write whose retry re-reads its rows (RereadWrite) or runs it again (RUN_AGAIN). The
         # first try pays no closure; a lost connection goes on to the retry loop.
         got = self._first_try(sql, params, fetch, fetch_result)
-        if type(got) is not _Lost:
+        if type(got) is not LostTry:
             return got
         rereading = None if variant is None else lambda c: variant.replay(c, params, fetch)
         return self._retrying(lambda c: fetch_result(c.run(sql, params), fetch), rereading, got.began, failed=got.error)
 
     def _first_try(self, text: str, args: Params, fetch: int, fetcher: Callable[[Any, int], Any]) -> Any:
-        """``fetcher(cursor, fetch)`` of one run on a pooled connection; a ``_Lost`` when the connection was lost."""
+        """``fetcher(cursor, fetch)`` of one run on a pooled connection; a ``LostTry`` when the connection was lost."""
         began = time.monotonic()
         conn = self._borrow()
         try:
@@ -545,62 +535,9 @@ class PostgresEngine(ChangeNotifications, LoopCommits):
             if not self._unusable(exc, conn):
                 raise translate_postgres_error(exc, self.url, read_only=self.read_only) from None
             self._discard(conn)
-            return _Lost(exc, began)
+            return LostTry(exc, began)
         finally:
             self._give_back(conn)
-
-    def _write_once(self, variant: str, params: Params, fetch: int, first: bool = False) -> Any:
-        """Run an attempt-recording write; after a lost connection, replay or retry.
-
-        ``first``: a ``OneRowInsert``'s text, which takes the attempt id and
-        time ahead of the statement's parameters and answers its row count
-        itself; else the variant counts (``fetch_counted``).
-        """
-        attempt = os.urandom(16)
-        self._writes_until_prune -= 1
-        if self._writes_until_prune <= 0:
-            self._writes_until_prune = ATTEMPT_PRUNE_EVERY
-            self._prune_attempts()
-        fetcher = fetch_result if first else fetch_counted
-        got = self._first_try(variant, attempt_args(params, attempt, self.now_ms(), first), fetch, fetcher)
-        if type(got) is not _Lost:
-            return got
-        return self._retry_write(variant, params, attempt, fetch, got, first)
-
-    def _retry_write(
-        self, variant: str, params: Params, attempt: bytes, fetch: int, lost: _Lost, first: bool = False
-    ) -> Any:
-        """An attempt-recording write's retries after its first try's connection was lost (``rerun``)."""
-        lookup, prefix = self._attempt_result, self.prefix
-        fetcher = fetch_result if first else fetch_counted
-        return self._retrying(
-            lambda c: rerun(
-                c,
-                variant,
-                attempt_args(params, attempt, self.now_ms(), first),
-                attempt,
-                fetcher,
-                lookup,
-                fetch,
-                prefix,
-            ),
-            lambda c: replay(c, lookup, attempt, fetch),
-            lost.began,
-            failed=lost.error,
-        )
-
-    def _write_marked(self, marked: MarkedWrite, params: Params, fetch: int) -> Any:
-        """Run an insert carrying its attempt id in its row; after a lost connection, re-read it or insert again."""
-        attempt = os.urandom(16)
-        got = self._first_try(marked.sql, (*params, attempt), fetch, fetch_result)
-        if type(got) is not _Lost:
-            return got
-        return self._retrying(
-            lambda c: marked.run_again(c, params, attempt, fetch),
-            lambda c: marked.replay(c, attempt, fetch),
-            got.began,
-            failed=got.error,
-        )
 
     def _retrying(
         self, run: Any, replay: Any, began: float | None = None, keep: bool = False, failed: Exception | None = None
@@ -661,29 +598,6 @@ class PostgresEngine(ChangeNotifications, LoopCommits):
         """A write on a ``read_only`` store behind a pooler, refused here: the server session is not ours to SET."""
         return ConfigurationError(f"{self.url}: this store was opened read_only=True: writes are refused")
 
-    def _prune_attempts(self, batch: int = ATTEMPT_PRUNE_BATCH) -> int:
-        """Delete up to ``batch`` attempt rows older than the retention window."""
-        cutoff = self.now_ms() - int(self.attempt_retention * 1000)
-        removed: int = self._retrying(lambda c: c.run(self._attempt_prune, (cutoff, batch)).rowcount, None)
-        return removed
-
-    def prune_bookkeeping(self, *, limit: int | None = None) -> int:
-        """Delete attempt rows past ``attempt_retention``, in batches; at most ``limit`` rows.
-
-        After the window a write's recorded result (rows it returned, a
-        drained value among them) is gone from the database.
-        """
-        if self.read_only:
-            return 0
-        removed = 0
-        while limit is None or removed < limit:
-            batch = ATTEMPT_PRUNE_BATCH if limit is None else min(ATTEMPT_PRUNE_BATCH, limit - removed)
-            pruned = self._prune_attempts(batch)
-            removed += pruned
-            if pruned < batch:
-                break
-        return removed
-
     def reclaim_space(self, *, full: bool = False) -> SpaceReport:
         """``VACUUM (ANALYZE)`` of the prefix's tables when ``full`` (``postgres_space``)."""
         if self._tls.state.depth > 0:
@@ -703,14 +617,6 @@ class PostgresEngine(ChangeNotifications, LoopCommits):
         super().migrate(schemas)
         if not self.read_only:
             self._prune_attempts()
-
-    def attempt_committed(self, attempt: bytes) -> bool:
-        """Whether the write (or transaction) with this attempt id committed."""
-        return self._attempt_found(self._attempt_result, attempt)
-
-    def _attempt_found(self, lookup: str, attempt: bytes) -> bool:
-        row = self._retrying(lambda c: c.run(lookup, (attempt,)).fetchone(), None)
-        return row is not None
 
     def one(self, sql: str, params: Params = ()) -> Row | None:
         row: Row | None = self._run(sql, params, 1)

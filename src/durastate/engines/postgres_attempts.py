@@ -4,7 +4,8 @@ Outside a transaction a statement may be retried when its connection is
 lost. A read is simply run again. A write (INSERT/UPDATE/DELETE) runs as
 its attempt-recording variant (``attempt_variant``): a data-modifying CTE
 that applies the write and, in the same statement, inserts an
-``{p}attempt`` row keyed by a random attempt id with what a retry needs to
+``{p}attempt`` row keyed by its attempt id (``attempt_id``: the time, then
+random bytes) with what a retry needs to
 answer as the first attempt would have, and no more. If the connection
 drops with the outcome unknown, the retry first looks the attempt id up
 (``replay``): found means the write committed and its recorded result is
@@ -54,6 +55,7 @@ recorded result.
 
 from __future__ import annotations
 
+import os
 import re
 import struct
 from collections.abc import Callable
@@ -69,6 +71,7 @@ from .base import SQL, Kind, Params
 __all__ = [
     "ATTEMPT_INSERT",
     "ATTEMPT_PRUNE",
+    "ATTEMPT_PRUNE_UNTIMED",
     "ATTEMPT_PRUNE_BATCH",
     "ATTEMPT_PRUNE_EVERY",
     "ATTEMPT_RESULT",
@@ -85,6 +88,8 @@ __all__ = [
     "RUN_AGAIN",
     "RereadWrite",
     "attempt_args",
+    "attempt_id",
+    "attempt_id_floor",
     "attempt_variant",
     "decode_rows",
     "fetch_counted",
@@ -126,20 +131,70 @@ NEXT_VALUE_RECORDED = {
 }
 # SKIP LOCKED: concurrent pruners take different rows instead of waiting on each other.
 # The shape is for the generic plan every statement runs: the oldest rows
-# by the age index (ORDER BY makes that index the only plan without a
-# sort), locked, and deleted by their tuple ids (a TID scan: the rows are
-# locked by this statement, so they cannot move meanwhile). The earlier
-# ``id IN (SELECT id ... LIMIT ?)`` planned, on a fresh table, a full scan of
-# the table for the ids and, once analysed, a hash join over a full scan:
-# 6 ms (nothing to delete) and 19 ms (1024 rows) at 1e5 rows, once every
-# ATTEMPT_PRUNE_EVERY writes. Deleting by primary key instead (``id =
-# ANY(ARRAY(...))``) was 4.9 ms for 1024 rows (1024 probes of a random
-# BYTEA key); by tuple id 1.3 ms (tests/postgres/test_bookkeeping.py checks
-# the plan).
+# by the primary key (an attempt id starts with its time, ``attempt_id``;
+# ``id < ?`` is ``attempt_id_floor`` of the cutoff, so the rows stamped
+# before it; ORDER BY makes that index the only plan without a sort),
+# locked, and deleted by their tuple ids (a TID scan: the rows are locked by
+# this statement, so they cannot move meanwhile). ``created_at < ?`` (the
+# cutoff again) is checked on the rows the index found, which are fetched
+# to be locked anyway: a row is deleted only when both its id and its time
+# say it expired (a retry's row keeps its first try's id and carries the
+# retry's time; an id of older code is random, and 1 in ~10^7 of them
+# sorts below a cutoff). The earlier ``id IN (SELECT id ... LIMIT ?)``
+# planned, on a fresh table, a full scan of the table for the ids and, once
+# analysed, a hash join over a full scan: 6 ms (nothing to delete) and 19
+# ms (1024 rows) at 1e5 rows, once every ATTEMPT_PRUNE_EVERY writes.
+# Deleting by primary key instead (``id = ANY(ARRAY(...))``) was 4.9 ms for
+# 1024 rows (1024 probes of a random BYTEA key); by tuple id 1.3 ms
+# (tests/postgres/test_bookkeeping.py checks the plan). Until core schema
+# step 3 the order came from an index of its own on ``created_at``
+# (``{p}attempt_age``), one more index entry a write.
 ATTEMPT_PRUNE = (
-    "DELETE FROM {p}attempt WHERE ctid = ANY(ARRAY("
-    "SELECT ctid FROM {p}attempt WHERE created_at < ? ORDER BY created_at LIMIT ? FOR UPDATE SKIP LOCKED))"
+    "DELETE FROM {p}attempt WHERE ctid = ANY(ARRAY(SELECT ctid FROM {p}attempt"
+    " WHERE id < ? AND created_at < ? ORDER BY id LIMIT ? FOR UPDATE SKIP LOCKED))"
 )
+# Rows whose id does not start with a time before now (``id >= ?``,
+# ``attempt_id_floor`` of the pruner's now) but whose time says they
+# expired: those written by durastate before core schema step 3, whose ids
+# are 16 random bytes. All but ~1 in 10^7 sort above now's floor, which
+# ``ATTEMPT_PRUNE`` never reaches (the rest sort below a cutoff once the
+# window has passed over them, and it takes them then);
+# ``prune_bookkeeping`` runs this after it. The primary key's range from now on holds only those rows and
+# any stamped by a clock ahead of the pruner's (kept by ``created_at``):
+# once they are gone, one descent of the index finds nothing.
+ATTEMPT_PRUNE_UNTIMED = (
+    "DELETE FROM {p}attempt WHERE ctid = ANY(ARRAY(SELECT ctid FROM {p}attempt"
+    " WHERE id >= ? AND created_at < ? ORDER BY id LIMIT ? FOR UPDATE SKIP LOCKED))"
+)
+
+# An attempt id: the store's time in milliseconds (``now_ms``, the unit of
+# ``created_at``) as 8 big-endian bytes, then 8 random ones. Ids sort by
+# the time they were made, so each new primary-key entry lands at the
+# index's right edge (a random key lands on a random leaf page, and the
+# first touch of each after a checkpoint writes a full-page image to the
+# WAL), and the oldest rows are the first by the key (``ATTEMPT_PRUNE``).
+# Uniqueness rests on the random half alone (64 bits drawn per id: two ids
+# made in one millisecond by any processes collide with odds ~2^-64), never
+# on the clock: a clock stepped back or frozen repeats a prefix, not an id.
+# A clock stepped back stamps rows as older than they are: they are pruned
+# that much sooner, as by ``created_at`` before (which has the same value);
+# a pruner's clock stepped back only delays pruning.
+_TIME_PREFIX = struct.Struct(">Q")
+_LAST_MS = 2**64 - 1
+
+
+def attempt_id(now_ms: int) -> bytes:
+    """A new attempt id (16 bytes) made at ``now_ms``: ``attempt_id_floor(now_ms)`` then 8 random bytes."""
+    try:
+        return _TIME_PREFIX.pack(now_ms) + os.urandom(8)
+    except struct.error:  # an injected clock before 1970 (or past 2^64 ms): the nearest end
+        return attempt_id_floor(now_ms) + os.urandom(8)
+
+
+def attempt_id_floor(ms: int) -> bytes:
+    """8 bytes that every attempt id made before ``ms`` sorts below, and every one made at or after it not."""
+    return _TIME_PREFIX.pack(min(max(ms, 0), _LAST_MS))
+
 
 # A write returning a single column (``RETURNING n``, ``RETURNING payload``:
 # a counter's sum, a popped payload) records ``array_send(array_agg(value))``,

@@ -52,7 +52,6 @@ Migrations (``lock``) run one statement at a time, outside pipeline mode.
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
@@ -73,7 +72,7 @@ from .base import (
     aborted_error,
 )
 from .loop import WouldWait
-from .postgres_attempts import NEXT_VALUE_RECORDED, NOT_APPLIED, fetch_result
+from .postgres_attempts import NEXT_VALUE_RECORDED, NOT_APPLIED, attempt_id, fetch_result
 from .postgres_citus_sql import HAS_2PC_LOG, PENDING_2PC
 from .postgres_errors import connection_lost, translate_postgres_error
 from .postgres_pool import MANY, RUN, SEND, VALUE, PooledConnection, resend_flight
@@ -345,10 +344,11 @@ class PipelinedTransactions(EngineBase):
         statements = self._next_value_recorded
         try:
             if state.attempt_pending:
-                state.attempt = os.urandom(16)
+                now = self.now_ms()
+                state.attempt = attempt_id(now)
                 state.attempt_pending = False
                 state.attempt_lookup = self._attempt_result
-                self._pipe(state, VALUE, statements[True], (name, state.attempt, self.now_ms()))
+                self._pipe(state, VALUE, statements[True], (name, state.attempt, now))
             else:
                 self._pipe(state, VALUE, statements[False], (name, state.attempt))
         except psycopg.Error as exc:
@@ -432,13 +432,14 @@ class PipelinedTransactions(EngineBase):
         If the connection drops during COMMIT, the row's presence tells
         whether the transaction committed (see ``_tx_commit``).
         """
-        state.attempt = os.urandom(16)
+        now = self.now_ms()
+        state.attempt = attempt_id(now)
         state.attempt_pending = False
         state.attempt_lookup = self._attempt_result
         if state.piped:
-            self._pipe(state, SEND, self._attempt_insert, (state.attempt, self.now_ms()), unflushed=False)
+            self._pipe(state, SEND, self._attempt_insert, (state.attempt, now), unflushed=False)
         else:
-            conn.run(self._attempt_insert, (state.attempt, self.now_ms()))
+            conn.run(self._attempt_insert, (state.attempt, now))
 
     def executemany(self, sql: str, rows: Iterable[Params]) -> None:
         """Many rows in one pipeline. Outside a transaction, atomically."""

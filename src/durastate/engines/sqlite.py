@@ -77,7 +77,7 @@ from .space import SpaceReport
 from .sqlite_busy import Backoff, all_rows_again, one_row_again, run_to_end_again
 from .sqlite_connections import SPARE_CONNECTIONS as SPARE_CONNECTIONS
 from .sqlite_connections import Connections
-from .sqlite_dialect import CATALOG, plan_of
+from .sqlite_dialect import CATALOG, bind_blob, plan_of
 from .sqlite_dialect import SQLITE_DIALECT as SQLITE_DIALECT
 from .sqlite_dialect import bindable as bindable
 from .sqlite_errors import LockBusy as LockBusy
@@ -159,6 +159,11 @@ class SqliteEngine(ChangeNotifications, SharedWrites):
     dialect = SQLITE_DIALECT
     no_limit = SQLITE_DIALECT.no_limit
     _tls: PerThread[ThreadState]
+
+    def blob_binding(self) -> Callable[[bytes], object]:
+        """``Engine.blob_binding``: a ``bytearray`` copy, which sqlite3 binds without its adapter probe
+        (``bindable``); the shared write path binds an ``engine_blobs`` statement's parameters as they come."""
+        return bind_blob
 
     def __init__(
         self,

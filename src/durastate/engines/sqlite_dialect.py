@@ -9,10 +9,11 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 from .base import READ, Dialect, Params, Plan, PlanStep, Spec
 
-__all__ = ["CATALOG", "SQLITE_DIALECT", "bindable", "plan_of"]
+__all__ = ["CATALOG", "SQLITE_DIALECT", "bind_blob", "bindable", "plan_of"]
 
 SQLITE_DIALECT = Dialect(
     name="sqlite",
@@ -94,5 +95,9 @@ def bindable(params: Params) -> Params:
     return [_EMPTY_BLOB + p if type(p) is bytes else p for p in params]
 
 
-# Never changed (``bindable`` only concatenates onto it, which builds a new bytearray).
+# Never changed (``bindable`` and ``bind_blob`` only concatenate onto it, which builds a new bytearray).
 _EMPTY_BLOB = bytearray()
+
+# ``SqliteEngine.blob_binding``: a ``bytes`` as the ``bytearray`` ``bindable`` would make of it (a new one each
+# call: nobody else holds it), a C method: no Python frame where a facet turns a blob at each call (a payload).
+bind_blob: Callable[[bytes], object] = _EMPTY_BLOB.__add__

@@ -61,7 +61,8 @@ class SharedWrites(SqliteTransactions):
                 conn = cursor.connection
                 before = conn.total_changes
             try:
-                cursor.execute(sql, bindable(params))
+                # An engine_blobs statement's blobs come as bind_blob made them: bound as they come.
+                cursor.execute(sql, params if getattr(sql, "engine_blobs", False) else bindable(params))
                 if result == ONE_ROW:
                     row = cursor.fetchone()
                     if row is not None and cursor.fetchone() is not None:

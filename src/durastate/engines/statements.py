@@ -134,14 +134,23 @@ class Statement:
     idempotent: bool = False
     # A WRITE_ROWS insert that can carry its attempt id in its row (see ``Marked``).
     marked: Marked | None = None
+    # Its callers hand every BLOB parameter as ``Engine.blob_binding()`` made
+    # it (see ``WRITE``): an engine may bind the parameters as they come.
+    engine_blobs: bool = False
 
 
 def READ(template: Template) -> Statement:
     return Statement(Kind.READ, template)
 
 
-def WRITE(template: Template, *, idempotent: bool = False) -> Statement:
+def WRITE(template: Template, *, idempotent: bool = False, engine_blobs: bool = False) -> Statement:
     """A write; ``idempotent=True`` declares that running it twice is running it once.
+
+    ``engine_blobs=True`` promises that every call hands each BLOB parameter
+    as the engine's ``blob_binding()`` turned it (a facet's repeated blobs,
+    made once): the engine may then bind the parameters as they come,
+    without looking for blobs to convert. A promise about speed only: a
+    plain ``bytes`` handed anyway is bound all the same, just slower.
 
     That is: run again after it committed, it changes nothing more and its
     row count is the same (an upsert of given values, whatever the row held
@@ -155,14 +164,21 @@ def WRITE(template: Template, *, idempotent: bool = False) -> Statement:
     """
     if not isinstance(idempotent, bool):
         raise WrongType(f"idempotent must be a bool, got {type(idempotent).__name__}")
-    return Statement(Kind.WRITE, template, idempotent=idempotent)
+    if not isinstance(engine_blobs, bool):
+        raise WrongType(f"engine_blobs must be a bool, got {type(engine_blobs).__name__}")
+    return Statement(Kind.WRITE, template, idempotent=idempotent, engine_blobs=engine_blobs)
 
 
-def WRITE_ROWS(template: Template, *, reread: Reread | None = None, marked: Marked | None = None) -> Statement:
-    """A write returning rows; ``reread`` or ``marked`` say how a retry finds them again (else a copy is kept)."""
+def WRITE_ROWS(
+    template: Template, *, reread: Reread | None = None, marked: Marked | None = None, engine_blobs: bool = False
+) -> Statement:
+    """A write returning rows; ``reread`` or ``marked`` say how a retry finds them again (else a copy is kept);
+    ``engine_blobs`` as ``WRITE``'s."""
     if reread is not None and marked is not None:
         raise WrongType("a statement declares either reread= or marked=, not both")
-    return Statement(Kind.WRITE_ROWS, template, reread, marked=marked)
+    if not isinstance(engine_blobs, bool):
+        raise WrongType(f"engine_blobs must be a bool, got {type(engine_blobs).__name__}")
+    return Statement(Kind.WRITE_ROWS, template, reread, marked=marked, engine_blobs=engine_blobs)
 
 
 def DDL(template: Template) -> Statement:
@@ -209,6 +225,8 @@ class SQL(str):
     idempotent: bool = False
     # The compiled ``Statement.marked``: the insert carrying the attempt id, and the read by it.
     marked: tuple[SQL, SQL] | None = None
+    # ``Statement.engine_blobs``: its BLOB parameters come as the engine's ``blob_binding()`` made them.
+    engine_blobs: bool = False
 
     def __new__(cls, text: str, kind: Kind) -> SQL:
         compiled = super().__new__(cls, text)

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from .._validate import INT64_MAX, MAX_DURATION_MS, as_int64, as_list, as_seconds, fail, fail_type
 from ..engines.watch import ChangeWatch
 from ..errors import Conflict
-from .names import channel, queue_name
+from .names import NAMES_KEPT, channel, queue_name
 from .statements import (
     ACK,
     ACK_THEN_CLAIM,
@@ -129,7 +129,7 @@ class Claim:
         item_id: int,
         payload: bytes,
         attempts: int,
-        token: bytes,
+        token: object,
         lease_expires_at_ms: int,
         lease_ms: int,
     ) -> None:
@@ -138,7 +138,7 @@ class Claim:
         self.id = item_id
         self.payload = payload
         self.attempts = attempts  # deliveries so far, this one included
-        self._token = token
+        self._token = token  # as the engine's blob_binding() made it (the statements that bind it: engine_blobs)
         self._lease_ms = lease_ms
         self.lease_expires_at = lease_expires_at_ms / 1000.0
 
@@ -174,6 +174,10 @@ class Queues(Upkeep):
     def __init__(self, engine: Engine, *, max_value_size: int) -> None:
         self._engine = engine
         self.max_value_size = max_value_size
+        # Blobs bound at every call (queue names, lease tokens, payloads) in the engine's cheapest form.
+        self._blob = engine.blob_binding()
+        # Queue names as callers give them -> (bytes, as bound, channel): see _named.
+        self._names: dict[Any, tuple[bytes, object, str]] = {}
         sql = engine.sql
         self._push = sql(PUSH)
         self._pop = sql(POP)
@@ -207,7 +211,10 @@ class Queues(Upkeep):
         ``max_attempts`` (``None``: unlimited) is how many deliveries by
         ``claim`` an item gets before it moves to the dead letters.
         """
-        queue = queue_name(name)
+        try:
+            _, bound, changes = self._names[name]
+        except (KeyError, TypeError):  # a name not seen yet, or unhashable (refused there)
+            _, bound, changes = self._named(name)
         payloads = list(items) if type(items) is list else as_list("items", items)
         limit = self.max_value_size
         for payload in payloads:
@@ -226,13 +233,31 @@ class Queues(Upkeep):
         due = now if no_delay else now + _duration_ms("delay", delay, True)
         if not payloads:
             return 0
+        blob = self._blob
         if len(payloads) == 1:
-            engine.execute(self._push, (queue, payloads[0], due, max_attempts, now))
+            engine.execute(self._push, (bound, blob(payloads[0]), due, max_attempts, now))
         else:
             with engine.transaction():
-                engine.executemany(self._push, [(queue, p, due, max_attempts, now) for p in payloads])
-        engine.notify(channel(queue), announced=True)
+                engine.executemany(self._push, [(bound, blob(p), due, max_attempts, now) for p in payloads])
+        engine.notify(changes, announced=True)
         return len(payloads)
+
+    def _named(self, name: Any) -> tuple[bytes, object, str]:
+        """Queue ``name`` (checked as ``queue_name`` does) as bytes, as the engine binds it, and its channel.
+
+        Kept per facet for the ``str`` and ``bytes`` names it saw (cleared
+        past ``NAMES_KEPT``): each call of push, claim and pop then finds
+        all three with one look-up (``self._names[name]``) instead of
+        checking the name, copying it for the engine and formatting its
+        channel again.
+        """
+        queue = queue_name(name)
+        named = (queue, self._blob(queue), channel(queue))
+        if type(name) is str or type(name) is bytes:
+            if len(self._names) >= NAMES_KEPT:
+                self._names.clear()
+            self._names[name] = named
+        return named
 
     def _checked_items(self, payloads: list[Any]) -> list[bytes]:
         """``payloads`` as bytes (``bytearray`` and ``memoryview`` copied), each at most ``max_value_size``."""
@@ -255,15 +280,19 @@ class Queues(Upkeep):
         At-most-once: the item is gone once this returns. With ``wait``,
         block up to that many seconds for one to arrive.
         """
-        queue = queue_name(name)
+        try:
+            queue, bound, _ = self._names[name]
+        except (KeyError, TypeError):
+            queue, bound, _ = self._named(name)
         if wait is None:  # no waiting: one try
-            return self._pop_once(queue)
-        return self._until_found(name, queue, self._wait_deadline(wait), functools.partial(self._pop_once, queue))
+            return self._pop_once(queue, bound)
+        deadline = self._wait_deadline(wait)
+        return self._until_found(name, queue, deadline, functools.partial(self._pop_once, queue, bound))
 
-    def _pop_once(self, queue: bytes) -> bytes | None:
+    def _pop_once(self, queue: bytes, bound: object) -> bytes | None:
         engine = self._engine
         now = engine.now_ms()
-        row = engine.one(self._pop, (queue, now, self._floor(queue, now)))
+        row = engine.one(self._pop, (bound, now, self._floor(queue, now)))
         return None if row is None else bytes(row[0])
 
     def claim(self, name: str | bytes, *, lease: float = 30.0, wait: float | None = None) -> Claim | None:
@@ -271,12 +300,15 @@ class Queues(Upkeep):
 
         With ``wait``, block up to that many seconds for one to arrive.
         """
-        queue = queue_name(name)
+        try:
+            queue, bound, _ = self._names[name]
+        except (KeyError, TypeError):
+            queue, bound, _ = self._named(name)
         lease_ms = _duration_ms("lease", lease, False)
         if wait is None:  # no waiting: one try
-            return self._claim_once(queue, lease_ms)
+            return self._claim_once(queue, bound, lease_ms)
         deadline = self._wait_deadline(wait)
-        return self._until_found(name, queue, deadline, functools.partial(self._claim_once, queue, lease_ms))
+        return self._until_found(name, queue, deadline, functools.partial(self._claim_once, queue, bound, lease_ms))
 
     def _until_found(
         self, name: str | bytes, queue: bytes, deadline: float | None, attempt: Callable[[], _Found | None]
@@ -301,20 +333,23 @@ class Queues(Upkeep):
             if watch is not None:
                 watch.close()
 
-    def _claim_once(self, queue: bytes, lease_ms: int) -> Claim | None:
+    def _claim_once(self, queue: bytes, bound: object, lease_ms: int) -> Claim | None:
+        """One try at claiming from ``queue`` (``bound``: its name as the engine binds it)."""
         engine = self._engine
         # The block's next token without a call (never empty: 16 bytes); _lease_token when it is used up.
-        token = next(_tokens, None) or _lease_token()
+        token = self._blob(next(_tokens, None) or _lease_token())
         now = engine.now_ms()
         floor = self._floor(queue, now)
-        row = engine.one(self._claim, (token, now + lease_ms, queue, now, floor))
+        row = engine.one(self._claim, (token, now + lease_ms, bound, now, floor))
         if row is None:
-            row = self._claim_past_exhausted(queue, token, now, floor, lease_ms)
+            row = self._claim_past_exhausted(queue, bound, token, now, floor, lease_ms)
             if row is None:
                 return None
         return Claim(self, queue, row[0], row[1], row[2], token, now + lease_ms, lease_ms)
 
-    def _claim_past_exhausted(self, queue: bytes, token: bytes, now: int, floor: int, lease_ms: int) -> Any:
+    def _claim_past_exhausted(
+        self, queue: bytes, bound: object, token: object, now: int, floor: int, lease_ms: int
+    ) -> Any:
         """Slow path: bury heads that used up their attempts, then claim.
 
         Reached only when the fast statement found nothing: either the queue
@@ -324,7 +359,7 @@ class Queues(Upkeep):
         while True:
             with engine.transaction():
                 for _ in range(_BURY_PER_TRANSACTION):
-                    head = engine.one(self._claim_head, (queue, now, floor))
+                    head = engine.one(self._claim_head, (bound, now, floor))
                     if head is None:
                         return None
                     item_id, attempts, max_attempts = head
@@ -427,23 +462,23 @@ class Queues(Upkeep):
         """
         if not isinstance(done, Claim) or done._queues is not self:
             fail_type("done", "a Claim of this store's queues", done)
-        queue = queue_name(name)
+        queue, bound, _ = self._named(name)
         lease_ms = _duration_ms("lease", lease, False)
         engine = self._engine
         statement = self._ack_then_claim_sql
         if statement is None:
             with engine.transaction():
                 acked = self._acked(done)
-                return acked, self._claim_once(queue, lease_ms)
-        token = _lease_token()
+                return acked, self._claim_once(queue, bound, lease_ms)
+        token = self._blob(_lease_token())
         now = engine.now_ms()
         floor = self._floor(queue, now)
         until = now + lease_ms
-        row = engine.one(statement, (done.id, done._token, token, until, queue, now, floor, done.id, done.id))
+        row = engine.one(statement, (done.id, done._token, token, until, bound, now, floor, done.id, done.id))
         assert row is not None  # the statement answers one row, claimed or not
         acked = bool(row[0])
         if row[1] is None:
-            row = self._claim_past_exhausted(queue, token, now, floor, lease_ms)
+            row = self._claim_past_exhausted(queue, bound, token, now, floor, lease_ms)
             if row is None:
                 return acked, None
             return acked, Claim(self, queue, row[0], row[1], row[2], token, until, lease_ms)

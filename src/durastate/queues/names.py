@@ -8,7 +8,7 @@ from .._validate import MAX_NAME_SIZE, as_name, fail_size
 
 # ``str`` queue names already checked, with their bytes: every call names its
 # queue, and most programs use a handful of names (cleared when full).
-_NAMES_KEPT = 10_000
+NAMES_KEPT = 10_000
 _checked_names: dict[str, bytes] = {}
 
 
@@ -24,7 +24,7 @@ def queue_name(name: Any) -> bytes:
     if len(queue) > MAX_NAME_SIZE:
         fail_size("queue name", len(queue), MAX_NAME_SIZE)
     if type(name) is str:
-        if len(_checked_names) >= _NAMES_KEPT:
+        if len(_checked_names) >= NAMES_KEPT:
             _checked_names.clear()
         _checked_names[name] = queue
     return queue

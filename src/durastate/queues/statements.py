@@ -29,13 +29,18 @@ SCHEMA = Schema(
     ),
 )
 
-PUSH = WRITE("INSERT INTO {p}queue (queue, payload, available_at, max_attempts, created_at) VALUES (?, ?, ?, ?, ?)")
+# engine_blobs: the facet hands every queue name, payload and lease token as the
+# engine's blob_binding() made it (names and tokens once, bound at every call).
+PUSH = WRITE(
+    "INSERT INTO {p}queue (queue, payload, available_at, max_attempts, created_at) VALUES (?, ?, ?, ?, ?)",
+    engine_blobs=True,
+)
 # ``available_at >= ?``: the queue's floor (see "Dead rows" in Queues._floor).
 _NEXT_ID = (
     "SELECT id FROM {p}queue WHERE queue = ? AND available_at <= ? AND available_at >= ?"
     " ORDER BY available_at, id LIMIT 1{skip_locked}"
 )
-POP = WRITE_ROWS("DELETE FROM {p}queue WHERE id = (" + _NEXT_ID + ") RETURNING payload")
+POP = WRITE_ROWS("DELETE FROM {p}queue WHERE id = (" + _NEXT_ID + ") RETURNING payload", engine_blobs=True)
 # The fast path of claim: one statement takes the head unless it has used up
 # its attempts (then claim falls back to CLAIM_HEAD + BURY in a transaction).
 # A retry after a lost connection finds the claimed row again by the
@@ -49,6 +54,7 @@ CLAIM = WRITE_ROWS(
     reread=Reread(
         "SELECT id, payload, attempts FROM {p}queue WHERE queue = ? AND available_at = ? AND lease = ?", (2, 1, 0)
     ),
+    engine_blobs=True,
 )
 CLAIM_HEAD = READ(
     "SELECT id, attempts, max_attempts FROM {p}queue WHERE queue = ? AND available_at <= ? AND available_at >= ?"
@@ -58,7 +64,8 @@ CLAIM_HEAD = READ(
 HEAD_TIME = READ("SELECT available_at FROM {p}queue WHERE queue = ? ORDER BY available_at LIMIT 1")
 CLAIM_ID = WRITE_ROWS(
     "UPDATE {p}queue SET lease = ?, attempts = attempts + 1, available_at = ?"
-    " WHERE id = ? RETURNING id, payload, attempts"
+    " WHERE id = ? RETURNING id, payload, attempts",
+    engine_blobs=True,
 )
 BURY = WRITE(
     "INSERT INTO {p}queue_dead"
@@ -67,7 +74,7 @@ BURY = WRITE(
     " FROM {p}queue WHERE id = ?"
 )
 DELETE_ID = WRITE("DELETE FROM {p}queue WHERE id = ?")
-ACK = WRITE("DELETE FROM {p}queue WHERE id = ? AND lease = ?")
+ACK = WRITE("DELETE FROM {p}queue WHERE id = ? AND lease = ?", engine_blobs=True)
 # Queues._ack_then_claim on an engine with ``write_ctes`` (compiled only there): the
 # ack and the next claim as one autocommitted statement, one round trip with
 # no transaction and no attempt row (the claim part is CLAIM, with the acked
@@ -92,14 +99,16 @@ ACK_THEN_CLAIM = WRITE_ROWS(
         " WHERE queue = ? AND available_at = ? AND lease = ?",
         (8, 4, 3, 2),
     ),
+    engine_blobs=True,
 )
 # Whether an item is still in its queue (an ack that deleted nothing: lease lost, or already gone).
 ITEM_PRESENT = READ("SELECT 1 FROM {p}queue WHERE id = ?")
 NACK = WRITE_ROWS(
     "UPDATE {p}queue SET lease = NULL, available_at = ?, last_error = ?"
-    " WHERE id = ? AND lease = ? RETURNING attempts, max_attempts"
+    " WHERE id = ? AND lease = ? RETURNING attempts, max_attempts",
+    engine_blobs=True,
 )
-RENEW = WRITE("UPDATE {p}queue SET available_at = ? WHERE id = ? AND lease = ?")
+RENEW = WRITE("UPDATE {p}queue SET available_at = ? WHERE id = ? AND lease = ?", engine_blobs=True)
 CLEAR = WRITE("DELETE FROM {p}queue WHERE queue = ?")
 # One statement, so the four counts are one consistent snapshot without a
 # transaction (on SQLite that would take the write lock for a mere read).
