@@ -9,6 +9,7 @@ held SQLite lock does there, so ``durastate.aio`` hands the call to a worker.
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 import threading
 import time
 from collections.abc import Iterator
@@ -139,7 +140,7 @@ def test_on_an_event_loop_a_held_gate_refuses_at_once_and_changes_nothing(store:
 def _queued(gate: WriterGate, count: int) -> None:
     """Until ``count`` threads are queued for a turn (a condition looked at, with a deadline)."""
     deadline = time.monotonic() + 30
-    while len(gate._turns) < count:
+    while len(gate.turns) < count:
         assert time.monotonic() < deadline, "no waiter queued for its turn"
         time.sleep(0.001)
 
@@ -188,7 +189,7 @@ def test_queued_waiters_get_the_gate_in_the_order_they_queued() -> None:
     for thread in threads:
         thread.join()
     assert order == [0, 1, 2, 3]
-    assert not gate._turns and gate.lock.acquire(False)
+    assert not gate.turns and gate.lock.acquire(False)
 
 
 @pytest.mark.usefixtures("hungry_soon")
@@ -199,7 +200,46 @@ def test_a_queued_waiter_that_times_out_leaves_the_queue_and_holds_nothing() -> 
     waiter = threading.Thread(target=lambda: got.append(gate.enter(0.1)))
     waiter.start()
     waiter.join()
-    assert got == [False] and not gate._turns
+    assert got == [False] and not gate.turns
     gate.leave()
     assert gate.lock.acquire(False)  # released, not handed to the waiter that gave up
     gate.lock.release()
+
+
+@pytest.mark.usefixtures("hungry_soon")
+def test_a_single_write_hands_the_gate_to_a_thread_queued_for_its_turn(tmp_path: Path) -> None:
+    # A single write (kv.put: SqliteEngine.execute) takes the gate's lock itself; held past HUNGRY_AFTER
+    # (here: waiting in SQLite's handler for another program's lock), a second thread queues for its turn.
+    # The put's release must hand the gate over: a bare release left the queued thread on its baton with the
+    # lock free until its deadline (LockBusy after the busy timeout; seen at close in test_sqlite_close).
+    path = tmp_path / "handover.db"
+    with durastate.open(path, busy_timeout=5) as opened:
+        opened.kv.put(b"s", b"n", b"warm", b"v")
+        gate = _engine(opened)._connections.writers
+        other = sqlite3.connect(path, isolation_level=None)
+        other.execute("BEGIN IMMEDIATE")  # another program's write lock
+        outcomes: list[str] = []
+
+        def put(key: bytes) -> None:
+            try:
+                opened.kv.put(b"s", b"n", key, b"v")
+                outcomes.append("written")
+            except LockBusy as exc:
+                outcomes.append(f"LockBusy: {exc}")
+
+        first = threading.Thread(target=put, args=(b"first",))
+        first.start()
+        deadline = time.monotonic() + 30
+        while not gate.lock.locked():  # the first put holds the gate, waiting for the other program
+            assert time.monotonic() < deadline, "the first put never took the gate"
+            time.sleep(0.001)
+        second = threading.Thread(target=put, args=(b"second",))
+        second.start()
+        _queued(gate, 1)
+        other.execute("COMMIT")
+        other.close()
+        first.join()
+        second.join()
+        assert outcomes == ["written", "written"]
+        assert opened.kv.get(b"s", b"n", b"second") == b"v"
+        assert not gate.turns and not gate.lock.locked()

@@ -240,6 +240,7 @@ class SqliteEngine(ChangeNotifications, SharedWrites):
         self._lock = threading.Lock()
         self._connections = Connections()
         self._writer_lock = self._connections.writers.lock
+        self._writer_turns = self._connections.writers.turns
         self._closed = False
         # The WAL this engine's writes bound (sqlite_wal): looked at after the first write.
         self._wal_left = -1 if self.is_memory or read_only else 1
@@ -410,6 +411,7 @@ class SqliteEngine(ChangeNotifications, SharedWrites):
         self._lock = threading.Lock()
         self._connections = Connections()
         self._writer_lock = self._connections.writers.lock
+        self._writer_turns = self._connections.writers.turns
         if self._hungry is not None:
             # The parent's open file: closed, never unlocked; the child looks through its own (sqlite_hungry).
             self._hungry.close()
@@ -556,7 +558,14 @@ class SqliteEngine(ChangeNotifications, SharedWrites):
                 if not self._wal_left:
                     self._bound_wal(state)
                 state.writing = False
-                gate.release()
+                # WriterGate.leave's hand-over, inline (a call a single write): a thread queued for its turn
+                # gets the lock straight from this one, never left on its baton with the lock free.
+                if self._writer_turns:
+                    self._connections.writers.leave()
+                else:
+                    gate.release()
+                    if self._writer_turns:  # queued between the look and the release
+                        self._connections.writers.hand_over()
 
     # ``Engine.send`` is ``execute`` here (nothing to defer): bound to it, not a method calling it,
     # one Python frame less on every single write (its count is returned and ignored).

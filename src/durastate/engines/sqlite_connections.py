@@ -65,23 +65,31 @@ class WriterGate:
     where threads are scheduled otherwise a thread writing in a loop
     re-takes it first: under valgrind a waiter was starved for 30 s and
     refused with ``LockBusy`` (stop 18). A thread that has waited
-    ``HUNGRY_AFTER`` queues for its turn instead (``_turns``, first come
+    ``HUNGRY_AFTER`` queues for its turn instead (``turns``, first come
     first served): while one is queued, ``leave`` hands the held lock
     straight to the first (it is never free in between, so nobody takes it
     past them). Short waits keep the first-come race, which lets a graph
     run's threads write back to back without a hand-over each; a long one
     ends after the writers queued before it. The same scheme as Go's
     ``sync.Mutex`` starvation mode.
+
+    Every release goes through ``leave`` or, where a single write takes
+    ``lock`` itself (``SqliteEngine.execute``: no holder, no call), does
+    what ``leave`` does with the lock: hands it to the first of ``turns``
+    when one is queued, else releases it and then hands it over to a waiter
+    that queued meanwhile (``hand_over``). A bare ``lock.release()`` would
+    leave a queued waiter blocked on its baton with the lock free, until
+    its deadline (``LockBusy``).
     """
 
-    __slots__ = ("_queue", "_turns", "holder", "lock")
+    __slots__ = ("_queue", "holder", "lock", "turns")
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.holder: threading.Thread | None = None
         # The queued waiters' batons, each a held lock its waiter blocks on; released by whoever hands the gate
         # over. Changed only under _queue.
-        self._turns: deque[threading.Lock] = deque()
+        self.turns: deque[threading.Lock] = deque()
         self._queue = threading.Lock()
 
     def enter(self, wait: float | None) -> bool:
@@ -99,36 +107,36 @@ class WriterGate:
 
     def leave(self) -> None:
         self.holder = None
-        if self._turns:  # read without _queue: a waiter queued after this look is served below
+        if self.turns:  # read without _queue: a waiter queued after this look is served below
             with self._queue:
-                if self._turns:
-                    self._turns.popleft().release()  # handed over: the lock stays held, now by that waiter
+                if self.turns:
+                    self.turns.popleft().release()  # handed over: the lock stays held, now by that waiter
                     return
         self.lock.release()
-        if self._turns:
+        if self.turns:
             # A waiter queued between the look above and the release: it queued after its own try had
             # failed, so the release came after its queuing, and this look sees it.
-            self._hand_over()
+            self.hand_over()
 
-    def _hand_over(self) -> None:
+    def hand_over(self) -> None:
         """The lock, if free, taken and handed to the first queued waiter."""
         with self._queue:
-            if self._turns and self.lock.acquire(False):
-                self._turns.popleft().release()
+            if self.turns and self.lock.acquire(False):
+                self.turns.popleft().release()
 
     def _wait_turn(self, wait: float) -> bool:
         """Queue for the gate and wait at most ``wait`` seconds for it to be handed over; whether it was."""
         baton = threading.Lock()
         baton.acquire()
         with self._queue:
-            self._turns.append(baton)
+            self.turns.append(baton)
         # Freed before we queued (no leave looked at the queue since): take it for the first in line.
-        self._hand_over()
+        self.hand_over()
         if baton.acquire(True, wait):
             return True
         with self._queue:
-            if baton in self._turns:  # still queued: given up, nothing held
-                self._turns.remove(baton)
+            if baton in self.turns:  # still queued: given up, nothing held
+                self.turns.remove(baton)
                 return False
         # Handed over between the timeout and the look (under _queue: its baton was released already).
         return True
