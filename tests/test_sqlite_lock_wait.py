@@ -6,10 +6,7 @@ statement again (``sqlite_busy``). The timeout then stays on the connection
 (``ThreadState.lock_wait``), so the thread's later statements wait in
 SQLite without a refusal first; it comes off when a loop runs on the
 thread (a wait there would stall the loop) and when an ended thread's
-connection goes to a new thread. The timeout set is the shorter of the
-store's and ``sqlite_hungry.HUNGRY_AFTER`` (past it a write turns hungry,
-tests/test_sqlite_hungry.py); here ``HUNGRY_AFTER`` is the store's whole
-busy timeout, so the handler's wait is all there is.
+connection goes to a new thread.
 """
 
 from __future__ import annotations
@@ -22,7 +19,6 @@ from pathlib import Path
 import pytest
 
 import durastate
-from durastate.engines import sqlite_hungry
 from durastate.engines.base import READ
 from durastate.engines.sqlite import LockBusy, SqliteEngine
 from durastate.testing.locking import WriteLockHolder, lock_released_later
@@ -31,8 +27,7 @@ BUSY_TIMEOUT_MS = 20_000
 
 
 @pytest.fixture
-def store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[durastate.Store]:
-    monkeypatch.setattr(sqlite_hungry, "HUNGRY_AFTER", BUSY_TIMEOUT_MS / 1000)
+def store(tmp_path: Path) -> Iterator[durastate.Store]:
     store = durastate.open(tmp_path / "wait.db", busy_timeout=BUSY_TIMEOUT_MS / 1000)
     yield store
     store.close()

@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 import durastate
-from durastate.engines import sqlite_hungry, sqlite_wal
+from durastate.engines import sqlite_wal
 from durastate.engines.base import READ
 from durastate.engines.sqlite import SqliteEngine
 from durastate.testing.locking import lock_released_later
@@ -153,16 +153,7 @@ def test_a_reader_holding_its_snapshot_keeps_the_wal_until_it_ends_then_the_next
     assert _wal_bytes(file) < LIMIT  # started over once the reader was gone
 
 
-def test_a_connection_that_waits_for_locks_still_checkpoints_without_waiting(
-    tmp_path: Path, small_limit: int, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # SQLite's handler waits the whole busy timeout (no hungry turn, sqlite_hungry): a checkpoint waiting it shows.
-    monkeypatch.setattr(sqlite_hungry, "HUNGRY_AFTER", 20)
-    with durastate.open(tmp_path / "wal.db", busy_timeout=20) as store:
-        _checkpoints_without_waiting(store)
-
-
-def _checkpoints_without_waiting(store: durastate.Store) -> None:
+def test_a_connection_that_waits_for_locks_still_checkpoints_without_waiting(store: durastate.Store) -> None:
     file = _engine(store).file
     assert file is not None
     with lock_released_later(file) as released:

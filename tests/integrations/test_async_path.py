@@ -38,7 +38,6 @@ from langgraph.store.base import PutOp
 import durastate
 from durastate.engines import sqlite_busy
 from durastate.engines.sqlite_connections import WriterGate
-from durastate.engines.sqlite_hungry import HungryLock
 from durastate.engines.sqlite_transaction import SqliteTransactions
 from durastate.integrations._common import Holder
 from durastate.integrations.langchain import DurastateByteStore, DurastateCache
@@ -290,27 +289,17 @@ HOLD_TICKS = 200  # ~2 s of ticks while the other process holds the lock
 
 
 def _record_lock_waits(monkeypatch: pytest.MonkeyPatch) -> set[int]:
-    """The ids of the threads that wait for SQLite's write lock from now on, in any of the engine's ways:
-    SQLite's own busy handler, durastate's backoff loop, the in-process writer gate, the hungry lock (waiting
-    for a hungry writer, or taking it: ``sqlite_hungry``).
+    """The ids of the threads that wait for SQLite's write lock from now on, in any of the engine's three
+    ways: SQLite's own busy handler, durastate's backoff loop, the in-process writer gate.
     """
     waited: set[int] = set()
     handler = SqliteTransactions._in_sqlites_handler
     backoff_wait = sqlite_busy.Backoff.wait
     gate_enter = WriterGate.enter
-    wait_released, take = HungryLock.wait_released, HungryLock.take
 
-    def in_handler(self: Any, attempt: Any, refused: Any) -> Any:
+    def in_handler(self: Any, attempt: Any) -> Any:
         waited.add(threading.get_ident())
-        return handler(self, attempt, refused)
-
-    def waiting_for_hungry(self: Any, deadline: float) -> bool:
-        waited.add(threading.get_ident())
-        return wait_released(self, deadline)
-
-    def taking_hungry(self: Any, deadline: float) -> bool:
-        waited.add(threading.get_ident())
-        return take(self, deadline)
+        return handler(self, attempt)
 
     def backing_off(self: Any) -> bool:
         waited.add(threading.get_ident())
@@ -324,8 +313,6 @@ def _record_lock_waits(monkeypatch: pytest.MonkeyPatch) -> set[int]:
     monkeypatch.setattr(SqliteTransactions, "_in_sqlites_handler", in_handler)
     monkeypatch.setattr(sqlite_busy.Backoff, "wait", backing_off)
     monkeypatch.setattr(WriterGate, "enter", enter)
-    monkeypatch.setattr(HungryLock, "wait_released", waiting_for_hungry)
-    monkeypatch.setattr(HungryLock, "take", taking_hungry)
     return waited
 
 

@@ -69,7 +69,6 @@ from typing import Any, cast
 
 from .._validate import as_busy_timeout, as_durability
 from ..errors import ConfigurationError, DurastateError, InvalidRequest, StoreClosed, StoreUnavailable
-from . import sqlite_hungry
 from .base import SQL, Clock, Kind, Params, PerThread, Plan, Row
 from .capabilities import Capabilities
 from .loop import running_loop
@@ -83,11 +82,10 @@ from .sqlite_dialect import bindable as bindable
 from .sqlite_errors import LockBusy as LockBusy
 from .sqlite_errors import is_busy
 from .sqlite_errors import translate_sqlite_error as translate_sqlite_error
-from .sqlite_hungry import HungryLock
 from .sqlite_notify import ChangeNotifications
 from .sqlite_space import AUTO_VACUUM_INCREMENTAL, reclaim
 from .sqlite_tools import SqliteTools
-from .sqlite_transaction import ENGINES, LOCK_WAIT, NO_LOCK_WAIT, RefusingCursor, ThreadState
+from .sqlite_transaction import ENGINES, NO_LOCK_WAIT, RefusingCursor, ThreadState
 from .sqlite_transaction import FORK_GATE as _FORK_GATE
 from .sqlite_wal import AUTOCHECKPOINT_OFF, WalBound
 from .sqlite_writes import ALL_ROWS, ONE_ROW, REFUSED, ROW_COUNT, SharedWrites
@@ -178,9 +176,6 @@ class SqliteEngine(ChangeNotifications, SharedWrites):
         super().__init__(prefix=prefix, clock=clock, read_only=read_only)
         durability = as_durability(durability)
         self._busy_timeout = as_busy_timeout(busy_timeout)
-        self._hungry_after = min(sqlite_hungry.HUNGRY_AFTER, self._busy_timeout)  # read here: tests set it
-        self._lock_wait = LOCK_WAIT.format(ms=int(self._hungry_after * 1000))
-        self._hungry: HungryLock | None = None
         self._synchronous = "FULL" if durability == "full" else "NORMAL"
         self._anchor: sqlite3.Connection | None = None
         if path is None:
@@ -192,11 +187,9 @@ class SqliteEngine(ChangeNotifications, SharedWrites):
             self._uri = True
             self.is_memory = True
             self.file: Path | None = None  # the store's file (None in memory)
-            self._file_name = ""
         else:
             file_path = Path(path).expanduser().absolute()
             self.file = file_path
-            self._file_name = str(file_path)
             self.url = f"sqlite://{file_path}"  # sqlite:///abs/path.db
             try:
                 # A name no file can have fails here, before anything is created:
@@ -412,10 +405,6 @@ class SqliteEngine(ChangeNotifications, SharedWrites):
         self._connections = Connections()
         self._writer_lock = self._connections.writers.lock
         self._writer_turns = self._connections.writers.turns
-        if self._hungry is not None:
-            # The parent's open file: closed, never unlocked; the child looks through its own (sqlite_hungry).
-            self._hungry.close()
-            self._hungry = HungryLock(self._file_name)
         self._changed = {}
         self._channels = LocalChannels()
         if self.is_memory and not self._closed:
@@ -445,8 +434,6 @@ class SqliteEngine(ChangeNotifications, SharedWrites):
                 return self._gated(self.one, sql, params)
             state.writing = True
         try:
-            if gate is not None and self._hungry is not None:
-                self._let_hungry_first(state)  # this engine has met another process's writes (sqlite_hungry)
             if state.writing and not state.depth and not state.lock_wait and self._shares_writes:
                 # A write outside a transaction, holding the gate: on the shared writer connection, as
                 # execute's (a queue's claim between its push and its ack: one connection, one page cache).
@@ -525,8 +512,6 @@ class SqliteEngine(ChangeNotifications, SharedWrites):
                 return self._gated(self.execute, sql, params)
             state.writing = True
         try:
-            if gate is not None and self._hungry is not None:
-                self._let_hungry_first(state)  # as in one()
             if state.writing and not state.depth and not state.lock_wait and self._shares_writes:
                 # A write outside a transaction, holding the gate (here or in _gated): on the shared
                 # writer connection, whose page cache no other thread's write drops (SharedWriter).
@@ -745,8 +730,6 @@ class SqliteEngine(ChangeNotifications, SharedWrites):
             shm, self._shm = self._shm, None
         if shm is not None:
             os.close(shm)
-        if self._hungry is not None:
-            self._hungry.close()
         self._channels.close()
         for cond in list(self._changed.values()):
             with cond:

@@ -17,10 +17,9 @@ often. With 16 writer processes (``bench/writers.py --own-loop``) neither
 was shown faster in throughput on the shared 2-core machine (rounds swing
 0.5-1.8x), but our loop's p99 was several times raw SQLite's and the
 handler's is raw's own: a process that waits the way every other SQLite
-writer waits competes on equal terms. The handler waits ``HUNGRY_AFTER``
-(0.5 s) at a time, though: a write still refused then turns hungry and
-goes first (``sqlite_hungry``), which bounds a starved writer's wait in
-practice (a measured bound, not a guarantee).
+writer waits competes on equal terms. The worst case is the handler's too
+(a starved writer can wait hundreds of milliseconds; bounded only by the
+busy timeout).
 
 On a thread running an event loop nothing waits (``on_loop_thread``): a
 sleep there would stall every coroutine of the loop, and when the holder is

@@ -15,11 +15,6 @@ in; the connections and statements are the engine's (``_thread_cursor``,
   (``_gated``; the engine's ``execute`` takes it inline).
 * Waiting for the lock (``sqlite_busy``): ``_after_busy`` for a statement
   SQLite refused with BUSY, the loop in ``_tx_begin`` for a ``BEGIN``.
-* The hungry lock (``sqlite_hungry``): once an engine has met another
-  process's write lock, each write first waits for a writer of another
-  process that has waited long (``_let_hungry_first``), and a write that
-  waited ``HUNGRY_AFTER`` in SQLite's handler turns hungry itself
-  (``_while_hungry``).
 * The fork gate (``sqlite_fork``): every outermost transaction enters it
   at its ``BEGIN`` and leaves it at its end; ``sqlite.py`` registers its
   fork hooks with ``ENGINES``.
@@ -29,7 +24,6 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-import time
 import weakref
 from collections.abc import Callable
 from functools import partial
@@ -43,7 +37,6 @@ from .sqlite_busy import Backoff, loop_thread_refusal
 from .sqlite_connections import Connections
 from .sqlite_errors import LockBusy, is_busy, translate_sqlite_error
 from .sqlite_fork import ForkGate
-from .sqlite_hungry import HUNGRY_TRIES, HungryLock
 
 __all__ = [
     "ENGINES",
@@ -101,9 +94,6 @@ class ThreadState(TransactionFields):
     shared_changes: int = 0
     # ``shared_changes`` is kept: set by this thread's first ``no_wait_changes`` (before it, nothing compares them).
     counts_changes: bool = False
-    # When the write now holding the writer gate started waiting for a hungry writer (monotonic), 0.0 if it did
-    # not: its busy timeout counts from then (``_in_sqlites_handler``).
-    waited_since: float = 0.0
 
 
 class Refused(sqlite3.Error):
@@ -162,13 +152,6 @@ class SqliteTransactions(EngineBase):
     _wal_bound: sqlite_wal.WalBound  # when the WAL is due a checkpoint (its state between looks)
     url: str
     is_memory: bool
-    # The hungry lock (sqlite_hungry): None until the engine first meets another connection's write lock.
-    _hungry: HungryLock | None
-    _file_name: str  # the store file's name (a file store's)
-    # The busy timeout a connection that waits for locks has: SQLite's handler waits that long, then the write
-    # turns hungry (LOCK_WAIT of the shorter of HUNGRY_AFTER and the store's busy timeout).
-    _lock_wait: str
-    _hungry_after: float  # seconds: that busy timeout
 
     # The engine's own (SqliteEngine).
     def _thread_cursor(self) -> sqlite3.Cursor:
@@ -236,9 +219,7 @@ class SqliteTransactions(EngineBase):
                         FORK_GATE.enter()
                         try:
                             with state.guard:
-                                self._in_sqlites_handler(
-                                    partial(cursor.execute, _BEGIN_READ if read else _BEGIN_WRITE), exc
-                                )
+                                self._in_sqlites_handler(partial(cursor.execute, _BEGIN_READ if read else _BEGIN_WRITE))
                             return
                         except sqlite3.Error as again:
                             FORK_GATE.leave()
@@ -268,35 +249,6 @@ class SqliteTransactions(EngineBase):
             if not gate.enter(self._busy_timeout):
                 raise LockBusy(f"{self.url}: database is locked (another thread of this process is writing)")
         state.writing = True
-        if self._hungry is not None:
-            try:
-                self._let_hungry_first(state)
-            except BaseException:
-                state.writing = False
-                gate.leave()
-                raise
-
-    def _let_hungry_first(self, state: ThreadState) -> None:
-        """Holding the writer gate, before taking SQLite's lock: wait while a hungry writer holds the hungry lock.
-
-        Up to the busy timeout, then ``LockBusy`` (nothing written); on a
-        loop's thread, refused at once (``sqlite_busy.loop_thread_refusal``).
-        Only engines that have met another connection's lock look (``_hungry``).
-        """
-        hungry = cast(HungryLock, self._hungry)
-        if not hungry.held():
-            state.waited_since = 0.0
-            return
-        refusal = loop_thread_refusal(self.url)
-        if refusal is not None:
-            raise refusal
-        started = time.monotonic()
-        if not hungry.wait_released(started + self._busy_timeout):
-            raise LockBusy(
-                f"{self.url}: database is locked (a writer of another process that has waited long goes first,"
-                " and was still writing when the busy timeout ran out)"
-            )
-        state.waited_since = started
 
     def _leave_writers(self, state: ThreadState) -> None:
         self._wal_left -= 1
@@ -343,7 +295,7 @@ class SqliteTransactions(EngineBase):
                         restarted = conn.execute(sqlite_wal.RESTART).fetchone()
                     bound.checkpointed(restarted is not None and not restarted[0])
                 finally:
-                    conn.execute(self._lock_wait if waits else NO_LOCK_WAIT)
+                    conn.execute(LOCK_WAIT.format(ms=int(self._busy_timeout * 1000)) if waits else NO_LOCK_WAIT)
             except sqlite3.Error:
                 pass
 
@@ -451,72 +403,25 @@ class SqliteTransactions(EngineBase):
 
     # -- waiting for the lock (sqlite_busy) --------------------------------------
 
-    def _in_sqlites_handler(self, attempt: Callable[[], _T], refused: sqlite3.Error) -> _T:
-        """``attempt()``, refused once for the lock (``refused``), run again until it is not: SQLite's own busy
-        handler waiting ``HUNGRY_AFTER``, then hungry (``_while_hungry``) up to the busy timeout (``sqlite_busy``,
-        ``sqlite_hungry``).
+    def _in_sqlites_handler(self, attempt: Callable[[], _T]) -> _T:
+        """``attempt()`` once more, SQLite's own busy handler waiting up to the busy timeout (``sqlite_busy``).
 
         A connection starts with ``busy_timeout = 0`` so that a held lock
         is seen at once (a loop thread is refused, not stalled); off a loop
         thread, once seen, the wait is SQLite's, as it is for every other
-        SQLite program contending for the file. The timeout (``_lock_wait``)
-        then stays on the connection (``ThreadState.lock_wait``): a thread
-        that met the lock once meets it again, and every refusal costs a
-        failed try, an exception and two statements more than waiting in
-        SQLite does (bench/RESULTS.md, "writers2"). ``_loop_started`` takes
-        it off again when a loop comes to run on the thread. The busy timeout
-        counts from the write's first try, or from its wait for a hungry
-        writer (``waited_since``).
+        SQLite program contending for the file. The timeout then stays on
+        the connection (``ThreadState.lock_wait``): a thread that met the
+        lock once meets it again, and every refusal costs a failed try, an
+        exception and two statements more than waiting in SQLite does
+        (bench/RESULTS.md, "writers2"). ``_loop_started`` takes it off
+        again when a loop comes to run on the thread.
         """
         state = self._tls.state
-        conn = (state.cursor or self._thread_cursor()).connection
-        started = state.waited_since
-        state.waited_since = 0.0
-        if self._hungry is None:
-            self._hungry = HungryLock(self._file_name)  # from now on, writes look at it first
-        if state.lock_wait:
-            # The refused try waited in SQLite's handler already (_lock_wait): hungry at once.
-            now = time.monotonic()
-            deadline = (started or now - self._hungry_after) + self._busy_timeout
-            return self._while_hungry(attempt, refused, conn, deadline)
-        started = started or time.monotonic()
-        conn.execute(self._lock_wait)
-        state.lock_wait = True
-        try:
-            return attempt()
-        except sqlite3.Error as exc:
-            if not is_busy(exc):
-                raise
-            refused = exc
-        return self._while_hungry(attempt, refused, conn, started + self._busy_timeout)
-
-    def _while_hungry(
-        self, attempt: Callable[[], _T], refused: sqlite3.Error, conn: sqlite3.Connection, deadline: float
-    ) -> _T:
-        """``attempt()`` tried every few milliseconds (``HUNGRY_TRIES``), holding the hungry lock, until it is not
-        refused for the lock; past ``deadline`` (monotonic) its last BUSY error (first: ``refused``) is raised,
-        nothing written."""
-        hungry = cast(HungryLock, self._hungry)
-        if not hungry.take(deadline):
-            raise refused
-        try:
-            conn.execute(HUNGRY_TRIES)
-            try:
-                while True:
-                    changes = conn.total_changes
-                    try:
-                        return attempt()
-                    except sqlite3.Error as exc:
-                        # Changes made before a refusal (an executemany's first rows) must not be made again.
-                        if not is_busy(exc) or conn.total_changes != changes or time.monotonic() >= deadline:
-                            raise
-            finally:
-                try:
-                    conn.execute(self._lock_wait)
-                except sqlite3.Error:
-                    pass  # closed under it (close()): the statement's error is the one to see
-        finally:
-            hungry.release()
+        if not state.lock_wait:
+            conn = (state.cursor or self._thread_cursor()).connection
+            conn.execute(LOCK_WAIT.format(ms=int(self._busy_timeout * 1000)))
+            state.lock_wait = True
+        return attempt()
 
     def _loop_started(self) -> None:
         """A loop runs on this thread, whose connection waits for locks: make it refuse them at once again.
@@ -566,7 +471,7 @@ class SqliteTransactions(EngineBase):
             raise self._failed(exc) from None
         if sqlite_busy.WAIT_IN_SQLITE:
             try:
-                return self._in_sqlites_handler(attempt, exc)
+                return self._in_sqlites_handler(attempt)
             except sqlite3.Error as again:
                 raise self._failed(again) from None
         backoff = Backoff(self._busy_timeout)
