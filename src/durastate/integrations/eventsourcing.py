@@ -137,7 +137,6 @@ _NOTIFICATIONS = b"notifications"
 _SEQUENCE = b"sequence"
 _TRACKING = b"tracking"
 _ID = struct.Struct(">Q")
-_EVENT_HEAD = struct.Struct(">QI")  # notification id, topic length; then topic, state
 _TOPIC_LENGTH = struct.Struct(">I")
 _POINTER_HEAD = struct.Struct(">H")  # event key length
 # A layout-2 notification row starts with this (see "Layouts" in the module docstring).
@@ -208,13 +207,17 @@ def _key_fields(key: bytes, originators: dict[bytes, UUID | str]) -> tuple[UUID 
     return originator_id, version - _VERSION_BIAS
 
 
+def _topic_and_state(value: bytes, at: int) -> tuple[str, bytes]:
+    """The topic (its 4-byte length at ``at``) and the state after it, to the value's end."""
+    (topic_length,) = _TOPIC_LENGTH.unpack_from(value, at)
+    start = at + _TOPIC_LENGTH.size
+    return value[start : start + topic_length].decode("utf-8"), value[start + topic_length :]
+
+
 def _event_fields(key: bytes, value: bytes, originators: dict[bytes, UUID | str]) -> tuple[UUID | str, int, str, bytes]:
-    """``(originator_id, version, topic, state)`` of an event row (see ``_key_fields``)."""
+    """``(originator_id, version, topic, state)`` of a layout-1/2 event row (see ``_key_fields``)."""
     originator_id, version = _key_fields(key, originators)
-    _, topic_length = _EVENT_HEAD.unpack_from(value)
-    start = _EVENT_HEAD.size
-    topic = value[start : start + topic_length].decode("utf-8")
-    return originator_id, version, topic, value[start + topic_length :]
+    return (originator_id, version, *_topic_and_state(value, _ID.size))
 
 
 class _DurastateRecorder:
@@ -244,6 +247,9 @@ class DurastateAggregateRecorder(_DurastateRecorder, AggregateRecorder):
         self._sequence_key = purpose.encode("utf-8")
         # The engine channel every insert notifies and subscriptions watch.
         self.channel = "eventsourcing:" + (self._scope + b"\x00" + self._sequence_key).hex()
+        # Event rows written as pointers (layout 3, see "Layouts" in the module docstring): where a
+        # second statement costs no round trip of its own (SQLite), and only beside notification rows.
+        self._pointers = self._with_notifications and not store.engine.capabilities.deferred_answers
 
     def insert_events(self, stored_events: Sequence[StoredEvent], **kwargs: Any) -> Sequence[int] | None:
         ids = self._insert(stored_events, None)
@@ -294,9 +300,14 @@ class DurastateAggregateRecorder(_DurastateRecorder, AggregateRecorder):
             ids = list(range(last - len(rows) + 1, last + 1))
             if self._with_notifications:
                 self.store.engine.notify(self.channel)  # delivered at the commit, never after a rollback
-            kv.put_many(
-                scope, self._events_ns, [(key, _ID.pack(i) + rest) for i, (key, rest) in zip(ids, rows, strict=True)]
-            )
+            if self._pointers:  # the notification row holds the event; the event row its id
+                kv.put_many(scope, self._events_ns, [(key, _ID.pack(i)) for i, (key, _) in zip(ids, rows, strict=True)])
+            else:
+                kv.put_many(
+                    scope,
+                    self._events_ns,
+                    [(key, _ID.pack(i) + rest) for i, (key, rest) in zip(ids, rows, strict=True)],
+                )
             if self._with_notifications:
                 kv.put_many(
                     scope,
@@ -350,10 +361,46 @@ class DurastateAggregateRecorder(_DurastateRecorder, AggregateRecorder):
             lte = _int64("lte", lte)
             if lte < INT64_MAX:
                 end = prefix + _version_bytes(lte + 1)
+        at = len(prefix)  # every key is prefix + version; the originator id is the caller's
         with _translated():
-            pairs = self.store.kv.scan(self._scope, self._events_ns, start=start, end=end, reverse=desc, limit=limit)
-            originators: dict[bytes, UUID | str] = {}
-            return [StoredEvent(*_event_fields(key, value, originators)) for key, value in pairs]
+            pairs = list(
+                self.store.kv.scan(self._scope, self._events_ns, start=start, end=end, reverse=desc, limit=limit)
+            )
+            # Layout-3 event rows (module docstring) hold a notification id; that row holds topic and state.
+            pointer_ids = [value for _, value in pairs if len(value) == _ID.size]
+            rows = iter(self._notification_rows(pointer_ids) if pointer_ids else ())
+        topic_at = _INLINE_HEAD + at + _ID.size  # past a notification row's event key
+        return [
+            StoredEvent(
+                originator_id,
+                _ID.unpack_from(key, at)[0] - _VERSION_BIAS,
+                *(
+                    _topic_and_state(next(rows), topic_at)
+                    if len(value) == _ID.size
+                    else _topic_and_state(value, _ID.size)
+                ),
+            )
+            for key, value in pairs
+        ]
+
+    def _notification_rows(self, ids: list[bytes]) -> list[bytes]:
+        """The notification rows of ``ids`` (distinct), in their order.
+
+        Ids that run consecutively (the events of one insert) are one range
+        scan, cheaper than a key lookup; any others one ``get_many``.
+        """
+        kv = self.store.kv
+        low, high = min(ids), max(ids)
+        (last,) = _ID.unpack(high)
+        if last - _ID.unpack(low)[0] + 1 == len(ids) <= _SELECT_PAGE:
+            found = dict(kv.scan(self._scope, _NOTIFICATIONS, start=low, end=_ID.pack(last + 1), limit=len(ids)))
+            rows = [found.get(id_bytes) for id_bytes in ids]
+        else:
+            rows = kv.get_many(self._scope, _NOTIFICATIONS, ids)
+        if None in rows:  # pragma: no cover - an event row and its notification row commit together
+            missing = ids[rows.index(None)]
+            raise OperationalError(f"an event row points at notification {_ID.unpack(missing)[0]}, which is missing")
+        return cast(list[bytes], rows)
 
 
 class DurastateApplicationRecorder(DurastateAggregateRecorder, ApplicationRecorder):
