@@ -19,12 +19,14 @@ Every recorder of one application shares the kv scope
   value per stored event, keyed by ``originator key + version`` (the
   originator key is ``b"u"`` + the 16 UUID bytes, or ``b"s"`` + a 2-byte
   length + UTF-8 for string ids, so UUID and str ids round-trip as given;
-  versions are signed 64-bit, encoded so bytes order equals numeric order).
-  ``select_events`` is one ordered range scan.
+  versions are signed 64-bit, encoded so bytes order equals numeric order),
+  holding the event's notification id, topic and state; on SQLite an
+  application's event row holds only the notification id (layout 3, see
+  "Layouts" below). ``select_events`` is one ordered range scan (on SQLite
+  plus one read of the notification rows).
 * ``ns=b"notifications"``: one value per notification id (8 bytes, big
-  endian) holding the whole event again (its event key, topic and state),
-  so a page of notifications is one ordered range scan, as
-  ``select_events`` is: the state is stored twice (see "Layouts" below).
+  endian) holding the whole event (its event key, topic and state), so a
+  page of notifications is one ordered range scan (see "Layouts" below).
 * counters ``(b"sequence", purpose)``: the last notification id handed out;
   ``(b"tracking", upstream application name)``: the highest tracked id.
 
@@ -52,9 +54,28 @@ store written before keeps working and needs no migration; its old rows
 cost the second statement, new ones do not). Layout 2 doubles the bytes
 stored per event for one statement per page instead of two: on PostgreSQL
 a page was 0.53x of eventsourcing's own recorder with two round trips
-(bench/RESULTS-integrations.md, Stop 14). Keeping the state only in the
-notification row instead would have made ``select_events`` (every load of
-an aggregate) two statements.
+(bench/RESULTS-integrations.md, Stop 14).
+
+Layout 3 of an event row (since 2026-12-06, written by application and
+process recorders on engines that answer every statement at once, i.e.
+without ``capabilities.deferred_answers``: SQLite): its value is the
+8-byte notification id alone, and the layout-2 notification row holds the
+event once. ``select_events`` then reads the notification rows too, a
+second statement that costs no round trip there: one range scan where the
+ids run consecutively (the events of one insert), else one ``get_many``.
+An event row of 8 bytes is a pointer (a layout-1/2 event row has at least
+the id and the topic's 4-byte length). Why: ``ds_kv`` is ``WITHOUT
+ROWID``, whose interior cells are whole rows, and each event's ~260 bytes
+went into the b-tree twice (at a random place among the events, at the end
+of the notifications); with the state once, an insert of 10 events
+commits 11.4 WAL frames instead of 14.3 (eventsourcing's own recorder:
+5.6; ``bench/es_wal_pages.py``, docs/decisions.md "esrows"). Where answers
+are deferred (PostgreSQL) the event row keeps the event: the second
+statement would be a round trip on every load of an aggregate. Snapshots
+(no notification rows) keep the event in their row everywhere. Layouts
+1-3 are read on every engine, mixed in one result; a store written by
+this version on SQLite is not readable by earlier ones (as layout 2 was
+not by the ones before it).
 
 Why kv: the ``events`` facet is a2's session model (claims, leases, JSON
 payloads, idempotent replay of duplicate ids: a duplicate must be an error
