@@ -4,7 +4,7 @@
 
 Both sides run bench/integrations.py's huey ops in its order, each on one
 fresh file of its own (durastate: ``DurastateStorage`` leased and
-``lease=None`` on one store; the peer: huey's ``SqliteStorage``): ``--ops``
+``lease=None`` on one store and one queue, as the peer's; the peer: huey's ``SqliteStorage``): ``--ops``
 enqueues (1,400: the bench's 7 rounds x 200 calls), then as many enqueue +
 dequeue (+ ack) cycles, then as many with ``lease=None``. After each op it
 reads the WAL's frames (the wal-index header in the ``-shm`` file) and the
@@ -67,7 +67,7 @@ def main() -> int:
         ours_db, peer_db = Path(folder) / "huey-durastate.db", Path(folder) / "huey-peer.db"
         store = durastate.open(ours_db, durability="full")
         leased = DurastateStorage("bench", store=store)
-        plain = DurastateStorage("plain", store=store, lease=None)
+        plain = DurastateStorage("bench", store=store, lease=None)
         peer = SqliteStorage("bench", filename=str(peer_db))
 
         def cycle() -> None:

@@ -12,7 +12,14 @@ Contenders, per engine, on fresh databases of their own:
   ``DurastateHuey.execute`` does: ``ack_later``, so each dequeue commits the
   previous task's ack with its claim; and with ``lease=None``, huey's own
   destructive dequeue) against huey's ``SqliteStorage`` and
-  ``PostgresStorage`` (``blocking=False``, destructive dequeue).
+  ``PostgresStorage`` (``blocking=False``, destructive dequeue). Every huey
+  op runs on one queue on each side (the peer's ``bench``; durastate's
+  leased and ``lease=None`` storages both name it): each cycle's dequeue
+  takes the head of a queue the enqueue op left ``--ops`` x ``--rounds``
+  items deep. (Until 2026-12-06 durastate's ``lease=None`` cycles ran on a
+  queue of their own, empty between cycles, so each popped the row it had
+  just appended while the peer's popped the oldest: a different workload,
+  which at exactly 1,400 items split and merged a b-tree leaf every cycle.)
 
 On SQLite durastate runs with ``durability="full"`` by default, the
 peers' default (``synchronous=FULL``); ``--durability normal`` shows
@@ -159,7 +166,7 @@ def contenders(
         },
         "huey": {
             "durastate": huey_ops(
-                DurastateStorage("bench", store=huey_store), DurastateStorage("plain", store=huey_store, lease=None)
+                DurastateStorage("bench", store=huey_store), DurastateStorage("bench", store=huey_store, lease=None)
             ),
             "peer": huey_ops(peer_huey, peer_huey),
         },
