@@ -19,12 +19,14 @@ Every recorder of one application shares the kv scope
   value per stored event, keyed by ``originator key + version`` (the
   originator key is ``b"u"`` + the 16 UUID bytes, or ``b"s"`` + a 2-byte
   length + UTF-8 for string ids, so UUID and str ids round-trip as given;
-  versions are signed 64-bit, encoded so bytes order equals numeric order).
-  ``select_events`` is one ordered range scan.
+  versions are signed 64-bit, encoded so bytes order equals numeric order),
+  holding the event's notification id, topic and state; on SQLite an
+  application's event row holds only the notification id (layout 3, see
+  "Layouts" below). ``select_events`` is one ordered range scan (on SQLite
+  plus one read of the notification rows).
 * ``ns=b"notifications"``: one value per notification id (8 bytes, big
-  endian) holding the whole event again (its event key, topic and state),
-  so a page of notifications is one ordered range scan, as
-  ``select_events`` is: the state is stored twice (see "Layouts" below).
+  endian) holding the whole event (its event key, topic and state), so a
+  page of notifications is one ordered range scan (see "Layouts" below).
 * counters ``(b"sequence", purpose)``: the last notification id handed out;
   ``(b"tracking", upstream application name)``: the highest tracked id.
 
@@ -52,9 +54,28 @@ store written before keeps working and needs no migration; its old rows
 cost the second statement, new ones do not). Layout 2 doubles the bytes
 stored per event for one statement per page instead of two: on PostgreSQL
 a page was 0.53x of eventsourcing's own recorder with two round trips
-(bench/RESULTS-integrations.md, Stop 14). Keeping the state only in the
-notification row instead would have made ``select_events`` (every load of
-an aggregate) two statements.
+(bench/RESULTS-integrations.md, Stop 14).
+
+Layout 3 of an event row (since 2026-12-06, written by application and
+process recorders on engines that answer every statement at once, i.e.
+without ``capabilities.deferred_answers``: SQLite): its value is the
+8-byte notification id alone, and the layout-2 notification row holds the
+event once. ``select_events`` then reads the notification rows too, a
+second statement that costs no round trip there: one range scan where the
+ids run consecutively (the events of one insert), else one ``get_many``.
+An event row of 8 bytes is a pointer (a layout-1/2 event row has at least
+the id and the topic's 4-byte length). Why: ``ds_kv`` is ``WITHOUT
+ROWID``, whose interior cells are whole rows, and each event's ~260 bytes
+went into the b-tree twice (at a random place among the events, at the end
+of the notifications); with the state once, an insert of 10 events
+commits 11.4 WAL frames instead of 14.3 (eventsourcing's own recorder:
+5.6; ``bench/es_wal_pages.py``, docs/decisions.md "esrows"). Where answers
+are deferred (PostgreSQL) the event row keeps the event: the second
+statement would be a round trip on every load of an aggregate. Snapshots
+(no notification rows) keep the event in their row everywhere. Layouts
+1-3 are read on every engine, mixed in one result; a store written by
+this version on SQLite is not readable by earlier ones (as layout 2 was
+not by the ones before it).
 
 Why kv: the ``events`` facet is a2's session model (claims, leases, JSON
 payloads, idempotent replay of duplicate ids: a duplicate must be an error
@@ -137,7 +158,6 @@ _NOTIFICATIONS = b"notifications"
 _SEQUENCE = b"sequence"
 _TRACKING = b"tracking"
 _ID = struct.Struct(">Q")
-_EVENT_HEAD = struct.Struct(">QI")  # notification id, topic length; then topic, state
 _TOPIC_LENGTH = struct.Struct(">I")
 _POINTER_HEAD = struct.Struct(">H")  # event key length
 # A layout-2 notification row starts with this (see "Layouts" in the module docstring).
@@ -208,13 +228,17 @@ def _key_fields(key: bytes, originators: dict[bytes, UUID | str]) -> tuple[UUID 
     return originator_id, version - _VERSION_BIAS
 
 
+def _topic_and_state(value: bytes, at: int) -> tuple[str, bytes]:
+    """The topic (its 4-byte length at ``at``) and the state after it, to the value's end."""
+    (topic_length,) = _TOPIC_LENGTH.unpack_from(value, at)
+    start = at + _TOPIC_LENGTH.size
+    return value[start : start + topic_length].decode("utf-8"), value[start + topic_length :]
+
+
 def _event_fields(key: bytes, value: bytes, originators: dict[bytes, UUID | str]) -> tuple[UUID | str, int, str, bytes]:
-    """``(originator_id, version, topic, state)`` of an event row (see ``_key_fields``)."""
+    """``(originator_id, version, topic, state)`` of a layout-1/2 event row (see ``_key_fields``)."""
     originator_id, version = _key_fields(key, originators)
-    _, topic_length = _EVENT_HEAD.unpack_from(value)
-    start = _EVENT_HEAD.size
-    topic = value[start : start + topic_length].decode("utf-8")
-    return originator_id, version, topic, value[start + topic_length :]
+    return (originator_id, version, *_topic_and_state(value, _ID.size))
 
 
 class _DurastateRecorder:
@@ -244,6 +268,9 @@ class DurastateAggregateRecorder(_DurastateRecorder, AggregateRecorder):
         self._sequence_key = purpose.encode("utf-8")
         # The engine channel every insert notifies and subscriptions watch.
         self.channel = "eventsourcing:" + (self._scope + b"\x00" + self._sequence_key).hex()
+        # Event rows written as pointers (layout 3, see "Layouts" in the module docstring): where a
+        # second statement costs no round trip of its own (SQLite), and only beside notification rows.
+        self._pointers = self._with_notifications and not store.engine.capabilities.deferred_answers
 
     def insert_events(self, stored_events: Sequence[StoredEvent], **kwargs: Any) -> Sequence[int] | None:
         ids = self._insert(stored_events, None)
@@ -294,9 +321,14 @@ class DurastateAggregateRecorder(_DurastateRecorder, AggregateRecorder):
             ids = list(range(last - len(rows) + 1, last + 1))
             if self._with_notifications:
                 self.store.engine.notify(self.channel)  # delivered at the commit, never after a rollback
-            kv.put_many(
-                scope, self._events_ns, [(key, _ID.pack(i) + rest) for i, (key, rest) in zip(ids, rows, strict=True)]
-            )
+            if self._pointers:  # the notification row holds the event; the event row its id
+                kv.put_many(scope, self._events_ns, [(key, _ID.pack(i)) for i, (key, _) in zip(ids, rows, strict=True)])
+            else:
+                kv.put_many(
+                    scope,
+                    self._events_ns,
+                    [(key, _ID.pack(i) + rest) for i, (key, rest) in zip(ids, rows, strict=True)],
+                )
             if self._with_notifications:
                 kv.put_many(
                     scope,
@@ -350,10 +382,46 @@ class DurastateAggregateRecorder(_DurastateRecorder, AggregateRecorder):
             lte = _int64("lte", lte)
             if lte < INT64_MAX:
                 end = prefix + _version_bytes(lte + 1)
+        at = len(prefix)  # every key is prefix + version; the originator id is the caller's
         with _translated():
-            pairs = self.store.kv.scan(self._scope, self._events_ns, start=start, end=end, reverse=desc, limit=limit)
-            originators: dict[bytes, UUID | str] = {}
-            return [StoredEvent(*_event_fields(key, value, originators)) for key, value in pairs]
+            pairs = list(
+                self.store.kv.scan(self._scope, self._events_ns, start=start, end=end, reverse=desc, limit=limit)
+            )
+            # Layout-3 event rows (module docstring) hold a notification id; that row holds topic and state.
+            pointer_ids = [value for _, value in pairs if len(value) == _ID.size]
+            rows = iter(self._notification_rows(pointer_ids) if pointer_ids else ())
+        topic_at = _INLINE_HEAD + at + _ID.size  # past a notification row's event key
+        return [
+            StoredEvent(
+                originator_id,
+                _ID.unpack_from(key, at)[0] - _VERSION_BIAS,
+                *(
+                    _topic_and_state(next(rows), topic_at)
+                    if len(value) == _ID.size
+                    else _topic_and_state(value, _ID.size)
+                ),
+            )
+            for key, value in pairs
+        ]
+
+    def _notification_rows(self, ids: list[bytes]) -> list[bytes]:
+        """The notification rows of ``ids`` (distinct), in their order.
+
+        Ids that run consecutively (the events of one insert) are one range
+        scan, cheaper than a key lookup; any others one ``get_many``.
+        """
+        kv = self.store.kv
+        low, high = min(ids), max(ids)
+        (last,) = _ID.unpack(high)
+        if last - _ID.unpack(low)[0] + 1 == len(ids) <= _SELECT_PAGE:
+            found = dict(kv.scan(self._scope, _NOTIFICATIONS, start=low, end=_ID.pack(last + 1), limit=len(ids)))
+            rows = [found.get(id_bytes) for id_bytes in ids]
+        else:
+            rows = kv.get_many(self._scope, _NOTIFICATIONS, ids)
+        if None in rows:  # pragma: no cover - an event row and its notification row commit together
+            missing = ids[rows.index(None)]
+            raise OperationalError(f"an event row points at notification {_ID.unpack(missing)[0]}, which is missing")
+        return cast(list[bytes], rows)
 
 
 class DurastateApplicationRecorder(DurastateAggregateRecorder, ApplicationRecorder):

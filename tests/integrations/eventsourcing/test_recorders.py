@@ -15,6 +15,7 @@ from eventsourcing.persistence import InfrastructureFactory, IntegrityError, Int
 import durastate
 from durastate import InvalidRequest
 from durastate.integrations.eventsourcing import (
+    DurastateAggregateRecorder,
     DurastateApplicationRecorder,
     DurastateProcessRecorder,
     DurastateTrackingRecorder,
@@ -210,6 +211,67 @@ def test_a_store_written_with_the_old_layout_reads_and_grows(store: durastate.St
     scope = b"eventsourcing/shop"
     inline = store.kv.get(scope, b"notifications", struct.pack(">Q", 3))
     assert inline is not None and inline.startswith(b"\x00\x00") and inline.endswith(b"placedn1")
+    # The old event rows keep their state; select_events(old) above read both kinds in one result.
+    old_rows = [value for key, value in store.kv.scan(scope, b"events/events") if key.startswith(b"u" + old.bytes)]
+    assert [len(value) for value in old_rows[:2]] == [8 + 4 + len(b"placedo1"), 8 + 4 + len(b"shippedo2")]
+    assert len(old_rows[2]) == (8 + 4 + len(b"shippedo3") if store.engine.capabilities.deferred_answers else 8)
+
+
+def _insert_interleaved(recorder: DurastateApplicationRecorder, first: UUID, second: UUID) -> None:
+    """``first``'s versions 1-3 in one insert (ids 1-3), then 4-6 interleaved one by one with ``second``'s."""
+    recorder.insert_events([StoredEvent(first, v, f"t{v}", b"f%d" % v) for v in (1, 2, 3)])
+    for v in (4, 5, 6):
+        recorder.insert_events([StoredEvent(second, v, "s", b"s%d" % v)])
+        recorder.insert_events([StoredEvent(first, v, f"t{v}", b"f%d" % v)])
+
+
+def test_event_rows_point_at_their_notification_where_a_second_read_costs_no_round_trip(
+    store: durastate.Store,
+) -> None:
+    """Layout 3 (module docstring): on SQLite an application's event row holds only its notification id (the
+    notification row holds the event once); where answers are deferred (PostgreSQL) the event row keeps the event.
+    """
+    recorder = DurastateApplicationRecorder(store, application="shop")
+    first, second = uuid4(), uuid4()
+    _insert_interleaved(recorder, first, second)
+    rows = dict(store.kv.scan(b"eventsourcing/shop", b"events/events"))
+    pointers = not store.engine.capabilities.deferred_answers
+    first_rows = [value for key, value in rows.items() if key.startswith(b"u" + first.bytes)]
+    if pointers:
+        assert [struct.unpack(">Q", value)[0] for value in first_rows] == [1, 2, 3, 5, 7, 9]
+    else:
+        assert [len(value) for value in first_rows] == [8 + 4 + 2 + 2] * 6
+    # Snapshots have no notification rows: their rows keep the event on every engine.
+    snapshots = DurastateAggregateRecorder(store, application="shop", purpose="snapshots")
+    snapshots.insert_events([StoredEvent(first, 6, "snap", b"state")])
+    (snapshot,) = [value for _, value in store.kv.scan(b"eventsourcing/shop", b"events/snapshots")]
+    assert snapshot.endswith(b"snapstate")
+    assert [(e.originator_version, e.topic, e.state) for e in snapshots.select_events(first)] == [(6, "snap", b"state")]
+
+
+def test_select_events_reads_pointed_events_in_runs_and_scattered(
+    store: durastate.Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Versions inserted together (consecutive notification ids) are one range read; scattered ones a key lookup."""
+    recorder = DurastateApplicationRecorder(store, application="shop")
+    first, second = uuid4(), uuid4()
+    _insert_interleaved(recorder, first, second)
+    lookups = _count_calls(monkeypatch, store.kv, "get_many")
+
+    def fields(events: object) -> list[tuple[object, int, str, bytes]]:
+        return [(e.originator_id, e.originator_version, e.topic, e.state) for e in events]  # type: ignore[attr-defined]
+
+    assert fields(recorder.select_events(first, lte=3)) == [(first, v, f"t{v}", b"f%d" % v) for v in (1, 2, 3)]
+    assert fields(recorder.select_events(first, gt=5)) == [(first, 6, "t6", b"f6")]
+    assert lookups == []  # ids 1-3, then id 9 alone: ranges
+    pointers = not store.engine.capabilities.deferred_answers
+    assert fields(recorder.select_events(second)) == [(second, v, "s", b"s%d" % v) for v in (4, 5, 6)]
+    assert len(lookups) == (1 if pointers else 0)  # ids 4, 6, 8: one key lookup
+    everything = [(first, v, f"t{v}", b"f%d" % v) for v in range(1, 7)]
+    assert fields(recorder.select_events(first)) == everything
+    assert fields(recorder.select_events(first, desc=True)) == everything[::-1]
+    assert fields(recorder.select_events(first, gt=2, lte=5, desc=True, limit=2)) == [everything[4], everything[3]]
+    assert len(lookups) == (4 if pointers else 0)  # ids 1-3, 5, 7, 9; then 5, 7: one lookup each
 
 
 def _count_calls(monkeypatch: pytest.MonkeyPatch, target: object, name: str) -> list[object]:
