@@ -44,6 +44,13 @@ class Capabilities:
     # The data lives in this engine object only: no other store or process
     # sees it, and it is gone once the engine is closed.
     in_memory: bool
+    # Statements run in this process (SQLite): a second statement costs no
+    # round trip, so a caller may split a read in two where that writes
+    # less. False: each answer read crosses a connection to a server
+    # (PostgreSQL, Citus mode included, whose answers are never deferred).
+    # Off unless declared: an engine that does not say keeps every caller on
+    # the shape that is right over a connection.
+    local: bool = False
     # An async front end may run calls on its event loop's thread: the
     # engine provides ``no_wait_changes()`` (a refused lock changes nothing
     # and raises ``LockBusy`` at once, so the call can move to a worker).

@@ -182,6 +182,7 @@ CAPABILITIES = Capabilities(
     advisory_locks=True,
     reads_during_writes=True,
     in_memory=False,
+    local=False,
     inline_async_calls=False,
     write_attempts=True,
     deferred_answers=True,

@@ -130,6 +130,7 @@ CAPABILITIES = Capabilities(
     advisory_locks=False,  # lock(name) is the database's one write lock
     reads_during_writes=True,  # WAL
     in_memory=False,
+    local=True,
     inline_async_calls=True,
     write_attempts=False,
 )

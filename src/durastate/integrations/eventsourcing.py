@@ -57,8 +57,8 @@ a page was 0.53x of eventsourcing's own recorder with two round trips
 (bench/RESULTS-integrations.md, Stop 14).
 
 Layout 3 of an event row (since 2026-12-06, written by application and
-process recorders on engines that answer every statement at once, i.e.
-without ``capabilities.deferred_answers``: SQLite): its value is the
+process recorders on engines that run statements in this process,
+``capabilities.local``: SQLite): its value is the
 8-byte notification id alone, and the layout-2 notification row holds the
 event once. ``select_events`` then reads the notification rows too, a
 second statement that costs no round trip there: one range scan where the
@@ -69,9 +69,9 @@ ROWID``, whose interior cells are whole rows, and each event's ~260 bytes
 went into the b-tree twice (at a random place among the events, at the end
 of the notifications); with the state once, an insert of 10 events
 commits 11.4 WAL frames instead of 14.3 (eventsourcing's own recorder:
-5.6; ``bench/es_wal_pages.py``, docs/decisions.md "esrows"). Where answers
-are deferred (PostgreSQL) the event row keeps the event: the second
-statement would be a round trip on every load of an aggregate. Snapshots
+5.6; ``bench/es_wal_pages.py``, docs/decisions.md "esrows"). On a server
+(PostgreSQL, its Citus mode included) the event row keeps the event: the
+second statement would be a round trip on every load of an aggregate. Snapshots
 (no notification rows) keep the event in their row everywhere. Layouts
 1-3 are read on every engine, mixed in one result; a store written by
 this version on SQLite is not readable by earlier ones (as layout 2 was
@@ -270,7 +270,7 @@ class DurastateAggregateRecorder(_DurastateRecorder, AggregateRecorder):
         self.channel = "eventsourcing:" + (self._scope + b"\x00" + self._sequence_key).hex()
         # Event rows written as pointers (layout 3, see "Layouts" in the module docstring): where a
         # second statement costs no round trip of its own (SQLite), and only beside notification rows.
-        self._pointers = self._with_notifications and not store.engine.capabilities.deferred_answers
+        self._pointers = self._with_notifications and store.engine.capabilities.local
 
     def insert_events(self, stored_events: Sequence[StoredEvent], **kwargs: Any) -> Sequence[int] | None:
         ids = self._insert(stored_events, None)

@@ -214,7 +214,7 @@ def test_a_store_written_with_the_old_layout_reads_and_grows(store: durastate.St
     # The old event rows keep their state; select_events(old) above read both kinds in one result.
     old_rows = [value for key, value in store.kv.scan(scope, b"events/events") if key.startswith(b"u" + old.bytes)]
     assert [len(value) for value in old_rows[:2]] == [8 + 4 + len(b"placedo1"), 8 + 4 + len(b"shippedo2")]
-    assert len(old_rows[2]) == (8 + 4 + len(b"shippedo3") if store.engine.capabilities.deferred_answers else 8)
+    assert len(old_rows[2]) == (8 if store.engine.capabilities.local else 8 + 4 + len(b"shippedo3"))
 
 
 def _insert_interleaved(recorder: DurastateApplicationRecorder, first: UUID, second: UUID) -> None:
@@ -235,7 +235,7 @@ def test_event_rows_point_at_their_notification_where_a_second_read_costs_no_rou
     first, second = uuid4(), uuid4()
     _insert_interleaved(recorder, first, second)
     rows = dict(store.kv.scan(b"eventsourcing/shop", b"events/events"))
-    pointers = not store.engine.capabilities.deferred_answers
+    pointers = store.engine.capabilities.local
     first_rows = [value for key, value in rows.items() if key.startswith(b"u" + first.bytes)]
     if pointers:
         assert [struct.unpack(">Q", value)[0] for value in first_rows] == [1, 2, 3, 5, 7, 9]
@@ -264,7 +264,7 @@ def test_select_events_reads_pointed_events_in_runs_and_scattered(
     assert fields(recorder.select_events(first, lte=3)) == [(first, v, f"t{v}", b"f%d" % v) for v in (1, 2, 3)]
     assert fields(recorder.select_events(first, gt=5)) == [(first, 6, "t6", b"f6")]
     assert lookups == []  # ids 1-3, then id 9 alone: ranges
-    pointers = not store.engine.capabilities.deferred_answers
+    pointers = store.engine.capabilities.local
     assert fields(recorder.select_events(second)) == [(second, v, "s", b"s%d" % v) for v in (4, 5, 6)]
     assert len(lookups) == (1 if pointers else 0)  # ids 4, 6, 8: one key lookup
     everything = [(first, v, f"t{v}", b"f%d" % v) for v in range(1, 7)]
