@@ -242,6 +242,13 @@ class Queues(Upkeep):
         engine.notify(changes, announced=True)
         return len(payloads)
 
+    def _known(self, name: Any) -> tuple[bytes, object, str]:
+        """``_named(name)``, from this facet's cache when the name was seen (push, claim and pop inline this)."""
+        try:
+            return self._names[name]
+        except (KeyError, TypeError):  # a name not seen yet, or unhashable (refused there)
+            return self._named(name)
+
     def _named(self, name: Any) -> tuple[bytes, object, str]:
         """Queue ``name`` (checked as ``queue_name`` does) as bytes, as the engine binds it, and its channel.
 
@@ -420,7 +427,7 @@ class Queues(Upkeep):
         a PostgreSQL pooler) it polls every ``POLL_INTERVAL`` seconds. Also
         the async facade's (``durastate.aio``).
         """
-        return self._engine.watch(channel(queue_name(name)), POLL_INTERVAL)
+        return self._engine.watch(self._known(name)[2], POLL_INTERVAL)
 
     def _look_again_at(self, name: str | bytes, watch: ChangeWatch, deadline: float) -> float:
         """After an empty try: the ``time.monotonic()`` to try again at unless woken before (at most ``deadline``).
@@ -437,7 +444,7 @@ class Queues(Upkeep):
         if not watch.reliable:
             return deadline
         engine = self._engine
-        row = engine.one(self._head_time, (queue_name(name),))
+        row = engine.one(self._head_time, (self._known(name)[0],))
         if row is None:
             return deadline
         due_in = (int(row[0]) - engine.now_ms()) / 1000
