@@ -65,6 +65,10 @@ POSTGRES_DIALECT = Dialect(
         "without_rowid": "",
         # Concurrent claimers take different rows instead of queueing.
         "skip_locked": " FOR UPDATE SKIP LOCKED",
+        # A UNION cannot be locked as a whole: each arm takes (and locks)
+        # its own first row, and the outer ORDER BY picks among them.
+        "head_arm": "SELECT * FROM (",
+        "end_head_arm": Spec(" ORDER BY {arg} LIMIT 1 FOR UPDATE SKIP LOCKED) AS arm"),
         "for_update": " FOR UPDATE",
         "for_update_of": Spec(" FOR UPDATE OF {arg}"),
         "greatest": "GREATEST",

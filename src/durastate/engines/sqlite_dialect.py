@@ -34,6 +34,10 @@ SQLITE_DIALECT = Dialect(
         # SQLite has one writer at a time: a claim never meets a locked row,
         # and a write transaction (BEGIN IMMEDIATE) holds every row already.
         "skip_locked": "",
+        # A compound SELECT's ORDER BY ... LIMIT merges its arms in index
+        # order (MERGE (UNION ALL)): no arm needs a limit of its own.
+        "head_arm": "",
+        "end_head_arm": Spec(""),
         "for_update": "",
         "for_update_of": Spec(""),
         "greatest": "max",

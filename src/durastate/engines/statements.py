@@ -266,6 +266,8 @@ TOKENS = {
     "tail_pk": "an integer primary key filled by {next_value:NAME}: gap-free, in commit order, never reused",
     "without_rowid": "table option for small rows keyed by their primary key",
     "skip_locked": "suffix of a claim's SELECT: skip rows another transaction holds",
+    "head_arm": "opens one arm of a claim's UNION ALL of index ranges whose ORDER BY ... LIMIT 1 takes the earliest",
+    "end_head_arm": "{end_head_arm:ORDER}: closes a {head_arm} ordered by ORDER (the arm's first row, skip_locked)",
     "for_update": "suffix of a SELECT that locks the rows it reads until commit",
     "for_update_of": "{for_update_of:alias}: lock only the rows of table alias",
     "greatest": "the function name of the larger of two values",

@@ -184,7 +184,8 @@ class Queues(Upkeep):
         self._claim = sql(CLAIM)
         self._claim_head = sql(CLAIM_HEAD)
         self._head_time = sql(HEAD_TIME)
-        self._floors: dict[bytes, tuple[int, float]] = {}
+        # Per queue: its floors (leased, waiting), when they were read (monotonic), the clock they need.
+        self._floors: dict[bytes, tuple[tuple[int, int], float, int]] = {}
         self._claim_id = sql(CLAIM_ID)
         self._bury = sql(BURY)
         self._delete_id = sql(DELETE_ID)
@@ -292,7 +293,8 @@ class Queues(Upkeep):
     def _pop_once(self, queue: bytes, bound: object) -> bytes | None:
         engine = self._engine
         now = engine.now_ms()
-        row = engine.one(self._pop, (bound, now, self._floor(queue, now)))
+        leased, waiting = self._floor(queue, now)
+        row = engine.one(self._pop, (bound, now, leased, bound, now, waiting))
         return None if row is None else bytes(row[0])
 
     def claim(self, name: str | bytes, *, lease: float = 30.0, wait: float | None = None) -> Claim | None:
@@ -339,16 +341,16 @@ class Queues(Upkeep):
         # The block's next token without a call (never empty: 16 bytes); _lease_token when it is used up.
         token = self._blob(next(_tokens, None) or _lease_token())
         now = engine.now_ms()
-        floor = self._floor(queue, now)
-        row = engine.one(self._claim, (token, now + lease_ms, bound, now, floor))
+        leased, waiting = floors = self._floor(queue, now)
+        row = engine.one(self._claim, (token, now + lease_ms, bound, now, leased, bound, now, waiting))
         if row is None:
-            row = self._claim_past_exhausted(queue, bound, token, now, floor, lease_ms)
+            row = self._claim_past_exhausted(queue, bound, token, now, floors, lease_ms)
             if row is None:
                 return None
         return Claim(self, queue, row[0], row[1], row[2], token, now + lease_ms, lease_ms)
 
     def _claim_past_exhausted(
-        self, queue: bytes, bound: object, token: object, now: int, floor: int, lease_ms: int
+        self, queue: bytes, bound: object, token: object, now: int, floors: tuple[int, int], lease_ms: int
     ) -> Any:
         """Slow path: bury heads that used up their attempts, then claim.
 
@@ -356,10 +358,11 @@ class Queues(Upkeep):
         has no available item (one cheap read) or its head is exhausted.
         """
         engine = self._engine
+        params = (bound, now, floors[0], bound, now, floors[1])
         while True:
             with engine.transaction():
                 for _ in range(_BURY_PER_TRANSACTION):
-                    head = engine.one(self._claim_head, (bound, now, floor))
+                    head = engine.one(self._claim_head, params)
                     if head is None:
                         return None
                     item_id, attempts, max_attempts = head
@@ -368,38 +371,44 @@ class Queues(Upkeep):
                     engine.execute(self._bury, (now, item_id))
                     engine.execute(self._delete_id, (item_id,))
 
-    def _floor(self, queue: bytes, now: int) -> int:
-        """A time below which ``queue`` has no item: the lower bound of every claim's and pop's index range.
+    def _floor(self, queue: bytes, now: int) -> tuple[int, int]:
+        """Times below which ``queue`` has no item, per lane (leased, waiting): the claim index ranges' lower bounds.
 
         Dead rows. On PostgreSQL an acked (deleted) or claimed (updated)
         item leaves a dead row version behind, and its entry in the claim
-        index stays at the head of the queue's range until VACUUM removes
-        it, which it cannot while any session holds an older snapshot (a
-        transaction left idle, a long report). A claim scanning from the
-        head steps over every one of them: 200,000 settled items made a
-        claim 60x slower. The floor skips them: it is the earliest item's
-        ``available_at`` (``HEAD_TIME``, which does step over them, once)
-        less ``FLOOR_SLACK_MS``, kept per queue for ``FLOOR_REFRESH``
-        seconds. No item can appear below it meanwhile, except through
-        clocks (every later push, nack, lease or renew is due at its own
-        "now" or later; writers' clocks differ by less than the slack: on
-        PostgreSQL all use the server's) or a push committed more than the
-        slack after its own "now" (a long transaction): such an item waits
-        for the next refresh (at most ``FLOOR_REFRESH`` seconds) instead of
-        going first. A store clock that went back refreshes at once.
+        index stays where it was until VACUUM removes it, which it cannot
+        while any session holds an older snapshot (a transaction left idle,
+        a long report): a claimed item's at the head of the waiting lane, an
+        acked one's at its lease deadline in the leased lane. A claim
+        scanning a lane from its start steps over every one of them: 200,000
+        settled items made a claim 60x slower. The floors skip them: each is
+        its lane's earliest item's ``available_at`` (``HEAD_TIME``, which
+        does step over them, once; the clock when it is later or the lane is
+        empty) less ``FLOOR_SLACK_MS``, kept per queue for
+        ``FLOOR_REFRESH`` seconds. No item can appear below them meanwhile,
+        except through clocks (every later push, nack, lease or renew is due
+        at its own "now" or later; writers' clocks differ by less than the
+        slack: on PostgreSQL all use the server's) or a push committed more
+        than the slack after its own "now" (a long transaction): such an
+        item waits for the next refresh (at most ``FLOOR_REFRESH`` seconds)
+        instead of going first. A store clock that went back refreshes at
+        once.
         """
         known = self._floors.get(queue)
         tick = time.monotonic()
         if known is not None:
-            floor, refreshed = known
-            if tick - refreshed < FLOOR_REFRESH and now >= floor + FLOOR_SLACK_MS:
-                return floor
-        row = self._engine.one(self._head_time, (queue,))
-        floor = (now if row is None else min(int(row[0]), now)) - FLOOR_SLACK_MS
+            floors, refreshed, ceiling = known
+            if tick - refreshed < FLOOR_REFRESH and now >= ceiling:
+                return floors
+        row = self._engine.one(self._head_time, (queue, queue))
+        assert row is not None  # two scalar subqueries: always one row
+        leased = (now if row[0] is None else min(int(row[0]), now)) - FLOOR_SLACK_MS
+        waiting = (now if row[1] is None else min(int(row[1]), now)) - FLOOR_SLACK_MS
         if len(self._floors) >= _FLOORS_KEPT:
             self._floors.clear()  # many queues: forget them all (each refreshes on its next claim)
-        self._floors[queue] = (floor, tick)
-        return floor
+        floors = (leased, waiting)
+        self._floors[queue] = (floors, tick, max(leased, waiting) + FLOOR_SLACK_MS)
+        return floors
 
     def _wait_deadline(self, wait: float | None) -> float | None:
         """The ``time.monotonic()`` a ``wait=`` ends at; ``None``: no waiting (``None`` or 0)."""
@@ -437,10 +446,12 @@ class Queues(Upkeep):
         if not watch.reliable:
             return deadline
         engine = self._engine
-        row = engine.one(self._head_time, (queue_name(name),))
-        if row is None:
+        queue = queue_name(name)
+        row = engine.one(self._head_time, (queue, queue))
+        heads = [] if row is None else [int(head) for head in row if head is not None]
+        if not heads:
             return deadline
-        due_in = (int(row[0]) - engine.now_ms()) / 1000
+        due_in = (min(heads) - engine.now_ms()) / 1000
         return min(deadline, time.monotonic() + (due_in + DUE_MARGIN if due_in > 0 else POLL_INTERVAL))
 
     # -- settling a claim ------------------------------------------------------
@@ -472,13 +483,14 @@ class Queues(Upkeep):
                 return acked, self._claim_once(queue, bound, lease_ms)
         token = self._blob(_lease_token())
         now = engine.now_ms()
-        floor = self._floor(queue, now)
+        leased, waiting = floors = self._floor(queue, now)
         until = now + lease_ms
-        row = engine.one(statement, (done.id, done._token, token, until, bound, now, floor, done.id, done.id))
+        params = (done.id, done._token, token, until, bound, now, leased, done.id, bound, now, waiting, done.id)
+        row = engine.one(statement, params)
         assert row is not None  # the statement answers one row, claimed or not
         acked = bool(row[0])
         if row[1] is None:
-            row = self._claim_past_exhausted(queue, bound, token, now, floor, lease_ms)
+            row = self._claim_past_exhausted(queue, bound, token, now, floors, lease_ms)
             if row is None:
                 return acked, None
             return acked, Claim(self, queue, row[0], row[1], row[2], token, until, lease_ms)

@@ -26,8 +26,26 @@ SCHEMA = Schema(
         # themselves where the engine can (announced at commit), so a push
         # costs no extra round trip.
         Migration(announce=(Announce(table="queue", key="queue", channel="queue:", key_is_bytes=True),)),
+        # Lanes (see the package docstring): leased items (lane 0, by their
+        # deadline) sort just before the queue's ready and delayed ones (lane
+        # 1, by due time), so a claim's entry moves next to the head it came
+        # from instead of past every ready item, and its ack deletes it there.
+        Migration(
+            statements=(
+                "ALTER TABLE {p}queue ADD COLUMN lane {int64} NOT NULL DEFAULT 1",
+                "UPDATE {p}queue SET lane = 0 WHERE lease IS NOT NULL",
+                "DROP INDEX {p}queue_next",
+                "CREATE INDEX {p}queue_lanes ON {p}queue (queue, lane, available_at, id)",
+            ),
+        ),
     ),
 )
+
+# The lanes of the claim index (queue, lane, available_at, id): an item is
+# leased (lane 0, available_at its lease deadline) exactly when its lease is
+# set, else ready or delayed (lane 1, available_at its due time).
+LEASED = 0
+WAITING = 1
 
 # engine_blobs: the facet hands every queue name, payload and lease token as the
 # engine's blob_binding() made it (names and tokens once, bound at every call).
@@ -35,35 +53,47 @@ PUSH = WRITE(
     "INSERT INTO {p}queue (queue, payload, available_at, max_attempts, created_at) VALUES (?, ?, ?, ?, ?)",
     engine_blobs=True,
 )
-# ``available_at >= ?``: the queue's floor (see "Dead rows" in Queues._floor).
-_NEXT_ID = (
-    "SELECT id FROM {p}queue WHERE queue = ? AND available_at <= ? AND available_at >= ?"
-    " ORDER BY available_at, id LIMIT 1{skip_locked}"
+# The next item of a queue: the earlier, by (available_at, id), of its two
+# lanes' due heads (an expired lease joins the line at its deadline), each
+# lane one index probe from its floor (``available_at >= ?``: see "Dead
+# rows" in Queues._floor). Parameters: queue, now, lane 0's floor, queue,
+# now, lane 1's floor (``_NEXT_PARAMS``); where the engine locks claimed
+# rows each lane's head is taken with skip_locked ({head_arm}).
+_NEXT_ARMS = (
+    "{head_arm}SELECT id, available_at FROM {p}queue WHERE queue = ? AND lane = 0"
+    " AND available_at <= ? AND available_at >= ?{end_head_arm:available_at, id}"
+    " UNION ALL {head_arm}SELECT id, available_at FROM {p}queue WHERE queue = ? AND lane = 1"
+    " AND available_at <= ? AND available_at >= ?{end_head_arm:available_at, id}"
+    " ORDER BY available_at, id LIMIT 1"
 )
+_NEXT_ID = "SELECT id FROM (" + _NEXT_ARMS + ") AS heads"
 POP = WRITE_ROWS("DELETE FROM {p}queue WHERE id = (" + _NEXT_ID + ") RETURNING payload", engine_blobs=True)
-# The fast path of claim: one statement takes the head unless it has used up
-# its attempts (then claim falls back to CLAIM_HEAD + BURY in a transaction).
-# A retry after a lost connection finds the claimed row again by the
-# random lease token it set (on the claim index: queue, then the deadline
-# it set), so the engine keeps no copy of the payload (Reread).
+# The fast path of claim: one statement takes the next item unless it has used
+# up its attempts (then claim falls back to CLAIM_HEAD + BURY in a
+# transaction), and puts it in lane 0 at its lease deadline. A retry after a
+# lost connection finds the claimed row again by the random lease token it
+# set (on the claim index: queue, lane 0, then the deadline it set), so the
+# engine keeps no copy of the payload (Reread).
 CLAIM = WRITE_ROWS(
-    "UPDATE {p}queue SET lease = ?, attempts = attempts + 1, available_at = ?"
+    "UPDATE {p}queue SET lease = ?, lane = 0, attempts = attempts + 1, available_at = ?"
     " WHERE id = (" + _NEXT_ID + ")"
     " AND (max_attempts IS NULL OR attempts < max_attempts)"
     " RETURNING id, payload, attempts",
     reread=Reread(
-        "SELECT id, payload, attempts FROM {p}queue WHERE queue = ? AND available_at = ? AND lease = ?", (2, 1, 0)
+        "SELECT id, payload, attempts FROM {p}queue WHERE queue = ? AND lane = 0 AND available_at = ? AND lease = ?",
+        (2, 1, 0),
     ),
     engine_blobs=True,
 )
-CLAIM_HEAD = READ(
-    "SELECT id, attempts, max_attempts FROM {p}queue WHERE queue = ? AND available_at <= ? AND available_at >= ?"
-    " ORDER BY available_at, id LIMIT 1{skip_locked}"
+CLAIM_HEAD = READ("SELECT id, attempts, max_attempts FROM {p}queue WHERE id = (" + _NEXT_ID + ")")
+# The earliest item of each lane of a queue, whatever its state (NULL: the
+# lane is empty): the floors' refresh (Queues._floor) and a waiter's next look.
+HEAD_TIME = READ(
+    "SELECT (SELECT available_at FROM {p}queue WHERE queue = ? AND lane = 0 ORDER BY available_at LIMIT 1),"
+    " (SELECT available_at FROM {p}queue WHERE queue = ? AND lane = 1 ORDER BY available_at LIMIT 1)"
 )
-# The earliest item of a queue, whatever its state: the floor's refresh (Queues._floor).
-HEAD_TIME = READ("SELECT available_at FROM {p}queue WHERE queue = ? ORDER BY available_at LIMIT 1")
 CLAIM_ID = WRITE_ROWS(
-    "UPDATE {p}queue SET lease = ?, attempts = attempts + 1, available_at = ?"
+    "UPDATE {p}queue SET lease = ?, lane = 0, attempts = attempts + 1, available_at = ?"
     " WHERE id = ? RETURNING id, payload, attempts",
     engine_blobs=True,
 )
@@ -87,24 +117,28 @@ ACK = WRITE("DELETE FROM {p}queue WHERE id = ? AND lease = ?", engine_blobs=True
 # commit finds its item gone: done, the same answer).
 ACK_THEN_CLAIM = WRITE_ROWS(
     "WITH acked AS (DELETE FROM {p}queue WHERE id = ? AND lease = ? RETURNING id),"
-    " claimed AS (UPDATE {p}queue SET lease = ?, attempts = attempts + 1, available_at = ?"
-    " WHERE id = (SELECT id FROM {p}queue WHERE queue = ? AND available_at <= ? AND available_at >= ?"
-    " AND id <> ? ORDER BY available_at, id LIMIT 1{skip_locked})"
+    " claimed AS (UPDATE {p}queue SET lane = 0, lease = ?, attempts = attempts + 1, available_at = ?"
+    " WHERE id = (SELECT id FROM ("
+    "{head_arm}SELECT id, available_at FROM {p}queue WHERE queue = ? AND lane = 0"
+    " AND available_at <= ? AND available_at >= ? AND id <> ?{end_head_arm:available_at, id}"
+    " UNION ALL {head_arm}SELECT id, available_at FROM {p}queue WHERE queue = ? AND lane = 1"
+    " AND available_at <= ? AND available_at >= ?{end_head_arm:available_at, id}"
+    " ORDER BY available_at, id LIMIT 1) AS heads)"
     " AND (max_attempts IS NULL OR attempts < max_attempts)"
     " RETURNING id, payload, attempts)"
     " SELECT EXISTS (SELECT 1 FROM acked) OR NOT EXISTS (SELECT 1 FROM {p}queue WHERE id = ?),"
     " claimed.id, claimed.payload, claimed.attempts FROM (SELECT 1) AS one LEFT JOIN claimed ON true",
     reread=Reread(
         "SELECT NOT EXISTS (SELECT 1 FROM {p}queue WHERE id = ?), id, payload, attempts FROM {p}queue"
-        " WHERE queue = ? AND available_at = ? AND lease = ?",
-        (8, 4, 3, 2),
+        " WHERE queue = ? AND lane = 0 AND available_at = ? AND lease = ?",
+        (11, 4, 3, 2),
     ),
     engine_blobs=True,
 )
 # Whether an item is still in its queue (an ack that deleted nothing: lease lost, or already gone).
 ITEM_PRESENT = READ("SELECT 1 FROM {p}queue WHERE id = ?")
 NACK = WRITE_ROWS(
-    "UPDATE {p}queue SET lease = NULL, available_at = ?, last_error = ?"
+    "UPDATE {p}queue SET lane = 1, lease = NULL, available_at = ?, last_error = ?"
     " WHERE id = ? AND lease = ? RETURNING attempts, max_attempts",
     engine_blobs=True,
 )
@@ -120,20 +154,33 @@ STATS = READ(
     " (SELECT COUNT(*) FROM {p}queue_dead WHERE queue = ?)"
     " FROM {p}queue WHERE queue = ?"
 )
-# Queues.peek_ready: the items a claim would hand out now, in claim order, on the
-# claim index. Exhausted items (a lapsed lease with no attempts left) are
-# left out: the next claim buries them instead of delivering them.
+# Queues.peek_ready: the items a claim would hand out now, in claim order:
+# each lane's first ``?`` due items on the claim index, merged. Exhausted
+# items (a lapsed lease with no attempts left) are left out: the next claim
+# buries them instead of delivering them. Each lane is limited on its own:
+# the merge then sorts at most twice the limit, whatever the planner
+# guesses of a lane's size (a fresh PostgreSQL table guesses a few rows).
 PEEK_READY = READ(
-    "SELECT payload FROM {p}queue WHERE queue = ? AND available_at <= ?"
-    " AND (max_attempts IS NULL OR attempts < max_attempts) ORDER BY available_at, id LIMIT ?"
+    "SELECT payload FROM ("
+    "SELECT * FROM (SELECT payload, available_at, id FROM {p}queue WHERE queue = ? AND lane = 0"
+    " AND available_at <= ? AND (max_attempts IS NULL OR attempts < max_attempts)"
+    " ORDER BY available_at, id LIMIT ?) AS leased"
+    " UNION ALL SELECT * FROM (SELECT payload, available_at, id FROM {p}queue WHERE queue = ? AND lane = 1"
+    " AND available_at <= ? AND (max_attempts IS NULL OR attempts < max_attempts)"
+    " ORDER BY available_at, id LIMIT ?) AS waiting"
+    " ORDER BY available_at, id LIMIT ?) AS ready"
 )
-# Queues.backlog: the longest-waiting ``?`` claimable items on the claim index
-# (no payloads read), and the dead-letter count: one statement, bounded.
+# Queues.backlog: the longest-waiting ``?`` claimable items of both lanes,
+# merged as PEEK_READY's, on the claim index alone (no table row read), and
+# the dead-letter count: one statement, bounded.
 BACKLOG = READ(
-    "SELECT COUNT(*), MIN(available_at), COALESCE(SUM(CASE WHEN lease IS NULL THEN 0 ELSE 1 END), 0),"
+    "SELECT COUNT(*), MIN(available_at), COALESCE(SUM(1 - lane), 0),"
     " (SELECT COUNT(*) FROM {p}queue_dead WHERE queue = ?)"
-    " FROM (SELECT available_at, lease FROM {p}queue WHERE queue = ? AND available_at <= ?"
-    " ORDER BY available_at, id LIMIT ?) r"
+    " FROM (SELECT * FROM (SELECT available_at, id, lane FROM {p}queue WHERE queue = ? AND lane = 0"
+    " AND available_at <= ? ORDER BY available_at, id LIMIT ?) AS leased"
+    " UNION ALL SELECT * FROM (SELECT available_at, id, lane FROM {p}queue WHERE queue = ? AND lane = 1"
+    " AND available_at <= ? ORDER BY available_at, id LIMIT ?) AS waiting"
+    " ORDER BY available_at, id LIMIT ?) AS r"
 )
 DEAD_PAGE = READ(
     "SELECT id, payload, attempts, last_error, created_at, died_at FROM {p}queue_dead"

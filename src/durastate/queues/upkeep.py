@@ -120,7 +120,8 @@ class Upkeep:
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 10_000_000:
             fail(f"limit must be an int from 1 to 10000000, got {shown(limit)}")
         engine = self._engine
-        row = engine.one(self._backlog, (queue, queue, engine.now_ms(), limit))
+        now = engine.now_ms()
+        row = engine.one(self._backlog, (queue, queue, now, limit, queue, now, limit, limit))
         assert row is not None  # an aggregate always answers one row
         ready = int(row[0])
         return QueueBacklog(
@@ -144,7 +145,9 @@ class Upkeep:
         engine = self._engine
         # A limit past int64 cannot be bound (and no queue is that long): the same as no limit.
         want = engine.no_limit if limit is None or limit > INT64_MAX else limit
-        return [row[0] for row in engine.all(engine.sql(PEEK_READY), (queue, engine.now_ms(), want))]
+        now = engine.now_ms()
+        params = (queue, now, want, queue, now, want, want)
+        return [row[0] for row in engine.all(engine.sql(PEEK_READY), params)]
 
     def dead_letters(self, name: str | bytes, *, after: int = 0, limit: int | None = 100) -> list[DeadLetter]:
         """Dead letters of the queue with id > ``after``, oldest first."""
@@ -233,10 +236,10 @@ class Upkeep:
         engine = self._engine
         now = engine.now_ms()
         if after is None:
-            rows = engine.all(self._peek_sql[False], (queue, limit))
+            rows = engine.all(self._peek_sql[False], (queue, limit, queue, limit, limit))
         else:
             due, item_id = _peek_cursor(after)
-            rows = engine.all(self._peek_sql[True], (queue, due, item_id, limit))
+            rows = engine.all(self._peek_sql[True], (queue, due, item_id, limit, queue, due, item_id, limit, limit))
         return [
             QueueItem(
                 id=int(r[0]),
@@ -278,17 +281,22 @@ def _peek_cursor(after: Any) -> tuple[int, int]:
         fail(f'after must be a cursor from QueueItem.cursor ("<ms>:<id>"), got {shown(after)}')
 
 
-# One page of a queue's items in delivery order, on the (queue, available_at,
-# id) index the claims use; "is leased" is computed in SQL so the lease token
+# One page of a queue's items in delivery order: each lane's first ``?`` on
+# the claim index (queue, lane, available_at, id) the claims use, merged
+# (each lane limited on its own, as PEEK_READY's). "Is leased" is the lane
+# (lane 0 holds exactly the items whose lease is set), so the lease token
 # itself never leaves the database.
-_PEEK_COLUMNS = (
-    "SELECT id, payload, available_at, attempts, max_attempts, last_error,"
-    " CASE WHEN lease IS NULL THEN 0 ELSE 1 END, created_at FROM {p}queue WHERE queue = ?"
-)
-PEEK = {
-    False: READ(_PEEK_COLUMNS + " ORDER BY available_at, id LIMIT ?"),
-    True: READ(_PEEK_COLUMNS + " AND (available_at, id) > (?, ?) ORDER BY available_at, id LIMIT ?"),
-}
+def _peek(after: str) -> Statement:
+    arm = (
+        "SELECT * FROM (SELECT id, payload, available_at, attempts, max_attempts, last_error, 1 - lane AS leased,"
+        " created_at FROM {p}queue WHERE queue = ? AND lane = %d"
+        + after
+        + " ORDER BY available_at, id LIMIT ?) AS lane%d"
+    )
+    return READ(arm % (0, 0) + " UNION ALL " + arm % (1, 1) + " ORDER BY available_at, id LIMIT ?")
+
+
+PEEK = {False: _peek(""), True: _peek(" AND (available_at, id) > (?, ?)")}
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ import durastate
 from durastate import Conflict, InvalidRequest, StoreClosed, queues
 from durastate.engines.base import Statement
 from durastate.engines.watch import ChangeWatch
-from durastate.queues import Claim, QueueBacklog
+from durastate.queues import PEEK, Claim, QueueBacklog
 from durastate.testing.clock import FakeClock
 
 from ..kv import expect_invalid
@@ -338,30 +338,54 @@ class TestQueueIndexUse:
             store.queues.push(f"bystander-{i}", [b"x"] * 10)
         return with_statistics(store, request.param)
 
+    # The next item's lookup: per lane, queue, now, floor. An engine that takes
+    # each lane's head on its own (PostgreSQL: LIMIT 1 and SKIP LOCKED per
+    # arm) sorts those two rows (``sorts``); every read still searches the
+    # claim index by queue, lane and due time.
+    NEXT = (b"q", 10**12, 0, b"q", 10**12, 0)
+
     def check(
-        self, store: durastate.Store, statement: Statement, params: tuple[Any, ...], table: str, *using: str
+        self,
+        store: durastate.Store,
+        statement: Statement,
+        params: tuple[Any, ...],
+        table: str,
+        *using: str,
+        sorts: bool = False,
     ) -> None:
         plan = plan_of(store, statement, params)
-        assert_index_search(plan, store.engine.prefix + table, using=using)
+        assert_index_search(plan, store.engine.prefix + table, using=using, sorts=sorts)
 
     def test_claim(self, filled: durastate.Store) -> None:
-        self.check(filled, queues.CLAIM, (b"token", 10**12, b"q", 10**12, 0), "queue", "queue", "available_at")
-        self.check(filled, queues.HEAD_TIME, (b"q",), "queue", "queue")
+        params = (b"token", 10**12, *self.NEXT)
+        self.check(filled, queues.CLAIM, params, "queue", "queue", "lane", "available_at", sorts=True)
+        self.check(filled, queues.HEAD_TIME, (b"q", b"q"), "queue", "queue", "lane")
 
     def test_claim_slow_path(self, filled: durastate.Store) -> None:
-        self.check(filled, queues.CLAIM_HEAD, (b"q", 10**12, 0), "queue", "queue", "available_at")
+        self.check(filled, queues.CLAIM_HEAD, self.NEXT, "queue", "queue", "lane", "available_at", sorts=True)
         self.check(filled, queues.CLAIM_ID, (b"token", 10**12, 1), "queue", "id")
         self.check(filled, queues.BURY, (10**12, 1), "queue", "id")
 
     def test_backlog(self, filled: durastate.Store) -> None:
         """Bounded by the claim index (no payloads), and the dead-letter count by its own index."""
-        plan = plan_of(filled, queues.BACKLOG, (b"q", b"q", 10**12, 10_000))
+        plan = plan_of(filled, queues.BACKLOG, (b"q", b"q", 10**12, 10_000, b"q", 10**12, 10_000, 10_000))
         prefix = filled.engine.prefix
-        assert_index_search(plan, prefix + "queue", using=("queue",))
-        assert_index_search(plan, prefix + "queue_dead", using=("queue",))
+        # Each lane limited on its own: a sort merges at most twice the limit.
+        assert_index_search(plan, prefix + "queue", using=("queue", "lane", "available_at"), sorts=True)
+        assert_index_search(plan, prefix + "queue_dead", using=("queue",), sorts=True)
 
     def test_pop(self, filled: durastate.Store) -> None:
-        self.check(filled, queues.POP, (b"q", 10**12, 0), "queue", "available_at")
+        self.check(filled, queues.POP, self.NEXT, "queue", "lane", "available_at", sorts=True)
+
+    # Inspection: each lane's first ``limit`` items on the claim index, merged (a sort of at most twice the limit).
+    def test_peek_ready(self, filled: durastate.Store) -> None:
+        params = (b"q", 10**12, 100, b"q", 10**12, 100, 100)
+        self.check(filled, queues.PEEK_READY, params, "queue", "lane", "available_at", sorts=True)
+
+    def test_peek(self, filled: durastate.Store) -> None:
+        self.check(filled, PEEK[False], (b"q", 100, b"q", 100, 100), "queue", "queue", "lane", sorts=True)
+        params = (b"q", 5, 1, 100, b"q", 5, 1, 100, 100)
+        self.check(filled, PEEK[True], params, "queue", "queue", "lane", sorts=True)
 
     def test_ack_nack_renew(self, filled: durastate.Store) -> None:
         self.check(filled, queues.ACK, (1, b"token"), "queue", "id")
