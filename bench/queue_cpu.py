@@ -120,6 +120,9 @@ def _one_path(path_name: str, ops: int, wal_limit: float | None = None) -> float
             queue = bytearray(b"jobs")
             value = bytearray(VALUE)
             floor = int(time.time() * 1000) - 1000
+            # The claim's (queue, now, floor) per range of the claim index it
+            # searches: one before the lanes (docs/decisions.md "lanes"), two since.
+            ranges = (claim_sql.count("?") - 2) // 3
 
             def raw_push() -> None:
                 now = int(time.time() * 1000)
@@ -128,7 +131,7 @@ def _one_path(path_name: str, ops: int, wal_limit: float | None = None) -> float
             def raw_claim() -> tuple[int, bytes]:
                 now = int(time.time() * 1000)
                 token = bytearray(os.urandom(16))
-                row = conn.execute(claim_sql, (token, now + LEASE_MS, queue, now, floor)).fetchone()
+                row = conn.execute(claim_sql, (token, now + LEASE_MS, *(queue, now, floor) * ranges)).fetchone()
                 return row[0], token
 
             def raw_ack(item: Any) -> None:
@@ -149,7 +152,7 @@ def _one_path(path_name: str, ops: int, wal_limit: float | None = None) -> float
                 def raw_claim() -> tuple[int, bytes]:
                     now = int(time.time() * 1000)
                     token = blob(os.urandom(16))
-                    row = engine.one(claim_sql, (token, now + LEASE_MS, jobs, now, floor))
+                    row = engine.one(claim_sql, (token, now + LEASE_MS, *(jobs, now, floor) * ranges))
                     assert row is not None
                     return row[0], token
 

@@ -12,9 +12,10 @@ import pytest
 
 import durastate
 from durastate import Conflict, InvalidRequest
-from durastate.queues import DEFAULT_MAX_ATTEMPTS, MAX_NAME_SIZE
+from durastate.queues import DEFAULT_MAX_ATTEMPTS, MAX_NAME_SIZE, SCHEMA
 from durastate.testing.clock import FakeClock
 
+from .._schema_edits import migrate_again, rewind
 from ..kv import expect_invalid
 from .common import claim, counts, pop_all, stats
 
@@ -22,6 +23,7 @@ __all__ = [
     "TestClaimAckNackRenew",
     "TestDeadLetters",
     "TestLeaseExpiry",
+    "TestQueueLaneMigration",
     "TestQueueClear",
     "TestQueueDelay",
     "TestQueueFIFO",
@@ -494,3 +496,48 @@ class TestQueueStats:
 
     def test_stats_of_an_unknown_queue(self, store: durastate.Store) -> None:
         assert stats(store, "nothing") == counts()
+
+
+class TestQueueLaneMigration:
+    """Schema step 3 (the claim index's lanes) migrates a store holding items in every state."""
+
+    def test_items_from_before_the_lanes_keep_their_state_and_order(
+        self, open_store: Callable[..., durastate.Store], clock: FakeClock
+    ) -> None:
+        store = open_store(clock=clock)
+        store.queues.push("q", [b"expires", b"held"])
+        store.queues.push("q", [b"delayed"], delay=60)
+        assert claim(store, lease=10).payload == b"expires"
+        assert claim(store, lease=100).payload == b"held"
+        store.queues.push("q", [b"ready"])
+        # The database as step 2 left it (one range by due time, no lanes), then migrated again.
+        rewind(
+            store.engine,
+            SCHEMA,
+            2,
+            "DROP INDEX {p}queue_lanes",
+            "ALTER TABLE {p}queue DROP COLUMN lane",
+            "CREATE INDEX {p}queue_next ON {p}queue (queue, available_at, id)",
+        )
+        store = migrate_again(store, SCHEMA, lambda: open_store(clock=clock))
+        listed = [(item.payload, item.state) for item in store.queues.peek("q")]
+        assert listed == [(b"ready", "ready"), (b"expires", "leased"), (b"delayed", "delayed"), (b"held", "leased")]
+        assert (stats(store).ready, stats(store).in_flight, stats(store).delayed) == (1, 2, 1)
+        first = claim(store)
+        assert first.payload == b"ready"
+        first.ack()
+        clock.advance(11)  # the first lease ran out: redelivered, counted as an expired lease
+        assert store.queues.backlog("q").expired_leases == 1
+        again = claim(store, lease=1000)
+        assert (again.payload, again.attempts) == (b"expires", 2)
+        clock.advance(50)
+        assert claim(store, lease=1000).payload == b"delayed"
+        assert store.queues.claim("q") is None  # "held" is still leased
+        clock.advance(40)
+        held = claim(store)
+        assert (held.payload, held.attempts) == (b"held", 2)
+        held.ack()
+        assert [(item.payload, item.state) for item in store.queues.peek("q")] == [
+            (b"expires", "leased"),
+            (b"delayed", "leased"),
+        ]
