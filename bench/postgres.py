@@ -233,7 +233,7 @@ def _raw_ops(raw: RawPsycopg, store: durastate.Store) -> dict[str, Worker]:
     def pop(w: int, i: int) -> None:
         # The queue's floor as the facet reads it (Queues._floor: a bound below its earliest item).
         queue, now = f"pre{w}".encode(), int(time.time() * 1000)
-        raw.write(queues._pop, (queue, now, queues._floor(queue, now)))
+        raw.write(queues._pop, _next_params(queues, queue, now))
 
     _ = no_limit
     # incr binds the int64 overflow guard (old value range) when its
@@ -331,6 +331,12 @@ def preload(store: durastate.Store, rounds: int, calls: int) -> None:
             store.queues.push(f"pre{w}", [VALUE] * min(500, per_queue - start))
 
 
+def _next_params(queues: Any, queue: bytes, now: int) -> tuple[Any, ...]:
+    """The parameters of the next-item lookup (POP; CLAIM after its first two): queue, now, floor, per lane."""
+    leased, waiting = queues._floor(queue, now)
+    return (queue, now, leased, queue, now, waiting)
+
+
 def claim_ack_throughput(store: durastate.Store, consumers: int, items: int, meter: Meter) -> Measured:
     name = f"claims-{uuid.uuid4().hex[:8]}"
     for start in range(0, items, 500):
@@ -364,7 +370,7 @@ def raw_claim_ack_throughput(
             raw.bind(w)
         token = os.urandom(16)
         now = int(time.time() * 1000)
-        rows = raw.write(queues._claim, (token, now + 60_000, queue, now, queues._floor(queue, now)))
+        rows = raw.write(queues._claim, (token, now + 60_000, *_next_params(queues, queue, now)))
         assert rows, "the queue ran dry"
         raw.write(queues._ack_sql, (rows[0][0], token))
 

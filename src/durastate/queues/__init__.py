@@ -12,13 +12,24 @@ Two ways to consume, on the same queues:
   without an ack moves to the dead letters (listable, re-drivable) instead
   of being delivered again.
 
-One column carries the whole scheduling state: ``available_at`` (ms). A
-pushed item is available at its push time (plus ``delay``); a claimed item
-is unavailable until its lease deadline, which is exactly when it becomes
+One column carries the scheduling time: ``available_at`` (ms). A pushed
+item is available at its push time (plus ``delay``); a claimed item is
+unavailable until its lease deadline, which is exactly when it becomes
 claimable again if nobody acks it. Delivery order is ``(available_at, id)``:
 FIFO for items pushed without delay; a delayed, nacked or expired item joins
-the line at the moment it becomes due. Every claim is one indexed statement
-(``(queue, available_at, id)``), so its cost does not grow with the queue.
+the line at the moment it becomes due.
+
+The claim index is ``(queue, lane, available_at, id)``, in two lanes per
+queue: lane 0 holds the leased items (by lease deadline), lane 1 the ready
+and delayed ones (by due time). Leased items thus sort just before the
+queue's ready items: a claim takes the head of lane 1 and puts its entry at
+the end of lane 0 (the latest deadline), next to where it was, and the ack
+deletes it there; on SQLite the claim and its ack write the index page at
+the queue's head only, not a second one past every ready item (where one
+column would put a lease's deadline). A claim takes the earlier, by
+``(available_at, id)``, of the two lanes' due heads (an expired lease comes
+back in its place in line): two index probes in one statement, so its cost
+does not grow with the queue.
 
 Leases are fenced by a random token: ``ack``/``nack``/``renew`` act only if
 the caller's token is still the item's token. A holder whose lease expired
@@ -48,6 +59,7 @@ from .facet import Claim as Claim
 from .facet import Queues as Queues
 from .statements import ACK as ACK
 from .statements import BACKLOG as BACKLOG
+from .statements import BACKLOG_COUNTS as BACKLOG_COUNTS
 from .statements import BURY as BURY
 from .statements import CLAIM as CLAIM
 from .statements import CLAIM_HEAD as CLAIM_HEAD

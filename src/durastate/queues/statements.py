@@ -170,12 +170,24 @@ PEEK_READY = READ(
     " ORDER BY available_at, id LIMIT ?) AS waiting"
     " ORDER BY available_at, id LIMIT ?) AS ready"
 )
-# Queues.backlog: the longest-waiting ``?`` claimable items of both lanes,
-# merged as PEEK_READY's, on the claim index alone (no table row read), and
-# the dead-letter count: one statement, bounded.
-BACKLOG = READ(
-    "SELECT COUNT(*), MIN(available_at), COALESCE(SUM(1 - lane), 0),"
+# Queues.backlog, first: each lane's claimable items counted up to ``?``,
+# each lane's earliest, and the dead-letter count, on the indexes alone
+# (no table row read, no order): one statement, bounded. Only where the two
+# counts pass the limit does it also need BACKLOG.
+BACKLOG_COUNTS = READ(
+    "SELECT (SELECT COUNT(*) FROM (SELECT 1 FROM {p}queue WHERE queue = ? AND lane = 0 AND available_at <= ?"
+    " LIMIT ?) AS leased),"
+    " (SELECT COUNT(*) FROM (SELECT 1 FROM {p}queue WHERE queue = ? AND lane = 1 AND available_at <= ?"
+    " LIMIT ?) AS waiting),"
+    " (SELECT MIN(available_at) FROM {p}queue WHERE queue = ? AND lane = 0 AND available_at <= ?),"
+    " (SELECT MIN(available_at) FROM {p}queue WHERE queue = ? AND lane = 1 AND available_at <= ?),"
     " (SELECT COUNT(*) FROM {p}queue_dead WHERE queue = ?)"
+)
+# Queues.backlog past its limit: how many of the longest-waiting ``?``
+# claimable items (both lanes merged as PEEK_READY's, on the claim index
+# alone) are expired leases.
+BACKLOG = READ(
+    "SELECT COALESCE(SUM(1 - lane), 0)"
     " FROM (SELECT * FROM (SELECT available_at, id, lane FROM {p}queue WHERE queue = ? AND lane = 0"
     " AND available_at <= ? ORDER BY available_at, id LIMIT ?) AS leased"
     " UNION ALL SELECT * FROM (SELECT available_at, id, lane FROM {p}queue WHERE queue = ? AND lane = 1"

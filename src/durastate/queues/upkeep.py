@@ -20,6 +20,7 @@ from ..engines.base import READ
 from .names import channel, queue_name
 from .statements import (
     BACKLOG,
+    BACKLOG_COUNTS,
     CLEAR,
     DEAD_DELETE_THROUGH,
     DEAD_OLDEST,
@@ -86,6 +87,7 @@ class Upkeep:
         self._clear = sql(CLEAR)
         self._stats = sql(STATS)
         self._backlog = sql(BACKLOG)
+        self._backlog_counts = sql(BACKLOG_COUNTS)
         self._dead_page = sql(DEAD_PAGE)
         self._redrive_all = sql(REDRIVE_ALL)
         self._delete_dead_all = sql(DELETE_DEAD_ALL)
@@ -121,14 +123,22 @@ class Upkeep:
             fail(f"limit must be an int from 1 to 10000000, got {shown(limit)}")
         engine = self._engine
         now = engine.now_ms()
-        row = engine.one(self._backlog, (queue, queue, now, limit, queue, now, limit, limit))
-        assert row is not None  # an aggregate always answers one row
-        ready = int(row[0])
+        params = (queue, now, limit, queue, now, limit, queue, now, queue, now, queue)
+        row = engine.one(self._backlog_counts, params)
+        assert row is not None  # scalar subqueries: always one row
+        leased, waiting, dead = int(row[0]), int(row[1]), int(row[4])
+        heads = [int(head) for head in row[2:4] if head is not None]
+        ready, expired = leased + waiting, leased
+        if ready > limit:  # which of the first ``limit`` are leases: the lanes merged in claim order
+            ready = limit
+            merged = engine.one(self._backlog, (queue, now, limit, queue, now, limit, limit))
+            assert merged is not None  # an aggregate always answers one row
+            expired = int(merged[0])
         return QueueBacklog(
             ready=ready,
-            expired_leases=int(row[2]),
-            oldest_ready_at=None if row[1] is None else row[1] / 1000.0,
-            dead=int(row[3]),
+            expired_leases=expired,
+            oldest_ready_at=min(heads) / 1000.0 if heads else None,
+            dead=dead,
             capped=ready >= limit,
         )
 

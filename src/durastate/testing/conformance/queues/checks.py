@@ -367,12 +367,15 @@ class TestQueueIndexUse:
         self.check(filled, queues.BURY, (10**12, 1), "queue", "id")
 
     def test_backlog(self, filled: durastate.Store) -> None:
-        """Bounded by the claim index (no payloads), and the dead-letter count by its own index."""
-        plan = plan_of(filled, queues.BACKLOG, (b"q", b"q", 10**12, 10_000, b"q", 10**12, 10_000, 10_000))
+        """Counted on the claim index (no payloads, no order), and the dead-letter count by its own index."""
+        params = (b"q", 10**12, 10_000, b"q", 10**12, 10_000, b"q", 10**12, b"q", 10**12, b"q")
+        plan = plan_of(filled, queues.BACKLOG_COUNTS, params)
         prefix = filled.engine.prefix
-        # Each lane limited on its own: a sort merges at most twice the limit.
+        assert_index_search(plan, prefix + "queue", using=("queue", "lane", "available_at"))
+        assert_index_search(plan, prefix + "queue_dead", using=("queue",))
+        # Past the limit: each lane limited on its own, a sort merges at most twice the limit.
+        plan = plan_of(filled, queues.BACKLOG, (b"q", 10**12, 10_000, b"q", 10**12, 10_000, 10_000))
         assert_index_search(plan, prefix + "queue", using=("queue", "lane", "available_at"), sorts=True)
-        assert_index_search(plan, prefix + "queue_dead", using=("queue",), sorts=True)
 
     def test_pop(self, filled: durastate.Store) -> None:
         self.check(filled, queues.POP, self.NEXT, "queue", "lane", "available_at", sorts=True)
