@@ -69,7 +69,8 @@ def _push(store: durastate.Store) -> tuple[str, tuple[Any, ...], int, bool]:
 def _pop(store: durastate.Store) -> tuple[str, tuple[Any, ...], int, bool]:
     statement, first = _variant(store.queues._pop)
     assert not first
-    return statement, (b"jobs", store.engine.now_ms(), 0), 1, first
+    now = store.engine.now_ms()
+    return statement, (b"jobs", now, 0, b"jobs", now, 0), 1, first  # per lane of the claim index: queue, now, floor
 
 
 def _state(store: durastate.Store) -> tuple[int, list[bytes]]:
