@@ -321,14 +321,12 @@ class DurastateAggregateRecorder(_DurastateRecorder, AggregateRecorder):
             ids = list(range(last - len(rows) + 1, last + 1))
             if self._with_notifications:
                 self.store.engine.notify(self.channel)  # delivered at the commit, never after a rollback
-            if self._pointers:  # the notification row holds the event; the event row its id
-                kv.put_many(scope, self._events_ns, [(key, _ID.pack(i)) for i, (key, _) in zip(ids, rows, strict=True)])
-            else:
-                kv.put_many(
-                    scope,
-                    self._events_ns,
-                    [(key, _ID.pack(i) + rest) for i, (key, rest) in zip(ids, rows, strict=True)],
-                )
+            # Layout 3 (self._pointers): the notification row holds the event, the event row only its id.
+            pointers = self._pointers
+            events = [
+                (key, _ID.pack(i) if pointers else _ID.pack(i) + rest) for i, (key, rest) in zip(ids, rows, strict=True)
+            ]
+            kv.put_many(scope, self._events_ns, events)
             if self._with_notifications:
                 kv.put_many(
                     scope,
