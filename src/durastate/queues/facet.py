@@ -469,7 +469,7 @@ class Queues(Upkeep):
         """
         if not isinstance(done, Claim) or done._queues is not self:
             fail_type("done", "a Claim of this store's queues", done)
-        queue, bound, _ = self._named(name)
+        queue, bound, _ = self._known(name)
         lease_ms = _duration_ms("lease", lease, False)
         engine = self._engine
         statement = self._ack_then_claim_sql
