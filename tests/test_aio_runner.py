@@ -75,7 +75,7 @@ def test_a_call_still_queued_when_its_caller_is_cancelled_never_runs() -> None:
     assert ran == ["after"]
 
 
-def test_a_running_call_whose_caller_is_cancelled_is_undone_on_the_worker() -> None:
+def test_a_running_call_whose_caller_is_cancelled_is_undone_before_the_cancel_reaches_the_caller() -> None:
     runner = AsyncRunner(workers=1, name="undo")
     inside = threading.Event()
     go_on = threading.Event()
@@ -90,12 +90,35 @@ def test_a_running_call_whose_caller_is_cancelled_is_undone_on_the_worker() -> N
         call = asyncio.create_task(runner.on_thread(claim, (), {}, undone.append))
         await asyncio.to_thread(inside.wait)
         call.cancel()
+        await asyncio.sleep(0)  # one turn of the loop: the call's task has taken its cancel
+        try:
+            assert not call.done()  # it waits for the call in flight (and its undo) before it ends
+        finally:
+            go_on.set()
         with pytest.raises(asyncio.CancelledError):
             await call
-        go_on.set()
+        assert undone == [7]  # a claim made now would find the item
 
     asyncio.run(main())
-    runner.close()  # waits until no worker is inside a call, undo included
+    runner.close()
+    assert undone == [7]
+
+
+def test_a_result_handed_over_to_a_cancelled_caller_is_undone_before_the_cancel_reaches_it() -> None:
+    runner = AsyncRunner(workers=1, name="handed")
+    undone: list[int] = []
+
+    async def main() -> None:
+        call = asyncio.create_task(runner.on_thread(lambda: 7, (), {}, undone.append))
+        await asyncio.sleep(0)  # the call is posted
+        runner.wait_idle()  # on the loop's thread: the worker has run it and handed the result over
+        call.cancel()  # before the loop took the result
+        with pytest.raises(asyncio.CancelledError):
+            await call
+        assert undone == [7]
+
+    asyncio.run(main())
+    runner.close()
     assert undone == [7]
 
 

@@ -33,7 +33,10 @@ Cancellation: an inline call cannot be interrupted (it never awaits), so it
 completes. A call on a worker thread keeps running when its awaiting
 coroutine is cancelled; if the caller gave an ``undo``, it is applied to
 the result the caller never received (a cancelled claim is released), on
-the worker, before the worker counts as idle. ``close()`` refuses new calls
+the worker, before the worker counts as idle, and the ``CancelledError``
+reaches the caller only then: a claim made right after a cancelled one
+finds its item (a call still queued never starts; a second cancel stops
+that wait, the undo still happens). ``close()`` refuses new calls
 and waits until no worker is inside a call (undo included) before the
 store's connections are closed, so no connection is ever freed under a
 thread still using it.
@@ -76,7 +79,21 @@ class _Job:
     undoes a result the caller never received.
     """
 
-    __slots__ = ("args", "cancelled", "delivered", "error", "fn", "inbox", "kwargs", "lock", "result", "undo", "waiter")
+    __slots__ = (
+        "args",
+        "cancelled",
+        "delivered",
+        "error",
+        "finished",
+        "fn",
+        "inbox",
+        "kwargs",
+        "lock",
+        "result",
+        "started",
+        "undo",
+        "waiter",
+    )
 
     def __init__(
         self,
@@ -95,7 +112,9 @@ class _Job:
         self.inbox = inbox
         self.lock = None if undo is None else threading.Lock()
         self.cancelled = False
+        self.started = False
         self.delivered = False
+        self.finished = False
         self.result: Any = None
         self.error: BaseException | None = None
 
@@ -106,8 +125,14 @@ class _Job:
         left the runner's busy count: a coroutine that resumes finds the
         call over in every sense (``wait_idle``, ``close``).
         """
-        if self.cancelled:
-            return
+        if self.lock is None:
+            if self.cancelled:
+                return
+        else:
+            with self.lock:  # a cancel from now on waits for the call and its undo (``on_thread``)
+                if self.cancelled:
+                    return
+                self.started = True
         try:
             result = self.fn(*self.args, **self.kwargs)
         except BaseException as exc:
@@ -132,6 +157,7 @@ class _Job:
             self.inbox.put(self, more_queued)
 
     def settle(self) -> None:
+        self.finished = True
         waiter = self.waiter
         if waiter is not None and not waiter.done():  # cancelled meanwhile: the coroutine is gone already
             waiter.set_result(None)
@@ -505,20 +531,40 @@ class AsyncRunner:
                 job.cancelled = True  # a call still queued never starts
             else:
                 assert undo is not None
-                with job.lock:
-                    job.cancelled = True
-                    delivered = job.delivered
-                if delivered:
-                    # The worker had already handed the result over: undo it now.
-                    try:
-                        self._post(_Job(_undo_quietly, (undo, job.result), {}))
-                    except StoreClosed:
-                        pass
+                await self._undone(job, undo, loop)
             raise
         error, job.error = job.error, None  # raised from here: no cycle through this frame's job
         if error is not None:
             raise error
         return cast(T, job.result)
+
+    async def _undone(self, job: _Job, undo: Undo, loop: asyncio.AbstractEventLoop) -> None:
+        """After its caller was cancelled: ``job``'s call did not start, or it is over and undone.
+
+        So a cancelled claim holds nothing once its ``CancelledError`` reaches
+        the caller: a claim made right after finds the item. A call in flight
+        is waited for (its worker undoes it); a result already handed over is
+        undone on a worker, waited for too. A second cancel stops the wait
+        (the undo still happens, later).
+        """
+        assert job.lock is not None  # a job with an undo has its lock
+        with job.lock:
+            job.cancelled = True
+            started, delivered = job.started, job.delivered
+        waiter: asyncio.Future[None] = loop.create_future()
+        if delivered:  # the worker had handed the result over already: undo it on a worker
+            try:
+                self._post(_Job(_undo_quietly, (undo, job.result), {}, None, waiter, job.inbox))
+            except StoreClosed:
+                return
+        elif started and not job.finished:  # in flight: its worker undoes it, then settles the waiter
+            job.waiter = waiter
+        else:  # never started, or over (an error, or undone by its worker)
+            return
+        try:
+            await waiter
+        except asyncio.CancelledError:
+            pass
 
     def _enter(self) -> AsyncRunner:
         """Count one more call in (or queued for) a worker at the root; ``StoreClosed`` once closed."""
