@@ -530,6 +530,13 @@ def main() -> int:
         help="another durastate tree's src/ (e.g. main's): race only it against this tree, on a schema of its own",
     )
     parser.add_argument(
+        "--attempt-retention",
+        type=float,
+        default=None,
+        help="durastate's stores opened with this attempt_retention (0: no attempt rows, a write whose answer is"
+        " lost raises OutcomeUnknown; the psycopg contender then runs the plain statements durastate sends)",
+    )
+    parser.add_argument(
         "--fifo-pool",
         action="store_true",
         help="durastate's stores on psycopg_pool's own first-in-first-out pool (the engine before postgres_pool)",
@@ -551,7 +558,12 @@ def main() -> int:
     # worker); what a pool bigger than the number of threads using it costs is measured at the
     # end ("pool rotation").
     stores = {
-        w: durastate.open(with_application_name(url, DS_APP), min_connections=w, max_connections=w)
+        w: durastate.open(
+            with_application_name(url, DS_APP),
+            min_connections=w,
+            max_connections=w,
+            attempt_retention=args.attempt_retention,
+        )
         for w in WORKER_COUNTS
     }
     store = stores[top]

@@ -68,7 +68,7 @@ def test_bad_options_raise_when_awaited_and_bad_workers_at_once(tmp_path: Path) 
         aio.open(f"sqlite://{tmp_path / 'a.db'}", workers=0)
 
     async def main() -> None:
-        async with aio.open(f"sqlite://{tmp_path / 'b.db'}", attempt_retention=0):
+        async with aio.open(f"sqlite://{tmp_path / 'b.db'}", attempt_retention=0.5):
             raise AssertionError("opened with a bad option")
 
     with pytest.raises(ConfigurationError, match="attempt_retention"):

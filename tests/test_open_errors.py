@@ -195,7 +195,7 @@ def test_json_integers_must_fit_signed_64_bits(tmp_path: Path) -> None:
 
 # -- attempt_retention: a PostgreSQL option that every engine checks ---------------
 
-BAD_ATTEMPT_RETENTIONS: list[Any] = [0, 0.5, -1, 7 * 86400 + 1, 1e300, math.nan, math.inf, "300", True]
+BAD_ATTEMPT_RETENTIONS: list[Any] = [0.5, -1, -0.0001, 7 * 86400 + 1, 1e300, math.nan, math.inf, "300", True]
 
 
 def test_attempt_retention_is_checked_at_open_on_every_engine(store_url: str, tmp_path: Path) -> None:
@@ -237,4 +237,4 @@ def test_aio_open_passes_attempt_retention_through(store_url: str) -> None:
     kept = asyncio.run(main())
     assert kept == (42.0 if store_url.startswith("postgresql") else None)
     with pytest.raises(ConfigurationError, match="attempt_retention"):
-        asyncio.run(aio.open(store_url, attempt_retention=0))
+        asyncio.run(aio.open(store_url, attempt_retention=-1))

@@ -244,17 +244,19 @@ MAX_ATTEMPT_RETENTION = 7 * 86400.0
 
 
 def as_attempt_retention(value: Any) -> float:
-    """``attempt_retention`` as finite seconds in ``[MIN_, MAX_ATTEMPT_RETENTION]``, else ``ConfigurationError``.
+    """``attempt_retention`` as finite seconds, 0 or in ``[MIN_, MAX_ATTEMPT_RETENTION]``, else ``ConfigurationError``.
 
-    Checked whether or not the engine keeps attempt rows (SQLite does not),
-    like the pool sizes: a store opened with a bad value fails the same
-    way on every engine.
+    0: keep no attempt rows (a PostgreSQL write whose retry would need one
+    raises ``OutcomeUnknown`` instead of being retried). Checked whether or
+    not the engine keeps attempt rows (SQLite does not), like the pool
+    sizes: a store opened with a bad value fails the same way on every
+    engine.
     """
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         misconfigured(f"attempt_retention must be a finite number of seconds, got {shown(value)}")
-    if not MIN_ATTEMPT_RETENTION <= value <= MAX_ATTEMPT_RETENTION:
+    if value != 0 and not MIN_ATTEMPT_RETENTION <= value <= MAX_ATTEMPT_RETENTION:
         misconfigured(
-            f"attempt_retention must be between {MIN_ATTEMPT_RETENTION:g} and {MAX_ATTEMPT_RETENTION:g} seconds"
-            f" (7 days), got {value!r}"
+            f"attempt_retention must be 0 (keep none) or between {MIN_ATTEMPT_RETENTION:g} and"
+            f" {MAX_ATTEMPT_RETENTION:g} seconds (7 days), got {value!r}"
         )
     return float(value)

@@ -28,6 +28,10 @@ Which one to catch:
 * ``StoreUnavailable`` the engine could not serve the call: server down,
   connection lost, database locked past the busy timeout, disk full, I/O
   error. Transient: retry later.
+* ``OutcomeUnknown``  the connection was lost after a write was sent and the
+  store keeps no record to tell whether it was applied (PostgreSQL opened
+  with ``attempt_retention=0``). Not "retry later": read what the write
+  would have changed, then decide.
 * ``StoreClosed``     the ``Store`` was closed; the call was not attempted.
 * ``SchemaTooNew``    the database was written by a newer durastate; we refuse
   to guess at a schema we do not know.
@@ -42,6 +46,7 @@ __all__ = [
     "InvalidRequest",
     "NotFound",
     "NotSupported",
+    "OutcomeUnknown",
     "SchemaTooNew",
     "StoreClosed",
     "StoreCorrupt",
@@ -81,6 +86,16 @@ class WrongType(InvalidRequest, TypeError):
     ``TypeError``, which is what the standard library raises for the same
     mistake. Every facet raises this one class for a wrong type, with the
     message ``"<argument> must be <what>, got <type name>"``.
+    """
+
+
+class OutcomeUnknown(DurastateError):
+    """A write's connection was lost after it was sent; it may or may not have been applied.
+
+    Raised only where the store keeps no attempt rows (PostgreSQL opened
+    with ``attempt_retention=0``), for a write whose retry would need one:
+    with them, durastate retries such a write exactly once by itself. Not a
+    ``StoreUnavailable``: retrying the call blindly could apply it twice.
     """
 
 

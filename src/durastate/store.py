@@ -110,8 +110,10 @@ def open(
     (checked, then ignored by SQLite, which uses one connection per
     thread). ``attempt_retention``: seconds PostgreSQL keeps the attempt row
     of each write, which lets a write retried after a lost connection apply
-    once (``None``: 300; 1 to 604800, i.e. 7 days; see docs/operations/postgres.md,
-    "What the engine keeps for itself"); SQLite keeps no such rows and ignores it
+    once (``None``: 300; 1 to 604800, i.e. 7 days, or 0; see docs/operations/postgres.md,
+    "What the engine keeps for itself"); 0: keep none, and a write that
+    would need one to be retried raises ``OutcomeUnknown`` when its answer is
+    lost instead of being retried; SQLite keeps no such rows and ignores it
     after the same check. A value that is not a finite number in range is
     refused with ``ConfigurationError``. ``retention``: what ``Store.maintain()`` deletes, how many
     backups ``documents.clear`` keeps and whether documents record their

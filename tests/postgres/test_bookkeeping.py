@@ -97,7 +97,7 @@ def test_the_window_is_configurable_and_validated(pg_url: str) -> None:
         assert engine.prune_bookkeeping() == 1
     finally:
         engine.close()
-    for bad in (0, 0.5, float("nan"), float("inf"), 1e300, "300", True):
+    for bad in (-1, 0.5, float("nan"), float("inf"), 1e300, "300", True):
         with pytest.raises(ConfigurationError, match="attempt_retention"):
             PostgresEngine(pg_url, attempt_retention=bad)  # type: ignore[arg-type]
 

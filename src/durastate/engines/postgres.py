@@ -121,6 +121,7 @@ from .postgres_attempts import MIN_ATTEMPT_RETENTION as MIN_ATTEMPT_RETENTION
 from .postgres_attempts import (
     NOT_APPLIED,
     OPAQUE_WRITE,
+    UNRECORDED,
     MarkedWrite,
     OneRowInsert,
     attempt_variant,
@@ -251,9 +252,12 @@ class PostgresEngine(AttemptWrites, ChangeNotifications, LoopCommits):
         self._clock_offset = 0.0  # server clock minus local clock, seconds
         self._offset_measured_at: float | None = None  # time.monotonic() of the last measurement
         self._server_clock = clock is None
+        self.attempt_retention = as_attempt_retention(attempt_retention)
+        # attempt_retention=0: no attempt rows (a write that would record one runs once: UNRECORDED). Set before
+        # EngineBase.__init__, which keys the shared compiled statements on it (_statement_cache_key).
+        self._recording = self.attempt_retention > 0
         super().__init__(prefix=prefix, clock=self._server_now if clock is None else clock, read_only=read_only)
         as_durability(durability)
-        self.attempt_retention = as_attempt_retention(attempt_retention)
         busy_timeout = as_busy_timeout(busy_timeout)
         min_connections, max_connections = as_pool_sizes(min_connections, max_connections)
         self.url = redact_url(url)
@@ -488,12 +492,15 @@ class PostgresEngine(AttemptWrites, ChangeNotifications, LoopCommits):
             reread = sql.reread
             sql = SQL(citus_statement(sql, self._prefix_for(Kind.WRITE)), sql.kind)
             sql.reread = reread
-        sql.companion = attempt_variant(sql, self._prefix_for(Kind.WRITE), lean=not self.citus)
+        sql.companion = attempt_variant(
+            sql, self._prefix_for(Kind.WRITE), lean=not self.citus, recording=self._recording
+        )
         return sql
 
     def _statement_cache_key(self) -> Hashable:
-        """Shared compiled statements: by class, Citus mode and ``{p}`` per kind (all that ``_compiled`` reads)."""
-        return (type(self), self.citus, *(self._prefix_for(kind) for kind in Kind))
+        """Shared compiled statements: by class, Citus mode, attempt rows kept and ``{p}`` per kind (all that
+        ``_compiled`` reads)."""
+        return (type(self), self.citus, self._recording, *(self._prefix_for(kind) for kind in Kind))
 
     def _run(self, sql: str, params: Params, fetch: int) -> Any:
         """Run one statement; ``fetch``: 0 rowcount, 1 one row, 2 all rows."""
@@ -518,6 +525,11 @@ class PostgresEngine(AttemptWrites, ChangeNotifications, LoopCommits):
             return self._write_once(variant.sql, params, fetch, first=True)
         if type(variant) is MarkedWrite:
             return self._write_marked(variant, params, fetch)
+        if variant is UNRECORDED:
+            got = self._first_try(sql, params, fetch, fetch_result)
+            if type(got) is LostTry:
+                raise self._outcome_unknown(got.error)
+            return got
         # A read, a write whose retry re-reads its rows (RereadWrite) or runs it again (RUN_AGAIN). The
         # first try pays no closure; a lost connection goes on to the retry loop.
         got = self._first_try(sql, params, fetch, fetch_result)

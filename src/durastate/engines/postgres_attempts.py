@@ -48,6 +48,13 @@ What a row records, by the write's kind:
   ``decode_rows`` with psycopg's own binary loaders. A destructive read
   cannot answer a retry with less: the only other copy is deleted.
 
+A store opened with ``attempt_retention=0`` keeps no attempt rows: every
+write that would record one runs as it is (``UNRECORDED``), once, and one
+whose connection is lost before its answer came raises ``OutcomeUnknown``;
+a write transaction records nothing either (``UNRECORDED_ATTEMPT``), and a
+lost COMMIT's answer raises the same. The other kinds above keep their
+retries (they need no row).
+
 The ``{p}attempt`` table itself is ``engines.base.CORE_SCHEMA``'s; this
 module holds its statements, the retention window and the decoding of a
 recorded result.
@@ -77,6 +84,9 @@ __all__ = [
     "ATTEMPT_RESULT",
     "ATTEMPT_RETENTION",
     "MarkedWrite",
+    "UNRECORDED",
+    "UNRECORDED_ATTEMPT",
+    "Unrecorded",
     "MAX_ATTEMPT_RETENTION",
     "MIN_ATTEMPT_RETENTION",
     "NEXT_VALUE_RECORDED",
@@ -290,6 +300,25 @@ class MarkedWrite:
         return found
 
 
+class Unrecorded:
+    """The companion of a write on a store that keeps no attempt rows (``attempt_retention=0``).
+
+    It runs as it is, once: a connection lost before its answer came
+    raises ``OutcomeUnknown`` (nothing could tell a retry whether it
+    committed). Only writes that would record an attempt row get it:
+    idempotent, re-read and marked writes keep their retries, which need no
+    row.
+    """
+
+    __slots__ = ()
+
+
+UNRECORDED = Unrecorded()
+# A write transaction's attempt id on a store that keeps no attempt rows: it
+# wrote, and nothing records whether its COMMIT took effect.
+UNRECORDED_ATTEMPT = b""
+
+
 class OneRowInsert:
     """The attempt-recording variant of an insert of one row of values (``ONE_ROW_INSERT``), attempt row first.
 
@@ -307,8 +336,8 @@ class OneRowInsert:
 
 
 def attempt_variant(
-    sql: SQL, prefix: str, *, lean: bool = True
-) -> str | RereadWrite | RunAgain | MarkedWrite | OneRowInsert | None:
+    sql: SQL, prefix: str, *, lean: bool = True, recording: bool = True
+) -> str | RereadWrite | RunAgain | MarkedWrite | OneRowInsert | Unrecorded | None:
     """The attempt-recording variant of a write; ``None`` for a read.
 
     ``OPAQUE_WRITE`` for a statement that cannot be one attempt-recording
@@ -321,6 +350,8 @@ def attempt_variant(
     planner they were not checked against): an insert of one row of values
     gets a ``OneRowInsert``, and a write returning one column records an
     array of that column's values, not of rows (``ONE_COLUMN``).
+    ``recording`` off (``attempt_retention=0``): ``UNRECORDED`` instead of
+    an attempt-recording statement.
     """
     kind = sql.kind
     if kind is Kind.READ:
@@ -334,6 +365,9 @@ def attempt_variant(
             return RereadWrite(*sql.reread)
         if sql.marked is not None:
             return MarkedWrite(*sql.marked)
+    if not recording:
+        return UNRECORDED
+    if kind is Kind.WRITE_ROWS:
         if lean and ONE_COLUMN.search(sql):
             return (
                 f"WITH _ds_r (_ds_c) AS ({sql}), _ds_a AS (INSERT INTO {prefix}attempt (id, created_at, rows)"

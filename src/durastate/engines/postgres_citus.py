@@ -82,8 +82,9 @@ class SchemaEngine(PostgresEngine):
         self._qualified = f'"{schema}".{coordinator.prefix}'
         self._local_time = coordinator._local_time
         self._server_clock = coordinator._server_clock
-        EngineBase.__init__(self, prefix=coordinator.prefix, clock=coordinator._clock, read_only=coordinator.read_only)
         self.attempt_retention = coordinator.attempt_retention
+        self._recording = coordinator._recording  # before EngineBase.__init__ (the statement cache's key)
+        EngineBase.__init__(self, prefix=coordinator.prefix, clock=coordinator._clock, read_only=coordinator.read_only)
         self.url = f"{coordinator.url} (schema {schema})"
         self._conninfo = coordinator._conninfo
         self._busy_timeout = coordinator._busy_timeout

@@ -59,7 +59,7 @@ from typing import TYPE_CHECKING, Any
 import psycopg
 from psycopg import errors as pg_errors
 
-from ..errors import DurastateError, StoreClosed, StoreUnavailable
+from ..errors import DurastateError, OutcomeUnknown, StoreClosed, StoreUnavailable
 from .base import (
     WRITE_ROWS,
     EngineBase,
@@ -72,7 +72,7 @@ from .base import (
     aborted_error,
 )
 from .loop import WouldWait
-from .postgres_attempts import NEXT_VALUE_RECORDED, NOT_APPLIED, attempt_id, fetch_result
+from .postgres_attempts import NEXT_VALUE_RECORDED, NOT_APPLIED, UNRECORDED_ATTEMPT, attempt_id, fetch_result
 from .postgres_citus_sql import HAS_2PC_LOG, PENDING_2PC
 from .postgres_errors import connection_lost, translate_postgres_error
 from .postgres_pool import MANY, RUN, SEND, VALUE, PooledConnection, resend_flight
@@ -186,6 +186,8 @@ class PipelinedTransactions(EngineBase):
     _requirements: dict[str, str]
     pooler: bool
     citus: bool
+    # attempt_retention > 0: writes record attempt rows (PostgresEngine._compile_own_statements).
+    _recording: bool
 
     def _compile_transaction_statements(self) -> None:
         self._next_value_recorded = {first: self.sql(WRITE_ROWS(text)) for first, text in NEXT_VALUE_RECORDED.items()}
@@ -212,6 +214,14 @@ class PipelinedTransactions(EngineBase):
 
     def _read_only_refusal(self) -> DurastateError:
         raise NotImplementedError
+
+    def _outcome_unknown(self, error: psycopg.Error, what: str = "write") -> OutcomeUnknown:
+        """A write (or a write transaction's COMMIT) whose answer was lost on a store keeping no attempt rows."""
+        return OutcomeUnknown(
+            f"{self.url}: connection lost before the {what}'s answer came ({error.__class__.__name__}): it may"
+            " or may not have been applied, and this store keeps no attempt rows to tell (attempt_retention=0);"
+            " read what it would have changed before retrying it"
+        )
 
     # postgres_loop.LoopCommits's (no-wait mode).
     def _idle_connection_begun(self, state: ThreadState, piped: bool, first: str) -> PooledConnection | None:
@@ -329,11 +339,18 @@ class PipelinedTransactions(EngineBase):
         found committed by that row, still answers the value. One value is
         awaited at a time: a second call while one is unanswered waits for
         the first (one round trip). Citus mode: read at once (the attempt
-        row there is a shard's, looked up through its own view).
+        row there is a shard's, looked up through its own view); so with
+        ``attempt_retention=0`` (no attempt row to write it into).
         """
         state = self._tls.state
         conn = state.conn
-        if conn is None or not state.piped or self.citus or (state.attempt is None and not state.attempt_pending):
+        if (
+            conn is None
+            or not state.piped
+            or self.citus
+            or not self._recording
+            or (state.attempt is None and not state.attempt_pending)
+        ):
             return super().next_value_later(name)  # outside a pipelined write transaction: at once
         self._check_open_transaction(state)
         if self.read_only and self.pooler:
@@ -432,9 +449,12 @@ class PipelinedTransactions(EngineBase):
         If the connection drops during COMMIT, the row's presence tells
         whether the transaction committed (see ``_tx_commit``).
         """
+        state.attempt_pending = False
+        if not self._recording:  # it wrote; nothing will record whether its COMMIT took effect
+            state.attempt = UNRECORDED_ATTEMPT
+            return
         now = self.now_ms()
         state.attempt = attempt_id(now)
-        state.attempt_pending = False
         state.attempt_lookup = self._attempt_result
         if state.piped:
             self._pipe(state, SEND, self._attempt_insert, (state.attempt, now), unflushed=False)
@@ -584,6 +604,9 @@ class PipelinedTransactions(EngineBase):
         if unusable:
             self._discard(conn)
         _discard_transaction(self, conn)
+        if attempt is UNRECORDED_ATTEMPT and (unusable or connection_lost(commit_error)):
+            # It wrote, and no attempt row can say whether the COMMIT took effect: not sent again.
+            raise self._outcome_unknown(commit_error, "transaction's COMMIT") from None
         if flight is not None and unusable:
             # The whole transaction was this one flight: unless its attempt
             # row says it committed, send it all again on another connection.
