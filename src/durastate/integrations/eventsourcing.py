@@ -360,14 +360,14 @@ class DurastateAggregateRecorder(_DurastateRecorder, AggregateRecorder):
                 self.store.engine.notify(self.channel)  # delivered at the commit, never after a rollback
             # Layout 3 (self._pointers): the notification row holds the event, the event row only its id.
             if self._pointers:
-                kv.put_many(scope, self._events_ns, list(zip(keys, id_keys)))
+                kv.put_many(scope, self._events_ns, list(zip(keys, id_keys, strict=True)))
             else:
-                kv.put_many(scope, self._events_ns, list(zip(keys, map(bytes.__add__, id_keys, bodies))))
+                kv.put_many(scope, self._events_ns, list(zip(keys, map(bytes.__add__, id_keys, bodies), strict=True)))
             if self._with_notifications:
                 # Layout-2 notification rows: marker, key length (one head per length), event key, body.
                 heads = {length: _INLINE + _POINTER_HEAD.pack(length) for length in set(map(len, keys))}
-                notes = [heads[len(key)] + key + body for key, body in zip(keys, bodies)]
-                kv.put_many(scope, _NOTIFICATIONS, list(zip(id_keys, notes)))
+                notes = [heads[len(key)] + key + body for key, body in zip(keys, bodies, strict=True)]
+                kv.put_many(scope, _NOTIFICATIONS, list(zip(id_keys, notes, strict=True)))
         return ids
 
     def _existing(self, keys: list[bytes], prefixes: list[bytes], wanted: set[bytes]) -> list[bytes]:
