@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import functools
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from itertools import chain, repeat
 from typing import TYPE_CHECKING, Any
 
 from .._listing import check_limit, distinct_params, distinct_sql, merge_distinct
@@ -69,11 +68,6 @@ if TYPE_CHECKING:
 PRUNE_EVERY = 256
 PRUNE_BATCH = 64
 
-# put_many's common case (KV._pairs): the types and lengths a batch's items, keys and values all have.
-_TUPLES = frozenset({tuple})
-_PAIRS = frozenset({2})
-_BYTES = frozenset({bytes})
-
 
 class ByCount(dict[int, "SQL"]):
     """Statements by key count, each compiled at its first use (a store uses few of the 128 counts).
@@ -105,8 +99,6 @@ class KV:
         self.max_value_size = max_value_size
         self.max_key_size = max_key_size
         self._no_limit = engine.no_limit
-        # A blob bound in every row of a batch (scope, ns), made once per batch in the engine's cheapest form.
-        self._blob = engine.blob_binding()
         sql = engine.sql
         self._get = sql(GET)
         self._put = sql(PUT)
@@ -176,42 +168,6 @@ class KV:
             for key in wanted:
                 self._address(scope, ns, key)  # raises, naming the size
         return wanted
-
-    def _pairs(self, scope: bytes, ns: bytes, items: list[Any], if_absent: bool) -> dict[bytes, bytes]:
-        """``put_many``'s ``items`` as key -> value, one per key, each checked like ``_address`` / ``_value``.
-
-        Of a key's duplicates the last wins, or with ``if_absent`` the first
-        (a statement may not touch a row twice). The common case (no
-        ``if_absent``, every item a ``(bytes, bytes)`` tuple within the
-        limits) is checked in passes over the batch in C (types, lengths,
-        one ``dict``) instead of a Python loop per item, which was most of a
-        small batch's Python time; anything else goes through the loop,
-        which names the first bad item.
-        """
-        key_room = self.max_key_size - len(scope) - len(ns)
-        max_value = self.max_value_size
-        if not if_absent and set(map(type, items)) == _TUPLES and set(map(len, items)) == _PAIRS:
-            keys, values = zip(*items, strict=True)
-            if (
-                set(map(type, keys)) == _BYTES
-                and set(map(type, values)) == _BYTES
-                and max(map(len, keys)) <= key_room
-                and max(map(len, values)) <= max_value
-            ):
-                return dict(zip(keys, values, strict=True))
-        pairs: dict[bytes, bytes] = {}
-        keep = pairs.setdefault if if_absent else pairs.__setitem__
-        for i, item in enumerate(items):
-            # Fast path: a (bytes, bytes) tuple within the limits.
-            if type(item) is tuple and len(item) == 2:
-                key, value = item
-                if type(key) is bytes and type(value) is bytes and len(key) <= key_room and len(value) <= max_value:
-                    keep(key, value)
-                    continue
-            if not isinstance(item, (tuple, list)) or len(item) != 2:
-                fail(f"items[{i}] must be a (key, value) pair, got {shown(item)}")
-            keep(self._address(scope, ns, item[0])[2], self._value(f"items[{i}] value", item[1]))
-        return pairs
 
     def _value(self, name: str, value: Any) -> bytes:
         data: bytes = value if type(value) is bytes else as_bytes(name, value)
@@ -361,21 +317,50 @@ class KV:
         if if_absent is not False and if_absent is not True:
             fail_type("if_absent", "a bool", if_absent)
         expires_at = None if ttl is None else self._deadline(ttl)
-        pairs = self._pairs(scope, ns, items if type(items) is list else as_list("items", items), if_absent)
+        key_room = self.max_key_size - len(scope) - len(ns)
+        max_value = self.max_value_size
+        # Key -> value, one per key (a statement may not touch a row twice):
+        # the last of duplicates, or with if_absent the first. The statement's
+        # parameters are gathered on the way (rebuilt from ``pairs`` if a key
+        # repeats or with a deadline).
+        pairs: dict[bytes, bytes] = {}
+        keep = pairs.setdefault if if_absent else pairs.__setitem__
+        listed = items if type(items) is list else as_list("items", items)
+        # Several rows: scope and ns as the engine binds a blob cheapest, made once for all of them (on SQLite
+        # a bytearray the driver binds as it is, where each row's bytes would be copied into one). Asked of
+        # the engine here, not kept: KV has 29 instance attributes, and at 30 CPython 3.11 no longer keeps
+        # them inline (LOAD_ATTR_WITH_HINT): every attribute read of the facet slows (~1.2k instructions a
+        # put_many, callgrind).
+        bound_scope: object = scope
+        bound_ns: object = ns
+        if len(listed) > 1:
+            blob = self._engine.blob_binding()
+            bound_scope, bound_ns = blob(scope), blob(ns)
+        params: list[object] = []
+        for i, item in enumerate(listed):
+            # Fast path: a (bytes, bytes) tuple within the limits.
+            if type(item) is tuple and len(item) == 2:
+                key, value = item
+                if type(key) is bytes and type(value) is bytes and len(key) <= key_room and len(value) <= max_value:
+                    keep(key, value)
+                    params += (bound_scope, bound_ns, key, value)
+                    continue
+            if not isinstance(item, (tuple, list)) or len(item) != 2:
+                fail(f"items[{i}] must be a (key, value) pair, got {shown(item)}")
+            key, value = self._address(scope, ns, item[0])[2], self._value(f"items[{i}] value", item[1])
+            keep(key, value)
+            params += (bound_scope, bound_ns, key, value)
         if not pairs:
             return
         engine = self._engine
         statements = self._put_many[(expires_at is not None, if_absent)]
-        # The statement's parameters, row after row, gathered in C (zip/chain): scope and ns as the engine
-        # binds a blob cheapest, made once for every row (on SQLite a bytearray the driver binds as it is,
-        # where each bytes would be copied into one per row).
-        blob = self._blob
-        columns: list[Iterable[Any]] = [repeat(blob(scope)), repeat(blob(ns)), pairs, pairs.values()]
         if expires_at is not None:
-            columns.append(repeat(expires_at))
-        # strict=False: the repeats are endless, the pairs end the rows.
-        params: list[Any] = list(chain.from_iterable(zip(*columns, strict=False)))
-        width = len(columns)
+            params = [part for key, value in pairs.items() for part in (bound_scope, bound_ns, key, value, expires_at)]
+            width = 5
+        else:
+            width = 4
+            if len(params) != len(pairs) * 4:  # a key repeated: one row per key
+                params = [part for key, value in pairs.items() for part in (bound_scope, bound_ns, key, value)]
         if len(pairs) <= PUT_CHUNK:
             if if_absent:
                 params.append(engine.now_ms())
@@ -689,13 +674,7 @@ class KV:
         Refused with ``InvalidRequest`` (and nothing changed) when the sum
         would leave the signed 64-bit range.
         """
-        if (
-            type(scope) is not bytes
-            or type(ns) is not bytes
-            or type(key) is not bytes
-            or len(scope) + len(ns) + len(key) > self.max_key_size
-        ):
-            scope, ns, key = self._address(scope, ns, key)  # as get's: the call only when a check fails
+        scope, ns, key = self._address(scope, ns, key)
         if type(delta) is not int or not INT64_MIN <= delta <= INT64_MAX:
             delta = as_int64("delta", delta)
         low = INT64_MIN - delta if delta < 0 else INT64_MIN
