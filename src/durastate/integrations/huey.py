@@ -339,7 +339,7 @@ class DurastateStorage(BaseStorage):  # type: ignore[misc]
             if not queues:
                 _ack_all([done])
                 return None
-            acked, claim = self.store.queues._ack_then_claim(done, queues[0], lease=self.lease)
+            acked, claim = self.store.queues._ack_then_claim(done, queues[0], self.lease)
         except BaseException:
             self._give_back(threading.get_ident(), [done])  # nothing was committed: the ack waits again
             raise
