@@ -46,9 +46,11 @@ Cancellation (a cancelled ``await`` on any facet): a call either completes
 or is undone, never half done. Every write is atomic, so a cancelled write
 either committed or did nothing. A cancelled ``queues.claim`` or
 ``events.claim_available``/``claim_any`` whose claim was taken anyway is
-released at once (the delivery counts as an attempt, as a crashed worker's
-would). ``queues.pop`` is at-most-once: a pop cancelled after it took its
-item loses it, exactly as a consumer dying after ``pop`` would. A
+released before the ``CancelledError`` reaches the caller (the delivery
+counts as an attempt, as a crashed worker's would; a try still running on
+a worker is waited for, so a claim made next finds the item).
+``queues.pop`` is at-most-once: a pop cancelled after it took its item
+loses it, exactly as a consumer dying after ``pop`` would. A
 cancelled ``transact`` rolls back unless its commit had begun (on
 PostgreSQL a transaction's writes travel with its COMMIT in one flight, so a
 write waiting for another transaction's row lock waits inside the commit:

@@ -449,7 +449,10 @@ class SqliteEngine(ChangeNotifications, SharedWrites):
                 if self._closed:
                     raise self._refuse_closed()
                 try:
-                    params = bindable(params)
+                    # An engine_blobs statement's blobs come as bind_blob made them: bound as they come (as on
+                    # the shared writer connection, sqlite_writes).
+                    if not getattr(sql, "engine_blobs", False):
+                        params = bindable(params)
                     row: Row | None = cursor.execute(sql, params).fetchone()
                     if row is not None and cursor.fetchone() is not None:
                         # More than one row: the statement (say, a multi-row
@@ -524,7 +527,8 @@ class SqliteEngine(ChangeNotifications, SharedWrites):
                 if self._closed:
                     raise self._refuse_closed()
                 try:
-                    params = bindable(params)
+                    if not getattr(sql, "engine_blobs", False):  # see one()
+                        params = bindable(params)
                     cursor.execute(sql, params)
                     if cursor.description is not None:
                         # It returns rows (RETURNING, SELECT): run it to completion,

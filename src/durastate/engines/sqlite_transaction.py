@@ -27,11 +27,13 @@ import threading
 import weakref
 from collections.abc import Callable
 from functools import partial
+from threading import current_thread
+from types import TracebackType
 from typing import Any, TypeVar, cast
 
 from ..errors import DurastateError
 from . import sqlite_busy, sqlite_wal
-from .base import EngineBase, PerThread, TransactionFields, aborted_error
+from .base import EngineBase, PerThread, Transaction, TransactionFields, aborted_error
 from .loop import running_loop
 from .sqlite_busy import Backoff, loop_thread_refusal
 from .sqlite_connections import Connections
@@ -45,6 +47,7 @@ __all__ = [
     "NO_LOCK_WAIT",
     "Refused",
     "RefusingCursor",
+    "SqliteTransaction",
     "SqliteTransactions",
     "ThreadState",
 ]
@@ -135,6 +138,78 @@ def _own_transactions() -> int:
 
 
 FORK_GATE = ForkGate(_own_transactions)
+
+
+class SqliteTransaction(Transaction):
+    """``Transaction`` with the common case of a write transaction on SQLite inline.
+
+    The common case: an outermost write block (depth 0) on a thread whose
+    connection and cursor are open and do not wait for locks
+    (``ThreadState.lock_wait``), the writer gate free, ``BEGIN IMMEDIATE``
+    granted at once; ended by a normal exit, not doomed. It runs the same
+    steps as the general path (gate, fork gate, guard, ``BEGIN IMMEDIATE``;
+    ``COMMIT``, ``_ended``, the deferred notifications) without its calls
+    through ``_tx_begin``/``_enter_writers``/``WriterGate.enter``/
+    ``ForkGate.enter`` (a short transaction's share: a leased dequeue's,
+    bench/RESULTS.md "hueycpu"). Anything else (nesting, a read block, a
+    refused ``BEGIN``, a held gate, an exception, a doomed or closed
+    transaction) takes ``Transaction``'s own path, which the fast one hands
+    over to before it has changed anything (a refused ``BEGIN`` has left
+    the gate and the fork gate again).
+    """
+
+    __slots__ = ()
+    # Annotated, not cast(): typing.cast is a Python call.
+    _engine: SqliteTransactions
+    _state: ThreadState
+
+    def __enter__(self) -> None:
+        engine = self._engine
+        state = engine._tls.state
+        cursor = state.cursor
+        if state.depth or self._read or state.writing or state.lock_wait or cursor is None or engine._closed:
+            return Transaction.__enter__(self)
+        gate = engine._connections.writers
+        if not gate.lock.acquire(False):
+            return Transaction.__enter__(self)  # waits for the gate (or refuses on a loop's thread)
+        gate.holder = current_thread()
+        state.writing = True
+        FORK_GATE.enter()
+        guard = state.guard
+        try:
+            guard.acquire()
+            try:
+                if engine._closed:
+                    raise engine._refuse_closed()
+                cursor.execute(_BEGIN_WRITE)
+            finally:
+                guard.release()
+        except sqlite3.Error:
+            # Refused (the lock held by another process): nothing began; the general path waits for it.
+            FORK_GATE.leave()
+            engine._leave_writers(state)
+            return Transaction.__enter__(self)
+        except BaseException:
+            FORK_GATE.leave()
+            engine._leave_writers(state)
+            raise
+        self._state = state
+        state.depth = self._level = 1
+        return None
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        engine = self._engine
+        state = self._state
+        if self._level != 1 or exc_type is not None or state.doomed is not None or engine._closed:
+            return Transaction.__exit__(self, exc_type, exc, tb)
+        state.depth = 0
+        engine._commit(state)
+        return None
 
 
 class SqliteTransactions(EngineBase):
@@ -324,11 +399,18 @@ class SqliteTransactions(EngineBase):
         # now; this only tells the fork gate so.
         FORK_GATE.leave()
 
+    def transaction(self) -> SqliteTransaction:
+        """A write transaction (re-entrant per thread: nested blocks are savepoints); ``SqliteTransaction``."""
+        return SqliteTransaction(self)
+
     def _tx_commit(self) -> None:
+        self._commit(self._tls.state)
+
+    def _commit(self, state: ThreadState) -> None:
+        """``_tx_commit`` with the thread's state in hand (``SqliteTransaction.__exit__`` has it)."""
         # Only called when the transaction is not doomed, so the cursor is
         # the real one (a stray ``RefusingCursor`` would refuse the COMMIT:
         # the transaction then rolls back, which is safe).
-        state = self._tls.state
         try:
             with state.guard:
                 (state.cursor or self._thread_cursor()).execute(_COMMIT)

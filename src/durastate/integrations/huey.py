@@ -132,9 +132,12 @@ def _sortable(value: float) -> bytes:
     return _U64.pack(bits ^ _MASK if bits & _SIGN else bits | _SIGN)
 
 
+_NO_PRIORITY = _sortable(0.0)
+
+
 def _priority_key(priority: Any) -> bytes:
-    if priority is None:
-        return _sortable(0.0)
+    if priority is None:  # huey's usual case: computed once
+        return _NO_PRIORITY
     if isinstance(priority, bool) or not isinstance(priority, (int, float)):
         raise InvalidRequest(f"priority must be a number or None, got {type(priority).__name__}")
     value = float(priority)
@@ -161,6 +164,18 @@ def _timestamp_key(ts: Any) -> bytes:
     if not isinstance(ts, datetime.datetime):
         raise InvalidRequest(f"ts must be a datetime, got {type(ts).__name__}")
     return _sortable(ts.timestamp())
+
+
+# Forks into a child so far (counted in the child): a storage that saw another count is a forked copy, its
+# waiting acks the parent's. Compared at every ack_later and dequeue instead of os.getpid(), a system call.
+_forks = [0]
+
+
+def _forked() -> None:
+    _forks[0] += 1
+
+
+os.register_at_fork(after_in_child=_forked)
 
 
 class DurastateStorage(BaseStorage):  # type: ignore[misc]
@@ -227,7 +242,7 @@ class DurastateStorage(BaseStorage):  # type: ignore[misc]
         # that they are its parent's (not its own to commit).
         self._pending: dict[int, list[Claim]] = {}
         self._pending_lock = threading.Lock()
-        self._pending_pid = os.getpid()
+        self._pending_forks = _forks[0]
 
     def close(self) -> bool:
         """Commit every thread's waiting acks (``ack_later``), then close the store if this storage opened it."""
@@ -324,7 +339,7 @@ class DurastateStorage(BaseStorage):  # type: ignore[misc]
             if not queues:
                 _ack_all([done])
                 return None
-            acked, claim = self.store.queues._ack_then_claim(done, queues[0], lease=self.lease)
+            acked, claim = self.store.queues._ack_then_claim(done, queues[0], self.lease)
         except BaseException:
             self._give_back(threading.get_ident(), [done])  # nothing was committed: the ack waits again
             raise
@@ -406,9 +421,9 @@ class DurastateStorage(BaseStorage):  # type: ignore[misc]
 
     def _forget_parents_acks(self) -> None:
         """In a forked child, the parent's waiting acks are the parent's to commit."""
-        if self._pending_pid != os.getpid():
+        if self._pending_forks != _forks[0]:
             self._pending.clear()
-            self._pending_pid = os.getpid()
+            self._pending_forks = _forks[0]
 
     def take_claim(self) -> Claim | None:
         """The claim of this thread's last ``dequeue`` (once), for whoever settles it."""
@@ -555,14 +570,14 @@ class _LeaseKeeper:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._pid = os.getpid()
+        self._forks = _forks[0]
 
     def hold(self, key: int, claim: Claim) -> None:
         with self._lock:
-            if self._pid != os.getpid():  # forked: the parent's claims are not ours to renew
+            if self._forks != _forks[0]:  # forked: the parent's claims are not ours to renew
                 self._held.clear()
                 self._thread = None
-                self._pid = os.getpid()
+                self._forks = _forks[0]
             self._held[key] = claim
             if self._thread is None or not self._thread.is_alive():
                 self._thread = threading.Thread(target=self._run, name="durastate-huey-leases", daemon=True)

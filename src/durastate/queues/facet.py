@@ -452,7 +452,7 @@ class Queues(Upkeep):
 
     # -- settling a claim ------------------------------------------------------
 
-    def _ack_then_claim(self, done: Claim, name: str | bytes, *, lease: float = 30.0) -> tuple[bool, Claim | None]:
+    def _ack_then_claim(self, done: Claim, name: str | bytes, lease: float = 30.0) -> tuple[bool, Claim | None]:
         """Ack ``done``, then claim the next item of queue ``name`` for ``lease`` seconds; (acked, the claim or None).
 
         For an integration that settles a finished item as it asks for the
@@ -466,16 +466,24 @@ class Queues(Upkeep):
         claim is not made by the one statement (the queue is empty, or its
         head used up its attempts: buried first), the ack has committed
         before the claim's own statements run. Never waits for an item.
+        ``lease`` may be passed by position (huey's dequeue does: a keyword
+        costs every call its parsing).
         """
-        if not isinstance(done, Claim) or done._queues is not self:
+        if type(done) is not Claim or done._queues is not self:
             fail_type("done", "a Claim of this store's queues", done)
-        queue, bound, _ = self._known(name)
+        try:
+            queue, bound, _ = self._names[name]  # _known, inline (as in claim)
+        except (KeyError, TypeError):
+            queue, bound, _ = self._named(name)
         lease_ms = _duration_ms("lease", lease, False)
         engine = self._engine
         statement = self._ack_then_claim_sql
         if statement is None:
             with engine.transaction():
-                acked = self._acked(done)
+                # Whether the item is gone now (deleted here, or already), not raising for a lost lease.
+                acked = engine.execute(self._ack_sql, (done.id, done._token)) == 1 or (
+                    engine.one(self._item_present, (done.id,)) is None
+                )
                 return acked, self._claim_once(queue, bound, lease_ms)
         token = self._blob(_lease_token())
         now = engine.now_ms()
@@ -490,13 +498,6 @@ class Queues(Upkeep):
                 return acked, None
             return acked, Claim(self, queue, row[0], row[1], row[2], token, until, lease_ms)
         return acked, Claim(self, queue, row[1], row[2], row[3], token, until, lease_ms)
-
-    def _acked(self, claim: Claim) -> bool:
-        """Ack ``claim``: whether its item is gone now (deleted here, or already), not raising for a lost lease."""
-        engine = self._engine
-        return engine.execute(self._ack_sql, (claim.id, claim._token)) == 1 or (
-            engine.one(self._item_present, (claim.id,)) is None
-        )
 
     def _nack(self, claim: Claim, delay: float, error: str | None) -> None:
         delay_ms = _duration_ms("delay", delay, True)

@@ -441,3 +441,32 @@ def test_a_priority_new_to_another_process_is_served_after_the_refresh(store: du
     assert consumer.enqueued_items() == [b"urgent", b"normal"]  # listing always reads the registry
     consumer.PRIORITY_REFRESH = 0.0
     assert [consumer.dequeue(), consumer.dequeue()] == [b"urgent", b"normal"]
+
+
+class TestFork:
+    @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+    def test_a_forked_child_does_not_see_its_parents_waiting_acks(self, app: DurastateHuey) -> None:
+        # The storage tells a forked copy by a count of forks (no os.getpid() per call): the child's copy
+        # of the waiting acks is the parent's to commit, so the child sees none; the parent keeps its own.
+        @app.task()
+        def noop() -> None:
+            return None
+
+        noop()
+        app.execute(app.dequeue())
+        assert len(app.storage.pending_acks()) == 1
+        read, write = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - the child reports through the pipe
+            try:
+                os.write(write, str(len(app.storage.pending_acks())).encode())
+            finally:
+                os._exit(0)
+        os.close(write)
+        try:
+            seen = os.read(read, 16)
+        finally:
+            os.close(read)
+            os.waitpid(pid, 0)
+        assert seen == b"0"
+        assert len(app.storage.pending_acks()) == 1
