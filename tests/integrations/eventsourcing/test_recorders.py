@@ -121,6 +121,48 @@ def test_str_and_uuid_originator_ids_round_trip(store: durastate.Store) -> None:
     assert recorder.select_events(str(as_uuid)) == []  # a str id is not its UUID
 
 
+def test_a_batch_is_checked_and_stored_per_originator_whatever_its_order(store: durastate.Store) -> None:
+    """Interleaved originators and topics (each encoded once per run of events sharing it); the duplicate check
+    spans each originator's versions in the batch: a stored version between two of them is found."""
+    recorder = DurastateApplicationRecorder(store)
+    order, text = uuid4(), "order-9"
+    recorder.insert_events([StoredEvent(order, v, "t", b"o%d" % v) for v in (2, 3, 4, 5)])
+    with pytest.raises(IntegrityError, match=r"version 5\) already exists"):
+        # Versions 1 and 5 of ``order``: the range holds 2, 3 and 4 too, before the duplicate.
+        recorder.insert_events(
+            [StoredEvent(order, 1, "t", b"x"), StoredEvent(text, 1, "u", b"y"), StoredEvent(order, 5, "t", b"z")]
+        )
+    assert recorder.max_notification_id() == 4
+    batch = [
+        StoredEvent(order, 1, "t", b"o1"),
+        StoredEvent(text, 1, "u", b"s1"),
+        StoredEvent(order, 6, "v", b"o6"),
+        StoredEvent(text, 2, "u", b"s2"),
+    ]
+    assert recorder.insert_events(batch) == [5, 6, 7, 8]
+    assert [(e.originator_version, e.topic, e.state) for e in recorder.select_events(order)] == [
+        (1, "t", b"o1"),
+        (2, "t", b"o2"),
+        (3, "t", b"o3"),
+        (4, "t", b"o4"),
+        (5, "t", b"o5"),
+        (6, "v", b"o6"),
+    ]
+    assert [(e.originator_id, e.originator_version, e.state) for e in recorder.select_events(text)] == [
+        (text, 1, b"s1"),
+        (text, 2, b"s2"),
+    ]
+    assert [(n.id, n.originator_id, n.topic) for n in recorder.select_notifications(5, 10)] == [
+        (5, order, "t"),
+        (6, text, "u"),
+        (7, order, "v"),
+        (8, text, "u"),
+    ]
+    with pytest.raises(IntegrityError, match=r"version 3\) already exists"):
+        recorder.insert_events([StoredEvent(order, 3, "t", b"x"), StoredEvent(order, 5000, "t", b"y")])  # > a page
+    assert recorder.max_notification_id() == 8
+
+
 def test_factory_needs_a_url_and_names_the_keys() -> None:
     env = {"PERSISTENCE_MODULE": "durastate.integrations.eventsourcing"}
     with pytest.raises(InvalidRequest, match="DURASTATE_URL"):
