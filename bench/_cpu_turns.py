@@ -39,6 +39,29 @@ def serve(src: str, one_path: Callable[[str, int], float]) -> None:
         print(json.dumps(one_path(command["path"], command["count"])), flush=True)
 
 
+def run(
+    script: str,
+    args: argparse.Namespace,
+    count: int,
+    paths: Sequence[str],
+    one_path: Callable[[str, int], float],
+    default_src: str,
+) -> tuple[list[str], dict[tuple[int, str], list[float]]] | None:
+    """What a script's ``main`` does with ``arguments``' options: serve as a ``--worker``, run ``--only`` once in
+    this process (printing its CPU seconds), or have one worker per ``--src`` take turns; ``None`` when done here,
+    else the sources and ``take_turns``' figures."""
+    if args.worker:
+        sys.path.insert(0, args.worker)
+        serve(args.worker, one_path)
+        return None
+    sources: list[str] = args.src or [default_src]
+    if args.only:
+        sys.path.insert(0, sources[0])
+        print(f"{one_path(args.only, count):.6f}")
+        return None
+    return sources, take_turns(script, sources, paths, count, args.rounds)
+
+
 def take_turns(
     script: str, sources: Sequence[str], paths: Sequence[str], count: int, rounds: int, extra: Sequence[str] = ()
 ) -> dict[tuple[int, str], list[float]]:

@@ -41,7 +41,7 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from _cpu_turns import arguments, serve, take_turns  # noqa: E402  (bench/_cpu_turns.py)
+from _cpu_turns import arguments, run  # noqa: E402  (bench/_cpu_turns.py)
 
 PAYLOAD = b"x" * 200
 PATHS = ("insert1", "insert10", "peer1", "peer10")
@@ -90,24 +90,13 @@ def _one_path(path_name: str, inserts: int) -> float:
             closer.close()
 
 
-def _worker(src: str) -> None:
-    """Serve ``{"path": ..., "count": ...}`` lines on stdin (inserts) with CPU seconds on stdout."""
-    sys.path.insert(0, src)
-    serve(src, _one_path)
-
-
 def main() -> None:
     parser = arguments(__doc__, "inserts", 400, PATHS)
     args = parser.parse_args()
-    if args.worker:
-        _worker(args.worker)
+    measured = run(__file__, args, args.inserts, PATHS, _one_path, str(HERE.parent / "src"))
+    if measured is None:
         return
-    sources = args.src or [str(HERE.parent / "src")]
-    if args.only:
-        sys.path.insert(0, sources[0])
-        print(f"{_one_path(args.only, args.inserts):.6f}")
-        return
-    spent = take_turns(__file__, sources, PATHS, args.inserts, args.rounds)
+    sources, spent = measured
     print(f"{args.inserts} inserts x {args.rounds} rounds, CPU us per insert (median, range)")
     for w, src in enumerate(sources):
         for path_name in PATHS:

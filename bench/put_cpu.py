@@ -40,7 +40,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from _cpu_turns import arguments, serve, take_turns  # noqa: E402  (bench/_cpu_turns.py)
+from _cpu_turns import arguments, run  # noqa: E402  (bench/_cpu_turns.py)
 
 VALUE = b"v" * 100
 PATHS = ("kv", "engine", "raw")
@@ -88,24 +88,13 @@ def _one_path(path_name: str, puts: int) -> float:
             store.close()
 
 
-def _worker(src: str) -> None:
-    """Serve ``{"path": ..., "count": ...}`` lines on stdin (puts) with CPU seconds on stdout."""
-    sys.path.insert(0, src)
-    serve(src, _one_path)
-
-
 def main() -> None:
     parser = arguments(__doc__, "puts", 20000, PATHS)
     args = parser.parse_args()
-    if args.worker:
-        _worker(args.worker)
+    measured = run(__file__, args, args.puts, PATHS, _one_path, str(HERE.parent / "src"))
+    if measured is None:
         return
-    sources = args.src or [str(HERE.parent / "src")]
-    if args.only:
-        sys.path.insert(0, sources[0])
-        print(f"{_one_path(args.only, args.puts):.6f}")
-        return
-    spent = take_turns(__file__, sources, PATHS, args.puts, args.rounds)
+    sources, spent = measured
     print(f"SQLite {sqlite3.sqlite_version}, {args.puts} puts x {args.rounds} rounds, CPU us per put (median, range)")
     for w, src in enumerate(sources):
         for path_name in PATHS:
