@@ -378,8 +378,12 @@ class SqliteEngine(ChangeNotifications, SharedWrites):
         state = self._tls.state
         cursor = state.cursor
         if cursor is None:
+            # In a write transaction on the shared writer connection (_begin_shared) ``state.conn`` is that one:
+            # the new cursor is its cursor too (the one before was dropped: _drop_cursor).
             cursor = self._thread_connection().cursor()
             state.cursor = cursor
+            if state.own is not None:
+                self._connections.shared.cursor = cursor
         return cursor
 
     def _drop_cursor(self, cursor: sqlite3.Cursor) -> None:
@@ -393,6 +397,9 @@ class SqliteEngine(ChangeNotifications, SharedWrites):
         state = self._tls.state
         if state.cursor is cursor:
             state.cursor = None
+        shared = self._connections.shared
+        if shared.cursor is cursor:  # a write transaction's on the shared writer connection (_begin_shared)
+            shared.cursor = None
         if not isinstance(cursor, RefusingCursor):
             try:
                 cursor.close()
