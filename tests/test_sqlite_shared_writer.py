@@ -4,7 +4,9 @@ A write statement outside a transaction runs, holding the writer gate, on the
 engine's shared writer connection (``sqlite_connections.SharedWriter``), not
 on its thread's: SQLite drops a connection's page cache whenever another
 connection of the file committed, and LangGraph's sync loop writes from
-several threads in turn. These tests pin what that must keep: the writes of
+several threads in turn. A write transaction runs there too (its thread
+holds the gate from BEGIN to its end), so a thread's single writes and
+transactions share one page cache. These tests pin what that must keep: the writes of
 several threads land on one connection; a write that meets another process's
 lock waits (or, on a loop's thread, is refused with its changes counted) as
 before; the WAL stays bounded for threads that only ever wrote there;
@@ -146,14 +148,72 @@ def test_a_write_read_back_with_all_commits_on_the_shared_connection(store: dura
     assert sorted(row[0] for row in engine.all(engine.sql(READ("SELECT n FROM {p}counted")))) == [12, 12]
 
 
-def test_a_write_transaction_stays_on_its_threads_own_connection(store: durastate.Store) -> None:
-    store.kv.put(b"s", b"n", b"before", b"v")
+def test_single_writes_and_write_transactions_of_a_thread_commit_on_one_connection(store: durastate.Store) -> None:
+    # huey's worker: an enqueue (a single write), then a leased dequeue that acks the task before (a transaction).
+    # With transactions on the thread's own connection, each commit dropped the other connection's page cache and
+    # every cycle read its pages from the file again (bench/RESULTS.md "sharedtx").
+    store.queues.push("q", [b"warm"])
+    with store.transaction():
+        store.kv.put(b"s", b"n", b"warm", b"v")
     shared = _shared(store)
     version = _data_version(shared)
+    for i in range(5):
+        store.queues.push("q", [b"%d" % i])
+        with store.transaction():
+            store.kv.put(b"s", b"n", b"in %d" % i, b"v")
+            assert store.kv.get(b"s", b"n", b"in %d" % i) == b"v"  # read back inside, on the same connection
+        store.kv.put(b"s", b"n", b"after %d" % i, b"v")
+    assert _data_version(shared) == version  # no other connection committed in between: its cache kept
+    assert _engine(store)._tls.state.own is None  # the thread's own connection is its own again
+    assert store.kv.get(b"s", b"n", b"in 4") == store.kv.get(b"s", b"n", b"after 4") == b"v"
+
+
+def test_a_write_transaction_locked_by_another_process_waits_on_the_threads_own_connection(
+    store: durastate.Store,
+) -> None:
+    store.kv.put(b"s", b"n", b"warm", b"v")
+    file = _engine(store).file
+    assert file is not None
+    with lock_released_later(file) as released:
+        with store.transaction():
+            store.kv.put(b"s", b"n", b"k", b"v")
+        assert released.is_set()  # it waited for the lock
+    assert store.kv.get(b"s", b"n", b"k") == b"v"
+    assert _shared(store).execute("PRAGMA busy_timeout").fetchone() == (0,)  # the shared one never waits
+    engine = _engine(store)
+    assert engine.one(engine.sql(READ("PRAGMA busy_timeout"))) == (20_000,)  # the thread's own waited
+
+
+def test_a_write_transactions_changes_on_the_shared_connection_count_for_the_thread(store: durastate.Store) -> None:
+    engine = _engine(store)
+    before = engine.no_wait_changes()
     with store.transaction():
-        store.kv.put(b"s", b"n", b"inside", b"v")
-        assert _data_version(shared) == version  # not committed: the shared connection cannot see it
-    assert _data_version(shared) != version  # committed by another connection (the thread's own)
+        store.kv.put(b"s", b"n", b"a", b"1")
+        store.kv.put(b"s", b"n", b"b", b"2")
+    assert engine.no_wait_changes() == before + 2
+    with pytest.raises(KeyError), store.transaction():
+        store.kv.put(b"s", b"n", b"c", b"3")
+        raise KeyError("rolled back")
+    # Rolled back, yet counted: the count only ever says a call changed nothing when it did not.
+    assert engine.no_wait_changes() == before + 3
+    assert store.kv.get(b"s", b"n", b"c") is None
+
+
+def test_a_cursor_dropped_inside_a_write_transaction_leaves_the_shared_connection_usable(
+    store: durastate.Store,
+) -> None:
+    # An interruption between a statement and its rows drops the cursor (SqliteEngine._drop_cursor); inside a
+    # transaction on the shared writer connection that cursor is the single writes' one too.
+    store.kv.put(b"s", b"n", b"warm", b"v")
+    engine = _engine(store)
+    with store.transaction():
+        store.kv.put(b"s", b"n", b"a", b"1")
+        cursor = engine._tls.state.cursor
+        assert cursor is not None
+        engine._drop_cursor(cursor)
+        store.kv.put(b"s", b"n", b"b", b"2")  # on a new cursor of the same connection, in the same transaction
+    store.kv.put(b"s", b"n", b"c", b"3")  # a single write after it: the shared connection's cursor is a live one
+    assert [store.kv.get(b"s", b"n", key) for key in (b"a", b"b", b"c")] == [b"1", b"2", b"3"]
 
 
 def test_a_write_locked_by_another_process_waits_on_the_threads_own_connection(store: durastate.Store) -> None:

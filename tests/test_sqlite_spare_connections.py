@@ -75,22 +75,42 @@ def test_a_spare_whose_thread_never_waited_for_a_lock_is_handed_over_without_a_s
     assert statements and not any("busy_timeout" in sql for sql in statements), statements
 
 
-def test_a_connection_left_inside_a_transaction_is_closed_not_reused(store: durastate.Store, tmp_path: Path) -> None:
+def test_a_connection_left_inside_a_transaction_is_closed_not_reused(store: durastate.Store) -> None:
     engine = _engine(store)
+    store.kv.put(b"s", b"n", b"k", b"v")
 
     def abandon() -> sqlite3.Connection:
-        engine.transaction().__enter__()  # never left: the thread ends inside it
-        store.kv.put(b"s", b"n", b"abandoned", b"v")
+        engine.read_transaction().__enter__()  # never left: the thread ends inside it, holding a snapshot
+        assert store.kv.get(b"s", b"n", b"k") == b"v"
         return engine._thread_connection()
 
     abandoned = _in_thread(abandon)
     taken = _in_thread(engine._thread_connection)
     assert taken is not abandoned
     with pytest.raises(sqlite3.ProgrammingError):
-        abandoned.execute("SELECT 1")  # closed, which rolled it back
+        abandoned.execute("SELECT 1")  # closed, which ended its snapshot
+
+
+def test_a_write_transaction_its_thread_ended_inside_is_rolled_back_once_reaped(
+    store: durastate.Store, tmp_path: Path
+) -> None:
+    engine = _engine(store)
+    store.kv.put(b"s", b"n", b"warm", b"v")
+
+    def abandon() -> sqlite3.Connection:
+        engine.transaction().__enter__()  # never left: the thread ends inside it (on the shared writer connection)
+        store.kv.put(b"s", b"n", b"abandoned", b"v")
+        return engine._tls.state.own[0]  # type: ignore[index]
+
+    own = _in_thread(abandon)
+    taken = _in_thread(engine._thread_connection)  # a new thread's first call reaps the ended one
+    assert taken is own  # its own connection was in no transaction: a spare
+    assert engine._connections.writers.holder is None
     with durastate.open(tmp_path / "spare.db", busy_timeout=0) as other:
         other.kv.put(b"s", b"n", b"other", b"v")  # the write lock is free
-        assert other.kv.get(b"s", b"n", b"abandoned") is None
+        assert other.kv.get(b"s", b"n", b"abandoned") is None  # rolled back
+    store.kv.put(b"s", b"n", b"after", b"v")  # the shared writer connection writes on
+    assert store.kv.get_many(b"s", b"n", [b"abandoned", b"after", b"other"]) == [None, b"v", b"v"]
 
 
 def test_spares_are_bounded_and_closed_with_the_store(tmp_path: Path) -> None:

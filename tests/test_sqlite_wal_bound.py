@@ -454,3 +454,36 @@ def test_the_full_limit_never_lets_a_wal_past_the_general_one(tmp_path: Path, sm
     finally:
         store.close()
     assert small_limit < most <= small_limit + (sqlite_wal.CHECK_EVERY + 1) * 3 * frame
+
+
+def test_sqlites_own_checkpoints_are_set_on_every_connection_of_the_store(tmp_path: Path) -> None:
+    # pi-durable's wal_auto_checkpoint_pages: on the connection a write transaction commits on (the shared
+    # writer's) as on the threads' own, the idle spares and those opened later.
+    def pages(conn: sqlite3.Connection) -> int:
+        return int(conn.execute("PRAGMA wal_autocheckpoint").fetchone()[0])
+
+    with durastate.open(tmp_path / "auto.db") as store:
+        engine = store.engine
+        assert isinstance(engine, SqliteEngine)
+        store.kv.put(b"s", b"n", b"k", b"v")  # the shared writer connection opened
+        assert store.kv.get(b"s", b"n", b"k") == b"v"  # this thread's own
+        spare: list[sqlite3.Connection] = []
+        thread = threading.Thread(target=lambda: (store.kv.get(b"s", b"n", b"k"), spare.append(engine._tls.state.conn)))
+        thread.start()
+        thread.join(timeout=30)
+        connections = [engine._connections.shared.conn, engine._tls.state.conn, spare[0]]
+        assert all(conn is not None and pages(conn) == 0 for conn in connections)  # off: the engine bounds the WAL
+        for wrong in (-1, True, 2.5, "7"):
+            with pytest.raises(durastate.InvalidRequest, match="pages must be an int >= 0"):
+                store.engine.tools.set_wal_autocheckpoint(wrong)  # type: ignore[attr-defined]
+        assert all(pages(conn) == 0 for conn in connections if conn is not None)  # refused: nothing changed
+        store.engine.tools.set_wal_autocheckpoint(7)  # type: ignore[attr-defined]
+        assert all(pages(conn) == 7 for conn in connections if conn is not None)
+        later = engine._new_connection()
+        try:
+            assert pages(later) == 7  # and on those opened later
+        finally:
+            later.close()
+        with store.transaction():
+            store.kv.put(b"s", b"n", b"k", b"w")
+            assert engine.one(engine.sql(READ("PRAGMA wal_autocheckpoint"))) == (7,)  # where it commits

@@ -71,21 +71,20 @@ a mapping (``StorageRequestError``).
 from __future__ import annotations
 
 import asyncio
-import functools
 import json
 import os
 import re
 import reprlib
 import sqlite3
-import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NotRequired, TypedDict, TypeVar
 
 from .. import store as _store
 from .._aio import AsyncRunner
-from ..engines.base import DDL, Engine, Statement, validate_prefix
+from ..engines.base import validate_prefix
+from ..engines.sqlite_tools import SqliteTools
 from ..errors import Conflict, DurastateError, InvalidRequest, NotFound, StoreClosed, StoreUnavailable
-from ..records import MAX_SAFE_INTEGER, Records
+from ..records import MAX_SAFE_INTEGER
 from ._bridge import bridged
 
 __all__ = [
@@ -107,7 +106,6 @@ DEFAULT_WAL_AUTO_CHECKPOINT_PAGES = 1_000  # SQLite's
 _SQLITE_PREFIX = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 # Run on each pool thread's SQLite connection before its first call.
-WAL_AUTOCHECKPOINT = "PRAGMA wal_autocheckpoint = {pages}"
 
 
 class StorageRequestError(Exception):
@@ -157,30 +155,6 @@ def _option_count(options: Mapping[str, Any], name: str, default: int) -> int:
     return value
 
 
-class _ThreadSetup:
-    """The facet's methods, each first running the PRAGMAs on its pool thread's connection once."""
-
-    def __init__(self, records: Records, engine: Engine, statements: Sequence[Statement]) -> None:
-        self._records = records
-        self._engine = engine
-        self._statements = [engine.sql(statement) for statement in statements]
-        self._done = threading.local()
-
-    def __getattr__(self, name: str) -> Any:
-        method = getattr(self._records, name)
-
-        @functools.wraps(method)
-        def call(*args: Any) -> Any:
-            if not getattr(self._done, "value", False):
-                for statement in self._statements:
-                    self._engine.one(statement)
-                self._done.value = True
-            return method(*args)
-
-        setattr(self, name, call)  # found directly from now on
-        return call
-
-
 def _unavailable(exc: StoreUnavailable) -> StoreUnavailable:
     """An error pi-durable's callers catch as ``sqlite3.OperationalError`` (and ours as ``StoreUnavailable``),
     whatever engine is under the storage: their code was written against SQLite's."""
@@ -204,9 +178,9 @@ class SqliteStorage:
         # A store in one file has a WAL to tune and to leave empty (engines.tools).
         self._file = engine.tools.file is not None
         self._records: Any = store.records
-        if self._file and wal_auto_checkpoint_pages is not None:
-            pragma = DDL(WAL_AUTOCHECKPOINT.format(pages=wal_auto_checkpoint_pages))
-            self._records = _ThreadSetup(store.records, store.engine, [pragma])
+        tools = engine.tools
+        if self._file and wal_auto_checkpoint_pages is not None and isinstance(tools, SqliteTools):
+            tools.set_wal_autocheckpoint(wal_auto_checkpoint_pages)
         self._runner = runner
         self._closed = False
         self._closing: asyncio.Future[None] | None = None

@@ -242,6 +242,8 @@ class SqliteEngine(ChangeNotifications, SharedWrites):
         self._shares_writes = not self.is_memory and not read_only
         self._shm: int | None = None
         self._wal_bound = WalBound(full=durability == "full")
+        # SQLite's own automatic checkpoint, set on every connection (set_wal_autocheckpoint): off by default.
+        self._autocheckpoint = AUTOCHECKPOINT_OFF
         self.close_wait = CLOSE_WAIT
         self._changed: dict[str, threading.Condition] = {}
         self._channels = LocalChannels()
@@ -273,11 +275,45 @@ class SqliteEngine(ChangeNotifications, SharedWrites):
                 uri=self._uri,
             )
             self._at_open(lambda: conn.execute(f"PRAGMA synchronous={self._synchronous}"))
-            if self._wal_left >= 0:  # the engine bounds the WAL itself (sqlite_wal)
-                self._at_open(lambda: conn.execute(AUTOCHECKPOINT_OFF))
+            if self._wal_left >= 0:  # the engine bounds the WAL itself (sqlite_wal), SQLite's too if asked
+                autocheckpoint = self._autocheckpoint
+                self._at_open(lambda: conn.execute(autocheckpoint))
         except sqlite3.Error as exc:
             raise translate_sqlite_error(exc, f"opening {self.url}") from None
         return conn
+
+    def set_wal_autocheckpoint(self, pages: int) -> None:
+        """SQLite's own automatic checkpoint every ``pages`` WAL pages (0: off, the default) on every connection.
+
+        Besides the engine's own WAL bound (``sqlite_wal``), which stays. Set
+        on the connections open now (each under its guard: a statement
+        running on one finishes first) and on every connection opened
+        later: threads' own, the spares and the shared writer connection,
+        where single writes and write transactions commit (pi-durable's
+        ``wal_auto_checkpoint_pages``). Nothing for a ``memory:`` or
+        read-only store (no WAL of its own to bound).
+        """
+        if type(pages) is not int or pages < 0:
+            raise InvalidRequest(f"pages must be an int >= 0, got {pages!r}")
+        if self._wal_left < 0:
+            return
+        statement = f"PRAGMA wal_autocheckpoint = {pages}"
+        with self._lock:
+            if self._closed:
+                raise StoreClosed(f"{self.url}: store is closed")
+            self._autocheckpoint = statement
+            connections = self._connections
+            guarded = [(conn, guard) for _thread, conn, guard, _state in connections.by_thread.values()]
+            if connections.shared.conn is not None:
+                guarded.append((connections.shared.conn, connections.shared.guard))
+            for conn, _waits in connections.spare:  # idle: a spare is only taken under the lock (adopt)
+                conn.execute(statement)
+        for conn, guard in guarded:
+            with guard:
+                try:
+                    conn.execute(statement)
+                except sqlite3.ProgrammingError:
+                    pass  # closed meanwhile (its thread released it, or close())
 
     def _open_shm(self) -> int | None:
         """The ``-shm`` file, open for reading (``sqlite_wal.wal_bytes``); ``None`` while it cannot be.
@@ -378,8 +414,12 @@ class SqliteEngine(ChangeNotifications, SharedWrites):
         state = self._tls.state
         cursor = state.cursor
         if cursor is None:
+            # In a write transaction on the shared writer connection (_begin_shared) ``state.conn`` is that one:
+            # the new cursor is its cursor too (the one before was dropped: _drop_cursor).
             cursor = self._thread_connection().cursor()
             state.cursor = cursor
+            if state.own is not None:
+                self._connections.shared.cursor = cursor
         return cursor
 
     def _drop_cursor(self, cursor: sqlite3.Cursor) -> None:
@@ -393,6 +433,9 @@ class SqliteEngine(ChangeNotifications, SharedWrites):
         state = self._tls.state
         if state.cursor is cursor:
             state.cursor = None
+        shared = self._connections.shared
+        if shared.cursor is cursor:  # a write transaction's on the shared writer connection (_begin_shared)
+            shared.cursor = None
         if not isinstance(cursor, RefusingCursor):
             try:
                 cursor.close()

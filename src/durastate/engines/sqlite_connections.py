@@ -32,8 +32,12 @@ checkpoints from one thread and the tasks' writes from others, so with a
 connection per thread every write found its cache dropped by the previous
 one: ~370 page reads a graph run against SqliteSaver's ~30 (one connection).
 The gate already orders these writes, so one connection serves them all and
-keeps its cache. Transactions and reads stay on the thread's own connection
-(a transaction is its connection's; readers never queue behind a writer).
+keeps its cache. A write transaction runs there too (its thread holds the
+gate from its BEGIN to its end; ``sqlite_transaction._begin_shared``), so a
+thread's single writes and transactions share one cache; a thread that ends
+inside one has it rolled back when its connection is reaped (``adopt``).
+Reads and read transactions stay on the thread's own connection (readers
+never queue behind a writer).
 """
 
 from __future__ import annotations
@@ -192,6 +196,18 @@ class Connections:
                     conn.close()
                     if self.writers.holder is thread:  # it ended inside its write transaction
                         self.writers.leave()
+        holder = self.writers.holder
+        if holder is not None and not holder.is_alive():
+            # It ended inside its write transaction on the shared writer connection (_begin_shared): rolled
+            # back here, as closing its own connection rolls back one there.
+            shared = self.shared
+            if shared.conn is not None:
+                with shared.guard:
+                    try:
+                        shared.conn.rollback()
+                    except sqlite3.Error:
+                        pass  # closed by close()
+            self.writers.leave()
         return self.spare.pop() if self.spare else None
 
     def add(self, conn: sqlite3.Connection, guard: threading.RLock, state: LockWaiting) -> None:

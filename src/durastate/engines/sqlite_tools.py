@@ -107,6 +107,13 @@ class SqliteTools(EngineTools):
         row = self.engine.one(self.engine.sql(WAL_TRUNCATE))
         return row is not None and int(row[0]) == 0 and int(row[1]) == int(row[2])
 
+    def set_wal_autocheckpoint(self, pages: int) -> None:
+        """SQLite's own automatic checkpoint every ``pages`` WAL pages (0: off) on every connection of the store.
+
+        See ``SqliteEngine.set_wal_autocheckpoint``; the engine's own WAL bound stays.
+        """
+        self.engine.set_wal_autocheckpoint(pages)
+
     def backup(self, dest: Path, progress: BackupProgress | None = None) -> BackupResult:
         """SQLite's online backup API, ``BACKUP_STEP`` pages a step, into a new file checked by ``quick_check``.
 

@@ -13,6 +13,12 @@ in; the connections and statements are the engine's (``_thread_cursor``,
   holds it from its ``BEGIN`` to its end (``_enter_writers``,
   ``_tx_end``); a write statement outside one holds it for that statement
   (``_gated``; the engine's ``execute`` takes it inline).
+* Where a write transaction runs: on a file store, on the shared writer
+  connection the single writes use (``_begin_shared``), the gate making
+  its holder that connection's only user; on the thread's own connection
+  when another process holds the lock (that one waits for it) and on a
+  thread whose connection waits for locks (``ThreadState.lock_wait``).
+  Read transactions always run on the thread's own connection.
 * Waiting for the lock (``sqlite_busy``): ``_after_busy`` for a statement
   SQLite refused with BUSY, the loop in ``_tx_begin`` for a ``BEGIN``.
 * The fork gate (``sqlite_fork``): every outermost transaction enters it
@@ -36,7 +42,7 @@ from . import sqlite_busy, sqlite_wal
 from .base import EngineBase, PerThread, Transaction, TransactionFields, aborted_error
 from .loop import running_loop
 from .sqlite_busy import Backoff, loop_thread_refusal
-from .sqlite_connections import Connections
+from .sqlite_connections import Connections, SharedWriter
 from .sqlite_errors import LockBusy, is_busy, translate_sqlite_error
 from .sqlite_fork import ForkGate
 
@@ -97,6 +103,12 @@ class ThreadState(TransactionFields):
     shared_changes: int = 0
     # ``shared_changes`` is kept: set by this thread's first ``no_wait_changes`` (before it, nothing compares them).
     counts_changes: bool = False
+    # While this thread's write transaction runs on the shared writer connection (``_begin_shared``): its own
+    # ``(conn, cursor, guard)``, which ``conn``, ``cursor`` and ``guard`` stand in for until ``_ended`` puts them
+    # back; ``None`` otherwise.
+    own: tuple[sqlite3.Connection | None, sqlite3.Cursor | None, threading.RLock] | None = None
+    # The shared writer connection's ``total_changes`` at that ``BEGIN`` (kept when ``counts_changes``).
+    shared_before: int = 0
 
 
 class Refused(sqlite3.Error):
@@ -145,17 +157,18 @@ class SqliteTransaction(Transaction):
 
     The common case: an outermost write block (depth 0) on a thread whose
     connection and cursor are open and do not wait for locks
-    (``ThreadState.lock_wait``), the writer gate free, ``BEGIN IMMEDIATE``
-    granted at once; ended by a normal exit, not doomed. It runs the same
-    steps as the general path (gate, fork gate, guard, ``BEGIN IMMEDIATE``;
-    ``COMMIT``, ``_ended``, the deferred notifications) without its calls
-    through ``_tx_begin``/``_enter_writers``/``WriterGate.enter``/
-    ``ForkGate.enter`` (a short transaction's share: a leased dequeue's,
-    bench/RESULTS.md "hueycpu"). Anything else (nesting, a read block, a
-    refused ``BEGIN``, a held gate, an exception, a doomed or closed
+    (``ThreadState.lock_wait``), the writer gate free; ended by a normal
+    exit, not doomed. It runs the same steps as the general path (gate,
+    ``BEGIN IMMEDIATE`` on the shared writer connection, or on the thread's
+    own when another process holds the lock; ``COMMIT``, ``_ended``, the
+    deferred notifications) without its calls through ``_tx_begin``/
+    ``_enter_writers``/``WriterGate.enter`` (a short transaction's share: a
+    leased dequeue's, bench/RESULTS.md "hueycpu"). Anything else (nesting,
+    a read block, a held gate, an exception, a doomed or closed
     transaction) takes ``Transaction``'s own path, which the fast one hands
-    over to before it has changed anything (a refused ``BEGIN`` has left
-    the gate and the fork gate again).
+    over to before it has changed anything (on a store without a shared
+    writer connection, a refused ``BEGIN`` has left the gate and the fork
+    gate again).
     """
 
     __slots__ = ()
@@ -174,6 +187,16 @@ class SqliteTransaction(Transaction):
             return Transaction.__enter__(self)  # waits for the gate (or refuses on a loop's thread)
         gate.holder = current_thread()
         state.writing = True
+        if engine._shares_writes:
+            try:
+                if not engine._begin_shared(state):
+                    engine._begin_own(state, False)  # another process holds the lock: waited for there
+            except BaseException:
+                engine._leave_writers(state)
+                raise
+            self._state = state
+            state.depth = self._level = 1
+            return None
         FORK_GATE.enter()
         guard = state.guard
         try:
@@ -220,6 +243,8 @@ class SqliteTransactions(EngineBase):
     _connections: Connections
     _busy_timeout: float
     _closed: bool
+    # Single writes (and write transactions) share one connection: a file store's, written to (sqlite.py).
+    _shares_writes: bool
     # Writes left before the next look at the WAL's size (sqlite_wal); negative
     # (never reaching 0) on stores without a WAL of their own to bound.
     _wal_left: int
@@ -236,6 +261,9 @@ class SqliteTransactions(EngineBase):
         raise NotImplementedError
 
     def _close_own_connection(self) -> None:
+        raise NotImplementedError
+
+    def _shared_cursor(self, shared: SharedWriter) -> sqlite3.Cursor:
         raise NotImplementedError
 
     def _open_shm(self) -> int | None:
@@ -276,43 +304,105 @@ class SqliteTransactions(EngineBase):
         if gated:  # left at the transaction's end (_tx_end)
             self._enter_writers(state)
         try:
-            backoff: Backoff | None = None
-            while True:
-                cursor = state.cursor or self._thread_cursor()
-                FORK_GATE.enter()
-                try:
-                    with state.guard:
-                        if self._closed:
-                            raise self._refuse_closed()
-                        cursor.execute(_BEGIN_READ if read else _BEGIN_WRITE)
+            if gated and self._shares_writes and not state.lock_wait:
+                (state.cursor or self._thread_cursor())  # the thread's own connection opened: put back at the end
+                if self._begin_shared(state):
                     return
-                except sqlite3.Error as exc:
-                    FORK_GATE.leave()
-                    if not self._waits_for(exc):
-                        raise translate_sqlite_error(exc, f"{self.url}: begin") from None
-                    if sqlite_busy.WAIT_IN_SQLITE:
-                        FORK_GATE.enter()
-                        try:
-                            with state.guard:
-                                self._in_sqlites_handler(partial(cursor.execute, _BEGIN_READ if read else _BEGIN_WRITE))
-                            return
-                        except sqlite3.Error as again:
-                            FORK_GATE.leave()
-                            raise translate_sqlite_error(again, f"{self.url}: begin (past the busy timeout)") from None
-                        except BaseException:
-                            FORK_GATE.leave()
-                            raise
-                    if backoff is None:
-                        backoff = Backoff(self._busy_timeout)
-                    if not backoff.wait():
-                        raise translate_sqlite_error(exc, f"{self.url}: begin (past the busy timeout)") from None
-                except BaseException:
-                    FORK_GATE.leave()
-                    raise
+            self._begin_own(state, read)
         except BaseException:
             if gated:
                 self._leave_writers(state)
             raise
+
+    def _begin_shared(self, state: ThreadState) -> bool:
+        """``BEGIN IMMEDIATE`` on the shared writer connection, the writer gate held; True once begun.
+
+        The thread's statements then run on that connection (its ``conn``,
+        ``cursor`` and ``guard`` stand in for the thread's own, kept in
+        ``ThreadState.own``) until ``_ended`` puts its own back. False when
+        another process holds the write lock (the connection never waits
+        for one, as for a single write): nothing began, and the caller
+        begins on the thread's own connection, which waits (``_begin_own``).
+
+        Why one connection for every write: SQLite drops a connection's
+        page cache whenever the WAL changed under it, so a thread whose
+        single writes ran on the shared connection and whose transactions
+        on its own made each re-read from the file every page the other
+        changed (huey's enqueue then leased dequeue: 12 page reads a
+        cycle, none now; bench/RESULTS.md "sharedtx").
+        """
+        shared = self._connections.shared
+        guard = shared.guard
+        FORK_GATE.enter()
+        try:
+            guard.acquire()
+            try:
+                if self._closed:
+                    raise self._refuse_closed()
+                cursor = shared.cursor or self._shared_cursor(shared)
+                cursor.execute(_BEGIN_WRITE)
+            finally:
+                guard.release()
+        except sqlite3.Error as exc:
+            FORK_GATE.leave()
+            if is_busy(exc):
+                return False
+            raise translate_sqlite_error(exc, f"{self.url}: begin") from None
+        except BaseException:
+            FORK_GATE.leave()
+            raise
+        state.own = (state.conn, state.cursor, state.guard)
+        conn = cursor.connection
+        state.conn, state.cursor, state.guard = conn, cursor, guard
+        if state.counts_changes:
+            state.shared_before = conn.total_changes
+        return True
+
+    def _off_shared(self, state: ThreadState, own: tuple[Any, Any, threading.RLock]) -> None:
+        """The transaction ``_begin_shared`` began is over: the thread's own connection back, its changes counted."""
+        if state.counts_changes and state.conn is not None:
+            try:
+                state.shared_changes += state.conn.total_changes - state.shared_before
+            except sqlite3.ProgrammingError:
+                pass  # closed by close(): the call is refused, never run again
+        state.own = None
+        state.conn, state.cursor, state.guard = own
+
+    def _begin_own(self, state: ThreadState, read: bool) -> None:
+        """``BEGIN`` (``read``) or ``BEGIN IMMEDIATE`` on the thread's own connection, waiting for the lock."""
+        backoff: Backoff | None = None
+        while True:
+            cursor = state.cursor or self._thread_cursor()
+            FORK_GATE.enter()
+            try:
+                with state.guard:
+                    if self._closed:
+                        raise self._refuse_closed()
+                    cursor.execute(_BEGIN_READ if read else _BEGIN_WRITE)
+                return
+            except sqlite3.Error as exc:
+                FORK_GATE.leave()
+                if not self._waits_for(exc):
+                    raise translate_sqlite_error(exc, f"{self.url}: begin") from None
+                if sqlite_busy.WAIT_IN_SQLITE:
+                    FORK_GATE.enter()
+                    try:
+                        with state.guard:
+                            self._in_sqlites_handler(partial(cursor.execute, _BEGIN_READ if read else _BEGIN_WRITE))
+                        return
+                    except sqlite3.Error as again:
+                        FORK_GATE.leave()
+                        raise translate_sqlite_error(again, f"{self.url}: begin (past the busy timeout)") from None
+                    except BaseException:
+                        FORK_GATE.leave()
+                        raise
+                if backoff is None:
+                    backoff = Backoff(self._busy_timeout)
+                if not backoff.wait():
+                    raise translate_sqlite_error(exc, f"{self.url}: begin (past the busy timeout)") from None
+            except BaseException:
+                FORK_GATE.leave()
+                raise
 
     def _enter_writers(self, state: ThreadState) -> None:
         """Take the writer gate (``sqlite_connections``): wait up to the busy timeout, or not at all on a loop."""
@@ -391,7 +481,10 @@ class SqliteTransactions(EngineBase):
 
     def _ended(self, state: ThreadState) -> None:
         """``_tx_end`` with the thread's state in hand (``_tx_commit`` has it: one thread-local lookup fewer)."""
-        if isinstance(state.cursor, RefusingCursor):
+        own = state.own
+        if own is not None:
+            self._off_shared(state, own)
+        elif isinstance(state.cursor, RefusingCursor):
             state.cursor = None
         if state.writing:
             self._leave_writers(state)
@@ -551,7 +644,8 @@ class SqliteTransactions(EngineBase):
         """
         if not self._waits_for(exc):
             raise self._failed(exc) from None
-        if sqlite_busy.WAIT_IN_SQLITE:
+        # Not on the shared writer connection (a transaction's, _begin_shared): it never waits in SQLite's handler.
+        if sqlite_busy.WAIT_IN_SQLITE and self._tls.state.own is None:
             try:
                 return self._in_sqlites_handler(attempt)
             except sqlite3.Error as again:

@@ -26,6 +26,7 @@ primary. ``stop()`` kills everything and removes ``root``.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import socket
@@ -57,6 +58,8 @@ MONITOR_SETTINGS = {
 # monitor nor its standby waits before demoting itself (default 20).
 NODE_SETTINGS = {"timeout.network_partition_timeout": "2"}
 JOINED = ("single", "primary", "wait_primary", "secondary")  # a node's states once it is in the cluster
+# The monitor's own deadlock, cancelled by PostgreSQL (its DETAIL lines; the error line may be cut off).
+_MONITOR_DEADLOCK = re.compile(r"deadlock detected|waits for \w+Lock .*blocked by process")
 STATE_QUERY = "SELECT nodeport, reportedstate, goalstate FROM pgautofailover.node ORDER BY nodeid"
 
 
@@ -219,8 +222,23 @@ class AutoFailoverCluster:
         node.process = self._spawn("run", "--pgdata", str(node.pgdata))
 
     def switchover(self) -> None:
-        """``pg_autoctl perform switchover``: demote the primary, promote the secondary; waits until done."""
-        self._autoctl("perform", "switchover", "--monitor", self.monitor_url, "--wait", "60", timeout=90)
+        """``pg_autoctl perform switchover``: demote the primary, promote the secondary; waits until done.
+
+        Asked again (at most twice more, once the cluster is stable) when the
+        monitor refused it with a deadlock: its ``perform_switchover`` and a
+        keeper's ``node_active`` update the same ``pgautofailover.node`` rows
+        and PostgreSQL cancels one of them (seen in a full suite run: "Process
+        ... waits for ExclusiveLock on advisory lock ...; blocked by process
+        ..."). The cancelled function rolled back: nothing was switched over.
+        """
+        for attempt in range(3):
+            try:
+                self._autoctl("perform", "switchover", "--monitor", self.monitor_url, "--wait", "60", timeout=90)
+                return
+            except RuntimeError as exc:
+                if attempt == 2 or not _MONITOR_DEADLOCK.search(str(exc)):
+                    raise
+            self.wait_stable()
 
     # -- helpers ----------------------------------------------------------------------
 
