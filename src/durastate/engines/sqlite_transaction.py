@@ -305,7 +305,8 @@ class SqliteTransactions(EngineBase):
             self._enter_writers(state)
         try:
             if gated and self._shares_writes and not state.lock_wait:
-                (state.cursor or self._thread_cursor())  # the thread's own connection opened: put back at the end
+                if state.cursor is None:
+                    self._thread_cursor()  # the thread's own connection open, to be put back at the end (_ended)
                 if self._begin_shared(state):
                     return
             self._begin_own(state, read)
