@@ -105,8 +105,6 @@ DEFAULT_WAL_AUTO_CHECKPOINT_PAGES = 1_000  # SQLite's
 # pi-durable's rule, anchored with \Z: "$" would also match before a final newline.
 _SQLITE_PREFIX = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
-# Run on each pool thread's SQLite connection before its first call.
-
 
 class StorageRequestError(Exception):
     """A read request the storage cannot answer as asked (pi-durable's error).
