@@ -1,8 +1,10 @@
 """A thread's SQLite connection keeps waiting in SQLite's busy handler once it met a lock off a loop thread.
 
 File connections start at busy timeout 0: a held lock is refused at once,
-and off a loop thread the engine sets the store's busy timeout and runs the
-statement again (``sqlite_busy``). The timeout then stays on the connection
+and off a loop thread the engine sets a busy timeout (``FIRST_WAIT_MS``, or
+the store's if shorter) and runs the statement again (``sqlite_busy``); a
+statement still refused after it runs again in short rounds until the
+store's busy timeout has passed. The timeout then stays on the connection
 (``ThreadState.lock_wait``), so the thread's later statements wait in
 SQLite without a refusal first; it comes off when a loop runs on the
 thread (a wait there would stall the loop) and when an ended thread's
@@ -13,17 +15,21 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 import durastate
+from durastate.engines import sqlite_busy
 from durastate.engines.base import READ
 from durastate.engines.sqlite import LockBusy, SqliteEngine
 from durastate.testing.locking import WriteLockHolder, lock_released_later
 
 BUSY_TIMEOUT_MS = 20_000
+# What a connection that met a lock waits in SQLite's handler in one go (the store's busy timeout is longer).
+WAITS_MS = min(sqlite_busy.FIRST_WAIT_MS, BUSY_TIMEOUT_MS)
 
 
 @pytest.fixture
@@ -58,7 +64,7 @@ def test_after_its_first_wait_the_connection_waits_without_a_refusal(
 ) -> None:
     assert _busy_timeout_ms(store) == 0  # a held lock is seen at once
     _put_past_a_held_lock(store, b"first")
-    assert _busy_timeout_ms(store) == BUSY_TIMEOUT_MS
+    assert _busy_timeout_ms(store) == WAITS_MS
 
     refusals: list[BaseException] = []
     after_busy = SqliteEngine._after_busy
@@ -111,4 +117,75 @@ def test_an_ended_threads_connection_that_waited_refuses_at_once_for_the_next_th
         thread = threading.Thread(target=target)
         thread.start()
         thread.join()
-    assert timeouts == [BUSY_TIMEOUT_MS, 0]
+    assert timeouts == [WAITS_MS, 0]
+
+
+def test_a_writer_still_locked_out_after_its_first_wait_tries_again_in_short_rounds(
+    store: durastate.Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sqlite_busy, "FIRST_WAIT_MS", 50)
+    engine = store.engine
+    assert isinstance(engine, SqliteEngine)
+    statements: list[str] = []
+    starving = threading.Event()
+    done: list[int] = []
+
+    def trace(statement: str) -> None:
+        statements.append(statement)
+        if statement == f"PRAGMA busy_timeout = {sqlite_busy.STARVING_ROUND_MS}":
+            starving.set()
+
+    def writer() -> None:
+        assert store.kv.get(b"s", b"n", b"k") is None  # the thread's own connection, made
+        conn = engine._tls.state.conn
+        assert conn is not None
+        conn.set_trace_callback(trace)
+        store.kv.put(b"s", b"n", b"k", b"v")
+        done.append(_busy_timeout_ms(store))
+
+    holder = WriteLockHolder(_file(store)).start()
+    thread = threading.Thread(target=writer)
+    thread.start()
+    try:
+        assert starving.wait(30), statements  # past its first 50 ms: rounds
+        assert thread.is_alive() and not done  # still waiting for the lock
+    finally:
+        holder.release()
+        thread.join()
+    assert done == [50]  # back to the first wait's timeout once it had the lock
+    assert store.kv.get(b"s", b"n", b"k") == b"v"
+    pragmas = [s for s in statements if s.startswith("PRAGMA busy_timeout")]
+    assert pragmas[:3] == [
+        "PRAGMA busy_timeout = 50",
+        f"PRAGMA busy_timeout = {sqlite_busy.STARVING_ROUND_MS}",
+        "PRAGMA busy_timeout = 50",
+    ]
+    # The put ran once refused at once (timeout 0), once for the first wait, then once a round at least.
+    puts = [s for s in statements if s.startswith("INSERT")]
+    assert len(puts) >= 3, statements
+
+
+def test_rounds_end_when_the_stores_busy_timeout_has_passed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sqlite_busy, "FIRST_WAIT_MS", 50)
+    busy_timeout = 0.4
+    with durastate.open(tmp_path / "short.db", busy_timeout=busy_timeout) as store:
+        store.kv.put(b"s", b"n", b"warm", b"v")
+        holder = WriteLockHolder(_file(store)).start()
+        try:
+            for key in (b"first", b"second"):  # refused at once first; then waiting from the first try
+                began = time.monotonic()
+                with pytest.raises(LockBusy):
+                    store.kv.put(b"s", b"n", key, b"v")
+                assert time.monotonic() - began >= busy_timeout - 0.01  # never gave up before the busy timeout
+                assert _busy_timeout_ms(store) == 50  # set back after the rounds
+        finally:
+            holder.release()
+        assert store.kv.get(b"s", b"n", b"first") is None and store.kv.get(b"s", b"n", b"second") is None
+        store.kv.put(b"s", b"n", b"after", b"v")
+        assert store.kv.get(b"s", b"n", b"after") == b"v"
+
+
+def test_a_store_busy_timeout_below_the_first_wait_is_the_connections(tmp_path: Path) -> None:
+    with durastate.open(tmp_path / "quick.db", busy_timeout=0.3) as store:
+        _put_past_a_held_lock(store, b"k")
+        assert _busy_timeout_ms(store) == 300

@@ -27,7 +27,7 @@ import pytest
 
 import durastate
 from durastate._aio import AsyncRunner
-from durastate.engines import sqlite_wal
+from durastate.engines import sqlite_busy, sqlite_wal
 from durastate.engines.base import DDL, READ, WRITE, WRITE_ROWS
 from durastate.engines.sqlite import LockBusy, SqliteEngine
 from durastate.testing.locking import WriteLockHolder, lock_released_later
@@ -181,7 +181,8 @@ def test_a_write_transaction_locked_by_another_process_waits_on_the_threads_own_
     assert store.kv.get(b"s", b"n", b"k") == b"v"
     assert _shared(store).execute("PRAGMA busy_timeout").fetchone() == (0,)  # the shared one never waits
     engine = _engine(store)
-    assert engine.one(engine.sql(READ("PRAGMA busy_timeout"))) == (20_000,)  # the thread's own waited
+    # The thread's own waited (its first wait: sqlite_busy.FIRST_WAIT_MS, below the store's 20 s).
+    assert engine.one(engine.sql(READ("PRAGMA busy_timeout"))) == (sqlite_busy.FIRST_WAIT_MS,)
 
 
 def test_a_write_transactions_changes_on_the_shared_connection_count_for_the_thread(store: durastate.Store) -> None:
@@ -225,7 +226,9 @@ def test_a_write_locked_by_another_process_waits_on_the_threads_own_connection(s
     assert store.kv.get(b"s", b"n", b"k") == b"v"
     assert _shared(store).execute("PRAGMA busy_timeout").fetchone() == (0,)  # the shared one never waits
     engine = _engine(store)
-    assert engine.one(engine.sql(READ("PRAGMA busy_timeout"))) == (20_000,)  # the thread's own does now
+    assert engine.one(engine.sql(READ("PRAGMA busy_timeout"))) == (
+        sqlite_busy.FIRST_WAIT_MS,
+    )  # the thread's own does now (its first wait)
 
 
 def test_changes_made_on_the_shared_connection_count_for_the_thread(store: durastate.Store) -> None:

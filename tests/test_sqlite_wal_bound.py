@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 import durastate
-from durastate.engines import sqlite_wal
+from durastate.engines import sqlite_busy, sqlite_wal
 from durastate.engines.base import READ
 from durastate.engines.sqlite import SqliteEngine
 from durastate.testing.locking import lock_released_later
@@ -159,16 +159,16 @@ def test_a_connection_that_waits_for_locks_still_checkpoints_without_waiting(sto
     with lock_released_later(file) as released:
         store.kv.put(b"s", b"n", b"waited", VALUE)
         assert released.is_set()
-    assert _pragma(store, "busy_timeout") == 20_000  # the thread now waits in SQLite's handler (lock_wait)
+    assert _pragma(store, "busy_timeout") == sqlite_busy.FIRST_WAIT_MS  # it now waits in SQLite's handler (lock_wait)
     reader = sqlite3.connect(file, isolation_level=None)
     try:
         reader.execute("BEGIN")
         reader.execute("SELECT count(*) FROM sqlite_master").fetchone()
-        assert _put_many(store, 100) > LIMIT  # each look past the limit met the reader: waited 10 ms, not 20 s
+        assert _put_many(store, 100) > LIMIT  # each look past the limit met the reader: waited 10 ms, not 1 s
         reader.execute("COMMIT")
     finally:
         reader.close()
-    assert _pragma(store, "busy_timeout") == 20_000  # put back after each checkpoint
+    assert _pragma(store, "busy_timeout") == sqlite_busy.FIRST_WAIT_MS  # put back after each checkpoint
 
 
 def _writer(path: str, limit: int, index: int, puts: int, start: Any) -> None:

@@ -38,8 +38,9 @@ thread is running on it: each thread holds its connection's guard for every
 use of it, and ``close()`` waits for it (bounded, ``CLOSE_WAIT``).
 
 Waiting for the write lock (``busy_timeout``): a lock is seen at once,
-then waited for by SQLite's own handler, never on a thread running an
-event loop (``sqlite_busy``).
+then waited for by SQLite's own handler (a writer still locked out after
+``sqlite_busy.FIRST_WAIT_MS`` in short rounds of it), never on a thread
+running an event loop (``sqlite_busy``).
 
 Beside this module: ``sqlite_transaction`` (the transaction primitives,
 the writer gate, the lock wait, the per-thread state; ``SqliteEngine``

@@ -17,9 +17,21 @@ often. With 16 writer processes (``bench/writers.py --own-loop``) neither
 was shown faster in throughput on the shared 2-core machine (rounds swing
 0.5-1.8x), but our loop's p99 was several times raw SQLite's and the
 handler's is raw's own: a process that waits the way every other SQLite
-writer waits competes on equal terms. The worst case is the handler's too
-(a starved writer can wait hundreds of milliseconds; bounded only by the
-busy timeout).
+writer waits competes on equal terms.
+
+The starved writer. The handler's sleeps grow to 100 ms, so a writer that
+keeps losing (16 processes taking the lock in turn) looks at the lock ten
+times a second while the others take it between its looks: 1.5-1.8 s for
+one write was measured, and nothing but the busy timeout bounded it. So
+the handler waits ``FIRST_WAIT_MS`` in one go (its whole schedule: every
+write that gets the lock within a second waits exactly as with SQLite's
+handler alone); a statement still refused then runs again in rounds of
+``STARVING_ROUND_MS`` (the handler's sleeps of 1, 2, 5 and 10 ms), each
+round a new try, until the store's busy timeout has passed (rounded up to
+a round). A starving writer then looks every few milliseconds until it
+wins. Earlier rounds (after 100 or 250 ms) bounded the worst case lower
+but made so many more looks that the p99 of every writer rose past raw
+SQLite's (bench/RESULTS.md, "waitrounds").
 
 On a thread running an event loop nothing waits (``on_loop_thread``): a
 sleep there would stall every coroutine of the loop, and when the holder is
@@ -47,6 +59,12 @@ __all__ = ["FIRST", "LONGEST", "Backoff", "all_rows_again", "loop_thread_refusal
 # Off a loop thread, a statement refused for the lock is tried once more with
 # SQLite's own busy handler waiting (True), or in durastate's loop below (False).
 WAIT_IN_SQLITE = True
+# Milliseconds a connection that waits for locks lets SQLite's handler wait in one go (its busy_timeout): its
+# whole schedule, sleeps of 1 up to 100 ms. A statement still refused then is starving (STARVING_ROUND_MS).
+FIRST_WAIT_MS = 1000
+# Past FIRST_WAIT_MS, the busy_timeout of each further try: the handler's first sleeps only (1, 2, 5, 10 ms,
+# then 2), one round after another, until the store's busy timeout has passed.
+STARVING_ROUND_MS = 20
 FIRST = 0.0005  # seconds: the first pause after BUSY
 LONGEST = 0.004  # seconds: the longest pause between two tries
 

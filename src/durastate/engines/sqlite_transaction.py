@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+import time
 import weakref
 from collections.abc import Callable
 from functools import partial
@@ -461,7 +462,7 @@ class SqliteTransactions(EngineBase):
                         restarted = conn.execute(sqlite_wal.RESTART).fetchone()
                     bound.checkpointed(restarted is not None and not restarted[0])
                 finally:
-                    conn.execute(LOCK_WAIT.format(ms=int(self._busy_timeout * 1000)) if waits else NO_LOCK_WAIT)
+                    conn.execute(LOCK_WAIT.format(ms=self._first_wait_ms()) if waits else NO_LOCK_WAIT)
             except sqlite3.Error:
                 pass
 
@@ -580,7 +581,7 @@ class SqliteTransactions(EngineBase):
     # -- waiting for the lock (sqlite_busy) --------------------------------------
 
     def _in_sqlites_handler(self, attempt: Callable[[], _T]) -> _T:
-        """``attempt()`` once more, SQLite's own busy handler waiting up to the busy timeout (``sqlite_busy``).
+        """``attempt()`` again, SQLite's own busy handler waiting, until the busy timeout has passed (``sqlite_busy``).
 
         A connection starts with ``busy_timeout = 0`` so that a held lock
         is seen at once (a loop thread is refused, not stalled); off a loop
@@ -591,13 +592,53 @@ class SqliteTransactions(EngineBase):
         exception and two statements more than waiting in SQLite does
         (bench/RESULTS.md, "writers2"). ``_loop_started`` takes it off
         again when a loop comes to run on the thread.
+
+        The timeout set is ``FIRST_WAIT_MS`` (or the store's, if shorter):
+        a statement still refused after it is starving and runs again in
+        rounds of ``STARVING_ROUND_MS`` until the store's busy timeout has
+        passed since the first refusal; the connection is set back to
+        ``FIRST_WAIT_MS`` after. Raises the last refusal (or anything else
+        ``attempt`` raises) as it came.
         """
         state = self._tls.state
-        if not state.lock_wait:
-            conn = (state.cursor or self._thread_cursor()).connection
-            conn.execute(LOCK_WAIT.format(ms=int(self._busy_timeout * 1000)))
+        first_ms = self._first_wait_ms()
+        deadline = time.monotonic() + self._busy_timeout
+        conn = (state.cursor or self._thread_cursor()).connection
+        if state.lock_wait:
+            deadline -= first_ms / 1000  # the refused statement waited its first round already
+        else:
+            conn.execute(LOCK_WAIT.format(ms=first_ms))
             state.lock_wait = True
-        return attempt()
+            try:
+                return attempt()
+            except sqlite3.Error as exc:
+                if not self._busy_again(exc, deadline):
+                    raise
+        # Starving: rounds of SQLite's shortest sleeps until the lock is ours or the busy timeout has passed.
+        conn.execute(LOCK_WAIT.format(ms=sqlite_busy.STARVING_ROUND_MS))
+        try:
+            while True:
+                try:
+                    return attempt()
+                except sqlite3.Error as exc:
+                    if not self._busy_again(exc, deadline):
+                        raise
+        finally:
+            if not self._closed:
+                conn.execute(LOCK_WAIT.format(ms=first_ms))
+
+    def _busy_again(self, exc: sqlite3.Error, deadline: float) -> bool:
+        """Whether a statement refused with ``exc`` in ``_in_sqlites_handler`` is tried again: BUSY, time left."""
+        return (
+            is_busy(exc)
+            and exc.sqlite_errorcode != _SQLITE_BUSY_SNAPSHOT
+            and not self._closed
+            and time.monotonic() < deadline
+        )
+
+    def _first_wait_ms(self) -> int:
+        """The busy timeout a connection that waits for locks runs with: SQLite's handler's first round."""
+        return max(1, min(sqlite_busy.FIRST_WAIT_MS, int(self._busy_timeout * 1000)))
 
     def _loop_started(self) -> None:
         """A loop runs on this thread, whose connection waits for locks: make it refuse them at once again.
