@@ -126,8 +126,10 @@ def paired(args: argparse.Namespace, bench: Any, folder: Path) -> None:
 
     Each round every side makes ``--calls`` calls (arguments built first), the order rotating from round
     to round; its thread's CPU time (user + system: the WAL frames' ``pwrite`` calls count) is taken
-    around the calls only. Round 0 warms up. Printed: each side's median CPU a call and, per other side,
-    the median and range over rounds of its CPU over this tree's (> 1: this tree is cheaper).
+    around the calls only, and the wall time of the same calls (fsyncs included: what a caller waits).
+    Round 0 warms up. Printed: each side's median CPU and wall time a call and, per other side, the
+    median, range and quartiles over rounds of its CPU over this tree's and of its wall time over this
+    tree's (> 1: this tree is cheaper or faster).
     """
     sides: dict[str, Any] = {"durastate": DurastateSaver.from_url(folder / "d.db", durability="full")}
     if args.baseline_src:
@@ -141,22 +143,28 @@ def paired(args: argparse.Namespace, bench: Any, folder: Path) -> None:
     chats = {name: placed_chats(bench, saver, args.op, args.writer, args.history) for name, saver in sides.items()}
     names = list(sides)
     cpu: dict[str, list[float]] = {name: [] for name in names}
+    wall: dict[str, list[float]] = {name: [] for name in names}
     for round_no in range(args.rounds + 1):
         shift = round_no % len(names)
         for name in names[shift:] + names[:shift]:
             run = calls_of(sides[name], args.op, chats[name], args.calls)
-            start = time.thread_time()
+            start, started = time.thread_time(), time.perf_counter()
             run()
             if round_no:
                 cpu[name].append((time.thread_time() - start) / args.calls)
+                wall[name].append((time.perf_counter() - started) / args.calls)
     for name in names:
-        print(f"{name} {args.op}: {statistics.median(cpu[name]) * 1e6:.1f} us CPU a call (median of {args.rounds})")
-    for name in names[1:]:
-        ratios = sorted(theirs / ours for theirs, ours in zip(cpu[name], cpu["durastate"], strict=True))
         print(
-            f"{name} / durastate: {statistics.median(ratios):.3f} ({ratios[0]:.3f}-{ratios[-1]:.3f}), "
-            f"quartiles {ratios[len(ratios) // 4]:.3f}-{ratios[(3 * len(ratios)) // 4]:.3f}"
+            f"{name} {args.op}: {statistics.median(cpu[name]) * 1e6:.1f} us CPU, "
+            f"{statistics.median(wall[name]) * 1e6:.1f} us wall a call (medians of {args.rounds})"
         )
+    for name in names[1:]:
+        for label, spent in (("CPU", cpu), ("wall", wall)):
+            ratios = sorted(theirs / ours for theirs, ours in zip(spent[name], spent["durastate"], strict=True))
+            print(
+                f"{name} / durastate {label}: {statistics.median(ratios):.3f} ({ratios[0]:.3f}-{ratios[-1]:.3f}), "
+                f"quartiles {ratios[len(ratios) // 4]:.3f}-{ratios[(3 * len(ratios)) // 4]:.3f}"
+            )
     for saver in sides.values():
         if isinstance(getattr(saver, "conn", None), sqlite3.Connection):
             saver.conn.close()
