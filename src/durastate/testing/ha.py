@@ -208,6 +208,30 @@ class AutoFailoverCluster:
 
         self._until(time.monotonic() + timeout, stable, "a primary with a synchronous secondary")
 
+    def wait_replayed(self, standby: Node, timeout: float = 60.0) -> None:
+        """Until ``standby`` has replayed everything the primary has written so far.
+
+        Synchronous replication here (``synchronous_commit = on``) makes a
+        commit wait for the standby to flush its WAL, not to apply it: a read
+        on the standby right after a commit may not see it yet (a store just
+        migrated on the primary looked unmigrated on the standby once).
+        """
+        import psycopg
+
+        primary = self.primary()
+        assert primary is not None, f"no primary: {self.states()}"
+        with psycopg.connect(_node_url(primary), autocommit=True, connect_timeout=2) as conn:
+            row = conn.execute("SELECT pg_current_wal_lsn()::text").fetchone()
+        assert row is not None
+        written = row[0]
+
+        def replayed() -> bool:
+            with psycopg.connect(_node_url(standby), autocommit=True, connect_timeout=2) as conn:
+                done = conn.execute("SELECT pg_last_wal_replay_lsn() >= %s::pg_lsn", (written,)).fetchone()
+            return done is not None and done[0] is True
+
+        self._until(time.monotonic() + timeout, lambda: self._safe(replayed), f"{standby.name} to replay {written}")
+
     # -- faults -----------------------------------------------------------------------
 
     def kill_primary(self) -> Node:
@@ -333,3 +357,8 @@ class AutoFailoverCluster:
             return (self.root / "pg_autoctl.log").read_text(errors="replace")[-tail:]
         except OSError:
             return ""
+
+
+def _node_url(node: Node) -> str:
+    """The URL of one node's own PostgreSQL (as the superuser, its ``postgres`` database)."""
+    return f"postgresql://postgres@127.0.0.1:{node.port}/postgres"
