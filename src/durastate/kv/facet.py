@@ -326,16 +326,13 @@ class KV:
         pairs: dict[bytes, bytes] = {}
         keep = pairs.setdefault if if_absent else pairs.__setitem__
         listed = items if type(items) is list else as_list("items", items)
-        # Several rows: scope and ns as the engine binds a blob cheapest, made once for all of them (on SQLite
-        # a bytearray the driver binds as it is, where each row's bytes would be copied into one). Asked of
-        # the engine here, not kept: KV has 29 instance attributes, and at 30 CPython 3.11 no longer keeps
-        # them inline (LOAD_ATTR_WITH_HINT): every attribute read of the facet slows (~1.2k instructions a
-        # put_many, callgrind).
-        bound_scope: object = scope
-        bound_ns: object = ns
-        if len(listed) > 1:
-            blob = self._engine.blob_binding()
-            bound_scope, bound_ns = blob(scope), blob(ns)
+        # Every blob as the engine binds it cheapest (its statements are engine_blobs: put_many_sql); scope
+        # and ns made once for all rows (on SQLite a bytearray the driver binds as it is). Asked of the engine
+        # here, not kept: KV has 29 instance attributes, and at 30 CPython 3.11 no longer keeps them inline
+        # (LOAD_ATTR_WITH_HINT): every attribute read of the facet slows (~1.2k instructions a put_many,
+        # callgrind).
+        blob = self._engine.blob_binding()
+        bound_scope, bound_ns = blob(scope), blob(ns)
         params: list[object] = []
         for i, item in enumerate(listed):
             # Fast path: a (bytes, bytes) tuple within the limits.
@@ -343,24 +340,30 @@ class KV:
                 key, value = item
                 if type(key) is bytes and type(value) is bytes and len(key) <= key_room and len(value) <= max_value:
                     keep(key, value)
-                    params += (bound_scope, bound_ns, key, value)
+                    params += (bound_scope, bound_ns, blob(key), blob(value))
                     continue
             if not isinstance(item, (tuple, list)) or len(item) != 2:
                 fail(f"items[{i}] must be a (key, value) pair, got {shown(item)}")
             key, value = self._address(scope, ns, item[0])[2], self._value(f"items[{i}] value", item[1])
             keep(key, value)
-            params += (bound_scope, bound_ns, key, value)
+            params += (bound_scope, bound_ns, blob(key), blob(value))
         if not pairs:
             return
         engine = self._engine
         statements = self._put_many[(expires_at is not None, if_absent)]
         if expires_at is not None:
-            params = [part for key, value in pairs.items() for part in (bound_scope, bound_ns, key, value, expires_at)]
+            params = [
+                part
+                for key, value in pairs.items()
+                for part in (bound_scope, bound_ns, blob(key), blob(value), expires_at)
+            ]
             width = 5
         else:
             width = 4
             if len(params) != len(pairs) * 4:  # a key repeated: one row per key
-                params = [part for key, value in pairs.items() for part in (bound_scope, bound_ns, key, value)]
+                params = [
+                    part for key, value in pairs.items() for part in (bound_scope, bound_ns, blob(key), blob(value))
+                ]
         if len(pairs) <= PUT_CHUNK:
             if if_absent:
                 params.append(engine.now_ms())

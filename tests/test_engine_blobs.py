@@ -1,11 +1,11 @@
-"""Queue blobs reach the engine in the form it binds cheapest (``Engine.blob_binding``), and only there.
+"""Queue and ``kv.put_many`` blobs reach the engine in the form it binds cheapest (``blob_binding``), and only there.
 
-On SQLite the facet hands queue names, lease tokens and payloads as
-``bytearray`` (bound without sqlite3's adapter probe) and the shared write
-path binds ``engine_blobs`` statements' parameters as they come; every
-other engine (PostgreSQL: its attempts, retries and sharding read the
-parameters) sees ``bytes``, as before. What callers see is ``bytes`` on
-every engine.
+On SQLite the queues facet hands queue names, lease tokens and payloads,
+and ``kv.put_many`` scopes, namespaces, keys and values, as ``bytearray``
+(bound without sqlite3's adapter probe) and the write paths bind
+``engine_blobs`` statements' parameters as they come; every other engine
+(PostgreSQL: its attempts, retries and sharding read the parameters) sees
+``bytes``, as before. What callers see is ``bytes`` on every engine.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ def _spy(store: durastate.Store, monkeypatch: pytest.MonkeyPatch) -> list[tuple[
 
         return spied
 
-    for name in ("execute", "one", "executemany"):
+    for name in ("execute", "send", "one", "executemany"):
         monkeypatch.setattr(engine, name, wrap(getattr(engine, name)))
     return seen
 
@@ -70,6 +70,27 @@ def test_the_engine_binds_the_queue_blobs_in_its_own_form(
     # SQLite: bytearray only (without blob_binding, names, tokens and payloads came as bytes);
     # any other engine: bytes only, as its retries and sharding have always seen them.
     assert blobs == ({bytearray} if isinstance(store.engine, SqliteEngine) else {bytes})
+
+
+def test_kv_put_many_binds_its_blobs_in_the_engines_own_form(
+    store: durastate.Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seen = _spy(store, monkeypatch)
+    kv = store.kv
+    kv.put_many(b"s", b"n", [(b"one", b"1")])
+    kv.put_many(b"s", b"n", [(b"a", b"x"), (b"b", b""), (b"a", b"last wins")])  # a key repeated: rows rebuilt
+    kv.put_many(b"s", b"n", [(b"t", b"with a deadline")], ttl=60)
+    kv.put_many(b"s", b"n", [(b"one", b"kept"), (b"new", b"2")], if_absent=True)
+    many = [(b"k%04d" % i, b"v%d" % i) for i in range(300)]  # past PUT_CHUNK: several statements
+    kv.put_many(b"s", b"n", many)
+    assert len(seen) >= 7
+    blobs = {type(p) for params in seen for p in params if isinstance(p, (bytes, bytearray))}
+    assert blobs == ({bytearray} if isinstance(store.engine, SqliteEngine) else {bytes})
+    assert kv.get(b"s", b"n", b"one") == b"1"
+    assert kv.get(b"s", b"n", b"a") == b"last wins" and kv.get(b"s", b"n", b"b") == b""
+    assert kv.get(b"s", b"n", b"t") == b"with a deadline" and kv.get(b"s", b"n", b"new") == b"2"
+    assert kv.get_many(b"s", b"n", [key for key, _ in many]) == [value for _, value in many]
+    assert all(type(value) is bytes for value in kv.get_many(b"s", b"n", [b"a", b"b", b"k0000"]))
 
 
 def test_blob_binding_keeps_the_value(store: durastate.Store) -> None:
