@@ -21,7 +21,7 @@ writer waits competes on equal terms.
 
 The starved writer. The handler's sleeps grow to 100 ms, so a writer that
 keeps losing (16 processes taking the lock in turn) looks at the lock ten
-times a second while the others take it between its looks: 1.5-1.8 s for
+times a second while the others take it between its looks: 1.6-2.1 s for
 one write was measured, and nothing but the busy timeout bounded it. So
 the handler waits ``FIRST_WAIT_MS`` in one go (its whole schedule: every
 write that gets the lock within a second waits exactly as with SQLite's

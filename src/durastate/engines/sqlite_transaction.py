@@ -638,7 +638,7 @@ class SqliteTransactions(EngineBase):
 
     def _first_wait_ms(self) -> int:
         """The busy timeout a connection that waits for locks runs with: SQLite's handler's first round."""
-        return max(1, min(sqlite_busy.FIRST_WAIT_MS, int(self._busy_timeout * 1000)))
+        return min(sqlite_busy.FIRST_WAIT_MS, int(self._busy_timeout * 1000))
 
     def _loop_started(self) -> None:
         """A loop runs on this thread, whose connection waits for locks: make it refuse them at once again.
