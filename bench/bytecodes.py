@@ -10,6 +10,7 @@ WORKLOAD is one of:
   last task's ack) through ``DurastateStorage`` / huey's own
   ``SqliteStorage`` (enqueue, destructive dequeue), 1,400 tasks waiting
   (bench/huey_leased_ceiling.py's cycle);
+* ``put``: ``store.kv.put`` of one of 1,000 keys, 100-byte values;
 * ``es1`` / ``es10`` and ``es1-peer`` / ``es10-peer``: an eventsourcing
   insert of 1 or 10 events through ``DurastateApplicationRecorder`` /
   eventsourcing's ``SQLiteApplicationRecorder`` (bench/es_cpu.py's).
@@ -53,6 +54,19 @@ def queue_op(folder: Path) -> Callable[[], None]:
         claim = queues.claim("work", lease=30.0)
         assert claim is not None
         claim.ack()
+
+    return op
+
+
+def put_op(folder: Path) -> Callable[[], None]:
+    import durastate
+
+    kv = durastate.open(folder / "kv.db", durability="full").kv
+    keys = [b"key%04d" % i for i in range(1000)]
+    turn = iter(range(1 << 62))
+
+    def op() -> None:
+        kv.put(b"scope", b"ns", keys[next(turn) % 1000], PAYLOAD)
 
     return op
 
@@ -115,6 +129,7 @@ def es_op(folder: Path, events: int, peer: bool) -> Callable[[], None]:
 
 WORKLOADS: dict[str, Callable[[Path], Callable[[], None]]] = {
     "queue": queue_op,
+    "put": put_op,
     "huey": huey_op,
     "huey-peer": huey_peer_op,
     "es1": lambda folder: es_op(folder, 1, peer=False),

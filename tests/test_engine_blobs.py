@@ -1,7 +1,7 @@
-"""Queue and ``kv.put_many`` blobs reach the engine in the form it binds cheapest (``blob_binding``), and only there.
+"""Queue, ``kv.put`` and ``kv.put_many`` blobs reach the engine in the form it binds cheapest (``blob_binding``).
 
 On SQLite the queues facet hands queue names, lease tokens and payloads,
-and ``kv.put_many`` scopes, namespaces, keys and values, as ``bytearray``
+and ``kv.put``/``kv.put_many`` scopes, namespaces, keys and values, as ``bytearray``
 (bound without sqlite3's adapter probe) and the write paths bind
 ``engine_blobs`` statements' parameters as they come; every other engine
 (PostgreSQL: its attempts, retries and sharding read the parameters) sees
@@ -91,6 +91,22 @@ def test_kv_put_many_binds_its_blobs_in_the_engines_own_form(
     assert kv.get(b"s", b"n", b"t") == b"with a deadline" and kv.get(b"s", b"n", b"new") == b"2"
     assert kv.get_many(b"s", b"n", [key for key, _ in many]) == [value for _, value in many]
     assert all(type(value) is bytes for value in kv.get_many(b"s", b"n", [b"a", b"b", b"k0000"]))
+
+
+def test_kv_put_binds_its_blobs_in_the_engines_own_form(
+    store: durastate.Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seen = _spy(store, monkeypatch)
+    kv = store.kv
+    kv.put(b"s", b"n", b"k", b"v")
+    kv.put(b"s", b"n", b"k", b"replaced")
+    kv.put(b"s", b"n", b"t", b"", ttl=60)
+    kv.put(b"s", b"", b"", bytearray(b"copied"))  # a bytearray value is copied to bytes first (_value)
+    assert len(seen) == 4
+    blobs = {type(p) for params in seen for p in params if isinstance(p, (bytes, bytearray))}
+    assert blobs == ({bytearray} if isinstance(store.engine, SqliteEngine) else {bytes})
+    assert kv.get(b"s", b"n", b"k") == b"replaced" and kv.get(b"s", b"n", b"t") == b""
+    assert kv.get(b"s", b"", b"") == b"copied" and type(kv.get(b"s", b"", b"")) is bytes
 
 
 def test_blob_binding_keeps_the_value(store: durastate.Store) -> None:

@@ -282,10 +282,13 @@ class KV:
         if type(value) is not bytes or len(value) > self.max_value_size:
             value = self._value("value", value)
         # send: inside a transaction on PostgreSQL the upsert rides the next round trip (nobody reads its count).
+        # The blobs as the engine binds them cheapest (the statements are engine_blobs).
+        engine = self._engine
+        blob = engine.blob_binding()
         if ttl is None:
-            self._engine.send(self._put_persistent, (scope, ns, key, value))
+            engine.send(self._put_persistent, (blob(scope), blob(ns), blob(key), blob(value)))
         else:
-            self._engine.send(self._put, (scope, ns, key, value, self._deadline(ttl)))
+            engine.send(self._put, (blob(scope), blob(ns), blob(key), blob(value), self._deadline(ttl)))
         # _after_write, inlined: put is the hottest write.
         self._writes_until_prune -= 1
         if self._writes_until_prune <= 0:
