@@ -77,7 +77,7 @@ def test_failover_loses_nothing_acknowledged(
     primary = cluster.primary()
     [standby] = [node for node in cluster.nodes if node is not primary]
     cluster.wait_replayed(standby)  # the migration above, applied there (commits wait for its flush only)
-    with durastate.open(f"postgresql://postgres@127.0.0.1:{standby.port}/postgres", read_only=True) as store:
+    with durastate.open(standby.url, read_only=True) as store:
         facts, warnings = failover_facts(store.engine)
     assert facts["in_recovery"] is True and any("standby (in recovery)" in w for w in warnings)
     workers = failover.Workers(cluster.url, tmp_path, MODES)

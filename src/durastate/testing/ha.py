@@ -88,6 +88,11 @@ class Node:
     pgdata: Path
     process: subprocess.Popen[bytes] | None = field(default=None, repr=False)
 
+    @property
+    def url(self) -> str:
+        """The URL of this node's own PostgreSQL (as the superuser, its ``postgres`` database)."""
+        return f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
+
 
 class AutoFailoverCluster:
     """A monitor and two data nodes under ``root`` (see the module docstring)."""
@@ -220,13 +225,13 @@ class AutoFailoverCluster:
 
         primary = self.primary()
         assert primary is not None, f"no primary: {self.states()}"
-        with psycopg.connect(_node_url(primary), autocommit=True, connect_timeout=2) as conn:
+        with psycopg.connect(primary.url, autocommit=True, connect_timeout=2) as conn:
             row = conn.execute("SELECT pg_current_wal_lsn()::text").fetchone()
         assert row is not None
         written = row[0]
 
         def replayed() -> bool:
-            with psycopg.connect(_node_url(standby), autocommit=True, connect_timeout=2) as conn:
+            with psycopg.connect(standby.url, autocommit=True, connect_timeout=2) as conn:
                 done = conn.execute("SELECT pg_last_wal_replay_lsn() >= %s::pg_lsn", (written,)).fetchone()
             return done is not None and done[0] is True
 
@@ -357,8 +362,3 @@ class AutoFailoverCluster:
             return (self.root / "pg_autoctl.log").read_text(errors="replace")[-tail:]
         except OSError:
             return ""
-
-
-def _node_url(node: Node) -> str:
-    """The URL of one node's own PostgreSQL (as the superuser, its ``postgres`` database)."""
-    return f"postgresql://postgres@127.0.0.1:{node.port}/postgres"
