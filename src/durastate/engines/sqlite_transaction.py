@@ -628,13 +628,9 @@ class SqliteTransactions(EngineBase):
                 conn.execute(LOCK_WAIT.format(ms=first_ms))
 
     def _busy_again(self, exc: sqlite3.Error, deadline: float) -> bool:
-        """Whether a statement refused with ``exc`` in ``_in_sqlites_handler`` is tried again: BUSY, time left."""
-        return (
-            is_busy(exc)
-            and exc.sqlite_errorcode != _SQLITE_BUSY_SNAPSHOT
-            and not self._closed
-            and time.monotonic() < deadline
-        )
+        """Whether a statement refused with ``exc`` in ``_in_sqlites_handler`` is tried again: a refusal
+        ``_waits_for`` waits for, the store open, time left."""
+        return self._waits_for(exc) and not self._closed and time.monotonic() < deadline
 
     def _first_wait_ms(self) -> int:
         """The busy timeout a connection that waits for locks runs with: SQLite's handler's first round."""
