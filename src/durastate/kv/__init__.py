@@ -47,7 +47,6 @@ from __future__ import annotations
 # attributes (``durastate.kv.GET``) for the plan checks and the conformance suite.
 from .._validate import PAGE_SIZE as PAGE_SIZE
 from .facet import KV as KV
-from .facet import PRUNE_BATCH as PRUNE_BATCH
 from .facet import PRUNE_EVERY as PRUNE_EVERY
 from .scoped import ScopedKV as ScopedKV
 from .statements import APPEND as APPEND
@@ -80,5 +79,6 @@ from .statements import delete_keys_sql as delete_keys_sql
 from .statements import delete_range_sql as delete_range_sql
 from .statements import get_many_sql as get_many_sql
 from .statements import scan_sql as scan_sql
+from .upkeep import PRUNE_BATCH as PRUNE_BATCH
 
 __all__ = ["KV", "ScopedKV", "SCHEMA"]
