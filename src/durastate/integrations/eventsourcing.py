@@ -38,8 +38,14 @@ writer of the same application cannot take ids before this one commits,
 and a rolled-back insert also rolls back its increment, so no id is lost.
 A reader tailing ``select_notifications(start=last + 1)`` therefore never
 skips an id that commits late. The duplicate check (``IntegrityError`` for
-an existing ``(originator_id, version)``) runs after the counter is locked,
-so on PostgreSQL's READ COMMITTED it sees every insert committed before it.
+an existing ``(originator_id, version)``) is the event rows' own insert: it
+stores each event only where its key is free (``put_many(if_absent=True)``)
+and counts; one short of the batch rolls the whole insert back, and only
+then (outside the transaction, where the batch's own rows are gone) a
+range scan finds which events were there, for the message. A unique key
+sees every insert committed before it, and waits for one in flight, on
+either engine; no read of the events precedes the write (there was one,
+a range scan per originator, before 2026-12-06).
 Tracking rows use the same pattern: a zero increment locks the upstream
 application's counter before the "is this id higher?" check.
 
@@ -170,6 +176,10 @@ _AFTER_ALL_VERSIONS = b"\xff" * 9
 _SELECT_PAGE = 500
 # "No previous event" in _rows: no originator id or topic is this object.
 _UNSET: Any = object()
+
+
+class _Duplicate(Exception):
+    """An event of the batch is stored already: ends the insert's transaction (rolled back), inside ``_insert``."""
 
 
 class _Translated:
@@ -339,38 +349,44 @@ class DurastateAggregateRecorder(_DurastateRecorder, AggregateRecorder):
             raise IntegrityError("the batch holds the same (originator_id, originator_version) twice")
         kv = self.store.kv
         scope = self._scope
-        with _TRANSLATED, self.store.transaction():
-            if tracking is not None:
-                _record_tracking(kv, scope, tracking)
-            if not keys:
-                return []
-            # First: lock the sequence (see the module docstring), then check.
-            last = kv.incr(scope, _SEQUENCE, self._sequence_key, len(keys))
-            taken = self._existing(keys, prefixes, wanted)
+        try:
+            with _TRANSLATED, self.store.transaction():
+                if tracking is not None:
+                    _record_tracking(kv, scope, tracking)
+                if not keys:
+                    return []
+                # First: lock the sequence (see the module docstring); then the events, each stored only where its
+                # key is free: one short of the batch is a duplicate, and the whole insert rolls back.
+                last = kv.incr(scope, _SEQUENCE, self._sequence_key, len(keys))
+                ids = list(range(last - len(keys) + 1, last + 1))
+                id_keys = list(map(_ID.pack, ids))
+                # Layout 3 (self._pointers): the notification row holds the event, the event row only its id.
+                # keys, bodies and ids are parallel by construction: zip() without strict=, whose keyword
+                # parsing costs more instructions than the zip itself.
+                if self._pointers:
+                    events = list(zip(keys, id_keys))  # noqa: B905
+                else:
+                    events = list(zip(keys, map(bytes.__add__, id_keys, bodies)))  # noqa: B905
+                if kv.put_many(scope, self._events_ns, events, if_absent=True) != len(events):
+                    raise _Duplicate
+                if self._with_notifications:
+                    self.store.engine.notify(self.channel)  # delivered at the commit, never after a rollback
+                    # Layout-2 notification rows: marker, key length (one head per length), event key, body.
+                    heads = {length: _INLINE + _POINTER_HEAD.pack(length) for length in set(map(len, keys))}
+                    notes = [heads[len(key)] + key + body for key, body in zip(keys, bodies)]  # noqa: B905
+                    kv.put_many(scope, _NOTIFICATIONS, list(zip(id_keys, notes)))  # noqa: B905
+        except _Duplicate:
+            # Rolled back: nothing was written. Which events were there, for the message (read after the
+            # rollback: inside, the batch's own new rows would be found too).
+            with _TRANSLATED:
+                taken = self._existing(keys, prefixes, wanted)
+            detail = ""
             if taken:
                 originator_id, at = _originator_id(taken[0])
                 (version,) = _ID.unpack_from(taken[0], at)
-                raise IntegrityError(
-                    f"stored event ({originator_id}, version {version - _VERSION_BIAS}) already exists"
-                    f"{f' (and {len(taken) - 1} more of the batch)' if len(taken) > 1 else ''}; nothing was written"
-                )
-            ids = list(range(last - len(keys) + 1, last + 1))
-            id_keys = list(map(_ID.pack, ids))
-            if self._with_notifications:
-                self.store.engine.notify(self.channel)  # delivered at the commit, never after a rollback
-            # Layout 3 (self._pointers): the notification row holds the event, the event row only its id.
-            # keys, bodies and ids are parallel by construction: zip() without strict=, whose keyword
-            # parsing costs more instructions than the zip itself.
-            if self._pointers:
-                events = list(zip(keys, id_keys))  # noqa: B905
-            else:
-                events = list(zip(keys, map(bytes.__add__, id_keys, bodies)))  # noqa: B905
-            kv.put_many(scope, self._events_ns, events)
-            if self._with_notifications:
-                # Layout-2 notification rows: marker, key length (one head per length), event key, body.
-                heads = {length: _INLINE + _POINTER_HEAD.pack(length) for length in set(map(len, keys))}
-                notes = [heads[len(key)] + key + body for key, body in zip(keys, bodies)]  # noqa: B905
-                kv.put_many(scope, _NOTIFICATIONS, list(zip(id_keys, notes)))  # noqa: B905
+                more = f" (and {len(taken) - 1} more of the batch)" if len(taken) > 1 else ""
+                detail = f" ({originator_id}, version {version - _VERSION_BIAS}){more}"
+            raise IntegrityError(f"stored event{detail} already exists; nothing was written") from None
         return ids
 
     def _existing(self, keys: list[bytes], prefixes: list[bytes], wanted: set[bytes]) -> list[bytes]:

@@ -288,15 +288,20 @@ class KV(Upkeep):
         *,
         ttl: float | None = None,
         if_absent: bool = False,
-    ) -> None:
-        """Upsert every ``(key, value)`` pair atomically (later duplicates win).
+    ) -> int:
+        """Upsert every ``(key, value)`` pair atomically (later duplicates win); return how many keys were stored.
 
         ``if_absent=True`` stores only the pairs whose key holds no live
         value (an expired one counts as absent, as in ``put_if_absent``) and
         leaves the others as they are; of duplicates in ``items`` the first
         wins. One statement per ``PUT_CHUNK`` pairs (a batch within it needs
-        no transaction), no read: which pairs were stored is not reported
-        (``put_if_absent`` tells, one key at a time).
+        no transaction), no read. The count: without ``if_absent`` every
+        distinct key of ``items``; with it, the keys that were absent (which
+        ones is not reported: ``put_if_absent`` tells, one key at a time), so
+        a writer that must store all or none compares it with its batch and
+        raises inside its transaction. That count is the statement's: inside
+        a transaction on PostgreSQL an ``if_absent`` batch waits for its
+        answer, where the plain upsert rides the next round trip.
         """
         if type(scope) is not bytes:
             scope = as_bytes("scope", scope)
@@ -336,7 +341,7 @@ class KV(Upkeep):
             keep(key, value)
             params += (bound_scope, bound_ns, blob(key), blob(value))
         if not pairs:
-            return
+            return 0
         engine = self._engine
         statements = self._put_many[(expires_at is not None, if_absent)]
         if expires_at is not None:
@@ -352,24 +357,31 @@ class KV(Upkeep):
                 params = [
                     part for key, value in pairs.items() for part in (bound_scope, bound_ns, blob(key), blob(value))
                 ]
+        stored = len(pairs)
         if len(pairs) <= PUT_CHUNK:
             if if_absent:
                 params.append(engine.now_ms())
-            # send: inside a transaction on PostgreSQL it rides the next round trip (nobody reads its count).
-            engine.send(statements[len(pairs)], params)
+                stored = engine.execute(statements[len(pairs)], params)
+            else:
+                # send: inside a transaction on PostgreSQL it rides the next round trip (every pair is stored).
+                engine.send(statements[len(pairs)], params)
         else:
             tail = (engine.now_ms(),) if if_absent else ()
             step = PUT_CHUNK * width
             # Several statements: atomic in the caller's transaction or one of their own.
             with engine.transaction() if not engine.in_transaction() else contextlib.nullcontext():
-                for start in range(0, len(params), step):
-                    chunk = params[start : start + step]
+                counts = [
                     engine.execute(statements[len(chunk) // width], (*chunk, *tail))
+                    for chunk in (params[start : start + step] for start in range(0, len(params), step))
+                ]
+            if if_absent:
+                stored = sum(counts)
         # _after_write, inlined.
         self._writes_until_prune -= 1
         if self._writes_until_prune <= 0:
             self._writes_until_prune = PRUNE_EVERY
             self._prune_in_passing()
+        return stored
 
     def scan(
         self,

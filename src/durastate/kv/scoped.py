@@ -32,8 +32,8 @@ class ScopedKV:
 
     def put_many(
         self, ns: bytes, items: Iterable[tuple[bytes, bytes]], *, ttl: float | None = None, if_absent: bool = False
-    ) -> None:
-        self._kv.put_many(self.scope_id, ns, items, ttl=ttl, if_absent=if_absent)
+    ) -> int:
+        return self._kv.put_many(self.scope_id, ns, items, ttl=ttl, if_absent=if_absent)
 
     def scan(
         self,

@@ -163,6 +163,36 @@ def test_a_batch_is_checked_and_stored_per_originator_whatever_its_order(store: 
     assert recorder.max_notification_id() == 8
 
 
+def test_an_insert_reads_no_stored_event_before_writing(
+    store: durastate.Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The duplicate check is the event rows' own insert (stored only where free, counted): new events go in with
+    no read of the stored ones; a duplicate rolls the insert back and is named by one read made after it."""
+    recorder = DurastateApplicationRecorder(store)
+    order = uuid4()
+    scans: list[bool] = []  # per scan of the kv facet: made inside a transaction?
+    real_scan = store.kv.scan
+
+    def watched_scan(*args: object, **kwargs: object) -> object:
+        scans.append(store.engine.in_transaction())
+        return real_scan(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(store.kv, "scan", watched_scan)
+    assert recorder.insert_events([StoredEvent(order, v, "t", b"x%d" % v) for v in (1, 2, 3)]) == [1, 2, 3]
+    assert scans == []
+    with pytest.raises(IntegrityError, match=r"version 2\) already exists; nothing was written"):
+        recorder.insert_events([StoredEvent(order, 4, "t", b"y"), StoredEvent(order, 2, "t", b"z")])
+    assert scans == [False]
+    monkeypatch.undo()
+    assert recorder.max_notification_id() == 3
+    assert [(e.originator_version, e.state) for e in recorder.select_events(order)] == [
+        (1, b"x1"),
+        (2, b"x2"),
+        (3, b"x3"),
+    ]
+    assert recorder.insert_events([StoredEvent(order, 4, "t", b"y")]) == [4]  # the ids the rollback gave back
+
+
 def test_factory_needs_a_url_and_names_the_keys() -> None:
     env = {"PERSISTENCE_MODULE": "durastate.integrations.eventsourcing"}
     with pytest.raises(InvalidRequest, match="DURASTATE_URL"):

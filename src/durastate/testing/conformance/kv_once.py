@@ -19,6 +19,7 @@ import pytest
 import durastate
 from durastate import InvalidRequest
 from durastate.engines.deferred import RequirementFailed
+from durastate.kv.statements import PUT_CHUNK
 from durastate.testing.clock import FakeClock
 
 __all__ = ["TestKVPutIfAbsent", "TestKVPutManyIfAbsent", "TestKVRequireAbsent", "TestKVTake"]
@@ -170,21 +171,40 @@ class TestKVPutIfAbsent:
 class TestKVPutManyIfAbsent:
     def test_stores_only_the_absent_keys(self, store: durastate.Store) -> None:
         store.kv.put(S, NS, b"a", b"old")
-        store.kv.put_many(S, NS, [(b"a", b"new"), (b"b", b"new"), (b"c", b"new")], if_absent=True)
+        assert store.kv.put_many(S, NS, [(b"a", b"new"), (b"b", b"new"), (b"c", b"new")], if_absent=True) == 2
         assert store.kv.get_many(S, NS, [b"a", b"b", b"c"]) == [b"old", b"new", b"new"]
+        assert store.kv.put_many(S, NS, [(b"a", b"newer"), (b"b", b"newer")], if_absent=True) == 0
+
+    def test_the_count_inside_a_transaction_and_past_one_statement(self, store: durastate.Store) -> None:
+        # Inside a transaction the count is the statement's (on PostgreSQL it waits for it); a batch past
+        # PUT_CHUNK is several statements, whose counts add up.
+        store.kv.put_many(S, NS, [(b"%04d" % i, b"old") for i in range(0, PUT_CHUNK + 10, 2)])
+        batch = [(b"%04d" % i, b"new") for i in range(PUT_CHUNK + 10)]
+        with store.transaction():
+            assert store.kv.put_many(S, NS, batch, if_absent=True) == (PUT_CHUNK + 10) // 2
+            assert store.kv.put_many(S, NS, [(b"x", b"1")], if_absent=True) == 1
+        assert store.kv.put_many(S, NS, batch, if_absent=True) == 0
+        assert store.kv.get_many(S, NS, [b"0000", b"0001"]) == [b"old", b"new"]
+
+    def test_without_if_absent_the_count_is_every_distinct_key(self, store: durastate.Store) -> None:
+        store.kv.put(S, NS, b"a", b"old")
+        assert store.kv.put_many(S, NS, [(b"a", b"new"), (b"b", b"new"), (b"a", b"newer")]) == 2
+        assert store.kv.put_many(S, NS, []) == 0
+        assert store.kv.get(S, NS, b"a") == b"newer"
 
     def test_the_first_of_duplicates_wins(self, store: durastate.Store) -> None:
-        store.kv.put_many(S, NS, [(b"k", b"first"), (b"k", b"second")], if_absent=True)
+        assert store.kv.put_many(S, NS, [(b"k", b"first"), (b"k", b"second")], if_absent=True) == 1
         assert store.kv.get(S, NS, b"k") == b"first"
-        store.kv.put_many(S, NS, [(b"one", b"only")], if_absent=True)  # the one-row path
-        store.kv.put_many(S, NS, [(b"one", b"again")], if_absent=True)
+        assert store.kv.put_many(S, NS, [(b"one", b"only")], if_absent=True) == 1  # the one-row path
+        assert store.kv.put_many(S, NS, [(b"one", b"again")], if_absent=True) == 0
         assert store.kv.get(S, NS, b"one") == b"only"
 
     def test_an_expired_value_counts_as_absent_and_ttl_applies(self, store: durastate.Store, clock: FakeClock) -> None:
         store.kv.put(S, NS, b"gone", b"old", ttl=5)
         store.kv.put(S, NS, b"live", b"old", ttl=50)
         clock.advance(10)
-        store.kv.put_many(S, NS, [(b"gone", b"new"), (b"live", b"new"), (b"fresh", b"new")], ttl=20, if_absent=True)
+        batch = [(b"gone", b"new"), (b"live", b"new"), (b"fresh", b"new")]
+        assert store.kv.put_many(S, NS, batch, ttl=20, if_absent=True) == 2
         assert store.kv.get_many(S, NS, [b"gone", b"live", b"fresh"]) == [b"new", b"old", b"new"]
         clock.advance(25)
         assert store.kv.get_many(S, NS, [b"gone", b"live", b"fresh"]) == [None, b"old", None]
@@ -203,8 +223,8 @@ class TestKVPutManyIfAbsent:
 
     def test_scoped_view(self, store: durastate.Store) -> None:
         view = store.kv.scope(S)
-        view.put_many(NS, [(b"k", b"v")], if_absent=True)
-        view.put_many(NS, [(b"k", b"w")], if_absent=True)
+        assert view.put_many(NS, [(b"k", b"v")], if_absent=True) == 1
+        assert view.put_many(NS, [(b"k", b"w")], if_absent=True) == 0
         assert view.get(NS, b"k") == b"v"
 
 
