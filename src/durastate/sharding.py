@@ -291,6 +291,8 @@ class ShardedKV(_ShardedFacet):
     put_if_absent = _kv_write(KV.put_if_absent)
     require_absent = _kv_write(KV.require_absent)
     take = _kv_write(KV.take)
+    take_first = _kv_write(KV.take_first)
+    take_last = _kv_write(KV.take_last)
     drain = _kv_write(KV.drain)
     delete = _kv_write(KV.delete)
     clear = _kv_write(KV.clear)

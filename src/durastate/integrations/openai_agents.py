@@ -41,10 +41,10 @@ session):
 * The counter is never reset, not even by ``clear_session``, so an ordinal
   is never handed out twice and an item written after a clear can never sort
   before one written before it.
-* ``pop_item`` reads the newest item and deletes its key; when a concurrent
-  pop deleted it first (0 rows), it takes the next newest. An item's key is
-  never rewritten, so the value read is exactly the value removed, and two
-  pops never return the same item.
+* ``pop_item`` removes the newest item and returns it in one statement
+  (``kv.take_last``, as ``SQLiteSession``'s ``DELETE ... RETURNING``): two
+  pops never return the same item, and a pop racing another takes the next
+  newest rather than coming back empty.
 * ``get_items`` reads one snapshot without the write lock: one statement
   for a limit of up to a scan page (512), a read transaction otherwise.
 
@@ -69,8 +69,7 @@ On a SQLite file a call runs inline on the event loop's thread, no thread
 hop, and moves to a worker thread only when another connection holds the
 write lock (the loop never waits for it); on PostgreSQL it runs on a worker.
 Each method is safe to run inline: ``add_items`` is one transaction,
-``pop_item`` and ``clear_session`` change rows in one statement, after reads
-that change nothing. A mutation (``add_items``, ``pop_item``,
+``pop_item`` and ``clear_session`` are one statement each. A mutation (``add_items``, ``pop_item``,
 ``clear_session``) whose caller is cancelled is carried to its end before
 the cancellation is raised, as the SDK's own sessions do (their
 ``_await_mutation``): a cancelled ``add_items`` has written its whole batch
@@ -219,16 +218,11 @@ class DurastateSession(StoreHolder, SessionABC):
 
     def _pop_item(self) -> TResponseInputItem | None:
         self._check_open()
-        kv = self.store.kv
-        while True:
-            newest = list(kv.scan(SCOPE, self._ns, reverse=True, limit=1))
-            if not newest:
-                return None
-            key, data = newest[0]
-            if kv.delete(SCOPE, self._ns, keys=[key]) == 1:
-                item: TResponseInputItem = orjson.loads(data)
-                return item
-            # Another pop removed it between our read and our delete: try the next one.
+        newest = self.store.kv.take_last(SCOPE, self._ns)
+        if newest is None:
+            return None
+        item: TResponseInputItem = orjson.loads(newest[1])
+        return item
 
     def _clear_session(self) -> None:
         self._check_open()

@@ -10,7 +10,9 @@ Three families share that address space but not their tables:
 
 * values: ``get``/``get_many``/``put``/``put_many``, ordered ``scan`` over a
   half-open ``[start, end)`` range, atomic ``drain``, ``delete``, and the
-  one-statement ``take`` (read and delete one key) and ``put_if_absent``
+  one-statement ``take`` (read and delete one key), ``take_first`` /
+  ``take_last`` (read and delete the smallest / greatest live key of a
+  namespace: FIFO and LIFO pops) and ``put_if_absent``
   (create-only), and ``require_absent`` (fail the open transaction unless a
   key is absent; on PostgreSQL sent with its next round trip, as ``put``
   inside a transaction is);
@@ -75,6 +77,8 @@ from .statements import PUT_IF_ABSENT as PUT_IF_ABSENT
 from .statements import PUT_PERSISTENT as PUT_PERSISTENT
 from .statements import SCHEMA as SCHEMA
 from .statements import TAKE as TAKE
+from .statements import TAKE_FIRST as TAKE_FIRST
+from .statements import TAKE_LAST as TAKE_LAST
 from .statements import delete_keys_sql as delete_keys_sql
 from .statements import delete_range_sql as delete_range_sql
 from .statements import get_many_sql as get_many_sql

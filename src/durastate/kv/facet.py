@@ -42,6 +42,8 @@ from .statements import (
     PUT_IF_ABSENT,
     PUT_PERSISTENT,
     TAKE,
+    TAKE_FIRST,
+    TAKE_LAST,
     delete_keys_sql,
     delete_range_sql,
     get_many_sql,
@@ -51,7 +53,7 @@ from .statements import (
 from .upkeep import PRUNE_BATCH, Upkeep
 
 if TYPE_CHECKING:
-    from ..engines.base import SQL, Engine
+    from ..engines.base import SQL, Engine, Statement
 
 # Housekeeping in passing: every PRUNE_EVERY writes of this process, one
 # bounded sweep of up to PRUNE_BATCH expired values (upkeep).
@@ -469,6 +471,31 @@ class KV(Upkeep):
             return None
         value: bytes = row[0]
         return value
+
+    def take_first(self, scope: bytes, ns: bytes) -> tuple[bytes, bytes] | None:
+        """Remove the live value with the smallest key in ``(scope, ns)`` and return ``(key, value)``, in one
+        statement; ``None`` when the namespace holds none (expired values are passed over and left to pruning).
+
+        Of concurrent takers each gets a different pair (on PostgreSQL a
+        pair another taker's statement holds is skipped for the next one),
+        and a pair a taker got is gone for everyone. A FIFO pop over keys
+        that sort in arrival order; ``take_last`` is the LIFO one.
+        """
+        return self._take_edge(TAKE_FIRST, scope, ns)
+
+    def take_last(self, scope: bytes, ns: bytes) -> tuple[bytes, bytes] | None:
+        """``take_first`` of the greatest key: remove the newest pair (keys in arrival order) and return it."""
+        return self._take_edge(TAKE_LAST, scope, ns)
+
+    def _take_edge(self, statement: Statement, scope: Any, ns: Any) -> tuple[bytes, bytes] | None:
+        if type(scope) is not bytes:
+            scope = as_bytes("scope", scope)
+        if type(ns) is not bytes:
+            ns = as_bytes("ns", ns)
+        engine = self._engine
+        # Compiled at the call, as take's: KV keeps no more attributes (see put_many).
+        row = engine.one(engine.sql(statement), (scope, ns, scope, ns, engine.now_ms()))
+        return None if row is None else (bytes(row[0]), bytes(row[1]))
 
     def put_if_absent(self, scope: bytes, ns: bytes, key: bytes, value: bytes, *, ttl: float | None = None) -> bool:
         """Store ``value`` only if the key holds no live value; True if it was stored.

@@ -52,6 +52,12 @@ class ScopedKV:
     def take(self, ns: bytes, key: bytes) -> bytes | None:
         return self._kv.take(self.scope_id, ns, key)
 
+    def take_first(self, ns: bytes) -> tuple[bytes, bytes] | None:
+        return self._kv.take_first(self.scope_id, ns)
+
+    def take_last(self, ns: bytes) -> tuple[bytes, bytes] | None:
+        return self._kv.take_last(self.scope_id, ns)
+
     def put_if_absent(self, ns: bytes, key: bytes, value: bytes, *, ttl: float | None = None) -> bool:
         return self._kv.put_if_absent(self.scope_id, ns, key, value, ttl=ttl)
 

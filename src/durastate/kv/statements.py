@@ -85,6 +85,16 @@ DELETE_ALL = WRITE("DELETE FROM {p}kv WHERE scope = ? AND ns = ?")
 # RETURNING yields a row only when the insert (or the replacement of an
 # expired row) happened.
 TAKE = WRITE_ROWS("DELETE FROM {p}kv WHERE scope = ? AND ns = ? AND key = ? RETURNING value, expires_at")
+# take_first / take_last: the live value with the smallest / greatest key of a namespace, removed and returned in
+# one statement (params: scope, ns, scope, ns, now). ``skip_locked`` (PostgreSQL): a row another taker's
+# statement holds is passed over for the next one, so racing takers get different pairs instead of one of
+# them finding its row gone and answering "empty"; SQLite runs one write at a time.
+_TAKE_EDGE = (
+    "DELETE FROM {p}kv WHERE scope = ? AND ns = ? AND key = (SELECT key FROM {p}kv WHERE scope = ? AND ns = ?"
+    " AND (expires_at IS NULL OR expires_at > ?) ORDER BY key %s LIMIT 1{skip_locked}) RETURNING key, value"
+)
+TAKE_FIRST = WRITE_ROWS(_TAKE_EDGE % "ASC")
+TAKE_LAST = WRITE_ROWS(_TAKE_EDGE % "DESC")
 _INSERT_IF_ABSENT = (
     "INSERT INTO {p}kv (scope, ns, key, value, expires_at) VALUES (?, ?, ?, ?, ?)"
     " ON CONFLICT (scope, ns, key) DO UPDATE SET value = excluded.value, expires_at = excluded.expires_at"

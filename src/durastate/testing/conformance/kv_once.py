@@ -1,11 +1,12 @@
-"""Conformance: ``kv.take``, ``kv.put_if_absent`` and ``kv.put_many(if_absent=True)``: one-statement writes.
+"""Conformance: ``kv.take``, ``take_first``/``take_last``, ``put_if_absent``, ``put_many(if_absent=True)``.
 
-And ``kv.require_absent``, the check a writer sends with its writes to go in
-one flight when its key is new.
+One statement each, and ``kv.require_absent``, the check a writer sends with
+its writes to go in one flight when its key is new.
 
 Each is atomic on its own: of concurrent callers on one key exactly one
 takes the value / creates the key (checked with threads racing on the same
-keys). Expired values count as absent. Time moves only through the
+keys); racing ``take_first``/``take_last`` callers each get a different
+pair. Expired values count as absent. Time moves only through the
 ``clock`` fixture.
 """
 
@@ -22,7 +23,13 @@ from durastate.engines.deferred import RequirementFailed
 from durastate.kv.statements import PUT_CHUNK
 from durastate.testing.clock import FakeClock
 
-__all__ = ["TestKVPutIfAbsent", "TestKVPutManyIfAbsent", "TestKVRequireAbsent", "TestKVTake"]
+__all__ = [
+    "TestKVPutIfAbsent",
+    "TestKVPutManyIfAbsent",
+    "TestKVRequireAbsent",
+    "TestKVTake",
+    "TestKVTakeFirstAndLast",
+]
 
 S, NS = b"scope", b"ns"
 
@@ -102,6 +109,75 @@ class TestKVTake:
     def test_bad_key_is_refused(self, store: durastate.Store) -> None:
         with pytest.raises(InvalidRequest, match="key must be bytes"):
             store.kv.take(S, NS, "k")  # type: ignore[arg-type]
+
+
+class TestKVTakeFirstAndLast:
+    def test_the_smallest_and_the_greatest_key_in_turn(self, store: durastate.Store) -> None:
+        store.kv.put_many(S, NS, [(b"b", b"2"), (b"a", b"1"), (b"c", b"3"), (b"d", b"4")])
+        store.kv.put(S, b"other", b"0", b"elsewhere")
+        store.kv.put(b"other scope", NS, b"0", b"elsewhere")
+        assert store.kv.take_first(S, NS) == (b"a", b"1")
+        assert store.kv.take_last(S, NS) == (b"d", b"4")
+        assert store.kv.take_last(S, NS) == (b"c", b"3")
+        assert store.kv.take_first(S, NS) == (b"b", b"2")
+        assert store.kv.take_first(S, NS) is None
+        assert store.kv.take_last(S, NS) is None
+        assert store.kv.get(S, b"other", b"0") == b"elsewhere"
+        assert store.kv.get(b"other scope", NS, b"0") == b"elsewhere"
+
+    def test_an_empty_value_is_taken(self, store: durastate.Store) -> None:
+        store.kv.put(S, NS, b"k", b"")
+        assert store.kv.take_last(S, NS) == (b"k", b"")
+
+    def test_expired_values_are_passed_over(self, store: durastate.Store, clock: FakeClock) -> None:
+        store.kv.put(S, NS, b"a", b"gone", ttl=5)
+        store.kv.put(S, NS, b"b", b"live")
+        store.kv.put(S, NS, b"c", b"gone", ttl=5)
+        clock.advance(10)
+        assert store.kv.take_last(S, NS) == (b"b", b"live")
+        assert store.kv.take_first(S, NS) is None
+
+    def test_rolled_back_take_keeps_the_pair(self, store: durastate.Store) -> None:
+        store.kv.put(S, NS, b"k", b"v")
+        with pytest.raises(RuntimeError), store.transaction():
+            assert store.kv.take_first(S, NS) == (b"k", b"v")
+            raise RuntimeError("undo")
+        assert store.kv.get(S, NS, b"k") == b"v"
+
+    def test_concurrent_takers_each_get_a_different_pair_and_none_comes_back_empty(
+        self, store: durastate.Store
+    ) -> None:
+        pairs = [(b"k%02d" % i, b"v%02d" % i) for i in range(30)]
+        store.kv.put_many(S, NS, pairs)
+        taken: list[tuple[bytes, bytes] | None] = []
+        lock = threading.Lock()
+
+        def work(n: int) -> None:
+            take = store.kv.take_first if n % 2 else store.kv.take_last
+            for _ in range(5):  # 6 takers x 5 = the 30 pairs: every take finds one left
+                pair = take(S, NS)
+                with lock:
+                    taken.append(pair)
+
+        _race(6, work)
+        assert None not in taken  # a taker that met another's row took the next, not "empty"
+        assert sorted(pair for pair in taken if pair is not None) == pairs  # each pair once
+        assert store.kv.take_first(S, NS) is None
+
+    def test_scoped_view(self, store: durastate.Store) -> None:
+        view = store.kv.scope(S)
+        view.put_many(NS, [(b"a", b"1"), (b"b", b"2")])
+        assert view.take_last(NS) == (b"b", b"2")
+        assert view.take_first(NS) == (b"a", b"1")
+        assert view.take_first(NS) is None
+
+    def test_bad_scope_or_ns_is_refused_and_takes_nothing(self, store: durastate.Store) -> None:
+        store.kv.put(S, NS, b"k", b"v")
+        with pytest.raises(InvalidRequest, match="ns must be bytes"):
+            store.kv.take_first(S, "ns")  # type: ignore[arg-type]
+        with pytest.raises(InvalidRequest, match="scope must be bytes"):
+            store.kv.take_last(1, NS)  # type: ignore[arg-type]
+        assert store.kv.get(S, NS, b"k") == b"v"
 
 
 class TestKVPutIfAbsent:
