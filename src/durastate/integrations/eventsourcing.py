@@ -391,13 +391,12 @@ class DurastateAggregateRecorder(_DurastateRecorder, AggregateRecorder):
 
     def _existing(self, keys: list[bytes], prefixes: list[bytes], wanted: set[bytes]) -> list[bytes]:
         """The event keys of ``keys`` (whose originators' key prefixes are ``prefixes``, as a set ``wanted``)
-        already stored, in batch order.
+        already stored, in batch order: what an insert that found a duplicate names, read after its rollback.
 
         One range scan per originator over the batch's versions (index
         bounds on the whole key), not a key list: PostgreSQL's generic plan
         for ``key IN (...)`` on a table without statistics reads the whole
-        namespace. New versions land past every stored one, so the scan
-        usually finds nothing at once. Its ``limit`` is the number of
+        namespace. Its ``limit`` is the number of
         versions in the range (every key there is the originator's prefix
         and 8 version bytes: a prefix starts no other originator's key), so
         a range of up to a page is read in one statement without the pager.
