@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -178,6 +179,17 @@ def test_a_clock_that_breaks_later_raises_a_clear_error(tmp_path: Path) -> None:
                 store.kv.put(b"s", b"n", b"k", b"w", ttl=10)
         readings[0] = 1_800_000_001.0
         assert store.kv.get(b"s", b"n", b"k") == b"v"
+
+
+def test_with_no_clock_given_the_store_reads_the_system_clock(tmp_path: Path) -> None:
+    with durastate.open(tmp_path / "state.db") as store:
+        before = time.time_ns() // 1_000_000
+        now = store.engine.now_ms()
+        after = time.time_ns() // 1_000_000
+        assert type(now) is int and before <= now <= after
+        store.queues.push("q", [b"x"])
+        claim = store.queues.claim("q", lease=10)
+        assert claim is not None and before + 10_000 <= claim.lease_expires_at * 1000 <= time.time_ns() / 1e6 + 10_000
 
 
 def test_json_integers_must_fit_signed_64_bits(tmp_path: Path) -> None:

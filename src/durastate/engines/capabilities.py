@@ -92,6 +92,13 @@ class Capabilities:
     # sends a statement written that way. False: it runs the writes in a
     # transaction.
     write_ctes: bool = False
+    # A deleted or updated row leaves its index entries behind until a vacuum
+    # removes them (PostgreSQL's MVCC; never while an old snapshot is held), so
+    # a scan from the head of an index range steps over them: a queue's claim
+    # then starts from a floor it keeps (``Queues._floor``). False (SQLite):
+    # a delete or update takes its old entries out of the index at once, and
+    # the scan needs no floor. On unless declared: the floor is right either way.
+    dead_index_entries: bool = True
 
     def replace(self, **changes: Any) -> Capabilities:
         """A copy with ``changes`` applied (an engine mode that turns features off)."""

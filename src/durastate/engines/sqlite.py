@@ -134,6 +134,7 @@ CAPABILITIES = Capabilities(
     local=True,
     inline_async_calls=True,
     write_attempts=False,
+    dead_index_entries=False,  # a B-tree delete removes the entry: no MVCC row versions
 )
 # memory: has no WAL: readers wait for an open write transaction, and its
 # rollback journal can refuse a COMMIT after changes were made, so calls

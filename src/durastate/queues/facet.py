@@ -47,6 +47,8 @@ _BURY_PER_TRANSACTION = 64
 # The claim index's lower bound per queue (Queues._floor): how far below the
 # earliest item it lies, and how long it is kept before it is read again.
 FLOOR_SLACK_MS = 1000
+# The floor bound where the engine needs none (no dead index entries): below every item (available_at is int64).
+NO_FLOOR = -(2**63)
 FLOOR_REFRESH = 2.0
 _FLOORS_KEPT = 10_000
 # Seconds a waiter adds to the head's due time before looking again (the clock is read in whole ms).
@@ -185,6 +187,8 @@ class Queues(Upkeep):
         self._claim_head = sql(CLAIM_HEAD)
         self._head_time = sql(HEAD_TIME)
         self._floors: dict[bytes, tuple[int, float]] = {}
+        # Whether claims and pops keep a floor (_floor): where the engine's indexes keep dead entries.
+        self._floored = engine.capabilities.dead_index_entries
         self._claim_id = sql(CLAIM_ID)
         self._bury = sql(BURY)
         self._delete_id = sql(DELETE_ID)
@@ -299,7 +303,7 @@ class Queues(Upkeep):
     def _pop_once(self, queue: bytes, bound: object) -> bytes | None:
         engine = self._engine
         now = engine.now_ms()
-        row = engine.one(self._pop, (bound, now, self._floor(queue, now)))
+        row = engine.one(self._pop, (bound, now, self._floor(queue, now) if self._floored else NO_FLOOR))
         return None if row is None else bytes(row[0])
 
     def claim(self, name: str | bytes, *, lease: float = 30.0, wait: float | None = None) -> Claim | None:
@@ -346,7 +350,7 @@ class Queues(Upkeep):
         # The block's next token without a call (never empty: 16 bytes); _lease_token when it is used up.
         token = self._blob(next(_tokens, None) or _lease_token())
         now = engine.now_ms()
-        floor = self._floor(queue, now)
+        floor = self._floor(queue, now) if self._floored else NO_FLOOR
         row = engine.one(self._claim, (token, now + lease_ms, bound, now, floor))
         if row is None:
             row = self._claim_past_exhausted(queue, bound, token, now, floor, lease_ms)
@@ -394,6 +398,9 @@ class Queues(Upkeep):
         slack after its own "now" (a long transaction): such an item waits
         for the next refresh (at most ``FLOOR_REFRESH`` seconds) instead of
         going first. A store clock that went back refreshes at once.
+
+        Only where the engine declares ``dead_index_entries``; elsewhere
+        (SQLite) claims and pops bind ``NO_FLOOR`` without calling this.
         """
         known = self._floors.get(queue)
         tick = time.monotonic()
@@ -487,7 +494,7 @@ class Queues(Upkeep):
                 return acked, self._claim_once(queue, bound, lease_ms)
         token = self._blob(_lease_token())
         now = engine.now_ms()
-        floor = self._floor(queue, now)
+        floor = self._floor(queue, now) if self._floored else NO_FLOOR
         until = now + lease_ms
         row = engine.one(statement, (done.id, done._token, token, until, bound, now, floor, done.id, done.id))
         assert row is not None  # the statement answers one row, claimed or not

@@ -32,6 +32,7 @@ from durastate.engines import registry
 from durastate.engines.schema import Schema
 from durastate.engines.statements import READ, WRITE
 from durastate.errors import Conflict
+from durastate.queues.facet import Queues
 from durastate.store import SCHEMAS
 
 from .multiprocess import SCOPE, WORKER_TIMEOUT, _kill, _opened, _receive, _Workers, open_at_once
@@ -206,6 +207,29 @@ class TestPainQueueFloor:
         assert claim is not None and claim.payload == b"from the past"
         claim.ack()
         assert store.queues.pop("jobs") is None
+
+    def test_the_floor_is_kept_only_where_the_engines_indexes_keep_dead_entries(
+        self, store: durastate.Store, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """Claims, pops and ``_ack_then_claim`` look up the floor (``Queues._floor``) where
+        ``capabilities.dead_index_entries`` says a scan from the head steps over dead entries, and only there."""
+        looked_up: list[bytes] = []
+        floor = Queues._floor
+
+        def counted(queues: Queues, queue: bytes, now: int) -> int:
+            looked_up.append(queue)
+            return floor(queues, queue, now)
+
+        monkeypatch.setattr(Queues, "_floor", counted)
+        store.queues.push("jobs", [b"a", b"b", b"c"])
+        claim = store.queues.claim("jobs", lease=30)
+        assert claim is not None and claim.payload == b"a"
+        assert store.queues.pop("jobs") == b"b"
+        acked, following = store.queues._ack_then_claim(claim, "jobs", 30)
+        assert acked and following is not None and following.payload == b"c"
+        following.ack()
+        assert store.queues.claim("jobs", lease=30) is None
+        assert len(looked_up) == (4 if store.engine.capabilities.dead_index_entries else 0)
 
     SETTLED = 500
 
