@@ -1,7 +1,9 @@
 """What a bad merge or a stray test run can leave in the repository, caught before it lands.
 
-Two things have happened here: a merge committed with its conflict markers in README.md, and SQLite
-files that a test created under names made from URLs (``citus:/postgres@...``) committed at the root.
+Three things have happened here: a merge committed with its conflict markers in README.md, SQLite
+files that a test created under names made from URLs (``citus:/postgres@...``) committed at the root,
+and a worktree's ``.venv``, a link to another checkout's, committed (``.gitignore`` said ``.venv/``,
+which a link is not); merged, it replaced that checkout's virtual environment with a link to itself.
 """
 
 from __future__ import annotations
@@ -43,3 +45,16 @@ def test_no_tracked_file_is_named_like_a_url_or_a_database() -> None:
         if ":" in name or "?" in name or name.endswith((".db", ".db-wal", ".db-shm", ".sqlite"))
     ]
     assert odd == []
+
+
+def test_no_tracked_link_leads_out_of_the_repository() -> None:
+    """A link is kept only if it stays inside the checkout (a fresh clone must not reach into another one)."""
+    outside = []
+    for name in tracked_files():
+        path = ROOT / name
+        if path.is_symlink():
+            target = (path.parent / path.readlink()).resolve()
+            if not target.is_relative_to(ROOT.resolve()):
+                outside.append(f"{name} -> {path.readlink()}")
+    assert outside == []
+    assert ".venv" not in tracked_files()
