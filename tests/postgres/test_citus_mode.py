@@ -6,6 +6,7 @@ these tests check what it does differently from the plain mode.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterator
 
 import psycopg
@@ -17,7 +18,10 @@ from durastate.errors import InvalidRequest
 from durastate.queues.names import channel as queue_channel
 from durastate.testing.postgres_server import as_citus
 
-MARK = "durastate_test_marker"
+# Channels are global to the server's database, and a store's are named by its prefix and the name alone
+# (not its schema): every name here is this test's own, so tests running beside it (other pytest workers, other
+# schemas, the same prefix) never land on its channels, and another's marker never ends its wait early.
+MARK = f"durastate_test_marker_{uuid.uuid4().hex}"
 
 
 @pytest.fixture
@@ -68,16 +72,17 @@ def test_notify_after_commit_only(
     citus_store: durastate.Store, listener: psycopg.Connection[tuple[object, ...]], pg_base_url: str, facet: str
 ) -> None:
     engine = citus_store.engine
+    name = f"jobs-{uuid.uuid4().hex}"  # this test's own channel (see MARK)
     if facet == "queues":
-        channel = engine.channel(queue_channel(b"jobs"))
+        channel = engine.channel(queue_channel(name.encode()))
 
         def write() -> None:
-            citus_store.queues.push("jobs", [b"x"])
+            citus_store.queues.push(name, [b"x"])
     else:
-        channel = engine.channel(citus_store.events.channel("s1"))
+        channel = engine.channel(citus_store.events.channel(name))
 
         def write() -> None:
-            citus_store.events.append("s1", [{"type": "t"}])
+            citus_store.events.append(name, [{"type": "t"}])
 
     listener.execute(f"LISTEN {channel}")
     with pytest.raises(RuntimeError), citus_store.transaction():
