@@ -47,10 +47,10 @@ _BURY_PER_TRANSACTION = 64
 # The claim index's lower bound per queue (Queues._floor): how far below the
 # earliest item it lies, and how long it is kept before it is read again.
 FLOOR_SLACK_MS = 1000
-# The floor bound where the engine needs none (no dead index entries): below every item (available_at is int64).
-NO_FLOOR = -(2**63)
 FLOOR_REFRESH = 2.0
 _FLOORS_KEPT = 10_000
+# The floor bound where the engine needs none (no dead index entries): below every item (available_at is int64).
+NO_FLOOR = -(2**63)
 # Seconds a waiter adds to the head's due time before looking again (the clock is read in whole ms).
 DUE_MARGIN = 0.001
 
