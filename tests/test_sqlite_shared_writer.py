@@ -19,6 +19,7 @@ import asyncio
 import os
 import sqlite3
 import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -229,6 +230,91 @@ def test_a_write_locked_by_another_process_waits_on_the_threads_own_connection(s
     assert engine.one(engine.sql(READ("PRAGMA busy_timeout"))) == (
         sqlite_busy.FIRST_WAIT_MS,
     )  # the thread's own does now (its first wait)
+
+
+def _batch_probe(store: durastate.Store) -> tuple[SqliteEngine, Any]:
+    """The store's engine with a table of the batch tests' own, and its insert compiled."""
+    engine = _engine(store)
+    engine.execute(engine.sql(DDL("CREATE TABLE {p}batched (k TEXT PRIMARY KEY)")))
+    return engine, engine.sql(WRITE("INSERT INTO {p}batched (k) VALUES (?)"))
+
+
+def _batched_keys(engine: SqliteEngine) -> list[str]:
+    return [row[0] for row in engine.all(engine.sql(READ("SELECT k FROM {p}batched ORDER BY k")))]
+
+
+def test_a_batch_commits_on_the_shared_connection_in_one_transaction(store: durastate.Store) -> None:
+    # Engine.batch (a leased huey dequeue's ack and claim): one BEGIN ... COMMIT on the shared writer connection,
+    # without the general transaction's swap of the thread's connection; its changes count for the thread.
+    engine, insert = _batch_probe(store)
+    shared = _shared(store)
+    version = _data_version(shared)
+    before = engine.no_wait_changes()
+    commits: list[str] = []
+    shared.set_trace_callback(commits.append)
+    try:
+        assert engine.batch([(insert, ("a",)), (insert, ("b",))]) == [1, 1]
+    finally:
+        shared.set_trace_callback(None)
+    assert [s for s in commits if s in ("BEGIN IMMEDIATE", "COMMIT")] == ["BEGIN IMMEDIATE", "COMMIT"]
+    assert _data_version(shared) == version  # committed on it: its cache kept
+    assert engine.no_wait_changes() == before + 2
+    assert engine._tls.state.own is None and not engine._tls.state.writing  # the gate left, nothing swapped
+    assert _batched_keys(engine) == ["a", "b"]
+
+
+def test_a_batch_locked_by_another_process_waits_on_the_threads_own_connection(store: durastate.Store) -> None:
+    engine, insert = _batch_probe(store)
+    file = engine.file
+    assert file is not None
+    with lock_released_later(file) as released:
+        assert engine.batch([(insert, ("a",)), (insert, ("b",))]) == [1, 1]
+        assert released.is_set()  # it waited for the lock
+    assert _batched_keys(engine) == ["a", "b"]
+    assert _shared(store).execute("PRAGMA busy_timeout").fetchone() == (0,)  # the shared one never waits
+
+
+def test_a_failed_batch_leaves_the_shared_connection_out_of_any_transaction(store: durastate.Store) -> None:
+    engine, insert = _batch_probe(store)
+    with pytest.raises(durastate.Conflict):
+        engine.batch([(insert, ("a",)), (insert, ("a",))])
+    shared = _shared(store)
+    assert not shared.in_transaction
+    assert not engine._tls.state.writing
+    store.kv.put(b"s", b"n", b"k", b"v")  # a single write after it, on the same connection
+    assert engine.batch([(insert, ("b",))]) == [1]
+    assert _batched_keys(engine) == ["b"] and store.kv.get(b"s", b"n", b"k") == b"v"
+
+
+def test_a_batch_waits_for_a_write_transaction_of_another_thread(store: durastate.Store) -> None:
+    engine, insert = _batch_probe(store)
+    inside, finish = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with store.transaction():
+            engine.execute(insert, ("first",))
+            inside.set()
+            finish.wait(30)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    assert inside.wait(30)
+    # The transaction runs on the shared writer connection: a batch that did not wait for the writer gate would
+    # BEGIN inside it there (refused) or commit it half done.
+    count = engine.sql(READ("SELECT COUNT(*) FROM {p}batched"))
+    answers: list[Any] = []
+    batch = threading.Thread(target=lambda: answers.append(engine.batch([(insert, ("second",)), (count, ())])))
+    batch.start()
+    writers = engine._connections.writers
+    deadline = time.monotonic() + 30
+    while not writers.turns and batch.is_alive() and time.monotonic() < deadline:
+        time.sleep(0.001)  # until the batch has queued for the gate (its wait: WriterGate's turns)
+    assert writers.turns and answers == []  # waiting, not refused
+    finish.set()
+    holder.join(30)
+    batch.join(30)
+    assert answers == [[1, (2,)]]  # it ran after the transaction committed, and saw its row
+    assert _batched_keys(engine) == ["first", "second"]
 
 
 def test_changes_made_on_the_shared_connection_count_for_the_thread(store: durastate.Store) -> None:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Hashable, Iterable
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from contextlib import AbstractContextManager
 from typing import Any
 
@@ -175,6 +175,29 @@ class Engine(ABC):
         by default) it is ``execute`` without the count.
         """
         self.execute(sql, params)
+
+    def batch(self, steps: Sequence[tuple[str, Params]]) -> list[Any]:
+        """Runs ``steps`` (each a statement and its parameters) in order, all or nothing; returns their answers.
+
+        A ``WRITE``'s answer is its row count (as ``execute``'s), any other
+        statement's its first row (as ``one``'s; ``None``: no row). For a
+        few statements none of which needs another's answer, say a queue's
+        ack and its next claim: an engine may run them with less than its
+        general transaction (SQLite: on its shared writer connection in one
+        call, the writer gate held throughout). A failing step raises its
+        error and nothing of the batch is kept; inside an open transaction
+        the batch is a nested block of it (a savepoint: a failure undoes the
+        batch, not the transaction). ``[]`` answers ``[]`` and touches
+        nothing. By default ``transaction()`` around ``execute`` and
+        ``one``.
+        """
+        if not steps:
+            return []
+        with self.transaction():
+            return [
+                self.execute(sql, params) if getattr(sql, "kind", None) is Kind.WRITE else self.one(sql, params)
+                for sql, params in steps
+            ]
 
     def require(self, sql: str, params: Params = (), message: str = "a requirement of the transaction") -> None:
         """Fails the transaction unless ``sql`` answers true; returns nothing (``engines.deferred``).

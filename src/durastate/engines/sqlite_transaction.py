@@ -48,11 +48,14 @@ from .sqlite_errors import LockBusy, is_busy, translate_sqlite_error
 from .sqlite_fork import ForkGate
 
 __all__ = [
+    "BEGIN_WRITE",
+    "COMMIT",
     "ENGINES",
     "FORK_GATE",
     "LOCK_WAIT",
     "NO_LOCK_WAIT",
     "Refused",
+    "ROLLBACK",
     "RefusingCursor",
     "SqliteTransaction",
     "SqliteTransactions",
@@ -61,9 +64,9 @@ __all__ = [
 
 # Transaction control, run on the thread's cached cursor (see _tx_begin).
 _BEGIN_READ = "BEGIN"
-_BEGIN_WRITE = "BEGIN IMMEDIATE"
-_COMMIT = "COMMIT"
-_ROLLBACK = "ROLLBACK"
+BEGIN_WRITE = "BEGIN IMMEDIATE"
+COMMIT = "COMMIT"
+ROLLBACK = "ROLLBACK"
 _SQLITE_BUSY_SNAPSHOT = 517
 # A connection's lock wait off (refused at once) and on (SQLite's handler waits; sqlite_busy).
 NO_LOCK_WAIT = "PRAGMA busy_timeout = 0"
@@ -205,7 +208,7 @@ class SqliteTransaction(Transaction):
             try:
                 if engine._closed:
                     raise engine._refuse_closed()
-                cursor.execute(_BEGIN_WRITE)
+                cursor.execute(BEGIN_WRITE)
             finally:
                 guard.release()
         except sqlite3.Error:
@@ -342,7 +345,7 @@ class SqliteTransactions(EngineBase):
                 if self._closed:
                     raise self._refuse_closed()
                 cursor = shared.cursor or self._shared_cursor(shared)
-                cursor.execute(_BEGIN_WRITE)
+                cursor.execute(BEGIN_WRITE)
             finally:
                 guard.release()
         except sqlite3.Error as exc:
@@ -380,7 +383,7 @@ class SqliteTransactions(EngineBase):
                 with state.guard:
                     if self._closed:
                         raise self._refuse_closed()
-                    cursor.execute(_BEGIN_READ if read else _BEGIN_WRITE)
+                    cursor.execute(_BEGIN_READ if read else BEGIN_WRITE)
                 return
             except sqlite3.Error as exc:
                 FORK_GATE.leave()
@@ -390,7 +393,7 @@ class SqliteTransactions(EngineBase):
                     FORK_GATE.enter()
                     try:
                         with state.guard:
-                            self._in_sqlites_handler(partial(cursor.execute, _BEGIN_READ if read else _BEGIN_WRITE))
+                            self._in_sqlites_handler(partial(cursor.execute, _BEGIN_READ if read else BEGIN_WRITE))
                         return
                     except sqlite3.Error as again:
                         FORK_GATE.leave()
@@ -508,7 +511,7 @@ class SqliteTransactions(EngineBase):
         # the transaction then rolls back, which is safe).
         try:
             with state.guard:
-                (state.cursor or self._thread_cursor()).execute(_COMMIT)
+                (state.cursor or self._thread_cursor()).execute(COMMIT)
         except sqlite3.Error as commit_error:
             self._tx_rollback()
             raise translate_sqlite_error(commit_error, f"{self.url}: commit") from None
@@ -535,9 +538,9 @@ class SqliteTransactions(EngineBase):
                 cursor = state.cursor
                 try:
                     if cursor is None or isinstance(cursor, RefusingCursor):
-                        conn.execute(_ROLLBACK)
+                        conn.execute(ROLLBACK)
                     else:
-                        cursor.execute(_ROLLBACK)
+                        cursor.execute(ROLLBACK)
                 except sqlite3.Error:
                     pass  # connection closed: SQLite rolled back already
                 if self._closed:

@@ -465,7 +465,7 @@ class Queues(Upkeep):
         For an integration that settles a finished item as it asks for the
         next one (huey's worker): one statement on an engine with
         ``write_ctes`` (PostgreSQL: one round trip, no transaction), one
-        transaction elsewhere; the ack never commits after the claim.
+        ``Engine.batch`` elsewhere; the ack never commits after the claim.
         ``acked`` is False when the lease of ``done`` was lost and its item
         is still queued (claimed again, or due again); an item already gone
         counts as acked, so a retry after a lost connection, which finds the
@@ -484,27 +484,29 @@ class Queues(Upkeep):
             queue, bound, _ = self._named(name)
         lease_ms = _duration_ms("lease", lease, False)
         engine = self._engine
-        statement = self._ack_then_claim_sql
-        if statement is None:
-            with engine.transaction():
-                # Whether the item is gone now (deleted here, or already), not raising for a lost lease.
-                acked = engine.execute(self._ack_sql, (done.id, done._token)) == 1 or (
-                    engine.one(self._item_present, (done.id,)) is None
-                )
-                return acked, self._claim_once(queue, bound, lease_ms)
-        token = self._blob(_lease_token())
+        token = self._blob(next(_tokens, None) or _lease_token())  # as in _claim_once
         now = engine.now_ms()
         floor = self._floor(queue, now) if self._floored else NO_FLOOR
         until = now + lease_ms
-        row = engine.one(statement, (done.id, done._token, token, until, bound, now, floor, done.id, done.id))
-        assert row is not None  # the statement answers one row, claimed or not
-        acked = bool(row[0])
-        if row[1] is None:
+        statement = self._ack_then_claim_sql
+        if statement is None:
+            # The ack, then the claim, as one batch (SQLite: one transaction in one call of the engine).
+            count, row = engine.batch(
+                ((self._ack_sql, (done.id, done._token)), (self._claim, (token, until, bound, now, floor)))
+            )
+            # Whether the item is gone (deleted here, or already), not raising for a lost lease: read after
+            # the commit, and only when the ack deleted nothing (its lease lost, or the item gone before).
+            acked = count == 1 or engine.one(self._item_present, (done.id,)) is None
+        else:
+            answer = engine.one(statement, (done.id, done._token, token, until, bound, now, floor, done.id, done.id))
+            assert answer is not None  # the statement answers one row, claimed or not
+            acked = bool(answer[0])
+            row = None if answer[1] is None else answer[1:]
+        if row is None:
             row = self._claim_past_exhausted(queue, bound, token, now, floor, lease_ms)
             if row is None:
                 return acked, None
-            return acked, Claim(self, queue, row[0], row[1], row[2], token, until, lease_ms)
-        return acked, Claim(self, queue, row[1], row[2], row[3], token, until, lease_ms)
+        return acked, Claim(self, queue, row[0], row[1], row[2], token, until, lease_ms)
 
     def _nack(self, claim: Claim, delay: float, error: str | None) -> None:
         delay_ms = _duration_ms("delay", delay, True)

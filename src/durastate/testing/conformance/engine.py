@@ -11,13 +11,14 @@ import pytest
 
 import durastate
 from durastate.engines import registry
-from durastate.engines.base import DDL, READ, WRITE, Kind, RequirementFailed, Schema
+from durastate.engines.base import DDL, READ, WRITE, WRITE_ROWS, Engine, Kind, RequirementFailed, Schema
 from durastate.engines.vectors import VectorTable, value_digest
 from durastate.errors import NotSupported, WrongType
 from durastate.store import SCHEMAS
 from durastate.testing import FakeClock
 
 __all__ = [
+    "TestBatch",
     "TestCapabilities",
     "TestChangeChannels",
     "TestDeclaredStatements",
@@ -76,6 +77,70 @@ class TestFailedStatementInTransaction:
         with store.transaction():
             store.kv.put(b"s", b"n", b"k", b"v")
         assert store.kv.get(b"s", b"n", b"k") == b"v"
+
+
+# A table of the batch tests' own (TestBatch): the facets' tables are the facets' to write.
+_PROBE_TABLE = DDL("CREATE TABLE {p}batch_probe (k {text} PRIMARY KEY, v {int64} NOT NULL)")
+_PROBE_PUT = WRITE("INSERT INTO {p}batch_probe (k, v) VALUES (?, ?)")
+_PROBE_BUMP = WRITE_ROWS("UPDATE {p}batch_probe SET v = v + 1 WHERE k = ? RETURNING v")
+_PROBE_GET = READ("SELECT v FROM {p}batch_probe WHERE k = ?")
+_PROBE_KEYS = READ("SELECT k FROM {p}batch_probe ORDER BY k")
+
+
+class TestBatch:
+    """``Engine.batch``: statements in order, all or nothing, each answered as its kind."""
+
+    @staticmethod
+    def probe(store: durastate.Store) -> tuple[Engine, Callable[[], list[str]]]:
+        engine = store.engine
+        engine.execute(engine.sql(_PROBE_TABLE))
+        keys = engine.sql(_PROBE_KEYS)
+        return engine, lambda: [row[0] for row in engine.all(keys)]
+
+    def test_each_step_answers_as_its_kind_and_sees_the_steps_before(self, store: durastate.Store) -> None:
+        engine, keys = self.probe(store)
+        put, bump, get = engine.sql(_PROBE_PUT), engine.sql(_PROBE_BUMP), engine.sql(_PROBE_GET)
+        answers = engine.batch(
+            [(put, ("a", 1)), (put, ("b", 5)), (bump, ("a",)), (get, ("a",)), (get, ("z",)), (bump, ("z",))]
+        )
+        assert [None if a is None else a if isinstance(a, int) else tuple(a) for a in answers] == [
+            1,
+            1,
+            (2,),
+            (2,),
+            None,
+            None,
+        ]
+        assert keys() == ["a", "b"]
+        assert engine.batch([(bump, ("b",)), (get, ("b",))])[1][0] == 6
+        assert engine.batch([]) == []
+
+    def test_a_failing_step_keeps_nothing_of_the_batch(self, store: durastate.Store) -> None:
+        engine, keys = self.probe(store)
+        put = engine.sql(_PROBE_PUT)
+        with pytest.raises(durastate.Conflict):
+            engine.batch([(put, ("a", 1)), (put, ("b", 1)), (put, ("a", 2))])  # the third's key is the first's
+        assert keys() == []
+        with pytest.raises(durastate.DurastateError):
+            engine.batch([(put, ("a", 1)), (put, ("b", object()))])  # a parameter no driver binds
+        assert keys() == []
+        assert engine.batch([(put, ("a", 1))]) == [1]  # the engine carries on
+        store.kv.put(b"s", b"n", b"k", b"v")
+        assert keys() == ["a"] and store.kv.get(b"s", b"n", b"k") == b"v"
+
+    def test_inside_a_transaction_a_batch_is_a_nested_block_of_it(self, store: durastate.Store) -> None:
+        engine, keys = self.probe(store)
+        put = engine.sql(_PROBE_PUT)
+        with pytest.raises(ZeroDivisionError), store.transaction():
+            engine.batch([(put, ("a", 1))])
+            raise ZeroDivisionError
+        assert keys() == []  # rolled back with the transaction
+        with store.transaction():
+            engine.batch([(put, ("a", 1))])
+            with pytest.raises(durastate.Conflict):
+                engine.batch([(put, ("b", 1)), (put, ("a", 2))])
+            engine.batch([(put, ("c", 1))])  # the transaction carries on without the failed batch
+        assert keys() == ["a", "c"]
 
 
 # The records facet's commit sequence, which every store has (engine.next_value's own tests use it too).
