@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import traceback
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -166,7 +167,8 @@ def test_a_waiter_keeps_waiting_when_its_listening_connection_is_terminated(pg_u
         _terminate_all(admin, name)
         # It noticed, and waits again on a new connection (no error reached it).
         _until(lambda: admin.execute(listening, (name,)).fetchone()[0] >= 1, "the waiter to LISTEN again")
-        assert not failed and not got
+        assert not failed, "".join(traceback.format_exception(failed[0]))  # where an error came from, if one did
+        assert not got
         store.queues.push("wake", [b"after"])
         thread.join(timeout=60)
         assert not failed, failed
