@@ -395,6 +395,7 @@ class PostgresEngine(AttemptWrites, ChangeNotifications, LoopCommits):
                 f"{where}: no schema of search_path ({path}) exists, so there is nowhere to create the tables;"
                 " create it first (CREATE SCHEMA ...) or fix options=-csearch_path= in the URL"
             )
+        self._channels_in = f'"{row[0]}".{self.prefix}'  # channel names (postgres_notify.ChangeNotifications)
         self._probed = True
 
     def _forget_parent_pool(self) -> None:

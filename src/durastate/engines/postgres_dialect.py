@@ -95,17 +95,22 @@ LOCK = READ("SELECT pg_advisory_xact_lock(hashtext('durastate:' || ?), hashtext(
 # The server announces inserts itself (``Announce``): a statement-level
 # trigger NOTIFYs each distinct key's channel, sent at commit, so a write
 # costs no extra round trip. The channel is ``PostgresEngine.channel``'s,
-# computed in SQL: 'ds_' || left(md5(prefix || ':' || name), 24).
+# computed in SQL: 'ds_' || left(md5('"' || schema || '".' || prefix || ':'
+# || name), 24), the schema the table's (channels are per database: without
+# it, stores of one prefix in several schemas woke each other's waiters).
+# Re-runnable (a function replaced, a trigger dropped first), so a facet's
+# later migration installs a changed announcement again over an old one.
 _ANNOUNCE_FUNCTION = (
-    "CREATE FUNCTION {p}{table}_announce() RETURNS trigger LANGUAGE plpgsql AS $$"
+    "CREATE OR REPLACE FUNCTION {p}{table}_announce() RETURNS trigger LANGUAGE plpgsql AS $$"
     " DECLARE {var} {key_type};"
     " BEGIN"
     "  FOR {var} IN SELECT DISTINCT {key} FROM inserted LOOP"
-    "   PERFORM pg_notify('ds_' || left(md5(TG_ARGV[0] || {key_text}), 24), '');"
+    "   PERFORM pg_notify('ds_' || left(md5('\"' || TG_TABLE_SCHEMA || '\".' || TG_ARGV[0] || {key_text}), 24), '');"
     "  END LOOP;"
     "  RETURN NULL;"
     " END $$"
 )
+_ANNOUNCE_TRIGGER_GONE = "DROP TRIGGER IF EXISTS {p}{table}_announce ON {p}{table}"
 _ANNOUNCE_TRIGGER = (
     "CREATE TRIGGER {p}{table}_announce AFTER INSERT ON {p}{table}"
     " REFERENCING NEW TABLE AS inserted FOR EACH STATEMENT"
@@ -137,7 +142,8 @@ _IDENTIFIER = re.compile(r"^[a-z_][a-z0-9_]{0,40}$")
 
 
 def announce_ddl(announce: Announce) -> tuple[str, ...]:
-    """The function and trigger that announce inserts into ``announce.table`` (``{p}`` kept)."""
+    """The function and trigger that announce inserts into ``announce.table`` (``{p}`` kept); run again, they
+    replace an earlier announcement of the table."""
     if not (_IDENTIFIER.match(announce.table) and _IDENTIFIER.match(announce.key)):
         raise InvalidRequest(f"announce: table and key must be plain identifiers, got {announce!r}")
     if "'" in announce.channel or "{" in announce.channel or "}" in announce.channel:
@@ -154,6 +160,5 @@ def announce_ddl(announce: Announce) -> tuple[str, ...]:
         "channel": announce.channel,
     }
     # Fill our slots, keep {p} for the template compiler.
-    return tuple(
-        t.replace("{p}", "\0").format(**parts).replace("\0", "{p}") for t in (_ANNOUNCE_FUNCTION, _ANNOUNCE_TRIGGER)
-    )
+    templates = (_ANNOUNCE_FUNCTION, _ANNOUNCE_TRIGGER_GONE, _ANNOUNCE_TRIGGER)
+    return tuple(t.replace("{p}", "\0").format(**parts).replace("\0", "{p}") for t in templates)

@@ -39,21 +39,36 @@ class ChangeNotifications(PipelinedTransactions):
     _listener: Listener | None
     _pool_lock: threading.Lock
     _conninfo: str
+    # '"schema".prefix': what channel names are made of (``channel``), set when the engine first connects
+    # (``PostgresEngine._probe``: the schema is the session's ``current_schema()``, where the tables are).
+    _channels_in: str | None = None
 
     # The engine's own (PostgresEngine).
     def _borrow(self, timeout: float | None = None) -> PooledConnection:
         raise NotImplementedError
 
+    def _open_pool(self) -> object:
+        raise NotImplementedError
+
     def channel(self, name: str) -> str:
         """A valid LISTEN/NOTIFY channel identifier for ``name``.
 
-        SQL computes the same name (``'ds_' || left(md5(prefix || ':' ||
-        name), 24)``) where a trigger announces writes itself. Any ``str``
-        names a channel: a name with lone surrogates (which no row can hold,
-        so no trigger computes it) still gets one, so a waiter on it waits
-        instead of failing before the facet refuses the name.
+        Made of the store's schema, its prefix and ``name``
+        (``channel_identifier('"schema".prefix', name)``), as SQL computes it
+        where a trigger announces writes itself (``postgres_dialect``): two
+        stores of one prefix in two schemas of a database (a schema per
+        tenant) never wake each other's waiters. Any ``str`` names a
+        channel: a name with lone surrogates (which no row can hold, so no
+        trigger computes it) still gets one, so a waiter on it waits instead
+        of failing before the facet refuses the name. Connects first if the
+        engine has not yet (the schema is the server's answer).
         """
-        return channel_identifier(self.prefix, name)
+        namespace = self._channels_in
+        if namespace is None:
+            self._open_pool()  # its first connection learns the schema (PostgresEngine._probe)
+            namespace = self._channels_in
+            assert namespace is not None
+        return channel_identifier(namespace, name)
 
     def notify(self, channel: str, *, announced: bool = False) -> None:
         """``NOTIFY`` the channel; delivered by the server at commit, never early.

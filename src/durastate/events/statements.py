@@ -20,6 +20,9 @@ _INDEXES = (
     "CREATE INDEX {p}event_dead ON {p}event (session_id, idx) WHERE failed_at IS NOT NULL",
 )
 
+# New events wake waiters on channel("events:" + session) (Announce).
+_ANNOUNCE_EVENTS = Announce(table="event", key="session_id", channel="events:")
+
 SCHEMA = Schema(
     facet="events",
     migrations=(
@@ -49,7 +52,7 @@ SCHEMA = Schema(
             # New events wake waiters on channel("events:" + session) by
             # themselves where the engine can (one announcement per session
             # and statement, at commit): an append costs no extra round trip.
-            announce=(Announce(table="event", key="session_id", channel="events:"),),
+            announce=(_ANNOUNCE_EVENTS,),
         ),
         Migration(
             # Fewer pages written per append and completion (each index an
@@ -72,6 +75,9 @@ SCHEMA = Schema(
                 "ALTER TABLE {p}event_session RENAME COLUMN last_index TO index_floor",
             ),
         ),
+        # The announcement again, as the engine makes it now: its channels carry the store's schema (two
+        # stores of one prefix in two schemas of a database no longer wake each other's waiters).
+        Migration(announce=(_ANNOUNCE_EVENTS,)),
     ),
 )
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from ..engines.base import READ, WRITE, WRITE_ROWS, Announce, Migration, Reread, Schema
 
+_ANNOUNCE_QUEUE = Announce(table="queue", key="queue", channel="queue:", key_is_bytes=True)
+
 SCHEMA = Schema(
     facet="queues",
     migrations=(
@@ -25,7 +27,10 @@ SCHEMA = Schema(
         # New items wake waiters on channel("queue:" + name.hex()) by
         # themselves where the engine can (announced at commit), so a push
         # costs no extra round trip.
-        Migration(announce=(Announce(table="queue", key="queue", channel="queue:", key_is_bytes=True),)),
+        Migration(announce=(_ANNOUNCE_QUEUE,)),
+        # The announcement again, as the engine makes it now: its channels carry the store's schema (two
+        # stores of one prefix in two schemas of a database no longer wake each other's waiters).
+        Migration(announce=(_ANNOUNCE_QUEUE,)),
     ),
 )
 
