@@ -140,6 +140,7 @@ from .postgres_listen import Listener
 from .postgres_loop import LOOP_COMMITS, LoopCommits
 from .postgres_notify import ChangeNotifications
 from .postgres_pool import LifoPool, PooledConnection
+from .postgres_queries import STATEMENT_CURSOR
 from .postgres_space import reclaim as reclaim_tables
 from .postgres_tools import PostgresTools
 from .postgres_transaction import NOTIFY_CHANNELS as NOTIFY_CHANNELS
@@ -319,6 +320,7 @@ class PostgresEngine(AttemptWrites, ChangeNotifications, LoopCommits):
         self._offset_measured_at = time.monotonic()
 
     def _configure(self, conn: psycopg.Connection[Any]) -> None:
+        conn.cursor_factory = STATEMENT_CURSOR  # statements converted once (postgres_queries)
         if self._server_clock:
             self._measure_clock_offset(conn)
         if self.pooler:

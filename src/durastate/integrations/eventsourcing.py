@@ -367,14 +367,20 @@ class DurastateAggregateRecorder(_DurastateRecorder, AggregateRecorder):
                     events = list(zip(keys, id_keys))  # noqa: B905
                 else:
                     events = list(zip(keys, map(bytes.__add__, id_keys, bodies)))  # noqa: B905
-                if kv.put_many(scope, self._events_ns, events, if_absent=True) != len(events):
+                if not self._with_notifications:
+                    if kv.put_many(scope, self._events_ns, events, if_absent=True) != len(events):
+                        raise _Duplicate
+                    return ids
+                self.store.engine.notify(self.channel)  # delivered at the commit, never after a rollback
+                # Layout-2 notification rows: marker, key length (one head per length), event key, body.
+                heads = {length: _INLINE + _POINTER_HEAD.pack(length) for length in set(map(len, keys))}
+                notes = [heads[len(key)] + key + body for key, body in zip(keys, bodies)]  # noqa: B905
+                # The event rows and the notification rows in one statement, each stored only where its address
+                # is free: one short of them all is a duplicate event (or, were the sequence behind, a taken
+                # notification id: the message below tells which), and the whole insert rolls back.
+                groups = ((self._events_ns, events), (_NOTIFICATIONS, list(zip(id_keys, notes))))  # noqa: B905
+                if kv._put_groups(scope, groups) != 2 * len(events):
                     raise _Duplicate
-                if self._with_notifications:
-                    self.store.engine.notify(self.channel)  # delivered at the commit, never after a rollback
-                    # Layout-2 notification rows: marker, key length (one head per length), event key, body.
-                    heads = {length: _INLINE + _POINTER_HEAD.pack(length) for length in set(map(len, keys))}
-                    notes = [heads[len(key)] + key + body for key, body in zip(keys, bodies)]  # noqa: B905
-                    kv.put_many(scope, _NOTIFICATIONS, list(zip(id_keys, notes)))  # noqa: B905
         except _Duplicate:
             # Rolled back: nothing was written. Which events were there, for the message (read after the
             # rollback: inside, the batch's own new rows would be found too).
@@ -386,6 +392,12 @@ class DurastateAggregateRecorder(_DurastateRecorder, AggregateRecorder):
                 (version,) = _ID.unpack_from(taken[0], at)
                 more = f" (and {len(taken) - 1} more of the batch)" if len(taken) > 1 else ""
                 detail = f" ({originator_id}, version {version - _VERSION_BIAS}){more}"
+            elif self._with_notifications:
+                # No event of the batch is stored: a notification row held one of the ids the sequence gave.
+                raise IntegrityError(
+                    f"notification ids {ids[0]}..{ids[-1]} are taken already (the store's notification sequence"
+                    " is behind its notifications); nothing was written"
+                ) from None
             raise IntegrityError(f"stored event{detail} already exists; nothing was written") from None
         return ids
 

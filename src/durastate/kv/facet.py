@@ -344,7 +344,6 @@ class KV(Upkeep):
             params += (bound_scope, bound_ns, blob(key), blob(value))
         if not pairs:
             return 0
-        engine = self._engine
         statements = self._put_many[(expires_at is not None, if_absent)]
         if expires_at is not None:
             params = [
@@ -359,14 +358,61 @@ class KV(Upkeep):
                 params = [
                     part for key, value in pairs.items() for part in (bound_scope, bound_ns, blob(key), blob(value))
                 ]
-        stored = len(pairs)
-        if len(pairs) <= PUT_CHUNK:
+        return self._put_params(statements, params, len(pairs), width, if_absent)
+
+    def _put_groups(self, scope: bytes, groups: Sequence[tuple[bytes, list[tuple[bytes, bytes]]]]) -> int:
+        """``put_many(scope, ns, pairs, if_absent=True)`` of each ``(ns, pairs)`` group, all in one statement (per
+        ``PUT_CHUNK`` pairs): how many pairs were stored.
+
+        For an integration writing rows of two namespaces at once (the
+        eventsourcing recorders' event and notification rows, whose count
+        tells a duplicate): one statement where ``put_many`` needs one a
+        namespace. Each pair is checked as ``put_many`` checks it
+        (``InvalidRequest`` before any statement runs), and the keys of a
+        group must be distinct: the caller's to ensure (``put_many``
+        keeps the first of repeats; here a repeat makes PostgreSQL refuse
+        the statement and SQLite count it as not stored). No ``ttl``.
+        """
+        if type(scope) is not bytes:
+            scope = as_bytes("scope", scope)
+        blob = self._engine.blob_binding()
+        bound_scope = blob(scope)
+        max_value = self.max_value_size
+        params: list[object] = []
+        for ns, pairs in groups:
+            if type(ns) is not bytes:
+                ns = as_bytes("ns", ns)
+            key_room = self.max_key_size - len(scope) - len(ns)
+            bound_ns = blob(ns)
+            for item in pairs:
+                if type(item) is tuple and len(item) == 2:  # put_many's fast path's checks
+                    key, value = item
+                    if type(key) is bytes and type(value) is bytes and len(key) <= key_room and len(value) <= max_value:
+                        params += (bound_scope, bound_ns, blob(key), blob(value))
+                        continue
+                # Anything else is checked (and copied to bytes) as put_many checks it: its message names the limit.
+                if not isinstance(item, (tuple, list)) or len(item) != 2:
+                    fail(f"pairs of ns {ns!r} must be (key, value) pairs, got {shown(item)}")
+                key, value = self._address(scope, ns, item[0])[2], self._value("value", item[1])
+                params += (bound_scope, bound_ns, blob(key), blob(value))
+        rows = len(params) // 4
+        if not rows:
+            return 0
+        return self._put_params(self._put_many[(False, True)], params, rows, 4, True)
+
+    def _put_params(self, statements: ByCount, params: list[object], rows: int, width: int, if_absent: bool) -> int:
+        """``put_many``'s statements run over ``params`` (``rows`` rows of ``width`` parameters each), one per
+        ``PUT_CHUNK`` rows (several: atomic in the caller's transaction or one of their own); how many rows were
+        stored (with ``if_absent`` the statements' count, else ``rows``)."""
+        engine = self._engine
+        stored = rows
+        if rows <= PUT_CHUNK:
             if if_absent:
                 params.append(engine.now_ms())
-                stored = engine.execute(statements[len(pairs)], params)
+                stored = engine.execute(statements[rows], params)
             else:
                 # send: inside a transaction on PostgreSQL it rides the next round trip (every pair is stored).
-                engine.send(statements[len(pairs)], params)
+                engine.send(statements[rows], params)
         else:
             tail = (engine.now_ms(),) if if_absent else ()
             step = PUT_CHUNK * width

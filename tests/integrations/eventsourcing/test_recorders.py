@@ -193,6 +193,47 @@ def test_an_insert_reads_no_stored_event_before_writing(
     assert recorder.insert_events([StoredEvent(order, 4, "t", b"y")]) == [4]  # the ids the rollback gave back
 
 
+def test_an_insert_writes_its_event_and_notification_rows_in_one_statement(
+    store: durastate.Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Both namespaces' rows go in by one statement (``KV._put_groups``), whose count tells a duplicate."""
+    recorder = DurastateApplicationRecorder(store)
+    engine = store.engine
+    inserts: list[str] = []
+    for method in ("execute", "send"):
+        real = getattr(engine, method)
+
+        def watched(sql: str, params: object = (), _real: object = real) -> object:
+            if str(sql).startswith("INSERT INTO") and "kv (" in str(sql):
+                inserts.append(str(sql))
+            return _real(sql, params)  # type: ignore[operator]
+
+        monkeypatch.setattr(engine, method, watched)
+    order = uuid4()
+    assert recorder.insert_events([StoredEvent(order, v, "t", b"x%d" % v) for v in (1, 2, 3)]) == [1, 2, 3]
+    assert len(inserts) == 1
+    monkeypatch.undo()
+    assert [n.originator_version for n in recorder.select_notifications(1, 10)] == [1, 2, 3]
+
+
+def test_a_notification_id_already_taken_fails_the_insert_and_overwrites_nothing(store: durastate.Store) -> None:
+    """A sequence behind its notifications (set back by hand, say) cannot overwrite a stored notification."""
+    recorder = DurastateApplicationRecorder(store)
+    first = uuid4()
+    assert recorder.insert_events([StoredEvent(first, v, "t", b"x%d" % v) for v in (1, 2, 3)]) == [1, 2, 3]
+    store.kv.set_counter(recorder._scope, b"sequence", recorder._sequence_key, 1)
+    second = uuid4()
+    with pytest.raises(IntegrityError, match=r"notification ids 2\.\.2 are taken already.*nothing was written"):
+        recorder.insert_events([StoredEvent(second, 1, "t", b"y")])
+    assert list(recorder.select_events(second)) == []
+    assert [(n.originator_id, n.state) for n in recorder.select_notifications(1, 10)] == [
+        (first, b"x1"),
+        (first, b"x2"),
+        (first, b"x3"),
+    ]
+    assert store.kv.counter(recorder._scope, b"sequence", recorder._sequence_key) == 1  # rolled back too
+
+
 def test_factory_needs_a_url_and_names_the_keys() -> None:
     env = {"PERSISTENCE_MODULE": "durastate.integrations.eventsourcing"}
     with pytest.raises(InvalidRequest, match="DURASTATE_URL"):
