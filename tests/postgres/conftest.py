@@ -17,14 +17,25 @@ def pg_base_url() -> str:
     return plugin._postgres_base_url()
 
 
-@pytest.fixture
-def pg_url(pg_base_url: str) -> Iterator[str]:
-    """A fresh schema on the test server, dropped afterwards."""
+def _fresh_schema(pg_base_url: str) -> Iterator[str]:
+    """The URL of a fresh schema on the test server, dropped afterwards."""
     url, schema = postgres_server.create_schema(pg_base_url)
     try:
         yield url
     finally:
         postgres_server.drop_schema(pg_base_url, schema)
+
+
+@pytest.fixture
+def pg_url(pg_base_url: str) -> Iterator[str]:
+    """A fresh schema on the test server, dropped afterwards."""
+    yield from _fresh_schema(pg_base_url)
+
+
+@pytest.fixture
+def second_pg_url(pg_base_url: str) -> Iterator[str]:
+    """Another fresh schema on the test server (a second tenant of one database), dropped afterwards."""
+    yield from _fresh_schema(pg_base_url)
 
 
 @pytest.fixture

@@ -17,7 +17,7 @@ watch of the same listener has already been delivered, if there was one.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from contextlib import ExitStack
 
 import pytest
@@ -27,7 +27,6 @@ from durastate.engines.postgres import PostgresEngine
 from durastate.engines.watch import ChangeWatch
 from durastate.queues.names import channel as queue_channel
 from durastate.queues.statements import SCHEMA as QUEUES_SCHEMA
-from durastate.testing import postgres_server
 from durastate.testing.conformance._schema_edits import rewind
 
 pytestmark = pytest.mark.timeout(120)
@@ -44,16 +43,6 @@ _OLD_QUEUE_ANNOUNCE = (
     " END $$"
 )
 _MARKER = "marker"
-
-
-@pytest.fixture
-def second_pg_url(pg_base_url: str) -> Iterator[str]:
-    """Another fresh schema on the test server (the second tenant), dropped afterwards."""
-    url, schema = postgres_server.create_schema(pg_base_url)
-    try:
-        yield url
-    finally:
-        postgres_server.drop_schema(pg_base_url, schema)
 
 
 def _engine(store: durastate.Store) -> PostgresEngine:
