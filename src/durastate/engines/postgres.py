@@ -82,6 +82,7 @@ listening connection) and ``postgres_notify`` (``notify``, ``watch``,
 
 from __future__ import annotations
 
+import math
 import os
 import threading
 import time
@@ -208,6 +209,11 @@ local_time = time.time
 # Seconds between re-measurements of the server clock's offset.
 CLOCK_REFRESH = 300.0
 SERVER_TIME = "SELECT extract(epoch FROM clock_timestamp())::float8"
+# The offset read in a round trip is right to within half of it, and on a loaded machine one round trip can take
+# tens of milliseconds: a measurement reads the server's clock up to CLOCK_SAMPLES times, stopping at a round trip
+# of CLOCK_GOOD_RTT seconds or less, and keeps the shortest's reading.
+CLOCK_SAMPLES = 3
+CLOCK_GOOD_RTT = 0.001
 
 
 # Seconds a sync call on an event loop's thread waits for a row lock (_shorten_lock_wait).
@@ -225,7 +231,13 @@ class PostgresEngine(AttemptWrites, ChangeNotifications, LoopCommits):
     each pooled connection is configured (at the midpoint of the round
     trip, so it is right to within half a round trip) and again every
     ``CLOCK_REFRESH`` seconds; ``now_ms()`` is the local clock plus that
-    offset. An injected ``clock`` is used as it is (tests, simulations).
+    offset. A connection configured later replaces the offset only when
+    its round trip was shorter (or the offset is older than
+    ``CLOCK_REFRESH``): one slow round trip on a loaded machine would
+    otherwise set this client's clock ahead of another's by half of it,
+    and an item it pushed "now" would not be due yet for a worker that
+    claims it at once. An injected ``clock`` is used as it is (tests,
+    simulations).
     """
 
     dialect = POSTGRES_DIALECT
@@ -255,6 +267,7 @@ class PostgresEngine(AttemptWrites, ChangeNotifications, LoopCommits):
         self._local_time = local_time
         self._clock_offset = 0.0  # server clock minus local clock, seconds
         self._offset_measured_at: float | None = None  # time.monotonic() of the last measurement
+        self._offset_rtt = math.inf  # seconds: the round trip the offset was read in (_measure_clock_offset)
         self._server_clock = clock is None
         self.attempt_retention = as_attempt_retention(attempt_retention)
         # attempt_retention=0: no attempt rows (a write that would record one runs once: UNRECORDED). Set before
@@ -315,12 +328,29 @@ class PostgresEngine(AttemptWrites, ChangeNotifications, LoopCommits):
         return super().now_ms()
 
     def _measure_clock_offset(self, conn: psycopg.Connection[Any]) -> None:
-        before = self._local_time()
-        row = conn.execute(SERVER_TIME).fetchone()
-        after = self._local_time()
-        assert row is not None
-        self._clock_offset = float(row[0]) - (before + after) / 2
-        self._offset_measured_at = time.monotonic()
+        """Read the server's clock on ``conn`` (``CLOCK_SAMPLES``, ``CLOCK_GOOD_RTT``); keep the offset it gives
+        when its round trip was shorter than the kept offset's, or that one is older than ``CLOCK_REFRESH``.
+
+        The round trip is timed on the local clock the offset is for: a
+        reading across a step of that clock looks long (forward) or is
+        skipped (backward), never kept as short.
+        """
+        rtt, offset = math.inf, 0.0
+        for _ in range(CLOCK_SAMPLES):
+            before = self._local_time()
+            row = conn.execute(SERVER_TIME).fetchone()
+            after = self._local_time()
+            assert row is not None
+            if 0 <= after - before < rtt:
+                rtt, offset = after - before, float(row[0]) - (before + after) / 2
+            if rtt <= CLOCK_GOOD_RTT:
+                break
+        if rtt == math.inf:
+            return  # every reading crossed a backward step of the local clock: the next connection reads again
+        now = time.monotonic()
+        measured = self._offset_measured_at
+        if measured is None or rtt <= self._offset_rtt or now - measured > CLOCK_REFRESH:
+            self._clock_offset, self._offset_rtt, self._offset_measured_at = offset, rtt, now
 
     def _configure(self, conn: psycopg.Connection[Any]) -> None:
         conn.cursor_factory = STATEMENT_CURSOR  # statements converted once (postgres_queries)

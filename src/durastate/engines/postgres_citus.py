@@ -72,6 +72,7 @@ class SchemaEngine(PostgresEngine):
     _probed = _delegated("_probed")
     _clock_offset = _delegated("_clock_offset")
     _offset_measured_at = _delegated("_offset_measured_at")
+    _offset_rtt = _delegated("_offset_rtt")
 
     def __init__(self, coordinator: PostgresEngine, schema: str) -> None:
         if not coordinator.citus:
