@@ -155,6 +155,23 @@ def test_a_later_slower_measurement_keeps_the_offset_until_it_is_old(engine: Any
     assert engine._clock_offset == pytest.approx(1000.02, abs=1e-6)
 
 
+def test_a_slower_measurement_that_disagrees_with_the_kept_offset_replaces_it_at_once(engine: Any) -> None:
+    """Two offsets are each right to within half their round trip; further apart than that, the local clock
+    stepped in between (an NTP correction) and the kept one is wrong by the step: the new one is kept, slower or
+    not, without waiting for CLOCK_REFRESH."""
+    engine._offset_measured_at = None
+    engine._local_time = _local_clock(1000.0, 1000.0004)
+    engine._measure_clock_offset(_ServerClock(2000.0002))
+    # Slow readings (50 ms round trips) that agree with it to within 25 ms: kept as it is.
+    engine._local_time = _local_clock(1001.0, 1001.05, 1002.0, 1002.05, 1003.0, 1003.05)
+    engine._measure_clock_offset(_ServerClock(2001.045, 2002.045, 2003.045))
+    assert engine._clock_offset == pytest.approx(1000.0, abs=1e-6)
+    # The local clock steps 60 s ahead: the same slow readings now disagree by a minute.
+    engine._local_time = _local_clock(1064.0, 1064.05, 1065.0, 1065.05, 1066.0, 1066.05)
+    engine._measure_clock_offset(_ServerClock(2004.025, 2005.025, 2006.025))
+    assert engine._clock_offset == pytest.approx(940.0, abs=1e-6)
+
+
 def test_a_reading_across_a_backward_step_of_the_local_clock_is_never_kept(engine: Any) -> None:
     engine._offset_measured_at = None
     engine._local_time = _local_clock(1000.0, 999.0, 1001.0, 1001.0004)

@@ -329,7 +329,9 @@ class PostgresEngine(AttemptWrites, ChangeNotifications, LoopCommits):
 
     def _measure_clock_offset(self, conn: psycopg.Connection[Any]) -> None:
         """Read the server's clock on ``conn`` (``CLOCK_SAMPLES``, ``CLOCK_GOOD_RTT``); keep the offset it gives
-        when its round trip was shorter than the kept offset's, or that one is older than ``CLOCK_REFRESH``.
+        when its round trip was shorter than the kept offset's, when that one is older than ``CLOCK_REFRESH``, or
+        when the two disagree by more than their round trips allow (each is right to within half of its own):
+        the local clock stepped since, and the kept offset is wrong by the step.
 
         The round trip is timed on the local clock the offset is for: a
         reading across a step of that clock looks long (forward) or is
@@ -349,7 +351,12 @@ class PostgresEngine(AttemptWrites, ChangeNotifications, LoopCommits):
             return  # every reading crossed a backward step of the local clock: the next connection reads again
         now = time.monotonic()
         measured = self._offset_measured_at
-        if measured is None or rtt <= self._offset_rtt or now - measured > CLOCK_REFRESH:
+        if (
+            measured is None
+            or rtt <= self._offset_rtt
+            or now - measured > CLOCK_REFRESH
+            or abs(offset - self._clock_offset) > (rtt + self._offset_rtt) / 2
+        ):
             self._clock_offset, self._offset_rtt, self._offset_measured_at = offset, rtt, now
 
     def _configure(self, conn: psycopg.Connection[Any]) -> None:
