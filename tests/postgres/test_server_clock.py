@@ -52,7 +52,8 @@ def test_a_connection_measured_while_the_process_stalled_does_not_set_its_clock_
     """A connection configured on a loaded machine: the process stalls 200 ms between reading its clock and
     sending the query. That reading alone would put this client's clock 100 ms ahead of the server's, and an item
     it pushed would not be due yet for a worker claiming at once (a CI failure). The measurement reads the clock
-    again and keeps the short round trip, and a slower measurement never replaces a faster one."""
+    again and keeps the short round trip (and a slower measurement that agrees with the kept one does not
+    replace it)."""
     with durastate.open(pg_url) as stalled, durastate.open(pg_url) as worker:
         engine = stalled.engine
         assert isinstance(engine, postgres.PostgresEngine)
