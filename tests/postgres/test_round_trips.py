@@ -9,6 +9,7 @@ trip of its own) and the count is the steady state's.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -28,10 +29,17 @@ def relay(proxy: CuttingProxy) -> CuttingProxy:
     return proxy  # conftest's, counting round trips here
 
 
+@contextlib.contextmanager
+def _through_relay(direct: str, relayed: str) -> Iterator[durastate.Store]:
+    """A store on ``relayed`` with one pooled connection, migrated first on ``direct`` (without the relay)."""
+    durastate.open(direct).close()
+    with durastate.open(relayed, min_connections=1, max_connections=1) as s:
+        yield s
+
+
 @pytest.fixture
 def store(pg_url: str, via_proxy: str) -> Iterator[durastate.Store]:
-    durastate.open(pg_url).close()  # migrate without the relay in the way
-    with durastate.open(via_proxy, min_connections=1, max_connections=1) as s:
+    with _through_relay(pg_url, via_proxy) as s:
         yield s
 
 
@@ -75,9 +83,8 @@ def test_an_ack_then_the_next_claim_is_one_round_trip(
 ) -> None:
     """huey's dequeue with a finished task's ack: one statement, no transaction (was 3 round trips), in the Citus
     statement mode too (a store's tables are in one schema: Citus routes the statement whole)."""
-    url, direct = (via_proxy, pg_url) if mode == "postgres" else (as_citus(via_proxy), as_citus(pg_url))
-    durastate.open(direct).close()  # migrate without the relay in the way
-    with durastate.open(url, min_connections=1, max_connections=1) as store:
+    direct, relayed = (pg_url, via_proxy) if mode == "postgres" else (as_citus(pg_url), as_citus(via_proxy))
+    with _through_relay(direct, relayed) as store:
         _one_round_trip_ack_then_claim(store, relay)
 
 
