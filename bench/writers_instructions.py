@@ -58,7 +58,7 @@ def _cycles(contender: str, path: str, ops: int, start: int) -> None:
     limit = os.environ.get(WAL_LIMIT_VARIABLE)
     if limit:
         sqlite_wal.LIMIT = int(float(limit) * 2**20)
-    from writers import BUSY_TIMEOUT, RAW_LEASED_ACK, RAW_LEASED_CLAIM, RAW_LEASED_PUSH, VALUE
+    from writers import BUSY_TIMEOUT, RAW_LEASED_ACK, RAW_LEASED_CLAIM, RAW_LEASED_PUSH, VALUE, _raw_connection
 
     if contender == "durastate":
         queues = durastate.open(path, busy_timeout=BUSY_TIMEOUT).queues
@@ -69,8 +69,7 @@ def _cycles(contender: str, path: str, ops: int, start: int) -> None:
             if claim is not None:  # another worker may hold every item this moment
                 claim.ack()
         return
-    conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT, isolation_level=None)
-    conn.execute("PRAGMA synchronous=NORMAL")
+    conn = _raw_connection(path)  # bench/writers.py's: its pragmas and busy timeout
     os.read(start, 1)
     for _ in range(ops):
         now = int(time.time() * 1000)
@@ -82,20 +81,10 @@ def _cycles(contender: str, path: str, ops: int, start: int) -> None:
 
 def _worker_run(contender: str, processes: int, ops: int, folder: str) -> None:
     """The parent valgrind profiles: the file made, ``processes`` workers forked, each running ``ops`` cycles."""
-    import durastate
-    from writers import BUSY_TIMEOUT, RAW_LEASED_DDL, VALUE
+    from writers import _setup
 
     path = os.path.join(folder, "queue.db")
-    if contender == "durastate":
-        with durastate.open(path, busy_timeout=BUSY_TIMEOUT) as store:  # created and migrated before the fork
-            store.queues.push("jobs", [VALUE])
-            store.queues.pop("jobs")
-    else:
-        conn = sqlite3.connect(path, isolation_level=None)
-        conn.execute("PRAGMA journal_mode=WAL")
-        for ddl in RAW_LEASED_DDL:
-            conn.execute(ddl)
-        conn.close()
+    _setup(contender, path)  # bench/writers.py's: durastate's store migrated, or raw's tables
     start_r, start_w = os.pipe()
     children = []
     for _ in range(processes):
