@@ -232,8 +232,9 @@ class PostgresEngine(AttemptWrites, ChangeNotifications, LoopCommits):
     trip, so it is right to within half a round trip) and again every
     ``CLOCK_REFRESH`` seconds; ``now_ms()`` is the local clock plus that
     offset. A connection configured later replaces the offset only when
-    its round trip was shorter (or the offset is older than
-    ``CLOCK_REFRESH``): one slow round trip on a loaded machine would
+    its round trip was shorter, the offset is older than
+    ``CLOCK_REFRESH``, or the two disagree by more than their round trips
+    allow (the local clock stepped): one slow round trip on a loaded machine would
     otherwise set this client's clock ahead of another's by half of it,
     and an item it pushed "now" would not be due yet for a worker that
     claims it at once. An injected ``clock`` is used as it is (tests,
