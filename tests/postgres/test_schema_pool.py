@@ -89,7 +89,22 @@ def test_a_given_back_schema_is_handed_out_again_as_a_fresh_migration_leaves_it(
     pool.give_back(url, schema)
 
 
-@pytest.mark.parametrize("change", ["another prefix", "analyzed", "own table"])
+# Each found by another of the digest's lookups (see postgres_server._SCHEMA_DIGEST).
+_CHANGES = {
+    "analyzed": "ANALYZE ds_kv",
+    "own table": "CREATE TABLE mine (x INT)",
+    "own sequence": "CREATE SEQUENCE mine",
+    "own index": "CREATE INDEX mine ON ds_kv (value)",
+    "own function": "CREATE FUNCTION mine() RETURNS int LANGUAGE sql AS 'SELECT 1'",
+    "own trigger": (
+        "CREATE FUNCTION mine() RETURNS trigger LANGUAGE plpgsql AS 'BEGIN RETURN NEW; END';"
+        " CREATE TRIGGER mine BEFORE INSERT ON ds_kv FOR EACH ROW EXECUTE FUNCTION mine()"
+    ),
+    "added column": "ALTER TABLE ds_kv ADD COLUMN mine INT",
+}
+
+
+@pytest.mark.parametrize("change", ["another prefix", *_CHANGES])
 def test_a_schema_that_is_not_what_migration_makes_is_dropped(pool: SchemaPool, pg_base_url: str, change: str) -> None:
     url, schema = pool.take()
     with durastate.open(url) as store:
@@ -98,7 +113,7 @@ def test_a_schema_that_is_not_what_migration_makes_is_dropped(pool: SchemaPool, 
         durastate.open(url, prefix="other_").close()
     else:
         with psycopg.connect(url, autocommit=True) as conn:
-            conn.execute("ANALYZE ds_kv" if change == "analyzed" else "CREATE TABLE mine (x INT)")
+            conn.execute(_CHANGES[change])
     pool.give_back(url, schema)
     assert not _schema_exists(pg_base_url, schema)
     assert pool.take()[1] != schema
@@ -115,3 +130,25 @@ def test_close_drops_every_schema_it_holds(pg_base_url: str) -> None:
     assert template is not None
     pool.close()
     assert not any(_schema_exists(pg_base_url, s) for s in [template, *(schema for _url, schema in taken)])
+
+
+def test_dropping_schemas_vacuums_the_catalogs_every_so_many_drops(
+    pg_base_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A schema's life leaves dead catalog rows, which a server without autovacuum never reclaims."""
+
+    def vacuums() -> int:
+        with psycopg.connect(pg_base_url, autocommit=True) as conn:
+            row = conn.execute(
+                "SELECT vacuum_count FROM pg_stat_sys_tables WHERE relid = 'pg_catalog.pg_attribute'::regclass"
+            ).fetchone()
+            assert row is not None
+            return int(row[0])
+
+    monkeypatch.setattr(postgres_server, "VACUUM_EVERY", 2)
+    monkeypatch.setattr(postgres_server, "_drops_since_vacuum", 0)
+    before = vacuums()
+    postgres_server.drop_schema(pg_base_url, postgres_server.create_schema(pg_base_url)[1])
+    assert vacuums() == before
+    postgres_server.drop_schema(pg_base_url, postgres_server.create_schema(pg_base_url)[1])
+    assert vacuums() == before + 1
