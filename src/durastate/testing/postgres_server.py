@@ -11,6 +11,10 @@ Order of preference:
 Each test gets its own schema in that server (``search_path`` set through
 the URL), dropped afterwards or emptied for a later test of the same
 process (``SchemaPool``), so runs and tests never see each other's rows.
+Given a server, the suite's run works in a database of its own there
+(``run_database``, made and dropped by ``tests/conftest.py``), and the
+catalogs that schemas churn are vacuumed every ``VACUUM_EVERY`` drops: a
+server without autovacuum would otherwise keep every dead catalog row.
 """
 
 from __future__ import annotations
