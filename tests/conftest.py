@@ -30,14 +30,39 @@ def _is_xdist_worker(config: pytest.Config) -> bool:
     return hasattr(config, "workerinput")
 
 
+# (server URL, run database URL) when this process made a database for the run (pytest_configure).
+_run_database: list[tuple[str, str]] = []
+
+
 def pytest_configure(config: pytest.Config) -> None:
-    if _is_xdist_worker(config) or not getattr(config.option, "numprocesses", None):
+    """Under xdist (in the controller), find the server once for every worker; given a server
+    (``DURASTATE_TEST_POSTGRES_URL``), make the run a database of its own there, dropped at the end
+    (``postgres_server.run_database``): the schemas of a run then never bloat the given database's catalogs."""
+    if _is_xdist_worker(config):
         return
     from durastate.testing import postgres_server
 
-    url, _reason = postgres_server.server_url()  # the reason is reported again by each worker's skips
-    if url is not None:
-        os.environ.setdefault(postgres_server.ENV_URL, url)
+    given = os.environ.get(postgres_server.ENV_URL)
+    if given:
+        run_url, _reason = postgres_server.run_database(given)  # on refusal the run uses the given database
+        if run_url != given:
+            _run_database.append((given, run_url))
+            os.environ[postgres_server.ENV_URL] = run_url
+            postgres_server._cached = None  # found again, from the environment
+    elif getattr(config.option, "numprocesses", None):
+        url, _reason = postgres_server.server_url()  # the reason is reported again by each worker's skips
+        if url is not None:
+            os.environ.setdefault(postgres_server.ENV_URL, url)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """Drop the run's database, after every worker and subprocess of the run has finished."""
+    from durastate.testing import postgres_server
+
+    for given, run_url in _run_database:
+        postgres_server.drop_run_database(given, run_url)
+        os.environ[postgres_server.ENV_URL] = given
+    _run_database.clear()
 
 
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[Any]) -> None:

@@ -25,9 +25,10 @@ from durastate.engines.redact import redact_url
 SECRET = "s3cr3t-pw"
 
 
-def _server_url(pg_base_url: str, database: str = "postgres", user: str = "postgres", query: str = "") -> str:
-    host = pg_base_url.split("@", 1)[1].split("/", 1)[0]
-    return f"postgresql://{user}@{host}/{database}{query}"
+def _server_url(pg_base_url: str, database: str | None = None, user: str = "postgres", query: str = "") -> str:
+    """A URL of the test server; ``database`` by default the test run's (``pg_base_url``'s)."""
+    host, _, path = pg_base_url.split("@", 1)[1].partition("/")
+    return f"postgresql://{user}@{host}/{database or path.split('?', 1)[0]}{query}"
 
 
 def _no_pool_warnings(caplog: pytest.LogCaptureFixture) -> None:

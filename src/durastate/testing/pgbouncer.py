@@ -45,6 +45,7 @@ class Bouncer:
         self.server_host = parts.hostname or "127.0.0.1"
         self.server_port = parts.port or 5432
         self.user = parts.username or "postgres"
+        self.database = parts.path.strip("/") or "postgres"  # the server's database every entry reaches
         self.root = root
         self.binary = binary
         with socket.socket() as s:
@@ -114,9 +115,9 @@ class Bouncer:
 
     def _write_databases(self) -> None:
         server = f"host={self.server_host} port={self.server_port} user={self.user}"
-        lines = [f"postgres = {server} dbname=postgres"]
+        lines = [f"postgres = {server} dbname={self.database}"]
         lines += [
-            f"{schema} = {server} dbname=postgres connect_query='SET search_path = {schema}'"
+            f"{schema} = {server} dbname={self.database} connect_query='SET search_path = {schema}'"
             for schema in self._schemas
         ]
         (self.root / "databases.ini").write_text("\n".join(lines) + "\n")

@@ -11,6 +11,10 @@ Order of preference:
 Each test gets its own schema in that server (``search_path`` set through
 the URL), dropped afterwards or emptied for a later test of the same
 process (``SchemaPool``), so runs and tests never see each other's rows.
+Given a server, the suite's run works in a database of its own there
+(``run_database``, made and dropped by ``tests/conftest.py``), and the
+catalogs that schemas churn are vacuumed every ``VACUUM_EVERY`` drops: a
+server without autovacuum would otherwise keep every dead catalog row.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from __future__ import annotations
 import atexit
 import glob
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -111,6 +116,96 @@ def server_url() -> tuple[str | None, str]:
         url = os.environ.get(ENV_URL)
         _cached = (url, "") if url else _start_throwaway_cluster()
     return _cached
+
+
+# A database of one test run's own (``run_database``), on the server the run was given.
+RUN_DATABASE_PREFIX = "durastate_test_"
+_RUN_COMMENT = "durastate test run: host={host} pid={pid}"
+
+
+def run_database(url: str) -> tuple[str, str]:
+    """Create a database for this test run on ``url``'s server: ``(its URL, "")``.
+
+    The suite's schemas then live and die in it, and dropping it at the end
+    (``drop_run_database``) takes every catalog row they wrote with it: a
+    server that does not vacuum (autovacuum off) otherwise keeps them in the
+    given database, and each run is slower than the one before. The
+    extensions installed in ``url``'s database (pgvector) are installed in
+    it too, where the server allows. A run database left by a process of
+    this host that no longer runs (a killed run) is dropped first.
+
+    ``(url, reason)`` when that cannot be done (not a URL, no right to
+    create a database): the run works in ``url``'s database, as before.
+    """
+    import psycopg
+
+    parts = urlsplit(url)
+    if not parts.scheme.startswith("postgres") or not parts.path.strip("/"):
+        return url, f"{url!r} names no database to stand beside"
+    host, pid = socket.gethostname(), os.getpid()
+    name = f"{RUN_DATABASE_PREFIX}{pid}_{uuid.uuid4().hex[:8]}"
+    try:
+        with psycopg.connect(url, autocommit=True) as conn:
+            _drop_abandoned_run_databases(conn, host)
+            extensions = conn.execute(
+                "SELECT e.extname, n.nspname FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace"
+                " WHERE e.extname <> 'plpgsql'"
+            ).fetchall()
+            conn.execute(f'CREATE DATABASE "{name}"')
+            conn.execute(f"COMMENT ON DATABASE \"{name}\" IS '{_RUN_COMMENT.format(host=host, pid=pid)}'")
+    except psycopg.Error as exc:
+        return url, f"could not create a database for the run: {exc}"
+    run_url = urlunsplit(parts._replace(path="/" + name))
+    with psycopg.connect(run_url, autocommit=True) as conn:
+        for extension, schema in extensions:
+            try:
+                conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{schema}"')
+                conn.execute(f'CREATE EXTENSION IF NOT EXISTS "{extension}" SCHEMA "{schema}"')
+            except psycopg.Error:
+                pass  # the tests that need it say so when they skip
+    return run_url, ""
+
+
+def drop_run_database(base_url: str, run_url: str) -> None:
+    """Drop the database ``run_database(base_url)`` made (its sessions ended first)."""
+    import psycopg
+
+    name = urlsplit(run_url).path.strip("/")
+    if not name.startswith(RUN_DATABASE_PREFIX):
+        return
+    with psycopg.connect(base_url, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def _drop_abandoned_run_databases(conn: Any, host: str) -> None:
+    """Drop the run databases of processes of ``host`` that have exited."""
+    import psycopg
+
+    rows = conn.execute(
+        "SELECT datname, shobj_description(oid, 'pg_database') FROM pg_database WHERE starts_with(datname, %s)",
+        (RUN_DATABASE_PREFIX,),
+    ).fetchall()
+    for name, comment in rows:
+        found = _RUN_COMMENT_PATTERN.fullmatch(comment or "")
+        if found is None or found["host"] != host or _alive(int(found["pid"])):
+            continue
+        try:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        except psycopg.Error:
+            pass  # another run's cleanup got there first, or it is not ours to drop
+
+
+_RUN_COMMENT_PATTERN = re.compile(r"durastate test run: host=(?P<host>\S+) pid=(?P<pid>\d+)")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def with_search_path(url: str, schema: str) -> str:
