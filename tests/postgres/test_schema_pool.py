@@ -152,3 +152,20 @@ def test_dropping_schemas_vacuums_the_catalogs_every_so_many_drops(
     assert vacuums() == before
     postgres_server.drop_schema(pg_base_url, postgres_server.create_schema(pg_base_url)[1])
     assert vacuums() == before + 1
+
+
+def test_schemas_are_made_on_one_connection_which_is_replaced_when_lost(pg_base_url: str) -> None:
+    def schema_backend() -> int:
+        held = postgres_server._admin_connections[pg_base_url]
+        return int(held.info.backend_pid)
+
+    first = postgres_server.create_schema(pg_base_url)[1]
+    pid = schema_backend()
+    second = postgres_server.create_schema(pg_base_url)[1]
+    assert schema_backend() == pid  # no new session for the second schema
+    with psycopg.connect(pg_base_url, autocommit=True) as admin:
+        admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+    postgres_server.drop_schema(pg_base_url, first)
+    postgres_server.drop_schema(pg_base_url, second)
+    assert schema_backend() != pid
+    assert not _schema_exists(pg_base_url, first) and not _schema_exists(pg_base_url, second)

@@ -216,13 +216,35 @@ def with_search_path(url: str, schema: str) -> str:
     return urlunsplit(parts._replace(query=urlencode(query)))
 
 
-def create_schema(url: str) -> tuple[str, str]:
-    """Create a fresh schema; return ``(url bound to it, schema name)``."""
+# One autocommit connection per process and server URL for creating and dropping schemas: a new server
+# session for each (as before) cost ~5.6 ms of server CPU, two per test that takes a fresh schema.
+_admin_connections: dict[str, Any] = {}
+_admin_pid = os.getpid()
+
+
+def _admin_execute(url: str, statement: str) -> None:
+    """Run ``statement`` on this process's connection to ``url``, connecting again once if it was lost."""
+    global _admin_pid
     import psycopg
 
+    if _admin_pid != os.getpid():  # a forked child: its parent's connections are not its to use
+        _admin_connections.clear()
+        _admin_pid = os.getpid()
+    conn = _admin_connections.get(url)
+    if conn is not None:
+        try:
+            conn.execute(statement)
+            return
+        except psycopg.OperationalError:  # the session was ended (a test terminating backends, a restart)
+            conn.close()
+    _admin_connections[url] = conn = psycopg.connect(url, autocommit=True)
+    conn.execute(statement)
+
+
+def create_schema(url: str) -> tuple[str, str]:
+    """Create a fresh schema; return ``(url bound to it, schema name)``."""
     schema = "t_" + uuid.uuid4().hex[:16]
-    with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute(f"CREATE SCHEMA {schema}")
+    _admin_execute(url, f"CREATE SCHEMA {schema}")
     return with_search_path(url, schema), schema
 
 
@@ -237,14 +259,11 @@ def drop_schema(url: str, schema: str) -> None:
     vacuum them (superuser or the database's owner) the server only warns.
     """
     global _drops_since_vacuum
-    import psycopg
-
-    with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
-        _drops_since_vacuum += 1
-        if _drops_since_vacuum >= VACUUM_EVERY:
-            _drops_since_vacuum = 0
-            conn.execute("VACUUM " + ", ".join(f"pg_catalog.{name}" for name in CHURNED_CATALOGS))
+    _admin_execute(url, f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+    _drops_since_vacuum += 1
+    if _drops_since_vacuum >= VACUUM_EVERY:
+        _drops_since_vacuum = 0
+        _admin_execute(url, "VACUUM " + ", ".join(f"pg_catalog.{name}" for name in CHURNED_CATALOGS))
 
 
 # The catalogs a schema's creation and drop leave dead rows in, vacuumed every VACUUM_EVERY drops.
