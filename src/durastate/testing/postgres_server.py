@@ -121,6 +121,7 @@ def server_url() -> tuple[str | None, str]:
 # A database of one test run's own (``run_database``), on the server the run was given.
 RUN_DATABASE_PREFIX = "durastate_test_"
 _RUN_COMMENT = "durastate test run: host={host} pid={pid}"
+_RUN_COMMENT_PATTERN = re.compile(r"durastate test run: host=(?P<host>\S+) pid=(?P<pid>\d+)")  # reads it back
 
 
 def run_database(url: str) -> tuple[str, str]:
@@ -195,16 +196,13 @@ def _drop_abandoned_run_databases(conn: Any, host: str) -> None:
             pass  # another run's cleanup got there first, or it is not ours to drop
 
 
-_RUN_COMMENT_PATTERN = re.compile(r"durastate test run: host=(?P<host>\S+) pid=(?P<pid>\d+)")
-
-
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
-        return True
+        pass  # it exists, another user's
     return True
 
 
