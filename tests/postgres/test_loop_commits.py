@@ -232,3 +232,49 @@ def test_a_saver_put_whose_commit_answer_is_lost_is_kept(store: durastate.Store,
     stored, found = asyncio.run(main())
     assert proxy.cuts == 1
     assert found is not None and found.config == stored
+
+
+def test_the_savers_writes_run_once_from_the_loop(store: durastate.Store) -> None:
+    """``aput`` and every kind of ``aput_writes`` send everything and await only the COMMIT: one run, on the loop.
+
+    Regular writes are stored only where their key is free (LangGraph's
+    ``ON CONFLICT DO NOTHING``), special ones (an error, an interrupt)
+    replace: a count waited for in either would abandon the attempt and
+    run the call again on a worker (the regression this pins: regular
+    writes read their count, and every ``aput_writes`` ran twice).
+    """
+    from langgraph.checkpoint.base import WRITES_IDX_MAP, empty_checkpoint
+
+    error, interrupt = "__error__", "__interrupt__"
+    assert {error, interrupt} <= set(WRITES_IDX_MAP), "LangGraph renamed its special channels"
+    saver = DurastateSaver(store)
+    ran: list[tuple[str, str]] = []
+    for name in ("_put", "put_writes"):
+        real = getattr(saver, name)
+
+        def record(*args: Any, _real: Any = real, _name: str = name, **kwargs: Any) -> Any:
+            ran.append((_name, threading.current_thread().name))
+            return _real(*args, **kwargs)
+
+        setattr(saver, name, record)
+    config: Any = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+
+    async def main() -> Any:
+        stored = await saver.aput(config, empty_checkpoint(), {"source": "input", "step": -1}, {})
+        await saver.aput_writes(stored, [("messages", "a"), ("step", 1)], "regular")
+        await saver.aput_writes(stored, [("messages", "again")], "regular")  # its key taken: the first stays
+        await saver.aput_writes(stored, [(error, "boom")], "special")
+        await saver.aput_writes(stored, [(error, "boom again")], "special")  # replaces
+        await saver.aput_writes(stored, [("messages", "b"), (interrupt, "stop")], "mixed")
+        return await saver.aget_tuple(stored)
+
+    found = asyncio.run(main())
+    assert ran == [("_put", LOOP)] + [("put_writes", LOOP)] * 5
+    assert found is not None
+    assert sorted((task, channel, value) for task, channel, value in found.pending_writes) == [
+        ("mixed", interrupt, "stop"),
+        ("mixed", "messages", "b"),
+        ("regular", "messages", "a"),
+        ("regular", "step", 1),
+        ("special", error, "boom again"),
+    ]

@@ -305,6 +305,24 @@ class KV(Upkeep):
         a transaction on PostgreSQL an ``if_absent`` batch waits for its
         answer, where the plain upsert rides the next round trip.
         """
+        return self._put_params(*self._put_many_params(scope, ns, items, ttl, if_absent), if_absent, True)
+
+    def _put_many_sent(self, scope: bytes, ns: bytes, items: Iterable[tuple[bytes, bytes]], *, if_absent: bool) -> None:
+        """``put_many`` whose count nobody reads (no ``ttl``): inside a PostgreSQL transaction an ``if_absent``
+        batch rides the next round trip as the plain upsert does.
+
+        For an integration's pure write transaction run by
+        ``AsyncCalls.transact_repeatable`` (LangGraph's ``aput_writes``):
+        there a statement whose answer is waited for abandons the attempt,
+        and the whole transaction runs again on a worker thread.
+        """
+        self._put_params(*self._put_many_params(scope, ns, items, None, if_absent), if_absent, False)
+
+    def _put_many_params(
+        self, scope: bytes, ns: bytes, items: Iterable[tuple[bytes, bytes]], ttl: float | None, if_absent: bool
+    ) -> tuple[ByCount, list[object], int, int]:
+        """``put_many``'s checks and its statements' parameters: ``(statements, params, rows, width)`` for
+        ``_put_params`` (``rows`` 0: nothing to store)."""
         if type(scope) is not bytes:
             scope = as_bytes("scope", scope)
         if type(ns) is not bytes:
@@ -342,9 +360,9 @@ class KV(Upkeep):
             key, value = self._address(scope, ns, item[0])[2], self._value(f"items[{i}] value", item[1])
             keep(key, value)
             params += (bound_scope, bound_ns, blob(key), blob(value))
-        if not pairs:
-            return 0
         statements = self._put_many[(expires_at is not None, if_absent)]
+        if not pairs:
+            return statements, params, 0, 4
         if expires_at is not None:
             params = [
                 part
@@ -358,7 +376,7 @@ class KV(Upkeep):
                 params = [
                     part for key, value in pairs.items() for part in (bound_scope, bound_ns, blob(key), blob(value))
                 ]
-        return self._put_params(statements, params, len(pairs), width, if_absent)
+        return statements, params, len(pairs), width
 
     def _put_groups(self, scope: bytes, groups: Sequence[tuple[bytes, list[tuple[bytes, bytes]]]]) -> int:
         """``put_many(scope, ns, pairs, if_absent=True)`` of each ``(ns, pairs)`` group, all in one statement (per
@@ -395,35 +413,36 @@ class KV(Upkeep):
                     fail(f"pairs of ns {ns!r} must be (key, value) pairs, got {shown(item)}")
                 key, value = self._address(scope, ns, item[0])[2], self._value("value", item[1])
                 params += (bound_scope, bound_ns, blob(key), blob(value))
-        rows = len(params) // 4
-        if not rows:
-            return 0
-        return self._put_params(self._put_many[(False, True)], params, rows, 4, True)
+        return self._put_params(self._put_many[(False, True)], params, len(params) // 4, 4, True, True)
 
-    def _put_params(self, statements: ByCount, params: list[object], rows: int, width: int, if_absent: bool) -> int:
+    def _put_params(
+        self, statements: ByCount, params: list[object], rows: int, width: int, if_absent: bool, counted: bool
+    ) -> int:
         """``put_many``'s statements run over ``params`` (``rows`` rows of ``width`` parameters each), one per
         ``PUT_CHUNK`` rows (several: atomic in the caller's transaction or one of their own); how many rows were
-        stored (with ``if_absent`` the statements' count, else ``rows``)."""
+        stored (with ``if_absent`` and ``counted`` the statements' count, else ``rows``). Not ``counted``: every
+        statement is sent (inside a transaction on PostgreSQL it rides the next round trip)."""
+        if not rows:
+            return 0
         engine = self._engine
         stored = rows
+        run: Callable[[str, Any], Any] = engine.execute if if_absent and counted else engine.send
+        counts: list[int]  # engine.execute's, when counted
         if rows <= PUT_CHUNK:
             if if_absent:
                 params.append(engine.now_ms())
-                stored = engine.execute(statements[rows], params)
-            else:
-                # send: inside a transaction on PostgreSQL it rides the next round trip (every pair is stored).
-                engine.send(statements[rows], params)
+            counts = [run(statements[rows], params)]
         else:
             tail = (engine.now_ms(),) if if_absent else ()
             step = PUT_CHUNK * width
             # Several statements: atomic in the caller's transaction or one of their own.
             with engine.transaction() if not engine.in_transaction() else contextlib.nullcontext():
                 counts = [
-                    engine.execute(statements[len(chunk) // width], (*chunk, *tail))
+                    run(statements[len(chunk) // width], (*chunk, *tail))
                     for chunk in (params[start : start + step] for start in range(0, len(params), step))
                 ]
-            if if_absent:
-                stored = sum(counts)
+        if if_absent and counted:
+            stored = sum(counts)
         # _after_write, inlined.
         self._writes_until_prune -= 1
         if self._writes_until_prune <= 0:

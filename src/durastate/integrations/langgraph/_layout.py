@@ -138,7 +138,9 @@ class ThreadRows:
                 idx, special = i, False
             rows.append((task + b"%010d" % (idx + IDX_OFFSET), pack((channel, *dumps(value)))))
         if rows:
-            self._kv.put_many(self._scope, THREADS_NS, rows, if_absent=not special)
+            # Sent, not counted: nobody reads the count, and in aput_writes (an async repeatable transaction)
+            # a statement waited for would make the whole call run twice (AsyncCalls.transact_repeatable).
+            self._kv._put_many_sent(self._scope, THREADS_NS, rows, if_absent=not special)
 
     def get(self, key: bytes) -> bytes | None:
         return self._kv.get(self._scope, THREADS_NS, self._prefix + key)
