@@ -1,6 +1,7 @@
-"""Opening a migrated SQLite store: ``durastate.open(path).close()`` vs raw sqlite3, side by side.
+"""Opening a migrated store: ``durastate.open(path).close()`` vs the raw driver, side by side.
 
     .venv/bin/python bench/open.py [--rounds 11] [--opens 200] [--fresh 11] [--baseline REV]
+    .venv/bin/python bench/open.py --postgres-url URL [...]     (a fresh schema of URL's database)
 
 Short-lived processes (a CLI call, a worker process per task, a serverless
 function) open a store, do a few calls and exit, so what opening costs is
@@ -21,6 +22,12 @@ reports medians. Figures are medians over rounds, in ms, as wall time and
 as the thread's CPU time (the machine is shared: CPU time is what opening
 itself costs, wall time adds the waits for a core). The target (issue 27
 item 5): ``durastate.open(path).close()`` at most 5 ms median.
+
+With ``--postgres-url`` the store is a fresh schema of that server
+(dropped at the end) and ``raw`` is ``psycopg.connect`` with the session
+settings the engine makes (``lock_timeout``, ``plan_cache_mode``) and
+``close()``; no parts (they are SQLite's). Opening connects at least once
+on both sides: the ratio is what opening costs beyond one session.
 """
 
 from __future__ import annotations
@@ -57,6 +64,15 @@ def raw_open(path: str) -> None:
     conn.close()
 
 
+def raw_postgres_open(url: str) -> None:
+    import psycopg
+
+    conn = psycopg.connect(url, autocommit=True)
+    conn.execute("SET lock_timeout = 30000")
+    conn.execute("SET plan_cache_mode = force_generic_plan")
+    conn.close()
+
+
 def durastate_open(path: str) -> None:
     import durastate
 
@@ -78,7 +94,8 @@ def child(path: str, opens: int) -> None:
     """One round in this process: raw and durastate, each ``opens`` times; JSON on stdout."""
     durastate_open(path)  # imports, and whatever a first open fills
     out = {}
-    for name, fn in (("raw", raw_open), ("durastate", durastate_open)):
+    raw = raw_postgres_open if "://" in path else raw_open
+    for name, fn in (("raw", raw), ("durastate", durastate_open)):
         out[name] = per_open(fn, path, opens)
     print(json.dumps(out))
 
@@ -133,16 +150,32 @@ def main() -> int:
     parser.add_argument("--opens", type=int, default=200)
     parser.add_argument("--fresh", type=int, default=11, help="fresh interpreters per tree for the first-open figure")
     parser.add_argument("--baseline", help="git revision to measure beside this tree (its src/)")
+    parser.add_argument("--postgres-url", help="open a fresh schema of this server's database instead of a file")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         child(args.child, args.opens)
         return 0
+    schema = None
+    if args.postgres_url:
+        sys.path.insert(0, str(ROOT / "src"))
+        from durastate.testing import postgres_server
+
+        path, schema = postgres_server.create_schema(args.postgres_url)
+    try:
+        return measure(args, path if schema else None)
+    finally:
+        if schema is not None:
+            postgres_server.drop_schema(args.postgres_url, schema)
+
+
+def measure(args: argparse.Namespace, url: str | None) -> int:
+    """The rounds, the fresh processes and the report; ``url``: a PostgreSQL store instead of a file."""
     with tempfile.TemporaryDirectory() as folder:
         trees = {"this tree": ROOT / "src"}
         if args.baseline:
             trees = {args.baseline: extract(args.baseline, Path(folder)), **trees}
-        path = str(Path(folder) / "open-bench.db")
+        path = url or str(Path(folder) / "open-bench.db")
         subprocess.run(
             [sys.executable, "-c", "import durastate, sys; durastate.open(sys.argv[1]).close()", path],
             env=dict(os.environ, PYTHONPATH=str(ROOT / "src")),
@@ -157,10 +190,10 @@ def main() -> int:
             for tree in list(trees) if i % 2 == 0 else list(reversed(trees)):
                 firsts[tree].append(fresh(trees[tree], path))
         sys.path.insert(0, str(ROOT / "src"))
-        parts = parts_ms(path, args.opens)
+        parts = {} if url else parts_ms(path, args.opens)
     print(
         f"# python {sys.version.split()[0]}, sqlite {sqlite3.sqlite_version}, {os.cpu_count()} cpus, "
-        f"load {os.getloadavg()[0]:.1f} at the end"
+        f"load {os.getloadavg()[0]:.1f} at the end; {'PostgreSQL, a fresh schema' if url else 'a SQLite file'}"
     )
     print(f"# {args.rounds} rounds x {args.opens} opens per contender and tree; medians over rounds, ms per open")
     print(f"{'tree':12} {'contender':32} {'wall ms':>8} {'cpu ms':>8} {'ds/raw wall':>11} {'ds/raw cpu':>10}")
@@ -171,7 +204,8 @@ def main() -> int:
         }
         wall_ratio = statistics.median(r["durastate"][0] / r["raw"][0] for r in rounds)
         cpu_ratio = statistics.median(r["durastate"][1] / r["raw"][1] for r in rounds)
-        print(f"{tree:12} {'raw sqlite3 connect + pragmas':32} {med['raw'][0]:8.3f} {med['raw'][1]:8.3f}")
+        raw_name = "raw psycopg connect + settings" if url else "raw sqlite3 connect + pragmas"
+        print(f"{tree:12} {raw_name:32} {med['raw'][0]:8.3f} {med['raw'][1]:8.3f}")
         print(
             f"{tree:12} {'durastate.open(path).close()':32} {med['durastate'][0]:8.3f} {med['durastate'][1]:8.3f}"
             f" {wall_ratio:10.1f}x {cpu_ratio:9.1f}x"
@@ -185,7 +219,8 @@ def main() -> int:
             f"# {tree}: durastate.open(path).close() {med['durastate'][0]:.2f} ms wall, target <= {TARGET_MS}: "
             f"{verdict}"
         )
-    print("# this tree, one open taken apart (median wall ms):")
+    if parts:
+        print("# this tree, one open taken apart (median wall ms):")
     for name, value in parts.items():
         print(f"#   {name:18} {value:8.3f}")
     return 0

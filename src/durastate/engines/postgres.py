@@ -388,18 +388,24 @@ class PostgresEngine(AttemptWrites, ChangeNotifications, LoopCommits):
                 return self._pool
             where = f"connecting to {self.url}"
             kwargs = connect_options(self._conninfo, where)
-            if not self._probed:
-                self._probe(kwargs, where)
-            pool = LifoPool(
-                self._conninfo,
-                min_size=self._min,
-                max_size=self._max,
-                kwargs=kwargs,
-                configure=self._configure,
-                timeout=max(self._busy_timeout, 1.0),
-                open=False,
-                name=f"durastate-{id(self):x}",
-            )
+            probe = None if self._probed else self._probe(kwargs, where)
+            try:
+                pool = LifoPool(
+                    self._conninfo,
+                    min_size=self._min,
+                    max_size=self._max,
+                    kwargs=kwargs,
+                    configure=self._configure,
+                    timeout=max(self._busy_timeout, 1.0),
+                    open=False,
+                    name=f"durastate-{id(self):x}",
+                )
+            except BaseException:
+                if probe is not None:
+                    probe.close()
+                raise
+            if probe is not None:
+                pool.give_first(probe)  # the pool's first connection: one server session fewer per open
             try:
                 pool.open(wait=self._min > 0, timeout=min(CONNECT_TIMEOUT, max(self._busy_timeout, 1.0)))
             except Exception as exc:
@@ -408,15 +414,18 @@ class PostgresEngine(AttemptWrites, ChangeNotifications, LoopCommits):
             self._pool = pool
             return pool
 
-    def _probe(self, kwargs: dict[str, Any], where: str) -> None:
-        """Connect and configure one connection ourselves, once, before the pool starts.
+    def _probe(self, kwargs: dict[str, Any], where: str) -> PooledConnection:
+        """Connect and configure one connection ourselves, once, before the pool starts; return it for the pool.
 
         A misconfigured URL then fails here, at once, with the server's
         message (``postgres_connect.connect_failure``), instead of the pool
-        retrying it in the background until its timeout.
+        retrying it in the background until its timeout. The connection,
+        configured as the pool configures its own and left idle, becomes
+        the pool's first (``LifoPool.give_first``); on any failure it is
+        closed.
         """
         try:
-            conn = psycopg.connect(self._conninfo, **kwargs)
+            conn = PooledConnection.connect(self._conninfo, **kwargs)
         except psycopg.Error as exc:
             raise connect_failure(exc, where) from None
         try:
@@ -425,14 +434,17 @@ class PostgresEngine(AttemptWrites, ChangeNotifications, LoopCommits):
             row = conn.execute("SELECT current_schema(), current_setting('search_path')").fetchone()
             self._vector_schema = None if self.citus else vector_schema(conn)
         except psycopg.Error as exc:
-            raise translate_postgres_error(exc, f"{where}: configuring the session") from None
-        finally:
             conn.close()
+            raise translate_postgres_error(exc, f"{where}: configuring the session") from None
+        except BaseException:
+            conn.close()
+            raise
         if self.pooler:
             self.capabilities = self.capabilities.replace(listen_notify=False)  # waiters poll (wait_for_change)
         if self._vector_schema is not None:  # pgvector installed (engines.postgres_vector; not in Citus mode)
             self.capabilities = self.capabilities.replace(vector_index=True)
         if row is None or row[0] is None:
+            conn.close()
             path = "" if row is None else row[1]
             raise ConfigurationError(
                 f"{where}: no schema of search_path ({path}) exists, so there is nowhere to create the tables;"
@@ -440,6 +452,7 @@ class PostgresEngine(AttemptWrites, ChangeNotifications, LoopCommits):
             )
         self._channels_in = f'"{row[0]}".{self.prefix}'  # channel names (postgres_notify.ChangeNotifications)
         self._probed = True
+        return conn
 
     def _forget_parent_pool(self) -> None:
         # The parent's listener too: its thread is not in this process, its socket is the parent's session.

@@ -3,7 +3,8 @@
 ``PostgresEngine`` connects one probe connection itself before it starts
 the pool, so a misconfiguration fails at once, within the connect timeout,
 with the server's own message, and the pool never starts retrying (and
-logging) in the background. What the probe's failure means:
+logging) in the background; once configured, the probe becomes the pool's
+first connection (``LifoPool.give_first``). What the probe's failure means:
 
 * the URL or an option value is malformed (libpq refuses it before any
   network traffic), the server rejected the login (unknown database or

@@ -51,6 +51,13 @@ pool once per failure: every other idle connection of that generation
 reaches the same dead or demoted node, and a caller should not find that
 out one connection (and one timeout) at a time.
 
+Opening a store connects once before the pool starts (the engine's probe,
+``postgres_connect``); ``give_first`` hands that connection to the pool,
+whose first connect takes it instead of opening a second server session
+(a backend's start costs the server ~5 ms of CPU and the client a round
+trip or more per open). Taken only while fresh and idle; closed by
+``close()`` or a ``discard()`` if never taken.
+
 ``PooledConnection`` keeps one cursor for the engine's statements: a new
 cursor per statement (``Connection.execute``) costs about 3 us of client
 CPU of the 15-18 us a prepared one-row read costs psycopg itself
@@ -97,6 +104,11 @@ _FAST_NEEDS = (
     "_pool_full_event",
     "_min_size",
 )
+# What taking the engine's probe as the first connection (LifoPool.give_first) overrides and calls.
+_HANDOFF_NEEDS = ("_connect", "_set_connection_expiry_date", "_stats", "_CONNECTIONS_NUM")
+# Seconds a handed-over probe connection stays worth taking: a pool that connects lazily (min_connections=0)
+# may first connect much later, when a fresh connection costs less than finding an idle one dead.
+FIRST_FRESH = 5.0
 _IDLE = TransactionStatus.IDLE
 # The releases whose private state the fast paths were read against (3.3.3
 # tested): a newer minor release may keep the names and change what they
@@ -285,6 +297,9 @@ class LifoPool(psycopg_pool.ConnectionPool[PooledConnection]):
             and all(hasattr(self, name) for name in _FAST_NEEDS)
             and type(getattr(self, "_pool", None)) is deque
         )
+        # The probe connection handed over (give_first): at most one, taken by the first _connect.
+        self._first: list[tuple[PooledConnection, float]] = []
+        self.handoff = all(hasattr(self, name) for name in _HANDOFF_NEEDS)
 
     if _Attempt is not None and hasattr(psycopg_pool.ConnectionPool, "_add_connection"):
 
@@ -293,6 +308,51 @@ class LifoPool(psycopg_pool.ConnectionPool[PooledConnection]):
             if attempt is None:
                 attempt = _RefillAttempt(timeout=self.reconnect_timeout)
             super()._add_connection(attempt, growing)
+
+    def _connect(self, timeout: float | None = None) -> PooledConnection:
+        """The engine's probe connection the first time (``give_first``), if still fresh; else psycopg_pool's."""
+        first = self._take_first()
+        if first is None:
+            return super()._connect(timeout)
+        self._stats[self._CONNECTIONS_NUM] += 1
+        first._pool = self
+        self._set_connection_expiry_date(first)  # its _created_at: now, after any drain that closed the stash
+        return first
+
+    def give_first(self, conn: PooledConnection) -> None:
+        """Hand the pool a connection already made and configured (the engine's probe) as its first one.
+
+        The pool's first connect takes it instead of connecting (one server
+        session fewer per store opened), if it is idle, open and younger
+        than ``FIRST_FRESH`` seconds; otherwise it is closed and the pool
+        connects as usual. A pool that never connects closes it at
+        ``close()`` or ``discard()``. Without the private names it needs
+        (``_HANDOFF_NEEDS``) the pool does not take it: it is closed at once.
+        """
+        if not self.handoff:
+            conn.close()
+            return
+        self._first.append((conn, monotonic()))
+
+    def _take_first(self) -> PooledConnection | None:
+        try:
+            conn, given_at = self._first.pop()  # one taker: list.pop is atomic, a second caller gets IndexError
+        except IndexError:
+            return None
+        if conn.closed or conn.pgconn.transaction_status != _IDLE or monotonic() - given_at > FIRST_FRESH:
+            conn.close()
+            return None
+        return conn
+
+    def _close_first(self) -> None:
+        conn = self._take_first()
+        if conn is not None:
+            conn.close()
+
+    def close(self, timeout: float = 5.0) -> None:
+        """psycopg_pool's ``close``, and the first connection closed if the pool never took it."""
+        self._close_first()
+        super().close(timeout)
 
     def discard(self, conn: PooledConnection) -> None:
         """Close ``conn`` (its node failed); drain the pool if ``conn`` is from its current generation.
@@ -303,6 +363,7 @@ class LifoPool(psycopg_pool.ConnectionPool[PooledConnection]):
         """
         created = getattr(conn, "_created_at", None)
         conn.close()
+        self._close_first()  # made before the failure, to the same node
         drained = getattr(self, "_drained_at", None)
         if created is None or drained is None or created > drained:
             try:
