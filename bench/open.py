@@ -214,11 +214,12 @@ def measure(args: argparse.Namespace, url: str | None) -> int:
         wall = statistics.median(w for w, _ in first)
         cpu = statistics.median(c for _, c in first)
         print(f"{tree:12} {'first open in a fresh process':32} {wall:8.3f} {cpu:8.3f}")
-        verdict = "PASS" if med["durastate"][0] <= TARGET_MS else "MISS"
-        print(
-            f"# {tree}: durastate.open(path).close() {med['durastate'][0]:.2f} ms wall, target <= {TARGET_MS}: "
-            f"{verdict}"
-        )
+        if not url:  # issue 27's target is the SQLite file's
+            verdict = "PASS" if med["durastate"][0] <= TARGET_MS else "MISS"
+            print(
+                f"# {tree}: durastate.open(path).close() {med['durastate'][0]:.2f} ms wall, target <= {TARGET_MS}: "
+                f"{verdict}"
+            )
     if parts:
         print("# this tree, one open taken apart (median wall ms):")
     for name, value in parts.items():
