@@ -113,7 +113,7 @@ class KV(Upkeep):
         self._get_many = ByCount(lambda n: sql(get_many_sql(n)))
         self._delete_keys = ByCount(lambda n: sql(delete_keys_sql(n)))
         # put_many by (deadline, if_absent), then pair count.
-        self._put_many = {
+        self._put_many_sql = {
             (deadline, if_absent): ByCount(functools.partial(_compile_put_many, sql, deadline, if_absent))
             for deadline in (False, True)
             for if_absent in (False, True)
@@ -305,7 +305,7 @@ class KV(Upkeep):
         a transaction on PostgreSQL an ``if_absent`` batch waits for its
         answer, where the plain upsert rides the next round trip.
         """
-        return self._put_params(*self._put_many_params(scope, ns, items, ttl, if_absent), if_absent, True)
+        return self._put_many(scope, ns, items, ttl, if_absent, True)
 
     def _put_many_sent(self, scope: bytes, ns: bytes, items: Iterable[tuple[bytes, bytes]], *, if_absent: bool) -> None:
         """``put_many`` whose count nobody reads (no ``ttl``): inside a PostgreSQL transaction an ``if_absent``
@@ -316,13 +316,18 @@ class KV(Upkeep):
         there a statement whose answer is waited for abandons the attempt,
         and the whole transaction runs again on a worker thread.
         """
-        self._put_params(*self._put_many_params(scope, ns, items, None, if_absent), if_absent, False)
+        self._put_many(scope, ns, items, None, if_absent, False)
 
-    def _put_many_params(
-        self, scope: bytes, ns: bytes, items: Iterable[tuple[bytes, bytes]], ttl: float | None, if_absent: bool
-    ) -> tuple[ByCount, list[object], int, int]:
-        """``put_many``'s checks and its statements' parameters: ``(statements, params, rows, width)`` for
-        ``_put_params`` (``rows`` 0: nothing to store)."""
+    def _put_many(
+        self,
+        scope: bytes,
+        ns: bytes,
+        items: Iterable[tuple[bytes, bytes]],
+        ttl: float | None,
+        if_absent: bool,
+        counted: bool,
+    ) -> int:
+        """``put_many``, its count read (``counted``) or not (``_put_many_sent``): the checks, then ``_put_params``."""
         if type(scope) is not bytes:
             scope = as_bytes("scope", scope)
         if type(ns) is not bytes:
@@ -360,9 +365,9 @@ class KV(Upkeep):
             key, value = self._address(scope, ns, item[0])[2], self._value(f"items[{i}] value", item[1])
             keep(key, value)
             params += (bound_scope, bound_ns, blob(key), blob(value))
-        statements = self._put_many[(expires_at is not None, if_absent)]
+        statements = self._put_many_sql[(expires_at is not None, if_absent)]
         if not pairs:
-            return statements, params, 0, 4
+            return 0
         if expires_at is not None:
             params = [
                 part
@@ -376,7 +381,7 @@ class KV(Upkeep):
                 params = [
                     part for key, value in pairs.items() for part in (bound_scope, bound_ns, blob(key), blob(value))
                 ]
-        return statements, params, len(pairs), width
+        return self._put_params(statements, params, len(pairs), width, if_absent, counted)
 
     def _put_groups(self, scope: bytes, groups: Sequence[tuple[bytes, list[tuple[bytes, bytes]]]]) -> int:
         """``put_many(scope, ns, pairs, if_absent=True)`` of each ``(ns, pairs)`` group, all in one statement (per
@@ -413,7 +418,7 @@ class KV(Upkeep):
                     fail(f"pairs of ns {ns!r} must be (key, value) pairs, got {shown(item)}")
                 key, value = self._address(scope, ns, item[0])[2], self._value("value", item[1])
                 params += (bound_scope, bound_ns, blob(key), blob(value))
-        return self._put_params(self._put_many[(False, True)], params, len(params) // 4, 4, True, True)
+        return self._put_params(self._put_many_sql[(False, True)], params, len(params) // 4, 4, True, True)
 
     def _put_params(
         self, statements: ByCount, params: list[object], rows: int, width: int, if_absent: bool, counted: bool
@@ -426,13 +431,17 @@ class KV(Upkeep):
             return 0
         engine = self._engine
         stored = rows
-        run: Callable[[str, Any], Any] = engine.execute if if_absent and counted else engine.send
-        counts: list[int]  # engine.execute's, when counted
-        if rows <= PUT_CHUNK:
+        if rows <= PUT_CHUNK:  # the common case, without the general path's list and bound method
             if if_absent:
                 params.append(engine.now_ms())
-            counts = [run(statements[rows], params)]
+                if counted:
+                    stored = engine.execute(statements[rows], params)
+                else:
+                    engine.send(statements[rows], params)
+            else:
+                engine.send(statements[rows], params)
         else:
+            run: Callable[[str, Any], Any] = engine.execute if if_absent and counted else engine.send
             tail = (engine.now_ms(),) if if_absent else ()
             step = PUT_CHUNK * width
             # Several statements: atomic in the caller's transaction or one of their own.
@@ -441,8 +450,8 @@ class KV(Upkeep):
                     run(statements[len(chunk) // width], (*chunk, *tail))
                     for chunk in (params[start : start + step] for start in range(0, len(params), step))
                 ]
-        if if_absent and counted:
-            stored = sum(counts)
+            if if_absent and counted:
+                stored = sum(counts)
         # _after_write, inlined.
         self._writes_until_prune -= 1
         if self._writes_until_prune <= 0:
