@@ -86,53 +86,50 @@ def _probe_like(pg_url: str) -> PooledConnection:
     return PooledConnection.connect(pg_url, autocommit=True)
 
 
-@pytest.mark.parametrize("how", ["close", "discard"])
-def test_a_probe_the_pool_never_took_is_closed_with_it(pg_url: str, how: str) -> None:
-    pool = LifoPool(pg_url, min_size=0, max_size=1, kwargs={"autocommit": True}, open=False)
-    pool.open()
-    probe = _probe_like(pg_url)
-    try:
-        assert pool.handoff, "psycopg_pool changed: the probe is no longer handed to the pool"
-        pool.give_first(probe)
-        assert not probe.closed
-        if how == "close":
-            pool.close()
-        else:  # a node failure: the probe reached the same node
-            other = _probe_like(pg_url)
-            pool.discard(other)  # type: ignore[arg-type]
-            assert other.closed
-        assert probe.closed
-    finally:
-        pool.close()
-        probe.close()
-
-
-def test_a_probe_left_inside_a_transaction_is_not_taken(pg_url: str) -> None:
-    pool = LifoPool(pg_url, min_size=0, max_size=1, kwargs={"autocommit": True}, open=False)
-    pool.open()
-    probe = _probe_like(pg_url)
-    try:
-        probe.execute("BEGIN")
-        pool.give_first(probe)
-        with pool.connection() as conn:
-            assert conn is not probe
-            assert conn.pgconn.transaction_status == psycopg.pq.TransactionStatus.IDLE
-        assert probe.closed
-    finally:
-        pool.close()
-        probe.close()
-
-
-def test_only_one_taker_gets_the_probe(pg_url: str) -> None:
+@pytest.fixture
+def pool_and_probe(pg_url: str) -> Iterator[tuple[LifoPool, PooledConnection]]:
+    """An open pool of up to two lazily made connections, and a connection made as the probe is; both closed after."""
     pool = LifoPool(pg_url, min_size=0, max_size=2, kwargs={"autocommit": True}, open=False)
     pool.open()
     probe = _probe_like(pg_url)
     try:
-        pool.give_first(probe)
-        first, second = pool.getconn(), pool.getconn()
-        assert first is probe and second is not probe
-        pool.putconn(first)
-        pool.putconn(second)
+        yield pool, probe
     finally:
         pool.close()
         probe.close()
+
+
+@pytest.mark.parametrize("how", ["close", "discard"])
+def test_a_probe_the_pool_never_took_is_closed_with_it(
+    pg_url: str, pool_and_probe: tuple[LifoPool, PooledConnection], how: str
+) -> None:
+    pool, probe = pool_and_probe
+    assert pool.handoff, "psycopg_pool changed: the probe is no longer handed to the pool"
+    pool.give_first(probe)
+    assert not probe.closed
+    if how == "close":
+        pool.close()
+    else:  # a node failure: the probe reached the same node
+        other = _probe_like(pg_url)
+        pool.discard(other)
+        assert other.closed
+    assert probe.closed
+
+
+def test_a_probe_left_inside_a_transaction_is_not_taken(pool_and_probe: tuple[LifoPool, PooledConnection]) -> None:
+    pool, probe = pool_and_probe
+    probe.execute("BEGIN")
+    pool.give_first(probe)
+    with pool.connection() as conn:
+        assert conn is not probe
+        assert conn.pgconn.transaction_status == psycopg.pq.TransactionStatus.IDLE
+    assert probe.closed
+
+
+def test_only_one_taker_gets_the_probe(pool_and_probe: tuple[LifoPool, PooledConnection]) -> None:
+    pool, probe = pool_and_probe
+    pool.give_first(probe)
+    first, second = pool.getconn(), pool.getconn()
+    assert first is probe and second is not probe
+    pool.putconn(first)
+    pool.putconn(second)
