@@ -196,6 +196,8 @@ def measure(args: argparse.Namespace, url: str | None) -> int:
         f"load {os.getloadavg()[0]:.1f} at the end; {'PostgreSQL, a fresh schema' if url else 'a SQLite file'}"
     )
     print(f"# {args.rounds} rounds x {args.opens} opens per contender and tree; medians over rounds, ms per open")
+    if os.environ.get("PYTHONDONTWRITEBYTECODE"):
+        print("# PYTHONDONTWRITEBYTECODE is set: each fresh process compiles the modules it imports (first open)")
     print(f"{'tree':12} {'contender':32} {'wall ms':>8} {'cpu ms':>8} {'ds/raw wall':>11} {'ds/raw cpu':>10}")
     for tree, rounds in results.items():
         med = {
