@@ -133,3 +133,24 @@ def test_only_one_taker_gets_the_probe(pool_and_probe: tuple[LifoPool, PooledCon
     assert first is probe and second is not probe
     pool.putconn(first)
     pool.putconn(second)
+
+
+def test_pgvectors_schema_as_the_probe_reads_it() -> None:
+    """``vector_schema`` of the probe's answer: None when the extension is absent or its schema cannot be quoted."""
+    from durastate.engines.postgres_vector import vector_schema
+
+    assert vector_schema(None) is None
+    assert vector_schema("public") == "public"
+    assert vector_schema('with "quotes"') == 'with "quotes"'
+    for unquotable in ("a?b", "a{b", "a}b"):
+        assert vector_schema(unquotable) is None
+
+
+def test_a_pooler_is_told_by_the_pid_the_session_reports(pg_url: str) -> None:
+    from durastate.engines.postgres_connect import behind_pooler
+
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        row = conn.execute("SELECT pg_backend_pid()").fetchone()
+        assert row is not None
+        assert not behind_pooler(conn, row[0]), "a direct connection reports the pid it was given"
+        assert behind_pooler(conn, row[0] + 1), "another pid: a pooler's session"

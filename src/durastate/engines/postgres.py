@@ -146,7 +146,7 @@ from .postgres_space import reclaim as reclaim_tables
 from .postgres_tools import PostgresTools
 from .postgres_transaction import NOTIFY_CHANNELS as NOTIFY_CHANNELS
 from .postgres_transaction import ThreadState
-from .postgres_vector import PostgresVectors, vector_schema
+from .postgres_vector import EXTENSION_SCHEMA, PostgresVectors, vector_schema
 from .postgres_writes import AttemptWrites, LostTry
 from .redact import redact_url
 from .space import SpaceReport
@@ -209,6 +209,10 @@ local_time = time.time
 # Seconds between re-measurements of the server clock's offset.
 CLOCK_REFRESH = 300.0
 SERVER_TIME = "SELECT extract(epoch FROM clock_timestamp())::float8"
+# The probe's one question about a new session (_probe): the backend's pid as the server reports it (behind a
+# pooler it differs from the one the connection was given: postgres_connect.behind_pooler), the schema the tables
+# go in and the search_path it came from (for the error when none exists), and pgvector's schema or NULL.
+_SESSION_FACTS = f"SELECT pg_backend_pid(), current_schema(), current_setting('search_path'), ({EXTENSION_SCHEMA})"
 # The offset read in a round trip is right to within half of it, and on a loaded machine one round trip can take
 # tens of milliseconds: a measurement reads the server's clock up to CLOCK_SAMPLES times, stopping at a round trip
 # of CLOCK_GOOD_RTT seconds or less, and keeps the shortest's reading.
@@ -371,14 +375,18 @@ class PostgresEngine(AttemptWrites, ChangeNotifications, LoopCommits):
             conn.prepare_threshold = None
             return
         conn.prepare_threshold = PREPARE_THRESHOLD
-        conn.execute(f"SET lock_timeout = {int(self._busy_timeout * 1000)}")
-        # See the module docstring. Citus cannot plan a generic plan of a
-        # data-modifying CTE with parameters (every write's attempt variant):
-        # in its mode each execution is planned with its values.
-        conn.execute(f"SET plan_cache_mode = {'force_custom_plan' if self.citus else 'force_generic_plan'}")
+        # The settings in one round trip (several statements, no parameters, never prepared: one simple query).
+        settings = [
+            f"SET lock_timeout = {int(self._busy_timeout * 1000)}",
+            # See the module docstring. Citus cannot plan a generic plan of a
+            # data-modifying CTE with parameters (every write's attempt variant):
+            # in its mode each execution is planned with its values.
+            f"SET plan_cache_mode = {'force_custom_plan' if self.citus else 'force_generic_plan'}",
+        ]
         if self.read_only:
             # The server refuses every write (SQLSTATE 25006, ConfigurationError).
-            conn.execute("SET default_transaction_read_only = on")
+            settings.append("SET default_transaction_read_only = on")
+        conn.execute("; ".join(settings), prepare=False)
 
     def _open_pool(self) -> LifoPool:
         with self._pool_lock:
@@ -429,10 +437,11 @@ class PostgresEngine(AttemptWrites, ChangeNotifications, LoopCommits):
         except psycopg.Error as exc:
             raise connect_failure(exc, where) from None
         try:
-            self.pooler = behind_pooler(conn)
+            row = conn.execute(_SESSION_FACTS).fetchone()
+            assert row is not None
+            self.pooler = behind_pooler(conn, row[0])
             self._configure(conn)
-            row = conn.execute("SELECT current_schema(), current_setting('search_path')").fetchone()
-            self._vector_schema = None if self.citus else vector_schema(conn)
+            self._vector_schema = None if self.citus else vector_schema(row[3])
         except psycopg.Error as exc:
             conn.close()
             raise translate_postgres_error(exc, f"{where}: configuring the session") from None
@@ -443,14 +452,14 @@ class PostgresEngine(AttemptWrites, ChangeNotifications, LoopCommits):
             self.capabilities = self.capabilities.replace(listen_notify=False)  # waiters poll (wait_for_change)
         if self._vector_schema is not None:  # pgvector installed (engines.postgres_vector; not in Citus mode)
             self.capabilities = self.capabilities.replace(vector_index=True)
-        if row is None or row[0] is None:
+        if row[1] is None:
             conn.close()
-            path = "" if row is None else row[1]
+            path = row[2]
             raise ConfigurationError(
                 f"{where}: no schema of search_path ({path}) exists, so there is nowhere to create the tables;"
                 " create it first (CREATE SCHEMA ...) or fix options=-csearch_path= in the URL"
             )
-        self._channels_in = f'"{row[0]}".{self.prefix}'  # channel names (postgres_notify.ChangeNotifications)
+        self._channels_in = f'"{row[1]}".{self.prefix}'  # channel names (postgres_notify.ChangeNotifications)
         self._probed = True
         return conn
 

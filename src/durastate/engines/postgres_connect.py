@@ -107,10 +107,7 @@ def _first_line(exc: BaseException) -> str:
     return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
 
 
-_BACKEND_PID = "SELECT pg_backend_pid()"
-
-
-def behind_pooler(conn: psycopg.Connection[Any]) -> bool:
+def behind_pooler(conn: psycopg.Connection[Any], reported_pid: int) -> bool:
     """Whether ``conn`` reaches PostgreSQL through a connection pooler (pgbouncer, pgcat, Odyssey, ...).
 
     A server tells its client the process id of the backend serving it
@@ -118,7 +115,7 @@ def behind_pooler(conn: psycopg.Connection[Any]) -> bool:
     pooler hands out its own key instead (pgbouncer: random bytes), since
     its clients share backends. So the pid the connection was given and the
     pid the server reports for this session differ behind a pooler, and
-    are equal on a direct connection.
+    are equal on a direct connection. ``reported_pid``: what the session's
+    ``pg_backend_pid()`` answered.
     """
-    row = conn.execute(_BACKEND_PID).fetchone()
-    return row is None or int(row[0]) != conn.info.backend_pid
+    return int(reported_pid) != conn.info.backend_pid

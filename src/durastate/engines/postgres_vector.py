@@ -44,7 +44,7 @@ if TYPE_CHECKING:
 
 __all__ = ["PostgresVectors", "vector_schema"]
 
-# Run by the engine's probe (a plain psycopg connection, before the pool).
+# Asked by the engine's probe (before the pool starts), as a scalar subquery of its one question (at most one row).
 EXTENSION_SCHEMA = (
     "SELECT n.nspname FROM pg_catalog.pg_extension e"
     " JOIN pg_catalog.pg_namespace n ON n.oid = e.extnamespace WHERE e.extname = 'vector'"
@@ -308,15 +308,14 @@ _IS_OBJECT = f"jsonb_typeof({_AT}) = 'object'"
 _INEXACT = ("\x00", "\\u0000", "\ufffd", "\\ufffd")
 
 
-def vector_schema(conn: Any) -> str | None:
+def vector_schema(found: str | None) -> str | None:
     """The schema the ``vector`` extension is installed in, or None (not installed, or a name we cannot quote).
 
-    ``conn`` is a psycopg connection (the engine's probe).
+    ``found``: what ``EXTENSION_SCHEMA`` answered (the engine's probe asks it as a scalar subquery).
     """
-    row = conn.execute(EXTENSION_SCHEMA).fetchone()
-    if row is None:
+    if found is None:
         return None
-    schema = str(row[0])
+    schema = str(found)
     # Statement templates give '?' and braces meaning: such a schema name is not worth the escaping.
     if any(c in schema for c in "?{}\x00"):
         return None
