@@ -74,7 +74,7 @@ POSTGRES_DIALECT = Dialect(
     },
     # By name in the session's schema, any relation kind (only the store's migrations make its prefixed names).
     # to_regclass reads the catalog caches: the first statement of a new session (every store's open) costs
-    # 0.5 ms this way, 2.8 ms as a query of the pg_tables view (bench/RESULTS.md "pgopen").
+    # 0.5 ms this way, 2.8 ms as a query of the pg_tables view (bench/RESULTS.md "Stop 31").
     table_exists="SELECT 1 WHERE to_regclass(quote_ident(current_schema()) || '.' || quote_ident(?)) IS NOT NULL",
     # A btree entry holds at most ~2704 bytes (a third of a page) including
     # headers; incompressible keys above this fail with a statement error.

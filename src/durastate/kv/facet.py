@@ -365,9 +365,9 @@ class KV(Upkeep):
             key, value = self._address(scope, ns, item[0])[2], self._value(f"items[{i}] value", item[1])
             keep(key, value)
             params += (bound_scope, bound_ns, blob(key), blob(value))
-        statements = self._put_many_sql[(expires_at is not None, if_absent)]
         if not pairs:
             return 0
+        statements = self._put_many_sql[(expires_at is not None, if_absent)]
         if expires_at is not None:
             params = [
                 part
