@@ -156,14 +156,15 @@ def main() -> int:
     if args.child:
         child(args.child, args.opens)
         return 0
+    url: str | None = None
     schema = None
     if args.postgres_url:
         sys.path.insert(0, str(ROOT / "src"))
         from durastate.testing import postgres_server
 
-        path, schema = postgres_server.create_schema(args.postgres_url)
+        url, schema = postgres_server.create_schema(args.postgres_url)
     try:
-        return measure(args, path if schema else None)
+        return measure(args, url)
     finally:
         if schema is not None:
             postgres_server.drop_schema(args.postgres_url, schema)
