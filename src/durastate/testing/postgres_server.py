@@ -157,13 +157,17 @@ def run_database(url: str) -> tuple[str, str]:
     except psycopg.Error as exc:
         return url, f"could not create a database for the run: {exc}"
     run_url = urlunsplit(parts._replace(path="/" + name))
-    with psycopg.connect(run_url, autocommit=True) as conn:
-        for extension, schema in extensions:
-            try:
-                conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{schema}"')
-                conn.execute(f'CREATE EXTENSION IF NOT EXISTS "{extension}" SCHEMA "{schema}"')
-            except psycopg.Error:
-                pass  # the tests that need it say so when they skip
+    try:
+        with psycopg.connect(run_url, autocommit=True) as conn:
+            for extension, schema in extensions:
+                try:
+                    conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{schema}"')
+                    conn.execute(f'CREATE EXTENSION IF NOT EXISTS "{extension}" SCHEMA "{schema}"')
+                except psycopg.Error:
+                    pass  # the tests that need it say so when they skip
+    except psycopg.Error as exc:  # made but not reachable: not left behind
+        drop_run_database(url, run_url)
+        return url, f"could not connect to the run's database: {exc}"
     return run_url, ""
 
 
