@@ -169,3 +169,29 @@ def test_schemas_are_made_on_one_connection_which_is_replaced_when_lost(pg_base_
     postgres_server.drop_schema(pg_base_url, second)
     assert schema_backend() != pid
     assert not _schema_exists(pg_base_url, first) and not _schema_exists(pg_base_url, second)
+
+
+def test_a_schema_whose_drop_runs_out_of_locks_is_dropped_in_parts(
+    pg_base_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A ``DROP SCHEMA ... CASCADE`` the server refuses for its full lock table (53200) is done table by table."""
+    url, schema = postgres_server.create_schema(pg_base_url)
+    with psycopg.connect(url, autocommit=True) as conn:
+        for n in range(5):
+            conn.execute(f"CREATE TABLE many_{n} (id int PRIMARY KEY)")
+    monkeypatch.setattr(postgres_server, "DROP_PART", 2)  # three statements for five tables
+    real = postgres_server._admin_execute
+    refused: list[str] = []
+
+    def full_lock_table_once(target: str, statement: str) -> None:
+        if statement.startswith("DROP SCHEMA") and not refused:
+            refused.append(statement)
+            raise psycopg.errors.OutOfMemory("out of shared memory")
+        real(target, statement)
+
+    monkeypatch.setattr(postgres_server, "_admin_execute", full_lock_table_once)
+    postgres_server.drop_schema(pg_base_url, schema)
+    assert refused, "the first drop was refused"
+    with psycopg.connect(pg_base_url, autocommit=True) as conn:
+        left = conn.execute("SELECT count(*) FROM pg_namespace WHERE nspname = %s", (schema,)).fetchone()
+    assert left == (0,), "the schema is gone after its tables were dropped in parts"
