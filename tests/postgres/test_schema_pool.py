@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import psycopg
 import pytest
@@ -183,11 +184,11 @@ def test_a_schema_whose_drop_runs_out_of_locks_is_dropped_in_parts(
     real = postgres_server._admin_execute
     refused: list[str] = []
 
-    def full_lock_table_once(target: str, statement: str) -> None:
+    def full_lock_table_once(target: str, statement: str, params: tuple[Any, ...] | None = None) -> list[Any]:
         if statement.startswith("DROP SCHEMA") and not refused:
             refused.append(statement)
             raise psycopg.errors.OutOfMemory("out of shared memory")
-        real(target, statement)
+        return real(target, statement, params)
 
     monkeypatch.setattr(postgres_server, "_admin_execute", full_lock_table_once)
     postgres_server.drop_schema(pg_base_url, schema)
@@ -195,3 +196,34 @@ def test_a_schema_whose_drop_runs_out_of_locks_is_dropped_in_parts(
     with psycopg.connect(pg_base_url, autocommit=True) as conn:
         left = conn.execute("SELECT count(*) FROM pg_namespace WHERE nspname = %s", (schema,)).fetchone()
     assert left == (0,), "the schema is gone after its tables were dropped in parts"
+
+
+def test_a_schema_of_many_relations_is_dropped_in_parts_from_the_start(
+    pg_base_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past ``DROP_AT_ONCE`` relations no ``DROP SCHEMA ... CASCADE`` of them all is tried: tables go in parts first."""
+    url, schema = postgres_server.create_schema(pg_base_url)
+    with psycopg.connect(url, autocommit=True) as conn:
+        for n in range(5):
+            conn.execute(f"CREATE TABLE many_{n} (id int PRIMARY KEY)")  # 10 relations: the table and its key
+    monkeypatch.setattr(postgres_server, "DROP_AT_ONCE", 9)
+    monkeypatch.setattr(postgres_server, "DROP_PART", 2)
+    parts: list[int] = []
+    real_parts = postgres_server._drop_in_parts
+
+    def counted(target: str, name: str) -> None:
+        with psycopg.connect(pg_base_url, autocommit=True) as conn:
+            parts.append(conn.execute("SELECT count(*) FROM pg_tables WHERE schemaname = %s", (name,)).fetchone()[0])
+        real_parts(target, name)
+
+    monkeypatch.setattr(postgres_server, "_drop_in_parts", counted)
+    postgres_server.drop_schema(pg_base_url, schema)
+    assert parts == [5], "dropped in parts while its five tables were all there"
+    assert not _schema_exists(pg_base_url, schema)
+
+    small_url, small = postgres_server.create_schema(pg_base_url)
+    with psycopg.connect(small_url, autocommit=True) as conn:
+        conn.execute("CREATE TABLE few (id int PRIMARY KEY)")
+    postgres_server.drop_schema(pg_base_url, small)
+    assert parts == [5], "a schema within DROP_AT_ONCE is dropped in one statement"
+    assert not _schema_exists(pg_base_url, small)

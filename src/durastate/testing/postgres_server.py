@@ -224,8 +224,17 @@ _admin_connections: dict[str, Any] = {}
 _admin_pid = os.getpid()
 
 
-def _admin_execute(url: str, statement: str) -> None:
-    """Run ``statement`` on this process's connection to ``url``, connecting again once if it was lost."""
+@atexit.register
+def _close_admin_connections() -> None:
+    """Close this process's admin connections at exit (a forked child's inherited ones are its parent's: left)."""
+    if _admin_pid == os.getpid():
+        for conn in _admin_connections.values():
+            conn.close()
+    _admin_connections.clear()
+
+
+def _admin_execute(url: str, statement: str, params: tuple[Any, ...] | None = None) -> list[tuple[Any, ...]]:
+    """Run ``statement`` on this process's connection to ``url``, connecting again once if it was lost; its rows."""
     global _admin_pid
     import psycopg
 
@@ -235,12 +244,15 @@ def _admin_execute(url: str, statement: str) -> None:
     conn = _admin_connections.get(url)
     if conn is not None:
         try:
-            conn.execute(statement)
-            return
+            return _rows(conn.execute(statement, params))
         except psycopg.OperationalError:  # the session was ended (a test terminating backends, a restart)
             conn.close()
     _admin_connections[url] = conn = psycopg.connect(url, autocommit=True)
-    conn.execute(statement)
+    return _rows(conn.execute(statement, params))
+
+
+def _rows(cursor: Any) -> list[tuple[Any, ...]]:
+    return cursor.fetchall() if cursor.description is not None else []
 
 
 def create_schema(url: str) -> tuple[str, str]:
@@ -263,8 +275,12 @@ def drop_schema(url: str, schema: str) -> None:
     global _drops_since_vacuum
     import psycopg
 
+    [(relations,)] = _admin_execute(url, RELATIONS_IN_SCHEMA, (schema,))
     try:
-        _admin_execute(url, f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+        if relations > DROP_AT_ONCE:
+            _drop_in_parts(url, schema)
+        else:
+            _admin_execute(url, f"DROP SCHEMA IF EXISTS {schema} CASCADE")
     except psycopg.errors.OutOfMemory:  # the server's shared lock table is full (see _drop_in_parts)
         _drop_in_parts(url, schema)
     _drops_since_vacuum += 1
@@ -273,8 +289,15 @@ def drop_schema(url: str, schema: str) -> None:
         _admin_execute(url, "VACUUM " + ", ".join(f"pg_catalog.{name}" for name in CHURNED_CATALOGS))
 
 
-# Tables dropped per statement when a schema is too large to drop in one (_drop_in_parts).
+# A schema of more relations (tables, indexes, sequences) than this is dropped in parts from the start
+# (_drop_in_parts): one store's schema is ~65 relations and its DROP takes ~200 locks, so a model-based test's
+# schema of one store per example (25: ~1,600 relations, ~5,000 locks) would take most of the server's shared lock
+# table (max_locks_per_transaction x max_connections: 6,400 on a default server) in one transaction.
+DROP_AT_ONCE = 400
+# Tables dropped per statement when a schema is too large to drop in one (_drop_in_parts): ~1,000 locks.
 DROP_PART = 100
+# read: how many relations ``schema`` holds (0 for a schema that does not exist).
+RELATIONS_IN_SCHEMA = "SELECT count(*) FROM pg_class WHERE relnamespace = to_regnamespace(%s)"
 
 
 def _drop_in_parts(url: str, schema: str) -> None:
@@ -284,7 +307,10 @@ def _drop_in_parts(url: str, schema: str) -> None:
     transaction, and the server's lock table is shared by all sessions
     (``max_locks_per_transaction`` x connections): a schema holding many
     tables (a model-based test's, one set per example) dropped while other
-    tests hold locks can run out of it (SQLSTATE 53200, seen once in CI).
+    tests hold locks can run out of it (SQLSTATE 53200, seen once in CI),
+    and fail another session's statement in the moment it does. So a schema
+    of more than ``DROP_AT_ONCE`` relations is dropped this way from the
+    start, and any other whose drop is refused so.
     """
     import psycopg
 
