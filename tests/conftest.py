@@ -35,9 +35,13 @@ _run_database: list[tuple[str, str]] = []
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Under xdist (in the controller), find the server once for every worker; given a server
-    (``DURASTATE_TEST_POSTGRES_URL``), make the run a database of its own there, dropped at the end
-    (``postgres_server.run_database``): the schemas of a run then never bloat the given database's catalogs."""
+    """Install the read guard (``tests/_read_guard.py``). Under xdist (in the controller), find the server once
+    for every worker; given a server (``DURASTATE_TEST_POSTGRES_URL``), make the run a database of its own there,
+    dropped at the end (``postgres_server.run_database``): the schemas of a run then never bloat the given
+    database's catalogs."""
+    import _read_guard
+
+    _read_guard.install()
     if _is_xdist_worker(config):
         return
     from durastate.testing import postgres_server

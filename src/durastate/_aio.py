@@ -27,7 +27,15 @@ Where a call runs:
   not be safe); at ``durability="full"`` every commit waits for an fsync,
   milliseconds in which the loop would run nothing else (the engine
   declares ``inline_async_calls=False`` then; aiosqlite, under
-  AsyncSqliteSaver, likewise runs every call on its own thread).
+  AsyncSqliteSaver, likewise runs every call on its own thread). Except
+  its **reads**: a call its caller declares to change nothing
+  (``call(..., reads=True)``: the facades' ``READ`` methods, their
+  iterators and tails, the integrations' ``AsyncCalls.read``) commits
+  nothing, so waits for no fsync, and runs inline as above wherever the
+  engine declares ``inline_async_reads`` (SQLite files at either
+  durability). A read declared so that writes after all is still correct
+  (a write meeting a held lock is refused and handed over as above), it
+  only waits for its fsync on the loop's thread.
 
 Cancellation: an inline call cannot be interrupted (it never awaits), so it
 completes. A call on a worker thread keeps running when its awaiting
@@ -379,6 +387,12 @@ class AsyncRunner:
         if engine is not None and engine.capabilities.inline_async_calls:
             self.no_wait = engine.no_wait_changes
         self._inline = self.no_wait is not None
+        # The same for calls that only read (``call(..., reads=True)``): also where the engine runs only reads
+        # inline (SQLite at durability="full", inline_async_reads).
+        self.no_wait_reads: Callable[[], int] | None = self.no_wait
+        if engine is not None and engine.capabilities.inline_async_reads:
+            self.no_wait_reads = engine.no_wait_changes
+        self._inline_reads = self.no_wait_reads is not None
         # The engine's run_without_waiting where it declares loop commits (PostgreSQL); None elsewhere.
         self._without_waiting: Callable[..., tuple[Any, LoopCommit | None]] | None = None
         if engine is not None and engine.capabilities.loop_commits:
@@ -395,24 +409,36 @@ class AsyncRunner:
 
     @property
     def inline(self) -> bool:
-        """Whether calls run on the loop's thread first (SQLite file stores)."""
+        """Whether calls run on the loop's thread first (SQLite file stores at ``durability="normal"``)."""
         return self._inline
+
+    @property
+    def inline_reads(self) -> bool:
+        """Whether calls that only read run on the loop's thread first (SQLite file stores)."""
+        return self._inline_reads
 
     async def run(self, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
         """Run ``fn(*args, **kwargs)``; its result, or its exception."""
         return await self.call(fn, args, kwargs)
 
     async def call(
-        self, fn: Callable[..., T], args: tuple[Any, ...], kwargs: dict[str, Any], undo: Undo | None = None
+        self,
+        fn: Callable[..., T],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        undo: Undo | None = None,
+        *,
+        reads: bool = False,
     ) -> T:
         """``run`` with the arguments as a tuple and a dict (one coroutine, no repacking).
 
-        Inline first where it can (``no_wait`` is set): a call SQLite refused
+        Inline first where it can (``no_wait`` is set; for ``reads``, a
+        call that changes nothing, ``no_wait_reads``): a call SQLite refused
         with BUSY before it changed anything goes to a worker; one that had
         changed something raises. ``undo(result)`` is applied if the caller
         is cancelled before it receives a worker's result.
         """
-        no_wait = self.no_wait
+        no_wait = self.no_wait_reads if reads else self.no_wait
         if no_wait is not None:
             before = no_wait()
             try:
@@ -623,7 +649,7 @@ class AsyncRunner:
     def _refuse(self) -> int:
         with self._idle:
             self._closed = True
-            self.no_wait = None
+            self.no_wait = self.no_wait_reads = None
             busy = self._busy
         return busy
 

@@ -17,7 +17,8 @@
 are generated from the sync classes (``durastate.aio._build``), so the
 rules, validation and errors are the sync facets' own. Where a call runs
 (inline on the loop thread for SQLite files, handed to a worker when the
-file is locked; on a worker per pool connection for PostgreSQL) is
+file is locked, and at ``durability="full"`` for every call that may
+write; on a worker per pool connection for PostgreSQL) is
 described in ``durastate._aio``: an uncontended SQLite call costs what the
 sync call costs, and the loop never sleeps on a lock.
 

@@ -9,7 +9,10 @@ than return a value are driven:
 * ``CALL`` (the default): ``await facade.m(...)`` returns what ``m`` returns;
   ``undo`` (if given) releases a result the caller was cancelled before
   receiving (a claim); ``wrap`` turns the result into another facade (a
-  queue ``Claim`` into an ``AsyncClaim``).
+  queue ``Claim`` into an ``AsyncClaim``); ``reads``: ``m`` changes nothing,
+  so it runs inline wherever the engine runs reads inline, at
+  ``durability="full"`` too (``AsyncRunner.call(reads=True)``). ``ITER``
+  and ``STREAM`` steps are reads.
 * ``PLAIN``: no I/O (``kv.scope``, ``events.channel``): called directly,
   not awaited; ``wrap`` as above.
 * ``ITER``: the sync method returns a paging iterator (``kv.scan``); the
@@ -74,6 +77,9 @@ class Method:
     """How one sync method is driven from async code (see the module docstring)."""
 
     kind: str = CALL
+    # CALL: the method changes nothing (AsyncRunner.call's ``reads``). Declared only for methods that never write:
+    # one that did would wait for its commit's fsync on the loop's thread (correct, but the loop stalls).
+    reads: bool = False
     # undo(sync_facet, result): release a result whose caller was cancelled.
     undo: Callable[[Any, Any], object] | None = None
     # Name of the facade class (in the same registry) to wrap the result in.
@@ -254,8 +260,8 @@ class PagedIterator:
         if self._it is None:
             make, self._make = self._make, None
             assert make is not None
-            self._it = await runner.call(make, (), {})
-        if runner.inline:
+            self._it = await runner.call(make, (), {}, reads=True)
+        if runner.inline_reads:
             # Inline, and never handed off: a generator that raised is
             # finished, so running it again elsewhere would end the
             # iteration early instead of reporting the error (a WAL read
@@ -265,7 +271,7 @@ class PagedIterator:
                 self._done = True
                 raise StopAsyncIteration
             return item
-        batch = await runner.call(_take, (self._it, ITER_BATCH), {})
+        batch = await runner.call(_take, (self._it, ITER_BATCH), {}, reads=True)
         if len(batch) < ITER_BATCH:
             self._done = True
         if not batch:
@@ -324,7 +330,7 @@ class FollowedTail:
         assert watch is not None
         while not self._done:
             try:
-                items, cursor = await self._runner.call(tail.read_after, (self._cursor,), {})
+                items, cursor = await self._runner.call(tail.read_after, (self._cursor,), {}, reads=True)
             except StoreClosed:
                 await self.aclose()
                 break
@@ -375,7 +381,9 @@ def _wrapper(registry: dict[str, type[Facade]], wrap: str | None) -> Callable[[F
     return wrap_result
 
 
-def _make_call(name: str, undo_spec: Callable[[Any, Any], object] | None, wrap: Callable[..., Any] | None) -> Any:
+def _make_call(
+    name: str, undo_spec: Callable[[Any, Any], object] | None, wrap: Callable[..., Any] | None, reads: bool = False
+) -> Any:
     if undo_spec is None and wrap is None:
         # The hot path: ``AsyncRunner.call`` written out in one coroutine
         # (saves a call per await, a tenth of a point read).
@@ -384,7 +392,7 @@ def _make_call(name: str, undo_spec: Callable[[Any, Any], object] | None, wrap: 
             if runner.blocks_open:
                 runner = runner_for(runner)
             method = self._bound[name]
-            no_wait = runner.no_wait
+            no_wait = runner.no_wait_reads if reads else runner.no_wait
             if no_wait is not None:
                 before = no_wait()
                 try:
@@ -404,7 +412,7 @@ def _make_call(name: str, undo_spec: Callable[[Any, Any], object] | None, wrap: 
             def undo(result: Any) -> object:
                 return spec(sync, result)
 
-        result = await runner_for(self._runner).call(getattr(self._sync, name), args, kwargs, undo)
+        result = await runner_for(self._runner).call(getattr(self._sync, name), args, kwargs, undo, reads=reads)
         return result if wrap is None else wrap(self, result)
 
     return call_and_wrap
@@ -494,7 +502,7 @@ def build_facades(specs: list[FacadeSpec]) -> dict[str, type[Facade]]:
             declared = spec.methods.get(name, Method())
             wrap = _wrapper(registry, declared.wrap)
             if declared.kind == CALL:
-                function = _make_call(name, declared.undo, wrap)
+                function = _make_call(name, declared.undo, wrap, declared.reads)
             elif declared.kind == WAIT:
                 if declared.watch is None:
                     raise TypeError(f"{spec.name}.{name}: a WAIT method declares its watch")
@@ -511,6 +519,8 @@ def build_facades(specs: list[FacadeSpec]) -> dict[str, type[Facade]]:
                 function = _make_context(name)
             else:
                 raise TypeError(f"{spec.name}.{name}: unknown kind {declared.kind!r}")
+            if declared.reads and declared.kind != CALL:
+                raise TypeError(f"{spec.name}.{name}: only a CALL method declares reads (ITER and STREAM read anyway)")
             function.__name__ = name
             function.__qualname__ = f"{spec.name}.{name}"
             function.__doc__ = getattr(spec.sync, name).__doc__

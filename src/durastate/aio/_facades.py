@@ -63,22 +63,74 @@ def release_event_claims(events: Events, result: Any) -> None:
                 pass  # the lease runs out by itself
 
 
-# Per facet (durastate.facets.FACETS, by name): its methods that are not plain calls.
+READ = Method(reads=True)
+
+
+def reads(*names: str) -> dict[str, Method]:
+    """``names`` declared reads: calls that never write (run inline at ``durability="full"`` too, see ``_build``)."""
+    return dict.fromkeys(names, READ)
+
+
+# Reads of ScopedKV and KV alike (KV's take the scope first).
+KV_READS = reads("get", "get_many", "counter", "counters", "log_keys", "namespaces")
+
+# Per facet (durastate.facets.FACETS, by name): its methods that are not plain calls that may write. A read
+# declared here is one no path of writes through: presence.read is not one (it sweeps expired rows in passing).
 FACET_METHODS: dict[str, dict[str, Method]] = {
-    "kv": {"scan": Method(ITER), "log": Method(ITER), "scope": Method(PLAIN, wrap="AsyncScopedKV")},
+    "kv": {
+        **KV_READS,
+        **reads("scopes"),
+        "scan": Method(ITER),
+        "log": Method(ITER),
+        "scope": Method(PLAIN, wrap="AsyncScopedKV"),
+    },
     "queues": {
+        **reads("backlog", "dead_letters", "names", "peek", "peek_ready", "stats"),
         "claim": Method(
             WAIT, undo=release_queue_claim, wrap="AsyncClaim", watch=watch_queue, look_again_at=queue_look_again_at
         ),
         "pop": Method(WAIT, watch=watch_queue, look_again_at=queue_look_again_at),
     },
-    "documents": {"lock": Method(CONTEXT), "iter_keys": Method(ITER)},
+    "documents": {
+        **reads("describe", "describe_history", "history", "list", "read", "read_raw", "read_as"),
+        "lock": Method(CONTEXT),
+        "iter_keys": Method(ITER),
+    },
+    "records": reads(
+        "conversation",
+        "document",
+        "document_revisions",
+        "entry",
+        "find_document",
+        "find_latest_head_marker",
+        "last_seq",
+        "scan_conversations",
+        "scan_documents",
+        "scan_entries",
+        "scan_submissions",
+        "scan_tasks",
+        "submission",
+        "submission_by_request",
+        "task",
+    ),
     "events": {
+        **reads(
+            "get",
+            "list_sessions",
+            "list_snapshots",
+            "read",
+            "read_after",
+            "read_events",
+            "read_state",
+            "lane_backlog",
+            "dead_letters",
+        ),
         "stream": Method(STREAM, tail=events_tail),
         "channel": Method(PLAIN),
         "claim_available": Method(undo=release_event_claims),
         "claim_any": Method(undo=release_event_claims),
     },
+    "presence": reads("namespaces", "peek"),
 }
 
 
@@ -89,7 +141,7 @@ def facade_name(facet: Facet) -> str:
 
 # The facades of what facets return (wrapped results), then one per facet.
 SPECS = [
-    FacadeSpec("AsyncScopedKV", ScopedKV, {"scan": Method(ITER), "log": Method(ITER)}),
+    FacadeSpec("AsyncScopedKV", ScopedKV, {**KV_READS, "scan": Method(ITER), "log": Method(ITER)}),
     FacadeSpec(
         "AsyncClaim",
         Claim,

@@ -337,7 +337,7 @@ class Engine(ABC):
     @abstractmethod
     def no_wait_changes(self) -> int:
         """Returns the thread's change count, its calls now refusing a held lock at once; ``NotSupported`` unless
-        ``inline_async_calls``.
+        ``inline_async_calls`` or ``inline_async_reads``.
         """
 
     @abstractmethod
@@ -425,7 +425,8 @@ class EngineBase(Engine):
     no_limit: int | None = None
 
     def no_wait_changes(self) -> int:
-        """``Engine.no_wait_changes``: ``NotSupported``; an engine declaring ``inline_async_calls`` overrides it."""
+        """``Engine.no_wait_changes``: ``NotSupported``; an engine declaring ``inline_async_calls`` or
+        ``inline_async_reads`` overrides it."""
         raise NotSupported(f"{self.url}: this engine does not run calls inline on an event loop")
 
     def run_without_waiting(

@@ -55,6 +55,12 @@ class Capabilities:
     # engine provides ``no_wait_changes()`` (a refused lock changes nothing
     # and raises ``LockBusy`` at once, so the call can move to a worker).
     inline_async_calls: bool
+    # An async front end may run a call that only reads on its event loop's
+    # thread (the engine provides ``no_wait_changes()`` as above), where
+    # ``inline_async_calls`` is off: SQLite at ``durability="full"``, whose
+    # commits wait for an fsync the loop must not wait for, though a read
+    # commits nothing. Callers run reads inline where either flag is on.
+    inline_async_reads: bool = False
     # An async front end may run a call that may run twice on its event
     # loop's thread: the engine provides ``run_without_waiting()`` (sends a
     # transaction without waiting, raises ``WouldWait`` before its COMMIT

@@ -133,13 +133,16 @@ CAPABILITIES = Capabilities(
     in_memory=False,
     local=True,
     inline_async_calls=True,
+    inline_async_reads=True,
     write_attempts=False,
     dead_index_entries=False,  # a B-tree delete removes the entry: no MVCC row versions
 )
 # memory: has no WAL: readers wait for an open write transaction, and its
 # rollback journal can refuse a COMMIT after changes were made, so calls
 # never run inline (see no_wait_changes).
-MEMORY_CAPABILITIES = CAPABILITIES.replace(in_memory=True, reads_during_writes=False, inline_async_calls=False)
+MEMORY_CAPABILITIES = CAPABILITIES.replace(
+    in_memory=True, reads_during_writes=False, inline_async_calls=False, inline_async_reads=False
+)
 
 
 def create_private_file(path: Path) -> None:
@@ -231,6 +234,7 @@ class SqliteEngine(ChangeNotifications, SharedWrites):
         if durability == "full":
             # Each commit waits for an fsync (milliseconds): never on an event
             # loop's thread, where it would stall every coroutine (durastate._aio).
+            # Reads commit nothing: they still run there (inline_async_reads).
             self.capabilities = self.capabilities.replace(inline_async_calls=False)
         self._tls = PerThread(ThreadState)
         self._lock = threading.Lock()
@@ -697,7 +701,7 @@ class SqliteEngine(ChangeNotifications, SharedWrites):
         another thread. Not for ``memory:`` stores (their rollback journal
         can refuse a ``COMMIT`` after changes were made): ``NotSupported``.
         """
-        if not self.capabilities.inline_async_calls:
+        if not self.capabilities.inline_async_reads:
             super().no_wait_changes()  # NotSupported (memory:, see MEMORY_CAPABILITIES)
         state = self._tls.state
         # From now on this thread's writes on the shared writer connection are counted (_write_shared): the

@@ -17,8 +17,14 @@ them first. So calls run exactly as ``durastate.aio`` runs a facet's
 (``durastate._aio`` says where): on a SQLite file inline on the event loop's
 thread, no thread hop, handed to a worker only when another connection holds
 the write lock (the loop never waits on it); on PostgreSQL and ``memory:`` on
-worker threads. Three ways in, chosen per method by what the sync method
+worker threads. Four ways in, chosen per method by what the sync method
 does:
+
+* ``read(fn, *args)``: for a method that never writes. As ``call``, and
+  inline on a SQLite file at ``durability="full"`` too, where ``call``
+  runs on a worker (a commit's fsync must not stall the loop; a read
+  commits nothing). A method that may write, even rarely (an upkeep in
+  passing), goes through ``call``.
 
 * ``call(fn, *args)``: for a method that changes nothing, or whose changes
   are one statement or one transaction of its own with nothing changed
@@ -103,6 +109,11 @@ class AsyncCalls:
         """``fn(*args, **kwargs)``: no changes, or one statement or one transaction of changes (see above)."""
         self._check_open()
         return await self.runner.call(fn, args, kwargs)
+
+    async def read(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
+        """``fn(*args, **kwargs)``, which changes nothing: inline wherever the engine runs reads inline (see above)."""
+        self._check_open()
+        return await self.runner.call(fn, args, kwargs, reads=True)
 
     async def transact(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
         """``fn(*args, **kwargs)`` in one transaction; rolled back if the caller is cancelled before it commits."""

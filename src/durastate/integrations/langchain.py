@@ -166,7 +166,7 @@ class DurastateByteStore(_Namespaced, BaseStore[str, bytes]):
         yield from self._keys(prefix)
 
     async def amget(self, keys: Sequence[str]) -> list[bytes | None]:
-        return await self._aio.call(self.mget, keys)
+        return await self._aio.read(self.mget, keys)
 
     async def amset(self, key_value_pairs: Sequence[tuple[str, bytes]]) -> None:
         await self._aio.transact(self.mset, key_value_pairs)
@@ -230,7 +230,7 @@ class DurastateCache(_Namespaced, BaseCache):
         self.store.kv.delete(SCOPE, self._ns, all=True)
 
     async def alookup(self, prompt: str, llm_string: str) -> RETURN_VAL_TYPE | None:
-        return await self._aio.call(self.lookup, prompt, llm_string)
+        return await self._aio.read(self.lookup, prompt, llm_string)
 
     async def aupdate(self, prompt: str, llm_string: str, return_val: RETURN_VAL_TYPE) -> None:
         await self._aio.transact(self.update, prompt, llm_string, return_val)

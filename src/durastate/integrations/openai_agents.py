@@ -162,7 +162,7 @@ class DurastateSession(StoreHolder, SessionABC):
 
         ``limit=None`` uses ``session_settings.limit`` (``None``: all items).
         """
-        return await self._aio.call(self._get_items, limit)
+        return await self._aio.read(self._get_items, limit)
 
     async def add_items(self, items: list[TResponseInputItem]) -> None:
         """Append ``items`` (in order, atomically) after the newest item."""

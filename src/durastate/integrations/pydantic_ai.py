@@ -372,11 +372,11 @@ class DurastateConversationStore(StoreHolder, ConversationStore):
 
     async def read_record(self, conversation_id: str) -> ConversationRecord | None:
         """The conversation's record, or ``None`` if the store does not have it."""
-        return await self._aio.call(self._read_record_sync, conversation_id)
+        return await self._aio.read(self._read_record_sync, conversation_id)
 
     async def read_records(self, *, scope: str | None = None, limit: int | None = None) -> Sequence[ConversationRecord]:
         """The records (those with ``scope``, if given), newest ``updated_at`` first, at most ``limit``."""
-        return await self._aio.call(self._read_records_sync, scope, limit)
+        return await self._aio.read(self._read_records_sync, scope, limit)
 
     async def write_record(
         self,
@@ -410,11 +410,11 @@ class DurastateConversationStore(StoreHolder, ConversationStore):
 
     async def read_entry(self, entry_id: str) -> ConversationEntry:
         """The entry with this id (``EntryNotFound``, a ``KeyError``, if there is none)."""
-        return await self._aio.call(self._read_entry_sync, entry_id)
+        return await self._aio.read(self._read_entry_sync, entry_id)
 
     async def read_history(self, head_id: str | None, *, limit: int | None = None) -> list[ConversationEntry]:
         """The entries from the first up to ``head_id``, oldest first; only the last ``limit`` if given."""
-        return await self._aio.call(self._read_history_sync, head_id, limit)
+        return await self._aio.read(self._read_history_sync, head_id, limit)
 
     # -- reading ---------------------------------------------------------------------
 

@@ -176,11 +176,11 @@ class DurastateMemoryStore(StoreHolder):
 
     async def read(self, path: str, *, max_chars: int) -> MemoryFile | None:
         """The file at ``path`` (its first ``max_chars`` characters), or ``None``."""
-        return await self._aio.call(self._read_sync, path, max_chars)
+        return await self._aio.read(self._read_sync, path, max_chars)
 
     async def get_operation(self, operation: MemoryOperation) -> MemoryMutation | None:
         """The receipt of ``operation`` (``replayed``), or ``None``; ``OperationReused`` on another fingerprint."""
-        return await self._aio.call(self._get_operation_sync, operation)
+        return await self._aio.read(self._get_operation_sync, operation)
 
     async def write(
         self,
@@ -205,7 +205,7 @@ class DurastateMemoryStore(StoreHolder):
 
     async def list_paths(self, prefix: str = "", *, limit: int) -> list[str]:
         """The paths starting with ``prefix``, sorted, at most ``limit``."""
-        return await self._aio.call(self._list_paths_sync, prefix, limit)
+        return await self._aio.read(self._list_paths_sync, prefix, limit)
 
     async def search(
         self,
@@ -218,7 +218,7 @@ class DurastateMemoryStore(StoreHolder):
         max_file_chars: int,
     ) -> MemorySearchResult:
         """The harness's lexical search over the first ``max_files`` paths under ``prefix``."""
-        return await self._aio.call(self._search_sync, prefix, query, limit, max_files, max_chars, max_file_chars)
+        return await self._aio.read(self._search_sync, prefix, query, limit, max_files, max_chars, max_file_chars)
 
     # -- implementation ------------------------------------------------------------------
 

@@ -135,11 +135,11 @@ class DurastateMediaStore(StoreHolder):
 
     async def get(self, uri: str, *, context: MediaContext = NO_CONTEXT) -> bytes:
         """The bytes stored under ``uri``; ``MediaNotFound`` if none."""
-        return blob_data(await self._aio.call(self._value_sync, uri, context))
+        return blob_data(await self._aio.read(self._value_sync, uri, context))
 
     async def exists(self, uri: str, *, context: MediaContext = NO_CONTEXT) -> bool:
         """Whether bytes are stored under ``uri``."""
-        return await self._aio.call(self._exists_sync, uri, context)
+        return await self._aio.read(self._exists_sync, uri, context)
 
     async def public_url(self, uri: str, *, context: MediaContext = NO_CONTEXT) -> str | None:
         """The ``public_url=`` resolver's URL for ``uri`` (``None`` without a resolver)."""
@@ -148,7 +148,7 @@ class DurastateMediaStore(StoreHolder):
 
     async def get_metadata(self, uri: str, *, context: MediaContext = NO_CONTEXT) -> Mapping[str, str]:
         """The metadata of the first ``put`` of these bytes; ``MediaNotFound`` if none."""
-        value = await self._aio.call(self._value_sync, uri, context)
+        value = await self._aio.read(self._value_sync, uri, context)
         metadata: dict[str, str] = orjson.loads(value.partition(b"\n")[0])["metadata"]
         return metadata
 

@@ -256,13 +256,13 @@ class DurastateStepStore(StoreHolder):
 
     async def get_run(self, *, run_id: str) -> RunRecord | None:
         """The run's record, or ``None``."""
-        return await self._aio.call(self._get_run_sync, run_id)
+        return await self._aio.read(self._get_run_sync, run_id)
 
     async def list_runs(
         self, *, parent_run_id: str | None = None, conversation_id: str | None = None
     ) -> list[RunRecord]:
         """The runs matching both filters (``None``: any), by ``started_at``."""
-        return await self._aio.call(self._list_runs_sync, parent_run_id, conversation_id)
+        return await self._aio.read(self._list_runs_sync, parent_run_id, conversation_id)
 
     async def append_event(self, event: StepEvent) -> None:
         """Append ``event`` to its run's log, unless its ``idempotency_key`` is already there."""
@@ -270,7 +270,7 @@ class DurastateStepStore(StoreHolder):
 
     async def list_events(self, *, run_id: str) -> list[StepEvent]:
         """The run's events in append order."""
-        return await self._aio.call(self._list_events_sync, run_id)
+        return await self._aio.read(self._list_events_sync, run_id)
 
     async def save_snapshot(self, snapshot: ContinuableSnapshot) -> None:
         """Keep ``snapshot`` (unless its ``idempotency_key`` was saved or is below the high-water mark)."""
@@ -303,11 +303,11 @@ class DurastateStepStore(StoreHolder):
 
     async def get_tool_effect(self, *, run_id: str, tool_call_id: str) -> ToolEffectRecord | None:
         """The tool call's latest record, or ``None``."""
-        return await self._aio.call(self._get_tool_effect_sync, run_id, tool_call_id)
+        return await self._aio.read(self._get_tool_effect_sync, run_id, tool_call_id)
 
     async def list_unresolved_tool_effects(self, *, run_id: str) -> list[ToolEffectRecord]:
         """The run's tool calls whose latest record is ``started``."""
-        return await self._aio.call(self._unresolved_sync, run_id)
+        return await self._aio.read(self._unresolved_sync, run_id)
 
     # -- implementation ------------------------------------------------------------------
 
@@ -424,7 +424,7 @@ class DurastateStepStore(StoreHolder):
     async def _read_snapshots(
         self, run_id: Any, include_interrupted: Any, *, latest: bool
     ) -> list[ContinuableSnapshot]:
-        blobs, fetched = await self._aio.call(self._snapshot_blobs_sync, run_id, include_interrupted, latest)
+        blobs, fetched = await self._aio.read(self._snapshot_blobs_sync, run_id, include_interrupted, latest)
         return [await self._snapshot(run_id, blob, fetched) for blob in blobs]
 
     def _snapshot_blobs_sync(

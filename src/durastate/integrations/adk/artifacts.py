@@ -107,13 +107,13 @@ class DurastateArtifactService(StoreHolder, BaseArtifactService):
         version: int | None = None,
     ) -> types.Part | None:
         """The part saved as ``version`` (``None``: the latest), references followed; ``None`` if absent."""
-        return await self._aio.call(
+        return await self._aio.read(
             self._load, app_name, user_id, filename, session_id, version, artifact_util._MAX_ARTIFACT_REFERENCE_DEPTH
         )
 
     async def list_artifact_keys(self, *, app_name: str, user_id: str, session_id: str | None = None) -> list[str]:
         """The filenames of the session's and the user's artifacts, sorted."""
-        return await self._aio.call(self._keys, app_name, user_id, session_id)
+        return await self._aio.read(self._keys, app_name, user_id, session_id)
 
     async def delete_artifact(
         self, *, app_name: str, user_id: str, filename: str, session_id: str | None = None
@@ -125,13 +125,13 @@ class DurastateArtifactService(StoreHolder, BaseArtifactService):
         self, *, app_name: str, user_id: str, filename: str, session_id: str | None = None
     ) -> list[int]:
         """The artifact's version numbers, oldest first (``[]`` if none)."""
-        return [v.version for v in await self._aio.call(self._versions, app_name, user_id, filename, session_id)]
+        return [v.version for v in await self._aio.read(self._versions, app_name, user_id, filename, session_id)]
 
     async def list_artifact_versions(
         self, *, app_name: str, user_id: str, filename: str, session_id: str | None = None
     ) -> list[ArtifactVersion]:
         """Every version's ``ArtifactVersion``, oldest first."""
-        return await self._aio.call(self._versions, app_name, user_id, filename, session_id)
+        return await self._aio.read(self._versions, app_name, user_id, filename, session_id)
 
     async def get_artifact_version(
         self,
@@ -143,7 +143,7 @@ class DurastateArtifactService(StoreHolder, BaseArtifactService):
         version: int | None = None,
     ) -> ArtifactVersion | None:
         """One version's ``ArtifactVersion`` (``None``: the latest); ``None`` if absent."""
-        found = await self._aio.call(self._entry, app_name, user_id, filename, session_id, version)
+        found = await self._aio.read(self._entry, app_name, user_id, filename, session_id, version)
         return None if found is None else found[1]
 
     # -- addresses -----------------------------------------------------------------

@@ -193,7 +193,7 @@ class DurastateMemoryService(StoreHolder, BaseMemoryService):
         """At most ten memories, those sharing the most words with ``query`` first."""
         ns = self._namespace(app_name, user_id)
         query_words = _words(name("query", query))
-        found = await self._aio.call(self._search, ns, query_words)
+        found = await self._aio.read(self._search, ns, query_words)
         return SearchMemoryResponse(
             memories=[
                 MemoryEntry(

@@ -243,11 +243,11 @@ class DurastateSessionService(StoreHolder, BaseSessionService):
         config: GetSessionConfig | None = None,
     ) -> Session | None:
         """The session with its events (filtered by ``config``) and merged state; ``None`` if absent."""
-        return await self._aio.call(self._get, app_name, user_id, session_id, config)
+        return await self._aio.read(self._get, app_name, user_id, session_id, config)
 
     async def list_sessions(self, *, app_name: str, user_id: str | None = None) -> ListSessionsResponse:
         """The app's sessions (one user's, if given), without events, oldest update first."""
-        return await self._aio.call(self._list, app_name, user_id)
+        return await self._aio.read(self._list, app_name, user_id)
 
     async def delete_session(self, *, app_name: str, user_id: str, session_id: str) -> None:
         """Remove the session and its events (nothing happens if it is absent)."""
@@ -255,7 +255,7 @@ class DurastateSessionService(StoreHolder, BaseSessionService):
 
     async def get_user_state(self, *, app_name: str, user_id: str) -> dict[str, Any]:
         """The user-scoped state, keys without the ``user:`` prefix (``{}`` when there is none)."""
-        return await self._aio.call(self._user_state, app_name, user_id)
+        return await self._aio.read(self._user_state, app_name, user_id)
 
     async def append_event(self, session: Session, event: Event) -> Event:
         """Store ``event`` in ``session`` (``StaleSessionError`` if ``session`` is older than the stored one)."""

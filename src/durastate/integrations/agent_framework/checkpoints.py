@@ -149,11 +149,11 @@ class DurastateCheckpointStorage(StoreHolder):
 
     async def load(self, checkpoint_id: str) -> WorkflowCheckpoint:
         """The checkpoint with this id (a new copy); ``CheckpointNotFound`` if there is none."""
-        return await self._aio.call(self._load, checkpoint_id)
+        return await self._aio.read(self._load, checkpoint_id)
 
     async def list_checkpoints(self, *, workflow_name: str) -> list[WorkflowCheckpoint]:
         """Every checkpoint of ``workflow_name`` (copies), by checkpoint id."""
-        return await self._aio.call(self._list_checkpoints, workflow_name)
+        return await self._aio.read(self._list_checkpoints, workflow_name)
 
     async def delete(self, checkpoint_id: str) -> bool:
         """Remove the checkpoint; whether there was one."""
@@ -161,11 +161,11 @@ class DurastateCheckpointStorage(StoreHolder):
 
     async def get_latest(self, *, workflow_name: str) -> WorkflowCheckpoint | None:
         """The workflow's latest checkpoint by the framework's rule, or ``None`` when it has none."""
-        return await self._aio.call(self._get_latest, workflow_name)
+        return await self._aio.read(self._get_latest, workflow_name)
 
     async def list_checkpoint_ids(self, *, workflow_name: str) -> list[str]:
         """The ids of the workflow's checkpoints, by id."""
-        return await self._aio.call(self._list_checkpoint_ids, workflow_name)
+        return await self._aio.read(self._list_checkpoint_ids, workflow_name)
 
     # -- lifecycle -------------------------------------------------------------
 

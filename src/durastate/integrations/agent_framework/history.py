@@ -138,7 +138,7 @@ class DurastateHistoryProvider(StoreHolder, HistoryProvider):
         self, session_id: str | None, *, state: dict[str, Any] | None = None, **kwargs: Any
     ) -> list[Message]:
         """The session's stored messages, oldest first."""
-        return await self._aio.call(self._get_messages, session_id)
+        return await self._aio.read(self._get_messages, session_id)
 
     async def save_messages(
         self,

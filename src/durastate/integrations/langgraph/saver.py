@@ -719,7 +719,7 @@ class DurastateSaver(StoreBound, BaseCheckpointSaver[str]):
     # -- async: the sync methods, through the one async path (see ``_bound``) -----
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        return await self._aio.call(self.get_tuple, config)
+        return await self._aio.read(self.get_tuple, config)
 
     def alist(
         self,
@@ -736,7 +736,7 @@ class DurastateSaver(StoreBound, BaseCheckpointSaver[str]):
     ) -> Mapping[str, DeltaChannelHistory]:
         # LangGraph's default walks the parents with one aget_tuple each;
         # the sync walk in one call is one worker hop (PostgreSQL), not one per parent.
-        return await self._aio.call(self.get_delta_channel_history, config=config, channels=channels)
+        return await self._aio.read(self.get_delta_channel_history, config=config, channels=channels)
 
     async def aput(
         self,

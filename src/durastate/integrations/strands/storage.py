@@ -82,7 +82,7 @@ class DurastateStorage(StoreHolder):
 
     async def read(self, key: str) -> bytes | None:
         """The bytes under ``key``, or ``None``."""
-        return await self._aio.call(self._read, key)
+        return await self._aio.read(self._read, key)
 
     async def delete(self, key: str) -> None:
         """Remove ``key``; nothing happens if it is absent."""
@@ -90,7 +90,7 @@ class DurastateStorage(StoreHolder):
 
     async def list(self, query: str = "") -> builtins.list[str]:
         """The keys starting with ``query`` (relative to this view's namespace), sorted."""
-        return await self._aio.call(self._list, query)
+        return await self._aio.read(self._list, query)
 
     async def search(self, query: str) -> builtins.list[StorageSearchResult]:
         """Keys scored by the framework's keyword overlap with ``query``, best first."""
