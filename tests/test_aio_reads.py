@@ -24,7 +24,7 @@ import durastate
 from durastate import aio
 from durastate._aio import AsyncRunner
 from durastate.aio._facades import SPECS
-from durastate.engines.capabilities import Capabilities
+from durastate.engines.sqlite import CAPABILITIES
 from durastate.integrations._common import AsyncCalls
 
 Call = Callable[[Any], Awaitable[Any]]
@@ -209,19 +209,7 @@ def test_the_runner_reads_inline_where_the_engine_declares_it(
     """``inline_async_calls`` runs every call inline, ``inline_async_reads`` reads only, neither nothing."""
 
     class Declared:
-        capabilities = Capabilities(
-            returning=True,
-            upsert=True,
-            transactional_ddl=True,
-            triggers=False,
-            listen_notify=False,
-            advisory_locks=False,
-            reads_during_writes=True,
-            in_memory=False,
-            inline_async_calls=calls,
-            inline_async_reads=reads,
-            write_attempts=False,
-        )
+        capabilities = CAPABILITIES.replace(inline_async_calls=calls, inline_async_reads=reads)
 
         def no_wait_changes(self) -> int:
             return 0

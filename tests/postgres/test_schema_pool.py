@@ -172,14 +172,20 @@ def test_schemas_are_made_on_one_connection_which_is_replaced_when_lost(pg_base_
     assert not _schema_exists(pg_base_url, first) and not _schema_exists(pg_base_url, second)
 
 
+def schema_of_tables(base: str, count: int) -> str:
+    """A new schema holding ``count`` tables, each with a primary key; its name."""
+    url, schema = postgres_server.create_schema(base)
+    with psycopg.connect(url, autocommit=True) as conn:
+        for n in range(count):
+            conn.execute(f"CREATE TABLE many_{n} (id int PRIMARY KEY)")
+    return schema
+
+
 def test_a_schema_whose_drop_runs_out_of_locks_is_dropped_in_parts(
     pg_base_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A ``DROP SCHEMA ... CASCADE`` the server refuses for its full lock table (53200) is done table by table."""
-    url, schema = postgres_server.create_schema(pg_base_url)
-    with psycopg.connect(url, autocommit=True) as conn:
-        for n in range(5):
-            conn.execute(f"CREATE TABLE many_{n} (id int PRIMARY KEY)")
+    schema = schema_of_tables(pg_base_url, 5)
     monkeypatch.setattr(postgres_server, "DROP_PART", 2)  # three statements for five tables
     real = postgres_server._admin_execute
     refused: list[str] = []
@@ -202,10 +208,7 @@ def test_a_schema_of_many_relations_is_dropped_in_parts_from_the_start(
     pg_base_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Past ``DROP_AT_ONCE`` relations no ``DROP SCHEMA ... CASCADE`` of them all is tried: tables go in parts first."""
-    url, schema = postgres_server.create_schema(pg_base_url)
-    with psycopg.connect(url, autocommit=True) as conn:
-        for n in range(5):
-            conn.execute(f"CREATE TABLE many_{n} (id int PRIMARY KEY)")  # 10 relations: the table and its key
+    schema = schema_of_tables(pg_base_url, 5)  # 10 relations: each table and its key
     monkeypatch.setattr(postgres_server, "DROP_AT_ONCE", 9)
     monkeypatch.setattr(postgres_server, "DROP_PART", 2)
     parts: list[int] = []
@@ -221,9 +224,7 @@ def test_a_schema_of_many_relations_is_dropped_in_parts_from_the_start(
     assert parts == [5], "dropped in parts while its five tables were all there"
     assert not _schema_exists(pg_base_url, schema)
 
-    small_url, small = postgres_server.create_schema(pg_base_url)
-    with psycopg.connect(small_url, autocommit=True) as conn:
-        conn.execute("CREATE TABLE few (id int PRIMARY KEY)")
+    small = schema_of_tables(pg_base_url, 1)
     postgres_server.drop_schema(pg_base_url, small)
     assert parts == [5], "a schema within DROP_AT_ONCE is dropped in one statement"
     assert not _schema_exists(pg_base_url, small)
