@@ -244,3 +244,28 @@ def test_the_suites_read_guard_fails_a_declared_read_that_writes(tmp_path: Path)
     finally:
         calls.close()
         store.close()
+
+
+def test_the_a2_adapters_reads_run_inline_at_full_durability(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``compat.a2``'s reads (``read``, ``read_state``, ``inspect``'s listings) inline; its ``append`` on a worker."""
+    from durastate.compat.a2 import A2Store
+
+    filled(tmp_path / "s.db", "full")
+    store = durastate.open(tmp_path / "s.db", durability="full")
+    a2 = A2Store(store)
+    handed = no_hand_off(monkeypatch)
+
+    async def main() -> None:
+        assert [event.index for event in await a2.read("e")] == [1]
+        await a2.read_state("e", "reducer")
+        assert [s.session_id for s in (await a2.inspect.list_sessions(prefix="", limit=10)).sessions] == ["e"]
+        await a2.inspect.read_events("e", after_index=0, limit=10)
+        await a2.inspect.list_snapshots("e")
+        with pytest.raises(AssertionError, match="handed to a worker"):
+            await a2.append("e", [{"type": "t"}])
+
+    try:
+        asyncio.run(main())
+    finally:
+        store.close()
+    assert handed == ["append"]

@@ -368,9 +368,12 @@ class A2Store:
         self.presence = _PresenceApi(self)
         self.inspect = _InspectApi(self)
 
-    async def _call(self, fn: Callable[..., T], *args: Any, _undo: Undo | None = None, **kwargs: Any) -> T:
+    async def _call(
+        self, fn: Callable[..., T], *args: Any, _undo: Undo | None = None, _reads: bool = False, **kwargs: Any
+    ) -> T:
+        """``fn(*args, **kwargs)`` through the runner; ``_reads``: ``fn`` never writes (inline at durability="full")."""
         try:
-            return await self._runner.call(fn, args, kwargs, _undo)
+            return await self._runner.call(fn, args, kwargs, _undo, reads=_reads)
         except DurastateError as exc:
             _raise_as_seed(exc)
 
@@ -383,7 +386,7 @@ class A2Store:
     async def read(
         self, session_id: str, after_index: int | None = None, through_index: int | None = None
     ) -> tuple[StoredEvent, ...]:
-        rows = await self._call(self._events.read, session_id, after_index, through_index)
+        rows = await self._call(self._events.read, session_id, after_index, through_index, _reads=True)
         return tuple(_stored(e) for e in rows)
 
     async def claim_available(
@@ -436,7 +439,7 @@ class A2Store:
             # The seed checks the attempt before it looks at the events: a
             # stale attempt is superseded even if its events are malformed.
             try:
-                stale = await self._call(self._stale_attempt, session_id, index, attempt)
+                stale = await self._call(self._stale_attempt, session_id, index, attempt, _reads=True)
             except TypeError:
                 stale = False
             if stale:
@@ -465,7 +468,9 @@ class A2Store:
         return result
 
     async def read_state(self, session_id: str, reducer_name: str) -> StateRead:
-        snapshot, events = await self._call(self._events._brief_state, session_id, reducer_name, _brief_event)
+        snapshot, events = await self._call(
+            self._events._brief_state, session_id, reducer_name, _brief_event, _reads=True
+        )
         return StateRead(snapshot, tuple(events))
 
     async def put_snapshot(self, session_id: str, reducer_name: str, index: int, state: Any) -> None:
@@ -532,9 +537,9 @@ class _InspectApi:
     async def list_sessions(self, *, prefix: str, limit: int, cursor: str | None = None) -> SessionList:
         if limit == 0 and type(limit) is int:
             # The seed answers an empty page (no cursor); the arguments are still checked.
-            await self._owner._call(self._owner._events.list_sessions, prefix, 1, cursor)
+            await self._owner._call(self._owner._events.list_sessions, prefix, 1, cursor, _reads=True)
             return SessionList((), None)
-        page = await self._owner._call(self._owner._events.list_sessions, prefix, limit, cursor)
+        page = await self._owner._call(self._owner._events.list_sessions, prefix, limit, cursor, _reads=True)
         return SessionList(
             tuple(
                 SessionSummary(
@@ -555,11 +560,13 @@ class _InspectApi:
     async def read_events(
         self, session_id: str, *, after_index: int, limit: int, through_index: int | None = None
     ) -> EventPage:
-        page = await self._owner._call(self._owner._events.read_events, session_id, after_index, limit, through_index)
+        page = await self._owner._call(
+            self._owner._events.read_events, session_id, after_index, limit, through_index, _reads=True
+        )
         return EventPage(tuple(_stored(e) for e in page.events), page.through_index)
 
     async def list_snapshots(self, session_id: str) -> tuple[SnapshotInfo, ...]:
-        infos = await self._owner._call(self._owner._events.list_snapshots, session_id)
+        infos = await self._owner._call(self._owner._events.list_snapshots, session_id, _reads=True)
         return tuple(SnapshotInfo(i.reducer_name, i.index, _dt(i.updated_at)) for i in infos)
 
 
