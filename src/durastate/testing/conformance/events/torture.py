@@ -41,6 +41,11 @@ TORTURE_MAX_FAILURES = 3
 
 TORTURE_KILLS = 8
 
+# Each kill lands once the workers have completed a random number of events below this: fewer than the lane
+# events (10 sessions x 8) and their children, which always complete, so work always remains at a kill, however
+# fast the engine (kills timed by the clock found the work done before the first one on a fast machine).
+TORTURE_KILL_BEFORE = 150
+
 
 TORTURE_DEADLINE = 120.0
 
@@ -76,6 +81,11 @@ def _torture_worker(url: str, holder: str, seed: int) -> None:
                     store.kv.incr(b"torture", b"", e.id.encode(), 1)
 
 
+def _completed(store: durastate.Store) -> int:
+    """How many events the torture workers have completed (a counter each, incremented with the completion)."""
+    return len(store.kv.counters(b"torture", b"", limit=TORTURE_SESSIONS * TORTURE_EVENTS * 2))
+
+
 class TestEventsTorture:
     @pytest.mark.multiprocess
     def test_workers_killed_at_random_lose_and_duplicate_nothing(
@@ -105,30 +115,32 @@ class TestEventsTorture:
             proc.start()
             procs[slot] = proc
 
+        marks = sorted(rng.randrange(1, TORTURE_KILL_BEFORE) for _ in range(TORTURE_KILLS))
+        watcher = open_shared()
         try:
             for slot in range(4):
                 start(slot)
             kills = 0
             deadline = time.monotonic() + TORTURE_DEADLINE
-            finished = False
-            while kills < TORTURE_KILLS and not finished and time.monotonic() < deadline:
+            for mark in marks:
                 slot = rng.randrange(4)
                 victim = procs[slot]
-                victim.join(timeout=rng.uniform(0.02, 0.2))  # let it work a random while
-                if victim.is_alive():
-                    os.kill(victim.pid, signal.SIGKILL)
-                    victim.join(timeout=30)
-                if victim.exitcode == -signal.SIGKILL:
-                    kills += 1
-                    start(slot)
-                else:  # it ended on its own: the work is done (or it failed, checked below)
-                    finished = True
-            assert kills >= 1, "no worker was killed while there was work: make the work bigger"
+                # Until the workers have completed `mark` events (each completion counted in the same commit).
+                while victim.is_alive() and _completed(watcher) < mark and time.monotonic() < deadline:
+                    victim.join(timeout=0.005)  # a look at the count every 5 ms, or at once if the victim ends
+                if not victim.is_alive():
+                    break  # it ended on its own before the last kill: it failed (its exit code is checked below)
+                os.kill(victim.pid, signal.SIGKILL)
+                victim.join(timeout=30)
+                kills += 1
+                start(slot)
             for proc in procs.values():
                 proc.join(timeout=max(1.0, deadline - time.monotonic()))
                 assert not proc.is_alive(), "a torture worker did not finish in time"
                 assert proc.exitcode == 0, f"a torture worker failed with exit code {proc.exitcode}"
+            assert kills == TORTURE_KILLS, f"{kills} of {TORTURE_KILLS} kills landed while work remained"
         finally:
+            watcher.close()
             for proc in procs.values():
                 if proc.is_alive():
                     proc.kill()
