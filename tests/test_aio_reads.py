@@ -269,3 +269,26 @@ def test_the_a2_adapters_reads_run_inline_at_full_durability(tmp_path: Path, mon
     finally:
         store.close()
     assert handed == ["append"]
+
+
+def test_a_read_on_the_loop_sees_the_write_a_worker_just_committed(tmp_path: Path) -> None:
+    """At ``durability="full"`` writes commit on workers, reads run on the loop's own connection: each read sees
+    the write awaited before it, also while an iterator on the loop's connection is half consumed."""
+
+    async def main() -> list[int]:
+        store = await aio.open(tmp_path / "s.db", durability="full")
+        try:
+            await store.kv.put_many(b"s", b"n", [(b"k%05d" % i, b"v") for i in range(1500)])  # pages of the scan
+            scan = store.kv.scan(b"s", b"n")
+            await anext(scan)
+            stale = []
+            for i in range(50):
+                await store.kv.put(b"s", b"m", b"k", b"%d" % i)
+                if await store.kv.get(b"s", b"m", b"k") != b"%d" % i:
+                    stale.append(i)
+                await anext(scan)
+            return stale
+        finally:
+            await store.close()
+
+    assert asyncio.run(main()) == []
