@@ -201,7 +201,7 @@ def test_integration_reads_run_inline_at_full_durability(tmp_path: Path, monkeyp
 
 @pytest.mark.parametrize(
     ("calls", "reads", "inline", "inline_reads"),
-    [(True, True, True, True), (False, True, False, True), (False, False, False, False)],
+    [(True, True, True, True), (True, False, True, True), (False, True, False, True), (False, False, False, False)],
 )
 def test_the_runner_reads_inline_where_the_engine_declares_it(
     calls: bool, reads: bool, inline: bool, inline_reads: bool
