@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 import multiprocessing
+import multiprocessing.connection
 import os
 import random
 import signal
@@ -41,24 +42,30 @@ TORTURE_MAX_FAILURES = 3
 
 TORTURE_KILLS = 8
 
-# Each kill lands once the workers have completed a random number of events below this: fewer than the lane
-# events (10 sessions x 8) and their children, which always complete, so work always remains at a kill, however
-# fast the engine (kills timed by the clock found the work done before the first one on a fast machine).
-TORTURE_KILL_BEFORE = 150
+# A dying worker kills itself (SIGKILL) at a random one of its first TORTURE_DIE_WITHIN events: holding its claims,
+# or inside the completion's transaction before its COMMIT. Chosen by the worker, not timed by the test, so every
+# kill lands while work remains however fast the engine or busy the machine (kills timed by the test's clock found
+# the work done before them). TORTURE_KILLS x TORTURE_DIE_WITHIN stays below the lane events and their children
+# (160), which always complete: work always remains for every dying worker.
+TORTURE_DIE_WITHIN = 12
 
 
 TORTURE_DEADLINE = 120.0
 
 
-def _torture_worker(url: str, holder: str, seed: int) -> None:
+def _torture_worker(url: str, holder: str, seed: int, dies: bool) -> None:
     """Claim across sessions; complete (with a child for root events) or fail.
 
     Completion and its effect (a counter per event) commit together, so the
     counter says how many times an event's processing was committed. Lane
     events and children are never failed (a dead lane head would block its
-    lane for good). Exits when no session has pending work.
+    lane for good). Exits when no session has pending work; a worker that
+    ``dies`` kills itself first (see ``TORTURE_DIE_WITHIN``).
     """
     rng = random.Random(seed)
+    die_at = rng.randrange(TORTURE_DIE_WITHIN) if dies else -1
+    die_committing = rng.random() < 0.5  # else holding its claims, before the event's completion
+    handled = 0
     store = durastate.open(url, busy_timeout=20.0)
     events = store.events
     while True:
@@ -70,8 +77,12 @@ def _torture_worker(url: str, holder: str, seed: int) -> None:
             store.engine.wait_for_change("torture", 0.02)
             continue
         for e in claimed:
-            may_fail = e.lane is None and e.type == "root"
-            if may_fail and rng.random() < 0.3:
+            dying = handled == die_at
+            handled += 1
+            fails = e.lane is None and e.type == "root" and rng.random() < 0.3
+            if dying and (fails or not die_committing):
+                os.kill(os.getpid(), signal.SIGKILL)  # holding its claims
+            if fails:
                 events.fail_attempt(e.session_id, e.index, e.attempt_count, f"by {holder}", TORTURE_MAX_FAILURES)
                 continue
             children = [{"type": "child", "payload": e.index, "id": f"{e.id}/child"}] if e.type == "root" else []
@@ -79,11 +90,8 @@ def _torture_worker(url: str, holder: str, seed: int) -> None:
                 result = events.complete_attempt(e.session_id, e.index, e.attempt_count, children)
                 if result.outcome == "completed":
                     store.kv.incr(b"torture", b"", e.id.encode(), 1)
-
-
-def _completed(store: durastate.Store) -> int:
-    """How many events the torture workers have completed (a counter each, incremented with the completion)."""
-    return len(store.kv.counters(b"torture", b"", limit=TORTURE_SESSIONS * TORTURE_EVENTS * 2))
+                if dying:
+                    os.kill(os.getpid(), signal.SIGKILL)  # before the COMMIT
 
 
 class TestEventsTorture:
@@ -104,43 +112,43 @@ class TestEventsTorture:
         finally:
             setup.close()
         ctx = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn")
-        rng = random.Random(1234)
         procs: dict[int, Any] = {}
         spawned = 0
 
         def start(slot: int) -> None:
+            # The first TORTURE_KILLS workers die (one at a time per slot, each replaced at its death), the rest finish.
             nonlocal spawned
             spawned += 1
-            proc = ctx.Process(target=_torture_worker, args=(shared_url, f"w{slot}-{spawned}", spawned), daemon=True)  # type: ignore[attr-defined]
+            dies = spawned <= TORTURE_KILLS
+            proc = ctx.Process(  # type: ignore[attr-defined]
+                target=_torture_worker, args=(shared_url, f"w{slot}-{spawned}", spawned, dies), daemon=True
+            )
             proc.start()
             procs[slot] = proc
 
-        marks = sorted(rng.randrange(1, TORTURE_KILL_BEFORE) for _ in range(TORTURE_KILLS))
-        watcher = open_shared()
         try:
             for slot in range(4):
                 start(slot)
             kills = 0
             deadline = time.monotonic() + TORTURE_DEADLINE
-            for mark in marks:
-                slot = rng.randrange(4)
-                victim = procs[slot]
-                # Until the workers have completed `mark` events (each completion counted in the same commit).
-                while victim.is_alive() and _completed(watcher) < mark and time.monotonic() < deadline:
-                    victim.join(timeout=0.005)  # a look at the count every 5 ms, or at once if the victim ends
-                if not victim.is_alive():
-                    break  # it ended on its own before the last kill: it failed (its exit code is checked below)
-                os.kill(victim.pid, signal.SIGKILL)
-                victim.join(timeout=30)
-                kills += 1
-                start(slot)
+            while kills < TORTURE_KILLS and time.monotonic() < deadline:
+                ended = multiprocessing.connection.wait(
+                    [proc.sentinel for proc in procs.values()], timeout=deadline - time.monotonic()
+                )
+                for slot, proc in list(procs.items()):
+                    if proc.sentinel in ended:
+                        proc.join()
+                        assert proc.exitcode == -signal.SIGKILL, (
+                            f"a dying torture worker ended with exit code {proc.exitcode} before it killed itself"
+                        )
+                        kills += 1
+                        start(slot)
+            assert kills == TORTURE_KILLS, f"{kills} of {TORTURE_KILLS} workers killed themselves in time"
             for proc in procs.values():
                 proc.join(timeout=max(1.0, deadline - time.monotonic()))
                 assert not proc.is_alive(), "a torture worker did not finish in time"
                 assert proc.exitcode == 0, f"a torture worker failed with exit code {proc.exitcode}"
-            assert kills == TORTURE_KILLS, f"{kills} of {TORTURE_KILLS} kills landed while work remained"
         finally:
-            watcher.close()
             for proc in procs.values():
                 if proc.is_alive():
                     proc.kill()
