@@ -86,7 +86,7 @@ class Method:
     wrap: str | None = None
     # WAIT: watch(sync_facet, *args, **kwargs), the ChangeWatch the sync method's own wait registers (required).
     watch: Callable[..., ChangeWatch] | None = None
-    # WAIT: look_again_at(sync_facet, watch, deadline, *args, **kwargs), run on a worker after an empty try
+    # WAIT: look_again_at(sync_facet, watch, deadline, *args, **kwargs), a read run after an empty try
     # when the watch is reliable: the time.monotonic() to try again at unless woken (None: at the deadline).
     look_again_at: Callable[..., float] | None = None
     # STREAM: tail(sync_facet, *args, **kwargs), the sync stream's Tail for the same arguments (required).
@@ -442,7 +442,7 @@ def _make_wait(
                 look_at = deadline
                 if look_again_at is not None and watch.reliable:  # a polling watch looks again anyway
                     look_at = await runner_for(self._runner).call(
-                        look_again_at, (self._sync, watch, deadline, *args), kwargs
+                        look_again_at, (self._sync, watch, deadline, *args), kwargs, reads=True
                     )
                 if not await watch.wait_until_async(look_at) and look_at >= deadline:
                     return None
