@@ -168,7 +168,7 @@ async def to_the_end(awaitable: Coroutine[Any, Any, T]) -> T:
     uncontended SQLite write at ``durability="normal"``) cannot be
     cancelled and needs nothing more. Only one that suspends (a worker's
     call) is carried on in a task of its own, which the caller's
-    cancellation does not reach: a task a call cost ~9 us of CPU.
+    cancellation does not reach (a task costs a call ~9 us of CPU).
     """
     try:
         yielded = awaitable.send(None)
