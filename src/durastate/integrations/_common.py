@@ -20,18 +20,17 @@ the write lock (the loop never waits on it); on PostgreSQL and ``memory:`` on
 worker threads. Four ways in, chosen per method by what the sync method
 does:
 
-* ``read(fn, *args)``: for a method that never writes. As ``call``, and
-  inline on a SQLite file at ``durability="full"`` too, where ``call``
-  runs on a worker (a commit's fsync must not stall the loop; a read
-  commits nothing). A method that may write, even rarely (an upkeep in
-  passing), goes through ``call``.
-
 * ``call(fn, *args)``: for a method that changes nothing, or whose changes
   are one statement or one transaction of its own with nothing changed
   before it (SQLite then refuses it with BUSY before it changed anything,
   so it can be run again on a worker). Never for a method making two
   changes outside one transaction: a BUSY on the second, after the first
   committed, cannot be handed off and would reach the caller.
+* ``read(fn, *args)``: for a method that never writes. As ``call``, and
+  inline on a SQLite file at ``durability="full"`` too, where ``call``
+  runs on a worker (a commit's fsync must not stall the loop; a read
+  commits nothing). A method that may write, even rarely (an upkeep in
+  passing), goes through ``call``.
 * ``transact(fn, *args)``: ``fn(*args)`` inside one transaction
   (``AsyncStore.transact``): always safe inline (``BEGIN IMMEDIATE`` is
   refused before ``fn`` runs), and a caller cancelled before the commit
@@ -41,7 +40,7 @@ does:
   outer ``BEGIN``/``COMMIT`` and a savepoint for the inner one).
 * ``iterate(make)``: ``make()`` returns a sync paging iterator; the result
   is an async generator over it (``durastate.aio``'s ``PagedIterator``: each
-  step inline on SQLite, batches of items per worker hop elsewhere).
+  step a read, inline on SQLite, batches of items per worker hop elsewhere).
 
 ``to_the_end(awaitable)`` is for frameworks whose contract says a mutation
 is carried to its end even if its caller is cancelled (the OpenAI Agents
