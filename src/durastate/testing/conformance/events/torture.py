@@ -45,8 +45,8 @@ TORTURE_KILLS = 8
 # A dying worker kills itself (SIGKILL) at a random one of its first TORTURE_DIE_WITHIN events: holding its claims,
 # or inside the completion's transaction before its COMMIT. Chosen by the worker, not timed by the test, so every
 # kill lands while work remains however fast the engine or busy the machine (kills timed by the test's clock found
-# the work done before them). TORTURE_KILLS x TORTURE_DIE_WITHIN stays below the lane events and their children
-# (160), which always complete: work always remains for every dying worker.
+# the work done before them). The dying workers run alone, and TORTURE_KILLS x TORTURE_DIE_WITHIN stays below the
+# lane events and their children (160), which always complete: work always remains for every dying worker.
 TORTURE_DIE_WITHIN = 12
 
 
@@ -112,14 +112,12 @@ class TestEventsTorture:
         finally:
             setup.close()
         ctx = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn")
-        procs: dict[int, Any] = {}
+        procs: dict[int, Any] = {}  # by slot: the worker running there now (the dying ones' slots emptied)
         spawned = 0
 
-        def start(slot: int) -> None:
-            # The first TORTURE_KILLS workers die (one at a time per slot, each replaced at its death), the rest finish.
+        def start(slot: int, dies: bool) -> None:
             nonlocal spawned
             spawned += 1
-            dies = spawned <= TORTURE_KILLS
             proc = ctx.Process(  # type: ignore[attr-defined]
                 target=_torture_worker, args=(shared_url, f"w{slot}-{spawned}", spawned, dies), daemon=True
             )
@@ -127,11 +125,14 @@ class TestEventsTorture:
             procs[slot] = proc
 
         try:
+            # First only dying workers, TORTURE_KILLS of them, at most four at a time: together they handle fewer
+            # events than always remain, so each dies with work left, however the machine schedules them. Then
+            # four that finish the work.
             for slot in range(4):
-                start(slot)
+                start(slot, True)
             kills = 0
             deadline = time.monotonic() + TORTURE_DEADLINE
-            while kills < TORTURE_KILLS and time.monotonic() < deadline:
+            while procs and time.monotonic() < deadline:
                 ended = multiprocessing.connection.wait(
                     [proc.sentinel for proc in procs.values()], timeout=deadline - time.monotonic()
                 )
@@ -142,8 +143,12 @@ class TestEventsTorture:
                             f"a dying torture worker ended with exit code {proc.exitcode} before it killed itself"
                         )
                         kills += 1
-                        start(slot)
+                        del procs[slot]
+                        if spawned < TORTURE_KILLS:
+                            start(slot, True)
             assert kills == TORTURE_KILLS, f"{kills} of {TORTURE_KILLS} workers killed themselves in time"
+            for slot in range(4):
+                start(slot, False)
             for proc in procs.values():
                 proc.join(timeout=max(1.0, deadline - time.monotonic()))
                 assert not proc.is_alive(), "a torture worker did not finish in time"
