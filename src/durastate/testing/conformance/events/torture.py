@@ -10,6 +10,7 @@ import multiprocessing.connection
 import os
 import random
 import signal
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -42,12 +43,15 @@ TORTURE_MAX_FAILURES = 3
 
 TORTURE_KILLS = 8
 
-# A dying worker kills itself (SIGKILL) at a random one of its first TORTURE_DIE_WITHIN events: holding its claims,
-# or inside the completion's transaction before its COMMIT. Chosen by the worker, not timed by the test, so every
-# kill lands while work remains however fast the engine or busy the machine (kills timed by the test's clock found
-# the work done before them). The dying workers run alone, and TORTURE_KILLS x TORTURE_DIE_WITHIN stays below the
-# lane events and their children (160), which always complete: work always remains for every dying worker.
+# A dying worker is killed (SIGKILL) by a thread of its own at a random moment up to TORTURE_DIE_AFTER seconds after
+# its first claim (at any instruction: inside a statement, a COMMIT, between calls), and at the latest when it
+# reaches a random one of its first TORTURE_DIE_WITHIN events (holding its claims, or inside the completion's
+# transaction before its COMMIT), should the machine starve the thread. Chosen by the worker, not timed by the test,
+# so every kill lands while work remains however fast the engine or busy the machine (kills timed by the test's
+# clock found the work done before them). The dying workers run alone, and TORTURE_KILLS x TORTURE_DIE_WITHIN stays
+# below the lane events and their children (160), which always complete: work always remains for each of them.
 TORTURE_DIE_WITHIN = 12
+TORTURE_DIE_AFTER = 0.01
 
 
 TORTURE_DEADLINE = 120.0
@@ -65,11 +69,16 @@ def _torture_worker(url: str, holder: str, seed: int, dies: bool) -> None:
     rng = random.Random(seed)
     die_at = rng.randrange(TORTURE_DIE_WITHIN) if dies else -1
     die_committing = rng.random() < 0.5  # else holding its claims, before the event's completion
+    killer: threading.Timer | None = None
     handled = 0
     store = durastate.open(url, busy_timeout=20.0)
     events = store.events
     while True:
         claimed = events.claim_any(holder, ttl_ms=TORTURE_TTL_MS, limit=2)
+        if claimed and dies and killer is None:
+            killer = threading.Timer(rng.uniform(0, TORTURE_DIE_AFTER), os.kill, (os.getpid(), signal.SIGKILL))
+            killer.daemon = True
+            killer.start()
         if not claimed:
             pending = sum(s.pending_count for s in events.list_sessions(limit=1000).sessions)
             if pending == 0:
