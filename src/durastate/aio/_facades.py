@@ -74,8 +74,9 @@ def reads(*names: str) -> dict[str, Method]:
 # Reads of ScopedKV and KV alike (KV's take the scope first).
 KV_READS = reads("get", "get_many", "counter", "counters", "log_keys", "namespaces")
 
-# Per facet (durastate.facets.FACETS, by name): its methods that are not plain calls that may write. A read
-# declared here is one no path of writes through: presence.read is not one (it sweeps expired rows in passing).
+# Per facet (durastate.facets.FACETS, by name): its methods that are not plain calls (which may write). A method
+# declared a read has no path that writes: presence.read is not one (it sweeps expired rows in passing), nor are
+# claims and pops. tests/test_aio_reads.py calls every one declared here.
 FACET_METHODS: dict[str, dict[str, Method]] = {
     "kv": {
         **KV_READS,
