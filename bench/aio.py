@@ -41,7 +41,9 @@
 6. **A worker hop** (no target): the process CPU time one call on a worker
    thread costs (``AsyncRunner.on_thread`` of a no-op, 200 coroutines on
    10 workers), and how much of it the loop's thread spends: what every
-   PostgreSQL (and ``memory:``) call pays on top of the sync call.
+   PostgreSQL (and ``memory:``) call pays on top of the sync call; then
+   the latency of one hop for a coroutine that awaits its calls one after
+   another, beside a bare asyncio thread hop (the floor).
 
 Sections 4 and 5 time call by call like section 1 (contenders take turns,
 order swapped every call, median call per round, median of the per-round
@@ -331,7 +333,61 @@ async def hop(coroutines: int = 200, calls: int = 50, rounds: int = 5) -> bool:
         f"process CPU per call {statistics.median(per_call) * 1e6:.1f} us ({min(per_call) * 1e6:.1f}-"
         f"{max(per_call) * 1e6:.1f}), of it on the loop's thread {statistics.median(on_loop) * 1e6:.1f} us"
     )
+    await sequential_hop()
     return True
+
+
+async def sequential_hop(calls: int = 3000, rounds: int = 5) -> None:
+    """Latency of one hop when one coroutine awaits its calls one after another (an agent's turn, a graph step).
+
+    Each call is timed on both sides of the thread boundary: from the call to the worker starting it
+    ("there"), from its end to the coroutine resuming ("back"). Beside it, the floor any thread hop on
+    asyncio pays: a bare thread taking work from a ``queue.SimpleQueue`` and answering with
+    ``loop.call_soon_threadsafe(future.set_result, ...)``. Rounds alternate the two; medians of each
+    round's median.
+    """
+    import queue
+    import threading
+
+    from durastate._aio import AsyncRunner
+
+    loop = asyncio.get_running_loop()
+    runner = AsyncRunner(workers=10, name="bench-hop-1")
+    inbox: queue.SimpleQueue[asyncio.Future[float] | None] = queue.SimpleQueue()
+
+    def bare_worker() -> None:
+        while (future := inbox.get()) is not None:
+            loop.call_soon_threadsafe(future.set_result, time.perf_counter())
+
+    bare = threading.Thread(target=bare_worker, daemon=True)
+    bare.start()
+
+    async def runner_hop() -> float:
+        return await runner.on_thread(time.perf_counter, (), {})
+
+    async def bare_hop() -> float:
+        future: asyncio.Future[float] = loop.create_future()
+        inbox.put(future)
+        return await future
+
+    medians: dict[str, list[tuple[float, float]]] = {"durastate": [], "bare asyncio": []}
+    for _round in range(rounds + 1):  # the first round warms up
+        for name, one_hop in (("durastate", runner_hop), ("bare asyncio", bare_hop)):
+            there, back = [], []
+            for _ in range(calls):
+                start = time.perf_counter()
+                ran = await one_hop()
+                there.append(ran - start)
+                back.append(time.perf_counter() - ran)
+            if _round:
+                medians[name].append((statistics.median(there), statistics.median(back)))
+    inbox.put(None)
+    runner.close()
+    print(f"   one coroutine, {calls} calls one after another, {rounds} rounds: median us there + back")
+    for name, rows in medians.items():
+        there_us = statistics.median(row[0] for row in rows) * 1e6
+        back_us = statistics.median(row[1] for row in rows) * 1e6
+        print(f"   {name:13s} {there_us:6.1f} + {back_us:6.1f} = {there_us + back_us:6.1f} us")
 
 
 A2_TARGET = 1.2

@@ -292,3 +292,47 @@ def test_a_read_on_the_loop_sees_the_write_a_worker_just_committed(tmp_path: Pat
             await store.close()
 
     assert asyncio.run(main()) == []
+
+
+def test_the_pi_durable_adapters_reads_run_inline_at_full_durability(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``compat.pi_durable``'s lookups and scans inline at ``durability="full"``; ``commit`` and ``mint_id`` on a
+    worker (they write)."""
+    from durastate.compat.pi_durable import SqliteStorage, StorageRequestError
+
+    filled(tmp_path / "s.db", "full")
+    store = durastate.open(tmp_path / "s.db", durability="full")
+    storage = SqliteStorage(store, AsyncRunner(store.engine, name="pi-durable-test"))
+    reads: list[Callable[[], Awaitable[Any]]] = [
+        lambda: storage.conversation(1),
+        lambda: storage.scan_conversations({}, 5),
+        lambda: storage.entry(1),
+        lambda: storage.entry(1, 1),
+        lambda: storage.find_latest_head_marker(1),
+        lambda: storage.scan_entries({"conversationId": 1}, 5),
+        lambda: storage.task(1),
+        lambda: storage.scan_tasks({}, 5),
+        lambda: storage.submission(1),
+        lambda: storage.scan_submissions({}, 5),
+        lambda: storage.submission_by_request(1, "r"),
+        lambda: storage.find_document({"scope": {}, "kind": "k"}, "current"),
+        lambda: storage.document(1, "current"),
+        lambda: storage.scan_documents({"scope": {}}, 5),
+    ]
+    handed = no_hand_off(monkeypatch)
+
+    async def main() -> None:
+        for read in reads:
+            try:
+                await read()
+            except StorageRequestError:
+                pass  # a read that found nothing to read (an unknown conversation): it ran, inline
+        with pytest.raises(AssertionError, match="handed to a worker"):
+            await storage.mint_id()
+
+    try:
+        asyncio.run(main())
+    finally:
+        store.close()
+    assert handed == ["mint_id"]

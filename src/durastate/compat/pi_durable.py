@@ -13,7 +13,8 @@ then the seed's async methods with the seed's call shapes (every read and
 
 All logic lives in ``durastate.records`` (the ``store.records`` facet); this
 module only runs it through ``durastate._aio.AsyncRunner`` (inline on the
-loop's thread for a SQLite file, on a pool thread when the file is locked or
+loop's thread for a SQLite file, only the reads at ``durability="full"``,
+whose commits wait for the disk; on a pool thread when the file is locked or
 for other engines; no transaction ever spans an ``await``; ``close()`` waits
 until no pool thread is inside a call, cancelled ones included) and maps
 errors to the seed's:
@@ -207,13 +208,18 @@ class SqliteStorage:
     # -- plumbing ------------------------------------------------------------------
 
     async def _call(self, commit: bool, fn: Callable[..., T], *args: Any) -> T:
-        """Run one facet call on the pool; close() waits for it."""
+        """Run one facet call (``commit``: one that writes) on the pool; close() waits for it.
+
+        A call that only reads (``commit`` false: every lookup and scan) is
+        declared a read, so it runs inline on the loop's thread at
+        ``durability="full"`` too (``AsyncRunner.call(reads=True)``).
+        """
         if self._closed:
             raise _closed()
         self._in_flight += 1
         try:
             # call(), not run(): one coroutine frame fewer on every call.
-            return await self._runner.call(fn, args, {})
+            return await self._runner.call(fn, args, {}, reads=not commit)
         except StoreClosed as exc:
             raise _closed() from exc
         except StoreUnavailable as exc:
