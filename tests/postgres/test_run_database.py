@@ -98,3 +98,19 @@ def test_a_role_that_cannot_create_databases_keeps_the_given_one(pg_base_url: st
     finally:
         with psycopg.connect(pg_base_url, autocommit=True) as conn:
             conn.execute(f'DROP ROLE "{role}"')
+
+
+def test_dropping_the_run_database_leaves_its_schema_pools_nothing_to_drop_at_exit(source: str) -> None:
+    """A run in one process drops its database in ``pytest_unconfigure``, before the schema pools' ``close`` at exit:
+    the pools on it are let go first, or each ``close`` connects to the dropped database and fails."""
+    run_url, reason = postgres_server.run_database(source)
+    assert reason == ""
+    pool = postgres_server.schema_pool(run_url)
+    url, schema = pool.take()
+    pool.give_back(url, schema)  # a spare schema and the template now held
+    assert postgres_server.schema_pool(run_url) is pool
+    postgres_server.drop_run_database(source, run_url)
+    pool.close()  # what atexit runs: nothing left to drop, no connection made
+    assert run_url not in postgres_server._admin_connections
+    assert postgres_server.schema_pool(run_url) is not pool  # a later one starts afresh
+    postgres_server._pools.pop((run_url, False)).discard()

@@ -178,8 +178,26 @@ def drop_run_database(base_url: str, run_url: str) -> None:
     name = urlsplit(run_url).path.strip("/")
     if not name.startswith(RUN_DATABASE_PREFIX):
         return
+    _forget_database(run_url)
     with psycopg.connect(base_url, autocommit=True) as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def _forget_database(url: str) -> None:
+    """This process's schema pools and admin connection on ``url``, let go before its database is dropped.
+
+    Their schemas go with the database. Without this a run in one process
+    (no xdist workers, whose pools close when they exit) dropped the
+    database in ``pytest_unconfigure`` and then, at exit, each pool's
+    ``close`` connected to it again to drop schemas that no longer
+    existed: "Exception ignored in atexit callback" and a connection error
+    at the end of every such run.
+    """
+    for key in [key for key in _pools if key[0] == url]:
+        _pools.pop(key).discard()
+    conn = _admin_connections.pop(url, None)
+    if conn is not None and _admin_pid == os.getpid():
+        conn.close()
 
 
 def _drop_abandoned_run_databases(conn: Any, host: str) -> None:
@@ -431,6 +449,15 @@ class SchemaPool:
             drop_schema(self.base_url, schema)
             raise
         drop_schema(self.base_url, schema)
+
+    def discard(self) -> None:
+        """Forget the pool's schemas without dropping them (their database is being dropped); close its
+        connection. ``close`` then has nothing left to do."""
+        self._spare.clear()
+        self._template = self._template_digest = None
+        if self._admin is not None:
+            self._admin.close()
+            self._admin = None
 
     def close(self) -> None:
         """Drop every schema the pool holds, and the template."""
