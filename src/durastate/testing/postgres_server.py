@@ -464,15 +464,9 @@ class SchemaPool:
         schemas = [schema for _url, schema in self._spare]
         if self._template is not None:
             schemas.append(self._template)
-        self._spare.clear()
-        self._template = self._template_digest = None
-        try:
-            for schema in schemas:
-                drop_schema(self.base_url, schema)
-        finally:
-            if self._admin is not None:
-                self._admin.close()
-                self._admin = None
+        self.discard()  # forgotten first: a drop that fails is not tried again by a second close
+        for schema in schemas:
+            drop_schema(self.base_url, schema)
 
     def _connection(self) -> Any:
         import psycopg
