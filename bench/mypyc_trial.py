@@ -125,17 +125,16 @@ def _split_thread_state(root: Path) -> None:
     text = path.read_text()
     start, end = text.index("class TransactionFields:"), text.index("class SharedState:")
     moved = text[start:end]
-    path.write_text(
-        text[:start] + "from .thread_state import PerThread, TransactionFields, TransactionState\n\n\n" + text[end:]
-    )
+    kept = text[:start] + "from .thread_state import PerThread, TransactionFields, TransactionState\n\n\n" + text[end:]
+    # Transaction's _engine and _state are declared Any (EDITS): Any imported unless it is already.
+    if " Any" not in kept.split("from typing import", 1)[1].split("\n", 1)[0]:
+        kept = kept.replace("from typing import ", "from typing import Any, ", 1)
+    path.write_text(kept)
     header = (
         "from __future__ import annotations\n\nimport threading\nfrom collections.abc import Callable\n"
         "from typing import Generic, TypeVar\n\nfrom ..errors import DurastateError\n\n\n"
     )
     (root / "engines" / "thread_state.py").write_text(header + moved)
-    if "from typing import" in text and " Any" not in text.split("from typing import", 1)[1].split("\n", 1)[0]:
-        text = path.read_text()
-        path.write_text(text.replace("from typing import ", "from typing import Any, ", 1))
 
 
 def main() -> None:
