@@ -13,8 +13,10 @@ import psycopg
 import pytest
 
 import durastate
+from durastate.engines import postgres_transaction
+from durastate.engines.base import WRITE
 from durastate.engines.postgres import PostgresEngine
-from durastate.errors import InvalidRequest
+from durastate.errors import DurastateError, InvalidRequest
 from durastate.queues.names import channel as queue_channel
 from durastate.testing.postgres_server import as_citus
 
@@ -118,6 +120,58 @@ def test_no_notify_inside_the_transaction(citus_store: durastate.Store, monkeypa
     notifies = [i for i, text in enumerate(sent) if "notify" in text.lower()]
     assert notifies and min(notifies) > commit, sent
     assert len(notifies) == 1  # both channels in one statement
+
+
+def test_a_commit_whose_notifications_fail_stands(
+    citus_store: durastate.Store, listener: psycopg.Connection[tuple[object, ...]], pg_base_url: str
+) -> None:
+    """The notifications go out after the COMMIT in its round trip; when only they fail, the commit is kept.
+
+    They fail here by a payload over PostgreSQL's 8,000 bytes (the statement
+    swapped for one that sends such a payload); in use the server's full
+    notification queue would. A notification is a hint (waiters also
+    look on their own), so the writer gets no error for a write that
+    committed.
+    """
+    engine = citus_store.engine
+    name = f"jobs-{uuid.uuid4().hex}"
+    listener.execute(f"LISTEN {engine.channel(queue_channel(name.encode()))}")
+    failing = "SELECT pg_notify(c, repeat('x', 9000)) FROM unnest(%s::text[]) AS c"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(postgres_transaction, "NOTIFY_CHANNELS", failing)
+        with citus_store.transaction():
+            citus_store.queues.push(name, [b"kept"])
+            citus_store.kv.put(b"s", b"n", b"k", b"kept")
+    assert citus_store.kv.get(b"s", b"n", b"k") == b"kept"
+    claim = citus_store.queues.claim(name)
+    assert claim is not None and claim.payload == b"kept"
+    assert _received_until_marker(listener, pg_base_url) == []  # nothing was sent: it failed
+    citus_store.kv.put(b"s", b"n", b"k", b"after")  # the connection went back to the pool usable
+    assert citus_store.kv.get(b"s", b"n", b"k") == b"after"
+
+
+def test_a_transaction_failing_at_its_commit_applies_and_announces_nothing(
+    citus_store: durastate.Store,
+    listener: psycopg.Connection[tuple[object, ...]],
+    pg_base_url: str,
+    pg_url: str,
+) -> None:
+    """The COMMIT itself fails (a deferred constraint): the caller gets the error, the server skips the
+    notifications sent behind it, and nothing is applied."""
+    engine = citus_store.engine
+    name = f"jobs-{uuid.uuid4().hex}"
+    listener.execute(f"LISTEN {engine.channel(queue_channel(name.encode()))}")
+    with psycopg.connect(pg_url, autocommit=True) as ddl:
+        ddl.execute(
+            "CREATE TABLE checked_at_commit (id int PRIMARY KEY,"
+            " parent int REFERENCES checked_at_commit (id) DEFERRABLE INITIALLY DEFERRED)"
+        )
+    orphan = engine.sql(WRITE("INSERT INTO checked_at_commit VALUES (1, 2)"))
+    with pytest.raises(DurastateError, match="checked_at_commit"), citus_store.transaction():
+        citus_store.queues.push(name, [b"lost"])
+        engine.send(orphan)  # accepted; its foreign key is checked at the COMMIT
+    assert citus_store.queues.stats(name).ready == 0
+    assert _received_until_marker(listener, pg_base_url) == []
 
 
 def test_citus_flag_validated(pg_url: str) -> None:

@@ -12,11 +12,13 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Iterator
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
 import durastate
 from durastate.engines.base import WRITE
+from durastate.testing import postgres_server
 from durastate.testing.postgres_server import as_citus
 
 from .proxy import CuttingProxy
@@ -86,6 +88,57 @@ def test_an_ack_then_the_next_claim_is_one_round_trip(
     direct, relayed = (pg_url, via_proxy) if mode == "postgres" else (as_citus(pg_url), as_citus(via_proxy))
     with _through_relay(direct, relayed) as store:
         _one_round_trip_ack_then_claim(store, relay)
+
+
+@contextlib.contextmanager
+def _citus_cluster_store() -> Iterator[tuple[durastate.Store, CuttingProxy]]:
+    """A store in a fresh distributed schema on the Citus coordinator of ``DURASTATE_TEST_CITUS_URL``, relayed."""
+    base, reason = postgres_server.citus_url()
+    if base is None:
+        pytest.skip(reason)
+    direct, schema = postgres_server.create_schema(base)
+    parts = urlsplit(direct)
+    relay = CuttingProxy((parts.hostname or "127.0.0.1", parts.port or 5432))
+    user = parts.netloc.rsplit("@", 1)[0] + "@" if "@" in parts.netloc else ""
+    # The relay reads the protocol: no TLS or GSS encryption between it and the client.
+    query = parts.query + ("&" if parts.query else "") + "sslmode=disable&gssencmode=disable"
+    relayed = urlunsplit(parts._replace(netloc=f"{user}127.0.0.1:{relay.port}", query=query))
+    try:
+        with _through_relay(as_citus(direct), as_citus(relayed)) as store:
+            yield store, relay
+    finally:
+        relay.close()
+        postgres_server.drop_schema(base, schema)
+
+
+@pytest.mark.parametrize("mode", ["postgres", "citus", "citus-cluster"])
+def test_a_transactions_notifications_ride_its_commit(
+    pg_url: str, via_proxy: str, proxy: CuttingProxy, mode: str
+) -> None:
+    """The Citus mode sends a transaction's NOTIFY after its COMMIT, in the COMMIT's round trip: a transaction
+    that pushes, and a nack, cost what they cost in the plain mode (where a trigger announces inside it).
+    ``citus-cluster``: on a Citus coordinator (``DURASTATE_TEST_CITUS_URL``), in a distributed schema."""
+    with contextlib.ExitStack() as stack:
+        if mode == "citus-cluster":
+            store, relay = stack.enter_context(_citus_cluster_store())
+        else:
+            direct, relayed = (pg_url, via_proxy) if mode == "postgres" else (as_citus(pg_url), as_citus(via_proxy))
+            store, relay = stack.enter_context(_through_relay(direct, relayed)), proxy
+
+        def push_and_put() -> None:
+            with store.transaction():
+                store.queues.push("jobs", [b"a"])
+                store.kv.put(b"s", b"n", b"k", b"v")
+
+        assert round_trips(relay, push_and_put) == 2  # the push's answer; the put and the COMMIT
+        nacks = []
+        for _ in range(3):
+            claim = store.queues.claim("jobs")
+            assert claim is not None
+            before = relay.flights
+            claim.nack()
+            nacks.append(relay.flights - before)
+        assert nacks[-1] == 2, nacks
 
 
 def _one_round_trip_ack_then_claim(store: durastate.Store, relay: CuttingProxy) -> None:

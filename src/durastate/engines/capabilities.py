@@ -75,7 +75,8 @@ class Capabilities:
     # A notification may be sent inside a write transaction (delivered at
     # its commit). False (PostgreSQL's Citus mode: Citus refuses to PREPARE,
     # i.e. commit across nodes, a transaction that ran NOTIFY): the engine
-    # sends a transaction's notifications right after its COMMIT.
+    # sends a transaction's notifications right after its COMMIT (PostgreSQL:
+    # behind it, in the COMMIT's round trip).
     notify_in_transaction: bool = True
     # A transaction may write several logical shards and commits them
     # together (``durastate.citus``: the shards are schemas behind one

@@ -193,7 +193,8 @@ CAPABILITIES = Capabilities(
     loop_commits=LOOP_COMMITS,
 )
 # deferred_answers off: next_value_later answers at once there (PipelinedTransactions.next_value_later).
-# loop_commits off: a transaction's notifications go out in a round trip after its COMMIT.
+# loop_commits off: a transaction's notifications go out behind its COMMIT, in its round trip (_commit_notifying),
+# which the loop's commit path (_commit_later) does not send.
 # write_ctes stays on: a store's tables are all in one schema (a distributed schema lives whole on one node), so a
 # statement writing two of them, or one twice, is a router query, which Citus runs with its data-modifying CTEs as
 # PostgreSQL does (every write outside a transaction is one already: its attempt-recording variant). Checked on a

@@ -80,9 +80,11 @@ class ChangeNotifications(PipelinedTransactions):
         off): every notification is the client's, and none is sent inside a
         transaction (Citus refuses to PREPARE, i.e. to commit across nodes,
         a transaction that ran NOTIFY): a transaction's are sent, in one
-        statement, on its connection right after its COMMIT succeeds, on the
-        coordinator, where listeners are; a rolled-back transaction sends
-        none. Outside a transaction the write has committed already.
+        statement, on its connection right behind its COMMIT, in the same
+        round trip (``_commit_notifying``), on the coordinator, where
+        listeners are; the server skips them when the COMMIT fails, and a
+        rolled-back transaction sends none. Outside a transaction the write
+        has committed already: they go out at once, a round trip of their own.
         """
         capabilities = self.capabilities
         if announced and capabilities.triggers:

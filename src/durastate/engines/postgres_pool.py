@@ -183,6 +183,18 @@ class PooledConnection(psycopg.Connection[Any]):
             cur = self._value_cursor = self.cursor()
         cur.execute(query, params)
 
+    def send_watched(self, query: str, params: Any = None) -> psycopg.Cursor[Any]:
+        """Send a statement on a new cursor and return it (pipeline mode), to tell afterwards whether it ran.
+
+        When the pipeline's end raises, the failure may be a later
+        statement's: the returned cursor's ``statusmessage`` is this
+        statement's tag if it succeeded, ``None`` if it failed or the server
+        skipped it (a new cursor, so never an earlier statement's tag).
+        """
+        cur = self.cursor()
+        cur.execute(query, params)
+        return cur
+
     def value_row(self) -> Any:
         """The row of the last ``send_value`` statement (after a flush or ``end_pipeline``); None for none."""
         cur = self._value_cursor

@@ -573,8 +573,12 @@ class PipelinedTransactions(EngineBase):
                 # COMMIT goes out with whatever was sent since the last round
                 # trip; the sync answers them all (the first failure raises,
                 # and the server then skipped the COMMIT: rolled back below).
-                conn.send("COMMIT")
-                conn.end_pipeline()
+                channels = commit.channels
+                if channels:
+                    self._commit_notifying(commit, channels)
+                else:
+                    conn.send("COMMIT")
+                    conn.end_pipeline()
                 if commit.pending is not None:
                     _resolve(commit.pending, conn.value_row())
             else:
@@ -584,8 +588,30 @@ class PipelinedTransactions(EngineBase):
             return
         self._commit_done(commit)
 
+    def _commit_notifying(self, commit: Commit, channels: frozenset[str]) -> None:
+        """Citus mode: COMMIT, then the transaction's notifications, in the COMMIT's round trip.
+
+        The notifications are a statement of their own after the COMMIT, so
+        in a transaction of their own on the coordinator (never in the
+        distributed one: ``notify``); the server skips them when anything
+        before them failed, the COMMIT included, so a rolled-back
+        transaction wakes nobody. When only they failed (the COMMIT's own
+        answer says it committed), the failure is a lost hint, as in
+        ``notify_on``: the commit stands.
+        """
+        conn = commit.conn
+        committing = conn.send_watched("COMMIT")
+        conn.send(NOTIFY_CHANNELS, (sorted(channels),))
+        commit.channels = frozenset()  # sent: _commit_done sends nothing more
+        try:
+            conn.end_pipeline()
+        except psycopg.Error:
+            if committing.statusmessage != "COMMIT":
+                raise
+
     def _commit_done(self, commit: Commit) -> None:
-        """A COMMIT answered: Citus's notifications, the connection back to the pool."""
+        """A COMMIT answered: the connection back to the pool, after Citus's notifications if a non-pipelined
+        COMMIT (a migration's) left any (a pipelined one sent them: ``_commit_notifying``)."""
         if commit.channels:
             notify_on(commit.conn, commit.channels)
         self._give_back(commit.conn)
