@@ -66,14 +66,7 @@ def test_a_push_of_several_items_is_one_round_trip(store: durastate.Store, relay
 @pytest.mark.parametrize("max_attempts", [5, 1], ids=["back-to-queue", "buried"])
 def test_a_nack_is_two_round_trips(store: durastate.Store, relay: CuttingProxy, max_attempts: int) -> None:
     """The UPDATE's answer decides whether to bury; the bury, the NOTIFY and COMMIT go in one more."""
-    counts = []
-    for _ in range(3):
-        store.queues.push("jobs", [b"job"], max_attempts=max_attempts)
-        claim = store.queues.claim("jobs")
-        assert claim is not None
-        before = relay.flights
-        claim.nack()
-        counts.append(relay.flights - before)
+    counts = _nack_round_trips(store, relay, max_attempts)
     assert counts[-1] == 2, counts
     stats = store.queues.stats("jobs")
     assert (stats.ready, stats.dead) == ((3, 0) if max_attempts == 5 else (0, 3))
@@ -88,6 +81,19 @@ def test_an_ack_then_the_next_claim_is_one_round_trip(
     direct, relayed = (pg_url, via_proxy) if mode == "postgres" else (as_citus(pg_url), as_citus(via_proxy))
     with _through_relay(direct, relayed) as store:
         _one_round_trip_ack_then_claim(store, relay)
+
+
+def _nack_round_trips(store: durastate.Store, relay: CuttingProxy, max_attempts: int | None) -> list[int]:
+    """Round trips of three nacks, each of an item pushed and claimed for it (the last is the steady state's)."""
+    counts = []
+    for _ in range(3):
+        store.queues.push("jobs", [b"job"], max_attempts=max_attempts)
+        claim = store.queues.claim("jobs")
+        assert claim is not None
+        before = relay.flights
+        claim.nack()
+        counts.append(relay.flights - before)
+    return counts
 
 
 @contextlib.contextmanager
@@ -131,13 +137,7 @@ def test_a_transactions_notifications_ride_its_commit(
                 store.kv.put(b"s", b"n", b"k", b"v")
 
         assert round_trips(relay, push_and_put) == 2  # the push's answer; the put and the COMMIT
-        nacks = []
-        for _ in range(3):
-            claim = store.queues.claim("jobs")
-            assert claim is not None
-            before = relay.flights
-            claim.nack()
-            nacks.append(relay.flights - before)
+        nacks = _nack_round_trips(store, relay, None)
         assert nacks[-1] == 2, nacks
 
 
