@@ -7,6 +7,8 @@ coordinator with ``citus.enable_schema_based_sharding`` on) through
 ``tests/postgres/proxy.py``'s relay with one pooled connection, and counts
 the round trips of a transaction that pushes and puts, a push alone and a
 claim with its nack (each run twice first: prepared statements).
+``--time N``: also the wall time of N pushes of one item, one after
+another (median microseconds over ``--rounds``), without the relay.
 ``--plain`` opens it in the plain mode (``postgresql://``, triggers: not on
 a Citus coordinator, whose distributed tables refuse them) for comparison. Counts, not times:
 they do not depend on load.
@@ -15,7 +17,9 @@ they do not depend on load.
 from __future__ import annotations
 
 import argparse
+import statistics
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
@@ -31,6 +35,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--url", default="postgresql://postgres@127.0.0.1:9700/postgres")
     parser.add_argument("--plain", action="store_true", help="the plain mode (postgresql://) instead")
+    parser.add_argument("--time", type=int, default=0, metavar="N", help="also time N pushes of one item")
+    parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
     direct, schema = postgres_server.create_schema(args.url)
     parts = urlsplit(direct)
@@ -64,6 +70,15 @@ def main() -> None:
             print("transaction (push + put):", round_trips(push_and_put))
             print("push alone:              ", round_trips(lambda: store.queues.push("jobs", [b"x"])))
             print("claim + nack:            ", round_trips(nack))
+        if args.time:
+            with durastate.open(mode(direct)) as store:
+                rounds = []
+                for _ in range(args.rounds):
+                    started = time.perf_counter()
+                    for _ in range(args.time):
+                        store.queues.push("timed", [b"x"])
+                    rounds.append((time.perf_counter() - started) / args.time * 1e6)
+            print(f"push of one item: {statistics.median(rounds):.0f} us (rounds {min(rounds):.0f}-{max(rounds):.0f})")
     finally:
         relay.close()
         postgres_server.drop_schema(args.url, schema)

@@ -122,7 +122,7 @@ def test_a_transactions_notifications_ride_its_commit(
     pg_url: str, via_proxy: str, proxy: CuttingProxy, mode: str
 ) -> None:
     """The Citus mode sends a transaction's NOTIFY after its COMMIT, in the COMMIT's round trip: a transaction
-    that pushes, and a nack, cost what they cost in the plain mode (where a trigger announces inside it).
+    that pushes, a push and a nack cost what they cost in the plain mode (where a trigger announces inside it).
     ``citus-cluster``: on a Citus coordinator (``DURASTATE_TEST_CITUS_URL``), in a distributed schema."""
     with contextlib.ExitStack() as stack:
         if mode == "citus-cluster":
@@ -137,6 +137,9 @@ def test_a_transactions_notifications_ride_its_commit(
                 store.kv.put(b"s", b"n", b"k", b"v")
 
         assert round_trips(relay, push_and_put) == 2  # the push's answer; the put and the COMMIT
+        # One item, or several: one round trip (the Citus mode pushes one item in a transaction, see Queues.push).
+        assert round_trips(relay, lambda: store.queues.push("jobs", [b"x"])) == 1
+        assert round_trips(relay, lambda: store.queues.push("jobs", [b"x", b"y"])) == 1
         nacks = _nack_round_trips(store, relay, None)
         assert nacks[-1] == 2, nacks
 

@@ -340,7 +340,8 @@ class Events(Upkeep):
                         f"attempt {e.cause.attempt} no longer owns event {e.cause.index} in session {session!r}"
                     )
             stored = self._insert(session, last, now, prepared, new_id, made)
-        engine.notify("events:" + session, announced=True)  # self.channel(session)
+            # Inside: delivered at the commit either way; an engine that sends it itself sends it with the COMMIT.
+            engine.notify("events:" + session, announced=True)  # self.channel(session)
         return AppendResult(tuple(stored), pending or any(not e.settled for e in prepared))
 
     def read(
@@ -562,8 +563,8 @@ class Events(Upkeep):
             for e in prepared:
                 e.cause = Cause(index, attempt)
             stored = self._insert(session, int(parent[LOCK_PARENT_LAST]), now, prepared, None) if prepared else []
-        if stored:
-            engine.notify(self.channel(session), announced=True)
+            if stored:  # inside: with the COMMIT (see append)
+                engine.notify(self.channel(session), announced=True)
         return CompleteResult("completed", tuple(stored))
 
     def fail_attempt(self, session_id: str, index: int, attempt: int, error: str, max_failures: int) -> FailResult:

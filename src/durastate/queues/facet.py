@@ -189,6 +189,10 @@ class Queues(Upkeep):
         self._floors: dict[bytes, tuple[int, float]] = {}
         # Whether claims and pops keep a floor (_floor): where the engine's indexes keep dead entries.
         self._floored = engine.capabilities.dead_index_entries
+        # One item is pushed by one statement outside a transaction, unless the engine sends notifications after
+        # the commit itself (PostgreSQL's Citus mode): alone, that is a second round trip; in a transaction, the
+        # notification rides the COMMIT's, so one item goes in a transaction too (one round trip, not two).
+        self._push_alone = engine.capabilities.notify_in_transaction
         self._claim_id = sql(CLAIM_ID)
         self._bury = sql(BURY)
         self._delete_id = sql(DELETE_ID)
@@ -238,12 +242,14 @@ class Queues(Upkeep):
         if not payloads:
             return 0
         blob = self._blob
-        if len(payloads) == 1:
+        if len(payloads) == 1 and self._push_alone:
             engine.execute(self._push, (bound, blob(payloads[0]), due, max_attempts, now))
+            engine.notify(changes, announced=True)
         else:
+            # The notification inside: where the engine sends it (Citus mode), it rides the COMMIT's round trip.
             with engine.transaction():
                 engine.executemany(self._push, [(bound, blob(p), due, max_attempts, now) for p in payloads])
-        engine.notify(changes, announced=True)
+                engine.notify(changes, announced=True)
         return len(payloads)
 
     def _known(self, name: Any) -> tuple[bytes, object, str]:

@@ -179,8 +179,8 @@ class Upkeep:
                     if engine.execute(self._redrive_id, (now, queue, dead_id)):
                         engine.execute(self._delete_dead_id, (queue, dead_id))
                         moved += 1
-        if moved:
-            engine.notify(channel(queue), announced=True)
+            if moved:  # inside: with the COMMIT where the engine sends it itself (Citus mode)
+                engine.notify(channel(queue), announced=True)
         return moved
 
     def expire_dead(self, older_than: float, *, limit: int | None = None) -> int:
