@@ -7,7 +7,8 @@ these tests check what it does differently from the plain mode.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import psycopg
 import pytest
@@ -18,6 +19,7 @@ from durastate.engines.base import WRITE
 from durastate.engines.postgres import PostgresEngine
 from durastate.errors import DurastateError, InvalidRequest
 from durastate.queues.names import channel as queue_channel
+from durastate.testing import postgres_server
 from durastate.testing.postgres_server import as_citus
 
 # Channels are global to the server's database, and a store's are named by its prefix and the name alone
@@ -172,6 +174,77 @@ def test_a_transaction_failing_at_its_commit_applies_and_announces_nothing(
         engine.send(orphan)  # accepted; its foreign key is checked at the COMMIT
     assert citus_store.queues.stats(name).ready == 0
     assert _received_until_marker(listener, pg_base_url) == []
+
+
+def _sent_by(monkeypatch: pytest.MonkeyPatch, operation: Callable[[], object]) -> list[str]:
+    """The statements ``operation`` sends (psycopg's ``Cursor.execute``, which every engine statement ends in)."""
+    sent: list[str] = []
+    original = psycopg.Cursor.execute
+
+    def spy(self: psycopg.Cursor[object], query: object, *args: object, **kwargs: object) -> object:
+        sent.append(str(query))
+        return original(self, query, *args, **kwargs)  # type: ignore[arg-type]
+
+    with monkeypatch.context() as patch:
+        patch.setattr(psycopg.Cursor, "execute", spy)
+        operation()
+    return sent
+
+
+def test_a_recorded_write_alone_runs_in_a_transaction_of_its_own(
+    citus_store: durastate.Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Outside a transaction a write whose retry needs its attempt row runs as BEGIN, the attempt row, the
+    statement, COMMIT: never as one statement whose data-modifying CTE is read back, which Citus plans recursively
+    and commits in two phases (``test_a_recorded_write_alone_commits_in_one_phase_on_citus``)."""
+    kv = citus_store.kv
+    kv.put(b"s", b"n", b"k", b"v0")
+    for operation, expected in (
+        (lambda: kv.put(b"s", b"n", b"k", b"v1"), None),
+        (lambda: kv.incr(b"s", b"n", b"count", 2), 2),
+    ):
+        result: list[object] = []
+        sent = _sent_by(monkeypatch, lambda: result.append(operation()))  # noqa: B023
+        assert not [text for text in sent if "WITH _ds_r" in text], sent
+        assert sent[0] == "BEGIN" and sent[-1] == "COMMIT", sent
+        assert any("attempt" in text for text in sent), sent
+        assert result == [expected]
+    assert kv.get(b"s", b"n", b"k") == b"v1"
+    assert kv.incr(b"s", b"n", b"count", 1) == 3
+
+
+def test_a_recorded_write_alone_commits_in_one_phase_on_citus(monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a Citus coordinator (``DURASTATE_TEST_CITUS_URL``): a put, a counter add and an ack, each alone in a
+    distributed schema, reach its worker as single-shard statements committed in one phase (no PREPARE
+    TRANSACTION: Citus's log of the commands it sends, ``citus.log_remote_commands``)."""
+    base, reason = postgres_server.citus_url()
+    if base is None:
+        pytest.skip(reason)
+    url, schema = postgres_server.create_schema(base)
+    remote: list[str] = []
+
+    def log_remote_commands(conn: psycopg.Connection[Any]) -> None:
+        conn.execute("SET citus.log_remote_commands = on")
+        conn.execute("SET client_min_messages = log")
+        conn.add_notice_handler(lambda diag: remote.append(diag.message_primary or ""))
+
+    try:
+        with durastate.open(as_citus(url), min_connections=1, max_connections=1) as store:
+            store.queues.push("jobs", [b"job"])
+            claim = store.queues.claim("jobs")
+            assert claim is not None
+            conn = store.engine._pool.getconn()  # type: ignore[attr-defined]  # the pool's one connection
+            log_remote_commands(conn)
+            store.engine._pool.putconn(conn)  # type: ignore[attr-defined]
+            store.kv.put(b"s", b"n", b"k", b"v")
+            assert store.kv.incr(b"s", b"n", b"count") == 1
+            claim.ack()
+            assert store.queues.stats("jobs").ready == 0 and store.kv.get(b"s", b"n", b"k") == b"v"
+    finally:
+        postgres_server.drop_schema(base, schema)
+    issued = [line for line in remote if line.startswith("issuing")]
+    assert sum("COMMIT" in line for line in issued) >= 3, remote  # the three writes reached the worker
+    assert not [line for line in issued if "PREPARE TRANSACTION" in line or "intermediate" in line], remote
 
 
 def test_citus_flag_validated(pg_url: str) -> None:

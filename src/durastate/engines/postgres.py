@@ -559,9 +559,14 @@ class PostgresEngine(AttemptWrites, ChangeNotifications, LoopCommits):
             reread = sql.reread
             sql = SQL(citus_statement(sql, self._prefix_for(Kind.WRITE)), sql.kind)
             sql.reread = reread
-        sql.companion = attempt_variant(
-            sql, self._prefix_for(Kind.WRITE), lean=not self.citus, recording=self._recording
-        )
+        variant = attempt_variant(sql, self._prefix_for(Kind.WRITE), lean=not self.citus, recording=self._recording)
+        if self.citus and type(variant) is str:
+            # Citus cannot route a statement that reads back what its data-modifying CTE wrote: it plans it
+            # recursively (the rows pulled to the coordinator, the attempt row copied back) and commits it in two
+            # phases, ~6 ms on loopback. In a transaction of its own each statement is routed whole and the commit
+            # is one phase: ~1.5 ms, two round trips (docs/decisions.md, "Citus mode: single writes").
+            variant = OPAQUE_WRITE
+        sql.companion = variant
         return sql
 
     def _statement_cache_key(self) -> Hashable:
