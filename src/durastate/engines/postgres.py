@@ -197,8 +197,10 @@ CAPABILITIES = Capabilities(
 # which the loop's commit path (_commit_later) does not send.
 # write_ctes stays on: a store's tables are all in one schema (a distributed schema lives whole on one node), so a
 # statement writing two of them, or one twice, is a router query, which Citus runs with its data-modifying CTEs as
-# PostgreSQL does (every write outside a transaction is one already: its attempt-recording variant). Checked on a
-# Citus 13.2 cluster (tests/conformance -k citus, the queues' ack-then-claim among them).
+# PostgreSQL does. Checked on a Citus 13.2 cluster (tests/conformance -k citus; the queues' ack-then-claim reaches
+# its worker as one statement). Not so a statement whose outer query reads back what its CTE wrote (the
+# attempt-recording variant's count or rows): Citus plans that recursively and commits it in two phases, so the
+# Citus mode runs those writes in a transaction of their own instead (_compiled).
 CITUS_CAPABILITIES = CAPABILITIES.replace(
     triggers=False, notify_in_transaction=False, deferred_answers=False, loop_commits=False
 )
@@ -564,7 +566,7 @@ class PostgresEngine(AttemptWrites, ChangeNotifications, LoopCommits):
             # Citus cannot route a statement that reads back what its data-modifying CTE wrote: it plans it
             # recursively (the rows pulled to the coordinator, the attempt row copied back) and commits it in two
             # phases, ~6 ms on loopback. In a transaction of its own each statement is routed whole and the commit
-            # is one phase: ~1.5 ms, two round trips (docs/decisions.md, "Citus mode: single writes").
+            # is one phase: ~1.5 ms, two round trips (docs/decisions.md, "Citus mode: a write alone in a transaction").
             variant = OPAQUE_WRITE
         sql.companion = variant
         return sql
