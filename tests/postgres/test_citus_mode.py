@@ -214,9 +214,11 @@ def test_a_recorded_write_alone_runs_in_a_transaction_of_its_own(
 
 
 def test_a_recorded_write_alone_commits_in_one_phase_on_citus(monkeypatch: pytest.MonkeyPatch) -> None:
-    """On a Citus coordinator (``DURASTATE_TEST_CITUS_URL``): a put, a counter add and an ack, each alone in a
-    distributed schema, reach its worker as single-shard statements committed in one phase (no PREPARE
-    TRANSACTION: Citus's log of the commands it sends, ``citus.log_remote_commands``)."""
+    """On a Citus coordinator (``DURASTATE_TEST_CITUS_URL``): writes of every facet, each alone in a distributed
+    schema (a put, a counter add, an ack, a take, a document write, an id minted, a presence removal, a pop),
+    reach its worker as single-shard statements committed in one phase: no PREPARE TRANSACTION and no rows pulled
+    through the coordinator in Citus's log of the commands it sends (``citus.log_remote_commands``);
+    bench/citus_remote_commands.py shows the same per write."""
     base, reason = postgres_server.citus_url()
     if base is None:
         pytest.skip(reason)
@@ -239,11 +241,16 @@ def test_a_recorded_write_alone_commits_in_one_phase_on_citus(monkeypatch: pytes
             store.kv.put(b"s", b"n", b"k", b"v")
             assert store.kv.incr(b"s", b"n", b"count") == 1
             claim.ack()
-            assert store.queues.stats("jobs").ready == 0 and store.kv.get(b"s", b"n", b"k") == b"v"
+            assert store.kv.take(b"s", b"n", b"k") == b"v"
+            assert store.documents.write("doc", {"a": 1}) == 1
+            assert store.records.mint_id() > 0
+            assert store.presence.remove("ns", "nobody") == 0
+            assert store.queues.pop("jobs") is None
+            assert store.queues.stats("jobs").ready == 0 and store.kv.get(b"s", b"n", b"k") is None
     finally:
         postgres_server.drop_schema(base, schema)
     issued = [line for line in remote if line.startswith("issuing")]
-    assert sum("COMMIT" in line for line in issued) >= 3, remote  # the three writes reached the worker
+    assert sum("COMMIT" in line for line in issued) >= 8, remote  # the writes reached the worker
     assert not [line for line in issued if "PREPARE TRANSACTION" in line or "intermediate" in line], remote
 
 
