@@ -8,7 +8,7 @@ coordinator with ``citus.enable_schema_based_sharding`` on) through
 the round trips of a transaction that pushes and puts, a push alone and a
 claim with its nack (each run twice first: prepared statements).
 ``--time N``: also the wall time of N calls, one after another, of a push
-of one item, a claim with its ack, a ``kv.put`` and a counter add (median
+of one item, a claim with its ack, a ``kv.put``, a counter add and an event appended (median
 microseconds a call over ``--rounds``, the four taking turns), without the
 relay; then raw psycopg's upsert on the same table alone in autocommit and
 with an attempt row in one pipelined transaction (the raw client's best,
@@ -109,6 +109,7 @@ def main() -> None:
                     "claim + ack": claim_ack,
                     "kv.put": lambda: kv.put(b"s", b"n", b"k", b"v"),
                     "counter add (kv.incr)": lambda: kv.incr(b"s", b"n", b"c"),
+                    "events.append of one event": lambda: store.events.append("timed", [{"type": "t"}]),
                 }
                 medians = time_calls(timed, args.rounds, args.time)
                 # The raw client's best on the same table: the upsert alone (no record of the attempt), and at

@@ -140,6 +140,10 @@ def test_a_transactions_notifications_ride_its_commit(
         # One item, or several: one round trip (the Citus mode pushes one item in a transaction, see Queues.push).
         assert round_trips(relay, lambda: store.queues.push("jobs", [b"x"])) == 1
         assert round_trips(relay, lambda: store.queues.push("jobs", [b"x", b"y"])) == 1
+        # An event appended alone: one statement on plain PostgreSQL; in the Citus mode a transaction of its own
+        # (the statement's answer, then the COMMIT with the notification behind it).
+        append = round_trips(relay, lambda: store.events.append("session", [{"type": "t"}]))
+        assert append == (1 if mode == "postgres" else 2)
         nacks = _nack_round_trips(store, relay, None)
         assert nacks[-1] == 2, nacks
 

@@ -158,6 +158,10 @@ class Events(Upkeep):
         self._get_event_locked = sql(GET_EVENT_LOCKED)
         self._insert_event = sql(INSERT_EVENT)
         self._append_alone = sql(APPEND_ALONE)
+        # The one-statement append runs outside a transaction unless the engine sends notifications after the
+        # commit itself (PostgreSQL's Citus mode), where a transaction of its own lets its notification ride the
+        # COMMIT's round trip instead of one more (as Queues.push).
+        self._append_alone_outside = engine.capabilities.notify_in_transaction
         self._mark_processed = sql(MARK_PROCESSED)
         self._complete_alone = sql(COMPLETE_ALONE)
         self._promote_lane = sql(PROMOTE_LANE)
@@ -308,9 +312,17 @@ class Events(Upkeep):
                 # The common append in one statement (see APPEND_ALONE);
                 # no row: the full path below, with the same id.
                 made = self._made_id(new_id)
-                row = engine.one(self._append_alone, (made, e.type, e.blob, now, now, session))
+                alone = (made, e.type, e.blob, now, now, session)
+                if self._append_alone_outside:
+                    row = engine.one(self._append_alone, alone)
+                    if row is not None:
+                        engine.notify("events:" + session, announced=True)
+                else:
+                    with engine.transaction():
+                        row = engine.one(self._append_alone, alone)
+                        if row is not None:
+                            engine.notify("events:" + session, announced=True)
                 if row is not None:
-                    engine.notify("events:" + session, announced=True)
                     return AppendResult((_fresh(made, e, int(row[0]), session, now),), True)
         with engine.transaction():
             locked = self._lock(session, now, create=True)
