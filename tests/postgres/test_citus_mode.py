@@ -14,7 +14,7 @@ import psycopg
 import pytest
 
 import durastate
-from durastate.engines import postgres_transaction
+from durastate.engines import postgres_after_commit
 from durastate.engines.base import WRITE
 from durastate.engines.postgres import PostgresEngine
 from durastate.errors import DurastateError, InvalidRequest
@@ -140,7 +140,7 @@ def test_a_commit_whose_notifications_fail_stands(
     listener.execute(f"LISTEN {engine.channel(queue_channel(name.encode()))}")
     failing = "SELECT pg_notify(c, repeat('x', 9000)) FROM unnest(%s::text[]) AS c"
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(postgres_transaction, "NOTIFY_CHANNELS", failing)
+        patch.setattr(postgres_after_commit, "NOTIFY_CHANNELS", failing)
         with citus_store.transaction():
             citus_store.queues.push(name, [b"kept"])
             citus_store.kv.put(b"s", b"n", b"k", b"kept")

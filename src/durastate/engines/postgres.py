@@ -110,6 +110,7 @@ from .base import (
 )
 from .capabilities import Capabilities
 from .loop import running_loop as _running_loop
+from .postgres_after_commit import NOTIFY_CHANNELS as NOTIFY_CHANNELS
 from .postgres_attempts import ATTEMPT_INSERT as ATTEMPT_INSERT
 from .postgres_attempts import ATTEMPT_PRUNE as ATTEMPT_PRUNE
 from .postgres_attempts import ATTEMPT_PRUNE_BATCH as ATTEMPT_PRUNE_BATCH
@@ -144,7 +145,6 @@ from .postgres_pool import LifoPool, PooledConnection
 from .postgres_queries import STATEMENT_CURSOR
 from .postgres_space import reclaim as reclaim_tables
 from .postgres_tools import PostgresTools
-from .postgres_transaction import NOTIFY_CHANNELS as NOTIFY_CHANNELS
 from .postgres_transaction import ThreadState
 from .postgres_vector import EXTENSION_SCHEMA, PostgresVectors, vector_schema
 from .postgres_writes import AttemptWrites, LostTry
@@ -193,7 +193,7 @@ CAPABILITIES = Capabilities(
     loop_commits=LOOP_COMMITS,
 )
 # deferred_answers off: next_value_later answers at once there (PipelinedTransactions.next_value_later).
-# loop_commits off: a transaction's notifications go out behind its COMMIT, in its round trip (_commit_notifying),
+# loop_commits off: a transaction's notifications go out behind its COMMIT, in its round trip (commit_then_notify),
 # which the loop's commit path (_commit_later) does not send.
 # write_ctes stays on: a store's tables are all in one schema (a distributed schema lives whole on one node), so a
 # statement writing two of them, or one twice, is a router query, which Citus runs with its data-modifying CTEs as

@@ -286,7 +286,7 @@ class LoopCommits(PipelinedTransactions):
         """No-wait ``_tx_commit``: send COMMIT and leave its answer to the loop (``state.loop_commit``).
 
         A COMMIT whose answer is not all it waits for is not left to it:
-        Citus's notifications (sent behind it: ``_commit_notifying``), a value taken
+        Citus's notifications (sent behind it: ``commit_then_notify``), a value taken
         unawaited (read after it), a shortened lock wait (its reset is a
         round trip), a second COMMIT (``fn`` went on after the first).
         """

@@ -16,10 +16,11 @@ import weakref
 import psycopg
 
 from ..errors import StoreClosed
+from .postgres_after_commit import notify_on
 from .postgres_connect import connect_options, listen_options
 from .postgres_listen import Listener, connect_listener
 from .postgres_pool import SEND, PooledConnection
-from .postgres_transaction import PipelinedTransactions, notify_on
+from .postgres_transaction import PipelinedTransactions
 from .watch import ChangeWatch
 
 __all__ = ["ChangeNotifications", "channel_identifier"]
@@ -81,7 +82,7 @@ class ChangeNotifications(PipelinedTransactions):
         transaction (Citus refuses to PREPARE, i.e. to commit across nodes,
         a transaction that ran NOTIFY): a transaction's are sent, in one
         statement, on its connection right behind its COMMIT, in the same
-        round trip (``_commit_notifying``), on the coordinator, where
+        round trip (``postgres_after_commit``), on the coordinator, where
         listeners are; the server skips them when the COMMIT fails, and a
         rolled-back transaction sends none. Outside a transaction the write
         has committed already: they go out at once, a round trip of their own.

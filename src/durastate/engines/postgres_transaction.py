@@ -72,6 +72,7 @@ from .base import (
     aborted_error,
 )
 from .loop import WouldWait
+from .postgres_after_commit import commit_then_notify, notify_on
 from .postgres_attempts import NEXT_VALUE_RECORDED, NOT_APPLIED, UNRECORDED_ATTEMPT, attempt_id, fetch_result
 from .postgres_citus_sql import HAS_2PC_LOG, PENDING_2PC
 from .postgres_errors import connection_lost, translate_postgres_error
@@ -80,7 +81,7 @@ from .postgres_pool import MANY, RUN, SEND, VALUE, PooledConnection, resend_flig
 if TYPE_CHECKING:
     from .postgres_loop import CommitOnLoop
 
-__all__ = ["NOTIFY_CHANNELS", "Commit", "PipelinedTransactions", "ThreadState", "notify_on"]
+__all__ = ["Commit", "PipelinedTransactions", "ThreadState"]
 
 _BEGIN_READ = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
 
@@ -574,8 +575,9 @@ class PipelinedTransactions(EngineBase):
                 # trip; the sync answers them all (the first failure raises,
                 # and the server then skipped the COMMIT: rolled back below).
                 channels = commit.channels
-                if channels:
-                    self._commit_notifying(commit, channels)
+                if channels:  # Citus mode: sent behind the COMMIT, so _commit_done sends nothing more
+                    commit.channels = frozenset()
+                    commit_then_notify(conn, channels)
                 else:
                     conn.send("COMMIT")
                     conn.end_pipeline()
@@ -588,30 +590,9 @@ class PipelinedTransactions(EngineBase):
             return
         self._commit_done(commit)
 
-    def _commit_notifying(self, commit: Commit, channels: frozenset[str]) -> None:
-        """Citus mode: COMMIT, then the transaction's notifications, in the COMMIT's round trip.
-
-        The notifications are a statement of their own after the COMMIT, so
-        in a transaction of their own on the coordinator (never in the
-        distributed one: ``notify``); the server skips them when anything
-        before them failed, the COMMIT included, so a rolled-back
-        transaction wakes nobody. When only they failed (the COMMIT's own
-        answer says it committed), the failure is a lost hint, as in
-        ``notify_on``: the commit stands.
-        """
-        conn = commit.conn
-        committing = conn.send_watched("COMMIT")
-        conn.send(NOTIFY_CHANNELS, (sorted(channels),))
-        commit.channels = frozenset()  # sent: _commit_done sends nothing more
-        try:
-            conn.end_pipeline()
-        except psycopg.Error:
-            if committing.statusmessage != "COMMIT":
-                raise
-
     def _commit_done(self, commit: Commit) -> None:
         """A COMMIT answered: the connection back to the pool, after Citus's notifications if a non-pipelined
-        COMMIT (a migration's) left any (a pipelined one sent them: ``_commit_notifying``)."""
+        COMMIT (a migration's) left any (a pipelined one sent them: ``commit_then_notify``)."""
         if commit.channels:
             notify_on(commit.conn, commit.channels)
         self._give_back(commit.conn)
@@ -757,23 +738,6 @@ class PipelinedTransactions(EngineBase):
                 conn.execute(f"RELEASE SAVEPOINT {name}")
         except psycopg.Error:
             pass  # a broken connection: the outer block fails on its next statement
-
-
-# One round trip for every channel a transaction woke (Citus mode).
-NOTIFY_CHANNELS = "SELECT pg_notify(c, '') FROM unnest(%s::text[]) AS c"
-
-
-def notify_on(conn: PooledConnection, channels: frozenset[str]) -> None:
-    """Send ``channels``' notifications on ``conn`` (autocommit, so at once).
-
-    A hint only: waiters poll as well, so a notification lost with a
-    broken connection (after the commit it announces) costs them at most
-    one poll interval and is not an error of the write.
-    """
-    try:
-        conn.execute(NOTIFY_CHANNELS, (sorted(channels),))
-    except psycopg.Error:
-        pass
 
 
 def _resolve(pending: Later, row: Any) -> None:
