@@ -102,22 +102,14 @@ def test_notify_after_commit_only(
 
 
 def test_no_notify_inside_the_transaction(citus_store: durastate.Store, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Citus refuses to PREPARE (commit across nodes) a transaction that ran NOTIFY: none is sent before COMMIT.
+    """Citus refuses to PREPARE (commit across nodes) a transaction that ran NOTIFY: none is sent before COMMIT."""
 
-    Every statement sent is recorded (psycopg's ``Cursor.execute``, which
-    ``Connection.execute`` and ``PooledConnection.run`` end in).
-    """
-    sent: list[str] = []
-    original = psycopg.Cursor.execute
+    def push_and_append() -> None:
+        with citus_store.transaction():
+            citus_store.queues.push("jobs", [b"x"])
+            citus_store.events.append("s1", [{"type": "t"}])
 
-    def spy(self: psycopg.Cursor[object], query: object, *args: object, **kwargs: object) -> object:
-        sent.append(str(query))
-        return original(self, query, *args, **kwargs)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(psycopg.Cursor, "execute", spy)
-    with citus_store.transaction():
-        citus_store.queues.push("jobs", [b"x"])
-        citus_store.events.append("s1", [{"type": "t"}])
+    sent = _sent_by(monkeypatch, push_and_append)
     commit = sent.index("COMMIT")
     notifies = [i for i, text in enumerate(sent) if "notify" in text.lower()]
     assert notifies and min(notifies) > commit, sent
@@ -177,7 +169,8 @@ def test_a_transaction_failing_at_its_commit_applies_and_announces_nothing(
 
 
 def _sent_by(monkeypatch: pytest.MonkeyPatch, operation: Callable[[], object]) -> list[str]:
-    """The statements ``operation`` sends (psycopg's ``Cursor.execute``, which every engine statement ends in)."""
+    """The statements ``operation`` sends (psycopg's ``Cursor.execute``, which ``Connection.execute``,
+    ``PooledConnection.run`` and ``send`` end in)."""
     sent: list[str] = []
     original = psycopg.Cursor.execute
 
