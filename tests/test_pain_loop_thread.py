@@ -4,9 +4,9 @@ Peers' users report sync calls made from inside the loop that drives an
 async transaction hanging forever (the sync call waits for a lock the
 transaction holds; the transaction waits for the loop). In durastate such a
 misuse either works or raises a clear ``StoreUnavailable`` (``LockBusy`` on
-SQLite) within seconds: on SQLite a call on a loop's thread never waits for
-the write lock (``engines.sqlite_busy``); on PostgreSQL it waits for a row
-lock at most ``LOOP_LOCK_WAIT`` (``engines.postgres``). Each scenario runs
+SQLite) within seconds: a sync call on a loop's thread waits for SQLite's
+write lock or a PostgreSQL row lock at most ``LOOP_LOCK_WAIT``
+(``engines.loop``). Each scenario runs
 in a subprocess with a timeout, so a hang fails the test instead of stalling
 the suite. Shutdown: closing a loop with calls still on worker threads
 prints no "Event loop is closed".

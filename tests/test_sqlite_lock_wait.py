@@ -8,7 +8,9 @@ store's busy timeout has passed. The timeout then stays on the connection
 (``ThreadState.lock_wait``), so the thread's later statements wait in
 SQLite without a refusal first; it comes off when a loop runs on the
 thread (a wait there would stall the loop) and when an ended thread's
-connection goes to a new thread.
+connection goes to a new thread. On a loop's thread a sync call waits
+``LOOP_LOCK_WAIT`` at most, and an inline call of ``durastate.aio`` not at
+all (``engines.loop``).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from pathlib import Path
 import pytest
 
 import durastate
-from durastate.engines import sqlite_busy
+from durastate.engines import loop, sqlite_busy
 from durastate.engines.base import READ
 from durastate.engines.sqlite import LockBusy, SqliteEngine
 from durastate.testing.locking import WriteLockHolder, lock_released_later
@@ -79,28 +81,96 @@ def test_after_its_first_wait_the_connection_waits_without_a_refusal(
     assert store.kv.get(b"s", b"n", b"second") == b"v"
 
 
-def test_a_thread_that_waited_refuses_a_held_lock_at_once_while_a_loop_runs_on_it(store: durastate.Store) -> None:
+def test_on_a_loop_a_sync_call_waits_briefly_for_a_lock_held_elsewhere(store: durastate.Store) -> None:
     _put_past_a_held_lock(store, b"first")  # this thread's connection now waits in SQLite
 
     async def main() -> None:
-        holder = await asyncio.to_thread(WriteLockHolder(_file(store)).start)
-        # Released while a call that waited would still be waiting: it would then succeed.
-        releaser = threading.Timer(1.0, holder.release)
-        releaser.start()
-        try:
-            with pytest.raises(LockBusy):
-                store.kv.put(b"s", b"n", b"on-loop", b"v")  # would block the loop: refused instead
-            with pytest.raises(LockBusy), store.transaction():
-                store.kv.put(b"s", b"n", b"in-tx", b"v")
-        finally:
-            await asyncio.to_thread(releaser.join)
+        # A notebook cell or an async handler calling the sync API while another process writes for a
+        # moment: the call waits for the lock (stalling the loop, as any sync call does), then writes.
+        _put_past_a_held_lock(store, b"on-loop")
+        with lock_released_later(_file(store)) as released, store.transaction():
+            store.kv.put(b"s", b"n", b"in-tx", b"v")
+            assert released.is_set()
 
     asyncio.run(main())
-    assert store.kv.get(b"s", b"n", b"on-loop") is None
-    assert store.kv.get(b"s", b"n", b"in-tx") is None
-    assert _busy_timeout_ms(store) == 0
+    assert store.kv.get_many(b"s", b"n", [b"on-loop", b"in-tx"]) == [b"v", b"v"]
     _put_past_a_held_lock(store, b"after")  # off the loop again: waits as before
     assert store.kv.get(b"s", b"n", b"after") == b"v"
+
+
+def test_on_a_loop_a_sync_call_is_refused_after_the_loops_lock_wait_saying_why(
+    store: durastate.Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(loop, "LOOP_LOCK_WAIT", 0.2)
+    holder = WriteLockHolder(_file(store)).start()  # held until the calls are over: a transaction of the loop, say
+
+    async def main() -> None:
+        with pytest.raises(LockBusy, match=r"running event loop, where it waited 0\.2 s .* durastate\.aio"):
+            store.kv.put(b"s", b"n", b"on-loop", b"v")
+        with pytest.raises(LockBusy, match=r"waited 0\.2 s"), store.transaction():
+            store.kv.put(b"s", b"n", b"in-tx", b"v")
+
+    try:
+        asyncio.run(main())
+    finally:
+        holder.release()
+    assert store.kv.get_many(b"s", b"n", [b"on-loop", b"in-tx"]) == [None, None]
+
+
+def test_an_inline_call_of_an_async_front_end_is_refused_at_once(store: durastate.Store) -> None:
+    _put_past_a_held_lock(store, b"first")  # this thread's connection now waits in SQLite
+    holder = WriteLockHolder(_file(store)).start()
+
+    async def main() -> None:
+        loop.INLINE_CALL.active = True  # as durastate._aio marks the calls it runs on the loop's thread
+        try:
+            with pytest.raises(LockBusy, match="where this call does not wait for the lock"):
+                store.kv.put(b"s", b"n", b"on-loop", b"v")
+            with pytest.raises(LockBusy, match="does not wait"), store.transaction():
+                store.kv.put(b"s", b"n", b"in-tx", b"v")
+        finally:
+            loop.INLINE_CALL.active = False
+
+    try:
+        asyncio.run(main())
+    finally:
+        holder.release()
+    assert store.kv.get_many(b"s", b"n", [b"on-loop", b"in-tx"]) == [None, None]
+    assert _busy_timeout_ms(store) == 0  # the loop set the connection back to refusing at once
+
+
+def test_durastate_aio_marks_its_inline_calls_so_the_loop_never_waits(tmp_path: Path) -> None:
+    from durastate import aio
+    from durastate.engines import sqlite_transaction
+
+    waits: list[tuple[bool, float | None]] = []  # (on the loop's thread, the wait lock_wait_here gave)
+    lock_wait_here = sqlite_transaction.lock_wait_here
+
+    def recorded(busy_timeout: float) -> float | None:
+        wait = lock_wait_here(busy_timeout)
+        waits.append((loop.running_loop() is not None, wait))
+        return wait
+
+    async def main() -> None:
+        astore = await aio.open(tmp_path / "inline.db", busy_timeout=BUSY_TIMEOUT_MS / 1000)
+        try:
+            assert astore._runner.inline  # durability="normal": calls run on the loop's thread first
+            await astore.kv.put(b"s", b"n", b"k", b"before")  # the loop thread's connection, made
+            with lock_released_later(tmp_path / "inline.db") as released:
+                sqlite_transaction.lock_wait_here = recorded
+                try:
+                    await astore.kv.put(b"s", b"n", b"k", b"v")  # refused inline, waited for on a worker
+                finally:
+                    sqlite_transaction.lock_wait_here = lock_wait_here
+                assert released.is_set()
+            assert await astore.kv.get(b"s", b"n", b"k") == b"v"
+        finally:
+            await astore.close()
+
+    asyncio.run(main())
+    assert waits[0] == (True, None)  # on the loop: refused at once
+    assert all(wait == BUSY_TIMEOUT_MS / 1000 for on_loop, wait in waits[1:] if not on_loop), waits
+    assert (False, BUSY_TIMEOUT_MS / 1000) in waits
 
 
 def test_an_ended_threads_connection_that_waited_refuses_at_once_for_the_next_thread(store: durastate.Store) -> None:

@@ -2,8 +2,9 @@
 
 What is pinned: which calls hold the gate and that every way out of them
 (commit, rollback, a refused BEGIN, a thread ending inside its transaction)
-leaves it; on an event loop's thread a held gate refuses at once, as a
-held SQLite lock does there, so ``durastate.aio`` hands the call to a worker.
+leaves it; on an event loop's thread a held gate refuses an inline call of
+``durastate.aio`` at once, as a held SQLite lock does there, so it hands the
+call to a worker; a sync call made there waits for it ``LOOP_LOCK_WAIT`` at most.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from pathlib import Path
 import pytest
 
 import durastate
-from durastate.engines import sqlite_connections
+from durastate.engines import loop, sqlite_connections
 from durastate.engines.sqlite import LockBusy, SqliteEngine
 from durastate.engines.sqlite_connections import WriterGate
 
@@ -101,8 +102,8 @@ def test_a_thread_that_ends_inside_its_transaction_frees_the_gate_once_reaped(st
     assert store.kv.get_many(b"s", b"n", [b"abandoned", b"after"]) == [None, b"v"]
 
 
-def test_on_an_event_loop_a_held_gate_refuses_at_once_and_changes_nothing(store: durastate.Store) -> None:
-    engine = _engine(store)
+def _gate_held_in_a_thread(store: durastate.Store) -> tuple[threading.Thread, threading.Event]:
+    """A thread holding ``store``'s writer gate (a transaction) until the returned event is set."""
     held, release = threading.Event(), threading.Event()
 
     def hold() -> None:
@@ -114,13 +115,25 @@ def test_on_an_event_loop_a_held_gate_refuses_at_once_and_changes_nothing(store:
     thread = threading.Thread(target=hold)
     thread.start()
     assert held.wait(timeout=30)
+    return thread, release
+
+
+def test_on_an_event_loop_an_inline_call_meeting_a_held_gate_is_refused_at_once_and_changes_nothing(
+    store: durastate.Store,
+) -> None:
+    engine = _engine(store)
+    thread, release = _gate_held_in_a_thread(store)
 
     async def inline() -> None:
         before = engine.no_wait_changes()
-        with pytest.raises(LockBusy, match="running event loop"):
-            store.kv.put(b"s", b"n", b"inline", b"v")
-        with pytest.raises(LockBusy), store.transaction():
-            pass
+        loop.INLINE_CALL.active = True  # as durastate._aio marks the calls it runs on the loop's thread
+        try:
+            with pytest.raises(LockBusy, match="running event loop, where this call does not wait"):
+                store.kv.put(b"s", b"n", b"inline", b"v")
+            with pytest.raises(LockBusy), store.transaction():
+                pass
+        finally:
+            loop.INLINE_CALL.active = False
         assert engine.no_wait_changes() == before
         assert engine._connections.writers.holder is thread
 
@@ -132,6 +145,35 @@ def test_on_an_event_loop_a_held_gate_refuses_at_once_and_changes_nothing(store:
     assert store.kv.get(b"s", b"n", b"inline") is None
     store.kv.put(b"s", b"n", b"inline", b"v")  # after the loop: waits as any sync call
     assert store.kv.get(b"s", b"n", b"inline") == b"v"
+
+
+def test_on_an_event_loop_a_sync_call_waits_for_the_gate_briefly(
+    store: durastate.Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    engine = _engine(store)
+    thread, release = _gate_held_in_a_thread(store)
+
+    async def sync_calls() -> None:
+        # Another thread's transaction for a moment: waited for.
+        releaser = threading.Timer(0.2, release.set)
+        releaser.start()
+        store.kv.put(b"s", b"n", b"waited", b"v")
+        assert release.is_set()
+        releaser.join()
+        thread.join(timeout=30)
+        # Held past LOOP_LOCK_WAIT (a transaction this very loop would have to drive): refused, saying why.
+        monkeypatch.setattr(loop, "LOOP_LOCK_WAIT", 0.2)
+        holder, let_go = _gate_held_in_a_thread(store)
+        try:
+            with pytest.raises(LockBusy, match=r"where it waited 0\.2 s for the lock"):
+                store.kv.put(b"s", b"n", b"refused", b"v")
+            assert engine._connections.writers.holder is holder
+        finally:
+            let_go.set()
+            holder.join(timeout=30)
+
+    asyncio.run(sync_calls())
+    assert store.kv.get_many(b"s", b"n", [b"waited", b"refused"]) == [b"v", None]
 
 
 # -- fairness: a thread that waited HUNGRY_AFTER gets the gate handed to it (sqlite_connections.WriterGate) --------

@@ -56,6 +56,7 @@ from typing import Any, Generic, TypeVar
 from .._aio import AsyncRunner, Undo
 from .._tail import Tail
 from .._validate import as_seconds
+from ..engines.loop import INLINE_CALL
 from ..engines.sqlite import LockBusy
 from ..engines.watch import ChangeWatch
 from ..errors import StoreClosed
@@ -395,11 +396,14 @@ def _make_call(
             no_wait = runner.no_wait_reads if reads else runner.no_wait
             if no_wait is not None:
                 before = no_wait()
+                INLINE_CALL.active = True  # as in AsyncRunner.call: a lock met is refused at once
                 try:
                     return method(*args, **kwargs)
                 except LockBusy:
                     if no_wait() != before:
                         raise
+                finally:
+                    INLINE_CALL.active = False
             return await runner.on_thread(method, args, kwargs)
 
         return call

@@ -5,15 +5,45 @@ thread). Importing asyncio costs a short-lived process a large share of its
 first ``durastate.open`` (asyncio pulls in ssl, concurrent.futures, ...),
 and no loop can run before something imported asyncio, so until then the
 answer is ``None`` without it.
+
+How long a call waits for a lock another connection holds, by where it
+runs (``lock_wait_here``; both engines):
+
+* off an event loop's thread: the store's busy timeout;
+* a sync call made on an event loop's thread (a notebook cell, an
+  ``async def`` handler calling a sync API): ``LOOP_LOCK_WAIT`` at most.
+  The loop stalls while it waits, as it does for any sync call, so the
+  wait is short; and if the holder is a transaction that very loop drives
+  it could never finish: after ``LOOP_LOCK_WAIT`` the call is refused with
+  an error saying so, never hung. A lock another process or thread holds
+  for a moment (the usual case) is simply waited for;
+* an async front end's inline call (``durastate._aio`` marks it with
+  ``INLINE_CALL``): not at all. It is refused at once, having changed
+  nothing, and the front end runs it again on a worker thread, which waits
+  as a sync call does: the loop never sleeps on a lock.
 """
 
 from __future__ import annotations
 
 import sys
+import threading
 from collections.abc import Callable
 from typing import Protocol
 
-__all__ = ["LoopCommit", "Settle", "WouldWait", "running_loop"]
+__all__ = ["INLINE_CALL", "LOOP_LOCK_WAIT", "LoopCommit", "Settle", "WouldWait", "lock_wait_here", "running_loop"]
+
+# Seconds a sync call made on an event loop's thread waits for a lock (a SQLite write lock, a PostgreSQL row lock).
+LOOP_LOCK_WAIT = 2.0
+
+
+class _InlineCall(threading.local):
+    """``active`` while this thread runs an async front end's call inline (on its event loop's thread)."""
+
+    active = False
+
+
+# Set (and reset) around every inline call by ``durastate._aio``: such a call meeting a lock is refused at once.
+INLINE_CALL = _InlineCall()
 
 # The failure branch of a commit whose answer failed, run on a worker: returns once the transaction is
 # known committed (found, or sent again), raises otherwise.
@@ -24,6 +54,20 @@ def running_loop() -> object | None:
     """The event loop running on this thread (``asyncio._get_running_loop()``), or ``None``."""
     asyncio = sys.modules.get("asyncio")
     return None if asyncio is None else asyncio._get_running_loop()
+
+
+def lock_wait_here(busy_timeout: float) -> float | None:
+    """Seconds a call on this thread waits for a lock held elsewhere (see the module docstring).
+
+    ``busy_timeout`` off event loop threads; ``min(LOOP_LOCK_WAIT,
+    busy_timeout)`` for a sync call on one; ``None`` (refuse at once) inside
+    an async front end's inline call. Asked only once a lock was met.
+    """
+    if running_loop() is None:
+        return busy_timeout
+    if INLINE_CALL.active:
+        return None
+    return min(LOOP_LOCK_WAIT, busy_timeout)
 
 
 class WouldWait(BaseException):

@@ -109,6 +109,7 @@ from .base import (
     Schema,
 )
 from .capabilities import Capabilities
+from .loop import LOOP_LOCK_WAIT
 from .loop import running_loop as _running_loop
 from .postgres_after_commit import NOTIFY_CHANNELS as NOTIFY_CHANNELS
 from .postgres_attempts import ATTEMPT_INSERT as ATTEMPT_INSERT
@@ -221,10 +222,6 @@ _SESSION_FACTS = f"SELECT pg_backend_pid(), current_schema(), current_setting('s
 # of CLOCK_GOOD_RTT seconds or less, and keeps the shortest's reading.
 CLOCK_SAMPLES = 3
 CLOCK_GOOD_RTT = 0.001
-
-
-# Seconds a sync call on an event loop's thread waits for a row lock (_shorten_lock_wait).
-LOOP_LOCK_WAIT = 2.0
 
 
 class PostgresEngine(AttemptWrites, ChangeNotifications, LoopCommits):

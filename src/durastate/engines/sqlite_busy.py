@@ -33,12 +33,13 @@ wins. Earlier rounds (after 100 or 250 ms) bounded the worst case lower
 but made so many more looks that the p99 of every writer rose past raw
 SQLite's (bench/RESULTS.md, "waitrounds").
 
-On a thread running an event loop nothing waits (``on_loop_thread``): a
-sleep there would stall every coroutine of the loop, and when the holder is
-an async transaction of that same loop it could never finish: the wait
-would last the whole busy timeout. The statement is refused at once with
-``LockBusy`` saying so; ``durastate.aio`` (which calls inline on the loop
-thread) takes that as its cue to run the call on a worker thread instead.
+On a thread running an event loop the wait is short or nothing
+(``loop.lock_wait_here``): a sleep there stalls every coroutine of the
+loop, and when the holder is an async transaction of that same loop it
+could never finish. A sync call made there waits ``loop.LOOP_LOCK_WAIT``
+at most, then is refused with ``LockBusy`` saying why
+(``loop_thread_refusal``); an inline call of ``durastate.aio`` is refused
+at once, its cue to run the call on a worker thread instead.
 """
 
 from __future__ import annotations
@@ -49,7 +50,6 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from .loop import running_loop as _running_loop
 from .sqlite_errors import LockBusy
 
 Row = tuple[Any, ...]
@@ -69,15 +69,17 @@ FIRST = 0.0005  # seconds: the first pause after BUSY
 LONGEST = 0.004  # seconds: the longest pause between two tries
 
 
-def loop_thread_refusal(url: str) -> LockBusy | None:
-    """The error for a lock met on a thread running an event loop, or ``None`` off such threads."""
-    if _running_loop() is None:
-        return None
+def loop_thread_refusal(url: str, waited: float) -> LockBusy:
+    """The error for a lock met on a thread running an event loop, after ``waited`` seconds (0: not at all)."""
+    if waited:
+        how = f"where it waited {waited:g} s for the lock, as long as a sync call there may: a longer wait"
+    else:
+        how = "where this call does not wait for the lock: waiting"
     return LockBusy(
         f"{url}: the store is locked by another connection (a transaction, maybe an async one of this"
-        " very event loop), and this call runs on the thread of a running event loop: waiting for the"
-        " lock would stall the loop (and a transaction the loop has to drive could never finish)."
-        " Call it through durastate.aio, or from another thread (asyncio.to_thread)"
+        f" very event loop), and this call runs on the thread of a running event loop, {how} would stall"
+        " the loop (and a transaction the loop has to drive could never finish). Call it through"
+        " durastate.aio, or from another thread (asyncio.to_thread)"
     )
 
 

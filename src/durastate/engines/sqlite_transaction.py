@@ -41,7 +41,7 @@ from typing import Any, TypeVar, cast
 from ..errors import DurastateError
 from . import sqlite_busy, sqlite_wal
 from .base import EngineBase, PerThread, Transaction, TransactionFields, aborted_error
-from .loop import running_loop
+from .loop import lock_wait_here, running_loop
 from .sqlite_busy import Backoff, loop_thread_refusal
 from .sqlite_connections import Connections, SharedWriter
 from .sqlite_errors import LockBusy, is_busy, translate_sqlite_error
@@ -389,34 +389,40 @@ class SqliteTransactions(EngineBase):
                 FORK_GATE.leave()
                 if not self._waits_for(exc):
                     raise translate_sqlite_error(exc, f"{self.url}: begin") from None
+                wait = self._lock_wait()
                 if sqlite_busy.WAIT_IN_SQLITE:
                     FORK_GATE.enter()
                     try:
                         with state.guard:
-                            self._in_sqlites_handler(partial(cursor.execute, _BEGIN_READ if read else BEGIN_WRITE))
+                            self._in_sqlites_handler(
+                                partial(cursor.execute, _BEGIN_READ if read else BEGIN_WRITE), wait
+                            )
                         return
                     except sqlite3.Error as again:
                         FORK_GATE.leave()
-                        raise translate_sqlite_error(again, f"{self.url}: begin (past the busy timeout)") from None
+                        raise self._still_locked(again, wait, "begin") from None
                     except BaseException:
                         FORK_GATE.leave()
                         raise
                 if backoff is None:
-                    backoff = Backoff(self._busy_timeout)
+                    backoff = Backoff(wait)
                 if not backoff.wait():
-                    raise translate_sqlite_error(exc, f"{self.url}: begin (past the busy timeout)") from None
+                    raise self._still_locked(exc, wait, "begin") from None
             except BaseException:
                 FORK_GATE.leave()
                 raise
 
     def _enter_writers(self, state: ThreadState) -> None:
-        """Take the writer gate (``sqlite_connections``): wait up to the busy timeout, or not at all on a loop."""
+        """Take the writer gate (``sqlite_connections``), waiting as long as this thread waits for a lock
+        (``loop.lock_wait_here``: the busy timeout; briefly or not at all on an event loop's thread)."""
         gate = self._connections.writers
         if not gate.enter(None):
-            refusal = loop_thread_refusal(self.url)
-            if refusal is not None:
-                raise refusal
-            if not gate.enter(self._busy_timeout):
+            wait = lock_wait_here(self._busy_timeout)
+            if wait is None:
+                raise loop_thread_refusal(self.url, 0)
+            if not gate.enter(wait):
+                if running_loop() is not None:
+                    raise loop_thread_refusal(self.url, wait)
                 raise LockBusy(f"{self.url}: database is locked (another thread of this process is writing)")
         state.writing = True
 
@@ -583,8 +589,8 @@ class SqliteTransactions(EngineBase):
 
     # -- waiting for the lock (sqlite_busy) --------------------------------------
 
-    def _in_sqlites_handler(self, attempt: Callable[[], _T]) -> _T:
-        """``attempt()`` again, SQLite's own busy handler waiting, until the busy timeout has passed (``sqlite_busy``).
+    def _in_sqlites_handler(self, attempt: Callable[[], _T], wait: float) -> _T:
+        """``attempt()`` again, SQLite's own busy handler waiting, until ``wait`` seconds have passed (``sqlite_busy``).
 
         A connection starts with ``busy_timeout = 0`` so that a held lock
         is seen at once (a loop thread is refused, not stalled); off a loop
@@ -598,14 +604,15 @@ class SqliteTransactions(EngineBase):
 
         The timeout set is ``FIRST_WAIT_MS`` (or the store's, if shorter):
         a statement still refused after it is starving and runs again in
-        rounds of ``STARVING_ROUND_MS`` until the store's busy timeout has
-        passed since the first refusal; the connection is set back to
+        rounds of ``STARVING_ROUND_MS`` until ``wait`` (``_lock_wait``: the
+        store's busy timeout off event loop threads) has passed since the
+        first refusal; the connection is set back to
         ``FIRST_WAIT_MS`` after. Raises the last refusal (or anything else
         ``attempt`` raises) as it came.
         """
         state = self._tls.state
-        first_ms = self._first_wait_ms()
-        deadline = time.monotonic() + self._busy_timeout
+        first_ms = min(self._first_wait_ms(), int(wait * 1000))  # shorter only for a brief wait (loop.LOOP_LOCK_WAIT)
+        deadline = time.monotonic() + wait
         conn = (state.cursor or self._thread_cursor()).connection
         if state.lock_wait:
             deadline -= first_ms / 1000  # the refused statement waited its first round already
@@ -662,36 +669,50 @@ class SqliteTransactions(EngineBase):
                 raise self._failed(exc) from None
 
     def _waits_for(self, exc: sqlite3.Error) -> bool:
-        """Whether a statement refused with ``exc`` is tried again after a pause.
+        """Whether a statement refused with ``exc`` is tried again after a pause (for ``_lock_wait`` seconds).
 
         True for BUSY on a file store (never BUSY_SNAPSHOT: a read
-        transaction's snapshot stays stale however long it waits). On a
-        thread running an event loop, raises the ``LockBusy`` that says why
-        it does not wait (``sqlite_busy.loop_thread_refusal``).
+        transaction's snapshot stays stale however long it waits).
         """
-        if self.is_memory or not is_busy(exc) or exc.sqlite_errorcode == _SQLITE_BUSY_SNAPSHOT:
-            return False
-        refusal = loop_thread_refusal(self.url)
-        if refusal is not None:
-            raise self._doom(refusal)
-        return True
+        return not (self.is_memory or not is_busy(exc) or exc.sqlite_errorcode == _SQLITE_BUSY_SNAPSHOT)
+
+    def _lock_wait(self) -> float:
+        """Seconds this thread waits for a lock held elsewhere (``loop.lock_wait_here``); inside an async front
+        end's inline call, raises the ``LockBusy`` that refuses it at once (dooming the open transaction)."""
+        wait = lock_wait_here(self._busy_timeout)
+        if wait is None:
+            raise self._doom(loop_thread_refusal(self.url, 0))
+        return wait
+
+    def _still_locked(self, exc: sqlite3.Error, wait: float, doing: str | None = None) -> DurastateError:
+        """The error for a statement (``doing``: a ``BEGIN``) still refused with ``exc`` after waiting ``wait`` s.
+
+        On an event loop's thread a refusal for the lock says why the wait
+        was short (``sqlite_busy.loop_thread_refusal``).
+        """
+        if is_busy(exc) and running_loop() is not None:
+            return self._doom(loop_thread_refusal(self.url, wait))
+        if doing is not None:
+            return translate_sqlite_error(exc, f"{self.url}: {doing} (past the busy timeout)")
+        return self._failed(exc)
 
     def _after_busy(self, exc: sqlite3.Error, attempt: Callable[[], object]) -> object:
         """Run ``attempt`` (the refused statement) again after pauses until it is not refused for the lock.
 
         Called holding the thread's guard, from the statement method whose
         statement SQLite refused with ``exc``; anything but BUSY is raised
-        translated, as is BUSY once the busy timeout has passed.
+        translated, as is BUSY once ``_lock_wait`` has passed.
         """
         if not self._waits_for(exc):
             raise self._failed(exc) from None
+        wait = self._lock_wait()
         # Not on the shared writer connection (a transaction's, _begin_shared): it never waits in SQLite's handler.
         if sqlite_busy.WAIT_IN_SQLITE and self._tls.state.own is None:
             try:
-                return self._in_sqlites_handler(attempt)
+                return self._in_sqlites_handler(attempt, wait)
             except sqlite3.Error as again:
-                raise self._failed(again) from None
-        backoff = Backoff(self._busy_timeout)
+                raise self._still_locked(again, wait) from None
+        backoff = Backoff(wait)
         while backoff.wait():
             if self._closed:
                 raise self._refuse_closed()
@@ -701,4 +722,4 @@ class SqliteTransactions(EngineBase):
                 if not is_busy(again):
                     raise self._failed(again) from None
                 exc = again
-        raise self._failed(exc) from None
+        raise self._still_locked(exc, wait) from None
