@@ -72,6 +72,7 @@ from typing import Any
 
 import psycopg
 import psycopg_pool
+from psycopg import generators
 from psycopg.abc import PQGen
 from psycopg.pq import TransactionStatus
 from psycopg_pool import base as _pool_base
@@ -212,14 +213,24 @@ class PooledConnection(psycopg.Connection[Any]):
                 self._maintain()
 
     def sync(self) -> None:
-        """Sync the pipeline: after a failure the server skips everything up to a sync."""
+        """Sync the pipeline: after a failure the server skips everything up to a sync; raise the failure.
+
+        Not ``Pipeline.sync``: it can wait forever after a large statement
+        (``_sent_whole_gen``).
+        """
         pipeline = self._pipeline
         assert pipeline is not None
-        try:
-            pipeline.sync()
-        finally:
-            with self.lock:
+        with self.lock:
+            try:
+                self.wait(self._sync_gen(pipeline))
+            finally:
                 self._maintain()
+
+    def _sync_gen(self, pipeline: psycopg.Pipeline) -> PQGen[None]:
+        pipeline._enqueue_sync()
+        yield from pipeline._communicate_gen()
+        yield from self._sent_whole_gen()
+        yield from pipeline._fetch_gen(flush=False)
 
     def end_pipeline(self) -> None:
         """Sync, collect every result and leave pipeline mode; raise the first failure (``end_pipeline_gen``)."""
@@ -282,6 +293,7 @@ class PooledConnection(psycopg.Connection[Any]):
         pipeline._enqueue_sync()
         try:
             yield from pipeline._communicate_gen()
+            yield from self._sent_whole_gen()
         except psycopg.Error as exc:
             first = exc
         try:
@@ -290,6 +302,21 @@ class PooledConnection(psycopg.Connection[Any]):
             first = first or exc
         if first is not None:
             raise first
+
+    def _sent_whole_gen(self) -> PQGen[None]:
+        """Send what libpq still holds of the pipeline's messages, all of it, reading meanwhile.
+
+        psycopg's ``pipeline_communicate`` stops once its last command is
+        handed to libpq, whose flush on a non-blocking connection sends
+        only what the socket takes: of a statement of a few MB (a large
+        value) the rest stays in libpq's buffer. Waiting for results then
+        waits forever, the server waiting for the rest of the statement
+        (psycopg's own ``Pipeline.sync`` does: 3.3.9; its exit was fixed
+        in psycopg#722). ``generators.send`` flushes until nothing is
+        left, reading what the server sends meanwhile so neither side
+        blocks on a full socket buffer.
+        """
+        yield from generators.send(self.pgconn)
 
     def abandon_pipeline(self) -> None:
         """``end_pipeline``, its failure ignored (the transaction is being rolled back anyway)."""
