@@ -52,7 +52,7 @@ from ._common import (
     temporary_sibling,
     url_option,
 )
-from ._format import escape
+from ._format import escape, fact_text
 from .checks import Check, checks, named, verdict
 from .inspect import facet_stats, health, table_stats, top_groups
 
@@ -105,11 +105,7 @@ def _print_health(h: Any, as_json: bool) -> None:
         return
     width = max(len(k) for k in facts)
     for key, value in facts.items():
-        if key.endswith("_bytes") and isinstance(value, int):
-            value = f"{value:,} ({human_bytes(value)})"
-        elif isinstance(value, dict):
-            value = ", ".join(f"{k} {v}" for k, v in value.items())
-        click.echo(f"{key.ljust(width)}  {escape(str(value))}")
+        click.echo(f"{key.ljust(width)}  {escape(fact_text(key, value))}")
     for w in h.warnings:
         click.echo(f"warning: {escape(w)}")
     for p in h.problems:

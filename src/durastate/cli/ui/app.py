@@ -20,10 +20,11 @@ from durastate.errors import DurastateError, InvalidRequest, NotFound
 from durastate.records.inputs import MAX_SAFE_INTEGER
 
 from .._common import redact
-from .._format import human_bytes, show_name
+from .._format import fact_text, human_bytes, show_name
 from ..browse import bytes_successor
 from ..browse._documents import _is_backup_of
 from ..browse._events import _session_exists
+from ..checks import named
 from ..inspect import facet_stats, health, table_stats
 from ..revisions import change_summary, diff_lines, history_view
 from . import actions, render
@@ -130,10 +131,12 @@ def create_app(
             # The polled part only: no table statistics, no health facts.
             return page(request, "overview_live.html", source="poll", **live)
         tables = table_stats(store, scan=False)  # no full-table reads for a page
+        h = health(store, check="none")
         return page(
             request,
             "overview.html",
-            health=health(store, check="none"),
+            health=h,
+            facts={key: fact_text(key, value) for key, value in named(h.facts).items()},  # as `durastate info`
             facets=facet_stats(tables),
             tables=tables,
             source="page",
