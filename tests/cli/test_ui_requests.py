@@ -88,6 +88,9 @@ def test_a_bad_parameter_is_a_400_page_naming_it(browser: tuple[TestClient, Samp
     ("path", "named"),
     [
         ("/events/nosuch", "nosuch"),
+        ("/events/nosuch?after=1", "nosuch"),  # past the end of no session
+        ("/kv?scope=nosuch&ns_after=a", "nosuch"),
+        ("/kv?scope=run-1&ns=log&log=nosuch&entry_after=1", "nosuch"),
         ("/records/documents/999999", "999999"),
         ("/records/conversations/999999", "999999"),
         ("/documents/nosuch", "nosuch"),
@@ -112,6 +115,7 @@ def test_an_unknown_item_is_a_404_page_naming_it(browser: tuple[TestClient, Samp
         "/events/chat-1?after=99",  # paging past the end is an empty page, not an error
         "/documents/runs/1?before=2",
         "/kv?scope=run-1&ns=log&log=stream&entry_after=99",
+        "/kv?scope=run-1&ns_after=zzz",
         "/records/conversations/{conv}?after=1",
         "/presence/room-1?start=99",
     ],

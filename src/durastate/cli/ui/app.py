@@ -160,7 +160,7 @@ def create_app(
             spaces = store.kv.namespaces(scope_b, after=q.name("ns_after"), limit=page_size)
             context["namespaces"] = spaces
             context["next_ns"] = show_name(spaces[-1]) if len(spaces) == page_size else None
-            if not spaces and not q.has("ns_after"):
+            if not spaces and not (q.has("ns_after") and store.kv.namespaces(scope_b, limit=1)):
                 missing = f"kv scope {scope!r} holds nothing"
         if scope_b is not None and ns_b is not None:
             prefix = q.name("prefix") or b""
@@ -195,7 +195,8 @@ def create_app(
                 context["log"] = q.text("log")
                 context["entries"] = [(n, v[: render.PREVIEW + 1], len(v)) for n, v in entries[:page_size]]
                 context["next_entry"] = entries[page_size - 1][0] if len(entries) > page_size else None
-                if missing is None and not entries and after_entry is None:
+                past_end = after_entry and list(store.kv.log(scope_b, ns_b, log, limit=1))
+                if missing is None and not entries and not past_end:
                     missing = f"no kv log {q.text('log')!r}"
         context["missing"] = missing
         status = 200 if missing is None else 404
@@ -278,7 +279,8 @@ def create_app(
         session_id = q.required_text("session")
         after = q.integer("after", low=0)
         events = store.events.read_events(session_id, after_index=after or 0, limit=page_size)
-        if not events.events and after is None and not _session_exists(store, session_id):
+        # An empty page is past the end of a session, or of none (one more probe, on empty pages only).
+        if not events.events and not _session_exists(store, session_id):
             return not_found(request, f"no event session {session_id!r}")
         return page(
             request,

@@ -47,7 +47,7 @@ class Params:
         query = request.query_params
         for name in query:
             if name not in known and name not in IGNORED:
-                raise BadParameter(name, "not a parameter of this page")
+                raise BadParameter(name[:40], "not a parameter of this page")
             if len(query.getlist(name)) > 1:
                 raise BadParameter(name, "given more than once")
         self._query = query
