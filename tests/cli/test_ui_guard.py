@@ -11,6 +11,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -123,8 +124,9 @@ def test_cli_beyond_loopback_makes_and_prints_a_token(tmp_path: Path) -> None:
         assert server.stderr is not None
         warning = server.stderr.readline()
         assert warning.startswith("warning: 0.0.0.0 is reachable from other machines")
-        token = warning.rsplit("?token=", 1)[1].split(" ", 1)[0]
-        base = f"http://127.0.0.1:{port}"
+        printed = warning.split("(open ", 1)[1].split(" once", 1)[0]  # the URL it says to open: it must answer
+        base, token = printed.split("/?token=")
+        assert base == f"http://127.0.0.1:{port}"
         deadline = time.monotonic() + 60
         while True:  # readiness probe: the server answers 401 without the token once it listens
             try:
@@ -139,6 +141,9 @@ def test_cli_beyond_loopback_makes_and_prints_a_token(tmp_path: Path) -> None:
         request = urllib.request.Request(base + "/kv?scope=run&ns=cfg", headers={"Authorization": f"Bearer {token}"})
         with urllib.request.urlopen(request, timeout=10) as page:
             assert b"model" in page.read()
+        opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor())
+        with opener.open(printed, timeout=10) as page:  # the token leaves for a cookie, the page opens
+            assert page.url == base + "/" and b"Overview" in page.read()
     finally:
         server.terminate()
         server.wait(timeout=30)
@@ -155,3 +160,71 @@ def test_cli_refuses_a_short_token(tmp_path: Path) -> None:
     assert result.returncode == 2
     assert "16 or more" in result.stderr
     assert not (tmp_path / "x.db").exists()
+
+
+def _ui(*args: str) -> Any:
+    from click.testing import CliRunner
+
+    from durastate.cli.app import cli
+
+    return CliRunner().invoke(cli, ["ui", *args])
+
+
+@pytest.mark.parametrize(
+    ("host", "taken", "code", "says"),
+    [
+        ("999.1.1.1", False, 2, "Invalid value for --host: '999.1.1.1' is not an address"),
+        ("198.51.100.1", False, 2, "is not an address of this machine"),  # TEST-NET-2: no machine's own
+        ("0.0.0.0", True, 4, "is in use"),
+    ],
+)
+def test_ui_says_nothing_and_opens_nothing_before_it_listens(
+    tmp_path: Path, host: str, taken: bool, code: int, says: str
+) -> None:
+    db = tmp_path / "new.db"
+    with socket.create_server((host if taken else "127.0.0.1", 0)) as holder:
+        port = holder.getsockname()[1] if taken else 0
+        result = _ui("--url", f"sqlite://{db}", "--allow-writes", "--host", host, "--port", str(port))
+    assert result.exit_code == code, result.output
+    assert says in result.stderr
+    # No URL, no token (a token printed for a server that never ran), no store created.
+    assert "inspector on" not in result.stderr and "token" not in result.stderr
+    assert not db.exists()
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "::"])
+def test_ui_prints_a_url_that_opens_the_inspector(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, host: str) -> None:
+    import uvicorn
+
+    if host == "::" and not socket.has_ipv6:
+        pytest.skip("no IPv6")
+    served: dict[str, Any] = {}
+
+    def run(server: uvicorn.Server, sockets: list[socket.socket] | None = None) -> None:
+        assert sockets is not None
+        served.update(app=server.config.app, port=sockets[0].getsockname()[1])
+
+    monkeypatch.setattr(uvicorn.Server, "run", run)
+    with durastate.open(f"sqlite://{tmp_path / 'ui.db'}") as opened:
+        opened.kv.put(b"run", b"cfg", b"model", b"small")
+    result = _ui("--url", f"sqlite://{tmp_path / 'ui.db'}", "--host", host, "--port", "0", "--token", TOKEN)
+    assert result.exit_code == 0, result.output
+    loopback = "[::1]" if host == "::" else "127.0.0.1"
+    base = f"http://{loopback}:{served['port']}"  # the port it listens on, not the 0 it was given
+    assert f"(open {base}/?token={TOKEN} once)" in result.stderr
+    assert "add --allow-host NAME" in result.stderr  # why another machine's request would get a 421
+    assert f"durastate inspector on {base}/ (read-only; listening on" in result.stderr
+    browser = TestClient(served["app"], base_url=base, follow_redirects=True)
+    assert "Overview" in browser.get(f"{base}/?token={TOKEN}").text
+
+
+def test_ui_names_the_hosts_it_answers_for(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import uvicorn
+
+    monkeypatch.setattr(uvicorn.Server, "run", lambda server, sockets=None: None)
+    durastate.open(f"sqlite://{tmp_path / 'ui.db'}").close()
+    args = ["--url", f"sqlite://{tmp_path / 'ui.db'}", "--host", "0.0.0.0", "--port", "0"]
+    result = _ui(*args, "--allow-host", "inspector.lan:8765")
+    assert result.exit_code == 0, result.output
+    assert "it answers requests for inspector.lan, localhost, 127.0.0.1, ::1" in result.stderr
+    assert "add --allow-host NAME" not in result.stderr

@@ -27,8 +27,10 @@ from durastate.cli._format import table_time
 from durastate.cli.ui import create_app
 from durastate.cli.ui.alerts import Thresholds
 from durastate.testing.clock import FakeClock
+from durastate.testing.sample import Sample
 
 from .browser import Node, parse
+from .conftest import cli_here
 
 BASE = "http://127.0.0.1:8765"
 
@@ -391,3 +393,25 @@ def test_the_ui_command_opens_read_only_unless_writes_are_allowed(
 def test_create_app_refuses_bad_options(store: durastate.Store, options: dict[str, Any], message: str) -> None:
     with pytest.raises(durastate.InvalidRequest, match=message):
         create_app(store, **options)
+
+
+def test_the_overview_shows_the_facts_as_durastate_info_does(filled: tuple[str, Sample]) -> None:
+    # docs/inspector.md says the overview's facts are `durastate info`'s: the same names (synchronous NORMAL, not
+    # 1) and numbers (1,236,992 (1.2 MiB), not 1.2 MiB (1236992)).
+    url, _ = filled
+    info = cli_here(url, "info")
+    assert info.returncode == 0, info.stderr
+    printed = dict(re.split(r"\s{2,}", line, maxsplit=1) for line in info.stdout.decode().splitlines() if "  " in line)
+    with durastate.open(url, read_only=True) as opened:
+        page = html(client(opened).get("/"))
+    shown = {}
+    for row in (n for n in page.by_id("health").walk() if n.tag == "tr"):
+        [key] = [c.text() for c in row.children if c.tag == "th"]
+        [value] = [c.text() for c in row.children if c.tag == "td"]
+        shown[key] = value
+    del shown["integrity"]  # by design: a page never reads the whole file (`durastate doctor` does)
+    assert shown == {key: value for key, value in printed.items() if key in shown}
+    assert "schema" in shown and len(shown) >= 5
+    if url.startswith("sqlite"):
+        assert shown["synchronous"] in ("OFF", "NORMAL", "FULL", "EXTRA"), shown
+        assert re.fullmatch(r"[\d,]+ \(.+\)", shown["file_bytes"]), shown

@@ -47,6 +47,7 @@ __all__ = [
     "decode_bytes",
     "encode_bytes",
     "escape",
+    "fact_text",
     "human_bytes",
     "human_duration",
     "iso_time",
@@ -215,6 +216,16 @@ def human_bytes(n: float | None) -> str:
             return f"{n:,.0f} {unit}" if unit == "B" else f"{n:,.1f} {unit}"
         n /= 1024
     return f"{n:,.1f} TiB"
+
+
+def fact_text(key: str, value: Any) -> str:
+    """A health fact as ``durastate info`` and the inspector show it: a ``*_bytes`` count as ``1,236,992 (1.2 MiB)``,
+    a mapping (schema versions) as ``kv 3, queues 2``; not yet escaped."""
+    if key.endswith("_bytes") and isinstance(value, int):
+        return f"{value:,} ({human_bytes(value)})"
+    if isinstance(value, dict):
+        return ", ".join(f"{k} {v}" for k, v in value.items())
+    return str(value)
 
 
 # -- JSON -------------------------------------------------------------------------

@@ -9,12 +9,10 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import errno
 import gzip
 import os
 import re
 import secrets
-import socket
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -33,7 +31,6 @@ from ._common import (
     Duration,
     Name,
     NotFound,
-    PortInUse,
     Progress,
     Size,
     data_command,
@@ -52,7 +49,7 @@ from ._common import (
     temporary_sibling,
     url_option,
 )
-from ._format import escape
+from ._format import escape, fact_text
 from .checks import Check, checks, named, verdict
 from .inspect import facet_stats, health, table_stats, top_groups
 
@@ -105,11 +102,7 @@ def _print_health(h: Any, as_json: bool) -> None:
         return
     width = max(len(k) for k in facts)
     for key, value in facts.items():
-        if key.endswith("_bytes") and isinstance(value, int):
-            value = f"{value:,} ({human_bytes(value)})"
-        elif isinstance(value, dict):
-            value = ", ".join(f"{k} {v}" for k, v in value.items())
-        click.echo(f"{key.ljust(width)}  {escape(str(value))}")
+        click.echo(f"{key.ljust(width)}  {escape(fact_text(key, value))}")
     for w in h.warnings:
         click.echo(f"warning: {escape(w)}")
     for p in h.problems:
@@ -591,64 +584,38 @@ def ui(
 ) -> None:
     """Serve the inspector web page (needs the [ui] extra): read-only unless --allow-writes."""
     try:
-        import uvicorn
-
         from ._common import open_store
         from .ui import create_app
         from .ui.alerts import Thresholds
         from .ui.guard import is_loopback
+        from .ui.serve import listen, serve, startup_lines  # imports uvicorn
     except ImportError as exc:
         raise click.ClickException(f"the inspector needs the [ui] extra: pip install 'durastate[ui]' ({exc})") from None
     if token is not None and (len(token) < 16 or not TOKEN_RE.fullmatch(token)):
         raise click.BadParameter("a token is 16 or more of A-Z a-z 0-9 - _ . ~", param_hint="--token")
-    shown = f"[{host}]" if ":" in host else host
-    if not is_loopback(host):
-        if token is None:
+    listening = listen(host, port)  # before anything is printed or opened (ui/serve.py)
+    try:
+        if not is_loopback(host) and token is None:
             token = secrets.token_urlsafe(24)
-        click.echo(
-            f"warning: {host} is reachable from other machines; every request needs the token "
-            f"(open http://{shown}:{port}/?token={token} once)",
-            err=True,
-        )
-    store = open_store(url, prefix) if allow_writes else open_for_reading(url, prefix)
-    try:
-        app = create_app(
-            store,
-            page_size=page_size,
-            bound=host,
-            allow_hosts=allow_hosts,
-            token=token,
-            allow_writes=allow_writes,
-            thresholds=Thresholds(stale_after=stale_after, backlog_over=backlog_over),
-            refresh=refresh,
-        )
-        mode = "redrive and purge of dead letters allowed" if allow_writes else "read-only"
-        click.echo(f"durastate inspector on http://{shown}:{port}/ ({mode}; Ctrl-C stops)", err=True)
+        store = open_store(url, prefix) if allow_writes else open_for_reading(url, prefix)
         try:
-            uvicorn.run(app, host=host, port=port, log_level="warning")
-        except SystemExit as exc:
-            # uvicorn exits 3 whenever its server cannot start (its own log line says why); a taken
-            # port is the common case and has its own exit code.
-            if exc.code == UVICORN_STARTUP_FAILURE:
-                _check_port(host, port)
-                raise click.ClickException("the inspector's server could not start (see above)") from None
-            raise
+            app = create_app(
+                store,
+                page_size=page_size,
+                bound=host,
+                allow_hosts=allow_hosts,
+                token=token,
+                allow_writes=allow_writes,
+                thresholds=Thresholds(stale_after=stale_after, backlog_over=backlog_over),
+                refresh=refresh,
+            )
+            lines = startup_lines(
+                host, listening.getsockname()[1], token=token, allow_hosts=allow_hosts, allow_writes=allow_writes
+            )
+            for line in lines:
+                click.echo(line, err=True)
+            serve(app, listening)
+        finally:
+            store.close()
     finally:
-        store.close()
-
-
-UVICORN_STARTUP_FAILURE = 3
-
-
-def _check_port(host: str, port: int) -> None:
-    """``PortInUse`` (exit 4) when ``host:port`` cannot be bound because it is taken; another failure to bind
-    is an error (exit 1); a port that binds returns. Port 0 (any free port) is not checked."""
-    if port == 0:
-        return
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    try:
-        socket.create_server((host, port), family=family).close()
-    except OSError as exc:
-        if exc.errno == errno.EADDRINUSE:
-            raise PortInUse(f"port {port} on {host} is in use: pick another with --port") from None
-        raise click.ClickException(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+        listening.close()

@@ -16,15 +16,21 @@ from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
 import durastate
-from durastate.errors import DurastateError, InvalidRequest
+from durastate.errors import DurastateError, InvalidRequest, NotFound
+from durastate.records.inputs import MAX_SAFE_INTEGER
 
 from .._common import redact
-from .._format import decode_bytes, human_bytes, show_name
+from .._format import fact_text, human_bytes, show_name
+from ..browse import bytes_successor
+from ..browse._documents import _is_backup_of
+from ..browse._events import _session_exists
+from ..checks import named
 from ..inspect import facet_stats, health, table_stats
 from ..revisions import change_summary, diff_lines, history_view
 from . import actions, render
 from .alerts import FLAG_LABELS, Thresholds, collect
 from .guard import Guard, allowed_hosts
+from .params import BadParameter, Params
 
 HERE = Path(__file__).parent
 MAX_TREE = 1000  # conversations read to draw the fork tree
@@ -107,13 +113,11 @@ def create_app(
         nav = template.split(".")[0]
         return templates.TemplateResponse(request, template, {"nav": nav, **context}, status_code=status)
 
-    def number(request: Request, name: str, default: int = 0) -> int:
-        try:
-            return int(request.query_params.get(name, default))
-        except ValueError:
-            return default
+    def not_found(request: Request, what: str) -> Response:
+        return page(request, "error.html", status=404, heading="Not found", what=what)
 
     def overview(request: Request) -> Response:
+        q = Params(request, "part")
         lines, alerts, more_queues = collect(store, thresholds)
         live: dict[str, Any] = {
             "lines": lines,
@@ -123,14 +127,16 @@ def create_app(
             "refresh": refresh,
             "refreshed": store.engine.now_ms(),
         }
-        if request.headers.get("HX-Request") and request.query_params.get("part") == "live":
+        if request.headers.get("HX-Request") and q.text("part") == "live":
             # The polled part only: no table statistics, no health facts.
             return page(request, "overview_live.html", source="poll", **live)
         tables = table_stats(store, scan=False)  # no full-table reads for a page
+        h = health(store, check="none")
         return page(
             request,
             "overview.html",
-            health=health(store, check="none"),
+            health=h,
+            facts={key: fact_text(key, value) for key, value in named(h.facts).items()},  # as `durastate info`
             facets=facet_stats(tables),
             tables=tables,
             source="page",
@@ -138,104 +144,117 @@ def create_app(
         )
 
     def kv(request: Request) -> Response:
-        q = request.query_params
-        after = q.get("after")
-        scopes = store.kv.scopes(after=None if after is None else decode_bytes(after), limit=page_size)
-        scope = q.get("scope")
-        ns = q.get("ns")
-        context: dict[str, Any] = {"scopes": scopes, "scope": scope, "ns": ns, "view": q.get("view", "auto")}
+        q = Params(
+            request,
+            *("after", "scope", "ns", "view", "ns_after", "prefix", "start"),
+            *("logs_after", "counters_after", "key", "log", "entry_after", "part"),
+        )
+        view = q.choice("view", ("auto", "text", "hex", "json"), "auto")
+        scope_b, ns_b = q.name("scope"), q.name("ns")
+        scope, ns = q.text("scope"), q.text("ns")
+        scopes = store.kv.scopes(after=q.name("after"), limit=page_size)
+        context: dict[str, Any] = {"scopes": scopes, "scope": scope, "ns": ns, "view": view}
         context["next_scopes"] = show_name(scopes[-1]) if len(scopes) == page_size else None
-        if scope is not None:
-            ns_after = q.get("ns_after")
-            spaces = store.kv.namespaces(
-                decode_bytes(scope), after=None if ns_after is None else decode_bytes(ns_after), limit=page_size
-            )
+        missing = None  # the first thing asked for that is not there: the page says so, answered 404
+        if scope_b is not None:
+            spaces = store.kv.namespaces(scope_b, after=q.name("ns_after"), limit=page_size)
             context["namespaces"] = spaces
             context["next_ns"] = show_name(spaces[-1]) if len(spaces) == page_size else None
-        if scope is not None and ns is not None:
-            prefix = decode_bytes(q.get("prefix", ""))
-            start = q.get("start")
-            lo = decode_bytes(start) if start else (prefix or None)
-            from ..browse import bytes_successor
-
+            if not spaces and not (q.has("ns_after") and store.kv.namespaces(scope_b, limit=1)):
+                missing = f"kv scope {scope!r} holds nothing"
+        if scope_b is not None and ns_b is not None:
+            prefix = q.name("prefix") or b""
+            start = q.name("start")
+            lo = start if start else (prefix or None)
             hi = bytes_successor(prefix) if prefix else None
-            scope_b, ns_b = decode_bytes(scope), decode_bytes(ns)
             rows = list(store.kv.scan(scope_b, ns_b, start=lo, end=hi, limit=page_size + 1))
             context["rows"] = [(k, v[: render.PREVIEW + 1]) for k, v in rows[:page_size]]
-            context["prefix"] = q.get("prefix", "")
+            context["prefix"] = q.text("prefix", "")
             context["next_key"] = show_name(rows[page_size][0]) if len(rows) > page_size else None
             # Logs and counters live beside the values: a namespace may hold only those.
-            logs_after, counters_after = q.get("logs_after"), q.get("counters_after")
-            log_keys = store.kv.log_keys(
-                scope_b, ns_b, after=None if logs_after is None else decode_bytes(logs_after), limit=page_size
-            )
+            log_keys = store.kv.log_keys(scope_b, ns_b, after=q.name("logs_after"), limit=page_size)
             context["log_keys"] = log_keys
             context["next_logs"] = show_name(log_keys[-1]) if len(log_keys) == page_size else None
-            counters = store.kv.counters(
-                scope_b, ns_b, after=None if counters_after is None else decode_bytes(counters_after), limit=page_size
-            )
+            counters = store.kv.counters(scope_b, ns_b, after=q.name("counters_after"), limit=page_size)
             context["counters"] = counters
             context["next_counters"] = show_name(counters[-1][0]) if len(counters) == page_size else None
-            key = q.get("key")
+            paged = any(q.has(name) for name in ("prefix", "start", "logs_after", "counters_after"))
+            if missing is None and not (rows or log_keys or counters or paged):
+                missing = f"kv namespace {ns!r} of scope {scope!r} holds nothing"
+            key = q.name("key")
             if key is not None:
-                value = store.kv.get(scope_b, ns_b, decode_bytes(key))
-                context["key"] = key
-                context["value"] = None if value is None else render.value_view(value, context["view"])
-            log = q.get("log")
+                value = store.kv.get(scope_b, ns_b, key)
+                context["key"] = q.text("key")
+                context["value"] = None if value is None else render.value_view(value, view)
+                if missing is None and value is None:
+                    missing = f"no live value at kv key {q.text('key')!r}"
+            log = q.name("log")
             if log is not None:
-                after_entry = number(request, "entry_after")
-                entries = list(store.kv.log(scope_b, ns_b, decode_bytes(log), after=after_entry, limit=page_size + 1))
-                context["log"] = log
+                after_entry = q.integer("entry_after", low=0)
+                entries = list(store.kv.log(scope_b, ns_b, log, after=after_entry or 0, limit=page_size + 1))
+                context["log"] = q.text("log")
                 context["entries"] = [(n, v[: render.PREVIEW + 1], len(v)) for n, v in entries[:page_size]]
                 context["next_entry"] = entries[page_size - 1][0] if len(entries) > page_size else None
-        if request.headers.get("HX-Request") and q.get("part") == "tree":
-            return page(request, "kv_tree.html", **context)
-        return page(request, "kv.html", **context)
+                past_end = after_entry and list(store.kv.log(scope_b, ns_b, log, limit=1))
+                if missing is None and not entries and not past_end:
+                    missing = f"no kv log {q.text('log')!r}"
+        context["missing"] = missing
+        status = 200 if missing is None else 404
+        if request.headers.get("HX-Request") and q.text("part") == "tree":
+            return page(request, "kv_tree.html", status=status, **context)
+        return page(request, "kv.html", status=status, **context)
 
     def raw_kv(request: Request) -> Response:
-        q = request.query_params
-        address = (decode_bytes(q["scope"]), decode_bytes(q["ns"]), decode_bytes(q["key"]))
-        if "entry" in q:  # one log entry, by its ordinal
-            ordinal = number(request, "entry")
+        q = Params(request, "scope", "ns", "key", "entry")
+        address = (q.required_name("scope"), q.required_name("ns"), q.required_name("key"))
+        key = q.required_text("key")
+        ordinal = q.integer("entry", low=1)
+        if ordinal is not None:  # one log entry, by its ordinal
             found = list(store.kv.log(*address, after=ordinal - 1, limit=1))
             if not found or found[0][0] != ordinal:
-                return PlainTextResponse("no such log entry\n", status_code=404)
-            return raw(found[0][1], f"{q['key']}-{ordinal}")
+                return not_found(request, f"no entry {ordinal} in kv log {key!r}")
+            return raw(found[0][1], f"{key}-{ordinal}")
         value = store.kv.get(*address)
         if value is None:
-            return PlainTextResponse("no live value\n", status_code=404)
-        return raw(value, q["key"])
+            return not_found(request, f"no live value at kv key {key!r}")
+        return raw(value, key)
 
     def raw_queue(request: Request) -> Response:
-        name = decode_bytes(request.path_params["name"])
-        ident = number(request, "id")
-        if "cursor" in request.query_params:  # an item: the cursor just before it
-            items = store.queues.peek(name, after=request.query_params["cursor"], limit=1)
+        q = Params(request, "id", "cursor")
+        name = q.required_name("name")
+        ident = q.required_integer("id", low=1)
+        cursor = q.text("cursor")
+        if cursor is not None:  # an item: the cursor just before it
+            try:
+                items = store.queues.peek(name, after=cursor, limit=1)
+            except InvalidRequest as exc:
+                raise BadParameter("cursor", str(exc)) from None
             if items and items[0].id == ident:
                 return raw(items[0].payload, f"item-{ident}")
         else:
             dead = store.queues.dead_letters(name, after=ident - 1, limit=1)
             if dead and dead[0].id == ident:
                 return raw(dead[0].payload, f"dead-{ident}")
-        return PlainTextResponse("no such item (taken or moved since)\n", status_code=404)
+        return not_found(request, f"no item {ident} in queue {q.text('name')!r} (taken or moved since?)")
 
     def raw_document(request: Request) -> Response:
-        found = store.documents.read_raw(request.path_params["key"])
+        key = Params(request).required_text("key")
+        found = store.documents.read_raw(key)
         if found is None:
-            return PlainTextResponse("no such document\n", status_code=404)
-        return raw(found.payload, request.path_params["key"])
+            return not_found(request, f"no document {key!r}")
+        return raw(found.payload, key)
 
     def queues(request: Request) -> Response:
-        after = request.query_params.get("after")
-        names = store.queues.names(after=None if after is None else decode_bytes(after), limit=page_size)
+        q = Params(request, "after")
+        names = store.queues.names(after=q.name("after"), limit=page_size)
         rows = [(n, store.queues.stats(n)) for n in names]
         return page(request, "queues.html", rows=rows, next=show_name(names[-1]) if len(names) == page_size else None)
 
     def queue(request: Request) -> Response:
-        name = decode_bytes(request.path_params["name"])
-        items = store.queues.peek(name, after=request.query_params.get("after"), limit=page_size)
-        dead_after = number(request, "dead_after")
-        dead = store.queues.dead_letters(name, after=dead_after, limit=page_size)
+        q = Params(request, "after", "dead_after", "done")
+        name = q.required_name("name")
+        items = store.queues.peek(name, after=q.text("after"), limit=page_size)
+        dead = store.queues.dead_letters(name, after=q.integer("dead_after", low=0) or 0, limit=page_size)
         return page(
             request,
             "queue.html",
@@ -246,19 +265,23 @@ def create_app(
             now_ms=store.engine.now_ms(),
             next=items[-1].cursor if len(items) == page_size else None,
             next_dead=dead[-1].id if len(dead) == page_size else None,
-            done=request.query_params.get("done"),
+            done=q.text("done"),
         )
 
     def sessions(request: Request) -> Response:
-        q = request.query_params
-        listed = store.events.list_sessions(q.get("prefix", ""), limit=page_size, cursor=q.get("cursor") or None)
-        return page(
-            request, "sessions.html", sessions=listed.sessions, cursor=listed.cursor, prefix=q.get("prefix", "")
-        )
+        q = Params(request, "prefix", "cursor")
+        prefix = q.text("prefix", "") or ""
+        listed = store.events.list_sessions(prefix, limit=page_size, cursor=q.text("cursor") or None)
+        return page(request, "sessions.html", sessions=listed.sessions, cursor=listed.cursor, prefix=prefix)
 
     def session(request: Request) -> Response:
-        session_id = request.path_params["session"]
-        events = store.events.read_events(session_id, after_index=number(request, "after"), limit=page_size)
+        q = Params(request, "after", "done")
+        session_id = q.required_text("session")
+        after = q.integer("after", low=0)
+        events = store.events.read_events(session_id, after_index=after or 0, limit=page_size)
+        # An empty page is past the end of a session, or of none (one more probe, on empty pages only).
+        if not events.events and not _session_exists(store, session_id):
+            return not_found(request, f"no event session {session_id!r}")
         return page(
             request,
             "session.html",
@@ -267,12 +290,15 @@ def create_app(
             snapshots=store.events.list_snapshots(session_id),
             now_ms=store.engine.now_ms(),
             next=events.events[-1].index if len(events.events) == page_size else None,
-            done=request.query_params.get("done"),
+            done=q.text("done"),
         )
 
     def dead_events(request: Request) -> Response:
-        q = request.query_params
-        after = (q["after_session"], number(request, "after_index")) if "after_session" in q else None
+        q = Params(request, "after_session", "after_index")
+        after_session, after_index = q.text("after_session"), q.integer("after_index", low=0)
+        if after_session is None and after_index is not None:
+            raise BadParameter("after_index", "is a position within after_session, which is missing")
+        after = None if after_session is None else (after_session, after_index or 0)
         dead = store.events.dead_letters(after=after, limit=page_size)
         return page(
             request,
@@ -282,48 +308,50 @@ def create_app(
         )
 
     def documents(request: Request) -> Response:
-        q = request.query_params
-        listed = store.documents.list(q.get("prefix", ""), limit=page_size, cursor=q.get("cursor") or None)
+        q = Params(request, "prefix", "cursor")
+        prefix = q.text("prefix", "") or ""
+        listed = store.documents.list(prefix, limit=page_size, cursor=q.text("cursor") or None)
         # One index probe per listed document (no payloads): how much history each has.
         recorded = {d.key: store.documents.describe_history(d.key) for d in listed.items}
         return page(
-            request,
-            "documents.html",
-            items=listed.items,
-            recorded=recorded,
-            cursor=listed.cursor,
-            prefix=q.get("prefix", ""),
+            request, "documents.html", items=listed.items, recorded=recorded, cursor=listed.cursor, prefix=prefix
         )
 
     def document(request: Request) -> Response:
-        key = request.path_params["key"]
+        q = Params(request, "before")
+        key = q.required_text("key")
+        before = q.integer("before", low=1)
+        # What `durastate docs history` shows: the document, its recorded revisions, the backups clear() made;
+        # a key with any of them has a page (a cleared document has only its backups).
         stored = store.documents.read_raw(key)
-        if stored is None:
-            return page(request, "missing.html", what=f"document {key!r}", status=404)
-        try:
-            body = _pretty(orjson.loads(stored.payload))
-        except orjson.JSONDecodeError:
-            body = bytes(stored.payload).decode("utf-8", "backslashreplace")
-        size = len(stored.payload)
-        body = render.clip(body)
-        before = number(request, "before") or None
-        history = history_view(store.documents, key, limit=page_size, before=before)
-        backups = [d for d in store.documents.list(key + ".bak", limit=page_size).items]
+        recorded = store.documents.describe_history(key)
+        backups = [d for d in store.documents.list(key + ".bak", limit=page_size).items if _is_backup_of(d.key, key)]
+        if stored is None and not recorded.recorded and not backups:
+            return not_found(request, f"no document {key!r} (nor recorded revisions or backups of one)")
+        body = size = revision = None
+        if stored is not None:
+            try:
+                body = _pretty(orjson.loads(stored.payload))
+            except orjson.JSONDecodeError:
+                body = bytes(stored.payload).decode("utf-8", "backslashreplace")
+            body = render.clip(body)
+            size, revision = len(stored.payload), stored.revision
         return page(
             request,
             "document.html",
             key=key,
-            revision=stored.revision,
+            revision=revision,
             body=body,
             size=size,
-            history=history,
-            recorded=store.documents.describe_history(key),
+            history=history_view(store.documents, key, limit=page_size, before=before),
+            recorded=recorded,
             summary=change_summary,
             before=before,
             backups=backups,
         )
 
     def records(request: Request) -> Response:
+        Params(request)  # takes no parameters: refuses any
         convs: list[dict[str, Any]] = []
         cursor = None
         while len(convs) < MAX_TREE:
@@ -340,12 +368,13 @@ def create_app(
         return page(request, "records.html", children=children, count=len(convs), truncated=cursor is not None)
 
     def conversation(request: Request) -> Response:
-        conv_id = int(request.path_params["id"])
+        q = Params(request, "after")
+        conv_id = q.required_integer("id", low=0, high=MAX_SAFE_INTEGER)
+        after = q.integer("after", low=0, high=MAX_SAFE_INTEGER)
         record = store.records.conversation(conv_id)
         if record is None:
-            return page(request, "missing.html", what=f"conversation {conv_id}", status=404)
-        after = request.query_params.get("after")
-        cursor = None if after is None else {"after": int(after), "order": "descending"}
+            return not_found(request, f"no conversation {conv_id}")
+        cursor = None if after is None else {"after": after, "order": "descending"}
         entries = store.records.scan_entries({"conversationId": conv_id}, page_size, cursor)
         docs = store.records.scan_documents(
             {"scope": {"kind": "conversation", "conversationId": conv_id}, "at": "current"}, page_size
@@ -362,9 +391,11 @@ def create_app(
         )
 
     def record_document(request: Request) -> Response:
-        doc_id = int(request.path_params["id"])
+        doc_id = Params(request).required_integer("id", low=0, high=MAX_SAFE_INTEGER)
         revisions = store.records.document_revisions(doc_id)
         current = store.records.document(doc_id)
+        if current is None and not revisions:
+            return not_found(request, f"no records document {doc_id}")
         versions = []
         previous = ""
         for rev in revisions[-page_size:]:
@@ -379,26 +410,29 @@ def create_app(
         return page(request, "record_document.html", doc_id=doc_id, current=current, versions=versions)
 
     def presence(request: Request) -> Response:
-        after = request.query_params.get("after")
-        names = store.presence.namespaces(after=after, limit=page_size)
+        q = Params(request, "after")
+        names = store.presence.namespaces(after=q.text("after"), limit=page_size)
         return page(request, "presence.html", names=names, next=names[-1] if len(names) == page_size else None)
 
     def presence_ns(request: Request) -> Response:
-        ns = request.path_params["ns"]
+        q = Params(request, "start")
+        ns = q.required_text("ns")
+        start = q.integer("start", low=0) or 0
         # The facet answers a namespace whole (presence is small by nature); the page shows a slice.
         entries = store.presence.peek(ns)
-        start = max(0, number(request, "start"))
         shown = entries[start : start + page_size]
         more = start + page_size if start + page_size < len(entries) else None
         return page(request, "presence_ns.html", ns=ns, entries=shown, total=len(entries), next=more)
 
     def confirm(request: Request) -> Response:
-        q = request.query_params
-        action = actions.ACTIONS.get(q.get("action", ""))
+        q = Params(request, "action", "target", "id")
+        action = actions.ACTIONS.get(q.required_text("action"))
         if action is None:
-            return page(request, "missing.html", what=f"action {q.get('action')!r}", status=404)
-        target, item = q.get("target", ""), q.get("id", "")
-        count = actions.pending(store, action, target, actions.item_id(item))
+            return not_found(request, f"no action {q.text('action')!r}")
+        target = q.required_text("target")
+        ident = q.integer("id", low=1)
+        item = "" if ident is None else str(ident)
+        count = actions.pending(store, action, target, ident)
         return page(
             request,
             "confirm.html",
@@ -413,7 +447,7 @@ def create_app(
     async def act(request: Request) -> Response:
         action = actions.ACTIONS.get(request.path_params["action"])
         if action is None:
-            return PlainTextResponse("no such action\n", status_code=404)
+            return not_found(request, "no such action")
         headers = {k.lower(): v for k, v in request.headers.items()}
         why = actions.same_origin(headers, hosts)
         if why is not None:
@@ -427,9 +461,10 @@ def create_app(
         return RedirectResponse(f"{actions.back_to(action, target)}?done={quote(f'{verb} {done}')}", status_code=303)
 
     async def error(request: Request, exc: Exception) -> Response:
-        return templates.TemplateResponse(
-            request, "missing.html", {"nav": "", "what": f"{type(exc).__name__}: {exc}"}, status_code=400
-        )
+        if isinstance(exc, NotFound):  # a facet's "not there" (a pruned revision): the item, not the request
+            return page(request, "error.html", status=404, heading="Not found", what=str(exc))
+        what = str(exc) if isinstance(exc, BadParameter) else f"{type(exc).__name__}: {exc}"
+        return page(request, "error.html", status=400, heading="Bad request", what=what)
 
     routes = [
         Route("/", overview),
@@ -442,8 +477,8 @@ def create_app(
         Route("/documents", documents),
         Route("/documents/{key:path}", document),
         Route("/records", records),
-        Route("/records/conversations/{id:int}", conversation),
-        Route("/records/documents/{id:int}", record_document),
+        Route("/records/conversations/{id}", conversation),
+        Route("/records/documents/{id}", record_document),
         Route("/presence", presence),
         Route("/presence/{ns:path}", presence_ns),
         Route("/raw/kv", raw_kv),
@@ -453,6 +488,6 @@ def create_app(
     ]
     if allow_writes:  # without the flag these routes do not exist: a POST anywhere is 404 or 405
         routes[-1:-1] = [Route("/confirm", confirm), Route("/actions/{action}", act, methods=["POST"])]
-    handlers = {DurastateError: error, ValueError: error, KeyError: error}
+    handlers = {BadParameter: error, DurastateError: error, ValueError: error, KeyError: error}
     app = Starlette(routes=routes, exception_handlers=handlers)
     return Guard(app, hosts=hosts, token=token)
