@@ -90,7 +90,9 @@ def open(
 
     ``url``:
       * ``None``: ``./.durastate/state.db`` (folder and file created, 0600);
-      * a path, ``sqlite:///abs/path.db`` or ``sqlite:relative/path.db``;
+      * a path (taken literally, ``?`` and all), ``sqlite:///abs/path.db``
+        or ``sqlite:relative/path.db`` (no ``?query``: refused, as is a
+        ``file:`` URL; docs/guide/opening.md);
       * ``memory:`` (or ``:memory:``): a private in-memory database that
         lives as long as the Store;
       * ``postgresql://...``: a PostgreSQL server (extra ``[postgres]``);
