@@ -250,3 +250,45 @@ def test_aio_open_passes_attempt_retention_through(store_url: str) -> None:
     assert kept == (42.0 if store_url.startswith("postgresql") else None)
     with pytest.raises(ConfigurationError, match="attempt_retention"):
         asyncio.run(aio.open(store_url, attempt_retention=-1))
+
+
+# -- table prefixes are lower case: table names are case-insensitive on both engines --------
+
+
+def _tables_in(store_url: str) -> int:
+    import psycopg
+
+    with psycopg.connect(store_url) as conn:
+        row = conn.execute("SELECT count(*) FROM pg_tables WHERE schemaname = current_schema()").fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def test_an_upper_case_prefix_is_refused_naming_the_lower_case_one(store_url: str, tmp_path: Path) -> None:
+    for prefix in ("App_", "APP", "aPp_x"):
+        with pytest.raises(ConfigurationError, match="lower case because table names are case-insensitive") as caught:
+            durastate.open(store_url, prefix=prefix)
+        assert repr(prefix.lower()) in str(caught.value)
+    assert list(tmp_path.iterdir()) == []  # nothing created
+    if store_url.startswith("postgresql"):
+        assert _tables_in(store_url) == 0
+    with durastate.open(store_url, prefix="app_") as store:  # the lower-case one works
+        store.kv.put(b"s", b"n", b"k", b"v")
+
+
+def test_a_sqlite_store_made_with_an_upper_case_prefix_opens_with_the_lower_case_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import sqlite3
+
+    from durastate.engines import base
+
+    path = tmp_path / "state.db"
+    with monkeypatch.context() as before:  # the rule before prefixes had to be lower case
+        before.setattr(base, "validate_prefix", lambda prefix: prefix)
+        with durastate.open(path, prefix="App_") as store:
+            store.kv.put(b"s", b"n", b"k", b"v")
+    with sqlite3.connect(path) as raw:
+        assert raw.execute("SELECT count(*) FROM sqlite_master WHERE name LIKE 'App\\_%' ESCAPE '\\'").fetchone()[0]
+    with durastate.open(path, prefix="app_") as store:  # was: InvalidRequest('table app_... already exists')
+        assert store.kv.get(b"s", b"n", b"k") == b"v"

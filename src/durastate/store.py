@@ -99,7 +99,8 @@ def open(
       * ``<scheme>:...``: an engine registered for that scheme
         (``durastate.engines.registry``).
 
-    ``prefix`` starts every table name (several apps can share a database).
+    ``prefix`` starts every table name (several apps can share a database):
+    lower-case letters, digits and ``_`` (table names are case-insensitive).
     ``durability``: ``"normal"`` or ``"full"`` (SQLite; see
     ``durastate.engines.sqlite``). ``busy_timeout``: seconds a call waits for
     a lock before raising ``StoreUnavailable``. ``clock``: a ``time.time``
