@@ -160,6 +160,17 @@ def test_read_only_on_postgres_refuses_writes() -> None:
         {"clock": lambda: math.nan},
         {"clock": lambda: None},
         {"clock": 5},
+        {"clock": lambda: 1 / 0},  # a clock that raises
+        {"clock": lambda now: 1.0},  # one that takes an argument
+        {"clock": time.time_ns},  # nanoseconds: its milliseconds overflowed every write
+        {"clock": lambda: 1e300},
+        {"clock": lambda: 10**400},
+        {"clock": lambda: -1e12},
+        {"max_value_size": 1.5},
+        {"max_value_size": 2**70},
+        {"max_key_size": True},
+        {"read_only": "yes"},
+        {"bogus": 1},
     ],
 )
 def test_nonsense_options_are_refused_at_open(tmp_path: Path, options: dict[str, Any]) -> None:
@@ -292,3 +303,36 @@ def test_a_sqlite_store_made_with_an_upper_case_prefix_opens_with_the_lower_case
         assert raw.execute("SELECT count(*) FROM sqlite_master WHERE name LIKE 'App\\_%' ESCAPE '\\'").fetchone()[0]
     with durastate.open(path, prefix="app_") as store:  # was: InvalidRequest('table app_... already exists')
         assert store.kv.get(b"s", b"n", b"k") == b"v"
+
+
+# -- open()'s options: a wrong name or type is a ConfigurationError and a TypeError -----------------
+
+
+def test_an_unknown_or_wrong_typed_option_is_a_configuration_error_and_a_type_error(tmp_path: Path) -> None:
+    import asyncio
+
+    from durastate import aio
+    from durastate.errors import WrongOption
+
+    with pytest.raises(
+        WrongOption, match=r"'max_conections' \(did you mean 'max_connections'\?\), 'zz'; the options are prefix, "
+    ) as caught:
+        durastate.open(tmp_path / "state.db", max_conections=3, zz=1)  # type: ignore[call-arg]
+    assert isinstance(caught.value, ConfigurationError) and isinstance(caught.value, TypeError)
+    with pytest.raises(WrongOption, match="'bogus'"):
+        asyncio.run(aio.open(tmp_path / "state.db", bogus=1))  # type: ignore[call-arg]
+    for options in ({"max_value_size": 1.5}, {"max_key_size": "64"}, {"read_only": "yes"}):
+        with pytest.raises(WrongOption, match=f"^{next(iter(options))} must be "):
+            durastate.open(tmp_path / "state.db", **options)
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("reading", [time.time_ns, lambda: 1e300, lambda: -1.0])
+def test_a_clock_out_of_range_is_refused_before_anything_is_created(
+    store_url: str, tmp_path: Path, reading: Any
+) -> None:
+    with pytest.raises(ConfigurationError, match=r"clock must return seconds since the epoch, like time.time\(\)"):
+        durastate.open(store_url, clock=reading)
+    assert list(tmp_path.iterdir()) == []
+    if store_url.startswith("postgresql"):
+        assert _tables_in(store_url) == 0
