@@ -336,3 +336,54 @@ def test_a_clock_out_of_range_is_refused_before_anything_is_created(
     assert list(tmp_path.iterdir()) == []
     if store_url.startswith("postgresql"):
         assert _tables_in(store_url) == 0
+
+
+# -- PostgreSQL: a pool the server can never fill --------------------------------------------
+
+
+def test_min_connections_above_the_servers_limit_is_a_configuration_error_naming_it() -> None:
+    import psycopg
+
+    base = plugin._postgres_base_url()
+    url, schema = postgres_server.create_schema(base)
+    try:
+        with psycopg.connect(url) as conn:
+            row = conn.execute("SELECT current_setting('max_connections')::int").fetchone()
+        assert row is not None
+        too_many = row[0] + 1
+        with pytest.raises(ConfigurationError, match=rf"min_connections={too_many} .* max_connections is {row[0]}"):
+            # Was: StoreUnavailable after busy_timeout ("retry later"), every server slot taken meanwhile.
+            durastate.open(url, min_connections=too_many, max_connections=too_many, busy_timeout=1)
+        assert _tables_in(url) == 0
+        with durastate.open(url, min_connections=2, max_connections=2) as store:  # a pool that fits opens
+            store.kv.put(b"s", b"n", b"k", b"v")
+    finally:
+        postgres_server.drop_schema(base, schema)
+
+
+def test_the_pools_connect_warnings_are_not_printed_by_pythons_last_resort_handler() -> None:
+    import subprocess
+    import sys
+
+    pytest.importorskip("psycopg_pool")
+    # A process that configured no logging: psycopg_pool's "error connecting" warnings (one per failed background
+    # connect, hundreds while a pool cannot fill) went to stderr; configured logging still receives them.
+    script = (
+        "import logging, durastate.engines.postgres\n"
+        "logging.getLogger('psycopg.pool').warning('error connecting in pool')\n"
+        "records = []\n"
+        "class Keep(logging.Handler):\n"
+        "    def emit(self, record): records.append(record)\n"
+        "logging.getLogger().addHandler(Keep())\n"
+        "logging.getLogger('psycopg.pool').warning('error connecting in pool')\n"
+        "assert len(records) == 1\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(Path(durastate.__file__).parents[1])},
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == ""

@@ -113,7 +113,8 @@ def open(
     2600 bytes, a larger value is refused; SQLite: ``max_value_size``).
     ``min_connections``/``max_connections``: the PostgreSQL pool size
     (checked, then ignored by SQLite, which uses one connection per
-    thread). ``attempt_retention``: seconds PostgreSQL keeps the attempt row
+    thread; a ``min_connections`` the server's ``max_connections`` cannot
+    give is ``ConfigurationError``). ``attempt_retention``: seconds PostgreSQL keeps the attempt row
     of each write, which lets a write retried after a lost connection apply
     once (``None``: 300; 1 to 604800, i.e. 7 days, or 0; see docs/operations/postgres.md,
     "What the engine keeps for itself"); 0: keep none, and a write that
