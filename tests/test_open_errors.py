@@ -160,6 +160,17 @@ def test_read_only_on_postgres_refuses_writes() -> None:
         {"clock": lambda: math.nan},
         {"clock": lambda: None},
         {"clock": 5},
+        {"clock": lambda: 1 / 0},  # a clock that raises
+        {"clock": lambda now: 1.0},  # one that takes an argument
+        {"clock": time.time_ns},  # nanoseconds: its milliseconds overflowed every write
+        {"clock": lambda: 1e300},
+        {"clock": lambda: 10**400},
+        {"clock": lambda: -1e12},
+        {"max_value_size": 1.5},
+        {"max_value_size": 2**70},
+        {"max_key_size": True},
+        {"read_only": "yes"},
+        {"bogus": 1},
     ],
 )
 def test_nonsense_options_are_refused_at_open(tmp_path: Path, options: dict[str, Any]) -> None:
@@ -250,3 +261,129 @@ def test_aio_open_passes_attempt_retention_through(store_url: str) -> None:
     assert kept == (42.0 if store_url.startswith("postgresql") else None)
     with pytest.raises(ConfigurationError, match="attempt_retention"):
         asyncio.run(aio.open(store_url, attempt_retention=-1))
+
+
+# -- table prefixes are lower case: table names are case-insensitive on both engines --------
+
+
+def _tables_in(store_url: str) -> int:
+    import psycopg
+
+    with psycopg.connect(store_url) as conn:
+        row = conn.execute("SELECT count(*) FROM pg_tables WHERE schemaname = current_schema()").fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def test_an_upper_case_prefix_is_refused_naming_the_lower_case_one(store_url: str, tmp_path: Path) -> None:
+    for prefix in ("App_", "APP", "aPp_x"):
+        with pytest.raises(ConfigurationError, match="lower case because table names are case-insensitive") as caught:
+            durastate.open(store_url, prefix=prefix)
+        assert repr(prefix.lower()) in str(caught.value)
+    assert list(tmp_path.iterdir()) == []  # nothing created
+    if store_url.startswith("postgresql"):
+        assert _tables_in(store_url) == 0
+    with durastate.open(store_url, prefix="app_") as store:  # the lower-case one works
+        store.kv.put(b"s", b"n", b"k", b"v")
+
+
+def test_a_sqlite_store_made_with_an_upper_case_prefix_opens_with_the_lower_case_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import sqlite3
+
+    from durastate.engines import base
+
+    path = tmp_path / "state.db"
+    with monkeypatch.context() as before:  # the rule before prefixes had to be lower case
+        before.setattr(base, "validate_prefix", lambda prefix: prefix)
+        with durastate.open(path, prefix="App_") as store:
+            store.kv.put(b"s", b"n", b"k", b"v")
+    with sqlite3.connect(path) as raw:
+        assert raw.execute("SELECT count(*) FROM sqlite_master WHERE name LIKE 'App\\_%' ESCAPE '\\'").fetchone()[0]
+    with durastate.open(path, prefix="app_") as store:  # was: InvalidRequest('table app_... already exists')
+        assert store.kv.get(b"s", b"n", b"k") == b"v"
+
+
+# -- open()'s options: a wrong name or type is a ConfigurationError and a TypeError -----------------
+
+
+def test_an_unknown_or_wrong_typed_option_is_a_configuration_error_and_a_type_error(tmp_path: Path) -> None:
+    import asyncio
+
+    from durastate import aio
+    from durastate.errors import WrongOption
+
+    with pytest.raises(
+        WrongOption, match=r"'max_conections' \(did you mean 'max_connections'\?\), 'zz'; the options are prefix, "
+    ) as caught:
+        durastate.open(tmp_path / "state.db", max_conections=3, zz=1)  # type: ignore[call-arg]
+    assert isinstance(caught.value, ConfigurationError) and isinstance(caught.value, TypeError)
+    with pytest.raises(WrongOption, match="'bogus'"):
+        asyncio.run(aio.open(tmp_path / "state.db", bogus=1))  # type: ignore[call-arg]
+    for options in ({"max_value_size": 1.5}, {"max_key_size": "64"}, {"read_only": "yes"}):
+        with pytest.raises(WrongOption, match=f"^{next(iter(options))} must be "):
+            durastate.open(tmp_path / "state.db", **options)
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("reading", [time.time_ns, lambda: 1e300, lambda: -1.0])
+def test_a_clock_out_of_range_is_refused_before_anything_is_created(
+    store_url: str, tmp_path: Path, reading: Any
+) -> None:
+    with pytest.raises(ConfigurationError, match=r"clock must return seconds since the epoch, like time.time\(\)"):
+        durastate.open(store_url, clock=reading)
+    assert list(tmp_path.iterdir()) == []
+    if store_url.startswith("postgresql"):
+        assert _tables_in(store_url) == 0
+
+
+# -- PostgreSQL: a pool the server can never fill --------------------------------------------
+
+
+def test_min_connections_above_the_servers_limit_is_a_configuration_error_naming_it() -> None:
+    import psycopg
+
+    base = plugin._postgres_base_url()
+    url, schema = postgres_server.create_schema(base)
+    try:
+        with psycopg.connect(url) as conn:
+            row = conn.execute("SELECT current_setting('max_connections')::int").fetchone()
+        assert row is not None
+        too_many = row[0] + 1
+        with pytest.raises(ConfigurationError, match=rf"min_connections={too_many} .* max_connections is {row[0]}"):
+            # Was: StoreUnavailable after busy_timeout ("retry later"), every server slot taken meanwhile.
+            durastate.open(url, min_connections=too_many, max_connections=too_many, busy_timeout=1)
+        assert _tables_in(url) == 0
+        with durastate.open(url, min_connections=2, max_connections=2) as store:  # a pool that fits opens
+            store.kv.put(b"s", b"n", b"k", b"v")
+    finally:
+        postgres_server.drop_schema(base, schema)
+
+
+def test_the_pools_connect_warnings_are_not_printed_by_pythons_last_resort_handler() -> None:
+    import subprocess
+    import sys
+
+    pytest.importorskip("psycopg_pool")
+    # A process that configured no logging: psycopg_pool's "error connecting" warnings (one per failed background
+    # connect, hundreds while a pool cannot fill) went to stderr; configured logging still receives them.
+    script = (
+        "import logging, durastate.engines.postgres\n"
+        "logging.getLogger('psycopg.pool').warning('error connecting in pool')\n"
+        "records = []\n"
+        "class Keep(logging.Handler):\n"
+        "    def emit(self, record): records.append(record)\n"
+        "logging.getLogger().addHandler(Keep())\n"
+        "logging.getLogger('psycopg.pool').warning('error connecting in pool')\n"
+        "assert len(records) == 1\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(Path(durastate.__file__).parents[1])},
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == ""

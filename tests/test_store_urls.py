@@ -47,3 +47,45 @@ def test_a_malformed_sqlite_url_is_refused_as_open_refuses_it() -> None:
 def test_is_postgres_by_the_registry_scheme() -> None:
     assert is_postgres("postgresql://u@h/db") and is_postgres("postgres://u@h/db")
     assert not is_postgres("citus://u@h/db") and not is_postgres("state.db") and not is_postgres(None)
+
+
+def test_a_sqlite_url_with_a_query_string_is_refused_naming_its_options(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    for url, named in (
+        (f"sqlite://{tmp_path}/x/q.db?mode=ro", "'mode'"),
+        ("sqlite:q.db?cache=shared&nolock=1", "'cache', 'nolock'"),
+        ("sqlite:///:memory:?cache=shared", "'cache'"),
+        (f"sqlite://{tmp_path}/q.db?", "empty query string"),
+    ):
+        with pytest.raises(durastate.ConfigurationError, match=named):
+            durastate.open(url)
+        with pytest.raises(durastate.ConfigurationError, match=named):
+            registry.file_of(url)  # the CLI's parser says the same
+    assert list(tmp_path.iterdir()) == []  # nothing created: no q.db?mode=ro, no folder
+
+
+def test_file_and_memory_urls_with_a_rest_are_refused_not_taken_as_relative_paths(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    for url in (f"file:{tmp_path}/x/f.db", "file:f.db", f"file://{tmp_path}/f.db", "FILE:f.db?mode=ro"):
+        with pytest.raises(durastate.ConfigurationError, match="file: URLs are not store URLs"):
+            durastate.open(url)
+    with pytest.raises(durastate.ConfigurationError, match="memory: takes nothing"):
+        durastate.open("memory:?cache=shared")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_plain_path_is_taken_literally(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    with durastate.open(str(tmp_path / "odd?name=1.db")) as store:  # a str that is not a URL: a file name
+        store.kv.put(b"s", b"n", b"k", b"v")
+    for name in ("sqlite:p.db", "file:p.db", "memory:"):  # a Path object is a path, whatever its text
+        with durastate.open(Path(name)) as store:
+            assert store.engine.file == tmp_path / name
+        assert registry.file_of(Path(name)) == f"./{name}"
+    assert sorted(p.name for p in tmp_path.iterdir() if not p.name.endswith(("-wal", "-shm"))) == sorted(
+        ["odd?name=1.db", "sqlite:p.db", "file:p.db", "memory:"]
+    )

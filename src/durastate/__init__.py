@@ -26,6 +26,7 @@ from .errors import (
     StoreClosed,
     StoreCorrupt,
     StoreUnavailable,
+    WrongOption,
     WrongType,
 )
 from .retention import MaintenanceReport, Retention
@@ -48,6 +49,7 @@ __all__ = [
     "StoreClosed",
     "StoreCorrupt",
     "StoreUnavailable",
+    "WrongOption",
     "WrongType",
     "Transaction",
     "__version__",

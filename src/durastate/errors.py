@@ -19,7 +19,9 @@ Which one to catch:
 * ``ConfigurationError`` (an ``InvalidRequest``) the store cannot work as
   configured: a path it may not create or write, a folder that is a file, a
   read-only store asked to write, a wrong database name, role or password,
-  an unknown URL option. Permanent: fix the configuration.
+  an unknown URL option. Permanent: fix the configuration. An unknown or
+  wrong-typed option of ``open()`` raises ``WrongOption``, a
+  ``ConfigurationError`` that is also a ``TypeError``.
 * ``NotSupported`` (a ``ConfigurationError``) the store's engine does not
   offer what was asked (a maintenance tool, a feature its
   ``engine.capabilities`` declares off). Permanent for that engine.
@@ -51,6 +53,7 @@ __all__ = [
     "StoreClosed",
     "StoreCorrupt",
     "StoreUnavailable",
+    "WrongOption",
     "WrongType",
 ]
 
@@ -112,6 +115,15 @@ class ConfigurationError(InvalidRequest):
 
     Permanent: retrying the same call cannot succeed until the
     configuration changes.
+    """
+
+
+class WrongOption(ConfigurationError, TypeError):
+    """An option of ``open()`` that is unknown or has the wrong type (``open(bogus=1)``, ``max_value_size=1.5``).
+
+    A ``ConfigurationError`` like every other option the store cannot work
+    with, and also a ``TypeError``, which is what Python raises for an
+    unknown keyword argument and what ``WrongType`` is for a wrong type.
     """
 
 

@@ -7,19 +7,18 @@ calls can be made atomic with ``store.transaction()``.
 
 from __future__ import annotations
 
-import math
 import os
 import threading
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import TYPE_CHECKING, Any, NoReturn, TypedDict
 
 from ._closing import ClosesOnExit
-from ._validate import as_attempt_retention, as_int64, misconfigured
+from ._validate import INT64_MAX, as_attempt_retention, misconfigured, shown
 from .engines import registry
 from .engines.base import Clock
-from .errors import ConfigurationError, InvalidRequest, WrongType
+from .errors import ConfigurationError, InvalidRequest, WrongOption, WrongType
 from .facets import FACET_NAMES, Facet, FacetSettings, chosen, schemas
 from .retention import MaintenanceReport, Progress, Retention
 from .retention import maintain as run_maintenance
@@ -85,30 +84,37 @@ def open(
     read_only: bool = False,
     attempt_retention: float | None = None,
     facets: Iterable[str] | None = None,
+    **unknown: NoReturn,
 ) -> Store:
     """Open (creating and migrating if needed) a store.
 
     ``url``:
       * ``None``: ``./.durastate/state.db`` (folder and file created, 0600);
-      * a path, ``sqlite:///abs/path.db`` or ``sqlite:relative/path.db``;
+      * a path (taken literally, ``?`` and all), ``sqlite:///abs/path.db``
+        or ``sqlite:relative/path.db`` (no ``?query``: refused, as is a
+        ``file:`` URL; docs/guide/opening.md);
       * ``memory:`` (or ``:memory:``): a private in-memory database that
         lives as long as the Store;
       * ``postgresql://...``: a PostgreSQL server (extra ``[postgres]``);
       * ``<scheme>:...``: an engine registered for that scheme
         (``durastate.engines.registry``).
 
-    ``prefix`` starts every table name (several apps can share a database).
+    ``prefix`` starts every table name (several apps can share a database):
+    lower-case letters, digits and ``_`` (table names are case-insensitive).
     ``durability``: ``"normal"`` or ``"full"`` (SQLite; see
     ``durastate.engines.sqlite``). ``busy_timeout``: seconds a call waits for
     a lock before raising ``StoreUnavailable``. ``clock``: a ``time.time``
-    replacement (seconds since the epoch) used for TTLs, delays and leases.
+    replacement (seconds since the epoch) used for TTLs, delays and leases;
+    called once here: one that raises, takes arguments, or returns anything
+    but a number >= 0 whose milliseconds fit int64 is refused.
     ``max_value_size``/``max_key_size``: bytes; larger inputs are refused
     with ``InvalidRequest``. ``max_key_size`` bounds scope + ns + key
     together; ``None`` means as large as the engine can index (PostgreSQL:
     2600 bytes, a larger value is refused; SQLite: ``max_value_size``).
     ``min_connections``/``max_connections``: the PostgreSQL pool size
     (checked, then ignored by SQLite, which uses one connection per
-    thread). ``attempt_retention``: seconds PostgreSQL keeps the attempt row
+    thread; a ``min_connections`` the server's ``max_connections`` cannot
+    give is ``ConfigurationError``). ``attempt_retention``: seconds PostgreSQL keeps the attempt row
     of each write, which lets a write retried after a lost connection apply
     once (``None``: 300; 1 to 604800, i.e. 7 days, or 0; see docs/operations/postgres.md,
     "What the engine keeps for itself"); 0: keep none, and a write that
@@ -127,6 +133,10 @@ def open(
     with ``read_only``, only theirs need to be current); ``store.<other
     facet>`` raises ``ConfigurationError``. Opening the same database later
     with more facets creates the others then.
+
+    Every option is checked before anything is created: a bad value raises
+    ``ConfigurationError``; an unknown keyword or a wrong type
+    ``WrongOption`` (a ``ConfigurationError`` and a ``TypeError``).
     """
     engine, finish = _open_parts(
         url,
@@ -142,6 +152,7 @@ def open(
         read_only=read_only,
         attempt_retention=attempt_retention,
         facets=facets,
+        **unknown,
     )
     return finish(engine)
 
@@ -161,6 +172,7 @@ def _open_parts(
     read_only: bool = False,
     attempt_retention: float | None = None,
     facets: Iterable[str] | None = None,
+    **unknown: NoReturn,
 ) -> tuple[Engine, Callable[[Engine], Store]]:
     """``open()``'s two halves: its options checked and the engine made, and ``finish(engine)``.
 
@@ -168,22 +180,20 @@ def _open_parts(
     engine if that fails). ``durastate.citus`` calls it once per logical
     shard, with the shard's view of one coordinator engine.
     """
+    if unknown:
+        _refuse_unknown(unknown)
     facet_list = chosen(facets)
     if retention is None:
         retention = Retention()
     elif not isinstance(retention, Retention):
         misconfigured(f"retention must be a durastate.Retention, got {type(retention).__name__}")
-    max_value_size = as_int64("max_value_size", max_value_size)
+    max_value_size = _as_size("max_value_size", max_value_size)
     if max_key_size is not None:
-        max_key_size = as_int64("max_key_size", max_key_size)
-    if max_value_size < 1 or (max_key_size is not None and max_key_size < 1):
-        misconfigured("max_value_size and max_key_size must be >= 1")
+        max_key_size = _as_size("max_key_size", max_key_size)
+    if not isinstance(read_only, bool):
+        raise WrongOption(f"read_only must be True or False, got {shown(read_only)}")
     if clock is not None:
-        if not callable(clock):
-            misconfigured(f"clock must be callable returning seconds, got {type(clock).__name__}")
-        sample = clock()
-        if isinstance(sample, bool) or not isinstance(sample, (int, float)) or not math.isfinite(sample):
-            misconfigured(f"clock must return seconds since the epoch (a finite number), it returned {sample!r}")
+        _check_clock(clock)
     options: dict[str, Any] = {
         "prefix": prefix,
         "durability": durability,
@@ -203,6 +213,47 @@ def _open_parts(
         return _store_on(engine, max_value_size, max_key_size, retention, facet_list, all_facets=facets is None)
 
     return engine, finish
+
+
+def _refuse_unknown(unknown: dict[str, Any]) -> NoReturn:
+    import difflib
+
+    valid = list(OpenOptions.__annotations__)
+    hints = [
+        f"{name!r} (did you mean {close[0]!r}?)" if (close := difflib.get_close_matches(name, valid, 1)) else repr(name)
+        for name in sorted(unknown)
+    ]
+    raise WrongOption(f"unknown option(s) of open(): {', '.join(hints)}; the options are {', '.join(valid)}")
+
+
+def _as_size(name: str, value: Any) -> int:
+    """``max_value_size``/``max_key_size``: bytes, an int from 1 to 2**63-1."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise WrongOption(f"{name} must be an int (bytes), got {type(value).__name__}")
+    if not 1 <= value <= INT64_MAX:
+        misconfigured(f"{name} must be between 1 and 2**63-1 bytes, got {value}")
+    return int(value)
+
+
+def _check_clock(clock: Any) -> None:
+    """Read ``clock`` once: a ``time.time`` replacement, seconds since the epoch whose milliseconds fit int64."""
+    if not callable(clock):
+        misconfigured(f"clock must be callable returning seconds, got {type(clock).__name__}")
+    try:
+        sample = clock()
+    except Exception as exc:
+        raise ConfigurationError(
+            f"clock() raised {type(exc).__name__}: {exc}; the clock must take no arguments and return seconds "
+            "since the epoch, like time.time()"
+        ) from exc
+    if isinstance(sample, bool) or not isinstance(sample, (int, float)):
+        misconfigured(f"clock must return seconds since the epoch (a finite number), it returned {shown(sample)}")
+    if not 0 <= sample * 1000 <= INT64_MAX:  # NaN and infinities too
+        misconfigured(
+            f"clock must return seconds since the epoch, like time.time(): a finite number >= 0, small enough that its "
+            f"milliseconds fit a signed 64-bit integer; it returned {shown(sample)}"
+            + (" (nanoseconds? time.time_ns is not a clock in seconds)" if 1e17 < sample < 1e20 else "")
+        )
 
 
 def _store_on(

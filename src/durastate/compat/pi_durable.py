@@ -55,6 +55,9 @@ Options (pi-durable's ``PosixSqliteStorageOptions``):
   ``ValueError('Invalid SQLite schema prefix "..."')``; a prefix starting
   with ``sqlite_`` (any case) is ``ValueError('SQLite schema prefix "..."
   is reserved')``. Both are ``durastate.InvalidRequest`` (a ``ValueError``).
+  An upper-case prefix is used lower-cased (table names are
+  case-insensitive: ``App_`` and ``app_`` are the same tables, in
+  pi-durable too).
   Without it the tables get durastate's default prefix. As in the seed,
   changing the prefix does not migrate existing data.
 * ``busy_timeout_ms`` (default 5000, as pi-durable): how long a call waits
@@ -144,7 +147,9 @@ def validate_sqlite_prefix(prefix: object) -> str:
         raise InvalidRequest(f"Invalid SQLite schema prefix {shown}")
     if prefix.lower().startswith("sqlite_"):
         raise InvalidRequest(f"SQLite schema prefix {json.dumps(prefix)} is reserved")
-    return validate_prefix(prefix)
+    # Lower-cased: durastate's prefixes are (table names are case-insensitive, so pi-durable's "App_"
+    # and "app_" name the same tables too).
+    return validate_prefix(prefix.lower())
 
 
 def _option_count(options: Mapping[str, Any], name: str, default: int) -> int:

@@ -82,13 +82,14 @@ listening connection) and ``postgres_notify`` (``notify``, ``watch``,
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 import threading
 import time
 import weakref
 from collections.abc import Callable, Hashable, Iterable
-from typing import Any
+from typing import Any, NoReturn
 
 import psycopg
 import psycopg_pool
@@ -216,7 +217,19 @@ SERVER_TIME = "SELECT extract(epoch FROM clock_timestamp())::float8"
 # The probe's one question about a new session (_probe): the backend's pid as the server reports it (behind a
 # pooler it differs from the one the connection was given: postgres_connect.behind_pooler), the schema the tables
 # go in and the search_path it came from (for the error when none exists), and pgvector's schema or NULL.
-_SESSION_FACTS = f"SELECT pg_backend_pid(), current_schema(), current_setting('search_path'), ({EXTENSION_SCHEMA})"
+# psycopg_pool logs every failed background connect at WARNING ("error connecting in ..."): in a process that
+# configured no logging, Python's last-resort handler printed each to stderr (hundreds of lines while a pool could
+# not fill). The store reports why it cannot connect in its own errors; a process that configures logging still
+# gets these records (they propagate as before), only the last-resort printing stops.
+logging.getLogger("psycopg.pool").addHandler(logging.NullHandler())
+
+# The connection slots this role may fill (_check_pool_fits): all of max_connections for a superuser, the
+# rest for another role (the superuser_reserved_connections are kept back). Read in the probe's round trip.
+_SESSION_FACTS = (
+    f"SELECT pg_backend_pid(), current_schema(), current_setting('search_path'), ({EXTENSION_SCHEMA}),"
+    " current_setting('max_connections')::int, CASE WHEN current_setting('is_superuser') = 'on' THEN 0"
+    " ELSE current_setting('superuser_reserved_connections')::int END"
+)
 # The offset read in a round trip is right to within half of it, and on a loaded machine one round trip can take
 # tens of milliseconds: a measurement reads the server's clock up to CLOCK_SAMPLES times, stopping at a round trip
 # of CLOCK_GOOD_RTT seconds or less, and keeps the shortest's reading.
@@ -459,9 +472,28 @@ class PostgresEngine(AttemptWrites, ChangeNotifications, LoopCommits):
                 f"{where}: no schema of search_path ({path}) exists, so there is nowhere to create the tables;"
                 " create it first (CREATE SCHEMA ...) or fix options=-csearch_path= in the URL"
             )
+        if not self.pooler and self._min > row[4] - row[5]:  # a pooler's clients do not take server slots
+            conn.close()
+            self._refuse_pool_size(where, row[4], row[5])
         self._channels_in = f'"{row[1]}".{self.prefix}'  # channel names (postgres_notify.ChangeNotifications)
         self._probed = True
         return conn
+
+    def _refuse_pool_size(self, where: str, server_max: int, reserved: int) -> NoReturn:
+        """``min_connections`` the server can never give: refused before the pool would take every slot trying.
+
+        The pool would connect until ``busy_timeout``, each connect past the
+        server's limit refused ("too many clients already", which alone
+        looks transient), and the store would be refused as unavailable.
+        """
+        slots = f"its max_connections is {server_max}" + (
+            f", {reserved} of them reserved for superusers" if reserved else ""
+        )
+        raise ConfigurationError(
+            f"{where}: min_connections={self._min} is more connections than the server allows ({slots}); "
+            f"open with min_connections at most {server_max - reserved} (leaving room for other clients), "
+            "or raise the server's max_connections"
+        )
 
     def _forget_parent_pool(self) -> None:
         # The parent's listener too: its thread is not in this process, its socket is the parent's session.

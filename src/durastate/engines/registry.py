@@ -26,10 +26,10 @@ import re
 import threading
 from collections.abc import Callable
 from importlib.metadata import entry_points
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from .._validate import as_attempt_retention, as_pool_sizes
-from ..errors import InvalidRequest
+from ..errors import ConfigurationError, InvalidRequest
 from .redact import redact_url
 
 if TYPE_CHECKING:
@@ -101,9 +101,19 @@ def create(url: str | os.PathLike[str] | None, options: dict[str, Any]) -> Engin
     if factory is None:
         factory = _entry_point(scheme)
     if factory is None:
+        if scheme == "file":
+            _refuse_file_url(str(url))
         known = ", ".join(f"{s}:" for s in registered())
-        raise InvalidRequest(f"unknown store URL scheme {scheme!r} in {url!r}: known schemes are {known}")
-    return factory(url if isinstance(url, str) else ("" if url is None else os.fspath(url)), dict(options))
+        raise ConfigurationError(f"unknown store URL scheme {scheme!r} in {url!r}: known schemes are {known}")
+    return factory(url if isinstance(url, str) else ("" if url is None else _literal_path(url)), dict(options))
+
+
+def _literal_path(path: os.PathLike[str]) -> str:
+    """A path object's text, made unmistakable for a URL: ``Path("file:x.db")`` is the file ``./file:x.db``."""
+    text = os.fspath(path)
+    if ":" in text and not os.path.isabs(text):
+        return os.path.join(os.curdir, text)
+    return text
 
 
 # -- the built-in engines ----------------------------------------------------------
@@ -125,25 +135,58 @@ def file_of(url: str | os.PathLike[str] | None) -> str | None:
         return DEFAULT_PATH
     if scheme_of(url) != "sqlite":
         return None
-    return sqlite_path(os.fspath(url))
+    return sqlite_path(url if isinstance(url, str) else _literal_path(url))
 
 
 def sqlite_path(url: str) -> str | None:
-    """The file path for a SQLite URL or path; ``None`` for in-memory; ``""`` for the default."""
+    """The file path for a SQLite URL or path; ``None`` for in-memory; ``""`` for the default.
+
+    A ``sqlite:`` URL takes no options: ``?`` in one starts a query string,
+    refused naming its options (a file whose name has a ``?`` in it is
+    given as a plain path, which is always taken literally). ``file:``
+    (SQLite's own URI form) and ``memory:`` with anything after it are
+    refused rather than taken as relative file names.
+    """
     if url in _MEMORY_URLS:
         return None
-    if url.startswith("sqlite://"):
-        rest = url[len("sqlite://") :]
-        if not rest.startswith("/"):
-            raise InvalidRequest(f"sqlite URL {url!r}: use sqlite:///absolute/path.db or sqlite:relative/path.db")
-        return rest
     if url.startswith("sqlite:"):
-        return url[len("sqlite:") :]
+        rest = url[len("sqlite:") :]
+        if rest.startswith("//"):
+            rest = rest[len("//") :]
+            if not rest.startswith("/"):
+                raise ConfigurationError(
+                    f"sqlite URL {url!r}: use sqlite:///absolute/path.db or sqlite:relative/path.db"
+                )
+        if "?" in rest:
+            _refuse_query(url, rest.partition("?")[2])
+        return rest
+    head = url[:7].lower()
+    if head.startswith("file:"):
+        _refuse_file_url(url)
+    if head == "memory:":
+        raise ConfigurationError(f"store URL {url!r}: memory: takes nothing after the colon")
     if "://" in url:
-        raise InvalidRequest(
+        raise ConfigurationError(
             f"unknown store URL {url!r}: expected a path, sqlite:///path.db, memory:, or postgresql://..."
         )
     return url
+
+
+def _refuse_query(url: str, query: str) -> NoReturn:
+    names = sorted({item.partition("=")[0] for item in query.split("&") if item})
+    what = f"unknown URL option(s) {', '.join(map(repr, names))}" if names else "an empty query string"
+    raise ConfigurationError(
+        f"sqlite URL {url!r}: {what}: a sqlite: URL takes no options "
+        "(give open() keywords instead, read_only=True for a read-only store); "
+        "a file whose name contains '?' is opened by its plain path"
+    )
+
+
+def _refuse_file_url(url: str) -> NoReturn:
+    raise ConfigurationError(
+        f"store URL {url!r}: file: URLs are not store URLs; give the file's path, "
+        "or sqlite:///absolute/path.db (options as open() keywords, read_only=True for mode=ro)"
+    )
 
 
 def _sqlite(url: str, options: dict[str, Any]) -> Engine:
@@ -157,7 +200,7 @@ def _sqlite(url: str, options: dict[str, Any]) -> Engine:
         as_attempt_retention(attempt_retention)
     path = sqlite_path(url)
     if path == "":
-        raise InvalidRequest("store path must not be empty")
+        raise ConfigurationError("store path must not be empty")
     return SqliteEngine(path, **options)
 
 

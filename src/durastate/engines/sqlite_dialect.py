@@ -43,7 +43,9 @@ SQLITE_DIALECT = Dialect(
         # NULL into an AUTOINCREMENT primary key takes the next rowid.
         "next_value": Spec("NULL"),
     },
-    table_exists="SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?",
+    # NOCASE: SQLite's table names are case-insensitive; a store made with an upper-case prefix (allowed before
+    # prefixes had to be lower case) has its tables under that case, and is opened with the lower-case prefix.
+    table_exists="SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ? COLLATE NOCASE",
 )
 
 # Every table, index and trigger of the prefix, as SQLite stores its DDL.

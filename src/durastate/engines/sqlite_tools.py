@@ -27,9 +27,11 @@ PRAGMAS = ("page_size", "page_count", "freelist_count", "journal_mode", "synchro
 # A sequence used inside an INSERT ({next_value:NAME}) is handed out by the
 # AUTOINCREMENT of the table of the same name; its {p}sequence row stays 0.
 AUTOINCREMENT = READ("SELECT seq FROM sqlite_sequence WHERE name = ?")
-SET_AUTOINCREMENT = WRITE("UPDATE sqlite_sequence SET seq = ? WHERE name = ?")
+SET_AUTOINCREMENT = WRITE("UPDATE sqlite_sequence SET seq = ? WHERE name = ? COLLATE NOCASE")
 ADD_AUTOINCREMENT = WRITE("INSERT INTO sqlite_sequence (name, seq) VALUES (?, ?)")
-HAS_AUTOINCREMENT = READ("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ? AND sql LIKE '%AUTOINCREMENT%'")
+HAS_AUTOINCREMENT = READ(
+    "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ? COLLATE NOCASE AND sql LIKE '%AUTOINCREMENT%'"
+)
 
 # Pages a backup step copies; after this many restarts (other connections
 # wrote) it copies the rest in one step, a single read snapshot.

@@ -51,21 +51,30 @@ from ..errors import ConfigurationError, WrongType
 Row = tuple[Any, ...]
 Params = Sequence[Any]
 
-PREFIX_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,30}")
+PREFIX_RE = re.compile(r"[a-z_][a-z0-9_]{0,30}")
 
 
 def validate_prefix(prefix: str) -> str:
-    """Return ``prefix`` if it is a safe table-name prefix, else raise.
+    """Return ``prefix`` if it is a safe table-name prefix, else raise ``ConfigurationError``.
 
     The prefix is the only caller-supplied text ever interpolated into SQL,
-    so it is held to ``^[A-Za-z_][A-Za-z0-9_]{0,30}$``.
+    so it is held to ``^[a-z_][a-z0-9_]{0,30}$``. Lower case only: table
+    names are case-insensitive on both engines (PostgreSQL folds unquoted
+    names, SQLite compares them ignoring case), so ``App_`` would name the
+    same tables as ``app_`` (on SQLite its migration failed on them).
     """
-    if not isinstance(prefix, str) or PREFIX_RE.fullmatch(prefix) is None:
+    if isinstance(prefix, str) and PREFIX_RE.fullmatch(prefix) is not None:
+        return prefix
+    if isinstance(prefix, str) and prefix.isascii() and PREFIX_RE.fullmatch(prefix.lower()) is not None:
         raise ConfigurationError(
-            f"table prefix must match {PREFIX_RE.pattern} (letters, digits, underscore; "
-            f"at most 31 characters, not starting with a digit), got {prefix!r}"
+            f"table prefix {prefix!r} has upper-case letters: prefixes are lower case because table names "
+            f"are case-insensitive ({prefix!r} would name the same tables as {prefix.lower()!r}); "
+            f"pass {prefix.lower()!r}"
         )
-    return prefix
+    raise ConfigurationError(
+        f"table prefix must match {PREFIX_RE.pattern} (lower-case letters, digits, underscore; "
+        f"at most 31 characters, not starting with a digit), got {prefix!r}"
+    )
 
 
 class Kind(enum.Enum):
