@@ -21,6 +21,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 import durastate
 from durastate.testing.sample import Sample
 
@@ -290,3 +292,37 @@ def test_ui_without_the_extra_names_it(filled: tuple[str, Sample]) -> None:
         check=False,
     )
     assert done.returncode == 1 and "pip install 'durastate[ui]'" in done.stderr
+
+
+OUT_OF_INT64 = "99999999999999999999999"
+
+
+def test_malformed_or_out_of_range_numbers_are_usage_errors_naming_the_argument(run: Run) -> None:
+    """A number past int64 (SQLite's driver raised OverflowError on it) or not a number at all is a bad
+    argument: exit 2 and the argument's name, never a traceback or an InvalidRequest exit 1."""
+    for args, named in (
+        (("kv", "log", "run-1", "log", "stream", "--after", OUT_OF_INT64), "--after"),
+        (("kv", "log", "run-1", "log", "stream", "--after", "garbage"), "--after"),
+        (("queue", "peek", "emails", "--after", "garbage"), "--after"),
+        (("queue", "dead", "emails", "--after", OUT_OF_INT64), "--after"),
+        (("records", "entries", OUT_OF_INT64), "CONVERSATION"),
+        (("records", "document", OUT_OF_INT64), "ID"),
+        (("docs", "history", "runs/1", "--before", OUT_OF_INT64), "--before"),
+        (("events", "read", "s", "--after", OUT_OF_INT64), "--after"),
+        (("events", "dead", "--after", f"{OUT_OF_INT64}:s"), "--after"),
+    ):
+        done = run(*args, ok=False)
+        assert done.returncode == 2, (args, done.stderr)
+        assert named in done.stderr and "Traceback" not in done.stderr, (args, done.stderr)
+
+
+def test_the_cli_log_listing_refuses_an_ordinal_past_int64_as_the_facet_does(filled: tuple[str, Sample]) -> None:
+    from durastate.cli import kvlisting
+
+    with durastate.open(filled[0], read_only=True) as store:
+        for read in (
+            lambda: list(store.kv.log(b"run-1", b"log", b"stream", after=int(OUT_OF_INT64))),
+            lambda: kvlisting.log_entries(store.engine, b"run-1", b"log", b"stream", int(OUT_OF_INT64), 10),
+        ):
+            with pytest.raises(durastate.InvalidRequest, match="64-bit"):
+                read()

@@ -20,7 +20,7 @@ from .._common import (
     store_from,
     take_page,
 )
-from ._shared import LIMIT, YES, after_option, confirm_write
+from ._shared import INT64, LIMIT, YES, after_option, argument_checked_by_store, confirm_write
 
 
 @click.group()
@@ -78,7 +78,7 @@ def queue_stats(name: str, url: str | None, prefix: str, as_json: bool) -> None:
 def queue_peek(name: str, after: str | None, limit: int, fmt: str, url: str | None, prefix: str, as_json: bool) -> None:
     """List items in delivery order (ready, then leased and delayed by due time) without claiming any."""
     q = parse_bytes(name)
-    with store_from(url, prefix, read_only=True) as store:
+    with store_from(url, prefix, read_only=True) as store, argument_checked_by_store("--after"):
         items, more = take_page(lambda a, n: store.queues.peek(q, after=a, limit=n), after, limit, lambda i: i.cursor)
     rows = [
         {
@@ -99,7 +99,7 @@ def queue_peek(name: str, after: str | None, limit: int, fmt: str, url: str | No
 
 @queue.command("dead")
 @click.argument("name")
-@after_option("Dead letters with an id greater than this (the cursor the previous page printed).", type=int)
+@after_option("Dead letters with an id greater than this (the cursor the previous page printed).", type=INT64)
 @LIMIT
 @FORMAT_OPTION
 @data_command
@@ -125,7 +125,7 @@ def queue_dead(name: str, after: int | None, limit: int, fmt: str, url: str | No
 
 @queue.command("redrive")
 @click.argument("name")
-@click.option("--id", "ids", type=int, multiple=True, help="Only this dead letter (repeatable); default: all.")
+@click.option("--id", "ids", type=INT64, multiple=True, help="Only this dead letter (repeatable); default: all.")
 @YES
 @data_command
 def queue_redrive(name: str, ids: tuple[int, ...], yes: bool, url: str | None, prefix: str, as_json: bool) -> None:
