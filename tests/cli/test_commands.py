@@ -13,6 +13,7 @@ not from a previous run's output.
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import json
 import os
@@ -213,8 +214,33 @@ def test_bench_on_a_scratch_store(run: Run) -> None:
 
 def test_bench_leaves_the_store_as_it_was(run: Run, filled: tuple[str, Sample]) -> None:
     before = as_json(run, "stats")
-    run("bench", "--ops", "10")
+    run("bench", "--ops", "10", "--url", filled[0])
     assert as_json(run, "stats")["tables"] == before["tables"]  # type: ignore[index]
+
+
+def test_bench_never_writes_into_the_store_durastate_url_names(tmp_path: Path) -> None:
+    """DURASTATE_URL is the application's store (the docs say to export it): bench ignores it and runs on a
+    temporary file; with --url it uses DURASTATE_PREFIX, so it adds no second set of ds_ tables either."""
+    import sqlite3
+
+    path = tmp_path / "app.db"
+    with durastate.open(path, prefix="app_") as store:
+        store.kv.put(b"s", b"n", b"k", b"v")
+
+    def tables() -> list[str]:
+        with contextlib.closing(sqlite3.connect(path)) as db:
+            return sorted(r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'"))
+
+    before = tables()
+    done = as_text(cli_here(str(path), "bench", "--ops", "10", env={"DURASTATE_PREFIX": "app_"}))
+    assert done.returncode == 0, done.stderr
+    assert "ignores DURASTATE_URL" in done.stderr
+    assert tables() == before
+    explicit = as_text(cli_here(None, "bench", "--ops", "10", "--url", str(path), env={"DURASTATE_PREFIX": "app_"}))
+    assert explicit.returncode == 0, explicit.stderr
+    assert tables() == before  # the app_ tables, scratch rows removed; no ds_ set
+    with durastate.open(path, prefix="app_") as store:
+        assert store.kv.get(b"s", b"n", b"k") == b"v"
 
 
 def test_export_import_and_backup(run: Run, filled: tuple[str, Sample], tmp_path: Path) -> None:

@@ -493,18 +493,35 @@ def _policy_value(name: str, value: Any) -> str:
 @click.option("--ops", type=click.IntRange(10, 1_000_000), default=2000, show_default=True, help="Operations per row.")
 @click.option(
     "--url",
-    envvar="DURASTATE_URL",
-    show_envvar=True,
     default=None,
-    help="Run against this store (in scratch names it removes after); default: a temporary SQLite file.",
+    help="Run against this store (in scratch names it removes after; not DURASTATE_URL, which is ignored here); "
+    "default: a temporary SQLite file.",
 )
-@click.option("--table-prefix", "prefix", default="ds_", show_default=True, help="Table prefix of the store.")
+@click.option(
+    "--table-prefix",
+    "prefix",
+    default="ds_",
+    show_default=True,
+    envvar="DURASTATE_PREFIX",
+    show_envvar=True,
+    help="With --url: the table prefix of that store.",
+)
 @json_option
 @errors_as_exit_1
 def bench(ops: int, url: str | None, prefix: str, as_json: bool) -> None:
-    """A quick benchmark: kv, queue, document and event operations per second."""
+    """A quick benchmark: kv, queue, document and event operations per second.
+
+    On a temporary SQLite file unless --url names a store on this command
+    line: DURASTATE_URL, which points every other command at the
+    application's store, is ignored, so a benchmark never writes into it by
+    accident.
+    """
     from .quickbench import run_bench
 
+    if url is None and os.environ.get("DURASTATE_URL"):
+        click.echo(
+            "note: bench runs on a temporary file and ignores DURASTATE_URL (pass --url to bench a store)", err=True
+        )
     rows = run_bench(url, prefix, ops)
     shown = [{**r, "time": Duration(r["seconds"])} for r in rows]
     emit(rows, as_json, shown, columns=["operation", "ops", "time", "ops_per_s", "us_per_op"])
