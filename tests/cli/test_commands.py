@@ -352,3 +352,24 @@ def test_the_cli_log_listing_refuses_an_ordinal_past_int64_as_the_facet_does(fil
         ):
             with pytest.raises(durastate.InvalidRequest, match="64-bit"):
                 read()
+
+
+def test_redrive_of_something_that_does_not_exist_is_not_found_and_moves_nothing(run: Run) -> None:
+    """As `events read nosuch` is: exit 3 with a message, for a missing queue, dead letter id, session or dead
+    event index; an --id list with one missing id moves none of them. A queue that exists with nothing dead
+    still re-drives 0."""
+    [dead] = items(run, "queue", "dead", "fragile")
+    [dead_event] = items(run, "events", "dead", "chat-1")
+    for args, said in (
+        (("queue", "redrive", "fragile", "--id", "999"), "no dead letter 999 in queue fragile"),
+        (("queue", "redrive", "fragile", "--id", str(dead["id"]), "--id", "999"), "no dead letter 999"),
+        (("queue", "redrive", "nosuchq"), "no queue nosuchq"),
+        (("events", "redrive", "nosuch"), "no event session 'nosuch'"),
+        (("events", "redrive", "chat-1", "--index", "999"), "no dead event at index 999"),
+        (("events", "redrive", "chat-1", "--index", str(dead_event["index"]), "--index", "0"), "index 0"),
+    ):
+        done = run(*args, "--yes", ok=False)
+        assert done.returncode == 3 and said in done.stderr, (args, done.returncode, done.stderr)
+    assert [d["id"] for d in items(run, "queue", "dead", "fragile")] == [dead["id"]]
+    assert [e["index"] for e in items(run, "events", "dead", "chat-1")] == [dead_event["index"]]
+    assert run("queue", "redrive", "emails", "--yes").stdout.startswith("re-drove 0")

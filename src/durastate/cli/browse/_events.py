@@ -182,6 +182,11 @@ def events_dead(
     )
 
 
+def _is_dead_event(store: Any, session: str, index: int) -> bool:
+    found = store.events.dead_letters(session, after=index - 1, limit=1) if index > 0 else []
+    return bool(found) and found[0].index == index
+
+
 @events.command("redrive")
 @click.argument("session")
 @click.option("--index", "indexes", type=INT64, multiple=True, help="Only this event (repeatable); default: all.")
@@ -190,13 +195,24 @@ def events_dead(
 def events_redrive(
     session: str, indexes: tuple[int, ...], yes: bool, url: str | None, prefix: str, as_json: bool
 ) -> None:
-    """Make a session's dead-lettered events claimable again with a fresh failure count (asks first)."""
+    """Make a session's dead-lettered events claimable again with a fresh failure count (asks first).
+
+    Exit 3 when the session does not exist or an --index is not one of its
+    dead letters (nothing is re-driven then).
+    """
     with store_from(url, prefix) as store:
+        if not _session_exists(store, session):
+            raise NotFound(f"no event session {escape(session)!r}")
         if indexes:
+            missing = [i for i in dict.fromkeys(indexes) if not _is_dead_event(store, session, i)]
+            if missing:
+                raise NotFound(
+                    f"no dead event at index {', '.join(map(str, missing))} in session {escape(session)!r} "
+                    f"(durastate events dead {escape(session)} lists them)"
+                )
             count = len(set(indexes))
         else:
-            page = store.events.list_sessions(session, limit=1)
-            count = page.sessions[0].failed_count if _session_exists(store, session) else 0
+            count = store.events.list_sessions(session, limit=1).sessions[0].failed_count
         moved = 0
         if count:
             confirm_write(

@@ -9,6 +9,7 @@ import click
 from .._common import (
     FORMAT_OPTION,
     Name,
+    NotFound,
     at,
     data_command,
     emit,
@@ -123,16 +124,38 @@ def queue_dead(name: str, after: int | None, limit: int, fmt: str, url: str | No
     emit_page(rows, more, as_json, ["id", "attempts", "last_error", "died", "payload"])
 
 
+def _is_dead_letter(store: Any, queue_name: bytes, dead_id: int) -> bool:
+    found = store.queues.dead_letters(queue_name, after=dead_id - 1, limit=1) if dead_id > 0 else []
+    return bool(found) and found[0].id == dead_id
+
+
 @queue.command("redrive")
 @click.argument("name")
 @click.option("--id", "ids", type=INT64, multiple=True, help="Only this dead letter (repeatable); default: all.")
 @YES
 @data_command
 def queue_redrive(name: str, ids: tuple[int, ...], yes: bool, url: str | None, prefix: str, as_json: bool) -> None:
-    """Move dead letters back into the queue with fresh attempts (asks first; --yes does not)."""
+    """Move dead letters back into the queue with fresh attempts (asks first; --yes does not).
+
+    Exit 3 when an --id is not a dead letter of the queue (nothing is moved
+    then), or without --id when the queue does not exist (no items, no dead
+    letters); a queue with items but no dead letters re-drives 0.
+    """
     q = parse_bytes(name)
     with store_from(url, prefix) as store:
-        count = len(set(ids)) if ids else store.queues.stats(q).dead
+        if ids:
+            missing = [i for i in dict.fromkeys(ids) if not _is_dead_letter(store, q, i)]
+            if missing:
+                raise NotFound(
+                    f"no dead letter {', '.join(map(str, missing))} in queue {show_bytes(q)} "
+                    f"(durastate queue dead {show_bytes(q)} lists them)"
+                )
+            count = len(set(ids))
+        else:
+            stats = store.queues.stats(q)
+            if stats.ready + stats.in_flight + stats.delayed + stats.dead == 0:
+                raise NotFound(f"no queue {show_bytes(q)}: it has no items and no dead letters")
+            count = stats.dead
         if count == 0:
             moved = 0
         else:
