@@ -313,14 +313,45 @@ def print_json(data: Any) -> None:
     _Chunked(sys.stdout).write(json_text(to_json(data), indent=True) + "\n")
 
 
-def cell(value: Any) -> str:
-    """One table cell, never carrying a control character."""
+# A value longer than this (bytes; characters for text) is cut in a table cell, as in the inspector's tables
+# (ui.render.PREVIEW): a 1 MB value must not flood the terminal. --json prints every value whole.
+CELL_LIMIT = 120
+
+
+def too_long(value: Any) -> bool:
+    """True when ``value`` is cut in a table cell (names never are: a shown name must paste back whole)."""
+    if isinstance(value, Name) or not isinstance(value, (bytes, bytearray, memoryview, str)):
+        return False
+    return len(value) > CELL_LIMIT
+
+
+def _cut_marker(size: int, unit: str) -> str:
+    return f" …[cut: {size:,} {unit} in all]"
+
+
+def _utf8_head(value: bytes, limit: int) -> bytes:
+    """The first ``limit`` bytes of ``value``, less a UTF-8 character the cut would split."""
+    head = value[:limit]
+    try:
+        head.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        if exc.start >= limit - 3 and exc.reason == "unexpected end of data":
+            return head[: exc.start]
+    return head
+
+
+def cell(value: Any, *, cut: bool = True) -> str:
+    """One table cell, never carrying a control character; a long value cut (``CELL_LIMIT``) with a marker
+    saying how long it is, unless not ``cut``."""
     if value is None:
         return ""
     if isinstance(value, Name):
         return show_name(bytes(value))
     if isinstance(value, (bytes, bytearray, memoryview)):
-        return show_value(bytes(value))
+        data = bytes(value)
+        if cut and too_long(data):
+            return show_value(_utf8_head(data, CELL_LIMIT)) + _cut_marker(len(data), "bytes")
+        return show_value(data)
     if isinstance(value, Time):
         return table_time(value)
     if isinstance(value, Duration):
@@ -329,14 +360,39 @@ def cell(value: Any) -> str:
         return human_bytes(value)
     if isinstance(value, bool):
         return "yes" if value else "no"
-    if isinstance(value, (dict, list)):
-        return escape(json_text(to_json(value)))
-    return escape(str(value))
+    text = json_text(to_json(value)) if isinstance(value, (dict, list)) else str(value)
+    if cut and too_long(text):
+        return escape(text[:CELL_LIMIT]) + _cut_marker(len(text), "characters")
+    return escape(text)
 
 
-def print_table(rows: Sequence[dict[str, Any]], columns: Sequence[str], *, title: str | None = None) -> None:
-    """``rows`` as a table of ``columns`` (rich if installed, else aligned text); every cell escaped."""
-    cells = [[cell(row.get(c)) for c in columns] for row in rows]
+def print_table(
+    rows: Sequence[dict[str, Any]],
+    columns: Sequence[str],
+    *,
+    title: str | None = None,
+    whole: str | None = None,
+    cut: bool = True,
+) -> None:
+    """``rows`` as a table of ``columns`` (rich if installed, else aligned text); every cell escaped.
+
+    Values longer than ``CELL_LIMIT`` are cut; then a note on stderr says where the whole values are:
+    ``--json``, and ``whole`` (a command that prints one, e.g. ``durastate kv get SCOPE NS KEY``) if given.
+    ``cut=False``: a table of the command's own findings (``doctor``), not of stored data, is shown whole.
+    """
+    cells = [[cell(row.get(c), cut=cut) for c in columns] for row in rows]
+    _print_cells(cells, columns, title)
+    if cut and any(too_long(_shown(row.get(c))) for row in rows for c in columns):
+        where = "--json" if whole is None else f"{whole} or --json"
+        click.echo(f"note: values longer than {CELL_LIMIT} are cut in this table; {where} prints them whole", err=True)
+
+
+def _shown(value: Any) -> Any:
+    """What ``cell`` measures of ``value`` to decide whether it is cut."""
+    return json_text(to_json(value)) if isinstance(value, (dict, list)) else value
+
+
+def _print_cells(cells: list[list[str]], columns: Sequence[str], title: str | None) -> None:
     try:
         from rich.console import Console
         from rich.table import Table
@@ -347,7 +403,8 @@ def print_table(rows: Sequence[dict[str, Any]], columns: Sequence[str], *, title
         widths = [max([len(c), *(min(len(r[i]), 80) for r in cells)]) for i, c in enumerate(columns)]
         click.echo("  ".join(c.upper().ljust(w) for c, w in zip(columns, widths, strict=True)).rstrip())
         for r in cells:
-            click.echo("  ".join(v[:80].ljust(w) for v, w in zip(r, widths, strict=True)).rstrip())
+            # Cells are bounded (CELL_LIMIT and the marker): shown whole, so the marker is not cut away.
+            click.echo("  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip())
         return
     # Text, not str: rich would read "[red]" in stored data as its markup.
     table = Table(title=None if title is None else Text(escape(title)), show_lines=False, header_style="bold")
@@ -416,13 +473,14 @@ def emit_page(
     *,
     flag: str = "--after",
     title: str | None = None,
+    whole: str | None = None,
 ) -> None:
     """A page: ``{"items": rows, "next": cursor}`` with ``--json``; else a table and, when there is more,
     a hint on stderr: ``more: --after CURSOR`` (quoted for a POSIX shell)."""
     if as_json:
         print_json({"items": list(rows), "next": _cursor_json(next_cursor)})
         return
-    print_table(rows, columns, title=title)
+    print_table(rows, columns, title=title, whole=whole)
     if next_cursor is not None:
         click.echo(f"more: {flag} {shlex.quote(_cursor_shown(next_cursor))}", err=True)
 

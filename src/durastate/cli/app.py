@@ -162,7 +162,7 @@ def _print_checks(checks: list[Check], verdict: str, as_json: bool, facts: dict[
     if as_json:
         print_json({"verdict": verdict, "checks": [dataclasses.asdict(c) for c in checks], **facts})
         return
-    print_table([dataclasses.asdict(c) for c in checks], ["check", "verdict", "detail"])
+    print_table([dataclasses.asdict(c) for c in checks], ["check", "verdict", "detail"], cut=False)
     click.echo(f"verdict: {VERDICT_SUMMARY[verdict]}")
 
 

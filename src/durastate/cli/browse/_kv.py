@@ -142,7 +142,7 @@ def kv_scan(
 
         pairs, more = take_page(fetch, None if after is None else parse_bytes(after), limit, lambda kv: kv[0])
     rows = [{"key": Name(k), "value": render_value(v, fmt), "size": len(v)} for k, v in pairs]
-    emit_page(rows, more, as_json, ["key", "value", "size"])
+    emit_page(rows, more, as_json, ["key", "value", "size"], whole="durastate kv get SCOPE NS KEY")
 
 
 @kv.command("log")
