@@ -373,3 +373,45 @@ def test_redrive_of_something_that_does_not_exist_is_not_found_and_moves_nothing
     assert [d["id"] for d in items(run, "queue", "dead", "fragile")] == [dead["id"]]
     assert [e["index"] for e in items(run, "events", "dead", "chat-1")] == [dead_event["index"]]
     assert run("queue", "redrive", "emails", "--yes").stdout.startswith("re-drove 0")
+
+
+def test_a_url_that_names_no_store_is_a_usage_error(tmp_path: Path) -> None:
+    """An empty --url, memory: (another process's in-memory store is out of reach) and a malformed sqlite URL
+    are bad arguments (exit 2, naming --url), not store errors (exit 1)."""
+    for url in ("", "memory:", "sqlite://relative.db"):
+        done = as_text(cli_here(None, "info", "--url", url))
+        assert done.returncode == 2 and "--url" in done.stderr, (url, done.stderr)
+    assert not list(tmp_path.iterdir())
+
+
+def test_not_found_reads_the_same_whoever_found_it(run: Run) -> None:
+    """The command's own "not found" and durastate's NotFound (records) read alike: Error: NotFound: ..."""
+    for args in (
+        ("records", "entries", "999"),
+        ("docs", "show", "nosuch"),
+        ("kv", "get", "nosuch", "n", "k"),
+        ("events", "read", "nosuch"),
+    ):
+        done = run(*args, ok=False)
+        assert done.returncode == 3 and done.stderr.startswith("Error: NotFound: "), (args, done.stderr)
+        assert "NotFound: NotFound" not in done.stderr
+
+
+def test_export_and_backup_check_dest_before_any_work(run: Run, tmp_path: Path) -> None:
+    """A folder that does not exist or a directory as DEST is a usage error naming the user's path (never the
+    hidden temporary name); an existing DEST is refused by export as by backup, unless export --force."""
+    missing_folder = str(tmp_path / "nodir" / "x.jsonl")
+    for command in ("export", "backup"):
+        done = run(command, missing_folder, ok=False)
+        assert done.returncode == 2 and "does not exist" in done.stderr and ".partial" not in done.stderr
+        directory = run(command, str(tmp_path), ok=False)
+        assert directory.returncode == 2 and "is a directory" in directory.stderr
+    existing = tmp_path / "old.jsonl"
+    existing.write_text("keep me")
+    for command in ("export", "backup"):
+        refused = run(command, str(existing), ok=False)
+        assert refused.returncode == 1 and "exists" in refused.stderr
+        assert existing.read_text() == "keep me"
+    run("export", str(existing), "--force", "--quiet")
+    assert existing.read_text().startswith("{")
+    assert not [p for p in tmp_path.iterdir() if ".partial-" in p.name]

@@ -76,9 +76,18 @@ URL_HELP = (
 
 
 class NotFound(click.ClickException):
-    """What the command was asked to show does not exist (exit code 3)."""
+    """What the command was asked to show does not exist (exit code 3).
+
+    Every such message reads ``Error: NotFound: ...``, the command's own and
+    durastate's ``NotFound`` alike (as other durastate errors name their class),
+    so a script can tell "not found" from the message as from the exit code.
+    """
 
     exit_code = EXIT_NOT_FOUND
+    PREFIX = "NotFound: "
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message if message.startswith(self.PREFIX) else self.PREFIX + message)
 
 
 class PortInUse(click.ClickException):
@@ -149,6 +158,44 @@ def sqlite_file(url: str | None) -> Path | None:
     return None if path is None else Path(path)
 
 
+def check_url(url: str | None) -> None:
+    """A usage error (exit 2) for a ``--url`` that names no store a command could work on: an empty one (an
+    unset-looking ``DURASTATE_URL=``), a malformed SQLite URL, or ``memory:`` (a store that lives inside one
+    process: another process's is out of reach, a new one is empty); then ``check_scheme``."""
+    if url is None:
+        return
+    if not url.strip():
+        raise click.BadParameter("is empty: pass a SQLite path or a postgresql:// URL", param_hint="--url")
+    check_scheme(url)
+    try:
+        path = sqlite_file(url)
+    except DurastateError as exc:
+        raise click.BadParameter(escape(str(exc)), param_hint="--url") from None
+    if path is None and registry.scheme_of(url) == "sqlite":
+        raise click.BadParameter(
+            f"{escape(url)} is an in-memory store, which lives inside one process: name a SQLite file or a "
+            "postgresql:// URL",
+            param_hint="--url",
+        )
+
+
+def check_destination(dest: str, *, overwrite: bool = False, flag: str | None = None) -> None:
+    """Refuse, before any work, a DEST that cannot be written as a new file: a directory or a path whose folder
+    does not exist (usage errors, exit 2), or a file that exists unless ``overwrite`` (exit 1; ``flag`` is the
+    option that allows it)."""
+    target = Path(dest)
+    if target.is_dir():
+        raise click.BadParameter(f"{escape(dest)} is a directory: name a file (in it)", param_hint="DEST")
+    folder = target.parent
+    if not folder.is_dir():
+        raise click.BadParameter(
+            f"the folder {escape(str(folder))} does not exist (or is not a folder): create it first", param_hint="DEST"
+        )
+    if target.exists() and not overwrite:
+        how = f" or pass {flag} to replace it" if flag else ""
+        raise click.ClickException(f"{escape(dest)} exists; pick a new name{how}")
+
+
 def open_store(
     url: str | None,
     prefix: str,
@@ -161,7 +208,7 @@ def open_store(
 
     ``read_only``: for the commands that only show (``open_for_reading``).
     """
-    check_scheme(url)
+    check_url(url)
     path = sqlite_file(url)
     if path is not None and not create and not path.exists():
         raise NotFound(f"no store at {escape(str(path))} (pass --url or set DURASTATE_URL)")
@@ -219,7 +266,7 @@ def errors_as_exit_1(func: F) -> F:
         except BytesSyntaxError as exc:
             raise click.UsageError(escape(str(exc))) from None
         except durastate.NotFound as exc:
-            raise NotFound(escape(f"{type(exc).__name__}: {exc}")) from None
+            raise NotFound(escape(str(exc))) from None
         except DurastateError as exc:
             raise click.ClickException(escape(f"{type(exc).__name__}: {exc}")) from None
         except OSError as exc:

@@ -36,6 +36,7 @@ from ._common import (
     PortInUse,
     Progress,
     Size,
+    check_destination,
     data_command,
     emit,
     errors_as_exit_1,
@@ -210,14 +211,21 @@ def _atomic_output(dest: str) -> Iterator[IO[bytes]]:
     tmp = temporary_sibling(target)
     try:
         # Created 0600, as the store and its backups: an export holds all of the store's data.
-        with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb") as raw:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except OSError as exc:  # the user named dest, not the hidden temporary name
+        raise click.ClickException(f"cannot write {escape(dest)}: {exc.strerror or exc}") from None
+    try:
+        with os.fdopen(fd, "wb") as raw:
             out: IO[bytes] = gzip.GzipFile(fileobj=raw, mode="wb") if target.suffix == ".gz" else raw  # type: ignore[assignment]
             yield out
             if out is not raw:
                 out.close()
             raw.flush()
             os.fsync(raw.fileno())
-        os.replace(tmp, target)
+        try:
+            os.replace(tmp, target)
+        except OSError as exc:
+            raise click.ClickException(f"cannot write {escape(dest)}: {exc.strerror or exc}") from None
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             tmp.unlink()
@@ -238,14 +246,18 @@ QUIET = click.option("--quiet", "-q", is_flag=True, help="No progress and no sum
 
 @cli.command("export")
 @click.argument("dest")
+@click.option("--force", is_flag=True, help="Replace DEST if it exists (by default an existing DEST is refused).")
 @QUIET
 @data_command
-def export_cmd(dest: str, quiet: bool, url: str | None, prefix: str, as_json: bool) -> None:
+def export_cmd(dest: str, force: bool, quiet: bool, url: str | None, prefix: str, as_json: bool) -> None:
     """Write every facet's data to DEST as versioned JSON lines (.gz compresses; - is stdout).
 
     One consistent snapshot, streamed; DEST appears only when complete (a
-    temporary name is renamed at the end, so Ctrl-C leaves nothing).
+    temporary name is renamed at the end, so Ctrl-C leaves nothing). An
+    existing DEST is refused unless --force, as backup refuses one.
     """
+    if dest != "-":
+        check_destination(dest, overwrite=force, flag="--force")
     with store_from(url, prefix, read_only=True) as store:
         counts = _export_to(store, dest, quiet)
     if as_json:
@@ -328,8 +340,7 @@ def backup(dest: str, quiet: bool, url: str | None, prefix: str, as_json: bool) 
     import`); for a physical backup of the server use pg_dump -n SCHEMA.
     DEST appears only when complete.
     """
-    if Path(dest).exists():
-        raise click.ClickException(f"{dest} exists; pick a new name")
+    check_destination(dest)
     with store_from(url, prefix, read_only=True) as store:
         if store.engine.capabilities.in_memory:
             raise click.ClickException("an in-memory store cannot be backed up")
