@@ -415,3 +415,13 @@ def test_export_and_backup_check_dest_before_any_work(run: Run, tmp_path: Path) 
     run("export", str(existing), "--force", "--quiet")
     assert existing.read_text().startswith("{")
     assert not [p for p in tmp_path.iterdir() if ".partial-" in p.name]
+
+
+def test_queue_peek_table_shows_the_cursor_that_pages_on(run: Run) -> None:
+    page = as_json(run, "queue", "peek", "emails", "--limit", "2")
+    table = run("queue", "peek", "emails", "--limit", "2").stdout
+    assert "cursor" in table and all(item["cursor"] in table for item in page["items"])
+
+
+def test_help_states_the_token_rules(run: Run) -> None:
+    assert "16 or more of A-Z a-z 0-9 - _ . ~" in " ".join(run("ui", "--help").stdout.split())

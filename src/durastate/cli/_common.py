@@ -565,9 +565,18 @@ class Progress:
     rules): the bar's label with rich, a plain line on the terminal without.
     """
 
-    def __init__(self, label: str, total_rows: int | None, *, enabled: bool | None = None, unit: str = "rows") -> None:
+    def __init__(
+        self,
+        label: str,
+        total_rows: int | None,
+        *,
+        enabled: bool | None = None,
+        unit: str = "rows",
+        sizes: bool = True,
+    ) -> None:
         self.label = label
         self.unit = unit  # what is counted: "rows", or "pages" for a file backup
+        self.sizes = sizes  # False: the work is not measured in bytes (maintain deletes rows); the summary says none
         self.total = total_rows
         self.rows = 0
         self.bytes = 0
@@ -626,6 +635,11 @@ class Progress:
 
     def summary(self) -> str:
         elapsed = max(time.monotonic() - self._started, 1e-6)
+        if not self.sizes:
+            return (
+                f"{self.label}: {self.rows:,} {self.unit} in {human_duration(elapsed)} "
+                f"({self.rows / elapsed:,.0f} {self.unit}/s)"
+            )
         return (
             f"{self.label}: {self.rows:,} {self.unit}, {human_bytes(self.bytes)} in {human_duration(elapsed)} "
             f"({self.rows / elapsed:,.0f} {self.unit}/s, {human_bytes(self.bytes / elapsed)}/s)"

@@ -469,14 +469,16 @@ def maintain(
         record_revisions_older_than=record_revisions_older_than,
     )
     with store_from(url, prefix, retention=retention) as store:
-        progress = Progress("maintain", None, enabled=None if not quiet else False)
+        progress = Progress("maintain", None, enabled=None if not quiet else False, sizes=False)
         with progress:
             if dry_run:
                 report = dry_maintenance(store, max_rows=max_rows, step=progress.step)
             else:
                 report = run_maintenance(store, max_rows=max_rows, vacuum=vacuum, step=progress.step, url=url)
     if not quiet:
-        click.echo(progress.summary(), err=True)
+        returned = report.get("bytes_returned")
+        given_back = f"; {human_bytes(returned)} given back" if isinstance(returned, int) else ""
+        click.echo(progress.summary() + given_back, err=True)
     if as_json:
         print_json(report)
         return
@@ -576,8 +578,8 @@ def demo(ctx: click.Context, url: str | None, prefix: str) -> None:
 @click.option(
     "--token",
     envvar="DURASTATE_UI_TOKEN",
-    help="Require this token (open the page once with ?token=...). Bound beyond loopback without one, "
-    "a random token is made and printed. Env: DURASTATE_UI_TOKEN.",
+    help="Require this token (open the page once with ?token=...): 16 or more of A-Z a-z 0-9 - _ . ~. Bound "
+    "beyond loopback without one, a random token is made and printed. Env: DURASTATE_UI_TOKEN.",
 )
 @click.option(
     "--allow-writes",

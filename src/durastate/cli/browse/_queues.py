@@ -95,7 +95,9 @@ def queue_peek(name: str, after: str | None, limit: int, fmt: str, url: str | No
         }
         for i in items
     ]
-    emit_page(rows, more, as_json, ["id", "state", "attempts", "max_attempts", "due", "last_error", "payload"])
+    emit_page(
+        rows, more, as_json, ["id", "state", "attempts", "max_attempts", "due", "last_error", "payload", "cursor"]
+    )
 
 
 @queue.command("dead")
