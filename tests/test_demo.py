@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -71,3 +72,27 @@ def test_demo_check_reports_double_processing_and_missing_redelivery() -> None:
         problems = demo.check(store, jobs, killed_job=jobs[0])
         assert "job-04 was processed 2 times" in problems
         assert any(p.startswith("total counter says 12, per-job counters add up to 13") for p in problems)
+
+
+def test_a_closed_stdout_ends_the_demo_quietly_in_every_process(tmp_path: Path) -> None:
+    """``durastate demo | head -3``: the workers print after the reader left; none of the three processes
+    prints a BrokenPipeError traceback, and the command exits 141 as every command does on a closed stdout."""
+    # The workers are spawned in tmp_path: a relative PYTHONPATH would give them another durastate than this one.
+    source = str(Path(durastate.__file__).resolve().parents[1])
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([source, os.environ.get("PYTHONPATH", "")])}
+    env = {k: v for k, v in env.items() if not k.startswith("DURASTATE_")}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "durastate.cli", "demo"],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    for _ in range(3):
+        assert proc.stdout.readline()
+    proc.stdout.close()  # as head does after its three lines; the jobs and their lines are still to come
+    stderr = proc.stderr.read()
+    assert proc.wait(timeout=120) == 141, stderr
+    assert "Traceback" not in stderr and "BrokenPipeError" not in stderr, stderr

@@ -87,6 +87,26 @@ def test_a_damaged_database_is_corrupt(tmp_path: Path) -> None:
         list(store.kv.scan(b"s", b"n"))
 
 
+def test_a_read_only_open_leaves_nothing_next_to_a_file_that_is_not_a_store(tmp_path: Path) -> None:
+    """A store cut to its first 100 bytes still has a header saying WAL: SQLite created -wal and -shm files
+    beside it before finding the damage. Read-only opens (every inspecting command) refuse it from the header
+    first, as StoreCorrupt, and so does junk; the folder is left as it was."""
+    store_path = tmp_path / "whole.db"
+    with durastate.open(store_path) as store:
+        store.kv.put(b"s", b"n", b"k", b"v")
+    folder = tmp_path / "cut"
+    folder.mkdir()
+    (folder / "trunc.db").write_bytes(store_path.read_bytes()[:100])
+    (folder / "junk.db").write_bytes(os.urandom(100))
+    (folder / "short.db").write_bytes(b"SQLite format")
+    for name in ("trunc.db", "junk.db", "short.db"):
+        with pytest.raises(StoreCorrupt, match="restore it from a backup"):
+            durastate.open(folder / name, read_only=True)
+    assert sorted(p.name for p in folder.iterdir()) == ["junk.db", "short.db", "trunc.db"]
+    with durastate.open(store_path, read_only=True) as store:  # a whole store still opens
+        assert store.kv.get(b"s", b"n", b"k") == b"v"
+
+
 def test_read_only_reads_and_refuses_every_write(tmp_path: Path) -> None:
     path = tmp_path / "state.db"
     with durastate.open(path) as store:

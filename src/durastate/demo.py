@@ -20,7 +20,9 @@ Read it top to bottom; it is the shortest honest tour of durastate:
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
+import os
 import sys
 import time
 from multiprocessing.connection import Connection
@@ -40,6 +42,19 @@ def job_name(n: int) -> bytes:
     return b"job-%02d" % n
 
 
+def say(line: str) -> None:
+    """A worker's line on stdout. When its reader has gone (``durastate demo | head -3``) the worker goes on
+    quietly: stdout is pointed at /dev/null, so neither this print nor the exit's flush prints a
+    ``BrokenPipeError`` traceback; the main process reports the closed output (the command exits 141)."""
+    try:
+        print(line, flush=True)
+    except BrokenPipeError:
+        with contextlib.suppress(OSError, ValueError):
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            os.close(devnull)
+
+
 def process(store: durastate.Store, worker: str, claim: Any) -> None:
     """Do one job and record it atomically with its ack."""
     n = int(claim.payload.split(b"-")[1])
@@ -54,9 +69,9 @@ def process(store: durastate.Store, worker: str, claim: Any) -> None:
             # above, if our lease ran out and someone else holds the job.
             claim.ack()
     except durastate.Conflict:
-        print(f"  {worker}: lost the lease on {claim.payload.decode()}; its new holder will do it", flush=True)
+        say(f"  {worker}: lost the lease on {claim.payload.decode()}; its new holder will do it")
         return
-    print(f"  {worker}: {claim.payload.decode()} -> {n * n:3d}   (attempt {claim.attempts})", flush=True)
+    say(f"  {worker}: {claim.payload.decode()} -> {n * n:3d}   (attempt {claim.attempts})")
 
 
 def worker(name: str, hang_on_job: int | None, start: Any, report: Connection) -> None:
@@ -74,19 +89,18 @@ def worker(name: str, hang_on_job: int | None, start: Any, report: Connection) -
             if claim is None:
                 stats = store.queues.stats(QUEUE)
                 if stats.ready + stats.in_flight + stats.delayed == 0:
-                    print(f"  {name}: queue empty, nothing in flight: done", flush=True)
+                    say(f"  {name}: queue empty, nothing in flight: done")
                     return
                 if not waiting_said:
-                    print(
+                    say(
                         f"  {name}: queue empty but {stats.in_flight} job(s) leased by someone; "
-                        "waiting for the lease to run out",
-                        flush=True,
+                        "waiting for the lease to run out"
                     )
                     waiting_said = True
                 continue
             claimed += 1
             if claimed == hang_on_job:
-                print(f"  {name}: holding {claim.payload.decode()} ... and now I hang", flush=True)
+                say(f"  {name}: holding {claim.payload.decode()} ... and now I hang")
                 report.send(claim.payload)
                 time.sleep(3600)  # stuck; the main process kills us
             process(store, name, claim)

@@ -13,6 +13,7 @@ not from a previous run's output.
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import json
 import os
@@ -20,6 +21,8 @@ import subprocess
 import sys
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 import durastate
 from durastate.testing.sample import Sample
@@ -211,8 +214,33 @@ def test_bench_on_a_scratch_store(run: Run) -> None:
 
 def test_bench_leaves_the_store_as_it_was(run: Run, filled: tuple[str, Sample]) -> None:
     before = as_json(run, "stats")
-    run("bench", "--ops", "10")
+    run("bench", "--ops", "10", "--url", filled[0])
     assert as_json(run, "stats")["tables"] == before["tables"]  # type: ignore[index]
+
+
+def test_bench_never_writes_into_the_store_durastate_url_names(tmp_path: Path) -> None:
+    """DURASTATE_URL is the application's store (the docs say to export it): bench ignores it and runs on a
+    temporary file; with --url it uses DURASTATE_PREFIX, so it adds no second set of ds_ tables either."""
+    import sqlite3
+
+    path = tmp_path / "app.db"
+    with durastate.open(path, prefix="app_") as store:
+        store.kv.put(b"s", b"n", b"k", b"v")
+
+    def tables() -> list[str]:
+        with contextlib.closing(sqlite3.connect(path)) as db:
+            return sorted(r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'"))
+
+    before = tables()
+    done = as_text(cli_here(str(path), "bench", "--ops", "10", env={"DURASTATE_PREFIX": "app_"}))
+    assert done.returncode == 0, done.stderr
+    assert "ignores DURASTATE_URL" in done.stderr
+    assert tables() == before
+    explicit = as_text(cli_here(None, "bench", "--ops", "10", "--url", str(path), env={"DURASTATE_PREFIX": "app_"}))
+    assert explicit.returncode == 0, explicit.stderr
+    assert tables() == before  # the app_ tables, scratch rows removed; no ds_ set
+    with durastate.open(path, prefix="app_") as store:
+        assert store.kv.get(b"s", b"n", b"k") == b"v"
 
 
 def test_export_import_and_backup(run: Run, filled: tuple[str, Sample], tmp_path: Path) -> None:
@@ -290,3 +318,110 @@ def test_ui_without_the_extra_names_it(filled: tuple[str, Sample]) -> None:
         check=False,
     )
     assert done.returncode == 1 and "pip install 'durastate[ui]'" in done.stderr
+
+
+OUT_OF_INT64 = "99999999999999999999999"
+
+
+def test_malformed_or_out_of_range_numbers_are_usage_errors_naming_the_argument(run: Run) -> None:
+    """A number past int64 (SQLite's driver raised OverflowError on it) or not a number at all is a bad
+    argument: exit 2 and the argument's name, never a traceback or an InvalidRequest exit 1."""
+    for args, named in (
+        (("kv", "log", "run-1", "log", "stream", "--after", OUT_OF_INT64), "--after"),
+        (("kv", "log", "run-1", "log", "stream", "--after", "garbage"), "--after"),
+        (("queue", "peek", "emails", "--after", "garbage"), "--after"),
+        (("queue", "dead", "emails", "--after", OUT_OF_INT64), "--after"),
+        (("records", "entries", OUT_OF_INT64), "CONVERSATION"),
+        (("records", "document", OUT_OF_INT64), "ID"),
+        (("docs", "history", "runs/1", "--before", OUT_OF_INT64), "--before"),
+        (("events", "read", "s", "--after", OUT_OF_INT64), "--after"),
+        (("events", "dead", "--after", f"{OUT_OF_INT64}:s"), "--after"),
+    ):
+        done = run(*args, ok=False)
+        assert done.returncode == 2, (args, done.stderr)
+        assert named in done.stderr and "Traceback" not in done.stderr, (args, done.stderr)
+
+
+def test_the_cli_log_listing_refuses_an_ordinal_past_int64_as_the_facet_does(filled: tuple[str, Sample]) -> None:
+    from durastate.cli import kvlisting
+
+    with durastate.open(filled[0], read_only=True) as store:
+        for read in (
+            lambda: list(store.kv.log(b"run-1", b"log", b"stream", after=int(OUT_OF_INT64))),
+            lambda: kvlisting.log_entries(store.engine, b"run-1", b"log", b"stream", int(OUT_OF_INT64), 10),
+        ):
+            with pytest.raises(durastate.InvalidRequest, match="64-bit"):
+                read()
+
+
+def test_redrive_of_something_that_does_not_exist_is_not_found_and_moves_nothing(run: Run) -> None:
+    """As `events read nosuch` is: exit 3 with a message, for a missing queue, dead letter id, session or dead
+    event index; an --id list with one missing id moves none of them. A queue that exists with nothing dead
+    still re-drives 0."""
+    [dead] = items(run, "queue", "dead", "fragile")
+    [dead_event] = items(run, "events", "dead", "chat-1")
+    for args, said in (
+        (("queue", "redrive", "fragile", "--id", "999"), "no dead letter 999 in queue fragile"),
+        (("queue", "redrive", "fragile", "--id", str(dead["id"]), "--id", "999"), "no dead letter 999"),
+        (("queue", "redrive", "nosuchq"), "no queue nosuchq"),
+        (("events", "redrive", "nosuch"), "no event session 'nosuch'"),
+        (("events", "redrive", "chat-1", "--index", "999"), "no dead event at index 999"),
+        (("events", "redrive", "chat-1", "--index", str(dead_event["index"]), "--index", "0"), "index 0"),
+    ):
+        done = run(*args, "--yes", ok=False)
+        assert done.returncode == 3 and said in done.stderr, (args, done.returncode, done.stderr)
+    assert [d["id"] for d in items(run, "queue", "dead", "fragile")] == [dead["id"]]
+    assert [e["index"] for e in items(run, "events", "dead", "chat-1")] == [dead_event["index"]]
+    assert run("queue", "redrive", "emails", "--yes").stdout.startswith("re-drove 0")
+
+
+def test_a_url_that_names_no_store_is_a_usage_error(tmp_path: Path) -> None:
+    """An empty --url, memory: (another process's in-memory store is out of reach) and a malformed sqlite URL
+    are bad arguments (exit 2, naming --url), not store errors (exit 1)."""
+    for url in ("", "memory:", "sqlite://relative.db"):
+        done = as_text(cli_here(None, "info", "--url", url))
+        assert done.returncode == 2 and "--url" in done.stderr, (url, done.stderr)
+    assert not list(tmp_path.iterdir())
+
+
+def test_not_found_reads_the_same_whoever_found_it(run: Run) -> None:
+    """The command's own "not found" and durastate's NotFound (records) read alike: Error: NotFound: ..."""
+    for args in (
+        ("records", "entries", "999"),
+        ("docs", "show", "nosuch"),
+        ("kv", "get", "nosuch", "n", "k"),
+        ("events", "read", "nosuch"),
+    ):
+        done = run(*args, ok=False)
+        assert done.returncode == 3 and done.stderr.startswith("Error: NotFound: "), (args, done.stderr)
+        assert "NotFound: NotFound" not in done.stderr
+
+
+def test_export_and_backup_check_dest_before_any_work(run: Run, tmp_path: Path) -> None:
+    """A folder that does not exist or a directory as DEST is a usage error naming the user's path (never the
+    hidden temporary name); an existing DEST is refused by export as by backup, unless export --force."""
+    missing_folder = str(tmp_path / "nodir" / "x.jsonl")
+    for command in ("export", "backup"):
+        done = run(command, missing_folder, ok=False)
+        assert done.returncode == 2 and "does not exist" in done.stderr and ".partial" not in done.stderr
+        directory = run(command, str(tmp_path), ok=False)
+        assert directory.returncode == 2 and "is a directory" in directory.stderr
+    existing = tmp_path / "old.jsonl"
+    existing.write_text("keep me")
+    for command in ("export", "backup"):
+        refused = run(command, str(existing), ok=False)
+        assert refused.returncode == 1 and "exists" in refused.stderr
+        assert existing.read_text() == "keep me"
+    run("export", str(existing), "--force", "--quiet")
+    assert existing.read_text().startswith("{")
+    assert not [p for p in tmp_path.iterdir() if ".partial-" in p.name]
+
+
+def test_queue_peek_table_shows_the_cursor_that_pages_on(run: Run) -> None:
+    page = as_json(run, "queue", "peek", "emails", "--limit", "2")
+    table = run("queue", "peek", "emails", "--limit", "2").stdout
+    assert "cursor" in table and all(item["cursor"] in table for item in page["items"])
+
+
+def test_help_states_the_token_rules(run: Run) -> None:
+    assert "16 or more of A-Z a-z 0-9 - _ . ~" in " ".join(run("ui", "--help").stdout.split())

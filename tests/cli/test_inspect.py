@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
 import durastate
 from durastate.cli import inspect
+from durastate.cli.app import VERDICT_SUMMARY
 from durastate.engines import postgres_tools, sqlite_tools
 from durastate.engines.base import DDL
 from durastate.testing.sample import fill
 
-from .conftest import run_cli
+from .conftest import Run, as_text, cli_here, run_cli
 
 
 def test_bounded_count_is_exact_below_the_cap_and_marked_above(
@@ -72,3 +74,41 @@ def test_doctor_exits_1_on_a_damaged_file(tmp_path: Path) -> None:
     assert "problem" in done.stdout and "integrity check failed" in done.stdout
     assert done.stdout.rstrip().endswith("verdict: PROBLEM found")
     assert done.stdout.count("\n") < 60  # the error list is cut short
+
+
+def test_doctor_and_info_report_a_damaged_page_the_check_cannot_walk_past(tmp_path: Path) -> None:
+    """One page of junk in the middle of a store that still opens: SQLite's integrity check itself stops with
+    SQLITE_CORRUPT; that is the finding (a problem row, exit 1), in the table and in JSON alike."""
+    path = tmp_path / "s.db"
+    with durastate.open(path) as store:
+        fill(store, bulk=2_000)
+    data = bytearray(path.read_bytes())
+    page = 4096
+    middle = (len(data) // page // 2) * page
+    data[middle : middle + page] = b"\x5a" * page
+    path.write_bytes(bytes(data))
+    url = f"sqlite://{path}"
+
+    table = as_text(cli_here(url, "doctor"))
+    assert table.returncode == 1, table.stderr
+    assert "integrity" in table.stdout and "problem" in table.stdout and "malformed" in table.stdout
+    assert table.stdout.rstrip().endswith("verdict: PROBLEM found")
+
+    as_json = cli_here(url, "doctor", "--json")
+    assert as_json.returncode == 1
+    report = json.loads(as_json.stdout)
+    assert report["verdict"] == "problem"
+    assert {"check": "integrity", "verdict": "problem"}.items() <= next(
+        c for c in report["checks"] if c["check"] == "integrity"
+    ).items()
+
+    info = as_text(cli_here(url, "info"))
+    assert info.returncode == 0 and "PROBLEM: integrity check failed" in info.stdout
+
+
+def test_doctor_json_verdict_is_the_checks_word_and_the_table_line_says_it_in_words(run: Run) -> None:
+    """The JSON verdict is one of the words each check has (ok, warning, problem); the table's line words it."""
+    report = json.loads(run("doctor", "--json").stdout)
+    shown = run("doctor").stdout.rstrip().splitlines()[-1]
+    assert shown == f"verdict: {VERDICT_SUMMARY[report['verdict']]}"
+    assert {c["verdict"] for c in report["checks"]} <= set(VERDICT_SUMMARY)

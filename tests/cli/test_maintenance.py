@@ -175,3 +175,21 @@ def test_progress_steps_label_the_rich_bar() -> None:
     progress.step("document_revisions", 7)
     assert progress.rows == 7
     assert progress._bar.tasks[0].description == "maintain: document_revisions"
+
+
+def test_the_summary_says_the_space_given_back_that_the_report_says(tmp_path: Any) -> None:
+    """The stderr summary said '0 B' (no bytes are streamed) while the report said bytes_returned 24.2 KiB:
+    the summary now counts rows only and adds the space the report gives."""
+    from durastate.cli._format import human_bytes
+
+    url = f"sqlite://{tmp_path / 's.db'}"
+    with durastate.open(url, clock=an_hour_ago()) as store:
+        store.kv.put_many(b"cache", b"http", [(b"%04d" % i, b"v" * 500) for i in range(400)], ttl=60)
+    done = cli_here(url, "maintain", "--json")
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["expired_values"] == 400 and report["bytes_returned"] > 0
+    summary = done.stderr.decode()
+    assert "maintain: 400 rows in " in summary
+    assert summary.rstrip().endswith(f"; {human_bytes(report['bytes_returned'])} given back")
+    assert "wal_checkpoint" not in report and "vacuum" not in report  # what docs/cli.md lists

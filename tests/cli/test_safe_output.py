@@ -456,3 +456,30 @@ def test_maintain_dry_run_writes_nothing(run: Run) -> None:
     assert json.loads(run("stats", "--json").stdout)["tables"] == before
     assert json.loads(run("queue", "stats", "fragile", "--json").stdout)["dead"] == 1
     assert run("maintain", "--dry-run", "--vacuum", ok=False).returncode == 2
+
+
+def test_tables_cut_long_values_and_say_how_long_while_json_keeps_them_whole(tmp_path: Path) -> None:
+    """A 1 MiB value in `kv scan` is a cell of CELL_LIMIT bytes and a marker with its length, plus a note on
+    stderr naming `kv get` and --json; a cut never splits a UTF-8 character; --json prints every byte."""
+    from durastate.cli._common import CELL_LIMIT
+
+    path = tmp_path / "s.db"
+    big = b"x" * (1024 * 1024)
+    accented = b"a" + "é".encode() * 100  # the 120th byte is the first of an é: the cut keeps 119
+    with durastate.open(path) as store:
+        store.kv.put(b"s", b"n", b"big", big)
+        store.kv.put(b"s", b"n", b"accented", accented)
+        store.queues.push("q", [big])
+    url = f"sqlite://{path}"
+    table = cli_here(url, "kv", "scan", "s", "n")
+    assert table.returncode == 0
+    assert len(table.stdout) < 4096
+    assert b"x" * CELL_LIMIT in table.stdout and b"x" * (CELL_LIMIT + 1) not in table.stdout
+    assert f"[cut: {len(big):,} bytes in all]".encode() in table.stdout
+    assert b"a" + "é".encode() * 59 + b" \xe2\x80\xa6[cut: 201 bytes" in table.stdout
+    assert b"kv get SCOPE NS KEY" in table.stderr and b"--json" in table.stderr
+    whole = json.loads(cli_here(url, "kv", "scan", "s", "n", "--json").stdout)
+    assert {i["key"]: i["value"] for i in whole["items"]}["big"] == big.decode()
+    peek = cli_here(url, "queue", "peek", "q")
+    assert len(peek.stdout) < 4096 and b"--json" in peek.stderr
+    assert json.loads(cli_here(url, "queue", "peek", "q", "--json").stdout)["items"][0]["payload"] == big.decode()

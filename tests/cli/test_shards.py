@@ -128,3 +128,48 @@ def test_move_refuses_a_target_that_is_not_empty(tmp_path: Path) -> None:
     refused = _here("shards", "move", str(map_path), "ds_shard_0000", servers[1])
     assert refused.returncode != 0 and "not empty" in refused.stderr
     assert ShardMap.load(map_path).shards["ds_shard_0000"].startswith(servers[0])  # the map is unchanged
+
+
+def test_init_with_a_server_that_cannot_be_reached_is_a_clean_error_that_creates_nothing(tmp_path: Path) -> None:
+    """A typo in a database name: StoreUnavailable (exit 1, password hidden), not psycopg's traceback, and the
+    reachable server gets no schema (every server is connected to before anything is made)."""
+    import psycopg
+
+    base = plugin._postgres_base_url()
+    parts = urlsplit(base)
+    missing = urlunsplit(
+        parts._replace(
+            netloc=f"{parts.username or 'postgres'}:hunter2@{parts.hostname}:{parts.port or 5432}",
+            path=f"/ds_nodb_{uuid.uuid4().hex[:10]}",
+        )
+    )
+    prefix = f"ds{uuid.uuid4().hex[:6]}_"
+    map_path = tmp_path / "m.json"
+    done = _here(
+        "shards", "init", str(map_path), "--shards", "2", "--prefix", prefix, "--server", base, "--server", missing
+    )
+    assert done.returncode == 1, done.stderr
+    assert "StoreUnavailable" in done.stderr and "does not exist" in done.stderr
+    assert "hunter2" not in done.stderr
+    assert not map_path.exists()
+    with psycopg.connect(base) as conn:
+        made = conn.execute("SELECT nspname FROM pg_namespace WHERE nspname LIKE %s", (prefix + "%",)).fetchall()
+    assert made == []
+
+
+def test_missing_map_and_unknown_shard_are_not_found_and_a_shard_can_be_named_by_number(tmp_path: Path) -> None:
+    servers = [f"sqlite:///{tmp_path / name}" for name in ("a", "b")]
+    map_path = tmp_path / "m.json"
+    for command in (
+        ("show", str(tmp_path / "missing.json")),
+        ("move", str(tmp_path / "missing.json"), "0", servers[1]),
+    ):
+        missing = _here("shards", *command)
+        assert missing.returncode == 3 and "no shard map at" in missing.stderr
+    _cli("shards", "init", str(map_path), "--shards", "2", "--server", servers[0])
+    unknown = _here("shards", "move", str(map_path), "7", servers[1])
+    assert unknown.returncode == 3
+    assert "ds_shard_0000, ds_shard_0001" in unknown.stderr
+    _cli("shards", "move", str(map_path), "1", servers[1])
+    assert ShardMap.load(map_path).shards["ds_shard_0001"].startswith(servers[1])
+    assert "--shards N" in _here("shards", "init", "--help").stdout

@@ -76,9 +76,18 @@ URL_HELP = (
 
 
 class NotFound(click.ClickException):
-    """What the command was asked to show does not exist (exit code 3)."""
+    """What the command was asked to show does not exist (exit code 3).
+
+    Every such message reads ``Error: NotFound: ...``, the command's own and
+    durastate's ``NotFound`` alike (as other durastate errors name their class),
+    so a script can tell "not found" from the message as from the exit code.
+    """
 
     exit_code = EXIT_NOT_FOUND
+    PREFIX = "NotFound: "
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message if message.startswith(self.PREFIX) else self.PREFIX + message)
 
 
 class PortInUse(click.ClickException):
@@ -149,6 +158,44 @@ def sqlite_file(url: str | None) -> Path | None:
     return None if path is None else Path(path)
 
 
+def check_url(url: str | None) -> None:
+    """A usage error (exit 2) for a ``--url`` that names no store a command could work on: an empty one (an
+    unset-looking ``DURASTATE_URL=``), a malformed SQLite URL, or ``memory:`` (a store that lives inside one
+    process: another process's is out of reach, a new one is empty); then ``check_scheme``."""
+    if url is None:
+        return
+    if not url.strip():
+        raise click.BadParameter("is empty: pass a SQLite path or a postgresql:// URL", param_hint="--url")
+    check_scheme(url)
+    try:
+        path = sqlite_file(url)
+    except DurastateError as exc:
+        raise click.BadParameter(escape(str(exc)), param_hint="--url") from None
+    if path is None and registry.scheme_of(url) == "sqlite":
+        raise click.BadParameter(
+            f"{escape(url)} is an in-memory store, which lives inside one process: name a SQLite file or a "
+            "postgresql:// URL",
+            param_hint="--url",
+        )
+
+
+def check_destination(dest: str, *, overwrite: bool = False, flag: str | None = None) -> None:
+    """Refuse, before any work, a DEST that cannot be written as a new file: a directory or a path whose folder
+    does not exist (usage errors, exit 2), or a file that exists unless ``overwrite`` (exit 1; ``flag`` is the
+    option that allows it)."""
+    target = Path(dest)
+    if target.is_dir():
+        raise click.BadParameter(f"{escape(dest)} is a directory: name a file (in it)", param_hint="DEST")
+    folder = target.parent
+    if not folder.is_dir():
+        raise click.BadParameter(
+            f"the folder {escape(str(folder))} does not exist (or is not a folder): create it first", param_hint="DEST"
+        )
+    if target.exists() and not overwrite:
+        how = f" or pass {flag} to replace it" if flag else ""
+        raise click.ClickException(f"{escape(dest)} exists; pick a new name{how}")
+
+
 def open_store(
     url: str | None,
     prefix: str,
@@ -161,7 +208,7 @@ def open_store(
 
     ``read_only``: for the commands that only show (``open_for_reading``).
     """
-    check_scheme(url)
+    check_url(url)
     path = sqlite_file(url)
     if path is not None and not create and not path.exists():
         raise NotFound(f"no store at {escape(str(path))} (pass --url or set DURASTATE_URL)")
@@ -219,7 +266,7 @@ def errors_as_exit_1(func: F) -> F:
         except BytesSyntaxError as exc:
             raise click.UsageError(escape(str(exc))) from None
         except durastate.NotFound as exc:
-            raise NotFound(escape(f"{type(exc).__name__}: {exc}")) from None
+            raise NotFound(escape(str(exc))) from None
         except DurastateError as exc:
             raise click.ClickException(escape(f"{type(exc).__name__}: {exc}")) from None
         except OSError as exc:
@@ -313,14 +360,45 @@ def print_json(data: Any) -> None:
     _Chunked(sys.stdout).write(json_text(to_json(data), indent=True) + "\n")
 
 
-def cell(value: Any) -> str:
-    """One table cell, never carrying a control character."""
+# A value longer than this (bytes; characters for text) is cut in a table cell, as in the inspector's tables
+# (ui.render.PREVIEW): a 1 MB value must not flood the terminal. --json prints every value whole.
+CELL_LIMIT = 120
+
+
+def too_long(value: Any) -> bool:
+    """True when ``value`` is cut in a table cell (names never are: a shown name must paste back whole)."""
+    if isinstance(value, Name) or not isinstance(value, (bytes, bytearray, memoryview, str)):
+        return False
+    return len(value) > CELL_LIMIT
+
+
+def _cut_marker(size: int, unit: str) -> str:
+    return f" …[cut: {size:,} {unit} in all]"
+
+
+def _utf8_head(value: bytes, limit: int) -> bytes:
+    """The first ``limit`` bytes of ``value``, less a UTF-8 character the cut would split."""
+    head = value[:limit]
+    try:
+        head.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        if exc.start >= limit - 3 and exc.reason == "unexpected end of data":
+            return head[: exc.start]
+    return head
+
+
+def cell(value: Any, *, cut: bool = True) -> str:
+    """One table cell, never carrying a control character; a long value cut (``CELL_LIMIT``) with a marker
+    saying how long it is, unless not ``cut``."""
     if value is None:
         return ""
     if isinstance(value, Name):
         return show_name(bytes(value))
     if isinstance(value, (bytes, bytearray, memoryview)):
-        return show_value(bytes(value))
+        data = bytes(value)
+        if cut and too_long(data):
+            return show_value(_utf8_head(data, CELL_LIMIT)) + _cut_marker(len(data), "bytes")
+        return show_value(data)
     if isinstance(value, Time):
         return table_time(value)
     if isinstance(value, Duration):
@@ -329,14 +407,39 @@ def cell(value: Any) -> str:
         return human_bytes(value)
     if isinstance(value, bool):
         return "yes" if value else "no"
-    if isinstance(value, (dict, list)):
-        return escape(json_text(to_json(value)))
-    return escape(str(value))
+    text = json_text(to_json(value)) if isinstance(value, (dict, list)) else str(value)
+    if cut and too_long(text):
+        return escape(text[:CELL_LIMIT]) + _cut_marker(len(text), "characters")
+    return escape(text)
 
 
-def print_table(rows: Sequence[dict[str, Any]], columns: Sequence[str], *, title: str | None = None) -> None:
-    """``rows`` as a table of ``columns`` (rich if installed, else aligned text); every cell escaped."""
-    cells = [[cell(row.get(c)) for c in columns] for row in rows]
+def print_table(
+    rows: Sequence[dict[str, Any]],
+    columns: Sequence[str],
+    *,
+    title: str | None = None,
+    whole: str | None = None,
+    cut: bool = True,
+) -> None:
+    """``rows`` as a table of ``columns`` (rich if installed, else aligned text); every cell escaped.
+
+    Values longer than ``CELL_LIMIT`` are cut; then a note on stderr says where the whole values are:
+    ``--json``, and ``whole`` (a command that prints one, e.g. ``durastate kv get SCOPE NS KEY``) if given.
+    ``cut=False``: a table of the command's own findings (``doctor``), not of stored data, is shown whole.
+    """
+    cells = [[cell(row.get(c), cut=cut) for c in columns] for row in rows]
+    _print_cells(cells, columns, title)
+    if cut and any(too_long(_shown(row.get(c))) for row in rows for c in columns):
+        where = "--json" if whole is None else f"{whole} or --json"
+        click.echo(f"note: values longer than {CELL_LIMIT} are cut in this table; {where} prints them whole", err=True)
+
+
+def _shown(value: Any) -> Any:
+    """What ``cell`` measures of ``value`` to decide whether it is cut."""
+    return json_text(to_json(value)) if isinstance(value, (dict, list)) else value
+
+
+def _print_cells(cells: list[list[str]], columns: Sequence[str], title: str | None) -> None:
     try:
         from rich.console import Console
         from rich.table import Table
@@ -347,7 +450,8 @@ def print_table(rows: Sequence[dict[str, Any]], columns: Sequence[str], *, title
         widths = [max([len(c), *(min(len(r[i]), 80) for r in cells)]) for i, c in enumerate(columns)]
         click.echo("  ".join(c.upper().ljust(w) for c, w in zip(columns, widths, strict=True)).rstrip())
         for r in cells:
-            click.echo("  ".join(v[:80].ljust(w) for v, w in zip(r, widths, strict=True)).rstrip())
+            # Cells are bounded (CELL_LIMIT and the marker): shown whole, so the marker is not cut away.
+            click.echo("  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip())
         return
     # Text, not str: rich would read "[red]" in stored data as its markup.
     table = Table(title=None if title is None else Text(escape(title)), show_lines=False, header_style="bold")
@@ -416,13 +520,14 @@ def emit_page(
     *,
     flag: str = "--after",
     title: str | None = None,
+    whole: str | None = None,
 ) -> None:
     """A page: ``{"items": rows, "next": cursor}`` with ``--json``; else a table and, when there is more,
     a hint on stderr: ``more: --after CURSOR`` (quoted for a POSIX shell)."""
     if as_json:
         print_json({"items": list(rows), "next": _cursor_json(next_cursor)})
         return
-    print_table(rows, columns, title=title)
+    print_table(rows, columns, title=title, whole=whole)
     if next_cursor is not None:
         click.echo(f"more: {flag} {shlex.quote(_cursor_shown(next_cursor))}", err=True)
 
@@ -460,9 +565,18 @@ class Progress:
     rules): the bar's label with rich, a plain line on the terminal without.
     """
 
-    def __init__(self, label: str, total_rows: int | None, *, enabled: bool | None = None, unit: str = "rows") -> None:
+    def __init__(
+        self,
+        label: str,
+        total_rows: int | None,
+        *,
+        enabled: bool | None = None,
+        unit: str = "rows",
+        sizes: bool = True,
+    ) -> None:
         self.label = label
         self.unit = unit  # what is counted: "rows", or "pages" for a file backup
+        self.sizes = sizes  # False: the work is not measured in bytes (maintain deletes rows); the summary says none
         self.total = total_rows
         self.rows = 0
         self.bytes = 0
@@ -521,6 +635,11 @@ class Progress:
 
     def summary(self) -> str:
         elapsed = max(time.monotonic() - self._started, 1e-6)
+        if not self.sizes:
+            return (
+                f"{self.label}: {self.rows:,} {self.unit} in {human_duration(elapsed)} "
+                f"({self.rows / elapsed:,.0f} {self.unit}/s)"
+            )
         return (
             f"{self.label}: {self.rows:,} {self.unit}, {human_bytes(self.bytes)} in {human_duration(elapsed)} "
             f"({self.rows / elapsed:,.0f} {self.unit}/s, {human_bytes(self.bytes / elapsed)}/s)"

@@ -33,6 +33,7 @@ from ._common import (
     NotFound,
     Progress,
     Size,
+    check_destination,
     data_command,
     emit,
     errors_as_exit_1,
@@ -155,7 +156,7 @@ def _print_checks(checks: list[Check], verdict: str, as_json: bool, facts: dict[
     if as_json:
         print_json({"verdict": verdict, "checks": [dataclasses.asdict(c) for c in checks], **facts})
         return
-    print_table([dataclasses.asdict(c) for c in checks], ["check", "verdict", "detail"])
+    print_table([dataclasses.asdict(c) for c in checks], ["check", "verdict", "detail"], cut=False)
     click.echo(f"verdict: {VERDICT_SUMMARY[verdict]}")
 
 
@@ -203,14 +204,21 @@ def _atomic_output(dest: str) -> Iterator[IO[bytes]]:
     tmp = temporary_sibling(target)
     try:
         # Created 0600, as the store and its backups: an export holds all of the store's data.
-        with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb") as raw:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except OSError as exc:  # the user named dest, not the hidden temporary name
+        raise click.ClickException(f"cannot write {escape(dest)}: {exc.strerror or exc}") from None
+    try:
+        with os.fdopen(fd, "wb") as raw:
             out: IO[bytes] = gzip.GzipFile(fileobj=raw, mode="wb") if target.suffix == ".gz" else raw  # type: ignore[assignment]
             yield out
             if out is not raw:
                 out.close()
             raw.flush()
             os.fsync(raw.fileno())
-        os.replace(tmp, target)
+        try:
+            os.replace(tmp, target)
+        except OSError as exc:
+            raise click.ClickException(f"cannot write {escape(dest)}: {exc.strerror or exc}") from None
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             tmp.unlink()
@@ -231,14 +239,18 @@ QUIET = click.option("--quiet", "-q", is_flag=True, help="No progress and no sum
 
 @cli.command("export")
 @click.argument("dest")
+@click.option("--force", is_flag=True, help="Replace DEST if it exists (by default an existing DEST is refused).")
 @QUIET
 @data_command
-def export_cmd(dest: str, quiet: bool, url: str | None, prefix: str, as_json: bool) -> None:
+def export_cmd(dest: str, force: bool, quiet: bool, url: str | None, prefix: str, as_json: bool) -> None:
     """Write every facet's data to DEST as versioned JSON lines (.gz compresses; - is stdout).
 
     One consistent snapshot, streamed; DEST appears only when complete (a
-    temporary name is renamed at the end, so Ctrl-C leaves nothing).
+    temporary name is renamed at the end, so Ctrl-C leaves nothing). An
+    existing DEST is refused unless --force, as backup refuses one.
     """
+    if dest != "-":
+        check_destination(dest, overwrite=force, flag="--force")
     with store_from(url, prefix, read_only=True) as store:
         counts = _export_to(store, dest, quiet)
     if as_json:
@@ -321,8 +333,7 @@ def backup(dest: str, quiet: bool, url: str | None, prefix: str, as_json: bool) 
     import`); for a physical backup of the server use pg_dump -n SCHEMA.
     DEST appears only when complete.
     """
-    if Path(dest).exists():
-        raise click.ClickException(f"{dest} exists; pick a new name")
+    check_destination(dest)
     with store_from(url, prefix, read_only=True) as store:
         if store.engine.capabilities.in_memory:
             raise click.ClickException("an in-memory store cannot be backed up")
@@ -451,14 +462,16 @@ def maintain(
         record_revisions_older_than=record_revisions_older_than,
     )
     with store_from(url, prefix, retention=retention) as store:
-        progress = Progress("maintain", None, enabled=None if not quiet else False)
+        progress = Progress("maintain", None, enabled=None if not quiet else False, sizes=False)
         with progress:
             if dry_run:
                 report = dry_maintenance(store, max_rows=max_rows, step=progress.step)
             else:
                 report = run_maintenance(store, max_rows=max_rows, vacuum=vacuum, step=progress.step, url=url)
     if not quiet:
-        click.echo(progress.summary(), err=True)
+        returned = report.get("bytes_returned")
+        given_back = f"; {human_bytes(returned)} given back" if isinstance(returned, int) else ""
+        click.echo(progress.summary() + given_back, err=True)
     if as_json:
         print_json(report)
         return
@@ -486,18 +499,35 @@ def _policy_value(name: str, value: Any) -> str:
 @click.option("--ops", type=click.IntRange(10, 1_000_000), default=2000, show_default=True, help="Operations per row.")
 @click.option(
     "--url",
-    envvar="DURASTATE_URL",
-    show_envvar=True,
     default=None,
-    help="Run against this store (in scratch names it removes after); default: a temporary SQLite file.",
+    help="Run against this store (in scratch names it removes after; not DURASTATE_URL, which is ignored here); "
+    "default: a temporary SQLite file.",
 )
-@click.option("--table-prefix", "prefix", default="ds_", show_default=True, help="Table prefix of the store.")
+@click.option(
+    "--table-prefix",
+    "prefix",
+    default="ds_",
+    show_default=True,
+    envvar="DURASTATE_PREFIX",
+    show_envvar=True,
+    help="With --url: the table prefix of that store.",
+)
 @json_option
 @errors_as_exit_1
 def bench(ops: int, url: str | None, prefix: str, as_json: bool) -> None:
-    """A quick benchmark: kv, queue, document and event operations per second."""
+    """A quick benchmark: kv, queue, document and event operations per second.
+
+    On a temporary SQLite file unless --url names a store on this command
+    line: DURASTATE_URL, which points every other command at the
+    application's store, is ignored, so a benchmark never writes into it by
+    accident.
+    """
     from .quickbench import run_bench
 
+    if url is None and os.environ.get("DURASTATE_URL"):
+        click.echo(
+            "note: bench runs on a temporary file and ignores DURASTATE_URL (pass --url to bench a store)", err=True
+        )
     rows = run_bench(url, prefix, ops)
     shown = [{**r, "time": Duration(r["seconds"])} for r in rows]
     emit(rows, as_json, shown, columns=["operation", "ops", "time", "ops_per_s", "us_per_op"])
@@ -541,8 +571,8 @@ def demo(ctx: click.Context, url: str | None, prefix: str) -> None:
 @click.option(
     "--token",
     envvar="DURASTATE_UI_TOKEN",
-    help="Require this token (open the page once with ?token=...). Bound beyond loopback without one, "
-    "a random token is made and printed. Env: DURASTATE_UI_TOKEN.",
+    help="Require this token (open the page once with ?token=...): 16 or more of A-Z a-z 0-9 - _ . ~. Bound "
+    "beyond loopback without one, a random token is made and printed. Env: DURASTATE_UI_TOKEN.",
 )
 @click.option(
     "--allow-writes",

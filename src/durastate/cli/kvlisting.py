@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from durastate._validate import as_int64
 from durastate.engines.base import READ, Engine
 
 # How many rows a count reads at most; beyond it the count shows as "100000+".
@@ -83,7 +84,9 @@ def log_keys(engine: Engine, scope: bytes, ns: bytes, after: bytes, limit: int) 
 def log_entries(
     engine: Engine, scope: bytes, ns: bytes, key: bytes, after: int, limit: int
 ) -> list[tuple[int, bytes, int | None]]:
-    """``(ordinal, value, appended_at_ms)`` of one log after ordinal ``after``."""
+    """``(ordinal, value, appended_at_ms)`` of one log after ordinal ``after`` (a signed 64-bit int, as
+    ``KV.log`` takes it: ``InvalidRequest`` otherwise, before SQLite's driver fails on it)."""
+    after = as_int64("after", after)
     rows = engine.all(engine.sql(LOG_ENTRY_TIMES), (scope, ns, key, after, limit))
     return [(int(r[0]), bytes(r[1]), None if r[2] is None else int(r[2])) for r in rows]
 

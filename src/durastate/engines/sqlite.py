@@ -69,7 +69,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from .._validate import as_busy_timeout, as_durability
-from ..errors import ConfigurationError, DurastateError, InvalidRequest, StoreClosed, StoreUnavailable
+from ..errors import ConfigurationError, DurastateError, InvalidRequest, StoreClosed, StoreCorrupt, StoreUnavailable
 from .base import SQL, Clock, Kind, Params, PerThread, Plan, Row
 from .capabilities import Capabilities
 from .loop import running_loop
@@ -80,8 +80,8 @@ from .sqlite_connections import Connections
 from .sqlite_dialect import CATALOG, bind_blob, plan_of
 from .sqlite_dialect import SQLITE_DIALECT as SQLITE_DIALECT
 from .sqlite_dialect import bindable as bindable
+from .sqlite_errors import CORRUPT_HINT, damaged_header, is_busy
 from .sqlite_errors import LockBusy as LockBusy
-from .sqlite_errors import is_busy
 from .sqlite_errors import translate_sqlite_error as translate_sqlite_error
 from .sqlite_notify import ChangeNotifications
 from .sqlite_space import AUTO_VACUUM_INCREMENTAL, reclaim
@@ -211,6 +211,9 @@ class SqliteEngine(ChangeNotifications, SharedWrites):
             if read_only:
                 if not file_path.is_file():
                     raise ConfigurationError(f"{self.url}: no store file there to open read-only")
+                damage = damaged_header(file_path)
+                if damage is not None:  # refused before SQLite could create -wal and -shm files beside it
+                    raise StoreCorrupt(f"opening {self.url}: {damage}{CORRUPT_HINT}")
                 # mode=ro: SQLite itself refuses every write on these connections.
                 self.path = f"{file_path.as_uri()}?mode=ro"
                 if not os.access(file_path.parent, os.W_OK) and not os.path.exists(f"{file_path}-wal"):

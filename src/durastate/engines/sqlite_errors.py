@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+from pathlib import Path
 
 from ..errors import (
     ConfigurationError,
@@ -55,6 +56,39 @@ def is_busy(exc: sqlite3.Error) -> bool:
     return (getattr(exc, "sqlite_errorcode", 0) or 0) & 0xFF == _SQLITE_BUSY
 
 
+CORRUPT_HINT = " (the file is damaged or not a SQLite database: restore it from a backup)"
+# Every SQLite database file starts with this; its 100-byte header keeps the page size at bytes 16-17
+# (big-endian; 1 means 65536).
+SQLITE_MAGIC = b"SQLite format 3\x00"
+SQLITE_HEADER_SIZE = 100
+
+
+def damaged_header(path: Path) -> str | None:
+    """Why the file at ``path`` cannot be a SQLite database, from its header alone; None when it may be one.
+
+    Read without SQLite, which creates the -wal and -shm files of a header
+    that says WAL before it finds the rest missing: a read-only open must
+    leave nothing next to a file that is not a store. An empty file is
+    SQLite's to judge (a new WAL database keeps its pages in the WAL until
+    the first checkpoint), and so is a file this process cannot read.
+    """
+    try:
+        with path.open("rb") as file:
+            head = file.read(SQLITE_HEADER_SIZE)
+        size = path.stat().st_size
+    except OSError:
+        return None
+    if not head:
+        return None
+    if len(head) < SQLITE_HEADER_SIZE or not head.startswith(SQLITE_MAGIC):
+        return "file is not a database"
+    page_size = int.from_bytes(head[16:18], "big")
+    page_size = 65536 if page_size == 1 else page_size
+    if size < page_size:
+        return f"the file is {size} bytes, less than one page ({page_size} bytes): it was cut short"
+    return None
+
+
 def translate_sqlite_error(exc: sqlite3.Error, where: str) -> DurastateError:
     """Map a sqlite3 exception to our error tree by its result code."""
     code = getattr(exc, "sqlite_errorcode", None)
@@ -71,7 +105,7 @@ def translate_sqlite_error(exc: sqlite3.Error, where: str) -> DurastateError:
     if primary in _SQLITE_ERROR_UNAVAILABLE or code == _SQLITE_READONLY_RECOVERY:
         return StoreUnavailable(message)
     if primary in _SQLITE_CORRUPT:
-        return StoreCorrupt(f"{message} (the file is damaged or not a SQLite database: restore it from a backup)")
+        return StoreCorrupt(message + CORRUPT_HINT)
     if primary in _SQLITE_CONFIGURATION:
         return ConfigurationError(message)
     if primary in _SQLITE_INVALID:

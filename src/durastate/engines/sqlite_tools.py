@@ -91,7 +91,12 @@ class SqliteTools(EngineTools):
             return h
         statement = INTEGRITY_CHECK if check == "full" else QUICK_CHECK
         # One row per problem, or one row holding several lines: count lines.
-        result = [line for r in engine.all(engine.sql(statement)) for line in str(r[0]).splitlines()]
+        try:
+            result = [line for r in engine.all(engine.sql(statement)) for line in str(r[0]).splitlines()]
+        except StoreCorrupt as exc:
+            # SQLite stops the check with SQLITE_CORRUPT when a page it needs to walk the file is
+            # unreadable: that is the check's finding, not a failure to check.
+            result = [f"the check could not finish: {exc}"]
         shown = result[:10] + ([f"... and {len(result) - 10} more"] if len(result) > 10 else [])
         h.facts["integrity"] = "ok" if result == ["ok"] else shown
         if result != ["ok"]:

@@ -9,7 +9,7 @@ import orjson
 
 from .._common import NotFound, Size, at, cell, data_command, emit_page, print_json, print_table, store_from
 from .._format import escape, human_bytes
-from ._shared import LIMIT, after_option
+from ._shared import LIMIT, POSITIVE_INT64, after_option
 
 
 @click.group()
@@ -59,7 +59,7 @@ def docs_show(key: str, url: str | None, prefix: str, as_json: bool) -> None:
 
 @docs.command("history")
 @click.argument("key")
-@click.option("--before", type=click.IntRange(1), default=None, help="Only revisions below this one (paging).")
+@click.option("--before", type=POSITIVE_INT64, default=None, help="Only revisions below this one (paging).")
 @click.option(
     "--limit", type=click.IntRange(1, 10_000), default=20, show_default=True, help="At most this many revisions."
 )

@@ -6,9 +6,11 @@ from typing import Any
 
 import click
 
+from durastate._validate import INT64_MAX
+
 from .._common import Duration, NotFound, at, data_command, emit_page, print_json, store_from, take_page
 from .._format import escape
-from ._shared import LIMIT, YES, after_option, confirm_write
+from ._shared import INT64, LIMIT, YES, after_option, confirm_write
 
 
 @click.group()
@@ -80,7 +82,7 @@ def _session_exists(store: Any, session: str) -> bool:
 
 @events.command("read")
 @click.argument("session")
-@after_option("Events after this index: the cursor the previous page printed.", type=int)
+@after_option("Events after this index: the cursor the previous page printed.", type=INT64)
 @LIMIT
 @data_command
 def events_read(session: str, after: int | None, limit: int, url: str | None, prefix: str, as_json: bool) -> None:
@@ -105,7 +107,7 @@ def events_read(session: str, after: int | None, limit: int, url: str | None, pr
 
 @events.command("claims")
 @click.argument("session")
-@after_option("Claims on events after this index: the cursor the previous page printed.", type=int)
+@after_option("Claims on events after this index: the cursor the previous page printed.", type=INT64)
 @LIMIT
 @data_command
 def events_claims(session: str, after: int | None, limit: int, url: str | None, prefix: str, as_json: bool) -> None:
@@ -147,6 +149,8 @@ def _dead_cursor(text: str | None, session: str | None) -> Any:
         index = int(head)
     except ValueError:
         index = -1
+    if index > INT64_MAX:
+        index = -1
     if index < 0 or (session is None) != bool(sep):
         form = "an event index" if session is not None else "INDEX:SESSION (as the previous page printed)"
         raise click.BadParameter(f"the cursor is {form}", param_hint="--after")
@@ -178,21 +182,37 @@ def events_dead(
     )
 
 
+def _is_dead_event(store: Any, session: str, index: int) -> bool:
+    found = store.events.dead_letters(session, after=index - 1, limit=1) if index > 0 else []
+    return bool(found) and found[0].index == index
+
+
 @events.command("redrive")
 @click.argument("session")
-@click.option("--index", "indexes", type=int, multiple=True, help="Only this event (repeatable); default: all.")
+@click.option("--index", "indexes", type=INT64, multiple=True, help="Only this event (repeatable); default: all.")
 @YES
 @data_command
 def events_redrive(
     session: str, indexes: tuple[int, ...], yes: bool, url: str | None, prefix: str, as_json: bool
 ) -> None:
-    """Make a session's dead-lettered events claimable again with a fresh failure count (asks first)."""
+    """Make a session's dead-lettered events claimable again with a fresh failure count (asks first).
+
+    Exit 3 when the session does not exist or an --index is not one of its
+    dead letters (nothing is re-driven then).
+    """
     with store_from(url, prefix) as store:
+        if not _session_exists(store, session):
+            raise NotFound(f"no event session {escape(session)!r}")
         if indexes:
+            missing = [i for i in dict.fromkeys(indexes) if not _is_dead_event(store, session, i)]
+            if missing:
+                raise NotFound(
+                    f"no dead event at index {', '.join(map(str, missing))} in session {escape(session)!r} "
+                    f"(durastate events dead {escape(session)} lists them)"
+                )
             count = len(set(indexes))
         else:
-            page = store.events.list_sessions(session, limit=1)
-            count = page.sessions[0].failed_count if _session_exists(store, session) else 0
+            count = store.events.list_sessions(session, limit=1).sessions[0].failed_count
         moved = 0
         if count:
             confirm_write(

@@ -19,7 +19,7 @@ from .._common import (
     take_page,
 )
 from .._format import escape, show_value
-from ._shared import LIMIT, after_option, bytes_successor
+from ._shared import LIMIT, after_option, bytes_successor, int64_argument
 
 
 @click.group()
@@ -142,7 +142,7 @@ def kv_scan(
 
         pairs, more = take_page(fetch, None if after is None else parse_bytes(after), limit, lambda kv: kv[0])
     rows = [{"key": Name(k), "value": render_value(v, fmt), "size": len(v)} for k, v in pairs]
-    emit_page(rows, more, as_json, ["key", "value", "size"])
+    emit_page(rows, more, as_json, ["key", "value", "size"], whole="durastate kv get SCOPE NS KEY")
 
 
 @kv.command("log")
@@ -191,10 +191,7 @@ def kv_log(
             emit_page(rows, more, as_json, ["key", "entries", "first", "last", "last_append"])
             return
         k = parse_bytes(key)
-        try:
-            start = 0 if after is None else int(after)
-        except ValueError:
-            raise click.BadParameter("an entry cursor is an ordinal (a number)", param_hint="--after") from None
+        start = 0 if after is None else int64_argument(after, "--after", "an entry cursor is an ordinal")
         entries, more = take_page(
             lambda a, want: kvlisting.log_entries(engine, s, n, k, a, want), start, limit, lambda e: e[0]
         )

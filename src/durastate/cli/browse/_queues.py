@@ -9,6 +9,7 @@ import click
 from .._common import (
     FORMAT_OPTION,
     Name,
+    NotFound,
     at,
     data_command,
     emit,
@@ -20,7 +21,7 @@ from .._common import (
     store_from,
     take_page,
 )
-from ._shared import LIMIT, YES, after_option, confirm_write
+from ._shared import INT64, LIMIT, YES, after_option, argument_checked_by_store, confirm_write
 
 
 @click.group()
@@ -78,7 +79,7 @@ def queue_stats(name: str, url: str | None, prefix: str, as_json: bool) -> None:
 def queue_peek(name: str, after: str | None, limit: int, fmt: str, url: str | None, prefix: str, as_json: bool) -> None:
     """List items in delivery order (ready, then leased and delayed by due time) without claiming any."""
     q = parse_bytes(name)
-    with store_from(url, prefix, read_only=True) as store:
+    with store_from(url, prefix, read_only=True) as store, argument_checked_by_store("--after"):
         items, more = take_page(lambda a, n: store.queues.peek(q, after=a, limit=n), after, limit, lambda i: i.cursor)
     rows = [
         {
@@ -94,12 +95,14 @@ def queue_peek(name: str, after: str | None, limit: int, fmt: str, url: str | No
         }
         for i in items
     ]
-    emit_page(rows, more, as_json, ["id", "state", "attempts", "max_attempts", "due", "last_error", "payload"])
+    emit_page(
+        rows, more, as_json, ["id", "state", "attempts", "max_attempts", "due", "last_error", "payload", "cursor"]
+    )
 
 
 @queue.command("dead")
 @click.argument("name")
-@after_option("Dead letters with an id greater than this (the cursor the previous page printed).", type=int)
+@after_option("Dead letters with an id greater than this (the cursor the previous page printed).", type=INT64)
 @LIMIT
 @FORMAT_OPTION
 @data_command
@@ -123,16 +126,38 @@ def queue_dead(name: str, after: int | None, limit: int, fmt: str, url: str | No
     emit_page(rows, more, as_json, ["id", "attempts", "last_error", "died", "payload"])
 
 
+def _is_dead_letter(store: Any, queue_name: bytes, dead_id: int) -> bool:
+    found = store.queues.dead_letters(queue_name, after=dead_id - 1, limit=1) if dead_id > 0 else []
+    return bool(found) and found[0].id == dead_id
+
+
 @queue.command("redrive")
 @click.argument("name")
-@click.option("--id", "ids", type=int, multiple=True, help="Only this dead letter (repeatable); default: all.")
+@click.option("--id", "ids", type=INT64, multiple=True, help="Only this dead letter (repeatable); default: all.")
 @YES
 @data_command
 def queue_redrive(name: str, ids: tuple[int, ...], yes: bool, url: str | None, prefix: str, as_json: bool) -> None:
-    """Move dead letters back into the queue with fresh attempts (asks first; --yes does not)."""
+    """Move dead letters back into the queue with fresh attempts (asks first; --yes does not).
+
+    Exit 3 when an --id is not a dead letter of the queue (nothing is moved
+    then), or without --id when the queue does not exist (no items, no dead
+    letters); a queue with items but no dead letters re-drives 0.
+    """
     q = parse_bytes(name)
     with store_from(url, prefix) as store:
-        count = len(set(ids)) if ids else store.queues.stats(q).dead
+        if ids:
+            missing = [i for i in dict.fromkeys(ids) if not _is_dead_letter(store, q, i)]
+            if missing:
+                raise NotFound(
+                    f"no dead letter {', '.join(map(str, missing))} in queue {show_bytes(q)} "
+                    f"(durastate queue dead {show_bytes(q)} lists them)"
+                )
+            count = len(set(ids))
+        else:
+            stats = store.queues.stats(q)
+            if stats.ready + stats.in_flight + stats.delayed + stats.dead == 0:
+                raise NotFound(f"no queue {show_bytes(q)}: it has no items and no dead letters")
+            count = stats.dead
         if count == 0:
             moved = 0
         else:

@@ -7,7 +7,7 @@ from typing import Any
 import click
 
 from .._common import NotFound, data_command, emit_page, print_json, store_from
-from ._shared import LIMIT, after_option
+from ._shared import INT64, LIMIT, after_option
 
 
 @click.group()
@@ -22,7 +22,7 @@ def _after(page: dict[str, Any]) -> int | None:
 
 
 @records.command("conversations")
-@after_option("Conversations with an id greater than this (the cursor the previous page printed).", type=int)
+@after_option("Conversations with an id greater than this (the cursor the previous page printed).", type=INT64)
 @LIMIT
 @data_command
 def records_conversations(after: int | None, limit: int, url: str | None, prefix: str, as_json: bool) -> None:
@@ -43,8 +43,8 @@ def records_conversations(after: int | None, limit: int, url: str | None, prefix
 
 
 @records.command("entries")
-@click.argument("conversation", type=int)
-@after_option("Entries older than this id (the cursor the previous page printed; newest first).", type=int)
+@click.argument("conversation", type=INT64)
+@after_option("Entries older than this id (the cursor the previous page printed; newest first).", type=INT64)
 @LIMIT
 @data_command
 def records_entries(
@@ -62,11 +62,11 @@ def records_entries(
 
 
 @records.command("documents")
-@click.option("--conversation", type=int, default=None, help="Documents of this conversation.")
-@click.option("--task", type=int, default=None, help="Documents of this task.")
+@click.option("--conversation", type=INT64, default=None, help="Documents of this conversation.")
+@click.option("--task", type=INT64, default=None, help="Documents of this task.")
 @click.option("--kind", default=None, help="Only documents of this kind.")
-@click.option("--at", "at_seq", type=int, default=None, help="Alive as of this commit sequence (default: now).")
-@after_option("Documents with an id greater than this (the cursor the previous page printed).", type=int)
+@click.option("--at", "at_seq", type=INT64, default=None, help="Alive as of this commit sequence (default: now).")
+@after_option("Documents with an id greater than this (the cursor the previous page printed).", type=INT64)
 @LIMIT
 @data_command
 def records_documents(
@@ -108,8 +108,8 @@ def records_documents(
 
 
 @records.command("document")
-@click.argument("id", type=int)
-@click.option("--at", "at", type=int, default=None, help="The value as of this commit sequence.")
+@click.argument("id", type=INT64)
+@click.option("--at", "at", type=INT64, default=None, help="The value as of this commit sequence.")
 @click.option("--revisions", is_flag=True, help="List the stored revisions instead of the value.")
 @data_command
 def records_document(id: int, at: int | None, revisions: bool, url: str | None, prefix: str, as_json: bool) -> None:
