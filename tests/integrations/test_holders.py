@@ -1,7 +1,8 @@
-"""What every integration object on a store shares (``integrations._common.Holder``/``StoreHolder``).
+"""What every integration object on a store shares (``integrations._common``).
 
 An object dropped without ``close()`` on a borrowed store does not leave its
-worker threads behind once it is garbage-collected.
+worker threads behind once it is garbage-collected; a closed store is
+refused when the object is built (``store=``), not at its first call.
 """
 
 from __future__ import annotations
@@ -15,7 +16,11 @@ import pytest
 
 pytest.importorskip("agents.memory")
 
+import importlib
+from typing import Any
+
 import durastate
+from durastate.errors import StoreClosed
 from durastate.integrations.openai_agents import DurastateSession
 
 # A generous bound on the threads' exit (they end as soon as the reaper has queued their stop): only a
@@ -58,3 +63,46 @@ def test_closed_session_is_not_reaped_twice(shared_url: str) -> None:
         session = DurastateSession("s", store=store)
         session.close()
         assert not session._reaped.alive  # close() ended the runner; nothing is left for collection to do
+
+
+# Every integration class built on a borrowed store: (module, class, positional arguments).
+BORROWERS = [
+    ("openai_agents", "DurastateSession", ("s",)),
+    ("pydantic_ai", "DurastateConversationStore", ()),
+    ("pydantic_ai_harness", "DurastateMemoryStore", ()),
+    ("pydantic_ai_harness_media", "DurastateMediaStore", ()),
+    ("pydantic_ai_harness_steps", "DurastateStepStore", ()),
+    ("adk", "DurastateSessionService", ()),
+    ("adk", "DurastateArtifactService", ()),
+    ("adk", "DurastateMemoryService", ()),
+    ("strands", "DurastateSessionRepository", ()),
+    ("strands", "DurastateStorage", ()),
+    ("agent_framework", "DurastateHistoryProvider", ()),
+    ("agent_framework", "DurastateCheckpointStorage", ()),
+    ("huey", "DurastateStorage", ()),
+    ("eventsourcing", "DurastateAggregateRecorder", ()),
+    ("eventsourcing", "DurastateApplicationRecorder", ()),
+    ("eventsourcing", "DurastateTrackingRecorder", ()),
+    ("eventsourcing", "DurastateProcessRecorder", ()),
+]
+
+
+def _borrower(module: str, name: str) -> Any:
+    try:
+        return getattr(importlib.import_module(f"durastate.integrations.{module}"), name)
+    except ImportError as exc:
+        pytest.skip(f"{module}: {exc}")
+
+
+@pytest.mark.parametrize(("module", "name", "args"), BORROWERS, ids=[f"{m}.{n}" for m, n, _ in BORROWERS])
+def test_a_closed_store_is_refused_when_built(module: str, name: str, args: tuple[Any, ...]) -> None:
+    cls = _borrower(module, name)
+    store = durastate.open("memory:")
+    store.close()
+    before = set(threading.enumerate())
+    with pytest.raises(StoreClosed, match="store= is closed"):
+        if module == "eventsourcing":  # the recorders take the store positionally, as eventsourcing builds them
+            cls(store)
+        else:
+            cls(*args, store=store)
+    assert set(threading.enumerate()) <= before  # nothing was started for the refused object

@@ -84,7 +84,7 @@ from ..aio import AsyncStore
 from ..aio._build import PagedIterator
 from ..errors import StoreClosed
 
-__all__ = ["AsyncCalls", "Holder", "StoreHolder", "to_the_end"]
+__all__ = ["AsyncCalls", "Holder", "StoreHolder", "borrowed", "check_source", "to_the_end"]
 
 T = TypeVar("T")
 Self = TypeVar("Self", bound="Holder")
@@ -381,6 +381,39 @@ class Holder:
         await self.aclose()
 
 
+def borrowed(store: object) -> _store.Store:
+    """``store``, checked as a borrowed store (``store=``): a ``durastate.Store``, still open.
+
+    A closed one is refused here, when the integration object is built, not
+    at its first call. Shared by every integration taking ``store=``.
+    """
+    if not isinstance(store, _store.Store):
+        fail(f"store must be a durastate.Store, got {type(store).__name__}")
+    if store.closed:
+        raise StoreClosed(f"store= is closed ({store.url}): pass an open durastate.Store")
+    return store
+
+
+def check_source(url: object, store: object, **open_options: object) -> None:
+    """The rules of ``url`` (open a store) and ``store=`` (borrow one), checked before anything is opened.
+
+    Not both; a borrowed store is ``borrowed``'s; ``open_options`` (given as
+    ``None`` when the caller left them out) apply only to a store opened
+    here: with ``store=`` they are refused, not dropped (the borrowed store
+    keeps the options it was opened with).
+    """
+    if url is not None and store is not None:
+        fail("pass url or store=, not both")
+    if store is not None:
+        given = sorted(name for name, value in open_options.items() if value is not None)
+        if given:
+            fail(
+                f"{', '.join(given)} only apply when a store is opened here (url=); "
+                "store= keeps the options it was opened with"
+            )
+        borrowed(store)
+
+
 class StoreHolder(Holder):
     """A ``Holder`` made from ``url`` (opened here, closed here) or ``store=`` (borrowed), never both.
 
@@ -390,9 +423,6 @@ class StoreHolder(Holder):
     """
 
     def __init__(self, url: str | None, store: _store.Store | None, *, name: str = "durastate-integration") -> None:
-        if url is not None and store is not None:
-            fail("pass url or store=, not both")
-        if store is not None and not isinstance(store, _store.Store):
-            fail(f"store must be a durastate.Store, got {type(store).__name__}")
+        check_source(url, store)
         opened = _store.open(url) if store is None else store
         self._hold(opened, owned=store is None, name=name)

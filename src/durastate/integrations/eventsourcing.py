@@ -146,6 +146,7 @@ import durastate
 
 from .._validate import INT64_MAX, INT64_MIN, PAGE_SIZE
 from ..errors import InvalidRequest, StoreClosed, StoreUnavailable
+from ._common import borrowed
 
 __all__ = [
     "DurastateAggregateRecorder",
@@ -268,8 +269,7 @@ class _DurastateRecorder:
     """The store, the application's kv scope and the translation of errors."""
 
     def __init__(self, store: durastate.Store, *, application: str = "") -> None:
-        if not isinstance(store, durastate.Store):
-            raise InvalidRequest(f"store must be a durastate.Store, got {type(store).__name__}")
+        borrowed(store)
         if not isinstance(application, str):
             raise InvalidRequest(f"application must be a str, got {type(application).__name__}")
         self.store = store
