@@ -407,10 +407,8 @@ def check_source(url: object, store: object, **open_options: object) -> None:
     if store is not None:
         given = sorted(name for name, value in open_options.items() if value is not None)
         if given:
-            fail(
-                f"{', '.join(given)} only apply when a store is opened here (url=); "
-                "store= keeps the options it was opened with"
-            )
+            verb = "applies" if len(given) == 1 else "apply"
+            fail(f"{', '.join(given)} only {verb} when a store is opened here (url=); store= keeps its own options")
         borrowed(store)
 
 

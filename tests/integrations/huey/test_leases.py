@@ -303,8 +303,8 @@ class TestInput:
             ({"max_attempts": 0}, "max_attempts"),
             ({"max_attempts": 1.5}, "max_attempts"),
             ({"url": "memory:"}, "not both"),
-            ({"prefix": "zz_"}, "prefix only apply when a store is opened here"),
-            ({"prefix": "ds_"}, "prefix only apply when a store is opened here"),
+            ({"prefix": "zz_"}, "prefix only applies when a store is opened here"),
+            ({"prefix": "ds_"}, "prefix only applies when a store is opened here"),
             ({"colour": "red"}, "unknown DurastateStorage option"),
         ],
     )
