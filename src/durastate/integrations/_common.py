@@ -13,7 +13,10 @@ the store's engine. Owned or borrowed, the store is wrapped the same way; the
 runner belongs to the integration object and ``close()``/``aclose()`` end it
 (waiting for calls still on its worker threads) before an owned store is
 closed. A borrowed store must outlive the integration objects on it: close
-them first. So calls run exactly as ``durastate.aio`` runs a facet's
+them first (closing the store does not reach them: their worker threads stay
+until they are closed or garbage-collected). An object dropped without
+``close()`` has its runner's workers ended when it is collected (``_Reaper``),
+without waiting for calls still running. So calls run exactly as ``durastate.aio`` runs a facet's
 (``durastate._aio`` says where): on a SQLite file inline on the event loop's
 thread, no thread hop, handed to a worker only when another connection holds
 the write lock (the loop never waits on it); on PostgreSQL and ``memory:`` on
@@ -66,6 +69,10 @@ timeout back on the first refusal: ``SqliteEngine.no_wait_changes``;
 from __future__ import annotations
 
 import asyncio
+import os
+import queue
+import threading
+import weakref
 from collections.abc import AsyncGenerator, Callable, Coroutine, Generator, Iterator
 from types import TracebackType
 from typing import Any, TypeVar, cast
@@ -77,14 +84,41 @@ from ..aio import AsyncStore
 from ..aio._build import PagedIterator
 from ..errors import StoreClosed
 
-__all__ = ["AsyncCalls", "Holder", "StoreHolder", "to_the_end"]
+__all__ = ["AsyncCalls", "Holder", "StoreHolder", "borrowed", "check_source", "to_the_end"]
 
 T = TypeVar("T")
 Self = TypeVar("Self", bound="Holder")
 
 
-def _without_store(_store: _store.Store, fn: Callable[..., T], args: tuple[Any, ...], kwargs: dict[str, Any]) -> T:
+def _run(cell: list[Any]) -> Any:
+    fn, args, kwargs = cell
     return fn(*args, **kwargs)
+
+
+def _run_in(_store: _store.Store, cell: list[Any]) -> Any:
+    return _run(cell)
+
+
+async def _emptied(cell: list[Any], running: Coroutine[Any, Any, T]) -> T:
+    """``await running`` (a call of ``_run(cell)``), then empty ``cell``.
+
+    Why a cell: a worker thread keeps its last job (function and arguments)
+    until it takes the next one, and the function is the integration
+    object's bound method: the object could never be collected (nor its
+    runner's workers ended, ``_Reaper``). Emptied once the call is over, the
+    job holds an empty list. Not on cancellation: the call may still be
+    running (or about to) on a worker; the cell then stays whole until that
+    worker's next job.
+    """
+    try:
+        result = await running
+    except asyncio.CancelledError:
+        raise
+    except BaseException:
+        cell.clear()
+        raise
+    cell.clear()
+    return result
 
 
 class AsyncCalls:
@@ -107,17 +141,20 @@ class AsyncCalls:
     async def call(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
         """``fn(*args, **kwargs)``: no changes, or one statement or one transaction of changes (see above)."""
         self._check_open()
-        return await self.runner.call(fn, args, kwargs)
+        cell = [fn, args, kwargs]
+        return await _emptied(cell, self.runner.call(_run, (cell,), {}))
 
     async def read(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
         """``fn(*args, **kwargs)``, which changes nothing: inline wherever the engine runs reads inline (see above)."""
         self._check_open()
-        return await self.runner.call(fn, args, kwargs, reads=True)
+        cell = [fn, args, kwargs]
+        return await _emptied(cell, self.runner.call(_run, (cell,), {}, reads=True))
 
     async def transact(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
         """``fn(*args, **kwargs)`` in one transaction; rolled back if the caller is cancelled before it commits."""
         self._check_open()
-        return await self.astore.transact(_without_store, fn, args, kwargs)
+        cell = [fn, args, kwargs]
+        return await _emptied(cell, self.astore.transact(_run_in, cell))
 
     async def transact_repeatable(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
         """``transact`` of a ``fn`` that may run twice: a pure write transaction whose answers nobody reads.
@@ -129,7 +166,8 @@ class AsyncCalls:
         store before it returns.
         """
         self._check_open()
-        return await self.astore._transact(_without_store, (fn, args, kwargs), {}, repeatable=True)
+        cell = [fn, args, kwargs]
+        return await _emptied(cell, self.astore._transact(_run_in, (cell,), {}, repeatable=True))
 
     async def iterate(self, make: Callable[[], Iterator[T]]) -> AsyncGenerator[T, None]:
         """An async generator over ``make()`` (called at the first step, so its errors surface there).
@@ -224,6 +262,58 @@ class _Resumed(Coroutine[Any, Any, T]):
         raise TypeError("_Resumed is driven by a task (to_the_end), not awaited")
 
 
+class _Reaper:
+    """One daemon thread per process ending the runners of integration objects collected unclosed.
+
+    A ``Holder`` dropped without ``close()`` would leave its runner's worker
+    threads blocked on their queue forever (they keep the runner alive; the
+    runner does not keep the ``Holder``). Its ``weakref.finalize`` hands the
+    runner here instead of closing it itself: a finalizer runs on whatever
+    thread collected the object (an event loop's included), possibly inside
+    the runner's own locked code, so it must neither block nor take a lock.
+    ``SimpleQueue.put`` is safe there (reentrant, never blocks); this thread
+    then calls ``close(wait=False)``: no new calls, the workers end once the
+    calls queued before are done.
+
+    Started by the first ``Holder`` built (never from a finalizer: starting
+    a thread takes locks); a forked child starts its own.
+    """
+
+    def __init__(self) -> None:
+        self._reset()
+
+    def _reset(self) -> None:
+        self._queue: queue.SimpleQueue[AsyncRunner] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        if self._thread is None:
+            with self._lock:
+                if self._thread is None:
+                    thread = threading.Thread(target=self._run, name="durastate-integration-reaper", daemon=True)
+                    thread.start()
+                    self._thread = thread
+
+    def reap(self, runner: AsyncRunner) -> None:
+        """From a finalizer: have ``runner`` closed on the reaper's thread."""
+        self._queue.put(runner)
+
+    def _run(self) -> None:
+        get = self._queue.get
+        while True:
+            runner = get()
+            try:
+                runner.close(wait=False)
+            except Exception:  # never end the thread: later runners would never be closed
+                pass
+            del runner  # not kept alive while the thread waits for the next
+
+
+_REAPER = _Reaper()
+os.register_at_fork(after_in_child=_REAPER._reset)
+
+
 class Holder:
     """``self.store`` (owned or borrowed) and ``self._aio``, its ``AsyncCalls``; closing both.
 
@@ -233,6 +323,7 @@ class Holder:
     store: _store.Store
     _aio: AsyncCalls
     _owns_store: bool
+    _reaped: weakref.finalize[[AsyncRunner], Holder]  # closes the runner if this object is collected unclosed
     # Set by close()/aclose(): the subclass's calls refuse from then on (its
     # own check, with its own name in the message), even on a borrowed store.
     _closed: bool = False
@@ -241,6 +332,10 @@ class Holder:
         self.store = store
         self._owns_store = owned
         self._aio = AsyncCalls(store, name)
+        _REAPER.start()
+        # atexit=False: at exit durastate._aio waits for the calls still running instead.
+        self._reaped = weakref.finalize(self, _REAPER.reap, self._aio.runner)
+        self._reaped.atexit = False
 
     def close(self) -> None:
         """Refuse further calls, wait for those on worker threads; close the store if this object opened it.
@@ -250,6 +345,7 @@ class Holder:
         blocking the loop.
         """
         self._closed = True
+        self._reaped.detach()
         self._aio.close()
         if self._owns_store:
             self.store.close()
@@ -257,6 +353,7 @@ class Holder:
     async def aclose(self) -> None:
         """``close()`` for async code: the wait for worker threads does not block the loop."""
         self._closed = True
+        self._reaped.detach()
         await self._aio.aclose()
         if self._owns_store:
             self.store.close()
@@ -284,6 +381,37 @@ class Holder:
         await self.aclose()
 
 
+def borrowed(store: object) -> _store.Store:
+    """``store``, checked as a borrowed store (``store=``): a ``durastate.Store``, still open.
+
+    A closed one is refused here, when the integration object is built, not
+    at its first call. Shared by every integration taking ``store=``.
+    """
+    if not isinstance(store, _store.Store):
+        fail(f"store must be a durastate.Store, got {type(store).__name__}")
+    if store.closed:
+        raise StoreClosed(f"store= is closed ({store.url}): pass an open durastate.Store")
+    return store
+
+
+def check_source(url: object, store: object, **open_options: object) -> None:
+    """The rules of ``url`` (open a store) and ``store=`` (borrow one), checked before anything is opened.
+
+    Not both; a borrowed store is ``borrowed``'s; ``open_options`` (given as
+    ``None`` when the caller left them out) apply only to a store opened
+    here: with ``store=`` they are refused, not dropped (the borrowed store
+    keeps the options it was opened with).
+    """
+    if url is not None and store is not None:
+        fail("pass url or store=, not both")
+    if store is not None:
+        given = sorted(name for name, value in open_options.items() if value is not None)
+        if given:
+            verb = "applies" if len(given) == 1 else "apply"
+            fail(f"{', '.join(given)} only {verb} when a store is opened here (url=); store= keeps its own options")
+        borrowed(store)
+
+
 class StoreHolder(Holder):
     """A ``Holder`` made from ``url`` (opened here, closed here) or ``store=`` (borrowed), never both.
 
@@ -293,9 +421,6 @@ class StoreHolder(Holder):
     """
 
     def __init__(self, url: str | None, store: _store.Store | None, *, name: str = "durastate-integration") -> None:
-        if url is not None and store is not None:
-            fail("pass url or store=, not both")
-        if store is not None and not isinstance(store, _store.Store):
-            fail(f"store must be a durastate.Store, got {type(store).__name__}")
+        check_source(url, store)
         opened = _store.open(url) if store is None else store
         self._hold(opened, owned=store is None, name=name)

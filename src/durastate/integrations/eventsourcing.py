@@ -146,6 +146,7 @@ import durastate
 
 from .._validate import INT64_MAX, INT64_MIN, PAGE_SIZE
 from ..errors import InvalidRequest, StoreClosed, StoreUnavailable
+from ._common import borrowed
 
 __all__ = [
     "DurastateAggregateRecorder",
@@ -236,6 +237,17 @@ def _int64(name: str, value: Any) -> int:
     return int(value)
 
 
+def _limit(limit: Any) -> int | None:
+    """A select's ``limit`` as eventsourcing's SQLite recorder reads it: an int; negative is no limit (``None``).
+
+    Its ``LIMIT -1`` (and the POPO recorder) returns every row; 0 returns
+    none (as SQLite's and PostgreSQL's ``LIMIT 0``; the POPO recorder alone
+    returns every row then). PostgreSQL's recorder errors on a negative one.
+    """
+    limit = _int64("limit", limit)
+    return None if limit < 0 else limit
+
+
 def _key_fields(key: bytes, originators: dict[bytes, UUID | str]) -> tuple[UUID | str, int]:
     """``(originator_id, version)`` of an event key.
 
@@ -268,8 +280,7 @@ class _DurastateRecorder:
     """The store, the application's kv scope and the translation of errors."""
 
     def __init__(self, store: durastate.Store, *, application: str = "") -> None:
-        if not isinstance(store, durastate.Store):
-            raise InvalidRequest(f"store must be a durastate.Store, got {type(store).__name__}")
+        borrowed(store)
         if not isinstance(application, str):
             raise InvalidRequest(f"application must be a str, got {type(application).__name__}")
         self.store = store
@@ -454,6 +465,8 @@ class DurastateAggregateRecorder(_DurastateRecorder, AggregateRecorder):
             lte = _int64("lte", lte)
             if lte < INT64_MAX:
                 end = prefix + _version_bytes(lte + 1)
+        if limit is not None:
+            limit = _limit(limit)
         at = len(prefix)  # every key is prefix + version; the originator id is the caller's
         with _TRANSLATED:
             pairs = list(
@@ -513,8 +526,8 @@ class DurastateApplicationRecorder(DurastateAggregateRecorder, ApplicationRecord
         *,
         inclusive_of_start: bool = True,
     ) -> Sequence[Notification]:
-        limit = _int64("limit", limit)
-        if limit <= 0:
+        wanted_count = _limit(limit)
+        if wanted_count == 0:
             return []
         low = 1 if start is None else _int64("start", start) + (0 if inclusive_of_start else 1)
         end = None
@@ -532,7 +545,11 @@ class DurastateApplicationRecorder(DurastateAggregateRecorder, ApplicationRecord
         topic_names: dict[bytes, str] = {}  # a page repeats a few topics: decode each once
         with _TRANSLATED:
             pairs = kv.scan(
-                self._scope, _NOTIFICATIONS, start=_ID.pack(max(low, 0)), end=end, limit=None if wanted else limit
+                self._scope,
+                _NOTIFICATIONS,
+                start=_ID.pack(max(low, 0)),
+                end=end,
+                limit=None if wanted else wanted_count,
             )
             for id_bytes, value in pairs:
                 if value[:2] == _INLINE:
@@ -562,7 +579,7 @@ class DurastateApplicationRecorder(DurastateAggregateRecorder, ApplicationRecord
                 else:
                     pointers.append((len(notifications), notification_id, key))
                     notifications.append(None)
-                if len(notifications) == limit:
+                if len(notifications) == wanted_count:
                     break
             if pointers:
                 rows = kv.get_many(self._scope, self._events_ns, [key for _, _, key in pointers])

@@ -109,6 +109,7 @@ import durastate
 
 from ..errors import Conflict, DurastateError, InvalidRequest
 from ..queues import DEFAULT_MAX_ATTEMPTS, Claim, DeadLetter
+from ._common import check_source
 
 __all__ = ["DEFAULT_LEASE", "DurastateHuey", "DurastateStorage"]
 
@@ -186,7 +187,8 @@ class DurastateStorage(BaseStorage):  # type: ignore[misc]
     close). ``lease``: seconds a dequeued message is held (``None``: delete
     on dequeue, huey's own semantics). ``max_attempts``: deliveries before a
     message moves to the dead letters (``None``: unlimited). ``prefix``: the
-    store's table prefix when opening ``url``.
+    store's table prefix when opening ``url`` (default ``"ds_"``); refused
+    with ``store=`` (it keeps the prefix it was opened with).
     """
 
     blocking = False
@@ -204,7 +206,7 @@ class DurastateStorage(BaseStorage):  # type: ignore[misc]
         store: durastate.Store | None = None,
         lease: float | None = DEFAULT_LEASE,
         max_attempts: int | None = DEFAULT_MAX_ATTEMPTS,
-        prefix: str = "ds_",
+        prefix: str | None = None,
         **unknown: Any,
     ) -> None:
         if unknown:
@@ -217,12 +219,9 @@ class DurastateStorage(BaseStorage):  # type: ignore[misc]
             raise InvalidRequest(f"max_attempts must be an int >= 1 or None, got {max_attempts!r}")
         if max_attempts is not None and max_attempts < 1:
             raise InvalidRequest(f"max_attempts must be >= 1 or None, got {max_attempts}")
-        if store is not None and url is not None:
-            raise InvalidRequest("pass url= or store=, not both")
-        if store is not None and not isinstance(store, durastate.Store):
-            raise InvalidRequest(f"store must be a durastate.Store, got {type(store).__name__}")
+        check_source(url, store, prefix=prefix)
         super().__init__(name)
-        self.store = store if store is not None else durastate.open(url, prefix=prefix)
+        self.store = store if store is not None else durastate.open(url, prefix="ds_" if prefix is None else prefix)
         self._owns_store = store is None
         self.lease = None if lease is None else float(lease)
         self.max_attempts = max_attempts

@@ -122,7 +122,7 @@ import dataclasses
 import secrets
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Generic, TypeVar
 
 import orjson
@@ -134,6 +134,7 @@ from ._common import StoreHolder
 
 try:
     from pydantic import TypeAdapter
+    from pydantic_ai.conversation import Conversation
     from pydantic_ai.conversation_store import (
         ConversationConflict,
         ConversationDetails,
@@ -142,6 +143,7 @@ try:
         ConversationStore,
     )
     from pydantic_ai.messages import ModelMessagesTypeAdapter
+    from pydantic_ai.run import AgentRunResult
     from pydantic_core import PydanticSerializationError, SchemaSerializer
     from pydantic_core.core_schema import CoreConfig
 except ImportError as exc:  # pragma: no cover - exercised by a subprocess test
@@ -244,34 +246,64 @@ def _record_data(record: ConversationRecord) -> dict[str, Any]:
     return data
 
 
-def _entry_json(entry: ConversationEntry) -> bytes:
+def _entry_json(entry: ConversationEntry, position: int, count: int) -> bytes:
     """The entry as stored: its id, parent and kind as JSON, a newline, its message as pydantic-ai's JSON.
 
     The message is written as ``ModelMessagesTypeAdapter`` writes it (bytes
     in base64), so a history decodes in one call (``_entries``). Compact
     JSON holds no raw newline, so the first one splits the two. Refusals as
-    for records.
+    for records, naming the message by its place among the ``count`` new
+    ones (``position`` from 0), not by its entry id (a UUID pydantic-ai made
+    up: ``save`` callers never see it).
     """
-    message = messages_json([entry.message], f"entry {entry.id!r}")[1:-1]
+    message = messages_json([entry.message], lambda: f"new message {position + 1} of {count}")[1:-1]
     meta = orjson.dumps({"id": entry.id, "parent_id": entry.parent_id, "kind": entry.kind})
     return meta + b"\n" + message
 
 
-def messages_json(messages: Sequence[Any], what: str) -> bytes:
-    """``messages`` as ``ModelMessagesTypeAdapter`` writes them.
-
-    ``InvalidRequest`` naming ``what`` if JSON cannot hold them (NaN, infinities, unserialisable values).
-    """
+def _json_or_error(messages: Sequence[Any]) -> tuple[bytes, Exception | str | None]:
+    """``messages`` as ``ModelMessagesTypeAdapter`` writes them, and why JSON cannot hold them (``None``: it can)."""
     try:
         blob = _MESSAGES_JSON.to_json(messages)
     except (PydanticSerializationError, TypeError, ValueError) as exc:
-        raise _refuse(what, exc) from None
+        return b"", exc
     if b"NaN" in blob or b"Infinity" in blob:  # maybe only inside a string: parse to be sure
         try:
             orjson.loads(blob)
         except orjson.JSONDecodeError:
-            raise _refuse(what, "it contains NaN or an infinity") from None
-    return blob
+            return b"", "it contains NaN or an infinity"
+    return blob, None
+
+
+def _refused_part(messages: Sequence[Any], label: str) -> str:
+    """``label`` with where in ``messages`` the first part JSON cannot hold is: ``label[i] (a response),
+    parts[j] (a 'tool-call' part)``, or ``label, a response's parts[j] (...)`` for one message; ``label`` alone
+    if no single part is to blame.
+
+    Only built for a refusal: each part is written again alone.
+    """
+    for i, message in enumerate(messages):
+        parts = getattr(message, "parts", None)
+        if not isinstance(parts, Sequence) or not dataclasses.is_dataclass(message) or isinstance(message, type):
+            continue
+        for j, part in enumerate(parts):
+            if _json_or_error([dataclasses.replace(message, parts=[part])])[1] is not None:
+                kind = getattr(message, "kind", type(message).__name__)
+                where = f"{label}[{i}] (a {kind}), " if len(messages) > 1 else f"{label}, a {kind}'s "
+                return f"{where}parts[{j}] (a {getattr(part, 'part_kind', type(part).__name__)!r} part),"
+    return label
+
+
+def messages_json(messages: Sequence[Any], what: str | Callable[[], str]) -> bytes:
+    """``messages`` as ``ModelMessagesTypeAdapter`` writes them.
+
+    ``InvalidRequest`` if JSON cannot hold them (NaN, infinities, unserialisable values), naming ``what`` (or
+    ``what()``, a label built only then), the message and part to blame, and pydantic's reason (the type).
+    """
+    blob, error = _json_or_error(messages)
+    if error is None:
+        return blob
+    raise _refuse(_refused_part(messages, what if isinstance(what, str) else what()), error)
 
 
 def _entries(blobs: Sequence[bytes]) -> list[ConversationEntry]:
@@ -367,6 +399,23 @@ class DurastateConversationStore(StoreHolder, ConversationStore):
 
     def __repr__(self) -> str:
         return f"<DurastateConversationStore on {self.store.url}{' (closed)' if self._aio.runner.closed else ''}>"
+
+    async def save(
+        self, conversation: Conversation | AgentRunResult[Any], *, scope: str | None = None
+    ) -> list[ConversationEntry]:
+        """pydantic-ai's ``save`` (``ConversationStore.save``), its arguments checked first.
+
+        A ``conversation`` that is neither a ``Conversation`` nor an
+        ``AgentRunResult``, or a ``scope`` not a str, raises
+        ``InvalidRequest`` before anything is read or written (pydantic-ai's
+        ``save``, and so its ``InMemoryConversationStore``, raises an
+        ``AttributeError`` from inside).
+        """
+        if not isinstance(conversation, (Conversation, AgentRunResult)):
+            fail_type("conversation", "a pydantic_ai Conversation or AgentRunResult", conversation)
+        if scope is not None:
+            _text("scope", scope)
+        return await super().save(conversation, scope=scope)
 
     # -- pydantic-ai's storage primitives ------------------------------------------------
 
@@ -554,7 +603,8 @@ class DurastateConversationStore(StoreHolder, ConversationStore):
                 fail(f"new_entries[{i}] must follow new_entries[{i - 1}] (its parent_id is {entry.parent_id!r})")
             previous = entry.id
         data = _record_data(record)
-        blobs = [_entry_json(entry) for entry in entries]
+        count = len(entries)
+        blobs = [_entry_json(entry, i, count) for i, entry in enumerate(entries)]
 
         key = RECORDS + conversation_id
         with self.store.transaction():

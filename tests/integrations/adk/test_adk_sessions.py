@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import datetime
+import decimal
 import math
+import uuid
 from typing import Any
 
 import pytest
@@ -62,6 +65,43 @@ def test_an_event_json_cannot_hold_is_refused_and_nothing_changes(
             await service.append_event(session, Event(author="user"))  # the session object is still current
 
     _run(main())
+
+
+def test_state_that_is_not_utf8_bytes_is_refused_naming_its_key(store: durastate.Store) -> None:
+    async def main() -> None:
+        async with DurastateSessionService(store=store) as service:
+            session = await service.create_session(app_name="a", user_id="u", session_id="s")
+            event = Event(author="user", actions=EventActions(state_delta={"fine": b"ok", "blob": {"x": b"\xff"}}))
+            with pytest.raises(InvalidRequest, match=r"state_delta\['blob'\] .* bytes that are not UTF-8"):
+                await service.append_event(session, event)
+            with pytest.raises(InvalidRequest, match=r"state\['app:thing'\] cannot be stored as JSON: Unable"):
+                await service.create_session(app_name="a", user_id="u", state={"app:thing": Opaque()})
+
+    _run(main())
+
+
+def test_state_reads_back_in_the_json_form_adks_sql_services_store(store: durastate.Store) -> None:
+    """What docs/adk.md says is converted: as ADK's DatabaseSessionService (``make_json_safe_state``)."""
+    from google.adk.sessions import _session_util
+
+    state = {
+        "set": {1, 2},
+        "tuple": (1, "a"),
+        "decimal": decimal.Decimal("1.5"),
+        "date": datetime.date(2026, 1, 2),
+        "id": uuid.UUID(int=1),
+        "bytes": b"text",
+        "list": [1, "a"],
+    }
+
+    async def main() -> dict[str, Any]:
+        async with DurastateSessionService(store=store) as service:
+            await service.create_session(app_name="a", user_id="u", session_id="s", state=state)
+            stored = await service.get_session(app_name="a", user_id="u", session_id="s")
+            assert stored is not None
+            return stored.state
+
+    assert _run(main()) == _session_util.make_json_safe_state(state)
 
 
 def test_state_json_cannot_hold_is_refused_at_create(store: durastate.Store) -> None:

@@ -227,3 +227,35 @@ def test_values_the_framework_pickles_round_trip_as_json(shared_store: durastate
             assert raw is not None and b"__pickled__" not in raw
 
     asyncio.run(main())
+
+
+def test_listings_come_back_in_save_order_as_the_in_memory_storage_lists_them(shared_store: durastate.Store) -> None:
+    # Ids out of order, as the framework's random UUIDs are; each checkpoint stamped when made, as the
+    # framework stamps them, made and saved one after another. A naive stamp is read as UTC (the
+    # framework's rule), so it sorts between its neighbours here.
+    ids = ["e", "b", "d", "a", "c"]
+    stamps = [
+        "2026-01-01T00:00:00+00:00",
+        "2026-01-01T00:00:01+00:00",
+        "2026-01-01T00:00:02",
+        "2026-01-01T01:00:03+01:00",  # 00:00:03 UTC
+        "2026-01-01T00:00:04+00:00",
+    ]
+
+    async def listed(storage: Any) -> tuple[list[str], list[str]]:
+        for checkpoint_id, stamp in zip(ids, stamps, strict=True):
+            await storage.save(
+                WorkflowCheckpoint(
+                    workflow_name="w", graph_signature_hash="h", checkpoint_id=checkpoint_id, timestamp=stamp
+                )
+            )
+        return (
+            [c.checkpoint_id for c in await storage.list_checkpoints(workflow_name="w")],
+            await storage.list_checkpoint_ids(workflow_name="w"),
+        )
+
+    async def main() -> None:
+        async with DurastateCheckpointStorage(store=shared_store) as storage:
+            assert await listed(storage) == await listed(InMemoryCheckpointStorage()) == (ids, ids)
+
+    asyncio.run(main())

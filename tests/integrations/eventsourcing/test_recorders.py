@@ -274,6 +274,32 @@ def test_closed_store_raises_eventsourcings_interface_error(open_store: object) 
     assert isinstance(caught.value.__cause__, durastate.StoreClosed)
 
 
+@pytest.mark.parametrize("limit", [-1, 0, 2])
+def test_limits_are_read_as_eventsourcings_sqlite_recorder_reads_them(store: durastate.Store, limit: int) -> None:
+    """A negative limit is no limit (SQLite's LIMIT -1; the POPO recorder too), 0 is nothing: never silently empty."""
+    from eventsourcing.sqlite import SQLiteApplicationRecorder, SQLiteDatastore
+
+    reference = SQLiteApplicationRecorder(SQLiteDatastore(":memory:"))
+    reference.create_table()
+    ours = DurastateApplicationRecorder(store, application="limits")
+    order = uuid4()
+    events = [StoredEvent(order, version, "placed" if version % 2 else "shipped", b"s") for version in range(1, 6)]
+    for recorder in (reference, ours):
+        recorder.insert_events(events)
+
+    def answers(recorder: SQLiteApplicationRecorder | DurastateApplicationRecorder) -> list[object]:
+        return [
+            [n.id for n in recorder.select_notifications(start=1, limit=limit)],
+            [n.id for n in recorder.select_notifications(start=1, limit=limit, topics=["placed"])],
+            [e.originator_version for e in recorder.select_events(order, limit=limit)],
+            [e.originator_version for e in recorder.select_events(order, limit=limit, desc=True)],
+        ]
+
+    assert answers(ours) == answers(reference)
+    if limit < 0:
+        assert answers(ours)[0] == [1, 2, 3, 4, 5]
+
+
 def _layout_1_rows(store: durastate.Store, application: str, events: list[StoredEvent]) -> None:
     """Write ``events`` as the recorder did before 2026-12-05 (notification rows pointing at event rows).
 

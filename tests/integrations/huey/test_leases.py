@@ -303,6 +303,8 @@ class TestInput:
             ({"max_attempts": 0}, "max_attempts"),
             ({"max_attempts": 1.5}, "max_attempts"),
             ({"url": "memory:"}, "not both"),
+            ({"prefix": "zz_"}, "prefix only applies when a store is opened here"),
+            ({"prefix": "ds_"}, "prefix only applies when a store is opened here"),
             ({"colour": "red"}, "unknown DurastateStorage option"),
         ],
     )
@@ -427,6 +429,16 @@ def test_another_storage_class_is_refused(store: durastate.Store) -> None:
 
     with pytest.raises(InvalidRequest, match="storage_class"):
         DurastateHuey("x", store=store, storage_class=MemoryStorage)
+
+
+def test_prefix_is_refused_with_a_borrowed_store_and_applied_with_url(store: durastate.Store) -> None:
+    with pytest.raises(InvalidRequest, match="prefix"):
+        DurastateHuey("z", store=store, prefix="zz_")  # the borrowed store's prefix is not "zz_"
+    huey = DurastateHuey("z", url="memory:", prefix="zz_")
+    try:
+        assert huey.storage.store.engine.prefix == "zz_"
+    finally:
+        huey.close()
 
 
 def test_a_priority_new_to_another_process_is_served_after_the_refresh(store: durastate.Store) -> None:

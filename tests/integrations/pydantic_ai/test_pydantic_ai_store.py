@@ -102,6 +102,22 @@ def test_what_json_cannot_hold_is_refused_and_nothing_is_written(conversations: 
         assert run(conversations.read_record("c")).revision == before.revision
 
 
+def test_a_json_refusal_names_the_message_part_and_type_not_an_entry_id(
+    conversations: DurastateConversationStore,
+) -> None:
+    before = saved(conversations, "c", 1)
+    bad = ModelResponse(parts=[TextPart("fine"), ToolCallPart("f", {"handle": object()})])
+    attempt = Conversation(conversation_id="c", messages=[*before.messages, turn(9)[0], bad], revision=before.revision)
+    with pytest.raises(InvalidRequest) as refused:
+        run(conversations.save(attempt))
+    message = str(refused.value)
+    assert message.startswith("new message 2 of 2, a response's parts[1] (a 'tool-call' part), cannot be stored")
+    assert "<class 'object'>" in message  # pydantic's reason: the offending type
+    attempt = Conversation(conversation_id="c", messages=[*before.messages, UNENCODABLE[1]], revision=before.revision)
+    with pytest.raises(InvalidRequest, match=r"new message 1 of 1, a response's parts\[0\] .*NaN"):
+        run(conversations.save(attempt))
+
+
 def test_metadata_json_cannot_hold_is_refused(conversations: DurastateConversationStore) -> None:
     saved(conversations, "c", 1)
     for bad in ({"x": math.nan}, {"x": object()}):
@@ -157,6 +173,9 @@ WRONG_CALLS = [
     (lambda s: s.delete_record("c", expected_revision=None), WrongType),
     (lambda s: s.write_details("c", {"title": "t"}, expected_revision=None), WrongType),
     (lambda s: s.write_details("c", "title", expected_revision="r"), WrongType),
+    (lambda s: s.save("hello"), WrongType),  # pydantic-ai's own save raises AttributeError
+    (lambda s: s.save(None), WrongType),
+    (lambda s: s.save(Conversation(messages=[]), scope=3), WrongType),
 ]
 
 

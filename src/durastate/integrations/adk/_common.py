@@ -10,7 +10,9 @@ app's or one user's entries.
 
 JSON. ADK's models dump themselves to JSON (pydantic); state values go
 through ``pydantic_core.to_jsonable_python`` first, which is what ADK's own
-SQL services do (datetimes become ISO strings, bytes base64, models dicts).
+SQL services do (``_session_util.make_json_safe_state`` in google-adk 2.13):
+sets, frozensets and tuples become lists; Decimals, UUIDs, dates, times and
+datetimes ISO strings; bytes UTF-8 text; models dicts. They read back so.
 Where they then fall back to ``str(value)`` with a warning (a lossy write),
 this integration refuses with ``durastate.InvalidRequest`` and writes
 nothing; so it does for NaN and infinities (pydantic would write ``null``)
@@ -124,9 +126,28 @@ def json_safe(what: str, value: dict[str, Any]) -> dict[str, Any]:
     try:
         converted: dict[str, Any] = to_jsonable_python(value)
     except (PydanticSerializationError, TypeError, ValueError) as exc:
-        refuse(what, exc)
+        _refuse_member(what, value, exc)
     dump_json(what, converted)
     return converted
+
+
+def _refuse_member(what: str, value: dict[str, Any], exc: Exception) -> NoReturn:
+    """``refuse`` naming the first key of ``value`` whose member pydantic cannot convert, and why in words.
+
+    Only on the refusal path: each member is converted again alone.
+    """
+    for key, member in value.items():
+        try:
+            to_jsonable_python(member)
+        except (PydanticSerializationError, TypeError, ValueError) as member_exc:
+            what, exc = f"{what}[{key!r}]", member_exc
+            break
+    if isinstance(exc, UnicodeDecodeError):
+        raise InvalidRequest(
+            f"{what} cannot be stored as JSON: it holds bytes that are not UTF-8 text (ADK's services store "
+            f"bytes as UTF-8 text; encode them, as base64 say, before putting them in state): {exc}"
+        ) from None
+    refuse(what, exc)
 
 
 def dump_model(what: str, model: BaseModel) -> bytes:

@@ -54,8 +54,13 @@ raises ``CheckpointNotFound`` (a ``WorkflowCheckpointException`` and a
 ``durastate.NotFound``); ``delete`` returns whether there was one;
 ``get_latest`` returns ``None`` for a workflow with none; loads return
 copies (a new object each call). Order of ``list_checkpoints`` and
-``list_checkpoint_ids``: by checkpoint id (the file storage's is directory
-order, the in-memory one's first-save order: the protocol promises none).
+``list_checkpoint_ids``: by ``timestamp`` (read as the framework reads it
+for ``get_latest``), ties by checkpoint id. The framework stamps a
+checkpoint when it makes it, just before saving it, so this is save order
+for a workflow's own checkpoints, as the in-memory storage lists them
+(first-save order); by id alone it was the ids' (random UUIDs) order. The
+file storage's order is the directory's; the protocol promises none. The
+index holds the timestamps, so the order costs no extra read.
 A stored checkpoint this process cannot decode (its class is no longer
 allowed or not imported) is skipped by the listings with a warning, as
 ``FileCheckpointStorage`` skips such files; ``load`` raises
@@ -88,7 +93,7 @@ from typing import Any
 
 import orjson
 from agent_framework import WorkflowCheckpoint
-from agent_framework._workflows._checkpoint import _select_latest_checkpoint
+from agent_framework._workflows._checkpoint import _parse_checkpoint_timestamp, _select_latest_checkpoint
 
 from ... import store as _store
 from ..._json import dump_json
@@ -111,6 +116,11 @@ _FIELDS = tuple(f for f in WorkflowCheckpoint.__dataclass_fields__)
 
 def _workflow_ns(workflow_name: str) -> bytes:
     return WORKFLOW_NS_PREFIX + workflow_name.encode("utf-8")
+
+
+def _stamped(index: bytes) -> datetime:
+    """An index entry's checkpoint timestamp, as ``get_latest`` compares them (naive ones as UTC)."""
+    return _parse_checkpoint_timestamp(orjson.loads(index)["t"])
 
 
 class DurastateCheckpointStorage(StoreHolder):
@@ -152,7 +162,7 @@ class DurastateCheckpointStorage(StoreHolder):
         return await self._aio.read(self._load, checkpoint_id)
 
     async def list_checkpoints(self, *, workflow_name: str) -> list[WorkflowCheckpoint]:
-        """Every checkpoint of ``workflow_name`` (copies), by checkpoint id."""
+        """Every checkpoint of ``workflow_name`` (copies), by timestamp (save order), ties by id."""
         return await self._aio.read(self._list_checkpoints, workflow_name)
 
     async def delete(self, checkpoint_id: str) -> bool:
@@ -164,7 +174,7 @@ class DurastateCheckpointStorage(StoreHolder):
         return await self._aio.read(self._get_latest, workflow_name)
 
     async def list_checkpoint_ids(self, *, workflow_name: str) -> list[str]:
-        """The ids of the workflow's checkpoints, by id."""
+        """The ids of the workflow's checkpoints, in ``list_checkpoints``'s order."""
         return await self._aio.read(self._list_checkpoint_ids, workflow_name)
 
     # -- lifecycle -------------------------------------------------------------
@@ -305,7 +315,7 @@ class DurastateCheckpointStorage(StoreHolder):
         self._check_open()
         kv = self.store.kv
         with self.store.engine.read_transaction():  # the index and the checkpoints from one snapshot
-            keys = [key for key, _ in self._index(workflow_name)]
+            keys = [key for _, key in sorted((_stamped(index), key) for key, index in self._index(workflow_name))]
             stored = kv.get_many(SCOPE, CHECKPOINTS_NS, keys) if keys else []
         checkpoints = []
         for key, data in zip(keys, stored, strict=True):
