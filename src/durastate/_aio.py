@@ -306,6 +306,10 @@ class _Workers:
             finally:
                 leave()  # before the waiter wakes (see _Job.run)
                 job.notify(not jobs.empty())
+            # Not kept while the next get() waits: a job holds its function (an integration object's bound
+            # method, say), which would keep that object alive as long as this thread idles, and with it
+            # this runner (integrations._common's reaper ends the runner of an object collected unclosed).
+            job = None
 
     def shutdown(self, wait: bool) -> None:
         """Stop the threads once the jobs queued before are done; with ``wait``, join them."""

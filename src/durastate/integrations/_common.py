@@ -90,35 +90,8 @@ T = TypeVar("T")
 Self = TypeVar("Self", bound="Holder")
 
 
-def _run(cell: list[Any]) -> Any:
-    fn, args, kwargs = cell
+def _without_store(_store: _store.Store, fn: Callable[..., T], args: tuple[Any, ...], kwargs: dict[str, Any]) -> T:
     return fn(*args, **kwargs)
-
-
-def _run_in(_store: _store.Store, cell: list[Any]) -> Any:
-    return _run(cell)
-
-
-async def _emptied(cell: list[Any], running: Coroutine[Any, Any, T]) -> T:
-    """``await running`` (a call of ``_run(cell)``), then empty ``cell``.
-
-    Why a cell: a worker thread keeps its last job (function and arguments)
-    until it takes the next one, and the function is the integration
-    object's bound method: the object could never be collected (nor its
-    runner's workers ended, ``_Reaper``). Emptied once the call is over, the
-    job holds an empty list. Not on cancellation: the call may still be
-    running (or about to) on a worker; the cell then stays whole until that
-    worker's next job.
-    """
-    try:
-        result = await running
-    except asyncio.CancelledError:
-        raise
-    except BaseException:
-        cell.clear()
-        raise
-    cell.clear()
-    return result
 
 
 class AsyncCalls:
@@ -141,20 +114,17 @@ class AsyncCalls:
     async def call(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
         """``fn(*args, **kwargs)``: no changes, or one statement or one transaction of changes (see above)."""
         self._check_open()
-        cell = [fn, args, kwargs]
-        return await _emptied(cell, self.runner.call(_run, (cell,), {}))
+        return await self.runner.call(fn, args, kwargs)
 
     async def read(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
         """``fn(*args, **kwargs)``, which changes nothing: inline wherever the engine runs reads inline (see above)."""
         self._check_open()
-        cell = [fn, args, kwargs]
-        return await _emptied(cell, self.runner.call(_run, (cell,), {}, reads=True))
+        return await self.runner.call(fn, args, kwargs, reads=True)
 
     async def transact(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
         """``fn(*args, **kwargs)`` in one transaction; rolled back if the caller is cancelled before it commits."""
         self._check_open()
-        cell = [fn, args, kwargs]
-        return await _emptied(cell, self.astore.transact(_run_in, cell))
+        return await self.astore.transact(_without_store, fn, args, kwargs)
 
     async def transact_repeatable(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
         """``transact`` of a ``fn`` that may run twice: a pure write transaction whose answers nobody reads.
@@ -166,8 +136,7 @@ class AsyncCalls:
         store before it returns.
         """
         self._check_open()
-        cell = [fn, args, kwargs]
-        return await _emptied(cell, self.astore._transact(_run_in, (cell,), {}, repeatable=True))
+        return await self.astore._transact(_without_store, (fn, args, kwargs), {}, repeatable=True)
 
     async def iterate(self, make: Callable[[], Iterator[T]]) -> AsyncGenerator[T, None]:
         """An async generator over ``make()`` (called at the first step, so its errors surface there).
