@@ -8,14 +8,13 @@ timeout back and runs that statement again (``_waits_again``). These tests
 go through every statement path a write can take (``execute``, ``one``,
 ``executemany`` over a list and over a generator, ``BEGIN IMMEDIATE``) and
 check both that the call waited for the holder and that it did its work
-exactly once. While a loop runs, a sync call on its thread is still refused
-at once.
+exactly once. While a loop runs, a sync call on its thread waits at most
+``LOOP_LOCK_WAIT`` (``engines.loop``).
 """
 
 from __future__ import annotations
 
 import asyncio
-import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -24,6 +23,7 @@ import pytest
 import durastate
 from durastate import aio
 from durastate._aio import AsyncRunner
+from durastate.engines import loop
 from durastate.engines.base import DDL, READ, WRITE
 from durastate.engines.sqlite import LockBusy, SqliteEngine
 from durastate.testing.locking import WriteLockHolder, lock_released_later
@@ -101,24 +101,22 @@ def test_a_sync_write_after_the_loop_ended_waits_for_the_lock_and_lands_once(
     assert landed_once(store)
 
 
-def test_a_sync_write_on_the_loops_thread_while_it_runs_is_refused_at_once(
-    mixed: tuple[durastate.Store, aio.AsyncStore, Path],
+def test_a_sync_write_on_the_loops_thread_while_it_runs_waits_only_the_loops_lock_wait(
+    mixed: tuple[durastate.Store, aio.AsyncStore, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     store, astore, path = mixed
+    monkeypatch.setattr(loop, "LOOP_LOCK_WAIT", 0.2)
 
     async def main() -> None:
         await astore.kv.put(b"s", b"n", b"warm", b"v")
-        holder = await asyncio.to_thread(WriteLockHolder(path).start)
-        # Released while a call that waited would still be waiting: it would then succeed.
-        releaser = threading.Timer(1.0, holder.release)
-        releaser.start()
+        holder = await asyncio.to_thread(WriteLockHolder(path).start)  # held past LOOP_LOCK_WAIT
         try:
-            with pytest.raises(LockBusy):
-                store.kv.put(b"s", b"n", b"k", b"v")  # would block the loop: refused instead
-            with pytest.raises(LockBusy):
+            with pytest.raises(LockBusy, match=r"waited 0\.2 s"):
+                store.kv.put(b"s", b"n", b"k", b"v")  # would block the loop for the busy timeout: refused
+            with pytest.raises(LockBusy, match=r"waited 0\.2 s"):
                 _in_transaction(store)
         finally:
-            await asyncio.to_thread(releaser.join)
+            await asyncio.to_thread(holder.release)
 
     asyncio.run(main())
     assert store.kv.get(b"s", b"n", b"k") is None
