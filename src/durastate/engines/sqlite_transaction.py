@@ -184,8 +184,16 @@ class SqliteTransaction(Transaction):
         engine = self._engine
         state = engine._tls.state
         cursor = state.cursor
-        if state.depth or self._read or state.writing or state.lock_wait or cursor is None or engine._closed:
-            return Transaction.__enter__(self)
+        if (
+            state.depth
+            or self._level
+            or self._read
+            or state.writing
+            or state.lock_wait
+            or cursor is None
+            or engine._closed
+        ):
+            return Transaction.__enter__(self)  # (``_level``: open already, refused there)
         gate = engine._connections.writers
         if not gate.lock.acquire(False):
             return Transaction.__enter__(self)  # waits for the gate (or refuses on a loop's thread)
@@ -231,9 +239,12 @@ class SqliteTransaction(Transaction):
         tb: TracebackType | None,
     ) -> None:
         engine = self._engine
+        if self._level != 1 or exc_type is not None:
+            return Transaction.__exit__(self, exc_type, exc, tb)  # (``_level`` 0: not open, refused there)
         state = self._state
-        if self._level != 1 or exc_type is not None or state.doomed is not None or engine._closed:
-            return Transaction.__exit__(self, exc_type, exc, tb)
+        if state.doomed is not None or engine._closed or engine._tls.state is not state:
+            return Transaction.__exit__(self, exc_type, exc, tb)  # (another thread's: refused there)
+        self._level = 0
         state.depth = 0
         engine._commit(state)
         return None

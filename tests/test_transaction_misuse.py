@@ -1,0 +1,139 @@
+"""A transaction object used against its protocol: refused with ``InvalidRequest``, the open block left intact.
+
+One ``store.transaction()`` object is one block at a time: entering it again
+while it is open (nested in itself, or from another thread) is refused and
+the open block goes on as if the refused call never happened; once it has
+ended it may be entered again. Leaving it when it is not open, or from a
+thread that did not enter it, is refused too, committing and rolling back
+nothing. The same for ``aio``'s ``async with store.transaction()``, and
+``transact`` refuses async functions (they would silently do nothing).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+import durastate
+from durastate import InvalidRequest
+
+SCOPE, NS = b"s", b"n"
+
+
+def keys(store: durastate.Store) -> list[bytes]:
+    return [key for key, _ in store.kv.scan(SCOPE, NS)]
+
+
+def in_other_thread(fn: Callable[[], Any]) -> Any:
+    """``fn()`` run on a new thread: its result, or the exception it raised."""
+    out: list[Any] = []
+
+    def target() -> None:
+        try:
+            out.append(fn())
+        except BaseException as exc:  # handed back to the test
+            out.append(exc)
+
+    thread = threading.Thread(target=target)
+    thread.start()
+    thread.join()
+    return out[0]
+
+
+# -- sync ---------------------------------------------------------------------------------
+
+
+def test_entering_an_open_transaction_again_is_refused_and_the_outer_block_commits(store: durastate.Store) -> None:
+    tx = store.transaction()
+    with tx:
+        store.kv.put(SCOPE, NS, b"outer", b"1")
+        with pytest.raises(InvalidRequest, match=r"already open.*store\.transaction\(\) again"), tx:
+            store.kv.put(SCOPE, NS, b"never", b"1")  # pragma: no cover - the entry is refused
+        with store.transaction():  # a savepoint of its own, around the same refusal
+            store.kv.put(SCOPE, NS, b"nested", b"1")
+            with pytest.raises(InvalidRequest, match="already open"):
+                tx.__enter__()
+        assert store.engine.in_transaction()
+        store.kv.put(SCOPE, NS, b"outer-after", b"1")
+    assert not store.engine.in_transaction()
+    store.kv.put(SCOPE, NS, b"after", b"1")  # the thread is usable
+    assert keys(store) == [b"after", b"nested", b"outer", b"outer-after"]
+
+
+def test_a_transaction_object_is_entered_again_once_it_has_ended(store: durastate.Store) -> None:
+    tx = store.transaction()
+    with tx:
+        store.kv.put(SCOPE, NS, b"first", b"1")
+        with pytest.raises(InvalidRequest, match="already open"):
+            tx.__enter__()
+    with pytest.raises(RuntimeError), tx:
+        store.kv.put(SCOPE, NS, b"rolled-back", b"1")
+        raise RuntimeError("roll back")
+    with tx:
+        store.kv.put(SCOPE, NS, b"third", b"1")
+        with tx.__class__(store):  # a fresh object nests as a savepoint, as store.transaction() does
+            store.kv.put(SCOPE, NS, b"nested", b"1")
+    assert keys(store) == [b"first", b"nested", b"third"]
+
+
+def test_entering_a_transaction_open_on_another_thread_is_refused(store: durastate.Store) -> None:
+    tx = store.transaction()
+    with tx:
+        store.kv.put(SCOPE, NS, b"owner", b"1")
+        refused = in_other_thread(tx.__enter__)
+        assert isinstance(refused, InvalidRequest) and "already open" in str(refused)
+        assert not in_other_thread(store.engine.in_transaction)  # the other thread began nothing
+        store.kv.put(SCOPE, NS, b"owner-after", b"1")
+    assert keys(store) == [b"owner", b"owner-after"]
+    store.kv.put(SCOPE, NS, b"after", b"1")
+
+
+@pytest.mark.parametrize("make", ["store", "engine", "engine-read"])
+def test_exit_without_enter_or_twice_is_refused(store: durastate.Store, make: str) -> None:
+    def fresh() -> Any:
+        if make == "store":
+            return store.transaction()
+        return store.engine.read_transaction() if make == "engine-read" else store.engine.transaction()
+
+    tx = fresh()
+    with pytest.raises(InvalidRequest, match="never entered"):
+        tx.__exit__(None, None, None)
+    with tx:
+        pass
+    with pytest.raises(InvalidRequest, match="not open: it ended already"):
+        tx.__exit__(None, None, None)
+    with store.transaction():  # inside another block, the refusal touches that block neither
+        store.kv.put(SCOPE, NS, b"kept", b"1")
+        with pytest.raises(InvalidRequest, match="never entered"):
+            fresh().__exit__(RuntimeError, RuntimeError("x"), None)
+        assert store.engine.in_transaction()
+    assert keys(store) == [b"kept"]
+
+
+@pytest.mark.parametrize("how", ["normally", "with an exception"])
+def test_exit_on_another_thread_is_refused_and_the_owner_ends_the_transaction(
+    store: durastate.Store, store_url: str, how: str
+) -> None:
+    tx = store.transaction()
+    tx.__enter__()
+    try:
+        store.kv.put(SCOPE, NS, b"owner", b"1")
+        args = (None, None, None) if how == "normally" else (RuntimeError, RuntimeError("x"), None)
+        refused = in_other_thread(lambda: tx.__exit__(*args))
+        assert isinstance(refused, InvalidRequest), refused
+        assert "thread that entered it" in str(refused)
+        assert store.engine.in_transaction()  # still open here, nothing committed nor rolled back
+        if store_url != "memory:":  # memory: no WAL, a reader on another connection would wait for the writer
+            assert in_other_thread(lambda: store.kv.get(SCOPE, NS, b"owner")) is None
+        store.kv.put(SCOPE, NS, b"owner-after", b"1")
+    except BaseException:
+        tx.__exit__(None, None, None)
+        raise
+    tx.__exit__(None, None, None)
+    assert not store.engine.in_transaction()
+    assert keys(store) == [b"owner", b"owner-after"]
+    if store_url != "memory:":
+        assert in_other_thread(lambda: store.kv.get(SCOPE, NS, b"owner-after")) == b"1"
