@@ -11,14 +11,15 @@ nothing. The same for ``aio``'s ``async with store.transaction()``, and
 
 from __future__ import annotations
 
+import asyncio
 import threading
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
 
 import durastate
-from durastate import InvalidRequest
+from durastate import InvalidRequest, aio
 
 SCOPE, NS = b"s", b"n"
 
@@ -137,3 +138,79 @@ def test_exit_on_another_thread_is_refused_and_the_owner_ends_the_transaction(
     assert keys(store) == [b"owner", b"owner-after"]
     if store_url != "memory:":
         assert in_other_thread(lambda: store.kv.get(SCOPE, NS, b"owner-after")) == b"1"
+
+
+# -- async --------------------------------------------------------------------------------
+
+
+def run(url: str, body: Callable[[aio.AsyncStore], Awaitable[Any]], **options: Any) -> Any:
+    async def main() -> Any:
+        async with await aio.open(url, **options) as store:
+            return await body(store)
+
+    return asyncio.run(main())
+
+
+async def async_keys(s: aio.AsyncStore) -> list[bytes]:
+    return [key async for key, _ in s.kv.scan(SCOPE, NS)]
+
+
+def test_async_entering_an_open_transaction_again_is_refused_and_the_outer_block_commits(store_url: str) -> None:
+    async def body(s: aio.AsyncStore) -> None:
+        tx = s.transaction()
+        async with tx as view:
+            await s.kv.put(SCOPE, NS, b"outer", b"1")
+            with pytest.raises(InvalidRequest, match=r"already open.*store\.transaction\(\) again"):
+                async with tx:
+                    await s.kv.put(SCOPE, NS, b"never", b"1")  # pragma: no cover - the entry is refused
+            async with view.transaction() as nested:  # a new object nests as a savepoint
+                await nested.kv.put(SCOPE, NS, b"nested", b"1")
+            await view.kv.put(SCOPE, NS, b"outer-after", b"1")
+        # Committed, and nothing left open or locked: a write, and another transaction, go through.
+        await s.kv.put(SCOPE, NS, b"after", b"1")
+        async with s.transaction() as other:
+            await other.kv.put(SCOPE, NS, b"other", b"1")
+        async with tx:  # ended: entered again, a new block
+            await s.kv.put(SCOPE, NS, b"reused", b"1")
+        assert await async_keys(s) == [b"after", b"nested", b"other", b"outer", b"outer-after", b"reused"]
+
+    run(store_url, body, busy_timeout=2)
+
+
+def test_async_entering_a_transaction_open_in_another_task_is_refused(store_url: str) -> None:
+    async def body(s: aio.AsyncStore) -> None:
+        tx = s.transaction()
+        async with tx:
+            await s.kv.put(SCOPE, NS, b"owner", b"1")
+
+            async def enter_it() -> None:
+                async with tx:
+                    pass  # pragma: no cover - the entry is refused
+
+            with pytest.raises(InvalidRequest, match="already open"):
+                await asyncio.create_task(enter_it())
+            await s.kv.put(SCOPE, NS, b"owner-after", b"1")
+        await s.kv.put(SCOPE, NS, b"after", b"1")
+        assert await async_keys(s) == [b"after", b"owner", b"owner-after"]
+
+    run(store_url, body, busy_timeout=2)
+
+
+def test_async_exit_without_enter_is_refused(store_url: str) -> None:
+    async def body(s: aio.AsyncStore) -> None:
+        tx = s.transaction()
+        with pytest.raises(InvalidRequest, match="not open"):
+            await tx.__aexit__(None, None, None)
+        async with tx:
+            await s.kv.put(SCOPE, NS, b"k", b"1")
+        with pytest.raises(InvalidRequest, match="not open"):
+            await tx.__aexit__(None, None, None)
+        lock = s.documents.lock("c", "d")
+        with pytest.raises(InvalidRequest, match="not open"):
+            await lock.__aexit__(None, None, None)
+        async with lock:
+            with pytest.raises(InvalidRequest, match=r"already open.*lock\(\.\.\.\) again"):
+                await lock.__aenter__()
+        assert await async_keys(s) == [b"k"]
+
+    run(store_url, body)

@@ -305,7 +305,12 @@ class AsyncStore(AsyncFacets):
     def transaction(self) -> PinnedBlock[AsyncStore]:
         """``async with store.transaction() as tx:``: one transaction across awaits (see the module docstring)."""
         store, owner = self._store, self._owner or self
-        return PinnedBlock(self._runner, store.transaction, lambda pinned: AsyncStore(store, pinned, owner=owner))
+        return PinnedBlock(
+            self._runner,
+            store.transaction,
+            lambda pinned: AsyncStore(store, pinned, owner=owner),
+            "store.transaction()",
+        )
 
     async def close(self) -> None:
         """Refuse new calls, wait for calls on workers to finish, close the connections. Idempotent."""
