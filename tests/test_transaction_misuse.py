@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
 import pytest
@@ -212,5 +212,48 @@ def test_async_exit_without_enter_is_refused(store_url: str) -> None:
             with pytest.raises(InvalidRequest, match=r"already open.*lock\(\.\.\.\) again"):
                 await lock.__aenter__()
         assert await async_keys(s) == [b"k"]
+
+    run(store_url, body)
+
+
+def test_transact_refuses_a_coroutine_function_before_anything_runs(store_url: str) -> None:
+    async def body(s: aio.AsyncStore) -> None:
+        ran: list[bool] = []
+
+        async def writes(st: durastate.Store) -> None:  # pragma: no cover - never called
+            ran.append(True)
+            st.kv.put(SCOPE, NS, b"async", b"1")
+
+        with pytest.raises(InvalidRequest, match=r"sync function.*coroutine function.*writes"):
+            await s.transact(writes)  # type: ignore[arg-type]
+        assert ran == []
+        assert await async_keys(s) == []
+
+    run(store_url, body)
+
+
+def test_transact_refuses_a_coroutine_returned_and_rolls_back(store_url: str) -> None:
+    async def body(s: aio.AsyncStore) -> None:
+        made: list[Coroutine[Any, Any, None]] = []
+
+        async def later() -> None:  # pragma: no cover - never awaited
+            pass
+
+        def writes_then_returns_a_coroutine(st: durastate.Store) -> Coroutine[Any, Any, None]:
+            st.kv.put(SCOPE, NS, b"sync-part", b"1")
+            coroutine = later()
+            made.append(coroutine)
+            return coroutine
+
+        with pytest.raises(InvalidRequest, match=r"returned a coroutine.*rolled back"):
+            await s.transact(writes_then_returns_a_coroutine)
+        assert made[0].cr_frame is None  # closed: no "never awaited" warning later
+        assert await async_keys(s) == []
+        async with s.transaction() as tx:  # inside a block: the savepoint rolls back, the block goes on
+            await tx.kv.put(SCOPE, NS, b"kept", b"1")
+            with pytest.raises(InvalidRequest, match="returned a coroutine"):
+                await tx.transact(writes_then_returns_a_coroutine)
+            assert made[1].cr_frame is None
+        assert await async_keys(s) == [b"kept"]
 
     run(store_url, body)
