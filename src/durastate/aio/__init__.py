@@ -38,7 +38,10 @@ Transactions, two ways, both one atomic commit on one connection:
   see its writes before the commit. It commits when the block ends and
   rolls back on any exception, cancellation included. On SQLite it holds
   the write lock for the whole block: other writers wait (on workers, not
-  on the loop). Nested blocks are savepoints.
+  on the loop). Nested blocks are savepoints, each a new
+  ``store.transaction()``: one object is one block at a time (entering it
+  while it is open raises ``InvalidRequest``; once ended it may be entered
+  again).
 
 The sync API's per-thread ambient transaction never leaks into async code:
 no transaction is ever left open on the loop thread between two calls.
