@@ -184,19 +184,13 @@ class SqliteTransaction(Transaction):
         engine = self._engine
         state = engine._tls.state
         cursor = state.cursor
-        if (
-            state.depth
-            or self._level
-            or self._read
-            or state.writing
-            or state.lock_wait
-            or cursor is None
-            or engine._closed
-        ):
-            return Transaction.__enter__(self)  # (``_level``: open already, refused there)
+        if state.depth or self._read or state.writing or state.lock_wait or cursor is None or engine._closed:
+            return Transaction.__enter__(self)
         gate = engine._connections.writers
         if not gate.lock.acquire(False):
-            return Transaction.__enter__(self)  # waits for the gate (or refuses on a loop's thread)
+            # Waits for the gate (or refuses on a loop's thread); an object open on another thread holds the
+            # gate, so its second entry is refused there (``_level``), never taken here.
+            return Transaction.__enter__(self)
         gate.holder = current_thread()
         state.writing = True
         if engine._shares_writes:
