@@ -412,15 +412,19 @@ class Store(ClosesOnExit):
 
 
 class Transaction:
-    """Context manager returned by ``Store.transaction()``; yields the store."""
+    """Context manager returned by ``Store.transaction()``; yields the store.
+
+    One engine transaction for the object's life: it refuses a second entry
+    while open, an exit that is not its open block's (``engines.transaction``).
+    """
 
     __slots__ = ("_inner", "_store")
 
     def __init__(self, store: Store) -> None:
         self._store = store
+        self._inner = store.engine.transaction()
 
     def __enter__(self) -> Store:
-        self._inner = self._store.engine.transaction()
         self._inner.__enter__()
         return self._store
 

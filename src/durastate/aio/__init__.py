@@ -38,7 +38,10 @@ Transactions, two ways, both one atomic commit on one connection:
   see its writes before the commit. It commits when the block ends and
   rolls back on any exception, cancellation included. On SQLite it holds
   the write lock for the whole block: other writers wait (on workers, not
-  on the loop). Nested blocks are savepoints.
+  on the loop). Nested blocks are savepoints, each a new
+  ``store.transaction()``: one object is one block at a time (entering it
+  while it is open raises ``InvalidRequest``; once ended it may be entered
+  again).
 
 The sync API's per-thread ambient transaction never leaks into async code:
 no transaction is ever left open on the loop thread between two calls.
@@ -73,9 +76,10 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import inspect
 import os
 from collections.abc import Callable, Coroutine, Generator
-from types import TracebackType
+from types import CoroutineType, TracebackType
 from typing import Any, Concatenate, ParamSpec, TypeVar, Unpack
 
 from .. import store as _store
@@ -263,11 +267,18 @@ class AsyncStore(AsyncFacets):
         ``sync_store`` is the underlying ``durastate.Store``: its facets are
         the sync ones. Inside an ``async with store.transaction()`` block of
         the same task, ``fn`` runs in that transaction (as a savepoint).
+        ``fn`` is sync code: a coroutine function is refused
+        (``InvalidRequest``) before anything runs, and a result that is a
+        coroutine is closed and refused, the transaction rolled back.
         """
         if not callable(fn):
-            from ..errors import InvalidRequest
-
             raise InvalidRequest(f"transact needs a callable, got {type(fn).__name__}")
+        if inspect.iscoroutinefunction(fn):
+            raise InvalidRequest(
+                "transact runs a sync function in one transaction; got a coroutine function "
+                f"{getattr(fn, '__qualname__', fn)!r}: use `async with store.transaction() as tx:` "
+                "to await inside a transaction"
+            )
         return await self._transact(fn, args, kwargs, repeatable=False)
 
     async def _transact(
@@ -280,6 +291,13 @@ class AsyncStore(AsyncFacets):
         def body() -> T:
             with store.transaction():
                 result = fn(store, *args, **kwargs)
+                if isinstance(result, CoroutineType):
+                    result.close()  # never awaited: no warning later
+                    raise InvalidRequest(
+                        "transact runs a sync function in one transaction; "
+                        f"{getattr(fn, '__qualname__', fn)!r} returned a coroutine, which would never run: "
+                        "the transaction rolled back"
+                    )
                 if cancelled:
                     raise _RolledBack
             return result
@@ -305,7 +323,12 @@ class AsyncStore(AsyncFacets):
     def transaction(self) -> PinnedBlock[AsyncStore]:
         """``async with store.transaction() as tx:``: one transaction across awaits (see the module docstring)."""
         store, owner = self._store, self._owner or self
-        return PinnedBlock(self._runner, store.transaction, lambda pinned: AsyncStore(store, pinned, owner=owner))
+        return PinnedBlock(
+            self._runner,
+            store.transaction,
+            lambda pinned: AsyncStore(store, pinned, owner=owner),
+            "store.transaction()",
+        )
 
     async def close(self) -> None:
         """Refuse new calls, wait for calls on workers to finish, close the connections. Idempotent."""

@@ -59,7 +59,7 @@ from .._validate import as_seconds
 from ..engines.loop import INLINE_CALL
 from ..engines.sqlite import LockBusy
 from ..engines.watch import ChangeWatch
-from ..errors import StoreClosed
+from ..errors import InvalidRequest, StoreClosed
 
 T = TypeVar("T")
 
@@ -156,6 +156,12 @@ class PinnedBlock(Generic[T]):
     do not see its writes until it commits). ``__aexit__`` leaves it on the
     same thread: commit, or roll back on any exception (cancellation
     included). ``result(pinned_runner)`` is what ``as`` binds.
+
+    One object is one block at a time: entering it while it is open (from
+    inside itself, or from another task) raises ``InvalidRequest`` and
+    leaves the open block as it was; ``again`` names the call that makes a
+    new block. Once it has ended it may be entered again. Leaving it when
+    it is not open raises ``InvalidRequest`` too.
     """
 
     def __init__(
@@ -163,6 +169,7 @@ class PinnedBlock(Generic[T]):
         runner: AsyncRunner,
         make: Callable[[], AbstractContextManager[Any]],
         result: Callable[[AsyncRunner], T],
+        again: str = "the method that made it",
     ) -> None:
         # A block opened on a transaction's view nests in that transaction,
         # whichever task opens it.
@@ -174,8 +181,14 @@ class PinnedBlock(Generic[T]):
         self._cm: AbstractContextManager[Any] | None = None
         self._token: Token[_Route | None] | None = None
         self._owns_pin = False
+        self._again = again
 
     async def __aenter__(self) -> T:
+        if self._pinned is not None:  # open (or being entered): set below, cleared when it ends
+            raise InvalidRequest(
+                f"this async with block is already open (one object is one block at a time); "
+                f"call {self._again} again for a nested block"
+            )
         outer = self._within or runner_for(self._runner)
         self._owns_pin = outer is self._runner
         # Nested in this task's open block: a savepoint on the same thread.
@@ -202,12 +215,14 @@ class PinnedBlock(Generic[T]):
     async def __aexit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
+        pinned, cm = self._pinned, self._cm
+        if pinned is None or cm is None:
+            raise InvalidRequest("this async with block is not open: never entered, or ended already")
         if self._token is not None:
             _CURRENT_BLOCK.reset(self._token)
             self._token = None
             self._runner.blocks_open -= 1
-        pinned, cm = self._pinned, self._cm
-        assert pinned is not None and cm is not None
+        self._cm = None
         try:
             # Shielded: a cancellation while leaving must not skip the
             # commit or rollback, nor hand the thread back before it is done.
@@ -483,7 +498,7 @@ def _make_stream(make_tail: Callable[..., Tail[Any, Any]]) -> Any:
 def _make_context(name: str) -> Any:
     def block(self: Facade, /, *args: Any, **kwargs: Any) -> PinnedBlock[None]:
         method = getattr(self._sync, name)
-        return PinnedBlock(self._runner, lambda: method(*args, **kwargs), lambda _pinned: None)
+        return PinnedBlock(self._runner, lambda: method(*args, **kwargs), lambda _pinned: None, f"{name}(...)")
 
     return block
 

@@ -188,7 +188,9 @@ class SqliteTransaction(Transaction):
             return Transaction.__enter__(self)
         gate = engine._connections.writers
         if not gate.lock.acquire(False):
-            return Transaction.__enter__(self)  # waits for the gate (or refuses on a loop's thread)
+            # Waits for the gate (or refuses on a loop's thread); an object open on another thread holds the
+            # gate, so its second entry is refused there (``_level``), never taken here.
+            return Transaction.__enter__(self)
         gate.holder = current_thread()
         state.writing = True
         if engine._shares_writes:
@@ -231,9 +233,12 @@ class SqliteTransaction(Transaction):
         tb: TracebackType | None,
     ) -> None:
         engine = self._engine
+        if self._level != 1 or exc_type is not None:
+            return Transaction.__exit__(self, exc_type, exc, tb)  # (``_level`` 0: not open, refused there)
         state = self._state
-        if self._level != 1 or exc_type is not None or state.doomed is not None or engine._closed:
-            return Transaction.__exit__(self, exc_type, exc, tb)
+        if state.doomed is not None or engine._closed or engine._tls.state is not state:
+            return Transaction.__exit__(self, exc_type, exc, tb)  # (another thread's: refused there)
+        self._level = 0
         state.depth = 0
         engine._commit(state)
         return None

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from types import TracebackType
 from typing import TYPE_CHECKING, Generic, TypeVar
 
-from ..errors import DurastateError, StoreClosed
+from ..errors import DurastateError, InvalidRequest, StoreClosed
 
 if TYPE_CHECKING:
     from .base import EngineBase
@@ -98,6 +98,15 @@ class Transaction:
       a superseded attempt) never reach the engine and never doom;
     * after ``close()`` the next statement, nested block or commit raises
       ``StoreClosed`` and the transaction rolls back.
+
+    One object is one block at a time: entering it again while it is open
+    (``with tx:`` inside ``with tx:``, or from another thread) raises
+    ``InvalidRequest`` and leaves the open block as it was (a nested block
+    is a new ``transaction()``). Once it has ended it may be entered again,
+    a new block. It ends on the thread that entered it: ``__exit__`` on
+    another thread, or on an object that is not open (never entered, or
+    ended already), raises ``InvalidRequest`` and commits or rolls back
+    nothing. ``_level`` is the open block's depth, 0 when not open.
     """
 
     __slots__ = ("_engine", "_level", "_lock", "_read", "_state")
@@ -109,6 +118,8 @@ class Transaction:
         self._level = 0
 
     def __enter__(self) -> None:
+        if self._level:
+            raise self._already_open()
         engine = self._engine
         state = engine._tls.state
         self._state = state
@@ -130,8 +141,13 @@ class Transaction:
         tb: TracebackType | None,
     ) -> None:
         engine = self._engine
-        state = self._state
         level = self._level
+        if not level:
+            raise self._not_open()
+        state = self._state
+        if engine._tls.state is not state:
+            raise self._other_thread()
+        self._level = 0
         state.depth = level - 1
         doomed = state.doomed
         if level > 1:
@@ -162,3 +178,24 @@ class Transaction:
             engine._tx_rollback()
             raise StoreClosed(f"{engine.url}: store closed inside the transaction; it rolled back")
         engine._tx_commit()
+
+    # The refusals of misuse, off the common path (``__enter__``/``__exit__`` only test ``_level`` and the state).
+
+    def _already_open(self) -> InvalidRequest:
+        kind = "read transaction" if self._read else "transaction"
+        again = "read_transaction()" if self._read else "transaction()"
+        return InvalidRequest(
+            f"this {kind} is already open (one object is one block at a time); "
+            f"call store.{again} again for a nested block"
+        )
+
+    def _not_open(self) -> InvalidRequest:
+        if not hasattr(self, "_state"):  # set by the first __enter__
+            return InvalidRequest("the transaction was never entered: __exit__ without __enter__")
+        return InvalidRequest("the transaction is not open: it ended already (__exit__ called twice?)")
+
+    def _other_thread(self) -> InvalidRequest:
+        return InvalidRequest(
+            "a transaction ends on the thread that entered it: __exit__ called from another thread; "
+            "nothing was committed or rolled back"
+        )
