@@ -129,6 +129,25 @@ def test_a_str_namespace_is_refused_not_split_into_labels(memory: DurastateStore
     ]
 
 
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda m: m.put(("ok", "\ud800"), "k", {"a": 1}),
+        lambda m: m.batch([PutOp(("ok",), "new", {"a": 1}), PutOp(("ok",), "k\ud800", {"a": 1})]),
+        lambda m: m.get(("ok",), "k\ud800"),
+        lambda m: m.search(("ok", "\ud800")),
+        lambda m: m.list_namespaces(prefix=("\ud800",)),
+        lambda m: asyncio.run(m.aput(("ok",), "k\ud800", {"a": 1})),
+    ],
+)
+def test_a_lone_surrogate_in_a_label_or_key_is_an_invalid_request(memory: DurastateStore, call: Any) -> None:
+    # It raised the bare UnicodeEncodeError of the key's encoding.
+    memory.put(("ok",), "k", {"a": 0})
+    with pytest.raises(durastate.InvalidRequest, match="no lone surrogates"):
+        call(memory)
+    assert [(i.key, i.value) for i in memory.search(())] == [("k", {"a": 0})]
+
+
 def test_from_url_refuses_an_unknown_option_before_opening_anything(tmp_path: Any) -> None:
     path = tmp_path / "memory.db"
     with pytest.raises(durastate.InvalidRequest, match=r"unknown DurastateStore\.from_url option\(s\): bogus, nope;"):

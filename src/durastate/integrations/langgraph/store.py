@@ -293,7 +293,8 @@ class DurastateStore(StoreBound, BaseStore):
         for op in ops:
             if not isinstance(op, (GetOp, SearchOp, ListNamespacesOp, PutOp)):
                 raise InvalidRequest(f"unknown store operation {type(op).__name__}")
-            _check_namespace_type(op)
+            if not ((type(op) is PutOp or type(op) is GetOp) and type(op.namespace) is tuple):
+                _check_namespace_type(op)  # the common case (a tuple) is checked inline above
             try:
                 validate_op_namespace(op)
             except InvalidNamespaceError as exc:
@@ -336,19 +337,26 @@ class DurastateStore(StoreBound, BaseStore):
         """The checked ops with their texts embedded: reads first, then the writes in one transaction."""
         refresh: list[tuple[bytes, bytes, float]] = []
         results: list[Result] = []
-        for op in ops:
-            if isinstance(op, GetOp):
-                results.append(self._get(op, refresh))
-            elif isinstance(op, SearchOp):
-                results.append(self._search(op, refresh, plan.embedded[1]))
-            elif isinstance(op, ListNamespacesOp):
-                results.append(self._list_namespaces(op))
-            else:
-                results.append(None)
-        if refresh or plan.writes:
-            with self.store.transaction():
-                self._refresh(refresh)
-                self._apply(plan)
+        try:
+            for op in ops:
+                if isinstance(op, GetOp):
+                    results.append(self._get(op, refresh))
+                elif isinstance(op, SearchOp):
+                    results.append(self._search(op, refresh, plan.embedded[1]))
+                elif isinstance(op, ListNamespacesOp):
+                    results.append(self._list_namespaces(op))
+                else:
+                    results.append(None)
+            if refresh or plan.writes:
+                with self.store.transaction():
+                    self._refresh(refresh)
+                    self._apply(plan)
+        except UnicodeEncodeError as exc:
+            # A label or key with a lone surrogate, met where it is encoded (a write's transaction
+            # rolled back): refused here rather than checked on every op before.
+            raise InvalidRequest(
+                f"namespace labels and keys must be valid unicode (no lone surrogates): {exc}"
+            ) from None
         return results
 
     # -- validation ----------------------------------------------------------------
