@@ -41,7 +41,9 @@ namespace only.
 
 Refused with ``durastate.InvalidRequest`` (nothing written): keys, prompts,
 llm strings and namespaces that are not ``str``; byte-store values that are
-not bytes; cache values that are not a sequence of ``Generation``; keys too
+not bytes; cache values that are not a sequence of ``Generation``, or whose
+generations hold what ``dumpd`` cannot write as JSON (its "not_implemented"
+marker, which ``load`` refuses) or a NaN/infinity; keys too
 long for the store's ``max_key_size``, values over ``max_value_size``.
 
 Async: every coroutine runs its synchronous twin through the object's
@@ -209,8 +211,10 @@ class DurastateCache(_Namespaced, BaseCache):
             # context variable (not the global warnings filter), so thread-safe.
             with suppress_langchain_beta_warning():
                 generations = [load(g, allowed_objects=ALLOWED_OBJECTS) for g in entry["generations"]]
-        except (ValueError, TypeError, KeyError):
-            return None  # not readable or not revivable here: a miss, replaced by the next update
+        except (ValueError, TypeError, KeyError, NotImplementedError):
+            # Not readable or not revivable here (NotImplementedError: dumpd's "not_implemented"
+            # marker, which update refuses now): a miss, replaced by the next update.
+            return None
         if not all(isinstance(g, Generation) for g in generations):
             return None
         return generations
@@ -222,8 +226,20 @@ class DurastateCache(_Namespaced, BaseCache):
         for i, generation in enumerate(generations):
             if not isinstance(generation, Generation):
                 fail(f"return_val[{i}] must be a langchain Generation, got {type(generation).__name__}")
-        entry = {"prompt": prompt, "llm_string": llm_string, "generations": [dumpd(g) for g in generations]}
-        self.store.kv.put(SCOPE, self._ns, key, dump_json("return_val", entry), ttl=self._ttl)
+        dumped = [dumpd(g) for g in generations]
+        data = dump_json("return_val", {"prompt": prompt, "llm_string": llm_string, "generations": dumped})
+        # dumpd writes what it cannot serialise (a datetime, a set, ...) as a "not_implemented"
+        # marker that load() refuses: such an entry could never be read back.
+        if _NOT_IMPLEMENTED in data:
+            for i, g in enumerate(dumped):
+                marker = _not_implemented(g)
+                if marker is not None:
+                    what = ".".join(map(str, marker.get("id") or ())) or "object"
+                    fail(
+                        f"return_val[{i}] holds a {what} ({marker.get('repr', '?')!s:.80}), which cannot be stored "
+                        "as JSON; durastate does not pickle"
+                    )
+        self.store.kv.put(SCOPE, self._ns, key, data, ttl=self._ttl)
 
     def clear(self, **kwargs: Any) -> None:
         """Remove every entry of this cache's namespace."""
@@ -237,6 +253,25 @@ class DurastateCache(_Namespaced, BaseCache):
 
     async def aclear(self, **kwargs: Any) -> None:
         await self._aio.transact(self.clear)
+
+
+# How dumpd's marker for an object it cannot serialise looks in compact JSON (a str
+# holding this text has its quotes escaped, so only the marker's own key and value match).
+_NOT_IMPLEMENTED = b'"type":"not_implemented"'
+
+
+def _not_implemented(dumped: Any) -> dict[str, Any] | None:
+    """The first ``{"lc": 1, "type": "not_implemented", ...}`` marker anywhere in ``dumped``, or None."""
+    stack = [dumped]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            if item.get("lc") == 1 and item.get("type") == "not_implemented":
+                return item
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return None
 
 
 def _cache_key(prompt: str, llm_string: str) -> bytes:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import subprocess
 import sys
+from datetime import datetime
 from typing import Any
 
 import orjson
@@ -139,6 +140,47 @@ def test_update_refuses_what_is_not_generations(store: durastate.Store) -> None:
     with pytest.raises(durastate.InvalidRequest, match="prompt must be a str"):
         cache.update(None, "llm", [])  # type: ignore[arg-type]
     assert cache.lookup("p", "llm") is None
+
+
+@pytest.mark.parametrize(
+    ("generation", "what"),
+    [
+        (ChatGeneration(message=AIMessage("Paris", response_metadata={"created": datetime(2024, 1, 1)})), "datetime"),
+        (Generation(text="Paris", generation_info={"tags": {"a", "b"}}), "set"),
+        (Generation(text="Paris", generation_info={"nested": [{"o": object()}]}), "object"),
+    ],
+)
+def test_update_refuses_generations_it_could_not_read_back(
+    store: durastate.Store, generation: Generation, what: str
+) -> None:
+    # dumpd writes such objects as a "not_implemented" marker that load() refuses:
+    # stored, every later lookup of the prompt raised NotImplementedError.
+    cache = DurastateCache(store=store)
+    cache.update("Capital?", "llm", [Generation(text="kept")])
+    with pytest.raises(durastate.InvalidRequest, match=rf"return_val\[1\] holds a .*{what}.*durastate does not pickle"):
+        cache.update("Capital?", "llm", [Generation(text="fine"), generation])
+    with pytest.raises(durastate.InvalidRequest, match="durastate does not pickle"):
+        asyncio.run(cache.aupdate("Capital?", "llm", [generation]))
+    assert cache.lookup("Capital?", "llm") == [Generation(text="kept")]  # nothing written
+    assert asyncio.run(cache.alookup("Capital?", "llm")) == [Generation(text="kept")]
+    # A dict that merely looks like the marker (no "lc": 1) is stored as any other.
+    lookalike = [Generation(text="x", generation_info={"m": {"type": "not_implemented"}})]
+    cache.update("Capital?", "llm", lookalike)
+    assert cache.lookup("Capital?", "llm") == lookalike
+
+
+def test_an_entry_that_cannot_be_loaded_is_a_miss(store: durastate.Store) -> None:
+    # As an older version wrote it: a generation holding dumpd's "not_implemented" marker.
+    cache = DurastateCache(store=store)
+    marker = {"lc": 1, "type": "not_implemented", "id": ["datetime", "datetime"], "repr": "datetime(2024, 1, 1)"}
+    generation = {"lc": 1, "type": "constructor", "id": ["langchain", "schema", "output", "Generation"]}
+    generation["kwargs"] = {"text": "Paris", "generation_info": {"created": marker}}  # type: ignore[assignment]
+    entry = {"prompt": "p", "llm_string": "llm", "generations": [generation]}
+    store.kv.put(SCOPE, b"cache/default", _cache_key("p", "llm"), orjson.dumps(entry))
+    assert cache.lookup("p", "llm") is None
+    assert asyncio.run(cache.alookup("p", "llm")) is None
+    cache.update("p", "llm", [Generation(text="fresh")])  # the next update replaces it
+    assert cache.lookup("p", "llm") == [Generation(text="fresh")]
 
 
 def test_a_chat_model_answers_from_the_cache_after_a_reopen(shared_url: str) -> None:

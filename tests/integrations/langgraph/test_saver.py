@@ -206,6 +206,23 @@ def test_refusals_are_invalid_requests_and_change_nothing(saver: DurastateSaver,
     assert [t.config for t in saver.list(None)] == before
 
 
+def test_a_negative_limit_is_refused_saying_none_means_no_limit(saver: DurastateSaver) -> None:
+    chain(saver, "t", 2)
+    config = {"configurable": {"thread_id": "t"}}
+    with pytest.raises(durastate.InvalidRequest, match=r"limit must be an int >= 0, or None for no limit, got -1"):
+        list(saver.list(config, limit=-1))
+    assert list(saver.list(config, limit=0)) == []  # as every LangGraph saver
+
+
+def test_from_url_refuses_an_unknown_option_before_opening_anything(tmp_path: Any) -> None:
+    path = tmp_path / "s.db"
+    with pytest.raises(durastate.InvalidRequest, match=r"unknown DurastateSaver\.from_url option\(s\): nope; it takes"):
+        DurastateSaver.from_url(f"sqlite://{path}", nope=1)
+    assert not path.exists()
+    with DurastateSaver.from_url(f"sqlite://{path}", busy_timeout=5) as saver:  # durastate.open's options pass
+        assert saver.store.engine is not None
+
+
 def test_async_context_closes_a_store_it_opened(tmp_path: Any) -> None:
     async def scenario() -> DurastateSaver:
         async with DurastateSaver.from_url(f"sqlite://{tmp_path}/s.db") as saver:

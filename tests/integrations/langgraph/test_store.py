@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from datetime import UTC, datetime
+from typing import Any
 
 import pytest
 
@@ -80,6 +81,78 @@ def test_refusals_change_nothing(memory: DurastateStore, call: object, message: 
         call(memory)  # type: ignore[operator]
     item = memory.get(("ok",), "k")
     assert item is not None and item.value == {"a": 0}
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        {"v": float("nan"), "i": float("-inf"), "ok": 1},
+        {"ok": None, "deep": {"list": [1, {"x": float("inf")}]}},
+    ],
+)
+def test_nan_and_infinity_are_refused_not_stored_as_null(memory: DurastateStore, value: dict) -> None:
+    # orjson writes them as null: the item read back had None where the caller put NaN.
+    memory.put(("ok",), "k", {"a": 0})
+    with pytest.raises(durastate.InvalidRequest, match="NaN or infinity, which cannot be stored as JSON"):
+        memory.put(("ok",), "k", value)
+    with pytest.raises(durastate.InvalidRequest, match="NaN or infinity"):
+        memory.batch([PutOp(("ok",), "new", {"a": 1}), PutOp(("ok",), "bad", value)])
+    with pytest.raises(durastate.InvalidRequest, match="NaN or infinity"):
+        asyncio.run(memory.aput(("ok",), "k", value))
+    assert [(i.key, i.value) for i in memory.search(("ok",))] == [("k", {"a": 0})]
+
+
+@pytest.mark.parametrize(
+    ("call", "what"),
+    [
+        (lambda m: m.put("abc", "k", {"a": 1}), "namespace"),
+        (lambda m: m.get("abc", "k"), "namespace"),
+        (lambda m: m.delete("abc", "k"), "namespace"),
+        (lambda m: m.search("abc"), "namespace_prefix"),
+        (lambda m: m.list_namespaces(prefix="ab"), "list_namespaces prefix"),
+        (lambda m: m.list_namespaces(suffix="bc"), "list_namespaces suffix"),
+        (lambda m: m.batch([GetOp(("ok",), "k"), PutOp("abc", "k", {"a": 1})]), "namespace"),
+        (lambda m: asyncio.run(m.aput("abc", "k", {"a": 1})), "namespace"),
+        (lambda m: asyncio.run(m.asearch("abc")), "namespace_prefix"),
+    ],
+)
+def test_a_str_namespace_is_refused_not_split_into_labels(memory: DurastateStore, call: Any, what: str) -> None:
+    # LangGraph checks only that the labels are str: "abc" passed as ("a", "b", "c").
+    memory.put(("ok",), "k", {"a": 0})
+    memory.put(("a", "b", "c"), "k", {"a": 0})
+    with pytest.raises(durastate.InvalidRequest, match=f"^{what} must be a tuple of str, got str"):
+        call(memory)
+    assert memory.get(["ok"], "k").value == {"a": 0}  # type: ignore[arg-type,union-attr]  # a list still is one
+    assert [(tuple(i.namespace), i.value) for i in memory.search(())] == [
+        (("a", "b", "c"), {"a": 0}),
+        (("ok",), {"a": 0}),
+    ]
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda m: m.put(("ok", "\ud800"), "k", {"a": 1}),
+        lambda m: m.batch([PutOp(("ok",), "new", {"a": 1}), PutOp(("ok",), "k\ud800", {"a": 1})]),
+        lambda m: m.get(("ok",), "k\ud800"),
+        lambda m: m.search(("ok", "\ud800")),
+        lambda m: m.list_namespaces(prefix=("\ud800",)),
+        lambda m: asyncio.run(m.aput(("ok",), "k\ud800", {"a": 1})),
+    ],
+)
+def test_a_lone_surrogate_in_a_label_or_key_is_an_invalid_request(memory: DurastateStore, call: Any) -> None:
+    # It raised the bare UnicodeEncodeError of the key's encoding.
+    memory.put(("ok",), "k", {"a": 0})
+    with pytest.raises(durastate.InvalidRequest, match="no lone surrogates"):
+        call(memory)
+    assert [(i.key, i.value) for i in memory.search(())] == [("k", {"a": 0})]
+
+
+def test_from_url_refuses_an_unknown_option_before_opening_anything(tmp_path: Any) -> None:
+    path = tmp_path / "memory.db"
+    with pytest.raises(durastate.InvalidRequest, match=r"unknown DurastateStore\.from_url option\(s\): bogus, nope;"):
+        DurastateStore.from_url(f"sqlite://{path}", nope=1, bogus=2, ttl=None)
+    assert not path.exists()
 
 
 def test_namespace_refusals_are_both_error_types(memory: DurastateStore) -> None:

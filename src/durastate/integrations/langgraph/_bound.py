@@ -18,6 +18,7 @@ as an async iterator over ``list``. ``close()``/``aclose()`` (and leaving a
 
 from __future__ import annotations
 
+import inspect
 import os
 from typing import Any, TypeVar
 
@@ -27,6 +28,9 @@ from ...store import open as open_store
 from .._common import Holder
 
 Bound = TypeVar("Bound", bound="StoreBound")
+
+# The keyword options durastate.open takes (what from_url passes on).
+OPEN_OPTIONS = frozenset(inspect.signature(open_store).parameters) - {"url"}
 
 
 class StoreBound(Holder):
@@ -43,7 +47,16 @@ class StoreBound(Holder):
     def opened(
         cls: type[Bound], url: str | os.PathLike[str] | None, open_options: dict[str, Any], **options: Any
     ) -> Bound:
-        """``cls(durastate.open(url, **open_options), **options)``, owning the store it opened."""
+        """``cls(durastate.open(url, **open_options), **options)``, owning the store it opened.
+
+        An option ``durastate.open`` does not take is refused (``InvalidRequest``) before anything is opened.
+        """
+        unknown = open_options.keys() - OPEN_OPTIONS
+        if unknown:
+            raise InvalidRequest(
+                f"unknown {cls.__name__}.from_url option(s): {', '.join(sorted(unknown))}; it takes "
+                f"{', '.join(options)} and durastate.open's options {', '.join(sorted(OPEN_OPTIONS))}"
+            )
         store = open_store(url, **open_options)
         try:
             bound = cls(store, **options)  # type: ignore[call-arg]

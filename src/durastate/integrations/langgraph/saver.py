@@ -381,7 +381,9 @@ class DurastateSaver(StoreBound, BaseCheckpointSaver[str]):
         if filter is not None and not isinstance(filter, Mapping):
             raise InvalidRequest(f"filter must be a dict, got {type(filter).__name__}")
         if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 0):
-            raise InvalidRequest(f"limit must be an int >= 0 or None, got {limit!r}")
+            # LangGraph's savers disagree on a negative limit (SqliteSaver: no limit; InMemorySaver: nothing;
+            # PostgresSaver: an error): refused rather than guessed.
+            raise InvalidRequest(f"limit must be an int >= 0, or None for no limit, got {limit!r}")
         before_id = get_checkpoint_id(before) if before is not None else None
         if before_id is not None:
             text("before checkpoint_id", before_id)

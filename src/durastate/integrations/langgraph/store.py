@@ -40,7 +40,11 @@ Semantics (those of LangGraph's stores; where they differ, PostgresStore's):
   ``ttl_config["default_ttl"]`` applies to puts that pass no ``ttl``.
 * ``created_at`` survives updates; ``updated_at`` is the last put's time.
 * Values must be JSON objects (dicts of JSON values), as PostgresStore
-  stores them; anything else is refused with ``InvalidRequest``.
+  stores them; anything else, NaN and infinities included (orjson would
+  write them as null), is refused with ``InvalidRequest``.
+* Namespaces (and search prefixes, ``list_namespaces`` paths) are tuples
+  (or lists) of str: a str is refused with ``InvalidRequest`` (LangGraph
+  checks only the labels, so ``"abc"`` would pass as ``("a", "b", "c")``).
 * Async: ``abatch`` (behind every ``a*`` method of ``BaseStore``) runs
   ``batch`` through durastate's one async path (``_bound``), in one
   transaction when the batch puts or deletes.
@@ -74,6 +78,7 @@ from langgraph.store.base import (
     validate_op_namespace,
 )
 
+from ..._json import has_non_finite
 from ...engines.vectors import Owner
 from ...errors import InvalidRequest
 from ...store import Store
@@ -114,6 +119,42 @@ def _decode_namespace(key: bytes) -> tuple[tuple[str, ...], str]:
     return tuple(labels), key[at + 1 :].decode()
 
 
+def _check_namespace_type(op: Op) -> None:
+    """``InvalidNamespace`` unless the op's namespace (prefix, match paths) is a tuple (or list), not a str.
+
+    LangGraph checks only the labels, so a str passes as its characters:
+    ``put("abc", ...)`` would store under ``("a", "b", "c")``.
+    """
+    if isinstance(op, ListNamespacesOp):
+        for condition in op.match_conditions or ():
+            if type(condition.path) is not tuple and not isinstance(condition.path, (tuple, list)):
+                raise InvalidNamespace(
+                    f"list_namespaces {condition.match_type} must be a tuple of str, "
+                    f"got {type(condition.path).__name__} {condition.path!r:.80}"
+                )
+        return
+    namespace = op.namespace_prefix if isinstance(op, SearchOp) else op.namespace
+    if type(namespace) is not tuple and not isinstance(namespace, (tuple, list)):
+        name = "namespace_prefix" if isinstance(op, SearchOp) else "namespace"
+        raise InvalidNamespace(f"{name} must be a tuple of str, got {type(namespace).__name__} {namespace!r:.80}")
+
+
+def _value_json(op: PutOp) -> bytes:
+    """The JSON of a put's value; ``InvalidRequest`` for what JSON cannot hold (as PostgresStore's JSONB refuses it)."""
+    value = op.value if type(op.value) is dict else dict(op.value)  # type: ignore[arg-type]
+    try:
+        data = orjson.dumps(value)
+    except TypeError as exc:
+        raise InvalidRequest(f"value of {op.namespace}/{op.key!r} is not JSON: {exc}") from None
+    # orjson writes NaN and infinities as null: only a text with a null can hide one, and only one
+    # that decodes to something else (C speed) before the slower walk decides (as _json.dump_json).
+    if b"null" in data and orjson.loads(data) != value and has_non_finite(value):
+        raise InvalidRequest(
+            f"value of {op.namespace}/{op.key!r} contains NaN or infinity, which cannot be stored as JSON"
+        )
+    return data
+
+
 def _datetime(ms: int) -> datetime:
     return datetime.fromtimestamp(ms / 1000, tz=UTC)
 
@@ -131,6 +172,8 @@ class _Plan:
     """A checked batch: its writes (the last op per address), the texts they embed, what to embed."""
 
     writes: dict[tuple[tuple[str, ...], str], PutOp] = field(default_factory=dict)
+    # The JSON of each write's value (deletes have none), encoded and checked while planning.
+    values: dict[tuple[tuple[str, ...], str], bytes] = field(default_factory=dict)
     texts: dict[tuple[tuple[str, ...], str], list[tuple[str, str]]] = field(default_factory=dict)
     embedding: Embedding | None = None
     # (document text -> packed vector, query -> vector), once embedded.
@@ -250,6 +293,8 @@ class DurastateStore(StoreBound, BaseStore):
         for op in ops:
             if not isinstance(op, (GetOp, SearchOp, ListNamespacesOp, PutOp)):
                 raise InvalidRequest(f"unknown store operation {type(op).__name__}")
+            if not ((type(op) is PutOp or type(op) is GetOp) and type(op.namespace) is tuple):
+                _check_namespace_type(op)  # the common case (a tuple) is checked inline above
             try:
                 validate_op_namespace(op)
             except InvalidNamespaceError as exc:
@@ -259,6 +304,8 @@ class DurastateStore(StoreBound, BaseStore):
                 address = (tuple(op.namespace), op.key)
                 plan.writes[address] = op
                 plan.texts.pop(address, None)
+                if op.value is not None:
+                    plan.values[address] = _value_json(op)
                 if self._index is not None and op.value is not None:
                     fields = _vectors.put_fields(self._index, op.index)
                     try:
@@ -290,19 +337,26 @@ class DurastateStore(StoreBound, BaseStore):
         """The checked ops with their texts embedded: reads first, then the writes in one transaction."""
         refresh: list[tuple[bytes, bytes, float]] = []
         results: list[Result] = []
-        for op in ops:
-            if isinstance(op, GetOp):
-                results.append(self._get(op, refresh))
-            elif isinstance(op, SearchOp):
-                results.append(self._search(op, refresh, plan.embedded[1]))
-            elif isinstance(op, ListNamespacesOp):
-                results.append(self._list_namespaces(op))
-            else:
-                results.append(None)
-        if refresh or plan.writes:
-            with self.store.transaction():
-                self._refresh(refresh)
-                self._apply(plan)
+        try:
+            for op in ops:
+                if isinstance(op, GetOp):
+                    results.append(self._get(op, refresh))
+                elif isinstance(op, SearchOp):
+                    results.append(self._search(op, refresh, plan.embedded[1]))
+                elif isinstance(op, ListNamespacesOp):
+                    results.append(self._list_namespaces(op))
+                else:
+                    results.append(None)
+            if refresh or plan.writes:
+                with self.store.transaction():
+                    self._refresh(refresh)
+                    self._apply(plan)
+        except UnicodeEncodeError as exc:
+            # A label or key with a lone surrogate, met where it is encoded (a write's transaction
+            # rolled back): refused here rather than checked on every op before.
+            raise InvalidRequest(
+                f"namespace labels and keys must be valid unicode (no lone surrogates): {exc}"
+            ) from None
         return results
 
     # -- validation ----------------------------------------------------------------
@@ -506,10 +560,13 @@ class DurastateStore(StoreBound, BaseStore):
             seconds = ttl * 60 if ttl is not None else None
             old = kv.get(scope, ITEMS, kv_key)
             created = orjson.loads(old)["created_at"] if old is not None else now
-            try:
-                raw = orjson.dumps({"value": dict(op.value), "created_at": created, "updated_at": now, "ttl": ttl})
-            except TypeError as exc:
-                raise InvalidRequest(f"value of {op.namespace}/{op.key!r} is not JSON: {exc}") from None
+            # {"value": ..., "created_at": ..., "updated_at": ..., "ttl": ...}, as orjson.dumps of that dict writes it.
+            raw = b'{"value":%b,"created_at":%d,"updated_at":%d,"ttl":%b}' % (
+                plan.values[address],
+                created,
+                now,
+                orjson.dumps(ttl),
+            )
             kv.put(scope, ITEMS, kv_key, raw, ttl=seconds)
             if index is None:
                 continue
