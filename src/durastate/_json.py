@@ -14,7 +14,7 @@ from typing import Any
 
 import orjson
 
-from ._validate import INT64_MAX, INT64_MIN, fail
+from ._validate import INT64_MAX, INT64_MIN, fail, json_sized
 
 __all__ = ["JSON_OPTIONS", "dump_json", "has_non_finite", "int64_overflow"]
 
@@ -75,6 +75,4 @@ def dump_json(name: str, value: Any, max_size: int | None = None, *, numbers_che
             fail(f"{name} contains NaN or infinity, which JSON cannot hold")
         if int64_overflow(data, value):
             fail(f"{name} contains an integer outside signed 64 bits ({INT64_MIN}..{INT64_MAX})")
-    if max_size is not None and len(data) > max_size:
-        fail(f"{name} is {len(data)} bytes as JSON; the limit is max_value_size={max_size}")
-    return data
+    return json_sized(name, data, max_size)

@@ -17,10 +17,12 @@ from .._validate import (
     as_int64,
     as_list,
     fail,
+    fail_type,
     nonempty_text,
     positive,
     text,
 )
+from ..errors import StoreClosed
 from .inputs import NewEvent, expiry, ids_unique, new_events, plain_name
 from .models import (
     AppendResult,
@@ -75,6 +77,8 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 POLL_INTERVAL = 0.05
+# The wait channel of a session is this followed by its id (``Events.channel``).
+_CHANNEL = "events:"
 
 # The fields of a StoredEvent that a new event never has set (_insert).
 _NEVER_SET: dict[str, Any] = {
@@ -180,10 +184,17 @@ class Events(Upkeep):
         self._put_snapshot = sql(PUT_SNAPSHOT)
         self._init_upkeep(sql)
 
-    @staticmethod
-    def channel(session_id: str) -> str:
-        """The ``Engine.wait_for_change`` channel woken by appends to ``session_id``."""
-        return "events:" + session_id
+    def channel(self, session_id: str) -> str:
+        """The ``Engine.wait_for_change`` channel woken by appends to ``session_id``.
+
+        ``session_id`` is checked as ``append`` checks it; ``StoreClosed``
+        once the store is closed (no statement is run either way).
+        """
+        session = self._new_id_text("session_id", session_id)
+        engine = self._engine
+        if engine.closed:
+            raise StoreClosed(f"{engine.url}: store is closed")
+        return _CHANNEL + session
 
     def _new_id_text(self, name: str, value: Any) -> str:
         """A session or event id that names something new (not empty, unless ``seed_rules``)."""
@@ -353,7 +364,7 @@ class Events(Upkeep):
                     )
             stored = self._insert(session, last, now, prepared, new_id, made)
             # Inside: delivered at the commit either way; an engine that sends it itself sends it with the COMMIT.
-            engine.notify("events:" + session, announced=True)  # self.channel(session)
+            engine.notify(_CHANNEL + session, announced=True)  # self.channel(session), unchecked
         return AppendResult(tuple(stored), pending or any(not e.settled for e in prepared))
 
     def read(
@@ -576,7 +587,7 @@ class Events(Upkeep):
                 e.cause = Cause(index, attempt)
             stored = self._insert(session, int(parent[LOCK_PARENT_LAST]), now, prepared, None) if prepared else []
             if stored:  # inside: with the COMMIT (see append)
-                engine.notify(self.channel(session), announced=True)
+                engine.notify(_CHANNEL + session, announced=True)
         return CompleteResult("completed", tuple(stored))
 
     def fail_attempt(self, session_id: str, index: int, attempt: int, error: str, max_failures: int) -> FailResult:
@@ -589,7 +600,7 @@ class Events(Upkeep):
         session = text("session_id", session_id)
         index = as_int64("index", index)
         attempt = as_int64("attempt", attempt)
-        error = text("error", error, limit=None)
+        error = text("error", error, limit=self.max_value_size)  # as Claim.nack's
         max_failures = positive("max_failures", max_failures)
         engine = self._engine
         now = engine.now_ms()
@@ -711,11 +722,9 @@ class Events(Upkeep):
         """``stream``'s arguments checked, as a ``Tail`` (``durastate._tail``): the async facade follows it too."""
         session = text("session_id", session_id)
         after = 0 if start_after is None else as_int64("start_after", start_after)
-        if (
-            isinstance(poll_interval, bool)
-            or not isinstance(poll_interval, (int, float))
-            or not (0 < poll_interval <= POLL_INTERVAL)
-        ):
+        if isinstance(poll_interval, bool) or not isinstance(poll_interval, (int, float)):
+            fail_type("poll_interval", f"a number of seconds > 0 and <= {POLL_INTERVAL}", poll_interval)
+        if not 0 < poll_interval <= POLL_INTERVAL:
             fail(f"poll_interval must be > 0 and <= {POLL_INTERVAL} seconds, got {poll_interval!r}")
         engine, read_range = self._engine, self._read_range
 
@@ -723,7 +732,7 @@ class Events(Upkeep):
             events = [event_from_row(row) for row in engine.all(read_range, (session, cursor, INT64_MAX, PAGE_SIZE))]
             return events, (events[-1].index if events else cursor)
 
-        channel = self.channel(session)
+        channel = _CHANNEL + session
         interval = float(poll_interval)
         return Tail(lambda: engine.watch(channel, interval), read_after, after, interval)
 
