@@ -505,3 +505,38 @@ def test_claim_nack_checks_its_error_up_front_like_fail_attempt(open_store, erro
         store.events.fail_attempt("s", event.index, event.attempt_count, error, 3)
     claim.ack()  # the claim was still held: the refused nack changed nothing
     assert store.queues.stats("q").ready == 0
+
+
+EMPTY_NAMES = {
+    "events.append(type)": lambda s: s.events.append("s", [{"type": "", "payload": 1}]),
+    "events.append(type, with id)": lambda s: s.events.append("s", [{"type": "", "payload": 1, "id": "e9"}]),
+    "events.append(lane)": lambda s: s.events.append("s", [{"type": "t", "payload": 1, "lane": ""}]),
+    "events.claim_available(holder)": lambda s: s.events.claim_available("s", "", ttl_ms=1000),
+    "events.claim_any(holder)": lambda s: s.events.claim_any("", ttl_ms=1000),
+    "events.renew_claims(holder)": lambda s: s.events.renew_claims("s", "", [], ttl_ms=1000),
+    "events.put_snapshot(reducer_name)": lambda s: s.events.put_snapshot("s", "", 1, {}),
+    "events.read_state(reducer_name)": lambda s: s.events.read_state("s", ""),
+}
+
+
+@pytest.mark.parametrize("call", list(EMPTY_NAMES.values()), ids=list(EMPTY_NAMES))
+def test_an_empty_name_of_something_is_refused_like_an_empty_session_id(store: durastate.Store, call) -> None:  # type: ignore[no-untyped-def]
+    # Was: "" taken as an event type, a lane, a claim holder or a reducer name, while refused as a session_id.
+    store.events.append("s", [{"type": "t", "payload": 1}])
+    with pytest.raises(InvalidRequest, match=r"must not be empty$") as refused:
+        call(store)
+    assert not isinstance(refused.value, TypeError)
+    assert [e.type for e in store.events.read("s")] == ["t"]
+    assert store.events.claim_available("s", "h", ttl_ms=1000).outcome == "claimed"  # nothing was claimed
+
+
+def test_events_claim_with_both_ttl_ms_and_expires_at_ms_is_refused(store: durastate.Store) -> None:
+    # Was: both taken, expires_at_ms winning silently.
+    store.events.append("s", [{"type": "t", "payload": 1}])
+    later = store.engine.now_ms() + 60_000
+    with pytest.raises(InvalidRequest, match=r"^pass ttl_ms= or expires_at_ms=, not both$"):
+        store.events.claim_available("s", "h", ttl_ms=100, expires_at_ms=later)
+    claimed = store.events.claim_available("s", "h", expires_at_ms=later)
+    assert claimed.outcome == "claimed"
+    with pytest.raises(InvalidRequest, match=r"^pass ttl_ms= or expires_at_ms=, not both$"):
+        store.events.renew_claims("s", "h", [{"index": 1, "attempt": 1}], ttl_ms=100, expires_at_ms=later)

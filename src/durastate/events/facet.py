@@ -13,6 +13,7 @@ from .._json import dump_json
 from .._tail import Tail, follow
 from .._validate import (
     INT64_MAX,
+    MAX_NAME_SIZE,
     PAGE_SIZE,
     as_int64,
     as_list,
@@ -199,6 +200,10 @@ class Events(Upkeep):
     def _new_id_text(self, name: str, value: Any) -> str:
         """A session or event id that names something new (not empty, unless ``seed_rules``)."""
         return text(name, value) if self._seed_rules else nonempty_text(name, value)
+
+    def _name(self, name: str, value: Any, *, limit: int | None = MAX_NAME_SIZE) -> str:
+        """A name that identifies something (a holder, a reducer): not empty, unless ``seed_rules``."""
+        return text(name, value, limit=limit) if self._seed_rules else nonempty_text(name, value, limit=limit)
 
     # -- session lock ----------------------------------------------------------
 
@@ -413,7 +418,7 @@ class Events(Upkeep):
         claim with ``ttl_ms=0`` is expired at once but still completes).
         """
         session = text("session_id", session_id)
-        holder = text("holder", holder, limit=None)
+        holder = self._name("holder", holder, limit=None)
         excluded: set[int] = (
             set()
             if type(exclude_indexes) is tuple and not exclude_indexes  # the default; skips as_list's ABC checks
@@ -471,7 +476,7 @@ class Events(Upkeep):
 
         The lease must be live when handed out, as in ``claim_available``.
         """
-        holder = text("holder", holder, limit=None)
+        holder = self._name("holder", holder, limit=None)
         limit = positive("limit", limit)
         engine = self._engine
         now = engine.now_ms()
@@ -500,7 +505,7 @@ class Events(Upkeep):
         ``seed_rules``: a negative ``ttl_ms`` too, as in the seed.
         """
         session = text("session_id", session_id)
-        holder = text("holder", holder, limit=None)
+        holder = self._name("holder", holder, limit=None)
         wanted = []
         for i, claim in enumerate(as_list("claims", claims)):
             if not isinstance(claim, Mapping) or "index" not in claim or "attempt" not in claim:
@@ -628,7 +633,7 @@ class Events(Upkeep):
     def read_state(self, session_id: str, reducer_name: str) -> StateRead:
         """The reducer's snapshot (or ``None``) and every event after it."""
         session = text("session_id", session_id)
-        reducer = text("reducer_name", reducer_name)
+        reducer = self._name("reducer_name", reducer_name)
         rows = self._engine.all(self._read_state, (session, reducer, session, session, reducer))
         snapshot = None
         events = []
@@ -651,7 +656,7 @@ class Events(Upkeep):
         each one. Reading 6 columns instead of 23 costs about half as much.
         """
         session = text("session_id", session_id)
-        reducer = text("reducer_name", reducer_name)
+        reducer = self._name("reducer_name", reducer_name)
         snapshot = None
         events = []
         rows = self._engine.all(self._read_state_brief, (session, reducer, session, session, reducer))
@@ -677,7 +682,7 @@ class Events(Upkeep):
         any index, one statement, as in the seed.
         """
         session = text("session_id", session_id)
-        reducer = text("reducer_name", reducer_name)
+        reducer = self._name("reducer_name", reducer_name)
         index = as_int64("index", index) if self._seed_rules else positive("index", index)
         blob = dump_json("state", state, self.max_value_size)
         engine = self._engine
