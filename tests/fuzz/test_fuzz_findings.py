@@ -471,6 +471,18 @@ WRONG_TYPES = {
     "records.submission_by_request": lambda s, v: s.records.submission_by_request(1, v),
     "documents.write(data)": lambda s, v: s.documents.write("k", v),
     "documents.write(nested)": lambda s, v: s.documents.write("k", {"v": {1, 2} if v is None else b"b"}),
+    "events.append(payload)": lambda s, v: s.events.append(
+        "s", [{"type": "t", "payload": {1, 2} if v is None else b"b"}]
+    ),
+    "presence.set(values)": lambda s, v: s.presence.set(
+        "r", "p", {"f": {1, 2} if v is None else b"b"}, at_ms=1, seen=1, ttl_ms=1000
+    ),
+    "records.commit(value bytes)": lambda s, v: s.records.commit(
+        [{"type": "conversation", "value": {"id": 1, "x": {1, 2} if v is None else b"b"}}]
+    ),
+    "records.commit(delta ops)": lambda s, v: s.records.commit(
+        [{"type": "document.change", "id": 1, "content": {"kind": "delta", "version": 1, "ops": v}}]
+    ),
 }
 
 

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar, overload
 
 import orjson
 
-from .._json import JSON_OPTIONS, has_non_finite, int64_overflow
+from .._json import JSON_OPTIONS, bad_json_value, has_non_finite, int64_overflow
 from .._retention import BATCH, as_age_ms, as_keep
 from .._validate import INT64_MAX, as_int64, as_limit, fail, json_sized, positive, prefix_successor, text
 from ..engines.base import READ, WRITE, WRITE_ROWS, Migration, Schema, Statement
@@ -204,7 +204,7 @@ def _encode_wide(data: dict[str, Any]) -> bytes:
         return orjson.dumps(data, default=_refuse, option=JSON_OPTIONS)
     except orjson.JSONEncodeError as exc:
         message = str(exc)
-        if "surrogates" in message or "Integer exceeds" in message or "Recursion limit" in message:
+        if bad_json_value(message):
             raise InvalidRequest(f"document cannot be stored as JSON: {message}") from None
         raise InvalidDocument(f"document cannot be stored as JSON: {message}") from None
 
