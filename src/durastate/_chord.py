@@ -56,7 +56,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from .errors import InvalidRequest
+from .errors import InvalidRequest, WrongType
 
 __all__ = [
     "MAX_DELTA_OPERATIONS",
@@ -137,7 +137,7 @@ def check_op(name: str, op: object) -> None:
 def check_ops(name: str, ops: object) -> list[Any]:
     """``ops`` if it is a list of valid ops; ``InvalidRequest`` naming the first bad one."""
     if not isinstance(ops, list):
-        raise InvalidRequest(f"{name} must be a list of Chord delta ops, got {type(ops).__name__}")
+        raise WrongType(f"{name} must be a list of Chord delta ops, got {type(ops).__name__}")
     for i, op in enumerate(ops):
         check_op(f"{name}[{i}]", op)
     return ops

@@ -14,7 +14,8 @@ from typing import Any
 
 import orjson
 
-from ._validate import INT64_MAX, INT64_MIN, fail
+from ._validate import INT64_MAX, INT64_MIN, fail, json_sized
+from .errors import WrongType
 
 __all__ = ["JSON_OPTIONS", "dump_json", "has_non_finite", "int64_overflow"]
 
@@ -57,6 +58,15 @@ def int64_overflow(data: bytes, value: Any) -> bool:
     return _any_leaf(value, int, lambda n: not isinstance(n, bool) and not INT64_MIN <= n <= INT64_MAX)
 
 
+def bad_json_value(message: str) -> bool:
+    """Whether orjson's refusal ``message`` is about a value (a lone surrogate, an int past 64 bits, nesting too deep).
+
+    Anything else it refuses is a type JSON cannot hold (bytes, a set, a
+    non-``str`` key): a ``WrongType``, where these are plain ``InvalidRequest``.
+    """
+    return "surrogates" in message or "Integer exceeds" in message or "Recursion limit" in message
+
+
 def dump_json(name: str, value: Any, max_size: int | None = None, *, numbers_checked: bool = False) -> bytes:
     """Compact JSON bytes of ``value``; ``InvalidRequest`` naming ``name`` otherwise.
 
@@ -67,7 +77,10 @@ def dump_json(name: str, value: Any, max_size: int | None = None, *, numbers_che
     try:
         data = orjson.dumps(value, option=JSON_OPTIONS)
     except (TypeError, orjson.JSONEncodeError) as exc:
-        fail(f"{name} is not JSON-serialisable (JSON types only, str keys, no lone surrogates): {exc}")
+        message = f"{name} is not JSON-serialisable (JSON types only, str keys, no lone surrogates): {exc}"
+        if bad_json_value(str(exc)):
+            fail(message)
+        raise WrongType(message) from None
     if not numbers_checked:
         # Only a text with a null in it can hide a NaN; decoding it back (C
         # speed) tells whether anything changed before the slower walk decides.
@@ -75,6 +88,4 @@ def dump_json(name: str, value: Any, max_size: int | None = None, *, numbers_che
             fail(f"{name} contains NaN or infinity, which JSON cannot hold")
         if int64_overflow(data, value):
             fail(f"{name} contains an integer outside signed 64 bits ({INT64_MIN}..{INT64_MAX})")
-    if max_size is not None and len(data) > max_size:
-        fail(f"{name} is {len(data)} bytes as JSON; the limit is max_value_size={max_size}")
-    return data
+    return json_sized(name, data, max_size)

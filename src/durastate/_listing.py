@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from ._validate import fail, shown
+from ._validate import bounded_int
 from .engines.base import READ, Statement
 
 
@@ -53,9 +53,7 @@ def distinct_params(fixed: Sequence[Any], after: Any | None, limit: int) -> list
 
 def check_limit(limit: Any) -> int:
     """A listing page size: an int from 1 to 10,000."""
-    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 10_000:
-        fail(f"limit must be an int from 1 to 10000, got {shown(limit)}")
-    return int(limit)
+    return bounded_int("limit", limit, 1, 10_000)
 
 
 def merge_distinct(pages: Iterable[Iterable[Any]], limit: int) -> list[Any]:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
-from ._validate import MAX_DURATION_MS, fail, fail_type
+from ._validate import MAX_DURATION_MS, fail, fail_type, shown
 
 if TYPE_CHECKING:
     from .engines.base import Engine
@@ -32,12 +32,12 @@ def as_age_ms(name: str, seconds: Any) -> int:
     """``seconds`` (a finite number >= 0) as whole milliseconds, else ``InvalidRequest``."""
     if isinstance(seconds, bool) or not isinstance(seconds, (int, float)):
         fail_type(name, "a finite number of seconds >= 0", seconds)
-    if not math.isfinite(seconds):
+    if isinstance(seconds, float) and not math.isfinite(seconds):
         fail(f"{name} must be a finite number of seconds >= 0, got {seconds!r}")
     if seconds < 0:
-        fail(f"{name} must be >= 0 seconds, got {seconds!r}")
+        fail(f"{name} must be >= 0 seconds, got {shown(seconds)}")
     if seconds > MAX_DURATION_MS / 1000:
-        fail(f"{name} is too large ({seconds!r} seconds)")
+        fail(f"{name} is too large ({shown(seconds)} seconds)")
     return int(seconds * 1000)
 
 

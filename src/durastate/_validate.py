@@ -38,9 +38,21 @@ MAX_DURATION_MS = 2**62
 MAX_NAME_SIZE = 1024
 # Rows fetched per round trip when a facet streams a scan or a log.
 PAGE_SIZE = 512
+# Longest ``wait=`` in seconds (about 136 years): a blocking wait is a
+# thread's (or the event loop's) timed sleep, and the platform's timed waits
+# stop at ``threading.TIMEOUT_MAX`` (~292 years on Linux; past it Python
+# raises OverflowError), far below ``MAX_DURATION_MS``.
+MAX_WAIT = 2**32
 
 
-_SHOWN = reprlib.Repr()
+class _Shown(reprlib.Repr):
+    def repr_int(self, x: int, level: int) -> str:
+        if x.bit_length() > 256:  # repr() refuses ints past 4300 digits (ValueError), and is slow before
+            return f"<an int of {x.bit_length()} bits>"
+        return super().repr_int(x, level)
+
+
+_SHOWN = _Shown()
 _SHOWN.maxlevel = 3
 _SHOWN.maxstring = _SHOWN.maxother = 80
 
@@ -67,6 +79,13 @@ def fail_type(name: str, expected: str, value: Any) -> NoReturn:
 
 def fail_size(name: str, size: int, limit: int) -> NoReturn:
     raise InvalidRequest(f"{name} is {size} bytes; the limit is {limit}")
+
+
+def json_sized(name: str, data: bytes, max_size: int | None) -> bytes:
+    """``data`` (``name`` as JSON) if at most ``max_size`` bytes (``None``: no limit), else ``InvalidRequest``."""
+    if max_size is not None and len(data) > max_size:
+        fail(f"{name} is {len(data)} bytes as JSON; the limit is max_value_size={max_size}")
+    return data
 
 
 def text(name: str, value: Any, *, limit: int | None = MAX_NAME_SIZE) -> str:
@@ -152,7 +171,7 @@ def as_int64(name: str, value: Any) -> int:
         value = int(value)
     result: int = value
     if not INT64_MIN <= value <= INT64_MAX:
-        fail(f"{name} must fit in a signed 64-bit integer, got {value}")
+        fail(f"{name} must fit in a signed 64-bit integer, got {shown(value)}")
     return result
 
 
@@ -174,15 +193,34 @@ def as_limit(name: str, value: Any) -> int | None:
 
 
 def as_seconds(name: str, value: Any, *, allow_zero: bool) -> float:
-    """A finite, non-negative duration in seconds (positive unless ``allow_zero``)."""
+    """A finite, non-negative duration in seconds (positive unless ``allow_zero``).
+
+    A ``wait`` (the one name of a blocking wait, sync and async) is at most
+    ``MAX_WAIT`` seconds; other durations are bounded where they become
+    milliseconds (``MAX_DURATION_MS``).
+    """
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         fail_type(name, "a number of seconds", value)
-    seconds = float(value)
-    if math.isnan(seconds) or math.isinf(seconds):
+    try:
+        seconds = float(value)
+    except OverflowError:  # an int past float's range
+        seconds = math.inf
+    if math.isnan(seconds) or (math.isinf(seconds) and not isinstance(value, int)):
         fail(f"{name} must be finite, got {value!r}")
     if seconds < 0 or (seconds == 0 and not allow_zero):
-        fail(f"{name} must be {'>= 0' if allow_zero else '> 0'} seconds, got {value!r}")
+        fail(f"{name} must be {'>= 0' if allow_zero else '> 0'} seconds, got {shown(value)}")
+    if name == "wait" and seconds > MAX_WAIT:
+        fail(f"wait={shown(value)} seconds is too long; the limit is {MAX_WAIT} seconds")
     return seconds
+
+
+def bounded_int(name: str, value: Any, low: int, high: int) -> int:
+    """An int from ``low`` to ``high``: ``WrongType`` for another type, ``InvalidRequest`` out of range."""
+    if type(value) is not int and (isinstance(value, bool) or not isinstance(value, int)):
+        fail_type(name, f"an int from {low} to {high}", value)
+    if not low <= value <= high:
+        fail(f"{name} must be an int from {low} to {high}, got {shown(value)}")
+    return int(value)
 
 
 def as_list(name: str, value: Any) -> list[Any]:

@@ -98,7 +98,7 @@ FACETS: tuple[Facet, ...] = (
         Records,
         RECORDS_SCHEMA,
         ("rec_id", "rec_conversation", "rec_entry", "rec_task", "rec_submission", "rec_document", "rec_revision"),
-        lambda engine, s: Records(engine),
+        lambda engine, s: Records(engine, max_value_size=s.max_value_size),
     ),
     Facet(
         "events",

@@ -42,7 +42,6 @@ SKIPPED = {
     ("events", "stream"),  # runs until stopped
     ("documents", "lock"),  # a context manager (its keys are checked by the transaction tests)
     ("kv", "scope"),  # a view; its methods are kv's
-    ("events", "channel"),  # a static name helper
     ("documents", "statements"),  # compiled statement texts
 }
 

@@ -7,12 +7,13 @@ fixed behaviour.
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
 
 import durastate
-from durastate.errors import ConfigurationError, InvalidRequest
+from durastate.errors import ConfigurationError, InvalidRequest, WrongType
 
 INT64_MAX = 2**63 - 1
 
@@ -232,3 +233,322 @@ def test_a_duration_whose_milliseconds_overflow_a_float_is_refused(store: durast
     with pytest.raises(durastate.InvalidRequest, match="too large"):
         durastate.Retention(kv_log_max_age=seconds)
     assert store.queues.stats("q").ready == 0 and store.kv.get(b"s", b"n", b"k") is None
+
+
+# -- the validation audit: limits every write path keeps, wrong types, bounded waits ----------------
+
+
+def _record_writes(big: str) -> dict[str, list[dict[str, object]]]:
+    doc = {"kind": "notes", "scope": {"kind": "session"}}
+    return {
+        "conversation": [{"type": "conversation", "value": {"id": 10, "title": big}}],
+        "entry": [{"type": "entry", "value": {"id": 11, "conversationId": 1, "text": big}}],
+        "task": [
+            {
+                "type": "task",
+                "value": {
+                    "id": 12,
+                    "conversationId": 1,
+                    "kind": "k",
+                    "state": {"status": "s"},
+                    "abortRequested": False,
+                    "background": False,
+                    "note": big,
+                },
+            }
+        ],
+        "submission": [{"type": "submission", "value": {"id": 13, "conversationId": 1, "status": "s", "note": big}}],
+        "document.create(content)": [
+            {
+                "type": "document.create",
+                "record": {"id": 14, **doc},
+                "content": {"kind": "base", "version": 1, "value": {"text": big}},
+            }
+        ],
+        "document.create(record)": [
+            {
+                "type": "document.create",
+                "record": {"id": 15, **doc, "key": "k", "note": big},
+                "content": {"kind": "base", "version": 1, "value": {}},
+            }
+        ],
+        "document.change(ops)": [
+            {
+                "type": "document.change",
+                "id": 5,
+                "content": {"kind": "delta", "version": 1, "ops": [["s", ["text"], big]]},
+            }
+        ],
+    }
+
+
+@pytest.mark.parametrize("kind", list(_record_writes("")))
+def test_records_commit_refuses_a_json_value_over_max_value_size(open_store, kind: str) -> None:  # type: ignore[no-untyped-def]
+    # Was: records ignored max_value_size (a 70 MB record was stored at the 64 MiB default).
+    store = open_store(max_value_size=300)
+    records = store.records
+    records.commit(
+        [
+            {"type": "conversation", "value": {"id": 1, "title": "c"}},
+            {
+                "type": "document.create",
+                "record": {"id": 5, "kind": "notes", "scope": {"kind": "conversation", "conversationId": 1}},
+                "content": {"kind": "base", "version": 1, "value": {"text": "short"}},
+            },
+        ]
+    )
+    seq = records.last_seq()
+    with pytest.raises(InvalidRequest, match=r" is \d+ bytes as JSON; the limit is max_value_size=300$"):
+        records.commit(_record_writes("x" * 400)[kind])
+    assert records.last_seq() == seq
+    assert all(records.conversation(i) is None for i in (10, 11, 12, 13, 14, 15))
+    assert records.document(5)["value"] == {"text": "short"}  # type: ignore[index]
+    records.commit(_record_writes("x" * 10)[kind])  # the same write, small, is taken
+
+
+def test_records_commit_refuses_a_delta_whose_result_is_over_max_value_size(open_store) -> None:  # type: ignore[no-untyped-def]
+    store = open_store(max_value_size=300)
+    records = store.records
+    records.commit(
+        [
+            {"type": "conversation", "value": {"id": 1, "title": "c"}},
+            {
+                "type": "document.create",
+                "record": {"id": 5, "kind": "notes", "scope": {"kind": "conversation", "conversationId": 1}},
+                "content": {"kind": "base", "version": 1, "value": {"a": "x" * 200}},
+            },
+        ]
+    )
+    seq = records.last_seq()
+    grow = {"kind": "delta", "version": 1, "ops": [["s", ["b"], "y" * 200]]}
+    with pytest.raises(
+        InvalidRequest, match=r"^the document value is \d+ bytes as JSON; the limit is max_value_size=300$"
+    ):
+        records.commit([{"type": "document.change", "id": 5, "content": grow}])
+    assert records.last_seq() == seq
+    assert records.document(5)["value"] == {"a": "x" * 200}  # type: ignore[index]
+
+
+@pytest.mark.parametrize(
+    "wait", [1e10, float(2**32 + 1), sys.maxsize, 10**400], ids=["1e10", "2**32+1", "maxsize", "10**400"]
+)
+def test_a_wait_past_the_limit_is_refused_sync_and_async(store_url: str, store: durastate.Store, wait: float) -> None:
+    # Was: OverflowError (PostgreSQL, threading's timeout limit) or a wait of centuries (SQLite, async).
+    import asyncio
+
+    from durastate import aio
+
+    message = r"^wait=.+ seconds is too long; the limit is 4294967296 seconds$"
+    for call in (lambda: store.queues.pop("q", wait=wait), lambda: store.queues.claim("q", wait=wait)):
+        with pytest.raises(InvalidRequest, match=message):
+            call()
+
+    async def main() -> None:
+        async with await aio.open(store_url) as s:
+            with pytest.raises(InvalidRequest, match=message):
+                await s.queues.pop("q", wait=wait)
+            with pytest.raises(InvalidRequest, match=message):
+                await s.queues.claim("q", wait=wait)
+
+    asyncio.run(main())
+    store.queues.push("q", [b"a", b"b"])  # a wait at the limit is taken, and returns what is there
+    assert store.queues.pop("q", wait=2**32) == b"a"
+    claim = store.queues.claim("q", wait=float(2**32))
+    assert claim is not None and claim.payload == b"b"
+
+
+@pytest.mark.parametrize("huge", [10**400, -(10**5000)], ids=["10**400", "-10**5000"])
+def test_an_int_too_large_to_print_or_convert_is_refused_with_a_bounded_message(
+    store: durastate.Store, huge: int
+) -> None:
+    # Was: OverflowError (int -> float) or ValueError (int -> str past 4300 digits) while checking or wording.
+    store.kv.append(b"s", b"n", b"k", b"v")
+    for call in (
+        lambda: list(store.kv.log(b"s", b"n", b"k", after=huge)),
+        lambda: store.kv.trim_logs(huge),
+        lambda: store.kv.put(b"s", b"n", b"k", b"v", ttl=huge),
+        lambda: store.queues.push("q", [b"x"], delay=huge),
+        lambda: store.queues.pop("q", wait=huge),
+        lambda: store.kv.scopes(limit=huge),
+    ):
+        with pytest.raises(InvalidRequest) as refused:
+            call()
+        assert len(str(refused.value)) < 200
+    assert [v for _, v in store.kv.log(b"s", b"n", b"k")] == [b"v"] and store.queues.stats("q").ready == 0
+
+
+@pytest.mark.parametrize(
+    ("older_than", "error"),
+    [("abc", WrongType), (object(), WrongType), (float("nan"), InvalidRequest), (-5, InvalidRequest)],
+    ids=["str", "object", "nan", "negative"],
+)
+def test_kv_trim_log_checks_older_than_also_with_keep_last(
+    store: durastate.Store, older_than: object, error: type[Exception]
+) -> None:
+    # Was: older_than unchecked when keep_last was given too and the log held no more than keep_last entries
+    # (the call returned 0); checked only on the way to trimming otherwise.
+    for value in (b"1", b"2", b"3"):
+        store.kv.append(b"s", b"n", b"k", value)
+    for keep_last in (10, 1):
+        with pytest.raises(error, match=r"^older_than must be"):
+            store.kv.trim_log(b"s", b"n", b"k", keep_last=keep_last, older_than=older_than)  # type: ignore[arg-type]
+    assert [v for _, v in store.kv.log(b"s", b"n", b"k")] == [b"1", b"2", b"3"]
+
+
+@pytest.mark.parametrize(
+    ("session_id", "error", "message"),
+    [
+        (None, WrongType, "^session_id must be a str, got NoneType$"),
+        (1, WrongType, "^session_id must be a str, got int$"),
+        ("", InvalidRequest, "^session_id must not be empty$"),
+        ("a\x00b", InvalidRequest, "^session_id must not contain NUL characters"),
+        ("\ud800", InvalidRequest, r"^session_id must be valid unicode \(no lone surrogates\)"),
+        ("x" * 5000, InvalidRequest, r"^session_id is 5000 bytes; the limit is 1024$"),
+    ],
+    ids=["None", "int", "empty", "nul", "surrogate", "long"],
+)
+def test_events_channel_checks_its_session_id_like_append(
+    store_url: str, store: durastate.Store, session_id: object, error: type[Exception], message: str
+) -> None:
+    # Was: TypeError from "events:" + None; every other bad name accepted.
+    import asyncio
+
+    from durastate import aio
+
+    with pytest.raises(error, match=message):
+        store.events.channel(session_id)  # type: ignore[arg-type]
+    with pytest.raises(error, match=message):
+        store.events.append(session_id, [{"type": "t", "payload": 1}])  # type: ignore[arg-type]
+
+    async def main() -> None:
+        async with await aio.open(store_url) as s:
+            with pytest.raises(error, match=message):
+                s.events.channel(session_id)  # type: ignore[arg-type]
+
+    asyncio.run(main())
+
+
+def test_events_channel_after_close_is_store_closed(store_url: str, open_store) -> None:  # type: ignore[no-untyped-def]
+    import asyncio
+
+    from durastate import aio
+
+    store = open_store()
+    assert store.events.channel("s1").endswith("s1")
+    store.close()
+    with pytest.raises(durastate.StoreClosed):
+        store.events.channel("s1")
+
+    async def main() -> None:
+        s = await aio.open(store_url)
+        assert s.events.channel("s1").endswith("s1")
+        await s.close()
+        with pytest.raises(durastate.StoreClosed):
+            s.events.channel("s1")
+
+    asyncio.run(main())
+
+
+WRONG_TYPES = {
+    "kv.scopes(limit=)": lambda s, v: s.kv.scopes(limit=v),
+    "kv.namespaces(limit=)": lambda s, v: s.kv.namespaces(b"s", limit=v),
+    "kv.log_keys(limit=)": lambda s, v: s.kv.log_keys(b"s", b"n", limit=v),
+    "kv.counters(limit=)": lambda s, v: s.kv.counters(b"s", b"n", limit=v),
+    "queues.names(limit=)": lambda s, v: s.queues.names(limit=v),
+    "queues.backlog(limit=)": lambda s, v: s.queues.backlog("q", limit=v),
+    "queues.peek(limit=)": lambda s, v: s.queues.peek("q", limit=v),
+    "queues.peek(after=)": lambda s, v: s.queues.peek("q", after=5 if v is None else v),
+    "presence.namespaces(limit=)": lambda s, v: s.presence.namespaces(limit=v),
+    "events.lane_backlog(limit=)": lambda s, v: s.events.lane_backlog(limit=v),
+    "events.stream(poll_interval=)": lambda s, v: s.events.stream("s", poll_interval=v and "0.01"),
+    "records.conversation": lambda s, v: s.records.conversation(v),
+    "records.commit": lambda s, v: s.records.commit(v),
+    "records.commit(value)": lambda s, v: s.records.commit([{"type": "conversation", "value": v}]),
+    "records.commit(id)": lambda s, v: s.records.commit([{"type": "conversation", "value": {"id": v}}]),
+    "records.document(at=)": lambda s, v: s.records.document(1, at=v),
+    "records.scan_conversations(limit=)": lambda s, v: s.records.scan_conversations({}, v),
+    "records.scan_tasks(query)": lambda s, v: s.records.scan_tasks(v, 5),
+    "records.submission_by_request": lambda s, v: s.records.submission_by_request(1, v),
+    "documents.write(data)": lambda s, v: s.documents.write("k", v),
+    "documents.write(nested)": lambda s, v: s.documents.write("k", {"v": {1, 2} if v is None else b"b"}),
+    "events.append(payload)": lambda s, v: s.events.append(
+        "s", [{"type": "t", "payload": {1, 2} if v is None else b"b"}]
+    ),
+    "presence.set(values)": lambda s, v: s.presence.set(
+        "r", "p", {"f": {1, 2} if v is None else b"b"}, at_ms=1, seen=1, ttl_ms=1000
+    ),
+    "records.commit(value bytes)": lambda s, v: s.records.commit(
+        [{"type": "conversation", "value": {"id": 1, "x": {1, 2} if v is None else b"b"}}]
+    ),
+    "records.commit(delta ops)": lambda s, v: s.records.commit(
+        [{"type": "document.change", "id": 1, "content": {"kind": "delta", "version": 1, "ops": v}}]
+    ),
+}
+
+
+@pytest.mark.parametrize("call", list(WRONG_TYPES.values()), ids=list(WRONG_TYPES))
+@pytest.mark.parametrize("value", [None, 1.5], ids=["None", "float"])
+def test_a_wrong_type_is_wrong_type(store: durastate.Store, call, value: object) -> None:  # type: ignore[no-untyped-def]
+    # Was: a plain InvalidRequest (limits, the records facet) or an InvalidDocument that was no WrongType.
+    # InvalidDocument (a WrongType) names the type JSON cannot hold in its own words.
+    with pytest.raises(WrongType, match=r" must be .+, got \w+$|not JSON serializable: \w+$"):
+        call(store, value)
+
+
+@pytest.mark.parametrize(
+    ("error", "message"),
+    [
+        ("a\x00b", r"^error must not contain NUL characters, got 'a\\x00b'$"),
+        ("x" * 2000, r"^error is 2000 bytes; the limit is 1000$"),
+    ],
+    ids=["nul", "too-long"],
+)
+def test_claim_nack_checks_its_error_up_front_like_fail_attempt(open_store, error: str, message: str) -> None:  # type: ignore[no-untyped-def]
+    # Was: NUL stored on SQLite and refused by the driver on PostgreSQL; no size limit.
+    store = open_store(max_value_size=1000)
+    store.queues.push("q", [b"job"])
+    claim = store.queues.claim("q")
+    assert claim is not None
+    with pytest.raises(InvalidRequest, match=message):
+        claim.nack(error=error)
+    store.events.append("s", [{"type": "t", "payload": 1}])
+    (event,) = store.events.claim_available("s", "h", ttl_ms=1000).events
+    with pytest.raises(InvalidRequest, match=message):
+        store.events.fail_attempt("s", event.index, event.attempt_count, error, 3)
+    claim.ack()  # the claim was still held: the refused nack changed nothing
+    assert store.queues.stats("q").ready == 0
+
+
+EMPTY_NAMES = {
+    "events.append(type)": lambda s: s.events.append("s", [{"type": "", "payload": 1}]),
+    "events.append(type, with id)": lambda s: s.events.append("s", [{"type": "", "payload": 1, "id": "e9"}]),
+    "events.append(lane)": lambda s: s.events.append("s", [{"type": "t", "payload": 1, "lane": ""}]),
+    "events.claim_available(holder)": lambda s: s.events.claim_available("s", "", ttl_ms=1000),
+    "events.claim_any(holder)": lambda s: s.events.claim_any("", ttl_ms=1000),
+    "events.renew_claims(holder)": lambda s: s.events.renew_claims("s", "", [], ttl_ms=1000),
+    "events.put_snapshot(reducer_name)": lambda s: s.events.put_snapshot("s", "", 1, {}),
+    "events.read_state(reducer_name)": lambda s: s.events.read_state("s", ""),
+}
+
+
+@pytest.mark.parametrize("call", list(EMPTY_NAMES.values()), ids=list(EMPTY_NAMES))
+def test_an_empty_name_of_something_is_refused_like_an_empty_session_id(store: durastate.Store, call) -> None:  # type: ignore[no-untyped-def]
+    # Was: "" taken as an event type, a lane, a claim holder or a reducer name, while refused as a session_id.
+    store.events.append("s", [{"type": "t", "payload": 1}])
+    with pytest.raises(InvalidRequest, match=r"must not be empty$") as refused:
+        call(store)
+    assert not isinstance(refused.value, TypeError)
+    assert [e.type for e in store.events.read("s")] == ["t"]
+    assert store.events.claim_available("s", "h", ttl_ms=1000).outcome == "claimed"  # nothing was claimed
+
+
+def test_events_claim_with_both_ttl_ms_and_expires_at_ms_is_refused(store: durastate.Store) -> None:
+    # Was: both taken, expires_at_ms winning silently.
+    store.events.append("s", [{"type": "t", "payload": 1}])
+    later = store.engine.now_ms() + 60_000
+    with pytest.raises(InvalidRequest, match=r"^pass ttl_ms= or expires_at_ms=, not both$"):
+        store.events.claim_available("s", "h", ttl_ms=100, expires_at_ms=later)
+    claimed = store.events.claim_available("s", "h", expires_at_ms=later)
+    assert claimed.outcome == "claimed"
+    with pytest.raises(InvalidRequest, match=r"^pass ttl_ms= or expires_at_ms=, not both$"):
+        store.events.renew_claims("s", "h", [{"index": 1, "attempt": 1}], ttl_ms=100, expires_at_ms=later)

@@ -60,12 +60,14 @@ Design decisions (where the seed and DESIGN are silent):
   stored as compact UTF-8 JSON (orjson) in a BLOB/BYTEA column: the exact
   bytes, so ``clear`` moves a payload without decoding it and ``read``
   reports an undecodable one instead of failing inside the driver. Refused
-  with ``InvalidRequest`` (also a ``TypeError`` when the *type* is wrong:
-  ``InvalidDocument``), before anything is written: values JSON cannot
-  represent (sets, bytes, datetimes, dataclasses, arbitrary objects), NaN and
-  infinities (orjson would quietly write ``null``), dict keys that are not
-  ``str``, strings with lone surrogates, integers outside 64 bits, nesting
-  deeper than 255, and payloads over ``max_value_size`` (the store option).
+  before anything is written. A wrong *type* is ``InvalidDocument`` (a
+  ``WrongType``: ``InvalidRequest`` and ``TypeError``): ``data`` that is not
+  a dict, values JSON cannot represent (sets, bytes, datetimes,
+  dataclasses, arbitrary objects), dict keys that are not ``str``. A bad
+  *value* of a JSON type is a plain ``InvalidRequest``: NaN and infinities
+  (orjson would quietly write ``null``), strings with lone surrogates,
+  integers outside 64 bits, nesting deeper than 255, and payloads over
+  ``max_value_size`` (the store option).
   ``uuid.UUID`` and ``enum.Enum`` members are written as orjson writes them
   (the string / the member's value).
 * **Keys** are ``str``, may be empty, at most ``MAX_KEY_SIZE`` UTF-8 bytes,

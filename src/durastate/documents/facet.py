@@ -12,11 +12,11 @@ from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar, overload
 
 import orjson
 
-from .._json import JSON_OPTIONS, has_non_finite, int64_overflow
+from .._json import JSON_OPTIONS, bad_json_value, has_non_finite, int64_overflow
 from .._retention import BATCH, as_age_ms, as_keep
-from .._validate import INT64_MAX, as_int64, as_limit, fail, positive, prefix_successor, text
+from .._validate import INT64_MAX, as_int64, as_limit, fail, json_sized, positive, prefix_successor, text
 from ..engines.base import READ, WRITE, WRITE_ROWS, Migration, Schema, Statement
-from ..errors import Conflict, DurastateError, InvalidRequest
+from ..errors import Conflict, DurastateError, InvalidRequest, WrongType
 from . import history as history_sql
 
 if TYPE_CHECKING:
@@ -176,11 +176,14 @@ class UnreadableDocument(DurastateError):
         self.revision = revision
 
 
-class InvalidDocument(InvalidRequest, TypeError):
-    """``data`` holds something JSON cannot represent (a type problem).
+class InvalidDocument(WrongType):
+    """``data`` is not a dict, or holds a type JSON cannot represent (bytes, a set, a non-``str`` key).
 
-    Both ``InvalidRequest`` (a ``ValueError``) and ``TypeError``, which is
-    what ``json.dumps`` raises for the same input.
+    A ``WrongType`` (so an ``InvalidRequest``, a ``ValueError``, and a
+    ``TypeError``, which is what ``json.dumps`` raises for the same input).
+    A value of a JSON type that JSON still cannot hold (NaN, an integer
+    outside signed 64 bits, a lone surrogate, nesting too deep, too large)
+    is a plain ``InvalidRequest``.
     """
 
 
@@ -201,7 +204,7 @@ def _encode_wide(data: dict[str, Any]) -> bytes:
         return orjson.dumps(data, default=_refuse, option=JSON_OPTIONS)
     except orjson.JSONEncodeError as exc:
         message = str(exc)
-        if "surrogates" in message or "Integer exceeds" in message or "Recursion limit" in message:
+        if bad_json_value(message):
             raise InvalidRequest(f"document cannot be stored as JSON: {message}") from None
         raise InvalidDocument(f"document cannot be stored as JSON: {message}") from None
 
@@ -232,9 +235,7 @@ def encode_document(data: Any, max_size: int | None = None) -> bytes:
         raise InvalidRequest("document cannot be stored as JSON: it contains NaN or an infinity")
     if wide and int64_overflow(blob, data):
         raise InvalidRequest("document cannot be stored as JSON: it holds an integer outside signed 64 bits")
-    if max_size is not None and len(blob) > max_size:
-        fail(f"document is {len(blob)} bytes as JSON; the limit is max_value_size={max_size}")
-    return blob
+    return json_sized("document", blob, max_size)
 
 
 def decode_document(key: str, payload: Any, revision: int) -> dict[str, Any]:

@@ -102,10 +102,12 @@ Design decisions (where the seed and DESIGN are silent):
   ``max_failures >= 1``; a snapshot index from 1 to the session's last
   index; a claim's lease live when handed out (``ttl_ms >= 1`` or
   ``expires_at_ms`` after now; a renewal may end a lease with
-  ``ttl_ms=0``); a session id or event id that names something new
-  (``append``, a completion's children) not empty. Methods acting on
-  existing sessions take any id a store may hold (compat.a2 stores empty
-  ones, as its seed does).
+  ``ttl_ms=0``), given by ``ttl_ms`` or ``expires_at_ms``, not both; a
+  session id or event id that names something new (``append``, a
+  completion's children, ``channel``), an event type, a lane, a claim
+  holder and a reducer name not empty. Methods acting on existing
+  sessions take any id a store may hold (compat.a2 stores empty ones, as
+  its seed does).
 * **Strings** (session ids, event ids, types, lanes, holders, reducer
   names) are ``str`` without NUL or lone surrogates; the indexed ones are at
   most ``MAX_NAME_SIZE`` UTF-8 bytes (PostgreSQL's btree entry limit).

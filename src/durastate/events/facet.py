@@ -13,14 +13,17 @@ from .._json import dump_json
 from .._tail import Tail, follow
 from .._validate import (
     INT64_MAX,
+    MAX_NAME_SIZE,
     PAGE_SIZE,
     as_int64,
     as_list,
     fail,
+    fail_type,
     nonempty_text,
     positive,
     text,
 )
+from ..errors import StoreClosed
 from .inputs import NewEvent, expiry, ids_unique, new_events, plain_name
 from .models import (
     AppendResult,
@@ -75,6 +78,8 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 POLL_INTERVAL = 0.05
+# The wait channel of a session is this followed by its id (``Events.channel``).
+_CHANNEL = "events:"
 
 # The fields of a StoredEvent that a new event never has set (_insert).
 _NEVER_SET: dict[str, Any] = {
@@ -180,14 +185,25 @@ class Events(Upkeep):
         self._put_snapshot = sql(PUT_SNAPSHOT)
         self._init_upkeep(sql)
 
-    @staticmethod
-    def channel(session_id: str) -> str:
-        """The ``Engine.wait_for_change`` channel woken by appends to ``session_id``."""
-        return "events:" + session_id
+    def channel(self, session_id: str) -> str:
+        """The ``Engine.wait_for_change`` channel woken by appends to ``session_id``.
+
+        ``session_id`` is checked as ``append`` checks it; ``StoreClosed``
+        once the store is closed (no statement is run either way).
+        """
+        session = self._new_id_text("session_id", session_id)
+        engine = self._engine
+        if engine.closed:
+            raise StoreClosed(f"{engine.url}: store is closed")
+        return _CHANNEL + session
 
     def _new_id_text(self, name: str, value: Any) -> str:
         """A session or event id that names something new (not empty, unless ``seed_rules``)."""
         return text(name, value) if self._seed_rules else nonempty_text(name, value)
+
+    def _name(self, name: str, value: Any, *, limit: int | None = MAX_NAME_SIZE) -> str:
+        """A name that identifies something (a holder, a reducer): not empty, unless ``seed_rules``."""
+        return text(name, value, limit=limit) if self._seed_rules else nonempty_text(name, value, limit=limit)
 
     # -- session lock ----------------------------------------------------------
 
@@ -353,7 +369,7 @@ class Events(Upkeep):
                     )
             stored = self._insert(session, last, now, prepared, new_id, made)
             # Inside: delivered at the commit either way; an engine that sends it itself sends it with the COMMIT.
-            engine.notify("events:" + session, announced=True)  # self.channel(session)
+            engine.notify(_CHANNEL + session, announced=True)  # self.channel(session), unchecked
         return AppendResult(tuple(stored), pending or any(not e.settled for e in prepared))
 
     def read(
@@ -402,7 +418,7 @@ class Events(Upkeep):
         claim with ``ttl_ms=0`` is expired at once but still completes).
         """
         session = text("session_id", session_id)
-        holder = text("holder", holder, limit=None)
+        holder = self._name("holder", holder, limit=None)
         excluded: set[int] = (
             set()
             if type(exclude_indexes) is tuple and not exclude_indexes  # the default; skips as_list's ABC checks
@@ -460,7 +476,7 @@ class Events(Upkeep):
 
         The lease must be live when handed out, as in ``claim_available``.
         """
-        holder = text("holder", holder, limit=None)
+        holder = self._name("holder", holder, limit=None)
         limit = positive("limit", limit)
         engine = self._engine
         now = engine.now_ms()
@@ -489,7 +505,7 @@ class Events(Upkeep):
         ``seed_rules``: a negative ``ttl_ms`` too, as in the seed.
         """
         session = text("session_id", session_id)
-        holder = text("holder", holder, limit=None)
+        holder = self._name("holder", holder, limit=None)
         wanted = []
         for i, claim in enumerate(as_list("claims", claims)):
             if not isinstance(claim, Mapping) or "index" not in claim or "attempt" not in claim:
@@ -576,7 +592,7 @@ class Events(Upkeep):
                 e.cause = Cause(index, attempt)
             stored = self._insert(session, int(parent[LOCK_PARENT_LAST]), now, prepared, None) if prepared else []
             if stored:  # inside: with the COMMIT (see append)
-                engine.notify(self.channel(session), announced=True)
+                engine.notify(_CHANNEL + session, announced=True)
         return CompleteResult("completed", tuple(stored))
 
     def fail_attempt(self, session_id: str, index: int, attempt: int, error: str, max_failures: int) -> FailResult:
@@ -589,7 +605,7 @@ class Events(Upkeep):
         session = text("session_id", session_id)
         index = as_int64("index", index)
         attempt = as_int64("attempt", attempt)
-        error = text("error", error, limit=None)
+        error = text("error", error, limit=self.max_value_size)  # as Claim.nack's
         max_failures = positive("max_failures", max_failures)
         engine = self._engine
         now = engine.now_ms()
@@ -617,7 +633,7 @@ class Events(Upkeep):
     def read_state(self, session_id: str, reducer_name: str) -> StateRead:
         """The reducer's snapshot (or ``None``) and every event after it."""
         session = text("session_id", session_id)
-        reducer = text("reducer_name", reducer_name)
+        reducer = self._name("reducer_name", reducer_name)
         rows = self._engine.all(self._read_state, (session, reducer, session, session, reducer))
         snapshot = None
         events = []
@@ -640,7 +656,7 @@ class Events(Upkeep):
         each one. Reading 6 columns instead of 23 costs about half as much.
         """
         session = text("session_id", session_id)
-        reducer = text("reducer_name", reducer_name)
+        reducer = self._name("reducer_name", reducer_name)
         snapshot = None
         events = []
         rows = self._engine.all(self._read_state_brief, (session, reducer, session, session, reducer))
@@ -666,7 +682,7 @@ class Events(Upkeep):
         any index, one statement, as in the seed.
         """
         session = text("session_id", session_id)
-        reducer = text("reducer_name", reducer_name)
+        reducer = self._name("reducer_name", reducer_name)
         index = as_int64("index", index) if self._seed_rules else positive("index", index)
         blob = dump_json("state", state, self.max_value_size)
         engine = self._engine
@@ -711,11 +727,9 @@ class Events(Upkeep):
         """``stream``'s arguments checked, as a ``Tail`` (``durastate._tail``): the async facade follows it too."""
         session = text("session_id", session_id)
         after = 0 if start_after is None else as_int64("start_after", start_after)
-        if (
-            isinstance(poll_interval, bool)
-            or not isinstance(poll_interval, (int, float))
-            or not (0 < poll_interval <= POLL_INTERVAL)
-        ):
+        if isinstance(poll_interval, bool) or not isinstance(poll_interval, (int, float)):
+            fail_type("poll_interval", f"a number of seconds > 0 and <= {POLL_INTERVAL}", poll_interval)
+        if not 0 < poll_interval <= POLL_INTERVAL:
             fail(f"poll_interval must be > 0 and <= {POLL_INTERVAL} seconds, got {poll_interval!r}")
         engine, read_range = self._engine, self._read_range
 
@@ -723,7 +737,7 @@ class Events(Upkeep):
             events = [event_from_row(row) for row in engine.all(read_range, (session, cursor, INT64_MAX, PAGE_SIZE))]
             return events, (events[-1].index if events else cursor)
 
-        channel = self.channel(session)
+        channel = _CHANNEL + session
         interval = float(poll_interval)
         return Tail(lambda: engine.watch(channel, interval), read_after, after, interval)
 

@@ -33,9 +33,12 @@ def expiry(now: int, ttl_ms: Any, expires_at_ms: Any, *, claim: bool, seed_rules
     end a lease: ``ttl_ms >= 0`` (0 ends it now; ``release``-like) and any
     ``expires_at_ms``. ``seed_rules`` (compat.a2): the seed's arithmetic,
     any ``ttl_ms`` in ``[-MAX_DURATION_MS, MAX_DURATION_MS]`` and any
-    ``expires_at_ms``, expired leases included.
+    ``expires_at_ms``, expired leases included, and both at once
+    (``expires_at_ms`` wins); otherwise passing both is refused.
     """
     if expires_at_ms is not None:
+        if ttl_ms is not None and not seed_rules:
+            fail("pass ttl_ms= or expires_at_ms=, not both")
         expires = as_int64("expires_at_ms", expires_at_ms)
         if claim and not seed_rules and expires <= now:
             fail(
@@ -101,11 +104,12 @@ def plain_name(value: Any) -> bool:
 def new_events(name: str, events: Any, max_size: int, *, need_ids: bool, empty_ids: bool = False) -> list[NewEvent]:
     """The checked events of an append (or a completion's children, ``need_ids``).
 
-    An ``id`` names a new event: not empty (``empty_ids``: the a2 seed's
-    rule, which allows ``""``).
+    An ``id``, a ``type`` and a ``lane`` name something: not empty
+    (``empty_ids``: the a2 seed's rule, which allows ``""``).
     """
     if type(events) in (tuple, list) and not events:  # the default, or []: skips as_list's ABC checks
         return []
+    named = text if empty_ids else nonempty_text  # a type or a lane names something: not empty either
     prepared: list[NewEvent] = []
     # Fast paths (exact list / dict types skip ABC isinstance checks; the
     # key check runs as a subset test; plain ASCII strings skip ``text``,
@@ -120,8 +124,8 @@ def new_events(name: str, events: Any, max_size: int, *, need_ids: bool, empty_i
             event_id = lane = cause = None
             settled = False
             event_type = event["type"]
-            if not _plain(event_type):
-                event_type = text(f"{name}[{i}].type", event_type, limit=None)
+            if not (_plain(event_type) and event_type):
+                event_type = named(f"{name}[{i}].type", event_type, limit=None)
         else:
             if not event.keys() <= EVENT_KEYS:
                 unknown = set(event) - EVENT_KEYS
@@ -129,8 +133,8 @@ def new_events(name: str, events: Any, max_size: int, *, need_ids: bool, empty_i
             if "type" not in event:
                 fail(f"{name}[{i}] needs a 'type'")
             event_type = event["type"]
-            if not _plain(event_type):
-                event_type = text(f"{name}[{i}].type", event_type, limit=None)
+            if not (_plain(event_type) and event_type):
+                event_type = named(f"{name}[{i}].type", event_type, limit=None)
             event_id = event.get("id")
             if event_id is not None:
                 if not plain_name(event_id):
@@ -138,8 +142,8 @@ def new_events(name: str, events: Any, max_size: int, *, need_ids: bool, empty_i
             elif need_ids:
                 fail(f"{name}[{i}] needs an 'id' (returned events are matched by id on retry)")
             lane = event.get("lane")
-            if lane is not None and not (_plain(lane) and len(lane) <= MAX_NAME_SIZE):
-                lane = text(f"{name}[{i}].lane", lane)
+            if lane is not None and not (_plain(lane) and 0 < len(lane) <= MAX_NAME_SIZE):
+                lane = named(f"{name}[{i}].lane", lane)
             settled = event.get("settled", False)
             if settled is not False and settled is not True:
                 if settled is not None:

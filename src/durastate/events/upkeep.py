@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
 from .._retention import BATCH
-from .._validate import INT64_MAX, as_int64, as_list, fail, positive, prefix_successor, shown, text
+from .._validate import INT64_MAX, as_int64, as_list, bounded_int, fail, positive, prefix_successor, text
 from .models import EventPage, LaneBacklog, SessionPage, SessionSummary, SnapshotInfo, StoredEvent
 from .rows import SessionColumn as S
 from .rows import event_from_row
@@ -142,8 +142,7 @@ class Upkeep:
         the counts are then lower bounds, while ``oldest_ready_at`` is exact).
         Lanes in order, ``None`` (no lane) first.
         """
-        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 10_000_000:
-            fail(f"limit must be an int from 1 to 10000000, got {shown(limit)}")
+        limit = bounded_int("limit", limit, 1, 10_000_000)
         engine = self._engine
         lanes: dict[str | None, list[int | None]] = {}
         ready_rows = engine.all(self._lane_ready, (engine.now_ms(), limit))

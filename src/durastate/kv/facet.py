@@ -174,7 +174,9 @@ class KV(Upkeep):
         seconds = as_seconds("ttl", ttl, allow_zero=False)
         # Compared before the product, which overflows to infinity near float's limit.
         if seconds > INT64_MAX / 1000 or (deadline := self._engine.now_ms() + max(1, int(seconds * 1000))) > INT64_MAX:
-            fail(f"ttl={ttl!r} seconds puts the deadline past the 64-bit millisecond range; omit ttl for no expiry")
+            fail(
+                f"ttl={shown(ttl)} seconds puts the deadline past the 64-bit millisecond range; omit ttl for no expiry"
+            )
         return deadline
 
     def _after_write(self) -> None:

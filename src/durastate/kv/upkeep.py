@@ -108,6 +108,8 @@ class Upkeep:
         if keep_last is None and older_than is None:
             fail("trim_log() needs keep_last=, older_than= or both")
         engine = self._engine
+        # Both checked before either is used: a refused call changes nothing, whichever argument is wrong.
+        age_ms = None if older_than is None else as_age_ms("older_than", older_than)
         below = INT64_MAX
         if keep_last is not None:
             keep = as_keep("keep_last", keep_last)
@@ -117,7 +119,7 @@ class Upkeep:
             if row is None:
                 return 0  # the log holds at most keep_last entries
             below = int(row[0])
-        cutoff = INT64_MAX if older_than is None else engine.now_ms() - as_age_ms("older_than", older_than)
+        cutoff = INT64_MAX if age_ms is None else engine.now_ms() - age_ms
         removed = 0
         while True:
             n = engine.execute(self._log_trim_key, (scope, ns, key, below, cutoff, BATCH))

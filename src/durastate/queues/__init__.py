@@ -29,7 +29,8 @@ expired but whose item nobody re-claimed yet may still ack it.
 All of this composes with ``store.transaction()``: acking a claim in the
 same transaction as the writes it caused makes the effect exactly-once.
 
-``wait=`` on ``claim``/``pop`` blocks up to that many seconds for an item:
+``wait=`` on ``claim``/``pop`` blocks up to that many seconds for an item
+(at most ``MAX_WAIT``, 2**32 seconds, sync and async; longer is refused):
 pushes from this process wake the waiter at once; pushes from other
 processes wake it at once on PostgreSQL (the store's listening connection,
 ``engines.postgres_listen``), and are seen by polling every

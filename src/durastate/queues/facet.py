@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from .._validate import INT64_MAX, MAX_DURATION_MS, as_int64, as_list, as_seconds, fail, fail_type
+from .._validate import INT64_MAX, MAX_DURATION_MS, as_int64, as_list, as_seconds, fail, fail_type, shown, text
 from ..engines.watch import ChangeWatch
 from ..errors import Conflict
 from .names import NAMES_KEPT, channel, queue_name
@@ -108,7 +108,7 @@ def _duration_ms(name: str, value: Any, allow_zero: bool) -> int:
         # value == 0 and not allow_zero: the general path words the refusal.
     seconds = as_seconds(name, value, allow_zero=allow_zero)
     if seconds > MAX_DURATION_MS / 1000:  # before the product, which can overflow to infinity
-        fail(f"{name}={value!r} seconds is too long; the limit is {MAX_DURATION_MS // 1000} seconds")
+        fail(f"{name}={shown(value)} seconds is too long; the limit is {MAX_DURATION_MS // 1000} seconds")
     ms = int(seconds * 1000)
     if ms == 0 and not allow_zero:
         return 1
@@ -519,10 +519,9 @@ class Queues(Upkeep):
         if error is not None:
             if not isinstance(error, str):
                 fail_type("error", "a str or None", error)
-            try:
-                error.encode("utf-8")
-            except UnicodeEncodeError:
-                fail(f"error must be valid unicode (no lone surrogates), got {error!r:.80}")
+            # As events.fail_attempt checks its error: no NUL (PostgreSQL text cannot hold one), no lone
+            # surrogates, at most max_value_size bytes; the same refusal on every engine.
+            error = text("error", error, limit=self.max_value_size)
         engine = self._engine
         now = engine.now_ms()
         with engine.transaction():

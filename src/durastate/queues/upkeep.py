@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._listing import check_limit, distinct_params, distinct_sql, merge_distinct
 from .._retention import as_age_ms, trim_oldest
-from .._validate import INT64_MAX, as_int64, as_limit, as_list, as_name, fail, shown
+from .._validate import INT64_MAX, as_int64, as_limit, as_list, as_name, bounded_int, fail, fail_type, shown
 from ..engines.base import READ
 from .names import channel, queue_name
 from .statements import (
@@ -117,8 +117,7 @@ class Upkeep:
         long the queue grows; ``stats`` counts everything exactly.
         """
         queue = queue_name(name)
-        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 10_000_000:
-            fail(f"limit must be an int from 1 to 10000000, got {shown(limit)}")
+        limit = bounded_int("limit", limit, 1, 10_000_000)
         engine = self._engine
         row = engine.one(self._backlog, (queue, queue, engine.now_ms(), limit))
         assert row is not None  # an aggregate always answers one row
@@ -268,7 +267,7 @@ class Upkeep:
 def _peek_cursor(after: Any) -> tuple[int, int]:
     """``"available_at_ms:id"`` (``QueueItem.cursor``) as its two integers."""
     if not isinstance(after, str):
-        fail(f"after must be a cursor string from QueueItem.cursor, got {type(after).__name__}")
+        fail_type("after", "a cursor string from QueueItem.cursor", after)
     due, sep, item = after.partition(":")
     try:
         if not sep:

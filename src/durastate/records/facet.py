@@ -82,8 +82,10 @@ if TYPE_CHECKING:
 class Records:
     """The records facet of a ``Store`` (rules: ``durastate.records``)."""
 
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: Engine, *, max_value_size: int | None = None) -> None:
         self._engine = engine
+        # Every JSON value a commit stores (a record, a document's content, record or materialised value).
+        self.max_value_size = max_value_size
         sql = engine.sql
         self._last_seq = sql(LAST_SEQ)
         self._mint = sql(MINT_ID)
@@ -140,7 +142,7 @@ class Records:
         answers are deferred (PostgreSQL) a batch without documents goes in
         one round trip (``commit.Commits.in_one_flight``).
         """
-        plan = plan_commit(writes)
+        plan = plan_commit(writes, self.max_value_size)
         commits = self._commits
         if commits.one_flight and not plan.documents:
             done = commits.in_one_flight(plan)
@@ -249,7 +251,8 @@ class Records:
                 " does not match the copied record"
             )
         value = source["value"]
-        action.content = Content("base", source["version"], value, None, dumps("the copied value", value))
+        data = dumps("the copied value", value, self.max_value_size)
+        action.content = Content("base", source["version"], value, None, data)
 
     def _apply_documents(self, checked: list[tuple[DocAction, Any, Revision | None]], seq: int) -> None:
         engine = self._engine
@@ -273,7 +276,7 @@ class Records:
                         a.key_value,
                         seq,
                         seq if action.retire else None,
-                        dumps("record", record),
+                        dumps("record", record, self.max_value_size),
                     ),
                 )
             else:
@@ -290,9 +293,12 @@ class Records:
                     assert current is not None  # the newest row always carries its value
                     value = loads(current)
                     value = apply_ops(content.ops, value, f"Document {id}")
-                    state = dumps("the document value", value)
+                    state = dumps("the document value", value, self.max_value_size)
                     folded = _chord.fold(content.ops, value)
-                    data = content.data if folded is content.ops else dumps("the folded delta", folded)
+                    if folded is content.ops:
+                        data = content.data
+                    else:
+                        data = dumps("the folded delta", folded, self.max_value_size)
                     row = (id, seq, "delta", content.version, int(latest.depth) + 1, data, state, now)
                 if current_only:
                     if latest is not None:
@@ -304,7 +310,7 @@ class Records:
             if action.retire:
                 if action.create is None:
                     record = {**record, "retiredAt": seq}
-                    engine.execute(self._retire_document, (seq, dumps("record", record), id))
+                    engine.execute(self._retire_document, (seq, dumps("record", record, self.max_value_size), id))
                 if current_only:
                     engine.execute(self._drop_revisions, (id,))
 

@@ -15,8 +15,8 @@ import orjson
 from .. import _chord
 from .._json import JSON_OPTIONS, has_non_finite
 from .._json_lossless import dump_lossless, load_lossless, text_lossless
-from .._validate import shown
-from ..errors import Conflict, InvalidRequest
+from .._validate import fail_type, json_sized, shown
+from ..errors import Conflict, InvalidRequest, WrongType
 from .models import Address, Content, DocAction, Plan
 
 MAX_SAFE_INTEGER = 2**53 - 1
@@ -32,9 +32,9 @@ def reject(message: str) -> NoReturn:
     raise Conflict(message)
 
 
-def dumps(name: str, value: Any) -> bytes:
-    """Compact JSON bytes of ``value`` (lone surrogates escaped); InvalidRequest for what JSON cannot hold."""
-    return dump_lossless(name, value)
+def dumps(name: str, value: Any, max_size: int | None = None) -> bytes:
+    """Compact JSON bytes of ``value`` (lone surrogates escaped), at most ``max_size`` bytes; else InvalidRequest."""
+    return json_sized(name, dump_lossless(name, value), max_size)
 
 
 loads = load_lossless
@@ -43,7 +43,7 @@ loads = load_lossless
 def indexed_text(name: str, value: Any) -> str:
     """An indexed string, stored JSON-encoded (NUL-safe on PostgreSQL)."""
     if not isinstance(value, str):
-        fail(f"{name} must be a str, got {type(value).__name__}")
+        fail_type(name, "a str", value)
     text = text_lossless(name, value)
     size = len(text.encode())
     if size > MAX_TEXT:
@@ -53,9 +53,9 @@ def indexed_text(name: str, value: Any) -> str:
 
 def safe_int(name: str, value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
-        fail(f"{name} must be an integer, got {type(value).__name__}")
+        fail_type(name, "an integer", value)
     if not -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER:
-        fail(f"{name} must be a safe integer (|n| <= 2**53 - 1), got {value}")
+        fail(f"{name} must be a safe integer (|n| <= 2**53 - 1), got {shown(value)}")
     return int(value)
 
 
@@ -68,13 +68,13 @@ def as_id(name: str, value: Any) -> int:
 
 def as_object(name: str, value: Any) -> dict[str, Any]:
     if not isinstance(value, Mapping):
-        fail(f"{name} must be an object (dict), got {type(value).__name__}")
+        fail_type(name, "an object (dict)", value)
     return dict(value)
 
 
 def as_bool(name: str, value: Any) -> bool:
     if not isinstance(value, bool):
-        fail(f"{name} must be a bool, got {type(value).__name__}")
+        fail_type(name, "a bool", value)
     return value
 
 
@@ -124,18 +124,18 @@ def is_current_only(record: Mapping[str, Any]) -> bool:
     return bool(record["scope"]["kind"] != "conversation" or record.get("history") == "latest")
 
 
-def as_content(name: str, value: Any) -> Content:
+def as_content(name: str, value: Any, max_size: int | None = None) -> Content:
     content = as_object(name, value)
     kind = content.get("kind")
     version = safe_int(f"{name}.version", content.get("version"))
     if kind == "base":
         body = content.get("value")
         if not isinstance(body, dict):
-            fail(f"{name}.value must be a JSON object, got {type(body).__name__}")
-        return Content("base", version, body, None, dumps(f"{name}.value", body))
+            fail_type(f"{name}.value", "a JSON object", body)
+        return Content("base", version, body, None, dumps(f"{name}.value", body, max_size))
     if kind == "delta":
         ops = _chord.check_ops(f"{name}.ops", content.get("ops"))
-        return Content("delta", version, None, ops, dumps(f"{name}.ops", ops))
+        return Content("delta", version, None, ops, dumps(f"{name}.ops", ops, max_size))
     fail(f"{name}.kind must be 'base' or 'delta', got {shown(kind)}")
 
 
@@ -153,11 +153,11 @@ def apply_ops(ops: list[Any], value: dict[str, Any], what: str, copy: bool = Tru
 # -- commit plan --------------------------------------------------------------
 
 
-def plan_commit(writes: Any) -> Plan:
-    """Validate the batch's shape and the seed's per-batch document rules."""
+def plan_commit(writes: Any, max_size: int | None = None) -> Plan:
+    """Validate the batch's shape and the seed's per-batch document rules; each JSON value <= ``max_size`` bytes."""
     # A list (what every caller passes) skips the ABC checks.
     if type(writes) is not list and (isinstance(writes, (str, bytes, Mapping)) or not isinstance(writes, Iterable)):
-        fail(f"writes must be a list of write objects, got {type(writes).__name__}")
+        fail_type("writes", "a list of write objects", writes)
     plan = Plan()
     claims, entries = plan.claims, plan.entries
     for i, raw in enumerate(writes):
@@ -179,7 +179,9 @@ def plan_commit(writes: Any) -> Plan:
                     except (TypeError, orjson.JSONEncodeError):
                         pass
                     else:
-                        if b"null" not in data or not has_non_finite(value):
+                        if (b"null" not in data or not has_non_finite(value)) and (
+                            max_size is None or len(data) <= max_size
+                        ):
                             claims.append((id, "entry"))
                             entries += (id, conversation, 0 if value.get("head") is None else 1, None, data)
                             continue
@@ -189,7 +191,7 @@ def plan_commit(writes: Any) -> Plan:
         if kind in ("conversation", "entry", "task", "submission"):
             value = as_object(f"{name}.value", write.get("value"))
             id = as_id(f"{name}.value.id", value.get("id"))
-            data = dumps(f"{name}.value", value)
+            data = dumps(f"{name}.value", value, max_size)
             plan.claims.append((id, kind))
             if kind != "entry":
                 plan.typed.append((id, kind))
@@ -241,7 +243,7 @@ def plan_commit(writes: Any) -> Plan:
             for reserved in ("createdAt", "retiredAt"):
                 if reserved in record:
                     fail(f"{name}.record.{reserved} is set by the commit, not by the writer")
-            dumps(f"{name}.record", record)
+            dumps(f"{name}.record", record, max_size)
             action = plan.documents.setdefault(id, DocAction(id))
             if action.create is not None or action.content is not None or action.copy is not None:
                 fail(f"Document {id} has more than one content command")
@@ -250,7 +252,7 @@ def plan_commit(writes: Any) -> Plan:
             plan.claims.append((id, "document"))
             plan.typed.append((id, "document"))
             if kind == "document.create":
-                action.content = as_content(f"{name}.content", write.get("content"))
+                action.content = as_content(f"{name}.content", write.get("content"), max_size)
             else:
                 source = as_object(f"{name}.source", write.get("source"))
                 action.copy = (
@@ -261,7 +263,7 @@ def plan_commit(writes: Any) -> Plan:
             id = as_id(f"{name}.id", write.get("id"))
             action = plan.documents.setdefault(id, DocAction(id))
             if kind == "document.change":
-                content = as_content(f"{name}.content", write.get("content"))
+                content = as_content(f"{name}.content", write.get("content"), max_size)
                 if action.content is not None or action.copy is not None:
                     fail(f"Document {id} has more than one content command")
                 action.content = content
@@ -291,7 +293,7 @@ def scan_order(query: Mapping[str, Any], cursor: Any, default: str) -> tuple[str
     if cursor is None:
         return order or default, None
     if not isinstance(cursor, Mapping):
-        fail(f"Invalid storage cursor: expected an object, got {type(cursor).__name__}")
+        raise WrongType(f"Invalid storage cursor: expected an object, got {type(cursor).__name__}")
     after = cursor.get("after")
     if isinstance(after, bool) or not isinstance(after, int) or not -1 <= after <= MAX_SAFE_INTEGER:
         fail("Invalid storage cursor: 'after' must be a safe integer id")

@@ -289,10 +289,21 @@ class TestEventsClaims:
         assert [e.index for e in store.events.claim_available(S, "w", ttl_ms=5, limit=2).events] == [1, 2]
         assert [e.index for e in store.events.claim_available(S, "w", ttl_ms=5, limit=2).events] == [3]
 
-    def test_explicit_expiry_wins_over_ttl(self, store: durastate.Store, clock: FakeClock) -> None:
+    def test_ttl_and_explicit_expiry_together_are_refused(self, store: durastate.Store, clock: FakeClock) -> None:
         store.events.append(S, [ev()])
         at = now_ms(clock) + 12_345
-        (e,) = store.events.claim_available(S, "w", ttl_ms=1, expires_at_ms=at).events
+        with pytest.raises(durastate.InvalidRequest, match="not both"):
+            store.events.claim_available(S, "w", ttl_ms=1, expires_at_ms=at)
+        (e,) = store.events.claim_available(S, "w", expires_at_ms=at).events
+        assert e.claim_expires_at == at
+
+    def test_with_the_seed_rules_explicit_expiry_wins_over_ttl(self, store: durastate.Store, clock: FakeClock) -> None:
+        from durastate.events import Events
+
+        seeded = Events(store.engine, max_value_size=store.events.max_value_size, seed_rules=True)  # compat.a2's
+        seeded.append(S, [ev()])
+        at = now_ms(clock) + 12_345
+        (e,) = seeded.claim_available(S, "w", ttl_ms=1, expires_at_ms=at).events
         assert e.claim_expires_at == at
 
     def test_excluded_indexes_are_not_claimed(self, store: durastate.Store) -> None:
@@ -374,7 +385,7 @@ class TestEventsRenew:
         store.events.append(S, [ev()])
         store.events.claim_available(S, "w", ttl_ms=1000)
         at = now_ms(clock) + 77_000
-        store.events.renew_claims(S, "w", [{"index": 1, "attempt": 1}], ttl_ms=1, expires_at_ms=at)
+        store.events.renew_claims(S, "w", [{"index": 1, "attempt": 1}], expires_at_ms=at)
         assert everything(store.events)[0].claim_expires_at == at
 
     def test_reclaimed_events_are_reported_superseded(self, store: durastate.Store, clock: FakeClock) -> None:
