@@ -195,9 +195,8 @@ def as_limit(name: str, value: Any) -> int | None:
 def as_seconds(name: str, value: Any, *, allow_zero: bool) -> float:
     """A finite, non-negative duration in seconds (positive unless ``allow_zero``).
 
-    A ``wait`` (the one name of a blocking wait, sync and async) is at most
-    ``MAX_WAIT`` seconds; other durations are bounded where they become
-    milliseconds (``MAX_DURATION_MS``).
+    Bounded where they become milliseconds (``MAX_DURATION_MS``); a
+    blocking wait is checked by ``as_wait``.
     """
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         fail_type(name, "a number of seconds", value)
@@ -209,7 +208,13 @@ def as_seconds(name: str, value: Any, *, allow_zero: bool) -> float:
         fail(f"{name} must be finite, got {value!r}")
     if seconds < 0 or (seconds == 0 and not allow_zero):
         fail(f"{name} must be {'>= 0' if allow_zero else '> 0'} seconds, got {shown(value)}")
-    if name == "wait" and seconds > MAX_WAIT:
+    return seconds
+
+
+def as_wait(value: Any) -> float:
+    """A blocking call's ``wait=`` (seconds, 0 allowed), at most ``MAX_WAIT``: sync and async check it alike."""
+    seconds = as_seconds("wait", value, allow_zero=True)
+    if seconds > MAX_WAIT:
         fail(f"wait={shown(value)} seconds is too long; the limit is {MAX_WAIT} seconds")
     return seconds
 

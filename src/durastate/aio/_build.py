@@ -55,7 +55,7 @@ from typing import Any, Generic, TypeVar
 
 from .._aio import AsyncRunner, Undo
 from .._tail import Tail
-from .._validate import as_seconds
+from .._validate import as_wait
 from ..engines.loop import INLINE_CALL
 from ..engines.sqlite import LockBusy
 from ..engines.watch import ChangeWatch
@@ -447,7 +447,7 @@ def _make_wait(
     attempt = _make_call(name, undo_spec, wrap)
 
     async def wait_for(self: Facade, /, *args: Any, wait: float | None = None, **kwargs: Any) -> Any:
-        seconds = None if wait is None else as_seconds("wait", wait, allow_zero=True)
+        seconds = None if wait is None else as_wait(wait)
         if not seconds:
             return await attempt(self, *args, **kwargs)
         deadline = time.monotonic() + seconds

@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from .._validate import INT64_MAX, MAX_DURATION_MS, as_int64, as_list, as_seconds, fail, fail_type, shown, text
+from .._validate import INT64_MAX, MAX_DURATION_MS, as_int64, as_list, as_seconds, as_wait, fail, fail_type, shown, text
 from ..engines.watch import ChangeWatch
 from ..errors import Conflict
 from .names import NAMES_KEPT, channel, queue_name
@@ -425,7 +425,7 @@ class Queues(Upkeep):
         """The ``time.monotonic()`` a ``wait=`` ends at; ``None``: no waiting (``None`` or 0)."""
         if wait is None:
             return None
-        seconds = as_seconds("wait", wait, allow_zero=True)
+        seconds = as_wait(wait)
         if not seconds:
             return None
         if self._engine.in_transaction():
