@@ -10,7 +10,7 @@ from durastate._validate import INT64_MAX
 
 from .._common import Duration, NotFound, at, data_command, emit_page, print_json, store_from, take_page
 from .._format import escape
-from ._shared import INT64, LIMIT, YES, after_option, confirm_write
+from ._shared import INT64, LIMIT, YES, after_option, confirm_write, dead_letters_named
 
 
 @click.group()
@@ -204,13 +204,13 @@ def events_redrive(
         if not _session_exists(store, session):
             raise NotFound(f"no event session {escape(session)!r}")
         if indexes:
-            missing = [i for i in dict.fromkeys(indexes) if not _is_dead_event(store, session, i)]
-            if missing:
-                raise NotFound(
-                    f"no dead event at index {', '.join(map(str, missing))} in session {escape(session)!r} "
-                    f"(durastate events dead {escape(session)} lists them)"
-                )
-            count = len(set(indexes))
+            count = dead_letters_named(
+                indexes,
+                lambda i: _is_dead_event(store, session, i),
+                "dead event at index",
+                f"session {escape(session)!r}",
+                f"durastate events dead {escape(session)}",
+            )
         else:
             count = store.events.list_sessions(session, limit=1).sessions[0].failed_count
         moved = 0

@@ -21,7 +21,7 @@ from .._common import (
     store_from,
     take_page,
 )
-from ._shared import INT64, LIMIT, YES, after_option, argument_checked_by_store, confirm_write
+from ._shared import INT64, LIMIT, YES, after_option, argument_checked_by_store, confirm_write, dead_letters_named
 
 
 @click.group()
@@ -146,13 +146,13 @@ def queue_redrive(name: str, ids: tuple[int, ...], yes: bool, url: str | None, p
     q = parse_bytes(name)
     with store_from(url, prefix) as store:
         if ids:
-            missing = [i for i in dict.fromkeys(ids) if not _is_dead_letter(store, q, i)]
-            if missing:
-                raise NotFound(
-                    f"no dead letter {', '.join(map(str, missing))} in queue {show_bytes(q)} "
-                    f"(durastate queue dead {show_bytes(q)} lists them)"
-                )
-            count = len(set(ids))
+            count = dead_letters_named(
+                ids,
+                lambda i: _is_dead_letter(store, q, i),
+                "dead letter",
+                f"queue {show_bytes(q)}",
+                f"durastate queue dead {show_bytes(q)}",
+            )
         else:
             stats = store.queues.stats(q)
             if stats.ready + stats.in_flight + stats.delayed + stats.dead == 0:

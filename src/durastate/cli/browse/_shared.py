@@ -12,6 +12,8 @@ import click
 from durastate._validate import INT64_MAX, INT64_MIN
 from durastate.errors import InvalidRequest
 
+from .._common import NotFound
+
 F = TypeVar("F", bound=Callable[..., Any])
 
 LIMIT = click.option(
@@ -68,6 +70,21 @@ def confirm_write(what: str, yes: bool) -> None:
     if not sys.stdin.isatty():
         raise click.UsageError(f"this would {what}; pass --yes to do it without a terminal to confirm on")
     click.confirm(f"{what[0].upper()}{what[1:]}?", abort=True, err=True)
+
+
+def dead_letters_named(
+    named: tuple[int, ...], is_dead: Callable[[int], bool], what: str, where: str, listing: str
+) -> int:
+    """How many dead letters a redrive of ``named`` moves; ``NotFound`` (nothing moved) naming those that are not.
+
+    ``what``: how one is named ("dead letter", "dead event at index");
+    ``where``: the queue or session, as shown; ``listing``: the command
+    that lists them.
+    """
+    missing = [n for n in dict.fromkeys(named) if not is_dead(n)]
+    if missing:
+        raise NotFound(f"no {what} {', '.join(map(str, missing))} in {where} ({listing} lists them)")
+    return len(set(named))
 
 
 YES = click.option("--yes", "-y", is_flag=True, help="Do it without asking.")
