@@ -205,7 +205,7 @@ def test_binary_opens_as_hex_rows_and_nul_never_reaches_the_page(store: durastat
 
 
 def test_dead_letters_keep_their_traceback_lines_and_payloads_download(store: durastate.Store) -> None:
-    trace = 'Traceback (most recent call last):\n  File "job.py", line 3\nValueError: bad \x00 byte <b>'
+    trace = 'Traceback (most recent call last):\n  File "job.py", line 3\nValueError: bad \x1b byte <b>'
     store.queues.push("jobs", [b"\x00binary payload"], max_attempts=1)
     claim = store.queues.claim("jobs", lease=10)
     assert claim is not None
@@ -218,7 +218,7 @@ def test_dead_letters_keep_their_traceback_lines_and_payloads_download(store: du
     assert "".join(pre.texts).splitlines() == [
         "Traceback (most recent call last):",
         '  File "job.py", line 3',
-        "ValueError: bad \\x00 byte <b>",
+        "ValueError: bad \\x1b byte <b>",
     ]
     [dead] = store.queues.dead_letters("jobs")
     raw = browser.get(f"/raw/queues/jobs?id={dead.id}")

@@ -305,9 +305,9 @@ def _record_lock_waits(monkeypatch: pytest.MonkeyPatch) -> set[int]:
     backoff_wait = sqlite_busy.Backoff.wait
     gate_enter = WriterGate.enter
 
-    def in_handler(self: Any, attempt: Any) -> Any:
+    def in_handler(self: Any, attempt: Any, wait: float) -> Any:
         waited.add(threading.get_ident())
-        return handler(self, attempt)
+        return handler(self, attempt, wait)
 
     def backing_off(self: Any) -> bool:
         waited.add(threading.get_ident())
