@@ -122,15 +122,16 @@ import dataclasses
 import secrets
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any, Generic, TypeVar
 
 import orjson
 
 from .. import store as _store
 from .._validate import fail, fail_type
-from ..errors import Conflict, InvalidRequest, NotFound
+from ..errors import Conflict, NotFound
 from ._common import StoreHolder
+from .pydantic_ai_messages import JSON_CONFIG, messages_json, refuse
 
 try:
     from pydantic import TypeAdapter
@@ -145,7 +146,6 @@ try:
     from pydantic_ai.messages import ModelMessagesTypeAdapter
     from pydantic_ai.run import AgentRunResult
     from pydantic_core import PydanticSerializationError, SchemaSerializer
-    from pydantic_core.core_schema import CoreConfig
 except ImportError as exc:  # pragma: no cover - exercised by a subprocess test
     raise ImportError(
         f"durastate.integrations.pydantic_ai needs pydantic-ai: pip install 'durastate[pydantic-ai]' ({exc})"
@@ -162,13 +162,7 @@ RECORDS = "pydantic-ai/c/"  # + conversation id: the record document
 TOMBSTONES = "pydantic-ai/o/"  # + uid: a deleted conversation whose lines others still use
 
 _RECORD = TypeAdapter(ConversationRecord)
-ModelMessagesTypeAdapter.rebuild()  # built lazily by pydantic-ai; its schema is needed now
-# pydantic's JSON with NaN and infinities written as the bare tokens NaN / Infinity
-# (not as null, pydantic's default): orjson refuses those tokens, so reading the JSON
-# back is the check. Bytes in base64, as ModelMessagesTypeAdapter writes them.
-_JSON_CONFIG = CoreConfig(ser_json_bytes="base64", ser_json_inf_nan="constants")
-_RECORD_JSON = SchemaSerializer(_RECORD.core_schema, _JSON_CONFIG)
-_MESSAGES_JSON = SchemaSerializer(ModelMessagesTypeAdapter.core_schema, _JSON_CONFIG)
+_RECORD_JSON = SchemaSerializer(_RECORD.core_schema, JSON_CONFIG)
 # The layout of the record documents and entry rows; a later layout reads this one or migrates it.
 FORMAT = 1
 # Entries per store whose location is remembered (a location never changes).
@@ -229,20 +223,16 @@ def _owner(line: str) -> str:
     return line.partition(".")[0]
 
 
-def _refuse(what: str, exc: Exception | str) -> InvalidRequest:
-    return InvalidRequest(f"{what} cannot be stored as JSON: {exc}")
-
-
 def _record_data(record: ConversationRecord) -> dict[str, Any]:
     """The record as JSON values; ``InvalidRequest`` for what JSON cannot hold (nothing is written then)."""
     try:
         blob = _RECORD_JSON.to_json(record)
     except (PydanticSerializationError, TypeError, ValueError) as exc:
-        raise _refuse("the conversation record", exc) from None
+        raise refuse("the conversation record", exc) from None
     try:
         data: dict[str, Any] = orjson.loads(blob)
     except orjson.JSONDecodeError:
-        raise _refuse("the conversation record", "it contains NaN or an infinity") from None
+        raise refuse("the conversation record", "it contains NaN or an infinity") from None
     return data
 
 
@@ -259,51 +249,6 @@ def _entry_json(entry: ConversationEntry, position: int, count: int) -> bytes:
     message = messages_json([entry.message], lambda: f"new message {position + 1} of {count}")[1:-1]
     meta = orjson.dumps({"id": entry.id, "parent_id": entry.parent_id, "kind": entry.kind})
     return meta + b"\n" + message
-
-
-def _json_or_error(messages: Sequence[Any]) -> tuple[bytes, Exception | str | None]:
-    """``messages`` as ``ModelMessagesTypeAdapter`` writes them, and why JSON cannot hold them (``None``: it can)."""
-    try:
-        blob = _MESSAGES_JSON.to_json(messages)
-    except (PydanticSerializationError, TypeError, ValueError) as exc:
-        return b"", exc
-    if b"NaN" in blob or b"Infinity" in blob:  # maybe only inside a string: parse to be sure
-        try:
-            orjson.loads(blob)
-        except orjson.JSONDecodeError:
-            return b"", "it contains NaN or an infinity"
-    return blob, None
-
-
-def _refused_part(messages: Sequence[Any], label: str) -> str:
-    """``label`` with where in ``messages`` the first part JSON cannot hold is: ``label[i] (a response),
-    parts[j] (a 'tool-call' part)``, or ``label, a response's parts[j] (...)`` for one message; ``label`` alone
-    if no single part is to blame.
-
-    Only built for a refusal: each part is written again alone.
-    """
-    for i, message in enumerate(messages):
-        parts = getattr(message, "parts", None)
-        if not isinstance(parts, Sequence) or not dataclasses.is_dataclass(message) or isinstance(message, type):
-            continue
-        for j, part in enumerate(parts):
-            if _json_or_error([dataclasses.replace(message, parts=[part])])[1] is not None:
-                kind = getattr(message, "kind", type(message).__name__)
-                where = f"{label}[{i}] (a {kind}), " if len(messages) > 1 else f"{label}, a {kind}'s "
-                return f"{where}parts[{j}] (a {getattr(part, 'part_kind', type(part).__name__)!r} part),"
-    return label
-
-
-def messages_json(messages: Sequence[Any], what: str | Callable[[], str]) -> bytes:
-    """``messages`` as ``ModelMessagesTypeAdapter`` writes them.
-
-    ``InvalidRequest`` if JSON cannot hold them (NaN, infinities, unserialisable values), naming ``what`` (or
-    ``what()``, a label built only then), the message and part to blame, and pydantic's reason (the type).
-    """
-    blob, error = _json_or_error(messages)
-    if error is None:
-        return blob
-    raise _refuse(_refused_part(messages, what if isinstance(what, str) else what()), error)
 
 
 def _entries(blobs: Sequence[bytes]) -> list[ConversationEntry]:

@@ -71,8 +71,8 @@ from .. import store as _store
 from .._validate import fail, fail_type, positive, text
 from ..errors import InvalidRequest
 from ._common import StoreHolder
-from .pydantic_ai import messages_json
 from .pydantic_ai_harness_media import NO_CONTEXT, DurastateMediaStore, MediaNotFound
+from .pydantic_ai_messages import messages_json
 
 try:
     from pydantic import ValidationError
