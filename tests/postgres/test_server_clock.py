@@ -1,7 +1,7 @@
 """On PostgreSQL every deadline is the server's clock: clients with skewed clocks agree.
 
 A skewed machine is simulated by skewing the local time source one engine
-reads (``engines.postgres.local_time``, taken at construction).
+reads (``engines.postgres_clock.local_time``, taken at construction).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import psycopg
 import pytest
 
 import durastate
-from durastate.engines import postgres
+from durastate.engines import postgres, postgres_clock
 from durastate.testing.clock import FakeClock
 
 SKEW = 60.0
@@ -23,7 +23,7 @@ SKEW = 60.0
 
 def _open_skewed(pg_url: str, monkeypatch: pytest.MonkeyPatch, skew: float) -> durastate.Store:
     with monkeypatch.context() as patch:
-        patch.setattr(postgres, "local_time", lambda: time.time() + skew)
+        patch.setattr(postgres_clock, "local_time", lambda: time.time() + skew)
         return durastate.open(pg_url)
 
 
@@ -85,8 +85,8 @@ def test_the_offset_is_measured_again_after_the_local_clock_steps(pg_url: str, m
     """An NTP step on the client is corrected at the next refresh (here: every borrow)."""
     skew = [0.0]
     reference = durastate.open(pg_url)  # reads the real local clock
-    monkeypatch.setattr(postgres, "CLOCK_REFRESH", 0.0)
-    monkeypatch.setattr(postgres, "local_time", lambda: time.time() + skew[0])
+    monkeypatch.setattr(postgres_clock, "CLOCK_REFRESH", 0.0)
+    monkeypatch.setattr(postgres_clock, "local_time", lambda: time.time() + skew[0])
     with durastate.open(pg_url) as store, reference:
         skew[0] = SKEW  # this machine's clock jumps a minute ahead
         store.kv.get(b"s", b"n", b"k")  # any statement borrows a connection, which re-measures
@@ -150,7 +150,7 @@ def test_a_later_slower_measurement_keeps_the_offset_until_it_is_old(engine: Any
     engine._measure_clock_offset(_ServerClock(2004.0011))
     assert engine._clock_offset == pytest.approx(1000.001, abs=1e-6)
     # Once the kept offset is older than CLOCK_REFRESH, any measurement replaces it (the clocks drift apart).
-    engine._offset_measured_at -= postgres.CLOCK_REFRESH + 1
+    engine._offset_measured_at -= postgres_clock.CLOCK_REFRESH + 1
     engine._local_time = _local_clock(1005.0, 1005.05, 1006.0, 1006.05, 1007.0, 1007.05)
     engine._measure_clock_offset(_ServerClock(2005.045, 2006.045, 2007.045))
     assert engine._clock_offset == pytest.approx(1000.02, abs=1e-6)

@@ -83,7 +83,6 @@ listening connection) and ``postgres_notify`` (``notify``, ``watch``,
 from __future__ import annotations
 
 import logging
-import math
 import os
 import threading
 import time
@@ -96,6 +95,7 @@ import psycopg_pool
 
 from .._validate import as_attempt_retention, as_busy_timeout, as_durability, as_pool_sizes
 from ..errors import ConfigurationError, InvalidRequest, StoreClosed, StoreUnavailable, WrongType
+from . import postgres_clock
 from .base import (
     READ,
     SQL,
@@ -132,6 +132,10 @@ from .postgres_attempts import (
     fetch_result,
 )
 from .postgres_citus_sql import citus_statement
+from .postgres_clock import CLOCK_GOOD_RTT as CLOCK_GOOD_RTT
+from .postgres_clock import CLOCK_SAMPLES as CLOCK_SAMPLES
+from .postgres_clock import SERVER_TIME as SERVER_TIME
+from .postgres_clock import ServerClock
 from .postgres_connect import CONNECT_TIMEOUT, behind_pooler, connect_failure, connect_options
 from .postgres_dialect import CATALOG, announce_ddl
 from .postgres_dialect import LOCK as LOCK
@@ -208,12 +212,6 @@ CITUS_CAPABILITIES = CAPABILITIES.replace(
 )
 
 
-# The machine's clock, read through this name so a test can skew one
-# engine's view of it (``PostgresEngine`` takes it at construction).
-local_time = time.time
-# Seconds between re-measurements of the server clock's offset.
-CLOCK_REFRESH = 300.0
-SERVER_TIME = "SELECT extract(epoch FROM clock_timestamp())::float8"
 # The probe's one question about a new session (_probe): the backend's pid as the server reports it (behind a
 # pooler it differs from the one the connection was given: postgres_connect.behind_pooler), the schema the tables
 # go in and the search_path it came from (for the error when none exists), and pgvector's schema or NULL.
@@ -230,14 +228,9 @@ _SESSION_FACTS = (
     " current_setting('max_connections')::int, CASE WHEN current_setting('is_superuser') = 'on' THEN 0"
     " ELSE current_setting('superuser_reserved_connections')::int END"
 )
-# The offset read in a round trip is right to within half of it, and on a loaded machine one round trip can take
-# tens of milliseconds: a measurement reads the server's clock up to CLOCK_SAMPLES times, stopping at a round trip
-# of CLOCK_GOOD_RTT seconds or less, and keeps the shortest's reading.
-CLOCK_SAMPLES = 3
-CLOCK_GOOD_RTT = 0.001
 
 
-class PostgresEngine(AttemptWrites, ChangeNotifications, LoopCommits):
+class PostgresEngine(ServerClock, AttemptWrites, ChangeNotifications, LoopCommits):
     """PostgreSQL behind the ``Engine`` contract (see the module docstring).
 
     Time: without an injected ``clock``, ``now_ms()`` is the database
@@ -282,11 +275,7 @@ class PostgresEngine(AttemptWrites, ChangeNotifications, LoopCommits):
         # triggers (Citus refuses them on distributed tables), so inserts are
         # announced by a client NOTIFY sent after the commit that made them.
         self.citus = citus
-        self._local_time = local_time
-        self._clock_offset = 0.0  # server clock minus local clock, seconds
-        self._offset_measured_at: float | None = None  # time.monotonic() of the last measurement
-        self._offset_rtt = math.inf  # seconds: the round trip the offset was read in (_measure_clock_offset)
-        self._server_clock = clock is None
+        self._start_clock(clock)
         self.attempt_retention = as_attempt_retention(attempt_retention)
         # attempt_retention=0: no attempt rows (a write that would record one runs once: UNRECORDED). Set before
         # EngineBase.__init__, which keys the shared compiled statements on it (_statement_cache_key).
@@ -330,52 +319,6 @@ class PostgresEngine(AttemptWrites, ChangeNotifications, LoopCommits):
         self._compile_transaction_statements()
 
     # -- the pool ----------------------------------------------------------------
-
-    def _server_now(self) -> float:
-        """The server's clock, as seconds since the epoch (see the class docstring)."""
-        return self._local_time() + self._clock_offset
-
-    def now_ms(self) -> int:
-        """``EngineBase.now_ms``; the server clock's case inlined (2-3 reads a write: its cost counts).
-
-        That clock is the machine's plus a measured float offset, always a
-        finite number, so the check of an injected clock's answer is skipped.
-        """
-        if self._server_clock:
-            return int((self._local_time() + self._clock_offset) * 1000)
-        return super().now_ms()
-
-    def _measure_clock_offset(self, conn: psycopg.Connection[Any]) -> None:
-        """Read the server's clock on ``conn`` (``CLOCK_SAMPLES``, ``CLOCK_GOOD_RTT``); keep the offset it gives
-        when its round trip was shorter than the kept offset's, when that one is older than ``CLOCK_REFRESH``, or
-        when the two disagree by more than their round trips allow (each is right to within half of its own):
-        the local clock stepped since, and the kept offset is wrong by the step.
-
-        The round trip is timed on the local clock the offset is for: a
-        reading across a step of that clock looks long (forward) or is
-        skipped (backward), never kept as short.
-        """
-        rtt, offset = math.inf, 0.0
-        for _ in range(CLOCK_SAMPLES):
-            before = self._local_time()
-            row = conn.execute(SERVER_TIME).fetchone()
-            after = self._local_time()
-            assert row is not None
-            if 0 <= after - before < rtt:
-                rtt, offset = after - before, float(row[0]) - (before + after) / 2
-            if rtt <= CLOCK_GOOD_RTT:
-                break
-        if rtt == math.inf:
-            return  # every reading crossed a backward step of the local clock: the next connection reads again
-        now = time.monotonic()
-        measured = self._offset_measured_at
-        if (
-            measured is None
-            or rtt <= self._offset_rtt
-            or now - measured > CLOCK_REFRESH
-            or abs(offset - self._clock_offset) > (rtt + self._offset_rtt) / 2
-        ):
-            self._clock_offset, self._offset_rtt, self._offset_measured_at = offset, rtt, now
 
     def _configure(self, conn: psycopg.Connection[Any]) -> None:
         conn.cursor_factory = STATEMENT_CURSOR  # statements converted once (postgres_queries)
@@ -515,7 +458,7 @@ class PostgresEngine(AttemptWrites, ChangeNotifications, LoopCommits):
                 raise StoreClosed(f"{self.url}: store is closed") from None
             raise translate_postgres_error(exc, self.url) from None
         measured = self._offset_measured_at
-        if self._server_clock and measured is not None and time.monotonic() - measured > CLOCK_REFRESH:
+        if self._server_clock and measured is not None and time.monotonic() - measured > postgres_clock.CLOCK_REFRESH:
             try:
                 self._measure_clock_offset(conn)
             except psycopg.Error:
