@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -117,19 +117,27 @@ def test_on_a_loop_a_sync_call_is_refused_after_the_loops_lock_wait_saying_why(
     assert store.kv.get_many(b"s", b"n", [b"on-loop", b"in-tx"]) == [None, None]
 
 
+def _inline(call: Callable[..., object], *args: object) -> object:
+    """``call(*args)`` as an async front end's inline branch runs it (``durastate._aio``): an inline site."""
+    return call(*args)
+
+
+loop.inline_site(_inline)
+
+
 def test_an_inline_call_of_an_async_front_end_is_refused_at_once(store: durastate.Store) -> None:
     _put_past_a_held_lock(store, b"first")  # this thread's connection now waits in SQLite
     holder = WriteLockHolder(_file(store)).start()
 
+    def put_in_transaction() -> None:
+        with store.transaction():
+            store.kv.put(b"s", b"n", b"in-tx", b"v")
+
     async def main() -> None:
-        loop.INLINE_CALL.active = True  # as durastate._aio marks the calls it runs on the loop's thread
-        try:
-            with pytest.raises(LockBusy, match="where this call does not wait for the lock"):
-                store.kv.put(b"s", b"n", b"on-loop", b"v")
-            with pytest.raises(LockBusy, match="does not wait"), store.transaction():
-                store.kv.put(b"s", b"n", b"in-tx", b"v")
-        finally:
-            loop.INLINE_CALL.active = False
+        with pytest.raises(LockBusy, match="where this call does not wait for the lock"):
+            _inline(store.kv.put, b"s", b"n", b"on-loop", b"v")
+        with pytest.raises(LockBusy, match="does not wait"):
+            _inline(put_in_transaction)
 
     try:
         asyncio.run(main())

@@ -13,7 +13,7 @@ import asyncio
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -118,6 +118,14 @@ def _gate_held_in_a_thread(store: durastate.Store) -> tuple[threading.Thread, th
     return thread, release
 
 
+def _inline(call: Callable[..., object], *args: object) -> object:
+    """``call(*args)`` as an async front end's inline branch runs it (``durastate._aio``): an inline site."""
+    return call(*args)
+
+
+loop.inline_site(_inline)
+
+
 def test_on_an_event_loop_an_inline_call_meeting_a_held_gate_is_refused_at_once_and_changes_nothing(
     store: durastate.Store,
 ) -> None:
@@ -126,14 +134,10 @@ def test_on_an_event_loop_an_inline_call_meeting_a_held_gate_is_refused_at_once_
 
     async def inline() -> None:
         before = engine.no_wait_changes()
-        loop.INLINE_CALL.active = True  # as durastate._aio marks the calls it runs on the loop's thread
-        try:
-            with pytest.raises(LockBusy, match="running event loop, where this call does not wait"):
-                store.kv.put(b"s", b"n", b"inline", b"v")
-            with pytest.raises(LockBusy), store.transaction():
-                pass
-        finally:
-            loop.INLINE_CALL.active = False
+        with pytest.raises(LockBusy, match="running event loop, where this call does not wait"):
+            _inline(store.kv.put, b"s", b"n", b"inline", b"v")
+        with pytest.raises(LockBusy):
+            _inline(store.transaction().__enter__)
         assert engine.no_wait_changes() == before
         assert engine._connections.writers.holder is thread
 

@@ -61,7 +61,7 @@ import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, cast
 
-from .engines.loop import INLINE_CALL, LoopCommit, Settle, WouldWait
+from .engines.loop import LoopCommit, Settle, WouldWait, inline_site
 from .engines.sqlite import LockBusy
 from .errors import StoreClosed
 
@@ -451,14 +451,11 @@ class AsyncRunner:
         no_wait = self.no_wait_reads if reads else self.no_wait
         if no_wait is not None:
             before = no_wait()
-            INLINE_CALL.active = True  # a lock met is refused at once (engines.loop), not waited for
             try:
-                return fn(*args, **kwargs)
+                return fn(*args, **kwargs)  # a lock met here is refused at once (inline_site, below)
             except LockBusy:
                 if no_wait() != before:
                     raise  # it had changed something: running it again could repeat that
-            finally:
-                INLINE_CALL.active = False
         return await self.on_thread(fn, args, kwargs, undo)
 
     async def call_repeatable(self, fn: Callable[..., T], args: tuple[Any, ...], kwargs: dict[str, Any]) -> T:
@@ -699,3 +696,7 @@ class AsyncRunner:
     @property
     def closed(self) -> bool:
         return self._closed
+
+
+# A call made under AsyncRunner.call's inline branch is refused at once when it meets a lock (engines.loop).
+inline_site(AsyncRunner.call)

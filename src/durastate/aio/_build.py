@@ -56,7 +56,7 @@ from typing import Any, Generic, TypeVar
 from .._aio import AsyncRunner, Undo
 from .._tail import Tail
 from .._validate import as_wait
-from ..engines.loop import INLINE_CALL
+from ..engines.loop import inline_site
 from ..engines.sqlite import LockBusy
 from ..engines.watch import ChangeWatch
 from ..errors import InvalidRequest, StoreClosed
@@ -411,16 +411,14 @@ def _make_call(
             no_wait = runner.no_wait_reads if reads else runner.no_wait
             if no_wait is not None:
                 before = no_wait()
-                INLINE_CALL.active = True  # as in AsyncRunner.call: a lock met is refused at once
                 try:
                     return method(*args, **kwargs)
                 except LockBusy:
                     if no_wait() != before:
                         raise
-                finally:
-                    INLINE_CALL.active = False
             return await runner.on_thread(method, args, kwargs)
 
+        inline_site(call)  # as AsyncRunner.call: a lock met under it is refused at once (one code, every facade)
         return call
 
     async def call_and_wrap(self: Facade, /, *args: Any, **kwargs: Any) -> Any:

@@ -66,8 +66,10 @@ on a loop's own thread), as a call from plain sync code waits.
 from __future__ import annotations
 
 import functools
+import sys
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from types import FrameType
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import orjson
@@ -79,7 +81,7 @@ from strands.types.session import Session, SessionAgent, SessionMessage
 from ... import store as _store
 from ..._json import dump_json
 from ..._validate import fail, fail_type
-from ...engines.loop import INLINE_CALL, running_loop
+from ...engines.loop import inline_site, running_loop
 from ...engines.sqlite import LockBusy
 from ...errors import InvalidRequest, StoreClosed
 from .._common import StoreHolder
@@ -102,32 +104,39 @@ _ID_MIN, _ID_MAX = -(2**63), 2**63 - 1
 T = TypeVar("T")
 
 
+def _under_another(frame: FrameType) -> bool:
+    """Whether a frame of ``frame``'s code (a ``_waits`` wrapper's: one code for them all) is up its stack."""
+    code, up = frame.f_code, frame.f_back
+    while up is not None:
+        if up.f_code is code:
+            return True
+        up = up.f_back
+    return False
+
+
 def _waits(method: Callable[..., T]) -> Callable[..., T]:
     """Run ``method`` here; if SQLite refused it because another connection holds the write lock and this
     thread runs an event loop, run it again on the repository's worker thread and wait for it there.
 
     A sync call on an event loop's thread waits for a lock only briefly (``engines.loop``); Strands
     calls its repository synchronously from its loop, as ``FileSessionManager`` blocks it with file
-    I/O, so waiting (on a worker, up to the store's busy timeout) is the contract. The call here is
-    marked as an inline one (``INLINE_CALL``), so a held lock refuses it at once, nothing changed.
-    Every method below is one statement or one transaction, refused before it changed anything, so
-    running it again is safe.
+    I/O, so waiting (on a worker, up to the store's busy timeout) is the contract. ``wrapper`` is an
+    inline site (``engines.loop.inline_site``), so a held lock refuses the call at once, nothing
+    changed. Every method below is one statement or one transaction, refused before it changed
+    anything, so running it again is safe; a wrapped method called by another goes to the worker
+    with its caller, whole.
     """
 
     @functools.wraps(method)
     def wrapper(self: DurastateSessionRepository, /, *args: Any, **kwargs: Any) -> T:
-        on_loop = running_loop() is not None
-        outer = INLINE_CALL.active  # a wrapped method called by another keeps the outer call's mark
-        INLINE_CALL.active = on_loop
         try:
             return method(self, *args, **kwargs)
         except LockBusy:
-            if not on_loop or outer:
-                raise  # off a loop it waited already; an outer wrapped call goes to the worker whole
-        finally:
-            INLINE_CALL.active = outer
+            if running_loop() is None or _under_another(sys._getframe()):
+                raise  # off a loop it waited already; under another wrapped call, that one moves
         return self._worker().submit(method, self, *args, **kwargs).result()
 
+    inline_site(wrapper)
     return wrapper
 
 
