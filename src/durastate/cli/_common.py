@@ -96,17 +96,22 @@ class PortInUse(click.ClickException):
     exit_code = EXIT_PORT_IN_USE
 
 
-def url_option(func: F) -> F:
-    """``--url`` (also ``DURASTATE_URL``) and ``--table-prefix`` for a command that opens a store."""
-    func = click.option(
+def prefix_option(help: str) -> Callable[[F], F]:
+    """``--table-prefix`` (also ``DURASTATE_PREFIX``), default ``ds_``, with ``help``."""
+    return click.option(
         "--table-prefix",
         "prefix",
         default="ds_",
         show_default=True,
         envvar="DURASTATE_PREFIX",
         show_envvar=True,
-        help="Table prefix of the store.",
-    )(func)
+        help=help,
+    )
+
+
+def url_option(func: F) -> F:
+    """``--url`` (also ``DURASTATE_URL``) and ``--table-prefix`` for a command that opens a store."""
+    func = prefix_option("Table prefix of the store.")(func)
     func = click.option("--url", envvar="DURASTATE_URL", show_envvar=True, default=None, help=URL_HELP)(func)
     return func
 

@@ -41,6 +41,7 @@ from ._common import (
     human_duration,
     json_option,
     open_for_reading,
+    prefix_option,
     print_json,
     print_table,
     quiet_broken_pipe,
@@ -503,15 +504,7 @@ def _policy_value(name: str, value: Any) -> str:
     help="Run against this store (in scratch names it removes after; not DURASTATE_URL, which is ignored here); "
     "default: a temporary SQLite file.",
 )
-@click.option(
-    "--table-prefix",
-    "prefix",
-    default="ds_",
-    show_default=True,
-    envvar="DURASTATE_PREFIX",
-    show_envvar=True,
-    help="With --url: the table prefix of that store.",
-)
+@prefix_option("With --url: the table prefix of that store.")
 @json_option
 @errors_as_exit_1
 def bench(ops: int, url: str | None, prefix: str, as_json: bool) -> None:
