@@ -381,6 +381,53 @@ def test_min_connections_above_the_servers_limit_is_a_configuration_error_naming
         postgres_server.drop_schema(base, schema)
 
 
+def test_min_connections_above_the_roles_connection_limit_is_a_configuration_error_naming_it() -> None:
+    from urllib.parse import urlsplit
+
+    psycopg = pytest.importorskip("psycopg")
+
+    base = plugin._postgres_base_url()
+    url, schema = postgres_server.create_schema(base)
+    role = "r_" + schema
+    try:
+        postgres_server._admin_execute(base, f"CREATE ROLE {role} LOGIN CONNECTION LIMIT 2")
+    except psycopg.errors.InsufficientPrivilege:
+        postgres_server.drop_schema(base, schema)
+        pytest.skip("the test server's role may not create roles (CREATEROLE)")
+    try:
+        postgres_server._admin_execute(base, f"GRANT USAGE, CREATE ON SCHEMA {schema} TO {role}")
+        parts = urlsplit(url)
+        as_role = parts._replace(netloc=f"{role}@{parts.hostname}:{parts.port or 5432}").geturl()
+        with pytest.raises(ConfigurationError, match=r"min_connections=3 .* its role allows \(CONNECTION LIMIT 2\)"):
+            # Was: StoreUnavailable after busy_timeout ("too many connections for role"), two slots taken meanwhile.
+            durastate.open(as_role, min_connections=3, max_connections=3, busy_timeout=1)
+        assert _tables_in(url) == 0
+        with durastate.open(as_role, min_connections=2, max_connections=2) as store:  # a pool that fits opens
+            store.kv.put(b"s", b"n", b"k", b"v")
+    finally:
+        postgres_server.drop_schema(base, schema)
+        postgres_server._admin_execute(base, f"DROP ROLE IF EXISTS {role}")
+
+
+def test_a_databases_connection_limit_bounds_min_connections_too() -> None:
+    pytest.importorskip("psycopg")
+    from durastate.engines.postgres import PostgresEngine
+
+    closed: list[bool] = []
+
+    class _Connection:
+        def close(self) -> None:
+            closed.append(True)
+
+    engine = PostgresEngine.__new__(PostgresEngine)
+    engine._min = 3
+    engine._check_pool_fits(_Connection(), "db", 100, 3, -1, 3)  # type: ignore[arg-type]  # fits: kept open
+    assert closed == []
+    with pytest.raises(ConfigurationError, match=r"its database allows \(CONNECTION LIMIT 2\); .* at most 2"):
+        engine._check_pool_fits(_Connection(), "db", 100, 3, 5, 2)  # type: ignore[arg-type]
+    assert closed == [True]
+
+
 def test_the_pools_connect_warnings_are_not_printed_by_pythons_last_resort_handler() -> None:
     import subprocess
     import sys

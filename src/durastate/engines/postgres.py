@@ -88,7 +88,7 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Hashable, Iterable
-from typing import Any, NoReturn
+from typing import Any
 
 import psycopg
 import psycopg_pool
@@ -221,12 +221,18 @@ CITUS_CAPABILITIES = CAPABILITIES.replace(
 # gets these records (they propagate as before), only the last-resort printing stops.
 logging.getLogger("psycopg.pool").addHandler(logging.NullHandler())
 
-# The connection slots this role may fill (_check_pool_fits): all of max_connections for a superuser, the
-# rest for another role (the superuser_reserved_connections are kept back). Read in the probe's round trip.
+# The connection slots this role may fill (_probe, _refuse_pool_size): all of max_connections for a superuser,
+# the rest for another role (the superuser_reserved_connections are kept back), and for another role no more than
+# the login role's and the database's CONNECTION LIMIT (-1: none; a superuser is not held to either). Read in the
+# probe's round trip.
 _SESSION_FACTS = (
     f"SELECT pg_backend_pid(), current_schema(), current_setting('search_path'), ({EXTENSION_SCHEMA}),"
     " current_setting('max_connections')::int, CASE WHEN current_setting('is_superuser') = 'on' THEN 0"
-    " ELSE current_setting('superuser_reserved_connections')::int END"
+    " ELSE current_setting('superuser_reserved_connections')::int END,"
+    " CASE WHEN current_setting('is_superuser') = 'on' THEN -1"
+    " ELSE (SELECT rolconnlimit FROM pg_catalog.pg_roles WHERE rolname = session_user) END,"
+    " CASE WHEN current_setting('is_superuser') = 'on' THEN -1"
+    " ELSE (SELECT datconnlimit FROM pg_catalog.pg_database WHERE datname = current_database()) END"
 )
 
 
@@ -415,27 +421,47 @@ class PostgresEngine(ServerClock, AttemptWrites, ChangeNotifications, LoopCommit
                 f"{where}: no schema of search_path ({path}) exists, so there is nowhere to create the tables;"
                 " create it first (CREATE SCHEMA ...) or fix options=-csearch_path= in the URL"
             )
-        if not self.pooler and self._min > row[4] - row[5]:  # a pooler's clients do not take server slots
-            conn.close()
-            self._refuse_pool_size(where, row[4], row[5])
+        if not self.pooler:  # a pooler's clients do not take server slots
+            self._check_pool_fits(conn, where, row[4], row[5], row[6], row[7])
         self._channels_in = f'"{row[1]}".{self.prefix}'  # channel names (postgres_notify.ChangeNotifications)
         self._probed = True
         return conn
 
-    def _refuse_pool_size(self, where: str, server_max: int, reserved: int) -> NoReturn:
-        """``min_connections`` the server can never give: refused before the pool would take every slot trying.
+    def _check_pool_fits(
+        self,
+        conn: PooledConnection,
+        where: str,
+        server_max: int,
+        reserved: int,
+        role_limit: int | None,
+        database_limit: int | None,
+    ) -> None:
+        """Refuse (closing ``conn``) ``min_connections`` the server can never give this role on this database.
 
-        The pool would connect until ``busy_timeout``, each connect past the
-        server's limit refused ("too many clients already", which alone
-        looks transient), and the store would be refused as unavailable.
+        The pool would connect until ``busy_timeout``, each connect past a
+        limit refused ("too many clients already", "too many connections
+        for role", which alone look transient), and the store would be
+        refused as unavailable after taking every slot it could. Limits of
+        -1 (or unreadable: ``None``) are none.
         """
-        slots = f"its max_connections is {server_max}" + (
-            f", {reserved} of them reserved for superusers" if reserved else ""
-        )
+        limits = [(server_max - reserved, "the server", "raise the server's max_connections")]
+        if role_limit is not None and role_limit >= 0:
+            limits.append((role_limit, "its role", "raise the role's CONNECTION LIMIT (ALTER ROLE)"))
+        if database_limit is not None and database_limit >= 0:
+            limits.append((database_limit, "its database", "raise the database's CONNECTION LIMIT (ALTER DATABASE)"))
+        fits, whose, remedy = min(limits, key=lambda limit: limit[0])
+        if self._min <= fits:
+            return
+        conn.close()
+        if whose == "the server":
+            allows = f"its max_connections is {server_max}" + (
+                f", {reserved} of them reserved for superusers" if reserved else ""
+            )
+        else:
+            allows = f"CONNECTION LIMIT {fits}"
         raise ConfigurationError(
-            f"{where}: min_connections={self._min} is more connections than the server allows ({slots}); "
-            f"open with min_connections at most {server_max - reserved} (leaving room for other clients), "
-            "or raise the server's max_connections"
+            f"{where}: min_connections={self._min} is more connections than {whose} allows ({allows}); "
+            f"open with min_connections at most {fits} (leaving room for other clients), or {remedy}"
         )
 
     def _forget_parent_pool(self) -> None:
