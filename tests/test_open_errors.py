@@ -411,21 +411,14 @@ def test_min_connections_above_the_roles_connection_limit_is_a_configuration_err
 
 def test_a_databases_connection_limit_bounds_min_connections_too() -> None:
     pytest.importorskip("psycopg")
-    from durastate.engines.postgres import PostgresEngine
+    from durastate.engines.postgres_connect import unfillable_pool
 
-    closed: list[bool] = []
-
-    class _Connection:
-        def close(self) -> None:
-            closed.append(True)
-
-    engine = PostgresEngine.__new__(PostgresEngine)
-    engine._min = 3
-    engine._check_pool_fits(_Connection(), "db", 100, 3, -1, 3)  # type: ignore[arg-type]  # fits: kept open
-    assert closed == []
-    with pytest.raises(ConfigurationError, match=r"its database allows \(CONNECTION LIMIT 2\); .* at most 2"):
-        engine._check_pool_fits(_Connection(), "db", 100, 3, 5, 2)  # type: ignore[arg-type]
-    assert closed == [True]
+    assert unfillable_pool("db", 3, 100, 3, -1, 3) is None
+    assert unfillable_pool("db", 3, 100, 3, None, -1) is None
+    refusal = unfillable_pool("db", 3, 100, 3, 5, 2)
+    assert isinstance(refusal, ConfigurationError)
+    assert "its database allows (CONNECTION LIMIT 2); open with min_connections at most 2" in str(refusal)
+    assert "at most 4" in str(unfillable_pool("db", 5, 100, 3, 4, 6))  # the smallest limit is named
 
 
 def test_the_pools_connect_warnings_are_not_printed_by_pythons_last_resort_handler() -> None:

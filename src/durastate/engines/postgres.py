@@ -136,7 +136,7 @@ from .postgres_clock import CLOCK_GOOD_RTT as CLOCK_GOOD_RTT
 from .postgres_clock import CLOCK_SAMPLES as CLOCK_SAMPLES
 from .postgres_clock import SERVER_TIME as SERVER_TIME
 from .postgres_clock import ServerClock
-from .postgres_connect import CONNECT_TIMEOUT, behind_pooler, connect_failure, connect_options
+from .postgres_connect import CONNECT_TIMEOUT, behind_pooler, connect_failure, connect_options, unfillable_pool
 from .postgres_dialect import CATALOG, announce_ddl
 from .postgres_dialect import LOCK as LOCK
 from .postgres_dialect import POSTGRES_DIALECT as POSTGRES_DIALECT
@@ -221,7 +221,7 @@ CITUS_CAPABILITIES = CAPABILITIES.replace(
 # gets these records (they propagate as before), only the last-resort printing stops.
 logging.getLogger("psycopg.pool").addHandler(logging.NullHandler())
 
-# The connection slots this role may fill (_probe, _refuse_pool_size): all of max_connections for a superuser,
+# The connection slots this role may fill (postgres_connect.unfillable_pool): all of max_connections for a superuser,
 # the rest for another role (the superuser_reserved_connections are kept back), and for another role no more than
 # the login role's and the database's CONNECTION LIMIT (-1: none; a superuser is not held to either). Read in the
 # probe's round trip.
@@ -421,48 +421,13 @@ class PostgresEngine(ServerClock, AttemptWrites, ChangeNotifications, LoopCommit
                 f"{where}: no schema of search_path ({path}) exists, so there is nowhere to create the tables;"
                 " create it first (CREATE SCHEMA ...) or fix options=-csearch_path= in the URL"
             )
-        if not self.pooler:  # a pooler's clients do not take server slots
-            self._check_pool_fits(conn, where, row[4], row[5], row[6], row[7])
+        refusal = None if self.pooler else unfillable_pool(where, self._min, *row[4:8])  # a pooler's clients take none
+        if refusal is not None:
+            conn.close()
+            raise refusal
         self._channels_in = f'"{row[1]}".{self.prefix}'  # channel names (postgres_notify.ChangeNotifications)
         self._probed = True
         return conn
-
-    def _check_pool_fits(
-        self,
-        conn: PooledConnection,
-        where: str,
-        server_max: int,
-        reserved: int,
-        role_limit: int | None,
-        database_limit: int | None,
-    ) -> None:
-        """Refuse (closing ``conn``) ``min_connections`` the server can never give this role on this database.
-
-        The pool would connect until ``busy_timeout``, each connect past a
-        limit refused ("too many clients already", "too many connections
-        for role", which alone look transient), and the store would be
-        refused as unavailable after taking every slot it could. Limits of
-        -1 (or unreadable: ``None``) are none.
-        """
-        limits = [(server_max - reserved, "the server", "raise the server's max_connections")]
-        if role_limit is not None and role_limit >= 0:
-            limits.append((role_limit, "its role", "raise the role's CONNECTION LIMIT (ALTER ROLE)"))
-        if database_limit is not None and database_limit >= 0:
-            limits.append((database_limit, "its database", "raise the database's CONNECTION LIMIT (ALTER DATABASE)"))
-        fits, whose, remedy = min(limits, key=lambda limit: limit[0])
-        if self._min <= fits:
-            return
-        conn.close()
-        if whose == "the server":
-            allows = f"its max_connections is {server_max}" + (
-                f", {reserved} of them reserved for superusers" if reserved else ""
-            )
-        else:
-            allows = f"CONNECTION LIMIT {fits}"
-        raise ConfigurationError(
-            f"{where}: min_connections={self._min} is more connections than {whose} allows ({allows}); "
-            f"open with min_connections at most {fits} (leaving room for other clients), or {remedy}"
-        )
 
     def _forget_parent_pool(self) -> None:
         # The parent's listener too: its thread is not in this process, its socket is the parent's session.

@@ -10,6 +10,12 @@ first connection (``LifoPool.give_first``). What the probe's failure means:
   network traffic), the server rejected the login (unknown database or
   role, failed authentication, no ``pg_hba.conf`` entry) or a startup
   option (``options=-c...``): ``ConfigurationError``, permanent;
+* ``min_connections`` is more than the server, the login role or the
+  database lets this role have (``unfillable_pool``): the pool would connect
+  until ``busy_timeout``, each connect past the limit refused ("too many
+  clients already", "too many connections for role", which alone look
+  transient), and the store would be refused as unavailable after taking
+  every slot it could: ``ConfigurationError``, permanent;
 * the server could not be reached (refused, timed out, unknown host) or is
   not accepting connections right now (starting up, shutting down, in
   recovery, out of connection slots): ``StoreUnavailable``, transient.
@@ -32,7 +38,7 @@ from psycopg.conninfo import conninfo_to_dict
 
 from ..errors import ConfigurationError, DurastateError, StoreUnavailable
 
-__all__ = ["behind_pooler", "connect_failure", "connect_options", "listen_options"]
+__all__ = ["behind_pooler", "connect_failure", "connect_options", "listen_options", "unfillable_pool"]
 
 CONNECT_TIMEOUT = 10  # seconds, unless the URL says ``connect_timeout=``
 _SERVER_SEVERITIES = ("FATAL:", "ERROR:", "PANIC:")
@@ -119,3 +125,37 @@ def behind_pooler(conn: psycopg.Connection[Any], reported_pid: int) -> bool:
     ``pg_backend_pid()`` answered.
     """
     return int(reported_pid) != conn.info.backend_pid
+
+
+def unfillable_pool(
+    where: str,
+    minimum: int,
+    server_max: int,
+    reserved: int,
+    role_limit: int | None,
+    database_limit: int | None,
+) -> ConfigurationError | None:
+    """The error for a pool of ``minimum`` connections this role can never hold, ``None`` when it can.
+
+    ``server_max`` less ``reserved`` (the superuser_reserved_connections, 0
+    for a superuser), the login role's and the database's CONNECTION LIMIT
+    (-1 or ``None``: none; a superuser is held to neither).
+    """
+    limits = [(server_max - reserved, "the server", "raise the server's max_connections")]
+    if role_limit is not None and role_limit >= 0:
+        limits.append((role_limit, "its role", "raise the role's CONNECTION LIMIT (ALTER ROLE)"))
+    if database_limit is not None and database_limit >= 0:
+        limits.append((database_limit, "its database", "raise the database's CONNECTION LIMIT (ALTER DATABASE)"))
+    fits, whose, remedy = min(limits, key=lambda limit: limit[0])
+    if minimum <= fits:
+        return None
+    if whose == "the server":
+        allows = f"its max_connections is {server_max}" + (
+            f", {reserved} of them reserved for superusers" if reserved else ""
+        )
+    else:
+        allows = f"CONNECTION LIMIT {fits}"
+    return ConfigurationError(
+        f"{where}: min_connections={minimum} is more connections than {whose} allows ({allows}); "
+        f"open with min_connections at most {fits} (leaving room for other clients), or {remedy}"
+    )
