@@ -107,7 +107,7 @@ def test_a_memory_store_has_no_wal_to_bound(small_limit: int) -> None:
 def _engine_shm(store: durastate.Store) -> int | None:
     engine = store.engine
     assert isinstance(engine, SqliteEngine)
-    return engine._shm
+    return engine._shm.fd
 
 
 def test_the_wal_starts_over_once_past_the_limit(store: durastate.Store) -> None:
@@ -254,7 +254,7 @@ def test_a_restart_is_tried_only_when_no_reader_holds_the_checkpoint_far_back() 
 def test_a_new_shm_file_is_read_once_the_last_connection_deleted_the_old_one(store: durastate.Store) -> None:
     _put_many(store, 50, b"a")
     engine = _engine(store)
-    old = engine._shm
+    old = engine._shm.fd
     assert old is not None
     store.engine.release_connection()
     shared = engine._connections.shared  # the file's last connection: SQLite deletes the WAL and the -shm
@@ -267,7 +267,7 @@ def test_a_new_shm_file_is_read_once_the_last_connection_deleted_the_old_one(sto
     most = _put_many(store, 300, b"b")
     frame = _pragma(store, "page_size") + 24
     assert most <= LIMIT + (sqlite_wal.CHECK_EVERY + 1) * 3 * frame
-    shm = engine._shm
+    shm = engine._shm.fd
     assert shm is not None and os.fstat(shm).st_ino == os.stat(f"{file}-shm").st_ino
 
 

@@ -88,7 +88,7 @@ from .sqlite_space import AUTO_VACUUM_INCREMENTAL, reclaim
 from .sqlite_tools import SqliteTools
 from .sqlite_transaction import ENGINES, NO_LOCK_WAIT, RefusingCursor, ThreadState
 from .sqlite_transaction import FORK_GATE as _FORK_GATE
-from .sqlite_wal import AUTOCHECKPOINT_OFF, WalBound
+from .sqlite_wal import AUTOCHECKPOINT_OFF, ShmFile, WalBound
 from .sqlite_writes import ALL_ROWS, ONE_ROW, REFUSED, ROW_COUNT, SharedWrites
 from .watch import LocalChannels
 
@@ -249,7 +249,7 @@ class SqliteEngine(ChangeNotifications, SharedWrites):
         self._wal_left = -1 if self.is_memory or read_only else 1
         # Single writes share one connection (sqlite_connections.SharedWriter): a file's, written to.
         self._shares_writes = not self.is_memory and not read_only
-        self._shm: int | None = None
+        self._shm = ShmFile()
         self._wal_bound = WalBound(full=durability == "full")
         # SQLite's own automatic checkpoint, set on every connection (set_wal_autocheckpoint): off by default.
         self._autocheckpoint = AUTOCHECKPOINT_OFF
@@ -327,12 +327,15 @@ class SqliteEngine(ChangeNotifications, SharedWrites):
     def _open_shm(self) -> int | None:
         """The ``-shm`` file, open for reading (``sqlite_wal.wal_bytes``); ``None`` while it cannot be.
 
-        Kept open between looks, and opened again once unlinked: the last
-        connection to the file, of any process, deletes it on closing (and
-        the WAL), and the next one creates a new one. Read from the old one,
-        the WAL would look as it was then.
+        Kept open between looks (``sqlite_wal.ShmFile``: closed with the
+        engine, or when an engine dropped unclosed is collected), and opened
+        again once unlinked: the last connection to the file, of any
+        process, deletes it on closing (and the WAL), and the next one
+        creates a new one. Read from the old one, the WAL would look as it
+        was then.
         """
-        shm = self._shm
+        held = self._shm
+        shm = held.fd
         if shm is not None:
             try:
                 if os.fstat(shm).st_nlink:
@@ -340,18 +343,16 @@ class SqliteEngine(ChangeNotifications, SharedWrites):
             except OSError:
                 pass  # close() closed it this moment
         with self._lock:
-            if self._shm is not None and self._shm != shm:
-                return self._shm  # another thread opened the new one meanwhile
-            if self._shm is not None:
-                os.close(self._shm)
-                self._shm = None
+            if held.fd is not None and held.fd != shm:
+                return held.fd  # another thread opened the new one meanwhile
+            held.close()
             if self._closed:
                 return None
             try:
-                self._shm = os.open(f"{self.file}-shm", os.O_RDONLY | os.O_CLOEXEC)
+                held.fd = os.open(f"{self.file}-shm", os.O_RDONLY | os.O_CLOEXEC)
             except OSError:
                 return None
-            return self._shm
+            return held.fd
 
     def _at_open(self, statement: Callable[[], object]) -> object:
         """Run an opening statement, tried again while SQLite refuses it for a lock (``sqlite_busy``).
@@ -784,9 +785,7 @@ class SqliteEngine(ChangeNotifications, SharedWrites):
             self._anchor.close()
             self._anchor = None
         with self._lock:
-            shm, self._shm = self._shm, None
-        if shm is not None:
-            os.close(shm)
+            self._shm.close()
         self._channels.close()
         for cond in list(self._changed.values()):
             with cond:

@@ -257,7 +257,7 @@ class SqliteTransactions(EngineBase):
     # Writes left before the next look at the WAL's size (sqlite_wal); negative
     # (never reaching 0) on stores without a WAL of their own to bound.
     _wal_left: int
-    _shm: int | None  # the -shm file, open for reading (sqlite_wal.wal_bytes), once a look opened it
+    _shm: sqlite_wal.ShmFile  # the -shm file, open for reading (sqlite_wal.wal_bytes) once a look opened it
     _wal_bound: sqlite_wal.WalBound  # when the WAL is due a checkpoint (its state between looks)
     url: str
     is_memory: bool

@@ -109,6 +109,7 @@ __all__ = [
     "RESTART",
     "RECENT_FRAMES",
     "RESTART_WAIT_MS",
+    "ShmFile",
     "WalBound",
     "hot_chain",
     "restart_worthwhile",
@@ -201,6 +202,35 @@ def hot_chain(shm: int, frames: int) -> int:
         return 0
     frames_of = Counter(pages)  # ~40 us of CPU for 1,024 frames: a few times per WAL (WalBound)
     return sum(frames_of[page] for page in recent) * (frames - start + 1) // (len(recent) * len(pages))
+
+
+class ShmFile:
+    """The ``-shm`` file beside a store's file, open for reading, for the looks at the WAL (``WalBound.due``).
+
+    ``fd`` is the descriptor, ``None`` while not open. Closed by ``close()``
+    (the engine's ``close()``), and when this object is collected: an engine
+    dropped without ``close()`` is collected with its connections (sqlite3
+    closes each as it goes) and takes the descriptor with it. Kept as a bare
+    ``int`` on the engine, it stayed open for the life of the process: one
+    descriptor for every store a long-lived process opened and dropped.
+    """
+
+    __slots__ = ("fd",)
+
+    def __init__(self) -> None:
+        self.fd: int | None = None
+
+    def close(self) -> None:
+        """Close the descriptor, if open. Idempotent."""
+        fd, self.fd = self.fd, None
+        if fd is not None:
+            try:
+                os.close(fd)
+            except OSError:
+                pass  # closed already (nothing else closes it: never raised from a finalizer)
+
+    def __del__(self) -> None:
+        self.close()
 
 
 class WalBound:
