@@ -9,13 +9,46 @@ joined with a deadline that only a failure reaches.
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import os
+import threading
+import time
+import weakref
 from pathlib import Path
 
 import pytest
 
 import durastate
+from durastate import _aio, aio
+from durastate.engines.base import Engine
+
+# Seconds the threads a store started may take to end once it is collected (reached only on failure).
+FAILURE_DEADLINE = 10.0
+
+
+def test_an_async_store_dropped_unclosed_ends_its_threads_and_frees_its_engine(store_url: str) -> None:
+    before = set(threading.enumerate())
+
+    async def use_and_drop() -> weakref.ref[Engine]:
+        store = await aio.open(store_url)
+        await store.kv.put(b"s", b"n", b"k", b"v")
+        assert await store.kv.get(b"s", b"n", b"k") == b"v"
+        async with store.transaction() as tx:  # on a thread pinned to the block
+            await tx.kv.put(b"s", b"n", b"t", b"v")
+        assert await store.queues.claim("nothing", lease=5, wait=0.01) is None  # PostgreSQL: the listener too
+        return weakref.ref(store._store.engine)  # and the store goes with this frame, unclosed
+
+    engine = asyncio.run(use_and_drop())
+    # The process's one waker thread (durastate._aio._Waker) is no store's: it lives as long as the process.
+    started = set(threading.enumerate()) - before - {_aio._WAKER._thread}
+    assert started  # workers, a pinned thread (and on PostgreSQL the pool's and the listener's)
+    gc.collect()
+    deadline = time.monotonic() + FAILURE_DEADLINE
+    for thread in started:
+        thread.join(max(0.0, deadline - time.monotonic()))
+    assert [thread.name for thread in started if thread.is_alive()] == []
+    assert engine() is None  # its connections closed as sqlite3 and psycopg close a collected connection
 
 
 def _descriptors_naming(path: Path) -> list[str]:

@@ -272,14 +272,23 @@ class _Workers:
     16-20 (``bench/aio.py --only hop``). Threads are
     daemons, so a store nobody closed does not keep the process alive; at
     exit, calls still on a worker are waited for first (``_at_exit``).
-    ``leave`` is called after every job, undo included.
+    ``runner._leave()`` is called after every job, undo included.
+
+    The threads hold their runner weakly (``runner``, a ``weakref.ref``): a
+    runner nobody uses any more (an ``AsyncStore`` dropped without
+    ``close()``, its facades and iterators with it) is collected, and its
+    finalizer (``AsyncRunner.__init__``) ends these threads. Held strongly,
+    as the threads once did, they kept it, and through it the store's
+    connections (on PostgreSQL its pooled and listening sessions), for the
+    life of the process: a service opening a store per task and dropping
+    it leaked them all, task after task.
     """
 
-    def __init__(self, size: int, name: str, leave: Callable[[], None]) -> None:
+    def __init__(self, size: int, name: str, runner: weakref.ref[AsyncRunner]) -> None:
         self._queue: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
         self._size = size
         self._name = name
-        self._leave = leave
+        self._runner = runner
         self._threads: list[threading.Thread] = []
         self._lock = threading.Lock()
         self._stopped = False
@@ -297,14 +306,17 @@ class _Workers:
 
     def _work(self) -> None:
         jobs = self._queue
-        get, leave = jobs.get, self._leave
+        get, runner = jobs.get, self._runner
         while (job := get()) is not None:
             try:
                 job.run()
             except BaseException:  # only an undo's (run keeps the call's own): never end the worker
                 pass
             finally:
-                leave()  # before the waiter wakes (see _Job.run)
+                root = runner()
+                if root is not None:  # collected: nobody can be waiting for its calls to end
+                    root._leave()  # before the waiter wakes (see _Job.run)
+                    root = None  # not kept while the next get() waits (see the class docstring)
                 job.notify(not jobs.empty())
             # Not kept while the next get() waits: a job holds its function (an integration object's bound
             # method, say), which would keep that object alive as long as this thread idles, and with it
@@ -374,7 +386,11 @@ class AsyncRunner:
     ) -> None:
         self._name = name
         self._root: AsyncRunner = self if _root is None else _root
-        self._workers = _Workers(workers, name, self._root._leave)
+        self._workers = _Workers(workers, name, weakref.ref(self._root))
+        # Collected unclosed (nothing holds it any more; its threads hold it weakly): they end once the jobs
+        # queued before are done. ``shutdown`` never blocks here, and its lock is never held by whoever drops the
+        # last reference (only ``post`` and ``shutdown`` take it, and a thread inside ``post`` holds the runner).
+        weakref.finalize(self, self._workers.shutdown, False).atexit = False
         self._closed = False
         self._busy = 0  # calls inside a worker right now (or queued for one)
         # The lock of every runner state change, and the condition wait_idle waits on. The hot paths (a call's
