@@ -7,9 +7,13 @@ not woken would hold the test until the join's deadline fails it.
 from __future__ import annotations
 
 import asyncio
+import gc
 import threading
+import time
+import weakref
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -89,3 +93,36 @@ def test_a_closed_watch_is_forgotten(store: durastate.Store) -> None:
         watch.close()
         watch.close()  # idempotent
     assert engine._channels._watches == {}  # type: ignore[attr-defined]
+
+
+def test_wait_for_change_is_woken_by_a_notify_from_another_thread(store: durastate.Store) -> None:
+    engine = store.engine
+    waiter = threading.Thread(target=engine.wait_for_change, args=("c", HOUR), daemon=True)
+    waiter.start()
+    deadline = time.monotonic() + DEADLINE
+    while waiter.is_alive() and time.monotonic() < deadline:
+        # A notify before the waiter registered wakes nothing (wait_for_change registers after its caller's
+        # check): notified until it returns, each time it may have registered since.
+        engine.notify("c")
+        waiter.join(0.01)
+    assert not waiter.is_alive()
+
+
+def test_waiting_on_ever_new_channels_keeps_nothing_per_channel(
+    store: durastate.Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A session's or a queue's channel each: a long-lived process waits on ever new ones.
+    made_here: weakref.WeakSet[threading.Condition] = weakref.WeakSet()
+    test_thread = threading.current_thread()
+
+    class Counted(threading.Condition):
+        def __init__(self, lock: Any = None) -> None:
+            super().__init__(lock)
+            if threading.current_thread() is test_thread:
+                made_here.add(self)
+
+    monkeypatch.setattr(threading, "Condition", Counted)
+    for i in range(100):
+        store.engine.wait_for_change(f"session:{i}", 0.0)
+    gc.collect()
+    assert len(made_here) == 0  # a condition kept per channel was 100 here

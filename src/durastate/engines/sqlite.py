@@ -254,7 +254,6 @@ class SqliteEngine(ChangeNotifications, SharedWrites):
         # SQLite's own automatic checkpoint, set on every connection (set_wal_autocheckpoint): off by default.
         self._autocheckpoint = AUTOCHECKPOINT_OFF
         self.close_wait = CLOSE_WAIT
-        self._changed: dict[str, threading.Condition] = {}
         self._channels = LocalChannels()
         ENGINES.add(self)
         if self.is_memory:
@@ -459,7 +458,6 @@ class SqliteEngine(ChangeNotifications, SharedWrites):
         self._connections = Connections()
         self._writer_lock = self._connections.writers.lock
         self._writer_turns = self._connections.writers.turns
-        self._changed = {}
         self._channels = LocalChannels()
         if self.is_memory and not self._closed:
             self._anchor = self._new_connection()
@@ -786,7 +784,4 @@ class SqliteEngine(ChangeNotifications, SharedWrites):
             self._anchor = None
         with self._lock:
             self._shm.close()
-        self._channels.close()
-        for cond in list(self._changed.values()):
-            with cond:
-                cond.notify_all()
+        self._channels.close()  # wakes every watch, wait_for_change's too

@@ -12,8 +12,6 @@ every waiter re-checks what it waits for.
 
 from __future__ import annotations
 
-import threading
-
 from .sqlite_transaction import SqliteTransactions
 from .watch import ChangeWatch, LocalChannels
 
@@ -24,16 +22,7 @@ class ChangeNotifications(SqliteTransactions):
     """``notify``, ``watch`` and ``wait_for_change`` of ``SqliteEngine``."""
 
     # The engine's own (SqliteEngine): reset in a forked child, closed with the engine.
-    _lock: threading.Lock
-    _changed: dict[str, threading.Condition]
     _channels: LocalChannels
-
-    def _condition(self, channel: str) -> threading.Condition:
-        cond = self._changed.get(channel)
-        if cond is None:
-            with self._lock:
-                cond = self._changed.setdefault(channel, threading.Condition())
-        return cond
 
     def notify(self, channel: str, *, announced: bool = False) -> None:
         """Wake this process's waiters on ``channel``.
@@ -51,10 +40,6 @@ class ChangeNotifications(SqliteTransactions):
             pending.add(channel)
             return
         self._channels.fire(channel)
-        cond = self._changed.get(channel)
-        if cond is not None:
-            with cond:
-                cond.notify_all()
 
     def watch(self, channel: str, poll: float) -> ChangeWatch:
         """A watch on ``channel`` (``engines.watch``) woken at once by ``notify`` in this process, from any
@@ -64,7 +49,13 @@ class ChangeNotifications(SqliteTransactions):
         return self._channels.watch(channel, poll)
 
     def wait_for_change(self, channel: str, timeout: float) -> None:
-        """Block until ``notify(channel)`` in this process or ``timeout``."""
-        cond = self._condition(channel)
-        with cond:
-            cond.wait(timeout)
+        """Block until ``notify(channel)`` in this process, the store's ``close()``, or ``timeout``.
+
+        A watch registered here, after the caller's check (a waiter that must
+        not miss a change registers first: ``watch``), and forgotten when the
+        wait ends: nothing is kept per channel. (A condition kept per channel
+        ever waited on grew without bound in a process waiting on ever new
+        channels, a session's or a queue's each.)
+        """
+        with self._channels.watch(channel, timeout) as watch:
+            watch.wait(timeout)
