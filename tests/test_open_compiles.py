@@ -3,11 +3,13 @@
 Counted, not timed: ``Dialect.compile`` calls. A store compiles a facet's
 statements at the facet's first use, not when it opens; stores of one
 engine class and prefix share compiled statements, so a second store
-compiles nothing; another prefix compiles its own.
+compiles nothing; another prefix compiles its own. Only the stores open and the
+last prefixes opened keep their compiled statements.
 """
 
 from __future__ import annotations
 
+import gc
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,6 +17,7 @@ from pathlib import Path
 import pytest
 
 import durastate
+from durastate.engines import statements
 from durastate.engines.statements import Dialect
 
 
@@ -33,7 +36,7 @@ def compiles(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
 
 
 def fresh_prefix() -> str:
-    # Compiled statements live as long as the process: a prefix no other test used starts empty.
+    # A prefix no other test used starts with nothing compiled.
     return f"t{uuid.uuid4().hex[:12]}_"
 
 
@@ -70,6 +73,33 @@ def test_a_second_store_of_the_same_prefix_compiles_nothing(tmp_path: Path, comp
     with durastate.open(path, prefix=fresh_prefix()) as other:
         other.kv.get(b"s", b"n", b"k")
     assert len(compiles) > compiled_by_first  # another prefix compiles its own texts
+
+
+def test_only_open_stores_and_the_last_prefixes_keep_their_compiled_statements(
+    compiles: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A process going through ever new prefixes (one per tenant) must not keep every prefix's statements.
+    monkeypatch.setattr(statements, "COMPILED_KEPT", 2)
+
+    def compiled_by_opening(prefix: str) -> int:
+        compiles.clear()
+        with durastate.open("memory:", prefix=prefix) as store:
+            store.kv.get(b"s", b"n", b"k")
+        return len(compiles)
+
+    kept_open = durastate.open("memory:", prefix=(open_prefix := fresh_prefix()))
+    try:
+        kept_open.kv.get(b"s", b"n", b"k")
+        first, second, third = fresh_prefix(), fresh_prefix(), fresh_prefix()
+        assert compiled_by_opening(first) > 0
+        assert compiled_by_opening(second) > 0
+        assert compiled_by_opening(second) == 0  # among the last two: kept
+        assert compiled_by_opening(third) > 0
+        gc.collect()
+        assert compiled_by_opening(first) > 0  # past the last two, no store open: forgotten, compiled again
+        assert compiled_by_opening(open_prefix) == 0  # a store of it is open: its statements live with it
+    finally:
+        kept_open.close()
 
 
 def test_a_new_file_gets_incremental_auto_vacuum_and_a_reopen_keeps_it(tmp_path: Path) -> None:

@@ -42,6 +42,9 @@ from __future__ import annotations
 
 import enum
 import re
+import threading
+import weakref
+from collections import OrderedDict
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -264,6 +267,18 @@ class _BoundSpec:
         return self.text.format(arg=arg, p=self.prefix)
 
 
+# Keys whose compiled statements a dialect keeps when no engine holds them (``Dialect.compiled_cache``): the
+# prefixes opened last (one key per engine class and prefix; on PostgreSQL per Citus mode and schema too). Also
+# how many prefixes' format arguments ``Dialect.compile`` keeps.
+COMPILED_KEPT = 16
+
+
+class CompiledStatements(dict[Any, Any]):
+    """One key's compiled statements (``Dialect.compiled_cache``): a ``dict`` that can be referenced weakly."""
+
+    __slots__ = ("__weakref__",)
+
+
 # Every token a template may use, and what it means. Each engine's dialect
 # gives all of them a text (tests check that the sets agree).
 TOKENS = {
@@ -314,15 +329,25 @@ class Dialect:
     # The template of a ``KeyLookup``.
     key_lookup: Callable[[KeyLookup], str] = field(default=lambda lookup: in_list_lookup(lookup))
 
-    # Per prefix, the keyword arguments ``compile`` formats with (built once).
+    # Per prefix, the keyword arguments ``compile`` formats with (built at a prefix's first compile; forgotten
+    # all at once past ``COMPILED_KEPT`` prefixes: rebuilding one costs a dict of the tokens).
     _bound: dict[str, dict[str, object]] = field(default_factory=dict, init=False, repr=False, compare=False)
-    # Compiled statements by the key of the engines sharing them (``compiled_cache``).
-    _shared: dict[Hashable, dict[Any, Any]] = field(default_factory=dict, init=False, repr=False, compare=False)
+    # Compiled statements by the key of the engines sharing them (``compiled_cache``): held weakly, alive while an
+    # engine holds its cache, and the last ``COMPILED_KEPT`` keys asked for held by ``_recent`` too.
+    _shared: weakref.WeakValueDictionary[Hashable, CompiledStatements] = field(
+        default_factory=weakref.WeakValueDictionary, init=False, repr=False, compare=False
+    )
+    _recent: OrderedDict[Hashable, CompiledStatements] = field(
+        default_factory=OrderedDict, init=False, repr=False, compare=False
+    )
+    _caches_lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False, compare=False)
 
     def compile(self, template: str, prefix: str) -> str:
         tokens = self._bound.get(prefix)
         if tokens is None:
             bound = {k: _BoundSpec(v.text, prefix) if isinstance(v, Spec) else v for k, v in self.tokens.items()}
+            if len(self._bound) >= COMPILED_KEPT:
+                self._bound.clear()
             tokens = self._bound[prefix] = {"p": prefix, **bound}
         text = template.format_map(tokens)
         if self.placeholder != "?":
@@ -330,13 +355,24 @@ class Dialect:
             text = text.replace("%", "%%").replace("?", self.placeholder)
         return text
 
-    def compiled_cache(self, key: Hashable) -> dict[Any, Any]:
+    def compiled_cache(self, key: Hashable) -> CompiledStatements:
         """The cache of compiled statements shared by the engines of this dialect whose cache key is ``key``.
 
-        It lives as long as the dialect (a module constant, normally: the
-        process), one entry per distinct statement and key.
+        One entry per distinct statement. The caller (an engine) holds it as
+        long as it lives; the dialect holds it besides while ``key`` is among
+        the last ``COMPILED_KEPT`` keys asked for, so a process that opens
+        and closes stores of a few prefixes compiles each statement once. A
+        key past those whose every engine is gone is forgotten: a process
+        going through ever new prefixes (one per tenant, say) kept every
+        prefix's statements, some 330 KB each, for its whole life.
         """
-        cache = self._shared.get(key)
-        if cache is None:
-            cache = self._shared.setdefault(key, {})
+        with self._caches_lock:
+            cache = self._shared.get(key)
+            if cache is None:
+                cache = self._shared[key] = CompiledStatements()
+            recent = self._recent
+            recent[key] = cache
+            recent.move_to_end(key)
+            while len(recent) > COMPILED_KEPT:
+                recent.popitem(last=False)
         return cache
