@@ -199,6 +199,46 @@ def test_a_forked_child_wakes_its_loops_with_a_waker_thread_of_its_own() -> None
     assert done.stdout.split() == ["child", "0"]
 
 
+_STORE_AFTER_FORK = """
+import asyncio, os, sys
+from durastate import aio
+
+async def calls(store, who):
+    await store.kv.put(b"s", who.encode(), b"k", b"v")  # on a worker (memory:, PostgreSQL)
+    async with store.transaction() as tx:  # on a thread pinned to the block (every engine)
+        await tx.kv.incr(b"s", b"n", b"calls")
+    return await store.kv.get(b"s", who.encode(), b"k") == b"v"
+
+async def opened():
+    store = await aio.open(sys.argv[1])
+    assert await calls(store, "parent")  # the parent's threads now run
+    return store
+
+store = asyncio.run(opened())
+pid = os.fork()
+if pid == 0:
+    try:
+        ok = asyncio.run(asyncio.wait_for(calls(store, "child"), timeout=20))
+        asyncio.run(store.close())
+    except BaseException:
+        ok = False
+    os._exit(0 if ok else 1)
+_, status = os.waitpid(pid, 0)
+print("child", os.waitstatus_to_exitcode(status))
+print("parent", asyncio.run(calls(store, "parent")))
+asyncio.run(store.close())
+"""
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "fork"), reason="needs os.fork")
+def test_an_async_store_opened_before_a_fork_works_in_the_child_and_the_parent(store_url: str) -> None:
+    # The child's copy of the runner has none of the parent's threads: it starts its own.
+    done = subprocess.run(
+        [sys.executable, "-c", _STORE_AFTER_FORK, store_url], capture_output=True, text=True, timeout=120, check=True
+    )
+    assert done.stdout.split() == ["child", "0", "parent", "True"]
+
+
 @pytest.mark.parametrize("durability", ["normal", "full"])
 def test_calls_leave_the_loop_thread_where_each_commit_waits_for_an_fsync(tmp_path: Path, durability: str) -> None:
     """At durability="full" a commit's fsync would stall the loop: calls run on a worker; at "normal", inline."""

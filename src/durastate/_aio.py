@@ -282,6 +282,9 @@ class _Workers:
     connections (on PostgreSQL its pooled and listening sessions), for the
     life of the process: a service opening a store per task and dropping
     it leaked them all, task after task.
+
+    Fork: a child has none of the parent's threads; its copy starts its own
+    (``forget_parent``, from ``_after_fork_in_child``).
     """
 
     def __init__(self, size: int, name: str, runner: weakref.ref[AsyncRunner]) -> None:
@@ -292,6 +295,17 @@ class _Workers:
         self._threads: list[threading.Thread] = []
         self._lock = threading.Lock()
         self._stopped = False
+        _WORKERS.add(self)
+
+    def forget_parent(self) -> None:
+        """In a forked child: the parent's threads, the jobs queued for them and their lock are not this process's.
+
+        Without this the child's copy counted the parent's threads as its
+        own and started none: every call it queued waited forever.
+        """
+        self._queue = queue.SimpleQueue()
+        self._threads = []
+        self._lock = threading.Lock()
 
     def post(self, job: _Job) -> None:
         """Queue ``job``; ``StoreClosed`` once ``shutdown()`` was called (it would never run)."""
@@ -361,6 +375,19 @@ def _undo_quietly(undo: Undo, result: Any) -> None:
 
 # Runners alive in this process: at exit, calls still on their workers finish first.
 _RUNNERS: weakref.WeakSet[AsyncRunner] = weakref.WeakSet()
+# Every runner's workers (pinned runners' too), for the fork hook.
+_WORKERS: weakref.WeakSet[_Workers] = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    """A runner made before the fork works in the child: threads of its own, none of the parent's calls."""
+    for workers in list(_WORKERS):
+        workers.forget_parent()
+    for runner in list(_RUNNERS):
+        runner._forget_parent_calls()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 @atexit.register
@@ -662,6 +689,16 @@ class AsyncRunner:
                 self._pinned_idle.append(pinned)
                 return
         pinned._workers.shutdown(wait=False)
+
+    def _forget_parent_calls(self) -> None:
+        """In a forked child: the calls in progress are the parent's (``close()`` and the exit must not wait for
+        them), and its lock may have been held by one of the parent's threads at the fork."""
+        self._idle_lock = threading.RLock()
+        self._idle = threading.Condition(self._idle_lock)
+        self._idle_waiters = 0
+        self._busy = 0
+        self._collecting = {}
+        self._inbox = None
 
     # -- closing ---------------------------------------------------------------
 
