@@ -8,8 +8,10 @@ clock each raise a durastate error that says so, never a raw ``OSError`` /
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
+import sqlite3
 import time
 from pathlib import Path
 from typing import Any
@@ -105,6 +107,36 @@ def test_a_read_only_open_leaves_nothing_next_to_a_file_that_is_not_a_store(tmp_
     assert sorted(p.name for p in folder.iterdir()) == ["junk.db", "short.db", "trunc.db"]
     with durastate.open(store_path, read_only=True) as store:  # a whole store still opens
         assert store.kv.get(b"s", b"n", b"k") == b"v"
+
+
+def _wreck_btree_page(path: Path, table: str) -> None:
+    """The b-tree page header of ``table``'s root page made unreadable (``sqlite_master``'s is page 1's, after the
+    file's 100-byte header, which stays whole)."""
+    root = 1
+    if table != "sqlite_master":
+        with contextlib.closing(sqlite3.connect(path)) as raw:
+            (root,) = raw.execute("SELECT rootpage FROM sqlite_master WHERE name = ?", (table,)).fetchone()
+    data = bytearray(path.read_bytes())
+    at = (root - 1) * 4096 + (100 if root == 1 else 0)
+    data[at : at + 8] = b"\xff" * 8  # no b-tree page type is 0xff
+    path.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize("table", ["sqlite_master", "ds_schema"])
+def test_a_read_only_open_leaves_nothing_next_to_a_store_it_cannot_open(tmp_path: Path, table: str) -> None:
+    """A whole header but a damaged page the open reads (the schema, or the store's schema versions): SQLite
+    created the -wal and -shm files of the WAL file before it met the damage, and a read-only connection cannot
+    remove them. The open reads them first without any (immutable) and refuses the file as StoreCorrupt."""
+    folder = tmp_path / "damaged"
+    folder.mkdir()
+    path = folder / "s.db"
+    with durastate.open(path) as store:
+        store.kv.put(b"s", b"n", b"k", b"v")
+    _wreck_btree_page(path, table)
+    with pytest.raises(StoreCorrupt, match="malformed.*restore it from a backup") as caught:
+        durastate.open(path, read_only=True)
+    _not_retryable(caught.value)
+    assert sorted(p.name for p in folder.iterdir()) == ["s.db"]
 
 
 def test_read_only_reads_and_refuses_every_write(tmp_path: Path) -> None:
