@@ -133,7 +133,7 @@ def test_a_read_only_open_leaves_nothing_next_to_a_store_it_cannot_open(tmp_path
     with durastate.open(path) as store:
         store.kv.put(b"s", b"n", b"k", b"v")
     _wreck_btree_page(path, table)
-    with pytest.raises(StoreCorrupt, match="malformed.*restore it from a backup") as caught:
+    with pytest.raises(StoreCorrupt, match=r"malformed.*restore it from a backup") as caught:
         durastate.open(path, read_only=True)
     _not_retryable(caught.value)
     assert sorted(p.name for p in folder.iterdir()) == ["s.db"]
