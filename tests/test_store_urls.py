@@ -108,3 +108,18 @@ def test_a_plain_path_is_taken_literally(tmp_path: Path, monkeypatch: pytest.Mon
     assert sorted(p.name for p in tmp_path.iterdir() if not p.name.endswith(("-wal", "-shm"))) == sorted(
         ["odd?name=1.db", "odd#name.db", "sqlite:p.db", "file:p.db", "memory:"]
     )
+
+
+def test_a2s_sqlite_opener_takes_its_path_as_the_file_it_names(tmp_path: Path) -> None:
+    """``compat.a2.sqlite(path)`` takes a path, as its seed does: a name with ``#`` or ``?`` is that file (it made
+    a ``sqlite:`` URL of it, refused as a URL with a fragment or a query string)."""
+    from durastate.compat import a2
+
+    for name in ("odd#1.db", "odd?x=1.db", "odd:2.db"):
+        opened = a2.sqlite(str(tmp_path / name))
+        try:
+            assert opened._store.engine.file == tmp_path / name
+        finally:
+            opened.close()
+    with pytest.raises(TypeError, match="must not be empty"):
+        a2.sqlite("")
