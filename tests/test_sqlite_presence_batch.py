@@ -17,6 +17,7 @@ import pytest
 import durastate
 from _sqlite_statements import statements_run
 from durastate.presence import FIELD_CHUNK
+from durastate.presence import facet as presence_facet
 
 
 @pytest.fixture
@@ -54,3 +55,15 @@ def test_many_fields_are_one_transaction_of_chunks(store: durastate.Store) -> No
     assert [(e.field, e.value) for e in store.presence.read("room")] == [
         (f, "stale" if i % 2 else -i) for i, f in enumerate(values)
     ]
+
+
+def test_a_chunk_ends_at_chunk_bytes_of_values(store: durastate.Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A statement carries at most CHUNK_BYTES of values (PostgreSQL refuses a message over 1 GB, which
+    # FIELD_CHUNK values of up to max_value_size could make); one value larger than that goes alone.
+    monkeypatch.setattr(presence_facet, "CHUNK_BYTES", 1000)
+    big = "x" * 600
+    values = {"a": 1, "b": big, "c": big, "d": 2, "e": "y" * 2000, "f": 3}
+    set_ = store.presence.set
+    statements = statements_run(store, lambda: set_("room", "a", values, at_ms=1, seen=1, ttl_ms=60_000))
+    assert statements == ["BEGIN IMMEDIATE", "INSERT", "INSERT", "INSERT", "INSERT", "COMMIT"]  # ab, cd, e, f
+    assert [(e.field, e.value) for e in store.presence.read("room")] == list(values.items())

@@ -35,6 +35,7 @@ like ``read`` without its sweep, so it writes nothing.
 
 from __future__ import annotations
 
+from .facet import CHUNK_BYTES as CHUNK_BYTES
 from .facet import DELETE as DELETE
 from .facet import FIELD_CHUNK as FIELD_CHUNK
 from .facet import LIST_NAMESPACES as LIST_NAMESPACES

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from itertools import repeat
+from itertools import chain, repeat
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -44,6 +44,11 @@ SCHEMA = Schema(
 # one transaction. 2 parameters a field and 5 for the participant, well
 # under both engines' bound-parameter limits.
 FIELD_CHUNK = 128
+# And the most value bytes a statement carries (a larger value goes alone):
+# PostgreSQL refuses a message over 1 GB, which 128 values of up to
+# ``max_value_size`` (64 MiB by default) could make, where a statement per
+# field never did.
+CHUNK_BYTES = 32 * 1024 * 1024
 
 
 def upsert_sql(count: int) -> Statement:
@@ -128,6 +133,22 @@ _new = object.__new__
 _set = object.__setattr__
 
 
+def _chunks(upserts: list[tuple[str, bytes]]) -> Iterator[list[tuple[str, bytes]]]:
+    """``upserts`` (field, value) in order, in chunks of at most ``FIELD_CHUNK`` whose values hold at most
+    ``CHUNK_BYTES`` together (a larger value: a chunk of its own)."""
+    chunk: list[tuple[str, bytes]] = []
+    size = 0
+    for upsert in upserts:
+        n = len(upsert[1])
+        if chunk and (len(chunk) == FIELD_CHUNK or size + n > CHUNK_BYTES):
+            yield chunk
+            chunk, size = [], 0
+        chunk.append(upsert)
+        size += n
+    if chunk:
+        yield chunk
+
+
 class Presence:
     """The presence facet of a ``Store`` (see the module docstring)."""
 
@@ -147,12 +168,13 @@ class Presence:
         """Write (or, with ``None``, delete) fields of ``participant`` atomically.
 
         Every argument is checked before anything is written. The fields go
-        out as one statement per ``FIELD_CHUNK`` writes and one per
-        ``FIELD_CHUNK`` deletions, several in one transaction, none waiting
-        for its answer: on PostgreSQL a set is one round trip whatever its
-        size; inside the caller's transaction there its statements ride the
-        transaction's next round trip (a failure of theirs is raised by the
-        next statement that waits, or by the commit: ``Engine.send``).
+        out as one statement per ``FIELD_CHUNK`` writes (or ``CHUNK_BYTES``
+        of values) and one per ``FIELD_CHUNK`` deletions, several in one
+        transaction, none waiting for its answer: on PostgreSQL a set is one
+        round trip whatever its size; inside the caller's transaction there
+        its statements ride the transaction's next round trip (a failure of
+        theirs is raised by the next statement that waits, or by the commit:
+        ``Engine.send``).
         """
         ns = text("ns", ns)
         participant = text("participant", participant)
@@ -163,23 +185,22 @@ class Presence:
         ttl = as_int64("ttl_ms", ttl_ms)
         if not 0 <= ttl <= MAX_DURATION_MS:
             fail(f"ttl_ms must be between 0 and {MAX_DURATION_MS}, got {ttl}")
-        upserts: list[object] = []  # field, value, field, value, ...
+        upserts: list[tuple[str, bytes]] = []
         deletes: list[str] = []
         max_value_size = self.max_value_size
         for field, value in values.items():
             if value is None:
                 deletes.append(text("field", field))
             else:
-                upserts += (text("field", field), dump_json(f"values[{field!r}]", value, max_value_size))
+                upserts.append((text("field", field), dump_json(f"values[{field!r}]", value, max_value_size)))
         if not upserts and not deletes:
             return
         engine = self._engine
         expires = engine.now_ms() + ttl
         # Several statements in a transaction of their own (or the caller's): one set stays atomic.
-        step = 2 * FIELD_CHUNK
         statements = [
-            (self._upserts[len(chunk) // 2], (ns, participant, seen, at, expires, *chunk))
-            for chunk in (upserts[start : start + step] for start in range(0, len(upserts), step))
+            (self._upserts[len(chunk)], (ns, participant, seen, at, expires, *chain.from_iterable(chunk)))
+            for chunk in _chunks(upserts)
         ]
         statements += [
             (self._deletes[len(chunk)], (ns, participant, *chunk, at))
