@@ -26,12 +26,17 @@ def _probing_lookup(lookup: KeyLookup) -> str:
     flattened, so each key is its own index probe whatever the estimates.
     Deletes remove the probed rows by ctid (a row updated meanwhile by
     another transaction is then left alone, as if that write came after).
+    ``condition`` is part of each probe (its placeholders come last in the
+    text, as its parameters come after the keys).
     """
     kind = "{" + lookup.column_type + "}"
     fixed = ", ".join(f"?::{kind} AS {column}" for column in lookup.fixed)
     keys = f"unnest(ARRAY[{', '.join('?' * lookup.count)}]::{kind}[]) AS k ({lookup.key})"
     source = f"(SELECT {fixed}) AS q CROSS JOIN {keys}" if fixed else keys
-    match = " AND ".join([*(f"{c} = q.{c}" for c in lookup.fixed), f"{lookup.key} = k.{lookup.key}"])
+    conditions = [*(f"{c} = q.{c}" for c in lookup.fixed), f"{lookup.key} = k.{lookup.key}"]
+    if lookup.condition:
+        conditions.append(f"({lookup.condition})")
+    match = " AND ".join(conditions)
     table = "{p}" + lookup.table
     if lookup.delete:
         return (

@@ -22,6 +22,7 @@ from .._validate import (
     fail_type,
     shown,
 )
+from ..engines.base import ByCount
 from ..errors import StoreUnavailable
 from .scoped import ScopedKV
 from .statements import (
@@ -58,23 +59,6 @@ if TYPE_CHECKING:
 # Housekeeping in passing: every PRUNE_EVERY writes of this process, one
 # bounded sweep of up to PRUNE_BATCH expired values (upkeep).
 PRUNE_EVERY = 256
-
-
-class ByCount(dict[int, "SQL"]):
-    """Statements by key count, each compiled at its first use (a store uses few of the 128 counts).
-
-    A ``dict``: a count seen before is one C-level lookup, as a list index was.
-    """
-
-    __slots__ = ("_make",)
-
-    def __init__(self, make: Callable[[int], SQL]) -> None:
-        super().__init__()
-        self._make = make
-
-    def __missing__(self, count: int) -> SQL:
-        compiled = self[count] = self._make(count)
-        return compiled
 
 
 class KV(Upkeep):
