@@ -23,9 +23,13 @@ from durastate.testing.clock import FakeClock
 from .plans import STATISTICS, assert_index_search, plan_of, with_statistics
 from .queues import FAILURE_DEADLINE
 
-__all__ = ["TestPresenceIndexUse", "TestPresence", "TestPresenceReadsNeverWait"]
-
-__all__ = ["TestPresenceListing", "TestPresence", "TestPresenceDeletionPlan"]
+__all__ = [
+    "TestPresence",
+    "TestPresenceDeletionPlan",
+    "TestPresenceIndexUse",
+    "TestPresenceListing",
+    "TestPresenceReadsNeverWait",
+]
 
 NS = "room/1"
 
@@ -189,16 +193,20 @@ class TestPresenceReadsNeverWait:
 
 class TestPresenceIndexUse:
     @pytest.fixture(params=STATISTICS)
-    def filled(self, store: durastate.Store, request: pytest.FixtureRequest) -> durastate.Store:
+    def filled(self, store: durastate.Store, request: pytest.FixtureRequest) -> tuple[durastate.Store, str]:
         for who in ("a", "b", "c"):
             store.presence.set(NS, who, {"x": 1, "y": 2}, at_ms=1, seen=1, ttl_ms=60_000)
-        return with_statistics(store, request.param)
+        return with_statistics(store, request.param), request.param
 
-    def test_read_and_its_sweep_are_index_searches(self, filled: durastate.Store) -> None:
-        store = filled
+    def test_read_and_its_sweep_are_index_searches(self, filled: tuple[durastate.Store, str]) -> None:
+        store, statistics = filled
         table = store.engine.prefix + "presence"
-        # The read: the namespace's rows in index order, no sort step.
-        assert_index_search(plan_of(store, presence.READ_NS, (NS,)), table, using=("ns",))
+        # The read: only the namespace's rows, searched by it. With statistics, in index order (no sort step). On
+        # a table never analyzed PostgreSQL's default estimates pick the smaller expiry index (ns, expires_at) and
+        # sort the namespace's rows: the same rows read, all of which the read returns, sorted in memory; so a
+        # sort is accepted there (this check never ran before stop 36: a second __all__ hid the class).
+        read = plan_of(store, presence.READ_NS, (NS,))
+        assert_index_search(read, table, using=("ns",), sorts=statistics == "fresh")
         assert_index_search(plan_of(store, presence.SWEEP, (NS, 0)), table, using=("ns", "expires_at"))
 
 
