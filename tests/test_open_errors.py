@@ -212,6 +212,42 @@ def test_a_clock_that_breaks_later_raises_a_clear_error(tmp_path: Path) -> None:
         assert store.kv.get(b"s", b"n", b"k") == b"v"
 
 
+# Readings a clock may turn to after open: past float range once multiplied, past any int, past int64 in ms, and
+# past 2**62 ms (where now plus a lease or delay at their bound would leave int64).
+HUGE_READINGS = [1e300, 10**400, 2**63 // 1000 + 1, 2**62 // 1000 + 1, -1.0]
+
+
+@pytest.mark.parametrize("reading", HUGE_READINGS, ids=["1e300", "10**400", "past-int64-ms", "past-2**62-ms", "-1"])
+def test_a_clock_that_turns_out_of_range_later_is_refused_and_changes_nothing(store_url: str, reading: float) -> None:
+    readings: list[float] = [1_800_000_000.0]
+    with durastate.open(store_url, clock=lambda: readings[0]) as store:
+        store.queues.push("q", [b"first"])
+        store.kv.put(b"s", b"n", b"k", b"v", ttl=100)
+        readings[0] = reading
+        writes = {
+            "push": lambda: store.queues.push("q", [b"second"], delay=1),
+            "claim": lambda: store.queues.claim("q", lease=10),
+            "kv.put ttl": lambda: store.kv.put(b"s", b"n", b"k", b"w", ttl=10),
+            "events.append": lambda: store.events.append("session", [{"type": "t"}]),
+        }
+        for name, write in writes.items():
+            with pytest.raises(ConfigurationError, match=r"the store's clock returned .*below 2\*\*62") as caught:
+                write()
+            assert not isinstance(caught.value, OverflowError), name
+        readings[0] = 1_800_000_001.0
+        claim = store.queues.claim("q", lease=10)
+        assert claim is not None and claim.payload == b"first" and claim.attempts == 1
+        assert store.queues.claim("q", lease=10) is None  # the refused push added nothing
+        assert store.kv.get(b"s", b"n", b"k") == b"v"
+        assert list(store.events.read("session")) == []
+        # The last reading allowed: now plus the longest lease or delay still fits int64.
+        readings[0] = (2**62 - 1) // 1000
+        longest = 2**62 // 1000
+        assert store.queues.push("q", [b"later"], delay=longest) == 1
+        claim.renew(lease=longest)
+        assert claim.lease_expires_at == ((2**62 - 1) // 1000 * 1000 + longest * 1000) / 1000
+
+
 def test_with_no_clock_given_the_store_reads_the_system_clock(tmp_path: Path) -> None:
     with durastate.open(tmp_path / "state.db") as store:
         before = time.time_ns() // 1_000_000
@@ -347,7 +383,7 @@ def test_an_unknown_or_wrong_typed_option_is_a_configuration_error_and_a_type_er
     assert list(tmp_path.iterdir()) == []
 
 
-@pytest.mark.parametrize("reading", [time.time_ns, lambda: 1e300, lambda: -1.0])
+@pytest.mark.parametrize("reading", [time.time_ns, lambda: 1e300, lambda: -1.0, lambda: 2**62 // 1000 + 1])
 def test_a_clock_out_of_range_is_refused_before_anything_is_created(
     store_url: str, tmp_path: Path, reading: Any
 ) -> None:

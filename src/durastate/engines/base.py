@@ -19,6 +19,7 @@ from collections.abc import Callable, Hashable, Iterable, Sequence
 from contextlib import AbstractContextManager
 from typing import Any
 
+from .._validate import CLOCK_CONTRACT, CLOCK_LIMIT_MS, shown
 from ..errors import ConfigurationError, DurastateError, InvalidRequest, NotSupported, SchemaTooNew, WrongType
 from .capabilities import Capabilities
 from .deferred import Later, RequirementFailed
@@ -294,7 +295,8 @@ class Engine(ABC):
 
     @abstractmethod
     def now_ms(self) -> int:
-        """Returns the store's clock in integer milliseconds since the epoch; ``InvalidRequest`` for a broken clock."""
+        """Returns the store's clock in integer milliseconds since the epoch; ``ConfigurationError`` (an
+        ``InvalidRequest``) for a broken clock."""
 
     @abstractmethod
     def wait_for_change(self, channel: str, timeout: float) -> None:
@@ -635,18 +637,26 @@ class EngineBase(Engine):
     def now_ms(self) -> int:
         """The store's clock in integer milliseconds since the Unix epoch.
 
-        A clock that returns anything but a finite number of seconds is a
-        configuration mistake: ``InvalidRequest`` naming what it returned.
+        A clock that returns anything but what ``open`` checks of its first
+        reading (``CLOCK_CONTRACT``: seconds, their milliseconds in
+        0 .. ``CLOCK_LIMIT_MS``) is a configuration mistake:
+        ``ConfigurationError`` naming what it returned, raised before the
+        call that read it has changed anything.
         """
         seconds = self._clock()
         kind = type(seconds)
         # float first (time.time's): two isinstance calls are a share of a queue push's CPU.
         if kind is float or kind is int or (isinstance(seconds, (int, float)) and kind is not bool):
             try:
-                return int(seconds * 1000)
+                ms = int(seconds * 1000)
             except (OverflowError, ValueError):  # inf, nan
                 pass
-        raise InvalidRequest(f"the store's clock returned {seconds!r}; it must return seconds since the epoch")
+            else:
+                # Past the limit a stored time, or now plus a lease or delay, leaves int64: SQLite's driver raises
+                # OverflowError, PostgreSQL "bigint out of range". One comparison of ints.
+                if 0 <= ms < CLOCK_LIMIT_MS:
+                    return ms
+        raise ConfigurationError(f"the store's clock returned {shown(seconds)}; it must return {CLOCK_CONTRACT}")
 
     def schema_versions(self) -> dict[str, int]:
         return self._read_versions() or {}
