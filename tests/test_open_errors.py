@@ -319,6 +319,73 @@ def test_aio_open_passes_attempt_retention_through(store_url: str) -> None:
         asyncio.run(aio.open(store_url, attempt_retention=-1))
 
 
+# -- another application's table under durastate's prefix -----------------------------------
+
+
+def _their_table(url: str, name: str) -> None:
+    """Another application's table ``name`` (one row) in the database or schema of ``url``."""
+    if url.startswith("postgresql"):
+        import psycopg
+
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute(f"CREATE TABLE {name} (id INTEGER PRIMARY KEY, theirs TEXT)")
+            conn.execute(f"INSERT INTO {name} VALUES (1, 'kept')")
+        return
+    import sqlite3
+
+    conn = sqlite3.connect(url.removeprefix("sqlite://"))
+    with conn:
+        conn.execute(f"CREATE TABLE {name} (id INTEGER PRIMARY KEY, theirs TEXT)")
+        conn.execute(f"INSERT INTO {name} VALUES (1, 'kept')")
+    conn.close()
+
+
+def _their_rows(url: str, name: str) -> list[tuple[Any, ...]]:
+    if url.startswith("postgresql"):
+        import psycopg
+
+        with psycopg.connect(url) as conn:
+            return [tuple(row) for row in conn.execute(f"SELECT * FROM {name}").fetchall()]
+    import sqlite3
+
+    conn = sqlite3.connect(url.removeprefix("sqlite://"))
+    try:
+        return conn.execute(f"SELECT * FROM {name}").fetchall()
+    finally:
+        conn.close()
+
+
+# A facet's table, the store's schema table (created IF NOT EXISTS, then read), the name of one of its indexes.
+@pytest.mark.parametrize("theirs", ["ds_kv", "ds_schema", "ds_kv_expiry"])
+def test_another_applications_table_under_the_prefix_is_a_configuration_error_naming_it(
+    shared_url: str, theirs: str
+) -> None:
+    _their_table(shared_url, theirs)
+    with pytest.raises(ConfigurationError) as caught:
+        durastate.open(shared_url)
+    message = str(caught.value)
+    assert repr(theirs) in message and "prefix of its own" in message and "prefix='myapp_'" in message, message
+    _not_retryable(caught.value)
+    assert _their_rows(shared_url, theirs) == [(1, "kept")]
+    with durastate.open(shared_url, prefix="app_") as store:  # the way out the message gives
+        assert store.engine.schema_versions() != {}
+    with pytest.raises(ConfigurationError, match=repr(theirs)):  # nothing was left half made
+        durastate.open(shared_url)
+
+
+def test_a_facet_added_later_meeting_another_applications_table_changes_nothing(shared_url: str) -> None:
+    with durastate.open(shared_url, facets=["kv"]) as store:
+        store.kv.put(b"s", b"n", b"k", b"v")
+        versions = store.engine.schema_versions()
+    _their_table(shared_url, "ds_queue")
+    with pytest.raises(ConfigurationError, match="cannot create table 'ds_queue'"):
+        durastate.open(shared_url)
+    with durastate.open(shared_url, facets=["kv"]) as store:
+        assert store.kv.get(b"s", b"n", b"k") == b"v"
+        assert store.engine.schema_versions() == versions
+    assert _their_rows(shared_url, "ds_queue") == [(1, "kept")]
+
+
 # -- table prefixes are lower case: table names are case-insensitive on both engines --------
 
 

@@ -101,6 +101,8 @@ def open(
 
     ``prefix`` starts every table name (several apps can share a database):
     lower-case letters, digits and ``_`` (table names are case-insensitive).
+    A table or index of someone else's under it, of a name the store would
+    create, is refused (``ConfigurationError`` naming it; nothing created).
     ``durability``: ``"normal"`` or ``"full"`` (SQLite; see
     ``durastate.engines.sqlite``). ``busy_timeout``: seconds a call waits for
     a lock before raising ``StoreUnavailable``. ``clock``: a ``time.time``
