@@ -469,7 +469,7 @@ class TestDeadLetters:
         claim(store, "other").nack()
         dead = [d.id for d in store.queues.dead_letters("q")]
         other_id = store.queues.dead_letters("other")[0].id
-        unknown = max(dead + [other_id]) + 1000
+        unknown = max([*dead, other_id]) + 1000
         # Another queue's dead letter, an id never used, one redriven already: each named, none of the ids moved.
         with pytest.raises(NotFound, match=rf"no dead letter {other_id}, {unknown} in queue"):
             store.queues.redrive("q", [dead[0], other_id, unknown])
