@@ -3,10 +3,12 @@
 One ``store.transaction()`` object is one block at a time: entering it again
 while it is open (nested in itself, or from another thread) is refused and
 the open block goes on as if the refused call never happened; once it has
-ended it may be entered again. Leaving it when it is not open, or from a
-thread that did not enter it, is refused too, committing and rolling back
-nothing. The same for ``aio``'s ``async with store.transaction()``, and
-``transact`` refuses async functions (they would silently do nothing).
+ended it may be entered again. Leaving it when it is not open, from a
+thread that did not enter it, or before a block opened inside it has ended
+(out of order) is refused too, committing and rolling back nothing: ended
+in order afterwards, the blocks commit as normal. The same for
+``aio``'s ``async with store.transaction()``, and ``transact`` refuses
+async functions (they would silently do nothing).
 """
 
 from __future__ import annotations
@@ -145,6 +147,49 @@ def test_exit_on_another_thread_is_refused_and_the_owner_ends_the_transaction(
         assert in_other_thread(lambda: store.kv.get(SCOPE, NS, b"owner-after")) == b"1"
 
 
+# Blocks that open a transaction (or a savepoint of the thread's): a store's, the engine's.
+BLOCKS: dict[str, Callable[[durastate.Store], Any]] = {
+    "store": lambda store: store.transaction(),
+    "engine": lambda store: store.engine.transaction(),
+}
+
+
+@pytest.mark.parametrize(("outer", "inner"), [("store", "store"), ("engine", "store")])
+@pytest.mark.parametrize("how", ["normally", "with an exception"])
+def test_ending_a_block_before_one_opened_inside_it_is_refused_and_both_go_on(
+    store: durastate.Store, outer: str, inner: str, how: str
+) -> None:
+    a, b = BLOCKS[outer](store), BLOCKS[inner](store)
+    a.__enter__()
+    store.kv.put(SCOPE, NS, b"outer", b"1")
+    b.__enter__()
+    store.kv.put(SCOPE, NS, b"inner", b"1")
+    args = (None, None, None) if how == "normally" else (RuntimeError, RuntimeError("x"), None)
+    with pytest.raises(InvalidRequest, match=r"opened inside it.*still open.*out of order"):
+        a.__exit__(*args)
+    assert store.engine.in_transaction()  # nothing committed, rolled back or released
+    store.kv.put(SCOPE, NS, b"inner-after", b"1")  # the inner block is open and usable
+    b.__exit__(None, None, None)
+    store.kv.put(SCOPE, NS, b"outer-after", b"1")
+    a.__exit__(None, None, None)  # in order now: commits as if the refused call never happened
+    assert not store.engine.in_transaction()
+    store.kv.put(SCOPE, NS, b"after", b"1")
+    assert keys(store) == [b"after", b"inner", b"inner-after", b"outer", b"outer-after"]
+
+
+def test_a_block_refused_out_of_order_still_rolls_back_in_order(store: durastate.Store) -> None:
+    a, b = store.transaction(), store.transaction()
+    a.__enter__()
+    store.kv.put(SCOPE, NS, b"outer", b"1")
+    b.__enter__()
+    with pytest.raises(InvalidRequest, match="out of order"):
+        a.__exit__(None, None, None)
+    b.__exit__(RuntimeError, RuntimeError("inner fails"), None)  # the savepoint rolls back alone
+    a.__exit__(RuntimeError, RuntimeError("outer fails"), None)  # and then the whole transaction
+    assert not store.engine.in_transaction()
+    assert keys(store) == []
+
+
 # -- async --------------------------------------------------------------------------------
 
 
@@ -197,6 +242,32 @@ def test_async_entering_a_transaction_open_in_another_task_is_refused(store_url:
             await s.kv.put(SCOPE, NS, b"owner-after", b"1")
         await s.kv.put(SCOPE, NS, b"after", b"1")
         assert await async_keys(s) == [b"after", b"owner", b"owner-after"]
+
+    run(store_url, body, busy_timeout=2)
+
+
+@pytest.mark.parametrize("inner", ["transaction"])
+def test_async_ending_a_transaction_before_one_opened_inside_it_is_refused_and_both_go_on(
+    store_url: str, inner: str
+) -> None:
+    async def body(s: aio.AsyncStore) -> None:
+        a = s.transaction()
+        b = s.transaction() if inner == "transaction" else s.documents.lock("doc")
+        await a.__aenter__()
+        await s.kv.put(SCOPE, NS, b"outer", b"1")
+        await b.__aenter__()
+        await s.kv.put(SCOPE, NS, b"inner", b"1")
+        with pytest.raises(InvalidRequest, match="out of order"):
+            await a.__aexit__(None, None, None)
+        await s.kv.put(SCOPE, NS, b"inner-after", b"1")  # still inside both blocks, on their thread
+        await b.__aexit__(None, None, None)
+        await s.kv.put(SCOPE, NS, b"outer-after", b"1")
+        await a.__aexit__(None, None, None)  # in order now: commits
+        # Nothing left open, pinned or locked: a write, and another transaction, go through.
+        await s.kv.put(SCOPE, NS, b"after", b"1")
+        async with s.transaction() as other:
+            await other.kv.put(SCOPE, NS, b"other", b"1")
+        assert await async_keys(s) == [b"after", b"inner", b"inner-after", b"other", b"outer", b"outer-after"]
 
     run(store_url, body, busy_timeout=2)
 

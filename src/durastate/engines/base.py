@@ -63,12 +63,21 @@ from .statements import (
     validate_prefix,
 )
 from .tools import EngineTools
-from .transaction import PerThread, SharedState, Transaction, TransactionFields, TransactionState, aborted_error
+from .transaction import (
+    BlockRefused,
+    PerThread,
+    SharedState,
+    Transaction,
+    TransactionFields,
+    TransactionState,
+    aborted_error,
+)
 from .vectors import VectorIndexes
 from .watch import ChangeWatch, PolledWatch
 
 __all__ = [
     "CORE_SCHEMA",
+    "BlockRefused",
     "Capabilities",
     "CREATE_SEQUENCE",
     "DDL",

@@ -72,6 +72,17 @@ class SharedState:
         self.state = state
 
 
+class BlockRefused(InvalidRequest):
+    """A block used against its protocol, refused before anything changed: every open block is as it was.
+
+    Raised by ``Transaction`` when it is entered while open, or ended when it
+    is not open, from a thread that did not enter it, or before a block
+    opened inside it has ended. An ``InvalidRequest`` to callers; code that
+    wraps a block (``documents.lock``, ``aio``'s ``async with`` blocks) tells
+    by it that the block it holds is still open.
+    """
+
+
 def aborted_error(doomed: DurastateError) -> DurastateError:
     """The error a statement gets in a transaction an earlier failure doomed."""
     return type(doomed)(f"transaction aborted by an earlier failed statement: {doomed}")
@@ -103,10 +114,13 @@ class Transaction:
     (``with tx:`` inside ``with tx:``, or from another thread) raises
     ``InvalidRequest`` and leaves the open block as it was (a nested block
     is a new ``transaction()``). Once it has ended it may be entered again,
-    a new block. It ends on the thread that entered it: ``__exit__`` on
-    another thread, or on an object that is not open (never entered, or
-    ended already), raises ``InvalidRequest`` and commits or rolls back
-    nothing. ``_level`` is the open block's depth, 0 when not open.
+    a new block. It ends on the thread that entered it, innermost block
+    first: ``__exit__`` on another thread, on an object that is not open
+    (never entered, or ended already), or on a block with a block opened
+    inside it still open (ended out of order), raises ``InvalidRequest``
+    (``BlockRefused``) and commits or rolls back nothing: the blocks stay
+    open, and ending them in order goes on as if the refused call never
+    happened. ``_level`` is the open block's depth, 0 when not open.
     """
 
     __slots__ = ("_engine", "_level", "_lock", "_read", "_state")
@@ -147,6 +161,8 @@ class Transaction:
         state = self._state
         if engine._tls.state is not state:
             raise self._other_thread()
+        if level != state.depth:
+            raise self._out_of_order(state.depth - level)
         self._level = 0
         state.depth = level - 1
         doomed = state.doomed
@@ -181,21 +197,28 @@ class Transaction:
 
     # The refusals of misuse, off the common path (``__enter__``/``__exit__`` only test ``_level`` and the state).
 
-    def _already_open(self) -> InvalidRequest:
+    def _already_open(self) -> BlockRefused:
         kind = "read transaction" if self._read else "transaction"
         again = "read_transaction()" if self._read else "transaction()"
-        return InvalidRequest(
+        return BlockRefused(
             f"this {kind} is already open (one object is one block at a time); "
             f"call store.{again} again for a nested block"
         )
 
-    def _not_open(self) -> InvalidRequest:
+    def _not_open(self) -> BlockRefused:
         if not hasattr(self, "_state"):  # set by the first __enter__
-            return InvalidRequest("the transaction was never entered: __exit__ without __enter__")
-        return InvalidRequest("the transaction is not open: it ended already (__exit__ called twice?)")
+            return BlockRefused("the transaction was never entered: __exit__ without __enter__")
+        return BlockRefused("the transaction is not open: it ended already (__exit__ called twice?)")
 
-    def _other_thread(self) -> InvalidRequest:
-        return InvalidRequest(
+    def _other_thread(self) -> BlockRefused:
+        return BlockRefused(
             "a transaction ends on the thread that entered it: __exit__ called from another thread; "
             "nothing was committed or rolled back"
+        )
+
+    def _out_of_order(self, inside: int) -> BlockRefused:
+        blocks = "a block opened inside it is" if inside == 1 else f"{inside} blocks opened inside it are"
+        return BlockRefused(
+            f"a transaction ends after the blocks opened inside it, and {blocks} still open (__exit__ out of "
+            "order): end those first, innermost first; nothing was committed or rolled back"
         )
