@@ -7,8 +7,9 @@ ended it may be entered again. Leaving it when it is not open, from a
 thread that did not enter it, or before a block opened inside it has ended
 (out of order) is refused too, committing and rolling back nothing: ended
 in order afterwards, the blocks commit as normal. The same for
-``aio``'s ``async with store.transaction()``, and ``transact`` refuses
-async functions (they would silently do nothing).
+``aio``'s ``async with store.transaction()``, for a ``documents.lock(...)``
+block (sync and async), and ``transact`` refuses async functions (they
+would silently do nothing).
 """
 
 from __future__ import annotations
@@ -147,14 +148,17 @@ def test_exit_on_another_thread_is_refused_and_the_owner_ends_the_transaction(
         assert in_other_thread(lambda: store.kv.get(SCOPE, NS, b"owner-after")) == b"1"
 
 
-# Blocks that open a transaction (or a savepoint of the thread's): a store's, the engine's.
+# Blocks that open a transaction (or a savepoint of the thread's): a store's, the engine's, the documents lock.
 BLOCKS: dict[str, Callable[[durastate.Store], Any]] = {
     "store": lambda store: store.transaction(),
     "engine": lambda store: store.engine.transaction(),
+    "lock": lambda store: store.documents.lock("doc"),
 }
 
 
-@pytest.mark.parametrize(("outer", "inner"), [("store", "store"), ("engine", "store")])
+@pytest.mark.parametrize(
+    ("outer", "inner"), [("store", "store"), ("engine", "store"), ("lock", "store"), ("store", "lock")]
+)
 @pytest.mark.parametrize("how", ["normally", "with an exception"])
 def test_ending_a_block_before_one_opened_inside_it_is_refused_and_both_go_on(
     store: durastate.Store, outer: str, inner: str, how: str
@@ -188,6 +192,56 @@ def test_a_block_refused_out_of_order_still_rolls_back_in_order(store: durastate
     a.__exit__(RuntimeError, RuntimeError("outer fails"), None)  # and then the whole transaction
     assert not store.engine.in_transaction()
     assert keys(store) == []
+
+
+# -- the documents lock used as a block --------------------------------------------------
+
+
+def test_a_documents_lock_nests_and_the_same_lock_entered_twice_is_refused_leaving_it_held(
+    store: durastate.Store,
+) -> None:
+    with store.documents.lock("a"), store.documents.lock("a"):  # nested calls: savepoints, as documented
+        store.documents.write("a", {"v": 1})
+    lock = store.documents.lock("a")
+    with lock:
+        store.documents.write("a", {"v": 2})
+        with pytest.raises(InvalidRequest, match=r"already open.*documents\.lock\(\.\.\.\) again"), lock:
+            store.documents.write("a", {"v": 99})  # pragma: no cover - the entry is refused
+        refused = in_other_thread(lock.__enter__)  # from another thread too
+        assert isinstance(refused, InvalidRequest) and "already open" in str(refused), refused
+        assert store.engine.in_transaction()  # the outer block is open, its lock held
+        store.documents.write("a", {"v": 3})
+    assert not store.engine.in_transaction()
+    document = store.documents.read("a")
+    assert document is not None and document.data == {"v": 3}
+    with lock:  # ended: entered again, a new block
+        store.documents.write("a", {"v": 4})
+    document = store.documents.read("a")
+    assert document is not None and document.data == {"v": 4}
+
+
+def test_a_documents_lock_ended_when_not_open_or_from_another_thread_ends_nothing(store: durastate.Store) -> None:
+    lock = store.documents.lock("a")
+    with pytest.raises(InvalidRequest, match="not open"):
+        lock.__exit__(None, None, None)
+    assert not store.engine.in_transaction()  # no transaction was begun by the refusal
+    lock.__enter__()
+    try:
+        store.documents.write("a", {"v": 1})
+        refused = in_other_thread(lambda: lock.__exit__(None, None, None))
+        assert isinstance(refused, InvalidRequest), refused
+        assert "thread that entered it" in str(refused)
+        assert store.engine.in_transaction()
+        store.documents.write("a", {"v": 2})
+    except BaseException:
+        lock.__exit__(None, None, None)
+        raise
+    lock.__exit__(None, None, None)
+    assert not store.engine.in_transaction()
+    with pytest.raises(InvalidRequest, match="not open"):
+        lock.__exit__(None, None, None)
+    document = store.documents.read("a")
+    assert document is not None and document.data == {"v": 2}
 
 
 # -- async --------------------------------------------------------------------------------
@@ -246,7 +300,7 @@ def test_async_entering_a_transaction_open_in_another_task_is_refused(store_url:
     run(store_url, body, busy_timeout=2)
 
 
-@pytest.mark.parametrize("inner", ["transaction"])
+@pytest.mark.parametrize("inner", ["transaction", "lock"])
 def test_async_ending_a_transaction_before_one_opened_inside_it_is_refused_and_both_go_on(
     store_url: str, inner: str
 ) -> None:
