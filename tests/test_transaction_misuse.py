@@ -4,9 +4,11 @@ One ``store.transaction()`` object is one block at a time: entering it again
 while it is open (nested in itself, or from another thread) is refused and
 the open block goes on as if the refused call never happened; once it has
 ended it may be entered again. Leaving it when it is not open, from a
-thread that did not enter it, or before a block opened inside it has ended
-(out of order) is refused too, committing and rolling back nothing: ended
-in order afterwards, the blocks commit as normal. The same for
+thread that did not enter it, is refused too, committing and rolling back
+nothing. Ending it before a block opened inside it has ended (out of order)
+rolls both back and says so (with an exception passing, lets that one go
+on): the thread is left with no block open, and the inner block's late end
+is refused. The same for
 ``aio``'s ``async with store.transaction()``, for a ``documents.lock(...)``
 block (sync and async), and ``transact`` refuses async functions (they
 would silently do nothing).
@@ -16,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -159,39 +161,86 @@ BLOCKS: dict[str, Callable[[durastate.Store], Any]] = {
 @pytest.mark.parametrize(
     ("outer", "inner"), [("store", "store"), ("engine", "store"), ("lock", "store"), ("store", "lock")]
 )
-@pytest.mark.parametrize("how", ["normally", "with an exception"])
-def test_ending_a_block_before_one_opened_inside_it_is_refused_and_both_go_on(
-    store: durastate.Store, outer: str, inner: str, how: str
+def test_ending_a_block_before_one_opened_inside_it_rolls_both_back_and_says_so(
+    store: durastate.Store, store_url: str, outer: str, inner: str
 ) -> None:
+    store.kv.put(SCOPE, NS, b"before", b"1")
     a, b = BLOCKS[outer](store), BLOCKS[inner](store)
     a.__enter__()
     store.kv.put(SCOPE, NS, b"outer", b"1")
     b.__enter__()
     store.kv.put(SCOPE, NS, b"inner", b"1")
-    args = (None, None, None) if how == "normally" else (RuntimeError, RuntimeError("x"), None)
-    with pytest.raises(InvalidRequest, match=r"opened inside it.*still open.*out of order"):
-        a.__exit__(*args)
-    assert store.engine.in_transaction()  # nothing committed, rolled back or released
-    store.kv.put(SCOPE, NS, b"inner-after", b"1")  # the inner block is open and usable
-    b.__exit__(None, None, None)
-    store.kv.put(SCOPE, NS, b"outer-after", b"1")
-    a.__exit__(None, None, None)  # in order now: commits as if the refused call never happened
-    assert not store.engine.in_transaction()
-    store.kv.put(SCOPE, NS, b"after", b"1")
-    assert keys(store) == [b"after", b"inner", b"inner-after", b"outer", b"outer-after"]
+    with pytest.raises(InvalidRequest, match=r"opened inside it was still open .* rolled back, nothing of them"):
+        a.__exit__(None, None, None)
+    assert not store.engine.in_transaction()  # the thread is as before the block: nothing left open
+    store.kv.put(SCOPE, NS, b"after", b"1")  # committed at once, not kept in a block nobody ends
+    if store_url != "memory:":
+        assert in_other_thread(lambda: store.kv.get(SCOPE, NS, b"after")) == b"1"
+    with pytest.raises(InvalidRequest, match="ended already: the block it was opened in ended first"):
+        b.__exit__(None, None, None)  # the inner block ended with the outer one
+    assert keys(store) == [b"after", b"before"]
+    with a, b:  # both objects are new blocks again
+        store.kv.put(SCOPE, NS, b"again", b"1")
+    assert keys(store) == [b"after", b"again", b"before"]
 
 
-def test_a_block_refused_out_of_order_still_rolls_back_in_order(store: durastate.Store) -> None:
+def test_with_an_exception_passing_a_block_ended_out_of_order_rolls_back_and_lets_it_go_on(
+    store: durastate.Store,
+) -> None:
     a, b = store.transaction(), store.transaction()
     a.__enter__()
     store.kv.put(SCOPE, NS, b"outer", b"1")
     b.__enter__()
-    with pytest.raises(InvalidRequest, match="out of order"):
-        a.__exit__(None, None, None)
-    b.__exit__(RuntimeError, RuntimeError("inner fails"), None)  # the savepoint rolls back alone
-    a.__exit__(RuntimeError, RuntimeError("outer fails"), None)  # and then the whole transaction
+    a.__exit__(RuntimeError, RuntimeError("x"), None)  # rolled back as the exception asks; it goes on
     assert not store.engine.in_transaction()
+    with pytest.raises(InvalidRequest, match="ended already"):
+        b.__exit__(RuntimeError, RuntimeError("inner fails"), None)
     assert keys(store) == []
+
+
+def test_a_nested_block_ended_out_of_order_rolls_back_to_its_own_start(store: durastate.Store) -> None:
+    with store.transaction():
+        store.kv.put(SCOPE, NS, b"outer", b"1")
+        b, c = store.transaction(), store.transaction()
+        b.__enter__()
+        store.kv.put(SCOPE, NS, b"middle", b"1")
+        c.__enter__()
+        store.kv.put(SCOPE, NS, b"inner", b"1")
+        with pytest.raises(InvalidRequest, match="out of order"):
+            b.__exit__(None, None, None)
+        assert store.engine.in_transaction()  # the outermost block is still open, its own writes kept
+        # A new block opened to the abandoned one's depth is not ended by the abandoned one's late exit.
+        with store.transaction():
+            store.kv.put(SCOPE, NS, b"new", b"1")
+            with pytest.raises(InvalidRequest, match="ended already"):
+                c.__exit__(None, None, None)
+            store.kv.put(SCOPE, NS, b"new-after", b"1")
+    assert keys(store) == [b"new", b"new-after", b"outer"]
+
+
+def test_a_generator_abandoned_inside_a_block_loses_nothing_written_after_it(
+    store: durastate.Store, store_url: str
+) -> None:
+    # The case that made out-of-order ends roll back rather than be refused with the blocks left open: then the
+    # outer block's refusal left a transaction open that nobody would end, and every later write of the thread
+    # was lost at close.
+    def rows() -> Iterator[int]:
+        with store.transaction():
+            store.kv.put(SCOPE, NS, b"inner", b"1")
+            yield 1
+            yield 2
+
+    with pytest.raises(InvalidRequest, match="out of order"), store.transaction():
+        store.kv.put(SCOPE, NS, b"outer", b"1")
+        running = rows()
+        next(running)
+    with pytest.raises(InvalidRequest, match="ended already"):
+        running.close()
+    store.kv.put(SCOPE, NS, b"after", b"1")
+    assert not store.engine.in_transaction()
+    if store_url != "memory:":
+        assert in_other_thread(lambda: store.kv.get(SCOPE, NS, b"after")) == b"1"
+    assert keys(store) == [b"after"]
 
 
 # -- the documents lock used as a block --------------------------------------------------
@@ -301,9 +350,7 @@ def test_async_entering_a_transaction_open_in_another_task_is_refused(store_url:
 
 
 @pytest.mark.parametrize("inner", ["transaction", "lock"])
-def test_async_ending_a_transaction_before_one_opened_inside_it_is_refused_and_both_go_on(
-    store_url: str, inner: str
-) -> None:
+def test_async_ending_a_transaction_before_one_opened_inside_it_rolls_both_back(store_url: str, inner: str) -> None:
     async def body(s: aio.AsyncStore) -> None:
         a = s.transaction()
         b = s.transaction() if inner == "transaction" else s.documents.lock("doc")
@@ -313,15 +360,13 @@ def test_async_ending_a_transaction_before_one_opened_inside_it_is_refused_and_b
         await s.kv.put(SCOPE, NS, b"inner", b"1")
         with pytest.raises(InvalidRequest, match="out of order"):
             await a.__aexit__(None, None, None)
-        await s.kv.put(SCOPE, NS, b"inner-after", b"1")  # still inside both blocks, on their thread
-        await b.__aexit__(None, None, None)
-        await s.kv.put(SCOPE, NS, b"outer-after", b"1")
-        await a.__aexit__(None, None, None)  # in order now: commits
+        with pytest.raises(InvalidRequest):
+            await b.__aexit__(None, None, None)  # ended with the outer block
         # Nothing left open, pinned or locked: a write, and another transaction, go through.
         await s.kv.put(SCOPE, NS, b"after", b"1")
         async with s.transaction() as other:
             await other.kv.put(SCOPE, NS, b"other", b"1")
-        assert await async_keys(s) == [b"after", b"inner", b"inner-after", b"other", b"outer", b"outer-after"]
+        assert await async_keys(s) == [b"after", b"other"]
 
     run(store_url, body, busy_timeout=2)
 

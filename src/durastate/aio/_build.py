@@ -162,9 +162,9 @@ class PinnedBlock(Generic[T]):
     inside itself, or from another task) raises ``InvalidRequest`` and
     leaves the open block as it was; ``again`` names the call that makes a
     new block. Once it has ended it may be entered again. Leaving it when
-    it is not open raises ``InvalidRequest`` too, and so does leaving it
-    while a block opened inside it is still open (the sync block's
-    ``BlockRefused``): then it stays open as it was, on its thread.
+    it is not open raises ``InvalidRequest`` too (the sync block's
+    ``BlockRefused``: then it stays open as it was, on its thread); leaving
+    it while a block opened inside it is still open rolls both back.
     """
 
     def __init__(
@@ -227,7 +227,7 @@ class PinnedBlock(Generic[T]):
             # commit or rollback, nor hand the thread back before it is done.
             await asyncio.shield(pinned.on_thread(cm.__exit__, (exc_type, exc, tb), {}))
         except BlockRefused:
-            # Refused before anything changed (a block opened inside this one is still open, say): this block
+            # Refused before anything changed (ended from a thread that did not enter it, say): this block
             # stays open on its thread, its calls still routed there.
             self._cm = cm
             raise

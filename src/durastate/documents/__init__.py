@@ -129,9 +129,9 @@ same keys in opposite orders can never wait for each other in a cycle.
   ``lock``) does not issue it again.
 * ``lock(...)`` returns a ``DocumentLock``, one block at a time like a
   ``store.transaction()`` object: entering it again while it is open, or
-  ending it when it is not open, from another thread or before a block
-  opened inside it has ended, raises ``InvalidRequest`` and leaves every
-  open block (and the lock) as it was.
+  ending it when it is not open or from another thread, raises
+  ``InvalidRequest`` and leaves every open block (and the lock) as it was;
+  ending it before a block opened inside it has ended rolls both back.
 * Waiting for the lock is bounded by the store's ``busy_timeout``
   (``StoreUnavailable`` after it), on both engines.
 """

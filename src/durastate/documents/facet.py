@@ -638,7 +638,7 @@ class Documents:
         when the outermost block ends normally and rolls back on any
         exception. Nested blocks are savepoints of the same transaction. The
         object is one block at a time (``DocumentLock``: entering it twice,
-        or ending it out of order, is refused with ``InvalidRequest``).
+        is refused with ``InvalidRequest``; ending it out of order rolls back).
         """
         for key in keys:
             check_key(key)

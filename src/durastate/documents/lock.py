@@ -38,9 +38,10 @@ class DocumentLock:
     as a ``store.transaction()`` object is: entering it again while it is
     open (nested in itself, or from another thread) raises ``InvalidRequest``
     and the open block goes on as if the call never happened; ending it when
-    it is not open, from a thread that did not enter it, or while a block
-    opened inside it is still open raises ``InvalidRequest`` and ends
-    nothing. Once ended it may be entered again, a new block.
+    it is not open or from a thread that did not enter it raises
+    ``InvalidRequest`` and ends nothing; ending it while a block opened
+    inside it is still open rolls both back (``Transaction._unwind``). Once
+    ended it may be entered again, a new block.
     """
 
     __slots__ = ("_engine", "_holder", "_thread", "_tx")
@@ -83,7 +84,7 @@ class DocumentLock:
         try:
             self._tx.__exit__(exc_type, exc, tb)
         except BlockRefused:
-            raise  # ended out of order, say: refused before anything changed, the block stays open
+            raise  # refused before anything changed: the block stays open
         except BaseException:
             self._ended()  # committed or rolled back, and raising for it (a doomed transaction, say)
             raise

@@ -34,6 +34,10 @@ class TransactionFields:
     depth: int = 0
     doomed: DurastateError | None = None
     doomed_level: int = 0
+    # The level of each block that ended while blocks opened inside it were still open (``Transaction``'s
+    # unwinding), in order: a block opened before the i-th of them (``Transaction._unwinds`` <= i) at a deeper
+    # level ended with it. Read only by a block whose count differs from ``len(unwound)``.
+    unwound: tuple[int, ...] = ()
 
 
 class TransactionState(TransactionFields, threading.local):
@@ -76,8 +80,9 @@ class BlockRefused(InvalidRequest):
     """A block used against its protocol, refused before anything changed: every open block is as it was.
 
     Raised by ``Transaction`` when it is entered while open, or ended when it
-    is not open, from a thread that did not enter it, or before a block
-    opened inside it has ended. An ``InvalidRequest`` to callers; code that
+    is not open or from a thread that did not enter it (not when it ends
+    before a block opened inside it: that ends both, ``Transaction._unwind``,
+    with a plain ``InvalidRequest``). An ``InvalidRequest`` to callers; code that
     wraps a block (``documents.lock``, ``aio``'s ``async with`` blocks) tells
     by it that the block it holds is still open.
     """
@@ -115,15 +120,15 @@ class Transaction:
     ``InvalidRequest`` and leaves the open block as it was (a nested block
     is a new ``transaction()``). Once it has ended it may be entered again,
     a new block. It ends on the thread that entered it, innermost block
-    first: ``__exit__`` on another thread, on an object that is not open
-    (never entered, or ended already), or on a block with a block opened
-    inside it still open (ended out of order), raises ``InvalidRequest``
-    (``BlockRefused``) and commits or rolls back nothing: the blocks stay
-    open, and ending them in order goes on as if the refused call never
-    happened. ``_level`` is the open block's depth, 0 when not open.
+    first: ``__exit__`` on another thread or on an object that is not open
+    (never entered, or ended already) raises ``InvalidRequest``
+    (``BlockRefused``) and commits or rolls back nothing. Ended while a block
+    opened inside it is still open (out of order), it ends with those
+    blocks, all rolled back (``_unwind``). ``_level`` is the open block's
+    depth, 0 when not open.
     """
 
-    __slots__ = ("_engine", "_level", "_lock", "_read", "_state")
+    __slots__ = ("_engine", "_level", "_lock", "_read", "_state", "_unwinds")
 
     def __init__(self, engine: EngineBase, *, read: bool = False, lock: str | None = None) -> None:
         self._engine = engine
@@ -145,6 +150,7 @@ class Transaction:
             if state.doomed is not None:
                 raise aborted_error(state.doomed)
             engine._tx_savepoint(f"ds_sp{state.depth}")
+            self._unwinds = len(state.unwound)  # (an outermost block is never ended by another: not needed)
         state.depth += 1
         self._level = state.depth
 
@@ -161,8 +167,15 @@ class Transaction:
         state = self._state
         if engine._tls.state is not state:
             raise self._other_thread()
-        if level != state.depth:
-            raise self._out_of_order(state.depth - level)
+        if level != state.depth or (level > 1 and self._unwinds != len(state.unwound)):
+            if level > state.depth or (level > 1 and any(at < level for at in state.unwound[self._unwinds :])):
+                self._level = 0
+                raise InvalidRequest(
+                    "this block ended already: the block it was opened in ended first, while this one was open, "
+                    "and rolled both back; nothing of this block was committed"
+                )
+            if level != state.depth:
+                return self._unwind(level, state, exc_type is None)
         self._level = 0
         state.depth = level - 1
         doomed = state.doomed
@@ -195,6 +208,42 @@ class Transaction:
             raise StoreClosed(f"{engine.url}: store closed inside the transaction; it rolled back")
         engine._tx_commit()
 
+    def _unwind(self, level: int, state: TransactionFields, raising: bool) -> None:
+        """``__exit__`` out of order, at ``level`` while the thread is at ``state.depth``.
+
+        A block that ends while blocks opened inside it are still open (a
+        generator holding a block abandoned inside another, ``__exit__``
+        called by hand) ends with them: all of them are rolled back, nothing
+        of them committed, and the thread is left as it was before this
+        block began, so nothing the thread does afterwards is kept in an
+        open transaction nobody will end (with the blocks left open, every
+        later write of the thread was lost at close). Without an exception
+        passing through, ``InvalidRequest`` says so; with one, that one goes
+        on (a rollback is what it asked for). A block that an enclosing
+        block ended this way, ending later, is refused as not open
+        (``__exit__``: told by ``unwound``, even when new blocks have been
+        opened to its depth since).
+        """
+        inside = state.depth - level
+        engine = self._engine
+        self._level = 0
+        state.depth = level - 1
+        state.unwound += (level,)
+        if level > 1:
+            engine._tx_rollback_to(f"ds_sp{level - 1}")  # the savepoints opened inside it go with it
+            if state.doomed is not None and state.doomed_level >= level:
+                state.doomed = None
+        else:
+            state.doomed = None
+            engine._tx_rollback()
+        if raising:
+            blocks = "a block opened inside it was" if inside == 1 else f"{inside} blocks opened inside it were"
+            raise InvalidRequest(
+                f"a transaction block ended while {blocks} still open (__exit__ out of order, or a generator "
+                "holding a block left unfinished inside it): this block and those were rolled back, nothing of "
+                "them committed; end the blocks opened inside a block first, innermost first"
+            )
+
     # The refusals of misuse, off the common path (``__enter__``/``__exit__`` only test ``_level`` and the state).
 
     def _already_open(self) -> BlockRefused:
@@ -214,11 +263,4 @@ class Transaction:
         return BlockRefused(
             "a transaction ends on the thread that entered it: __exit__ called from another thread; "
             "nothing was committed or rolled back"
-        )
-
-    def _out_of_order(self, inside: int) -> BlockRefused:
-        blocks = "a block opened inside it is" if inside == 1 else f"{inside} blocks opened inside it are"
-        return BlockRefused(
-            f"a transaction ends after the blocks opened inside it, and {blocks} still open (__exit__ out of "
-            "order): end those first, innermost first; nothing was committed or rolled back"
         )
