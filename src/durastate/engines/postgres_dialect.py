@@ -50,6 +50,9 @@ def _probing_lookup(lookup: KeyLookup) -> str:
     )
 
 
+# One row when a relation (table, index, view, sequence) of the name ``?`` is in the session's schema.
+_RELATION_EXISTS = "SELECT 1 WHERE to_regclass(quote_ident(current_schema()) || '.' || quote_ident(?)) IS NOT NULL"
+
 POSTGRES_DIALECT = Dialect(
     name="postgresql",
     placeholder="%s",
@@ -80,7 +83,9 @@ POSTGRES_DIALECT = Dialect(
     # By name in the session's schema, any relation kind (only the store's migrations make its prefixed names).
     # to_regclass reads the catalog caches: the first statement of a new session (every store's open) costs
     # 0.5 ms this way, 2.8 ms as a query of the pg_tables view (bench/RESULTS.md "Stop 31").
-    table_exists="SELECT 1 WHERE to_regclass(quote_ident(current_schema()) || '.' || quote_ident(?)) IS NOT NULL",
+    table_exists=_RELATION_EXISTS,
+    # Tables and indexes are both relations: the same question.
+    name_taken=_RELATION_EXISTS,
     # A btree entry holds at most ~2704 bytes (a third of a page) including
     # headers; incompressible keys above this fail with a statement error.
     max_index_key=2600,

@@ -337,6 +337,9 @@ class Dialect:
     tokens: dict[str, str | Spec] = field(default_factory=dict)
     # SQL that answers one row when table ``?`` exists (bound: full name).
     table_exists: str = ""
+    # SQL that answers one row when a table or an index named ``?`` exists (what a migration's CREATE TABLE or
+    # CREATE INDEX of that name would collide with); empty: ``table_exists`` is asked.
+    name_taken: str = ""
     # The most bytes an indexed key (all its columns) may hold, or None.
     max_index_key: int | None = None
     # The template of a ``KeyLookup``.

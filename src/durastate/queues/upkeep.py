@@ -17,6 +17,7 @@ from .._listing import check_limit, distinct_params, distinct_sql, merge_distinc
 from .._retention import as_age_ms, trim_oldest
 from .._validate import INT64_MAX, as_int64, as_limit, as_list, as_name, bounded_int, fail, fail_type, shown
 from ..engines.base import READ
+from ..errors import NotFound
 from .names import channel, queue_name
 from .statements import (
     BACKLOG,
@@ -162,7 +163,10 @@ class Upkeep:
         """Move dead letters (all, or those with ``ids``) back to the queue.
 
         They are due at once with a fresh attempt count. Returns how many
-        moved; ids that are not dead letters of this queue are ignored.
+        moved (an id given twice moves once). All or nothing: when an id is
+        not a dead letter of this queue (never was, redriven or deleted
+        already, another queue's), ``NotFound`` names every such id and
+        none of ``ids`` moves.
         """
         queue = queue_name(name)
         wanted = None if ids is None else [as_int64("ids[]", i) for i in as_list("ids", ids)]
@@ -174,10 +178,18 @@ class Upkeep:
                 moved = engine.execute(self._redrive_all, (now, queue))
                 engine.execute(self._delete_dead_all, (queue,))
             else:
+                missing = []
                 for dead_id in dict.fromkeys(wanted):
                     if engine.execute(self._redrive_id, (now, queue, dead_id)):
                         engine.execute(self._delete_dead_id, (queue, dead_id))
                         moved += 1
+                    else:
+                        missing.append(dead_id)
+                if missing:  # raised inside the transaction: the ones moved go back
+                    raise NotFound(
+                        f"no dead letter {', '.join(map(str, missing))} in queue {shown(queue)} (dead_letters() "
+                        "lists them); nothing was redriven"
+                    )
             if moved:  # inside: with the COMMIT where the engine sends it itself (Citus mode)
                 engine.notify(channel(queue), announced=True)
         return moved
