@@ -43,3 +43,23 @@ def test_a_batch_past_the_chunk_is_one_transaction_of_chunks(store: durastate.St
     statements = statements_run(store, lambda: store.kv.put_many(b"s", b"n", pairs))
     assert statements == ["BEGIN IMMEDIATE", "INSERT", "INSERT", "INSERT", "COMMIT"]
     assert len(list(store.kv.scan(b"s", b"n", start=b"k", end=b"l"))) == len(pairs)
+
+
+def test_a_batch_is_cut_at_put_chunk_bytes_of_values_too(
+    store: durastate.Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # 128 values of up to max_value_size (64 MiB) in one statement could pass PostgreSQL's 1 GB message limit,
+    # which closed the connection: StoreUnavailable after the busy timeout for a call that could never work.
+    from durastate.kv import facet
+
+    monkeypatch.setattr(facet, "PUT_CHUNK_BYTES", 10)
+    pairs = [(b"a", b"1234"), (b"b", b"5678"), (b"c", b"9" * 25), (b"d", b"0")]  # (a, b), (c) alone, (d)
+    assert statements_run(store, lambda: store.kv.put_many(b"s", b"n", pairs)) == [
+        "BEGIN IMMEDIATE",
+        "INSERT",
+        "INSERT",
+        "INSERT",
+        "COMMIT",
+    ]
+    assert store.kv.get_many(b"s", b"n", [b"a", b"b", b"c", b"d"]) == [b"1234", b"5678", b"9" * 25, b"0"]
+    assert statements_run(store, lambda: store.kv.put_many(b"s", b"n", pairs[:2])) == ["INSERT"]  # 8 bytes: one
