@@ -186,10 +186,7 @@ class Upkeep:
                     else:
                         missing.append(dead_id)
                 if missing:  # raised inside the transaction: the ones moved go back
-                    raise NotFound(
-                        f"no dead letter {', '.join(map(str, missing))} in queue {shown(queue)} (dead_letters() "
-                        "lists them); nothing was redriven"
-                    )
+                    raise _not_dead_letters(queue, missing, "redriven")
             if moved:  # inside: with the COMMIT where the engine sends it itself (Citus mode)
                 engine.notify(channel(queue), announced=True)
         return moved
@@ -206,14 +203,23 @@ class Upkeep:
         return trim_oldest(self._engine, self._dead_oldest, self._dead_delete_through, cutoff, limit)
 
     def delete_dead(self, name: str | bytes, ids: Iterable[int] | None = None) -> int:
-        """Drop dead letters for good (all, or those with ``ids``); return how many."""
+        """Drop dead letters for good (all, or those with ``ids``); return how many.
+
+        With ``ids``, all or nothing as ``redrive``: when an id is not a
+        dead letter of this queue (never was, redriven or deleted already,
+        another queue's), ``NotFound`` names every such id and none of
+        ``ids`` is deleted; an id given twice counts once.
+        """
         queue = queue_name(name)
         engine = self._engine
         if ids is None:
             return engine.execute(self._delete_dead_all, (queue,))
-        wanted = [as_int64("ids[]", i) for i in as_list("ids", ids)]
+        wanted = list(dict.fromkeys(as_int64("ids[]", i) for i in as_list("ids", ids)))
         with engine.transaction():
-            return sum(engine.execute(self._delete_dead_id, (queue, i)) for i in dict.fromkeys(wanted))
+            missing = [i for i in wanted if not engine.execute(self._delete_dead_id, (queue, i))]
+            if missing:  # raised inside the transaction: the ones deleted come back
+                raise _not_dead_letters(queue, missing, "deleted")
+        return len(wanted)
 
     # -- listing (read-only, for inspectors and exports; see durastate._listing) --
 
@@ -274,6 +280,14 @@ class Upkeep:
     @functools.cached_property
     def _peek_sql(self) -> dict[bool, str]:
         return {after: self._engine.sql(PEEK[after]) for after in (False, True)}
+
+
+def _not_dead_letters(queue: bytes, missing: list[int], verb: str) -> NotFound:
+    """The refusal of ``redrive``/``delete_dead`` by ids: every id in ``missing`` named, nothing ``verb``."""
+    return NotFound(
+        f"no dead letter {', '.join(map(str, missing))} in queue {shown(queue)} (dead_letters() lists them); "
+        f"nothing was {verb}"
+    )
 
 
 def _peek_cursor(after: Any) -> tuple[int, int]:

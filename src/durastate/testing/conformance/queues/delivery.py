@@ -495,11 +495,38 @@ class TestDeadLetters:
         for _ in range(3):
             claim(store).nack()
         ids = [d.id for d in store.queues.dead_letters("q")]
-        assert store.queues.delete_dead("q", [ids[1], ids[1], 10**12]) == 1
+        assert store.queues.delete_dead("q", [ids[1], ids[1]]) == 1  # an id twice goes once
         assert [d.payload for d in store.queues.dead_letters("q")] == [b"a", b"c"]
+        assert store.queues.delete_dead("q", []) == 0
         assert store.queues.delete_dead("q") == 2
         assert store.queues.dead_letters("q") == []
         assert store.queues.delete_dead("q") == 0
+
+    def test_delete_dead_of_an_id_that_is_not_a_dead_letter_of_the_queue_is_refused_and_deletes_none(
+        self, store: durastate.Store
+    ) -> None:
+        store.queues.push("q", [b"a", b"b"], max_attempts=1)
+        store.queues.push("other", [b"x"], max_attempts=1)
+        for _ in range(2):
+            claim(store).nack()
+        claim(store, "other").nack()
+        dead = [d.id for d in store.queues.dead_letters("q")]
+        other_id = store.queues.dead_letters("other")[0].id
+        unknown = max([*dead, other_id]) + 1000
+        # Another queue's dead letter, an id never used, one deleted already: each named, none of the ids deleted.
+        with pytest.raises(NotFound, match=rf"no dead letter {other_id}, {unknown} in queue .*nothing was deleted"):
+            store.queues.delete_dead("q", [dead[0], other_id, unknown])
+        assert store.queues.delete_dead("q", [dead[0]]) == 1
+        with pytest.raises(NotFound, match=rf"no dead letter {dead[0]} in queue"):
+            store.queues.delete_dead("q", [dead[1], dead[0]])
+        assert [d.id for d in store.queues.dead_letters("q")] == [dead[1]]
+        assert [d.id for d in store.queues.dead_letters("other")] == [other_id]
+        with store.transaction():  # inside a block: the refused delete undoes only itself
+            store.queues.push("q", [b"in-block"])
+            with pytest.raises(NotFound):
+                store.queues.delete_dead("q", [dead[1], unknown])
+            assert [d.id for d in store.queues.dead_letters("q")] == [dead[1]]
+        assert pop_all(store) == [b"in-block"]
 
 
 class TestQueueStats:
