@@ -459,9 +459,12 @@ class TestDeadLetters:
         assert len(store.queues.dead_letters("other")) == 1
         assert sorted(pop_all(store)) == [b"a", b"c"]
 
-    def test_redrive_of_an_id_that_is_not_a_dead_letter_of_the_queue_is_refused_and_moves_none(
-        self, store: durastate.Store
+    @pytest.mark.parametrize("operation", ["redrive", "delete_dead"])
+    def test_redrive_or_delete_of_an_id_that_is_not_a_dead_letter_of_the_queue_is_refused_and_touches_none(
+        self, store: durastate.Store, operation: str
     ) -> None:
+        act = getattr(store.queues, operation)
+        verb = {"redrive": "redriven", "delete_dead": "deleted"}[operation]
         store.queues.push("q", [b"a", b"b"], max_attempts=1)
         store.queues.push("other", [b"x"], max_attempts=1)
         for _ in range(2):
@@ -470,19 +473,19 @@ class TestDeadLetters:
         dead = [d.id for d in store.queues.dead_letters("q")]
         other_id = store.queues.dead_letters("other")[0].id
         unknown = max([*dead, other_id]) + 1000
-        # Another queue's dead letter, an id never used, one redriven already: each named, none of the ids moved.
-        with pytest.raises(NotFound, match=rf"no dead letter {other_id}, {unknown} in queue"):
-            store.queues.redrive("q", [dead[0], other_id, unknown])
-        assert store.queues.redrive("q", [dead[0]]) == 1
+        # Another queue's dead letter, an id never used, one gone already: each named, none of the ids touched.
+        with pytest.raises(NotFound, match=rf"no dead letter {other_id}, {unknown} in queue .*nothing was {verb}"):
+            act("q", [dead[0], other_id, unknown])
+        assert act("q", [dead[0]]) == 1
         with pytest.raises(NotFound, match=rf"no dead letter {dead[0]} in queue"):
-            store.queues.redrive("q", [dead[1], dead[0]])
+            act("q", [dead[1], dead[0]])
         assert [d.id for d in store.queues.dead_letters("q")] == [dead[1]]
         assert [d.id for d in store.queues.dead_letters("other")] == [other_id]
-        assert pop_all(store) == [b"a"]
-        with store.transaction():  # inside a block: the refused redrive undoes only itself
+        assert pop_all(store) == ([b"a"] if operation == "redrive" else [])
+        with store.transaction():  # inside a block: the refused call undoes only itself
             store.queues.push("q", [b"in-block"])
             with pytest.raises(NotFound):
-                store.queues.redrive("q", [dead[1], unknown])
+                act("q", [dead[1], unknown])
             assert [d.id for d in store.queues.dead_letters("q")] == [dead[1]]
         assert pop_all(store) == [b"in-block"]
 
@@ -495,8 +498,9 @@ class TestDeadLetters:
         for _ in range(3):
             claim(store).nack()
         ids = [d.id for d in store.queues.dead_letters("q")]
-        assert store.queues.delete_dead("q", [ids[1], ids[1], 10**12]) == 1
+        assert store.queues.delete_dead("q", [ids[1], ids[1]]) == 1  # an id twice goes once
         assert [d.payload for d in store.queues.dead_letters("q")] == [b"a", b"c"]
+        assert store.queues.delete_dead("q", []) == 0
         assert store.queues.delete_dead("q") == 2
         assert store.queues.dead_letters("q") == []
         assert store.queues.delete_dead("q") == 0
