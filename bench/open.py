@@ -39,11 +39,12 @@ import sqlite3
 import statistics
 import subprocess
 import sys
-import tarfile
 import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+
+from _baseline import extract_src
 
 TARGET_MS = 5.0
 ROOT = Path(__file__).resolve().parents[1]
@@ -121,15 +122,6 @@ def parts_ms(path: str, opens: int) -> dict[str, float]:
     return {name: statistics.median(values) for name, values in samples.items()}
 
 
-def extract(revision: str, folder: Path) -> Path:
-    """``src/`` of git ``revision`` under ``folder``; its path."""
-    archive = folder / "src.tar"
-    subprocess.run(["git", "archive", "-o", str(archive), revision, "src"], cwd=ROOT, check=True)
-    with tarfile.open(archive) as tar:
-        tar.extractall(folder / revision, filter="data")
-    return folder / revision / "src"
-
-
 def run_child(src: Path, path: str, opens: int) -> dict[str, tuple[float, float]]:
     env = dict(os.environ, PYTHONPATH=str(src))
     command = [sys.executable, __file__, "--child", path, "--opens", str(opens)]
@@ -175,7 +167,7 @@ def measure(args: argparse.Namespace, url: str | None) -> int:
     with tempfile.TemporaryDirectory() as folder:
         trees = {"this tree": ROOT / "src"}
         if args.baseline:
-            trees = {args.baseline: extract(args.baseline, Path(folder)), **trees}
+            trees = {args.baseline: extract_src(args.baseline, Path(folder)), **trees}
         path = url or str(Path(folder) / "open-bench.db")
         subprocess.run(
             [sys.executable, "-c", "import durastate, sys; durastate.open(sys.argv[1]).close()", path],

@@ -8,8 +8,10 @@ clock each raise a durastate error that says so, never a raw ``OSError`` /
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
+import sqlite3
 import time
 from pathlib import Path
 from typing import Any
@@ -105,6 +107,36 @@ def test_a_read_only_open_leaves_nothing_next_to_a_file_that_is_not_a_store(tmp_
     assert sorted(p.name for p in folder.iterdir()) == ["junk.db", "short.db", "trunc.db"]
     with durastate.open(store_path, read_only=True) as store:  # a whole store still opens
         assert store.kv.get(b"s", b"n", b"k") == b"v"
+
+
+def _wreck_btree_page(path: Path, table: str) -> None:
+    """The b-tree page header of ``table``'s root page made unreadable (``sqlite_master``'s is page 1's, after the
+    file's 100-byte header, which stays whole)."""
+    root = 1
+    if table != "sqlite_master":
+        with contextlib.closing(sqlite3.connect(path)) as raw:
+            (root,) = raw.execute("SELECT rootpage FROM sqlite_master WHERE name = ?", (table,)).fetchone()
+    data = bytearray(path.read_bytes())
+    at = (root - 1) * 4096 + (100 if root == 1 else 0)
+    data[at : at + 8] = b"\xff" * 8  # no b-tree page type is 0xff
+    path.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize("table", ["sqlite_master", "ds_schema"])
+def test_a_read_only_open_leaves_nothing_next_to_a_store_it_cannot_open(tmp_path: Path, table: str) -> None:
+    """A whole header but a damaged page the open reads (the schema, or the store's schema versions): SQLite
+    created the -wal and -shm files of the WAL file before it met the damage, and a read-only connection cannot
+    remove them. The open reads them first without any (immutable) and refuses the file as StoreCorrupt."""
+    folder = tmp_path / "damaged"
+    folder.mkdir()
+    path = folder / "s.db"
+    with durastate.open(path) as store:
+        store.kv.put(b"s", b"n", b"k", b"v")
+    _wreck_btree_page(path, table)
+    with pytest.raises(StoreCorrupt, match=r"malformed.*restore it from a backup") as caught:
+        durastate.open(path, read_only=True)
+    _not_retryable(caught.value)
+    assert sorted(p.name for p in folder.iterdir()) == ["s.db"]
 
 
 def test_read_only_reads_and_refuses_every_write(tmp_path: Path) -> None:
@@ -212,6 +244,42 @@ def test_a_clock_that_breaks_later_raises_a_clear_error(tmp_path: Path) -> None:
         assert store.kv.get(b"s", b"n", b"k") == b"v"
 
 
+# Readings a clock may turn to after open: past float range once multiplied, past any int, past int64 in ms, and
+# past 2**62 ms (where now plus a lease or delay at their bound would leave int64).
+HUGE_READINGS = [1e300, 10**400, 2**63 // 1000 + 1, 2**62 // 1000 + 1, -1.0]
+
+
+@pytest.mark.parametrize("reading", HUGE_READINGS, ids=["1e300", "10**400", "past-int64-ms", "past-2**62-ms", "-1"])
+def test_a_clock_that_turns_out_of_range_later_is_refused_and_changes_nothing(store_url: str, reading: float) -> None:
+    readings: list[float] = [1_800_000_000.0]
+    with durastate.open(store_url, clock=lambda: readings[0]) as store:
+        store.queues.push("q", [b"first"])
+        store.kv.put(b"s", b"n", b"k", b"v", ttl=100)
+        readings[0] = reading
+        writes = {
+            "push": lambda: store.queues.push("q", [b"second"], delay=1),
+            "claim": lambda: store.queues.claim("q", lease=10),
+            "kv.put ttl": lambda: store.kv.put(b"s", b"n", b"k", b"w", ttl=10),
+            "events.append": lambda: store.events.append("session", [{"type": "t"}]),
+        }
+        for name, write in writes.items():
+            with pytest.raises(ConfigurationError, match=r"the store's clock returned .*below 2\*\*62") as caught:
+                write()
+            assert not isinstance(caught.value, OverflowError), name
+        readings[0] = 1_800_000_001.0
+        claim = store.queues.claim("q", lease=10)
+        assert claim is not None and claim.payload == b"first" and claim.attempts == 1
+        assert store.queues.claim("q", lease=10) is None  # the refused push added nothing
+        assert store.kv.get(b"s", b"n", b"k") == b"v"
+        assert list(store.events.read("session")) == []
+        # The last reading allowed: now plus the longest lease or delay still fits int64.
+        readings[0] = (2**62 - 1) // 1000
+        longest = 2**62 // 1000
+        assert store.queues.push("q", [b"later"], delay=longest) == 1
+        claim.renew(lease=longest)
+        assert claim.lease_expires_at == ((2**62 - 1) // 1000 * 1000 + longest * 1000) / 1000
+
+
 def test_with_no_clock_given_the_store_reads_the_system_clock(tmp_path: Path) -> None:
     with durastate.open(tmp_path / "state.db") as store:
         before = time.time_ns() // 1_000_000
@@ -283,6 +351,73 @@ def test_aio_open_passes_attempt_retention_through(store_url: str) -> None:
         asyncio.run(aio.open(store_url, attempt_retention=-1))
 
 
+# -- another application's table under durastate's prefix -----------------------------------
+
+
+def _their_table(url: str, name: str) -> None:
+    """Another application's table ``name`` (one row) in the database or schema of ``url``."""
+    if url.startswith("postgresql"):
+        import psycopg
+
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute(f"CREATE TABLE {name} (id INTEGER PRIMARY KEY, theirs TEXT)")
+            conn.execute(f"INSERT INTO {name} VALUES (1, 'kept')")
+        return
+    import sqlite3
+
+    conn = sqlite3.connect(url.removeprefix("sqlite://"))
+    with conn:
+        conn.execute(f"CREATE TABLE {name} (id INTEGER PRIMARY KEY, theirs TEXT)")
+        conn.execute(f"INSERT INTO {name} VALUES (1, 'kept')")
+    conn.close()
+
+
+def _their_rows(url: str, name: str) -> list[tuple[Any, ...]]:
+    if url.startswith("postgresql"):
+        import psycopg
+
+        with psycopg.connect(url) as conn:
+            return [tuple(row) for row in conn.execute(f"SELECT * FROM {name}").fetchall()]
+    import sqlite3
+
+    conn = sqlite3.connect(url.removeprefix("sqlite://"))
+    try:
+        return conn.execute(f"SELECT * FROM {name}").fetchall()
+    finally:
+        conn.close()
+
+
+# A facet's table, the store's schema table (created IF NOT EXISTS, then read), the name of one of its indexes.
+@pytest.mark.parametrize("theirs", ["ds_kv", "ds_schema", "ds_kv_expiry"])
+def test_another_applications_table_under_the_prefix_is_a_configuration_error_naming_it(
+    shared_url: str, theirs: str
+) -> None:
+    _their_table(shared_url, theirs)
+    with pytest.raises(ConfigurationError) as caught:
+        durastate.open(shared_url)
+    message = str(caught.value)
+    assert repr(theirs) in message and "prefix of its own" in message and "prefix='myapp_'" in message, message
+    _not_retryable(caught.value)
+    assert _their_rows(shared_url, theirs) == [(1, "kept")]
+    with durastate.open(shared_url, prefix="app_") as store:  # the way out the message gives
+        assert store.engine.schema_versions() != {}
+    with pytest.raises(ConfigurationError, match=repr(theirs)):  # nothing was left half made
+        durastate.open(shared_url)
+
+
+def test_a_facet_added_later_meeting_another_applications_table_changes_nothing(shared_url: str) -> None:
+    with durastate.open(shared_url, facets=["kv"]) as store:
+        store.kv.put(b"s", b"n", b"k", b"v")
+        versions = store.engine.schema_versions()
+    _their_table(shared_url, "ds_queue")
+    with pytest.raises(ConfigurationError, match="cannot create table 'ds_queue'"):
+        durastate.open(shared_url)
+    with durastate.open(shared_url, facets=["kv"]) as store:
+        assert store.kv.get(b"s", b"n", b"k") == b"v"
+        assert store.engine.schema_versions() == versions
+    assert _their_rows(shared_url, "ds_queue") == [(1, "kept")]
+
+
 # -- table prefixes are lower case: table names are case-insensitive on both engines --------
 
 
@@ -347,7 +482,7 @@ def test_an_unknown_or_wrong_typed_option_is_a_configuration_error_and_a_type_er
     assert list(tmp_path.iterdir()) == []
 
 
-@pytest.mark.parametrize("reading", [time.time_ns, lambda: 1e300, lambda: -1.0])
+@pytest.mark.parametrize("reading", [time.time_ns, lambda: 1e300, lambda: -1.0, lambda: 2**62 // 1000 + 1])
 def test_a_clock_out_of_range_is_refused_before_anything_is_created(
     store_url: str, tmp_path: Path, reading: Any
 ) -> None:

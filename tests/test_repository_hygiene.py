@@ -58,3 +58,26 @@ def test_no_tracked_link_leads_out_of_the_repository() -> None:
                 outside.append(f"{name} -> {path.readlink()}")
     assert outside == []
     assert ".venv" not in tracked_files()
+
+
+def test_every_conformance_test_is_exported() -> None:
+    # tests/conformance/test_*.py (and a third-party engine's suite) collect a conformance module by
+    # ``import *``: a test class or function missing from its ``__all__`` never runs anywhere. Two presence
+    # classes did not for many stops (the module assigned ``__all__`` twice), one of them failing.
+    import importlib
+    import inspect
+    import pkgutil
+
+    import durastate.testing.conformance as conformance
+
+    hidden = []
+    for info in pkgutil.iter_modules(conformance.__path__):
+        module = importlib.import_module(f"{conformance.__name__}.{info.name}")
+        exported = set(getattr(module, "__all__", ()))
+        for name, value in vars(module).items():
+            is_test = (inspect.isclass(value) and name.startswith("Test")) or (
+                inspect.isfunction(value) and name.startswith("test_")
+            )
+            if is_test and value.__module__ == module.__name__ and name not in exported:
+                hidden.append(f"{info.name}.{name}")
+    assert hidden == []

@@ -66,6 +66,23 @@ def test_a_sqlite_url_with_a_query_string_is_refused_naming_its_options(
     assert list(tmp_path.iterdir()) == []  # nothing created: no q.db?mode=ro, no folder
 
 
+def test_a_sqlite_url_with_a_fragment_is_refused_naming_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``#`` starts a URL's fragment: refused like a query string, not taken into the file name (``x.db#frag``)."""
+    monkeypatch.chdir(tmp_path)
+    for url, named in (
+        (f"sqlite://{tmp_path}/x/f.db#frag", "a fragment '#frag'"),
+        ("sqlite:f.db#", "an empty fragment"),
+        ("sqlite:///:memory:#frag", "a fragment '#frag'"),
+        ("sqlite:f.db#part?mode=ro", "a fragment '#part\\?mode=ro'"),  # a "?" inside the fragment is the fragment's
+        ("sqlite:f.db?mode=ro#frag", "'mode'"),  # a query first: refused naming its options, as before
+    ):
+        with pytest.raises(durastate.ConfigurationError, match=named):
+            durastate.open(url)
+        with pytest.raises(durastate.ConfigurationError, match=named):
+            registry.file_of(url)  # the CLI's parser says the same
+    assert list(tmp_path.iterdir()) == []  # nothing created: no f.db#frag, no folder
+
+
 def test_file_and_memory_urls_with_a_rest_are_refused_not_taken_as_relative_paths(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -80,12 +97,29 @@ def test_file_and_memory_urls_with_a_rest_are_refused_not_taken_as_relative_path
 
 def test_a_plain_path_is_taken_literally(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
-    with durastate.open(str(tmp_path / "odd?name=1.db")) as store:  # a str that is not a URL: a file name
-        store.kv.put(b"s", b"n", b"k", b"v")
+    for odd in ("odd?name=1.db", "odd#name.db"):
+        with durastate.open(str(tmp_path / odd)) as store:  # a str that is not a URL: a file name
+            store.kv.put(b"s", b"n", b"k", b"v")
+        assert registry.file_of(odd) == odd
     for name in ("sqlite:p.db", "file:p.db", "memory:"):  # a Path object is a path, whatever its text
         with durastate.open(Path(name)) as store:
             assert store.engine.file == tmp_path / name
         assert registry.file_of(Path(name)) == f"./{name}"
     assert sorted(p.name for p in tmp_path.iterdir() if not p.name.endswith(("-wal", "-shm"))) == sorted(
-        ["odd?name=1.db", "sqlite:p.db", "file:p.db", "memory:"]
+        ["odd?name=1.db", "odd#name.db", "sqlite:p.db", "file:p.db", "memory:"]
     )
+
+
+def test_a2s_sqlite_opener_takes_its_path_as_the_file_it_names(tmp_path: Path) -> None:
+    """``compat.a2.sqlite(path)`` takes a path, as its seed does: a name with ``#`` or ``?`` is that file (it made
+    a ``sqlite:`` URL of it, refused as a URL with a fragment or a query string)."""
+    from durastate.compat import a2
+
+    for name in ("odd#1.db", "odd?x=1.db", "odd:2.db"):
+        opened = a2.sqlite(str(tmp_path / name))
+        try:
+            assert opened._store.engine.file == tmp_path / name
+        finally:
+            opened.close()
+    with pytest.raises(TypeError, match="must not be empty"):
+        a2.sqlite("")

@@ -31,6 +31,15 @@ INT64_MAX = 2**63 - 1
 # Longest delay, lease or TTL in ms (about 146 million years): far past any
 # real use, and short enough that "now + duration" fits the int64 ms columns.
 MAX_DURATION_MS = 2**62
+# A store's clock reads below this many ms since the epoch (at open and at
+# every later reading, ``EngineBase.now_ms``), so "now + duration" and
+# "now - duration" fit too, whatever the duration within its own bound.
+CLOCK_LIMIT_MS = 2**62
+# What a clock given to ``open(clock=...)`` must return, in both refusals.
+CLOCK_CONTRACT = (
+    "seconds since the epoch, like time.time(): a finite number >= 0 whose milliseconds stay below 2**62 "
+    "(about 146 million years)"
+)
 # Longest name in UTF-8 bytes (queues, event sessions, lanes, presence
 # namespaces, participants, fields). The name leads every index entry;
 # PostgreSQL refuses btree entries over ~2.7 KB, so without a bound a long

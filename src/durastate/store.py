@@ -15,7 +15,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, NoReturn, TypedDict
 
 from ._closing import ClosesOnExit
-from ._validate import INT64_MAX, as_attempt_retention, misconfigured, shown
+from ._validate import CLOCK_CONTRACT, CLOCK_LIMIT_MS, INT64_MAX, as_attempt_retention, misconfigured, shown
 from .engines import registry
 from .engines.base import Clock
 from .errors import ConfigurationError, InvalidRequest, WrongOption, WrongType
@@ -101,12 +101,16 @@ def open(
 
     ``prefix`` starts every table name (several apps can share a database):
     lower-case letters, digits and ``_`` (table names are case-insensitive).
+    A table or index of someone else's under it, of a name the store would
+    create, is refused (``ConfigurationError`` naming it; nothing created).
     ``durability``: ``"normal"`` or ``"full"`` (SQLite; see
     ``durastate.engines.sqlite``). ``busy_timeout``: seconds a call waits for
     a lock before raising ``StoreUnavailable``. ``clock``: a ``time.time``
     replacement (seconds since the epoch) used for TTLs, delays and leases;
     called once here: one that raises, takes arguments, or returns anything
-    but a number >= 0 whose milliseconds fit int64 is refused.
+    but a number >= 0 whose milliseconds stay below 2**62 is refused, and
+    so is any later reading out of that range (``ConfigurationError``, at
+    the call that read it, before it changes anything).
     ``max_value_size``/``max_key_size``: bytes; larger inputs are refused
     with ``InvalidRequest``. ``max_key_size`` bounds scope + ns + key
     together; ``None`` means as large as the engine can index (PostgreSQL:
@@ -236,7 +240,7 @@ def _as_size(name: str, value: Any) -> int:
 
 
 def _check_clock(clock: Any) -> None:
-    """Read ``clock`` once: a ``time.time`` replacement, seconds since the epoch whose milliseconds fit int64."""
+    """Read ``clock`` once: a ``time.time`` replacement, seconds since the epoch (``CLOCK_CONTRACT``)."""
     if not callable(clock):
         misconfigured(f"clock must be callable returning seconds, got {type(clock).__name__}")
     try:
@@ -248,10 +252,9 @@ def _check_clock(clock: Any) -> None:
         ) from exc
     if isinstance(sample, bool) or not isinstance(sample, (int, float)):
         misconfigured(f"clock must return seconds since the epoch (a finite number), it returned {shown(sample)}")
-    if not 0 <= sample * 1000 <= INT64_MAX:  # NaN and infinities too
+    if not 0 <= sample * 1000 < CLOCK_LIMIT_MS:  # NaN and infinities too
         misconfigured(
-            f"clock must return seconds since the epoch, like time.time(): a finite number >= 0, small enough that its "
-            f"milliseconds fit a signed 64-bit integer; it returned {shown(sample)}"
+            f"clock must return {CLOCK_CONTRACT}; it returned {shown(sample)}"
             + (" (nanoseconds? time.time_ns is not a clock in seconds)" if 1e17 < sample < 1e20 else "")
         )
 

@@ -106,6 +106,37 @@ def test_doctor_and_info_report_a_damaged_page_the_check_cannot_walk_past(tmp_pa
     assert info.returncode == 0 and "PROBLEM: integrity check failed" in info.stdout
 
 
+def test_info_prints_a_failed_integrity_checks_findings_one_a_line(tmp_path: Path) -> None:
+    """Twelve pages no b-tree uses added to a store (the header's page count with them): it opens, and SQLite's
+    quick check finds each ("Page N is never used"). ``info`` prints the findings one a line under the first (it
+    printed the Python list: ``['*** in database main ***', 'Page 55 is never used', ...]``); ``--json`` has them
+    as a JSON list of strings."""
+    path = tmp_path / "s.db"
+    with durastate.open(path) as store:
+        fill(store)
+    data = bytearray(path.read_bytes())
+    pages = int.from_bytes(data[28:32], "big")  # the header's database size in pages
+    data[28:32] = (pages + 12).to_bytes(4, "big")
+    path.write_bytes(bytes(data) + bytes(4096 * 12))
+    url = f"sqlite://{path}"
+
+    as_json = cli_here(url, "info", "--json")
+    assert as_json.returncode == 0, as_json.stderr
+    findings = json.loads(as_json.stdout)["integrity"]
+    assert len(findings) > 2 and all(isinstance(f, str) for f in findings)
+    assert findings[1] == f"Page {pages + 1} is never used" and findings[-1] == "... and 3 more"
+
+    info = as_text(cli_here(url, "info"))
+    assert info.returncode == 0, info.stderr
+    lines = info.stdout.splitlines()
+    first = next(i for i, line in enumerate(lines) if line.startswith("integrity "))
+    column = len(lines[first]) - len(findings[0])
+    assert lines[first] == "integrity".ljust(column) + findings[0]
+    assert lines[first + 1 : first + len(findings)] == [" " * column + f for f in findings[1:]]
+    assert "['" not in info.stdout
+    assert "PROBLEM: integrity check failed" in info.stdout
+
+
 def test_doctor_json_verdict_is_the_checks_word_and_the_table_line_says_it_in_words(run: Run) -> None:
     """The JSON verdict is one of the words each check has (ok, warning, problem); the table's line words it."""
     report = json.loads(run("doctor", "--json").stdout)

@@ -2,7 +2,8 @@
 
 An object dropped without ``close()`` on a borrowed store does not leave its
 worker threads behind once it is garbage-collected; a closed store is
-refused when the object is built (``store=``), not at its first call.
+refused when the object is built (``store=``, or the store argument of LangGraph's
+saver and store and eventsourcing's recorders), not at its first call.
 """
 
 from __future__ import annotations
@@ -65,8 +66,12 @@ def test_closed_session_is_not_reaped_twice(shared_url: str) -> None:
         assert not session._reaped.alive  # close() ended the runner; nothing is left for collection to do
 
 
-# Every integration class built on a borrowed store: (module, class, positional arguments).
+# Every integration class built on a borrowed store: (module, class, positional arguments). Those of
+# POSITIONAL take the store as their first argument, as their framework builds them; the rest take store=.
+POSITIONAL = ("eventsourcing", "langgraph")
 BORROWERS = [
+    ("langgraph", "DurastateSaver", ()),
+    ("langgraph", "DurastateStore", ()),
     ("openai_agents", "DurastateSession", ("s",)),
     ("pydantic_ai", "DurastateConversationStore", ()),
     ("pydantic_ai_harness", "DurastateMemoryStore", ()),
@@ -101,8 +106,8 @@ def test_a_closed_store_is_refused_when_built(module: str, name: str, args: tupl
     store.close()
     before = set(threading.enumerate())
     with pytest.raises(StoreClosed, match="store= is closed"):
-        if module == "eventsourcing":  # the recorders take the store positionally, as eventsourcing builds them
-            cls(store)
+        if module in POSITIONAL:
+            cls(store, *args)
         else:
             cls(*args, store=store)
     assert set(threading.enumerate()) <= before  # nothing was started for the refused object

@@ -190,6 +190,23 @@ def test_puts_in_a_transaction_ride_the_commit(store: durastate.Store, relay: Cu
     assert store.kv.get_many(b"s", b"n", [b"a", b"c"]) == [b"1", b"3"]
 
 
+@pytest.mark.parametrize("fields", [1, 1000])
+def test_a_presence_set_is_one_round_trip_whatever_its_fields(
+    store: durastate.Store, relay: CuttingProxy, fields: int
+) -> None:
+    """One statement per chunk of fields (``presence.FIELD_CHUNK``), none awaited: the writes and COMMIT go in
+    one flight. A statement awaited per field was a round trip each: 100,000 fields ~12 s on PostgreSQL against
+    ~0.1 s on SQLite (bench/RESULTS.md, "Presence: many fields on PostgreSQL")."""
+    values = {f"f{i:04d}": i for i in range(fields)}
+    set_ = store.presence.set
+    assert round_trips(relay, lambda: set_("room", "p", values, at_ms=1, seen=1, ttl_ms=60_000)) == 1
+    # Deletions (None) mixed with writes: chunks of both, one flight.
+    mixed = {field: None if i % 2 else -i for i, field in enumerate(values)}
+    assert round_trips(relay, lambda: set_("room", "p", mixed, at_ms=2, seen=2, ttl_ms=60_000)) == 1
+    entries = store.presence.read("room")
+    assert [(e.field, e.value, e.seen) for e in entries] == [(f, -i, 2) for i, f in enumerate(values) if i % 2 == 0]
+
+
 def test_an_agent_framework_save_of_a_new_id_is_one_round_trip(store: durastate.Store, relay: CuttingProxy) -> None:
     """The lock (lock_later), the absent-id requirement, both writes and COMMIT: one flight; a stored id takes two
     transactions (the failed flight, then the read and the move)."""
@@ -355,3 +372,32 @@ def test_a_records_commit_that_collides_inside_a_transaction_is_contained(
     assert records.entry(31_001) is None
     entry = records.entry(31_002)
     assert entry is not None and entry["commitSeq"] == seq == records.last_seq()
+
+
+def _dead_letters(store: durastate.Store, count: int) -> list[int]:
+    """``count`` more dead letters of queue ``jobs`` (pushed with one attempt, claimed and nacked); the ids of
+    every dead letter of ``jobs``."""
+    queues = store.queues
+    queues.push("jobs", [b"job%d" % i for i in range(count)], max_attempts=1)
+    while (claim := queues.claim("jobs")) is not None:
+        claim.nack()
+    return [d.id for d in queues.dead_letters("jobs", limit=None)]
+
+
+@pytest.mark.parametrize("count", [1, 1000])
+def test_a_redrive_or_delete_of_dead_letters_by_id_is_one_round_trip(
+    pg_url: str, store: durastate.Store, relay: CuttingProxy, count: int
+) -> None:
+    """The check (every id a dead letter), the moves and COMMIT: one flight whatever the count. An awaited
+    statement per id was 2 round trips each (the move, then the delete). The dead letters are made without
+    the relay."""
+    queues = store.queues
+    with durastate.open(pg_url) as direct:
+        for operation in ("redrive", "delete_dead"):
+            direct.queues.clear("jobs")
+            ids = _dead_letters(direct, 3 * count)  # round_trips runs the operation three times
+            batches = iter([ids[i * count : (i + 1) * count] for i in range(3)])
+            call = getattr(queues, operation)
+            assert round_trips(relay, lambda call=call, batches=batches: call("jobs", next(batches))) == 1, operation
+            assert queues.stats("jobs").dead == 0
+    assert queues.stats("jobs").ready == 0  # the redriven ones were cleared before the deletes

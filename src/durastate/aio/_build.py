@@ -58,6 +58,7 @@ from .._tail import Tail
 from .._validate import as_wait
 from ..engines.loop import inline_site
 from ..engines.sqlite import LockBusy
+from ..engines.transaction import BlockRefused
 from ..engines.watch import ChangeWatch
 from ..errors import InvalidRequest, StoreClosed
 
@@ -161,7 +162,9 @@ class PinnedBlock(Generic[T]):
     inside itself, or from another task) raises ``InvalidRequest`` and
     leaves the open block as it was; ``again`` names the call that makes a
     new block. Once it has ended it may be entered again. Leaving it when
-    it is not open raises ``InvalidRequest`` too.
+    it is not open raises ``InvalidRequest`` too (the sync block's
+    ``BlockRefused``: then it stays open as it was, on its thread); leaving
+    it while a block opened inside it is still open rolls both back.
     """
 
     def __init__(
@@ -218,17 +221,28 @@ class PinnedBlock(Generic[T]):
         pinned, cm = self._pinned, self._cm
         if pinned is None or cm is None:
             raise InvalidRequest("this async with block is not open: never entered, or ended already")
-        if self._token is not None:
-            _CURRENT_BLOCK.reset(self._token)
-            self._token = None
-            self._runner.blocks_open -= 1
-        self._cm = None
+        self._cm = None  # leaving: a second __aexit__ meanwhile is refused above
         try:
             # Shielded: a cancellation while leaving must not skip the
             # commit or rollback, nor hand the thread back before it is done.
             await asyncio.shield(pinned.on_thread(cm.__exit__, (exc_type, exc, tb), {}))
-        finally:
-            self._release_pinned()
+        except BlockRefused:
+            # Refused before anything changed (ended from a thread that did not enter it, say): this block
+            # stays open on its thread, its calls still routed there.
+            self._cm = cm
+            raise
+        except BaseException:
+            self._ended()
+            raise
+        self._ended()
+
+    def _ended(self) -> None:
+        """The block has ended (committed or rolled back): calls route as before it, its thread goes back."""
+        if self._token is not None:
+            _CURRENT_BLOCK.reset(self._token)
+            self._token = None
+            self._runner.blocks_open -= 1
+        self._release_pinned()
 
     def _release_pinned(self) -> None:
         pinned, self._pinned = self._pinned, None

@@ -47,6 +47,7 @@ __all__ = [
     "decode_bytes",
     "encode_bytes",
     "escape",
+    "fact_lines",
     "fact_text",
     "human_bytes",
     "human_duration",
@@ -219,13 +220,24 @@ def human_bytes(n: float | None) -> str:
 
 
 def fact_text(key: str, value: Any) -> str:
-    """A health fact as ``durastate info`` and the inspector show it: a ``*_bytes`` count as ``1,236,992 (1.2 MiB)``,
-    a mapping (schema versions) as ``kv 3, queues 2``; not yet escaped."""
+    """A health fact as the inspector shows it: a ``*_bytes`` count as ``1,236,992 (1.2 MiB)``, a mapping (schema
+    versions) as ``kv 3, queues 2``, a list (a failed integrity check's findings) as its items joined by ``; ``;
+    not yet escaped. ``durastate info`` prints the same, a list's items one a line (``fact_lines``)."""
     if key.endswith("_bytes") and isinstance(value, int):
         return f"{value:,} ({human_bytes(value)})"
     if isinstance(value, dict):
         return ", ".join(f"{k} {v}" for k, v in value.items())
+    if isinstance(value, list):
+        return "; ".join(fact_text(key, item) for item in value)
     return str(value)
+
+
+def fact_lines(key: str, value: Any) -> list[str]:
+    """A health fact as ``durastate info`` prints it: ``fact_text``'s one line, or a list's items one a line;
+    not yet escaped (a fact's own text is never split: a file name with a newline in it stays one line)."""
+    if isinstance(value, list):
+        return [fact_text(key, item) for item in value] or [""]
+    return [fact_text(key, value)]
 
 
 # -- JSON -------------------------------------------------------------------------

@@ -51,7 +51,7 @@ from ._common import (
     temporary_sibling,
     url_option,
 )
-from ._format import escape, fact_text
+from ._format import escape, fact_lines
 from .checks import Check, checks, named, verdict
 from .inspect import facet_stats, health, table_stats, top_groups
 
@@ -104,7 +104,10 @@ def _print_health(h: Any, as_json: bool) -> None:
         return
     width = max(len(k) for k in facts)
     for key, value in facts.items():
-        click.echo(f"{key.ljust(width)}  {escape(fact_text(key, value))}")
+        first, *more = fact_lines(key, value)
+        click.echo(f"{key.ljust(width)}  {escape(first)}")
+        for line in more:  # a failed integrity check's findings, one a line, under the first
+            click.echo(f"{'':{width}}  {escape(line)}")
     for w in h.warnings:
         click.echo(f"warning: {escape(w)}")
     for p in h.problems:

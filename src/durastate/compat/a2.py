@@ -90,6 +90,7 @@ without an ``id``, called only for events actually inserted.
 
 from __future__ import annotations
 
+import os
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -587,7 +588,9 @@ def _store_clock(clock: Clock) -> Callable[[], float]:
     return seconds
 
 
-def open_store(url: str, clock: Clock | None = None, ids: Callable[[], str] | None = None) -> A2Store:
+def open_store(
+    url: str | os.PathLike[str], clock: Clock | None = None, ids: Callable[[], str] | None = None
+) -> A2Store:
     """An a2 store on any durastate URL (path, ``sqlite:...``, ``memory:``, ``postgresql://...``)."""
     if clock is not None and not callable(getattr(clock, "now", None)):
         raise TypeError("clock must have a now() method returning a datetime")
@@ -609,4 +612,8 @@ def sqlite(path: str = ".a2/dev.db", clock: Clock | None = None, ids: Callable[[
     if path == ":memory:":
         return open_store("memory:", clock, ids)
     Path(path).expanduser().absolute().parent.mkdir(parents=True, exist_ok=True)
-    return open_store(f"sqlite:{path}" if not path.startswith("sqlite:") else path, clock, ids)
+    if path.startswith("sqlite:"):
+        return open_store(path, clock, ids)
+    # The file the path names, as the seed opens it, whatever characters it has ('#', '?', a colon): a Path is
+    # never read as a URL. "" stays refused as an empty store path.
+    return open_store(Path(path) if path else "sqlite:", clock, ids)

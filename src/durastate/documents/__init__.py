@@ -124,8 +124,14 @@ same keys in opposite orders can never wait for each other in a cycle.
   transaction that holds a kv row another one needs - are outside what this
   facet can rule out.)
 * Re-entrancy comes from ``engine.transaction()`` nesting; a per-thread
-  count of open ``lock`` blocks means a nested ``lock`` (or a write inside a
-  ``lock``) does not issue the advisory lock again.
+  record of the ``lock`` block that took the advisory lock
+  (``lock.LockHolder``) means a nested ``lock`` (or a write inside a
+  ``lock``) does not issue it again.
+* ``lock(...)`` returns a ``DocumentLock``, one block at a time like a
+  ``store.transaction()`` object: entering it again while it is open, or
+  ending it when it is not open or from another thread, raises
+  ``InvalidRequest`` and leaves every open block (and the lock) as it was;
+  ending it before a block opened inside it has ended rolls both back.
 * Waiting for the lock is bounded by the store's ``busy_timeout``
   (``StoreUnavailable`` after it), on both engines.
 """
@@ -142,7 +148,6 @@ from .facet import DEFAULT_LIST_LIMIT as DEFAULT_LIST_LIMIT
 from .facet import DELETE as DELETE
 from .facet import DELETE_AT as DELETE_AT
 from .facet import DESCRIBE as DESCRIBE
-from .facet import LOCK_NAME as LOCK_NAME
 from .facet import MAX_KEY_SIZE as MAX_KEY_SIZE
 from .facet import READ_DOCUMENT as READ_DOCUMENT
 from .facet import RENAME as RENAME
@@ -164,12 +169,15 @@ from .facet import decode_document as decode_document
 from .facet import describe_prefix_sql as describe_prefix_sql
 from .facet import encode_document as encode_document
 from .facet import list_sql as list_sql
+from .lock import LOCK_NAME as LOCK_NAME
+from .lock import DocumentLock as DocumentLock
 
 __all__ = [
     "DEFAULT_HISTORY_LIMIT",
     "DEFAULT_LIST_LIMIT",
     "Document",
     "DocumentInfo",
+    "DocumentLock",
     "DocumentPage",
     "HistoryInfo",
     "Documents",

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import itertools
 import re
-import threading
 from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager, nullcontext
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar, overload
 
@@ -18,6 +17,7 @@ from .._validate import INT64_MAX, as_int64, as_limit, fail, json_sized, positiv
 from ..engines.base import READ, WRITE, WRITE_ROWS, Migration, Schema, Statement
 from ..errors import Conflict, DurastateError, InvalidRequest, WrongType
 from . import history as history_sql
+from .lock import LOCK_NAME, DocumentLock, LockHolder
 
 if TYPE_CHECKING:
     from ..engines.base import Engine
@@ -75,9 +75,6 @@ RENAME = WRITE("UPDATE {p}documents SET key = ? WHERE key = ?")
 COPY_TO = WRITE(
     "INSERT INTO {p}documents (key, payload, revision) SELECT ?, payload, 1 FROM {p}documents WHERE key = ?"
 )
-
-# The facet's one lock (see "The lock"): ``engine.lock(LOCK_NAME)``.
-LOCK_NAME = "documents"
 
 
 def describe_prefix_sql(bounded: bool) -> Statement:
@@ -261,10 +258,6 @@ def _check_expect(expect: Any) -> int:
     return value
 
 
-class _LockDepth(threading.local):
-    held: int = 0
-
-
 # -- the facet -----------------------------------------------------------------
 
 
@@ -304,7 +297,7 @@ class Documents:
         self._describe_prefix = {b: sql(describe_prefix_sql(b)) for b in (False, True)}
         self._list = {(a, b): sql(list_sql(a, b)) for a in (False, True) for b in (False, True)}
         self._history = {name: sql(statement) for name, statement in history_sql.STATEMENTS.items()}
-        self._local = _LockDepth()
+        self._holder = LockHolder()
 
     # -- the statement texts (benchmarks run the very same ones) --------------
 
@@ -323,7 +316,7 @@ class Documents:
 
     def _guard_write(self) -> None:
         """Take the facet lock before a write inside a transaction (see "The lock")."""
-        if self._engine.in_transaction() and self._local.held == 0:
+        if self._engine.in_transaction() and self._holder.taker is None:
             self._engine.lock(LOCK_NAME)
 
     def _atomic(self) -> AbstractContextManager[None]:
@@ -505,8 +498,8 @@ class Documents:
     def _put(self, key: str, blob: bytes, expect: Any, guard: bool) -> int:
         """The document row of ``write`` (``guard``: take the facet lock inside a transaction)."""
         engine = self._engine
-        # ``held`` (a thread-local read) only inside a transaction: no lock() block outside one.
-        if guard and engine.in_transaction() and self._local.held == 0:
+        # ``taker`` (a thread-local read) only inside a transaction: no lock() block outside one.
+        if guard and engine.in_transaction() and self._holder.taker is None:
             engine.lock(LOCK_NAME)
         if expect is None:
             row = engine.one(self._upsert, (key, blob))
@@ -638,23 +631,15 @@ class Documents:
 
     # -- the lock ----------------------------------------------------------------
 
-    @contextmanager
-    def lock(self, *keys: str) -> Iterator[None]:
-        """Hold ONE transaction covering every key named (see "The lock").
+    def lock(self, *keys: str) -> DocumentLock:
+        """Hold ONE transaction covering every key named (see "The lock"): a block, ``with documents.lock(...):``.
 
         Everything this thread does inside the block (on any facet) commits
         when the outermost block ends normally and rolls back on any
-        exception. Nested blocks are savepoints of the same transaction.
+        exception. Nested blocks are savepoints of the same transaction. The
+        object is one block at a time (``DocumentLock``: entering it twice,
+        is refused with ``InvalidRequest``; ending it out of order rolls back).
         """
         for key in keys:
             check_key(key)
-        engine = self._engine
-        local = self._local
-        with engine.transaction():
-            if local.held == 0:
-                engine.lock(LOCK_NAME)
-            local.held += 1
-            try:
-                yield
-            finally:
-                local.held -= 1
+        return DocumentLock(self._engine, self._holder)

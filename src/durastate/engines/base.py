@@ -19,6 +19,7 @@ from collections.abc import Callable, Hashable, Iterable, Sequence
 from contextlib import AbstractContextManager
 from typing import Any
 
+from .._validate import CLOCK_CONTRACT, CLOCK_LIMIT_MS, shown
 from ..errors import ConfigurationError, DurastateError, InvalidRequest, NotSupported, SchemaTooNew, WrongType
 from .capabilities import Capabilities
 from .deferred import Later, RequirementFailed
@@ -36,6 +37,8 @@ from .schema import (
     Announce,
     Migration,
     Schema,
+    created_objects,
+    name_taken,
 )
 from .space import SpaceReport
 from .statements import (
@@ -46,6 +49,7 @@ from .statements import (
     TOKENS,
     WRITE,
     WRITE_ROWS,
+    ByCount,
     Dialect,
     KeyLookup,
     Kind,
@@ -60,12 +64,21 @@ from .statements import (
     validate_prefix,
 )
 from .tools import EngineTools
-from .transaction import PerThread, SharedState, Transaction, TransactionFields, TransactionState, aborted_error
+from .transaction import (
+    BlockRefused,
+    PerThread,
+    SharedState,
+    Transaction,
+    TransactionFields,
+    TransactionState,
+    aborted_error,
+)
 from .vectors import VectorIndexes
 from .watch import ChangeWatch, PolledWatch
 
 __all__ = [
     "CORE_SCHEMA",
+    "BlockRefused",
     "Capabilities",
     "CREATE_SEQUENCE",
     "DDL",
@@ -79,6 +92,7 @@ __all__ = [
     "WRITE",
     "WRITE_ROWS",
     "Announce",
+    "ByCount",
     "Clock",
     "Dialect",
     "Engine",
@@ -294,7 +308,8 @@ class Engine(ABC):
 
     @abstractmethod
     def now_ms(self) -> int:
-        """Returns the store's clock in integer milliseconds since the epoch; ``InvalidRequest`` for a broken clock."""
+        """Returns the store's clock in integer milliseconds since the epoch; ``ConfigurationError`` (an
+        ``InvalidRequest``) for a broken clock."""
 
     @abstractmethod
     def wait_for_change(self, channel: str, timeout: float) -> None:
@@ -635,27 +650,40 @@ class EngineBase(Engine):
     def now_ms(self) -> int:
         """The store's clock in integer milliseconds since the Unix epoch.
 
-        A clock that returns anything but a finite number of seconds is a
-        configuration mistake: ``InvalidRequest`` naming what it returned.
+        A clock that returns anything but what ``open`` checks of its first
+        reading (``CLOCK_CONTRACT``: seconds, their milliseconds in
+        0 .. ``CLOCK_LIMIT_MS``) is a configuration mistake:
+        ``ConfigurationError`` naming what it returned, raised before the
+        call that read it has changed anything.
         """
         seconds = self._clock()
         kind = type(seconds)
         # float first (time.time's): two isinstance calls are a share of a queue push's CPU.
         if kind is float or kind is int or (isinstance(seconds, (int, float)) and kind is not bool):
             try:
-                return int(seconds * 1000)
+                ms = int(seconds * 1000)
             except (OverflowError, ValueError):  # inf, nan
                 pass
-        raise InvalidRequest(f"the store's clock returned {seconds!r}; it must return seconds since the epoch")
+            else:
+                # Past the limit a stored time, or now plus a lease or delay, leaves int64: SQLite's driver raises
+                # OverflowError, PostgreSQL "bigint out of range". One comparison of ints.
+                if 0 <= ms < CLOCK_LIMIT_MS:
+                    return ms
+        raise ConfigurationError(f"the store's clock returned {shown(seconds)}; it must return {CLOCK_CONTRACT}")
 
     def schema_versions(self) -> dict[str, int]:
         return self._read_versions() or {}
 
     def _read_versions(self) -> dict[str, int] | None:
-        exists = self.one(self.sql(READ(self.dialect.table_exists)), (SCHEMA_TABLE.format(p=self.prefix),))
-        if exists is None:
+        name = SCHEMA_TABLE.format(p=self.prefix)
+        if self.one(self.sql(READ(self.dialect.table_exists)), (name,)) is None:
             return None
-        return {str(f): int(v) for f, v in self.all(self.sql(_READ_VERSIONS))}
+        try:
+            rows = self.all(self.sql(_READ_VERSIONS))
+        except InvalidRequest:  # a table of that name without our columns: not ours
+            what = f"table {name!r} is there without the columns of durastate's schema table (facet, version)"
+            raise name_taken(self.url, what, self.prefix) from None
+        return {str(f): int(v) for f, v in rows}
 
     def prune_bookkeeping(self, *, limit: int | None = None) -> int:
         """Delete up to ``limit`` (``None``: all) rows of the engine's own bookkeeping past their retention.
@@ -684,7 +712,9 @@ class EngineBase(Engine):
         transaction, so concurrent openers migrate exactly once.
 
         Raises ``SchemaTooNew`` when the database has a facet at a version
-        this code does not know.
+        this code does not know, and ``ConfigurationError`` naming the table
+        when one it would create, or its schema table, is someone else's
+        (the prefix is taken: nothing is changed).
         """
         wanted = list(schemas)
         current = self._read_versions()
@@ -696,18 +726,43 @@ class EngineBase(Engine):
                 + ("missing (not a durastate store yet)" if current is None else "older than this durastate")
                 + ": open it writable once to create or migrate it"
             )
-        with self._migration_lock():
-            self.execute(self.sql(_CREATE_SCHEMA_TABLE))
-            current = self._read_versions() or {}
-            if self._check_versions(wanted, current):
-                return
-            for schema in wanted:
-                have = current.get(schema.facet, 0)
-                for step in schema.migrations[have:]:
-                    for template in self.migration_statements(step):
-                        self.execute(self.sql(DDL(template)))
-                if have < schema.version:
-                    self.execute(self.sql(_UPSERT_VERSION), (schema.facet, schema.version))
+        run: list[str] = []  # the steps' DDL sent so far
+        try:
+            with self._migration_lock():
+                self.execute(self.sql(_CREATE_SCHEMA_TABLE))
+                current = self._read_versions() or {}
+                if self._check_versions(wanted, current):
+                    return
+                for schema in wanted:
+                    have = current.get(schema.facet, 0)
+                    for step in schema.migrations[have:]:
+                        for template in self.migration_statements(step):
+                            run.append(template)
+                            self.execute(self.sql(DDL(template)))
+                    if have < schema.version:
+                        self.execute(self.sql(_UPSERT_VERSION), (schema.facet, schema.version))
+        except InvalidRequest as exc:
+            if not isinstance(exc, ConfigurationError) and (taken := self._names_taken(run)) is not None:
+                raise taken from None
+            raise
+
+    def _names_taken(self, run: list[str]) -> ConfigurationError | None:
+        """After a failed migration, rolled back: the refusal naming the first table or index that ``run``'s DDL
+        creates and that is there all the same, made by someone else; ``None`` if there is none (or the lookup
+        fails: the migration's own error stands). The engine's error says only "already exists", SQLite's by no
+        code of its own, and a pipelining engine may report it at a later statement: the catalog tells."""
+        try:
+            taken = self.sql(READ(self.dialect.name_taken or self.dialect.table_exists))
+            for kind, name in created_objects(run, self.prefix):
+                if self.one(taken, (name,)) is not None:
+                    what = (
+                        f"cannot create {kind} {name!r}: a table or index of that name is already there, and this "
+                        "store's schema versions do not account for it"
+                    )
+                    return name_taken(self.url, what, self.prefix)
+        except DurastateError:
+            pass
+        return None
 
     def _check_versions(self, wanted: list[Schema], current: dict[str, int]) -> bool:
         """True when every facet is current; raise if one is newer than the code."""

@@ -26,12 +26,17 @@ def _probing_lookup(lookup: KeyLookup) -> str:
     flattened, so each key is its own index probe whatever the estimates.
     Deletes remove the probed rows by ctid (a row updated meanwhile by
     another transaction is then left alone, as if that write came after).
+    ``condition`` is part of each probe (its placeholders come last in the
+    text, as its parameters come after the keys).
     """
     kind = "{" + lookup.column_type + "}"
     fixed = ", ".join(f"?::{kind} AS {column}" for column in lookup.fixed)
     keys = f"unnest(ARRAY[{', '.join('?' * lookup.count)}]::{kind}[]) AS k ({lookup.key})"
     source = f"(SELECT {fixed}) AS q CROSS JOIN {keys}" if fixed else keys
-    match = " AND ".join([*(f"{c} = q.{c}" for c in lookup.fixed), f"{lookup.key} = k.{lookup.key}"])
+    conditions = [*(f"{c} = q.{c}" for c in lookup.fixed), f"{lookup.key} = k.{lookup.key}"]
+    if lookup.condition:
+        conditions.append(f"({lookup.condition})")
+    match = " AND ".join(conditions)
     table = "{p}" + lookup.table
     if lookup.delete:
         return (
@@ -44,6 +49,9 @@ def _probing_lookup(lookup: KeyLookup) -> str:
         f" CROSS JOIN LATERAL (SELECT {lookup.columns} FROM {table} WHERE {match} LIMIT 1) AS l"
     )
 
+
+# One row when a relation (table, index, view, sequence) of the name ``?`` is in the session's schema.
+_RELATION_EXISTS = "SELECT 1 WHERE to_regclass(quote_ident(current_schema()) || '.' || quote_ident(?)) IS NOT NULL"
 
 POSTGRES_DIALECT = Dialect(
     name="postgresql",
@@ -75,7 +83,9 @@ POSTGRES_DIALECT = Dialect(
     # By name in the session's schema, any relation kind (only the store's migrations make its prefixed names).
     # to_regclass reads the catalog caches: the first statement of a new session (every store's open) costs
     # 0.5 ms this way, 2.8 ms as a query of the pg_tables view (bench/RESULTS.md "Stop 31").
-    table_exists="SELECT 1 WHERE to_regclass(quote_ident(current_schema()) || '.' || quote_ident(?)) IS NOT NULL",
+    table_exists=_RELATION_EXISTS,
+    # Tables and indexes are both relations: the same question.
+    name_taken=_RELATION_EXISTS,
     # A btree entry holds at most ~2704 bytes (a third of a page) including
     # headers; incompressible keys above this fail with a statement error.
     max_index_key=2600,

@@ -142,8 +142,9 @@ def sqlite_path(url: str) -> str | None:
     """The file path for a SQLite URL or path; ``None`` for in-memory; ``""`` for the default.
 
     A ``sqlite:`` URL takes no options: ``?`` in one starts a query string,
-    refused naming its options (a file whose name has a ``?`` in it is
-    given as a plain path, which is always taken literally). ``file:``
+    refused naming its options, and ``#`` a fragment, refused naming it (a
+    file whose name has a ``?`` or ``#`` in it is given as a plain path,
+    which is always taken literally). ``file:``
     (SQLite's own URI form) and ``memory:`` with anything after it are
     refused rather than taken as relative file names.
     """
@@ -157,8 +158,12 @@ def sqlite_path(url: str) -> str | None:
                 raise ConfigurationError(
                     f"sqlite URL {url!r}: use sqlite:///absolute/path.db or sqlite:relative/path.db"
                 )
-        if "?" in rest:
-            _refuse_query(url, rest.partition("?")[2])
+        # As in any URL, a fragment starts at the first "#", past the query if there is one.
+        before_fragment, has_fragment, fragment = rest.partition("#")
+        if "?" in before_fragment:
+            _refuse_query(url, before_fragment.partition("?")[2])
+        if has_fragment:
+            _refuse_fragment(url, fragment)
         return rest
     head = url[:7].lower()
     if head.startswith("file:"):
@@ -179,6 +184,14 @@ def _refuse_query(url: str, query: str) -> NoReturn:
         f"sqlite URL {url!r}: {what}: a sqlite: URL takes no options "
         "(give open() keywords instead, read_only=True for a read-only store); "
         "a file whose name contains '?' is opened by its plain path"
+    )
+
+
+def _refuse_fragment(url: str, fragment: str) -> NoReturn:
+    what = f"a fragment {'#' + fragment!r}" if fragment else "an empty fragment ('#')"
+    raise ConfigurationError(
+        f"sqlite URL {url!r}: {what}: a sqlite: URL takes no fragment; "
+        "a file whose name contains '#' is opened by its plain path"
     )
 
 

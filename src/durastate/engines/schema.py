@@ -8,8 +8,10 @@ tables. ``EngineBase.migrate`` applies them (see ``engines.base``).
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from ..errors import ConfigurationError
 from .statements import DDL, READ, WRITE, WRITE_ROWS
 
 
@@ -127,3 +129,20 @@ _READ_VERSIONS = READ("SELECT facet, version FROM {p}schema")
 _UPSERT_VERSION = WRITE(
     "INSERT INTO {p}schema (facet, version) VALUES (?, ?) ON CONFLICT (facet) DO UPDATE SET version = excluded.version"
 )
+
+# The table or index a migration's DDL template creates: its kind and its name after ``{p}``.
+_CREATES = re.compile(r"\s*CREATE\s+(?:UNIQUE\s+)?(TABLE|INDEX)\s+(?:IF\s+NOT\s+EXISTS\s+)?\{p\}(\w+)")
+
+
+def created_objects(templates: Iterable[str], prefix: str) -> list[tuple[str, str]]:
+    """``(kind, full name)`` of each table and index ``templates`` create under ``prefix``, in order."""
+    found = (_CREATES.match(template) for template in templates)
+    return [(match[1].lower(), prefix + match[2]) for match in found if match is not None]
+
+
+def name_taken(url: str, what: str, prefix: str) -> ConfigurationError:
+    """The refusal of a migration that met ``what`` (a table or index of one of its names) made by someone else."""
+    return ConfigurationError(
+        f"{url}: {what} (another application's, under durastate's table prefix {prefix!r}?); open the store with "
+        "a prefix of its own (durastate.open(..., prefix='myapp_'), the CLI's --table-prefix) or move that one away"
+    )

@@ -73,6 +73,7 @@ from ..errors import ConfigurationError, DurastateError, InvalidRequest, StoreCl
 from .base import SQL, Clock, Kind, Params, PerThread, Plan, Row
 from .capabilities import Capabilities
 from .loop import running_loop
+from .schema import _READ_VERSIONS
 from .space import SpaceReport
 from .sqlite_busy import Backoff, all_rows_again, one_row_again, run_to_end_again
 from .sqlite_connections import SPARE_CONNECTIONS as SPARE_CONNECTIONS
@@ -80,7 +81,7 @@ from .sqlite_connections import Connections
 from .sqlite_dialect import CATALOG, bind_blob, plan_of
 from .sqlite_dialect import SQLITE_DIALECT as SQLITE_DIALECT
 from .sqlite_dialect import bindable as bindable
-from .sqlite_errors import CORRUPT_HINT, damaged_header, is_busy
+from .sqlite_errors import CORRUPT_HINT, damaged_header, damaged_pages, is_busy
 from .sqlite_errors import LockBusy as LockBusy
 from .sqlite_errors import translate_sqlite_error as translate_sqlite_error
 from .sqlite_notify import ChangeNotifications
@@ -212,6 +213,8 @@ class SqliteEngine(ChangeNotifications, SharedWrites):
                 if not file_path.is_file():
                     raise ConfigurationError(f"{self.url}: no store file there to open read-only")
                 damage = damaged_header(file_path)
+                if damage is None and not os.path.exists(f"{file_path}-wal"):
+                    damage = damaged_pages(file_path, self.sql(_READ_VERSIONS))
                 if damage is not None:  # refused before SQLite could create -wal and -shm files beside it
                     raise StoreCorrupt(f"opening {self.url}: {damage}{CORRUPT_HINT}")
                 # mode=ro: SQLite itself refuses every write on these connections.

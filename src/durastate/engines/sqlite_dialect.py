@@ -46,6 +46,8 @@ SQLITE_DIALECT = Dialect(
     # NOCASE: SQLite's table names are case-insensitive; a store made with an upper-case prefix (allowed before
     # prefixes had to be lower case) has its tables under that case, and is opened with the lower-case prefix.
     table_exists="SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ? COLLATE NOCASE",
+    # Tables, indexes, views and triggers share one namespace.
+    name_taken="SELECT 1 FROM sqlite_master WHERE name = ? COLLATE NOCASE",
 )
 
 # Every table, index and trigger of the prefix, as SQLite stores its DDL.

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 import sqlite3
 from pathlib import Path
 
@@ -87,6 +89,39 @@ def damaged_header(path: Path) -> str | None:
     if size < page_size:
         return f"the file is {size} bytes, less than one page ({page_size} bytes): it was cut short"
     return None
+
+
+def damaged_pages(path: Path, first_read: str) -> str | None:
+    """Why SQLite cannot read what opening the file at ``path`` reads (``first_read``), or None when it can.
+
+    ``first_read`` is the statement a read-only open starts with (the store's
+    schema versions: preparing it reads the whole schema first). Read with
+    ``immutable=1``: no locks, nothing created beside the file, where a
+    ``mode=ro`` connection to a WAL file creates its -wal and -shm files
+    before it reads a page, and cannot remove them when it closes (that
+    takes an exclusive lock, which a read-only file descriptor cannot hold).
+    For a file with no -wal beside it (all of it is in the file): a file
+    that changed while it was read (a writer started meanwhile) is not
+    judged (None), nor is any error but a damaged page.
+    """
+    before = _file_state(path)
+    try:
+        with contextlib.closing(sqlite3.connect(f"{path.as_uri()}?mode=ro&immutable=1", uri=True)) as conn:
+            conn.execute(first_read).fetchall()
+    except sqlite3.Error as exc:
+        code = getattr(exc, "sqlite_errorcode", 0) or 0
+        if code & 0xFF in _SQLITE_CORRUPT and before is not None and _file_state(path) == before:
+            return str(exc)
+    return None
+
+
+def _file_state(path: Path) -> tuple[int, int, int, int, bool] | None:
+    """What a writer changes: the file's identity, size and times, and whether a -wal is beside it."""
+    try:
+        stat = path.stat()
+    except OSError:
+        return None
+    return stat.st_ino, stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns, os.path.exists(f"{path}-wal")
 
 
 def translate_sqlite_error(exc: sqlite3.Error, where: str) -> DurastateError:

@@ -236,8 +236,9 @@ class SqliteTransaction(Transaction):
         if self._level != 1 or exc_type is not None:
             return Transaction.__exit__(self, exc_type, exc, tb)  # (``_level`` 0: not open, refused there)
         state = self._state
-        if state.doomed is not None or engine._closed or engine._tls.state is not state:
-            return Transaction.__exit__(self, exc_type, exc, tb)  # (another thread's: refused there)
+        if state.doomed is not None or state.depth != 1 or engine._closed or engine._tls.state is not state:
+            # (Another thread's, or a block opened inside this one still open: refused there.)
+            return Transaction.__exit__(self, exc_type, exc, tb)
         self._level = 0
         state.depth = 0
         engine._commit(state)

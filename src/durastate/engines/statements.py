@@ -205,10 +205,16 @@ class KeyLookup:
     bound keys (parameters in that order: fixed values, then the keys).
     Selects ``columns`` (a ``, ``-separated list), or deletes the rows when
     ``delete``. ``column_type`` is the token of every compared column's type
-    (say ``"blob"``). The engine writes the statement: a plain ``IN`` list
+    (say ``"blob"``; a type token without a collation: ``"text"`` for
+    ``{key_text}`` columns, which then compare in the column's collation).
+    ``condition``: a further condition every row must meet, template text
+    with ``?`` placeholders bound after the keys (say ``"at <= ?"``); ``""``
+    for none. The engine writes the statement: a plain ``IN`` list
     where its planner probes the index per key anyway, a shape that forces
     the probes where a cached generic plan would otherwise filter the
-    whole ``fixed`` range instead.
+    whole ``fixed`` range instead. An engine's own ``Dialect.key_lookup``
+    must honour ``condition`` (a delete that dropped it would delete rows
+    it must keep).
     """
 
     table: str
@@ -218,6 +224,7 @@ class KeyLookup:
     count: int
     column_type: str = "blob"
     delete: bool = False
+    condition: str = ""
 
 
 class SQL(str):
@@ -243,6 +250,25 @@ class SQL(str):
     def __new__(cls, text: str, kind: Kind) -> SQL:
         compiled = super().__new__(cls, text)
         compiled.kind = kind
+        return compiled
+
+
+class ByCount(dict[int, SQL]):
+    """A facet's statements by row or key count, each compiled at its first use (a store uses few of the counts).
+
+    ``make(count)`` compiles the statement for ``count`` (``engine.sql`` of
+    the facet's template for it). A ``dict``: a count seen before is one
+    C-level lookup.
+    """
+
+    __slots__ = ("_make",)
+
+    def __init__(self, make: Callable[[int], SQL]) -> None:
+        super().__init__()
+        self._make = make
+
+    def __missing__(self, count: int) -> SQL:
+        compiled = self[count] = self._make(count)
         return compiled
 
 
@@ -299,10 +325,12 @@ TOKENS = {
 
 
 def in_list_lookup(lookup: KeyLookup) -> str:
-    """``KeyLookup`` as ``... WHERE fixed = ? AND key IN (?, ...)``."""
+    """``KeyLookup`` as ``... WHERE fixed = ? AND key IN (?, ...) [AND condition]``."""
     where = " AND ".join(f"{column} = ?" for column in lookup.fixed)
     keys = f"{lookup.key} IN (" + ", ".join("?" * lookup.count) + ")"
     where = f"{where} AND {keys}" if where else keys
+    if lookup.condition:
+        where = f"{where} AND ({lookup.condition})"
     if lookup.delete:
         return f"DELETE FROM {{p}}{lookup.table} WHERE {where}"
     return f"SELECT {lookup.columns} FROM {{p}}{lookup.table} WHERE {where}"
@@ -324,6 +352,9 @@ class Dialect:
     tokens: dict[str, str | Spec] = field(default_factory=dict)
     # SQL that answers one row when table ``?`` exists (bound: full name).
     table_exists: str = ""
+    # SQL that answers one row when a table or an index named ``?`` exists (what a migration's CREATE TABLE or
+    # CREATE INDEX of that name would collide with); empty: ``table_exists`` is asked.
+    name_taken: str = ""
     # The most bytes an indexed key (all its columns) may hold, or None.
     max_index_key: int | None = None
     # The template of a ``KeyLookup``.

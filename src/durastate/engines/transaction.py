@@ -34,6 +34,10 @@ class TransactionFields:
     depth: int = 0
     doomed: DurastateError | None = None
     doomed_level: int = 0
+    # The level of each block that ended while blocks opened inside it were still open (``Transaction``'s
+    # unwinding), in order: a block opened before the i-th of them (``Transaction._unwinds`` <= i) at a deeper
+    # level ended with it. Read only by a block whose count differs from ``len(unwound)``.
+    unwound: tuple[int, ...] = ()
 
 
 class TransactionState(TransactionFields, threading.local):
@@ -72,6 +76,18 @@ class SharedState:
         self.state = state
 
 
+class BlockRefused(InvalidRequest):
+    """A block used against its protocol, refused before anything changed: every open block is as it was.
+
+    Raised by ``Transaction`` when it is entered while open, or ended when it
+    is not open or from a thread that did not enter it (not when it ends
+    before a block opened inside it: that ends both, ``Transaction._unwind``,
+    with a plain ``InvalidRequest``). An ``InvalidRequest`` to callers; code that
+    wraps a block (``documents.lock``, ``aio``'s ``async with`` blocks) tells
+    by it that the block it holds is still open.
+    """
+
+
 def aborted_error(doomed: DurastateError) -> DurastateError:
     """The error a statement gets in a transaction an earlier failure doomed."""
     return type(doomed)(f"transaction aborted by an earlier failed statement: {doomed}")
@@ -103,13 +119,16 @@ class Transaction:
     (``with tx:`` inside ``with tx:``, or from another thread) raises
     ``InvalidRequest`` and leaves the open block as it was (a nested block
     is a new ``transaction()``). Once it has ended it may be entered again,
-    a new block. It ends on the thread that entered it: ``__exit__`` on
-    another thread, or on an object that is not open (never entered, or
-    ended already), raises ``InvalidRequest`` and commits or rolls back
-    nothing. ``_level`` is the open block's depth, 0 when not open.
+    a new block. It ends on the thread that entered it, innermost block
+    first: ``__exit__`` on another thread or on an object that is not open
+    (never entered, or ended already) raises ``InvalidRequest``
+    (``BlockRefused``) and commits or rolls back nothing. Ended while a block
+    opened inside it is still open (out of order), it ends with those
+    blocks, all rolled back (``_unwind``). ``_level`` is the open block's
+    depth, 0 when not open.
     """
 
-    __slots__ = ("_engine", "_level", "_lock", "_read", "_state")
+    __slots__ = ("_engine", "_level", "_lock", "_read", "_state", "_unwinds")
 
     def __init__(self, engine: EngineBase, *, read: bool = False, lock: str | None = None) -> None:
         self._engine = engine
@@ -131,6 +150,7 @@ class Transaction:
             if state.doomed is not None:
                 raise aborted_error(state.doomed)
             engine._tx_savepoint(f"ds_sp{state.depth}")
+            self._unwinds = len(state.unwound)  # (an outermost block is never ended by another: not needed)
         state.depth += 1
         self._level = state.depth
 
@@ -147,6 +167,15 @@ class Transaction:
         state = self._state
         if engine._tls.state is not state:
             raise self._other_thread()
+        if level != state.depth or (level > 1 and self._unwinds != len(state.unwound)):
+            if level > state.depth or (level > 1 and any(at < level for at in state.unwound[self._unwinds :])):
+                self._level = 0
+                raise InvalidRequest(
+                    "this block ended already: the block it was opened in ended first, while this one was open, "
+                    "and rolled both back; nothing of this block was committed"
+                )
+            if level != state.depth:
+                return self._unwind(level, state, exc_type is None)
         self._level = 0
         state.depth = level - 1
         doomed = state.doomed
@@ -179,23 +208,59 @@ class Transaction:
             raise StoreClosed(f"{engine.url}: store closed inside the transaction; it rolled back")
         engine._tx_commit()
 
+    def _unwind(self, level: int, state: TransactionFields, raising: bool) -> None:
+        """``__exit__`` out of order, at ``level`` while the thread is at ``state.depth``.
+
+        A block that ends while blocks opened inside it are still open (a
+        generator holding a block abandoned inside another, ``__exit__``
+        called by hand) ends with them: all of them are rolled back, nothing
+        of them committed, and the thread is left as it was before this
+        block began, so nothing the thread does afterwards is kept in an
+        open transaction nobody will end (with the blocks left open, every
+        later write of the thread was lost at close). Without an exception
+        passing through, ``InvalidRequest`` says so; with one, that one goes
+        on (a rollback is what it asked for). A block that an enclosing
+        block ended this way, ending later, is refused as not open
+        (``__exit__``: told by ``unwound``, even when new blocks have been
+        opened to its depth since).
+        """
+        inside = state.depth - level
+        engine = self._engine
+        self._level = 0
+        state.depth = level - 1
+        state.unwound += (level,)
+        if level > 1:
+            engine._tx_rollback_to(f"ds_sp{level - 1}")  # the savepoints opened inside it go with it
+            if state.doomed is not None and state.doomed_level >= level:
+                state.doomed = None
+        else:
+            state.doomed = None
+            engine._tx_rollback()
+        if raising:
+            blocks = "a block opened inside it was" if inside == 1 else f"{inside} blocks opened inside it were"
+            raise InvalidRequest(
+                f"a transaction block ended while {blocks} still open (__exit__ out of order, or a generator "
+                "holding a block left unfinished inside it): this block and those were rolled back, nothing of "
+                "them committed; end the blocks opened inside a block first, innermost first"
+            )
+
     # The refusals of misuse, off the common path (``__enter__``/``__exit__`` only test ``_level`` and the state).
 
-    def _already_open(self) -> InvalidRequest:
+    def _already_open(self) -> BlockRefused:
         kind = "read transaction" if self._read else "transaction"
         again = "read_transaction()" if self._read else "transaction()"
-        return InvalidRequest(
+        return BlockRefused(
             f"this {kind} is already open (one object is one block at a time); "
             f"call store.{again} again for a nested block"
         )
 
-    def _not_open(self) -> InvalidRequest:
+    def _not_open(self) -> BlockRefused:
         if not hasattr(self, "_state"):  # set by the first __enter__
-            return InvalidRequest("the transaction was never entered: __exit__ without __enter__")
-        return InvalidRequest("the transaction is not open: it ended already (__exit__ called twice?)")
+            return BlockRefused("the transaction was never entered: __exit__ without __enter__")
+        return BlockRefused("the transaction is not open: it ended already (__exit__ called twice?)")
 
-    def _other_thread(self) -> InvalidRequest:
-        return InvalidRequest(
+    def _other_thread(self) -> BlockRefused:
+        return BlockRefused(
             "a transaction ends on the thread that entered it: __exit__ called from another thread; "
             "nothing was committed or rolled back"
         )

@@ -11,7 +11,8 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
 from .._retention import BATCH
-from .._validate import INT64_MAX, as_int64, as_list, bounded_int, fail, positive, prefix_successor, text
+from .._validate import INT64_MAX, as_int64, as_list, bounded_int, fail, positive, prefix_successor, shown, text
+from ..errors import NotFound
 from .models import EventPage, LaneBacklog, SessionPage, SessionSummary, SnapshotInfo, StoredEvent
 from .rows import SessionColumn as S
 from .rows import event_from_row
@@ -186,22 +187,32 @@ class Upkeep:
         return [event_from_row(r) for r in rows]
 
     def redrive(self, session_id: str, indexes: Iterable[int] | None = None) -> int:
-        """Make dead-lettered events claimable again (fresh failure count); return how many."""
+        """Make dead-lettered events claimable again (fresh failure count); return how many.
+
+        ``indexes=None``: every dead letter of the session. With indexes,
+        all or nothing: when an index is not a dead letter of the session
+        (no such event, not dead, redriven or discarded already),
+        ``NotFound`` names every such index and none of them is redriven;
+        an index given twice counts once.
+        """
         session, wanted = _dead_letter_selection(session_id, indexes)
         engine = self._engine
         now = engine.now_ms()
         with engine.transaction():
             if wanted is None:
-                moved = engine.execute(self._redrive_session, (now, session))
-            else:
-                moved = sum(engine.execute(self._redrive_one, (now, session, i)) for i in dict.fromkeys(wanted))
-        return moved
+                return engine.execute(self._redrive_session, (now, session))
+            missing = [i for i in wanted if not engine.execute(self._redrive_one, (now, session, i))]
+            if missing:  # raised inside the transaction: the ones redriven go back
+                raise _not_dead_letters(session, missing, "redriven")
+        return len(wanted)
 
     def discard(self, session_id: str, indexes: Iterable[int] | None = None) -> int:
         """Settle dead-lettered events without processing them (an operator's purge); return how many.
 
-        ``indexes`` (``None``: every dead letter of the session) that are not
-        dead letters are left alone. A discarded event stays in the session's
+        ``indexes=None``: every dead letter of the session. With indexes,
+        all or nothing as ``redrive``: an index that is not a dead letter
+        of the session makes it ``NotFound`` naming every such index, and
+        none is discarded. A discarded event stays in the session's
         log (indexes never move): it reads as processed by no attempt
         (``processed_by_attempt`` None) with no returned events, keeping its
         failure count and last error, and the next event of its lane becomes
@@ -212,18 +223,23 @@ class Upkeep:
         engine = self._engine
         now = engine.now_ms()
         with engine.transaction():
+            every = wanted is None
             if wanted is None:
                 wanted = [int(e.index) for e in self._all_dead_letters(session)]
             lanes: set[str] = set()
-            discarded = 0
-            for index in dict.fromkeys(wanted):
-                for row in engine.all(self._discard_dead, (now, session, index)):
-                    discarded += 1
+            missing = []
+            for index in wanted:
+                rows = engine.all(self._discard_dead, (now, session, index))
+                if not rows:
+                    missing.append(index)
+                for row in rows:
                     if row[0] is not None:
                         lanes.add(str(row[0]))
+            if missing and not every:  # raised inside the transaction: the ones discarded go back
+                raise _not_dead_letters(session, missing, "discarded")
             for lane in sorted(lanes):
                 engine.execute(self._promote_lane, (now, session, session, lane))
-        return discarded
+        return len(wanted) - len(missing)
 
     def _all_dead_letters(self, session: str) -> list[StoredEvent]:
         found: list[StoredEvent] = []
@@ -340,7 +356,17 @@ class Upkeep:
 
 
 def _dead_letter_selection(session_id: str, indexes: Iterable[int] | None) -> tuple[str, list[int] | None]:
-    """``redrive``'s and ``discard``'s arguments checked: the session id and the event indexes (``None``: all)."""
+    """``redrive``'s and ``discard``'s arguments checked: the session id and the event indexes (``None``: all),
+    each index once, in the order first given."""
     session = text("session_id", session_id)
-    wanted = None if indexes is None else [as_int64("indexes[]", i) for i in as_list("indexes", indexes)]
-    return session, wanted
+    if indexes is None:
+        return session, None
+    return session, list(dict.fromkeys(as_int64("indexes[]", i) for i in as_list("indexes", indexes)))
+
+
+def _not_dead_letters(session: str, missing: list[int], verb: str) -> NotFound:
+    """The refusal of ``redrive``/``discard`` by indexes: every index in ``missing`` named, nothing ``verb``."""
+    return NotFound(
+        f"no dead letter at index {', '.join(map(str, missing))} in session {shown(session)} "
+        f"(dead_letters() lists them); nothing was {verb}"
+    )

@@ -22,6 +22,7 @@ from .._validate import (
     fail_type,
     shown,
 )
+from ..engines.base import ByCount
 from ..errors import StoreUnavailable
 from .scoped import ScopedKV
 from .statements import (
@@ -39,6 +40,7 @@ from .statements import (
     PRUNE_DUE,
     PUT,
     PUT_CHUNK,
+    PUT_CHUNK_BYTES,
     PUT_IF_ABSENT,
     PUT_PERSISTENT,
     TAKE,
@@ -60,21 +62,18 @@ if TYPE_CHECKING:
 PRUNE_EVERY = 256
 
 
-class ByCount(dict[int, "SQL"]):
-    """Statements by key count, each compiled at its first use (a store uses few of the 128 counts).
-
-    A ``dict``: a count seen before is one C-level lookup, as a list index was.
-    """
-
-    __slots__ = ("_make",)
-
-    def __init__(self, make: Callable[[int], SQL]) -> None:
-        super().__init__()
-        self._make = make
-
-    def __missing__(self, count: int) -> SQL:
-        compiled = self[count] = self._make(count)
-        return compiled
+def _row_chunks(params: list[object], width: int) -> Iterator[list[object]]:
+    """``params`` (rows of ``width``, the value 4th) in chunks of at most ``PUT_CHUNK`` rows whose values hold at
+    most ``PUT_CHUNK_BYTES`` together (a larger value: a chunk of its own)."""
+    start = size = 0
+    step = PUT_CHUNK * width
+    for at in range(0, len(params), width):
+        value = len(params[at + 3])  # type: ignore[arg-type]  # a blob as the engine binds it
+        if at > start and (at - start == step or size + value > PUT_CHUNK_BYTES):
+            yield params[start:at]
+            start, size = at, 0
+        size += value
+    yield params[start:]
 
 
 class KV(Upkeep):
@@ -298,8 +297,8 @@ class KV(Upkeep):
         ``if_absent=True`` stores only the pairs whose key holds no live
         value (an expired one counts as absent, as in ``put_if_absent``) and
         leaves the others as they are; of duplicates in ``items`` the first
-        wins. One statement per ``PUT_CHUNK`` pairs (a batch within it needs
-        no transaction), no read. The count: without ``if_absent`` every
+        wins. One statement per ``PUT_CHUNK`` pairs or ``PUT_CHUNK_BYTES`` of
+        values (a batch within both needs no transaction), no read. The count: without ``if_absent`` every
         distinct key of ``items``; with it, the keys that were absent (which
         ones is not reported: ``put_if_absent`` tells, one key at a time), so
         a writer that must store all or none compares it with its batch and
@@ -426,14 +425,16 @@ class KV(Upkeep):
         self, statements: ByCount, params: list[object], rows: int, width: int, if_absent: bool, counted: bool
     ) -> int:
         """``put_many``'s statements run over ``params`` (``rows`` rows of ``width`` parameters each), one per
-        ``PUT_CHUNK`` rows (several: atomic in the caller's transaction or one of their own); how many rows were
+        ``PUT_CHUNK`` rows or ``PUT_CHUNK_BYTES`` of values (several: atomic in the caller's transaction or one of
+        their own); how many rows were
         stored (with ``if_absent`` and ``counted`` the statements' count, else ``rows``). Not ``counted``: every
         statement is sent (inside a transaction on PostgreSQL it rides the next round trip)."""
         if not rows:
             return 0
         engine = self._engine
         stored = rows
-        if rows <= PUT_CHUNK:  # the common case, without the general path's list and bound method
+        # The common case, without the general path's list and bound method (the value is each row's 4th).
+        if rows <= PUT_CHUNK and (rows == 1 or sum(map(len, params[3::width])) <= PUT_CHUNK_BYTES):  # type: ignore[arg-type]  # blobs
             if if_absent:
                 params.append(engine.now_ms())
                 if counted:
@@ -445,13 +446,9 @@ class KV(Upkeep):
         else:
             run: Callable[[str, Any], Any] = engine.execute if if_absent and counted else engine.send
             tail = (engine.now_ms(),) if if_absent else ()
-            step = PUT_CHUNK * width
             # Several statements: atomic in the caller's transaction or one of their own.
             with engine.transaction() if not engine.in_transaction() else contextlib.nullcontext():
-                counts = [
-                    run(statements[len(chunk) // width], (*chunk, *tail))
-                    for chunk in (params[start : start + step] for start in range(0, len(params), step))
-                ]
+                counts = [run(statements[len(chunk) // width], (*chunk, *tail)) for chunk in _row_chunks(params, width)]
             if if_absent and counted:
                 stored = sum(counts)
         # _after_write, inlined.

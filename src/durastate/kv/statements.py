@@ -174,6 +174,12 @@ def get_many_sql(count: int) -> KeyLookup:
 # Pairs per put_many statement (5 parameters each, well under both engines'
 # bound-parameter limits); a longer batch is several, in one transaction.
 PUT_CHUNK = 128
+# And the most value bytes a put_many statement carries (a larger value goes
+# alone): PostgreSQL closes the connection on a message over 1 GB, which 128
+# values of up to ``max_value_size`` (64 MiB by default) could make; the
+# store then retried it as a lost connection for its busy timeout and raised
+# ``StoreUnavailable`` ("retry later") for a call that could never work.
+PUT_CHUNK_BYTES = 32 * 1024 * 1024
 
 
 def put_many_sql(count: int, *, deadline: bool, if_absent: bool) -> Statement:

@@ -35,7 +35,9 @@ like ``read`` without its sweep, so it writes nothing.
 
 from __future__ import annotations
 
+from .facet import CHUNK_BYTES as CHUNK_BYTES
 from .facet import DELETE as DELETE
+from .facet import FIELD_CHUNK as FIELD_CHUNK
 from .facet import LIST_NAMESPACES as LIST_NAMESPACES
 from .facet import READ_NS as READ_NS
 from .facet import REMOVE as REMOVE
@@ -45,5 +47,7 @@ from .facet import SWEEP_ANY as SWEEP_ANY
 from .facet import UPSERT as UPSERT
 from .facet import Presence as Presence
 from .facet import PresenceEntry as PresenceEntry
+from .facet import delete_sql as delete_sql
+from .facet import upsert_sql as upsert_sql
 
 __all__ = ["SCHEMA", "Presence", "PresenceEntry"]

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from itertools import repeat
+from itertools import chain, repeat
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -14,7 +14,7 @@ from .._json import dump_json
 from .._listing import check_limit, distinct_params, distinct_sql
 from .._retention import BATCH
 from .._validate import MAX_DURATION_MS, MAX_NAME_SIZE, as_int64, as_limit, fail, fail_type, text
-from ..engines.base import READ, WRITE, Migration, Row, Schema
+from ..engines.base import READ, WRITE, ByCount, KeyLookup, Migration, Row, Schema, Statement
 from ..errors import DurastateError
 
 if TYPE_CHECKING:
@@ -40,12 +40,46 @@ SCHEMA = Schema(
     ),
 )
 
-UPSERT = WRITE(
-    "INSERT INTO {p}presence (ns, participant, field, value, seen, at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?)"
-    " ON CONFLICT (ns, participant, field) DO UPDATE SET value = excluded.value, seen = excluded.seen,"
-    " at = excluded.at, expires_at = excluded.expires_at WHERE {p}presence.at <= excluded.at"
-)
-DELETE = WRITE("DELETE FROM {p}presence WHERE ns = ? AND participant = ? AND field = ? AND at <= ?")
+# Fields per statement: a ``set`` of more fields is several statements in
+# one transaction. 2 parameters a field and 5 for the participant, well
+# under both engines' bound-parameter limits.
+FIELD_CHUNK = 128
+# And the most value bytes a statement carries (a larger value goes alone):
+# PostgreSQL refuses a message over 1 GB, which 128 values of up to
+# ``max_value_size`` (64 MiB by default) could make, where a statement per
+# field never did.
+CHUNK_BYTES = 32 * 1024 * 1024
+
+
+def upsert_sql(count: int) -> Statement:
+    """One upsert of ``count`` fields of one participant (params: ns, participant, seen, at, expires_at, then
+    field and value of each field; the fields distinct).
+
+    A field is overwritten unless the stored one has a strictly newer
+    ``at``. The participant's columns are bound once and the fields come as
+    a ``VALUES`` list (its columns ``column1``, ``column2`` on both
+    engines): one statement and one round trip for a whole chunk, where one
+    statement per field cost PostgreSQL a round trip each (bench/RESULTS.md,
+    "Presence: many fields on PostgreSQL"). ``WHERE true``: SQLite's parser
+    needs it before ``ON CONFLICT`` after a ``SELECT``.
+    """
+    fields = ", ".join(["(?, ?)"] * count)
+    return WRITE(
+        "INSERT INTO {p}presence (ns, participant, field, value, seen, at, expires_at)"
+        f" SELECT ?, ?, f.column1, f.column2, ?, ?, ? FROM (VALUES {fields}) AS f WHERE true"
+        " ON CONFLICT (ns, participant, field) DO UPDATE SET value = excluded.value, seen = excluded.seen,"
+        " at = excluded.at, expires_at = excluded.expires_at WHERE {p}presence.at <= excluded.at"
+    )
+
+
+def delete_sql(count: int) -> KeyLookup:
+    """The deletion of ``count`` fields of one participant unless the stored one is newer (params: ns,
+    participant, the fields, then at): one index probe per field, written by the engine (``KeyLookup``)."""
+    return KeyLookup("presence", "", ("ns", "participant"), "field", count, "text", delete=True, condition="at <= ?")
+
+
+UPSERT = upsert_sql(1)
+DELETE = delete_sql(1)
 SWEEP = WRITE("DELETE FROM {p}presence WHERE ns = ? AND expires_at <= ?")
 # Retention: one participant's fields; expired rows of any namespace in batches.
 REMOVE = WRITE("DELETE FROM {p}presence WHERE ns = ? AND participant = ?")
@@ -99,21 +133,49 @@ _new = object.__new__
 _set = object.__setattr__
 
 
+def _chunks(upserts: list[tuple[str, bytes]]) -> Iterator[list[tuple[str, bytes]]]:
+    """``upserts`` (field, value) in order, in chunks of at most ``FIELD_CHUNK`` whose values hold at most
+    ``CHUNK_BYTES`` together (a larger value: a chunk of its own)."""
+    chunk: list[tuple[str, bytes]] = []
+    size = 0
+    for upsert in upserts:
+        n = len(upsert[1])
+        if chunk and (len(chunk) == FIELD_CHUNK or size + n > CHUNK_BYTES):
+            yield chunk
+            chunk, size = [], 0
+        chunk.append(upsert)
+        size += n
+    if chunk:
+        yield chunk
+
+
 class Presence:
     """The presence facet of a ``Store`` (see the module docstring)."""
 
     def __init__(self, engine: Engine, *, max_value_size: int) -> None:
         self._engine = engine
         self.max_value_size = max_value_size
-        self._upsert = engine.sql(UPSERT)
-        self._delete = engine.sql(DELETE)
+        sql = engine.sql
+        # By field count (1..FIELD_CHUNK), compiled at the first call with that count.
+        self._upserts = ByCount(lambda n: sql(upsert_sql(n)))
+        self._deletes = ByCount(lambda n: sql(delete_sql(n)))
         self._sweep = engine.sql(SWEEP)
         self._read = engine.sql(READ_NS)
         self._remove = engine.sql(REMOVE)
         self._sweep_any = engine.sql(SWEEP_ANY)
 
     def set(self, ns: str, participant: str, values: Mapping[str, Any], *, at_ms: int, seen: int, ttl_ms: int) -> None:
-        """Write (or, with ``None``, delete) fields of ``participant`` atomically."""
+        """Write (or, with ``None``, delete) fields of ``participant`` atomically.
+
+        Every argument is checked before anything is written. The fields go
+        out as one statement per ``FIELD_CHUNK`` writes (or ``CHUNK_BYTES``
+        of values) and one per ``FIELD_CHUNK`` deletions, several in one
+        transaction, none waiting for its answer: on PostgreSQL a set is one
+        round trip whatever its size; inside the caller's transaction there
+        its statements ride the transaction's next round trip (a failure of
+        theirs is raised by the next statement that waits, or by the commit:
+        ``Engine.send``).
+        """
         ns = text("ns", ns)
         participant = text("participant", participant)
         if not isinstance(values, Mapping):
@@ -123,23 +185,33 @@ class Presence:
         ttl = as_int64("ttl_ms", ttl_ms)
         if not 0 <= ttl <= MAX_DURATION_MS:
             fail(f"ttl_ms must be between 0 and {MAX_DURATION_MS}, got {ttl}")
-        fields = [
-            (
-                text("field", field),
-                None if value is None else dump_json(f"values[{field!r}]", value, self.max_value_size),
-            )
-            for field, value in values.items()
-        ]
-        if not fields:
+        upserts: list[tuple[str, bytes]] = []
+        deletes: list[str] = []
+        max_value_size = self.max_value_size
+        for field, value in values.items():
+            if value is None:
+                deletes.append(text("field", field))
+            else:
+                upserts.append((text("field", field), dump_json(f"values[{field!r}]", value, max_value_size)))
+        if not upserts and not deletes:
             return
         engine = self._engine
         expires = engine.now_ms() + ttl
+        # Several statements in a transaction of their own (or the caller's): one set stays atomic.
+        statements = [
+            (self._upserts[len(chunk)], (ns, participant, seen, at, expires, *chain.from_iterable(chunk)))
+            for chunk in _chunks(upserts)
+        ]
+        statements += [
+            (self._deletes[len(chunk)], (ns, participant, *chunk, at))
+            for chunk in (deletes[start : start + FIELD_CHUNK] for start in range(0, len(deletes), FIELD_CHUNK))
+        ]
+        if len(statements) == 1:
+            engine.send(*statements[0])
+            return
         with engine.transaction():
-            for field, blob in fields:
-                if blob is None:
-                    engine.execute(self._delete, (ns, participant, field, at))
-                else:
-                    engine.execute(self._upsert, (ns, participant, field, blob, seen, at, expires))
+            for statement, params in statements:
+                engine.send(statement, params)
 
     def read(self, ns: str) -> list[PresenceEntry]:
         """The live fields of the namespace, by participant then field."""

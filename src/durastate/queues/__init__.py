@@ -58,7 +58,6 @@ from .statements import DEAD_DELETE_THROUGH as DEAD_DELETE_THROUGH
 from .statements import DEAD_OLDEST as DEAD_OLDEST
 from .statements import DEAD_PAGE as DEAD_PAGE
 from .statements import DELETE_DEAD_ALL as DELETE_DEAD_ALL
-from .statements import DELETE_DEAD_ID as DELETE_DEAD_ID
 from .statements import DELETE_ID as DELETE_ID
 from .statements import HEAD_TIME as HEAD_TIME
 from .statements import NACK as NACK
@@ -66,10 +65,12 @@ from .statements import PEEK_READY as PEEK_READY
 from .statements import POP as POP
 from .statements import PUSH as PUSH
 from .statements import REDRIVE_ALL as REDRIVE_ALL
-from .statements import REDRIVE_ID as REDRIVE_ID
 from .statements import RENEW as RENEW
 from .statements import SCHEMA as SCHEMA
 from .statements import STATS as STATS
+from .statements import dead_ids_held_sql as dead_ids_held_sql
+from .statements import delete_dead_ids_sql as delete_dead_ids_sql
+from .statements import redrive_ids_sql as redrive_ids_sql
 from .upkeep import PEEK as PEEK
 from .upkeep import DeadLetter as DeadLetter
 from .upkeep import QueueBacklog as QueueBacklog

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..engines.base import READ, WRITE, WRITE_ROWS, Announce, Migration, Reread, Schema
+from ..engines.base import READ, WRITE, WRITE_ROWS, Announce, Migration, Reread, Schema, Statement
 
 _ANNOUNCE_QUEUE = Announce(table="queue", key="queue", channel="queue:", key_is_bytes=True)
 
@@ -150,12 +150,47 @@ REDRIVE_ALL = WRITE(
     " WHERE queue = ? ORDER BY id"
 )
 DELETE_DEAD_ALL = WRITE("DELETE FROM {p}queue_dead WHERE queue = ?")
-REDRIVE_ID = WRITE(
-    "INSERT INTO {p}queue (queue, payload, available_at, attempts, max_attempts, created_at)"
-    " SELECT queue, payload, ?, 0, max_attempts, created_at FROM {p}queue_dead"
-    " WHERE queue = ? AND id = ?"
-)
-DELETE_DEAD_ID = WRITE("DELETE FROM {p}queue_dead WHERE queue = ? AND id = ?")
+
+
+# Dead letters named by id (``redrive``/``delete_dead`` with ids): a statement per chunk of ``count`` ids, on the
+# primary key alone (``id IN (...)``: a probe per id). The queue is never part of the search: beside ``queue = ?``
+# PostgreSQL's generic plan on a fresh table searches the queue's range of the (queue, id) index and filters every
+# dead letter of it by id. The check compares the queue of the rows it found instead, and locks them, so the move
+# and the delete of the same transaction need no queue condition.
+def _ids(count: int) -> str:
+    return "id IN (" + ", ".join("?" * count) + ")"
+
+
+def dead_ids_held_sql(count: int) -> Statement:
+    """Whether all ``count`` ids (distinct) are dead letters of the queue, locking them until commit (params:
+    queue, count, the ids): ``Engine.require``'s check before the chunk's move and delete."""
+    return READ(
+        "SELECT COALESCE(SUM(CASE WHEN queue = ? THEN 1 ELSE 0 END), 0) = ?"
+        " FROM (SELECT queue FROM {p}queue_dead WHERE " + _ids(count) + "{for_update}) AS held"
+    )
+
+
+def dead_ids_found_sql(count: int) -> Statement:
+    """The id and queue of each of ``count`` ids that is a dead letter (params: the ids): the refusal's words."""
+    return READ("SELECT id, queue FROM {p}queue_dead WHERE " + _ids(count))
+
+
+def redrive_ids_sql(count: int) -> Statement:
+    """Copy the dead letters of ``count`` ids back to their queue in the ids' order (params: available_at, the
+    ids, the ids again): run after ``dead_ids_held_sql`` held."""
+    order = " ".join(f"WHEN ? THEN {i}" for i in range(count))
+    return WRITE(
+        "INSERT INTO {p}queue (queue, payload, available_at, attempts, max_attempts, created_at)"
+        " SELECT queue, payload, ?, 0, max_attempts, created_at FROM {p}queue_dead WHERE " + _ids(count) + ""
+        " ORDER BY CASE id " + order + " END"
+    )
+
+
+def delete_dead_ids_sql(count: int) -> Statement:
+    """Delete the dead letters of ``count`` ids (params: the ids): run after ``dead_ids_held_sql`` held."""
+    return WRITE("DELETE FROM {p}queue_dead WHERE " + _ids(count))
+
+
 # Retention: dead letters are buried in id order, so the oldest come first by
 # primary key (see durastate._retention.trim_oldest).
 DEAD_OLDEST = READ("SELECT id, died_at FROM {p}queue_dead ORDER BY id LIMIT ?")

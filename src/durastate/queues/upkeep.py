@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Any
 from .._listing import check_limit, distinct_params, distinct_sql, merge_distinct
 from .._retention import as_age_ms, trim_oldest
 from .._validate import INT64_MAX, as_int64, as_limit, as_list, as_name, bounded_int, fail, fail_type, shown
-from ..engines.base import READ
+from ..engines.base import READ, ByCount, RequirementFailed
+from ..errors import Conflict, NotFound
 from .names import channel, queue_name
 from .statements import (
     BACKLOG,
@@ -25,15 +26,21 @@ from .statements import (
     DEAD_OLDEST,
     DEAD_PAGE,
     DELETE_DEAD_ALL,
-    DELETE_DEAD_ID,
     PEEK_READY,
     REDRIVE_ALL,
-    REDRIVE_ID,
     STATS,
+    dead_ids_found_sql,
+    dead_ids_held_sql,
+    delete_dead_ids_sql,
+    redrive_ids_sql,
 )
 
 if TYPE_CHECKING:
     from ..engines.base import SQL, Engine, Statement
+
+
+# Ids per statement of a redrive or delete by ids: one parameter each, well under both engines' limits.
+ID_CHUNK = 128
 
 
 @dataclass(frozen=True)
@@ -89,8 +96,11 @@ class Upkeep:
         self._dead_page = sql(DEAD_PAGE)
         self._redrive_all = sql(REDRIVE_ALL)
         self._delete_dead_all = sql(DELETE_DEAD_ALL)
-        self._redrive_id = sql(REDRIVE_ID)
-        self._delete_dead_id = sql(DELETE_DEAD_ID)
+        # By id count (1..ID_CHUNK), compiled at the first call with that count.
+        self._dead_ids_held = ByCount(lambda n: sql(dead_ids_held_sql(n)))
+        self._dead_ids_found = ByCount(lambda n: sql(dead_ids_found_sql(n)))
+        self._redrive_ids = ByCount(lambda n: sql(redrive_ids_sql(n)))
+        self._delete_dead_ids = ByCount(lambda n: sql(delete_dead_ids_sql(n)))
         self._dead_oldest = sql(DEAD_OLDEST)
         self._dead_delete_through = sql(DEAD_DELETE_THROUGH)
 
@@ -162,22 +172,19 @@ class Upkeep:
         """Move dead letters (all, or those with ``ids``) back to the queue.
 
         They are due at once with a fresh attempt count. Returns how many
-        moved; ids that are not dead letters of this queue are ignored.
+        moved (an id given twice moves once). All or nothing: when an id is
+        not a dead letter of this queue (never was, redriven or deleted
+        already, another queue's), ``NotFound`` names every such id and
+        none of ``ids`` moves.
         """
         queue = queue_name(name)
-        wanted = None if ids is None else [as_int64("ids[]", i) for i in as_list("ids", ids)]
+        if ids is not None:
+            return self._by_ids(queue, _distinct_ids(ids), redrive=True)
         engine = self._engine
         now = engine.now_ms()
-        moved = 0
         with engine.transaction():
-            if wanted is None:
-                moved = engine.execute(self._redrive_all, (now, queue))
-                engine.execute(self._delete_dead_all, (queue,))
-            else:
-                for dead_id in dict.fromkeys(wanted):
-                    if engine.execute(self._redrive_id, (now, queue, dead_id)):
-                        engine.execute(self._delete_dead_id, (queue, dead_id))
-                        moved += 1
+            moved = engine.execute(self._redrive_all, (now, queue))
+            engine.execute(self._delete_dead_all, (queue,))
             if moved:  # inside: with the COMMIT where the engine sends it itself (Citus mode)
                 engine.notify(channel(queue), announced=True)
         return moved
@@ -194,14 +201,61 @@ class Upkeep:
         return trim_oldest(self._engine, self._dead_oldest, self._dead_delete_through, cutoff, limit)
 
     def delete_dead(self, name: str | bytes, ids: Iterable[int] | None = None) -> int:
-        """Drop dead letters for good (all, or those with ``ids``); return how many."""
+        """Drop dead letters for good (all, or those with ``ids``); return how many.
+
+        With ``ids``, all or nothing as ``redrive``: when an id is not a
+        dead letter of this queue (never was, redriven or deleted already,
+        another queue's), ``NotFound`` names every such id and none of
+        ``ids`` is deleted; an id given twice counts once.
+        """
         queue = queue_name(name)
         engine = self._engine
         if ids is None:
             return engine.execute(self._delete_dead_all, (queue,))
-        wanted = [as_int64("ids[]", i) for i in as_list("ids", ids)]
-        with engine.transaction():
-            return sum(engine.execute(self._delete_dead_id, (queue, i)) for i in dict.fromkeys(wanted))
+        return self._by_ids(queue, _distinct_ids(ids), redrive=False)
+
+    def _by_ids(self, queue: bytes, wanted: list[int], *, redrive: bool) -> int:
+        """Redrive (or delete) the dead letters ``wanted`` of ``queue``, all or none; how many.
+
+        A statement per ``ID_CHUNK`` ids for each step, in one transaction:
+        the check that every id is a dead letter of the queue
+        (``Engine.require``, which also locks them), the copy back to the
+        queue (``redrive``) and the delete, none waiting for its answer: on
+        PostgreSQL one round trip whatever the count, where a statement
+        awaited per id cost two round trips each. A failed check has rolled
+        everything back (the call's block, a savepoint in a caller's); the
+        ids that are not dead letters are then read to name them.
+        """
+        if not wanted:
+            return 0
+        engine = self._engine
+        chunks = [wanted[start : start + ID_CHUNK] for start in range(0, len(wanted), ID_CHUNK)]
+        for _ in range(3):
+            try:
+                with engine.transaction():
+                    now = engine.now_ms()
+                    for chunk in chunks:
+                        n = len(chunk)
+                        engine.require(self._dead_ids_held[n], (queue, n, *chunk), "every id is a dead letter")
+                        if redrive:
+                            engine.send(self._redrive_ids[n], (now, *chunk, *chunk))
+                        engine.send(self._delete_dead_ids[n], chunk)
+                    if redrive:  # inside: with the COMMIT where the engine sends it itself (Citus mode)
+                        engine.notify(channel(queue), announced=True)
+                return len(wanted)
+            except RequirementFailed:
+                found = {
+                    int(row[0])
+                    for chunk in chunks
+                    for row in engine.all(self._dead_ids_found[len(chunk)], chunk)
+                    if bytes(row[1]) == queue
+                }
+                missing = [i for i in wanted if i not in found]
+                if missing:
+                    raise _not_dead_letters(queue, missing, "redriven" if redrive else "deleted") from None
+        # Every id was missing at a check and found right after it, three times over: dead letters of
+        # another writer's transaction that keeps being rolled back (the check waits for their locks).
+        raise Conflict(f"the dead letters of queue {shown(queue)} changed under every attempt; try again")
 
     # -- listing (read-only, for inspectors and exports; see durastate._listing) --
 
@@ -262,6 +316,19 @@ class Upkeep:
     @functools.cached_property
     def _peek_sql(self) -> dict[bool, str]:
         return {after: self._engine.sql(PEEK[after]) for after in (False, True)}
+
+
+def _distinct_ids(ids: Iterable[int]) -> list[int]:
+    """``ids`` checked (``ids[]`` int64), each once, in the order first given."""
+    return list(dict.fromkeys(as_int64("ids[]", i) for i in as_list("ids", ids)))
+
+
+def _not_dead_letters(queue: bytes, missing: list[int], verb: str) -> NotFound:
+    """The refusal of ``redrive``/``delete_dead`` by ids: every id in ``missing`` named, nothing ``verb``."""
+    return NotFound(
+        f"no dead letter {', '.join(map(str, missing))} in queue {shown(queue)} (dead_letters() lists them); "
+        f"nothing was {verb}"
+    )
 
 
 def _peek_cursor(after: Any) -> tuple[int, int]:

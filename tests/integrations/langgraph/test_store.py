@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime, time
 from typing import Any
 
 import pytest
@@ -98,6 +98,30 @@ def test_nan_and_infinity_are_refused_not_stored_as_null(memory: DurastateStore,
     with pytest.raises(durastate.InvalidRequest, match="NaN or infinity"):
         memory.batch([PutOp(("ok",), "new", {"a": 1}), PutOp(("ok",), "bad", value)])
     with pytest.raises(durastate.InvalidRequest, match="NaN or infinity"):
+        asyncio.run(memory.aput(("ok",), "k", value))
+    assert [(i.key, i.value) for i in memory.search(("ok",))] == [("k", {"a": 0})]
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        {"at": datetime(2024, 5, 6, 7, 8, 9, tzinfo=UTC)},
+        {"at": datetime(2024, 5, 6, 7, 8, 9)},
+        {"deep": [{"on": date(2024, 5, 6)}]},
+        {"at": time(7, 8, 9)},
+    ],
+)
+def test_a_datetime_is_refused_as_postgres_store_refuses_it(memory: DurastateStore, value: dict) -> None:
+    """PostgresStore refuses a datetime, date or time in a value (``TypeError``: its JSONB is written by
+    ``json.dumps``); orjson would write it as ISO text (as SqliteStore stores it) that reads back as a str.
+    Refused as ``WrongType``: an ``InvalidRequest`` and a ``TypeError``; nothing is written."""
+    memory.put(("ok",), "k", {"a": 0})
+    with pytest.raises(durastate.WrongType, match="not JSON: Type is not JSON serializable: datetime") as caught:
+        memory.put(("ok",), "k", value)
+    assert isinstance(caught.value, TypeError) and isinstance(caught.value, durastate.InvalidRequest)
+    with pytest.raises(TypeError, match="not JSON"):
+        memory.batch([PutOp(("ok",), "new", {"a": 1}), PutOp(("ok",), "bad", value)])
+    with pytest.raises(TypeError, match="not JSON"):
         asyncio.run(memory.aput(("ok",), "k", value))
     assert [(i.key, i.value) for i in memory.search(("ok",))] == [("k", {"a": 0})]
 

@@ -25,7 +25,7 @@ from typing import Any, TypeVar
 from ...errors import InvalidRequest
 from ...store import Store
 from ...store import open as open_store
-from .._common import Holder
+from .._common import Holder, borrowed
 
 Bound = TypeVar("Bound", bound="StoreBound")
 
@@ -37,8 +37,8 @@ class StoreBound(Holder):
     """A durastate ``Store`` held, and closed with this object if it opened it (``opened``)."""
 
     def _bind(self, store: Store, name: str, what: str) -> None:
-        if not isinstance(store, Store):
-            raise InvalidRequest(f"store must be a durastate.Store, got {type(store).__name__}")
+        """Hold ``store`` (borrowed): refused when it is not a ``Store`` or already closed, as every integration's."""
+        borrowed(store)
         if not isinstance(name, str) or not name:
             raise InvalidRequest(f"name must be a non-empty str, got {name!r}")
         self._hold(store, owned=False, name=f"durastate-{what}-{name}")

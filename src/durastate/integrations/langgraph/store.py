@@ -41,7 +41,9 @@ Semantics (those of LangGraph's stores; where they differ, PostgresStore's):
 * ``created_at`` survives updates; ``updated_at`` is the last put's time.
 * Values must be JSON objects (dicts of JSON values), as PostgresStore
   stores them; anything else, NaN and infinities included (orjson would
-  write them as null), is refused with ``InvalidRequest``.
+  write them as null), is refused with ``InvalidRequest``; a value of a
+  type JSON lacks (a ``datetime``, which SqliteStore stores as its ISO
+  text) with ``WrongType``, also a ``TypeError`` like PostgresStore's.
 * Namespaces (and search prefixes, ``list_namespaces`` paths) are tuples
   (or lists) of str: a str is refused with ``InvalidRequest`` (LangGraph
   checks only the labels, so ``"abc"`` would pass as ``("a", "b", "c")``).
@@ -78,9 +80,9 @@ from langgraph.store.base import (
     validate_op_namespace,
 )
 
-from ..._json import has_non_finite
+from ..._json import JSON_OPTIONS, bad_json_value, has_non_finite
 from ...engines.vectors import Owner
-from ...errors import InvalidRequest
+from ...errors import InvalidRequest, WrongType
 from ...store import Store
 from . import _vectors
 from ._ann import AnnIndex
@@ -140,12 +142,22 @@ def _check_namespace_type(op: Op) -> None:
 
 
 def _value_json(op: PutOp) -> bytes:
-    """The JSON of a put's value; ``InvalidRequest`` for what JSON cannot hold (as PostgresStore's JSONB refuses it)."""
+    """The JSON of a put's value; ``InvalidRequest`` for what JSON cannot hold (as PostgresStore's JSONB refuses it).
+
+    A type JSON has no place for (a ``datetime``, ``date`` or ``time``, a
+    dataclass, bytes, a set) is a ``WrongType``, also a ``TypeError`` as
+    PostgresStore's refusal is; orjson alone would write the first two as
+    text and an object (SqliteStore stores them so), which read back as
+    something else than what was put.
+    """
     value = op.value if type(op.value) is dict else dict(op.value)  # type: ignore[arg-type]
     try:
-        data = orjson.dumps(value)
+        data = orjson.dumps(value, option=JSON_OPTIONS)
     except TypeError as exc:
-        raise InvalidRequest(f"value of {op.namespace}/{op.key!r} is not JSON: {exc}") from None
+        message = f"value of {op.namespace}/{op.key!r} is not JSON: {exc}"
+        if bad_json_value(str(exc)):
+            raise InvalidRequest(message) from None
+        raise WrongType(message) from None
     # orjson writes NaN and infinities as null: only a text with a null can hide one, and only one
     # that decodes to something else (C speed) before the slower walk decides (as _json.dump_json).
     if b"null" in data and orjson.loads(data) != value and has_non_finite(value):

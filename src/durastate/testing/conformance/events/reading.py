@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 import durastate
-from durastate import InvalidRequest
+from durastate import InvalidRequest, NotFound
 from durastate.events import (
     DuplicateBatch,
     LaneBacklog,
@@ -270,7 +270,7 @@ class TestEventsDeadLetters:
         ]
         assert [(e.session_id, e.index) for e in store.events.dead_letters(after=("s1", 2), limit=1)] == [("s2", 1)]
         assert [e.index for e in store.events.dead_letters("s1", after=1)] == [2]
-        assert store.events.redrive("s1", [2, 7]) == 1
+        assert store.events.redrive("s1", [2, 2]) == 1  # an index twice counts once
         again = claim_one(store.events, "s1")
         assert (again.index, again.attempt_count, again.failure_count) == (2, 2, 0)
         assert store.events.fail_attempt("s1", 2, 1, "old attempt", 1).outcome == "superseded"
@@ -290,7 +290,7 @@ class TestEventsDeadLetters:
         with pytest.raises(InvalidRequest):
             events.discard("s1", ["one"])  # type: ignore[list-item]
         assert [e.index for e in events.dead_letters("s1")] == [1, 3, 4]  # the refused call changed nothing
-        assert events.discard("s1", [1, 2, 9]) == 1  # 2 is not dead, 9 does not exist
+        assert events.discard("s1", [1, 1]) == 1  # an index twice counts once
         discarded = events.get("s1", 1)
         assert discarded is not None
         assert discarded.processed_at is not None and discarded.processed_by_attempt is None
@@ -300,6 +300,39 @@ class TestEventsDeadLetters:
         assert events.discard("s1") == 2
         assert events.dead_letters("s1") == []
         assert events.discard("s1") == 0
+
+    @pytest.mark.parametrize("operation", ["redrive", "discard"])
+    def test_indexes_that_are_not_dead_letters_are_refused_and_none_is_touched(
+        self, store: durastate.Store, operation: str
+    ) -> None:
+        events = store.events
+        act = getattr(events, operation)
+        events.append("s1", [ev(), ev(), ev()])
+        events.append("s2", [ev()])
+        for session in ("s1", "s2"):
+            for e in events.claim_available(session, "w", ttl_ms=1000).events:
+                if (session, e.index) != ("s1", 3):  # s1's third stays claimed: not a dead letter
+                    events.fail_attempt(session, e.index, e.attempt_count, "dead", 1)
+        verb = {"redrive": "redriven", "discard": "discarded"}[operation]
+        # Not dead (claimed), no such event (another session's index only), never appended: each named.
+        with pytest.raises(NotFound, match=rf"no dead letter at index 3, 9 in session 's1'.*nothing was {verb}"):
+            act("s1", [1, 3, 9, 2])
+        assert [e.index for e in events.dead_letters("s1")] == [1, 2]
+        assert act("s1", [2]) == 1
+        with pytest.raises(NotFound, match=r"no dead letter at index 2 in session 's1'"):
+            act("s1", [1, 2])  # 2 is no longer a dead letter
+        with pytest.raises(NotFound, match=r"in session 'nobody'"):
+            act("nobody", [1])
+        assert [e.index for e in events.dead_letters("s1")] == [1]
+        assert [e.index for e in events.dead_letters("s2")] == [1]
+        with store.transaction():  # inside a block: the refused call undoes only itself
+            events.append("s2", [ev()])
+            with pytest.raises(NotFound):
+                act("s1", [1, 9])
+            assert [e.index for e in events.dead_letters("s1")] == [1]
+        assert events.get("s2", 2) is not None
+        assert act("s1", []) == 0
+        assert act("s1") == 1
 
     def test_lane_backlog_counts_ready_expired_and_dead_per_lane(
         self, store: durastate.Store, clock: FakeClock

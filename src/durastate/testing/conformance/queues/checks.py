@@ -334,6 +334,10 @@ class TestQueueIndexUse:
         for _ in range(300):
             claim(store, "other").ack()
         claim(store, "other").nack()
+        # Dead letters enough that a lookup of a few by id is cheaper as probes (SQLite scans a 2-row table).
+        store.queues.push("graveyard", [b"%d" % i for i in range(30)], max_attempts=1)
+        for _ in range(30):
+            claim(store, "graveyard").nack()
         for i in range(40):  # many queues, as in production: statistics then show `queue` selective
             store.queues.push(f"bystander-{i}", [b"x"] * 10)
         return with_statistics(store, request.param)
@@ -375,8 +379,16 @@ class TestQueueIndexUse:
 
     def test_dead_letters(self, filled: durastate.Store) -> None:
         self.check(filled, queues.DEAD_PAGE, (b"q", 0, 100), "queue_dead", "queue", "id")
-        self.check(filled, queues.REDRIVE_ID, (10**12, b"q", 1), "queue_dead", "id")
-        self.check(filled, queues.DELETE_DEAD_ID, (b"q", 1), "queue_dead", "id")
+        # By ids: a probe of the primary key per id, not the queue's range filtered by id.
+        ids = (1, 2, 3)
+        for statement, params in (
+            (queues.dead_ids_held_sql(3), (b"q", 3, *ids)),
+            (queues.redrive_ids_sql(3), (10**12, *ids, *ids)),
+            (queues.delete_dead_ids_sql(3), ids),
+        ):
+            plan = plan_of(filled, statement, params)
+            # The move sorts its (at most ID_CHUNK) rows into the order the ids were given in.
+            assert_index_search(plan, filled.engine.prefix + "queue_dead", using=("id",), sorts=True)
 
 
 class _Item:

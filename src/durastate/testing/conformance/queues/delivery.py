@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 import durastate
-from durastate import Conflict, InvalidRequest
+from durastate import Conflict, InvalidRequest, NotFound
 from durastate.queues import DEFAULT_MAX_ATTEMPTS, MAX_NAME_SIZE
 from durastate.testing.clock import FakeClock
 
@@ -454,12 +454,40 @@ class TestDeadLetters:
             claim(store).nack()
         claim(store, "other").nack()
         dead = {d.payload: d.id for d in store.queues.dead_letters("q")}
-        other_id = store.queues.dead_letters("other")[0].id
-        moved = store.queues.redrive("q", [dead[b"c"], dead[b"a"], dead[b"a"], other_id, max(dead.values()) + 1000])
-        assert moved == 2
+        assert store.queues.redrive("q", [dead[b"c"], dead[b"a"], dead[b"a"]]) == 2  # an id twice moves once
         assert [d.payload for d in store.queues.dead_letters("q")] == [b"b"]
         assert len(store.queues.dead_letters("other")) == 1
         assert sorted(pop_all(store)) == [b"a", b"c"]
+
+    @pytest.mark.parametrize("operation", ["redrive", "delete_dead"])
+    def test_redrive_or_delete_of_an_id_that_is_not_a_dead_letter_of_the_queue_is_refused_and_touches_none(
+        self, store: durastate.Store, operation: str
+    ) -> None:
+        act = getattr(store.queues, operation)
+        verb = {"redrive": "redriven", "delete_dead": "deleted"}[operation]
+        store.queues.push("q", [b"a", b"b"], max_attempts=1)
+        store.queues.push("other", [b"x"], max_attempts=1)
+        for _ in range(2):
+            claim(store).nack()
+        claim(store, "other").nack()
+        dead = [d.id for d in store.queues.dead_letters("q")]
+        other_id = store.queues.dead_letters("other")[0].id
+        unknown = max([*dead, other_id]) + 1000
+        # Another queue's dead letter, an id never used, one gone already: each named, none of the ids touched.
+        with pytest.raises(NotFound, match=rf"no dead letter {other_id}, {unknown} in queue .*nothing was {verb}"):
+            act("q", [dead[0], other_id, unknown])
+        assert act("q", [dead[0]]) == 1
+        with pytest.raises(NotFound, match=rf"no dead letter {dead[0]} in queue"):
+            act("q", [dead[1], dead[0]])
+        assert [d.id for d in store.queues.dead_letters("q")] == [dead[1]]
+        assert [d.id for d in store.queues.dead_letters("other")] == [other_id]
+        assert pop_all(store) == ([b"a"] if operation == "redrive" else [])
+        with store.transaction():  # inside a block: the refused call undoes only itself
+            store.queues.push("q", [b"in-block"])
+            with pytest.raises(NotFound):
+                act("q", [dead[1], unknown])
+            assert [d.id for d in store.queues.dead_letters("q")] == [dead[1]]
+        assert pop_all(store) == [b"in-block"]
 
     def test_redrive_of_nothing(self, store: durastate.Store) -> None:
         assert store.queues.redrive("q") == 0
@@ -470,8 +498,9 @@ class TestDeadLetters:
         for _ in range(3):
             claim(store).nack()
         ids = [d.id for d in store.queues.dead_letters("q")]
-        assert store.queues.delete_dead("q", [ids[1], ids[1], 10**12]) == 1
+        assert store.queues.delete_dead("q", [ids[1], ids[1]]) == 1  # an id twice goes once
         assert [d.payload for d in store.queues.dead_letters("q")] == [b"a", b"c"]
+        assert store.queues.delete_dead("q", []) == 0
         assert store.queues.delete_dead("q") == 2
         assert store.queues.dead_letters("q") == []
         assert store.queues.delete_dead("q") == 0
