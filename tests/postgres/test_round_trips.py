@@ -374,6 +374,87 @@ def test_a_records_commit_that_collides_inside_a_transaction_is_contained(
     assert entry is not None and entry["commitSeq"] == seq == records.last_seq()
 
 
+def _document(id: int, kind: str, version: int = 1) -> dict[str, object]:
+    record = {"id": id, "kind": kind, "scope": {"kind": "conversation", "conversationId": 1}}
+    record.update(history="rewindable", fork="asOf")
+    return {"type": "document.create", "record": record, "content": {"version": version, "kind": "base", "value": {}}}
+
+
+def _change(id: int, key: str, value: object, version: int = 1) -> dict[str, object]:
+    return {
+        "type": "document.change",
+        "id": id,
+        "content": {"version": version, "kind": "delta", "ops": [["s", [key], value]]},
+    }
+
+
+def test_a_records_commit_with_documents_is_two_round_trips(store: durastate.Store, relay: CuttingProxy) -> None:
+    """The documents' rows are read with BEGIN and the sequence (a delta applies to the stored value); their
+    checks, writes and COMMIT ride the second flight, with an entry's and a task's. Was 7 for one document
+    change (the sequence, the record, the newest revision and the address read one at a time, each write
+    awaited), 12 with an entry and a task."""
+    records = store.records
+    ids = iter(range(40_000, 50_000))
+    seqs: list[int] = []
+    created: list[int] = []
+    kinds: dict[int, str] = {}  # each document's address (its kind)
+
+    def create() -> None:
+        id = next(ids)
+        created.append(id)
+        kinds[id] = f"kind-{id}"
+        seqs.append(records.commit([_document(id, kinds[id])]))
+
+    def change() -> None:
+        seqs.append(records.commit([_change(created[0], "n", len(seqs))]))
+
+    def change_with_an_entry() -> None:
+        seqs.append(records.commit([_entry(next(ids)), _change(created[0], "m", len(seqs))]))
+
+    def retire_and_recreate() -> None:
+        # The address's current incarnation retired and a new one created at it: the batch's one requirement.
+        old, new = created[-1], next(ids)
+        created.append(new)
+        kinds[new] = kinds[old]
+        seqs.append(records.commit([{"type": "document.retire", "id": old}, _document(new, kinds[new])]))
+
+    assert round_trips(relay, create) == 2
+    assert round_trips(relay, change) == 2
+    assert round_trips(relay, change_with_an_entry) == 2
+    assert round_trips(relay, retire_and_recreate) == 2
+    assert seqs == list(range(seqs[0], seqs[0] + len(seqs)))
+    document = records.document(created[0], "current")
+    assert document is not None and document["value"] == {
+        "n": 5,
+        "m": 8,
+    }  # the last change of each: made with 5 and 8 commits before
+    current = records.find_document(
+        {"kind": kinds[created[-1]], "scope": {"kind": "conversation", "conversationId": 1}}, "current"
+    )
+    assert current is not None and current["id"] == created[-1]
+
+
+def test_a_refused_document_commit_takes_the_precise_path(store: durastate.Store, relay: CuttingProxy) -> None:
+    """A refusal found in the flight (a second current document at an address, a delta of another version, an
+    id taken) rolls it back; the precise path words it in its own order (ids first) and nothing is written."""
+    records = store.records
+    records.commit([_document(60_000, "a"), _entry(60_001)])
+    before = records.last_seq()
+    cases = [
+        ([_document(60_010, "a")], "Document address already has a current incarnation"),
+        ([_change(60_000, "x", 1, version=2)], "Document 60000 version transition requires a base"),
+        ([_change(60_000, "x", 1), _entry(60_001)], "ID 60001 already belongs to entry"),
+        ([_change(60_000, "x", 1), _document(60_001, "b")], "ID 60001 already belongs to entry"),
+    ]
+    for writes, message in cases:
+        with pytest.raises(durastate.Conflict, match=message):
+            records.commit(writes)
+    assert records.last_seq() == before
+    assert records.document(60_010, "current") is None
+    document = records.document(60_000, "current")
+    assert document is not None and document["value"] == {}
+
+
 def _dead_letters(store: durastate.Store, count: int) -> list[int]:
     """``count`` more dead letters of queue ``jobs`` (pushed with one attempt, claimed and nacked); the ids of
     every dead letter of ``jobs``."""

@@ -54,12 +54,13 @@ SQLITE_DIALECT = Dialect(
 CATALOG = READ("SELECT type, name, tbl_name, COALESCE(sql, '') FROM sqlite_master WHERE name LIKE ? ESCAPE '\\'")
 
 # A table read in EXPLAIN QUERY PLAN output: "SEARCH t USING INDEX i (a=?)",
-# "SCAN t", "SCAN t USING COVERING INDEX i", "SEARCH t USING PRIMARY KEY (...)".
+# "SCAN t", "SCAN t USING COVERING INDEX i", "SEARCH t USING PRIMARY KEY (...)"; the right side of
+# a LEFT JOIN ends in " LEFT-JOIN".
 _PLAN_STEP = re.compile(
     r"^(?P<verb>SEARCH|SCAN) (?P<table>\S+)"
     r"(?: USING (?:(?:COVERING |AUTOMATIC (?:PARTIAL )?COVERING )?INDEX (?P<index>\S+)"
     r"|(?P<pk>(?:INTEGER )?PRIMARY KEY)))?"
-    r"(?: \((?P<condition>.*)\))?$"
+    r"(?: \((?P<condition>.*)\))?(?: LEFT-JOIN)?$"
 )
 
 

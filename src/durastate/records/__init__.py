@@ -121,7 +121,6 @@ from .statements import CHAIN as CHAIN
 from .statements import CHECKPOINT_EVERY as CHECKPOINT_EVERY
 from .statements import COMMIT_SEQUENCE as COMMIT_SEQUENCE
 from .statements import CONVERSATION_FILTERS as CONVERSATION_FILTERS
-from .statements import CURRENT_DOCUMENT_ID as CURRENT_DOCUMENT_ID
 from .statements import DELETE_REVISIONS_BEFORE as DELETE_REVISIONS_BEFORE
 from .statements import DOCUMENT_SCAN as DOCUMENT_SCAN
 from .statements import DROP_REVISIONS as DROP_REVISIONS
@@ -141,13 +140,13 @@ from .statements import INSERT_DOCUMENT as INSERT_DOCUMENT
 from .statements import INSERT_ENTRY as INSERT_ENTRY
 from .statements import INSERT_REVISION as INSERT_REVISION
 from .statements import LAST_SEQ as LAST_SEQ
-from .statements import LATEST_REVISION as LATEST_REVISION
 from .statements import LIST_REVISIONS as LIST_REVISIONS
 from .statements import LOCK_COMMITS as LOCK_COMMITS
 from .statements import MATERIALIZE as MATERIALIZE
 from .statements import MAX_CHAIN_DEPTH as MAX_CHAIN_DEPTH
 from .statements import MINT_ID as MINT_ID
 from .statements import NEEDS_STATE as NEEDS_STATE
+from .statements import NO_CURRENT_DOCUMENT as NO_CURRENT_DOCUMENT
 from .statements import OLDEST_REVISION as OLDEST_REVISION
 from .statements import OLDEST_REVISIONS as OLDEST_REVISIONS
 from .statements import PRUNE_CANDIDATES as PRUNE_CANDIDATES
@@ -159,5 +158,6 @@ from .statements import SUBMISSION_FILTERS as SUBMISSION_FILTERS
 from .statements import TASK_FILTERS as TASK_FILTERS
 from .statements import UPSERT_SUBMISSION as UPSERT_SUBMISSION
 from .statements import UPSERT_TASK as UPSERT_TASK
+from .statements import documents_sql as documents_sql
 
 __all__ = ["CHECKPOINT_EVERY", "FIRST_MINTED_ID", "MAX_SAFE_INTEGER", "SCHEMA", "Records", "RevisionPruned"]

@@ -17,19 +17,25 @@ Two ways to the same outcome:
   an answer. BEGIN, the attempt row (carrying the sequence value), the
   check, the writes and COMMIT are one round trip. A failed check rolls
   it all back and the precise path runs, so the caller gets exactly its
-  refusal. A batch naming an id twice, or writing documents (which read
-  stored state to decide), takes the precise path at once.
+  refusal. A batch naming an id twice takes the precise path at once.
+  A batch writing documents reads them first (their records and newest
+  revisions in one statement: a delta applies to the stored value), in
+  the round trip that takes the sequence; an address it creates a current
+  document at becomes a requirement too; its writes ride the COMMIT: two
+  round trips. Any refusal of the documents' checks rolls the flight back
+  and the precise path words it, in its own order.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from itertools import chain
 from typing import TYPE_CHECKING, Any
 
 from ..engines.base import RequirementFailed
+from ..errors import Conflict, InvalidRequest
 from .inputs import reject
-from .models import Plan
+from .models import DocAction, Plan
 from .statements import (
     COMMIT_SEQUENCE,
     ENTRY_WIDTH,
@@ -46,6 +52,10 @@ from .statements import (
 
 if TYPE_CHECKING:
     from ..engines.base import Engine
+
+# A one-flight commit's document steps: given the batch's documents, read and check them, send their
+# requirements, and return their writes (run with the commit's sequence).
+DocumentSteps = Callable[[dict[int, DocAction]], Callable[[int], None]]
 
 # The sizes of the lookup statements (powers of two up to ID_CHUNK) and of
 # the multi-row writes (every size up to EXACT_CLAIM, then those).
@@ -94,20 +104,28 @@ class Commits:
         if plan.submissions:
             engine.executemany(self.upsert_submission, plan.submissions)
 
-    def in_one_flight(self, plan: Plan) -> int | None:
-        """Commit ``plan`` (no documents) in one round trip; its sequence, or None: take the precise path.
+    def in_one_flight(self, plan: Plan, documents: DocumentSteps | None = None) -> int | None:
+        """Commit ``plan`` in one round trip (two with documents); its sequence, or None: take the precise path.
 
-        None when the batch names an id twice or an id is not free: nothing
+        ``documents`` (a batch with documents): called with them once the
+        sequence is sent; it reads and checks them (their answer, and the
+        sequence's, is the first round trip), sends its own requirements,
+        and returns their writes, run after the other rows with the
+        sequence. None when the batch names an id twice, an id is not free,
+        or ``documents`` refused (``Conflict``, ``InvalidRequest``): nothing
         was written then (the transaction, or the caller's savepoint, rolled
-        back). See the module docstring.
+        back), and the precise path words the refusal. See the module
+        docstring.
         """
         claims = plan.claims
         if len({id for id, _table in claims}) != len(claims):
             return None  # the precise path tells an upsert twice from a conflict
         engine = self._engine
+        refusals: tuple[type[Exception], ...] = (Conflict, InvalidRequest) if documents else (RequirementFailed,)
         try:
             with engine.transaction():
                 seq = engine.next_value_later(COMMIT_SEQUENCE)
+                write_documents = documents(plan.documents) if documents else None
                 if claims:
                     for statement, params in self.chunks(self.ids_free, list(chain.from_iterable(claims)), 2):
                         engine.require(statement, params, "every id of the batch is free")
@@ -120,7 +138,9 @@ class Commits:
                     for statement, params in self.chunks(self.insert_entries_checked, entries, ENTRY_WIDTH - 1):
                         engine.send(statement, params)
                 self.write_rows(plan)
-        except RequirementFailed:
+                if write_documents:
+                    write_documents(seq.value)
+        except refusals:
             return None
         return seq.value
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from .. import _chord
@@ -32,13 +32,12 @@ from .inputs import (
     scan_order,
 )
 from .models import Address, Content, DocAction, RevisionPruned
-from .rows import Revision, chain_from_rows, page_of, revision_from_row
+from .rows import Revision, chain_from_rows, document_from_row, page_of
 from .statements import (
     CHAIN,
     CHECKPOINT_EVERY,
     COMMIT_SEQUENCE,
     CONVERSATION_FILTERS,
-    CURRENT_DOCUMENT_ID,
     DELETE_REVISIONS_BEFORE,
     DOCUMENT_SCAN,
     DROP_REVISIONS,
@@ -55,13 +54,13 @@ from .statements import (
     INSERT_DOCUMENT,
     INSERT_REVISION,
     LAST_SEQ,
-    LATEST_REVISION,
     LIST_REVISIONS,
     LOCK_COMMITS,
     MATERIALIZE,
     MAX_CHAIN_DEPTH,
     MINT_ID,
     NEEDS_STATE,
+    NO_CURRENT_DOCUMENT,
     OLDEST_REVISION,
     OLDEST_REVISIONS,
     PRUNE_CANDIDATES,
@@ -70,8 +69,8 @@ from .statements import (
     SUBMISSION_BY_REQUEST,
     SUBMISSION_FILTERS,
     TASK_FILTERS,
+    documents_sql,
     filter_combos,
-    ids_sql,
     scan_sql,
 )
 
@@ -94,8 +93,7 @@ class Records:
         self._insert_revision = sql(INSERT_REVISION)
         self._drop_revisions = sql(DROP_REVISIONS)
         self._drop_state = sql(DROP_STATE)
-        self._latest_revision = sql(LATEST_REVISION)
-        self._current_document_id = sql(CURRENT_DOCUMENT_ID)
+        self._no_current_document = sql(NO_CURRENT_DOCUMENT)
         self._get_conversation = sql(GET_CONVERSATION)
         self._chain = sql(CHAIN)
         self._get_entry = sql(GET_ENTRY)
@@ -117,7 +115,7 @@ class Records:
         self._delete_revisions_before = sql(DELETE_REVISIONS_BEFORE)
         self._oldest_revision = sql(OLDEST_REVISION)
         self._commits = Commits(engine)
-        self._document_records = {n: sql(ids_sql("rec_document", "id, record", n)) for n in LOOKUP_SIZES}
+        self._documents = {n: sql(documents_sql(n)) for n in LOOKUP_SIZES}
         self._scans = {
             table: {
                 (combo, desc): sql(scan_sql(table, combo, desc))
@@ -140,12 +138,14 @@ class Records:
         ``InvalidRequest`` for a malformed batch, ``Conflict`` for one that
         collides with stored state; either way nothing is written. Where
         answers are deferred (PostgreSQL) a batch without documents goes in
-        one round trip (``commit.Commits.in_one_flight``).
+        one round trip, one with documents in two (their rows are read
+        first: a delta applies to the stored value); see
+        ``commit.Commits.in_one_flight``.
         """
         plan = plan_commit(writes, self.max_value_size)
         commits = self._commits
-        if commits.one_flight and not plan.documents:
-            done = commits.in_one_flight(plan)
+        if commits.one_flight:
+            done = commits.in_one_flight(plan, self._documents_in_flight if plan.documents else None)
             if done is not None:
                 return done
         engine = self._engine
@@ -153,11 +153,35 @@ class Records:
             seq = engine.next_value(COMMIT_SEQUENCE)
             if plan.claims:
                 commits.claim_and_check_ids(plan, seq)  # writes the entries too
-            revisions = self._check_documents(plan.documents) if plan.documents else []
+            if plan.documents:
+                checked, vacant = self._check_documents(plan.documents)
+                for address in vacant:
+                    row = engine.one(self._no_current_document, address.params())
+                    if row is None or not row[0]:
+                        reject("Document address already has a current incarnation")
+                self._check_copies(checked)
             commits.write_rows(plan)
             if plan.documents:
-                self._apply_documents(revisions, seq)
+                self._apply_documents(checked, seq)
         return seq
+
+    def _documents_in_flight(self, actions: dict[int, DocAction]) -> Callable[[int], None]:
+        """A one-flight commit's document steps (``Commits.in_one_flight``): read and check now, write later.
+
+        The documents' rows are read (the one answer waited for before the
+        COMMIT); each address the batch creates a current document at
+        becomes a requirement sent unawaited. Returns the writes, to run
+        with the commit's sequence. Any refusal here makes the flight take
+        the precise path, which words it in the precise path's order.
+        """
+        checked, vacant = self._check_documents(actions)
+        engine = self._engine
+        for address in vacant:
+            engine.require(
+                self._no_current_document, address.params(), "no current document where the batch creates one"
+            )
+        self._check_copies(checked)
+        return lambda seq: self._apply_documents(checked, seq)
 
     def mint_id(self) -> int:
         """A fresh id: above every id minted or committed so far, in any process.
@@ -180,27 +204,37 @@ class Records:
         row = self._engine.one(self._last_seq)
         return 0 if row is None else int(row[0])
 
-    def _check_documents(self, actions: dict[int, DocAction]) -> list[tuple[DocAction, Any, Revision | None]]:
-        """The seed's ``_check_document_actions`` and copy checks, before any write.
+    def _check_documents(
+        self, actions: dict[int, DocAction]
+    ) -> tuple[list[tuple[DocAction, Any, Revision | None]], list[Address]]:
+        """The seed's ``_check_document_actions``, before any write (copies: ``_check_copies``).
 
         Returns, per action, its stored record (or None) and its latest
-        revision row (or None), for ``_apply_documents``.
+        revision (or None), for ``_apply_documents``; and the addresses
+        that must have no current document now, for the caller to check:
+        those where the batch creates one more current document than it
+        retires (the seed's live count per address, at most one: an
+        address where the batch creates as many as it retires, or fewer,
+        ends with no more than it has, and is not read; one more than that
+        and it is refused here).
         """
-        engine = self._engine
-        stored = {int(i): loads(r) for i, r in self._commits.lookup(self._document_records, list(actions))}
-        live_counts: dict[Address, int] = {}
+        stored = {}
+        for row in self._commits.lookup(self._documents, list(actions)):
+            id, record, latest = document_from_row(row)
+            stored[id] = (loads(record), latest)
+        net: dict[Address, int] = {}  # creates minus retirements, per address the batch creates at
+        retired: list[Address] = []
         out: list[tuple[DocAction, Any, Revision | None]] = []
         for id, action in actions.items():
-            existing = stored.get(id)
+            existing, latest = stored.get(id, (None, None))
             if action.create is None and existing is None:
                 reject(f"Unknown document: {id}")
             if action.create is not None and existing is not None:
                 reject(f"Document {id} already exists")
             if existing is not None and "retiredAt" in existing:
                 reject(f"Document {id} is retired")
-            latest = None
-            if existing is not None and action.content is not None:
-                latest = revision_from_row(engine.one(self._latest_revision, (id,)))
+            if action.content is None:
+                latest = None  # read with the record; only a content change needs it
             if action.content is not None and action.content.kind == "delta":
                 if latest is None:
                     reject(f"Document {id} delta has no base")
@@ -208,24 +242,24 @@ class Records:
                     reject(f"Document {id} version transition requires a base")
             if action.create is not None:
                 assert action.address is not None
-                address = action.address
+                if not action.retire:
+                    net[action.address] = net.get(action.address, 0) + 1
+            elif action.retire:
+                retired.append(as_address(f"document {id}", existing))
             else:
-                address = as_address(f"document {id}", existing)
-            live = live_counts.get(address)
-            if live is None:
-                live = 0 if engine.one(self._current_document_id, address.params()) is None else 1
-            if action.retire and existing is not None:
-                live -= 1
-            if action.create is not None and not action.retire:
-                live += 1
-            live_counts[address] = live
+                as_address(f"document {id}", existing)  # a stored record that names no address is refused
             out.append((action, existing, latest))
-        if any(live > 1 for live in live_counts.values()):
+        for address in retired:
+            if address in net:
+                net[address] -= 1
+        if any(count > 1 for count in net.values()):
             reject("Document address already has a current incarnation")
-        for action, _existing, _latest in out:
+        return out, [address for address, count in net.items() if count == 1]
+
+    def _check_copies(self, checked: list[tuple[DocAction, Any, Revision | None]]) -> None:
+        for action, _existing, _latest in checked:
             if action.copy is not None:
                 self._check_copy(action)
-        return out
 
     def _check_copy(self, action: DocAction) -> None:
         """Resolve a fork-copy to a base of the source's value at the point."""
@@ -265,7 +299,7 @@ class Records:
                     record["retiredAt"] = seq
                 a = action.address
                 assert a is not None
-                engine.execute(
+                engine.send(
                     self._insert_document,
                     (
                         id,
@@ -302,17 +336,17 @@ class Records:
                     row = (id, seq, "delta", content.version, int(latest.depth) + 1, data, state, now)
                 if current_only:
                     if latest is not None:
-                        engine.execute(self._drop_revisions, (id,))
+                        engine.send(self._drop_revisions, (id,))
                 elif latest is not None and latest.kind == "delta" and int(latest.depth) % CHECKPOINT_EVERY != 0:
                     # The previous row is no longer the newest and is not a checkpoint.
-                    engine.execute(self._drop_state, (id, latest.seq, id))
-                engine.execute(self._insert_revision, row)
+                    engine.send(self._drop_state, (id, latest.seq, id))
+                engine.send(self._insert_revision, row)
             if action.retire:
                 if action.create is None:
                     record = {**record, "retiredAt": seq}
-                    engine.execute(self._retire_document, (seq, dumps("record", record, self.max_value_size), id))
+                    engine.send(self._retire_document, (seq, dumps("record", record, self.max_value_size), id))
                 if current_only:
-                    engine.execute(self._drop_revisions, (id,))
+                    engine.send(self._drop_revisions, (id,))
 
     # -- table reads -------------------------------------------------------------
 

@@ -1,7 +1,7 @@
 """Records rows read by column name.
 
-A revision row (``LATEST_REVISION``, and ``MATERIALIZE`` after its first
-column) is a ``Revision``: the select lists are built from its fields, so
+A revision row (``MATERIALIZE``'s after its first column, ``documents_sql``'s
+after its first two) is a ``Revision``: the select lists are built from its fields, so
 the two cannot disagree, and the facet reads ``latest.version``, never
 ``latest[2]``. Other statements' rows are one or two columns wide
 (``id, record``; ``record, commit_seq``) and are unpacked into names where
@@ -36,6 +36,12 @@ REVISION_COLUMNS = ", ".join(Revision._fields)
 def revision_from_row(row: Row | None) -> Revision | None:
     """The ``Revision`` of a row selected with ``REVISION_COLUMNS`` (None for no row)."""
     return None if row is None else Revision._make(row)
+
+
+def document_from_row(row: Row) -> tuple[int, Any, Revision | None]:
+    """A ``documents_sql`` row as (id, record, newest revision or None)."""
+    id, record, *revision = row
+    return int(id), record, None if revision[0] is None else Revision._make(revision)
 
 
 def chain_from_rows(rows: Sequence[Row]) -> list[tuple[int, int | None, int | None]]:

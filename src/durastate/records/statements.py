@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..engines.base import READ, WRITE, WRITE_ROWS, Migration, Schema, Statement
-from .rows import REVISION_COLUMNS, Revision
+from .rows import Revision
 
 # mint_id() never hands out an id below this one (pi-durable: ROOT_CONVERSATION_ID = 1).
 FIRST_MINTED_ID = 2
@@ -128,12 +128,12 @@ DROP_STATE = WRITE(
     "UPDATE {p}rec_revision SET state = NULL WHERE document_id = ? AND seq = ?"
     " AND seq > (SELECT min(o.seq) FROM {p}rec_revision o WHERE o.document_id = ?)"
 )
-LATEST_REVISION = READ(
-    "SELECT " + REVISION_COLUMNS + " FROM {p}rec_revision WHERE document_id = ? ORDER BY seq DESC LIMIT 1"
-)
-CURRENT_DOCUMENT_ID = READ(
-    "SELECT id FROM {p}rec_document WHERE kind = ? AND scope_kind = ? AND owner_id = ? AND family = ?"
-    " AND key_value = ? AND retired_at IS NULL LIMIT 1"
+# Whether an address has no current incarnation (a commit creating one there needs that). Newest
+# first, as the address index orders its rows: PostgreSQL then takes it on a never-analyzed table
+# (without the order: the scope index, filtering every document of the scope).
+NO_CURRENT_DOCUMENT = READ(
+    "SELECT count(*) = 0 FROM (SELECT 1 FROM {p}rec_document WHERE kind = ? AND scope_kind = ? AND owner_id = ?"
+    " AND family = ? AND key_value = ? AND retired_at IS NULL ORDER BY created_at DESC LIMIT 1) live"
 )
 
 GET_CONVERSATION = READ("SELECT record FROM {p}rec_conversation WHERE id = ?")
@@ -190,6 +190,18 @@ MATERIALIZE = READ(
 
 def ids_sql(table: str, columns: str, count: int) -> Statement:
     return READ(f"SELECT {columns} FROM {{p}}{table} WHERE id IN (" + ", ".join("?" * count) + ")")
+
+
+def documents_sql(count: int) -> Statement:
+    """``count`` documents by id: each one's id and record, and its newest revision (``Revision``'s columns; NULL
+    when it has none), in one statement (a commit's check of the documents it writes)."""
+    return READ(
+        "SELECT d.id, d.record, "
+        + ", ".join(f"r.{column}" for column in Revision._fields)
+        + " FROM {p}rec_document d LEFT JOIN {p}rec_revision r ON r.document_id = d.id AND r.seq ="
+        " (SELECT n.seq FROM {p}rec_revision n WHERE n.document_id = d.id ORDER BY n.seq DESC LIMIT 1)"
+        " WHERE d.id IN (" + ", ".join("?" * count) + ")"
+    )
 
 
 def claim_sql(count: int, *, checked: bool = False) -> Statement:

@@ -287,8 +287,12 @@ class TestRecordsIndexUse:
 
     @pytest.fixture(params=STATISTICS)
     def filled(self, store: durastate.Store, request: pytest.FixtureRequest) -> durastate.Store:
-        # Rows to gather statistics on: an empty analyzed table plans like no real one.
+        # Rows to gather statistics on: an empty analyzed table plans like no real one. Documents with a few
+        # revisions each, so the revision table's statistics are a real one's too.
         store.records.commit([conversation(i) for i in range(1, 201)])
+        store.records.commit([create(doc_record(1000 + i, scope=conv_scope(i)), base({})) for i in range(1, 51)])
+        for n in range(3):
+            store.records.commit([change(1000 + i, delta([set_op("n", n)])) for i in range(1, 51)])
         return with_statistics(store, request.param)
 
     def check(
@@ -301,7 +305,7 @@ class TestRecordsIndexUse:
         sorts: bool = False,
     ) -> None:
         plan = plan_of(store, statement, params)
-        assert_index_search(plan, store.engine.prefix + table, "c", "a", "d", "r", using=using, sorts=sorts)
+        assert_index_search(plan, store.engine.prefix + table, "c", "a", "d", "r", "n", using=using, sorts=sorts)
 
     def test_entries(self, filled: durastate.Store) -> None:
         self.check(filled, records.GET_ENTRY, (1,), "rec_entry", "id")
@@ -319,7 +323,10 @@ class TestRecordsIndexUse:
         self.check(filled, records.FIND_DOCUMENT["current"], ("k", "s", 1, 1, "key"), "rec_document", "key_value")
         # At most CHECKPOINT_EVERY + 1 revision rows, which an engine may sort after the join.
         self.check(filled, records.MATERIALIZE, (5, 5, 0, 1), "rec_revision", "document_id", sorts=True)
-        self.check(filled, records.LATEST_REVISION, (1,), "rec_revision", "document_id")
+        # A commit's read of its documents and their newest revisions; the check of an address it creates at.
+        self.check(filled, records.documents_sql(2), (1, 2), "rec_document", "id")
+        self.check(filled, records.documents_sql(2), (1, 2), "rec_revision", "document_id")
+        self.check(filled, records.NO_CURRENT_DOCUMENT, ("k", "s", 1, 1, "key"), "rec_document", "key_value")
 
     def test_id_lookups(self, filled: durastate.Store) -> None:
         self.check(filled, records.GET_TASK, (1,), "rec_task", "id")
