@@ -159,6 +159,7 @@ from .models import UnknownEvent as UnknownEvent
 from .rows import BRIEF_COLUMNS as BRIEF_COLUMNS
 from .rows import COLUMNS as COLUMNS
 from .statements import APPEND_ALONE as APPEND_ALONE
+from .statements import APPEND_STATEMENT as APPEND_STATEMENT
 from .statements import ATTEMPT_OF as ATTEMPT_OF
 from .statements import CLAIM_ANY_CANDIDATES as CLAIM_ANY_CANDIDATES
 from .statements import CLAIM_CANDIDATES as CLAIM_CANDIDATES
@@ -179,6 +180,7 @@ from .statements import GET_EVENT as GET_EVENT
 from .statements import GET_EVENT_LOCKED as GET_EVENT_LOCKED
 from .statements import HAS_PENDING as HAS_PENDING
 from .statements import INSERT_EVENT as INSERT_EVENT
+from .statements import INSERTED as INSERTED
 from .statements import LANE_DEAD as LANE_DEAD
 from .statements import LANE_READY as LANE_READY
 from .statements import LAST_INDEX as LAST_INDEX
@@ -187,11 +189,13 @@ from .statements import LIST_SESSIONS as LIST_SESSIONS
 from .statements import LIST_SNAPSHOTS as LIST_SNAPSHOTS
 from .statements import LOCK_PARENT as LOCK_PARENT
 from .statements import LOCK_SESSION as LOCK_SESSION
+from .statements import LOCK_SESSION_ROW as LOCK_SESSION_ROW
 from .statements import MARK_PROCESSED as MARK_PROCESSED
 from .statements import PENDING_OF_SESSION as PENDING_OF_SESSION
 from .statements import PROMOTE_LANE as PROMOTE_LANE
 from .statements import PRUNE as PRUNE
 from .statements import PUT_SNAPSHOT as PUT_SNAPSHOT
+from .statements import PUT_SNAPSHOT_CHECKED as PUT_SNAPSHOT_CHECKED
 from .statements import RAISE_FLOOR as RAISE_FLOOR
 from .statements import READ_RANGE as READ_RANGE
 from .statements import READ_STATE as READ_STATE
@@ -199,11 +203,13 @@ from .statements import READ_STATE_BRIEF as READ_STATE_BRIEF
 from .statements import REDRIVE_ONE as REDRIVE_ONE
 from .statements import REDRIVE_SESSION as REDRIVE_SESSION
 from .statements import RENEW as RENEW
+from .statements import RENEW_AT_ONCE as RENEW_AT_ONCE
 from .statements import RETRY_AT as RETRY_AT
 from .statements import SCHEMA as SCHEMA
 from .statements import SETTLED_SESSIONS as SETTLED_SESSIONS
 from .statements import SNAPSHOT_FLOORS as SNAPSHOT_FLOORS
 from .statements import STILL_SETTLED as STILL_SETTLED
+from .statements import renew_all as renew_all
 from .upkeep import PRUNE_BATCH as PRUNE_BATCH
 
 __all__ = [

@@ -73,8 +73,9 @@ from .statements import (
     READ_STATE,
     READ_STATE_BRIEF,
     RENEW,
-    RENEW_ALL,
+    RENEW_AT_ONCE,
     RETRY_AT,
+    renew_all,
 )
 from .upkeep import Upkeep
 
@@ -222,7 +223,7 @@ class Events(Upkeep):
             self._lock_session_row = sql(LOCK_SESSION_ROW)
             self._inserted = sql(INSERTED)
             self._put_snapshot_checked = sql(PUT_SNAPSHOT_CHECKED)
-            self._renew_all = sql(RENEW_ALL)
+            self._renew_all = {n: sql(renew_all(n)) for n in range(1, RENEW_AT_ONCE + 1)}
         self._init_upkeep(sql)
 
     def channel(self, session_id: str) -> str:
@@ -616,16 +617,17 @@ class Events(Upkeep):
         expires = expiry(now, ttl_ms, expires_at_ms, claim=False, seed_rules=self._seed_rules)
         renewed: list[int] = []
         superseded: list[int] = []
-        if self._flights and len({index for index, _ in wanted}) == len(wanted):
-            # Every claim in one statement (RENEW_ALL): its answer, then the COMMIT, two round trips (a
+        if self._flights and len(wanted) <= RENEW_AT_ONCE and len({index for index, _ in wanted}) == len(wanted):
+            # Every claim in one statement (renew_all): its answer, then the COMMIT, two round trips (a
             # transaction because its retry after a lost connection needs the transaction's attempt row).
             attempts = dict(wanted)
-            indexes = list(attempts)
+            params: list[Any] = []
+            for index, attempt in wanted:
+                params += (expires, expires, session, index, attempt, holder, now)
+            for index, _ in wanted:
+                params += (session, index)
             with engine.transaction():
-                rows = engine.all(
-                    self._renew_all,
-                    (indexes, list(attempts.values()), expires, expires, session, holder, now, session),
-                )
+                rows = engine.all(self._renew_all[len(wanted)], params)
             for index, attempt_count, was_renewed in rows:
                 if int(attempt_count) > attempts[int(index)]:
                     superseded.append(int(index))

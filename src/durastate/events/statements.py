@@ -6,7 +6,7 @@ Statements that select whole events select ``COLUMNS`` (from ``rows``), so
 
 from __future__ import annotations
 
-from ..engines.base import READ, WRITE, WRITE_ROWS, Announce, Migration, Reread, Schema
+from ..engines.base import READ, WRITE, WRITE_ROWS, Announce, Migration, Reread, Schema, Statement
 from .rows import BRIEF_COLUMNS, COLUMNS, EVENT_COLUMNS
 
 _INDEXES = (
@@ -229,10 +229,11 @@ RETRY_AT = READ(
     "SELECT MIN(claim_expires_at) FROM {p}event WHERE session_id = ? AND " + _READY + " AND claim_expires_at > ?"
 )
 ATTEMPT_OF = READ("SELECT attempt_count FROM {p}event WHERE session_id = ? AND idx = ?")
-RENEW = WRITE(
+_RENEW = (
     "UPDATE {p}event SET claim_expires_at = ?, due_at = ? WHERE session_id = ? AND idx = ? AND attempt_count = ?"
     " AND processed_at IS NULL AND failed_at IS NULL AND claim_holder = ? AND claim_expires_at > ?"
 )
+RENEW = WRITE(_RENEW)
 FAIL = WRITE(
     "UPDATE {p}event SET failure_count = ?, last_error = ?, last_failed_at = ?, last_failed_attempt = ?,"
     " failed_at = ?, claim_holder = NULL, claim_expires_at = NULL, due_at = ? WHERE session_id = ? AND idx = ?"
@@ -322,17 +323,25 @@ PUT_SNAPSHOT_CHECKED = WRITE_ROWS(
         (3, 1, 2, 3, 5),
     ),
 )
-# renew_claims of distinct indexes in one statement (in a transaction, whose
-# COMMIT follows its answer): per claim asked for that names an event, its
-# index, attempt count and whether it was renewed (RENEW's conditions).
-RENEW_ALL = WRITE_ROWS(
-    "WITH w (idx, attempt) AS (SELECT * FROM unnest(CAST(? AS {int64}[]), CAST(? AS {int64}[]))),"
-    " r AS (UPDATE {p}event e SET claim_expires_at = ?, due_at = ? FROM w WHERE e.session_id = ? AND e.idx = w.idx"
-    " AND e.attempt_count = w.attempt AND e.processed_at IS NULL AND e.failed_at IS NULL AND e.claim_holder = ?"
-    " AND e.claim_expires_at > ? RETURNING e.idx)"
-    " SELECT e.idx, e.attempt_count, EXISTS (SELECT 1 FROM r WHERE r.idx = e.idx) FROM w"
-    " JOIN {p}event e ON e.session_id = ? AND e.idx = w.idx"
-)
+# renew_claims of up to RENEW_AT_ONCE distinct indexes in one statement (in a
+# transaction, whose COMMIT follows its answer): each claim's RENEW as a CTE of
+# its own, then per claim that names an event its index, attempt count and
+# whether it was renewed. One primary-key lookup a claim, whatever the plan
+# statistics say (a join of the claims as an array planned, on fresh tables,
+# a scan of the whole session). Parameters: RENEW's for each claim, then the
+# session and the index of each.
+RENEW_AT_ONCE = 16
+
+
+def renew_all(n: int) -> Statement:
+    """The statement renewing ``n`` claims (1 .. RENEW_AT_ONCE), see above."""
+    renews = ", ".join(f"r{i} AS ({_RENEW} RETURNING idx)" for i in range(n))
+    answers = " UNION ALL ".join(
+        f"SELECT idx, attempt_count, EXISTS (SELECT 1 FROM r{i}) FROM {{p}}event WHERE session_id = ? AND idx = ?"
+        for i in range(n)
+    )
+    return WRITE_ROWS(f"WITH {renews} {answers}")
+
 
 READ_RANGE = READ(
     "SELECT " + COLUMNS + " FROM {p}event WHERE session_id = ? AND idx > ? AND idx <= ? ORDER BY idx LIMIT ?"
