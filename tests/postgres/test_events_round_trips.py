@@ -163,16 +163,17 @@ def cut_store(pg_url: str, via_proxy: str) -> Iterator[durastate.Store]:
 
 @pytest.mark.parametrize("cut", ["reply", "request"])
 @pytest.mark.parametrize("session", ["new", "existing"])
+@pytest.mark.parametrize("ids", ["given", "made"])
 def test_an_append_in_one_statement_applies_once(
-    cut_store: durastate.Store, proxy: CuttingProxy, cut: str, session: str
+    cut_store: durastate.Store, proxy: CuttingProxy, cut: str, session: str, ids: str
 ) -> None:
     """No attempt row: the retry re-reads the events by their ids (found: they are its answer; none: it runs
     again), so three events go in once, at the indexes the answer names."""
     events = cut_store.events
     events.append("existing", [{"type": "first"}])
-    getattr(proxy, f"drop_{cut}")(b"WITH created AS")
+    getattr(proxy, f"drop_{cut}")(b"WITH batch (event_id")
     with on_new_connections(cut_store):
-        appended = events.append(session, [{"type": "b", "id": f"b-{session}"}])
+        appended = events.append(session, [{"type": "b", "id": f"b-{session}"} if ids == "given" else {"type": "b"}])
         more = events.append(session, [{"type": "x"}, {"type": "y"}, {"type": "z"}])
     assert proxy.cuts == 1
     first = 1 if session == "new" else 2

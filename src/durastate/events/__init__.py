@@ -159,7 +159,7 @@ from .models import UnknownEvent as UnknownEvent
 from .rows import BRIEF_COLUMNS as BRIEF_COLUMNS
 from .rows import COLUMNS as COLUMNS
 from .statements import APPEND_ALONE as APPEND_ALONE
-from .statements import APPEND_STATEMENT as APPEND_STATEMENT
+from .statements import APPEND_AT_ONCE as APPEND_AT_ONCE
 from .statements import ATTEMPT_OF as ATTEMPT_OF
 from .statements import CLAIM_ANY_CANDIDATES as CLAIM_ANY_CANDIDATES
 from .statements import CLAIM_CANDIDATES as CLAIM_CANDIDATES
@@ -209,6 +209,7 @@ from .statements import SCHEMA as SCHEMA
 from .statements import SETTLED_SESSIONS as SETTLED_SESSIONS
 from .statements import SNAPSHOT_FLOORS as SNAPSHOT_FLOORS
 from .statements import STILL_SETTLED as STILL_SETTLED
+from .statements import append_statement as append_statement
 from .statements import renew_all as renew_all
 from .upkeep import PRUNE_BATCH as PRUNE_BATCH
 

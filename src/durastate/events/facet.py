@@ -44,7 +44,7 @@ from .rows import EventColumn as C
 from .rows import event_from_row, new_object
 from .statements import (
     APPEND_ALONE,
-    APPEND_STATEMENT,
+    APPEND_AT_ONCE,
     ATTEMPT_OF,
     CLAIM_ANY_CANDIDATES,
     CLAIM_CANDIDATES,
@@ -75,6 +75,7 @@ from .statements import (
     RENEW,
     RENEW_AT_ONCE,
     RETRY_AT,
+    append_statement,
     renew_all,
 )
 from .upkeep import Upkeep
@@ -219,7 +220,11 @@ class Events(Upkeep):
         capabilities = engine.capabilities
         self._flights = capabilities.deferred_answers and capabilities.write_ctes
         if self._flights:
-            self._append_statement = sql(APPEND_STATEMENT)
+            self._append_statement = {
+                (n, checked): sql(append_statement(n, checked))
+                for n in range(1, APPEND_AT_ONCE + 1)
+                for checked in (False, True)
+            }
             self._lock_session_row = sql(LOCK_SESSION_ROW)
             self._inserted = sql(INSERTED)
             self._put_snapshot_checked = sql(PUT_SNAPSHOT_CHECKED)
@@ -366,7 +371,12 @@ class Events(Upkeep):
         ids = ids_unique(prepared)
         now = engine.now_ms()
         made = None
-        if self._flights and (not ids or len(ids) == len(prepared)) and not engine.in_transaction():
+        if (
+            self._flights
+            and len(prepared) <= APPEND_AT_ONCE
+            and (not ids or len(ids) == len(prepared))
+            and not engine.in_transaction()
+        ):
             appended = self._append_statement_run(session, prepared, ids, new_id, now)
             if isinstance(appended, AppendResult):
                 return appended
@@ -430,7 +440,7 @@ class Events(Upkeep):
         new_id: Callable[[], str] | None,
         now: int,
     ) -> AppendResult | list[str] | None:
-        """``append`` as one statement (``APPEND_STATEMENT``: PostgreSQL, outside a transaction); one round trip.
+        """``append`` as one statement (``append_statement``: PostgreSQL, outside a transaction); one round trip.
 
         Events without a cause, every one with an id of its own (``ids``)
         or none (made here, in order, as the full path would make them).
@@ -441,24 +451,20 @@ class Events(Upkeep):
             return None
         made = None if ids else [self._made_id(new_id) for _ in prepared]
         every_id = made or ids
-        lanes: list[str | None] = []
-        blocked: list[int] = []
-        processed: list[int | None] = []
+        params: list[Any] = []
         waiting: set[str] = set()  # lanes with an unsettled event earlier in the batch
-        for e in prepared:
+        for event_id, e in zip(every_id, prepared, strict=True):
             lane = e.lane
-            lanes.append(lane)
-            blocked.append(1 if lane in waiting else 0)
+            params += (event_id, e.type, e.blob, lane, 1 if lane in waiting else 0, now if e.settled else None)
             if lane is not None and not e.settled:
                 waiting.add(lane)
-            processed.append(now if e.settled else None)
         unsettled = any(not e.settled for e in prepared)
-        types = [e.type for e in prepared]
-        blobs = [e.blob for e in prepared]
-        params = (session, now, every_id, not unsettled, session, every_id, every_id, types, blobs)
+        params += (not unsettled, session, session, now, now, now)
         engine = self._engine
         try:
-            rows = engine.all(self._append_statement, (*params, lanes, blocked, processed, now, now))
+            # Ids given or made by new_id may be taken: looked up first (random ones need not be).
+            statement = self._append_statement[len(prepared), made is None or new_id is not None]
+            rows = engine.all(statement, params)
         except Conflict:  # an index or id found taken: nothing applied
             return made
         if len(rows) != len(prepared):

@@ -247,53 +247,72 @@ FAIL = WRITE(
 # read, so each write below answers in one statement what the facet needs;
 # SQLite, which answers at once, keeps the statements above.
 
-# Ids as a parameter: one array (``CAST(? AS text[])``), whatever their number.
-_ANY_ID = "event_id = ANY(CAST(? AS {text}[]))"
-_IDS_FREE = "NOT EXISTS (SELECT 1 FROM {p}event y WHERE y." + _ANY_ID + ")"
-# append outside a transaction, of events without a cause (all with ids of
-# their own, or none), to a session that exists or not: one statement, its own
-# commit, one round trip. The session row is created (``created``) or locked
-# (``locked``, FOR UPDATE OF as APPEND_ALONE), only while none of the ids is
-# taken; the events go in at the indexes after its last, each event's lane
-# readiness as INSERT_EVENT's (``blocked``: an unsettled event of its lane is
-# earlier in the batch). Answers each inserted index with whether the session
-# had an unprocessed event before (asked for by the first parameter: only
+# append outside a transaction, of up to APPEND_AT_ONCE events without a
+# cause (all with ids of their own, or none), to a session that exists or
+# not: one statement, its own commit, one round trip. The session row is
+# created (``created``) or locked (``locked``, FOR UPDATE OF as
+# APPEND_ALONE), only while none of the ids is taken; the events (``batch``,
+# one row of values each) go in at the indexes after its last, each event's
+# lane readiness as INSERT_EVENT's (``blocked``: an unsettled event of its
+# lane is earlier in the batch). Answers each inserted index with whether the
+# session had an unprocessed event before (asked for by a parameter: only
 # needed when every event is settled). No row: an id is taken, or the session
-# row was created by a transaction not yet visible (append's full path, with the
-# same ids, tells which). The insert has no ON CONFLICT: an index found taken
-# (a lock that waited read a stale last index, see LOCK_SESSION) or an id taken
-# meanwhile fails the whole statement (a ``Conflict``, nothing applied, no
-# surrounding transaction to doom), and the full path runs. A retry after a
-# lost connection re-reads the events by their ids and the statement's time
-# (found: it committed, they are its answer; see ``engines.postgres_attempts``).
-APPEND_STATEMENT = WRITE_ROWS(
-    "WITH created AS (INSERT INTO {p}event_session (session_id, index_floor, created_at)"
-    " SELECT ?, 0, ? WHERE " + _IDS_FREE + " ON CONFLICT (session_id) DO NOTHING RETURNING session_id, index_floor),"
-    " locked AS (SELECT s.session_id, "
-    + LAST_OF_SESSION
-    + " AS last, CASE WHEN ? THEN "
-    + PENDING_OF_SESSION
-    + " END AS pending FROM {p}event_session s WHERE s.session_id = ? AND "
-    + _IDS_FREE
-    + "{for_update_of:s}),"
-    " base AS (SELECT session_id, index_floor AS last, NULL AS pending FROM created"
-    " UNION ALL SELECT session_id, last, pending FROM locked),"
-    " batch AS (SELECT * FROM unnest(CAST(? AS {text}[]), CAST(? AS {text}[]), CAST(? AS {blob}[]),"
-    " CAST(? AS {text}[]), CAST(? AS {int64}[]), CAST(? AS {int64}[]))"
-    " WITH ORDINALITY AS b (event_id, event_type, payload, lane, blocked, processed_at, n)),"
-    " inserted AS (INSERT INTO {p}event (session_id, idx, event_id, event_type, payload, created_at, lane,"
-    " lane_ready, due_at, processed_at) SELECT base.session_id, base.last + b.n, b.event_id, b.event_type,"
-    " b.payload, ?, b.lane, CASE WHEN b.lane IS NULL THEN 1 WHEN b.blocked = 1 OR EXISTS (SELECT 1 FROM {p}event x"
-    " WHERE x.session_id = base.session_id AND x.lane = b.lane AND x.processed_at IS NULL) THEN 0 ELSE 1 END,"
-    " ?, b.processed_at FROM base CROSS JOIN batch b RETURNING idx)"
-    " SELECT idx, (SELECT pending FROM base) FROM inserted ORDER BY idx",
-    reread=Reread(
-        "SELECT e.idx, CASE WHEN ? THEN (SELECT " + PENDING_OF_SESSION + " FROM {p}event_session s"
-        " WHERE s.session_id = e.session_id) END FROM {p}event e"
-        " WHERE e." + _ANY_ID + " AND e.session_id = ? AND e.created_at = ? ORDER BY e.idx",
-        (3, 2, 0, 1),
-    ),
-)
+# row was created by a transaction not yet visible (append's full path, with
+# the same ids, tells which). The insert has no ON CONFLICT: an index found
+# taken (a lock that waited read a stale last index, see LOCK_SESSION) or an
+# id taken meanwhile fails the whole statement (a ``Conflict``, nothing
+# applied, no surrounding transaction to doom), and the full path runs. A
+# retry after a lost connection re-reads the events by their ids and the
+# statement's time (found: it committed, they are its answer; see
+# ``engines.postgres_attempts``). One text per batch size, each value a
+# parameter of its own: with the rows as arrays the planner costed 10 of
+# each, never took the generic plan and planned every call again (~1 ms).
+# Parameters: each event's id, type, payload, lane, blocked and processed_at,
+# then whether to read pending, the session, the session, now, now, now.
+APPEND_AT_ONCE = 16
+_BATCH_ROW = "(CAST(? AS {text}), CAST(? AS {text}), CAST(? AS {blob}), CAST(? AS {text}), CAST(? AS {int64}),"
+_IDS_FREE = "NOT EXISTS (SELECT 1 FROM batch b JOIN {p}event y ON y.event_id = b.event_id)"
+
+
+def append_statement(n: int, checked: bool) -> Statement:
+    """The statement appending ``n`` events (1 .. APPEND_AT_ONCE), see above.
+
+    ``checked``: the ids are looked up first (not for random ids, which no
+    stored event holds: the insert still fails on one that did).
+    """
+    rows = ", ".join(f"{_BATCH_ROW} CAST(? AS {{int64}}), {i})" for i in range(1, n + 1))
+    ids = ", ".join("?" * n)
+    free = " AND " + _IDS_FREE if checked else ""
+    return WRITE_ROWS(
+        f"WITH batch (event_id, event_type, payload, lane, blocked, processed_at, n) AS (VALUES {rows}),"
+        " locked AS (SELECT s.session_id, "
+        + LAST_OF_SESSION
+        + " AS last, CASE WHEN ? THEN "
+        + PENDING_OF_SESSION
+        + " END AS pending FROM {p}event_session s WHERE s.session_id = ?"
+        + free
+        + "{for_update_of:s}),"
+        # Only where no session row was found (the insert's conflict check is not free).
+        " created AS (INSERT INTO {p}event_session (session_id, index_floor, created_at)"
+        " SELECT ?, 0, ? WHERE NOT EXISTS (SELECT 1 FROM locked)" + free + " ON CONFLICT (session_id) DO NOTHING"
+        " RETURNING session_id, index_floor),"
+        " base AS (SELECT session_id, last, pending FROM locked"
+        " UNION ALL SELECT session_id, index_floor, NULL FROM created),"
+        " inserted AS (INSERT INTO {p}event (session_id, idx, event_id, event_type, payload, created_at, lane,"
+        " lane_ready, due_at, processed_at) SELECT base.session_id, base.last + b.n, b.event_id, b.event_type,"
+        " b.payload, ?, b.lane, CASE WHEN b.lane IS NULL THEN 1 WHEN b.blocked = 1 OR EXISTS (SELECT 1"
+        " FROM {p}event x WHERE x.session_id = base.session_id AND x.lane = b.lane AND x.processed_at IS NULL)"
+        " THEN 0 ELSE 1 END, ?, b.processed_at FROM base CROSS JOIN batch b RETURNING idx)"
+        " SELECT idx, (SELECT pending FROM base) FROM inserted" + (" ORDER BY idx" if n > 1 else ""),
+        reread=Reread(
+            "SELECT e.idx, CASE WHEN ? THEN (SELECT " + PENDING_OF_SESSION + " FROM {p}event_session s"
+            f" WHERE s.session_id = e.session_id) END FROM {{p}}event e WHERE e.event_id IN ({ids})"
+            " AND e.session_id = ? AND e.created_at = ? ORDER BY e.idx",
+            (6 * n, *range(0, 6 * n, 6), 6 * n + 1, 6 * n + 3),
+        ),
+    )
+
+
 # The session row locked (FOR UPDATE), nothing read: sent ahead of a locking
 # read so that read's snapshot is taken with the lock held (a statement that
 # waited for a lock reads a snapshot from before the wait: LOCK_SESSION).

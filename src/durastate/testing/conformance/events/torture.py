@@ -328,19 +328,18 @@ class TestEventsIndexUse:
             pytest.skip("compiled only where answers are deferred and a WITH may hold writes")
         prefix = filled.engine.prefix
         now = 10**12
-        ids = ["i1", "i2"]
-        batch = (ids, ["t", "t"], [b"1", b"2"], ["l1", None], [0, 0], [now, None])
-        append = ("a", now, ids, True, "a", ids, *batch, now, now)
+        batch = ("i1", "t", b"1", "l1", 0, None, "i2", "t", b"2", None, 0, now)
+        append = (*batch, True, "a", "a", now, now, now)
         renew = (now, now, "a", 1, 1, "w", now, now, now, "a", 2, 1, "w", now, "a", 1, "a", 2)
         with filled.transaction():  # FOR UPDATE: locking reads
             plans = {
-                "APPEND_STATEMENT": plan_of(filled, events.APPEND_STATEMENT, append),
+                "append_statement": plan_of(filled, events.append_statement(2, checked=True), append),
                 "PUT_SNAPSHOT_CHECKED": plan_of(filled, events.PUT_SNAPSHOT_CHECKED, ("a", "a", "r", 3, b"{}", now, 3)),
                 "LOCK_SESSION_ROW": plan_of(filled, events.LOCK_SESSION_ROW, ("a",)),
             }
         for name, plan in plans.items():
             # The append's answer is sorted by index: a sort of the batch's rows.
-            sorts = name == "APPEND_STATEMENT"
+            sorts = name == "append_statement"
             assert_index_search(plan, prefix + "event_session", "s", using=("session_id",), sorts=sorts)
             if name != "LOCK_SESSION_ROW":
                 # The session's last index and pending probes, the ids' lookups, the lane's.
