@@ -9,14 +9,17 @@ connection, as tests/postgres/test_events_round_trips.py counts them. Each opera
 round after a warm-up (its statements prepared), whatever it needs made first (claims, dead letters) made
 untimed before each call; the median call of all rounds is reported, with the lowest round's median beside it.
 The operations are those the round-trip tests count (their counts on main, then this tree's, are in
-bench/RESULTS-events.md).
+bench/RESULTS-events.md). --sqlite: the same operations on a SQLite file in a temporary folder (whose path
+must not slow down).
 """
 
 from __future__ import annotations
 
 import argparse
 import itertools
+import os
 import statistics
+import tempfile
 import time
 import uuid
 from collections.abc import Callable
@@ -119,7 +122,12 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--calls", type=int, default=300)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--sqlite", action="store_true", help="the same operations on a SQLite file instead")
     args = parser.parse_args()
+    if args.sqlite:
+        with tempfile.TemporaryDirectory() as tmp, durastate.open(os.path.join(tmp, "bench.db")) as store:
+            measure(store, args.calls, args.rounds)
+        return
     url = postgres_url()
     prefix = "b" + uuid.uuid4().hex[:8] + "_"
     try:
