@@ -89,6 +89,22 @@ Design decisions (where the seed and DESIGN are silent):
   the answer. Fewer statements and fewer indexes touched (an unsettled
   event without a lane enters four of them, see migration 2) are what made
   these calls cheaper than the a2 seed's own (``bench/RESULTS.md``).
+* **On PostgreSQL each write costs the round trips it must wait for**
+  (``capabilities.deferred_answers`` and ``write_ctes``; the statements'
+  "PostgreSQL" section, compiled only there). An append outside a
+  transaction of up to ``APPEND_AT_ONCE`` events without a cause (new
+  session, ids, lanes and settled events included) and ``put_snapshot`` are
+  one statement each, their own commit: one round trip. Where a read decides
+  what to write, two: ``complete_attempt`` with children (the parent's row,
+  read with BEGIN and the session lock; then its writes, unawaited, with the
+  COMMIT, the children's inserts required to have gone in) and
+  ``fail_attempt`` (the event's row; then the write with the COMMIT);
+  ``renew_claims`` (up to ``RENEW_AT_ONCE`` distinct claims) is one statement
+  read in a transaction, then its COMMIT. Whenever one of these finds
+  anything unusual (an id taken, a stale read, an index past the session's
+  end), nothing of it stays and the path every engine runs gives the answer,
+  in its own order. SQLite answers at once and keeps the shapes above; so
+  does the Citus mode (its answers are never deferred).
 * **One scheduling column**, ``due_at``: when the event became claimable
   (append, lane promotion, failure, re-drive) or, while leased, the lease
   expiry. Claims select ``due_at <= now``; an expired lease needs no reaper.
