@@ -11,12 +11,16 @@ with a child), 5 (two renewals), 3 (a failure), 3 (a snapshot), 2 (a session's r
 from __future__ import annotations
 
 import itertools
+import threading
+import time
 from collections.abc import Iterator
+from typing import Any
 
+import psycopg
 import pytest
 
 import durastate
-from durastate.events import DuplicateBatch
+from durastate.events import DuplicateBatch, facet
 
 from . import test_round_trips
 from .proxy import CuttingProxy
@@ -193,3 +197,58 @@ def test_a_snapshot_in_one_statement_applies_once(cut_store: durastate.Store, pr
     assert proxy.cuts == 1
     assert [(i.reducer_name, i.index) for i in events.list_snapshots("s")] == [("r", 2)]
     assert events.put_snapshot("s", "r", 2, {}) is False
+
+
+def _waiting(admin: psycopg.Connection[Any], pid: int) -> bool:
+    row = admin.execute("SELECT wait_event_type FROM pg_stat_activity WHERE pid = %s", (pid,)).fetchone()
+    return row is not None and row[0] == "Lock"
+
+
+@pytest.mark.parametrize("session", ["new", "existing"])
+def test_an_append_run_again_while_its_first_run_still_goes_on_answers_the_first_runs_events(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch, session: str
+) -> None:
+    """The run a retry makes after finding nothing to re-read, while the first run (on the backend the client
+    lost) still holds the session: once that commits, the second finds its index or id taken (a ``Conflict``) and
+    answers with the first run's events, which carry its made ids and time, instead of refusing those ids."""
+    monkeypatch.setattr(facet, "random_id", lambda: "made-id")
+    with durastate.open(pg_url, clock=lambda: 1_700_000_000.0) as store, psycopg.connect(pg_url) as lost:
+        events = store.events
+        if session == "existing":
+            events.append("existing", [{"type": "earlier", "id": "earlier"}])
+        statement = events._append_statement[1, False]
+        row = (
+            "made-id",
+            "t",
+            b"null",
+            None,
+            0,
+            None,
+            False,
+            session,
+            session,
+            1_700_000_000_000,
+            *[1_700_000_000_000] * 2,
+        )
+        lost.execute(statement, row)  # the first run: done, not committed
+        answers: list[Any] = []
+        appending = threading.Thread(target=lambda: answers.append(events.append(session, [{"type": "t"}])))
+        with psycopg.connect(pg_url, autocommit=True) as admin:
+            appending.start()
+            deadline = time.monotonic() + 30
+            while not any(_waiting(admin, pid) for (pid,) in admin.execute(_OTHERS, (lost.info.backend_pid,))):
+                assert time.monotonic() < deadline, "the second run never waited for the first"
+                time.sleep(0.005)
+            lost.commit()  # the first run commits
+            appending.join()
+        first = 2 if session == "existing" else 1
+        assert [(e.id, e.index) for e in answers[0].events] == [("made-id", first)]
+        assert answers[0].has_pending is True
+        assert [e.id for e in events.read(session)][-1:] == ["made-id"] and events.read_events(
+            session
+        ).through_index == first
+
+
+_OTHERS = (
+    "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid() AND pid <> %s"
+)

@@ -465,15 +465,36 @@ class Events(Upkeep):
             # Ids given or made by new_id may be taken: looked up first (random ones need not be).
             statement = self._append_statement[len(prepared), made is None or new_id is not None]
             rows = engine.all(statement, params)
-        except Conflict:  # an index or id found taken: nothing applied
-            return made
-        if len(rows) != len(prepared):
-            return made
+        except Conflict:  # an index or id found taken: nothing applied by this run
+            return self._appended_before(session, made, unsettled, now) or made
+        if len(rows) != len(prepared):  # an id taken, or a session created meanwhile
+            return self._appended_before(session, made, unsettled, now) or made
         engine.notify(_CHANNEL + session, announced=True)
         stored = tuple(
             _fresh(i, e, int(row[0]), session, now) for i, e, row in zip(every_id, prepared, rows, strict=True)
         )
         return AppendResult(stored, unsettled or rows[0][1] is not None)
+
+    def _appended_before(self, session: str, made: list[str] | None, unsettled: bool, now: int) -> AppendResult | None:
+        """The events of ``made`` ids if an earlier run of this very append committed them, else None.
+
+        A retry after a lost connection that found nothing to re-read runs
+        the statement again; when the first run was still going on the lost
+        backend and commits meanwhile, the retry finds its ids or index
+        taken (``Conflict``), or the session row it would create made (no
+        row): by the first run, whose rows carry this call's ids and time
+        (the full path would refuse the ids it made).
+        Explicit ids need no such care: the full path answers an append
+        whose ids all exist with the stored events.
+        """
+        if made is None:
+            return None
+        found = self._existing(made)
+        if len(found) != len(made) or any(e.session_id != session or e.created_at != now for e in found):
+            return None
+        row = self._engine.one(self._has_pending, (session,))
+        pending = unsettled or (row is not None and row[0] is not None)
+        return AppendResult(tuple(sorted(found, key=lambda e: e.index)), pending)
 
     def read(
         self,
