@@ -5,7 +5,9 @@ One round trip where nothing needs an answer before the COMMIT, or where one sta
 work and answers; two where a read must decide what to write (the parent of a completion, the event a failure is
 recorded on), or where one statement's answer is read inside a transaction before its COMMIT (a renewal). Was, in
 the same order: 5 (an append to a new session), 5 (three events), 4 (an explicit id), 3 (a lane), 5 (a completion
-with a child), 5 (two renewals), 3 (a failure), 3 (a snapshot), 2 (a session's redrive).
+with a child), 5 (two renewals), 3 (a failure), 3 (a snapshot), 2 (a session's redrive). Then what the
+one-statement writes keep: a retry after a cut connection applies them once (they re-read instead of writing an
+attempt row), and a run again racing the first run answers with the first run's events.
 """
 
 from __future__ import annotations
