@@ -114,7 +114,10 @@ def open(
     ``max_value_size``/``max_key_size``: bytes; larger inputs are refused
     with ``InvalidRequest``. ``max_key_size`` bounds scope + ns + key
     together; ``None`` means as large as the engine can index (PostgreSQL:
-    2600 bytes, a larger value is refused; SQLite: ``max_value_size``).
+    2600 bytes, a larger value is refused; SQLite: ``max_value_size``);
+    on PostgreSQL ``max_value_size`` is at most 10**9 (a statement's message
+    holds at most 1 GiB; a larger one is refused, as SQLite refuses a value
+    over its own limit, 10**9 bytes by default, at the write).
     ``min_connections``/``max_connections``: the PostgreSQL pool size
     (checked, then ignored by SQLite, which uses one connection per
     thread; a ``min_connections`` the server's ``max_connections`` cannot
@@ -286,6 +289,12 @@ def _store_on(
             misconfigured(
                 f"max_key_size={max_key_size} is more than {engine.dialect.name} can index "
                 f"({index_limit} bytes for scope + ns + key); pass at most that, or None for the engine's limit"
+            )
+        value_limit = engine.dialect.max_value
+        if value_limit is not None and max_value_size > value_limit:
+            misconfigured(
+                f"max_value_size={max_value_size} is more than {engine.dialect.name} can take in one value "
+                f"({value_limit} bytes); pass at most that"
             )
         engine.migrate(schemas(facets))
     except BaseException:
