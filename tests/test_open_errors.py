@@ -493,6 +493,33 @@ def test_a_clock_out_of_range_is_refused_before_anything_is_created(
         assert _tables_in(store_url) == 0
 
 
+def test_a_max_value_size_postgresql_cannot_take_is_refused_before_anything_is_created(store_url: str) -> None:
+    """A value over ~1 GiB closes PostgreSQL's connection (its message limit): with such a ``max_value_size``
+    the store took the write for a lost connection and raised ``StoreUnavailable`` ("retry later") after its
+    busy timeout. Now the open is refused. SQLite refuses a value over its own limit at the write
+    (``InvalidRequest``, "string or blob too big"), so it takes any ``max_value_size``."""
+    limit = 1_000_000_000
+    if not store_url.startswith("postgresql"):
+        durastate.open(store_url, max_value_size=2 * limit).close()
+        return
+    with pytest.raises(
+        ConfigurationError,
+        match=rf"max_value_size={2 * limit} is more than postgresql .*{limit} bytes\); pass at most that, or None",
+    ):
+        durastate.open(store_url, max_value_size=2 * limit)
+    assert _tables_in(store_url) == 0
+    durastate.open(store_url, max_value_size=limit).close()
+
+
+def test_max_value_size_none_is_as_large_as_the_engine_takes(store_url: str) -> None:
+    """``None`` (what compat.vgi passes: the seed had no limit): PostgreSQL's 10**9 bytes; SQLite's none of
+    the store's own (SQLite refuses a value over its limit at the write)."""
+    with durastate.open(store_url, max_value_size=None) as store:
+        expected = 1_000_000_000 if store_url.startswith("postgresql") else 2**63 - 1
+        assert store.kv.max_value_size == expected
+        assert store.documents.max_value_size == expected
+
+
 # -- PostgreSQL: a pool the server can never fill --------------------------------------------
 
 

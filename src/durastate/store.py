@@ -52,7 +52,7 @@ class OpenOptions(TypedDict, total=False):
     durability: str
     busy_timeout: float
     clock: Clock | None
-    max_value_size: int
+    max_value_size: int | None
     max_key_size: int | None
     min_connections: int
     max_connections: int
@@ -76,7 +76,7 @@ def open(
     durability: str = "normal",
     busy_timeout: float = 30.0,
     clock: Clock | None = None,
-    max_value_size: int = DEFAULT_MAX_VALUE_SIZE,
+    max_value_size: int | None = DEFAULT_MAX_VALUE_SIZE,
     max_key_size: int | None = DEFAULT_MAX_KEY_SIZE,
     min_connections: int = 1,
     max_connections: int = 10,
@@ -115,6 +115,11 @@ def open(
     with ``InvalidRequest``. ``max_key_size`` bounds scope + ns + key
     together; ``None`` means as large as the engine can index (PostgreSQL:
     2600 bytes, a larger value is refused; SQLite: ``max_value_size``).
+    ``max_value_size`` ``None``: as large as the engine takes (PostgreSQL:
+    10**9 bytes, a statement's message holds at most 1 GiB, and a larger
+    ``max_value_size`` is refused; SQLite: no limit of the store's, SQLite
+    refuses a value over its own, 10**9 bytes by default, at the write
+    with ``InvalidRequest``).
     ``min_connections``/``max_connections``: the PostgreSQL pool size
     (checked, then ignored by SQLite, which uses one connection per
     thread; a ``min_connections`` the server's ``max_connections`` cannot
@@ -168,7 +173,7 @@ def _open_parts(
     durability: str = "normal",
     busy_timeout: float = 30.0,
     clock: Clock | None = None,
-    max_value_size: int = DEFAULT_MAX_VALUE_SIZE,
+    max_value_size: int | None = DEFAULT_MAX_VALUE_SIZE,
     max_key_size: int | None = DEFAULT_MAX_KEY_SIZE,
     min_connections: int = 1,
     max_connections: int = 10,
@@ -191,7 +196,8 @@ def _open_parts(
         retention = Retention()
     elif not isinstance(retention, Retention):
         misconfigured(f"retention must be a durastate.Retention, got {type(retention).__name__}")
-    max_value_size = _as_size("max_value_size", max_value_size)
+    if max_value_size is not None:
+        max_value_size = _as_size("max_value_size", max_value_size)
     if max_key_size is not None:
         max_key_size = _as_size("max_key_size", max_key_size)
     if not isinstance(read_only, bool):
@@ -261,7 +267,7 @@ def _check_clock(clock: Any) -> None:
 
 def _store_on(
     engine: Engine,
-    max_value_size: int,
+    max_value_size: int | None,
     max_key_size: int | None,
     retention: Retention,
     facets: tuple[Facet, ...],
@@ -279,6 +285,14 @@ def _store_on(
         if all_facets and engine.read_only:
             present = engine.schema_versions()
             facets = tuple(facet for facet in facets if facet.schema.facet in present) or facets
+        value_limit = engine.dialect.max_value
+        if max_value_size is None:
+            max_value_size = INT64_MAX if value_limit is None else value_limit
+        elif value_limit is not None and max_value_size > value_limit:
+            misconfigured(
+                f"max_value_size={max_value_size} is more than {engine.dialect.name} can take in one value "
+                f"({value_limit} bytes); pass at most that, or None for the engine's limit"
+            )
         index_limit = engine.dialect.max_index_key
         if max_key_size is None:
             max_key_size = index_limit if index_limit is not None else max_value_size

@@ -27,11 +27,11 @@ from .loop import LoopCommit
 from .plans import Plan, PlanStep
 from .schema import (
     _CREATE_SCHEMA_TABLE,
-    _READ_VERSIONS,
     _UPSERT_VERSION,
     CORE_SCHEMA,
     CREATE_SEQUENCE,
     NEXT_VALUE,
+    READ_VERSIONS,
     SCHEMA_TABLE,
     SEQUENCE_NAME_RE,
     Announce,
@@ -679,7 +679,7 @@ class EngineBase(Engine):
         if self.one(self.sql(READ(self.dialect.table_exists)), (name,)) is None:
             return None
         try:
-            rows = self.all(self.sql(_READ_VERSIONS))
+            rows = self.all(self.sql(READ_VERSIONS))
         except InvalidRequest:  # a table of that name without our columns: not ours
             what = f"table {name!r} is there without the columns of durastate's schema table (facet, version)"
             raise name_taken(self.url, what, self.prefix) from None

@@ -89,6 +89,9 @@ POSTGRES_DIALECT = Dialect(
     # A btree entry holds at most ~2704 bytes (a third of a page) including
     # headers; incompressible keys above this fail with a statement error.
     max_index_key=2600,
+    # The server closes the connection on a message over 1 GiB (a field holds at most 1 GiB - 1): a value
+    # with its statement's other parameters must fit. 10**9 bytes stored by kv.put (73 MB to spare).
+    max_value=1_000_000_000,
     key_lookup=_probing_lookup,
 )
 

@@ -125,7 +125,8 @@ SEQUENCE_NAME_RE = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 
 SCHEMA_TABLE = "{p}schema"
 _CREATE_SCHEMA_TABLE = DDL("CREATE TABLE IF NOT EXISTS {p}schema ( facet TEXT PRIMARY KEY, version INTEGER NOT NULL)")
-_READ_VERSIONS = READ("SELECT facet, version FROM {p}schema")
+# The facets' schema versions (the engine's open reads them; so does a damaged file's check).
+READ_VERSIONS = READ("SELECT facet, version FROM {p}schema")
 _UPSERT_VERSION = WRITE(
     "INSERT INTO {p}schema (facet, version) VALUES (?, ?) ON CONFLICT (facet) DO UPDATE SET version = excluded.version"
 )

@@ -73,7 +73,7 @@ from ..errors import ConfigurationError, DurastateError, InvalidRequest, StoreCl
 from .base import SQL, Clock, Kind, Params, PerThread, Plan, Row
 from .capabilities import Capabilities
 from .loop import running_loop
-from .schema import _READ_VERSIONS
+from .schema import READ_VERSIONS
 from .space import SpaceReport
 from .sqlite_busy import Backoff, all_rows_again, one_row_again, run_to_end_again
 from .sqlite_connections import SPARE_CONNECTIONS as SPARE_CONNECTIONS
@@ -214,7 +214,7 @@ class SqliteEngine(ChangeNotifications, SharedWrites):
                     raise ConfigurationError(f"{self.url}: no store file there to open read-only")
                 damage = damaged_header(file_path)
                 if damage is None and not os.path.exists(f"{file_path}-wal"):
-                    damage = damaged_pages(file_path, self.sql(_READ_VERSIONS))
+                    damage = damaged_pages(file_path, self.sql(READ_VERSIONS))
                 if damage is not None:  # refused before SQLite could create -wal and -shm files beside it
                     raise StoreCorrupt(f"opening {self.url}: {damage}{CORRUPT_HINT}")
                 # mode=ro: SQLite itself refuses every write on these connections.

@@ -357,6 +357,9 @@ class Dialect:
     name_taken: str = ""
     # The most bytes an indexed key (all its columns) may hold, or None.
     max_index_key: int | None = None
+    # The most bytes one stored value may hold, or None: where a larger one fails in a way that is no refusal
+    # (PostgreSQL closes the connection), ``open`` refuses a ``max_value_size`` above it.
+    max_value: int | None = None
     # The template of a ``KeyLookup``.
     key_lookup: Callable[[KeyLookup], str] = field(default=lambda lookup: in_list_lookup(lookup))
 

@@ -8,6 +8,7 @@ import functools
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
+from .._chunks import chunk_bounds
 from .._paging import stream_pages
 from .._validate import (
     INT64_MAX,
@@ -60,20 +61,6 @@ if TYPE_CHECKING:
 # Housekeeping in passing: every PRUNE_EVERY writes of this process, one
 # bounded sweep of up to PRUNE_BATCH expired values (upkeep).
 PRUNE_EVERY = 256
-
-
-def _row_chunks(params: list[object], width: int) -> Iterator[list[object]]:
-    """``params`` (rows of ``width``, the value 4th) in chunks of at most ``PUT_CHUNK`` rows whose values hold at
-    most ``PUT_CHUNK_BYTES`` together (a larger value: a chunk of its own)."""
-    start = size = 0
-    step = PUT_CHUNK * width
-    for at in range(0, len(params), width):
-        value = len(params[at + 3])  # type: ignore[arg-type]  # a blob as the engine binds it
-        if at > start and (at - start == step or size + value > PUT_CHUNK_BYTES):
-            yield params[start:at]
-            start, size = at, 0
-        size += value
-    yield params[start:]
 
 
 class KV(Upkeep):
@@ -448,7 +435,11 @@ class KV(Upkeep):
             tail = (engine.now_ms(),) if if_absent else ()
             # Several statements: atomic in the caller's transaction or one of their own.
             with engine.transaction() if not engine.in_transaction() else contextlib.nullcontext():
-                counts = [run(statements[len(chunk) // width], (*chunk, *tail)) for chunk in _row_chunks(params, width)]
+                sizes = map(len, params[3::width])  # type: ignore[arg-type]  # blobs
+                counts = [
+                    run(statements[end - start], (*params[start * width : end * width], *tail))
+                    for start, end in chunk_bounds(sizes, PUT_CHUNK, PUT_CHUNK_BYTES)
+                ]
             if if_absent and counted:
                 stored = sum(counts)
         # _after_write, inlined.

@@ -7,6 +7,7 @@ statement shape each engine chooses (``get_many_sql``, ``delete_keys_sql``).
 
 from __future__ import annotations
 
+from .._chunks import STATEMENT_BYTES
 from ..engines.base import READ, WRITE, WRITE_ROWS, KeyLookup, Marked, Migration, Schema, Statement
 
 # Keys per statement in get_many / delete(keys=): well under both engines'
@@ -175,11 +176,8 @@ def get_many_sql(count: int) -> KeyLookup:
 # bound-parameter limits); a longer batch is several, in one transaction.
 PUT_CHUNK = 128
 # And the most value bytes a put_many statement carries (a larger value goes
-# alone): PostgreSQL closes the connection on a message over 1 GB, which 128
-# values of up to ``max_value_size`` (64 MiB by default) could make; the
-# store then retried it as a lost connection for its busy timeout and raised
-# ``StoreUnavailable`` ("retry later") for a call that could never work.
-PUT_CHUNK_BYTES = 32 * 1024 * 1024
+# alone): see ``durastate._chunks``.
+PUT_CHUNK_BYTES = STATEMENT_BYTES
 
 
 def put_many_sql(count: int, *, deadline: bool, if_absent: bool) -> Statement:

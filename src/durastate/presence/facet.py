@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from itertools import chain, repeat
 from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from .._chunks import STATEMENT_BYTES, chunk_bounds
 from .._json import dump_json
 from .._listing import check_limit, distinct_params, distinct_sql
 from .._retention import BATCH
@@ -45,10 +46,8 @@ SCHEMA = Schema(
 # under both engines' bound-parameter limits.
 FIELD_CHUNK = 128
 # And the most value bytes a statement carries (a larger value goes alone):
-# PostgreSQL refuses a message over 1 GB, which 128 values of up to
-# ``max_value_size`` (64 MiB by default) could make, where a statement per
-# field never did.
-CHUNK_BYTES = 32 * 1024 * 1024
+# see ``durastate._chunks``.
+CHUNK_BYTES = STATEMENT_BYTES
 
 
 def upsert_sql(count: int) -> Statement:
@@ -133,22 +132,6 @@ _new = object.__new__
 _set = object.__setattr__
 
 
-def _chunks(upserts: list[tuple[str, bytes]]) -> Iterator[list[tuple[str, bytes]]]:
-    """``upserts`` (field, value) in order, in chunks of at most ``FIELD_CHUNK`` whose values hold at most
-    ``CHUNK_BYTES`` together (a larger value: a chunk of its own)."""
-    chunk: list[tuple[str, bytes]] = []
-    size = 0
-    for upsert in upserts:
-        n = len(upsert[1])
-        if chunk and (len(chunk) == FIELD_CHUNK or size + n > CHUNK_BYTES):
-            yield chunk
-            chunk, size = [], 0
-        chunk.append(upsert)
-        size += n
-    if chunk:
-        yield chunk
-
-
 class Presence:
     """The presence facet of a ``Store`` (see the module docstring)."""
 
@@ -199,8 +182,8 @@ class Presence:
         expires = engine.now_ms() + ttl
         # Several statements in a transaction of their own (or the caller's): one set stays atomic.
         statements = [
-            (self._upserts[len(chunk)], (ns, participant, seen, at, expires, *chain.from_iterable(chunk)))
-            for chunk in _chunks(upserts)
+            (self._upserts[end - start], (ns, participant, seen, at, expires, *chain.from_iterable(upserts[start:end])))
+            for start, end in chunk_bounds((len(value) for _field, value in upserts), FIELD_CHUNK, CHUNK_BYTES)
         ]
         statements += [
             (self._deletes[len(chunk)], (ns, participant, *chunk, at))

@@ -136,7 +136,8 @@ with ``durastate.open``):
   the clock.
 * Size limits: the native key/value size limits are lifted (the seed had
   none); only the engine's own limits apply, as ``ValueError``: SQLite
-  refuses a value over ~1 GB; PostgreSQL refuses a state/counter address
+  refuses a value over ~1 GB, PostgreSQL over 10**9 bytes (its messages
+  hold at most 1 GiB); PostgreSQL refuses a state/counter address
   (scope + ns + key) whose primary-key index entry would exceed ~2.7 kB
   (incompressible bytes), which the seed's SQLite accepted.
 * Tables are durastate's (prefix ``ds_``), created beside any tables the
@@ -192,7 +193,6 @@ from .namespaces import attach_catalog_bytes as attach_catalog_bytes
 from .sharded import ShardedSqliteStorage as ShardedSqliteStorage
 from .sharded import ShardedStorage as ShardedStorage
 from .storage import _HASHED_QUEUE_PREFIX as _HASHED_QUEUE_PREFIX
-from .storage import _NO_SIZE_LIMIT as _NO_SIZE_LIMIT
 from .storage import _QUEUE_ID_ROOM as _QUEUE_ID_ROOM
 from .storage import _QUEUE_PREFIX as _QUEUE_PREFIX
 from .storage import FunctionStorage as FunctionStorage

@@ -32,9 +32,6 @@ from ._checks import (
 _QUEUE_PREFIX = b"vgi/"
 _HASHED_QUEUE_PREFIX = b"vgi#"
 _QUEUE_ID_ROOM = _MAX_QUEUE_NAME_SIZE - len(_QUEUE_PREFIX)
-# Larger than any len(): the native size checks never refuse; the engine's
-# own limits (SQLite ~1 GB per value) still apply.
-_NO_SIZE_LIMIT = _INT64_MAX
 
 
 def _frozen_clock() -> float:
@@ -62,7 +59,7 @@ def _open_store(db_path: str | os.PathLike[str]) -> durastate.Store:
     return durastate.open(
         db_path,
         clock=_frozen_clock,
-        max_value_size=_NO_SIZE_LIMIT,
+        max_value_size=None,  # as large as the engine takes (SQLite ~1 GB, PostgreSQL 10**9 bytes)
         max_key_size=None,  # as large as the engine can index
     )
 
