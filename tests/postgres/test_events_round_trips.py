@@ -63,6 +63,19 @@ def test_an_append_is_one_round_trip(
     assert store.events.read_events("s").through_index == 1 + 3 * len(events)
 
 
+def test_an_append_of_more_than_a_statements_bytes_takes_the_full_path(
+    store: durastate.Store, relay: CuttingProxy, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """At most ``durastate._chunks.STATEMENT_BYTES`` of payloads in the one statement (PostgreSQL closes the
+    connection on a message over 1 GB); one event is never cut."""
+    monkeypatch.setattr(facet, "STATEMENT_BYTES", 100)
+    events = [{"type": "t", "payload": "x" * 60}, {"type": "t", "payload": "y" * 60}]
+    store.events.append("s", [{"type": "first"}])
+    assert round_trips(relay, lambda: store.events.append("s", events)) > 1
+    assert round_trips(relay, lambda: store.events.append("s", [{"type": "t", "payload": "z" * 200}])) == 1
+    assert [e.payload[0] for e in store.events.read("s", 1)] == ["x", "y"] * 3 + ["z"] * 3
+
+
 def test_an_append_with_ids_of_its_own_is_one_round_trip(store: durastate.Store, relay: CuttingProxy) -> None:
     ids = _names("id")
     assert round_trips(relay, lambda: store.events.append("s", [{"type": "t", "id": next(ids)}])) == 1

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import orjson
 
+from .._chunks import STATEMENT_BYTES
 from .._json import dump_json
 from .._tail import Tail, follow
 from .._validate import (
@@ -376,6 +377,8 @@ class Events(Upkeep):
             and len(prepared) <= APPEND_AT_ONCE
             and (not ids or len(ids) == len(prepared))
             and not engine.in_transaction()
+            # durastate._chunks's rule: at most STATEMENT_BYTES of values in one statement, unless one value
+            and (len(prepared) == 1 or sum(len(e.blob) for e in prepared) <= STATEMENT_BYTES)
         ):
             appended = self._append_statement_run(session, prepared, ids, new_id, now)
             if isinstance(appended, AppendResult):
