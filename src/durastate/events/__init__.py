@@ -92,7 +92,8 @@ Design decisions (where the seed and DESIGN are silent):
 * **On PostgreSQL each write costs the round trips it must wait for**
   (``capabilities.deferred_answers`` and ``write_ctes``; the statements'
   "PostgreSQL" section, compiled only there). An append outside a
-  transaction of up to ``APPEND_AT_ONCE`` events without a cause (new
+  transaction of up to ``APPEND_AT_ONCE`` events (and ``_chunks.STATEMENT_BYTES``
+  of payloads) without a cause (new
   session, ids, lanes and settled events included) and ``put_snapshot`` are
   one statement each, their own commit: one round trip. Where a read decides
   what to write, two: ``complete_attempt`` with children (the parent's row,
