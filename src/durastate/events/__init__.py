@@ -92,10 +92,10 @@ Design decisions (where the seed and DESIGN are silent):
 * **On PostgreSQL each write costs the round trips it must wait for**
   (``capabilities.deferred_answers`` and ``write_ctes``; the statements'
   "PostgreSQL" section, compiled only there). An append outside a
-  transaction of up to ``APPEND_AT_ONCE`` events (and ``_chunks.STATEMENT_BYTES``
-  of payloads) without a cause (new
-  session, ids, lanes and settled events included) and ``put_snapshot`` are
-  one statement each, their own commit: one round trip. Where a read decides
+  transaction of up to ``APPEND_AT_ONCE`` events (and
+  ``_chunks.STATEMENT_BYTES`` of payloads) without a cause (new session,
+  ids, lanes and settled events included) and ``put_snapshot`` are one
+  statement each, their own commit: one round trip. Where a read decides
   what to write, two: ``complete_attempt`` with children (the parent's row,
   read with BEGIN and the session lock; then its writes, unawaited, with the
   COMMIT, the children's inserts required to have gone in) and
@@ -114,6 +114,9 @@ Design decisions (where the seed and DESIGN are silent):
   ``ON CONFLICT DO NOTHING``, so even a concurrent duplicate is a
   ``DuplicateBatch`` raised by us (and an index found taken, which only a
   stale locked read on PostgreSQL causes, is read again and retried).
+  The one-statement append on PostgreSQL runs outside any transaction:
+  there a race's constraint violation fails only that statement, nothing
+  is applied, and the full path (the one above) runs and answers.
 * **Valid ranges** (each refused with ``InvalidRequest`` outside them;
   ``compat.a2`` takes the seed's wider ranges, see ``Events(seed_rules=)``):
   ``max_failures >= 1``; a snapshot index from 1 to the session's last
