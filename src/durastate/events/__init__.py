@@ -89,6 +89,23 @@ Design decisions (where the seed and DESIGN are silent):
   the answer. Fewer statements and fewer indexes touched (an unsettled
   event without a lane enters four of them, see migration 2) are what made
   these calls cheaper than the a2 seed's own (``bench/RESULTS.md``).
+* **On PostgreSQL each write costs the round trips it must wait for**
+  (``capabilities.deferred_answers`` and ``write_ctes``; the statements'
+  "PostgreSQL" section, compiled only there). An append outside a
+  transaction of up to ``APPEND_AT_ONCE`` events (and
+  ``_chunks.STATEMENT_BYTES`` of payloads) without a cause (new session,
+  ids, lanes and settled events included) and ``put_snapshot`` are one
+  statement each, their own commit: one round trip. Where a read decides
+  what to write, two: ``complete_attempt`` with children (the parent's row,
+  read with BEGIN and the session lock; then its writes, unawaited, with the
+  COMMIT, the children's inserts required to have gone in) and
+  ``fail_attempt`` (the event's row; then the write with the COMMIT);
+  ``renew_claims`` (up to ``RENEW_AT_ONCE`` distinct claims) is one statement
+  read in a transaction, then its COMMIT. Whenever one of these finds
+  anything unusual (an id taken, a stale read, an index past the session's
+  end), nothing of it stays and the path every engine runs gives the answer,
+  in its own order. SQLite answers at once and keeps the shapes above; so
+  does the Citus mode (its answers are never deferred).
 * **One scheduling column**, ``due_at``: when the event became claimable
   (append, lane promotion, failure, re-drive) or, while leased, the lease
   expiry. Claims select ``due_at <= now``; an expired lease needs no reaper.
@@ -97,6 +114,9 @@ Design decisions (where the seed and DESIGN are silent):
   ``ON CONFLICT DO NOTHING``, so even a concurrent duplicate is a
   ``DuplicateBatch`` raised by us (and an index found taken, which only a
   stale locked read on PostgreSQL causes, is read again and retried).
+  The one-statement append on PostgreSQL runs outside any transaction:
+  there a race's constraint violation fails only that statement, nothing
+  is applied, and the full path (the one above) runs and answers.
 * **Valid ranges** (each refused with ``InvalidRequest`` outside them;
   ``compat.a2`` takes the seed's wider ranges, see ``Events(seed_rules=)``):
   ``max_failures >= 1``; a snapshot index from 1 to the session's last
@@ -159,6 +179,7 @@ from .models import UnknownEvent as UnknownEvent
 from .rows import BRIEF_COLUMNS as BRIEF_COLUMNS
 from .rows import COLUMNS as COLUMNS
 from .statements import APPEND_ALONE as APPEND_ALONE
+from .statements import APPEND_AT_ONCE as APPEND_AT_ONCE
 from .statements import ATTEMPT_OF as ATTEMPT_OF
 from .statements import CLAIM_ANY_CANDIDATES as CLAIM_ANY_CANDIDATES
 from .statements import CLAIM_CANDIDATES as CLAIM_CANDIDATES
@@ -179,6 +200,7 @@ from .statements import GET_EVENT as GET_EVENT
 from .statements import GET_EVENT_LOCKED as GET_EVENT_LOCKED
 from .statements import HAS_PENDING as HAS_PENDING
 from .statements import INSERT_EVENT as INSERT_EVENT
+from .statements import INSERTED as INSERTED
 from .statements import LANE_DEAD as LANE_DEAD
 from .statements import LANE_READY as LANE_READY
 from .statements import LAST_INDEX as LAST_INDEX
@@ -187,11 +209,13 @@ from .statements import LIST_SESSIONS as LIST_SESSIONS
 from .statements import LIST_SNAPSHOTS as LIST_SNAPSHOTS
 from .statements import LOCK_PARENT as LOCK_PARENT
 from .statements import LOCK_SESSION as LOCK_SESSION
+from .statements import LOCK_SESSION_ROW as LOCK_SESSION_ROW
 from .statements import MARK_PROCESSED as MARK_PROCESSED
 from .statements import PENDING_OF_SESSION as PENDING_OF_SESSION
 from .statements import PROMOTE_LANE as PROMOTE_LANE
 from .statements import PRUNE as PRUNE
 from .statements import PUT_SNAPSHOT as PUT_SNAPSHOT
+from .statements import PUT_SNAPSHOT_CHECKED as PUT_SNAPSHOT_CHECKED
 from .statements import RAISE_FLOOR as RAISE_FLOOR
 from .statements import READ_RANGE as READ_RANGE
 from .statements import READ_STATE as READ_STATE
@@ -199,11 +223,14 @@ from .statements import READ_STATE_BRIEF as READ_STATE_BRIEF
 from .statements import REDRIVE_ONE as REDRIVE_ONE
 from .statements import REDRIVE_SESSION as REDRIVE_SESSION
 from .statements import RENEW as RENEW
+from .statements import RENEW_AT_ONCE as RENEW_AT_ONCE
 from .statements import RETRY_AT as RETRY_AT
 from .statements import SCHEMA as SCHEMA
 from .statements import SETTLED_SESSIONS as SETTLED_SESSIONS
 from .statements import SNAPSHOT_FLOORS as SNAPSHOT_FLOORS
 from .statements import STILL_SETTLED as STILL_SETTLED
+from .statements import append_statement as append_statement
+from .statements import renew_all as renew_all
 from .upkeep import PRUNE_BATCH as PRUNE_BATCH
 
 __all__ = [

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import orjson
 
+from .._chunks import STATEMENT_BYTES
 from .._json import dump_json
 from .._tail import Tail, follow
 from .._validate import (
@@ -23,7 +24,8 @@ from .._validate import (
     positive,
     text,
 )
-from ..errors import StoreClosed
+from ..engines.deferred import RequirementFailed
+from ..errors import Conflict, StoreClosed
 from .inputs import NewEvent, expiry, ids_unique, new_events, plain_name
 from .models import (
     AppendResult,
@@ -43,6 +45,7 @@ from .rows import EventColumn as C
 from .rows import event_from_row, new_object
 from .statements import (
     APPEND_ALONE,
+    APPEND_AT_ONCE,
     ATTEMPT_OF,
     CLAIM_ANY_CANDIDATES,
     CLAIM_CANDIDATES,
@@ -57,18 +60,24 @@ from .statements import (
     GET_EVENT_LOCKED,
     HAS_PENDING,
     INSERT_EVENT,
+    INSERTED,
     LAST_INDEX,
     LOCK_PARENT,
     LOCK_PARENT_LAST,
     LOCK_SESSION,
+    LOCK_SESSION_ROW,
     MARK_PROCESSED,
     PROMOTE_LANE,
     PUT_SNAPSHOT,
+    PUT_SNAPSHOT_CHECKED,
     READ_RANGE,
     READ_STATE,
     READ_STATE_BRIEF,
     RENEW,
+    RENEW_AT_ONCE,
     RETRY_AT,
+    append_statement,
+    renew_all,
 )
 from .upkeep import Upkeep
 
@@ -98,6 +107,29 @@ _NEVER_SET: dict[str, Any] = {
 }
 # A frozen dataclass refuses attribute assignment; object's own does not.
 set_dict = object.__setattr__
+
+
+def _insert_params(session: str, index: int, event_id: str, e: NewEvent, now: int) -> tuple[Any, ...]:
+    """INSERT_EVENT's parameters for ``e`` at ``index``."""
+    cause = e.cause
+    lane = e.lane
+    return (
+        session,
+        index,
+        event_id,
+        e.type,
+        e.blob,
+        now,
+        None if cause is None else cause.index,
+        None if cause is None else cause.attempt,
+        None if cause is None else cause.batch_size,
+        lane,
+        lane,
+        session,
+        lane,
+        now,
+        now if e.settled else None,
+    )
 
 
 def _fresh(event_id: str, e: NewEvent, index: int, session: str, now: int) -> StoredEvent:
@@ -183,6 +215,21 @@ class Events(Upkeep):
         self._read_state = sql(READ_STATE)
         self._read_state_brief = sql(READ_STATE_BRIEF)
         self._put_snapshot = sql(PUT_SNAPSHOT)
+        # Where each answer read costs a round trip and a WITH may hold writes (plain PostgreSQL), the writes
+        # take the shapes of the statements' "PostgreSQL" section: one statement where the facet needs its
+        # answer, statements nobody awaits (``send``, ``require``) where it does not. Elsewhere not compiled.
+        capabilities = engine.capabilities
+        self._flights = capabilities.deferred_answers and capabilities.write_ctes
+        if self._flights:
+            self._append_statement = {
+                (n, checked): sql(append_statement(n, checked))
+                for n in range(1, APPEND_AT_ONCE + 1)
+                for checked in (False, True)
+            }
+            self._lock_session_row = sql(LOCK_SESSION_ROW)
+            self._inserted = sql(INSERTED)
+            self._put_snapshot_checked = sql(PUT_SNAPSHOT_CHECKED)
+            self._renew_all = {n: sql(renew_all(n)) for n in range(1, RENEW_AT_ONCE + 1)}
         self._init_upkeep(sql)
 
     def channel(self, session_id: str) -> str:
@@ -240,12 +287,42 @@ class Events(Upkeep):
         now: int,
         prepared: list[NewEvent],
         new_id: Callable[[], str] | None,
-        made: str | None = None,
+        made: list[str] | None = None,
     ) -> list[StoredEvent]:
         """Insert ``prepared`` after index ``last`` (the session lock held) and return them as stored.
 
         ``new_id`` names events without an id (see ``_made_id``); ``made``:
-        the id already made for the first of them.
+        the ids already made for the first of them, in order.
+        """
+        engine = self._engine
+        insert = self._insert_event
+        stored = []
+        index = last
+        made_ids = iter(made or ())
+        for e in prepared:
+            index += 1
+            event_id = e.id
+            if event_id is None:
+                event_id = next(made_ids, None)
+                if event_id is None:
+                    event_id = random_id() if new_id is None else self._made_id(new_id)
+            params = _insert_params(session, index, event_id, e, now)
+            if not engine.execute(insert, params):
+                index = self._taken(session, event_id)
+                params = (session, index, *params[2:])
+                if not engine.execute(insert, params):
+                    raise DuplicateBatch(f"event id {event_id!r} already exists")
+            stored.append(_fresh(event_id, e, index, session, now))
+        return stored
+
+    def _send_inserts(self, session: str, last: int, now: int, prepared: list[NewEvent]) -> list[StoredEvent]:
+        """``_insert`` of events with ids, sent unawaited: they ride the next round trip (``deferred_answers``).
+
+        The session lock must be held since before ``last`` was read
+        (``LOCK_SESSION_ROW`` sent first), so the indexes after it are free;
+        an insert that finds its id taken inserts nothing, and the
+        requirement sent after them (``INSERTED``) then fails the
+        transaction: ``RequirementFailed``, for the caller's precise path.
         """
         engine = self._engine
         insert = self._insert_event
@@ -253,37 +330,10 @@ class Events(Upkeep):
         index = last
         for e in prepared:
             index += 1
-            event_id = e.id
-            if event_id is None:
-                if made is not None:
-                    event_id, made = made, None
-                else:
-                    event_id = random_id() if new_id is None else self._made_id(new_id)
-            cause = e.cause
-            lane = e.lane
-            params = (
-                session,
-                index,
-                event_id,
-                e.type,
-                e.blob,
-                now,
-                None if cause is None else cause.index,
-                None if cause is None else cause.attempt,
-                None if cause is None else cause.batch_size,
-                lane,
-                lane,
-                session,
-                lane,
-                now,
-                now if e.settled else None,
-            )
-            if not engine.execute(insert, params):
-                index = self._taken(session, event_id)
-                params = (session, index, *params[2:])
-                if not engine.execute(insert, params):
-                    raise DuplicateBatch(f"event id {event_id!r} already exists")
-            stored.append(_fresh(event_id, e, index, session, now))
+            assert e.id is not None
+            engine.send(insert, _insert_params(session, index, e.id, e, now))
+            stored.append(_fresh(e.id, e, index, session, now))
+        engine.require(self._inserted, (len(prepared), session, last, index), "every event went in")
         return stored
 
     def _taken(self, session: str, event_id: str) -> int:
@@ -322,13 +372,26 @@ class Events(Upkeep):
         ids = ids_unique(prepared)
         now = engine.now_ms()
         made = None
-        if len(prepared) == 1 and not ids:
+        if (
+            self._flights
+            and len(prepared) <= APPEND_AT_ONCE
+            and (not ids or len(ids) == len(prepared))
+            and not engine.in_transaction()
+            # durastate._chunks's rule: at most STATEMENT_BYTES of values in one statement, unless one value
+            and (len(prepared) == 1 or sum(len(e.blob) for e in prepared) <= STATEMENT_BYTES)
+        ):
+            appended = self._append_statement_run(session, prepared, ids, new_id, now)
+            if isinstance(appended, AppendResult):
+                return appended
+            made = appended  # the ids it made, the full path's too
+        elif len(prepared) == 1 and not ids:
             e = prepared[0]
             if e.cause is None and e.lane is None and not e.settled:
                 # The common append in one statement (see APPEND_ALONE);
                 # no row: the full path below, with the same id.
-                made = self._made_id(new_id)
-                alone = (made, e.type, e.blob, now, now, session)
+                made_id = self._made_id(new_id)
+                made = [made_id]
+                alone = (made_id, e.type, e.blob, now, now, session)
                 if self._append_alone_outside:
                     row = engine.one(self._append_alone, alone)
                     if row is not None:
@@ -339,7 +402,7 @@ class Events(Upkeep):
                         if row is not None:
                             engine.notify("events:" + session, announced=True)
                 if row is not None:
-                    return AppendResult((_fresh(made, e, int(row[0]), session, now),), True)
+                    return AppendResult((_fresh(made_id, e, int(row[0]), session, now),), True)
         with engine.transaction():
             locked = self._lock(session, now, create=True)
             assert locked is not None
@@ -371,6 +434,70 @@ class Events(Upkeep):
             # Inside: delivered at the commit either way; an engine that sends it itself sends it with the COMMIT.
             engine.notify(_CHANNEL + session, announced=True)  # self.channel(session), unchecked
         return AppendResult(tuple(stored), pending or any(not e.settled for e in prepared))
+
+    def _append_statement_run(
+        self,
+        session: str,
+        prepared: list[NewEvent],
+        ids: list[str],
+        new_id: Callable[[], str] | None,
+        now: int,
+    ) -> AppendResult | list[str] | None:
+        """``append`` as one statement (``append_statement``: PostgreSQL, outside a transaction); one round trip.
+
+        Events without a cause, every one with an id of its own (``ids``)
+        or none (made here, in order, as the full path would make them).
+        The result; else the ids it made (None: none), with which the full
+        path runs: a cause, an id taken, a race (see the statement).
+        """
+        if any(e.cause is not None for e in prepared):
+            return None
+        made = None if ids else [self._made_id(new_id) for _ in prepared]
+        every_id = made or ids
+        params: list[Any] = []
+        waiting: set[str] = set()  # lanes with an unsettled event earlier in the batch
+        for event_id, e in zip(every_id, prepared, strict=True):
+            lane = e.lane
+            params += (event_id, e.type, e.blob, lane, 1 if lane in waiting else 0, now if e.settled else None)
+            if lane is not None and not e.settled:
+                waiting.add(lane)
+        unsettled = any(not e.settled for e in prepared)
+        params += (not unsettled, session, session, now, now, now)
+        engine = self._engine
+        try:
+            # Ids given or made by new_id may be taken: looked up first (random ones need not be).
+            statement = self._append_statement[len(prepared), made is None or new_id is not None]
+            rows = engine.all(statement, params)
+        except Conflict:  # an index or id found taken: nothing applied by this run
+            return self._appended_before(session, made, unsettled, now) or made
+        if len(rows) != len(prepared):  # an id taken, or a session created meanwhile
+            return self._appended_before(session, made, unsettled, now) or made
+        engine.notify(_CHANNEL + session, announced=True)
+        stored = tuple(
+            _fresh(i, e, int(row[0]), session, now) for i, e, row in zip(every_id, prepared, rows, strict=True)
+        )
+        return AppendResult(stored, unsettled or rows[0][1] is not None)
+
+    def _appended_before(self, session: str, made: list[str] | None, unsettled: bool, now: int) -> AppendResult | None:
+        """The events of ``made`` ids if an earlier run of this very append committed them, else None.
+
+        A retry after a lost connection that found nothing to re-read runs
+        the statement again; when the first run was still going on the lost
+        backend and commits meanwhile, the retry finds its ids or index
+        taken (``Conflict``), or the session row it would create made (no
+        row): by the first run, whose rows carry this call's ids and time
+        (the full path would refuse the ids it made).
+        Explicit ids need no such care: the full path answers an append
+        whose ids all exist with the stored events.
+        """
+        if made is None:
+            return None
+        found = self._existing(made)
+        if len(found) != len(made) or any(e.session_id != session or e.created_at != now for e in found):
+            return None
+        row = self._engine.one(self._has_pending, (session,))
+        pending = unsettled or (row is not None and row[0] is not None)
+        return AppendResult(tuple(sorted(found, key=lambda e: e.index)), pending)
 
     def read(
         self,
@@ -520,6 +647,23 @@ class Events(Upkeep):
         expires = expiry(now, ttl_ms, expires_at_ms, claim=False, seed_rules=self._seed_rules)
         renewed: list[int] = []
         superseded: list[int] = []
+        if self._flights and len(wanted) <= RENEW_AT_ONCE and len({index for index, _ in wanted}) == len(wanted):
+            # Every claim in one statement (renew_all): its answer, then the COMMIT, two round trips (a
+            # transaction because its retry after a lost connection needs the transaction's attempt row).
+            attempts = dict(wanted)
+            params: list[Any] = []
+            for index, attempt in wanted:
+                params += (expires, expires, session, index, attempt, holder, now)
+            for index, _ in wanted:
+                params += (session, index)
+            with engine.transaction():
+                rows = engine.all(self._renew_all[len(wanted)], params)
+            for index, attempt_count, was_renewed in rows:
+                if int(attempt_count) > attempts[int(index)]:
+                    superseded.append(int(index))
+                elif was_renewed:
+                    renewed.append(int(index))
+            return RenewResult(tuple(sorted(renewed)), tuple(sorted(superseded)))
         with engine.transaction():
             for index, attempt in wanted:
                 row = engine.one(self._attempt_of, (session, index))
@@ -551,7 +695,30 @@ class Events(Upkeep):
         now = engine.now_ms()
         if not prepared and engine.execute(self._complete_alone, (now, attempt, "[]", session, index, attempt)):
             return CompleteResult("completed")  # the common case in one statement (see COMPLETE_ALONE)
+        if self._flights and prepared:
+            try:
+                return self._complete(session, index, attempt, prepared, now, flight=True)
+            except RequirementFailed:
+                pass  # a child's id is taken: nothing applied, the precise path says so
+        return self._complete(session, index, attempt, prepared, now, flight=False)
+
+    def _complete(
+        self, session: str, index: int, attempt: int, prepared: list[NewEvent], now: int, *, flight: bool
+    ) -> CompleteResult:
+        """``complete_attempt``'s transaction; ``flight`` (PostgreSQL, with children): two round trips.
+
+        The parent's row decides what to write (processed already, by which
+        attempt; still claimed by this one), so it is read first: with BEGIN
+        and the session lock sent ahead of it, one round trip. The writes go
+        unawaited with the COMMIT (the second): the children's ids are not
+        looked up, their inserts are required to have gone in
+        (``_send_inserts``), and ``RequirementFailed`` sends the caller to
+        the precise path (``flight`` off), which words the refusal.
+        """
+        engine = self._engine
         with engine.transaction():
+            if flight:
+                engine.send(self._lock_session_row, (session,))
             parent = engine.one(self._lock_parent, (session, index))
             if parent is None:
                 raise UnknownEvent(f"no event at index {index} in session {session!r}")
@@ -582,15 +749,19 @@ class Events(Upkeep):
                 or parent[C.failed_at] is not None
             ):
                 return CompleteResult("superseded")
-            if ids and self._existing(ids):
+            if ids and not flight and self._existing(ids):
                 raise DuplicateBatch("returned event batch contains an already-appended event id")
-            engine.execute(self._mark_processed, (now, attempt, orjson.dumps(ids).decode(), session, index))
+            engine.send(self._mark_processed, (now, attempt, orjson.dumps(ids).decode(), session, index))
             lane = parent[C.lane]
             if lane is not None:
-                engine.execute(self._promote_lane, (now, session, session, lane))
+                engine.send(self._promote_lane, (now, session, session, lane))
             for e in prepared:
                 e.cause = Cause(index, attempt)
-            stored = self._insert(session, int(parent[LOCK_PARENT_LAST]), now, prepared, None) if prepared else []
+            last = int(parent[LOCK_PARENT_LAST])
+            if flight:
+                stored = self._send_inserts(session, last, now, prepared)
+            else:
+                stored = self._insert(session, last, now, prepared, None) if prepared else []
             if stored:  # inside: with the COMMIT (see append)
                 engine.notify(_CHANNEL + session, announced=True)
         return CompleteResult("completed", tuple(stored))
@@ -625,7 +796,9 @@ class Events(Upkeep):
                 return FailResult("superseded", failures)
             failures += 1
             dead = failures >= max_failures
-            engine.execute(self._fail, (failures, error, now, attempt, now if dead else None, now, session, index))
+            # Its answer decides nothing: it rides the COMMIT (PostgreSQL: the row read decides what to write, so
+            # two round trips, the read's and the COMMIT's).
+            engine.send(self._fail, (failures, error, now, attempt, now if dead else None, now, session, index))
         return FailResult("dead_lettered" if dead else "failed", failures)
 
     # -- snapshots -------------------------------------------------------------
@@ -689,6 +862,12 @@ class Events(Upkeep):
         now = engine.now_ms()
         if self._seed_rules:
             return engine.execute(self._put_snapshot, (session, reducer, index, blob, now)) == 1
+        if self._flights:
+            # The lock, the check and the write in one statement (PUT_SNAPSHOT_CHECKED): one round trip. An index
+            # past the last it read (which may be stale) takes the path below, which checks again and refuses.
+            row = engine.one(self._put_snapshot_checked, (session, session, reducer, index, blob, now, index))
+            if row is not None and row[0] is not None and index <= int(row[0]):
+                return bool(row[1])
         with engine.transaction():
             locked = self._lock(session, now, create=False)
             last = 0 if locked is None else locked[0]

@@ -6,7 +6,7 @@ Statements that select whole events select ``COLUMNS`` (from ``rows``), so
 
 from __future__ import annotations
 
-from ..engines.base import READ, WRITE, WRITE_ROWS, Announce, Migration, Schema
+from ..engines.base import READ, WRITE, WRITE_ROWS, Announce, Migration, Reread, Schema, Statement
 from .rows import BRIEF_COLUMNS, COLUMNS, EVENT_COLUMNS
 
 _INDEXES = (
@@ -229,14 +229,139 @@ RETRY_AT = READ(
     "SELECT MIN(claim_expires_at) FROM {p}event WHERE session_id = ? AND " + _READY + " AND claim_expires_at > ?"
 )
 ATTEMPT_OF = READ("SELECT attempt_count FROM {p}event WHERE session_id = ? AND idx = ?")
-RENEW = WRITE(
+_RENEW = (
     "UPDATE {p}event SET claim_expires_at = ?, due_at = ? WHERE session_id = ? AND idx = ? AND attempt_count = ?"
     " AND processed_at IS NULL AND failed_at IS NULL AND claim_holder = ? AND claim_expires_at > ?"
 )
+RENEW = WRITE(_RENEW)
 FAIL = WRITE(
     "UPDATE {p}event SET failure_count = ?, last_error = ?, last_failed_at = ?, last_failed_attempt = ?,"
     " failed_at = ?, claim_holder = NULL, claim_expires_at = NULL, due_at = ? WHERE session_id = ? AND idx = ?"
 )
+
+# -- PostgreSQL: writes in as few round trips as they need ----------------------
+#
+# Compiled only where answers are deferred and a WITH may hold writes
+# (``capabilities.deferred_answers`` and ``write_ctes``: plain PostgreSQL,
+# not its Citus mode). A statement there costs a round trip for each answer
+# read, so each write below answers in one statement what the facet needs;
+# SQLite, which answers at once, keeps the statements above.
+
+# append outside a transaction, of up to APPEND_AT_ONCE events without a
+# cause (all with ids of their own, or none), to a session that exists or
+# not: one statement, its own commit, one round trip. The session row is
+# created (``created``) or locked (``locked``, FOR UPDATE OF as
+# APPEND_ALONE), only while none of the ids is taken; the events (``batch``,
+# one row of values each) go in at the indexes after its last, each event's
+# lane readiness as INSERT_EVENT's (``blocked``: an unsettled event of its
+# lane is earlier in the batch). Answers each inserted index with whether the
+# session had an unprocessed event before (asked for by a parameter: only
+# needed when every event is settled). No row: an id is taken, or the session
+# row was created by a transaction not yet visible (append's full path, with
+# the same ids, tells which). The insert has no ON CONFLICT: an index found
+# taken (a lock that waited read a stale last index, see LOCK_SESSION) or an
+# id taken meanwhile fails the whole statement (a ``Conflict``, nothing
+# applied, no surrounding transaction to doom), and the full path runs. A
+# retry after a lost connection re-reads the events by their ids and the
+# statement's time (found: it committed, they are its answer; see
+# ``engines.postgres_attempts``). One text per batch size, each value a
+# parameter of its own: with the rows as arrays the planner costed 10 of
+# each, never took the generic plan and planned every call again (~1 ms).
+# Parameters: each event's id, type, payload, lane, blocked and processed_at,
+# then whether to read pending, the session, the session, now, now, now.
+APPEND_AT_ONCE = 16
+_BATCH_ROW = "(CAST(? AS {text}), CAST(? AS {text}), CAST(? AS {blob}), CAST(? AS {text}), CAST(? AS {int64}),"
+_IDS_FREE = "NOT EXISTS (SELECT 1 FROM batch b JOIN {p}event y ON y.event_id = b.event_id)"
+
+
+def append_statement(n: int, checked: bool) -> Statement:
+    """The statement appending ``n`` events (1 .. APPEND_AT_ONCE), see above.
+
+    ``checked``: the ids are looked up first (not for random ids, which no
+    stored event holds: the insert still fails on one that did).
+    """
+    rows = ", ".join(f"{_BATCH_ROW} CAST(? AS {{int64}}), {i})" for i in range(1, n + 1))
+    ids = ", ".join("?" * n)
+    free = " AND " + _IDS_FREE if checked else ""
+    return WRITE_ROWS(
+        f"WITH batch (event_id, event_type, payload, lane, blocked, processed_at, n) AS (VALUES {rows}),"
+        " locked AS (SELECT s.session_id, "
+        + LAST_OF_SESSION
+        + " AS last, CASE WHEN ? THEN "
+        + PENDING_OF_SESSION
+        + " END AS pending FROM {p}event_session s WHERE s.session_id = ?"
+        + free
+        + "{for_update_of:s}),"
+        # Only where no session row was found (the insert's conflict check is not free).
+        " created AS (INSERT INTO {p}event_session (session_id, index_floor, created_at)"
+        " SELECT ?, 0, ? WHERE NOT EXISTS (SELECT 1 FROM locked)" + free + " ON CONFLICT (session_id) DO NOTHING"
+        " RETURNING session_id, index_floor),"
+        " base AS (SELECT session_id, last, pending FROM locked"
+        " UNION ALL SELECT session_id, index_floor, NULL FROM created),"
+        " inserted AS (INSERT INTO {p}event (session_id, idx, event_id, event_type, payload, created_at, lane,"
+        " lane_ready, due_at, processed_at) SELECT base.session_id, base.last + b.n, b.event_id, b.event_type,"
+        " b.payload, ?, b.lane, CASE WHEN b.lane IS NULL THEN 1 WHEN b.blocked = 1 OR EXISTS (SELECT 1"
+        " FROM {p}event x WHERE x.session_id = base.session_id AND x.lane = b.lane AND x.processed_at IS NULL)"
+        " THEN 0 ELSE 1 END, ?, b.processed_at FROM base CROSS JOIN batch b RETURNING idx)"
+        " SELECT idx, (SELECT pending FROM base) FROM inserted" + (" ORDER BY idx" if n > 1 else ""),
+        reread=Reread(
+            "SELECT e.idx, CASE WHEN ? THEN (SELECT " + PENDING_OF_SESSION + " FROM {p}event_session s"
+            f" WHERE s.session_id = e.session_id) END FROM {{p}}event e WHERE e.event_id IN ({ids})"
+            " AND e.session_id = ? AND e.created_at = ? ORDER BY e.idx",
+            (6 * n, *range(0, 6 * n, 6), 6 * n + 1, 6 * n + 3),
+        ),
+    )
+
+
+# The session row locked (FOR UPDATE), nothing read: sent ahead of a locking
+# read so that read's snapshot is taken with the lock held (a statement that
+# waited for a lock reads a snapshot from before the wait: LOCK_SESSION).
+LOCK_SESSION_ROW = READ("SELECT 1 FROM {p}event_session WHERE session_id = ?{for_update}")
+# Whether the events sent to indexes (? , ?] of the session all went in
+# (``require``d after INSERT_EVENT statements nobody awaited): with the
+# session lock held from before the last index was read, the rows there are
+# this transaction's, so a count short means an insert found its id taken.
+INSERTED = READ("SELECT COUNT(*) = ? FROM {p}event WHERE session_id = ? AND idx > ? AND idx <= ?")
+# put_snapshot outside a transaction: the session lock, the check that the
+# index is at most the session's last, and the write, in one statement (its
+# own commit). Answers the last index (NULL: no session; a stale one when its
+# lock waited, so a refusal is checked again by the full path) and whether the
+# snapshot was stored. A retry after a lost connection re-reads the snapshot
+# by its index and time (found: it committed and stored it).
+PUT_SNAPSHOT_CHECKED = WRITE_ROWS(
+    "WITH s AS (SELECT " + LAST_OF_SESSION + " AS last FROM {p}event_session s"
+    " WHERE s.session_id = ?{for_update_of:s}),"
+    " w AS (INSERT INTO {p}event_snapshot (session_id, reducer_name, up_to_index, state, updated_at)"
+    " SELECT ?, ?, ?, ?, ? FROM s WHERE s.last >= ? ON CONFLICT (session_id, reducer_name) DO UPDATE SET"
+    " up_to_index = excluded.up_to_index, state = excluded.state, updated_at = excluded.updated_at"
+    " WHERE excluded.up_to_index > {p}event_snapshot.up_to_index RETURNING 1)"
+    " SELECT (SELECT last FROM s), EXISTS (SELECT 1 FROM w)",
+    reread=Reread(
+        "SELECT CAST(? AS {int64}), TRUE FROM {p}event_snapshot WHERE session_id = ? AND reducer_name = ?"
+        " AND up_to_index = ? AND updated_at = ?",
+        (3, 1, 2, 3, 5),
+    ),
+)
+# renew_claims of up to RENEW_AT_ONCE distinct indexes in one statement (in a
+# transaction, whose COMMIT follows its answer): each claim's RENEW as a CTE of
+# its own, then per claim that names an event its index, attempt count and
+# whether it was renewed. One primary-key lookup a claim, whatever the plan
+# statistics say (a join of the claims as an array planned, on fresh tables,
+# a scan of the whole session). Parameters: RENEW's for each claim, then the
+# session and the index of each.
+RENEW_AT_ONCE = 16
+
+
+def renew_all(n: int) -> Statement:
+    """The statement renewing ``n`` claims (1 .. RENEW_AT_ONCE), see above."""
+    renews = ", ".join(f"r{i} AS ({_RENEW} RETURNING idx)" for i in range(n))
+    answers = " UNION ALL ".join(
+        f"SELECT idx, attempt_count, EXISTS (SELECT 1 FROM r{i}) FROM {{p}}event WHERE session_id = ? AND idx = ?"
+        for i in range(n)
+    )
+    return WRITE_ROWS(f"WITH {renews} {answers}")
+
+
 READ_RANGE = READ(
     "SELECT " + COLUMNS + " FROM {p}event WHERE session_id = ? AND idx > ? AND idx <= ? ORDER BY idx LIMIT ?"
 )

@@ -198,9 +198,9 @@ class Upkeep:
         session, wanted = _dead_letter_selection(session_id, indexes)
         engine = self._engine
         now = engine.now_ms()
+        if wanted is None:  # one statement: its own commit (one round trip on PostgreSQL, not two)
+            return engine.execute(self._redrive_session, (now, session))
         with engine.transaction():
-            if wanted is None:
-                return engine.execute(self._redrive_session, (now, session))
             missing = [i for i in wanted if not engine.execute(self._redrive_one, (now, session, i))]
             if missing:  # raised inside the transaction: the ones redriven go back
                 raise _not_dead_letters(session, missing, "redriven")

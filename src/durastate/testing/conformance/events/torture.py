@@ -321,6 +321,32 @@ class TestEventsIndexUse:
         assert_index_search(plan, prefix + "event_session", "s", using=("session_id",))
         assert_index_search(plan, prefix + "event", "e", "x", using=("session_id",))
 
+    def test_round_trip_shapes(self, filled: durastate.Store) -> None:
+        """The statements only an engine with deferred answers and write CTEs compiles (PostgreSQL's)."""
+        capabilities = filled.engine.capabilities
+        if not (capabilities.deferred_answers and capabilities.write_ctes):
+            pytest.skip("compiled only where answers are deferred and a WITH may hold writes")
+        prefix = filled.engine.prefix
+        now = 10**12
+        batch = ("i1", "t", b"1", "l1", 0, None, "i2", "t", b"2", None, 0, now)
+        append = (*batch, True, "a", "a", now, now, now)
+        renew = (now, now, "a", 1, 1, "w", now, now, now, "a", 2, 1, "w", now, "a", 1, "a", 2)
+        with filled.transaction():  # FOR UPDATE: locking reads
+            plans = {
+                "append_statement": plan_of(filled, events.append_statement(2, checked=True), append),
+                "PUT_SNAPSHOT_CHECKED": plan_of(filled, events.PUT_SNAPSHOT_CHECKED, ("a", "a", "r", 3, b"{}", now, 3)),
+                "LOCK_SESSION_ROW": plan_of(filled, events.LOCK_SESSION_ROW, ("a",)),
+            }
+        for name, plan in plans.items():
+            # The append's answer is sorted by index: a sort of the batch's rows.
+            sorts = name == "append_statement"
+            assert_index_search(plan, prefix + "event_session", "s", using=("session_id",), sorts=sorts)
+            if name != "LOCK_SESSION_ROW":
+                # The session's last index and pending probes, the ids' lookups, the lane's.
+                assert_index_search(plan, prefix + "event", "e", "x", "y", using=("session_id",), sorts=sorts)
+        self.check(filled, events.INSERTED, (2, "a", 10, 12), "session_id", "idx")
+        self.check(filled, events.renew_all(2), renew, "session_id", "idx")
+
     def test_state_reads(self, filled: durastate.Store) -> None:
         filled.events.put_snapshot("a", "r", 10, {})
         for statement in (events.READ_STATE, events.READ_STATE_BRIEF):
