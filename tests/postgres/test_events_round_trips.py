@@ -267,3 +267,19 @@ def test_an_append_run_again_while_its_first_run_still_goes_on_answers_the_first
 _OTHERS = (
     "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid() AND pid <> %s"
 )
+
+
+def test_a_claim_that_takes_nothing_is_two_round_trips(store: durastate.Store, relay: CuttingProxy) -> None:
+    """The claim, then the lease read that says busy or settled (was 4: the claim again in a transaction, whose
+    statements each read a snapshot of their own on PostgreSQL anyway)."""
+    events = store.events
+    events.append("busy", [{"type": "t"}])
+    leased = events.claim_available("busy", "h1", ttl_ms=60_000)
+    assert leased.outcome == "claimed"
+    answers: list[durastate.events.ClaimResult] = []
+    assert round_trips(relay, lambda: answers.append(events.claim_available("busy", "h2", ttl_ms=1_000))) == 2
+    assert answers[-1].outcome == "busy"
+    assert answers[-1].retry_at == leased.events[0].claim_expires_at
+    events.append("settled", [{"type": "t", "settled": True}])
+    assert round_trips(relay, lambda: answers.append(events.claim_available("settled", "h2", ttl_ms=1_000))) == 2
+    assert answers[-1].outcome == "settled"

@@ -566,9 +566,15 @@ class Events(Upkeep):
             # One statement (its own commit) when it claims something; when
             # it claims nothing, the busy/settled answer must come from the
             # same snapshot as the claim: the transaction below tries again.
+            # Where a transaction's statements each read a snapshot of their
+            # own anyway (PostgreSQL's READ COMMITTED, where answers cost a
+            # round trip each), the lease read follows at once: two round
+            # trips, not four (BEGIN and the claim again, the read, COMMIT).
             rows = engine.all(claim, claim_params)
             if rows:
                 return self._claimed(rows)
+            if self._flights:
+                return self._busy_or_settled(engine.one(self._retry_at, (session, now)))
         with engine.transaction():
             if not excluded:
                 rows = engine.all(claim, claim_params)
@@ -585,6 +591,11 @@ class Events(Upkeep):
             if rows:
                 return self._claimed(rows)
             retry = engine.one(self._retry_at, (session, now))
+        return self._busy_or_settled(retry)
+
+    @staticmethod
+    def _busy_or_settled(retry: Row | None) -> ClaimResult:
+        """A claim that took nothing: busy until the earliest lease expiry (``RETRY_AT``'s row), else settled."""
         retry_at = None if retry is None else retry[0]  # MIN(claim_expires_at)
         if retry_at is None:
             return ClaimResult("settled")
