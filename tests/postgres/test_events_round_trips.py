@@ -1,5 +1,5 @@
 """How many network round trips the events facet's writes cost on PostgreSQL (``events.statements``, its
-"PostgreSQL" section), counted on the wire by the relay as in ``test_round_trips``.
+section "writes in as few round trips as they need"), counted on the wire by the relay as in ``test_round_trips``.
 
 One round trip where nothing needs an answer before the COMMIT, or where one statement (its own commit) does the
 work and answers; two where a read must decide what to write (the parent of a completion, the event a failure is

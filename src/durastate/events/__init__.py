@@ -91,8 +91,9 @@ Design decisions (where the seed and DESIGN are silent):
   these calls cheaper than the a2 seed's own (``bench/RESULTS.md``).
 * **On PostgreSQL each write costs the round trips it must wait for**
   (``capabilities.deferred_answers`` and ``write_ctes``; the statements'
-  "PostgreSQL" section, compiled only there). An append outside a
-  transaction of up to ``APPEND_AT_ONCE`` events (and
+  section "writes in as few round trips as they need", compiled only
+  there). An append outside a transaction of up to ``APPEND_AT_ONCE``
+  events (and
   ``_chunks.STATEMENT_BYTES`` of payloads) without a cause (new session,
   ids, lanes and settled events included) and ``put_snapshot`` are one
   statement each, their own commit: one round trip. Where a read decides

@@ -216,8 +216,9 @@ class Events(Upkeep):
         self._read_state_brief = sql(READ_STATE_BRIEF)
         self._put_snapshot = sql(PUT_SNAPSHOT)
         # Where each answer read costs a round trip and a WITH may hold writes (plain PostgreSQL), the writes
-        # take the shapes of the statements' "PostgreSQL" section: one statement where the facet needs its
-        # answer, statements nobody awaits (``send``, ``require``) where it does not. Elsewhere not compiled.
+        # take the shapes of the statements' section "writes in as few round trips as they need": one
+        # statement where the facet needs its answer, statements nobody awaits (``send``, ``require``) where
+        # it does not. Elsewhere not compiled.
         capabilities = engine.capabilities
         self._flights = capabilities.deferred_answers and capabilities.write_ctes
         if self._flights:
