@@ -46,24 +46,29 @@ Transactions, two ways, both one atomic commit on one connection:
 The sync API's per-thread ambient transaction never leaks into async code:
 no transaction is ever left open on the loop thread between two calls.
 
-Cancellation (a cancelled ``await`` on any facet): a call either completes
-or is undone, never half done. Every write is atomic, so a cancelled write
-either committed or did nothing. A cancelled ``queues.claim`` or
-``events.claim_available``/``claim_any`` whose claim was taken anyway is
-released before the ``CancelledError`` reaches the caller (the delivery
-counts as an attempt, as a crashed worker's would; a try still running on
-a worker is waited for, so a claim made next finds the item).
+Cancellation (a cancelled ``await`` on any facet; ``docs/guide/async.md``,
+"Cancellation and timeouts"): a call either completes or is undone, never
+half done, and is over before the ``CancelledError`` reaches the caller: a
+call running on a worker is waited for (it cannot be interrupted; a second
+cancel stops the wait), one still queued never starts. Every write is
+atomic, so a cancelled write either committed or did nothing. A cancelled
+``queues.claim`` or ``events.claim_available``/``claim_any`` whose claim was
+taken anyway is released first (due again at once, waiters woken; the
+delivery counts as an attempt, as a crashed worker's would).
 ``queues.pop`` is at-most-once: a pop cancelled after it took its item
-loses it, exactly as a consumer dying after ``pop`` would. A
-cancelled ``transact`` rolls back unless its commit had begun (on
-PostgreSQL a transaction's writes travel with its COMMIT in one flight, so a
-write waiting for another transaction's row lock waits inside the commit:
-cancelling it then does not undo it, it commits once the lock is free); a
-cancelled ``async with`` block rolls back. A wait (``wait=``) holds nothing
-while it waits (on PostgreSQL the store's listening connection wakes it on
-the loop; elsewhere it polls every 50 ms on the loop), so cancelling it is
-always clean. ``await store.close()`` waits until no worker thread is
-inside a call before closing the connections.
+loses it, exactly as a consumer dying after ``pop`` would. A cancelled
+``transact`` rolls back unless its commit had begun (on PostgreSQL a
+transaction's writes travel with its COMMIT in one flight, so a write
+waiting for another transaction's row lock waits inside the commit:
+cancelling it then does not undo it, it commits once the lock is free, and
+the caller waits for that); a cancelled ``async with`` block rolls back, and
+its commit or rollback once begun is carried to its end. A wait (``wait=``)
+holds nothing while it waits (on PostgreSQL the store's listening
+connection wakes it on the loop; elsewhere it polls every 50 ms on the
+loop), so cancelling it is always clean. A cancelled ``open`` closes the
+store it made. ``await store.close()`` (carried to its end even if
+cancelled) waits until no worker thread is inside a call, rolls back the
+blocks other tasks left open, then closes the connections.
 
 Iterators: ``kv.scan``/``kv.log``/``documents.iter_keys`` return async
 iterators (pages read as they are consumed; argument errors surface at the
