@@ -35,10 +35,11 @@ def install() -> None:
         undo: Any = None,
         *,
         reads: bool = False,
+        on_cancel: Callable[[], object] | None = None,
     ) -> Any:
         no_wait = self.no_wait_reads if reads else None
         if no_wait is None:
-            return await real(self, fn, args, kwargs, undo, reads=reads)
+            return await real(self, fn, args, kwargs, undo, reads=reads, on_cancel=on_cancel)
         runs: list[int] = []
 
         def watched(*a: Any, **k: Any) -> Any:
@@ -46,7 +47,7 @@ def install() -> None:
             return fn(*a, **k)
 
         before = no_wait()
-        result = await real(self, watched, args, kwargs, undo, reads=True)
+        result = await real(self, watched, args, kwargs, undo, reads=True, on_cancel=on_cancel)
         if runs == [threading.get_ident()]:
             after = no_wait()
             if after != before:

@@ -363,10 +363,10 @@ def test_a_cancelled_transact_rolls_back(tmp_path: Path) -> None:
             await asyncio.to_thread(holder.release)
             assert await asyncio.to_thread(entered.wait, 30)  # inside the transaction, the write made
             task.cancel()
+            await asyncio.sleep(0)  # one turn of the loop: the task has taken its cancel, and waits for the call
+            proceed.set()  # the function returns after its caller was cancelled ...
             with pytest.raises(asyncio.CancelledError):
                 await task
-            proceed.set()  # the function returns after its caller was cancelled ...
-            await asyncio.to_thread(s._runner.wait_idle)
             return await s.kv.get(b"s", b"n", b"k")  # ... so the transaction rolled back
 
     assert asyncio.run(main()) is None

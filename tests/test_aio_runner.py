@@ -124,7 +124,7 @@ def test_a_result_handed_over_to_a_cancelled_caller_is_undone_before_the_cancel_
 
 _CALL_IN_FLIGHT_AT_EXIT = """
 import asyncio, threading
-from durastate._aio import AsyncRunner
+from durastate._aio import LEAVE, AsyncRunner
 
 runner = AsyncRunner(workers=1, name="exit")
 started = threading.Event()
@@ -135,7 +135,8 @@ def slow_call():
     print("finished", flush=True)
 
 async def main():
-    asyncio.create_task(runner.on_thread(slow_call, (), {}))
+    # LEAVE: the cancelled task does not wait for it (the default, WAIT, would: then nothing is left for the exit)
+    asyncio.create_task(runner.on_thread(slow_call, (), {}, if_cancelled=LEAVE))
     await asyncio.to_thread(started.wait)
 
 asyncio.run(main())  # cancels the awaiting task; the call goes on on its worker

@@ -40,8 +40,8 @@ def test_an_async_store_dropped_unclosed_ends_its_threads_and_frees_its_engine(s
         return weakref.ref(store._store.engine)  # and the store goes with this frame, unclosed
 
     engine = asyncio.run(use_and_drop())
-    # The process's one waker thread (durastate._aio._Waker) is no store's: it lives as long as the process.
-    started = set(threading.enumerate()) - before - {_aio._WAKER._thread}
+    # The process's one waker thread (durastate._aio_jobs.Waker) is no store's: it lives as long as the process.
+    started = set(threading.enumerate()) - before - {_aio.WAKER._thread}
     assert started  # workers, a pinned thread (and on PostgreSQL the pool's and the listener's)
     gc.collect()
     deadline = time.monotonic() + FAILURE_DEADLINE

@@ -38,29 +38,42 @@ Where a call runs:
   only waits for its fsync on the loop's thread.
 
 Cancellation: an inline call cannot be interrupted (it never awaits), so it
-completes. A call on a worker thread keeps running when its awaiting
-coroutine is cancelled; if the caller gave an ``undo``, it is applied to
-the result the caller never received (a cancelled claim is released), on
-the worker, before the worker counts as idle, and the ``CancelledError``
-reaches the caller only then: a claim made right after a cancelled one
-finds its item (a call still queued never starts; a second cancel stops
-that wait, the undo still happens). ``close()`` refuses new calls
-and waits until no worker is inside a call (undo included) before the
-store's connections are closed, so no connection is ever freed under a
-thread still using it.
+completes. Nor can a call on a worker thread (a statement in flight, a wait
+for a lock): what its cancelled caller gets is ``on_thread``'s
+``if_cancelled`` policy. By default (``WAIT``) a call still queued never
+starts, and one already running is waited for before the ``CancelledError``
+reaches the caller, so nothing of the call goes on behind its back: a write
+has committed or rolled back, a ``transaction`` or ``close`` that follows
+does not race with it. If the caller gave an ``undo``, it is applied to the
+result the caller never received (a cancelled claim is released), on the
+worker, before the worker counts as idle. A second cancel stops the wait
+(the call still ends on its worker, its undo still happens). The cost: a
+caller cancelled while its call waits for another connection's lock waits
+with it, up to the store's ``busy_timeout``. ``FINISH`` carries the call to
+its end whatever cancels come (a queued one starts anyway: a transaction
+block's commit or rollback); ``LEAVE`` raises at once and lets a running
+call go on (``AsyncStore.maintain``'s sweep). ``call_repeatable`` waits
+for its COMMIT's answer as ``WAIT`` does. ``close()`` refuses new calls,
+waits until no worker is inside a call (undo included), rolls back the
+transaction blocks still open on pinned threads (their tasks abandoned
+them), then stops the threads, so no connection is ever freed under a
+thread still using it; ``aclose()`` is carried to its end even if
+cancelled.
 """
 
 from __future__ import annotations
 
 import asyncio
 import atexit
+import enum
 import os
-import queue
 import threading
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine, Generator
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, cast
 
+from ._aio_jobs import WAKER, WORKERS, Inbox, Job, Undo, Workers, undo_quietly
 from .engines.loop import LoopCommit, Settle, WouldWait, inline_site
 from .engines.sqlite import LockBusy
 from .errors import StoreClosed
@@ -73,281 +86,27 @@ T = TypeVar("T")
 
 DEFAULT_WORKERS = 8
 
-Undo = Callable[[Any], object]
+__all__ = ["DEFAULT_WORKERS", "FINISH", "LEAVE", "WAIT", "WAKER", "AsyncRunner", "IfCancelled", "Undo", "to_the_end"]
 
 
-class _Job:
-    """One call handed to a worker; settles who undoes a result nobody received.
+class IfCancelled(enum.Enum):
+    """What a call on a worker does when its awaiting caller is cancelled (``AsyncRunner.on_thread``).
 
-    ``waiter`` is woken (through ``inbox``, on its loop) when the call is
-    over; ``result`` or ``error`` is then what it gave. ``cancelled``: the awaiting coroutine
-    was cancelled first (a call still queued then never starts);
-    ``delivered``: the result was handed to the loop first. With an
-    ``undo``, both are read and set under ``lock``, so exactly one side
-    undoes a result the caller never received.
+    Whatever the policy, the caller then gets ``CancelledError``, and a call
+    that ran is never interrupted: a statement in flight, a wait for a lock
+    go on to their end.
     """
 
-    __slots__ = (
-        "args",
-        "cancelled",
-        "delivered",
-        "error",
-        "finished",
-        "fn",
-        "inbox",
-        "kwargs",
-        "lock",
-        "result",
-        "started",
-        "undo",
-        "waiter",
-    )
-
-    def __init__(
-        self,
-        fn: Callable[..., Any],
-        args: tuple[Any, ...],
-        kwargs: dict[str, Any],
-        undo: Undo | None = None,
-        waiter: asyncio.Future[None] | None = None,
-        inbox: _Inbox | None = None,
-    ):
-        self.fn = fn
-        self.args = args
-        self.kwargs = kwargs
-        self.undo = undo
-        self.waiter = waiter
-        self.inbox = inbox
-        self.lock = None if undo is None else threading.Lock()
-        self.cancelled = False
-        self.started = False
-        self.delivered = False
-        self.finished = False
-        self.result: Any = None
-        self.error: BaseException | None = None
-
-    def run(self) -> None:
-        """On a worker: the call (unless cancelled while queued), then the undo if due.
-
-        The waiter is woken afterwards by ``notify``, once the worker has
-        left the runner's busy count: a coroutine that resumes finds the
-        call over in every sense (``wait_idle``, ``close``).
-        """
-        if self.lock is None:
-            if self.cancelled:
-                return
-        else:
-            with self.lock:  # a cancel from now on waits for the call and its undo (``on_thread``)
-                if self.cancelled:
-                    return
-                self.started = True
-        try:
-            result = self.fn(*self.args, **self.kwargs)
-        except BaseException as exc:
-            self.error = exc
-            return
-        self.result = result
-        if self.lock is not None:
-            assert self.undo is not None
-            with self.lock:
-                cancelled = self.cancelled
-                self.delivered = not cancelled
-            if cancelled:
-                _undo_quietly(self.undo, result)
-
-    def notify(self, more_queued: bool = False) -> None:
-        """On a worker, after ``run``: wake the waiter through its loop's inbox.
-
-        ``more_queued``: the worker has another job waiting; the loop is
-        then woken by the ``_WAKER`` thread, not by this worker (see there).
-        """
-        if self.inbox is not None:
-            self.inbox.put(self, more_queued)
-
-    def settle(self) -> None:
-        self.finished = True
-        waiter = self.waiter
-        if waiter is not None and not waiter.done():  # cancelled meanwhile: the coroutine is gone already
-            waiter.set_result(None)
+    #: A call still queued never starts; a running one is waited for (its undo too) before the
+    #: ``CancelledError`` reaches the caller. A second cancel stops the wait (the call still ends on its worker).
+    WAIT = "wait"
+    #: The call runs to its end, even one still queued, and every cancel is waited through.
+    FINISH = "finish"
+    #: The ``CancelledError`` reaches the caller at once; a running call goes on (a queued one never starts).
+    LEAVE = "leave"
 
 
-class _Inbox:
-    """Finished jobs for one event loop: one wake-up of the loop settles every job that finished meanwhile."""
-
-    __slots__ = ("_jobs", "_lock", "_scheduled", "loop")
-
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self.loop = loop
-        self._jobs: list[_Job] = []
-        self._lock = threading.Lock()
-        self._scheduled = False
-
-    def put(self, job: _Job, deferred: bool = False) -> None:
-        """Add a finished job; wake the loop unless a wake-up is pending (``deferred``: by ``_WAKER``)."""
-        with self._lock:
-            self._jobs.append(job)
-            if self._scheduled:
-                return
-            self._scheduled = True
-        if deferred:
-            _WAKER.wake(self)
-        else:
-            self.wake()
-
-    def wake(self) -> None:
-        """Schedule ``_drain`` on the loop (from any thread)."""
-        loop = self.loop
-        if not loop.is_closed():
-            try:
-                loop.call_soon_threadsafe(self._drain)
-            except RuntimeError:  # closed since: nobody is waiting any more
-                pass
-
-    def _drain(self) -> None:
-        with self._lock:
-            jobs, self._jobs = self._jobs, []
-            self._scheduled = False
-        for job in jobs:
-            job.settle()
-
-
-class _Waker:
-    """One thread per process that wakes event loops on behalf of busy workers.
-
-    Waking a loop from another thread (``call_soon_threadsafe``) writes to
-    its self-pipe, a system call that releases the GIL: the worker then
-    queues for the GIL again, usually behind the loop it has just woken,
-    before it can start its next job, and its connection idles meanwhile.
-    A worker with another job queued hands the wake-up to this thread
-    instead (a ``SimpleQueue.put``, which keeps the GIL) and goes straight
-    on; a worker about to go idle wakes the loop itself (it loses nothing
-    by waiting, and an uncontended call pays no extra thread switch).
-    Measured on PostgreSQL, 200 coroutines over a pool of 10 against 10
-    threads: worth 1-5 % of throughput, about one run's noise
-    (``bench/RESULTS.md``, "PostgreSQL async: one waker thread").
-
-    The thread is a daemon started on first use; a forked child starts its
-    own (the parent's does not exist there).
-    """
-
-    def __init__(self) -> None:
-        self._reset()
-
-    def _reset(self) -> None:
-        self._queue: queue.SimpleQueue[_Inbox] = queue.SimpleQueue()
-        self._lock = threading.Lock()
-        self._thread: threading.Thread | None = None
-
-    def wake(self, inbox: _Inbox) -> None:
-        if self._thread is None:
-            with self._lock:
-                if self._thread is None:
-                    thread = threading.Thread(target=self._run, name="durastate-waker", daemon=True)
-                    thread.start()
-                    self._thread = thread
-        self._queue.put(inbox)
-
-    def _run(self) -> None:
-        get = self._queue.get
-        while True:
-            inbox = get()
-            try:
-                inbox.wake()
-            except Exception:  # never end the thread: every later wake-up would be lost
-                pass
-
-
-_WAKER = _Waker()
-os.register_at_fork(after_in_child=_WAKER._reset)
-
-
-class _Workers:
-    """Up to ``size`` threads taking jobs from one queue, started as jobs arrive.
-
-    Lighter than ``ThreadPoolExecutor`` plus ``asyncio.wrap_future`` (a
-    job is one queue put, and finished jobs reach their loop through an
-    ``_Inbox``, one wake-up for all that finished meanwhile; no
-    ``concurrent.futures.Future`` with its condition and callbacks, no
-    two-way chaining of futures): a hop measured ~4 us of CPU instead of
-    16-20 (``bench/aio.py --only hop``). Threads are
-    daemons, so a store nobody closed does not keep the process alive; at
-    exit, calls still on a worker are waited for first (``_at_exit``).
-    ``runner._leave()`` is called after every job, undo included.
-
-    The threads hold their runner weakly (``runner``, a ``weakref.ref``): a
-    runner nobody uses any more (an ``AsyncStore`` dropped without
-    ``close()``, its facades and iterators with it) is collected, and its
-    finalizer (``AsyncRunner.__init__``) ends these threads. Held strongly,
-    as the threads once did, they kept it, and through it the store's
-    connections (on PostgreSQL its pooled and listening sessions), for the
-    life of the process: a service opening a store per task and dropping
-    it leaked them all, task after task.
-
-    Fork: a child has none of the parent's threads; its copy starts its own
-    (``forget_parent``, from ``_after_fork_in_child``).
-    """
-
-    def __init__(self, size: int, name: str, runner: weakref.ref[AsyncRunner]) -> None:
-        self._queue: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
-        self._size = size
-        self._name = name
-        self._runner = runner
-        self._threads: list[threading.Thread] = []
-        self._lock = threading.Lock()
-        self._stopped = False
-        _WORKERS.add(self)
-
-    def forget_parent(self) -> None:
-        """In a forked child: the parent's threads, the jobs queued for them and their lock are not this process's.
-
-        Without this the child's copy counted the parent's threads as its
-        own and started none: every call it queued waited forever.
-        """
-        self._queue = queue.SimpleQueue()
-        self._threads = []
-        self._lock = threading.Lock()
-
-    def post(self, job: _Job) -> None:
-        """Queue ``job``; ``StoreClosed`` once ``shutdown()`` was called (it would never run)."""
-        with self._lock:  # shutdown's sentinels are never queued ahead of a job they would strand
-            if self._stopped:
-                raise StoreClosed("the store is closed")
-            self._queue.put(job)
-            if len(self._threads) < self._size:
-                thread = threading.Thread(target=self._work, name=f"{self._name}_{len(self._threads)}", daemon=True)
-                thread.start()
-                self._threads.append(thread)
-
-    def _work(self) -> None:
-        jobs = self._queue
-        get, runner = jobs.get, self._runner
-        while (job := get()) is not None:
-            try:
-                job.run()
-            except BaseException:  # only an undo's (run keeps the call's own): never end the worker
-                pass
-            finally:
-                root = runner()
-                if root is not None:  # collected: nobody can be waiting for its calls to end
-                    root._leave()  # before the waiter wakes (see _Job.run)
-                    root = None  # not kept while the next get() waits (see the class docstring)
-                job.notify(not jobs.empty())
-            # Not kept while the next get() waits: a job holds its function (an integration object's bound
-            # method, say), which would keep that object alive as long as this thread idles, and with it
-            # this runner (integrations._common's reaper ends the runner of an object collected unclosed).
-            job = None
-
-    def shutdown(self, wait: bool) -> None:
-        """Stop the threads once the jobs queued before are done; with ``wait``, join them."""
-        with self._lock:
-            self._stopped = True
-            threads = list(self._threads)
-            for _ in threads:
-                self._queue.put(None)
-        if wait:
-            for thread in threads:
-                if thread is not threading.current_thread():
-                    thread.join()
+WAIT, FINISH, LEAVE = IfCancelled.WAIT, IfCancelled.FINISH, IfCancelled.LEAVE
 
 
 def _quietly(work: Callable[[], object]) -> None:
@@ -361,27 +120,106 @@ def _settled() -> None:
     """A collected COMMIT's job when its answer came: nothing left to run."""
 
 
+async def _over(job: Job, loop: asyncio.AbstractEventLoop, *, through_cancels: bool) -> bool:
+    """Wait until ``job`` is settled on ``loop`` (its call over); False if a cancel stopped the wait first.
+
+    ``through_cancels``: every cancel is waited through. Each wait has a
+    waiter of its own (a cancel cancels the one it interrupts).
+    """
+    while not job.finished:
+        job.waiter = waiter = loop.create_future()
+        try:
+            await waiter
+        except asyncio.CancelledError:
+            if not through_cancels:
+                return False
+    return True
+
+
 def _loop_can_run(loop: asyncio.AbstractEventLoop) -> bool:
     """Whether ``loop`` can still run its callbacks: not closed, running, on another thread than this one."""
     return not loop.is_closed() and loop.is_running() and asyncio._get_running_loop() is not loop
 
 
-def _undo_quietly(undo: Undo, result: Any) -> None:
+async def to_the_end(awaitable: Coroutine[Any, Any, T]) -> T:
+    """``await awaitable``, carried to its end even if the caller is cancelled.
+
+    A cancelled caller keeps waiting until the awaitable has finished (a
+    write that began is committed or rolled back before the caller moves
+    on, never left running behind its back), then the first
+    ``CancelledError`` is raised (and the awaitable's own error, if it
+    failed, is dropped). This is how the OpenAI Agents SDK's own sessions
+    treat a cancelled mutation.
+
+    The coroutine's first step runs here, in the caller's task: a call that
+    completes without suspending (inline on the loop's thread, every
+    uncontended SQLite write at ``durability="normal"``) cannot be
+    cancelled and needs nothing more. Only one that suspends (a worker's
+    call) is carried on in a task of its own, which the caller's
+    cancellation does not reach (a task costs a call ~9 us of CPU).
+    """
     try:
-        undo(result)
-    except Exception:  # best effort: the lease runs out anyway
-        pass
+        yielded = awaitable.send(None)
+    except StopIteration as done:
+        return cast(T, done.value)
+    task = asyncio.ensure_future(_Resumed(awaitable, yielded))
+    cancelled: asyncio.CancelledError | None = None
+    while not task.done():
+        try:
+            await asyncio.wait({task})
+        except asyncio.CancelledError as exc:
+            cancelled = cancelled or exc
+    if cancelled is not None:
+        if not task.cancelled():
+            task.exception()  # retrieved, so a failed write is not reported as "never retrieved"
+        raise cancelled
+    return task.result()
+
+
+_STARTED = object()  # _Resumed: the yielded value is handed over
+
+
+class _Resumed(Coroutine[Any, Any, T]):
+    """The rest of a coroutine whose first step has run and yielded ``yielded`` (``to_the_end``), for a task to drive.
+
+    The task's first ``send`` gets ``yielded`` (what the step gave up: a
+    future to wait on, or ``None`` to yield once); every later ``send`` and
+    ``throw`` goes to the coroutine, whose ``StopIteration`` ends the task
+    with its value. A coroutine of its own, not an ``async def`` awaiting
+    one: no frame between the task and the call on every step.
+    """
+
+    __slots__ = ("_coro", "_yielded")
+
+    def __init__(self, coro: Coroutine[Any, Any, T], yielded: Any) -> None:
+        self._coro = coro
+        self._yielded = yielded
+
+    def send(self, value: Any) -> Any:
+        yielded = self._yielded
+        if yielded is not _STARTED:
+            self._yielded = _STARTED
+            return yielded
+        return self._coro.send(value)
+
+    def throw(self, *exc: Any) -> Any:
+        self._yielded = _STARTED
+        return self._coro.throw(*exc)
+
+    def close(self) -> None:
+        self._coro.close()
+
+    def __await__(self) -> Generator[Any, Any, T]:
+        raise TypeError("_Resumed is driven by a task (to_the_end), not awaited")
 
 
 # Runners alive in this process: at exit, calls still on their workers finish first.
 _RUNNERS: weakref.WeakSet[AsyncRunner] = weakref.WeakSet()
-# Every runner's workers (pinned runners' too), for the fork hook.
-_WORKERS: weakref.WeakSet[_Workers] = weakref.WeakSet()
 
 
 def _after_fork_in_child() -> None:
     """A runner made before the fork works in the child: threads of its own, none of the parent's calls."""
-    for workers in list(_WORKERS):
+    for workers in list(WORKERS):
         workers.forget_parent()
     for runner in list(_RUNNERS):
         runner._forget_parent_calls()
@@ -413,7 +251,7 @@ class AsyncRunner:
     ) -> None:
         self._name = name
         self._root: AsyncRunner = self if _root is None else _root
-        self._workers = _Workers(workers, name, weakref.ref(self._root))
+        self._workers = Workers(workers, name, weakref.ref(self._root))
         # Collected unclosed (nothing holds it any more; its threads hold it weakly): they end once the jobs
         # queued before are done. ``shutdown`` never blocks here, and its lock is never held by whoever drops the
         # last reference (only ``post`` and ``shutdown`` take it, and a thread inside ``post`` holds the runner).
@@ -429,7 +267,10 @@ class AsyncRunner:
         self._idle_waiters = 0
         # Calls of pinned runners count (and are refused after close) at _root.
         self._pinned_idle: list[AsyncRunner] = []
-        self._inbox: _Inbox | None = None  # the last loop's (a call from another loop makes its own)
+        self._pinned_out: set[AsyncRunner] = set()  # handed out by pinned(), not given back yet
+        # A pinned runner's open blocks, outermost first (entered and left on its thread: block_entered/_left).
+        self._blocks: list[AbstractContextManager[Any]] = []
+        self._inbox: Inbox | None = None  # the last loop's (a call from another loop makes its own)
         # Transaction blocks open on this store (durastate.aio): while none
         # is, a call need not look for the block its task is in.
         self.blocks_open = 0
@@ -482,6 +323,7 @@ class AsyncRunner:
         undo: Undo | None = None,
         *,
         reads: bool = False,
+        on_cancel: Callable[[], object] | None = None,
     ) -> T:
         """``run`` with the arguments as a tuple and a dict (one coroutine, no repacking).
 
@@ -489,7 +331,10 @@ class AsyncRunner:
         call that changes nothing, ``no_wait_reads``): a call SQLite refused
         with BUSY before it changed anything goes to a worker; one that had
         changed something raises. ``undo(result)`` is applied if the caller
-        is cancelled before it receives a worker's result.
+        is cancelled before it receives a worker's result; ``on_cancel()``
+        is called on the loop as soon as the caller is cancelled, before its
+        call on a worker is waited for (``transact`` then rolls back instead
+        of committing).
         """
         no_wait = self.no_wait_reads if reads else self.no_wait
         if no_wait is not None:
@@ -499,9 +344,15 @@ class AsyncRunner:
             except LockBusy:
                 if no_wait() != before:
                     raise  # it had changed something: running it again could repeat that
-        return await self.on_thread(fn, args, kwargs, undo)
+        return await self.on_thread(fn, args, kwargs, undo, on_cancel=on_cancel)
 
-    async def call_repeatable(self, fn: Callable[..., T], args: tuple[Any, ...], kwargs: dict[str, Any]) -> T:
+    async def call_repeatable(
+        self,
+        fn: Callable[..., T],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        on_cancel: Callable[[], object] | None = None,
+    ) -> T:
         """``call`` of a function that may run twice: one transaction of writes, sent from the loop's thread.
 
         On an engine with ``loop_commits`` (PostgreSQL) ``fn`` runs on the
@@ -515,13 +366,13 @@ class AsyncRunner:
         """
         without_waiting = self._without_waiting
         if without_waiting is None:
-            return await self.call(fn, args, kwargs)
+            return await self.call(fn, args, kwargs, on_cancel=on_cancel)
         self._enter()  # StoreClosed once closed; counted until the COMMIT's answer is in, so close() waits for it
         try:
             result, commit = without_waiting(fn, args, kwargs, self._later)
         except WouldWait:
             self._leave()
-            return await self.on_thread(fn, args, kwargs)
+            return await self.on_thread(fn, args, kwargs, on_cancel=on_cancel)
         except BaseException:
             self._leave()
             raise
@@ -534,9 +385,9 @@ class AsyncRunner:
     def _later(self, work: Callable[[], object]) -> None:
         """Run ``work`` (an abandoned attempt's rollback) on a worker, counted as a call; nobody awaits it."""
         self._count()
-        self._post_counted(_Job(_quietly, (work,), {}))
+        self._post_counted(Job(_quietly, (work,), {}))
 
-    def _post_counted(self, job: _Job) -> None:
+    def _post_counted(self, job: Job) -> None:
         """Queue ``job``, already counted as a call, for a worker; a thread of its own once the workers are gone
         (``close(wait=False)`` while a COMMIT's answer was being collected)."""
         try:
@@ -544,13 +395,13 @@ class AsyncRunner:
         except StoreClosed:
             threading.Thread(target=self._run_alone, args=(job,), daemon=True).start()
 
-    def _run_alone(self, job: _Job) -> None:
+    def _run_alone(self, job: Job) -> None:
         try:
             job.run()
         except BaseException:  # only an undo's (run keeps the call's own), as on a worker
             pass
         finally:
-            self._leave()
+            self._root._leave()
             job.notify()
 
     async def _commit_collected(self, commit: LoopCommit) -> None:
@@ -562,9 +413,9 @@ class AsyncRunner:
         loop = asyncio.get_running_loop()
         inbox = self._inbox
         if inbox is None or inbox.loop is not loop:
-            inbox = self._inbox = _Inbox(loop)
+            inbox = self._inbox = Inbox(loop)
         waiter = loop.create_future()
-        job = _Job(_settled, (), {}, None, waiter, inbox)
+        job = Job(_settled, (), {}, None, waiter, inbox)
         with self._idle:
             self._collecting[commit] = loop
 
@@ -582,7 +433,11 @@ class AsyncRunner:
                 inbox.put(job)
 
         commit.collect(loop, done)
-        await waiter
+        try:
+            await waiter
+        except asyncio.CancelledError:  # the COMMIT is in flight: its answer is waited for (a second cancel stops it)
+            await _over(job, loop, through_cancels=False)
+            raise
         error, job.error = job.error, None  # raised from here: no cycle through this frame's job
         if error is not None:
             raise error
@@ -593,57 +448,74 @@ class AsyncRunner:
             self._busy += 1
 
     async def on_thread(
-        self, fn: Callable[..., T], args: tuple[Any, ...], kwargs: dict[str, Any], undo: Undo | None = None
+        self,
+        fn: Callable[..., T],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        undo: Undo | None = None,
+        if_cancelled: IfCancelled = WAIT,
+        even_if_closed: bool = False,
+        on_cancel: Callable[[], object] | None = None,
     ) -> T:
-        """Run on a worker thread; ``undo`` as in ``call``."""
+        """Run on a worker thread; ``undo`` as in ``call``.
+
+        The call cannot be interrupted once it runs. If the awaiting caller
+        is cancelled, ``if_cancelled`` says what happens before its
+        ``CancelledError`` is raised (``IfCancelled``; the module docstring):
+        by default (``WAIT``) a call still queued never starts and a running
+        one is waited for, its undo too, so nothing of it goes on once the
+        caller has the ``CancelledError``; a second cancel stops that wait.
+        ``on_cancel`` as in ``call``. ``even_if_closed``: run it though the store is closing (work under
+        way already: a block's end), on a thread of its own once the
+        workers are gone.
+        """
         loop = asyncio.get_running_loop()
         inbox = self._inbox
         if inbox is None or inbox.loop is not loop:
-            inbox = self._inbox = _Inbox(loop)
+            inbox = self._inbox = Inbox(loop)
         waiter = loop.create_future()
-        job = _Job(fn, args, kwargs, undo, waiter, inbox)
-        self._post(job)
+        job = Job(fn, args, kwargs, undo, waiter, inbox)
+        if even_if_closed:
+            self._root._count()
+            self._post_counted(job)
+        else:
+            self._post(job)
         try:
             await waiter
         except asyncio.CancelledError:
-            if job.lock is None:
-                job.cancelled = True  # a call still queued never starts
-            else:
-                assert undo is not None
-                await self._undone(job, undo, loop)
+            if on_cancel is not None:
+                on_cancel()
+            await self._given_up(job, if_cancelled, loop)
             raise
         error, job.error = job.error, None  # raised from here: no cycle through this frame's job
         if error is not None:
             raise error
         return cast(T, job.result)
 
-    async def _undone(self, job: _Job, undo: Undo, loop: asyncio.AbstractEventLoop) -> None:
-        """After its caller was cancelled: ``job``'s call did not start, or it is over and undone.
+    async def _given_up(self, job: Job, policy: IfCancelled, loop: asyncio.AbstractEventLoop) -> None:
+        """``job``'s caller was cancelled: stop it if still queued, else settle it by ``policy`` (see ``on_thread``).
 
-        So a cancelled claim holds nothing once its ``CancelledError`` reaches
-        the caller: a claim made right after finds the item. A call in flight
-        is waited for (its worker undoes it); a result already handed over is
-        undone on a worker, waited for too. A second cancel stops the wait
-        (the undo still happens, later).
+        A result the caller will not receive is undone: by the worker if the
+        cancel came first (``Job.take_back``), else here, on a worker too.
         """
-        assert job.lock is not None  # a job with an undo has its lock
-        with job.lock:
-            job.cancelled = True
-            started, delivered = job.started, job.delivered
-        waiter: asyncio.Future[None] = loop.create_future()
-        if delivered:  # the worker had handed the result over already: undo it on a worker
+        if not job.finished and policy is not FINISH and job.stop():
+            return  # still queued: it never starts
+        undo_here = job.handed is not None and not job.take_back()
+        waited = policy is not LEAVE
+        if waited and not job.finished:
+            waited = await _over(job, loop, through_cancels=policy is FINISH)
+        if undo_here:
+            assert job.undo is not None
+            undone: asyncio.Future[None] = loop.create_future()
             try:
-                self._post(_Job(_undo_quietly, (undo, job.result), {}, None, waiter, job.inbox))
+                self._post(Job(undo_quietly, (job.undo, job.result), {}, None, undone, job.inbox))
             except StoreClosed:
                 return
-        elif started and not job.finished:  # in flight: its worker undoes it, then settles the waiter
-            job.waiter = waiter
-        else:  # never started, or over (an error, or undone by its worker)
-            return
-        try:
-            await waiter
-        except asyncio.CancelledError:
-            pass
+            if waited:
+                try:
+                    await undone
+                except asyncio.CancelledError:  # a second cancel: the undo still happens, later
+                    pass
 
     def _enter(self) -> AsyncRunner:
         """Count one more call in (or queued for) a worker at the root; ``StoreClosed`` once closed."""
@@ -654,7 +526,7 @@ class AsyncRunner:
             root._busy += 1
         return root
 
-    def _post(self, job: _Job) -> None:
+    def _post(self, job: Job) -> None:
         root = self._enter()
         try:
             self._workers.post(job)
@@ -679,16 +551,45 @@ class AsyncRunner:
         with self._idle:
             if self._closed:
                 raise StoreClosed("the store is closed")
-            if self._pinned_idle:
-                return self._pinned_idle.pop()
-        return AsyncRunner(workers=1, name=f"{self._name}-tx", _root=self)
+            pinned = self._pinned_idle.pop() if self._pinned_idle else None
+        if pinned is None:
+            pinned = AsyncRunner(workers=1, name=f"{self._name}-tx", _root=self)
+        with self._idle:
+            self._pinned_out.add(pinned)
+        return pinned
 
     def unpin(self, pinned: AsyncRunner) -> None:
         with self._idle:
+            self._pinned_out.discard(pinned)
             if not self._closed:
                 self._pinned_idle.append(pinned)
                 return
         pinned._workers.shutdown(wait=False)
+
+    # On a pinned runner, from its thread: the blocks open on it, which close() rolls back if their tasks left them.
+
+    def block_entered(self, block: AbstractContextManager[Any]) -> None:
+        with self._root._idle_lock:
+            self._blocks.append(block)
+
+    def block_left(self, block: AbstractContextManager[Any]) -> bool:
+        """``block`` is no longer open; False if it was not (``close()`` rolled it back)."""
+        with self._root._idle_lock:
+            if block not in self._blocks:
+                return False
+            self._blocks.remove(block)
+            return True
+
+    def _roll_back_blocks(self) -> None:
+        """On this pinned runner's thread, at close: roll back the blocks still open on it, innermost first."""
+        with self._root._idle_lock:
+            blocks = list(self._blocks)
+        for block in reversed(blocks):
+            if self.block_left(block):
+                try:
+                    block.__exit__(StoreClosed, StoreClosed("the store was closed with this block open"), None)
+                except Exception:  # rolled back anyway: the connection is closed next
+                    pass
 
     def _forget_parent_calls(self) -> None:
         """In a forked child: the calls in progress are the parent's (``close()`` and the exit must not wait for
@@ -703,22 +604,39 @@ class AsyncRunner:
     # -- closing ---------------------------------------------------------------
 
     def close(self, *, wait: bool = True) -> None:
-        """Refuse new calls; with ``wait``, block until no worker is inside one."""
+        """Refuse new calls; with ``wait``, block until no worker is inside one and no block is left open."""
         self._refuse()
         if wait:
-            self.wait_idle()
+            self._quiesce()
         self._shutdown(wait)
 
-    def _refuse(self) -> int:
+    def _refuse(self) -> bool:
+        """Refuse new calls; whether closing has anything to wait for (calls in progress, blocks left open)."""
         with self._idle:
             self._closed = True
             self.no_wait = self.no_wait_reads = None
-            busy = self._busy
-        return busy
+            return self._busy > 0 or any(pinned._blocks for pinned in self._pinned_out)
+
+    def _quiesce(self) -> None:
+        """Wait until no call is in progress, then roll back the blocks left open (their tasks abandoned them).
+
+        Each is rolled back on its own pinned thread, where it was entered,
+        as a call counted like any other (the block's own ``__aexit__``, if
+        it comes later, finds it ended).
+        """
+        self.wait_idle()
+        with self._idle:
+            left_open = [pinned for pinned in self._pinned_out if pinned._blocks]
+        for pinned in left_open:
+            self._count()
+            pinned._post_counted(Job(pinned._roll_back_blocks, (), {}))
+        if left_open:
+            self.wait_idle()
 
     def _shutdown(self, wait: bool) -> None:
         with self._idle:
-            pinned, self._pinned_idle = self._pinned_idle, []
+            pinned = [*self._pinned_idle, *self._pinned_out]
+            self._pinned_idle, self._pinned_out = [], set()
         for workers in [self._workers, *(p._workers for p in pinned)]:
             workers.shutdown(wait)
 
@@ -741,9 +659,14 @@ class AsyncRunner:
                 self._idle_waiters -= 1
 
     async def aclose(self) -> None:
-        """``close()`` without blocking the loop: refuse new calls, wait for the workers."""
+        """``close()`` without blocking the loop: refuse new calls, wait for the workers, roll back abandoned blocks.
+
+        Carried to its end even if cancelled (``to_the_end``): a close given up
+        halfway would leave the store refusing calls with its threads and
+        connections still held. The ``CancelledError`` is raised after.
+        """
         if self._refuse():
-            await asyncio.to_thread(self.wait_idle)
+            await to_the_end(asyncio.to_thread(self._quiesce))
         self._shutdown(False)
 
     @property

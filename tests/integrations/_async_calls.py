@@ -103,11 +103,12 @@ class HeldAfter:
 
 
 async def cancel_rolls_back(blocker: Blocker, holder: Any, held: str, call: Callable[[], Awaitable[Any]]) -> None:
-    """Cancel ``call()`` while it waits behind ``blocker`` on a worker of ``holder``: it raises CancelledError at once.
+    """Cancel ``call()`` while it waits behind ``blocker`` on a worker of ``holder``: it rolls back, then raises.
 
     ``held`` names the sync method the call runs on the worker; it is held
     after returning (:class:`HeldAfter`) so the cancellation lands before the
-    commit. Returns once the worker is idle again (the call rolled back).
+    commit. The cancelled caller waits for the call (``AsyncRunner.on_thread``'s
+    ``WAIT``): its ``CancelledError`` comes once the call has rolled back.
     """
     blocker.start()
     holding = HeldAfter(holder, held)
@@ -115,11 +116,12 @@ async def cancel_rolls_back(blocker: Blocker, holder: Any, held: str, call: Call
         task = asyncio.create_task(call())
         await on_a_worker(holder)
         task.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await task
+        await asyncio.sleep(0)  # one turn of the loop: the task has taken its cancel (the call is told)
     finally:
         holding.release()
         await asyncio.to_thread(blocker.release)
+    with pytest.raises(asyncio.CancelledError):
+        await task
     await asyncio.to_thread(holder._aio.runner.wait_idle)
     assert holding.ran, f"the call never ran {held}: nothing held it before its commit"
 

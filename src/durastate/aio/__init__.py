@@ -46,24 +46,29 @@ Transactions, two ways, both one atomic commit on one connection:
 The sync API's per-thread ambient transaction never leaks into async code:
 no transaction is ever left open on the loop thread between two calls.
 
-Cancellation (a cancelled ``await`` on any facet): a call either completes
-or is undone, never half done. Every write is atomic, so a cancelled write
-either committed or did nothing. A cancelled ``queues.claim`` or
-``events.claim_available``/``claim_any`` whose claim was taken anyway is
-released before the ``CancelledError`` reaches the caller (the delivery
-counts as an attempt, as a crashed worker's would; a try still running on
-a worker is waited for, so a claim made next finds the item).
+Cancellation (a cancelled ``await`` on any facet; ``docs/guide/async.md``,
+"Cancellation and timeouts"): a call either completes or is undone, never
+half done, and is over before the ``CancelledError`` reaches the caller: a
+call running on a worker is waited for (it cannot be interrupted; a second
+cancel stops the wait), one still queued never starts. Every write is
+atomic, so a cancelled write either committed or did nothing. A cancelled
+``queues.claim`` or ``events.claim_available``/``claim_any`` whose claim was
+taken anyway is released first (due again at once, waiters woken; the
+delivery counts as an attempt, as a crashed worker's would).
 ``queues.pop`` is at-most-once: a pop cancelled after it took its item
-loses it, exactly as a consumer dying after ``pop`` would. A
-cancelled ``transact`` rolls back unless its commit had begun (on
-PostgreSQL a transaction's writes travel with its COMMIT in one flight, so a
-write waiting for another transaction's row lock waits inside the commit:
-cancelling it then does not undo it, it commits once the lock is free); a
-cancelled ``async with`` block rolls back. A wait (``wait=``) holds nothing
-while it waits (on PostgreSQL the store's listening connection wakes it on
-the loop; elsewhere it polls every 50 ms on the loop), so cancelling it is
-always clean. ``await store.close()`` waits until no worker thread is
-inside a call before closing the connections.
+loses it, exactly as a consumer dying after ``pop`` would. A cancelled
+``transact`` rolls back unless its commit had begun (on PostgreSQL a
+transaction's writes travel with its COMMIT in one flight, so a write
+waiting for another transaction's row lock waits inside the commit:
+cancelling it then does not undo it, it commits once the lock is free, and
+the caller waits for that); a cancelled ``async with`` block rolls back, and
+its commit or rollback once begun is carried to its end. A wait (``wait=``)
+holds nothing while it waits (on PostgreSQL the store's listening
+connection wakes it on the loop; elsewhere it polls every 50 ms on the
+loop), so cancelling it is always clean. A cancelled ``open`` closes the
+store it made. ``await store.close()`` (carried to its end even if
+cancelled) waits until no worker thread is inside a call, rolls back the
+blocks other tasks left open, then closes the connections.
 
 Iterators: ``kv.scan``/``kv.log``/``documents.iter_keys`` return async
 iterators (pages read as they are consumed; argument errors surface at the
@@ -83,7 +88,7 @@ from types import CoroutineType, TracebackType
 from typing import Any, Concatenate, ParamSpec, TypeVar, Unpack
 
 from .. import store as _store
-from .._aio import AsyncRunner
+from .._aio import LEAVE, AsyncRunner
 from ..errors import ConfigurationError, InvalidRequest
 from ..retention import MaintenanceReport
 from ..store import OpenOptions, Store
@@ -156,7 +161,19 @@ def open(
 
 
 async def _open(url: str | os.PathLike[str] | None, workers: int | None, options: OpenOptions) -> AsyncStore:
-    store = await asyncio.to_thread(functools.partial(_store.open, url, **options))
+    opening = asyncio.ensure_future(asyncio.to_thread(functools.partial(_store.open, url, **options)))
+    try:
+        store = await asyncio.shield(opening)
+    except asyncio.CancelledError:
+        # The open goes on on its thread: the store it makes is closed, not leaked (its threads, connections,
+        # file handles). Waited for, as a cancelled call is; a second cancel stops the wait, not the closing.
+        try:
+            await asyncio.wait({opening})
+        except asyncio.CancelledError:
+            opening.add_done_callback(_close_opened)
+            raise
+        _close_opened(opening)
+        raise
     if workers is None:
         workers = store.engine.capabilities.max_concurrency or 8
     try:
@@ -165,6 +182,12 @@ async def _open(url: str | os.PathLike[str] | None, workers: int | None, options
         store.close()
         raise
     return AsyncStore(store, runner)
+
+
+def _close_opened(opening: asyncio.Future[Store]) -> None:
+    """Close the store a cancelled ``aio.open`` made (if it made one: a failed open has nothing to close)."""
+    if not opening.cancelled() and opening.exception() is None:
+        opening.result().close()
 
 
 class OpeningStore(Coroutine[Any, Any, "AsyncStore"]):
@@ -303,22 +326,23 @@ class AsyncStore(AsyncFacets):
             return result
 
         runner = runner_for(self._runner)
-        try:
-            if repeatable:
-                return await runner.call_repeatable(body, (), {})
-            return await runner.call(body, (), {})
-        except asyncio.CancelledError:
-            cancelled.append(True)
-            raise
+        # Told at once, before a call in flight is waited for: a body still running then rolls back.
+        if repeatable:
+            return await runner.call_repeatable(body, (), {}, functools.partial(cancelled.append, True))
+        return await runner.call(body, (), {}, on_cancel=functools.partial(cancelled.append, True))
 
     async def maintain(self, *, max_rows: int | None = None, vacuum: bool = False) -> MaintenanceReport:
         """``Store.maintain()`` on a worker thread (it commits batch by batch; the loop keeps running).
 
-        Cancelling the await does not stop a sweep already running: it
-        finishes its batches (each one commits on its own, so nothing is
-        half done) and its report is dropped.
+        Cancelling the await does not stop a sweep already running, nor
+        wait for it (the one call that does not, ``IfCancelled.LEAVE``: a
+        timeout on a long sweep is honoured at once): it finishes its
+        batches (each one commits on its own, so nothing is half done) and
+        its report is dropped; ``close()`` waits for it.
         """
-        return await self._runner.on_thread(self._store.maintain, (), {"max_rows": max_rows, "vacuum": vacuum})
+        return await self._runner.on_thread(
+            self._store.maintain, (), {"max_rows": max_rows, "vacuum": vacuum}, if_cancelled=LEAVE
+        )
 
     def transaction(self) -> PinnedBlock[AsyncStore]:
         """``async with store.transaction() as tx:``: one transaction across awaits (see the module docstring)."""
@@ -331,12 +355,20 @@ class AsyncStore(AsyncFacets):
         )
 
     async def close(self) -> None:
-        """Refuse new calls, wait for calls on workers to finish, close the connections. Idempotent."""
+        """Refuse new calls, wait for calls on workers to finish, close the connections. Idempotent.
+
+        Transaction blocks other tasks left open (abandoned, or cancelled
+        and not yet resumed) are rolled back first, each on its own thread:
+        nothing of them commits. Carried to its end even if cancelled (the
+        ``CancelledError`` is raised once the store is closed).
+        """
         if self._owner is not None:
             raise TypeError("close the store, not a transaction's view of it")
-        await self._runner.aclose()
-        # On the loop's thread: no inline call can be running on it now.
-        self._store.close()
+        try:
+            await self._runner.aclose()
+        finally:
+            # On the loop's thread: no inline call can be running on it now.
+            self._store.close()
 
     async def __aenter__(self) -> AsyncStore:
         return self

@@ -53,7 +53,7 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Generic, TypeVar
 
-from .._aio import AsyncRunner, Undo
+from .._aio import FINISH, AsyncRunner, Undo
 from .._tail import Tail
 from .._validate import as_wait
 from ..engines.loop import inline_site
@@ -200,10 +200,11 @@ class PinnedBlock(Generic[T]):
         def enter() -> AbstractContextManager[Any]:
             cm = self._make()
             cm.__enter__()
+            pinned.block_entered(cm)  # from here close() rolls it back if this task abandons it
             return cm
 
         def leave_unreceived(cm: AbstractContextManager[Any]) -> None:
-            cm.__exit__(asyncio.CancelledError, asyncio.CancelledError(), None)
+            _leave_block(pinned, cm, asyncio.CancelledError, asyncio.CancelledError(), None)
 
         try:
             self._cm = await pinned.on_thread(enter, (), {}, leave_unreceived)
@@ -223,9 +224,12 @@ class PinnedBlock(Generic[T]):
             raise InvalidRequest("this async with block is not open: never entered, or ended already")
         self._cm = None  # leaving: a second __aexit__ meanwhile is refused above
         try:
-            # Shielded: a cancellation while leaving must not skip the
-            # commit or rollback, nor hand the thread back before it is done.
-            await asyncio.shield(pinned.on_thread(cm.__exit__, (exc_type, exc, tb), {}))
+            # FINISH: a cancellation while leaving must not skip the commit or rollback, nor hand the thread
+            # back (nor let the caller go on) before it is done. Even if the store is closing: close() waits
+            # for it, or has rolled the block back already (then _leave_block says so).
+            left = await pinned.on_thread(
+                _leave_block, (pinned, cm, exc_type, exc, tb), {}, if_cancelled=FINISH, even_if_closed=True
+            )
         except BlockRefused:
             # Refused before anything changed (ended from a thread that did not enter it, say): this block
             # stays open on its thread, its calls still routed there.
@@ -235,6 +239,8 @@ class PinnedBlock(Generic[T]):
             self._ended()
             raise
         self._ended()
+        if not left and exc is None:
+            raise StoreClosed("the store was closed while this block was open: it was rolled back, nothing committed")
 
     def _ended(self) -> None:
         """The block has ended (committed or rolled back): calls route as before it, its thread goes back."""
@@ -248,6 +254,24 @@ class PinnedBlock(Generic[T]):
         pinned, self._pinned = self._pinned, None
         if pinned is not None and self._owns_pin:
             self._runner.unpin(pinned)
+
+
+def _leave_block(
+    pinned: AsyncRunner,
+    cm: AbstractContextManager[Any],
+    exc_type: type[BaseException] | None,
+    exc: BaseException | None,
+    tb: TracebackType | None,
+) -> bool:
+    """On the block's pinned thread: leave ``cm`` (commit, or roll back); False if ``close()`` rolled it back."""
+    if not pinned.block_left(cm):
+        return False
+    try:
+        cm.__exit__(exc_type, exc, tb)
+    except BlockRefused:  # refused before anything changed: still open
+        pinned.block_entered(cm)
+        raise
+    return True
 
 
 # -- async iterators ------------------------------------------------------------------
@@ -288,9 +312,9 @@ class PagedIterator:
             raise StopAsyncIteration
         runner = runner_for(self._runner)
         if self._it is None:
-            make, self._make = self._make, None
-            assert make is not None
-            self._it = await runner.call(make, (), {}, reads=True)
+            assert self._make is not None
+            self._it = await runner.call(self._make, (), {}, reads=True)  # cancelled: made again at the next step
+            self._make = None
         if runner.inline_reads:
             # Inline, and never handed off: a generator that raised is
             # finished, so running it again elsewhere would end the
@@ -301,7 +325,8 @@ class PagedIterator:
                 self._done = True
                 raise StopAsyncIteration
             return item
-        batch = await runner.call(_take, (self._it, ITER_BATCH), {}, reads=True)
+        # A batch taken for a step that was cancelled is kept for the next (undo): the iterator moved past it.
+        batch = await runner.call(_take, (self._it, ITER_BATCH), {}, self._buffer.extend, reads=True)
         if len(batch) < ITER_BATCH:
             self._done = True
         if not batch:

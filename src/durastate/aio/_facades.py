@@ -24,10 +24,11 @@ from ..queues import Claim, Queues
 from ._build import CONTEXT, ITER, PLAIN, STREAM, WAIT, FacadeSpec, Method, build_facades
 
 
-def release_queue_claim(_queues: Queues, claim: Claim | None) -> None:
-    """A cancelled ``claim``'s item is claimable again at once (the delivery counts, as a crash's would)."""
+def release_queue_claim(queues: Queues, claim: Claim | None) -> None:
+    """A cancelled ``claim``'s item is claimable again at once, its waiters woken (the delivery counts, as a
+    crash's would)."""
     if claim is not None:
-        claim.renew(0.001)
+        queues._release(claim)
 
 
 def watch_queue(queues: Queues, name: str | bytes, /, *_args: Any, **_kwargs: Any) -> ChangeWatch:

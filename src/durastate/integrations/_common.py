@@ -68,17 +68,16 @@ timeout back on the first refusal: ``SqliteEngine.no_wait_changes``;
 
 from __future__ import annotations
 
-import asyncio
 import os
 import queue
 import threading
 import weakref
-from collections.abc import AsyncGenerator, Callable, Coroutine, Generator, Iterator
+from collections.abc import AsyncGenerator, Callable, Iterator
 from types import TracebackType
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar
 
 from .. import store as _store
-from .._aio import AsyncRunner
+from .._aio import AsyncRunner, to_the_end
 from .._validate import fail
 from ..aio import AsyncStore
 from ..aio._build import PagedIterator
@@ -157,78 +156,6 @@ class AsyncCalls:
     async def aclose(self) -> None:
         """``close()`` without blocking the event loop."""
         await self.runner.aclose()
-
-
-async def to_the_end(awaitable: Coroutine[Any, Any, T]) -> T:
-    """``await awaitable``, carried to its end even if the caller is cancelled.
-
-    A cancelled caller keeps waiting until the awaitable has finished (a
-    write that began is committed or rolled back before the caller moves
-    on, never left running behind its back), then the first
-    ``CancelledError`` is raised (and the awaitable's own error, if it
-    failed, is dropped). This is how the OpenAI Agents SDK's own sessions
-    treat a cancelled mutation.
-
-    The coroutine's first step runs here, in the caller's task: a call that
-    completes without suspending (inline on the loop's thread, every
-    uncontended SQLite write at ``durability="normal"``) cannot be
-    cancelled and needs nothing more. Only one that suspends (a worker's
-    call) is carried on in a task of its own, which the caller's
-    cancellation does not reach (a task costs a call ~9 us of CPU).
-    """
-    try:
-        yielded = awaitable.send(None)
-    except StopIteration as done:
-        return cast(T, done.value)
-    task = asyncio.ensure_future(_Resumed(awaitable, yielded))
-    cancelled: asyncio.CancelledError | None = None
-    while not task.done():
-        try:
-            await asyncio.wait({task})
-        except asyncio.CancelledError as exc:
-            cancelled = cancelled or exc
-    if cancelled is not None:
-        if not task.cancelled():
-            task.exception()  # retrieved, so a failed write is not reported as "never retrieved"
-        raise cancelled
-    return task.result()
-
-
-_STARTED = object()  # _Resumed: the yielded value is handed over
-
-
-class _Resumed(Coroutine[Any, Any, T]):
-    """The rest of a coroutine whose first step has run and yielded ``yielded`` (``to_the_end``), for a task to drive.
-
-    The task's first ``send`` gets ``yielded`` (what the step gave up: a
-    future to wait on, or ``None`` to yield once); every later ``send`` and
-    ``throw`` goes to the coroutine, whose ``StopIteration`` ends the task
-    with its value. A coroutine of its own, not an ``async def`` awaiting
-    one: no frame between the task and the call on every step.
-    """
-
-    __slots__ = ("_coro", "_yielded")
-
-    def __init__(self, coro: Coroutine[Any, Any, T], yielded: Any) -> None:
-        self._coro = coro
-        self._yielded = yielded
-
-    def send(self, value: Any) -> Any:
-        yielded = self._yielded
-        if yielded is not _STARTED:
-            self._yielded = _STARTED
-            return yielded
-        return self._coro.send(value)
-
-    def throw(self, *exc: Any) -> Any:
-        self._yielded = _STARTED
-        return self._coro.throw(*exc)
-
-    def close(self) -> None:
-        self._coro.close()
-
-    def __await__(self) -> Generator[Any, Any, T]:
-        raise TypeError("_Resumed is driven by a task (to_the_end), not awaited")
 
 
 class _Reaper:

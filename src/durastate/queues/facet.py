@@ -538,6 +538,18 @@ class Queues(Upkeep):
             # BEGIN/COMMIT round trip).
             engine.notify(channel(claim.queue))
 
+    def _release(self, claim: Claim) -> None:
+        """Make ``claim``'s item due again now and wake the queue's waiters (its holder will never settle it).
+
+        For an async ``claim`` whose caller was cancelled before it received
+        the item (``durastate.aio``): as a lease run out, the delivery
+        counts as an attempt, but nothing waits for the lease.
+        """
+        engine = self._engine
+        with engine.transaction():
+            engine.execute(self._renew_sql, (engine.now_ms(), claim.id, claim._token))
+            engine.notify(channel(claim.queue))  # sent at the commit: a waiter looks again at once
+
     def _renew(self, claim: Claim, lease: float | None) -> None:
         lease_ms = claim._lease_ms if lease is None else _duration_ms("lease", lease, False)
         until = self._engine.now_ms() + lease_ms
