@@ -52,8 +52,11 @@ caller cancelled while its call waits for another connection's lock waits
 with it, up to the store's ``busy_timeout``. ``FINISH`` carries the call to
 its end whatever cancels come (a queued one starts anyway: a transaction
 block's commit or rollback); ``LEAVE`` raises at once and lets a running
-call go on (``AsyncStore.maintain``'s sweep). ``call_repeatable`` waits
-for its COMMIT's answer as ``WAIT`` does. ``close()`` refuses new calls,
+call go on (``AsyncStore.maintain``'s sweep). ``call_repeatable``, whose
+COMMIT went out from the loop's thread, is the exception: a cancelled
+caller leaves its answer to be collected, counted as a call in progress
+(``close()`` waits for it), since that COMMIT may wait for a lock that
+code after the cancel, on the same loop, releases. ``close()`` refuses new calls,
 waits until no worker is inside a call (undo included), rolls back the
 transaction blocks still open on pinned threads (their tasks abandoned
 them), then stops the threads, so no connection is ever freed under a
@@ -433,11 +436,10 @@ class AsyncRunner:
                 inbox.put(job)
 
         commit.collect(loop, done)
-        try:
-            await waiter
-        except asyncio.CancelledError:  # the COMMIT is in flight: its answer is waited for (a second cancel stops it)
-            await _over(job, loop, through_cancels=False)
-            raise
+        # A cancelled caller leaves the collection running (counted as a call in progress: close() waits for it).
+        # Waiting for the answer here instead could wait forever: the COMMIT may wait for a lock that code after
+        # the cancel, on this very loop, would release (tests/postgres/test_loop_commits.py).
+        await waiter
         error, job.error = job.error, None  # raised from here: no cycle through this frame's job
         if error is not None:
             raise error
